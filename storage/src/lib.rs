@@ -1,0 +1,1 @@
+//! RecordIO datasets (byte-compatible with PaddlePaddle/recordio) and checkpoint file formats.
