@@ -1,0 +1,1 @@
+//! The master: a replicated task queue (pure state machine), its gRPC service and client.
