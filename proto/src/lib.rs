@@ -1,19 +1,36 @@
 //! Protocol buffer types for raftrain: the only crate that sees prost/tonic generated code.
 //!
-//! Each package is a module named after its protobuf package. Conversions to and from
-//! domain types live next to the services that use them, never here.
+//! The generated modules nest as the protobuf packages do (`raftrain.master.v1` refers to
+//! `raftrain.raft.v1`), and each package is also reachable by its short name:
+//! `proto::example`, `proto::raft`, `proto::master`. Conversions to and from domain types live
+//! next to the services that use them, never here.
+
+/// The generated code, one module per protobuf package.
+#[allow(clippy::all, missing_docs)]
+pub mod raftrain {
+    pub mod example {
+        pub mod v1 {
+            tonic::include_proto!("raftrain.example.v1");
+        }
+    }
+    pub mod raft {
+        pub mod v1 {
+            tonic::include_proto!("raftrain.raft.v1");
+        }
+    }
+    pub mod master {
+        pub mod v1 {
+            tonic::include_proto!("raftrain.master.v1");
+        }
+    }
+}
 
 /// `raftrain.example.v1`: the training example stored in dataset records.
-pub mod example {
-    #![allow(clippy::all, missing_docs)]
-    tonic::include_proto!("raftrain.example.v1");
-}
-
+pub use raftrain::example::v1 as example;
+/// `raftrain.master.v1`: the master service trainers, pservers and `raftrain status` call.
+pub use raftrain::master::v1 as master;
 /// `raftrain.raft.v1`: the Raft transport between master replicas.
-pub mod raft {
-    #![allow(clippy::all, missing_docs)]
-    tonic::include_proto!("raftrain.raft.v1");
-}
+pub use raftrain::raft::v1 as raft;
 
 pub use prost;
 pub use prost::Message;
