@@ -1,1 +1,3 @@
 //! RecordIO datasets (byte-compatible with PaddlePaddle/recordio) and checkpoint file formats.
+
+pub mod recordio;

@@ -1,0 +1,116 @@
+//! One chunk as a whole: encoding a payload into header and stored bytes for the writer, and
+//! reading, validating and decoding one chunk for every reader.
+
+use std::fs::File;
+use std::io::{Read, Seek};
+use std::path::Path;
+
+use super::compressor::Decompressed;
+use super::header::read_header;
+use super::{payload, ChunkHeader, ChunkMeta, Compressor, ErrorKind, RecordIoError};
+use super::{CHUNK_PAYLOAD_BYTES_MAX, CHUNK_UNCOMPRESSED_BYTES_MAX};
+
+/// The most payload bytes reserved up front; larger payloads grow as bytes actually arrive,
+/// so a header that lies about its size cannot make a reader allocate what the file lacks.
+const PAYLOAD_RESERVE_BYTES_MAX: u64 = 1 << 20;
+
+/// Compresses an uncompressed payload of `record_count` records into a chunk's header and
+/// stored payload. Fails (`InvalidInput`) if the result would be unreadable: too large for a
+/// `u32` size or for [`CHUNK_PAYLOAD_BYTES_MAX`].
+pub(crate) fn encode_chunk(
+    compressor: Compressor,
+    uncompressed: &[u8],
+    record_count: u32,
+) -> std::io::Result<(ChunkHeader, Vec<u8>)> {
+    let compressed = compressor.compress(uncompressed)?;
+    let compressed_size = u32::try_from(compressed.len())
+        .ok()
+        .filter(|&size| size as usize <= CHUNK_PAYLOAD_BYTES_MAX)
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "compressed chunk of {} bytes exceeds the {CHUNK_PAYLOAD_BYTES_MAX}-byte limit",
+                    compressed.len()
+                ),
+            )
+        })?;
+    let checksum = crc32fast::hash(&compressed);
+    Ok((ChunkHeader { checksum, compressor, compressed_size, record_count }, compressed))
+}
+
+/// Reads the chunk an index described: seeks to `meta.offset`, re-reads and validates the
+/// header (it must still match `meta`), reads the payload, checks its CRC, decompresses it and
+/// splits it into exactly `meta.record_count` records.
+pub fn read_chunk<R: Read + Seek>(
+    reader: &mut R,
+    path: &Path,
+    meta: &ChunkMeta,
+) -> Result<Vec<Vec<u8>>, RecordIoError> {
+    let header = read_header(reader, path, meta.offset)?;
+    check_matches_index(&header, meta)
+        .map_err(|kind| RecordIoError::new(path, meta.offset, kind))?;
+    read_payload(reader, path, meta.offset, &header)
+}
+
+/// Reads the chunk whose header starts at byte `offset` of the file at `path`: what a trainer
+/// calls for the chunk a task names.
+pub fn read_chunk_at(path: &Path, offset: u64) -> Result<Vec<Vec<u8>>, RecordIoError> {
+    let mut file =
+        File::open(path).map_err(|error| RecordIoError::new(path, offset, ErrorKind::Io(error)))?;
+    let header = read_header(&mut file, path, offset)?;
+    read_payload(&mut file, path, offset, &header)
+}
+
+/// Compares a freshly read header with the index entry that led to it.
+fn check_matches_index(header: &ChunkHeader, meta: &ChunkMeta) -> Result<(), ErrorKind> {
+    let fields = [
+        ("checksum", meta.checksum, header.checksum),
+        ("compressor", meta.compressor.code(), header.compressor.code()),
+        ("compressed size", meta.compressed_size, header.compressed_size),
+        ("record count", meta.record_count, header.record_count),
+    ];
+    for (field, indexed, found) in fields {
+        if indexed != found {
+            let (indexed, found) = (u64::from(indexed), u64::from(found));
+            return Err(ErrorKind::IndexMismatch { field, indexed, found });
+        }
+    }
+    Ok(())
+}
+
+/// Reads and decodes the payload that follows `header`; the reader is positioned just after it.
+fn read_payload<R: Read>(
+    reader: &mut R,
+    path: &Path,
+    offset: u64,
+    header: &ChunkHeader,
+) -> Result<Vec<Vec<u8>>, RecordIoError> {
+    let error = |kind| RecordIoError::new(path, offset, kind);
+    let expected = u64::from(header.compressed_size);
+    let mut compressed = Vec::with_capacity(expected.min(PAYLOAD_RESERVE_BYTES_MAX) as usize);
+    reader
+        .take(expected)
+        .read_to_end(&mut compressed)
+        .map_err(|io_error| error(ErrorKind::Io(io_error)))?;
+    let available = compressed.len() as u64;
+    if available < expected {
+        return Err(error(ErrorKind::TruncatedPayload { expected, available }));
+    }
+    let computed = crc32fast::hash(&compressed);
+    if computed != header.checksum {
+        return Err(error(ErrorKind::ChecksumMismatch { stored: header.checksum, computed }));
+    }
+    let decompressed = header
+        .compressor
+        .decompress(compressed, CHUNK_UNCOMPRESSED_BYTES_MAX)
+        .map_err(|io_error| error(ErrorKind::Decompress(io_error)))?;
+    let uncompressed = match decompressed {
+        Decompressed::Payload(uncompressed) => uncompressed,
+        Decompressed::TooLarge { size_at_least } => {
+            let limit = CHUNK_UNCOMPRESSED_BYTES_MAX as u64;
+            return Err(error(ErrorKind::ChunkTooLarge { size: size_at_least, limit }));
+        }
+    };
+    payload::split_records(&uncompressed, header.record_count).map_err(error)
+}

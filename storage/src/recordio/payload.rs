@@ -1,0 +1,100 @@
+//! The uncompressed chunk payload: each record as a `u32` little-endian length and its bytes.
+//! The only place that encodes or decodes this layout; the writer and all readers share it.
+
+use super::ErrorKind;
+
+/// The size of the length prefix in front of every record.
+pub(crate) const LENGTH_PREFIX_BYTES: usize = 4;
+
+/// Appends one record to an uncompressed payload.
+///
+/// The caller has checked that the record's length fits a `u32`.
+pub(crate) fn append_record(payload: &mut Vec<u8>, record: &[u8]) {
+    let length = u32::try_from(record.len()).expect("the writer refuses records over u32::MAX");
+    payload.extend_from_slice(&length.to_le_bytes());
+    payload.extend_from_slice(record);
+}
+
+/// How many payload bytes a record of `record_bytes` bytes occupies.
+pub(crate) fn encoded_bytes(record_bytes: usize) -> usize {
+    LENGTH_PREFIX_BYTES.saturating_add(record_bytes)
+}
+
+/// Splits an uncompressed payload into its records, checking that every record lies inside
+/// the payload and that there are exactly `record_count` of them.
+pub(crate) fn split_records(payload: &[u8], record_count: u32) -> Result<Vec<Vec<u8>>, ErrorKind> {
+    // Every record takes at least its length prefix, so this bounds the allocation by the
+    // payload actually present, whatever the header claims.
+    let capacity = (record_count as usize).min(payload.len() / LENGTH_PREFIX_BYTES);
+    let mut records = Vec::with_capacity(capacity);
+    let mut rest = payload;
+    while !rest.is_empty() {
+        let record = u32::try_from(records.len()).unwrap_or(u32::MAX);
+        let Some((prefix, after_prefix)) = rest.split_first_chunk::<LENGTH_PREFIX_BYTES>() else {
+            // A partial length prefix: the record needs four bytes to even say its length.
+            return Err(ErrorKind::RecordOverrun {
+                record,
+                length: LENGTH_PREFIX_BYTES as u32,
+                remaining: rest.len() as u64,
+            });
+        };
+        let length = u32::from_le_bytes(*prefix);
+        let Some((bytes, after_record)) = after_prefix.split_at_checked(length as usize) else {
+            return Err(ErrorKind::RecordOverrun {
+                record,
+                length,
+                remaining: after_prefix.len() as u64,
+            });
+        };
+        records.push(bytes.to_vec());
+        rest = after_record;
+    }
+    let found = u32::try_from(records.len()).unwrap_or(u32::MAX);
+    if found != record_count {
+        return Err(ErrorKind::RecordCountMismatch { header: record_count, found });
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records round-trip through the payload layout, and every way a payload can disagree with
+    /// itself or its header is reported as the right kind.
+    #[test]
+    fn split() {
+        fn check(payload: &[u8], record_count: u32, expected: Result<Vec<&[u8]>, &str>) {
+            let split = split_records(payload, record_count);
+            match expected {
+                Ok(records) => assert_eq!(split.expect("valid payload"), records),
+                Err(message) => {
+                    let kind = split.expect_err("invalid payload");
+                    assert_eq!(format!("{kind:?}"), message);
+                }
+            }
+        }
+        let mut payload = Vec::new();
+        for record in [&b"a"[..], b"", b"bc"] {
+            append_record(&mut payload, record);
+        }
+        assert_eq!(payload, b"\x01\0\0\0a\0\0\0\0\x02\0\0\0bc");
+        check(&payload, 3, Ok(vec![b"a", b"", b"bc"]));
+        check(b"", 0, Ok(vec![]));
+        check(&payload, 2, Err("RecordCountMismatch { header: 2, found: 3 }"));
+        check(b"", 1, Err("RecordCountMismatch { header: 1, found: 0 }"));
+        check(
+            &payload[..payload.len() - 1],
+            3,
+            Err("RecordOverrun { record: 2, length: 2, remaining: 1 }"),
+        );
+        check(&payload[..2], 1, Err("RecordOverrun { record: 0, length: 4, remaining: 2 }"));
+        check(
+            b"\xff\xff\xff\xff",
+            u32::MAX,
+            Err("RecordOverrun { record: 0, length: 4294967295, remaining: 0 }"),
+        );
+        assert_eq!(encoded_bytes(2), 6);
+        assert_eq!(encoded_bytes(usize::MAX), usize::MAX);
+    }
+}
