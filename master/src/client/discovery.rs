@@ -1,0 +1,43 @@
+//! Leader discovery: ask every known master at once who leads, and believe the answer from
+//! the highest term.
+
+use super::master_client::service_client;
+use super::options::ClientOptions;
+use proto::raft::{ClusterInfoReply, ClusterInfoRequest};
+
+/// Returns the leader address reported in the highest term, or why none was found.
+pub(crate) async fn discover_leader(masters: &[String], options: &ClientOptions) -> Result<String, String> {
+    // Spawned so the asks run concurrently: a dead master costs one timeout, not one each.
+    let asks: Vec<_> = masters
+        .iter()
+        .map(|addr| {
+            let (addr, options) = (addr.clone(), options.clone());
+            tokio::spawn(async move { ask(&addr, &options).await })
+        })
+        .collect();
+    let mut best: Option<ClusterInfoReply> = None;
+    let mut errors = Vec::new();
+    for (addr, ask) in masters.iter().zip(asks) {
+        let answer = ask.await.map_err(|error| error.to_string()).and_then(|answer| answer);
+        match answer {
+            Ok(info) if info.leader_addr.is_empty() => {
+                errors.push(format!("{addr}: no leader known in term {}", info.term));
+            }
+            Ok(info) => {
+                if best.as_ref().is_none_or(|known| info.term > known.term) {
+                    best = Some(info);
+                }
+            }
+            Err(error) => errors.push(format!("{addr}: {error}")),
+        }
+    }
+    best.map(|info| info.leader_addr).ok_or_else(|| format!("no leader found ({})", errors.join("; ")))
+}
+
+async fn ask(addr: &str, options: &ClientOptions) -> Result<ClusterInfoReply, String> {
+    let mut service = service_client(addr, options).map_err(|error| error.to_string())?;
+    let reply = service.cluster_info(ClusterInfoRequest {}).await;
+    reply
+        .map(tonic::Response::into_inner)
+        .map_err(|status| format!("{:?}: {}", status.code(), status.message()))
+}

@@ -1,0 +1,178 @@
+//! `MasterClient`: finds the master leader among the `--masters` addresses, follows
+//! "not leader" redirects, retries with backoff inside a deadline, and stamps every write with
+//! (client id, sequence number) so that a retry after a leader change is applied exactly once.
+
+use super::discovery::discover_leader;
+use super::error::ClientError;
+use super::options::{backoff, ClientOptions, CONNECT_TIMEOUT_MS, MESSAGE_BYTES_MAX};
+use proto::master::master_service_client::MasterServiceClient;
+use proto::master::ClientStamp;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tonic::transport::{Channel, Endpoint};
+
+/// Metadata key carrying the leader's address on an `UNAVAILABLE` reply from a follower.
+pub const LEADER_METADATA_KEY: &str = "x-raftrain-leader";
+
+pub type ServiceClient = MasterServiceClient<Channel>;
+
+pub struct MasterClient {
+    masters: Vec<String>,
+    options: ClientOptions,
+    client_id: u64,
+    next_seq: AtomicU64,
+    leader: std::sync::Mutex<Option<Leader>>,
+    /// Stamped writes go one at a time: the state machine keeps only the last sequence number
+    /// per client, so a lower one arriving late would be refused as stale.
+    writes: tokio::sync::Mutex<()>,
+}
+
+#[derive(Clone)]
+struct Leader {
+    addr: String,
+    service: ServiceClient,
+}
+
+/// What to do after a failed attempt.
+enum Next {
+    Redirect(String),
+    Rediscover,
+    GiveUp,
+}
+
+impl MasterClient {
+    /// Checks the addresses; connects lazily, on the first call.
+    pub fn new(masters: &[String], options: ClientOptions) -> Result<Self, ClientError> {
+        if masters.is_empty() {
+            return Err(ClientError::NoMasters);
+        }
+        for addr in masters {
+            endpoint(addr, &options)?;
+        }
+        Ok(Self {
+            masters: masters.to_vec(),
+            options,
+            client_id: rand::random::<u64>().max(1),
+            next_seq: AtomicU64::new(1),
+            leader: std::sync::Mutex::new(None),
+            writes: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn client_id(&self) -> u64 {
+        self.client_id
+    }
+
+    /// A read or an unstamped call, retried on the leader until the deadline.
+    pub async fn call<T, F, Fut>(&self, call: &'static str, mut attempt: F) -> Result<T, ClientError>
+    where
+        F: FnMut(ServiceClient) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let started = Instant::now();
+        let mut last_error = String::from("none yet");
+        for attempts in 1u32.. {
+            if attempts > 1 && started.elapsed() >= self.options.call_deadline {
+                let deadline = self.options.call_deadline;
+                return Err(ClientError::Deadline { call, deadline, attempts: attempts - 1, last_error });
+            }
+            let leader = match self.leader().await {
+                Ok(leader) => leader,
+                Err(error) => {
+                    last_error = error;
+                    tokio::time::sleep(backoff(attempts)).await;
+                    continue;
+                }
+            };
+            let status = match attempt(leader.service.clone()).await {
+                Ok(response) => return Ok(response.into_inner()),
+                Err(status) => status,
+            };
+            last_error = format!("{} answered {:?}: {}", leader.addr, status.code(), status.message());
+            match next_step(&status) {
+                Next::Redirect(addr) if addr != leader.addr => self.follow(&addr)?,
+                Next::Redirect(_) | Next::Rediscover => {
+                    self.forget_leader();
+                    tokio::time::sleep(backoff(attempts)).await;
+                }
+                Next::GiveUp => {
+                    let message = status.message().to_string();
+                    return Err(ClientError::Rejected { call, code: status.code(), message });
+                }
+            }
+        }
+        unreachable!("the attempt counter cannot run out before the deadline")
+    }
+
+    /// A write: one stamp for the logical call, reused by every retry of it.
+    pub async fn write<T, F, Fut>(&self, call: &'static str, mut attempt: F) -> Result<T, ClientError>
+    where
+        F: FnMut(ServiceClient, ClientStamp) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let _one_at_a_time = self.writes.lock().await;
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let stamp = ClientStamp { client_id: self.client_id, seq };
+        self.call(call, |service| attempt(service, stamp)).await
+    }
+
+    async fn leader(&self) -> Result<Leader, String> {
+        if let Some(leader) = self.cached_leader() {
+            return Ok(leader);
+        }
+        let addr = discover_leader(&self.masters, &self.options).await?;
+        self.follow(&addr).map_err(|error| error.to_string())?;
+        self.cached_leader().ok_or_else(|| "the leader was forgotten at once".to_string())
+    }
+
+    fn cached_leader(&self) -> Option<Leader> {
+        self.leader.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    fn follow(&self, addr: &str) -> Result<(), ClientError> {
+        let service = service_client(addr, &self.options)?;
+        let leader = Leader { addr: addr.to_string(), service };
+        *self.leader.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(leader);
+        Ok(())
+    }
+
+    fn forget_leader(&self) {
+        *self.leader.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+    }
+}
+
+fn next_step(status: &tonic::Status) -> Next {
+    use tonic::Code;
+    match status.code() {
+        Code::Unavailable => match status.metadata().get(LEADER_METADATA_KEY) {
+            Some(value) => match value.to_str() {
+                Ok(addr) if !addr.is_empty() => Next::Redirect(addr.to_string()),
+                _ => Next::Rediscover,
+            },
+            None => Next::Rediscover,
+        },
+        // Transport failures and timeouts: the leader may have died or moved.
+        Code::DeadlineExceeded | Code::Cancelled | Code::Unknown | Code::Aborted => Next::Rediscover,
+        _ => Next::GiveUp,
+    }
+}
+
+/// An endpoint with the client's timeouts, nodelay and large-message windows.
+pub(crate) fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, ClientError> {
+    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|error| ClientError::BadAddress { addr: addr.to_string(), reason: error.to_string() })?;
+    Ok(endpoint
+        .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
+        .timeout(options.rpc_timeout)
+        .tcp_nodelay(true)
+        .initial_stream_window_size(16 << 20)
+        .initial_connection_window_size(64 << 20))
+}
+
+pub(crate) fn service_client(addr: &str, options: &ClientOptions) -> Result<ServiceClient, ClientError> {
+    let channel = endpoint(addr, options)?.connect_lazy();
+    Ok(MasterServiceClient::new(channel)
+        .max_decoding_message_size(MESSAGE_BYTES_MAX)
+        .max_encoding_message_size(MESSAGE_BYTES_MAX))
+}

@@ -1,0 +1,67 @@
+//! Leases held by trainers (and pservers) as the leader's soft state: heartbeats renew them,
+//! and only the decision that a holder is lost is replicated. A new leader starts by granting
+//! every known holder a fresh lease, so a leader change never declares anyone lost.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub(crate) struct LeaseTable<K: Ord + Copy> {
+    lease: Duration,
+    expires_at: BTreeMap<K, Instant>,
+}
+
+impl<K: Ord + Copy> LeaseTable<K> {
+    pub(crate) fn new(lease: Duration) -> Self {
+        Self { lease, expires_at: BTreeMap::new() }
+    }
+
+    /// Makes the table hold exactly `known`: new holders get a fresh lease, forgotten ones go.
+    pub(crate) fn sync(&mut self, known: impl IntoIterator<Item = K>, now: Instant) {
+        let mut next = BTreeMap::new();
+        for key in known {
+            let expires_at = self.expires_at.get(&key).copied().unwrap_or(now + self.lease);
+            next.insert(key, expires_at);
+        }
+        self.expires_at = next;
+    }
+
+    /// Forgets everything, as a node does when it stops leading; the next `sync` grants fresh
+    /// leases to all.
+    pub(crate) fn clear(&mut self) {
+        self.expires_at.clear();
+    }
+
+    /// Grants or renews a holder's lease (callers check that the state knows the holder).
+    pub(crate) fn grant(&mut self, key: K, now: Instant) {
+        self.expires_at.insert(key, now + self.lease);
+    }
+
+    /// Holders whose lease ran out by `now`, in key order.
+    pub(crate) fn expired(&self, now: Instant) -> Vec<K> {
+        self.expires_at.iter().filter(|(_, &expires_at)| expires_at <= now).map(|(&key, _)| key).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// New holders get a full lease, grants extend it, forgotten holders leave, and nobody
+    /// expires before their lease has run.
+    #[test]
+    fn leases_expire_only_without_heartbeats() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut table = LeaseTable::new(2 * second);
+        table.sync([1, 2, 3], start);
+        assert!(table.expired(start + second).is_empty());
+        table.grant(2, start + second);
+        assert_eq!(table.expired(start + 2 * second), vec![1, 3]);
+        table.sync([2, 3, 4], start + 2 * second);
+        assert_eq!(table.expired(start + 3 * second), vec![2, 3], "4 got a fresh lease");
+        table.clear();
+        table.sync([2, 3, 4], start + 3 * second);
+        assert!(table.expired(start + 4 * second).is_empty(), "a new leader grants fresh leases");
+    }
+}

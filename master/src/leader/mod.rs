@@ -1,0 +1,8 @@
+//! The leader's own duties: trainer and pserver leases (soft state, never replicated) and the
+//! periodic check that proposes `TrainerLost`, `ReleasePServerSlot` and `ExpireTasks` when, and
+//! only when, the applied state says something is due.
+
+mod duties;
+mod lease_table;
+
+pub(crate) use duties::{run_duties, LeaderDuties};

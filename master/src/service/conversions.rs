@@ -1,0 +1,44 @@
+//! Conversions between the master's state types and protobuf messages, in one place.
+
+use crate::state::{CheckpointMeta, ChunkRef, ClientStamp, TaskAssignment};
+use proto::master as pb;
+use tonic::Status;
+
+pub(crate) fn stamp(stamp: Option<pb::ClientStamp>) -> Result<ClientStamp, Status> {
+    let stamp = stamp.ok_or_else(|| Status::invalid_argument("stamp: missing (client id and sequence number)"))?;
+    if stamp.client_id == 0 {
+        return Err(Status::invalid_argument("stamp.client_id: must not be 0"));
+    }
+    Ok(ClientStamp { client_id: stamp.client_id, seq: stamp.seq })
+}
+
+pub(crate) fn chunk(chunk: &ChunkRef) -> pb::Chunk {
+    pb::Chunk {
+        path: chunk.path.clone(),
+        offset: chunk.offset,
+        compressed_size: chunk.compressed_size,
+        record_count: chunk.record_count,
+    }
+}
+
+pub(crate) fn task(assignment: &TaskAssignment) -> pb::Task {
+    pb::Task {
+        task_id: assignment.task,
+        epoch: assignment.epoch,
+        pass: assignment.pass,
+        chunks: assignment.chunks.iter().map(chunk).collect(),
+        deadline_ms: assignment.deadline_ms,
+    }
+}
+
+pub(crate) fn checkpoint_to_proto(meta: &CheckpointMeta) -> pb::CheckpointMeta {
+    pb::CheckpointMeta { path: meta.path.clone(), step: meta.step, crc32: meta.crc32, created_ms: meta.created_ms }
+}
+
+pub(crate) fn checkpoint_from_proto(meta: Option<pb::CheckpointMeta>) -> Result<CheckpointMeta, Status> {
+    let meta = meta.ok_or_else(|| Status::invalid_argument("meta: missing checkpoint metadata"))?;
+    if meta.path.is_empty() {
+        return Err(Status::invalid_argument("meta.path: must name the checkpoint file"));
+    }
+    Ok(CheckpointMeta { path: meta.path, step: meta.step, crc32: meta.crc32, created_ms: meta.created_ms })
+}

@@ -1,0 +1,234 @@
+//! The master gRPC service: each RPC validates its fields, turns into one replicated command
+//! (stamped with the leader's clock and the client's stamp), and maps the state machine's
+//! answer back to a reply. Reads are linearizable; heartbeats touch only leader soft state.
+
+use super::conversions::{checkpoint_from_proto, checkpoint_to_proto, stamp, task};
+use super::status_mapping::{not_leader, unexpected, write_error};
+use crate::dataset_scan::scan_dataset;
+use crate::leader::LeaderDuties;
+use crate::replicated_state::ReplicatedState;
+use crate::state::{decode_response, encode_request, ClientStamp, Command, QueuePolicy, Request, Response};
+use consensus::ConsensusNode;
+use proto::master as pb;
+use proto::master::get_task_reply::Outcome;
+use std::sync::Arc;
+use tonic::Status;
+
+type Reply<T> = Result<tonic::Response<T>, Status>;
+
+#[derive(Clone)]
+pub(crate) struct MasterRpc {
+    node: ConsensusNode<ReplicatedState>,
+    duties: Arc<LeaderDuties>,
+    policy: QueuePolicy,
+}
+
+impl MasterRpc {
+    pub(crate) fn new(node: ConsensusNode<ReplicatedState>, duties: Arc<LeaderDuties>, policy: QueuePolicy) -> Self {
+        Self { node, duties, policy }
+    }
+
+    /// Replicates one command and returns the state machine's answer.
+    async fn propose(&self, client: Option<ClientStamp>, command: Command) -> Result<Response, Status> {
+        propose(&self.node, client, command).await
+    }
+
+    fn require_leader(&self) -> Result<(), Status> {
+        if self.node.is_leader() {
+            return Ok(());
+        }
+        let info = consensus::cluster_info_reply(&self.node.cluster_info());
+        Err(not_leader(Some(info.leader_addr.as_str()).filter(|addr| !addr.is_empty())))
+    }
+
+    async fn linearizable(&self) -> Result<(), Status> {
+        self.node.ensure_linearizable().await.map_err(write_error)
+    }
+}
+
+/// Replicates one command on `node`; shared by the service and the leader's own duties.
+pub(crate) async fn propose(
+    node: &ConsensusNode<ReplicatedState>,
+    client: Option<ClientStamp>,
+    command: Command,
+) -> Result<Response, Status> {
+    let request = Request { client, now_ms: crate::clock::now_ms(), command };
+    let bytes = node.write(encode_request(&request)).await.map_err(write_error)?;
+    decode_response(&bytes).map_err(|error| Status::internal(format!("undecodable answer from the state machine: {error}")))
+}
+
+#[tonic::async_trait]
+impl pb::master_service_server::MasterService for MasterRpc {
+    async fn report_dataset(&self, request: tonic::Request<pb::ReportDatasetRequest>) -> Reply<pb::ReportDatasetReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        validate_report(&request)?;
+        self.require_leader()?;
+        let patterns = request.patterns.clone();
+        let scanned = tokio::task::spawn_blocking(move || scan_dataset(&patterns))
+            .await
+            .map_err(|error| Status::internal(format!("dataset scan did not finish: {error}")))?
+            .map_err(|error| Status::invalid_argument(format!("dataset: {error}")))?;
+        let (chunk_count, record_count) = (scanned.chunks.len() as u64, scanned.record_count);
+        let command = Command::ReportDataset { job: request.job, chunks: scanned.chunks, passes: request.passes, policy: self.policy };
+        match self.propose(Some(client), command).await? {
+            Response::DatasetAccepted { task_count, .. } => {
+                Ok(tonic::Response::new(pb::ReportDatasetReply { task_count, chunk_count, record_count }))
+            }
+            other => Err(unexpected("ReportDataset", other)),
+        }
+    }
+
+    async fn register_trainer(&self, request: tonic::Request<pb::RegisterTrainerRequest>) -> Reply<pb::RegisterTrainerReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        match self.propose(Some(client), Command::RegisterTrainer { name: request.name }).await? {
+            Response::TrainerRegistered { trainer } => {
+                self.duties.trainer_alive(trainer);
+                let lease_ms = self.duties.trainer_lease_ms();
+                Ok(tonic::Response::new(pb::RegisterTrainerReply { trainer_id: trainer, lease_ms }))
+            }
+            other => Err(unexpected("RegisterTrainer", other)),
+        }
+    }
+
+    async fn heartbeat(&self, request: tonic::Request<pb::HeartbeatRequest>) -> Reply<pb::HeartbeatReply> {
+        let trainer = request.into_inner().trainer_id;
+        self.require_leader()?;
+        let known = self.node.read(|state| state.knows_trainer(trainer));
+        if known {
+            self.duties.trainer_alive(trainer);
+        }
+        Ok(tonic::Response::new(pb::HeartbeatReply { known }))
+    }
+
+    async fn get_task(&self, request: tonic::Request<pb::GetTaskRequest>) -> Reply<pb::GetTaskReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        let command = Command::GetTask { trainer: request.trainer_id, pass: request.pass };
+        let response = self.propose(Some(client), command).await?;
+        if !matches!(response, Response::UnknownTrainer) {
+            self.duties.trainer_alive(request.trainer_id);
+        }
+        let reply = |outcome: Outcome, task, current_pass| pb::GetTaskReply { outcome: outcome as i32, task, current_pass };
+        let reply = match response {
+            Response::Task(assignment) => reply(Outcome::Task, Some(task(&assignment)), assignment.pass),
+            Response::PassBefore { current } => reply(Outcome::PassBefore, None, current),
+            Response::PassAfter { current } => reply(Outcome::PassAfter, None, current),
+            Response::NoMoreAvailable => reply(Outcome::NoMoreAvailable, None, request.pass),
+            Response::JobFinished => reply(Outcome::JobFinished, None, request.pass),
+            Response::NoDataset => reply(Outcome::NoDataset, None, 0),
+            Response::UnknownTrainer => reply(Outcome::UnknownTrainer, None, 0),
+            other => return Err(unexpected("GetTask", other)),
+        };
+        Ok(tonic::Response::new(reply))
+    }
+
+    async fn task_finished(&self, request: tonic::Request<pb::TaskFinishedRequest>) -> Reply<pb::TaskReportReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        let command = Command::TaskFinished { task: request.task_id, epoch: request.epoch };
+        task_report("TaskFinished", self.propose(Some(client), command).await?)
+    }
+
+    async fn task_failed(&self, request: tonic::Request<pb::TaskFailedRequest>) -> Reply<pb::TaskReportReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        let command = Command::TaskFailed { task: request.task_id, epoch: request.epoch, reason: request.reason };
+        task_report("TaskFailed", self.propose(Some(client), command).await?)
+    }
+
+    async fn claim_p_server_slot(&self, request: tonic::Request<pb::ClaimPServerSlotRequest>) -> Reply<pb::ClaimPServerSlotReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        if request.addr.is_empty() || request.desired == 0 {
+            return Err(Status::invalid_argument("addr must be the pserver's address and desired at least 1"));
+        }
+        let lease_ms = self.duties.pserver_lease_ms();
+        let command = Command::ClaimPServerSlot { addr: request.addr, desired: request.desired };
+        let reply = match self.propose(Some(client), command).await? {
+            Response::SlotClaimed { index, checkpoint } => {
+                self.duties.pserver_alive(index);
+                let checkpoint = checkpoint.as_ref().map(checkpoint_to_proto);
+                pb::ClaimPServerSlotReply { granted: true, index, lease_ms, checkpoint }
+            }
+            Response::SlotsFull { .. } => pb::ClaimPServerSlotReply { granted: false, index: 0, lease_ms, checkpoint: None },
+            other => return Err(unexpected("ClaimPServerSlot", other)),
+        };
+        Ok(tonic::Response::new(reply))
+    }
+
+    async fn p_server_heartbeat(&self, request: tonic::Request<pb::PServerHeartbeatRequest>) -> Reply<pb::PServerHeartbeatReply> {
+        let request = request.into_inner();
+        self.require_leader()?;
+        let holds_slot = self.node.read(|state| state.slot_holder(request.index).as_deref() == Some(request.addr.as_str()));
+        if holds_slot {
+            self.duties.pserver_alive(request.index);
+        }
+        Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot }))
+    }
+
+    async fn list_p_servers(&self, _request: tonic::Request<pb::ListPServersRequest>) -> Reply<pb::ListPServersReply> {
+        self.linearizable().await?;
+        Ok(tonic::Response::new(self.node.read(super::watch::pserver_table)))
+    }
+
+    type WatchPServersStream = super::watch::PServerStream;
+
+    async fn watch_p_servers(&self, _request: tonic::Request<pb::ListPServersRequest>) -> Reply<Self::WatchPServersStream> {
+        self.linearizable().await?;
+        Ok(tonic::Response::new(super::watch::watch_pservers(self.node.clone())))
+    }
+
+    async fn record_checkpoint(&self, request: tonic::Request<pb::RecordCheckpointRequest>) -> Reply<pb::RecordCheckpointReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        let command = Command::RecordCheckpoint { index: request.index, meta: checkpoint_from_proto(request.meta)? };
+        match self.propose(Some(client), command).await? {
+            Response::Accepted | Response::Stale => Ok(tonic::Response::new(pb::RecordCheckpointReply {})),
+            other => Err(unexpected("RecordCheckpoint", other)),
+        }
+    }
+
+    async fn record_eval(&self, request: tonic::Request<pb::RecordEvalRequest>) -> Reply<pb::RecordEvalReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        let command = Command::RecordEval { pass: request.pass, loss: request.loss, accuracy: request.accuracy };
+        match self.propose(Some(client), command).await? {
+            Response::Accepted => Ok(tonic::Response::new(pb::RecordEvalReply {})),
+            other => Err(unexpected("RecordEval", other)),
+        }
+    }
+
+    async fn cluster_info(&self, _request: tonic::Request<proto::raft::ClusterInfoRequest>) -> Reply<proto::raft::ClusterInfoReply> {
+        Ok(tonic::Response::new(consensus::cluster_info_reply(&self.node.cluster_info())))
+    }
+
+    async fn status(&self, _request: tonic::Request<pb::StatusRequest>) -> Reply<pb::StatusReply> {
+        self.linearizable().await?;
+        let cluster = consensus::cluster_info_reply(&self.node.cluster_info());
+        let reply = self.node.read(|state| super::status_view::status_reply(state, cluster));
+        Ok(tonic::Response::new(reply))
+    }
+}
+
+fn validate_report(request: &pb::ReportDatasetRequest) -> Result<(), Status> {
+    if request.job.is_empty() {
+        return Err(Status::invalid_argument("job: must name the job"));
+    }
+    if request.patterns.is_empty() {
+        return Err(Status::invalid_argument("patterns: name at least one RecordIO file or glob"));
+    }
+    if request.passes == 0 {
+        return Err(Status::invalid_argument("passes: must be at least 1"));
+    }
+    Ok(())
+}
+
+fn task_report(call: &'static str, response: Response) -> Reply<pb::TaskReportReply> {
+    match response {
+        Response::Accepted => Ok(tonic::Response::new(pb::TaskReportReply { accepted: true })),
+        Response::Stale => Ok(tonic::Response::new(pb::TaskReportReply { accepted: false })),
+        other => Err(unexpected(call, other)),
+    }
+}

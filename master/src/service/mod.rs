@@ -1,0 +1,10 @@
+//! The master's gRPC service and the pieces only it uses: field conversions, the one
+//! outcome-to-status mapping, the pserver watch stream and the status reply.
+
+mod conversions;
+mod master_rpc;
+mod status_mapping;
+mod status_view;
+mod watch;
+
+pub(crate) use master_rpc::{propose, MasterRpc};

@@ -1,0 +1,49 @@
+//! The one mapping from master outcomes to gRPC statuses. "Not the leader" is `UNAVAILABLE`
+//! with the leader's address in `x-raftrain-leader`, which `MasterClient` follows.
+
+use crate::client::LEADER_METADATA_KEY;
+use crate::state::Response;
+use consensus::WriteError;
+use tonic::metadata::MetadataValue;
+use tonic::Status;
+
+/// A write or linearizable read that did not happen on this node.
+pub(crate) fn write_error(error: WriteError) -> Status {
+    match &error {
+        WriteError::ForwardToLeader { leader_addr, .. } => not_leader(leader_addr.as_deref()),
+        WriteError::CommandTooLarge { .. } => Status::invalid_argument(error.to_string()),
+        // The outcome is unknown or no quorum is reachable: the client retries (with the same
+        // stamp, so a write that did commit is not applied twice).
+        WriteError::Timeout { .. } | WriteError::NoQuorum { .. } | WriteError::Stopped { .. } => {
+            Status::unavailable(error.to_string())
+        }
+    }
+}
+
+/// `UNAVAILABLE`, with the leader's address when one is known.
+pub(crate) fn not_leader(leader_addr: Option<&str>) -> Status {
+    let message = match leader_addr {
+        Some(addr) => format!("this master is not the leader; the leader is {addr}"),
+        None => "this master is not the leader and no leader is known yet".to_string(),
+    };
+    let mut status = Status::unavailable(message);
+    if let Some(value) = leader_addr.and_then(|addr| MetadataValue::try_from(addr).ok()) {
+        status.metadata_mut().insert(LEADER_METADATA_KEY, value);
+    }
+    status
+}
+
+/// A response that is not what the call can answer with: a person-actionable rejection, a
+/// retry from the past, or (a bug) a response of another command.
+pub(crate) fn unexpected(call: &'static str, response: Response) -> Status {
+    match response {
+        Response::Rejected { reason } => Status::invalid_argument(reason),
+        Response::StaleRequest { last_seq } => Status::failed_precondition(format!(
+            "{call}: this client already moved past the request (its last sequence number is {last_seq})"
+        )),
+        Response::UnknownTrainer => {
+            Status::not_found(format!("{call}: unknown trainer; register again"))
+        }
+        other => Status::internal(format!("{call}: unexpected answer from the state machine: {other:?}")),
+    }
+}

@@ -1,0 +1,38 @@
+//! The commands the task-queue state machine applies.
+//!
+//! bincode encodes a variant by its position: new commands go at the end, never in between,
+//! so entries already in a log keep their meaning.
+
+use serde::{Deserialize, Serialize};
+
+use super::dataset::{ChunkRef, QueuePolicy};
+use super::pserver_slots::CheckpointMeta;
+
+/// One transition of the replicated master state.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub enum Command {
+    /// Defines the job. The first report wins; the leader built `chunks` by scanning RecordIO
+    /// headers and stamped `policy` from its own flags.
+    ReportDataset { job: String, chunks: Vec<ChunkRef>, passes: u32, policy: QueuePolicy },
+    /// A trainer asks for the next task of `pass`.
+    GetTask { trainer: u64, pass: u32 },
+    /// A trainer finished the task it got with this epoch.
+    TaskFinished { task: u64, epoch: u64 },
+    /// A trainer could not process the task it got with this epoch.
+    TaskFailed { task: u64, epoch: u64, reason: String },
+    /// The leader saw a pending deadline pass: requeue every task whose deadline is at or before
+    /// the request's `now_ms`.
+    ExpireTasks,
+    /// A trainer joins and gets an id.
+    RegisterTrainer { name: String },
+    /// The leader declared a trainer dead (its lease, leader soft state, ran out).
+    TrainerLost { trainer: u64 },
+    /// A pserver at `addr` asks for a slot; the first claim fixes how many slots there are.
+    ClaimPServerSlot { addr: String, desired: u32 },
+    /// A pserver gives its slot back.
+    ReleasePServerSlot { index: u32, addr: String },
+    /// A pserver wrote a checkpoint file for its slot.
+    RecordCheckpoint { index: u32, meta: CheckpointMeta },
+    /// A trainer evaluated the model; kept for status.
+    RecordEval { pass: u32, loss: f32, accuracy: f32 },
+}

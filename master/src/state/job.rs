@@ -1,0 +1,100 @@
+//! The job: the accepted dataset and its task queue, and the task commands that drive them.
+
+use serde::{Deserialize, Serialize};
+
+use super::dataset::Dataset;
+use super::response::{Response, TaskAssignment};
+use super::task_queue::{Report, TaskQueue};
+
+/// A reported dataset together with the queue cut from it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub(crate) struct Job {
+    pub(crate) dataset: Dataset,
+    pub(crate) queue: TaskQueue,
+}
+
+impl Job {
+    /// Starts pass 0 with every task in todo.
+    pub(crate) fn new(dataset: Dataset) -> Self {
+        let queue = TaskQueue::new(dataset.task_count());
+        Self { dataset, queue }
+    }
+
+    /// The answer to the first report, repeated for identical later reports.
+    pub(crate) fn accepted(&self) -> Response {
+        Response::DatasetAccepted {
+            task_count: self.dataset.task_count(),
+            passes: self.dataset.passes,
+        }
+    }
+
+    /// Hands the front of todo to `trainer` if it asks for the running pass.
+    pub(crate) fn get_task(&mut self, trainer: u64, pass: u32, now_ms: u64) -> Response {
+        let current = self.queue.pass;
+        if self.queue.job_finished {
+            return Response::JobFinished;
+        }
+        if pass < current {
+            return Response::PassBefore { current };
+        }
+        if pass > current {
+            return Response::PassAfter { current };
+        }
+        let Some((task, pending)) = self.queue.dispatch(trainer, now_ms, &self.dataset.policy)
+        else {
+            return Response::NoMoreAvailable;
+        };
+        self.advance_if_drained();
+        Response::Task(TaskAssignment {
+            task,
+            epoch: pending.epoch,
+            pass: current,
+            chunks: self.dataset.task_chunks(task).to_vec(),
+            deadline_ms: pending.deadline_ms,
+        })
+    }
+
+    pub(crate) fn task_finished(&mut self, task: u64, epoch: u64, now_ms: u64) -> Response {
+        let report = self.queue.finish(task, epoch, now_ms);
+        self.answer(task, report)
+    }
+
+    pub(crate) fn task_failed(&mut self, task: u64, epoch: u64, reason: String) -> Response {
+        let report = self.queue.fail(task, epoch, reason, &self.dataset.policy);
+        self.answer(task, report)
+    }
+
+    /// Takes back every task whose deadline is at or before `now_ms`.
+    pub(crate) fn expire(&mut self, now_ms: u64, reason: &str) -> Response {
+        let (requeued, failed) = self.queue.expire(now_ms, reason, &self.dataset.policy);
+        self.advance_if_drained();
+        Response::Expired { requeued, failed }
+    }
+
+    /// Requeues the lost trainer's pending tasks.
+    pub(crate) fn trainer_lost(&mut self, trainer: u64) -> Vec<u64> {
+        let requeued = self.queue.release_trainer(trainer);
+        self.advance_if_drained();
+        requeued
+    }
+
+    fn answer(&mut self, task: u64, report: Report) -> Response {
+        match report {
+            Report::Applied => {
+                self.advance_if_drained();
+                Response::Accepted
+            }
+            Report::Stale => Response::Stale,
+            Report::UnknownTask => Response::Rejected {
+                reason: format!(
+                    "task {task} does not exist; the job has {} tasks",
+                    self.dataset.task_count()
+                ),
+            },
+        }
+    }
+
+    fn advance_if_drained(&mut self) {
+        self.queue.advance_if_drained(self.dataset.passes, &self.dataset.policy);
+    }
+}

@@ -1,0 +1,53 @@
+//! The envelope the leader proposes: who sent the command, the leader's clock, and the command.
+
+use serde::{Deserialize, Serialize};
+
+use super::codec::{self, DecodeError, REQUEST_BYTES_MAX};
+use super::command::Command;
+
+/// One entry of the replicated log, as the state machine applies it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Request {
+    /// Who asked, for exactly-once replies; `None` for the leader's own decisions (expiry, lost
+    /// trainers), which are never retried by a client.
+    pub client: Option<ClientStamp>,
+    /// The leader's clock when it proposed the entry: the only time the state machine sees.
+    pub now_ms: u64,
+    /// What to do.
+    pub command: Command,
+}
+
+/// A client's identity and its per-client sequence number. A client retries with the same
+/// `seq` and moves to the next one only after it saw a response.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientStamp {
+    /// Chosen by the client, unique among live clients (for example random at start-up).
+    pub client_id: u64,
+    /// Grows by one per distinct request of this client.
+    pub seq: u64,
+}
+
+/// The versioned wire form, borrowed for encoding. bincode encodes a borrowed and an owned
+/// enum identically, so encoding needs no clone.
+#[derive(Serialize)]
+enum WireRequestRef<'a> {
+    V1(&'a Request),
+}
+
+/// The versioned wire form. A new layout becomes `V2`; `V1` stays decodable for old log entries.
+#[derive(Deserialize)]
+enum WireRequest {
+    V1(Request),
+}
+
+/// Encodes a request for the Raft log.
+pub fn encode_request(request: &Request) -> Vec<u8> {
+    codec::encode(&WireRequestRef::V1(request))
+}
+
+/// Decodes a request from the Raft log or the network. Never panics, whatever the bytes.
+pub fn decode_request(bytes: &[u8]) -> Result<Request, DecodeError> {
+    match codec::decode(bytes, REQUEST_BYTES_MAX, "request")? {
+        WireRequest::V1(request) => Ok(request),
+    }
+}

@@ -1,0 +1,91 @@
+//! What applying a command answers: expected outcomes and errors a person can act on.
+//!
+//! None of these is fatal: every response is a normal result of a committed entry, recorded for
+//! exactly-once replies. Fatal problems (bytes that do not decode) are `DecodeError`s.
+
+use serde::{Deserialize, Serialize};
+
+use super::codec::{self, DecodeError, REQUEST_BYTES_MAX};
+use super::dataset::ChunkRef;
+use super::pserver_slots::CheckpointMeta;
+
+/// The answer to one applied command.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// The dataset is the job's (first report, or the same one again).
+    DatasetAccepted { task_count: u64, passes: u32 },
+    /// A task to process: the trainer reports back with its `task` and `epoch`.
+    Task(TaskAssignment),
+    /// The trainer asked for a pass that is already over; `current` is running.
+    PassBefore { current: u32 },
+    /// The trainer asked for a pass that has not started; it waits for `current` to end.
+    PassAfter { current: u32 },
+    /// Every task of this pass is dispatched but some are still pending: ask again later.
+    NoMoreAvailable,
+    /// Every pass is over.
+    JobFinished,
+    /// No dataset was reported yet.
+    NoDataset,
+    /// The trainer is not (or no longer) registered: it must register again.
+    UnknownTrainer,
+    /// The command took effect.
+    Accepted,
+    /// The report is fenced off (its task epoch is not the pending one, or a newer checkpoint
+    /// is already recorded): acknowledged, nothing changed.
+    Stale,
+    /// Tasks whose deadline passed: `requeued` went back to todo, `failed` exceeded their limit.
+    Expired { requeued: Vec<u64>, failed: Vec<u64> },
+    /// The trainer's id, to put in every later request.
+    TrainerRegistered { trainer: u64 },
+    /// The trainer is gone; these of its pending tasks went back to todo.
+    TrainerRemoved { requeued: Vec<u64> },
+    /// The pserver holds slot `index`; `checkpoint` is the slot's latest, to restore from.
+    SlotClaimed { index: u32, checkpoint: Option<CheckpointMeta> },
+    /// All `desired` slots are held.
+    SlotsFull { desired: u32 },
+    /// The release named a slot that `addr` does not hold: nothing changed.
+    SlotNotHeld,
+    /// The client already moved past this sequence number; its answer is no longer kept.
+    StaleRequest { last_seq: u64 },
+    /// The command is invalid or conflicts with the state; `reason` says what to fix.
+    Rejected { reason: String },
+}
+
+/// A task handed to a trainer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct TaskAssignment {
+    /// The task id, `0..task_count`.
+    pub task: u64,
+    /// This dispatch's epoch; reports with another epoch are stale.
+    pub epoch: u64,
+    /// The pass this dispatch belongs to.
+    pub pass: u32,
+    /// The chunks to read, in order.
+    pub chunks: Vec<ChunkRef>,
+    /// When the leader will take the task back if no report arrived (leader clock).
+    pub deadline_ms: u64,
+}
+
+/// The versioned wire form, borrowed for encoding (same bytes as the owned form).
+#[derive(Serialize)]
+enum WireResponseRef<'a> {
+    V1(&'a Response),
+}
+
+/// The versioned wire form.
+#[derive(Deserialize)]
+enum WireResponse {
+    V1(Response),
+}
+
+/// Encodes a response for the writer waiting on the Raft client write.
+pub fn encode_response(response: &Response) -> Vec<u8> {
+    codec::encode(&WireResponseRef::V1(response))
+}
+
+/// Decodes a response. Never panics, whatever the bytes.
+pub fn decode_response(bytes: &[u8]) -> Result<Response, DecodeError> {
+    match codec::decode(bytes, REQUEST_BYTES_MAX, "response")? {
+        WireResponse::V1(response) => Ok(response),
+    }
+}

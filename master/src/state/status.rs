@@ -1,0 +1,55 @@
+//! Read-only views of the state for the leader's `Status` and `ListPServers` answers.
+
+use serde::{Deserialize, Serialize};
+
+use super::eval::EvalRecord;
+use super::pserver_slots::CheckpointMeta;
+
+/// What `raftrain status` shows about the replicated state.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct StatusView {
+    /// The job name, `None` before a dataset was reported.
+    pub job: Option<String>,
+    /// The running pass (the last one once the job finished).
+    pub pass: u32,
+    pub passes: u32,
+    pub task_count: u64,
+    pub todo_count: u64,
+    pub pending_count: u64,
+    pub done_count: u64,
+    pub failed_count: u64,
+    /// Failed tasks with why they failed, in id order.
+    pub failed_tasks: Vec<FailedTaskView>,
+    pub trainers: Vec<TrainerView>,
+    /// How many pserver slots the job has, `None` before the first claim.
+    pub pservers_desired: Option<u32>,
+    pub pservers: Vec<PServerSlotView>,
+    /// The latest evaluation reported.
+    pub eval: Option<EvalRecord>,
+    pub job_finished: bool,
+}
+
+/// A task in `failed`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct FailedTaskView {
+    pub task: u64,
+    /// The last failure reason a trainer reported, or that the task timed out.
+    pub reason: String,
+}
+
+/// A registered trainer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct TrainerView {
+    pub trainer: u64,
+    pub name: String,
+}
+
+/// One pserver slot below `desired`, held or not.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct PServerSlotView {
+    pub index: u32,
+    /// The holder's address, `None` while the slot is free.
+    pub addr: Option<String>,
+    /// The slot's latest checkpoint, which a replacement restores.
+    pub checkpoint: Option<CheckpointMeta>,
+}

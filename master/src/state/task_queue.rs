@@ -1,0 +1,233 @@
+//! The task queues (todo, pending, done, failed) and the pass they belong to.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::dataset::QueuePolicy;
+use super::task::{PendingTask, Task};
+
+/// Every task is in exactly one of `todo`, `pending`, `done` or `failed`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub(crate) struct TaskQueue {
+    /// Indexed by task id.
+    pub(crate) tasks: Vec<Task>,
+    /// Dispatched from the front; retries join at the back.
+    pub(crate) todo: VecDeque<u64>,
+    pub(crate) pending: BTreeMap<u64, PendingTask>,
+    pub(crate) done: BTreeSet<u64>,
+    /// Tasks that exceeded `max_task_failures` in the current pass; kept visible, never dropped.
+    pub(crate) failed: BTreeSet<u64>,
+    pub(crate) pass: u32,
+    pub(crate) job_finished: bool,
+    /// Integer moving average of successful completion times; `None` before the first one.
+    pub(crate) completion_ms_average: Option<u64>,
+}
+
+/// How a (task, epoch) report relates to the queue.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Report {
+    /// The report is for the pending dispatch and was applied.
+    Applied,
+    /// The task is not pending under this epoch: fenced off, nothing changed.
+    Stale,
+    /// No task has this id.
+    UnknownTask,
+}
+
+/// Where a task that did not succeed goes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Requeue {
+    Todo,
+    Failed,
+}
+
+impl TaskQueue {
+    /// A queue for pass 0 with every task in todo, in id order.
+    pub(crate) fn new(task_count: u64) -> Self {
+        let count = usize::try_from(task_count).expect("task count is bounded by the chunk count");
+        Self {
+            tasks: vec![Task::default(); count],
+            todo: (0..task_count).collect(),
+            pending: BTreeMap::new(),
+            done: BTreeSet::new(),
+            failed: BTreeSet::new(),
+            pass: 0,
+            job_finished: false,
+            completion_ms_average: None,
+        }
+    }
+
+    /// How long a task may take: never less than the minimum, and `k` times the usual
+    /// completion time once there is one, so slow-but-healthy tasks are not taken back.
+    pub(crate) fn timeout_ms(&self, policy: &QueuePolicy) -> u64 {
+        let average = self.completion_ms_average.unwrap_or(0);
+        let scaled = average.saturating_mul(u64::from(policy.timeout_factor));
+        policy.task_timeout_min_ms.max(scaled)
+    }
+
+    /// Pops the front of todo, bumps its epoch and marks it pending. `None` if todo is empty.
+    pub(crate) fn dispatch(
+        &mut self,
+        trainer: u64,
+        now_ms: u64,
+        policy: &QueuePolicy,
+    ) -> Option<(u64, PendingTask)> {
+        let task = self.todo.pop_front()?;
+        let deadline_ms = now_ms.saturating_add(self.timeout_ms(policy));
+        let record = self.task_mut(task);
+        record.epoch += 1;
+        let pending =
+            PendingTask { epoch: record.epoch, trainer, dispatched_at_ms: now_ms, deadline_ms };
+        self.pending.insert(task, pending.clone());
+        Some((task, pending))
+    }
+
+    /// Marks a pending task done if `epoch` is its pending epoch, and learns its duration.
+    pub(crate) fn finish(&mut self, task: u64, epoch: u64, now_ms: u64) -> Report {
+        let Some(pending) = self.take_pending(task, epoch) else {
+            return self.not_pending(task);
+        };
+        let sample = now_ms.saturating_sub(pending.dispatched_at_ms);
+        self.completion_ms_average = Some(match self.completion_ms_average {
+            None => sample,
+            // Integer arithmetic in u128 so every replica computes the same value, overflow-free.
+            Some(average) => {
+                let next = (u128::from(average) * 7 + u128::from(sample)) / 8;
+                u64::try_from(next).expect("a weighted mean of u64 values fits in u64")
+            }
+        });
+        self.done.insert(task);
+        Report::Applied
+    }
+
+    /// Counts a failure of the pending dispatch and requeues the task or marks it failed.
+    pub(crate) fn fail(
+        &mut self,
+        task: u64,
+        epoch: u64,
+        reason: String,
+        policy: &QueuePolicy,
+    ) -> Report {
+        if self.take_pending(task, epoch).is_none() {
+            return self.not_pending(task);
+        }
+        let record = self.task_mut(task);
+        record.failures = record.failures.saturating_add(1);
+        record.last_failure = Some(reason);
+        self.requeue_or_fail(task, policy);
+        Report::Applied
+    }
+
+    /// Takes back every pending task whose deadline is at or before `now_ms`, in id order.
+    pub(crate) fn expire(
+        &mut self,
+        now_ms: u64,
+        reason: &str,
+        policy: &QueuePolicy,
+    ) -> (Vec<u64>, Vec<u64>) {
+        let expired: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, pending)| pending.deadline_ms <= now_ms)
+            .map(|(task, _)| *task)
+            .collect();
+        let (mut requeued, mut failed) = (Vec::new(), Vec::new());
+        for task in expired {
+            self.pending.remove(&task);
+            let record = self.task_mut(task);
+            record.timeouts = record.timeouts.saturating_add(1);
+            record.last_failure = Some(reason.to_string());
+            match self.requeue_or_fail(task, policy) {
+                Requeue::Todo => requeued.push(task),
+                Requeue::Failed => failed.push(task),
+            }
+        }
+        (requeued, failed)
+    }
+
+    /// Puts every task pending on `trainer` back at the end of todo, in id order. Not counted
+    /// as a failure: the trainer died, the task did nothing wrong. Epochs stay as they are; the
+    /// next dispatch bumps them, which fences any late report from the lost trainer.
+    pub(crate) fn release_trainer(&mut self, trainer: u64) -> Vec<u64> {
+        let released: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, pending)| pending.trainer == trainer)
+            .map(|(task, _)| *task)
+            .collect();
+        for task in &released {
+            self.pending.remove(task);
+            self.todo.push_back(*task);
+        }
+        released
+    }
+
+    /// Starts the next pass, or finishes the job, once todo and pending are both empty. Called
+    /// after every transition that takes a task out of todo or pending, including the one that
+    /// moves a pass's last task to `failed`.
+    pub(crate) fn advance_if_drained(&mut self, passes: u32, policy: &QueuePolicy) {
+        if self.job_finished || !self.todo.is_empty() || !self.pending.is_empty() {
+            return;
+        }
+        let mut next: Vec<u64> = self.done.iter().copied().collect();
+        if policy.retry_failed_next_pass {
+            next.extend(self.failed.iter().copied());
+        }
+        // A pass with nothing to run (every task failed and stays failed) would never end:
+        // the job is over, with those tasks visible in `failed`.
+        if self.pass.saturating_add(1) >= passes || next.is_empty() {
+            self.job_finished = true;
+            return;
+        }
+        next.sort_unstable();
+        self.done.clear();
+        if policy.retry_failed_next_pass {
+            self.failed.clear();
+        }
+        for task in &next {
+            // Failure limits are per pass: a task gets the same chances in every pass.
+            let record = self.task_mut(*task);
+            record.failures = 0;
+            record.timeouts = 0;
+        }
+        self.todo = next.into();
+        self.pass += 1;
+    }
+
+    fn requeue_or_fail(&mut self, task: u64, policy: &QueuePolicy) -> Requeue {
+        let record = self.task_mut(task);
+        if record.failures.saturating_add(record.timeouts) > policy.max_task_failures {
+            self.failed.insert(task);
+            return Requeue::Failed;
+        }
+        self.todo.push_back(task);
+        Requeue::Todo
+    }
+
+    /// Removes and returns the pending entry for `task` if its epoch is `epoch`.
+    fn take_pending(&mut self, task: u64, epoch: u64) -> Option<PendingTask> {
+        match self.pending.get(&task) {
+            Some(pending) if pending.epoch == epoch => self.pending.remove(&task),
+            _ => None,
+        }
+    }
+
+    fn not_pending(&self, task: u64) -> Report {
+        if self.task_index(task).is_some() {
+            Report::Stale
+        } else {
+            Report::UnknownTask
+        }
+    }
+
+    fn task_index(&self, task: u64) -> Option<usize> {
+        usize::try_from(task).ok().filter(|index| *index < self.tasks.len())
+    }
+
+    /// The record of a task id the queue itself produced (never one from a request).
+    fn task_mut(&mut self, task: u64) -> &mut Task {
+        let index = self.task_index(task).expect("queued task ids are below the task count");
+        &mut self.tasks[index]
+    }
+}
