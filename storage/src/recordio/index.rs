@@ -141,3 +141,49 @@ impl FileIndex {
         Some((chunk_index, within))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use super::*;
+
+    /// Headers only (every payload empty) with the given record counts: the index never looks
+    /// at payloads, so this is all `locate` needs.
+    fn index_of(record_counts: &[u32]) -> FileIndex {
+        let mut bytes = Vec::new();
+        for &record_count in record_counts {
+            let header = ChunkHeader {
+                checksum: 0,
+                compressor: Compressor::None,
+                compressed_size: 0,
+                record_count,
+            };
+            bytes.extend_from_slice(&header.encode());
+        }
+        FileIndex::from_reader(&mut Cursor::new(bytes), Path::new("t")).expect("valid headers")
+    }
+
+    /// `locate` maps a file-wide record number to its chunk and position, skipping chunks that
+    /// hold no record, and returns `None` past the end.
+    #[test]
+    fn locate() {
+        fn check(record_counts: &[u32], record: u64, expected: Option<(usize, u32)>) {
+            let index = index_of(record_counts);
+            assert_eq!(index.locate(record), expected, "{record_counts:?} record {record}");
+            if let Some((chunk_index, within)) = expected {
+                assert_eq!(index.first_record(chunk_index) + u64::from(within), record);
+            }
+        }
+        check(&[], 0, None);
+        check(&[2, 0, 3], 0, Some((0, 0)));
+        check(&[2, 0, 3], 1, Some((0, 1)));
+        check(&[2, 0, 3], 2, Some((2, 0)));
+        check(&[2, 0, 3], 4, Some((2, 2)));
+        check(&[2, 0, 3], 5, None);
+        check(&[0, 0, 1], 0, Some((2, 0)));
+        check(&[u32::MAX, u32::MAX], u64::from(u32::MAX), Some((1, 0)));
+        check(&[u32::MAX, u32::MAX], 2 * u64::from(u32::MAX) - 1, Some((1, u32::MAX - 1)));
+        check(&[u32::MAX, u32::MAX], u64::MAX, None);
+    }
+}

@@ -2,7 +2,7 @@
 //! to read the records of a task.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{read_chunk, ErrorKind, FileIndex, RecordIoError};
 
@@ -67,18 +67,18 @@ impl RangeScanner {
 
     /// Reads the next chunk into `records`, dropping the records before the range.
     fn load_next_chunk(&mut self) -> Result<(), RecordIoError> {
-        let path: PathBuf = self.index.path().to_owned();
         let Some(meta) = self.index.chunks().get(self.next_chunk) else {
-            // The index promised more records than its chunks hold: cannot happen, as
-            // `read_chunk` checks every chunk against its index entry.
+            // The index promised more records than its chunks hold. This cannot happen, as
+            // `read_chunk` checks every chunk's record count against its index entry, but an
+            // error is kinder than a panic if it ever does.
             let kind = ErrorKind::RangeOutOfBounds {
                 start: self.index.record_count(),
                 count: self.remaining,
                 record_count: self.index.record_count(),
             };
-            return Err(RecordIoError::new(path, self.index.file_bytes(), kind));
+            return Err(RecordIoError::new(self.index.path(), self.index.file_bytes(), kind));
         };
-        let mut records = read_chunk(&mut self.file, &path, meta)?.into_iter();
+        let mut records = read_chunk(&mut self.file, self.index.path(), meta)?.into_iter();
         if self.skip > 0 {
             records.nth(self.skip as usize - 1);
             self.skip = 0;

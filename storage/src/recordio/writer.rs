@@ -114,3 +114,39 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+    use std::path::Path;
+
+    use super::*;
+    use crate::recordio::FileIndex;
+
+    /// Chunks are cut where the next record would push the payload (4-byte length prefixes
+    /// included) past `max_chunk_bytes`; an oversized record gets a chunk of its own.
+    #[test]
+    fn chunk_boundaries() {
+        fn check(max_chunk_bytes: usize, record_sizes: &[usize], expected_counts: &[u32]) {
+            let options = WriterOptions { compressor: Compressor::None, max_chunk_bytes };
+            let mut writer = Writer::new(Vec::new(), options);
+            for &size in record_sizes {
+                writer.write_record(&vec![7u8; size]).expect("write to memory");
+            }
+            assert_eq!(writer.records_written(), record_sizes.len() as u64);
+            let bytes = writer.finish().expect("finish");
+            let index = FileIndex::from_reader(&mut Cursor::new(bytes), Path::new("t"))
+                .expect("the writer's output indexes");
+            let counts: Vec<u32> = index.chunks().iter().map(|chunk| chunk.record_count).collect();
+            assert_eq!(counts, expected_counts, "max {max_chunk_bytes}, sizes {record_sizes:?}");
+        }
+        check(100, &[], &[]);
+        check(10, &[6, 0], &[1, 1]); // 4 + 6 fills 10; an empty record still adds a 4-byte prefix.
+        check(10, &[6], &[1]);
+        check(14, &[6, 0], &[2]);
+        check(14, &[6, 1], &[1, 1]);
+        check(0, &[0, 0, 0], &[1, 1, 1]);
+        check(8, &[100, 0, 0, 100], &[1, 2, 1]);
+        check(DEFAULT_MAX_CHUNK_BYTES, &[1000; 5], &[5]);
+    }
+}
