@@ -1,3 +1,37 @@
-//! The `raftrain` binary: parses flags and hands each subcommand to its crate.
+//! The `raftrain` binary: parses flags, sets up logging and the panic hook, and hands each
+//! subcommand to the code that implements it. No logic of its own lives here.
 
-fn main() {}
+mod bench;
+mod logging;
+mod recordio;
+
+use clap::{Parser, Subcommand};
+
+/// raftrain: fault-tolerant, elastic data-parallel training without an external etcd.
+#[derive(Debug, Parser)]
+#[command(name = "raftrain", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write, read, index, convert and inspect RecordIO datasets (PaddlePaddle-compatible).
+    Recordio(recordio::RecordioArgs),
+    /// Benchmark programs: fixed workloads that print a table against a same-run baseline.
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    logging::init();
+    let result = match cli.command {
+        Command::Recordio(args) => recordio::run(args),
+        Command::Bench(args) => bench::run(args),
+    };
+    if let Err(error) = result {
+        eprintln!("error: {error:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,133 @@
+//! Text forms of `raftrain.example.v1.Example`: parsing CSV and LibSVM lines into examples,
+//! and printing a stored example as one JSON object.
+
+use proto::example::Example;
+use proto::Message as _;
+
+/// Parses one CSV line of numbers; `label_column` is 0-based, `None` means the last column.
+/// The error names the 1-based column and the text that is wrong.
+pub(crate) fn parse_csv_line(line: &str, label_column: Option<usize>) -> Result<Example, String> {
+    let mut values = Vec::new();
+    for (column_index, field) in line.split(',').enumerate() {
+        values.push(parse_number(field.trim(), column_index + 1)?);
+    }
+    let label_index = label_column.unwrap_or(values.len() - 1);
+    if label_index >= values.len() {
+        return Err(format!(
+            "label column {} does not exist: the line has {} columns",
+            label_index + 1,
+            values.len()
+        ));
+    }
+    let label = values.remove(label_index);
+    Ok(Example { dense: values, label, ..Example::default() })
+}
+
+/// Parses one LibSVM line: `label index:value index:value ...`, indices strictly ascending.
+pub(crate) fn parse_libsvm_line(line: &str) -> Result<Example, String> {
+    let mut tokens = line.split_whitespace();
+    let label_text = tokens.next().ok_or("empty line")?;
+    let label =
+        label_text.parse::<f32>().map_err(|_| format!("label {label_text:?} is not a number"))?;
+    let mut example = Example { label, ..Example::default() };
+    for (token_index, token) in tokens.enumerate() {
+        let (index_text, value_text) = token
+            .split_once(':')
+            .ok_or_else(|| format!("feature {}: {token:?} is not index:value", token_index + 1))?;
+        let index = index_text.parse::<u32>().map_err(|_| {
+            format!("feature {}: index {index_text:?} is not a whole number", token_index + 1)
+        })?;
+        let value = value_text.parse::<f32>().map_err(|_| {
+            format!("feature {}: value {value_text:?} is not a number", token_index + 1)
+        })?;
+        if example.sparse_index.last().is_some_and(|&previous| index <= previous) {
+            return Err(format!(
+                "feature {}: index {index} is not above the one before",
+                token_index + 1
+            ));
+        }
+        example.sparse_index.push(index);
+        example.sparse_value.push(value);
+    }
+    Ok(example)
+}
+
+fn parse_number(field: &str, column: usize) -> Result<f32, String> {
+    match field.parse::<f32>() {
+        Ok(value) if value.is_finite() => Ok(value),
+        _ => Err(format!("column {column}: {field:?} is not a finite number")),
+    }
+}
+
+/// Decodes a stored record and prints it as one JSON object.
+pub(crate) fn to_json_line(record: &[u8]) -> anyhow::Result<String> {
+    let example = Example::decode(record)
+        .map_err(|error| anyhow::anyhow!("not a raftrain.example.v1.Example: {error}"))?;
+    let json = serde_json::json!({
+        "label": example.label,
+        "dense": example.dense,
+        "sparse_index": example.sparse_index,
+        "sparse_value": example.sparse_value,
+    });
+    Ok(json.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dense(values: &[f32], label: f32) -> Example {
+        Example { dense: values.to_vec(), label, ..Example::default() }
+    }
+
+    /// CSV lines become dense examples with the chosen label column; bad lines name the column.
+    #[test]
+    fn csv_lines() {
+        let check = |line: &str, label_column, expected: Result<Example, &str>| {
+            assert_eq!(
+                parse_csv_line(line, label_column),
+                expected.map_err(str::to_string),
+                "{line}"
+            );
+        };
+        check("1,2,3", None, Ok(dense(&[1.0, 2.0], 3.0)));
+        check(" 1 , 2.5 ,-3e1", None, Ok(dense(&[1.0, 2.5], -30.0)));
+        check("7,2,3", Some(0), Ok(dense(&[2.0, 3.0], 7.0)));
+        check("4", None, Ok(dense(&[], 4.0)));
+        check("1,x,3", None, Err("column 2: \"x\" is not a finite number"));
+        check("1,,3", None, Err("column 2: \"\" is not a finite number"));
+        check("1,NaN", None, Err("column 2: \"NaN\" is not a finite number"));
+        check("1,2", Some(5), Err("label column 6 does not exist: the line has 2 columns"));
+    }
+
+    /// LibSVM lines become sparse examples; bad tokens and unordered indices are named.
+    #[test]
+    fn libsvm_lines() {
+        let sparse = |label, pairs: &[(u32, f32)]| Example {
+            label,
+            sparse_index: pairs.iter().map(|pair| pair.0).collect(),
+            sparse_value: pairs.iter().map(|pair| pair.1).collect(),
+            ..Example::default()
+        };
+        let check = |line: &str, expected: Result<Example, &str>| {
+            assert_eq!(parse_libsvm_line(line), expected.map_err(str::to_string), "{line}");
+        };
+        check("1 3:0.5 10:2", Ok(sparse(1.0, &[(3, 0.5), (10, 2.0)])));
+        check("-1", Ok(sparse(-1.0, &[])));
+        check("", Err("empty line"));
+        check("a 1:2", Err("label \"a\" is not a number"));
+        check("1 3", Err("feature 1: \"3\" is not index:value"));
+        check("1 x:2", Err("feature 1: index \"x\" is not a whole number"));
+        check("1 2:y", Err("feature 1: value \"y\" is not a number"));
+        check("1 5:1 5:2", Err("feature 2: index 5 is not above the one before"));
+    }
+
+    /// A stored example prints as JSON; bytes that are not an Example are an error.
+    #[test]
+    fn json_lines() {
+        let record = dense(&[1.5], 2.0).encode_to_vec();
+        let line = to_json_line(&record).unwrap();
+        assert_eq!(line, r#"{"dense":[1.5],"label":2.0,"sparse_index":[],"sparse_value":[]}"#);
+        assert!(to_json_line(&[0xff, 0xff, 0xff]).is_err());
+    }
+}
