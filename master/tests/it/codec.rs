@@ -1,0 +1,72 @@
+//! Wire forms: requests and responses round trip, and no input makes decoding panic.
+
+use master::state::{
+    decode_request, decode_response, encode_request, encode_response, ClientStamp, Command,
+    MasterState, Request, Response, REQUEST_BYTES_MAX,
+};
+use proptest::prelude::*;
+
+use crate::support::{policy, report};
+
+/// Encodes and decodes `request`, and its apply response, through the wire forms.
+fn check(request: Request) {
+    let decoded = decode_request(&encode_request(&request)).expect("own encoding decodes");
+    assert_eq!(decoded, request);
+    let response = MasterState::new().apply(&request);
+    let bytes = encode_response(&response);
+    assert_eq!(decode_response(&bytes).expect("own encoding decodes"), response);
+}
+
+/// Every command survives the wire form unchanged.
+#[test]
+fn requests_round_trip() {
+    let client = Some(ClientStamp { client_id: u64::MAX, seq: 3 });
+    let commands = [
+        report(3, 2, policy()),
+        Command::GetTask { trainer: 1, pass: 0 },
+        Command::TaskFailed { task: 1, epoch: 2, reason: "é".to_string() },
+        Command::ExpireTasks,
+        Command::RecordEval { pass: 1, loss: 0.5, accuracy: 1.0 },
+    ];
+    for command in commands {
+        check(Request { client, now_ms: 12, command: command.clone() });
+        check(Request { client: None, now_ms: u64::MAX, command });
+    }
+}
+
+/// Oversized input is refused before parsing; undecodable entries are rejected by
+/// `apply_encoded` without touching the state.
+#[test]
+fn bad_bytes_are_refused() {
+    let oversized = vec![0u8; usize::try_from(REQUEST_BYTES_MAX).expect("fits") + 1];
+    assert!(decode_request(&oversized).is_err());
+    let mut state = MasterState::new();
+    let before = state.clone();
+    let answer = state.apply_encoded(&[9, 9, 9]);
+    assert!(matches!(decode_response(&answer), Ok(Response::Rejected { .. })));
+    assert_eq!(state, before);
+    let request = Request { client: None, now_ms: 1, command: report(1, 1, policy()) };
+    let answer = state.apply_encoded(&encode_request(&request));
+    assert!(matches!(decode_response(&answer), Ok(Response::DatasetAccepted { .. })));
+    assert!(MasterState::decode(&[1, 2, 3]).is_err());
+}
+
+proptest! {
+    /// Random bytes never make request, response or snapshot decoding panic.
+    #[test]
+    fn decoding_random_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = decode_request(&bytes);
+        let _ = decode_response(&bytes);
+        let _ = MasterState::decode(&bytes);
+    }
+
+    /// A valid encoding with one byte changed still never panics (deeper than random bytes go).
+    #[test]
+    fn decoding_mutated_requests_never_panics(position in any::<usize>(), byte in any::<u8>()) {
+        let request = Request { client: None, now_ms: 5, command: report(3, 2, policy()) };
+        let mut bytes = encode_request(&request);
+        let index = position % bytes.len();
+        bytes[index] = byte;
+        let _ = decode_request(&bytes);
+    }
+}

@@ -1,0 +1,14 @@
+//! Integration tests of the master crate: one test binary, one module per feature.
+
+mod codec;
+mod dataset;
+mod dispatch;
+mod expiry;
+mod liveness;
+mod passes;
+mod properties;
+mod pservers;
+mod reports;
+mod sessions;
+mod support;
+mod trainers;
