@@ -37,8 +37,7 @@ impl MasterRpc {
         if self.node.is_leader() {
             return Ok(());
         }
-        let info = consensus::cluster_info_reply(&self.node.cluster_info());
-        Err(not_leader(Some(info.leader_addr.as_str()).filter(|addr| !addr.is_empty())))
+        Err(not_leader(self.node.cluster_info().leader_addr.as_deref()))
     }
 
     async fn linearizable(&self) -> Result<(), Status> {

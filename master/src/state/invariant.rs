@@ -237,3 +237,162 @@ fn check_slots(slots: &PServerSlots) -> Result<(), InvariantViolation> {
 fn to_u64(length: usize) -> u64 {
     u64::try_from(length).expect("lengths fit in u64")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{ChunkRef, DecodeError};
+    use crate::state::{Command, QueuePolicy, Request};
+
+    /// Trainer 1 registered, three one-chunk tasks over two passes, task 0 pending on trainer 1,
+    /// and two pserver slots with slot 0 held.
+    fn base() -> MasterState {
+        let policy = QueuePolicy {
+            chunks_per_task: 1,
+            task_timeout_min_ms: 1000,
+            timeout_factor: 2,
+            max_task_failures: 1,
+            retry_failed_next_pass: false,
+        };
+        let chunk =
+            |offset| ChunkRef { path: "f".into(), offset, compressed_size: 1, record_count: 1 };
+        let commands = [
+            Command::RegisterTrainer { name: "t".into() },
+            Command::ReportDataset {
+                job: "j".into(),
+                chunks: (0..3).map(chunk).collect(),
+                passes: 2,
+                policy,
+            },
+            Command::GetTask { trainer: 1, pass: 0 },
+            Command::ClaimPServerSlot { addr: "a".into(), desired: 2 },
+        ];
+        let mut state = MasterState::new();
+        for command in commands {
+            state.apply(&Request { client: None, now_ms: 10, command });
+        }
+        state.check_invariants().expect("the base state is valid");
+        state
+    }
+
+    fn job(state: &mut MasterState) -> &mut Job {
+        state.job.as_mut().expect("the base state has a job")
+    }
+
+    /// Corrupts the base state and compares the violation found, and that a snapshot of the
+    /// corrupted state is refused.
+    fn check(corrupt: fn(&mut MasterState), expected: InvariantViolation) {
+        let mut state = base();
+        corrupt(&mut state);
+        assert_eq!(state.check_invariants(), Err(expected.clone()));
+        match MasterState::decode(&state.encode()) {
+            Err(DecodeError::Inconsistent(violation)) => assert_eq!(violation, expected),
+            other => panic!("a corrupted snapshot decoded as {other:?}"),
+        }
+    }
+
+    /// Each corruption of a single state is caught and named.
+    #[test]
+    fn single_state_rules() {
+        check(
+            |s| job(s).queue.todo.push_back(1),
+            Violation::TaskQueuedTwice { task: 1, first: "todo", second: "todo" },
+        );
+        check(
+            |s| job(s).queue.done.extend([1]),
+            Violation::TaskQueuedTwice { task: 1, first: "todo", second: "done" },
+        );
+        check(
+            |s| {
+                job(s).queue.todo.pop_back();
+            },
+            Violation::TaskLost { task: 2 },
+        );
+        check(
+            |s| {
+                job(s).queue.failed.insert(7);
+            },
+            Violation::TaskIdOutOfRange { task: 7, queue: "failed", task_count: 3 },
+        );
+        check(
+            |s| job(s).queue.tasks[0].epoch = 5,
+            Violation::PendingEpochMismatch { task: 0, pending_epoch: 1, task_epoch: 5 },
+        );
+        check(
+            |s| {
+                s.trainers.trainers.clear();
+            },
+            Violation::PendingTrainerUnknown { task: 0, trainer: 1 },
+        );
+        check(|s| job(s).queue.pass = 2, Violation::PassOutOfRange { pass: 2, passes: 2 });
+        check(
+            |s| job(s).queue.job_finished = true,
+            Violation::FinishedWithWork { todo: 2, pending: 1 },
+        );
+        check(
+            |s| {
+                let queue = &mut job(s).queue;
+                queue.todo.clear();
+                queue.pending.clear();
+                queue.done.extend([0, 1, 2]);
+            },
+            Violation::JobStalled { pass: 0 },
+        );
+        check(
+            |s| s.trainers.next_trainer_id = 1,
+            Violation::TrainerIdNotIssued { trainer: 1, next_trainer_id: 1 },
+        );
+        check(
+            |s| {
+                s.pservers.holders.insert(2, "b".into());
+            },
+            Violation::SlotOutOfRange { index: 2, desired: Some(2) },
+        );
+        check(
+            |s| {
+                s.pservers.holders.insert(1, "a".into());
+            },
+            Violation::AddressHoldsTwoSlots { addr: "a".into(), first: 0, second: 1 },
+        );
+    }
+
+    /// Changes the base state and compares the transition violation found.
+    fn check_step(change: fn(&mut MasterState), expected: InvariantViolation) {
+        let before = base();
+        let mut after = before.clone();
+        change(&mut after);
+        assert_eq!(MasterState::check_transition(&before, &after), Err(expected));
+    }
+
+    /// Each step that moves something backwards, or changes what is fixed, is caught.
+    #[test]
+    fn transition_rules() {
+        check_step(|s| s.clock_ms = 0, Violation::ClockWentBack { before: 10, after: 0 });
+        check_step(
+            |s| s.trainers.next_trainer_id = 1,
+            Violation::TrainerIdReused { before: 2, after: 1 },
+        );
+        check_step(
+            |s| s.pservers.desired = Some(3),
+            Violation::DesiredPServersChanged { before: Some(2), after: Some(3) },
+        );
+        check_step(|s| s.job = None, Violation::DatasetChanged);
+        check_step(|s| job(s).dataset.passes = 3, Violation::DatasetChanged);
+        check_step(
+            |s| job(s).queue.tasks[0].epoch = 0,
+            Violation::EpochDecreased { task: 0, before: 1, after: 0 },
+        );
+        let mut finished = base();
+        job(&mut finished).queue.job_finished = true;
+        assert_eq!(
+            MasterState::check_transition(&finished, &base()),
+            Err(Violation::JobUnfinished)
+        );
+        let mut later = base();
+        job(&mut later).queue.pass = 1;
+        assert_eq!(
+            MasterState::check_transition(&later, &base()),
+            Err(Violation::PassDecreased { before: 1, after: 0 })
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! `MasterConfig`: the flags of `raftrain master`. The doc comments are the `--help` text;
+//! defaults are named constants; `validate` checks the rules between fields.
+
+use crate::state::QueuePolicy;
+use clap::Args;
+use consensus::config::{
+    ELECTION_TIMEOUT_MAX_MS_DEFAULT, ELECTION_TIMEOUT_MIN_MS_DEFAULT, HEARTBEAT_MS_DEFAULT,
+    SNAPSHOT_LOGS_SINCE_LAST_DEFAULT,
+};
+use consensus::{parse_peers, NodeConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const CHUNKS_PER_TASK_DEFAULT: u32 = 1;
+pub const TASK_TIMEOUT_MIN_MS_DEFAULT: u64 = 20_000;
+pub const TIMEOUT_FACTOR_DEFAULT: u32 = 3;
+pub const MAX_TASK_FAILURES_DEFAULT: u32 = 3;
+pub const TRAINER_LEASE_MS_DEFAULT: u64 = 5_000;
+pub const PSERVER_LEASE_MS_DEFAULT: u64 = 5_000;
+
+#[derive(Debug, Clone, Args)]
+pub struct MasterConfig {
+    /// This master's id: its entry in --peers.
+    #[arg(long, env = "RAFTRAIN_ID")]
+    pub id: u64,
+    /// Address to serve the Raft and master services on (host:port).
+    #[arg(long, env = "RAFTRAIN_LISTEN")]
+    pub listen: SocketAddr,
+    /// Every master of the group as id=host:port, comma-separated, the same on every master.
+    #[arg(long, env = "RAFTRAIN_PEERS")]
+    pub peers: String,
+    /// Directory for the Raft log (sled) and snapshot files; reopened on restart.
+    #[arg(long, env = "RAFTRAIN_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Raft heartbeat interval; also each AppendEntries RPC's timeout.
+    #[arg(long, default_value_t = HEARTBEAT_MS_DEFAULT)]
+    pub heartbeat_ms: u64,
+    /// Lower bound of the randomized election timeout.
+    #[arg(long, default_value_t = ELECTION_TIMEOUT_MIN_MS_DEFAULT)]
+    pub election_timeout_min_ms: u64,
+    /// Upper bound of the randomized election timeout.
+    #[arg(long, default_value_t = ELECTION_TIMEOUT_MAX_MS_DEFAULT)]
+    pub election_timeout_max_ms: u64,
+    /// Take a snapshot (and purge the log) after this many applied entries.
+    #[arg(long, default_value_t = SNAPSHOT_LOGS_SINCE_LAST_DEFAULT)]
+    pub snapshot_logs_since_last: u64,
+    /// Consecutive RecordIO chunks per task.
+    #[arg(long, default_value_t = CHUNKS_PER_TASK_DEFAULT)]
+    pub chunks_per_task: u32,
+    /// No task times out sooner than this after it was handed out.
+    #[arg(long, default_value_t = TASK_TIMEOUT_MIN_MS_DEFAULT)]
+    pub task_timeout_min_ms: u64,
+    /// A task times out after max(--task-timeout-min-ms, this x the average task time).
+    #[arg(long, default_value_t = TIMEOUT_FACTOR_DEFAULT)]
+    pub timeout_factor: u32,
+    /// A task that failed or timed out more than this many times in a pass moves to `failed`.
+    #[arg(long, default_value_t = MAX_TASK_FAILURES_DEFAULT)]
+    pub max_task_failures: u32,
+    /// Give failed tasks another try in the next pass.
+    #[arg(long)]
+    pub retry_failed_next_pass: bool,
+    /// A trainer that sends no heartbeat for this long is declared lost and its tasks requeued.
+    #[arg(long, default_value_t = TRAINER_LEASE_MS_DEFAULT)]
+    pub trainer_lease_ms: u64,
+    /// A pserver that sends no heartbeat for this long loses its slot.
+    #[arg(long, default_value_t = PSERVER_LEASE_MS_DEFAULT)]
+    pub pserver_lease_ms: u64,
+}
+
+impl MasterConfig {
+    /// The consensus node's configuration; checks the peers and timings.
+    pub fn node_config(&self) -> anyhow::Result<NodeConfig> {
+        let peers = parse_peers(&self.peers)?;
+        let mut node = NodeConfig::new(self.id, self.listen, peers, self.data_dir.clone());
+        node.heartbeat_ms = self.heartbeat_ms;
+        node.election_timeout_min_ms = self.election_timeout_min_ms;
+        node.election_timeout_max_ms = self.election_timeout_max_ms;
+        node.snapshot_logs_since_last = self.snapshot_logs_since_last;
+        node.validate()?;
+        Ok(node)
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.chunks_per_task >= 1, "--chunks-per-task must be at least 1");
+        anyhow::ensure!(self.timeout_factor >= 1, "--timeout-factor must be at least 1");
+        anyhow::ensure!(self.trainer_lease_ms >= 100, "--trainer-lease-ms must be at least 100");
+        anyhow::ensure!(self.pserver_lease_ms >= 100, "--pserver-lease-ms must be at least 100");
+        self.node_config().map(|_| ())
+    }
+
+    pub(crate) fn policy(&self) -> QueuePolicy {
+        QueuePolicy {
+            chunks_per_task: self.chunks_per_task,
+            task_timeout_min_ms: self.task_timeout_min_ms,
+            timeout_factor: self.timeout_factor,
+            max_task_failures: self.max_task_failures,
+            retry_failed_next_pass: self.retry_failed_next_pass,
+        }
+    }
+
+    pub(crate) fn trainer_lease(&self) -> Duration {
+        Duration::from_millis(self.trainer_lease_ms)
+    }
+
+    pub(crate) fn pserver_lease(&self) -> Duration {
+        Duration::from_millis(self.pserver_lease_ms)
+    }
+}

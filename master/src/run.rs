@@ -1,0 +1,46 @@
+//! `run`: one master replica. Opens the replicated log, serves the Raft and master services on
+//! one port, bootstraps the group, and does the leader's duties until shutdown.
+
+use crate::config::MasterConfig;
+use crate::leader::{run_duties, LeaderDuties};
+use crate::replicated_state::ReplicatedState;
+use crate::service::MasterRpc;
+use anyhow::Context as _;
+use consensus::ConsensusNode;
+use proto::master::master_service_server::MasterServiceServer;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// The largest message the master service accepts or sends.
+const MESSAGE_BYTES_MAX: usize = 64 << 20;
+
+/// Runs a master on `listener` (already bound: tests bind port 0) until `shutdown` resolves.
+pub async fn run(config: MasterConfig, listener: TcpListener, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    config.validate()?;
+    let node_config = config.node_config()?;
+    let node = ConsensusNode::open(node_config, ReplicatedState::default())
+        .await
+        .with_context(|| format!("open master {} in {}", config.id, config.data_dir.display()))?;
+    let duties = Arc::new(LeaderDuties::new(config.trainer_lease(), config.pserver_lease()));
+    let rpc = MasterRpc::new(node.clone(), duties.clone(), config.policy());
+    let master_service = MasterServiceServer::new(rpc)
+        .max_decoding_message_size(MESSAGE_BYTES_MAX)
+        .max_encoding_message_size(MESSAGE_BYTES_MAX);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut server_stop = stopped.clone();
+    let router = consensus::server_builder().add_service(node.raft_service()).add_service(master_service);
+    let server = tokio::spawn(router.serve_with_incoming_shutdown(consensus::incoming(listener), async move {
+        let _ = server_stop.wait_for(|stop| *stop).await;
+    }));
+    tracing::info!(id = config.id, listen = %config.listen, "master serving");
+    node.bootstrap().await.context("bootstrap the master group")?;
+    let duty_loop = tokio::spawn(run_duties(node.clone(), duties, stopped));
+    shutdown.await;
+    tracing::info!(id = config.id, "master shutting down");
+    let _ = stop.send(true);
+    let served = server.await.context("the server task panicked")?;
+    duty_loop.await.context("the leader duties panicked")?;
+    node.shutdown().await.context("stop the Raft node")?;
+    served.context("serve the master")
+}
