@@ -1,0 +1,218 @@
+//! The configuration of one consensus node: identity, peers, storage and timing.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Leaders send a heartbeat (an empty AppendEntries) this often. Each AppendEntries RPC also
+/// times out after this long in openraft 0.9, so it must exceed a disk flush plus a round trip.
+pub const HEARTBEAT_MS_DEFAULT: u64 = 150;
+/// A follower that hears no leader for a random time in `[min, max)` starts an election;
+/// well under etcd's 1 s so a dead master is replaced quickly.
+pub const ELECTION_TIMEOUT_MIN_MS_DEFAULT: u64 = 500;
+/// See [`ELECTION_TIMEOUT_MIN_MS_DEFAULT`].
+pub const ELECTION_TIMEOUT_MAX_MS_DEFAULT: u64 = 1000;
+/// A snapshot is built after this many entries were applied since the last one.
+pub const SNAPSHOT_LOGS_SINCE_LAST_DEFAULT: u64 = 10_000;
+/// Entries already in a snapshot that are kept in the log, so a follower slightly behind
+/// catches up from the log instead of a whole snapshot.
+pub const MAX_IN_SNAPSHOT_LOG_TO_KEEP_DEFAULT: u64 = 1_000;
+/// A write or linearizable read that has not finished after this long fails with a timeout.
+pub const WRITE_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// No timing flag may exceed this: a bigger value is a typo, not a configuration.
+pub const TIMING_MS_MAX: u64 = 600_000;
+
+/// Everything a consensus node needs to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// This node's id; must be a key of `peers`.
+    pub id: u64,
+    /// Where this node's Raft service listens (the binary binds it; the node does not).
+    pub listen: SocketAddr,
+    /// Every member of the static group, by id, as `host:port` other members can dial.
+    pub peers: BTreeMap<u64, String>,
+    /// Holds the sled log (`sled/`) and snapshot files (`snapshots/`).
+    pub data_dir: PathBuf,
+    /// See [`HEARTBEAT_MS_DEFAULT`].
+    pub heartbeat_ms: u64,
+    /// See [`ELECTION_TIMEOUT_MIN_MS_DEFAULT`].
+    pub election_timeout_min_ms: u64,
+    /// See [`ELECTION_TIMEOUT_MAX_MS_DEFAULT`].
+    pub election_timeout_max_ms: u64,
+    /// See [`SNAPSHOT_LOGS_SINCE_LAST_DEFAULT`].
+    pub snapshot_logs_since_last: u64,
+    /// See [`MAX_IN_SNAPSHOT_LOG_TO_KEEP_DEFAULT`].
+    pub max_in_snapshot_log_to_keep: u64,
+    /// See [`WRITE_TIMEOUT_MS_DEFAULT`].
+    pub write_timeout_ms: u64,
+}
+
+/// A configuration that cannot work.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("peer list is empty: expected `1=host:port,2=host:port,...`")]
+    NoPeers,
+    #[error("peer `{item}` is malformed: {reason}")]
+    BadPeer { item: String, reason: String },
+    #[error("node id {id} is not in the peer list {peers:?}")]
+    IdNotInPeers { id: u64, peers: BTreeMap<u64, String> },
+    #[error("{name} is {value_ms} ms: {rule}")]
+    Timing { name: &'static str, value_ms: u64, rule: String },
+    #[error("{name} must be at least 1")]
+    Zero { name: &'static str },
+}
+
+impl NodeConfig {
+    /// A configuration with every tunable at its default.
+    pub fn new(
+        id: u64,
+        listen: SocketAddr,
+        peers: BTreeMap<u64, String>,
+        data_dir: PathBuf,
+    ) -> Self {
+        Self {
+            id,
+            listen,
+            peers,
+            data_dir,
+            heartbeat_ms: HEARTBEAT_MS_DEFAULT,
+            election_timeout_min_ms: ELECTION_TIMEOUT_MIN_MS_DEFAULT,
+            election_timeout_max_ms: ELECTION_TIMEOUT_MAX_MS_DEFAULT,
+            snapshot_logs_since_last: SNAPSHOT_LOGS_SINCE_LAST_DEFAULT,
+            max_in_snapshot_log_to_keep: MAX_IN_SNAPSHOT_LOG_TO_KEEP_DEFAULT,
+            write_timeout_ms: WRITE_TIMEOUT_MS_DEFAULT,
+        }
+    }
+
+    /// Checks the rules that involve more than one field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.peers.is_empty() {
+            return Err(ConfigError::NoPeers);
+        }
+        if !self.peers.contains_key(&self.id) {
+            return Err(ConfigError::IdNotInPeers { id: self.id, peers: self.peers.clone() });
+        }
+        let timings = [
+            ("heartbeat_ms", self.heartbeat_ms),
+            ("election_timeout_min_ms", self.election_timeout_min_ms),
+            ("election_timeout_max_ms", self.election_timeout_max_ms),
+            ("write_timeout_ms", self.write_timeout_ms),
+        ];
+        for (name, value_ms) in timings {
+            if value_ms == 0 || value_ms > TIMING_MS_MAX {
+                let rule = format!("must be in 1..={TIMING_MS_MAX}");
+                return Err(ConfigError::Timing { name, value_ms, rule });
+            }
+        }
+        if self.election_timeout_min_ms <= 2 * self.heartbeat_ms {
+            let rule = format!("must exceed twice heartbeat_ms ({} ms)", self.heartbeat_ms);
+            let value_ms = self.election_timeout_min_ms;
+            return Err(ConfigError::Timing { name: "election_timeout_min_ms", value_ms, rule });
+        }
+        if self.election_timeout_max_ms <= self.election_timeout_min_ms {
+            let rule = format!(
+                "must exceed election_timeout_min_ms ({} ms)",
+                self.election_timeout_min_ms
+            );
+            let value_ms = self.election_timeout_max_ms;
+            return Err(ConfigError::Timing { name: "election_timeout_max_ms", value_ms, rule });
+        }
+        if self.snapshot_logs_since_last == 0 {
+            return Err(ConfigError::Zero { name: "snapshot_logs_since_last" });
+        }
+        Ok(())
+    }
+
+    /// The openraft configuration these settings stand for.
+    pub(crate) fn raft_config(&self) -> openraft::Config {
+        openraft::Config {
+            cluster_name: "raftrain".to_string(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_timeout_min_ms,
+            election_timeout_max: self.election_timeout_max_ms,
+            // Each snapshot chunk may take a disk write on the receiver.
+            install_snapshot_timeout: self.write_timeout_ms,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_logs_since_last),
+            max_in_snapshot_log_to_keep: self.max_in_snapshot_log_to_keep,
+            // A lagging follower within one snapshot interval is fed from the log.
+            replication_lag_threshold: self.snapshot_logs_since_last
+                + self.max_in_snapshot_log_to_keep,
+            ..Default::default()
+        }
+    }
+}
+
+/// Parses `1=127.0.0.1:7001,2=127.0.0.1:7002`; an error names the offending item.
+pub fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, ConfigError> {
+    let mut peers = BTreeMap::new();
+    for item in text.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+        let bad = |reason: &str| ConfigError::BadPeer {
+            item: item.to_string(),
+            reason: reason.to_string(),
+        };
+        let Some((id, addr)) = item.split_once('=') else {
+            return Err(bad("expected `id=host:port`"));
+        };
+        let id: u64 = id.trim().parse().map_err(|_| bad("the id is not an unsigned integer"))?;
+        let addr = addr.trim();
+        let port = addr.rsplit_once(':').map(|(host, port)| (host, port.parse::<u16>()));
+        if !matches!(port, Some((host, Ok(_))) if !host.is_empty()) {
+            return Err(bad("the address is not `host:port`"));
+        }
+        if peers.insert(id, addr.to_string()).is_some() {
+            return Err(bad("the id appears twice"));
+        }
+    }
+    if peers.is_empty() {
+        return Err(ConfigError::NoPeers);
+    }
+    Ok(peers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, expected: Result<&[(u64, &str)], &str>) {
+        let actual = parse_peers(text);
+        match (actual, expected) {
+            (Ok(peers), Ok(want)) => {
+                let want: BTreeMap<u64, String> =
+                    want.iter().map(|(id, addr)| (*id, addr.to_string())).collect();
+                assert_eq!(peers, want, "{text}");
+            }
+            (Err(error), Err(want)) => assert!(error.to_string().contains(want), "{text}: {error}"),
+            (actual, expected) => panic!("{text}: got {actual:?}, expected {expected:?}"),
+        }
+    }
+
+    /// Peer lists parse into ordered maps; every malformed item is named in the error.
+    #[test]
+    fn parses_peer_lists() {
+        check(
+            "1=127.0.0.1:7001,2=127.0.0.1:7002",
+            Ok(&[(1, "127.0.0.1:7001"), (2, "127.0.0.1:7002")]),
+        );
+        check(" 3=h:1 , 1=g:2 ,", Ok(&[(1, "g:2"), (3, "h:1")]));
+        check("", Err("empty"));
+        check("1=a:1,x=b:2", Err("`x=b:2`"));
+        check("1=a:1,2=b", Err("`2=b`"));
+        check("1=a:1,1=b:2", Err("twice"));
+        check("1", Err("`1`"));
+    }
+
+    /// The defaults are valid and the cross-field timing rules are enforced.
+    #[test]
+    fn validates_timing() {
+        let peers = parse_peers("1=127.0.0.1:1").expect("literal peers parse");
+        let listen = "127.0.0.1:1".parse().expect("literal address parses");
+        let config = NodeConfig::new(1, listen, peers, PathBuf::from("d"));
+        assert_eq!(config.validate(), Ok(()));
+        let short_election = NodeConfig { election_timeout_min_ms: 300, ..config.clone() };
+        assert!(short_election.validate().is_err());
+        let inverted = NodeConfig { election_timeout_max_ms: 500, ..config.clone() };
+        assert!(inverted.validate().is_err());
+        let stranger = NodeConfig { id: 2, ..config };
+        assert!(matches!(stranger.validate(), Err(ConfigError::IdNotInPeers { .. })));
+    }
+}

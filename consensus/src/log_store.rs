@@ -1,0 +1,316 @@
+//! The durable Raft log in sled: entries, vote, committed and purged log ids, and the record of
+//! how this data directory was bootstrapped. Every sled detail of the crate lives here.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::fs::File;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{AnyError, LogId, RaftLogReader, StorageIOError, Vote};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::codec;
+use crate::error::StartError;
+use crate::flusher::Flusher;
+use crate::type_config::{Entry, StorageError, TypeConfig};
+
+/// An encoded entry may not exceed this: sled stores values over ~128 KiB in blob files it
+/// never fsyncs, so a bigger entry would not be durable.
+pub const ENTRY_BYTES_MAX: usize = 64 * 1024;
+
+/// Log entries are `log/` + the index as big-endian `u64`, so keys sort by index.
+const LOG_PREFIX: &[u8] = b"log/";
+/// The first key after every log key (`'/' + 1 == '0'`).
+const LOG_END: &[u8] = b"log0";
+const VOTE_KEY: &[u8] = b"meta/vote";
+const COMMITTED_KEY: &[u8] = b"meta/committed";
+const PURGED_KEY: &[u8] = b"meta/purged";
+const BOOTSTRAP_KEY: &[u8] = b"meta/bootstrap";
+
+/// Who this data directory belongs to: written on first start, checked on every later one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootstrapRecord {
+    pub node_id: u64,
+    pub peers: BTreeMap<u64, String>,
+}
+
+/// The sled log store. openraft owns it; the flusher thread stops when it is dropped.
+pub struct LogStore {
+    db: sled::Db,
+    flusher: Flusher,
+    dir: PathBuf,
+}
+
+/// Reads entries for replication while the store keeps appending.
+#[derive(Clone)]
+pub struct LogReader {
+    db: sled::Db,
+}
+
+/// Waits for a log store's files to be closed, so the directory can be opened again.
+#[derive(Clone)]
+pub struct LogStoreClosed {
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl LogStore {
+    /// Opens (or creates) the log in `dir`, checking that everything in it decodes.
+    pub fn open(dir: &Path) -> Result<(Self, LogStoreClosed), StartError> {
+        let failed = |reason: String| StartError::Storage { dir: dir.to_path_buf(), reason };
+        // sled's periodic flusher is off: every flush goes through the one flusher thread.
+        let db = sled::Config::new()
+            .path(dir)
+            .flush_every_ms(None)
+            .open()
+            .map_err(|error| failed(format!("sled cannot open it: {error}")))?;
+        let db_path = dir.join("db");
+        let db_file = File::open(&db_path)
+            .map_err(|error| failed(format!("cannot open {}: {error}", db_path.display())))?;
+        check_contents(&db).map_err(failed)?;
+        let (flusher, thread) = Flusher::start(db.clone(), db_file)
+            .map_err(|error| failed(format!("cannot start the flusher thread: {error}")))?;
+        let closed = LogStoreClosed { thread: Arc::new(Mutex::new(Some(thread))) };
+        Ok((Self { db, flusher, dir: dir.to_path_buf() }, closed))
+    }
+
+    /// Records who bootstrapped this directory, or checks that it is the same node and peers.
+    pub async fn check_bootstrap(&self, record: &BootstrapRecord) -> Result<(), StartError> {
+        let failed = |reason: String| StartError::Storage { dir: self.dir.clone(), reason };
+        let recorded: Option<BootstrapRecord> =
+            read_value(&self.db, BOOTSTRAP_KEY).map_err(|error| failed(error.to_string()))?;
+        match recorded {
+            Some(recorded) if recorded == *record => Ok(()),
+            Some(recorded) => Err(StartError::BootstrapMismatch {
+                dir: self.dir.clone(),
+                recorded_id: recorded.node_id,
+                recorded_peers: recorded.peers,
+                configured_id: record.node_id,
+                configured_peers: record.peers.clone(),
+            }),
+            None => {
+                write_value(&self.db, BOOTSTRAP_KEY, record)
+                    .map_err(|error| failed(error.to_string()))?;
+                self.flusher.sync().await.map_err(|error| failed(error.to_string()))
+            }
+        }
+    }
+}
+
+impl LogStoreClosed {
+    /// Returns once the store's flusher thread (and with it the database) is gone.
+    pub async fn wait(&self) {
+        let thread = self.thread.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        if let Some(thread) = thread {
+            // A panic in the flusher was already reported by the panic hook.
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}
+
+fn log_key(index: u64) -> [u8; 12] {
+    let mut key = [0u8; 12];
+    key[..4].copy_from_slice(LOG_PREFIX);
+    key[4..].copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+fn read_value<T: DeserializeOwned>(db: &sled::Db, key: &[u8]) -> Result<Option<T>, anyhow::Error> {
+    let Some(bytes) = db.get(key)? else {
+        return Ok(None);
+    };
+    let value = codec::decode(&bytes).map_err(|error| {
+        anyhow::anyhow!("value of key {} does not decode: {error}", String::from_utf8_lossy(key))
+    })?;
+    Ok(Some(value))
+}
+
+fn write_value<T: Serialize>(db: &sled::Db, key: &[u8], value: &T) -> Result<(), anyhow::Error> {
+    db.insert(key, codec::encode(value)?)?;
+    Ok(())
+}
+
+fn decode_entry(key: &[u8], bytes: &[u8]) -> Result<Entry, anyhow::Error> {
+    let entry: Entry = codec::decode(bytes)
+        .map_err(|error| anyhow::anyhow!("log entry under key {key:?} does not decode: {error}"))?;
+    if key != log_key(entry.log_id.index) {
+        anyhow::bail!("log entry {} is stored under key {key:?}", entry.log_id);
+    }
+    Ok(entry)
+}
+
+/// Decodes everything once at start, so a damaged directory refuses to start instead of
+/// failing later in the middle of replication.
+fn check_contents(db: &sled::Db) -> Result<(), String> {
+    read_value::<Vote<u64>>(db, VOTE_KEY).map_err(|error| error.to_string())?;
+    read_value::<Option<LogId<u64>>>(db, COMMITTED_KEY).map_err(|error| error.to_string())?;
+    read_value::<LogId<u64>>(db, PURGED_KEY).map_err(|error| error.to_string())?;
+    read_value::<BootstrapRecord>(db, BOOTSTRAP_KEY).map_err(|error| error.to_string())?;
+    for item in db.range(LOG_PREFIX..LOG_END) {
+        let (key, value) = item.map_err(|error| error.to_string())?;
+        decode_entry(&key, &value).map_err(|error| error.to_string())?;
+    }
+    Ok(())
+}
+
+/// The keys of `range`, or `None` when it is empty.
+fn key_range(range: &impl RangeBounds<u64>) -> Option<(Vec<u8>, Vec<u8>)> {
+    let start = match range.start_bound() {
+        Bound::Included(index) => *index,
+        Bound::Excluded(index) => index.checked_add(1)?,
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(index) => index.checked_add(1),
+        Bound::Excluded(index) => Some(*index),
+        Bound::Unbounded => None,
+    };
+    if end.is_some_and(|end| end <= start) {
+        return None;
+    }
+    let end_key = end.map_or_else(|| LOG_END.to_vec(), |end| log_key(end).to_vec());
+    Some((log_key(start).to_vec(), end_key))
+}
+
+// openraft's trait methods return its (large) `StorageError`; boxing it here would only move
+// the allocation.
+#[allow(clippy::result_large_err)]
+fn read_entries(db: &sled::Db, range: impl RangeBounds<u64>) -> Result<Vec<Entry>, StorageError> {
+    let Some((start, end)) = key_range(&range) else {
+        return Ok(Vec::new());
+    };
+    let mut entries = Vec::new();
+    for item in db.range(start..end) {
+        let (key, value) = item.map_err(|error| StorageIOError::read_logs(&error))?;
+        let entry = decode_entry(&key, &value)
+            .map_err(|error| StorageIOError::read_logs(AnyError::error(error)))?;
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+impl RaftLogReader<TypeConfig> for LogReader {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        read_entries(&self.db, range)
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        read_entries(&self.db, range)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogReader;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let last_purged_log_id: Option<LogId<u64>> = read_value(&self.db, PURGED_KEY)
+            .map_err(|error| StorageIOError::read_logs(AnyError::error(error)))?;
+        let last = self.db.range(LOG_PREFIX..LOG_END).next_back();
+        let last_log_id = match last {
+            None => last_purged_log_id,
+            Some(item) => {
+                let (key, value) = item.map_err(|error| StorageIOError::read_logs(&error))?;
+                let entry = decode_entry(&key, &value)
+                    .map_err(|error| StorageIOError::read_logs(AnyError::error(error)))?;
+                Some(entry.log_id)
+            }
+        };
+        Ok(LogState { last_purged_log_id, last_log_id })
+    }
+
+    async fn get_log_reader(&mut self) -> LogReader {
+        LogReader { db: self.db.clone() }
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError> {
+        write_value(&self.db, VOTE_KEY, vote)
+            .map_err(|error| StorageIOError::write_vote(AnyError::error(error)))?;
+        self.flusher.sync().await.map_err(|error| StorageIOError::write_vote(&error))?;
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError> {
+        Ok(read_value(&self.db, VOTE_KEY)
+            .map_err(|error| StorageIOError::read_vote(AnyError::error(error)))?)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StorageError> {
+        // Not synced: a lost committed log id only means re-applying less on restart.
+        write_value(&self.db, COMMITTED_KEY, &committed)
+            .map_err(|error| StorageIOError::write(AnyError::error(error)))?;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StorageError> {
+        let committed: Option<Option<LogId<u64>>> = read_value(&self.db, COMMITTED_KEY)
+            .map_err(|error| StorageIOError::read(AnyError::error(error)))?;
+        Ok(committed.flatten())
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut batch = sled::Batch::default();
+        for entry in entries {
+            let bytes =
+                codec::encode(&entry).map_err(|error| StorageIOError::write_logs(&error))?;
+            if bytes.len() > ENTRY_BYTES_MAX {
+                let reason = format!(
+                    "entry {} is {} bytes, over {ENTRY_BYTES_MAX}",
+                    entry.log_id,
+                    bytes.len()
+                );
+                return Err(StorageIOError::write_logs(AnyError::error(reason)).into());
+            }
+            batch.insert(&log_key(entry.log_id.index), bytes);
+        }
+        self.db.apply_batch(batch).map_err(|error| StorageIOError::write_logs(&error))?;
+        self.flusher
+            .appended(callback)
+            .await
+            .map_err(|error| StorageIOError::write_logs(&error))?;
+        Ok(())
+    }
+
+    async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
+        let mut batch = sled::Batch::default();
+        for key in self.db.range(log_key(log_id.index).to_vec()..LOG_END.to_vec()).keys() {
+            batch.remove(key.map_err(|error| StorageIOError::write_logs(&error))?);
+        }
+        self.db.apply_batch(batch).map_err(|error| StorageIOError::write_logs(&error))?;
+        // Rare (a new leader overwrote this node's tail), so it may as well be durable at once.
+        self.flusher.sync().await.map_err(|error| StorageIOError::write_logs(&error))?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
+        // The purged id and the removals are one atomic batch, so a crash never leaves a gap
+        // between the purged id and the first entry. Not synced: a lost purge only keeps more.
+        let mut batch = sled::Batch::default();
+        let encoded = codec::encode(&log_id).map_err(|error| StorageIOError::write_logs(&error))?;
+        batch.insert(PURGED_KEY, encoded);
+        for key in self.db.range(LOG_PREFIX.to_vec()..=log_key(log_id.index).to_vec()).keys() {
+            batch.remove(key.map_err(|error| StorageIOError::write_logs(&error))?);
+        }
+        self.db.apply_batch(batch).map_err(|error| StorageIOError::write_logs(&error))?;
+        Ok(())
+    }
+}

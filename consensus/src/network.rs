@@ -1,0 +1,167 @@
+//! The client side of the Raft transport: openraft's RPCs as bincode payloads over tonic.
+//! A peer that cannot be reached (refused, reset, timed out) is `Unreachable`, so openraft
+//! backs off instead of hammering it.
+
+use std::error::Error;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{AnyError, BasicNode};
+use proto::raft::raft_service_client::RaftServiceClient;
+use proto::raft::RaftRequest;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::codec;
+use crate::TypeConfig;
+
+/// A gRPC message (request or reply) may be at most this large; snapshot chunks are smaller.
+pub const MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// HTTP/2 flow-control window per stream, so a multi-megabyte chunk is not throttled.
+pub const STREAM_WINDOW_BYTES: u32 = 16 * 1024 * 1024;
+/// HTTP/2 flow-control window per connection.
+pub const CONNECTION_WINDOW_BYTES: u32 = 64 * 1024 * 1024;
+/// Giving up on a TCP connect after this long makes the peer `Unreachable`.
+const CONNECT_TIMEOUT_MS: u64 = 1_000;
+
+/// Creates one [`NetworkConnection`] per peer; connections are made on first use.
+#[derive(Clone, Debug, Default)]
+pub struct Network {}
+
+/// The link to one peer. The tonic channel reconnects by itself after a failure.
+pub struct NetworkConnection {
+    target: u64,
+    node: BasicNode,
+    client: Option<RaftServiceClient<Channel>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Rpc {
+    AppendEntries,
+    Vote,
+    InstallSnapshot,
+}
+
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>>;
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = NetworkConnection;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> NetworkConnection {
+        NetworkConnection { target, node: node.clone(), client: None }
+    }
+}
+
+/// The tonic endpoint every Raft client uses: nodelay, bounded connect, large windows.
+pub fn endpoint(addr: &str) -> Result<Endpoint, tonic::transport::Error> {
+    Ok(Endpoint::from_shared(format!("http://{addr}"))?
+        .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
+        .tcp_nodelay(true)
+        .initial_stream_window_size(STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(CONNECTION_WINDOW_BYTES))
+}
+
+/// A Raft service client with this crate's message limits.
+pub fn raft_client(channel: Channel) -> RaftServiceClient<Channel> {
+    RaftServiceClient::new(channel)
+        .max_decoding_message_size(MESSAGE_BYTES_MAX)
+        .max_encoding_message_size(MESSAGE_BYTES_MAX)
+}
+
+impl NetworkConnection {
+    fn client(&mut self) -> Result<RaftServiceClient<Channel>, Unreachable> {
+        if let Some(client) = &self.client {
+            return Ok(client.clone());
+        }
+        let endpoint = endpoint(&self.node.addr).map_err(|error| Unreachable::new(&error))?;
+        let client = raft_client(endpoint.connect_lazy());
+        self.client = Some(client.clone());
+        Ok(client)
+    }
+
+    async fn call<Request, Reply, E>(
+        &mut self,
+        rpc: Rpc,
+        request: &Request,
+        option: &RPCOption,
+    ) -> RpcResult<Reply, E>
+    where
+        Request: Serialize,
+        Reply: DeserializeOwned,
+        E: Error + DeserializeOwned,
+    {
+        let payload =
+            codec::encode(request).map_err(|error| RPCError::Network(NetworkError::new(&error)))?;
+        let mut client = self.client().map_err(RPCError::Unreachable)?;
+        let request = RaftRequest { payload: payload.into() };
+        let call = async move {
+            match rpc {
+                Rpc::AppendEntries => client.append_entries(request).await,
+                Rpc::Vote => client.vote(request).await,
+                Rpc::InstallSnapshot => client.install_snapshot(request).await,
+            }
+        };
+        let timeout = option.hard_ttl();
+        let reply = match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(reply)) => reply.into_inner(),
+            Ok(Err(status)) => return Err(self.status_error(status)),
+            Err(_elapsed) => {
+                let message =
+                    format!("{rpc:?} to node {} got no reply in {timeout:?}", self.target);
+                return Err(RPCError::Unreachable(Unreachable::new(&AnyError::error(message))));
+            }
+        };
+        let result: Result<Reply, RaftError<u64, E>> = codec::decode(&reply.payload)
+            .map_err(|error| RPCError::Network(NetworkError::new(&error)))?;
+        result.map_err(|error| {
+            RPCError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), error))
+        })
+    }
+
+    fn status_error<E: Error>(
+        &self,
+        status: tonic::Status,
+    ) -> RPCError<u64, BasicNode, RaftError<u64, E>> {
+        match status.code() {
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => {
+                RPCError::Unreachable(Unreachable::new(&status))
+            }
+            _ => RPCError::Network(NetworkError::new(&status)),
+        }
+    }
+}
+
+impl RaftNetwork<TypeConfig> for NetworkConnection {
+    async fn append_entries(
+        &mut self,
+        request: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<u64>> {
+        self.call(Rpc::AppendEntries, &request, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        request: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<u64>, InstallSnapshotError> {
+        self.call(Rpc::InstallSnapshot, &request, &option).await
+    }
+
+    async fn vote(
+        &mut self,
+        request: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<u64>> {
+        self.call(Rpc::Vote, &request, &option).await
+    }
+}

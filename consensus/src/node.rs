@@ -1,0 +1,228 @@
+//! One member of the replicated log: opens storage, runs openraft, bootstraps the static
+//! group, and offers writes, linearizable reads and cluster information to the application.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    CheckIsLeaderError, ClientWriteError, ForwardToLeader, InitializeError, RaftError,
+};
+use openraft::network::RaftNetworkFactory;
+use openraft::{BasicNode, ServerState};
+use proto::raft::raft_service_server::RaftServiceServer;
+use tokio::sync::watch;
+
+use crate::cluster_info::ClusterInfo;
+use crate::error::ShutdownError;
+use crate::log_store::{BootstrapRecord, LogStore, LogStoreClosed, ENTRY_BYTES_MAX};
+use crate::network::Network;
+use crate::service::RaftServer;
+use crate::state_machine_store::StateMachineStore;
+use crate::{Command, Metrics, NodeConfig, Raft, StartError, StateMachine, TypeConfig, WriteError};
+
+/// The largest command `write` accepts: an entry is the command plus a small header, and must
+/// stay under [`ENTRY_BYTES_MAX`].
+pub const COMMAND_BYTES_MAX: usize = ENTRY_BYTES_MAX - 1024;
+
+/// After `Raft::shutdown`, how long to wait for the log's files to close.
+const CLOSE_TIMEOUT_MS: u64 = 10_000;
+
+/// A running member of the group. Cheap to clone: clones share the node.
+pub struct ConsensusNode<S> {
+    inner: Arc<Inner<S>>,
+}
+
+struct Inner<S> {
+    config: NodeConfig,
+    raft: Raft,
+    state_machine: StateMachineStore<S>,
+    log_store_closed: LogStoreClosed,
+}
+
+impl<S> Clone for ConsensusNode<S> {
+    fn clone(&self) -> Self {
+        Self { inner: Arc::clone(&self.inner) }
+    }
+}
+
+impl<S: StateMachine> ConsensusNode<S> {
+    /// Opens the node's storage and starts Raft over the tonic network. Binds no socket.
+    pub async fn open(config: NodeConfig, state_machine: S) -> Result<Self, StartError> {
+        Self::open_with_network(config, state_machine, Network::default()).await
+    }
+
+    /// Like [`ConsensusNode::open`], over any network (tests route messages in memory).
+    pub async fn open_with_network<N: RaftNetworkFactory<TypeConfig>>(
+        config: NodeConfig,
+        state_machine: S,
+        network: N,
+    ) -> Result<Self, StartError> {
+        config.validate()?;
+        let (log_store, log_store_closed) = LogStore::open(&config.data_dir.join("sled"))?;
+        match Self::start_raft(&config, state_machine, network, log_store).await {
+            Ok((raft, state_machine)) => {
+                tracing::info!(node = config.id, dir = %config.data_dir.display(), "raft node started");
+                Ok(Self {
+                    inner: Arc::new(Inner { config, raft, state_machine, log_store_closed }),
+                })
+            }
+            Err(error) => {
+                // The store is dropped by now; wait for its files to close so that a caller
+                // may fix the configuration and open the directory again at once.
+                log_store_closed.wait().await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn start_raft<N: RaftNetworkFactory<TypeConfig>>(
+        config: &NodeConfig,
+        state_machine: S,
+        network: N,
+        log_store: LogStore,
+    ) -> Result<(Raft, StateMachineStore<S>), StartError> {
+        let record = BootstrapRecord { node_id: config.id, peers: config.peers.clone() };
+        log_store.check_bootstrap(&record).await?;
+        let snapshot_dir = config.data_dir.join("snapshots");
+        let state_machine = StateMachineStore::open(&snapshot_dir, state_machine)?;
+        let raft_config =
+            config.raft_config().validate().map_err(|error| StartError::Raft(error.to_string()))?;
+        let raft =
+            Raft::new(config.id, Arc::new(raft_config), network, log_store, state_machine.clone())
+                .await
+                .map_err(|error| StartError::Raft(error.to_string()))?;
+        Ok((raft, state_machine))
+    }
+
+    /// Static bootstrap: the lowest id of `peers` initializes the group with every peer as a
+    /// voter, once. Every other node, and any node with a non-empty log, does nothing.
+    #[tracing::instrument(skip_all, fields(node = self.inner.config.id))]
+    pub async fn bootstrap(&self) -> Result<(), StartError> {
+        let config = &self.inner.config;
+        let lowest = config.peers.keys().next().copied();
+        if lowest != Some(config.id) {
+            return Ok(());
+        }
+        let members: BTreeMap<u64, BasicNode> =
+            config.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr))).collect();
+        match self.inner.raft.initialize(members).await {
+            Ok(()) => {
+                tracing::info!(peers = %crate::format_peers(&config.peers), "initialized the group");
+                Ok(())
+            }
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(error) => Err(StartError::Raft(error.to_string())),
+        }
+    }
+
+    /// The tonic service to add to a router; the application may serve its own beside it.
+    pub fn raft_service(&self) -> RaftServiceServer<RaftServer> {
+        RaftServer::service(self.inner.raft.clone(), self.inner.config.id)
+    }
+
+    /// Replicates `command`, waits until it is applied here, and returns the response.
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.inner.config.id))]
+    pub async fn write(&self, command: Vec<u8>) -> Result<Vec<u8>, WriteError> {
+        if command.len() > COMMAND_BYTES_MAX {
+            let size_bytes = command.len();
+            return Err(WriteError::CommandTooLarge {
+                size_bytes,
+                size_bytes_max: COMMAND_BYTES_MAX,
+            });
+        }
+        let timeout_ms = self.inner.config.write_timeout_ms;
+        let write = self.inner.raft.client_write(Command(command));
+        let result = tokio::time::timeout(Duration::from_millis(timeout_ms), write).await;
+        match result {
+            Err(_elapsed) => Err(WriteError::Timeout { timeout_ms }),
+            Ok(Ok(response)) => Ok(response.data.0),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
+                Err(self.forward_to_leader(forward))
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(error)))) => {
+                unreachable!("a normal write never changes membership: {error}")
+            }
+            Ok(Err(RaftError::Fatal(fatal))) => {
+                Err(WriteError::Stopped { reason: fatal.to_string() })
+            }
+        }
+    }
+
+    /// Returns once this node has confirmed it leads and has applied everything committed
+    /// before the call, so a following [`ConsensusNode::read`] is linearizable.
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.inner.config.id))]
+    pub async fn ensure_linearizable(&self) -> Result<(), WriteError> {
+        let timeout_ms = self.inner.config.write_timeout_ms;
+        let check = self.inner.raft.ensure_linearizable();
+        match tokio::time::timeout(Duration::from_millis(timeout_ms), check).await {
+            Err(_elapsed) => Err(WriteError::Timeout { timeout_ms }),
+            Ok(Ok(_read_log_id)) => Ok(()),
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward)))) => {
+                Err(self.forward_to_leader(forward))
+            }
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(error)))) => {
+                Err(WriteError::NoQuorum { reason: error.to_string() })
+            }
+            Ok(Err(RaftError::Fatal(fatal))) => {
+                Err(WriteError::Stopped { reason: fatal.to_string() })
+            }
+        }
+    }
+
+    fn forward_to_leader(&self, forward: ForwardToLeader<u64, BasicNode>) -> WriteError {
+        let leader_addr = match forward.leader_node {
+            Some(node) => Some(node.addr),
+            None => self.cluster_info().leader_addr.filter(|_| forward.leader_id.is_some()),
+        };
+        WriteError::ForwardToLeader { leader_id: forward.leader_id, leader_addr }
+    }
+
+    /// Runs `read` on the state applied on this node (not linearizable by itself).
+    pub fn read<R>(&self, read: impl FnOnce(&S) -> R) -> R {
+        self.inner.state_machine.read(read)
+    }
+
+    /// This node's view of the group.
+    pub fn cluster_info(&self) -> ClusterInfo {
+        ClusterInfo::from_metrics(&self.inner.raft.metrics().borrow())
+    }
+
+    /// Raft metrics, updated as they change.
+    pub fn metrics(&self) -> watch::Receiver<Metrics> {
+        self.inner.raft.metrics()
+    }
+
+    /// Whether this node currently believes it leads.
+    pub fn is_leader(&self) -> bool {
+        let metrics = self.inner.raft.metrics();
+        let metrics = metrics.borrow();
+        metrics.state == ServerState::Leader && metrics.current_leader == Some(metrics.id)
+    }
+
+    /// The node's id.
+    pub fn id(&self) -> u64 {
+        self.inner.config.id
+    }
+
+    /// The openraft handle, for what this type does not wrap (triggering snapshots in tests).
+    pub fn raft(&self) -> &Raft {
+        &self.inner.raft
+    }
+
+    /// Stops Raft and waits until the log's files are closed, so the data directory can be
+    /// opened again.
+    pub async fn shutdown(&self) -> Result<(), ShutdownError> {
+        self.inner
+            .raft
+            .shutdown()
+            .await
+            .map_err(|error| ShutdownError { reason: error.to_string() })?;
+        let closed = self.inner.log_store_closed.wait();
+        tokio::time::timeout(Duration::from_millis(CLOSE_TIMEOUT_MS), closed).await.map_err(|_| {
+            ShutdownError {
+                reason: format!("the log files were still open after {CLOSE_TIMEOUT_MS} ms"),
+            }
+        })
+    }
+}

@@ -1,0 +1,114 @@
+//! The server side of the Raft transport: decodes bincode payloads (garbage is
+//! `INVALID_ARGUMENT`, never a panic), hands them to openraft, and answers `ClusterInfo`.
+
+use std::future::Future;
+use std::time::Duration;
+
+use proto::raft::raft_service_server::{RaftService, RaftServiceServer};
+use proto::raft::{ClusterInfoReply, ClusterInfoRequest, RaftReply, RaftRequest};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::transport::Server;
+use tonic::{Request, Response, Status};
+
+use crate::cluster_info::{cluster_info_reply, ClusterInfo};
+use crate::network::{CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
+use crate::{codec, ConsensusNode, Raft, StateMachine};
+
+/// How long an idle HTTP/2 connection is kept alive with pings.
+const KEEPALIVE_MS: u64 = 10_000;
+
+/// The `RaftService` implementation for one node.
+pub struct RaftServer {
+    raft: Raft,
+    node_id: u64,
+}
+
+impl RaftServer {
+    /// The tonic service with this crate's message limits.
+    pub fn service(raft: Raft, node_id: u64) -> RaftServiceServer<Self> {
+        RaftServiceServer::new(Self { raft, node_id })
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX)
+    }
+}
+
+fn decode_request<T: DeserializeOwned>(request: &Request<RaftRequest>) -> Result<T, Status> {
+    codec::decode(&request.get_ref().payload)
+        .map_err(|error| Status::invalid_argument(format!("payload does not decode: {error}")))
+}
+
+fn reply<T: Serialize>(result: &T) -> Result<Response<RaftReply>, Status> {
+    let payload = codec::encode(result)
+        .map_err(|error| Status::internal(format!("reply does not encode: {error}")))?;
+    Ok(Response::new(RaftReply { payload: payload.into() }))
+}
+
+#[tonic::async_trait]
+impl RaftService for RaftServer {
+    #[tracing::instrument(level = "trace", skip_all, fields(node = self.node_id))]
+    async fn append_entries(
+        &self,
+        request: Request<RaftRequest>,
+    ) -> Result<Response<RaftReply>, Status> {
+        let result = self.raft.append_entries(decode_request(&request)?).await;
+        reply(&result)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id))]
+    async fn vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
+        let result = self.raft.vote(decode_request(&request)?).await;
+        reply(&result)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id))]
+    async fn install_snapshot(
+        &self,
+        request: Request<RaftRequest>,
+    ) -> Result<Response<RaftReply>, Status> {
+        let result = self.raft.install_snapshot(decode_request(&request)?).await;
+        reply(&result)
+    }
+
+    async fn cluster_info(
+        &self,
+        _request: Request<ClusterInfoRequest>,
+    ) -> Result<Response<ClusterInfoReply>, Status> {
+        let info = ClusterInfo::from_metrics(&self.raft.metrics().borrow());
+        Ok(Response::new(cluster_info_reply(&info)))
+    }
+}
+
+/// A tonic server builder with the HTTP/2 windows multi-megabyte snapshot chunks need.
+pub fn server_builder() -> Server {
+    Server::builder()
+        .initial_stream_window_size(STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
+        .http2_keepalive_interval(Some(Duration::from_millis(KEEPALIVE_MS)))
+}
+
+/// The accepted connections of `listener` with `TCP_NODELAY` set on each: tonic's
+/// `serve_with_incoming` ignores the server's own nodelay setting, and without it small RPCs
+/// wait 40 ms for delayed ACKs.
+pub fn incoming(listener: TcpListener) -> impl Stream<Item = std::io::Result<TcpStream>> {
+    TcpListenerStream::new(listener).map(|accepted| {
+        let stream = accepted?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    })
+}
+
+/// Serves the node's Raft service (only) on `listener` until `shutdown` completes.
+pub async fn serve<S: StateMachine>(
+    listener: TcpListener,
+    node: ConsensusNode<S>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    server_builder()
+        .add_service(node.raft_service())
+        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .await
+}

@@ -1,0 +1,152 @@
+//! Snapshot files in `<data_dir>/snapshots/`: a 20-byte header (magic, crc32 of the body,
+//! body length, little-endian), then the gzip of bincode {snapshot meta, state bytes}.
+//! The same bytes are what a leader sends to a follower that needs the snapshot.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use openraft::{BasicNode, SnapshotMeta};
+use serde::{Deserialize, Serialize};
+
+use crate::codec;
+use crate::error::StartError;
+
+const MAGIC: [u8; 8] = *b"RTSNAP01";
+const HEADER_BYTES: usize = 20;
+/// Neither a snapshot file nor its decompressed contents may exceed this.
+pub const SNAPSHOT_BYTES_MAX: u64 = codec::DECODED_BYTES_MAX;
+/// The newest files kept; older ones are deleted after a new one is renamed into place.
+const SNAPSHOT_FILES_KEPT: usize = 2;
+const FILE_PREFIX: &str = "snapshot-";
+const FILE_SUFFIX: &str = ".snap";
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// What a snapshot file holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotContents {
+    /// Last applied log id, last membership and snapshot id.
+    pub meta: SnapshotMeta<u64, BasicNode>,
+    /// `StateMachine::snapshot()` at that log id.
+    pub state: Vec<u8>,
+}
+
+impl SnapshotContents {
+    /// The file bytes: header, then gzip of bincode.
+    pub fn encode(&self) -> io::Result<Vec<u8>> {
+        let plain = codec::encode(self).map_err(io::Error::other)?;
+        let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(&plain)?;
+        let body = encoder.finish()?;
+        let mut bytes = Vec::with_capacity(HEADER_BYTES + body.len());
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&body);
+        Ok(bytes)
+    }
+
+    /// Checks and decodes file bytes; the error says what is wrong.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        if bytes.len() < HEADER_BYTES {
+            return Err(format!(
+                "{} bytes is shorter than the {HEADER_BYTES}-byte header",
+                bytes.len()
+            ));
+        }
+        let (header, body) = bytes.split_at(HEADER_BYTES);
+        if header[..8] != MAGIC {
+            return Err("bad magic: not a raftrain snapshot".to_string());
+        }
+        let crc = u32::from_le_bytes(header[8..12].try_into().expect("the slice is 4 bytes"));
+        let length = u64::from_le_bytes(header[12..20].try_into().expect("the slice is 8 bytes"));
+        if length != body.len() as u64 {
+            return Err(format!("header says {length} body bytes, the file has {}", body.len()));
+        }
+        let actual = crc32fast::hash(body);
+        if actual != crc {
+            return Err(format!("checksum mismatch: header {crc:#010x}, body {actual:#010x}"));
+        }
+        let mut plain = Vec::new();
+        let mut decoder = GzDecoder::new(body).take(SNAPSHOT_BYTES_MAX + 1);
+        decoder.read_to_end(&mut plain).map_err(|error| format!("gzip: {error}"))?;
+        if plain.len() as u64 > SNAPSHOT_BYTES_MAX {
+            return Err(format!("decompresses to more than {SNAPSHOT_BYTES_MAX} bytes"));
+        }
+        codec::decode(&plain).map_err(|error| format!("contents do not decode: {error}"))
+    }
+}
+
+/// The directory of snapshot files.
+#[derive(Clone, Debug)]
+pub struct SnapshotDir {
+    dir: PathBuf,
+}
+
+impl SnapshotDir {
+    /// Opens (or creates) the directory and removes temp files left by a crash mid-write.
+    pub fn open(dir: &Path) -> Result<Self, StartError> {
+        let failed = |source| StartError::Directory { path: dir.to_path_buf(), source };
+        fs::create_dir_all(dir).map_err(failed)?;
+        let snapshots = Self { dir: dir.to_path_buf() };
+        for path in snapshots.list(TEMP_SUFFIX).map_err(failed)? {
+            tracing::info!(path = %path.display(), "removing a snapshot left half-written by a crash");
+            fs::remove_file(&path).map_err(failed)?;
+        }
+        Ok(snapshots)
+    }
+
+    /// The newest snapshot file: its path, contents and bytes. A file that does not check or decode is
+    /// corruption, not a reason to fall back to an older one.
+    pub fn load_newest(&self) -> Result<Option<(PathBuf, SnapshotContents, Vec<u8>)>, StartError> {
+        let failed = |source| StartError::Directory { path: self.dir.clone(), source };
+        let Some(path) = self.list(FILE_SUFFIX).map_err(failed)?.pop() else {
+            return Ok(None);
+        };
+        let unusable = |reason: String| StartError::Snapshot { path: path.clone(), reason };
+        let length = fs::metadata(&path).map_err(|error| unusable(error.to_string()))?.len();
+        if length > SNAPSHOT_BYTES_MAX {
+            return Err(unusable(format!("{length} bytes is over {SNAPSHOT_BYTES_MAX}")));
+        }
+        let bytes = fs::read(&path).map_err(|error| unusable(error.to_string()))?;
+        let contents = SnapshotContents::decode(&bytes).map_err(unusable)?;
+        Ok(Some((path, contents, bytes)))
+    }
+
+    /// Writes a snapshot durably (temp file, fsync, rename, fsync directory), then deletes
+    /// all but the newest files.
+    pub fn write(&self, meta: &SnapshotMeta<u64, BasicNode>, bytes: &[u8]) -> io::Result<PathBuf> {
+        let (index, term) = meta.last_log_id.map_or((0, 0), |id| (id.index, id.leader_id.term));
+        let name = format!("{FILE_PREFIX}{index:020}-{term:020}{FILE_SUFFIX}");
+        let path = self.dir.join(&name);
+        let temp = self.dir.join(format!("{name}{TEMP_SUFFIX}"));
+        let mut file = File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&temp, &path)?;
+        File::open(&self.dir)?.sync_all()?;
+        let files = self.list(FILE_SUFFIX)?;
+        let old_count = files.len().saturating_sub(SNAPSHOT_FILES_KEPT);
+        for old in &files[..old_count] {
+            fs::remove_file(old)?;
+        }
+        Ok(path)
+    }
+
+    /// Files with this suffix, oldest first (names sort by log index).
+    fn list(&self, suffix: &str) -> io::Result<Vec<PathBuf>> {
+        let mut paths = Vec::new();
+        for item in fs::read_dir(&self.dir)? {
+            let name = item?.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(FILE_PREFIX) && name.ends_with(suffix) {
+                paths.push(self.dir.join(name.as_ref()));
+            }
+        }
+        paths.sort();
+        Ok(paths)
+    }
+}

@@ -1,0 +1,31 @@
+//! The contract between the replicated log and the application it drives.
+
+/// What the application (the master's task queue) implements.
+///
+/// Deterministic: `apply` depends only on the state and the command (no clock, no randomness,
+/// no I/O), so every replica that applies the same log reaches the same state.
+pub trait StateMachine: Send + Sync + 'static {
+    /// Applies one committed command and returns the response handed to the writer.
+    fn apply(&mut self, command: &[u8]) -> Vec<u8>;
+
+    /// The full serialized state, as `restore` takes it back.
+    fn snapshot(&self) -> Vec<u8>;
+
+    /// Replaces the whole state with a snapshot taken by `snapshot` (possibly on another node).
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError>;
+}
+
+/// A snapshot the application cannot read back.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot restore the state machine from a snapshot: {message}")]
+pub struct RestoreError {
+    /// What is wrong with the snapshot, for a human.
+    pub message: String,
+}
+
+impl RestoreError {
+    /// A restore error with the given explanation.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into() }
+    }
+}

@@ -1,0 +1,206 @@
+//! Adapts an application [`StateMachine`] to openraft's `RaftStateMachine`: applies entries,
+//! tracks the last applied log id and membership, builds and installs snapshot files.
+
+use std::io::Cursor;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    AnyError, BasicNode, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta, StorageIOError,
+    StoredMembership,
+};
+
+use crate::error::StartError;
+use crate::snapshot_file::{SnapshotContents, SnapshotDir};
+use crate::type_config::{Entry, Response, StorageError, TypeConfig};
+use crate::StateMachine;
+
+/// The application state plus what openraft needs to know about it. Cheap to clone: the
+/// clones share one state (the snapshot builder is a clone).
+pub struct StateMachineStore<S> {
+    shared: Arc<Shared<S>>,
+}
+
+struct Shared<S> {
+    applied: RwLock<Applied<S>>,
+    snapshots: SnapshotDir,
+    current: Mutex<Option<StoredSnapshot>>,
+}
+
+struct Applied<S> {
+    machine: S,
+    last_applied: Option<LogId<u64>>,
+    last_membership: StoredMembership<u64, BasicNode>,
+}
+
+#[derive(Clone)]
+struct StoredSnapshot {
+    meta: SnapshotMeta<u64, BasicNode>,
+    bytes: Vec<u8>,
+}
+
+impl<S> Clone for StateMachineStore<S> {
+    fn clone(&self) -> Self {
+        Self { shared: Arc::clone(&self.shared) }
+    }
+}
+
+impl<S: StateMachine> StateMachineStore<S> {
+    /// Opens the snapshot directory and restores `machine` from the newest snapshot in it.
+    pub fn open(snapshot_dir: &Path, mut machine: S) -> Result<Self, StartError> {
+        let snapshots = SnapshotDir::open(snapshot_dir)?;
+        let (last_applied, last_membership, current) = match snapshots.load_newest()? {
+            None => (None, StoredMembership::default(), None),
+            Some((path, contents, bytes)) => {
+                machine
+                    .restore(&contents.state)
+                    .map_err(|error| StartError::Snapshot { path, reason: error.to_string() })?;
+                let meta = contents.meta;
+                let current = StoredSnapshot { meta: meta.clone(), bytes };
+                (meta.last_log_id, meta.last_membership, Some(current))
+            }
+        };
+        let applied = Applied { machine, last_applied, last_membership };
+        let shared =
+            Shared { applied: RwLock::new(applied), snapshots, current: Mutex::new(current) };
+        Ok(Self { shared: Arc::new(shared) })
+    }
+
+    /// Runs `read` on the applied state.
+    pub fn read<R>(&self, read: impl FnOnce(&S) -> R) -> R {
+        read(&self.applied().machine)
+    }
+
+    fn applied(&self) -> RwLockReadGuard<'_, Applied<S>> {
+        // A panic in `apply` leaves a state no replica can trust; carrying on is no worse than
+        // what the panic already did, and openraft stops on the failed apply task anyway.
+        self.shared.applied.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn applied_mut(&self) -> RwLockWriteGuard<'_, Applied<S>> {
+        self.shared.applied.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn current(&self) -> Option<StoredSnapshot> {
+        self.shared.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    fn set_current(&self, snapshot: StoredSnapshot) {
+        *self.shared.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            Some(snapshot);
+    }
+
+    /// Writes the file off the async threads; a large snapshot takes a while to fsync.
+    async fn write_file(&self, snapshot: &StoredSnapshot) -> Result<(), StorageError> {
+        let snapshots = self.shared.snapshots.clone();
+        let signature = Some(snapshot.meta.signature());
+        let stored = snapshot.clone();
+        tokio::task::spawn_blocking(move || snapshots.write(&stored.meta, &stored.bytes))
+            .await
+            .map_err(|error| StorageIOError::write_snapshot(signature.clone(), &error))?
+            .map_err(|error| StorageIOError::write_snapshot(signature, &error))?;
+        Ok(())
+    }
+}
+
+impl<S: StateMachine> RaftSnapshotBuilder<TypeConfig> for StateMachineStore<S> {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let (last_log_id, last_membership, state) = {
+            let applied = self.applied();
+            (applied.last_applied, applied.last_membership.clone(), applied.machine.snapshot())
+        };
+        let (index, term) = last_log_id.map_or((0, 0), |id| (id.index, id.leader_id.term));
+        let snapshot_id = format!("{term}-{index}-{:016x}", rand::random::<u64>());
+        let meta = SnapshotMeta { last_log_id, last_membership, snapshot_id };
+        let contents = SnapshotContents { meta: meta.clone(), state };
+        let bytes = contents
+            .encode()
+            .map_err(|error| StorageIOError::write_snapshot(Some(meta.signature()), &error))?;
+        let stored = StoredSnapshot { meta: meta.clone(), bytes };
+        self.write_file(&stored).await?;
+        let snapshot = Box::new(Cursor::new(stored.bytes.clone()));
+        self.set_current(stored);
+        Ok(Snapshot { meta, snapshot })
+    }
+}
+
+impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<u64>>, StoredMembership<u64, BasicNode>), StorageError> {
+        let applied = self.applied();
+        Ok((applied.last_applied, applied.last_membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut applied = self.applied_mut();
+        let mut responses = Vec::new();
+        for entry in entries {
+            applied.last_applied = Some(entry.log_id);
+            let response = match entry.payload {
+                EntryPayload::Blank => Vec::new(),
+                EntryPayload::Normal(command) => applied.machine.apply(&command.0),
+                EntryPayload::Membership(membership) => {
+                    applied.last_membership = StoredMembership::new(Some(entry.log_id), membership);
+                    Vec::new()
+                }
+            };
+            responses.push(Response(response));
+        }
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let signature = Some(meta.signature());
+        let bytes = snapshot.into_inner();
+        let contents = SnapshotContents::decode(&bytes).map_err(|reason| {
+            StorageIOError::read_snapshot(signature.clone(), AnyError::error(reason))
+        })?;
+        if contents.meta.last_log_id != meta.last_log_id {
+            let reason = format!(
+                "file is at {:?}, the leader says {:?}",
+                contents.meta.last_log_id, meta.last_log_id
+            );
+            return Err(StorageIOError::read_snapshot(signature, AnyError::error(reason)).into());
+        }
+        let stored = StoredSnapshot { meta: meta.clone(), bytes };
+        self.write_file(&stored).await?;
+        {
+            let mut applied = self.applied_mut();
+            applied
+                .machine
+                .restore(&contents.state)
+                .map_err(|error| StorageIOError::read_snapshot(signature, &error))?;
+            applied.last_applied = meta.last_log_id;
+            applied.last_membership = meta.last_membership.clone();
+        }
+        self.set_current(stored);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        Ok(self.current().map(|stored| Snapshot {
+            meta: stored.meta,
+            snapshot: Box::new(Cursor::new(stored.bytes)),
+        }))
+    }
+}

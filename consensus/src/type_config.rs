@@ -1,0 +1,35 @@
+//! The openraft type configuration: opaque command and response bytes between `u64` nodes.
+
+use std::io::Cursor;
+
+use serde::{Deserialize, Serialize};
+
+/// One replicated command: bytes only the application's [`crate::StateMachine`] understands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Command(pub Vec<u8>);
+
+/// What [`crate::StateMachine::apply`] answered for one command.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response(pub Vec<u8>);
+
+openraft::declare_raft_types!(
+    /// The Raft types of raftrain: node ids are `u64`, a node is its address
+    /// (`openraft::BasicNode`), snapshots travel as the bytes of a snapshot file.
+    pub TypeConfig:
+        D = Command,
+        R = Response,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+);
+
+/// The Raft handle of this crate's type configuration.
+pub type Raft = openraft::Raft<TypeConfig>;
+
+/// A log entry of this crate's type configuration.
+pub type Entry = openraft::Entry<TypeConfig>;
+
+/// Raft metrics as published by a node.
+pub type Metrics = openraft::RaftMetrics<u64, openraft::BasicNode>;
+
+/// Storage errors as openraft wants them.
+pub type StorageError = openraft::StorageError<u64>;
