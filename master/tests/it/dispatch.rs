@@ -10,7 +10,7 @@ fn check(name: &str, steps: Vec<Step>) {
     run(name, &steps);
 }
 
-/// Every GetTask outcome, and dispatch order, epochs and deadlines.
+/// Every GetTask outcome: a task, or why not.
 #[test]
 fn get_task() {
     let first = TaskAssignment {
@@ -77,6 +77,16 @@ fn get_task() {
                 ],
             ),
         ),
+    ];
+    for (name, steps) in cases {
+        check(name, steps);
+    }
+}
+
+/// A dispatch bumps the epoch and sets the deadline from the minimum or k x the average.
+#[test]
+fn dispatch_stamps() {
+    let cases: Vec<(&str, Vec<Step>)> = vec![
         (
             "each dispatch bumps the task's epoch",
             script(

@@ -71,6 +71,17 @@ fn pass_advance() {
                 ],
             ),
         ),
+    ];
+    for (name, steps) in cases {
+        check(name, steps);
+    }
+}
+
+/// When only failed tasks remain, the policy decides between another pass and the end; a lost
+/// trainer's task comes back instead of ending the pass.
+#[test]
+fn failed_tasks_at_the_end() {
+    let cases: Vec<(&str, Vec<Step>)> = vec![
         (
             "every task failed and failed tasks stay out: the job finishes instead of hanging",
             script(

@@ -18,12 +18,9 @@ fn check(name: &str, steps: Vec<Step>, failed_tasks: &[(u64, &str)]) {
     assert_eq!(state.status().failed_tasks, expected, "{name}: failed tasks");
 }
 
-/// Only the current dispatch's report counts; failures go to the back of todo until the limit.
+/// Only the current dispatch's report counts: others are Stale (or Rejected if no such task).
 #[test]
 fn task_reports() {
-    let long_reason = "r".repeat(5000);
-    let kept_reason = "r".repeat(master::state::FAILURE_REASON_BYTES_MAX);
-    let kept: &[(u64, &str)] = &[(0, &kept_reason)];
     let cases: Vec<Case<'_>> = vec![
         (
             "a current finish moves the task to done",
@@ -77,6 +74,19 @@ fn task_reports() {
             ),
             &[],
         ),
+    ];
+    for (name, steps, failed_tasks) in cases {
+        check(name, steps, failed_tasks);
+    }
+}
+
+/// Failures go to the back of todo until the limit, then to failed with the reason.
+#[test]
+fn task_failures() {
+    let long_reason = "r".repeat(5000);
+    let kept_reason = "r".repeat(master::state::FAILURE_REASON_BYTES_MAX);
+    let kept: &[(u64, &str)] = &[(0, &kept_reason)];
+    let cases: Vec<Case<'_>> = vec![
         (
             "a failure below the limit puts the task at the back of todo",
             script(
