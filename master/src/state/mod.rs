@@ -10,6 +10,27 @@
 //!
 //! Architecture Invariant: the one bincode configuration lives in `codec`; requests, responses
 //! and snapshots are all encoded through it.
+//!
+//! Code map:
+//! - `request`, `command`, `response`: the envelope, the commands and the answers, with their
+//!   versioned wire forms (`encode_request`/`decode_request`, `encode_response`/...).
+//! - `master_state`: [`MasterState`], `apply`, snapshots and the leader's read-only queries.
+//! - `job` (dataset + queue, the task commands), `dataset`, `task_queue`, `task`: the queues.
+//! - `trainer_registry`, `pserver_slots`, `eval`, `sessions`: the other replicated registries.
+//! - `status`: the views `status()` returns. `invariant`: the safety rules the tests, the
+//!   simulator and snapshot restore check.
+//!
+//! Choices worth knowing:
+//! - A lost trainer's pending tasks go back to todo without counting a failure: the trainer
+//!   died, the task did nothing wrong. Only failures and timeouts count against
+//!   `max_task_failures`, and the count restarts with each pass.
+//! - The pass advances whenever todo and pending drain, including when the last task moves to
+//!   `failed` (PaddlePaddle's Go master hung there). If nothing would run in the next pass
+//!   (every task failed and the policy keeps failed tasks out) the job finishes instead.
+//! - The state's clock is the largest `now_ms` applied, so a new leader with a slower clock
+//!   cannot move deadlines or session ages backwards.
+//! - Exactly-once replies last as long as the client's session: idle sessions (by the state's
+//!   clock) and the longest-idle ones beyond a count are forgotten when another reply is stored.
 
 mod codec;
 mod command;

@@ -1,11 +1,11 @@
 //! The job always finishes: trainers that keep working reach JobFinished under any policy.
 
-use master::state::{Command, MasterState, QueuePolicy, Request, Response};
+use master::state::{Command, MasterState, QueuePolicy, Request, Response, TaskAssignment};
 use proptest::prelude::*;
 
 use crate::support::{checked, chunks};
 
-/// A step cap far above what any generated job needs, so a hang fails instead of spinning.
+/// A round cap far above what any generated job needs, so a hang fails instead of spinning.
 const STEP_COUNT_MAX: usize = 100_000;
 
 /// What the driver does with the task it got, chosen from the random script.
@@ -58,16 +58,16 @@ fn register(state: &mut MasterState, now_ms: u64, step: usize) -> u64 {
     }
 }
 
-/// Plays `outcome` for an assignment; returns the trainer to use next.
+/// Plays `outcome` for the task `trainer` got; returns the trainer to use next in its place.
 fn play(
     state: &mut MasterState,
     now_ms: &mut u64,
     trainer: u64,
     outcome: Outcome,
-    assigned: (u64, u64),
+    assignment: &TaskAssignment,
     step: usize,
 ) -> u64 {
-    let (task, epoch) = assigned;
+    let (task, epoch) = (assignment.task, assignment.epoch);
     *now_ms += 10;
     match outcome {
         Outcome::Finish => {
@@ -78,9 +78,11 @@ fn play(
             apply(state, *now_ms, Command::TaskFailed { task, epoch, reason }, step);
         }
         Outcome::Timeout => {
-            *now_ms = state.next_deadline_ms().expect("the task is pending");
-            assert!(state.has_expired(*now_ms));
-            apply(state, *now_ms, Command::ExpireTasks, step);
+            // Another trainer's timeout in this round may already have expired this task.
+            *now_ms = (*now_ms).max(assignment.deadline_ms);
+            if state.has_expired(*now_ms) {
+                apply(state, *now_ms, Command::ExpireTasks, step);
+            }
         }
         Outcome::Lose => {
             apply(state, *now_ms, Command::TrainerLost { trainer }, step);
@@ -90,37 +92,44 @@ fn play(
     trainer
 }
 
-/// Drives one trainer until JobFinished. Faults come from `script` for its first `fault_steps`
-/// steps; after that every task finishes (the faults heal), as in the simulator's liveness phase.
-fn drive(state: &mut MasterState, script: &[Outcome], fault_steps: usize) -> usize {
+/// Drives `trainer_count` trainers in rounds (all ask, then all report) until JobFinished.
+/// Faults come from `script` for the first `fault_steps` reports; after that every task
+/// finishes (the faults heal), as in the simulator's liveness phase.
+fn drive(state: &mut MasterState, trainer_count: usize, script: &[Outcome], fault_steps: usize) {
     let mut now_ms = 0;
-    let mut trainer = register(state, now_ms, 0);
-    for step in 0..STEP_COUNT_MAX {
-        let pass = state.status().pass;
-        match apply(state, now_ms, Command::GetTask { trainer, pass }, step) {
-            Response::JobFinished => return step,
-            Response::Task(assignment) => {
-                let outcome = match step < fault_steps {
-                    true => script[step % script.len()],
-                    false => Outcome::Finish,
-                };
-                let assigned = (assignment.task, assignment.epoch);
-                trainer = play(state, &mut now_ms, trainer, outcome, assigned, step);
+    let mut trainers: Vec<u64> = (0..trainer_count).map(|_| register(state, now_ms, 0)).collect();
+    let mut step = 0;
+    // Rounds, not reports, are bounded: a round in which nobody got a task must not spin.
+    for _round in 0..STEP_COUNT_MAX {
+        let mut assignments = Vec::new();
+        for (slot, trainer) in trainers.iter().enumerate() {
+            let pass = state.status().pass;
+            match apply(state, now_ms, Command::GetTask { trainer: *trainer, pass }, step) {
+                Response::JobFinished => return,
+                Response::Task(assignment) => assignments.push((slot, assignment)),
+                Response::NoMoreAvailable => {}
+                other => panic!("a trainer of the current pass got {other:?}"),
             }
-            other => panic!("a lone trainer of the current pass got {other:?}"),
+        }
+        for (slot, assignment) in assignments {
+            let outcome =
+                if step < fault_steps { script[step % script.len()] } else { Outcome::Finish };
+            trainers[slot] = play(state, &mut now_ms, trainers[slot], outcome, &assignment, step);
+            step += 1;
         }
     }
-    panic!("the job did not finish in {STEP_COUNT_MAX} steps")
+    panic!("the job did not finish in {STEP_COUNT_MAX} rounds")
 }
 
 proptest! {
-    /// For random datasets, policies and faults, the job reaches JobFinished with every task in
-    /// done or failed, and every pass ran unless all its tasks had failed for good.
+    /// For random datasets, policies, trainer counts and faults, the job reaches JobFinished with
+    /// every task in done or failed, and every pass ran unless all its tasks had failed for good.
     #[test]
     fn job_always_finishes(
         chunk_count in 1u64..20,
         passes in 1u32..4,
         policy in policy(),
+        trainer_count in 1usize..4,
         script in proptest::collection::vec(outcome(), 1..40),
         fault_steps in 0usize..200,
     ) {
@@ -129,7 +138,7 @@ proptest! {
         let accepted = apply(&mut state, 0, command, 0);
         let is_accepted = matches!(accepted, Response::DatasetAccepted { .. });
         prop_assert!(is_accepted);
-        drive(&mut state, &script, fault_steps);
+        drive(&mut state, trainer_count, &script, fault_steps);
         let status = state.status();
         prop_assert!(status.job_finished);
         prop_assert_eq!(status.todo_count + status.pending_count, 0);
