@@ -9,7 +9,7 @@ use rand::{Rng as _, SeedableRng as _};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use storage::recordio::{Compressor, FileIndex, Scanner, Writer, WriterOptions};
+use storage::recordio::{ChunkScanner, Compressor, FileIndex, Writer, WriterOptions};
 
 /// Distinct records cycled through while writing; more than fits in any compressor's window.
 const RECORD_POOL_COUNT: usize = 4096;
@@ -133,12 +133,15 @@ fn raw_read(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Visits every record as a borrowed slice, the way a trainer's reader does.
 fn scan(path: &Path) -> anyhow::Result<u64> {
-    let patterns = [path.display().to_string()];
+    let mut chunks = ChunkScanner::open(&[path.display().to_string()])?;
     let mut records = 0;
-    for record in Scanner::open(&patterns)? {
-        std::hint::black_box(record?);
-        records += 1;
+    while let Some(chunk) = chunks.next_chunk() {
+        for record in chunk?.records() {
+            std::hint::black_box(record);
+            records += 1;
+        }
     }
     Ok(records)
 }

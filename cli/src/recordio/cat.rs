@@ -5,7 +5,7 @@ use super::{example_format, hex};
 use anyhow::Context as _;
 use clap::Args;
 use std::io::{BufWriter, Write};
-use storage::recordio::Scanner;
+use storage::recordio::ChunkScanner;
 
 #[derive(Debug, Args)]
 pub(crate) struct CatArgs {
@@ -21,28 +21,41 @@ pub(crate) struct CatArgs {
 }
 
 pub(crate) fn run(args: &CatArgs) -> anyhow::Result<()> {
-    let scanner = Scanner::open(&args.files)?;
+    let mut chunks = ChunkScanner::open(&args.files)?;
     let mut out = BufWriter::new(std::io::stdout().lock());
-    for (record_index, record) in scanner.enumerate() {
-        let record = record?;
-        let written = if args.hex {
-            writeln!(out, "{}", hex::encode(&record))
-        } else if args.example {
-            let line = example_format::to_json_line(&record)
-                .with_context(|| format!("record {record_index}"))?;
-            writeln!(out, "{line}")
-        } else {
-            out.write_all(&record).and_then(|()| out.write_all(b"\n"))
-        };
-        if let Err(error) = written {
-            // A closed pipe (`raftrain recordio cat f | head`) is a normal way to stop.
-            if error.kind() == std::io::ErrorKind::BrokenPipe {
-                return Ok(());
+    let mut record_index = 0u64;
+    while let Some(chunk) = chunks.next_chunk() {
+        for record in chunk?.records() {
+            if let Err(error) = print_record(args, &mut out, record, record_index)? {
+                // A closed pipe (`raftrain recordio cat f | head`) is a normal way to stop.
+                if error.kind() == std::io::ErrorKind::BrokenPipe {
+                    return Ok(());
+                }
+                return Err(error).context("write to standard output");
             }
-            return Err(error).context("write to standard output");
+            record_index += 1;
         }
     }
     out.flush().or_else(ignore_broken_pipe).context("write to standard output")
+}
+
+/// Prints one record; the outer error is a record that cannot be shown, the inner one a
+/// failed write.
+fn print_record(
+    args: &CatArgs,
+    out: &mut impl Write,
+    record: &[u8],
+    record_index: u64,
+) -> anyhow::Result<std::io::Result<()>> {
+    if args.hex {
+        return Ok(writeln!(out, "{}", hex::encode(record)));
+    }
+    if args.example {
+        let line = example_format::to_json_line(record)
+            .with_context(|| format!("record {record_index}"))?;
+        return Ok(writeln!(out, "{line}"));
+    }
+    Ok(out.write_all(record).and_then(|()| out.write_all(b"\n")))
 }
 
 fn ignore_broken_pipe(error: std::io::Error) -> std::io::Result<()> {

@@ -1,4 +1,4 @@
-//! Integration tests for the `raftrain` binary, run as a real process the way a user runs it.
+//! Integration tests for the `raftrain` binary, run as real processes the way a user runs them.
 
 mod command;
 mod recordio;

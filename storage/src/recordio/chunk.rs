@@ -6,6 +6,7 @@ use std::io::{Read, Seek};
 use std::path::Path;
 
 use super::compressor::Decompressed;
+use super::decoded_chunk::DecodedChunk;
 use super::header::read_header;
 use super::{payload, ChunkHeader, ChunkMeta, Compressor, ErrorKind, RecordIoError};
 use super::{CHUNK_PAYLOAD_BYTES_MAX, CHUNK_UNCOMPRESSED_BYTES_MAX};
@@ -13,6 +14,10 @@ use super::{CHUNK_PAYLOAD_BYTES_MAX, CHUNK_UNCOMPRESSED_BYTES_MAX};
 /// The most payload bytes reserved up front; larger payloads grow as bytes actually arrive,
 /// so a header that lies about its size cannot make a reader allocate what the file lacks.
 const PAYLOAD_RESERVE_BYTES_MAX: u64 = 1 << 20;
+
+/// How much of an uncompressed payload is read, checksummed and parsed at a time: small enough
+/// to stay in the CPU cache between those three steps.
+const READ_PIECE_BYTES: usize = 256 << 10;
 
 /// Compresses an uncompressed payload of `record_count` records into a chunk's header and
 /// stored payload. Fails (`InvalidInput`) if the result would be unreadable: too large for a
@@ -47,10 +52,22 @@ pub fn read_chunk<R: Read + Seek>(
     path: &Path,
     meta: &ChunkMeta,
 ) -> Result<Vec<Vec<u8>>, RecordIoError> {
+    let mut chunk = DecodedChunk::default();
+    read_chunk_into(reader, path, meta, &mut chunk)?;
+    Ok(chunk.to_records())
+}
+
+/// As [`read_chunk`], decoding into `chunk` and reusing its buffers: the fast path for scans.
+pub fn read_chunk_into<R: Read + Seek>(
+    reader: &mut R,
+    path: &Path,
+    meta: &ChunkMeta,
+    chunk: &mut DecodedChunk,
+) -> Result<(), RecordIoError> {
     let header = read_header(reader, path, meta.offset)?;
     check_matches_index(&header, meta)
         .map_err(|kind| RecordIoError::new(path, meta.offset, kind))?;
-    read_payload(reader, path, meta.offset, &header)
+    decode_payload(reader, path, meta.offset, &header, chunk)
 }
 
 /// Reads the chunk whose header starts at byte `offset` of the file at `path`: what a trainer
@@ -59,7 +76,9 @@ pub fn read_chunk_at(path: &Path, offset: u64) -> Result<Vec<Vec<u8>>, RecordIoE
     let mut file =
         File::open(path).map_err(|error| RecordIoError::new(path, offset, ErrorKind::Io(error)))?;
     let header = read_header(&mut file, path, offset)?;
-    read_payload(&mut file, path, offset, &header)
+    let mut chunk = DecodedChunk::default();
+    decode_payload(&mut file, path, offset, &header, &mut chunk)?;
+    Ok(chunk.to_records())
 }
 
 /// Compares a freshly read header with the index entry that led to it.
@@ -79,38 +98,76 @@ fn check_matches_index(header: &ChunkHeader, meta: &ChunkMeta) -> Result<(), Err
     Ok(())
 }
 
-/// Reads and decodes the payload that follows `header`; the reader is positioned just after it.
-fn read_payload<R: Read>(
+/// Reads and decodes the payload that follows `header` into `chunk`; the reader is
+/// positioned just after the header.
+fn decode_payload<R: Read>(
     reader: &mut R,
     path: &Path,
     offset: u64,
     header: &ChunkHeader,
-) -> Result<Vec<Vec<u8>>, RecordIoError> {
+    chunk: &mut DecodedChunk,
+) -> Result<(), RecordIoError> {
     let error = |kind| RecordIoError::new(path, offset, kind);
+    if header.compressor == Compressor::None {
+        return decode_stored_payload(reader, header, chunk).map_err(error);
+    }
     let expected = u64::from(header.compressed_size);
-    let mut compressed = Vec::with_capacity(expected.min(PAYLOAD_RESERVE_BYTES_MAX) as usize);
+    let compressed = &mut chunk.compressed;
+    compressed.clear();
+    compressed.reserve(expected.min(PAYLOAD_RESERVE_BYTES_MAX) as usize);
     reader
         .take(expected)
-        .read_to_end(&mut compressed)
+        .read_to_end(compressed)
         .map_err(|io_error| error(ErrorKind::Io(io_error)))?;
     let available = compressed.len() as u64;
     if available < expected {
         return Err(error(ErrorKind::TruncatedPayload { expected, available }));
     }
-    let computed = crc32fast::hash(&compressed);
+    let computed = crc32fast::hash(compressed);
     if computed != header.checksum {
         return Err(error(ErrorKind::ChecksumMismatch { stored: header.checksum, computed }));
     }
-    let decompressed = header
+    let limit = CHUNK_UNCOMPRESSED_BYTES_MAX;
+    let outcome = header
         .compressor
-        .decompress(compressed, CHUNK_UNCOMPRESSED_BYTES_MAX)
+        .decompress_into(&chunk.compressed, &mut chunk.payload, limit)
         .map_err(|io_error| error(ErrorKind::Decompress(io_error)))?;
-    let uncompressed = match decompressed {
-        Decompressed::Payload(uncompressed) => uncompressed,
-        Decompressed::TooLarge { size_at_least } => {
-            let limit = CHUNK_UNCOMPRESSED_BYTES_MAX as u64;
-            return Err(error(ErrorKind::ChunkTooLarge { size: size_at_least, limit }));
+    if let Decompressed::TooLarge { size_at_least } = outcome {
+        let limit = limit as u64;
+        return Err(error(ErrorKind::ChunkTooLarge { size: size_at_least, limit }));
+    }
+    payload::record_spans(&chunk.payload, header.record_count, &mut chunk.spans).map_err(error)
+}
+
+/// An uncompressed payload, read piece by piece: each piece is checksummed and parsed into
+/// records while it is still in the CPU cache, so the payload crosses memory once (three
+/// passes over a 32 MiB buffer ran at a quarter of raw `read()` speed).
+fn decode_stored_payload<R: Read>(
+    reader: &mut R,
+    header: &ChunkHeader,
+    chunk: &mut DecodedChunk,
+) -> Result<(), ErrorKind> {
+    let expected = header.compressed_size as usize;
+    let (payload, spans) = (&mut chunk.payload, &mut chunk.spans);
+    payload.clear();
+    spans.clear();
+    let mut hasher = crc32fast::Hasher::new();
+    let mut parsed = 0;
+    while payload.len() < expected {
+        let start = payload.len();
+        let piece = (expected - start).min(READ_PIECE_BYTES);
+        payload.reserve(piece.min(PAYLOAD_RESERVE_BYTES_MAX as usize));
+        let got = reader.take(piece as u64).read_to_end(payload).map_err(ErrorKind::Io)?;
+        if got == 0 {
+            let (expected, available) = (expected as u64, start as u64);
+            return Err(ErrorKind::TruncatedPayload { expected, available });
         }
-    };
-    payload::split_records(&uncompressed, header.record_count).map_err(error)
+        hasher.update(&payload[start..]);
+        parsed = payload::parse_complete_records(payload, parsed, spans);
+    }
+    let computed = hasher.finalize();
+    if computed != header.checksum {
+        return Err(ErrorKind::ChecksumMismatch { stored: header.checksum, computed });
+    }
+    payload::finish_spans(payload, parsed, header.record_count, spans)
 }

@@ -58,41 +58,41 @@ impl Compressor {
         }
     }
 
-    /// Decompresses a payload, failing with [`Decompressed::TooLarge`] as soon as the output
-    /// would exceed `bytes_max`, so a hostile payload costs at most `bytes_max` bytes of memory.
-    pub(crate) fn decompress(
+    /// Decompresses a payload into `output` (replacing its contents, reusing its allocation),
+    /// failing with [`Decompressed::TooLarge`] as soon as the output would exceed `bytes_max`,
+    /// so a hostile payload costs at most `bytes_max` bytes of memory.
+    pub(crate) fn decompress_into(
         self,
-        compressed: Vec<u8>,
+        compressed: &[u8],
+        output: &mut Vec<u8>,
         bytes_max: usize,
     ) -> std::io::Result<Decompressed> {
         let limit = bytes_max as u64 + 1;
-        let mut output = Vec::new();
+        output.clear();
         match self {
-            Compressor::None => output = compressed,
+            Compressor::None => {
+                output.extend_from_slice(&compressed[..compressed.len().min(limit as usize)])
+            }
             Compressor::Snappy => {
-                snap::read::FrameDecoder::new(compressed.as_slice())
-                    .take(limit)
-                    .read_to_end(&mut output)?;
+                snap::read::FrameDecoder::new(compressed).take(limit).read_to_end(output)?;
             }
             // Go's gzip reader accepts concatenated members, so this one does too.
             Compressor::Gzip => {
-                flate2::read::MultiGzDecoder::new(compressed.as_slice())
-                    .take(limit)
-                    .read_to_end(&mut output)?;
+                flate2::read::MultiGzDecoder::new(compressed).take(limit).read_to_end(output)?;
             }
         }
         if output.len() > bytes_max {
             return Ok(Decompressed::TooLarge { size_at_least: output.len() as u64 });
         }
-        Ok(Decompressed::Payload(output))
+        Ok(Decompressed::Complete)
     }
 }
 
-/// The outcome of [`Compressor::decompress`] for a payload that is well-formed.
+/// The outcome of [`Compressor::decompress_into`] for a payload that is well-formed.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Decompressed {
-    /// The whole uncompressed payload.
-    Payload(Vec<u8>),
+    /// The whole uncompressed payload is in the output buffer.
+    Complete,
     /// The payload expands beyond the limit; decoding stopped at `size_at_least` bytes.
     TooLarge { size_at_least: u64 },
 }
@@ -163,9 +163,10 @@ mod tests {
         fn check(compressor: Compressor, size: usize, bytes_max: usize, accepted: bool) {
             let uncompressed = vec![0u8; size];
             let compressed = compressor.compress(&uncompressed).expect("compress in memory");
-            let outcome = compressor.decompress(compressed, bytes_max).expect("well-formed");
-            match outcome {
-                Decompressed::Payload(payload) => {
+            let mut payload = vec![7u8; 3];
+            let outcome = compressor.decompress_into(&compressed, &mut payload, bytes_max);
+            match outcome.expect("well-formed") {
+                Decompressed::Complete => {
                     assert!(accepted, "{compressor} {size} {bytes_max}");
                     assert_eq!(payload, uncompressed);
                 }

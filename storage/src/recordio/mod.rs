@@ -15,7 +15,9 @@
 //! every reader.
 
 mod chunk;
+mod chunk_scanner;
 mod compressor;
+mod decoded_chunk;
 mod error;
 mod header;
 mod index;
@@ -25,8 +27,10 @@ mod range_scanner;
 mod scanner;
 mod writer;
 
-pub use chunk::{read_chunk, read_chunk_at};
+pub use chunk::{read_chunk, read_chunk_at, read_chunk_into};
+pub use chunk_scanner::ChunkScanner;
 pub use compressor::{Compressor, ParseCompressorError};
+pub use decoded_chunk::DecodedChunk;
 pub use error::{ErrorKind, RecordIoError};
 pub use header::{ChunkHeader, HEADER_BYTES, MAGIC};
 pub use index::{ChunkMeta, FileIndex};

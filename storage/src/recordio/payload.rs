@@ -1,6 +1,8 @@
 //! The uncompressed chunk payload: each record as a `u32` little-endian length and its bytes.
 //! The only place that encodes or decodes this layout; the writer and all readers share it.
 
+use std::ops::Range;
+
 use super::ErrorKind;
 
 /// The size of the length prefix in front of every record.
@@ -20,40 +22,74 @@ pub(crate) fn encoded_bytes(record_bytes: usize) -> usize {
     LENGTH_PREFIX_BYTES.saturating_add(record_bytes)
 }
 
-/// Splits an uncompressed payload into its records, checking that every record lies inside
-/// the payload and that there are exactly `record_count` of them.
+/// Splits an uncompressed payload into owned records (what the tests compare against).
+#[cfg(test)]
 pub(crate) fn split_records(payload: &[u8], record_count: u32) -> Result<Vec<Vec<u8>>, ErrorKind> {
+    let mut spans = Vec::new();
+    record_spans(payload, record_count, &mut spans)?;
+    Ok(spans.into_iter().map(|span| payload[span].to_vec()).collect())
+}
+
+/// Finds where each record lies in an uncompressed payload, replacing the contents of `spans`
+/// (whose allocation is reused). Checks that every record lies inside the payload and that
+/// there are exactly `record_count` of them.
+pub(crate) fn record_spans(
+    payload: &[u8],
+    record_count: u32,
+    spans: &mut Vec<Range<usize>>,
+) -> Result<(), ErrorKind> {
+    spans.clear();
     // Every record takes at least its length prefix, so this bounds the allocation by the
     // payload actually present, whatever the header claims.
-    let capacity = (record_count as usize).min(payload.len() / LENGTH_PREFIX_BYTES);
-    let mut records = Vec::with_capacity(capacity);
-    let mut rest = payload;
-    while !rest.is_empty() {
-        let record = u32::try_from(records.len()).unwrap_or(u32::MAX);
-        let Some((prefix, after_prefix)) = rest.split_first_chunk::<LENGTH_PREFIX_BYTES>() else {
-            // A partial length prefix: the record needs four bytes to even say its length.
-            return Err(ErrorKind::RecordOverrun {
-                record,
-                length: LENGTH_PREFIX_BYTES as u32,
-                remaining: rest.len() as u64,
-            });
-        };
-        let length = u32::from_le_bytes(*prefix);
-        let Some((bytes, after_record)) = after_prefix.split_at_checked(length as usize) else {
-            return Err(ErrorKind::RecordOverrun {
-                record,
-                length,
-                remaining: after_prefix.len() as u64,
-            });
-        };
-        records.push(bytes.to_vec());
-        rest = after_record;
+    spans.reserve((record_count as usize).min(payload.len() / LENGTH_PREFIX_BYTES));
+    let position = parse_complete_records(payload, 0, spans);
+    finish_spans(payload, position, record_count, spans)
+}
+
+/// Appends the spans of the whole records in `payload[position..]` and returns where the first
+/// incomplete one starts: lets a reader parse a payload piece by piece as it arrives.
+pub(crate) fn parse_complete_records(
+    payload: &[u8],
+    mut position: usize,
+    spans: &mut Vec<Range<usize>>,
+) -> usize {
+    while let Some(prefix) = payload.get(position..position + LENGTH_PREFIX_BYTES) {
+        let length = u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
+        let start = position + LENGTH_PREFIX_BYTES;
+        if payload.len() - start < length {
+            break;
+        }
+        spans.push(start..start + length);
+        position = start + length;
     }
-    let found = u32::try_from(records.len()).unwrap_or(u32::MAX);
+    position
+}
+
+/// Checks the end of a fully parsed payload: nothing may be left over after the last whole
+/// record at `position`, and the count must match the header.
+pub(crate) fn finish_spans(
+    payload: &[u8],
+    position: usize,
+    record_count: u32,
+    spans: &[Range<usize>],
+) -> Result<(), ErrorKind> {
+    let found = u32::try_from(spans.len()).unwrap_or(u32::MAX);
+    if let Some(rest) = payload.get(position..).filter(|rest| !rest.is_empty()) {
+        let (length, remaining) = match rest.first_chunk::<LENGTH_PREFIX_BYTES>() {
+            // A partial length prefix: the record needs four bytes to even say its length.
+            None => (LENGTH_PREFIX_BYTES as u32, rest.len()),
+            Some(prefix) => (u32::from_le_bytes(*prefix), rest.len() - LENGTH_PREFIX_BYTES),
+        };
+        return Err(ErrorKind::RecordOverrun {
+            record: found,
+            length,
+            remaining: remaining as u64,
+        });
+    }
     if found != record_count {
         return Err(ErrorKind::RecordCountMismatch { header: record_count, found });
     }
-    Ok(records)
+    Ok(())
 }
 
 #[cfg(test)]

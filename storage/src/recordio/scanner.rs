@@ -1,26 +1,23 @@
 //! Reads every record of several RecordIO files (paths or globs) in order, one chunk at a
 //! time: what `raftrain recordio cat` and the tests use to read a whole dataset.
 
-use std::path::PathBuf;
-
-use super::{expand_patterns, RangeScanner, RecordIoError};
+use super::{ChunkScanner, RecordIoError};
 
 /// All records of the files matched by some patterns, file after file (see
-/// [`expand_patterns`] for the order). After the first error the iterator ends.
+/// [`super::expand_patterns`] for the order), each as an owned vector. After the first error
+/// the iterator ends. [`ChunkScanner`] reads the same records without copying them.
 #[derive(Debug)]
 pub struct Scanner {
-    /// Files not yet opened, in reverse order so the next one pops off the end.
-    pending: Vec<PathBuf>,
-    current: Option<RangeScanner>,
+    chunks: ChunkScanner,
+    /// The next record to yield from the current chunk.
+    next_record: usize,
 }
 
 impl Scanner {
     /// Expands `patterns` now (so a pattern that matches nothing fails here); files are opened
     /// and indexed one at a time as the iteration reaches them.
     pub fn open(patterns: &[String]) -> Result<Self, RecordIoError> {
-        let mut pending = expand_patterns(patterns)?;
-        pending.reverse();
-        Ok(Scanner { pending, current: None })
+        Ok(Scanner { chunks: ChunkScanner::open(patterns)?, next_record: 0 })
     }
 }
 
@@ -29,24 +26,13 @@ impl Iterator for Scanner {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some(current) = &mut self.current {
-                match current.next() {
-                    Some(Ok(record)) => return Some(Ok(record)),
-                    Some(Err(error)) => {
-                        self.pending.clear();
-                        self.current = None;
-                        return Some(Err(error));
-                    }
-                    None => self.current = None,
-                }
+            if let Some(record) = self.chunks.current().record(self.next_record) {
+                self.next_record += 1;
+                return Some(Ok(record.to_vec()));
             }
-            let path = self.pending.pop()?;
-            match RangeScanner::whole_file(&path) {
-                Ok(scanner) => self.current = Some(scanner),
-                Err(error) => {
-                    self.pending.clear();
-                    return Some(Err(error));
-                }
+            match self.chunks.next_chunk()? {
+                Ok(_) => self.next_record = 0,
+                Err(error) => return Some(Err(error)),
             }
         }
     }

@@ -1,0 +1,51 @@
+//! `bench consensus-node`: one member of the consensus benchmark's group, serving the Raft and
+//! key-value services on one port. `bench consensus` starts three of these as child processes;
+//! each exits when its stdin closes, so none outlives the benchmark.
+
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Args;
+use consensus::NodeConfig;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+#[derive(Debug, Args)]
+pub struct ConsensusNodeArgs {
+    /// This node's id; must be one of `--peers`.
+    #[arg(long)]
+    pub id: u64,
+    /// Address the Raft and key-value services listen on.
+    #[arg(long)]
+    pub listen: SocketAddr,
+    /// Every member of the group: `1=127.0.0.1:7001,2=127.0.0.1:7002,...`.
+    #[arg(long)]
+    pub peers: String,
+    /// Holds this node's sled log and snapshot files.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+}
+
+pub fn run(args: &ConsensusNodeArgs) -> anyhow::Result<()> {
+    let peers = consensus::parse_peers(&args.peers).context("parse --peers")?;
+    let config = NodeConfig::new(args.id, args.listen, peers, args.data_dir.clone());
+    config.validate().context("validate the node configuration")?;
+    let runtime = tokio::runtime::Runtime::new().context("start the tokio runtime")?;
+    runtime.block_on(async {
+        let listener =
+            TcpListener::bind(args.listen).await.with_context(|| format!("bind {}", args.listen))?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        // The parent holds our stdin; end of input means it is gone (or wants us gone).
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 64];
+            while matches!(std::io::stdin().read(&mut buffer), Ok(count) if count > 0) {}
+            let _ = stop.send(());
+        });
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        consensus::kv_service::run_node(config, listener, shutdown).await
+    })
+}

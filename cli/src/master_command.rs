@@ -1,0 +1,22 @@
+//! `raftrain master`: one replica of the master group, serving until SIGINT or SIGTERM.
+
+use anyhow::Context as _;
+use clap::Args;
+use master::MasterConfig;
+
+#[derive(Debug, Args)]
+pub(crate) struct MasterArgs {
+    #[command(flatten)]
+    config: MasterConfig,
+}
+
+pub(crate) fn run(args: MasterArgs) -> anyhow::Result<()> {
+    args.config.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.config.listen)
+            .await
+            .with_context(|| format!("bind --listen {}", args.config.listen))?;
+        master::run(args.config, listener, crate::shutdown::signal_received()).await
+    })
+}

@@ -1,0 +1,143 @@
+//! End-to-end: a real three-process master group keeps every task of every pass through
+//! kill -9 of its leader, of a follower, and of all replicas at once.
+
+use crate::master_group::MasterGroup;
+use crate::task_consumer::{
+    consume, finish, get_task, register, report_dataset, write_dataset, History,
+};
+use proto::master::get_task_reply::Outcome;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const POLICY: [&str; 4] = ["--task-timeout-min-ms", "60000", "--trainer-lease-ms", "10000"];
+
+async fn completions_reach(history: &Arc<Mutex<History>>, count: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while history.lock().unwrap().completions.len() < count {
+        assert!(tokio::time::Instant::now() < deadline, "no progress to {count} completions");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Kill -9 the leader mid-stream, then a follower (leaving no quorum), then restart both: the
+/// job finishes, and every task of every pass was accepted as done exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_and_follower_killed_mid_stream_lose_no_task() {
+    let mut group = MasterGroup::start(3, &POLICY);
+    let dataset = write_dataset(group.dir.path(), 40);
+    let passes = 2;
+    let task_count = report_dataset(&group.client(), &dataset, passes).await;
+    assert_eq!(task_count, 40);
+    let history = Arc::new(Mutex::new(History::default()));
+    let consumers: Vec<_> = (0..4)
+        .map(|index| {
+            tokio::spawn(consume(
+                group.client(),
+                format!("consumer-{index}"),
+                Duration::from_millis(60),
+                history.clone(),
+            ))
+        })
+        .collect();
+
+    tracing::info!("--- kill -9 the leader once some tasks are done");
+    completions_reach(&history, 15).await;
+    let leader = group.leader_index().await;
+    group.kill(leader);
+    completions_reach(&history, 35).await;
+
+    tracing::info!("--- kill -9 a follower too: no quorum until the restarts");
+    let new_leader = group.leader_index().await;
+    let other =
+        (0..3).find(|index| *index != leader && *index != new_leader).expect("three replicas");
+    group.kill(other);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    group.spawn(leader);
+    group.spawn(other);
+
+    for consumer in consumers {
+        tokio::time::timeout(Duration::from_secs(120), consumer)
+            .await
+            .expect("consumers finish")
+            .expect("consumer ran");
+    }
+    let status = group.status().await;
+    assert!(status.job_finished, "{}", group.logs());
+    assert_eq!((status.done, status.failed, status.todo, status.pending), (task_count, 0, 0, 0));
+    let mut accepted: BTreeMap<(u32, u64), u32> = BTreeMap::new();
+    for (pass, task, _) in &history.lock().unwrap().completions {
+        *accepted.entry((*pass, *task)).or_default() += 1;
+    }
+    for pass in 0..passes {
+        for task in 0..task_count {
+            assert_eq!(
+                accepted.get(&(pass, task)),
+                Some(&1),
+                "pass {pass} task {task} accepted once"
+            );
+        }
+    }
+    assert_eq!(accepted.len() as u64, task_count * u64::from(passes));
+}
+
+/// Kill -9 all three replicas at once and restart them: the queues come back exactly as they
+/// were committed, and pending tasks can still be finished with the epochs they were given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_masters_killed_at_once_restore_the_queues() {
+    let mut group = MasterGroup::start(3, &POLICY);
+    let dataset = write_dataset(group.dir.path(), 12);
+    let client = group.client();
+    report_dataset(&client, &dataset, 1).await;
+    let trainer = register(&client, "survivor").await;
+    let mut assignments = Vec::new();
+    for _ in 0..5 {
+        let reply = get_task(&client, trainer, 0).await;
+        assert_eq!(reply.outcome, Outcome::Task as i32);
+        assignments.push(reply.task.expect("a task"));
+    }
+    for task in &assignments[..3] {
+        assert!(finish(&client, task.task_id, task.epoch).await);
+    }
+    let before = group.status().await;
+    assert_eq!((before.todo, before.pending, before.done), (7, 2, 3));
+
+    tracing::info!("--- kill -9 every replica, then restart them all");
+    for index in 0..3 {
+        group.kill(index);
+    }
+    for index in 0..3 {
+        group.spawn(index);
+    }
+    let after = group.status().await;
+    assert_eq!(
+        (
+            after.todo,
+            after.pending,
+            after.done,
+            after.failed,
+            after.pass,
+            &after.trainers,
+            &after.job
+        ),
+        (
+            before.todo,
+            before.pending,
+            before.done,
+            before.failed,
+            before.pass,
+            &before.trainers,
+            &before.job
+        ),
+        "{}",
+        group.logs()
+    );
+    for task in &assignments[3..] {
+        assert!(
+            finish(&client, task.task_id, task.epoch).await,
+            "pending task {} kept its epoch",
+            task.task_id
+        );
+    }
+    assert_eq!(group.status().await.done, 5);
+}
