@@ -8,6 +8,9 @@ pub const JOB_NAME_BYTES_MAX: usize = 256;
 pub const CHUNK_COUNT_MAX: usize = 1 << 20;
 /// The longest chunk file path accepted.
 pub const CHUNK_PATH_BYTES_MAX: usize = 4096;
+/// The most chunks one task may hold; bounds every task assignment (a reply that client
+/// sessions keep) whatever the leader's flags say.
+pub const CHUNKS_PER_TASK_MAX: u32 = 1024;
 
 /// One RecordIO chunk, located by the leader's scan of chunk headers.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -73,8 +76,8 @@ impl Dataset {
         if passes == 0 {
             return Err("passes must be at least 1".to_string());
         }
-        if policy.chunks_per_task == 0 {
-            return Err("chunks_per_task must be at least 1".to_string());
+        if policy.chunks_per_task == 0 || policy.chunks_per_task > CHUNKS_PER_TASK_MAX {
+            return Err(format!("chunks_per_task must be 1 to {CHUNKS_PER_TASK_MAX}"));
         }
         Ok(Self { job: job.to_string(), chunks: chunks.to_vec(), passes, policy })
     }
@@ -164,10 +167,11 @@ mod tests {
     /// Each malformed report is refused with a reason.
     #[test]
     fn invalid_reports_are_refused() {
-        let cases: [(&str, &[ChunkRef], u32, QueuePolicy); 4] = [
+        let cases: [(&str, &[ChunkRef], u32, QueuePolicy); 5] = [
             ("no chunks", &[], 1, policy(1)),
             ("zero passes", &chunks(2), 0, policy(1)),
             ("zero chunks per task", &chunks(2), 1, policy(0)),
+            ("too many chunks per task", &chunks(2), 1, policy(CHUNKS_PER_TASK_MAX + 1)),
             (
                 "long path",
                 &[ChunkRef { path: "p".repeat(5000), ..chunks(1)[0].clone() }],

@@ -43,6 +43,14 @@ impl MasterState {
     /// Applies one committed request. A stamped request that was already applied is answered
     /// from the client's session instead of being applied twice.
     pub fn apply(&mut self, request: &Request) -> Response {
+        let response = self.apply_unchecked(request);
+        // Every transition must keep the invariants; in debug builds (all tests, the simulator)
+        // a broken one stops here, at the step that broke it, rather than steps later.
+        debug_assert_eq!(self.check_invariants(), Ok(()), "after applying {request:?}");
+        response
+    }
+
+    fn apply_unchecked(&mut self, request: &Request) -> Response {
         self.clock_ms = self.clock_ms.max(request.now_ms);
         let now_ms = self.clock_ms;
         let Some(stamp) = request.client else {
