@@ -9,6 +9,7 @@ use super::task_queue::{Report, TaskQueue};
 /// A reported dataset together with the queue cut from it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub(crate) struct Job {
+    /// Fixed once accepted: every later report is compared against it.
     pub(crate) dataset: Dataset,
     pub(crate) queue: TaskQueue,
 }

@@ -27,10 +27,14 @@ pub struct MasterState {
     /// The latest `now_ms` applied. Leaders' clocks differ, so a new leader may stamp an earlier
     /// time; the state machine uses the maximum so its time never goes backwards.
     pub(crate) clock_ms: u64,
+    /// The first valid dataset report and its queue; `None` until then.
     pub(crate) job: Option<Job>,
+    /// Trainers that registered and were not declared lost.
     pub(crate) trainers: TrainerRegistry,
     pub(crate) pservers: PServerSlots,
+    /// The latest evaluation, only for status.
     pub(crate) eval: Option<EvalRecord>,
+    /// The last reply per client, for exactly-once retries.
     pub(crate) sessions: Sessions,
 }
 

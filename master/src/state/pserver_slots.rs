@@ -31,6 +31,7 @@ pub struct CheckpointMeta {
 pub(crate) struct PServerSlots {
     /// Fixed by the first claim; `None` before it.
     pub(crate) desired: Option<u32>,
+    /// Slot index to the address holding it; an address holds at most one slot.
     pub(crate) holders: BTreeMap<u32, String>,
     /// Kept when the holder leaves: the replacement restores from it.
     pub(crate) checkpoints: BTreeMap<u32, CheckpointMeta>,

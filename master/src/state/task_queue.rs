@@ -14,11 +14,15 @@ pub(crate) struct TaskQueue {
     pub(crate) tasks: Vec<Task>,
     /// Dispatched from the front; retries join at the back.
     pub(crate) todo: VecDeque<u64>,
+    /// Dispatched tasks by id, ordered so expiry and requeues visit them alike on every replica.
     pub(crate) pending: BTreeMap<u64, PendingTask>,
+    /// Finished in the current pass; they come back, sorted, when the next pass starts.
     pub(crate) done: BTreeSet<u64>,
     /// Tasks that exceeded `max_task_failures` in the current pass; kept visible, never dropped.
     pub(crate) failed: BTreeSet<u64>,
+    /// The running pass; only grows.
     pub(crate) pass: u32,
+    /// Set once the last pass drained (or nothing is left to run); never cleared.
     pub(crate) job_finished: bool,
     /// Integer moving average of successful completion times; `None` before the first one.
     pub(crate) completion_ms_average: Option<u64>,
