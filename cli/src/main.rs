@@ -3,7 +3,10 @@
 
 mod bench;
 mod logging;
+mod master_command;
 mod recordio;
+mod shutdown;
+mod status;
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +20,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run one replica of the master group (Raft + the task queue), until SIGINT or SIGTERM.
+    Master(master_command::MasterArgs),
+    /// Show the job and cluster state, asked of any reachable master.
+    Status(status::StatusArgs),
     /// Write, read, index, convert and inspect RecordIO datasets (PaddlePaddle-compatible).
     Recordio(recordio::RecordioArgs),
     /// Benchmark programs: fixed workloads that print a table against a same-run baseline.
@@ -27,6 +34,8 @@ fn main() {
     let cli = Cli::parse();
     logging::init();
     let result = match cli.command {
+        Command::Master(args) => master_command::run(args),
+        Command::Status(args) => status::run(&args),
         Command::Recordio(args) => recordio::run(args),
         Command::Bench(args) => bench::run(args),
     };

@@ -51,15 +51,25 @@ pub(crate) fn to_json(reply: &StatusReply) -> Value {
         .iter()
         .map(|member| json!({"id": member.id, "addr": member.addr, "role": member.role}))
         .collect();
-    let trainers: Vec<Value> =
-        reply.trainers.iter().map(|trainer| json!({"id": trainer.id, "name": trainer.name})).collect();
-    let pservers: Vec<Value> =
-        reply.pservers.iter().map(|pserver| json!({"index": pserver.index, "addr": pserver.addr})).collect();
-    let failed_tasks: Vec<Value> =
-        reply.failed_tasks.iter().map(|task| json!({"task": task.task_id, "reason": task.reason})).collect();
-    let eval = reply.eval.as_ref().map_or(Value::Null, |eval| {
-        json!({"pass": eval.pass, "loss": eval.loss, "accuracy": eval.accuracy})
-    });
+    let trainers: Vec<Value> = reply
+        .trainers
+        .iter()
+        .map(|trainer| json!({"id": trainer.id, "name": trainer.name}))
+        .collect();
+    let pservers: Vec<Value> = reply
+        .pservers
+        .iter()
+        .map(|pserver| json!({"index": pserver.index, "addr": pserver.addr}))
+        .collect();
+    let failed_tasks: Vec<Value> = reply
+        .failed_tasks
+        .iter()
+        .map(|task| json!({"task": task.task_id, "reason": task.reason}))
+        .collect();
+    let eval = reply.eval.as_ref().map_or(
+        Value::Null,
+        |eval| json!({"pass": eval.pass, "loss": eval.loss, "accuracy": eval.accuracy}),
+    );
     json!({
         "leader": (cluster.leader_id != 0).then_some(cluster.leader_id),
         "leader_addr": (!cluster.leader_addr.is_empty()).then_some(cluster.leader_addr.clone()),
@@ -93,8 +103,16 @@ fn to_text(reply: &StatusReply) -> String {
         out += &format!("  master {} {} {}\n", member.id, member.addr, member.role);
     }
     let job = if reply.job.is_empty() { "(no dataset reported yet)" } else { &reply.job };
-    out += &format!("job {job}: pass {} of {}{}\n", reply.pass + 1, reply.passes.max(1), finished(reply));
-    out += &format!("tasks: {} todo, {} pending, {} done, {} failed\n", reply.todo, reply.pending, reply.done, reply.failed);
+    out += &format!(
+        "job {job}: pass {} of {}{}\n",
+        reply.pass + 1,
+        reply.passes.max(1),
+        finished(reply)
+    );
+    out += &format!(
+        "tasks: {} todo, {} pending, {} done, {} failed\n",
+        reply.todo, reply.pending, reply.done, reply.failed
+    );
     for task in &reply.failed_tasks {
         out += &format!("  failed task {}: {}\n", task.task_id, task.reason);
     }
@@ -104,7 +122,10 @@ fn to_text(reply: &StatusReply) -> String {
         out += &format!("  pserver {} {}\n", pserver.index, pserver.addr);
     }
     if let Some(eval) = &reply.eval {
-        out += &format!("eval after pass {}: loss {:.4}, accuracy {:.4}\n", eval.pass, eval.loss, eval.accuracy);
+        out += &format!(
+            "eval after pass {}: loss {:.4}, accuracy {:.4}\n",
+            eval.pass, eval.loss, eval.accuracy
+        );
     }
     out
 }
@@ -126,13 +147,27 @@ mod tests {
     #[test]
     fn json_has_every_contract_key() {
         let empty = to_json(&StatusReply::default());
-        for key in ["leader", "term", "members", "pass", "todo", "pending", "done", "failed", "trainers", "pservers", "eval", "job_finished"] {
+        for key in [
+            "leader",
+            "term",
+            "members",
+            "pass",
+            "todo",
+            "pending",
+            "done",
+            "failed",
+            "trainers",
+            "pservers",
+            "eval",
+            "job_finished",
+        ] {
             assert!(empty.get(key).is_some(), "missing {key}");
         }
         assert_eq!(empty["leader"], Value::Null);
         assert_eq!(empty["eval"], Value::Null);
         let member = Member { id: 2, addr: "127.0.0.1:7002".into(), role: "leader".into() };
-        let cluster = ClusterInfoReply { leader_id: 2, term: 5, members: vec![member], ..Default::default() };
+        let cluster =
+            ClusterInfoReply { leader_id: 2, term: 5, members: vec![member], ..Default::default() };
         let full = to_json(&StatusReply { cluster: Some(cluster), todo: 3, ..Default::default() });
         assert_eq!(full["leader"], json!(2));
         assert_eq!(full["members"][0]["role"], json!("leader"));

@@ -1,3 +1,20 @@
-//! The master: a replicated task queue (pure state machine), its gRPC service and client.
+//! The master: a replicated task queue (pure state machine), its gRPC service, the leader's
+//! duties, and `MasterClient`, which pservers and trainers use to reach whichever replica leads.
+//!
+//! `state` is the deterministic core and knows nothing of the rest; `replicated_state` plugs it
+//! into `consensus`; `service` and `leader` run on every replica and act only while it leads;
+//! `run` wires them to one port.
 
+pub mod client;
+mod clock;
+mod config;
+mod dataset_scan;
+mod leader;
+mod replicated_state;
+mod run;
+mod service;
 pub mod state;
+
+pub use config::MasterConfig;
+pub use replicated_state::ReplicatedState;
+pub use run::run;

@@ -20,7 +20,8 @@ impl StateMachine for ReplicatedState {
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
-        self.state = MasterState::decode(snapshot).map_err(|error| RestoreError::new(error.to_string()))?;
+        self.state =
+            MasterState::decode(snapshot).map_err(|error| RestoreError::new(error.to_string()))?;
         Ok(())
     }
 }

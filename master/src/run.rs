@@ -16,7 +16,11 @@ use tokio::net::TcpListener;
 const MESSAGE_BYTES_MAX: usize = 64 << 20;
 
 /// Runs a master on `listener` (already bound: tests bind port 0) until `shutdown` resolves.
-pub async fn run(config: MasterConfig, listener: TcpListener, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(
+    config: MasterConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     config.validate()?;
     let node_config = config.node_config()?;
     let node = ConsensusNode::open(node_config, ReplicatedState::default())
@@ -29,10 +33,14 @@ pub async fn run(config: MasterConfig, listener: TcpListener, shutdown: impl Fut
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut server_stop = stopped.clone();
-    let router = consensus::server_builder().add_service(node.raft_service()).add_service(master_service);
-    let server = tokio::spawn(router.serve_with_incoming_shutdown(consensus::incoming(listener), async move {
-        let _ = server_stop.wait_for(|stop| *stop).await;
-    }));
+    let router =
+        consensus::server_builder().add_service(node.raft_service()).add_service(master_service);
+    let server = tokio::spawn(router.serve_with_incoming_shutdown(
+        consensus::incoming(listener),
+        async move {
+            let _ = server_stop.wait_for(|stop| *stop).await;
+        },
+    ));
     tracing::info!(id = config.id, listen = %config.listen, "master serving");
     node.bootstrap().await.context("bootstrap the master group")?;
     let duty_loop = tokio::spawn(run_duties(node.clone(), duties, stopped));

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
-use consensus::kv_service::{cluster_info, KvClient};
+use ::consensus::kv_service::{cluster_info, KvClient};
 
 use super::table::Table;
 
@@ -68,7 +68,7 @@ async fn bench(args: &ConsensusBenchArgs, root: &Path) -> anyhow::Result<()> {
     let baseline_dir = root.join("baseline");
     let value_bytes = args.value_bytes;
     let baseline = tokio::task::spawn_blocking(move || {
-        consensus::log_store::measure_raw_sync_writes(&baseline_dir, duration, value_bytes)
+        ::consensus::log_store::measure_raw_sync_writes(&baseline_dir, duration, value_bytes)
     })
     .await
     .context("join the baseline")?

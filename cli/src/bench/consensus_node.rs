@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Args;
-use consensus::NodeConfig;
+use ::consensus::NodeConfig;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -29,7 +29,7 @@ pub struct ConsensusNodeArgs {
 }
 
 pub fn run(args: &ConsensusNodeArgs) -> anyhow::Result<()> {
-    let peers = consensus::parse_peers(&args.peers).context("parse --peers")?;
+    let peers = ::consensus::parse_peers(&args.peers).context("parse --peers")?;
     let config = NodeConfig::new(args.id, args.listen, peers, args.data_dir.clone());
     config.validate().context("validate the node configuration")?;
     let runtime = tokio::runtime::Runtime::new().context("start the tokio runtime")?;
@@ -46,6 +46,6 @@ pub fn run(args: &ConsensusNodeArgs) -> anyhow::Result<()> {
         let shutdown = async {
             let _ = stopped.await;
         };
-        consensus::kv_service::run_node(config, listener, shutdown).await
+        ::consensus::kv_service::run_node(config, listener, shutdown).await
     })
 }

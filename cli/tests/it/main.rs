@@ -1,4 +1,7 @@
 //! Integration tests for the `raftrain` binary, run as real processes the way a user runs them.
 
 mod command;
+mod master_failover;
+mod master_group;
 mod recordio;
+mod task_consumer;

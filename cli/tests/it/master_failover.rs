@@ -14,7 +14,7 @@ const POLICY: [&str; 4] = ["--task-timeout-min-ms", "60000", "--trainer-lease-ms
 
 async fn completions_reach(history: &Arc<Mutex<History>>, count: usize) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while history.lock().unwrap().completions.len() < count {
+    while history.lock().expect("history lock").completions.len() < count {
         assert!(tokio::time::Instant::now() < deadline, "no progress to {count} completions");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -66,7 +66,7 @@ async fn leader_and_follower_killed_mid_stream_lose_no_task() {
     assert!(status.job_finished, "{}", group.logs());
     assert_eq!((status.done, status.failed, status.todo, status.pending), (task_count, 0, 0, 0));
     let mut accepted: BTreeMap<(u32, u64), u32> = BTreeMap::new();
-    for (pass, task, _) in &history.lock().unwrap().completions {
+    for (pass, task, _) in &history.lock().expect("history lock").completions {
         *accepted.entry((*pass, *task)).or_default() += 1;
     }
     for pass in 0..passes {

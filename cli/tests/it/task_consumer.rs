@@ -100,7 +100,11 @@ pub async fn consume(
                 let task = reply.task.expect("a TASK reply carries the task");
                 tokio::time::sleep(work).await;
                 if finish(&client, task.task_id, task.epoch).await {
-                    history.lock().unwrap().completions.push((task.pass, task.task_id, task.epoch));
+                    history.lock().expect("history lock").completions.push((
+                        task.pass,
+                        task.task_id,
+                        task.epoch,
+                    ));
                 }
             }
             Outcome::PassBefore | Outcome::PassAfter => pass = reply.current_pass,

@@ -6,7 +6,10 @@ use super::options::ClientOptions;
 use proto::raft::{ClusterInfoReply, ClusterInfoRequest};
 
 /// Returns the leader address reported in the highest term, or why none was found.
-pub(crate) async fn discover_leader(masters: &[String], options: &ClientOptions) -> Result<String, String> {
+pub(crate) async fn discover_leader(
+    masters: &[String],
+    options: &ClientOptions,
+) -> Result<String, String> {
     // Spawned so the asks run concurrently: a dead master costs one timeout, not one each.
     let asks: Vec<_> = masters
         .iter()
@@ -31,7 +34,8 @@ pub(crate) async fn discover_leader(masters: &[String], options: &ClientOptions)
             Err(error) => errors.push(format!("{addr}: {error}")),
         }
     }
-    best.map(|info| info.leader_addr).ok_or_else(|| format!("no leader found ({})", errors.join("; ")))
+    best.map(|info| info.leader_addr)
+        .ok_or_else(|| format!("no leader found ({})", errors.join("; ")))
 }
 
 async fn ask(addr: &str, options: &ClientOptions) -> Result<ClusterInfoReply, String> {

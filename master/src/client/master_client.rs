@@ -65,7 +65,11 @@ impl MasterClient {
     }
 
     /// A read or an unstamped call, retried on the leader until the deadline.
-    pub async fn call<T, F, Fut>(&self, call: &'static str, mut attempt: F) -> Result<T, ClientError>
+    pub async fn call<T, F, Fut>(
+        &self,
+        call: &'static str,
+        mut attempt: F,
+    ) -> Result<T, ClientError>
     where
         F: FnMut(ServiceClient) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
@@ -75,7 +79,12 @@ impl MasterClient {
         for attempts in 1u32.. {
             if attempts > 1 && started.elapsed() >= self.options.call_deadline {
                 let deadline = self.options.call_deadline;
-                return Err(ClientError::Deadline { call, deadline, attempts: attempts - 1, last_error });
+                return Err(ClientError::Deadline {
+                    call,
+                    deadline,
+                    attempts: attempts - 1,
+                    last_error,
+                });
             }
             let leader = match self.leader().await {
                 Ok(leader) => leader,
@@ -89,7 +98,8 @@ impl MasterClient {
                 Ok(response) => return Ok(response.into_inner()),
                 Err(status) => status,
             };
-            last_error = format!("{} answered {:?}: {}", leader.addr, status.code(), status.message());
+            last_error =
+                format!("{} answered {:?}: {}", leader.addr, status.code(), status.message());
             match next_step(&status) {
                 Next::Redirect(addr) if addr != leader.addr => self.follow(&addr)?,
                 Next::Redirect(_) | Next::Rediscover => {
@@ -106,7 +116,11 @@ impl MasterClient {
     }
 
     /// A write: one stamp for the logical call, reused by every retry of it.
-    pub async fn write<T, F, Fut>(&self, call: &'static str, mut attempt: F) -> Result<T, ClientError>
+    pub async fn write<T, F, Fut>(
+        &self,
+        call: &'static str,
+        mut attempt: F,
+    ) -> Result<T, ClientError>
     where
         F: FnMut(ServiceClient, ClientStamp) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
@@ -153,15 +167,18 @@ fn next_step(status: &tonic::Status) -> Next {
             None => Next::Rediscover,
         },
         // Transport failures and timeouts: the leader may have died or moved.
-        Code::DeadlineExceeded | Code::Cancelled | Code::Unknown | Code::Aborted => Next::Rediscover,
+        Code::DeadlineExceeded | Code::Cancelled | Code::Unknown | Code::Aborted => {
+            Next::Rediscover
+        }
         _ => Next::GiveUp,
     }
 }
 
 /// An endpoint with the client's timeouts, nodelay and large-message windows.
 pub(crate) fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, ClientError> {
-    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|error| ClientError::BadAddress { addr: addr.to_string(), reason: error.to_string() })?;
+    let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(|error| {
+        ClientError::BadAddress { addr: addr.to_string(), reason: error.to_string() }
+    })?;
     Ok(endpoint
         .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
         .timeout(options.rpc_timeout)
@@ -170,7 +187,10 @@ pub(crate) fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, 
         .initial_connection_window_size(64 << 20))
 }
 
-pub(crate) fn service_client(addr: &str, options: &ClientOptions) -> Result<ServiceClient, ClientError> {
+pub(crate) fn service_client(
+    addr: &str,
+    options: &ClientOptions,
+) -> Result<ServiceClient, ClientError> {
     let channel = endpoint(addr, options)?.connect_lazy();
     Ok(MasterServiceClient::new(channel)
         .max_decoding_message_size(MESSAGE_BYTES_MAX)

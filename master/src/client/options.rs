@@ -41,7 +41,8 @@ mod tests {
     /// Backoff doubles from the minimum and stops at the maximum.
     #[test]
     fn backoff_doubles_then_caps() {
-        let millis: Vec<u64> = (0..8).map(|attempt| super::backoff(attempt).as_millis() as u64).collect();
+        let millis: Vec<u64> =
+            (0..8).map(|attempt| super::backoff(attempt).as_millis() as u64).collect();
         assert_eq!(millis, [20, 40, 80, 160, 320, 500, 500, 500]);
     }
 }

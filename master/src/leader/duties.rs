@@ -55,8 +55,8 @@ impl LeaderDuties {
     /// One round of duties on the leader.
     async fn tick(&self, node: &ConsensusNode<ReplicatedState>) {
         let (now, now_ms) = (Instant::now(), crate::clock::now_ms());
-        let (trainers, (_, slots), expired) =
-            node.read(|state| (state.trainer_ids(), state.pserver_slots(), state.has_expired(now_ms)));
+        let (trainers, (_, slots), expired) = node
+            .read(|state| (state.trainer_ids(), state.pserver_slots(), state.has_expired(now_ms)));
         let lost = {
             let mut table = lock(&self.trainers);
             table.sync(trainers, now);

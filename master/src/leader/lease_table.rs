@@ -39,7 +39,11 @@ impl<K: Ord + Copy> LeaseTable<K> {
 
     /// Holders whose lease ran out by `now`, in key order.
     pub(crate) fn expired(&self, now: Instant) -> Vec<K> {
-        self.expires_at.iter().filter(|(_, &expires_at)| expires_at <= now).map(|(&key, _)| key).collect()
+        self.expires_at
+            .iter()
+            .filter(|(_, &expires_at)| expires_at <= now)
+            .map(|(&key, _)| key)
+            .collect()
     }
 }
 

@@ -5,7 +5,9 @@ use proto::master as pb;
 use tonic::Status;
 
 pub(crate) fn stamp(stamp: Option<pb::ClientStamp>) -> Result<ClientStamp, Status> {
-    let stamp = stamp.ok_or_else(|| Status::invalid_argument("stamp: missing (client id and sequence number)"))?;
+    let stamp = stamp.ok_or_else(|| {
+        Status::invalid_argument("stamp: missing (client id and sequence number)")
+    })?;
     if stamp.client_id == 0 {
         return Err(Status::invalid_argument("stamp.client_id: must not be 0"));
     }
@@ -32,13 +34,25 @@ pub(crate) fn task(assignment: &TaskAssignment) -> pb::Task {
 }
 
 pub(crate) fn checkpoint_to_proto(meta: &CheckpointMeta) -> pb::CheckpointMeta {
-    pb::CheckpointMeta { path: meta.path.clone(), step: meta.step, crc32: meta.crc32, created_ms: meta.created_ms }
+    pb::CheckpointMeta {
+        path: meta.path.clone(),
+        step: meta.step,
+        crc32: meta.crc32,
+        created_ms: meta.created_ms,
+    }
 }
 
-pub(crate) fn checkpoint_from_proto(meta: Option<pb::CheckpointMeta>) -> Result<CheckpointMeta, Status> {
+pub(crate) fn checkpoint_from_proto(
+    meta: Option<pb::CheckpointMeta>,
+) -> Result<CheckpointMeta, Status> {
     let meta = meta.ok_or_else(|| Status::invalid_argument("meta: missing checkpoint metadata"))?;
     if meta.path.is_empty() {
         return Err(Status::invalid_argument("meta.path: must name the checkpoint file"));
     }
-    Ok(CheckpointMeta { path: meta.path, step: meta.step, crc32: meta.crc32, created_ms: meta.created_ms })
+    Ok(CheckpointMeta {
+        path: meta.path,
+        step: meta.step,
+        crc32: meta.crc32,
+        created_ms: meta.created_ms,
+    })
 }

@@ -7,7 +7,9 @@ use super::status_mapping::{not_leader, unexpected, write_error};
 use crate::dataset_scan::scan_dataset;
 use crate::leader::LeaderDuties;
 use crate::replicated_state::ReplicatedState;
-use crate::state::{decode_response, encode_request, ClientStamp, Command, QueuePolicy, Request, Response};
+use crate::state::{
+    decode_response, encode_request, ClientStamp, Command, QueuePolicy, Request, Response,
+};
 use consensus::ConsensusNode;
 use proto::master as pb;
 use proto::master::get_task_reply::Outcome;
@@ -24,12 +26,20 @@ pub(crate) struct MasterRpc {
 }
 
 impl MasterRpc {
-    pub(crate) fn new(node: ConsensusNode<ReplicatedState>, duties: Arc<LeaderDuties>, policy: QueuePolicy) -> Self {
+    pub(crate) fn new(
+        node: ConsensusNode<ReplicatedState>,
+        duties: Arc<LeaderDuties>,
+        policy: QueuePolicy,
+    ) -> Self {
         Self { node, duties, policy }
     }
 
     /// Replicates one command and returns the state machine's answer.
-    async fn propose(&self, client: Option<ClientStamp>, command: Command) -> Result<Response, Status> {
+    async fn propose(
+        &self,
+        client: Option<ClientStamp>,
+        command: Command,
+    ) -> Result<Response, Status> {
         propose(&self.node, client, command).await
     }
 
@@ -53,12 +63,17 @@ pub(crate) async fn propose(
 ) -> Result<Response, Status> {
     let request = Request { client, now_ms: crate::clock::now_ms(), command };
     let bytes = node.write(encode_request(&request)).await.map_err(write_error)?;
-    decode_response(&bytes).map_err(|error| Status::internal(format!("undecodable answer from the state machine: {error}")))
+    decode_response(&bytes).map_err(|error| {
+        Status::internal(format!("undecodable answer from the state machine: {error}"))
+    })
 }
 
 #[tonic::async_trait]
 impl pb::master_service_server::MasterService for MasterRpc {
-    async fn report_dataset(&self, request: tonic::Request<pb::ReportDatasetRequest>) -> Reply<pb::ReportDatasetReply> {
+    async fn report_dataset(
+        &self,
+        request: tonic::Request<pb::ReportDatasetRequest>,
+    ) -> Reply<pb::ReportDatasetReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
         validate_report(&request)?;
@@ -69,16 +84,28 @@ impl pb::master_service_server::MasterService for MasterRpc {
             .map_err(|error| Status::internal(format!("dataset scan did not finish: {error}")))?
             .map_err(|error| Status::invalid_argument(format!("dataset: {error}")))?;
         let (chunk_count, record_count) = (scanned.chunks.len() as u64, scanned.record_count);
-        let command = Command::ReportDataset { job: request.job, chunks: scanned.chunks, passes: request.passes, policy: self.policy };
+        let command = Command::ReportDataset {
+            job: request.job,
+            chunks: scanned.chunks,
+            passes: request.passes,
+            policy: self.policy,
+        };
         match self.propose(Some(client), command).await? {
             Response::DatasetAccepted { task_count, .. } => {
-                Ok(tonic::Response::new(pb::ReportDatasetReply { task_count, chunk_count, record_count }))
+                Ok(tonic::Response::new(pb::ReportDatasetReply {
+                    task_count,
+                    chunk_count,
+                    record_count,
+                }))
             }
             other => Err(unexpected("ReportDataset", other)),
         }
     }
 
-    async fn register_trainer(&self, request: tonic::Request<pb::RegisterTrainerRequest>) -> Reply<pb::RegisterTrainerReply> {
+    async fn register_trainer(
+        &self,
+        request: tonic::Request<pb::RegisterTrainerRequest>,
+    ) -> Reply<pb::RegisterTrainerReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
         match self.propose(Some(client), Command::RegisterTrainer { name: request.name }).await? {
@@ -91,7 +118,10 @@ impl pb::master_service_server::MasterService for MasterRpc {
         }
     }
 
-    async fn heartbeat(&self, request: tonic::Request<pb::HeartbeatRequest>) -> Reply<pb::HeartbeatReply> {
+    async fn heartbeat(
+        &self,
+        request: tonic::Request<pb::HeartbeatRequest>,
+    ) -> Reply<pb::HeartbeatReply> {
         let trainer = request.into_inner().trainer_id;
         self.require_leader()?;
         let known = self.node.read(|state| state.knows_trainer(trainer));
@@ -101,7 +131,10 @@ impl pb::master_service_server::MasterService for MasterRpc {
         Ok(tonic::Response::new(pb::HeartbeatReply { known }))
     }
 
-    async fn get_task(&self, request: tonic::Request<pb::GetTaskRequest>) -> Reply<pb::GetTaskReply> {
+    async fn get_task(
+        &self,
+        request: tonic::Request<pb::GetTaskRequest>,
+    ) -> Reply<pb::GetTaskReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
         let command = Command::GetTask { trainer: request.trainer_id, pass: request.pass };
@@ -109,9 +142,15 @@ impl pb::master_service_server::MasterService for MasterRpc {
         if !matches!(response, Response::UnknownTrainer) {
             self.duties.trainer_alive(request.trainer_id);
         }
-        let reply = |outcome: Outcome, task, current_pass| pb::GetTaskReply { outcome: outcome as i32, task, current_pass };
+        let reply = |outcome: Outcome, task, current_pass| pb::GetTaskReply {
+            outcome: outcome as i32,
+            task,
+            current_pass,
+        };
         let reply = match response {
-            Response::Task(assignment) => reply(Outcome::Task, Some(task(&assignment)), assignment.pass),
+            Response::Task(assignment) => {
+                reply(Outcome::Task, Some(task(&assignment)), assignment.pass)
+            }
             Response::PassBefore { current } => reply(Outcome::PassBefore, None, current),
             Response::PassAfter { current } => reply(Outcome::PassAfter, None, current),
             Response::NoMoreAvailable => reply(Outcome::NoMoreAvailable, None, request.pass),
@@ -123,25 +162,40 @@ impl pb::master_service_server::MasterService for MasterRpc {
         Ok(tonic::Response::new(reply))
     }
 
-    async fn task_finished(&self, request: tonic::Request<pb::TaskFinishedRequest>) -> Reply<pb::TaskReportReply> {
+    async fn task_finished(
+        &self,
+        request: tonic::Request<pb::TaskFinishedRequest>,
+    ) -> Reply<pb::TaskReportReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
         let command = Command::TaskFinished { task: request.task_id, epoch: request.epoch };
         task_report("TaskFinished", self.propose(Some(client), command).await?)
     }
 
-    async fn task_failed(&self, request: tonic::Request<pb::TaskFailedRequest>) -> Reply<pb::TaskReportReply> {
+    async fn task_failed(
+        &self,
+        request: tonic::Request<pb::TaskFailedRequest>,
+    ) -> Reply<pb::TaskReportReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        let command = Command::TaskFailed { task: request.task_id, epoch: request.epoch, reason: request.reason };
+        let command = Command::TaskFailed {
+            task: request.task_id,
+            epoch: request.epoch,
+            reason: request.reason,
+        };
         task_report("TaskFailed", self.propose(Some(client), command).await?)
     }
 
-    async fn claim_p_server_slot(&self, request: tonic::Request<pb::ClaimPServerSlotRequest>) -> Reply<pb::ClaimPServerSlotReply> {
+    async fn claim_p_server_slot(
+        &self,
+        request: tonic::Request<pb::ClaimPServerSlotRequest>,
+    ) -> Reply<pb::ClaimPServerSlotReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
         if request.addr.is_empty() || request.desired == 0 {
-            return Err(Status::invalid_argument("addr must be the pserver's address and desired at least 1"));
+            return Err(Status::invalid_argument(
+                "addr must be the pserver's address and desired at least 1",
+            ));
         }
         let lease_ms = self.duties.pserver_lease_ms();
         let command = Command::ClaimPServerSlot { addr: request.addr, desired: request.desired };
@@ -151,55 +205,86 @@ impl pb::master_service_server::MasterService for MasterRpc {
                 let checkpoint = checkpoint.as_ref().map(checkpoint_to_proto);
                 pb::ClaimPServerSlotReply { granted: true, index, lease_ms, checkpoint }
             }
-            Response::SlotsFull { .. } => pb::ClaimPServerSlotReply { granted: false, index: 0, lease_ms, checkpoint: None },
+            Response::SlotsFull { .. } => {
+                pb::ClaimPServerSlotReply { granted: false, index: 0, lease_ms, checkpoint: None }
+            }
             other => return Err(unexpected("ClaimPServerSlot", other)),
         };
         Ok(tonic::Response::new(reply))
     }
 
-    async fn p_server_heartbeat(&self, request: tonic::Request<pb::PServerHeartbeatRequest>) -> Reply<pb::PServerHeartbeatReply> {
+    async fn p_server_heartbeat(
+        &self,
+        request: tonic::Request<pb::PServerHeartbeatRequest>,
+    ) -> Reply<pb::PServerHeartbeatReply> {
         let request = request.into_inner();
         self.require_leader()?;
-        let holds_slot = self.node.read(|state| state.slot_holder(request.index).as_deref() == Some(request.addr.as_str()));
+        let holds_slot = self.node.read(|state| {
+            state.slot_holder(request.index).as_deref() == Some(request.addr.as_str())
+        });
         if holds_slot {
             self.duties.pserver_alive(request.index);
         }
         Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot }))
     }
 
-    async fn list_p_servers(&self, _request: tonic::Request<pb::ListPServersRequest>) -> Reply<pb::ListPServersReply> {
+    async fn list_p_servers(
+        &self,
+        _request: tonic::Request<pb::ListPServersRequest>,
+    ) -> Reply<pb::ListPServersReply> {
         self.linearizable().await?;
         Ok(tonic::Response::new(self.node.read(super::watch::pserver_table)))
     }
 
     type WatchPServersStream = super::watch::PServerStream;
 
-    async fn watch_p_servers(&self, _request: tonic::Request<pb::ListPServersRequest>) -> Reply<Self::WatchPServersStream> {
+    async fn watch_p_servers(
+        &self,
+        _request: tonic::Request<pb::ListPServersRequest>,
+    ) -> Reply<Self::WatchPServersStream> {
         self.linearizable().await?;
         Ok(tonic::Response::new(super::watch::watch_pservers(self.node.clone())))
     }
 
-    async fn record_checkpoint(&self, request: tonic::Request<pb::RecordCheckpointRequest>) -> Reply<pb::RecordCheckpointReply> {
+    async fn record_checkpoint(
+        &self,
+        request: tonic::Request<pb::RecordCheckpointRequest>,
+    ) -> Reply<pb::RecordCheckpointReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        let command = Command::RecordCheckpoint { index: request.index, meta: checkpoint_from_proto(request.meta)? };
+        let command = Command::RecordCheckpoint {
+            index: request.index,
+            meta: checkpoint_from_proto(request.meta)?,
+        };
         match self.propose(Some(client), command).await? {
-            Response::Accepted | Response::Stale => Ok(tonic::Response::new(pb::RecordCheckpointReply {})),
+            Response::Accepted | Response::Stale => {
+                Ok(tonic::Response::new(pb::RecordCheckpointReply {}))
+            }
             other => Err(unexpected("RecordCheckpoint", other)),
         }
     }
 
-    async fn record_eval(&self, request: tonic::Request<pb::RecordEvalRequest>) -> Reply<pb::RecordEvalReply> {
+    async fn record_eval(
+        &self,
+        request: tonic::Request<pb::RecordEvalRequest>,
+    ) -> Reply<pb::RecordEvalReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        let command = Command::RecordEval { pass: request.pass, loss: request.loss, accuracy: request.accuracy };
+        let command = Command::RecordEval {
+            pass: request.pass,
+            loss: request.loss,
+            accuracy: request.accuracy,
+        };
         match self.propose(Some(client), command).await? {
             Response::Accepted => Ok(tonic::Response::new(pb::RecordEvalReply {})),
             other => Err(unexpected("RecordEval", other)),
         }
     }
 
-    async fn cluster_info(&self, _request: tonic::Request<proto::raft::ClusterInfoRequest>) -> Reply<proto::raft::ClusterInfoReply> {
+    async fn cluster_info(
+        &self,
+        _request: tonic::Request<proto::raft::ClusterInfoRequest>,
+    ) -> Reply<proto::raft::ClusterInfoReply> {
         Ok(tonic::Response::new(consensus::cluster_info_reply(&self.node.cluster_info())))
     }
 

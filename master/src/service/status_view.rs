@@ -3,21 +3,31 @@
 use crate::replicated_state::ReplicatedState;
 use proto::master as pb;
 
-pub(crate) fn status_reply(state: &ReplicatedState, cluster: proto::raft::ClusterInfoReply) -> pb::StatusReply {
+pub(crate) fn status_reply(
+    state: &ReplicatedState,
+    cluster: proto::raft::ClusterInfoReply,
+) -> pb::StatusReply {
     let view = state.status();
     let failed_tasks = view
         .failed_tasks
         .iter()
         .map(|task| pb::FailedTask { task_id: task.task, reason: task.reason.clone() })
         .collect();
-    let trainers =
-        view.trainers.iter().map(|trainer| pb::Trainer { id: trainer.trainer, name: trainer.name.clone() }).collect();
+    let trainers = view
+        .trainers
+        .iter()
+        .map(|trainer| pb::Trainer { id: trainer.trainer, name: trainer.name.clone() })
+        .collect();
     let pservers = view
         .pservers
         .iter()
         .filter_map(|slot| Some(pb::PServer { index: slot.index, addr: slot.addr.clone()? }))
         .collect();
-    let eval = view.eval.as_ref().map(|eval| pb::Eval { pass: eval.pass, loss: eval.loss(), accuracy: eval.accuracy() });
+    let eval = view.eval.as_ref().map(|eval| pb::Eval {
+        pass: eval.pass,
+        loss: eval.loss(),
+        accuracy: eval.accuracy(),
+    });
     pb::StatusReply {
         cluster: Some(cluster),
         job: view.job.clone().unwrap_or_default(),

@@ -11,4 +11,5 @@ mod pservers;
 mod reports;
 mod sessions;
 mod support;
+mod tidy;
 mod trainers;
