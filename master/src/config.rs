@@ -2,6 +2,7 @@
 //! defaults are named constants; `validate` checks the rules between fields.
 
 use crate::state::QueuePolicy;
+use anyhow::Context as _;
 use clap::Args;
 use consensus::config::{
     ELECTION_TIMEOUT_MAX_MS_DEFAULT, ELECTION_TIMEOUT_MIN_MS_DEFAULT, HEARTBEAT_MS_DEFAULT,
@@ -71,13 +72,13 @@ pub struct MasterConfig {
 impl MasterConfig {
     /// The consensus node's configuration; checks the peers and timings.
     pub fn node_config(&self) -> anyhow::Result<NodeConfig> {
-        let peers = parse_peers(&self.peers)?;
+        let peers = parse_peers(&self.peers).context("--peers")?;
         let mut node = NodeConfig::new(self.id, self.listen, peers, self.data_dir.clone());
         node.heartbeat_ms = self.heartbeat_ms;
         node.election_timeout_min_ms = self.election_timeout_min_ms;
         node.election_timeout_max_ms = self.election_timeout_max_ms;
         node.snapshot_logs_since_last = self.snapshot_logs_since_last;
-        node.validate()?;
+        node.validate().context("--id, --listen, --peers and the timing flags")?;
         Ok(node)
     }
 

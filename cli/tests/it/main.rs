@@ -3,5 +3,6 @@
 mod command;
 mod master_failover;
 mod master_group;
+mod master_service;
 mod recordio;
 mod task_consumer;

@@ -1,0 +1,161 @@
+//! The master service through real processes: redirects from followers, errors a person can
+//! act on, the `status --json` contract, and the pserver watch stream.
+
+use crate::command::{raftrain, raftrain_ok};
+use crate::master_group::MasterGroup;
+use crate::task_consumer::write_dataset;
+use master::client::LEADER_METADATA_KEY;
+use proto::master::{
+    ClaimPServerSlotRequest, ClientStamp, ListPServersRequest, ReportDatasetRequest,
+};
+use std::time::Duration;
+
+fn report(patterns: Vec<String>, seq: u64) -> ReportDatasetRequest {
+    let stamp = ClientStamp { client_id: 7, seq };
+    ReportDatasetRequest { stamp: Some(stamp), job: "job".into(), patterns, passes: 1 }
+}
+
+/// A write sent to a follower fails with UNAVAILABLE and names the leader's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_redirects_to_the_leader() {
+    let group = MasterGroup::start(3, &[]);
+    let leader = group.leader_index().await;
+    let follower = (leader + 1) % 3;
+    let mut service =
+        master::client::ServiceClient::connect(format!("http://{}", group.addrs[follower]))
+            .await
+            .expect("connect to a follower");
+    let status = service
+        .report_dataset(report(vec!["x".into()], 1))
+        .await
+        .expect_err("a follower refuses writes");
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    let named =
+        status.metadata().get(LEADER_METADATA_KEY).expect("the leader is named").to_str().unwrap();
+    assert_eq!(named, group.addrs[leader]);
+}
+
+/// A missing or corrupt dataset is refused as INVALID_ARGUMENT naming the file (and offset),
+/// and the replicated state stays untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_datasets_are_refused_with_file_and_offset() {
+    let group = MasterGroup::start(3, &[]);
+    let client = group.client();
+    let missing = group.dir.path().join("missing-*.recordio").display().to_string();
+    let good = write_dataset(group.dir.path(), 3);
+    let corrupt = group.dir.path().join("corrupt.recordio");
+    let mut bytes = std::fs::read(&good).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(&corrupt, bytes).unwrap();
+    let corrupt = corrupt.display().to_string();
+    for (patterns, expected) in [
+        (vec![missing.clone()], missing.clone()),
+        (vec![corrupt.clone()], format!("{corrupt}: byte 0")),
+    ] {
+        let error = client
+            .write("ReportDataset", |mut service, stamp| {
+                let mut request = report(patterns.clone(), 0);
+                request.stamp = Some(stamp);
+                async move { service.report_dataset(request).await }
+            })
+            .await
+            .expect_err("a bad dataset is refused");
+        let message = error.to_string();
+        assert!(message.contains("InvalidArgument") && message.contains(&expected), "{message}");
+    }
+    let status = group.status().await;
+    assert!(status.job.is_empty() && status.todo == 0, "nothing was applied: {status:?}");
+}
+
+/// `raftrain status --json` prints one object with every contract key, naming the leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_json_contract() {
+    let group = MasterGroup::start(3, &[]);
+    let leader = group.leader_index().await;
+    let masters = group.addrs.join(",");
+    let output = tokio::task::spawn_blocking(move || {
+        raftrain_ok(&["status", "--masters", &masters, "--json"], b"")
+    })
+    .await
+    .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&output).expect("one JSON object");
+    for key in [
+        "leader",
+        "term",
+        "members",
+        "pass",
+        "todo",
+        "pending",
+        "done",
+        "failed",
+        "trainers",
+        "pservers",
+        "eval",
+        "job_finished",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key} in {output}");
+    }
+    assert_eq!(json["leader"], serde_json::json!(leader + 1));
+    assert_eq!(json["members"].as_array().map(Vec::len), Some(3));
+    assert_eq!(json["eval"], serde_json::Value::Null);
+}
+
+/// `WatchPServers` sends the table at once and again when a pserver claims a slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_streams_pserver_changes() {
+    let group = MasterGroup::start(3, &[]);
+    let client = group.client();
+    let mut stream = client
+        .call("WatchPServers", |mut service| async move {
+            service.watch_p_servers(ListPServersRequest {}).await
+        })
+        .await
+        .expect("watch");
+    let first = stream.message().await.expect("a table").expect("the stream is open");
+    assert!(first.pservers.is_empty());
+    let claimed = client
+        .write("ClaimPServerSlot", |mut service, stamp| {
+            let request = ClaimPServerSlotRequest {
+                stamp: Some(stamp),
+                addr: "127.0.0.1:7101".into(),
+                desired: 2,
+            };
+            async move { service.claim_p_server_slot(request).await }
+        })
+        .await
+        .expect("claim a slot");
+    assert!(claimed.granted);
+    let next = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("a change arrives");
+    let table = next.expect("a table").expect("the stream is open");
+    assert_eq!(table.desired, 2);
+    assert_eq!(table.pservers.len(), 1);
+    assert_eq!(table.pservers[0].addr, "127.0.0.1:7101");
+}
+
+/// Bad flags are refused before anything starts, naming the flag; `--help` documents flags.
+#[test]
+fn master_flags_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().display().to_string();
+    let base = ["master", "--id", "1", "--listen", "127.0.0.1:0", "--data-dir", &data_dir];
+    let output = raftrain(&[&base[..], &["--peers", "1=127.0.0.1:1,x"]].concat(), b"");
+    assert!(!output.success && output.stderr.contains("peers"), "{}", output.stderr);
+    let output = raftrain(&[&base[..], &["--peers", "2=127.0.0.1:2"]].concat(), b"");
+    assert!(
+        !output.success && output.stderr.contains('1'),
+        "id 1 is not among the peers: {}",
+        output.stderr
+    );
+    let help = raftrain_ok(&["master", "--help"], b"");
+    for flag in [
+        "--peers",
+        "--data-dir",
+        "--chunks-per-task",
+        "--task-timeout-min-ms",
+        "--max-task-failures",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from --help");
+    }
+}
