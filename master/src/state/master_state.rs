@@ -194,6 +194,17 @@ impl MasterState {
             .collect()
     }
 
+    /// Whether `trainer` is registered, without building the trainer list (the leader asks on
+    /// every heartbeat).
+    pub fn is_trainer_registered(&self, trainer: u64) -> bool {
+        self.trainers.contains(trainer)
+    }
+
+    /// How many pserver slots the job has; `None` before the first claim fixed it.
+    pub fn pservers_desired(&self) -> Option<u32> {
+        self.pservers.desired
+    }
+
     /// Every slot below `desired` (none before the first claim), held or free.
     pub fn pservers(&self) -> Vec<PServerSlotView> {
         let slots = &self.pservers;

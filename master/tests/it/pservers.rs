@@ -39,6 +39,8 @@ fn check(name: &str, steps: Vec<Step>, slots: &[(u32, Option<&str>, Option<u64>)
         .collect();
     assert_eq!(state.pservers(), expected, "{name}: slots");
     assert_eq!(state.status().pservers, expected, "{name}: status slots");
+    let desired = u32::try_from(expected.len()).expect("few slots");
+    assert_eq!(state.pservers_desired().unwrap_or(0), desired, "{name}: desired");
 }
 
 /// Claims take the lowest free slot once `desired` is fixed, are idempotent per address, and

@@ -25,6 +25,10 @@ fn check(name: &str, steps: Vec<Step>, trainers: &[(u64, &str)]) {
         .collect();
     assert_eq!(state.trainers(), expected, "{name}: trainers");
     assert_eq!(state.status().trainers, expected, "{name}: status trainers");
+    for trainer in 0..5 {
+        let registered = expected.iter().any(|view| view.trainer == trainer);
+        assert_eq!(state.is_trainer_registered(trainer), registered, "{name}: trainer {trainer}");
+    }
 }
 
 /// Ids come from the replicated counter and are never reused.
