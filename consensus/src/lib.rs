@@ -3,12 +3,14 @@
 //! The application implements [`StateMachine`]; [`ConsensusNode`] replicates opaque commands
 //! into it. Nothing here knows what the commands mean.
 
+mod batcher;
 mod cluster_info;
 mod codec;
 pub mod config;
 mod error;
 mod flusher;
 pub mod kv;
+pub mod kv_service;
 pub mod log_store;
 pub mod network;
 mod node;
@@ -24,4 +26,4 @@ pub use error::{format_peers, ShutdownError, StartError, WriteError};
 pub use node::{ConsensusNode, COMMAND_BYTES_MAX};
 pub use service::{incoming, serve, server_builder, RaftServer};
 pub use state_machine::{RestoreError, StateMachine};
-pub use type_config::{Command, Entry, Metrics, Raft, Response, TypeConfig};
+pub use type_config::{Commands, Entry, Metrics, Raft, Responses, TypeConfig};

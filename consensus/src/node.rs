@@ -5,21 +5,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{
-    CheckIsLeaderError, ClientWriteError, ForwardToLeader, InitializeError, RaftError,
-};
+use openraft::error::{CheckIsLeaderError, ForwardToLeader, InitializeError, RaftError};
 use openraft::network::RaftNetworkFactory;
 use openraft::{BasicNode, ServerState};
 use proto::raft::raft_service_server::RaftServiceServer;
 use tokio::sync::watch;
 
+use crate::batcher::{forward_to_leader, Batcher};
 use crate::cluster_info::ClusterInfo;
 use crate::error::ShutdownError;
 use crate::log_store::{BootstrapRecord, LogStore, LogStoreClosed, ENTRY_BYTES_MAX};
 use crate::network::Network;
 use crate::service::RaftServer;
 use crate::state_machine_store::StateMachineStore;
-use crate::{Command, Metrics, NodeConfig, Raft, StartError, StateMachine, TypeConfig, WriteError};
+use crate::{Metrics, NodeConfig, Raft, StartError, StateMachine, TypeConfig, WriteError};
 
 /// The largest command `write` accepts: an entry is the command plus a small header, and must
 /// stay under [`ENTRY_BYTES_MAX`].
@@ -38,6 +37,7 @@ struct Inner<S> {
     raft: Raft,
     state_machine: StateMachineStore<S>,
     log_store_closed: LogStoreClosed,
+    batcher: Batcher,
 }
 
 impl<S> Clone for ConsensusNode<S> {
@@ -63,9 +63,9 @@ impl<S: StateMachine> ConsensusNode<S> {
         match Self::start_raft(&config, state_machine, network, log_store).await {
             Ok((raft, state_machine)) => {
                 tracing::info!(node = config.id, dir = %config.data_dir.display(), "raft node started");
-                Ok(Self {
-                    inner: Arc::new(Inner { config, raft, state_machine, log_store_closed }),
-                })
+                let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX);
+                let inner = Inner { config, raft, state_machine, log_store_closed, batcher };
+                Ok(Self { inner: Arc::new(inner) })
             }
             Err(error) => {
                 // The store is dropped by now; wait for its files to close so that a caller
@@ -97,7 +97,7 @@ impl<S: StateMachine> ConsensusNode<S> {
 
     /// Static bootstrap: the lowest id of `peers` initializes the group with every peer as a
     /// voter, once. Every other node, and any node with a non-empty log, does nothing.
-    #[tracing::instrument(skip_all, fields(node = self.inner.config.id))]
+    #[tracing::instrument(skip_all, fields(node = self.inner.config.id, term = self.term()))]
     pub async fn bootstrap(&self) -> Result<(), StartError> {
         let config = &self.inner.config;
         let lowest = config.peers.keys().next().copied();
@@ -122,7 +122,7 @@ impl<S: StateMachine> ConsensusNode<S> {
     }
 
     /// Replicates `command`, waits until it is applied here, and returns the response.
-    #[tracing::instrument(level = "debug", skip_all, fields(node = self.inner.config.id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.inner.config.id, term = self.term()))]
     pub async fn write(&self, command: Vec<u8>) -> Result<Vec<u8>, WriteError> {
         if command.len() > COMMAND_BYTES_MAX {
             let size_bytes = command.len();
@@ -132,26 +132,16 @@ impl<S: StateMachine> ConsensusNode<S> {
             });
         }
         let timeout_ms = self.inner.config.write_timeout_ms;
-        let write = self.inner.raft.client_write(Command(command));
-        let result = tokio::time::timeout(Duration::from_millis(timeout_ms), write).await;
-        match result {
+        let write = self.inner.batcher.write(command);
+        match tokio::time::timeout(Duration::from_millis(timeout_ms), write).await {
             Err(_elapsed) => Err(WriteError::Timeout { timeout_ms }),
-            Ok(Ok(response)) => Ok(response.data.0),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
-                Err(self.forward_to_leader(forward))
-            }
-            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(error)))) => {
-                unreachable!("a normal write never changes membership: {error}")
-            }
-            Ok(Err(RaftError::Fatal(fatal))) => {
-                Err(WriteError::Stopped { reason: fatal.to_string() })
-            }
+            Ok(result) => result,
         }
     }
 
     /// Returns once this node has confirmed it leads and has applied everything committed
     /// before the call, so a following [`ConsensusNode::read`] is linearizable.
-    #[tracing::instrument(level = "debug", skip_all, fields(node = self.inner.config.id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.inner.config.id, term = self.term()))]
     pub async fn ensure_linearizable(&self) -> Result<(), WriteError> {
         let timeout_ms = self.inner.config.write_timeout_ms;
         let check = self.inner.raft.ensure_linearizable();
@@ -171,11 +161,7 @@ impl<S: StateMachine> ConsensusNode<S> {
     }
 
     fn forward_to_leader(&self, forward: ForwardToLeader<u64, BasicNode>) -> WriteError {
-        let leader_addr = match forward.leader_node {
-            Some(node) => Some(node.addr),
-            None => self.cluster_info().leader_addr.filter(|_| forward.leader_id.is_some()),
-        };
-        WriteError::ForwardToLeader { leader_id: forward.leader_id, leader_addr }
+        forward_to_leader(&self.inner.raft, forward)
     }
 
     /// Runs `read` on the state applied on this node (not linearizable by itself).
@@ -203,6 +189,11 @@ impl<S: StateMachine> ConsensusNode<S> {
     /// The node's id.
     pub fn id(&self) -> u64 {
         self.inner.config.id
+    }
+
+    /// The current Raft term as this node sees it.
+    pub fn term(&self) -> u64 {
+        self.inner.raft.metrics().borrow().current_term
     }
 
     /// The openraft handle, for what this type does not wrap (triggering snapshots in tests).

@@ -49,7 +49,7 @@ fn reply<T: Serialize>(result: &T) -> Result<Response<RaftReply>, Status> {
 
 #[tonic::async_trait]
 impl RaftService for RaftServer {
-    #[tracing::instrument(level = "trace", skip_all, fields(node = self.node_id))]
+    #[tracing::instrument(level = "trace", skip_all, fields(node = self.node_id, term = self.raft.metrics().borrow().current_term))]
     async fn append_entries(
         &self,
         request: Request<RaftRequest>,
@@ -58,13 +58,13 @@ impl RaftService for RaftServer {
         reply(&result)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id, term = self.raft.metrics().borrow().current_term))]
     async fn vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
         let result = self.raft.vote(decode_request(&request)?).await;
         reply(&result)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id, term = self.raft.metrics().borrow().current_term))]
     async fn install_snapshot(
         &self,
         request: Request<RaftRequest>,

@@ -150,3 +150,52 @@ impl SnapshotDir {
         Ok(paths)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, LogId, StoredMembership};
+
+    use super::*;
+
+    fn contents() -> SnapshotContents {
+        let last_log_id = Some(LogId::new(CommittedLeaderId::new(3, 1), 42));
+        let meta = SnapshotMeta {
+            last_log_id,
+            last_membership: StoredMembership::default(),
+            snapshot_id: "3-42-x".to_string(),
+        };
+        SnapshotContents { meta, state: b"state bytes".to_vec() }
+    }
+
+    fn check(damage: impl Fn(&mut Vec<u8>), expected: Result<(), &str>) {
+        let mut bytes = contents().encode().expect("a snapshot encodes");
+        damage(&mut bytes);
+        match (SnapshotContents::decode(&bytes), expected) {
+            (Ok(decoded), Ok(())) => assert_eq!(decoded, contents()),
+            (Err(reason), Err(want)) => assert!(reason.contains(want), "{reason} lacks {want}"),
+            (actual, expected) => panic!("got {actual:?}, expected {expected:?}"),
+        }
+    }
+
+    /// A file round-trips; every kind of damage is detected and named, never decoded.
+    #[test]
+    fn detects_damage() {
+        check(|_| {}, Ok(()));
+        check(|bytes| bytes.truncate(10), Err("shorter than"));
+        check(|bytes| bytes[0] ^= 1, Err("bad magic"));
+        check(|bytes| bytes.push(0), Err("body bytes"));
+        check(|bytes| bytes.truncate(bytes.len() - 1), Err("body bytes"));
+        check(|bytes| *bytes.last_mut().expect("not empty") ^= 1, Err("checksum"));
+        check(
+            |bytes| {
+                // A valid header around a body that is not gzip.
+                let body = b"not gzip at all".to_vec();
+                bytes.truncate(HEADER_BYTES);
+                bytes[8..12].copy_from_slice(&crc32fast::hash(&body).to_le_bytes());
+                bytes[12..20].copy_from_slice(&(body.len() as u64).to_le_bytes());
+                bytes.extend_from_slice(&body);
+            },
+            Err("gzip"),
+        );
+    }
+}

@@ -13,7 +13,7 @@ use openraft::{
 
 use crate::error::StartError;
 use crate::snapshot_file::{SnapshotContents, SnapshotDir};
-use crate::type_config::{Entry, Response, StorageError, TypeConfig};
+use crate::type_config::{Entry, Responses, StorageError, TypeConfig};
 use crate::StateMachine;
 
 /// The application state plus what openraft needs to know about it. Cheap to clone: the
@@ -135,7 +135,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
         Ok((applied.last_applied, applied.last_membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Responses>, StorageError>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
@@ -146,13 +146,15 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             applied.last_applied = Some(entry.log_id);
             let response = match entry.payload {
                 EntryPayload::Blank => Vec::new(),
-                EntryPayload::Normal(command) => applied.machine.apply(&command.0),
+                EntryPayload::Normal(commands) => {
+                    commands.0.iter().map(|command| applied.machine.apply(command)).collect()
+                }
                 EntryPayload::Membership(membership) => {
                     applied.last_membership = StoredMembership::new(Some(entry.log_id), membership);
                     Vec::new()
                 }
             };
-            responses.push(Response(response));
+            responses.push(Responses(response));
         }
         Ok(responses)
     }

@@ -4,20 +4,22 @@ use std::io::Cursor;
 
 use serde::{Deserialize, Serialize};
 
-/// One replicated command: bytes only the application's [`crate::StateMachine`] understands.
+/// The payload of one log entry: commands, each bytes only the application's
+/// [`crate::StateMachine`] understands, applied in order. Concurrent writes share an entry, so
+/// one fsync on each node commits many of them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Command(pub Vec<u8>);
+pub struct Commands(pub Vec<Vec<u8>>);
 
-/// What [`crate::StateMachine::apply`] answered for one command.
+/// What [`crate::StateMachine::apply`] answered for each command of an entry, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Response(pub Vec<u8>);
+pub struct Responses(pub Vec<Vec<u8>>);
 
 openraft::declare_raft_types!(
     /// The Raft types of raftrain: node ids are `u64`, a node is its address
     /// (`openraft::BasicNode`), snapshots travel as the bytes of a snapshot file.
     pub TypeConfig:
-        D = Command,
-        R = Response,
+        D = Commands,
+        R = Responses,
         NodeId = u64,
         Node = openraft::BasicNode,
 );

@@ -2,7 +2,7 @@
 //!
 //! The generated modules nest as the protobuf packages do (`raftrain.master.v1` refers to
 //! `raftrain.raft.v1`), and each package is also reachable by its short name:
-//! `proto::example`, `proto::raft`, `proto::master`. Conversions to and from domain types live
+//! `proto::example`, `proto::raft`, `proto::master`, `proto::kv`. Conversions to and from domain types live
 //! next to the services that use them, never here.
 
 /// The generated code, one module per protobuf package.
@@ -23,10 +23,17 @@ pub mod raftrain {
             tonic::include_proto!("raftrain.master.v1");
         }
     }
+    pub mod kv {
+        pub mod v1 {
+            tonic::include_proto!("raftrain.kv.v1");
+        }
+    }
 }
 
 /// `raftrain.example.v1`: the training example stored in dataset records.
 pub use raftrain::example::v1 as example;
+/// `raftrain.kv.v1`: the key-value write service of the consensus benchmark.
+pub use raftrain::kv::v1 as kv;
 /// `raftrain.master.v1`: the master service trainers, pservers and `raftrain status` call.
 pub use raftrain::master::v1 as master;
 /// `raftrain.raft.v1`: the Raft transport between master replicas.

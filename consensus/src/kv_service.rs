@@ -1,0 +1,112 @@
+//! A gRPC front for the key-value machine ([`crate::kv`]): the consensus benchmark runs it in
+//! each node process beside the Raft service, and drives it with [`KvClient`].
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use proto::kv::kv_service_client::KvServiceClient;
+use proto::kv::kv_service_server::{KvService, KvServiceServer};
+use proto::kv::{PutReply, PutRequest};
+use proto::raft::ClusterInfoRequest;
+use tokio::net::TcpListener;
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+use crate::kv::{KvCommand, KvStore};
+use crate::network::{endpoint, raft_client, MESSAGE_BYTES_MAX};
+use crate::{incoming, server_builder, ClusterInfo, ConsensusNode, NodeConfig, WriteError};
+
+/// Metadata key of the leader's address on an `UNAVAILABLE` answer from a follower.
+pub const LEADER_METADATA_KEY: &str = "x-raftrain-leader";
+/// Every client RPC fails after this long.
+const RPC_TIMEOUT_MS: u64 = 10_000;
+
+/// Serves `Put` by writing through the node.
+pub struct KvServer {
+    node: ConsensusNode<KvStore>,
+}
+
+#[tonic::async_trait]
+impl KvService for KvServer {
+    async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutReply>, Status> {
+        let PutRequest { key, value } = request.into_inner();
+        let command = KvCommand::Put { key, value };
+        self.node.write(command.encode()).await.map_err(write_status)?;
+        Ok(Response::new(PutReply {}))
+    }
+}
+
+/// The one mapping of write errors to gRPC statuses for this service.
+fn write_status(error: WriteError) -> Status {
+    match &error {
+        WriteError::ForwardToLeader { leader_addr, .. } => {
+            let mut status = Status::unavailable(error.to_string());
+            let leader = leader_addr.as_deref().and_then(|addr| addr.parse().ok());
+            if let Some(leader) = leader {
+                status.metadata_mut().insert(LEADER_METADATA_KEY, leader);
+            }
+            status
+        }
+        WriteError::CommandTooLarge { .. } => Status::invalid_argument(error.to_string()),
+        WriteError::Timeout { .. } => Status::deadline_exceeded(error.to_string()),
+        WriteError::NoQuorum { .. } | WriteError::Stopped { .. } => {
+            Status::unavailable(error.to_string())
+        }
+    }
+}
+
+/// Runs one key-value node: opens it, bootstraps, serves the Raft and key-value services on
+/// `listener` until `shutdown` completes, then shuts the node down.
+pub async fn run_node(
+    config: NodeConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let node = ConsensusNode::open(config, KvStore::default()).await.context("open the node")?;
+    node.bootstrap().await.context("bootstrap the group")?;
+    let kv = KvServiceServer::new(KvServer { node: node.clone() })
+        .max_decoding_message_size(MESSAGE_BYTES_MAX);
+    server_builder()
+        .add_service(node.raft_service())
+        .add_service(kv)
+        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .await
+        .context("serve")?;
+    node.shutdown().await.context("shut the node down")?;
+    Ok(())
+}
+
+/// A key-value client bound to one node (normally the leader).
+#[derive(Clone)]
+pub struct KvClient {
+    client: KvServiceClient<Channel>,
+}
+
+impl KvClient {
+    /// Connects to the node at `addr` (`host:port`).
+    pub async fn connect(addr: &str) -> anyhow::Result<Self> {
+        let channel =
+            endpoint(addr)?.connect().await.with_context(|| format!("connect to {addr}"))?;
+        Ok(Self { client: KvServiceClient::new(channel) })
+    }
+
+    /// Writes `key = value`; returns once it is committed.
+    pub async fn put(&mut self, key: String, value: String) -> anyhow::Result<()> {
+        let mut request = Request::new(PutRequest { key, value });
+        request.set_timeout(Duration::from_millis(RPC_TIMEOUT_MS));
+        self.client.put(request).await?;
+        Ok(())
+    }
+}
+
+/// Asks `addr` who leads, over the Raft service's `ClusterInfo`.
+pub async fn cluster_info(addr: &str) -> anyhow::Result<ClusterInfo> {
+    let channel = endpoint(addr)?
+        .timeout(Duration::from_millis(RPC_TIMEOUT_MS))
+        .connect()
+        .await
+        .with_context(|| format!("connect to {addr}"))?;
+    let reply = raft_client(channel).cluster_info(ClusterInfoRequest {}).await?.into_inner();
+    Ok(ClusterInfo::from(&reply))
+}
