@@ -2,8 +2,8 @@
 //!
 //! The generated modules nest as the protobuf packages do (`raftrain.master.v1` refers to
 //! `raftrain.raft.v1`), and each package is also reachable by its short name:
-//! `proto::example`, `proto::raft`, `proto::master`, `proto::kv`. Conversions to and from domain types live
-//! next to the services that use them, never here.
+//! `proto::example`, `proto::raft`, `proto::master`, `proto::kv`. Conversions to and from
+//! domain types live next to the services that use them, never here.
 
 /// The generated code, one module per protobuf package.
 #[allow(clippy::all, missing_docs)]

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ::consensus::kv_service::{cluster_info, KvClient};
 use anyhow::Context as _;
 use clap::Args;
-use ::consensus::kv_service::{cluster_info, KvClient};
 
 use super::table::Table;
 
@@ -97,7 +97,12 @@ async fn bench(args: &ConsensusBenchArgs, root: &Path) -> anyhow::Result<()> {
 }
 
 /// `clients` tasks writing as fast as they can through the leader for `duration`.
-async fn drive(leader: &str, clients: usize, duration: Duration, value_bytes: usize) -> anyhow::Result<Row> {
+async fn drive(
+    leader: &str,
+    clients: usize,
+    duration: Duration,
+    value_bytes: usize,
+) -> anyhow::Result<Row> {
     let connection_count = clients.div_ceil(CLIENTS_PER_CONNECTION);
     let mut connections = Vec::with_capacity(connection_count);
     for _ in 0..connection_count {
@@ -132,7 +137,8 @@ async fn drive(leader: &str, clients: usize, duration: Duration, value_bytes: us
 }
 
 fn print_table(baseline: &Row, rows: &[Row]) {
-    let mut table = Table::new(&["clients", "writes", "writes/s", "vs raw sled", "p50 ms", "p99 ms"]);
+    let mut table =
+        Table::new(&["clients", "writes", "writes/s", "vs raw sled", "p50 ms", "p99 ms"]);
     let baseline_rate = rate(baseline);
     for row in std::iter::once(baseline).chain(rows) {
         let mut latencies = row.latencies.clone();
@@ -175,10 +181,12 @@ impl Group {
             addrs.iter().enumerate().map(|(index, addr)| format!("{}={addr}", index + 1)).collect();
         let peers = peers.join(",");
         let exe = std::env::current_exe().context("find the raftrain executable")?;
-        let mut group = Group { children: Vec::new(), addrs: addrs.clone(), root: root.to_path_buf() };
+        let mut group =
+            Group { children: Vec::new(), addrs: addrs.clone(), root: root.to_path_buf() };
         for (index, addr) in addrs.iter().enumerate() {
             let id = index as u64 + 1;
-            let log = File::create(root.join(format!("node-{id}.log"))).context("create a node log")?;
+            let log =
+                File::create(root.join(format!("node-{id}.log"))).context("create a node log")?;
             let child = Command::new(&exe)
                 .args(["bench", "consensus-node", "--id", &id.to_string(), "--listen", addr])
                 .args(["--peers", &peers, "--data-dir"])
@@ -218,7 +226,10 @@ impl Group {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        anyhow::bail!("no leader after {LEADER_WAIT_MS_MAX} ms; see the node logs in {}", self.root.display())
+        anyhow::bail!(
+            "no leader after {LEADER_WAIT_MS_MAX} ms; see the node logs in {}",
+            self.root.display()
+        )
     }
 
     fn disk_bytes(&self) -> anyhow::Result<u64> {

@@ -6,9 +6,9 @@ use std::io::Read as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use ::consensus::NodeConfig;
 use anyhow::Context as _;
 use clap::Args;
-use ::consensus::NodeConfig;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -34,8 +34,9 @@ pub fn run(args: &ConsensusNodeArgs) -> anyhow::Result<()> {
     config.validate().context("validate the node configuration")?;
     let runtime = tokio::runtime::Runtime::new().context("start the tokio runtime")?;
     runtime.block_on(async {
-        let listener =
-            TcpListener::bind(args.listen).await.with_context(|| format!("bind {}", args.listen))?;
+        let listener = TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("bind {}", args.listen))?;
         let (stop, stopped) = oneshot::channel::<()>();
         // The parent holds our stdin; end of input means it is gone (or wants us gone).
         std::thread::spawn(move || {
