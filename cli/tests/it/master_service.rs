@@ -159,3 +159,17 @@ fn master_flags_are_checked() {
         assert!(help.contains(flag), "{flag} missing from --help");
     }
 }
+
+/// A dataset whose chunk list is far larger than one log entry is reported in batches, and a
+/// second report of it is recognised as the same job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_dataset_is_reported_in_batches() {
+    let group = MasterGroup::start(3, &[]);
+    let dataset = write_dataset(group.dir.path(), 20_000);
+    let client = group.client();
+    let task_count = crate::task_consumer::report_dataset(&client, &dataset, 1).await;
+    assert_eq!(task_count, 20_000);
+    assert_eq!(crate::task_consumer::report_dataset(&group.client(), &dataset, 1).await, 20_000);
+    let status = group.status().await;
+    assert_eq!((status.todo, status.job.as_str()), (20_000, "e2e"));
+}

@@ -3,6 +3,7 @@
 //! answer back to a reply. Reads are linearizable; heartbeats touch only leader soft state.
 
 use super::conversions::{checkpoint_from_proto, checkpoint_to_proto, stamp, task};
+use super::dataset_report::{report_in_batches, DatasetReport};
 use super::status_mapping::{not_leader, unexpected, write_error};
 use crate::dataset_scan::scan_dataset;
 use crate::leader::LeaderDuties;
@@ -75,7 +76,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         request: tonic::Request<pb::ReportDatasetRequest>,
     ) -> Reply<pb::ReportDatasetReply> {
         let request = request.into_inner();
-        let client = stamp(request.stamp)?;
+        stamp(request.stamp)?;
         validate_report(&request)?;
         self.require_leader()?;
         let patterns = request.patterns.clone();
@@ -84,13 +85,15 @@ impl pb::master_service_server::MasterService for MasterRpc {
             .map_err(|error| Status::internal(format!("dataset scan did not finish: {error}")))?
             .map_err(|error| Status::invalid_argument(format!("dataset: {error}")))?;
         let (chunk_count, record_count) = (scanned.chunks.len() as u64, scanned.record_count);
-        let command = Command::ReportDataset {
+        // The stamp is checked but not replicated: batches are idempotent by themselves (see
+        // `dataset_report`), and one stamp cannot answer several entries.
+        let report = DatasetReport {
             job: request.job,
-            chunks: scanned.chunks,
             passes: request.passes,
             policy: self.policy,
+            chunks: scanned.chunks,
         };
-        match self.propose(Some(client), command).await? {
+        match report_in_batches(&self.node, report).await? {
             Response::DatasetAccepted { task_count, .. } => {
                 Ok(tonic::Response::new(pb::ReportDatasetReply {
                     task_count,

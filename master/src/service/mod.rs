@@ -2,6 +2,7 @@
 //! outcome-to-status mapping, the pserver watch stream and the status reply.
 
 mod conversions;
+mod dataset_report;
 mod master_rpc;
 mod status_mapping;
 mod status_view;

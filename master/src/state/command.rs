@@ -35,4 +35,16 @@ pub enum Command {
     RecordCheckpoint { index: u32, meta: CheckpointMeta },
     /// A trainer evaluated the model; kept for status.
     RecordEval { pass: u32, loss: f32, accuracy: f32 },
+    /// One batch of a dataset too large for one log entry. Batches go in order from chunk 0;
+    /// `digest` ([`super::chunks_digest`]) covers the whole list of `total_chunks`. The batch
+    /// that completes the list defines the job, as `ReportDataset` does in one entry.
+    ReportDatasetBatch {
+        job: String,
+        passes: u32,
+        policy: QueuePolicy,
+        total_chunks: u64,
+        digest: u64,
+        first_chunk: u64,
+        chunks: Vec<ChunkRef>,
+    },
 }

@@ -48,6 +48,62 @@ pub(crate) struct Dataset {
     pub(crate) chunks: Vec<ChunkRef>,
     pub(crate) passes: u32,
     pub(crate) policy: QueuePolicy,
+    /// [`chunks_digest`] of `chunks`: lets a repeated batched report be checked in O(1).
+    pub(crate) digest: u64,
+}
+
+/// A 64-bit FNV-1a digest of a chunk list: the leader computes it over the whole list and every
+/// batch carries it, so the state can check the assembled list and compare repeats cheaply.
+pub fn chunks_digest(chunks: &[ChunkRef]) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut digest = OFFSET_BASIS;
+    let mut feed = |bytes: &[u8]| {
+        for byte in bytes {
+            digest = (digest ^ u64::from(*byte)).wrapping_mul(PRIME);
+        }
+    };
+    for chunk in chunks {
+        feed(&(chunk.path.len() as u64).to_le_bytes());
+        feed(chunk.path.as_bytes());
+        feed(&chunk.offset.to_le_bytes());
+        feed(&chunk.compressed_size.to_le_bytes());
+        feed(&chunk.record_count.to_le_bytes());
+    }
+    digest
+}
+
+/// Checks what a report says about the job as a whole; the error says what a person must fix.
+pub(crate) fn check_spec(
+    job: &str,
+    chunk_count: u64,
+    passes: u32,
+    policy: &QueuePolicy,
+) -> Result<(), String> {
+    if job.len() > JOB_NAME_BYTES_MAX {
+        return Err(format!("job name is longer than {JOB_NAME_BYTES_MAX} bytes"));
+    }
+    if chunk_count == 0 {
+        return Err("the dataset has no chunks".to_string());
+    }
+    if chunk_count > CHUNK_COUNT_MAX as u64 {
+        return Err(format!("{chunk_count} chunks, more than the {CHUNK_COUNT_MAX} allowed"));
+    }
+    if passes == 0 {
+        return Err("passes must be at least 1".to_string());
+    }
+    if policy.chunks_per_task == 0 || policy.chunks_per_task > CHUNKS_PER_TASK_MAX {
+        return Err(format!("chunks_per_task must be 1 to {CHUNKS_PER_TASK_MAX}"));
+    }
+    Ok(())
+}
+
+/// Checks each chunk of a report.
+pub(crate) fn check_chunks(chunks: &[ChunkRef]) -> Result<(), String> {
+    match chunks.iter().find(|chunk| chunk.path.len() > CHUNK_PATH_BYTES_MAX) {
+        Some(chunk) => Err(format!("chunk path {:?} is too long", chunk.path)),
+        None => Ok(()),
+    }
 }
 
 impl Dataset {
@@ -58,46 +114,10 @@ impl Dataset {
         passes: u32,
         policy: QueuePolicy,
     ) -> Result<Self, String> {
-        if job.len() > JOB_NAME_BYTES_MAX {
-            return Err(format!("job name is longer than {JOB_NAME_BYTES_MAX} bytes"));
-        }
-        if chunks.is_empty() {
-            return Err("the dataset has no chunks".to_string());
-        }
-        if chunks.len() > CHUNK_COUNT_MAX {
-            return Err(format!(
-                "{} chunks, more than the {CHUNK_COUNT_MAX} allowed",
-                chunks.len()
-            ));
-        }
-        if let Some(chunk) = chunks.iter().find(|chunk| chunk.path.len() > CHUNK_PATH_BYTES_MAX) {
-            return Err(format!("chunk path {:?} is too long", chunk.path));
-        }
-        if passes == 0 {
-            return Err("passes must be at least 1".to_string());
-        }
-        if policy.chunks_per_task == 0 || policy.chunks_per_task > CHUNKS_PER_TASK_MAX {
-            return Err(format!("chunks_per_task must be 1 to {CHUNKS_PER_TASK_MAX}"));
-        }
-        Ok(Self { job: job.to_string(), chunks: chunks.to_vec(), passes, policy })
-    }
-
-    /// What differs between this dataset and a later report, or `None` if the report is the
-    /// same job. The policy is not compared: it comes from the flags of whichever master leads,
-    /// and the first one is kept.
-    pub(crate) fn difference(&self, job: &str, chunks: &[ChunkRef], passes: u32) -> Option<String> {
-        if self.job != job {
-            return Some(format!("job name {job:?} differs from the reported {:?}", self.job));
-        }
-        if self.passes != passes {
-            return Some(format!("passes {passes} differ from the reported {}", self.passes));
-        }
-        if self.chunks.len() != chunks.len() {
-            let reported = self.chunks.len();
-            return Some(format!("{} chunks differ from the {reported} reported", chunks.len()));
-        }
-        let index = self.chunks.iter().zip(chunks).position(|(first, later)| first != later)?;
-        Some(format!("chunk {index} ({:?}) differs from the reported one", chunks[index].path))
+        check_spec(job, chunks.len() as u64, passes, &policy)?;
+        check_chunks(chunks)?;
+        let digest = chunks_digest(chunks);
+        Ok(Self { job: job.to_string(), chunks: chunks.to_vec(), passes, policy, digest })
     }
 
     /// How many tasks the chunks make: groups of `chunks_per_task`, the last one possibly short.

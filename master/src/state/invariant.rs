@@ -58,6 +58,8 @@ pub enum InvariantViolation {
     DesiredPServersChanged { before: Option<u32>, after: Option<u32> },
     #[error("the state clock went from {before} to {after}; it never goes back")]
     ClockWentBack { before: u64, after: u64 },
+    #[error("a dataset report is loading ({received} of {total} chunks) while {state}")]
+    LoadingInconsistent { received: u64, total: u64, state: &'static str },
 }
 
 use InvariantViolation as Violation;
@@ -65,6 +67,23 @@ use InvariantViolation as Violation;
 impl MasterState {
     /// Checks every rule a single state must satisfy.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        if let Some(loading) = &self.loading {
+            let (received, total) = (loading.chunks.len() as u64, loading.total_chunks);
+            if self.job.is_some() {
+                return Err(Violation::LoadingInconsistent {
+                    received,
+                    total,
+                    state: "a job is defined",
+                });
+            }
+            if received >= total {
+                return Err(Violation::LoadingInconsistent {
+                    received,
+                    total,
+                    state: "every chunk has arrived",
+                });
+            }
+        }
         if let Some(job) = &self.job {
             check_queues(job)?;
             check_pass(job)?;

@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use super::codec::{self, DecodeError, SNAPSHOT_BYTES_MAX};
 use super::command::Command;
-use super::dataset::{ChunkRef, Dataset, QueuePolicy};
+use super::dataset::chunks_digest;
+use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
 use super::eval::EvalRecord;
 use super::job::Job;
 use super::pserver_slots::PServerSlots;
@@ -36,6 +37,8 @@ pub struct MasterState {
     pub(crate) eval: Option<EvalRecord>,
     /// The last reply per client, for exactly-once retries.
     pub(crate) sessions: Sessions,
+    /// A batched dataset report still arriving; `None` once the job is defined.
+    pub(crate) loading: Option<DatasetLoading>,
 }
 
 impl MasterState {
@@ -85,7 +88,38 @@ impl MasterState {
     fn execute(&mut self, command: &Command, now_ms: u64) -> Response {
         match command {
             Command::ReportDataset { job, chunks, passes, policy } => {
-                self.report_dataset(job, chunks, *passes, *policy)
+                let digest = chunks_digest(chunks);
+                let total_chunks = chunks.len() as u64;
+                let batch = Batch {
+                    job,
+                    passes: *passes,
+                    policy: *policy,
+                    total_chunks,
+                    digest,
+                    first_chunk: 0,
+                    chunks,
+                };
+                apply_batch(&mut self.job, &mut self.loading, &batch)
+            }
+            Command::ReportDatasetBatch {
+                job,
+                passes,
+                policy,
+                total_chunks,
+                digest,
+                first_chunk,
+                chunks,
+            } => {
+                let batch = Batch {
+                    job,
+                    passes: *passes,
+                    policy: *policy,
+                    total_chunks: *total_chunks,
+                    digest: *digest,
+                    first_chunk: *first_chunk,
+                    chunks,
+                };
+                apply_batch(&mut self.job, &mut self.loading, &batch)
             }
             Command::GetTask { trainer, pass } => {
                 if !self.trainers.contains(*trainer) {
@@ -120,28 +154,6 @@ impl MasterState {
                 self.eval = Some(EvalRecord::new(*pass, *loss, *accuracy));
                 Response::Accepted
             }
-        }
-    }
-
-    /// The first valid report defines the job; later ones must match it.
-    fn report_dataset(
-        &mut self,
-        job: &str,
-        chunks: &[ChunkRef],
-        passes: u32,
-        policy: QueuePolicy,
-    ) -> Response {
-        if let Some(existing) = &self.job {
-            return match existing.dataset.difference(job, chunks, passes) {
-                None => existing.accepted(),
-                Some(difference) => Response::Rejected {
-                    reason: format!("a different dataset was already reported: {difference}"),
-                },
-            };
-        }
-        match Dataset::new(job, chunks, passes, policy) {
-            Ok(dataset) => self.job.insert(Job::new(dataset)).accepted(),
-            Err(reason) => Response::Rejected { reason },
         }
     }
 

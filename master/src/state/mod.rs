@@ -35,6 +35,7 @@
 mod codec;
 mod command;
 mod dataset;
+mod dataset_loading;
 mod eval;
 mod invariant;
 mod job;
@@ -51,8 +52,8 @@ mod trainer_registry;
 pub use codec::{DecodeError, REQUEST_BYTES_MAX, SNAPSHOT_BYTES_MAX};
 pub use command::Command;
 pub use dataset::{
-    ChunkRef, QueuePolicy, CHUNKS_PER_TASK_MAX, CHUNK_COUNT_MAX, CHUNK_PATH_BYTES_MAX,
-    JOB_NAME_BYTES_MAX,
+    chunks_digest, ChunkRef, QueuePolicy, CHUNKS_PER_TASK_MAX, CHUNK_COUNT_MAX,
+    CHUNK_PATH_BYTES_MAX, JOB_NAME_BYTES_MAX,
 };
 pub use eval::EvalRecord;
 pub use invariant::InvariantViolation;

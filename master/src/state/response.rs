@@ -49,6 +49,8 @@ pub enum Response {
     StaleRequest { last_seq: u64 },
     /// The command is invalid or conflicts with the state; `reason` says what to fix.
     Rejected { reason: String },
+    /// A batch of a dataset report was stored; `received` of `total` chunks have arrived.
+    DatasetLoading { received: u64, total: u64 },
 }
 
 /// A task handed to a trainer.

@@ -2,6 +2,7 @@
 
 mod codec;
 mod dataset;
+mod dataset_batches;
 mod dispatch;
 mod expiry;
 mod liveness;

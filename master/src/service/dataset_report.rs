@@ -1,0 +1,93 @@
+//! `ReportDataset` on the leader: the scanned chunk list goes into the log as batches small
+//! enough for one entry each, in order; the state machine seals the job with the last one.
+//! Concurrent or restarted reports are safe: the state checks and skips repeated chunks.
+
+use super::master_rpc::propose;
+use crate::replicated_state::ReplicatedState;
+use crate::state::{chunks_digest, ChunkRef, Command, QueuePolicy, Response};
+use consensus::ConsensusNode;
+use tonic::Status;
+
+/// The encoded chunk bytes one batch carries at most: far below the log's entry limit.
+pub(crate) const BATCH_BYTES_MAX: usize = 32 << 10;
+/// Bytes a chunk takes in a batch besides its path (offset, sizes, length prefixes).
+const CHUNK_OVERHEAD_BYTES: usize = 32;
+
+/// What a dataset report needs from the request, the leader's flags and the scan.
+pub(crate) struct DatasetReport {
+    pub(crate) job: String,
+    pub(crate) passes: u32,
+    pub(crate) policy: QueuePolicy,
+    pub(crate) chunks: Vec<ChunkRef>,
+}
+
+/// Proposes the batches in order; returns the state's answer to the last one proposed.
+pub(crate) async fn report_in_batches(
+    node: &ConsensusNode<ReplicatedState>,
+    report: DatasetReport,
+) -> Result<Response, Status> {
+    let total_chunks = report.chunks.len() as u64;
+    let digest = chunks_digest(&report.chunks);
+    let mut first_chunk = 0;
+    let mut response = Response::Rejected { reason: "the dataset has no chunks".to_string() };
+    for batch in batches(&report.chunks) {
+        let command = Command::ReportDatasetBatch {
+            job: report.job.clone(),
+            passes: report.passes,
+            policy: report.policy,
+            total_chunks,
+            digest,
+            first_chunk,
+            chunks: batch.to_vec(),
+        };
+        response = propose(node, None, command).await?;
+        if !matches!(response, Response::DatasetLoading { .. }) {
+            // Accepted (the job is defined, perhaps by an earlier report) or refused.
+            return Ok(response);
+        }
+        first_chunk += batch.len() as u64;
+    }
+    Ok(response)
+}
+
+/// Cuts the list into consecutive batches of at most `BATCH_BYTES_MAX` (at least one chunk).
+fn batches(chunks: &[ChunkRef]) -> Vec<&[ChunkRef]> {
+    let mut batches = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (index, chunk) in chunks.iter().enumerate() {
+        let size = chunk.path.len() + CHUNK_OVERHEAD_BYTES;
+        if index > start && bytes + size > BATCH_BYTES_MAX {
+            batches.push(&chunks[start..index]);
+            (start, bytes) = (index, 0);
+        }
+        bytes += size;
+    }
+    if start < chunks.len() {
+        batches.push(&chunks[start..]);
+    }
+    batches
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(path_bytes: usize) -> ChunkRef {
+        ChunkRef { path: "p".repeat(path_bytes), offset: 0, compressed_size: 1, record_count: 1 }
+    }
+
+    /// Batches keep the order, cover every chunk once and stay under the byte budget; a chunk
+    /// larger than the budget still travels, alone.
+    #[test]
+    fn batches_cover_the_list_within_the_budget() {
+        let check = |chunks: Vec<ChunkRef>, expected_lengths: &[usize]| {
+            let lengths: Vec<usize> = batches(&chunks).iter().map(|batch| batch.len()).collect();
+            assert_eq!(lengths, expected_lengths);
+        };
+        let per_batch = BATCH_BYTES_MAX / (8 + CHUNK_OVERHEAD_BYTES);
+        check(vec![], &[]);
+        check(vec![chunk(8); 3], &[3]);
+        check(vec![chunk(8); per_batch * 2 + 1], &[per_batch, per_batch, 1]);
+        check(vec![chunk(8), chunk(BATCH_BYTES_MAX), chunk(8)], &[1, 1, 1]);
+    }
+}
