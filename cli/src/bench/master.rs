@@ -1,0 +1,211 @@
+//! `bench master`: a real three-process master group under trainer load. Measures task
+//! transitions per second (a GetTask plus its TaskFinished count as two) by dataset size and
+//! client count, against the smallest dataset as the same-run baseline; leader memory per task;
+//! snapshot size and time of the largest state; and failover time after kill -9 of the leader.
+
+use super::master_load::{drive, run_trainer, time_to_first_task, Trainer};
+use super::process_group::{free_loopback_addrs, resident_bytes, ProcessGroup};
+use super::table::Table;
+use anyhow::Context as _;
+use clap::Args;
+use master::client::{ClientOptions, MasterClient};
+use proto::master::{ReportDatasetRequest, StatusRequest};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub(crate) struct MasterBenchArgs {
+    /// Dataset sizes in tasks (one chunk each); the first is the baseline.
+    #[arg(long, value_delimiter = ',', default_value = "1000,100000,1000000")]
+    tasks: Vec<u64>,
+    /// Concurrent trainer clients per row.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    clients: Vec<usize>,
+    /// Seconds of load per row.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Leader kills in the failover measurement (0 skips it).
+    #[arg(long, default_value_t = 20)]
+    failovers: usize,
+    /// Trainer clients running while the leader is killed.
+    #[arg(long, default_value_t = 16)]
+    failover_clients: usize,
+}
+
+/// Flags of every master in the benchmark: nothing times out or is declared lost by accident.
+const MASTER_FLAGS: [&str; 4] = ["--task-timeout-min-ms", "600000", "--trainer-lease-ms", "60000"];
+
+struct Masters {
+    group: ProcessGroup,
+    addrs: Vec<String>,
+}
+
+pub(crate) fn run(args: &MasterBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !args.tasks.is_empty() && !args.clients.is_empty(),
+        "--tasks and --clients need values"
+    );
+    let root = tempfile::tempdir().context("create a temporary directory")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(bench(args, root.path()))
+}
+
+async fn bench(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<()> {
+    let mut throughput = Table::new(&[
+        "tasks",
+        "clients",
+        "transitions/s",
+        "vs baseline",
+        "p50 ms",
+        "p99 ms",
+        "leader RSS/task",
+    ]);
+    let mut baseline: Vec<f64> = Vec::new();
+    for (row, &tasks) in args.tasks.iter().enumerate() {
+        let dir = root.join(format!("tasks-{tasks}"));
+        std::fs::create_dir_all(&dir)?;
+        let dataset = super::master_dataset::write(&dir, tasks)?;
+        let mut masters = start_masters(&dir)?;
+        let leader = leader_index(&masters.addrs).await?;
+        let before = resident_bytes(masters.group.pid(leader).context("the leader runs")?)?;
+        report(&masters.addrs, &dataset).await?;
+        let after = resident_bytes(masters.group.pid(leader).context("the leader runs")?)?;
+        for (column, &clients) in args.clients.iter().enumerate() {
+            let load = drive(&masters.addrs, clients, Duration::from_secs(args.seconds)).await?;
+            masters.group.check_alive()?;
+            let rate = load.transitions as f64 / args.seconds as f64;
+            if row == 0 {
+                baseline.push(rate);
+            }
+            let mut latencies = load.latencies;
+            latencies.sort();
+            throughput.row(vec![
+                tasks.to_string(),
+                clients.to_string(),
+                format!("{rate:.0}"),
+                format!("{:.0}%", 100.0 * rate / baseline[column]),
+                format!("{:.2}", percentile_ms(&latencies, 0.50)),
+                format!("{:.2}", percentile_ms(&latencies, 0.99)),
+                format!("{} B", after.saturating_sub(before) / tasks.max(1)),
+            ]);
+        }
+    }
+    println!(
+        "master group of 3 processes, {} s per row; baseline = {} tasks",
+        args.seconds, args.tasks[0]
+    );
+    print!("{}", throughput.render());
+    let largest = args.tasks.iter().copied().max().unwrap_or(0);
+    print!("{}", super::master_snapshot::measure(largest)?.render());
+    if args.failovers > 0 {
+        print!("{}", failover(args, root).await?.render());
+    }
+    Ok(())
+}
+
+fn start_masters(dir: &Path) -> anyhow::Result<Masters> {
+    let addrs = free_loopback_addrs(3)?;
+    let peers: Vec<String> =
+        addrs.iter().enumerate().map(|(index, addr)| format!("{}={addr}", index + 1)).collect();
+    let commands = (0..3)
+        .map(|index| {
+            let data_dir: PathBuf = dir.join(format!("master-{}", index + 1));
+            let mut command: Vec<String> =
+                ["master", "--id", &(index + 1).to_string(), "--listen", &addrs[index]]
+                    .iter()
+                    .map(|arg| arg.to_string())
+                    .collect();
+            command.extend([
+                "--peers".to_string(),
+                peers.join(","),
+                "--data-dir".to_string(),
+                data_dir.display().to_string(),
+            ]);
+            command.extend(MASTER_FLAGS.iter().map(|flag| flag.to_string()));
+            command
+        })
+        .collect();
+    Ok(Masters { group: ProcessGroup::start(commands, dir)?, addrs })
+}
+
+async fn leader_index(addrs: &[String]) -> anyhow::Result<usize> {
+    let client = MasterClient::new(addrs, ClientOptions::default())?;
+    let status = client
+        .call("Status", |mut service| async move { service.status(StatusRequest {}).await })
+        .await?;
+    let leader = status.cluster.context("status names the cluster")?.leader_id;
+    anyhow::ensure!(leader >= 1, "status came from no leader");
+    Ok(leader as usize - 1)
+}
+
+async fn report(addrs: &[String], dataset: &str) -> anyhow::Result<()> {
+    let options = ClientOptions {
+        call_deadline: Duration::from_secs(600),
+        rpc_timeout: Duration::from_secs(120),
+    };
+    let client = MasterClient::new(addrs, options)?;
+    client
+        .write("ReportDataset", |mut service, stamp| {
+            // Many passes: the queue cycles for as long as the benchmark runs.
+            let request = ReportDatasetRequest {
+                stamp: Some(stamp),
+                job: "bench".into(),
+                patterns: vec![dataset.to_string()],
+                passes: 1_000_000,
+            };
+            async move { service.report_dataset(request).await }
+        })
+        .await?;
+    Ok(())
+}
+
+/// Kill -9 the leader `failovers` times under load; time from each kill to the next GetTask.
+async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> {
+    let dir = root.join("failover");
+    std::fs::create_dir_all(&dir)?;
+    let dataset = super::master_dataset::write(&dir, 1000)?;
+    let mut masters = start_masters(&dir)?;
+    report(&masters.addrs, &dataset).await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let load: Vec<_> = (0..args.failover_clients)
+        .map(|index| tokio::spawn(run_trainer(masters.addrs.clone(), index, stop.clone())))
+        .collect();
+    let mut probe =
+        Trainer::register(&masters.addrs, ClientOptions::default(), "probe".into()).await?;
+    let mut times = Vec::new();
+    for _ in 0..args.failovers {
+        let leader = leader_index(&masters.addrs).await?;
+        masters.group.kill(leader);
+        let killed_at = Instant::now();
+        times.push(time_to_first_task(&mut probe, killed_at).await?);
+        masters.group.spawn(leader)?;
+        // Let the restarted replica catch up before the next kill, as an operator would.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for handle in load {
+        handle.await.context("a load client panicked")??;
+    }
+    times.sort();
+    let mut table = Table::new(&["failovers", "clients", "p50 ms", "p99 ms", "max ms"]);
+    table.row(vec![
+        times.len().to_string(),
+        args.failover_clients.to_string(),
+        format!("{:.0}", percentile_ms(&times, 0.50)),
+        format!("{:.0}", percentile_ms(&times, 0.99)),
+        format!("{:.0}", times.last().map_or(0.0, |time| time.as_secs_f64() * 1e3)),
+    ]);
+    println!("failover: kill -9 of the leader under load, until the next successful GetTask");
+    Ok(table)
+}
+
+/// The `quantile` of sorted durations, in milliseconds (nearest rank).
+pub(crate) fn percentile_ms(sorted: &[Duration], quantile: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted.len() as f64 * quantile).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1].as_secs_f64() * 1e3
+}

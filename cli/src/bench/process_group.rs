@@ -1,0 +1,101 @@
+//! Child `raftrain` processes for benchmarks: replicas on loopback ports that can be killed
+//! with SIGKILL and restarted on their own data directories. All are killed when the group is
+//! dropped, also on error or panic, so a benchmark never leaves processes behind.
+
+use anyhow::Context as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+pub(crate) struct ProcessGroup {
+    exe: PathBuf,
+    /// The arguments of each process, after the executable.
+    commands: Vec<Vec<String>>,
+    logs: Vec<PathBuf>,
+    children: Vec<Option<Child>>,
+}
+
+impl ProcessGroup {
+    /// Starts one `raftrain` process per argument list; each logs to `<log_dir>/<index>.log`.
+    pub(crate) fn start(commands: Vec<Vec<String>>, log_dir: &Path) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("find the raftrain executable")?;
+        let logs =
+            (0..commands.len()).map(|index| log_dir.join(format!("process-{index}.log"))).collect();
+        let children = commands.iter().map(|_| None).collect();
+        let mut group = Self { exe, commands, logs, children };
+        for index in 0..group.commands.len() {
+            group.spawn(index)?;
+        }
+        Ok(group)
+    }
+
+    pub(crate) fn spawn(&mut self, index: usize) -> anyhow::Result<()> {
+        anyhow::ensure!(self.children[index].is_none(), "process {index} is already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.logs[index])
+            .with_context(|| format!("open {}", self.logs[index].display()))?;
+        let child = Command::new(&self.exe)
+            .args(&self.commands[index])
+            .env("RAFTRAIN_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {:?}", self.commands[index]))?;
+        self.children[index] = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILL and reap; nothing is flushed that was not already synced.
+    pub(crate) fn kill(&mut self, index: usize) {
+        if let Some(mut child) = self.children[index].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub(crate) fn pid(&self, index: usize) -> Option<u32> {
+        self.children[index].as_ref().map(Child::id)
+    }
+
+    /// Fails, with the end of its log, if any process has exited on its own.
+    pub(crate) fn check_alive(&mut self) -> anyhow::Result<()> {
+        for (index, child) in self.children.iter_mut().enumerate() {
+            let Some(child) = child else { continue };
+            if let Some(status) = child.try_wait()? {
+                let log = std::fs::read_to_string(&self.logs[index]).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                anyhow::bail!("process {index} exited with {status}:\n{}", tail.join("\n"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        for index in 0..self.children.len() {
+            self.kill(index);
+        }
+    }
+}
+
+/// Loopback addresses with ports the kernel just handed out (and that are free again now).
+pub(crate) fn free_loopback_addrs(count: usize) -> anyhow::Result<Vec<String>> {
+    let listeners: Vec<std::net::TcpListener> = (0..count)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .context("bind a loopback port")?;
+    listeners.iter().map(|listener| Ok(listener.local_addr()?.to_string())).collect()
+}
+
+/// The resident memory of a process, from `/proc/<pid>/status`.
+pub(crate) fn resident_bytes(pid: u32) -> anyhow::Result<u64> {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).context("read /proc status")?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:")).context("no VmRSS line")?;
+    let kib: u64 = line.split_whitespace().nth(1).context("no VmRSS value")?.parse()?;
+    Ok(kib * 1024)
+}
