@@ -2,6 +2,25 @@
 //!
 //! The application implements [`StateMachine`]; [`ConsensusNode`] replicates opaque commands
 //! into it. Nothing here knows what the commands mean.
+//!
+//! Code map:
+//! - `node`: [`ConsensusNode`], the one type the application uses; `batcher` groups concurrent
+//!   writes into one log entry (group commit).
+//! - `log_store` (sled) and `flusher`: the Raft log, vote, committed and purged ids, and the
+//!   bootstrap record. `state_machine_store` and `snapshot_file`: the application state and its
+//!   snapshot files. Both pass `openraft::testing::Suite`.
+//! - `network` (client) and `service` (server): the `RaftService` transport; `cluster_info`:
+//!   the only conversions to and from protobuf.
+//! - `kv` and `kv_service`: a key-value machine and its gRPC front, for tests and benchmarks.
+//!
+//! Architecture invariants:
+//! - Nothing is acknowledged before it is durable: `append` calls back and `save_vote` returns
+//!   only after sled's flush *and* an fsync of its database file, both on the one flusher thread.
+//! - No entry exceeds `log_store::ENTRY_BYTES_MAX` (sled would put it in a never-synced blob).
+//! - A data directory that does not decode, or was bootstrapped as another node or group,
+//!   refuses to start; a snapshot file is never silently skipped.
+//! - sled appears only in `log_store` and `flusher`; protobuf only in `service`, `network`,
+//!   `cluster_info` and `kv_service`.
 
 mod batcher;
 mod cluster_info;

@@ -2,6 +2,7 @@
 //! address, and `ClusterInfo` over gRPC reports the leader, the term and every member.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use consensus::kv::KvStore;
@@ -26,24 +27,7 @@ async fn follower_redirects_and_cluster_info_over_grpc() -> anyhow::Result<()> {
     crate::init_tracing();
     let root = tempfile::tempdir()?;
     tracing::info!("--- bind three ports, open three nodes on the tonic network, serve them");
-    let mut listeners = BTreeMap::new();
-    for id in 1..=3u64 {
-        listeners.insert(id, TcpListener::bind("127.0.0.1:0").await?);
-    }
-    let peers: BTreeMap<u64, String> = listeners
-        .iter()
-        .map(|(id, listener)| Ok((*id, listener.local_addr()?.to_string())))
-        .collect::<anyhow::Result<_>>()?;
-    let mut nodes = BTreeMap::new();
-    for (id, listener) in listeners {
-        let config = test_config(id, &peers, root.path().join(format!("d{id}")));
-        let node = ConsensusNode::open(config, KvStore::default()).await?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(consensus::serve(listener, node.clone(), async move {
-            let _ = stopped.await;
-        }));
-        nodes.insert(id, GrpcNode { node, stop, server });
-    }
+    let (peers, nodes) = start_group(root.path()).await?;
     for grpc in nodes.values() {
         grpc.node.bootstrap().await?;
     }
@@ -93,6 +77,31 @@ async fn follower_redirects_and_cluster_info_over_grpc() -> anyhow::Result<()> {
         grpc.node.shutdown().await?;
     }
     Ok(())
+}
+
+/// Binds three loopback ports, opens a node per port on the tonic network and serves it.
+async fn start_group(
+    root: &Path,
+) -> anyhow::Result<(BTreeMap<u64, String>, BTreeMap<u64, GrpcNode>)> {
+    let mut listeners = BTreeMap::new();
+    for id in 1..=3u64 {
+        listeners.insert(id, TcpListener::bind("127.0.0.1:0").await?);
+    }
+    let peers: BTreeMap<u64, String> = listeners
+        .iter()
+        .map(|(id, listener)| Ok((*id, listener.local_addr()?.to_string())))
+        .collect::<anyhow::Result<_>>()?;
+    let mut nodes = BTreeMap::new();
+    for (id, listener) in listeners {
+        let config = test_config(id, &peers, root.join(format!("d{id}")));
+        let node = ConsensusNode::open(config, KvStore::default()).await?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(consensus::serve(listener, node.clone(), async move {
+            let _ = stopped.await;
+        }));
+        nodes.insert(id, GrpcNode { node, stop, server });
+    }
+    Ok((peers, nodes))
 }
 
 async fn wait_for_leader(nodes: &BTreeMap<u64, GrpcNode>) -> anyhow::Result<u64> {
