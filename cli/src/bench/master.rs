@@ -68,7 +68,7 @@ async fn bench(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(&dir)?;
         let dataset = super::master_dataset::write(&dir, tasks)?;
         let mut masters = start_masters(&dir)?;
-        let leader = leader_index(&masters.addrs).await?;
+        let leader = wait_for_leader(&mut masters).await?;
         let before = resident_bytes(masters.group.pid(leader).context("the leader runs")?)?;
         report(&masters.addrs, &dataset).await?;
         let after = resident_bytes(masters.group.pid(leader).context("the leader runs")?)?;
@@ -130,8 +130,20 @@ fn start_masters(dir: &Path) -> anyhow::Result<Masters> {
     Ok(Masters { group: ProcessGroup::start(commands, dir)?, addrs })
 }
 
-async fn leader_index(addrs: &[String]) -> anyhow::Result<usize> {
-    let client = MasterClient::new(addrs, ClientOptions::default())?;
+/// Waits for a leader, failing at once (with its log) if a master process died.
+async fn wait_for_leader(masters: &mut Masters) -> anyhow::Result<usize> {
+    for _ in 0..60 {
+        masters.group.check_alive()?;
+        if let Ok(leader) = leader_index(&masters.addrs, Duration::from_millis(500)).await {
+            return Ok(leader);
+        }
+    }
+    anyhow::bail!("no leader was elected within a minute")
+}
+
+async fn leader_index(addrs: &[String], call_deadline: Duration) -> anyhow::Result<usize> {
+    let options = ClientOptions { call_deadline, ..ClientOptions::default() };
+    let client = MasterClient::new(addrs, options)?;
     let status = client
         .call("Status", |mut service| async move { service.status(StatusRequest {}).await })
         .await?;
@@ -167,6 +179,7 @@ async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> 
     std::fs::create_dir_all(&dir)?;
     let dataset = super::master_dataset::write(&dir, 1000)?;
     let mut masters = start_masters(&dir)?;
+    wait_for_leader(&mut masters).await?;
     report(&masters.addrs, &dataset).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let load: Vec<_> = (0..args.failover_clients)
@@ -176,7 +189,7 @@ async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> 
         Trainer::register(&masters.addrs, ClientOptions::default(), "probe".into()).await?;
     let mut times = Vec::new();
     for _ in 0..args.failovers {
-        let leader = leader_index(&masters.addrs).await?;
+        let leader = wait_for_leader(&mut masters).await?;
         masters.group.kill(leader);
         let killed_at = Instant::now();
         times.push(time_to_first_task(&mut probe, killed_at).await?);

@@ -1,6 +1,8 @@
 //! `raftrain bench`: benchmark programs. Each runs a fixed workload, measures a baseline in the
 //! same run, and prints a table; none asserts a time.
 
+mod consensus;
+mod consensus_node;
 mod master;
 mod master_dataset;
 mod master_load;
@@ -21,6 +23,11 @@ pub(crate) struct BenchArgs {
 enum BenchCommand {
     /// RecordIO write, scan and index throughput per compressor against raw sequential reads.
     Recordio(recordio::RecordioBenchArgs),
+    /// Consensus group of 3 processes with fsync: writes/s and commit latency by client count.
+    Consensus(consensus::ConsensusBenchArgs),
+    /// One node of the consensus benchmark (started by `bench consensus`, not by hand).
+    #[command(hide = true)]
+    ConsensusNode(consensus_node::ConsensusNodeArgs),
     /// Master group: task transitions/s by dataset size and clients, snapshot cost, failover.
     Master(master::MasterBenchArgs),
 }
@@ -28,6 +35,8 @@ enum BenchCommand {
 pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Recordio(args) => recordio::run(&args),
+        BenchCommand::Consensus(args) => consensus::run(&args),
+        BenchCommand::ConsensusNode(args) => consensus_node::run(&args),
         BenchCommand::Master(args) => master::run(&args),
     }
 }

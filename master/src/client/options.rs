@@ -7,9 +7,11 @@ pub const RPC_TIMEOUT_MS_DEFAULT: u64 = 2_000;
 /// How long one logical call keeps retrying across leader changes before it gives up.
 pub const CALL_DEADLINE_MS_DEFAULT: u64 = 30_000;
 /// The first pause after a failed attempt; doubled after every further failure.
-pub const BACKOFF_MS_MIN: u64 = 20;
-/// The longest pause between attempts.
-pub const BACKOFF_MS_MAX: u64 = 500;
+pub const BACKOFF_MS_MIN: u64 = 10;
+/// The longest pause between attempts. Short, because during an election every pause past the
+/// moment a new leader is elected is failover time a trainer sees; an attempt is a handful of
+/// small RPCs, cheap enough to repeat ten times a second.
+pub const BACKOFF_MS_MAX: u64 = 100;
 /// How long connecting to one master may take.
 pub const CONNECT_TIMEOUT_MS: u64 = 500;
 /// The largest reply accepted (status replies with many failed tasks can be large).
@@ -43,6 +45,6 @@ mod tests {
     fn backoff_doubles_then_caps() {
         let millis: Vec<u64> =
             (0..8).map(|attempt| super::backoff(attempt).as_millis() as u64).collect();
-        assert_eq!(millis, [20, 40, 80, 160, 320, 500, 500, 500]);
+        assert_eq!(millis, [10, 20, 40, 80, 100, 100, 100, 100]);
     }
 }
