@@ -241,9 +241,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
+    /// Called by openraft once, at start-up.
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError> {
-        Ok(read_value(&self.db, VOTE_KEY)
-            .map_err(|error| StorageIOError::read_vote(AnyError::error(error)))?)
+        let vote: Option<Vote<u64>> = read_value(&self.db, VOTE_KEY)
+            .map_err(|error| StorageIOError::read_vote(AnyError::error(error)))?;
+        let record: Option<BootstrapRecord> = read_value(&self.db, BOOTSTRAP_KEY)
+            .map_err(|error| StorageIOError::read_vote(AnyError::error(error)))?;
+        Ok(vote.map(|vote| vote_after_restart(vote, record.map(|record| record.node_id))))
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StorageError> {
@@ -338,4 +342,36 @@ pub fn measure_raw_sync_writes(
         index += 1;
     }
     Ok(latencies)
+}
+
+/// The vote a node restarts with. A committed vote for itself (it was the established leader)
+/// comes back uncommitted, same term and candidate. openraft 0.9.25 restarts such a node as the
+/// leader of the same term, reusing that term's old no-op log id, so `ensure_linearizable`
+/// would read at the persisted committed index, which can lag what the previous incarnation
+/// acknowledged: after a crash of the whole group a linearizable read could miss an
+/// acknowledged write (seen by the `all_masters_killed_at_once` end-to-end test). Uncommitted,
+/// the node must win a new term, whose first entry fences every read. Election safety is
+/// unchanged: the node still voted for itself in that term and votes for no one else in it.
+pub(crate) fn vote_after_restart(vote: Vote<u64>, own_id: Option<u64>) -> Vote<u64> {
+    if vote.committed && own_id.is_some() && vote.leader_id().voted_for() == own_id {
+        return Vote::new(vote.leader_id().term, vote.leader_id().node_id);
+    }
+    vote
+}
+
+#[cfg(test)]
+mod restart_tests {
+    use super::*;
+
+    /// Only a committed vote for this very node is downgraded on restart.
+    #[test]
+    fn own_established_leadership_is_not_restored() {
+        let check = |vote: Vote<u64>, own_id: Option<u64>, expected: Vote<u64>| {
+            assert_eq!(vote_after_restart(vote, own_id), expected, "{vote} as {own_id:?}");
+        };
+        check(Vote::new_committed(3, 1), Some(1), Vote::new(3, 1));
+        check(Vote::new_committed(3, 2), Some(1), Vote::new_committed(3, 2));
+        check(Vote::new(3, 1), Some(1), Vote::new(3, 1));
+        check(Vote::new_committed(3, 1), None, Vote::new_committed(3, 1));
+    }
 }
