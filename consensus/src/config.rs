@@ -12,11 +12,13 @@ pub const HEARTBEAT_MS_DEFAULT: u64 = 150;
 pub const ELECTION_TIMEOUT_MIN_MS_DEFAULT: u64 = 500;
 /// See [`ELECTION_TIMEOUT_MIN_MS_DEFAULT`].
 pub const ELECTION_TIMEOUT_MAX_MS_DEFAULT: u64 = 1000;
-/// A snapshot is built after this many entries were applied since the last one.
-pub const SNAPSHOT_LOGS_SINCE_LAST_DEFAULT: u64 = 10_000;
+/// A snapshot is built after this many entries were applied since the last one. An entry holds
+/// a batch of up to 64 KiB of commands, so this bounds the log between purges to about
+/// (1,000 + 500) x 64 KiB = 96 MiB even at full batches.
+pub const SNAPSHOT_LOGS_SINCE_LAST_DEFAULT: u64 = 1_000;
 /// Entries already in a snapshot that are kept in the log, so a follower slightly behind
 /// catches up from the log instead of a whole snapshot.
-pub const MAX_IN_SNAPSHOT_LOG_TO_KEEP_DEFAULT: u64 = 1_000;
+pub const MAX_IN_SNAPSHOT_LOG_TO_KEEP_DEFAULT: u64 = 500;
 /// A write or linearizable read that has not finished after this long fails with a timeout.
 pub const WRITE_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 /// No timing flag may exceed this: a bigger value is a typo, not a configuration.
