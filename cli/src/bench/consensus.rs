@@ -3,15 +3,14 @@
 //! writes/s and commit latency against a same-run baseline of raw sled
 //! `insert + flush + sync_data`, one write at a time, on the same disk.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ::consensus::kv_service::{cluster_info, KvClient};
 use anyhow::Context as _;
 use clap::Args;
 
+use super::process_group::{directory_bytes, free_loopback_addrs, percentile_ms, ProcessGroup};
 use super::table::Table;
 
 /// Nodes in the benchmark's group.
@@ -159,17 +158,9 @@ fn rate(row: &Row) -> f64 {
     row.writes as f64 / row.elapsed.as_secs_f64()
 }
 
-fn percentile_ms(sorted: &[Duration], quantile: f64) -> f64 {
-    let Some(last) = sorted.len().checked_sub(1) else {
-        return 0.0;
-    };
-    let index = ((sorted.len() as f64 * quantile) as usize).min(last);
-    sorted[index].as_secs_f64() * 1000.0
-}
-
 /// The three node processes; killed when dropped, also on error or panic.
 struct Group {
-    children: Vec<(u64, Child)>,
+    processes: ProcessGroup,
     addrs: Vec<String>,
     root: PathBuf,
 }
@@ -180,37 +171,36 @@ impl Group {
         let peers: Vec<String> =
             addrs.iter().enumerate().map(|(index, addr)| format!("{}={addr}", index + 1)).collect();
         let peers = peers.join(",");
-        let exe = std::env::current_exe().context("find the raftrain executable")?;
-        let mut group =
-            Group { children: Vec::new(), addrs: addrs.clone(), root: root.to_path_buf() };
-        for (index, addr) in addrs.iter().enumerate() {
-            let id = index as u64 + 1;
-            let log =
-                File::create(root.join(format!("node-{id}.log"))).context("create a node log")?;
-            let child = Command::new(&exe)
-                .args(["bench", "consensus-node", "--id", &id.to_string(), "--listen", addr])
-                .args(["--peers", &peers, "--data-dir"])
-                .arg(root.join(format!("node-{id}")))
-                .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string()))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .with_context(|| format!("start node {id}"))?;
-            group.children.push((id, child));
-        }
-        Ok(group)
+        let commands = addrs
+            .iter()
+            .enumerate()
+            .map(|(index, addr)| {
+                let id = (index + 1).to_string();
+                let data_dir = root.join(format!("node-{id}")).display().to_string();
+                [
+                    "bench",
+                    "consensus-node",
+                    "--id",
+                    &id,
+                    "--listen",
+                    addr,
+                    "--peers",
+                    &peers,
+                    "--data-dir",
+                    &data_dir,
+                ]
+                .iter()
+                .map(|arg| arg.to_string())
+                .collect()
+            })
+            .collect();
+        let processes = ProcessGroup::start(commands, root)?;
+        Ok(Group { processes, addrs, root: root.to_path_buf() })
     }
 
-    /// Fails if a node process has exited, naming its log.
+    /// Fails, with the end of its log, if a node process has exited.
     fn check_alive(&mut self) -> anyhow::Result<()> {
-        for (id, child) in &mut self.children {
-            if child.try_wait().context("check a node process")?.is_some() {
-                let log = self.root.join(format!("node-{id}.log"));
-                anyhow::bail!("node {id} exited; see {}", log.display());
-            }
-        }
-        Ok(())
+        self.processes.check_alive()
     }
 
     async fn wait_for_leader(&mut self) -> anyhow::Result<String> {
@@ -234,38 +224,9 @@ impl Group {
 
     fn disk_bytes(&self) -> anyhow::Result<u64> {
         let mut total = 0;
-        for (id, _) in &self.children {
-            total += directory_bytes(&self.root.join(format!("node-{id}")))?;
+        for index in 0..self.processes.len() {
+            total += directory_bytes(&self.root.join(format!("node-{}", index + 1)))?;
         }
         Ok(total)
     }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.children {
-            // Already gone is fine: there is nothing left to stop.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Distinct loopback addresses that were free a moment ago.
-fn free_loopback_addrs(count: usize) -> anyhow::Result<Vec<String>> {
-    let listeners: Vec<std::net::TcpListener> = (0..count)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .context("find free loopback ports")?;
-    listeners.iter().map(|listener| Ok(listener.local_addr()?.to_string())).collect()
-}
-
-fn directory_bytes(path: &Path) -> anyhow::Result<u64> {
-    let mut total = 0;
-    for item in std::fs::read_dir(path).with_context(|| format!("list {}", path.display()))? {
-        let item = item?;
-        let metadata = item.metadata()?;
-        total += if metadata.is_dir() { directory_bytes(&item.path())? } else { metadata.len() };
-    }
-    Ok(total)
 }

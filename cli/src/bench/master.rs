@@ -4,7 +4,7 @@
 //! snapshot size and time of the largest state; and failover time after kill -9 of the leader.
 
 use super::master_load::{drive, run_trainer, time_to_first_task, Trainer};
-use super::process_group::{free_loopback_addrs, resident_bytes, ProcessGroup};
+use super::process_group::{free_loopback_addrs, percentile_ms, resident_bytes, ProcessGroup};
 use super::table::Table;
 use anyhow::Context as _;
 use clap::Args;
@@ -212,13 +212,4 @@ async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> 
     ]);
     println!("failover: kill -9 of the leader under load, until the next successful GetTask");
     Ok(table)
-}
-
-/// The `quantile` of sorted durations, in milliseconds (nearest rank).
-pub(crate) fn percentile_ms(sorted: &[Duration], quantile: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((sorted.len() as f64 * quantile).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1].as_secs_f64() * 1e3
 }

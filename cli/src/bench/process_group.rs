@@ -38,7 +38,9 @@ impl ProcessGroup {
         let child = Command::new(&self.exe)
             .args(&self.commands[index])
             .env("RAFTRAIN_LOG", "warn")
-            .stdin(Stdio::null())
+            // The child's stdin stays open while the group lives: a child may treat its end
+            // (this process exiting, even by SIGKILL) as the signal to stop.
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -53,6 +55,10 @@ impl ProcessGroup {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.children.len()
     }
 
     pub(crate) fn pid(&self, index: usize) -> Option<u32> {
@@ -98,4 +104,24 @@ pub(crate) fn resident_bytes(pid: u32) -> anyhow::Result<u64> {
     let line = status.lines().find(|line| line.starts_with("VmRSS:")).context("no VmRSS line")?;
     let kib: u64 = line.split_whitespace().nth(1).context("no VmRSS value")?.parse()?;
     Ok(kib * 1024)
+}
+
+/// The bytes of every file below `path`.
+pub(crate) fn directory_bytes(path: &Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(path).with_context(|| format!("list {}", path.display()))? {
+        let entry = entry?;
+        let metadata = entry.metadata()?;
+        total += if metadata.is_dir() { directory_bytes(&entry.path())? } else { metadata.len() };
+    }
+    Ok(total)
+}
+
+/// The `quantile` of sorted durations, in milliseconds (nearest rank).
+pub(crate) fn percentile_ms(sorted: &[std::time::Duration], quantile: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted.len() as f64 * quantile).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1].as_secs_f64() * 1e3
 }
