@@ -2,14 +2,14 @@
 //! are borrowed slices of one buffer, and the buffers are reused from chunk to chunk, so a
 //! scan allocates nothing per record and nothing per chunk once warmed up.
 
-use std::ops::Range;
+use super::payload::Span;
 
 #[derive(Debug, Default)]
 pub struct DecodedChunk {
     /// The uncompressed payload: length prefixes and record bytes.
     pub(crate) payload: Vec<u8>,
     /// Where each record's bytes lie in `payload`.
-    pub(crate) spans: Vec<Range<usize>>,
+    pub(crate) spans: Vec<Span>,
     /// The compressed bytes of the last chunk read, kept only for its allocation.
     pub(crate) compressed: Vec<u8>,
 }
@@ -26,12 +26,12 @@ impl DecodedChunk {
 
     /// The record at `index` within the chunk.
     pub fn record(&self, index: usize) -> Option<&[u8]> {
-        self.spans.get(index).map(|span| &self.payload[span.clone()])
+        self.spans.get(index).map(|span| &self.payload[span.range()])
     }
 
     /// The records in order.
     pub fn records(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
-        self.spans.iter().map(|span| &self.payload[span.clone()])
+        self.spans.iter().map(|span| &self.payload[span.range()])
     }
 
     /// Copies the records out, one vector each.

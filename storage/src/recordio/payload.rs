@@ -5,6 +5,21 @@ use std::ops::Range;
 
 use super::ErrorKind;
 
+/// Where one record lies in a payload. `u32` offsets (payloads are capped far below 4 GiB) keep
+/// the span list at 8 bytes a record: at ~100-byte records it is a tenth of the payload's
+/// memory traffic, so its size shows in scan throughput.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    pub(crate) fn range(self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
 /// The size of the length prefix in front of every record.
 pub(crate) const LENGTH_PREFIX_BYTES: usize = 4;
 
@@ -27,7 +42,7 @@ pub(crate) fn encoded_bytes(record_bytes: usize) -> usize {
 pub(crate) fn split_records(payload: &[u8], record_count: u32) -> Result<Vec<Vec<u8>>, ErrorKind> {
     let mut spans = Vec::new();
     record_spans(payload, record_count, &mut spans)?;
-    Ok(spans.into_iter().map(|span| payload[span].to_vec()).collect())
+    Ok(spans.into_iter().map(|span| payload[span.range()].to_vec()).collect())
 }
 
 /// Finds where each record lies in an uncompressed payload, replacing the contents of `spans`
@@ -36,7 +51,7 @@ pub(crate) fn split_records(payload: &[u8], record_count: u32) -> Result<Vec<Vec
 pub(crate) fn record_spans(
     payload: &[u8],
     record_count: u32,
-    spans: &mut Vec<Range<usize>>,
+    spans: &mut Vec<Span>,
 ) -> Result<(), ErrorKind> {
     spans.clear();
     // Every record takes at least its length prefix, so this bounds the allocation by the
@@ -51,15 +66,16 @@ pub(crate) fn record_spans(
 pub(crate) fn parse_complete_records(
     payload: &[u8],
     mut position: usize,
-    spans: &mut Vec<Range<usize>>,
+    spans: &mut Vec<Span>,
 ) -> usize {
+    assert!(u32::try_from(payload.len()).is_ok(), "payloads are capped far below 4 GiB");
     while let Some(prefix) = payload.get(position..position + LENGTH_PREFIX_BYTES) {
         let length = u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
         let start = position + LENGTH_PREFIX_BYTES;
         if payload.len() - start < length {
             break;
         }
-        spans.push(start..start + length);
+        spans.push(Span { start: start as u32, end: (start + length) as u32 });
         position = start + length;
     }
     position
@@ -71,7 +87,7 @@ pub(crate) fn finish_spans(
     payload: &[u8],
     position: usize,
     record_count: u32,
-    spans: &[Range<usize>],
+    spans: &[Span],
 ) -> Result<(), ErrorKind> {
     let found = u32::try_from(spans.len()).unwrap_or(u32::MAX);
     if let Some(rest) = payload.get(position..).filter(|rest| !rest.is_empty()) {
