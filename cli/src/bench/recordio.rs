@@ -37,8 +37,12 @@ struct Measurement {
     logical_bytes: u64,
     records: u64,
     write: Duration,
+    /// Reads of the file while it is in the page cache.
     raw_read: Duration,
     scan: Duration,
+    /// The same reads after the file's pages were dropped from the cache: from the disk.
+    raw_read_cold: Duration,
+    scan_cold: Duration,
     index: Duration,
 }
 
@@ -54,6 +58,9 @@ pub(crate) fn run(args: &RecordioBenchArgs) -> anyhow::Result<()> {
         "scan MB/s",
         "scan records/s",
         "scan/raw",
+        "cold raw MB/s",
+        "cold scan MB/s",
+        "cold scan/raw",
         "index ms",
         "index/scan",
     ]);
@@ -63,7 +70,12 @@ pub(crate) fn run(args: &RecordioBenchArgs) -> anyhow::Result<()> {
         std::fs::remove_file(&path).with_context(|| format!("remove {}", path.display()))?;
         table.row(cells(&measurement));
     }
-    println!("RecordIO, {} MiB of records per compressor (MB = 10^6 bytes; throughput of uncompressed record bytes, raw read of file bytes)", args.bytes >> 20);
+    println!(
+        "RecordIO, {} MiB of records per compressor (MB = 10^6 bytes; write and scan MB/s count \
+         uncompressed record bytes, raw read counts file bytes; scan/raw compares file bytes per \
+         second; cold = after dropping the file from the page cache)",
+        args.bytes >> 20
+    );
     print!("{}", table.render());
     Ok(())
 }
@@ -78,11 +90,15 @@ fn measure(
     let (records, logical_bytes) = write_dataset(path, compressor, bytes, pool)?;
     let write = started.elapsed();
     let file_bytes = std::fs::metadata(path)?.len();
-    let raw_read = time(|| raw_read(path))?;
+    let raw_read = time(|| read_raw(path))?;
     let started = Instant::now();
-    let scanned = scan(path)?;
+    let scanned = scan_records(path)?;
     let scan = started.elapsed();
     anyhow::ensure!(scanned == records, "scan found {scanned} records, wrote {records}");
+    evict_from_cache(path)?;
+    let raw_read_cold = time(|| read_raw(path))?;
+    evict_from_cache(path)?;
+    let scan_cold = time(|| scan_records(path).map(|_| ()))?;
     let started = Instant::now();
     let index = FileIndex::build(path)?;
     let index_time = started.elapsed();
@@ -99,6 +115,8 @@ fn measure(
         write,
         raw_read,
         scan,
+        raw_read_cold,
+        scan_cold,
         index: index_time,
     })
 }
@@ -126,7 +144,7 @@ fn write_dataset(
     Ok((records, logical_bytes))
 }
 
-fn raw_read(path: &Path) -> anyhow::Result<()> {
+fn read_raw(path: &Path) -> anyhow::Result<()> {
     let mut file = std::fs::File::open(path)?;
     let mut buffer = vec![0u8; READ_BUFFER_BYTES];
     while file.read(&mut buffer)? > 0 {}
@@ -134,7 +152,7 @@ fn raw_read(path: &Path) -> anyhow::Result<()> {
 }
 
 /// Visits every record as a borrowed slice, the way a trainer's reader does.
-fn scan(path: &Path) -> anyhow::Result<u64> {
+fn scan_records(path: &Path) -> anyhow::Result<u64> {
     let mut chunks = ChunkScanner::open(&[path.display().to_string()])?;
     let mut records = 0;
     while let Some(chunk) = chunks.next_chunk() {
@@ -144,6 +162,16 @@ fn scan(path: &Path) -> anyhow::Result<u64> {
         }
     }
     Ok(records)
+}
+
+/// Drops the file's pages from the page cache (it is synced, so they are clean), so that the
+/// next read comes from the disk, as a dataset larger than memory would.
+fn evict_from_cache(path: &Path) -> anyhow::Result<()> {
+    let file = std::fs::File::open(path)?;
+    file.sync_all()?;
+    nix::fcntl::posix_fadvise(&file, 0, 0, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED)
+        .context("posix_fadvise(DONTNEED)")?;
+    Ok(())
 }
 
 fn time(work: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<Duration> {
@@ -169,6 +197,8 @@ fn cells(measurement: &Measurement) -> Vec<String> {
     let rate = |bytes: u64, duration: Duration| bytes as f64 / duration.as_secs_f64() / 1e6;
     let scan_rate = rate(measurement.file_bytes, measurement.scan);
     let raw_rate = rate(measurement.file_bytes, measurement.raw_read);
+    let cold_scan_rate = rate(measurement.file_bytes, measurement.scan_cold);
+    let cold_raw_rate = rate(measurement.file_bytes, measurement.raw_read_cold);
     vec![
         measurement.compressor.to_string(),
         format!("{}", measurement.file_bytes >> 20),
@@ -177,6 +207,9 @@ fn cells(measurement: &Measurement) -> Vec<String> {
         format!("{:.0}", rate(measurement.logical_bytes, measurement.scan)),
         format!("{:.0}", measurement.records as f64 / measurement.scan.as_secs_f64()),
         format!("{:.0}%", 100.0 * scan_rate / raw_rate),
+        format!("{cold_raw_rate:.0}"),
+        format!("{:.0}", rate(measurement.logical_bytes, measurement.scan_cold)),
+        format!("{:.0}%", 100.0 * cold_scan_rate / cold_raw_rate),
         format!("{:.2}", measurement.index.as_secs_f64() * 1e3),
         format!("{:.3}%", 100.0 * measurement.index.as_secs_f64() / measurement.scan.as_secs_f64()),
     ]
