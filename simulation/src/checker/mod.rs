@@ -1,0 +1,102 @@
+//! The safety checkers, one file per invariant, run after every step of a simulation on what
+//! every node shows: its metrics and vote, its log (as its disk holds it), what its state
+//! machine applied, and the task-queue state; plus the clients' acknowledged writes.
+//!
+//! `state_machine_safety` also builds the canonical log (the first entry applied at each index,
+//! which every other apply must equal); `client_visible` and `epoch_fencing` read it in order.
+
+mod client_visible;
+mod election_safety;
+mod epoch_fencing;
+mod leader_completeness;
+mod log_matching;
+mod state_machine_safety;
+mod task_queue;
+
+use std::collections::BTreeMap;
+
+use consensus::Metrics;
+use master::state::MasterState;
+use openraft::LogId;
+
+use crate::history::AckedWrite;
+use crate::state_machine_store::AppliedEntry;
+
+pub use client_visible::ClientVisible;
+pub use election_safety::ElectionSafety;
+pub use epoch_fencing::EpochFencing;
+pub use leader_completeness::LeaderCompleteness;
+pub use state_machine_safety::{CanonicalLog, StateMachineSafety};
+pub use task_queue::TaskQueueInvariants;
+
+/// What one running node shows after a step.
+pub struct NodeView {
+    pub id: u64,
+    pub incarnation: u64,
+    pub metrics: Metrics,
+    /// Index -> (log id, payload hash) of the entries its disk holds.
+    pub log: BTreeMap<u64, (LogId<u64>, u64)>,
+    /// The vote its disk holds.
+    pub vote: Option<openraft::Vote<u64>>,
+    pub state: MasterState,
+}
+
+/// Everything the checkers see after one step.
+pub struct Observation {
+    pub nodes: Vec<NodeView>,
+    /// Entries applied since the last step, by node id (crashed incarnations included).
+    pub applied: Vec<(u64, AppliedEntry)>,
+    /// Writes acknowledged to clients since the last step.
+    pub acked: Vec<AckedWrite>,
+}
+
+/// A broken safety (or liveness) rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The rule, as its checker is named.
+    pub invariant: &'static str,
+    /// What was seen, for a person.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{}: {}", self.invariant, self.detail)
+    }
+}
+
+impl Violation {
+    pub fn new(invariant: &'static str, detail: String) -> Self {
+        Self { invariant, detail }
+    }
+}
+
+/// Every checker with the memory it keeps between steps.
+#[derive(Default)]
+pub struct Checkers {
+    election: ElectionSafety,
+    state_machine: StateMachineSafety,
+    leader_completeness: LeaderCompleteness,
+    task_queue: TaskQueueInvariants,
+    client_visible: ClientVisible,
+    epoch_fencing: EpochFencing,
+}
+
+impl Checkers {
+    /// Runs every checker on one step's observation; the first violation found.
+    pub fn check(&mut self, observation: &Observation) -> Result<(), Violation> {
+        self.election.check(&observation.nodes)?;
+        log_matching::check(&observation.nodes)?;
+        self.state_machine.check(&observation.applied)?;
+        let canonical = self.state_machine.canonical();
+        self.leader_completeness.check(
+            &observation.nodes,
+            canonical,
+            self.election.highest_term(),
+        )?;
+        self.task_queue.check(&observation.nodes)?;
+        self.epoch_fencing.check(canonical)?;
+        self.client_visible.check(&observation.acked, canonical)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,104 @@
+//! State machine safety (Raft §5.4.3): no two nodes (or two incarnations of one node) apply
+//! different entries at one index, and applying the same entry answers the same. The first
+//! apply at each index makes the canonical log the other checkers read.
+
+use std::collections::BTreeMap;
+
+use master::state::{decode_request, decode_response, Request, Response};
+use openraft::LogId;
+
+use super::Violation;
+use crate::state_machine_store::AppliedEntry;
+
+/// One command of the canonical log, decoded.
+pub struct CanonicalCommand {
+    pub request: Option<Request>,
+    pub response: Option<Response>,
+    pub request_bytes: Vec<u8>,
+    pub response_bytes: Vec<u8>,
+    /// A retry of a stamp already applied: answered from the session, changed nothing.
+    pub replay: bool,
+}
+
+/// One entry of the canonical log.
+pub struct CanonicalEntry {
+    pub log_id: LogId<u64>,
+    pub payload_hash: u64,
+    pub commands: Vec<CanonicalCommand>,
+}
+
+/// The log as applied, by index.
+#[derive(Default)]
+pub struct CanonicalLog {
+    pub entries: BTreeMap<u64, CanonicalEntry>,
+    /// The highest sequence number applied per client, to tell replays apart.
+    last_seq: BTreeMap<u64, u64>,
+}
+
+impl CanonicalLog {
+    fn insert(&mut self, applied: &AppliedEntry) {
+        let mut commands = Vec::new();
+        for command in &applied.commands {
+            let request = decode_request(&command.request).ok();
+            let stamp = request.as_ref().and_then(|request| request.client);
+            let replay = stamp.is_some_and(|stamp| {
+                let last = self.last_seq.entry(stamp.client_id).or_default();
+                let replay = stamp.seq <= *last;
+                *last = (*last).max(stamp.seq);
+                replay
+            });
+            commands.push(CanonicalCommand {
+                request,
+                response: decode_response(&command.response).ok(),
+                request_bytes: command.request.clone(),
+                response_bytes: command.response.clone(),
+                replay,
+            });
+        }
+        let entry =
+            CanonicalEntry { log_id: applied.log_id, payload_hash: applied.payload_hash, commands };
+        self.entries.insert(applied.log_id.index, entry);
+    }
+}
+
+/// Keeps the canonical log and compares every apply against it.
+#[derive(Default)]
+pub struct StateMachineSafety {
+    canonical: CanonicalLog,
+}
+
+impl StateMachineSafety {
+    pub fn check(&mut self, applied: &[(u64, AppliedEntry)]) -> Result<(), Violation> {
+        for (node, entry) in applied {
+            let index = entry.log_id.index;
+            let Some(canonical) = self.canonical.entries.get(&index) else {
+                self.canonical.insert(entry);
+                continue;
+            };
+            if canonical.log_id != entry.log_id || canonical.payload_hash != entry.payload_hash {
+                return Err(Violation::new(
+                    "state machine safety",
+                    format!(
+                        "node {node} applied {} at index {index}, where {} was applied before",
+                        entry.log_id, canonical.log_id
+                    ),
+                ));
+            }
+            let responses = entry.commands.iter().map(|command| &command.response);
+            let canonical_responses =
+                canonical.commands.iter().map(|command| &command.response_bytes);
+            if !responses.eq(canonical_responses) {
+                return Err(Violation::new(
+                    "state machine safety",
+                    format!("node {node} answered entry {} differently", entry.log_id),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The log as applied so far.
+    pub fn canonical(&self) -> &CanonicalLog {
+        &self.canonical
+    }
+}

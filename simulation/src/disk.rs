@@ -1,0 +1,181 @@
+//! A node's simulated disk for the Raft log: what the running process sees (the page cache)
+//! and what survives a crash (the durable image). A write reaches the durable image only when a
+//! flush covering it completes; a crash throws away every write that was not flushed.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use consensus::Entry;
+use openraft::{LogId, Vote};
+
+use crate::state_machine_store::payload_hash;
+
+/// The log as stored: entries, vote, committed and purged log ids.
+#[derive(Clone, Debug, Default)]
+pub struct LogImage {
+    pub vote: Option<Vote<u64>>,
+    pub committed: Option<LogId<u64>>,
+    pub purged: Option<LogId<u64>>,
+    pub entries: BTreeMap<u64, Entry>,
+    /// Each entry's log id and payload hash, kept beside the entries so the checkers can
+    /// compare logs without cloning them.
+    pub summary: BTreeMap<u64, (LogId<u64>, u64)>,
+}
+
+/// One write, in the order the store issued it.
+#[derive(Clone, Debug)]
+enum Write {
+    Append(Vec<Entry>),
+    /// Removes entries at and after this index.
+    Truncate(u64),
+    /// Removes entries at and before this log id and records it as purged.
+    Purge(LogId<u64>),
+    Vote(Vote<u64>),
+    Committed(Option<LogId<u64>>),
+}
+
+impl LogImage {
+    fn apply(&mut self, write: &Write) {
+        match write {
+            Write::Append(entries) => {
+                for entry in entries {
+                    let summary = (entry.log_id, payload_hash(entry));
+                    self.summary.insert(entry.log_id.index, summary);
+                    self.entries.insert(entry.log_id.index, entry.clone());
+                }
+            }
+            Write::Truncate(index) => {
+                self.entries.split_off(index);
+                self.summary.split_off(index);
+            }
+            Write::Purge(log_id) => {
+                self.entries = self.entries.split_off(&(log_id.index + 1));
+                self.summary = self.summary.split_off(&(log_id.index + 1));
+                self.purged = Some(*log_id);
+            }
+            Write::Vote(vote) => self.vote = Some(*vote),
+            Write::Committed(committed) => self.committed = *committed,
+        }
+    }
+}
+
+/// The disk of one node, shared by its successive incarnations. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct SimDisk {
+    inner: Arc<Mutex<DiskState>>,
+}
+
+#[derive(Default)]
+struct DiskState {
+    /// Bumped by every crash; a store of an older generation belongs to a dead process.
+    generation: u64,
+    current: LogImage,
+    durable: LogImage,
+    /// Writes not yet flushed, with their sequence numbers, oldest first.
+    unflushed: VecDeque<(u64, Write)>,
+    next_sequence: u64,
+}
+
+/// A write made by a process that crashed since: its store must stop.
+#[derive(Debug)]
+pub struct ProcessCrashed;
+
+impl SimDisk {
+    fn state(&self) -> MutexGuard<'_, DiskState> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The generation a newly started process works in.
+    pub fn generation(&self) -> u64 {
+        self.state().generation
+    }
+
+    /// What the process of `generation` reads, or `ProcessCrashed`.
+    pub fn read<R>(
+        &self,
+        generation: u64,
+        read: impl FnOnce(&LogImage) -> R,
+    ) -> Result<R, ProcessCrashed> {
+        let state = self.state();
+        if state.generation != generation {
+            return Err(ProcessCrashed);
+        }
+        Ok(read(&state.current))
+    }
+
+    /// The vote the living process has written (after a crash: the durable one).
+    pub fn vote(&self) -> Option<Vote<u64>> {
+        self.state().current.vote
+    }
+
+    /// Log id and payload hash of every entry the living process sees, for the checkers.
+    pub fn summary(&self) -> BTreeMap<u64, (LogId<u64>, u64)> {
+        self.state().current.summary.clone()
+    }
+
+    fn write(&self, generation: u64, write: Write) -> Result<u64, ProcessCrashed> {
+        let mut state = self.state();
+        if state.generation != generation {
+            return Err(ProcessCrashed);
+        }
+        state.current.apply(&write);
+        let sequence = state.next_sequence;
+        state.next_sequence += 1;
+        state.unflushed.push_back((sequence, write));
+        Ok(sequence)
+    }
+
+    /// Buffers appended entries; returns the sequence number a flush must reach.
+    pub fn append(&self, generation: u64, entries: Vec<Entry>) -> Result<u64, ProcessCrashed> {
+        self.write(generation, Write::Append(entries))
+    }
+
+    /// Buffers the removal of entries from `index` on.
+    pub fn truncate(&self, generation: u64, index: u64) -> Result<u64, ProcessCrashed> {
+        self.write(generation, Write::Truncate(index))
+    }
+
+    /// Buffers the removal of entries up to `log_id`.
+    pub fn purge(&self, generation: u64, log_id: LogId<u64>) -> Result<u64, ProcessCrashed> {
+        self.write(generation, Write::Purge(log_id))
+    }
+
+    /// Buffers a vote.
+    pub fn save_vote(&self, generation: u64, vote: Vote<u64>) -> Result<u64, ProcessCrashed> {
+        self.write(generation, Write::Vote(vote))
+    }
+
+    /// Buffers the committed log id.
+    pub fn save_committed(
+        &self,
+        generation: u64,
+        committed: Option<LogId<u64>>,
+    ) -> Result<u64, ProcessCrashed> {
+        self.write(generation, Write::Committed(committed))
+    }
+
+    /// Makes every write up to `sequence` durable, as an fsync does: in order, all or nothing
+    /// per write.
+    pub fn flush(&self, generation: u64, sequence: u64) -> Result<(), ProcessCrashed> {
+        let mut state = self.state();
+        if state.generation != generation {
+            return Err(ProcessCrashed);
+        }
+        while state.unflushed.front().is_some_and(|(pending, _)| *pending <= sequence) {
+            let Some((_, write)) = state.unflushed.pop_front() else { break };
+            state.durable.apply(&write);
+        }
+        Ok(())
+    }
+
+    /// The process dies: every unflushed write is lost and the page cache is what the disk
+    /// holds. Returns how many writes were lost.
+    pub fn crash(&self) -> usize {
+        let mut state = self.state();
+        state.generation += 1;
+        let lost = state.unflushed.len();
+        state.unflushed.clear();
+        state.current = state.durable.clone();
+        lost
+    }
+}

@@ -1,0 +1,170 @@
+//! The simulator's Raft log store: openraft's storage-v2 `RaftLogStorage` over a [`SimDisk`].
+//! An append is acknowledged only after the flusher made it durable, unless the planted
+//! early-ack bug is switched on.
+
+use std::fmt::Debug;
+use std::io;
+use std::ops::RangeBounds;
+
+use consensus::{Entry, TypeConfig};
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{AnyError, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
+
+use crate::disk::{ProcessCrashed, SimDisk};
+use crate::flusher::{FlushWaiter, Flusher};
+use crate::rng::SimRng;
+
+type StoreResult<T> = Result<T, StorageError<u64>>;
+
+/// One process's log store. A crash of the disk makes every later call fail.
+pub struct SimLogStore {
+    disk: SimDisk,
+    generation: u64,
+    flusher: Flusher,
+    /// The planted bug: acknowledge appends before they are durable.
+    ack_before_durable: bool,
+}
+
+/// Reads entries for replication while the store appends.
+#[derive(Clone)]
+pub struct SimLogReader {
+    disk: SimDisk,
+    generation: u64,
+}
+
+impl SimLogStore {
+    /// A store for a process starting now on `disk`; flushes take `flush_delay_ms`.
+    pub fn open(
+        disk: SimDisk,
+        rng: SimRng,
+        flush_delay_ms: (u64, u64),
+        ack_before_durable: bool,
+    ) -> Self {
+        let generation = disk.generation();
+        let flusher = Flusher::start(disk.clone(), generation, rng, flush_delay_ms);
+        Self { disk, generation, flusher, ack_before_durable }
+    }
+}
+
+fn crashed(_: ProcessCrashed) -> AnyError {
+    AnyError::error("the process crashed")
+}
+
+// openraft's trait methods return its (large) `StorageError`; boxing it here would only move
+// the allocation.
+#[allow(clippy::result_large_err)]
+fn read_entries(
+    disk: &SimDisk,
+    generation: u64,
+    range: impl RangeBounds<u64>,
+) -> StoreResult<Vec<Entry>> {
+    disk.read(generation, |image| {
+        image.entries.range(range).map(|(_, entry)| entry.clone()).collect()
+    })
+    .map_err(|error| StorageIOError::read_logs(crashed(error)).into())
+}
+
+impl RaftLogReader<TypeConfig> for SimLogReader {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> StoreResult<Vec<Entry>> {
+        read_entries(&self.disk, self.generation, range)
+    }
+}
+
+impl RaftLogReader<TypeConfig> for SimLogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> StoreResult<Vec<Entry>> {
+        read_entries(&self.disk, self.generation, range)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for SimLogStore {
+    type LogReader = SimLogReader;
+
+    async fn get_log_state(&mut self) -> StoreResult<LogState<TypeConfig>> {
+        let (last_purged_log_id, last) = self
+            .disk
+            .read(self.generation, |image| {
+                (image.purged, image.entries.values().next_back().map(|entry| entry.log_id))
+            })
+            .map_err(|error| StorageIOError::read_logs(crashed(error)))?;
+        Ok(LogState { last_purged_log_id, last_log_id: last.or(last_purged_log_id) })
+    }
+
+    async fn get_log_reader(&mut self) -> SimLogReader {
+        SimLogReader { disk: self.disk.clone(), generation: self.generation }
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<u64>) -> StoreResult<()> {
+        let sequence = self
+            .disk
+            .save_vote(self.generation, *vote)
+            .map_err(|error| StorageIOError::write_vote(crashed(error)))?;
+        self.flusher.sync(sequence).await.map_err(|error| StorageIOError::write_vote(&error))?;
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> StoreResult<Option<Vote<u64>>> {
+        self.disk
+            .read(self.generation, |image| image.vote)
+            .map_err(|error| StorageIOError::read_vote(crashed(error)).into())
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> StoreResult<()> {
+        // Not waited for: a lost committed id only means re-applying less after a restart.
+        self.disk
+            .save_committed(self.generation, committed)
+            .map_err(|error| StorageIOError::write(crashed(error)))?;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> StoreResult<Option<LogId<u64>>> {
+        self.disk
+            .read(self.generation, |image| image.committed)
+            .map_err(|error| StorageIOError::read(crashed(error)).into())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StoreResult<()>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let sequence = self
+            .disk
+            .append(self.generation, entries)
+            .map_err(|error| StorageIOError::write_logs(crashed(error)))?;
+        let waiter = if self.ack_before_durable {
+            callback.log_io_completed(Ok(()));
+            FlushWaiter::Nobody
+        } else {
+            FlushWaiter::Append(callback)
+        };
+        self.flusher.flush(sequence, waiter).map_err(|error| write_logs(&error))?;
+        Ok(())
+    }
+
+    async fn truncate(&mut self, log_id: LogId<u64>) -> StoreResult<()> {
+        // Not waited for: flushes are in order, so the next append's flush makes it durable
+        // before the entries that replace the removed ones.
+        self.disk
+            .truncate(self.generation, log_id.index)
+            .map_err(|error| StorageIOError::write_logs(crashed(error)))?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<u64>) -> StoreResult<()> {
+        self.disk
+            .purge(self.generation, log_id)
+            .map_err(|error| StorageIOError::write_logs(crashed(error)))?;
+        Ok(())
+    }
+}
+
+fn write_logs(error: &io::Error) -> StorageError<u64> {
+    StorageIOError::write_logs(error).into()
+}

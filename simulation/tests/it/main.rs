@@ -1,0 +1,7 @@
+//! The simulation crate's tests: the simulated store against openraft's storage contract, the
+//! seed sweep, determinism, and the planted bugs the checkers must catch.
+
+mod determinism;
+mod planted_bugs;
+mod seed_sweep;
+mod storage_suite;

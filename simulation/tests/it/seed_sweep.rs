@@ -1,0 +1,55 @@
+//! Many seeds, each a whole schedule of faults and a liveness phase, must find no violation.
+
+use simulation::runner::sweep;
+use simulation::PlantedBugs;
+
+/// Seeds per test function; four functions let the test harness use every core.
+const SEEDS_PER_TEST: u64 = 50;
+
+fn check_seeds(start: u64) {
+    let summary = sweep(start, SEEDS_PER_TEST, PlantedBugs::default(), |_| {});
+    let mut failures: Vec<String> = summary
+        .failures
+        .iter()
+        .filter_map(|report| {
+            let violation = report.violation.as_ref()?;
+            Some(format!(
+                "--seed {}: {violation}\n  replay: {}",
+                report.seed,
+                report.replay_command()
+            ))
+        })
+        .collect();
+    failures.extend(
+        summary
+            .harness_errors
+            .iter()
+            .map(|(seed, error)| format!("--seed {seed}: harness error: {error}")),
+    );
+    assert!(failures.is_empty(), "failing seeds:\n{}", failures.join("\n"));
+    assert_eq!(summary.schedules, SEEDS_PER_TEST);
+}
+
+/// Seeds 0..50 keep every safety invariant and finish the job after the faults heal.
+#[test]
+fn seeds_0_to_50_are_safe_and_live() {
+    check_seeds(0);
+}
+
+/// Seeds 50..100 keep every safety invariant and finish the job after the faults heal.
+#[test]
+fn seeds_50_to_100_are_safe_and_live() {
+    check_seeds(50);
+}
+
+/// Seeds 100..150 keep every safety invariant and finish the job after the faults heal.
+#[test]
+fn seeds_100_to_150_are_safe_and_live() {
+    check_seeds(100);
+}
+
+/// Seeds 150..200 keep every safety invariant and finish the job after the faults heal.
+#[test]
+fn seeds_150_to_200_are_safe_and_live() {
+    check_seeds(150);
+}
