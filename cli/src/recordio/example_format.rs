@@ -64,12 +64,18 @@ pub(crate) fn to_json_line(record: &[u8]) -> anyhow::Result<String> {
     let example = Example::decode(record)
         .map_err(|error| anyhow::anyhow!("not a raftrain.example.v1.Example: {error}"))?;
     let json = serde_json::json!({
-        "label": example.label,
-        "dense": example.dense,
+        "label": shortest(example.label),
+        "dense": example.dense.iter().copied().map(shortest).collect::<Vec<f64>>(),
         "sparse_index": example.sparse_index,
-        "sparse_value": example.sparse_value,
+        "sparse_value": example.sparse_value.iter().copied().map(shortest).collect::<Vec<f64>>(),
     });
     Ok(json.to_string())
+}
+
+/// The f64 that prints as the f32 does (JSON numbers are f64: 0.1f32 would print as
+/// 0.10000000149011612).
+fn shortest(value: f32) -> f64 {
+    value.to_string().parse().unwrap_or(f64::from(value))
 }
 
 #[cfg(test)]
@@ -125,9 +131,12 @@ mod tests {
     /// A stored example prints as JSON; bytes that are not an Example are an error.
     #[test]
     fn json_lines() {
-        let record = dense(&[1.5], 2.0).encode_to_vec();
+        let record = dense(&[1.5, -2.1009], 0.1).encode_to_vec();
         let line = to_json_line(&record).unwrap();
-        assert_eq!(line, r#"{"dense":[1.5],"label":2.0,"sparse_index":[],"sparse_value":[]}"#);
+        assert_eq!(
+            line,
+            r#"{"dense":[1.5,-2.1009],"label":0.1,"sparse_index":[],"sparse_value":[]}"#
+        );
         assert!(to_json_line(&[0xff, 0xff, 0xff]).is_err());
     }
 }
