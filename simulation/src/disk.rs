@@ -179,3 +179,36 @@ impl SimDisk {
         lost
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    use super::*;
+
+    fn entry(index: u64) -> Entry {
+        let log_id = LogId::new(CommittedLeaderId::new(1, 1), index);
+        Entry { log_id, payload: EntryPayload::Blank }
+    }
+
+    /// A crash keeps exactly the flushed writes, and the crashed process can neither read nor
+    /// write any more.
+    #[test]
+    fn crash_keeps_only_flushed_writes() -> Result<(), ProcessCrashed> {
+        let disk = SimDisk::default();
+        let generation = disk.generation();
+        let flushed = disk.append(generation, vec![entry(1), entry(2)])?;
+        disk.save_vote(generation, Vote::new(1, 1))?;
+        disk.flush(generation, flushed)?;
+        disk.append(generation, vec![entry(3)])?;
+        disk.truncate(generation, 2)?;
+        assert_eq!(disk.summary().keys().copied().collect::<Vec<_>>(), [1]);
+        assert_eq!(disk.crash(), 3, "the vote, the third entry and the truncation were unflushed");
+        assert_eq!(disk.summary().keys().copied().collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(disk.vote(), None);
+        assert!(disk.append(generation, vec![entry(3)]).is_err());
+        assert!(disk.read(generation, |image| image.entries.len()).is_err());
+        assert_eq!(disk.read(disk.generation(), |image| image.entries.len())?, 2);
+        Ok(())
+    }
+}

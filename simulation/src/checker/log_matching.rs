@@ -52,3 +52,34 @@ fn check_pair(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use openraft::CommittedLeaderId;
+
+    use super::*;
+
+    /// A log of `(term, payload hash)` per index from 1.
+    fn log(entries: &[(u64, u64)]) -> LogSummary {
+        (1u64..)
+            .zip(entries)
+            .map(|(index, (term, hash))| {
+                (index, (LogId::new(CommittedLeaderId::new(*term, 1), index), *hash))
+            })
+            .collect()
+    }
+
+    /// Logs that diverge only after their last common entry pass; a shared entry over a
+    /// divergent prefix, or one log id with two payloads, is caught.
+    #[test]
+    fn pairs_are_judged_by_their_highest_match() {
+        let check = |first: &[(u64, u64)], second: &[(u64, u64)], ok: bool| {
+            let result = check_pair(1, &log(first), 2, &log(second));
+            assert_eq!(result.is_ok(), ok, "{first:?} vs {second:?}: {result:?}");
+        };
+        check(&[(1, 10), (1, 11)], &[(1, 10)], true);
+        check(&[(1, 10), (1, 11)], &[(1, 10), (2, 20)], true);
+        check(&[(1, 10), (1, 11)], &[(2, 20), (1, 11)], false);
+        check(&[(1, 10)], &[(1, 99)], false);
+    }
+}
