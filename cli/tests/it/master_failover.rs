@@ -141,3 +141,37 @@ async fn all_masters_killed_at_once_restore_the_queues() {
     }
     assert_eq!(group.status().await.done, 5);
 }
+
+/// A GetTask retried with the same stamp after the leader died gets the original assignment
+/// from the new leader, and no second task is dispatched: writes are exactly-once across a
+/// leader change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_leader_change_is_exactly_once() {
+    use proto::master::{ClientStamp, GetTaskRequest};
+    let mut group = MasterGroup::start(3, &POLICY);
+    let dataset = write_dataset(group.dir.path(), 5);
+    let client = group.client();
+    report_dataset(&client, &dataset, 1).await;
+    let trainer = register(&client, "retrier").await;
+    let request = GetTaskRequest {
+        stamp: Some(ClientStamp { client_id: 4242, seq: 1 }),
+        trainer_id: trainer,
+        pass: 0,
+    };
+    let get = |client: master::client::MasterClient, request: GetTaskRequest| async move {
+        client
+            .call("GetTask", |mut service| async move { service.get_task(request).await })
+            .await
+            .expect("GetTask")
+    };
+    let first = get(group.client(), request).await;
+    assert_eq!(first.outcome, Outcome::Task as i32);
+
+    tracing::info!("--- kill -9 the leader, then send the very same request to the new one");
+    let leader = group.leader_index().await;
+    group.kill(leader);
+    let retried = get(group.client(), request).await;
+    assert_eq!(retried, first, "the retry is answered from the session table");
+    let status = group.status().await;
+    assert_eq!((status.todo, status.pending), (4, 1), "one task was dispatched, not two");
+}
