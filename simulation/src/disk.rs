@@ -103,9 +103,9 @@ impl SimDisk {
         Ok(read(&state.current))
     }
 
-    /// The vote the living process has written (after a crash: the durable one).
-    pub fn vote(&self) -> Option<Vote<u64>> {
-        self.state().current.vote
+    /// The vote the disk would keep in a crash now.
+    pub fn durable_vote(&self) -> Option<Vote<u64>> {
+        self.state().durable.vote
     }
 
     /// Log id and payload hash of every entry the living process sees, for the checkers.
@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(disk.summary().keys().copied().collect::<Vec<_>>(), [1]);
         assert_eq!(disk.crash(), 3, "the vote, the third entry and the truncation were unflushed");
         assert_eq!(disk.summary().keys().copied().collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(disk.vote(), None);
+        assert_eq!(disk.durable_vote(), None);
         assert!(disk.append(generation, vec![entry(3)]).is_err());
         assert!(disk.read(generation, |image| image.entries.len()).is_err());
         assert_eq!(disk.read(disk.generation(), |image| image.entries.len())?, 2);

@@ -9,8 +9,24 @@
 //!   machine that records what it applied, and the master machine (or a planted bug).
 //! - `network`: openraft's `RaftNetworkFactory` over the simulated network.
 //!
+//! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers. `nemesis`: faults.
+//!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
+//!   (fault phase, heal, liveness phase). `runner`: many seeds.
+//!
 //! Architecture Invariant: nothing in a run reads the wall clock, the OS RNG or iterates a
 //! `HashMap`; time is tokio's paused clock on a current-thread runtime.
+//!
+//! Determinism, and the openraft internals it relies on (0.9.25):
+//! - openraft draws each election timeout from `rand::thread_rng()`; the simulator sets
+//!   `election_timeout_max = election_timeout_min + 1`, so that draw is a constant, and draws
+//!   `election_timeout_min` itself per node incarnation from the seed (distinct timeouts break
+//!   election ties).
+//! - openraft's replication backoff is an unbiased `tokio::select!`, whose branch order comes
+//!   from tokio's per-runtime RNG, which cannot be seeded without `tokio_unstable`. Backoff only
+//!   follows an `Unreachable` error, so the simulated network never returns one (a lost message
+//!   is a network error after its delay). `Raft::wait` (the other unbiased select) is unused.
+//! - The trace is our own canonical text (messages, faults, client operations, applied entries
+//!   with their payload hashes), hashed with FNV-1a; a test replays seeds and compares hashes.
 
 pub mod checker;
 pub mod client;

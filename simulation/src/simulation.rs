@@ -166,7 +166,7 @@ impl Run {
                 incarnation: node.incarnation,
                 metrics: node.metrics(),
                 log: node.disk.summary(),
-                vote: node.disk.vote(),
+                durable_vote: node.disk.durable_vote(),
                 state: node.state_machine.master_state(),
             });
         }

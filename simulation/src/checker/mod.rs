@@ -36,8 +36,8 @@ pub struct NodeView {
     pub metrics: Metrics,
     /// Index -> (log id, payload hash) of the entries its disk holds.
     pub log: BTreeMap<u64, (LogId<u64>, u64)>,
-    /// The vote its disk holds.
-    pub vote: Option<openraft::Vote<u64>>,
+    /// The vote its disk would keep in a crash.
+    pub durable_vote: Option<openraft::Vote<u64>>,
     pub state: MasterState,
 }
 
