@@ -13,6 +13,7 @@ use openraft::error::{ClientWriteError, RaftError};
 
 use crate::config::SimulationConfig;
 use crate::history::{AckedWrite, History, OperationType};
+use crate::leases::Leases;
 use crate::network::SimNetwork;
 use crate::rng::SimRng;
 use crate::trace::Trace;
@@ -26,6 +27,9 @@ const WORK_MS: (u64, u64) = (20, 150);
 const SLOW_WORK_MS: (u64, u64) = (350, 1_200);
 const SLOW_WORK_PERCENT: u64 = 8;
 const FAIL_PERCENT: u64 = 4;
+/// Now and then a trainer stalls after a task for longer than its lease, and is declared lost.
+const STALL_MS: u64 = 2_500;
+const STALL_PERCENT: u64 = 2;
 /// Ids of the clients' sessions start here, apart from trainer ids.
 const CLIENT_ID_BASE: u64 = 1_000;
 
@@ -38,6 +42,15 @@ pub const POLICY: QueuePolicy = QueuePolicy {
     retry_failed_next_pass: true,
 };
 
+/// What every trainer of a run shares.
+#[derive(Clone)]
+pub struct ClientContext {
+    pub network: SimNetwork,
+    pub history: History,
+    pub leases: Leases,
+    pub trace: Trace,
+}
+
 /// One trainer.
 pub struct SimClient {
     client: u64,
@@ -46,22 +59,19 @@ pub struct SimClient {
     rng: SimRng,
     network: SimNetwork,
     history: History,
+    leases: Leases,
     trace: Trace,
     config: SimulationConfig,
 }
 
 impl SimClient {
     /// Trainer number `index` of the run.
-    pub fn new(
-        index: u64,
-        config: &SimulationConfig,
-        network: SimNetwork,
-        history: History,
-        trace: Trace,
-    ) -> Self {
+    pub fn new(index: u64, config: &SimulationConfig, context: ClientContext) -> Self {
         let rng = SimRng::derive(config.seed, 10 + index);
         let client = CLIENT_ID_BASE + index;
-        Self { client, seq: 0, trainer: None, rng, network, history, trace, config: config.clone() }
+        let ClientContext { network, history, leases, trace } = context;
+        let config = config.clone();
+        Self { client, seq: 0, trainer: None, rng, network, history, leases, trace, config }
     }
 
     /// Runs the trainer until the job is finished.
@@ -121,6 +131,10 @@ impl SimClient {
             Command::TaskFinished { task, epoch }
         };
         self.write(command).await;
+        if self.rng.percent(STALL_PERCENT) {
+            self.trace.record(format!("client {} stalls", self.client));
+            tokio::time::sleep(Duration::from_millis(STALL_MS)).await;
+        }
     }
 
     async fn pause(&mut self) {
@@ -192,6 +206,9 @@ impl SimClient {
             format!("{} {response:?}", reply.log_id),
         );
         self.history.acked(AckedWrite { client, log_id: reply.log_id, request, response: bytes });
+        if let Some(trainer) = self.trainer {
+            self.leases.heard(trainer, self.trace.now_ms());
+        }
         Some(response)
     }
 }

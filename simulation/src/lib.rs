@@ -35,6 +35,7 @@ pub mod config;
 pub mod disk;
 pub mod flusher;
 pub mod history;
+pub mod leases;
 pub mod log_store;
 pub mod machine;
 pub mod nemesis;

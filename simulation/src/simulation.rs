@@ -11,18 +11,19 @@ use master::state::{encode_request, Command, Request};
 use tokio::task::JoinHandle;
 
 use crate::checker::{Checkers, NodeView, Observation, Violation};
-use crate::client::SimClient;
+use crate::client::{ClientContext, SimClient};
 use crate::cluster::Cluster;
 use crate::config::SimulationConfig;
 use crate::history::History;
+use crate::leases::Leases;
 use crate::nemesis::Nemesis;
 use crate::network::SimNetwork;
 use crate::rng::SimRng;
 use crate::trace::Trace;
 
-/// The leader checks for expired tasks this often.
+/// The leader checks for expired tasks and leases this often.
 const DUTY_INTERVAL_MS: u64 = 100;
-/// The leader's own write of `ExpireTasks` is given up after this long.
+/// The leader's own write (`ExpireTasks`, `TrainerLost`) is given up after this long.
 const DUTY_WRITE_TIMEOUT_MS: u64 = 1_000;
 
 /// What a run found.
@@ -62,7 +63,8 @@ struct Run {
     history: History,
     clients: Vec<JoinHandle<()>>,
     checkers: Checkers,
-    expire_in_flight: Arc<AtomicBool>,
+    leases: Leases,
+    duty_in_flight: Arc<AtomicBool>,
 }
 
 async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
@@ -70,10 +72,16 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     let network = SimNetwork::new(SimRng::derive(config.seed, 2), trace.clone());
     let cluster = Cluster::start(config, network.clone(), trace.clone()).await?;
     let history = History::new(trace.clone());
+    let leases = Leases::default();
+    let context = ClientContext {
+        network: network.clone(),
+        history: history.clone(),
+        leases: leases.clone(),
+        trace: trace.clone(),
+    };
     let clients = (0..config.client_count)
         .map(|index| {
-            let client =
-                SimClient::new(index, config, network.clone(), history.clone(), trace.clone());
+            let client = SimClient::new(index, config, context.clone());
             tokio::spawn(client.run())
         })
         .collect();
@@ -84,7 +92,8 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         history,
         clients,
         checkers: Checkers::default(),
-        expire_in_flight: Arc::default(),
+        leases,
+        duty_in_flight: Arc::default(),
     };
     let violation = run.phases().await?.err();
     if let Some(violation) = &violation {
@@ -143,7 +152,7 @@ impl Run {
     /// The leader's duty, then every checker.
     fn step(&mut self, elapsed_ms: u64) -> Result<(), Violation> {
         if elapsed_ms.is_multiple_of(DUTY_INTERVAL_MS) {
-            self.propose_expiry();
+            self.propose_duty();
         }
         let observation = self.observe();
         self.checkers.check(&observation)
@@ -174,19 +183,27 @@ impl Run {
     }
 
     /// As the real leader does: propose `ExpireTasks` only when its applied state has an
-    /// expired deadline, one proposal at a time.
-    fn propose_expiry(&self) {
+    /// expired deadline, else `TrainerLost` for a registered trainer whose lease ran out; one
+    /// proposal at a time.
+    fn propose_duty(&self) {
         let Some(leader) = self.cluster.leader() else { return };
         let now_ms = self.trace.now_ms();
-        if !leader.state_machine.master_state().has_expired(now_ms)
-            || self.expire_in_flight.swap(true, Ordering::SeqCst)
-        {
+        let state = leader.state_machine.master_state();
+        let command = if state.has_expired(now_ms) {
+            Command::ExpireTasks
+        } else {
+            let registered: Vec<u64> = state.trainers().iter().map(|view| view.trainer).collect();
+            match self.leases.expired(&registered, now_ms) {
+                Some(trainer) => Command::TrainerLost { trainer },
+                None => return,
+            }
+        };
+        if self.duty_in_flight.swap(true, Ordering::SeqCst) {
             return;
         }
-        let request =
-            encode_request(&Request { client: None, now_ms, command: Command::ExpireTasks });
-        let (in_flight, trace, id) = (self.expire_in_flight.clone(), self.trace.clone(), leader.id);
-        trace.record(format!("node {id} proposes ExpireTasks"));
+        let (in_flight, trace, id) = (self.duty_in_flight.clone(), self.trace.clone(), leader.id);
+        trace.record(format!("node {id} proposes {command:?}"));
+        let request = encode_request(&Request { client: None, now_ms, command });
         tokio::spawn(async move {
             let write = leader.raft.client_write(Commands(vec![request]));
             let result =
@@ -196,7 +213,7 @@ impl Run {
                 Ok(Err(error)) => format!("failed: {error}"),
                 Err(_elapsed) => "timed out".to_string(),
             };
-            trace.record(format!("node {id} ExpireTasks {outcome}"));
+            trace.record(format!("node {id} duty {outcome}"));
             in_flight.store(false, Ordering::SeqCst);
         });
     }

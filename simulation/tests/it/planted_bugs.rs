@@ -15,18 +15,19 @@ fn check(seed: u64, bugs: PlantedBugs, invariant: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A log store that acknowledges appends before they are durable loses a committed entry in
-/// a crash, and a later leader lacks it: seed 22 shows it.
+/// A log store that acknowledges appends before they are durable loses acknowledged entries in
+/// a crash: at seed 9 the leader of T1 loses its own tail, comes back as leader of T1 and
+/// writes another entry under a log id a follower already holds.
 #[test]
 fn acknowledging_before_durable_is_caught() -> anyhow::Result<()> {
     let bugs = PlantedBugs { ack_before_durable: true, ..PlantedBugs::default() };
-    check(22, bugs, "leader completeness")
+    check(9, bugs, "log matching")
 }
 
 /// A state machine that rewrites a stale `TaskFinished` to the pending epoch accepts a report
-/// from a trainer the task was taken from: seed 6 shows it.
+/// from a trainer the task was taken from: seed 1 shows it.
 #[test]
 fn accepting_a_stale_epoch_is_caught() -> anyhow::Result<()> {
     let bugs = PlantedBugs { accept_stale_epoch: true, ..PlantedBugs::default() };
-    check(6, bugs, "epoch fencing")
+    check(1, bugs, "epoch fencing")
 }
