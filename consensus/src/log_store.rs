@@ -352,7 +352,7 @@ pub fn measure_raw_sync_writes(
 /// acknowledged write (seen by the `all_masters_killed_at_once` end-to-end test). Uncommitted,
 /// the node must win a new term, whose first entry fences every read. Election safety is
 /// unchanged: the node still voted for itself in that term and votes for no one else in it.
-pub(crate) fn vote_after_restart(vote: Vote<u64>, own_id: Option<u64>) -> Vote<u64> {
+pub fn vote_after_restart(vote: Vote<u64>, own_id: Option<u64>) -> Vote<u64> {
     if vote.committed && own_id.is_some() && vote.leader_id().voted_for() == own_id {
         return Vote::new(vote.leader_id().term, vote.leader_id().node_id);
     }

@@ -39,6 +39,13 @@ impl RunningNode {
         self.raft.metrics().borrow().clone()
     }
 
+    /// Whether openraft's core still runs. A fatal stop shows in `running_state`; a panic
+    /// inside the core only drops the metrics sender, leaving the last value as it was.
+    pub fn core_running(&self) -> bool {
+        let metrics = self.raft.metrics();
+        metrics.has_changed().is_ok() && metrics.borrow().running_state.is_ok()
+    }
+
     /// Whether the node believes it leads.
     pub fn is_leader(&self) -> bool {
         let metrics = self.raft.metrics();
@@ -110,7 +117,8 @@ impl Cluster {
             disk_rng,
             self.config.flush_delay_ms,
             bugs.ack_before_durable,
-        );
+        )
+        .with_node_id(id);
         let machine: Box<dyn MasterMachine> = if bugs.accept_stale_epoch {
             Box::new(FenceBreakingState::default())
         } else {

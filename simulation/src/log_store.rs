@@ -23,6 +23,9 @@ pub struct SimLogStore {
     flusher: Flusher,
     /// The planted bug: acknowledge appends before they are durable.
     ack_before_durable: bool,
+    /// The node the disk belongs to, for the restart vote rule; `None` in the storage suite
+    /// (as the production store before its bootstrap record is written).
+    node_id: Option<u64>,
 }
 
 /// Reads entries for replication while the store appends.
@@ -42,7 +45,13 @@ impl SimLogStore {
     ) -> Self {
         let generation = disk.generation();
         let flusher = Flusher::start(disk.clone(), generation, rng, flush_delay_ms);
-        Self { disk, generation, flusher, ack_before_durable }
+        Self { disk, generation, flusher, ack_before_durable, node_id: None }
+    }
+
+    /// Names the node whose disk this is, so a restart follows the production store's vote rule.
+    pub fn with_node_id(mut self, node_id: u64) -> Self {
+        self.node_id = Some(node_id);
+        self
     }
 }
 
@@ -108,10 +117,14 @@ impl RaftLogStorage<TypeConfig> for SimLogStore {
         Ok(())
     }
 
+    /// Called by openraft once, at start-up: the production store's restart rule applies (a
+    /// committed vote for itself comes back uncommitted; see `vote_after_restart`).
     async fn read_vote(&mut self) -> StoreResult<Option<Vote<u64>>> {
-        self.disk
+        let vote = self
+            .disk
             .read(self.generation, |image| image.vote)
-            .map_err(|error| StorageIOError::read_vote(crashed(error)).into())
+            .map_err(|error| StorageIOError::read_vote(crashed(error)))?;
+        Ok(vote.map(|vote| consensus::log_store::vote_after_restart(vote, self.node_id)))
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> StoreResult<()> {

@@ -174,6 +174,7 @@ impl Run {
                 id: node.id,
                 incarnation: node.incarnation,
                 metrics: node.metrics(),
+                core_running: node.core_running(),
                 log: node.disk.summary(),
                 durable_vote: node.disk.durable_vote(),
                 state: node.state_machine.master_state(),

@@ -10,6 +10,7 @@ mod election_safety;
 mod epoch_fencing;
 mod leader_completeness;
 mod log_matching;
+mod raft_core;
 mod state_machine_safety;
 mod task_queue;
 
@@ -34,6 +35,8 @@ pub struct NodeView {
     pub id: u64,
     pub incarnation: u64,
     pub metrics: Metrics,
+    /// Whether openraft's core task still runs (it stops on a panic or a fatal error).
+    pub core_running: bool,
     /// Index -> (log id, payload hash) of the entries its disk holds.
     pub log: BTreeMap<u64, (LogId<u64>, u64)>,
     /// The vote its disk would keep in a crash.
@@ -85,6 +88,7 @@ pub struct Checkers {
 impl Checkers {
     /// Runs every checker on one step's observation; the first violation found.
     pub fn check(&mut self, observation: &Observation) -> Result<(), Violation> {
+        raft_core::check(&observation.nodes)?;
         self.election.check(&observation.nodes)?;
         log_matching::check(&observation.nodes)?;
         self.state_machine.check(&observation.applied)?;
