@@ -15,7 +15,4 @@ pub enum ClientError {
     /// applied: callers must treat the outcome as unknown.
     #[error("{call}: no master leader answered within {deadline:?} ({attempts} attempts; last error: {last_error})")]
     Deadline { call: &'static str, deadline: Duration, attempts: u32, last_error: String },
-    /// The master's reply was missing a field or had an impossible value.
-    #[error("{call}: malformed reply from the master: {reason}")]
-    BadReply { call: &'static str, reason: String },
 }

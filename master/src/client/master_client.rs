@@ -60,10 +60,6 @@ impl MasterClient {
         })
     }
 
-    pub fn client_id(&self) -> u64 {
-        self.client_id
-    }
-
     /// A read or an unstamped call, retried on the leader until the deadline.
     pub async fn call<T, F, Fut>(
         &self,
