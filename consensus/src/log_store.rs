@@ -6,8 +6,6 @@ use std::fmt::Debug;
 use std::fs::File;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, LogId, RaftLogReader, StorageIOError, Vote};
@@ -17,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec;
 use crate::error::StartError;
 use crate::flusher::Flusher;
+use crate::log_store_closed::{LogStoreClosed, OpenHandle};
 use crate::type_config::{Entry, StorageError, TypeConfig};
 
 /// An encoded entry may not exceed this: sled stores values over ~128 KiB in blob files it
@@ -44,18 +43,14 @@ pub struct LogStore {
     db: sled::Db,
     flusher: Flusher,
     dir: PathBuf,
+    open: OpenHandle,
 }
 
 /// Reads entries for replication while the store keeps appending.
 #[derive(Clone)]
 pub struct LogReader {
     db: sled::Db,
-}
-
-/// Waits for a log store's files to be closed, so the directory can be opened again.
-#[derive(Clone)]
-pub struct LogStoreClosed {
-    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+    _open: OpenHandle,
 }
 
 impl LogStore {
@@ -74,8 +69,8 @@ impl LogStore {
         check_contents(&db).map_err(failed)?;
         let (flusher, thread) = Flusher::start(db.clone(), db_file)
             .map_err(|error| failed(format!("cannot start the flusher thread: {error}")))?;
-        let closed = LogStoreClosed { thread: Arc::new(Mutex::new(Some(thread))) };
-        Ok((Self { db, flusher, dir: dir.to_path_buf() }, closed))
+        let (open, closed) = LogStoreClosed::new(thread, db_path);
+        Ok((Self { db, flusher, dir: dir.to_path_buf(), open }, closed))
     }
 
     /// Records who bootstrapped this directory, or checks that it is the same node and peers.
@@ -97,17 +92,6 @@ impl LogStore {
                     .map_err(|error| failed(error.to_string()))?;
                 self.flusher.sync().await.map_err(|error| failed(error.to_string()))
             }
-        }
-    }
-}
-
-impl LogStoreClosed {
-    /// Returns once the store's flusher thread (and with it the database) is gone.
-    pub async fn wait(&self) {
-        let thread = self.thread.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
-        if let Some(thread) = thread {
-            // A panic in the flusher was already reported by the panic hook.
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
     }
 }
@@ -231,7 +215,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn get_log_reader(&mut self) -> LogReader {
-        LogReader { db: self.db.clone() }
+        LogReader { db: self.db.clone(), _open: self.open.clone() }
     }
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError> {

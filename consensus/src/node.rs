@@ -14,7 +14,8 @@ use tokio::sync::watch;
 use crate::batcher::{forward_to_leader, Batcher};
 use crate::cluster_info::ClusterInfo;
 use crate::error::ShutdownError;
-use crate::log_store::{BootstrapRecord, LogStore, LogStoreClosed, ENTRY_BYTES_MAX};
+use crate::log_store::{BootstrapRecord, LogStore, ENTRY_BYTES_MAX};
+use crate::log_store_closed::LogStoreClosed;
 use crate::network::Network;
 use crate::service::RaftServer;
 use crate::state_machine_store::StateMachineStore;
@@ -25,7 +26,7 @@ use crate::{Metrics, NodeConfig, Raft, StartError, StateMachine, TypeConfig, Wri
 pub const COMMAND_BYTES_MAX: usize = ENTRY_BYTES_MAX - 1024;
 
 /// After `Raft::shutdown`, how long to wait for the log's files to close.
-const CLOSE_TIMEOUT_MS: u64 = 10_000;
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A running member of the group. Cheap to clone: clones share the node.
 pub struct ConsensusNode<S> {
@@ -70,7 +71,9 @@ impl<S: StateMachine> ConsensusNode<S> {
             Err(error) => {
                 // The store is dropped by now; wait for its files to close so that a caller
                 // may fix the configuration and open the directory again at once.
-                log_store_closed.wait().await;
+                if let Err(reason) = log_store_closed.wait(CLOSE_TIMEOUT).await {
+                    tracing::warn!(%reason, "the failed start left the log open");
+                }
                 Err(error)
             }
         }
@@ -209,11 +212,7 @@ impl<S: StateMachine> ConsensusNode<S> {
             .shutdown()
             .await
             .map_err(|error| ShutdownError { reason: error.to_string() })?;
-        let closed = self.inner.log_store_closed.wait();
-        tokio::time::timeout(Duration::from_millis(CLOSE_TIMEOUT_MS), closed).await.map_err(|_| {
-            ShutdownError {
-                reason: format!("the log files were still open after {CLOSE_TIMEOUT_MS} ms"),
-            }
-        })
+        let closed = self.inner.log_store_closed.wait(CLOSE_TIMEOUT).await;
+        closed.map_err(|reason| ShutdownError { reason })
     }
 }
