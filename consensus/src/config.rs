@@ -139,10 +139,16 @@ impl NodeConfig {
             // A lagging follower within one snapshot interval is fed from the log.
             replication_lag_threshold: self.snapshot_logs_since_last
                 + self.max_in_snapshot_log_to_keep,
+            // An AppendEntries RPC times out after one heartbeat interval, so it must carry
+            // at most what a follower writes and syncs well within it (64 x 64 KiB = 4 MiB).
+            max_payload_entries: PAYLOAD_ENTRIES_MAX,
             ..Default::default()
         }
     }
 }
+
+/// Entries per AppendEntries RPC at most (openraft's default is 300).
+const PAYLOAD_ENTRIES_MAX: u64 = 64;
 
 /// Parses `1=127.0.0.1:7001,2=127.0.0.1:7002`; an error names the offending item.
 pub fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, ConfigError> {

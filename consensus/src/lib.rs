@@ -38,6 +38,7 @@ mod service;
 pub mod snapshot_file;
 mod state_machine;
 pub mod state_machine_store;
+mod step_up;
 mod type_config;
 
 pub use cluster_info::{cluster_info_reply, ClusterInfo, Member, Role};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
@@ -33,14 +33,26 @@ pub const CONNECTION_WINDOW_BYTES: u32 = 64 * 1024 * 1024;
 const CONNECT_TIMEOUT_MS: u64 = 1_000;
 
 /// Creates one [`NetworkConnection`] per peer; connections are made on first use.
-#[derive(Clone, Debug, Default)]
-pub struct Network {}
+#[derive(Clone, Debug)]
+pub struct Network {
+    retry_after: Duration,
+}
 
 /// The link to one peer. The tonic channel reconnects by itself after a failure.
 pub struct NetworkConnection {
     target: u64,
     node: BasicNode,
     client: Option<RaftServiceClient<Channel>>,
+    retry_after: Duration,
+}
+
+impl Network {
+    /// After a peer was unreachable, the leader tries it again every `retry_after` (openraft's
+    /// default is 500 ms). A restarted replica that hears no leader for an election timeout
+    /// campaigns, so the leader must find it again within one heartbeat interval.
+    pub fn new(retry_after: Duration) -> Self {
+        Self { retry_after }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -57,7 +69,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = NetworkConnection;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> NetworkConnection {
-        NetworkConnection { target, node: node.clone(), client: None }
+        let retry_after = self.retry_after;
+        NetworkConnection { target, node: node.clone(), client: None, retry_after }
     }
 }
 
@@ -163,5 +176,9 @@ impl RaftNetwork<TypeConfig> for NetworkConnection {
         option: RPCOption,
     ) -> RpcResult<VoteResponse<u64>> {
         self.call(Rpc::Vote, &request, &option).await
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(self.retry_after))
     }
 }

@@ -19,6 +19,7 @@ use crate::log_store_closed::LogStoreClosed;
 use crate::network::Network;
 use crate::service::RaftServer;
 use crate::state_machine_store::StateMachineStore;
+use crate::step_up::StepUp;
 use crate::{Metrics, NodeConfig, Raft, StartError, StateMachine, TypeConfig, WriteError};
 
 /// The largest command `write` accepts: an entry is the command plus a small header, and must
@@ -38,6 +39,7 @@ struct Inner<S> {
     raft: Raft,
     state_machine: StateMachineStore<S>,
     log_store_closed: LogStoreClosed,
+    step_up: Arc<StepUp>,
     batcher: Batcher,
 }
 
@@ -50,7 +52,8 @@ impl<S> Clone for ConsensusNode<S> {
 impl<S: StateMachine> ConsensusNode<S> {
     /// Opens the node's storage and starts Raft over the tonic network. Binds no socket.
     pub async fn open(config: NodeConfig, state_machine: S) -> Result<Self, StartError> {
-        Self::open_with_network(config, state_machine, Network::default()).await
+        let network = Network::new(Duration::from_millis(config.heartbeat_ms));
+        Self::open_with_network(config, state_machine, network).await
     }
 
     /// Like [`ConsensusNode::open`], over any network (tests route messages in memory).
@@ -65,7 +68,10 @@ impl<S: StateMachine> ConsensusNode<S> {
             Ok((raft, state_machine)) => {
                 tracing::info!(node = config.id, dir = %config.data_dir.display(), "raft node started");
                 let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX);
-                let inner = Inner { config, raft, state_machine, log_store_closed, batcher };
+                let step_up =
+                    Arc::new(StepUp::new(Duration::from_millis(config.election_timeout_max_ms)));
+                let inner =
+                    Inner { config, raft, state_machine, log_store_closed, batcher, step_up };
                 Ok(Self { inner: Arc::new(inner) })
             }
             Err(error) => {
@@ -121,7 +127,11 @@ impl<S: StateMachine> ConsensusNode<S> {
 
     /// The tonic service to add to a router; the application may serve its own beside it.
     pub fn raft_service(&self) -> RaftServiceServer<RaftServer> {
-        RaftServer::service(self.inner.raft.clone(), self.inner.config.id)
+        RaftServer::service(
+            self.inner.raft.clone(),
+            self.inner.config.id,
+            self.inner.step_up.clone(),
+        )
     }
 
     /// Replicates `command`, waits until it is applied here, and returns the response.

@@ -2,6 +2,7 @@
 //! `INVALID_ARGUMENT`, never a panic), hands them to openraft, and answers `ClusterInfo`.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use proto::raft::raft_service_server::{RaftService, RaftServiceServer};
@@ -15,7 +16,10 @@ use tonic::transport::Server;
 use tonic::{Request, Response, Status};
 
 use crate::cluster_info::{cluster_info_reply, ClusterInfo};
+use openraft::raft::VoteRequest;
+
 use crate::network::{CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
+use crate::step_up::StepUp;
 use crate::{codec, ConsensusNode, Raft, StateMachine};
 
 /// How long an idle HTTP/2 connection is kept alive with pings.
@@ -25,12 +29,17 @@ const KEEPALIVE_MS: u64 = 10_000;
 pub struct RaftServer {
     raft: Raft,
     node_id: u64,
+    step_up: Arc<StepUp>,
 }
 
 impl RaftServer {
     /// The tonic service with this crate's message limits.
-    pub fn service(raft: Raft, node_id: u64) -> RaftServiceServer<Self> {
-        RaftServiceServer::new(Self { raft, node_id })
+    pub(crate) fn service(
+        raft: Raft,
+        node_id: u64,
+        step_up: Arc<StepUp>,
+    ) -> RaftServiceServer<Self> {
+        RaftServiceServer::new(Self { raft, node_id, step_up })
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX)
     }
@@ -55,12 +64,17 @@ impl RaftService for RaftServer {
         request: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
         let result = self.raft.append_entries(decode_request(&request)?).await;
+        self.step_up.after_append(&result);
         reply(&result)
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id, term = self.raft.metrics().borrow().current_term))]
     async fn vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
-        let result = self.raft.vote(decode_request(&request)?).await;
+        let vote_request = decode_request(&request)?;
+        let result = self.raft.vote(VoteRequest::clone(&vote_request)).await;
+        if let Ok(response) = &result {
+            self.step_up.after_vote(&self.raft, &vote_request, response);
+        }
         reply(&result)
     }
 

@@ -14,10 +14,10 @@ use std::time::Duration;
 /// lease (`election_timeout_max`) plus a random election timeout: with these defaults a new
 /// election begins 750 to 1000 ms after the last heartbeat, inside DESIGN's 500-1000 ms and
 /// below etcd's 1 s. (500-1000 ms here would mean 1.5-2 s, measured by `bench master`.)
-pub const ELECTION_TIMEOUT_MIN_MS_DEFAULT: u64 = 250;
+pub const ELECTION_TIMEOUT_MIN_MS_DEFAULT: u64 = 150;
 /// Also each AppendEntries RPC's timeout in openraft 0.9: far above a flush plus a round trip.
-pub const HEARTBEAT_MS_DEFAULT: u64 = 100;
-pub const ELECTION_TIMEOUT_MAX_MS_DEFAULT: u64 = 500;
+pub const HEARTBEAT_MS_DEFAULT: u64 = 50;
+pub const ELECTION_TIMEOUT_MAX_MS_DEFAULT: u64 = 300;
 /// Snapshot (and purge the log) after this many entries. A snapshot encodes the whole state,
 /// which grows with the dataset, so it is taken less often than the consensus default.
 pub const SNAPSHOT_LOGS_SINCE_LAST_DEFAULT: u64 = 50_000;

@@ -32,6 +32,10 @@ pub(crate) struct MasterBenchArgs {
     /// Trainer clients running while the leader is killed.
     #[arg(long, default_value_t = 16)]
     failover_clients: usize,
+    /// Keep the masters' data directories and logs (`process-N.log`) after the run and print
+    /// where they are; with RAFTRAIN_BENCH_LOG=<filter> the masters log more than warnings.
+    #[arg(long)]
+    keep: bool,
 }
 
 /// Flags of every master in the benchmark: nothing times out or is declared lost by accident.
@@ -49,7 +53,11 @@ pub(crate) fn run(args: &MasterBenchArgs) -> anyhow::Result<()> {
     );
     let root = tempfile::tempdir().context("create a temporary directory")?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(bench(args, root.path()))
+    let result = runtime.block_on(bench(args, root.path()));
+    if args.keep {
+        println!("data directories and logs kept in {}", root.keep().display());
+    }
+    result
 }
 
 async fn bench(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<()> {
@@ -211,6 +219,7 @@ async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> 
     for _ in 0..args.failovers {
         let leader = wait_for_leader(&mut masters).await?;
         masters.group.kill(leader);
+        tracing::debug!(master = leader + 1, "killed the leader");
         let killed_at = Instant::now();
         times.push(time_to_first_task(&mut probe, killed_at).await?);
         masters.group.spawn(leader)?;

@@ -35,9 +35,11 @@ impl ProcessGroup {
             .append(true)
             .open(&self.logs[index])
             .with_context(|| format!("open {}", self.logs[index].display()))?;
+        // Children log warnings unless RAFTRAIN_BENCH_LOG asks for more (a tracing filter).
+        let filter = std::env::var("RAFTRAIN_BENCH_LOG").unwrap_or_else(|_| "warn".to_string());
         let child = Command::new(&self.exe)
             .args(&self.commands[index])
-            .env("RAFTRAIN_LOG", "warn")
+            .env("RAFTRAIN_LOG", filter)
             // The child's stdin stays open while the group lives: a child may treat its end
             // (this process exiting, even by SIGKILL) as the signal to stop.
             .stdin(Stdio::piped())

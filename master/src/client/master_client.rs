@@ -85,17 +85,22 @@ impl MasterClient {
             let leader = match self.leader().await {
                 Ok(leader) => leader,
                 Err(error) => {
+                    tracing::debug!(call, attempts, %error, "no leader found; backing off");
                     last_error = error;
                     tokio::time::sleep(backoff(attempts)).await;
                     continue;
                 }
             };
             let status = match attempt(leader.service.clone()).await {
-                Ok(response) => return Ok(response.into_inner()),
+                Ok(response) => {
+                    tracing::trace!(call, attempts, addr = %leader.addr, "answered");
+                    return Ok(response.into_inner());
+                }
                 Err(status) => status,
             };
             last_error =
                 format!("{} answered {:?}: {}", leader.addr, status.code(), status.message());
+            tracing::debug!(call, attempts, error = %last_error, "attempt failed");
             match next_step(&status) {
                 Next::Redirect(addr) if addr != leader.addr => self.follow(&addr)?,
                 Next::Redirect(_) | Next::Rediscover => {
