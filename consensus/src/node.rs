@@ -17,6 +17,7 @@ use crate::error::ShutdownError;
 use crate::log_store::{BootstrapRecord, LogStore, ENTRY_BYTES_MAX};
 use crate::log_store_closed::LogStoreClosed;
 use crate::network::Network;
+use crate::rpc_handler::RpcHandler;
 use crate::service::RaftServer;
 use crate::state_machine_store::StateMachineStore;
 use crate::step_up::StepUp;
@@ -125,13 +126,14 @@ impl<S: StateMachine> ConsensusNode<S> {
         }
     }
 
+    /// The receiving end of this node's Raft RPCs, for a transport other than gRPC.
+    pub fn rpc_handler(&self) -> RpcHandler {
+        RpcHandler::new(self.inner.raft.clone(), self.inner.step_up.clone())
+    }
+
     /// The tonic service to add to a router; the application may serve its own beside it.
     pub fn raft_service(&self) -> RaftServiceServer<RaftServer> {
-        RaftServer::service(
-            self.inner.raft.clone(),
-            self.inner.config.id,
-            self.inner.step_up.clone(),
-        )
+        RaftServer::service(self.rpc_handler(), self.inner.config.id)
     }
 
     /// Replicates `command`, waits until it is applied here, and returns the response.

@@ -2,7 +2,6 @@
 //! `INVALID_ARGUMENT`, never a panic), hands them to openraft, and answers `ClusterInfo`.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use proto::raft::raft_service_server::{RaftService, RaftServiceServer};
@@ -16,30 +15,23 @@ use tonic::transport::Server;
 use tonic::{Request, Response, Status};
 
 use crate::cluster_info::{cluster_info_reply, ClusterInfo};
-use openraft::raft::VoteRequest;
-
 use crate::network::{CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
-use crate::step_up::StepUp;
-use crate::{codec, ConsensusNode, Raft, StateMachine};
+use crate::rpc_handler::RpcHandler;
+use crate::{codec, ConsensusNode, StateMachine};
 
 /// How long an idle HTTP/2 connection is kept alive with pings.
 const KEEPALIVE_MS: u64 = 10_000;
 
 /// The `RaftService` implementation for one node.
 pub struct RaftServer {
-    raft: Raft,
+    handler: RpcHandler,
     node_id: u64,
-    step_up: Arc<StepUp>,
 }
 
 impl RaftServer {
     /// The tonic service with this crate's message limits.
-    pub(crate) fn service(
-        raft: Raft,
-        node_id: u64,
-        step_up: Arc<StepUp>,
-    ) -> RaftServiceServer<Self> {
-        RaftServiceServer::new(Self { raft, node_id, step_up })
+    pub(crate) fn service(handler: RpcHandler, node_id: u64) -> RaftServiceServer<Self> {
+        RaftServiceServer::new(Self { handler, node_id })
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX)
     }
@@ -58,32 +50,27 @@ fn reply<T: Serialize>(result: &T) -> Result<Response<RaftReply>, Status> {
 
 #[tonic::async_trait]
 impl RaftService for RaftServer {
-    #[tracing::instrument(level = "trace", skip_all, fields(node = self.node_id, term = self.raft.metrics().borrow().current_term))]
+    #[tracing::instrument(level = "trace", skip_all, fields(node = self.node_id, term = self.handler.raft().metrics().borrow().current_term))]
     async fn append_entries(
         &self,
         request: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
-        let result = self.raft.append_entries(decode_request(&request)?).await;
-        self.step_up.after_append(&result);
+        let result = self.handler.append_entries(decode_request(&request)?).await;
         reply(&result)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id, term = self.raft.metrics().borrow().current_term))]
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id, term = self.handler.raft().metrics().borrow().current_term))]
     async fn vote(&self, request: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
-        let vote_request = decode_request(&request)?;
-        let result = self.raft.vote(VoteRequest::clone(&vote_request)).await;
-        if let Ok(response) = &result {
-            self.step_up.after_vote(&self.raft, &vote_request, response);
-        }
+        let result = self.handler.vote(decode_request(&request)?).await;
         reply(&result)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id, term = self.raft.metrics().borrow().current_term))]
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id, term = self.handler.raft().metrics().borrow().current_term))]
     async fn install_snapshot(
         &self,
         request: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
-        let result = self.raft.install_snapshot(decode_request(&request)?).await;
+        let result = self.handler.install_snapshot(decode_request(&request)?).await;
         reply(&result)
     }
 
@@ -91,7 +78,7 @@ impl RaftService for RaftServer {
         &self,
         _request: Request<ClusterInfoRequest>,
     ) -> Result<Response<ClusterInfoReply>, Status> {
-        let info = ClusterInfo::from_metrics(&self.raft.metrics().borrow());
+        let info = ClusterInfo::from_metrics(&self.handler.raft().metrics().borrow());
         Ok(Response::new(cluster_info_reply(&info)))
     }
 }

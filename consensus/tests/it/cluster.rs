@@ -77,7 +77,7 @@ impl Cluster {
         let node =
             Node::open_with_network(self.config(id), KvStore::default(), self.router.network(id))
                 .await?;
-        self.router.register(id, node.raft().clone());
+        self.router.register(id, node.rpc_handler());
         self.nodes.insert(id, node);
         Ok(())
     }

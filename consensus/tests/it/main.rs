@@ -11,6 +11,7 @@ mod lossy_links;
 mod refuse_to_start;
 mod restart;
 mod snapshot_catch_up;
+mod step_up;
 mod storage_suite;
 
 /// Logs to the test's captured output; `RUST_LOG=debug` shows openraft's view.

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use consensus::{Raft, TypeConfig};
+use consensus::{RpcHandler, TypeConfig};
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -25,7 +25,7 @@ pub struct Router {
 
 #[derive(Default)]
 struct RouterState {
-    nodes: BTreeMap<u64, Raft>,
+    nodes: BTreeMap<u64, RpcHandler>,
     /// Directed links `(from, to)` whose messages are dropped.
     cut: BTreeSet<(u64, u64)>,
     /// Directed links whose messages wait this long before delivery.
@@ -39,9 +39,9 @@ impl Router {
         self.state.lock().expect("no test thread panics while holding the router lock")
     }
 
-    /// Lets messages reach `raft` as node `id`.
-    pub fn register(&self, id: u64, raft: Raft) {
-        self.state().nodes.insert(id, raft);
+    /// Lets messages reach `handler` as node `id`.
+    pub fn register(&self, id: u64, handler: RpcHandler) {
+        self.state().nodes.insert(id, handler);
     }
 
     /// Makes node `id` unreachable, as if it had crashed.
@@ -86,7 +86,11 @@ impl Router {
     }
 
     /// The target's handle and the delay, or `Unreachable` if the link is cut.
-    fn route(&self, source: u64, target: u64) -> Result<(Raft, Option<Duration>), Unreachable> {
+    fn route(
+        &self,
+        source: u64,
+        target: u64,
+    ) -> Result<(RpcHandler, Option<Duration>), Unreachable> {
         let state = self.state();
         let unreachable =
             |why: &str| Unreachable::new(&AnyError::error(format!("{source}->{target}: {why}")));
@@ -130,7 +134,7 @@ impl RaftNetworkFactory<TypeConfig> for RouterNetwork {
 }
 
 impl RouterConnection {
-    async fn deliver(&self) -> Result<Raft, Unreachable> {
+    async fn deliver(&self) -> Result<RpcHandler, Unreachable> {
         let (raft, delay) = self.router.route(self.source, self.target)?;
         if let Some(delay) = delay {
             tokio::time::sleep(delay).await;
