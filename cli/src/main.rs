@@ -5,6 +5,7 @@ mod bench;
 mod logging;
 mod master_command;
 mod recordio;
+mod runtime_args;
 mod shutdown;
 mod status;
 

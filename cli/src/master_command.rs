@@ -4,15 +4,19 @@ use anyhow::Context as _;
 use clap::Args;
 use master::MasterConfig;
 
+use crate::runtime_args::RuntimeArgs;
+
 #[derive(Debug, Args)]
 pub(crate) struct MasterArgs {
     #[command(flatten)]
     config: MasterConfig,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
 }
 
 pub(crate) fn run(args: MasterArgs) -> anyhow::Result<()> {
     args.config.validate()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = args.runtime.build()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.config.listen)
             .await

@@ -39,6 +39,10 @@ pub struct ConsensusBenchArgs {
     /// the disk measured is this one.
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
+    /// Tokio worker threads of each node process (its `--worker-threads`). Three nodes and
+    /// this client share the machine, so the default is 1.
+    #[arg(long, default_value_t = 1)]
+    pub replica_threads: u16,
 }
 
 struct Row {
@@ -78,7 +82,7 @@ async fn bench(args: &ConsensusBenchArgs, root: &Path) -> anyhow::Result<()> {
         elapsed: duration,
         latencies: baseline,
     };
-    let mut group = Group::spawn(root)?;
+    let mut group = Group::spawn(root, args.replica_threads)?;
     let leader = group.wait_for_leader().await?;
     let mut rows = Vec::new();
     for &clients in &args.clients {
@@ -166,7 +170,7 @@ struct Group {
 }
 
 impl Group {
-    fn spawn(root: &Path) -> anyhow::Result<Self> {
+    fn spawn(root: &Path, threads: u16) -> anyhow::Result<Self> {
         let addrs = free_loopback_addrs(NODE_COUNT as usize)?;
         let peers: Vec<String> =
             addrs.iter().enumerate().map(|(index, addr)| format!("{}={addr}", index + 1)).collect();
@@ -188,6 +192,8 @@ impl Group {
                     &peers,
                     "--data-dir",
                     &data_dir,
+                    "--worker-threads",
+                    &threads.to_string(),
                 ]
                 .iter()
                 .map(|arg| arg.to_string())

@@ -12,6 +12,8 @@ use clap::Args;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+use crate::runtime_args::RuntimeArgs;
+
 #[derive(Debug, Args)]
 pub struct ConsensusNodeArgs {
     /// This node's id; must be one of `--peers`.
@@ -26,13 +28,15 @@ pub struct ConsensusNodeArgs {
     /// Holds this node's sled log and snapshot files.
     #[arg(long)]
     pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub(crate) runtime: RuntimeArgs,
 }
 
 pub fn run(args: &ConsensusNodeArgs) -> anyhow::Result<()> {
     let peers = ::consensus::parse_peers(&args.peers).context("parse --peers")?;
     let config = NodeConfig::new(args.id, args.listen, peers, args.data_dir.clone());
     config.validate().context("validate the node configuration")?;
-    let runtime = tokio::runtime::Runtime::new().context("start the tokio runtime")?;
+    let runtime = args.runtime.build()?;
     runtime.block_on(async {
         let listener = TcpListener::bind(args.listen)
             .await

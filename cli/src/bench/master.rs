@@ -36,6 +36,10 @@ pub(crate) struct MasterBenchArgs {
     /// where they are; with RAFTRAIN_BENCH_LOG=<filter> the masters log more than warnings.
     #[arg(long)]
     keep: bool,
+    /// Tokio worker threads of each master process (its `--worker-threads`). Three masters
+    /// and the trainer clients share the machine, so the default is 1.
+    #[arg(long, default_value_t = 1)]
+    replica_threads: u16,
 }
 
 /// Flags of every master in the benchmark: nothing times out or is declared lost by accident.
@@ -75,7 +79,7 @@ async fn bench(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<()> {
         let dir = root.join(format!("tasks-{tasks}"));
         std::fs::create_dir_all(&dir)?;
         let dataset = super::master_dataset::write(&dir, tasks)?;
-        let mut masters = start_masters(&dir)?;
+        let mut masters = start_masters(&dir, args.replica_threads)?;
         let leader = wait_for_leader(&mut masters).await?;
         let before = resident_bytes(masters.group.pid(leader).context("the leader runs")?)?;
         report(&masters.addrs, &dataset).await?;
@@ -113,7 +117,7 @@ async fn bench(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_masters(dir: &Path) -> anyhow::Result<Masters> {
+fn start_masters(dir: &Path, threads: u16) -> anyhow::Result<Masters> {
     let addrs = free_loopback_addrs(3)?;
     let peers: Vec<String> =
         addrs.iter().enumerate().map(|(index, addr)| format!("{}={addr}", index + 1)).collect();
@@ -130,6 +134,8 @@ fn start_masters(dir: &Path) -> anyhow::Result<Masters> {
                 peers.join(","),
                 "--data-dir".to_string(),
                 data_dir.display().to_string(),
+                "--worker-threads".to_string(),
+                threads.to_string(),
             ]);
             command.extend(MASTER_FLAGS.iter().map(|flag| flag.to_string()));
             command
@@ -206,7 +212,7 @@ async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> 
     let dir = root.join("failover");
     std::fs::create_dir_all(&dir)?;
     let dataset = super::master_dataset::write(&dir, 1000)?;
-    let mut masters = start_masters(&dir)?;
+    let mut masters = start_masters(&dir, args.replica_threads)?;
     wait_for_leader(&mut masters).await?;
     report(&masters.addrs, &dataset).await?;
     let stop = Arc::new(AtomicBool::new(false));
