@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use proto::kv::kv_service_client::KvServiceClient;
 use proto::kv::kv_service_server::{KvService, KvServiceServer};
-use proto::kv::{PutReply, PutRequest};
+use proto::kv::{LoadReply, LoadRequest, PutReply, PutRequest};
 use proto::raft::ClusterInfoRequest;
 use tokio::net::TcpListener;
 use tonic::transport::Channel;
@@ -34,6 +34,10 @@ impl KvService for KvServer {
         let command = KvCommand::Put { key, value };
         self.node.write(command.encode()).await.map_err(write_status)?;
         Ok(Response::new(PutReply {}))
+    }
+
+    async fn load(&self, request: Request<LoadRequest>) -> Result<Response<LoadReply>, Status> {
+        crate::kv_load::run(&self.node, request.into_inner()).await.map(Response::new)
     }
 }
 
@@ -88,7 +92,8 @@ impl KvClient {
     pub async fn connect(addr: &str) -> anyhow::Result<Self> {
         let channel =
             endpoint(addr)?.connect().await.with_context(|| format!("connect to {addr}"))?;
-        Ok(Self { client: KvServiceClient::new(channel) })
+        let client = KvServiceClient::new(channel).max_decoding_message_size(MESSAGE_BYTES_MAX);
+        Ok(Self { client })
     }
 
     /// Writes `key = value`; returns once it is committed.
@@ -97,6 +102,22 @@ impl KvClient {
         request.set_timeout(Duration::from_millis(RPC_TIMEOUT_MS));
         self.client.put(request).await?;
         Ok(())
+    }
+
+    /// Has the node run `writers` in-process writers for `duration`; returns each write's
+    /// latency and the time the load took.
+    pub async fn load(
+        &mut self,
+        writers: u32,
+        duration: Duration,
+        value_bytes: u32,
+    ) -> anyhow::Result<(Vec<Duration>, Duration)> {
+        let millis = u32::try_from(duration.as_millis()).context("the load is too long")?;
+        let mut request = Request::new(LoadRequest { writers, millis, value_bytes });
+        request.set_timeout(duration + Duration::from_millis(RPC_TIMEOUT_MS));
+        let reply = self.client.load(request).await?.into_inner();
+        let latencies = reply.latencies_us.iter().map(|&us| Duration::from_micros(us.into()));
+        Ok((latencies.collect(), Duration::from_micros(reply.elapsed_us)))
     }
 }
 

@@ -29,6 +29,7 @@ pub mod config;
 mod error;
 mod flusher;
 pub mod kv;
+mod kv_load;
 pub mod kv_service;
 pub mod log_store;
 mod log_store_closed;

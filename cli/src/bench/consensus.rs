@@ -43,6 +43,10 @@ pub struct ConsensusBenchArgs {
     /// this client share the machine, so the default is 1.
     #[arg(long, default_value_t = 1)]
     pub replica_threads: u16,
+    /// Writers run inside the leader process (no client RPC per write), one row each, to
+    /// separate the cost of consensus from that of a gRPC call per write. Empty: none.
+    #[arg(long, value_delimiter = ',', default_value = "64,256")]
+    pub in_process: Vec<u32>,
 }
 
 struct Row {
@@ -60,6 +64,10 @@ pub fn run(args: &ConsensusBenchArgs) -> anyhow::Result<()> {
         "every --clients count must be in 1..={CLIENTS_MAX}"
     );
     anyhow::ensure!(args.value_bytes <= VALUE_BYTES_MAX, "--value-bytes is over {VALUE_BYTES_MAX}");
+    anyhow::ensure!(
+        args.in_process.iter().all(|writers| (1..=CLIENTS_MAX as u32).contains(writers)),
+        "every --in-process count must be in 1..={CLIENTS_MAX}"
+    );
     let root = tempfile::tempdir_in(&args.dir)
         .with_context(|| format!("create a temporary directory in {}", args.dir.display()))?;
     let runtime = tokio::runtime::Runtime::new().context("start the tokio runtime")?;
@@ -87,6 +95,10 @@ async fn bench(args: &ConsensusBenchArgs, root: &Path) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for &clients in &args.clients {
         rows.push(drive(&leader, clients, duration, args.value_bytes).await?);
+        group.check_alive()?;
+    }
+    for &writers in &args.in_process {
+        rows.push(drive_in_process(&leader, writers, duration, args.value_bytes).await?);
         group.check_alive()?;
     }
     let disk_bytes = group.disk_bytes()?;
@@ -137,6 +149,20 @@ async fn drive(
     }
     let elapsed = start.elapsed();
     Ok(Row { label: clients.to_string(), writes: latencies.len(), elapsed, latencies })
+}
+
+/// `writers` writers inside the leader process for `duration`, through the `Load` RPC.
+async fn drive_in_process(
+    leader: &str,
+    writers: u32,
+    duration: Duration,
+    value_bytes: usize,
+) -> anyhow::Result<Row> {
+    let value_bytes = u32::try_from(value_bytes).context("--value-bytes")?;
+    let mut client = KvClient::connect(leader).await?;
+    let (latencies, elapsed) = client.load(writers, duration, value_bytes).await?;
+    let label = format!("{writers} in the leader");
+    Ok(Row { label, writes: latencies.len(), elapsed, latencies })
 }
 
 fn print_table(baseline: &Row, rows: &[Row]) {
