@@ -44,8 +44,9 @@ pub struct ConsensusBenchArgs {
     #[arg(long, default_value_t = 1)]
     pub replica_threads: u16,
     /// Writers run inside the leader process (no client RPC per write), one row each, to
-    /// separate the cost of consensus from that of a gRPC call per write. Empty: none.
-    #[arg(long, value_delimiter = ',', default_value = "64,256")]
+    /// separate the cost of consensus from that of a gRPC call per write. Without a value:
+    /// none.
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "64,256")]
     pub in_process: Vec<u32>,
 }
 
