@@ -20,7 +20,6 @@ use crate::network::Network;
 use crate::rpc_handler::RpcHandler;
 use crate::service::RaftServer;
 use crate::state_machine_store::StateMachineStore;
-use crate::step_up::StepUp;
 use crate::{Metrics, NodeConfig, Raft, StartError, StateMachine, TypeConfig, WriteError};
 
 /// The largest command `write` accepts: an entry is the command plus a small header, and must
@@ -40,7 +39,7 @@ struct Inner<S> {
     raft: Raft,
     state_machine: StateMachineStore<S>,
     log_store_closed: LogStoreClosed,
-    step_up: Arc<StepUp>,
+    rpc_handler: RpcHandler,
     batcher: Batcher,
 }
 
@@ -69,10 +68,10 @@ impl<S: StateMachine> ConsensusNode<S> {
             Ok((raft, state_machine)) => {
                 tracing::info!(node = config.id, dir = %config.data_dir.display(), "raft node started");
                 let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX);
-                let step_up =
-                    Arc::new(StepUp::new(Duration::from_millis(config.election_timeout_max_ms)));
+                let lease = Duration::from_millis(config.election_timeout_max_ms);
+                let rpc_handler = RpcHandler::new(raft.clone(), lease);
                 let inner =
-                    Inner { config, raft, state_machine, log_store_closed, batcher, step_up };
+                    Inner { config, raft, state_machine, log_store_closed, batcher, rpc_handler };
                 Ok(Self { inner: Arc::new(inner) })
             }
             Err(error) => {
@@ -128,7 +127,7 @@ impl<S: StateMachine> ConsensusNode<S> {
 
     /// The receiving end of this node's Raft RPCs, for a transport other than gRPC.
     pub fn rpc_handler(&self) -> RpcHandler {
-        RpcHandler::new(self.inner.raft.clone(), self.inner.step_up.clone())
+        self.inner.rpc_handler.clone()
     }
 
     /// The tonic service to add to a router; the application may serve its own beside it.

@@ -3,6 +3,7 @@
 //! here, so the tests exercise the same handling as the wire.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
@@ -21,8 +22,10 @@ pub struct RpcHandler {
 }
 
 impl RpcHandler {
-    pub(crate) fn new(raft: Raft, step_up: Arc<StepUp>) -> Self {
-        Self { raft, step_up }
+    /// The handler of `raft`, whose leader lease (`election_timeout_max`) is `leader_lease`.
+    /// Every transport of the node must share this one handler (clones of it).
+    pub fn new(raft: Raft, leader_lease: Duration) -> Self {
+        Self { raft, step_up: Arc::new(StepUp::new(leader_lease)) }
     }
 
     pub async fn append_entries(

@@ -16,7 +16,10 @@
 //! heartbeats keep `last_heard` fresh, so it is not disturbed.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock, so a simulation with a paused clock stays deterministic.
+use tokio::time::Instant;
 
 use openraft::raft::{AppendEntriesResponse, VoteRequest, VoteResponse};
 

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use consensus::{Metrics, Raft};
+use consensus::{Metrics, Raft, RpcHandler};
 use openraft::error::{InitializeError, RaftError};
 use openraft::{BasicNode, Config, ServerState, SnapshotPolicy};
 
@@ -127,9 +128,10 @@ impl Cluster {
         let state_machine = SimStateMachine::new(machine);
         let raft_config = Arc::new(self.raft_config()?);
         let timeout_ms = raft_config.election_timeout_min;
+        let lease = Duration::from_millis(raft_config.election_timeout_max);
         let factory = self.network.factory(id, incarnation);
         let raft = Raft::new(id, raft_config, factory, store, state_machine.clone()).await?;
-        self.network.register(id, incarnation, raft.clone());
+        self.network.register(id, incarnation, RpcHandler::new(raft.clone(), lease));
         self.trace
             .record(format!("node {id} started incarnation {incarnation} timeout {timeout_ms}"));
         if Some(id) == self.config.node_ids().first().copied() {

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use consensus::{Raft, TypeConfig};
+use consensus::{Raft, RpcHandler, TypeConfig};
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -50,8 +50,8 @@ pub struct SimNetwork {
 }
 
 struct NetworkState {
-    /// Running nodes: their incarnation and Raft handle.
-    nodes: BTreeMap<u64, (u64, Raft)>,
+    /// Running nodes: their incarnation and RPC handler (the one production uses).
+    nodes: BTreeMap<u64, (u64, RpcHandler)>,
     /// Directed links `(from, to)` that drop every message.
     blocked: BTreeSet<(u64, u64)>,
     faults: LinkFaults,
@@ -87,8 +87,8 @@ impl SimNetwork {
     }
 
     /// Lets messages reach node `id` (incarnation `incarnation`).
-    pub fn register(&self, id: u64, incarnation: u64, raft: Raft) {
-        self.state().nodes.insert(id, (incarnation, raft));
+    pub fn register(&self, id: u64, incarnation: u64, handler: RpcHandler) {
+        self.state().nodes.insert(id, (incarnation, handler));
     }
 
     /// Node `id` crashed: nothing reaches it or leaves it any more.
@@ -98,7 +98,8 @@ impl SimNetwork {
 
     /// The running nodes' handles, by id: how clients find the group.
     pub fn running_nodes(&self) -> Vec<(u64, Raft)> {
-        self.state().nodes.iter().map(|(id, (_, raft))| (*id, raft.clone())).collect()
+        let state = self.state();
+        state.nodes.iter().map(|(id, (_, handler))| (*id, handler.raft().clone())).collect()
     }
 
     /// Cuts `group` off from every other node, both ways.
@@ -151,7 +152,7 @@ impl SimNetwork {
 
     /// Whether a message from `from` (in `incarnation`) to `to` gets through now; the target's
     /// handle if so.
-    fn pass(&self, from: u64, incarnation: u64, to: u64) -> Result<Raft, &'static str> {
+    fn pass(&self, from: u64, incarnation: u64, to: u64) -> Result<RpcHandler, &'static str> {
         let state = self.state();
         match state.nodes.get(&from) {
             Some((living, _)) if *living == incarnation => {}
@@ -160,7 +161,7 @@ impl SimNetwork {
         if state.blocked.contains(&(from, to)) {
             return Err("partitioned");
         }
-        state.nodes.get(&to).map(|(_, raft)| raft.clone()).ok_or("target down")
+        state.nodes.get(&to).map(|(_, handler)| handler.clone()).ok_or("target down")
     }
 }
 
@@ -201,7 +202,7 @@ impl SimConnection {
     async fn send<E: std::error::Error>(
         &self,
         kind: &str,
-    ) -> Result<(Plan, Raft), RPCError<u64, BasicNode, RaftError<u64, E>>> {
+    ) -> Result<(Plan, RpcHandler), RPCError<u64, BasicNode, RaftError<u64, E>>> {
         let plan = self.network.plan();
         let (from, to, message) = (self.source, self.target, plan.message);
         tokio::time::sleep(Duration::from_millis(plan.delay_ms)).await;
