@@ -33,6 +33,7 @@ mod kv_load;
 pub mod kv_service;
 pub mod log_store;
 mod log_store_closed;
+pub mod metrics_http;
 pub mod network;
 mod node;
 mod rpc_handler;

@@ -42,6 +42,10 @@ pub struct MasterConfig {
     /// Directory for the Raft log (sled) and snapshot files; reopened on restart.
     #[arg(long, env = "RAFTRAIN_DATA_DIR")]
     pub data_dir: PathBuf,
+    /// Serve Prometheus metrics (Raft and job gauges) on `GET /metrics` at this address
+    /// (host:port; port 0 picks a free one, logged at start). Off when not given.
+    #[arg(long, env = "RAFTRAIN_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Raft heartbeat interval; also each AppendEntries RPC's timeout.
     #[arg(long, default_value_t = HEARTBEAT_MS_DEFAULT)]
     pub heartbeat_ms: u64,

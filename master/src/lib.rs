@@ -10,6 +10,7 @@ mod clock;
 mod config;
 mod dataset_scan;
 mod leader;
+mod metrics;
 mod replicated_state;
 mod run;
 mod service;

@@ -6,9 +6,11 @@ use crate::leader::{run_duties, LeaderDuties};
 use crate::replicated_state::ReplicatedState;
 use crate::service::MasterRpc;
 use anyhow::Context as _;
+use consensus::metrics_http::Render;
 use consensus::ConsensusNode;
 use proto::master::master_service_server::MasterServiceServer;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
@@ -42,6 +44,10 @@ pub async fn run(
         },
     ));
     tracing::info!(id = config.id, listen = %config.listen, "master serving");
+    let metrics = match config.metrics_listen {
+        Some(addr) => Some(serve_metrics(addr, node.clone(), stopped.clone()).await?),
+        None => None,
+    };
     node.bootstrap().await.context("bootstrap the master group")?;
     let duty_loop = tokio::spawn(run_duties(node.clone(), duties, stopped));
     shutdown.await;
@@ -49,6 +55,26 @@ pub async fn run(
     let _ = stop.send(true);
     let served = server.await.context("the server task panicked")?;
     duty_loop.await.context("the leader duties panicked")?;
+    if let Some(metrics) = metrics {
+        metrics.await.context("the metrics server panicked")?;
+    }
     node.shutdown().await.context("stop the Raft node")?;
     served.context("serve the master")
+}
+
+/// Binds `--metrics-listen` and serves the master's metrics until `stopped` turns true.
+async fn serve_metrics(
+    addr: SocketAddr,
+    node: ConsensusNode<ReplicatedState>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener =
+        TcpListener::bind(addr).await.with_context(|| format!("bind --metrics-listen {addr}"))?;
+    let bound = listener.local_addr().context("read the metrics address")?;
+    tracing::info!(metrics = %bound, "metrics served at http://{bound}/metrics");
+    let render: Render = Arc::new(move || crate::metrics::render(&node));
+    let shutdown = async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    Ok(tokio::spawn(consensus::metrics_http::serve(listener, render, shutdown)))
 }

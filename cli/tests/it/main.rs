@@ -4,5 +4,6 @@ mod command;
 mod master_failover;
 mod master_group;
 mod master_service;
+mod metrics;
 mod recordio;
 mod task_consumer;

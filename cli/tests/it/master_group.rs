@@ -122,7 +122,7 @@ impl Drop for MasterGroup {
 }
 
 /// A loopback address nothing listens on right now (the kernel picked a free port).
-fn free_loopback_addr() -> String {
+pub fn free_loopback_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     listener.local_addr().expect("a bound listener has an address").to_string()
 }

@@ -1,0 +1,65 @@
+//! `raftrain master --metrics-listen`: Prometheus text on `GET /metrics` from a real process,
+//! with the Raft gauges and the job's queues; other requests get a clear 4xx.
+
+use crate::master_group::{free_loopback_addr, MasterGroup};
+use crate::task_consumer::{report_dataset, write_dataset};
+use std::io::{Read as _, Write as _};
+use std::time::{Duration, Instant};
+
+/// Sends `request` to `addr` and returns the whole response; retries the connect while the
+/// master starts.
+fn http(addr: &str, request: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut stream = loop {
+        match std::net::TcpStream::connect(addr) {
+            Ok(stream) => break stream,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(error) => panic!("connect to the metrics address {addr}: {error}"),
+        }
+    };
+    stream.write_all(request.as_bytes()).expect("send the request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read the response");
+    response
+}
+
+/// The value of the sample `name` in a metrics response.
+fn sample(response: &str, name: &str) -> f64 {
+    let line = response
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no sample {name} in:\n{response}"));
+    line.split_whitespace().nth(1).and_then(|value| value.parse().ok()).expect("a number")
+}
+
+/// A one-master group serves its Raft and job gauges; a bad path or method is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_endpoint_serves_raft_and_job_gauges() {
+    let metrics_addr = free_loopback_addr();
+    let group = MasterGroup::start(1, &["--metrics-listen", &metrics_addr]);
+    let client = group.client();
+    let dataset = write_dataset(group.dir.path(), 5);
+    report_dataset(&client, &dataset, 2).await;
+
+    let addr = metrics_addr.clone();
+    let get = "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n";
+    let response = tokio::task::spawn_blocking(move || http(&addr, get)).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.contains("Content-Type: text/plain; version=0.0.4"), "{response}");
+    assert!(response.contains("# TYPE raftrain_raft_term gauge"), "{response}");
+    assert_eq!(sample(&response, "raftrain_raft_is_leader"), 1.0);
+    assert!(sample(&response, "raftrain_raft_term") >= 1.0);
+    assert_eq!(sample(&response, "raftrain_master_tasks"), 5.0);
+    assert_eq!(sample(&response, "raftrain_master_tasks_todo"), 5.0);
+    assert_eq!(sample(&response, "raftrain_master_passes"), 2.0);
+    assert_eq!(sample(&response, "raftrain_master_job_finished"), 0.0);
+
+    for (request, status) in [
+        ("GET /other HTTP/1.1\r\n\r\n", "HTTP/1.1 404 Not Found"),
+        ("POST /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 405 Method Not Allowed"),
+    ] {
+        let addr = metrics_addr.clone();
+        let response = tokio::task::spawn_blocking(move || http(&addr, request)).await.unwrap();
+        assert!(response.starts_with(status), "{request:?} answered {response}");
+    }
+}
