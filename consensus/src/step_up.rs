@@ -22,6 +22,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use openraft::raft::{AppendEntriesResponse, VoteRequest, VoteResponse};
+use openraft::ServerState;
 
 use crate::Raft;
 
@@ -60,7 +61,7 @@ impl StepUp {
         response: &VoteResponse<u64>,
     ) {
         let behind = response.last_log_id > request.last_log_id;
-        if response.vote_granted || !behind || self.heard_within_lease() {
+        if response.vote_granted || !behind || self.heard_within_lease() || is_leader(raft) {
             return;
         }
         // Counts as a fresh start: a second refusal within the lease does not elect again.
@@ -82,6 +83,11 @@ impl StepUp {
     fn lock(&self) -> std::sync::MutexGuard<'_, Instant> {
         self.last_heard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// A leader hears no AppendEntries, but has nothing to step up to.
+fn is_leader(raft: &Raft) -> bool {
+    raft.metrics().borrow().state == ServerState::Leader
 }
 
 /// Triggers elections until this node campaigns in a term above `candidate_term` (in the
