@@ -12,10 +12,11 @@ use std::time::Duration;
 
 /// openraft 0.9 lets a follower that knew a leader start an election only after the leader's
 /// lease (`election_timeout_max`) plus a random election timeout: with these defaults a new
-/// election begins 750 to 1000 ms after the last heartbeat, inside DESIGN's 500-1000 ms and
+/// election begins 450 to 600 ms after the last heartbeat, at the low end of DESIGN's 500-1000 ms,
 /// below etcd's 1 s. (500-1000 ms here would mean 1.5-2 s, measured by `bench master`.)
 pub const ELECTION_TIMEOUT_MIN_MS_DEFAULT: u64 = 150;
-/// Also each AppendEntries RPC's timeout in openraft 0.9: far above a flush plus a round trip.
+/// Also each AppendEntries RPC's timeout in openraft 0.9: far above a flush plus a round trip
+/// on this project's machines (an fsync of 0.1-0.3 ms, `bench consensus`), with room for load.
 pub const HEARTBEAT_MS_DEFAULT: u64 = 50;
 pub const ELECTION_TIMEOUT_MAX_MS_DEFAULT: u64 = 300;
 /// Snapshot (and purge the log) after this many entries. A snapshot encodes the whole state,
@@ -46,7 +47,9 @@ pub struct MasterConfig {
     /// (host:port; port 0 picks a free one, logged at start). Off when not given.
     #[arg(long, env = "RAFTRAIN_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
-    /// Raft heartbeat interval; also each AppendEntries RPC's timeout.
+    /// Raft heartbeat interval; also each AppendEntries RPC's timeout, so it must exceed a
+    /// follower's fsync plus a round trip: raise it (with the election timeouts) on disks whose
+    /// fsync takes more than a few milliseconds.
     #[arg(long, default_value_t = HEARTBEAT_MS_DEFAULT)]
     pub heartbeat_ms: u64,
     /// Lower bound of the randomized election timeout. After a leader was known, an election
