@@ -112,3 +112,56 @@ pub fn raft_metrics_text(metrics: &crate::Metrics) -> String {
     gauge(&mut text, "snapshot_index", "Last index in the newest snapshot.", snapshot);
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render() -> Render {
+        Arc::new(|| "up 1\n".to_string())
+    }
+
+    /// Only `GET /metrics` (with or without a query) is served; anything else names the rule.
+    #[test]
+    fn routes_by_method_and_path() {
+        let cases = [
+            ("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "200 OK", "up 1\n"),
+            ("GET /metrics?name=x HTTP/1.0\r\n\r\n", "200 OK", "up 1\n"),
+            ("GET / HTTP/1.1\r\n\r\n", "404 Not Found", "metrics are served at /metrics\n"),
+            ("PUT /metrics HTTP/1.1\r\n\r\n", "405 Method Not Allowed", "only GET is served\n"),
+            ("\r\n\r\n", "405 Method Not Allowed", "only GET is served\n"),
+        ];
+        for (head, status, body) in cases {
+            assert_eq!(route(head, &render()), (status, body.to_string()), "{head:?}");
+        }
+    }
+
+    /// A metric is its help line, its type line and one sample.
+    #[test]
+    fn metric_lines_follow_the_text_format() {
+        let mut text = String::new();
+        push_metric(&mut text, "raftrain_x", "gauge", "An x.", 2.5);
+        assert_eq!(text, "# HELP raftrain_x An x.\n# TYPE raftrain_x gauge\nraftrain_x 2.5\n");
+    }
+
+    /// A request head that never ends is refused once it passes the size limit.
+    #[tokio::test]
+    async fn oversized_head_is_refused() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let client = tokio::spawn(async move {
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            // One byte over the limit, so the server has read all of it when it answers (unread
+            // bytes would make its close a reset that can discard the answer).
+            let filler = vec![b'a'; REQUEST_BYTES_MAX + 1];
+            stream.write_all(&filler).await.expect("send the head");
+            let mut response = String::new();
+            let _ = stream.read_to_string(&mut response).await;
+            response
+        });
+        let (stream, _) = listener.accept().await.expect("accept");
+        answer(stream, render()).await;
+        let response = client.await.expect("the client finishes");
+        assert!(response.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{response}");
+    }
+}
