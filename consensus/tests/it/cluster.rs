@@ -157,11 +157,16 @@ impl Cluster {
 
     /// Waits until every running node has applied everything the leader has.
     pub async fn converge(&self) -> anyhow::Result<()> {
-        let leader = self.leader().await?;
+        self.converge_among(&self.ids()).await
+    }
+
+    /// Waits until each of `ids` (the leader among them) has applied everything the leader has.
+    pub async fn converge_among(&self, ids: &[u64]) -> anyhow::Result<()> {
+        let leader = self.leader_among(ids).await?;
         let metrics =
             self.wait_for(leader, "a committed log", |m| m.last_applied.is_some()).await?;
         let index = metrics.last_log_index;
-        for id in self.ids() {
+        for id in ids.iter().copied() {
             self.wait_for(id, "the leader's log applied", |m| {
                 m.last_applied.map(|l| l.index) >= index
             })
