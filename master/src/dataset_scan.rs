@@ -2,7 +2,7 @@
 //! chunk headers, and list the chunks in order. Runs before anything is proposed, so a missing
 //! or corrupt file is refused with its name and offset and the replicated state is untouched.
 
-use crate::state::ChunkRef;
+use crate::state::{ChunkRef, ReportedFile};
 use storage::recordio::{expand_patterns, FileIndex, RecordIoError};
 
 /// The chunks of a dataset, in pattern order, then file order, then offset order.
@@ -28,4 +28,16 @@ pub(crate) fn scan_dataset(patterns: &[String]) -> Result<ScannedDataset, Record
         }));
     }
     Ok(ScannedDataset { chunks, record_count })
+}
+
+/// The files `patterns` name, in scan order, with their sizes: what a repeated report is
+/// compared on before any header is read. `None` if a pattern or a file cannot be read (the
+/// full scan then reports why).
+pub(crate) fn reported_files(patterns: &[String]) -> Option<Vec<ReportedFile>> {
+    let paths = expand_patterns(patterns).ok()?;
+    let file = |path: std::path::PathBuf| {
+        let bytes = std::fs::metadata(&path).ok()?.len();
+        Some(ReportedFile { path: path.display().to_string(), bytes })
+    };
+    paths.into_iter().map(file).collect()
 }

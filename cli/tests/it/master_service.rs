@@ -174,3 +174,42 @@ async fn large_dataset_is_reported_in_batches() {
     let status = group.status().await;
     assert_eq!((status.todo, status.job.as_str()), (20_000, "e2e"));
 }
+
+/// A repeated report of the same files is answered with the accepted counts, also after a
+/// leader change; once a file changes, the report is refused as a different dataset and the
+/// accepted job stays as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_reports_repeat_the_answer_until_a_file_changes() {
+    let mut group = MasterGroup::start(3, &[]);
+    let client = group.client();
+    let dataset = write_dataset(group.dir.path(), 4);
+    let send = |passes: u32| {
+        let (client, dataset) = (&client, dataset.clone());
+        async move {
+            client
+                .write("ReportDataset", |mut service, stamp| {
+                    let mut request = report(vec![dataset.clone()], 0);
+                    request.stamp = Some(stamp);
+                    request.passes = passes;
+                    async move { service.report_dataset(request).await }
+                })
+                .await
+        }
+    };
+    let first = send(1).await.expect("the first report is accepted");
+    assert_eq!((first.task_count, first.chunk_count, first.record_count), (4, 4, 4));
+    assert_eq!(send(1).await.expect("a repeat is accepted"), first);
+    let leader = group.leader_index().await;
+    group.kill(leader);
+    assert_eq!(send(1).await.expect("a repeat on the new leader is accepted"), first);
+    let refused = send(2).await.expect_err("other passes are a different spec").to_string();
+    assert!(refused.contains("different dataset"), "{refused}");
+
+    let mut bytes = std::fs::read(&dataset).unwrap();
+    bytes.extend_from_within(..bytes.len() / 4);
+    std::fs::write(&dataset, bytes).unwrap();
+    let refused = send(1).await.expect_err("a changed file is a different dataset").to_string();
+    assert!(refused.contains("different dataset"), "{refused}");
+    let status = group.status().await;
+    assert_eq!(status.todo + status.pending + status.done, 4, "the accepted job is unchanged");
+}

@@ -3,9 +3,11 @@
 //! Concurrent or restarted reports are safe: the state checks and skips repeated chunks.
 
 use super::master_rpc::propose;
+use crate::dataset_scan::reported_files;
 use crate::replicated_state::ReplicatedState;
 use crate::state::{chunks_digest, ChunkRef, Command, QueuePolicy, Response};
 use consensus::ConsensusNode;
+use proto::master as pb;
 use tonic::Status;
 
 /// The encoded chunk bytes one batch carries at most: far below the log's entry limit.
@@ -19,6 +21,25 @@ pub(crate) struct DatasetReport {
     pub(crate) passes: u32,
     pub(crate) policy: QueuePolicy,
     pub(crate) chunks: Vec<ChunkRef>,
+}
+
+/// The reply to a report that repeats the accepted dataset, answered from this leader's state
+/// after listing the files (no header read, nothing proposed); `None`: scan and propose.
+pub(crate) async fn repeated_report(
+    node: &ConsensusNode<ReplicatedState>,
+    policy: &QueuePolicy,
+    request: &pb::ReportDatasetRequest,
+) -> Option<pb::ReportDatasetReply> {
+    let patterns = request.patterns.clone();
+    let files = tokio::task::spawn_blocking(move || reported_files(&patterns)).await.ok()??;
+    let accepted = node.read(|replicated| {
+        replicated.state().repeated_report(&request.job, request.passes, policy, &files)
+    })?;
+    Some(pb::ReportDatasetReply {
+        task_count: accepted.task_count,
+        chunk_count: accepted.chunk_count,
+        record_count: accepted.record_count,
+    })
 }
 
 /// Proposes the batches in order; returns the state's answer to the last one proposed.

@@ -3,7 +3,7 @@
 //! answer back to a reply. Reads are linearizable; heartbeats touch only leader soft state.
 
 use super::conversions::{checkpoint_from_proto, checkpoint_to_proto, stamp, task};
-use super::dataset_report::{report_in_batches, DatasetReport};
+use super::dataset_report::{repeated_report, report_in_batches, DatasetReport};
 use super::status_mapping::{not_leader, unexpected, write_error};
 use crate::dataset_scan::scan_dataset;
 use crate::leader::LeaderDuties;
@@ -79,6 +79,9 @@ impl pb::master_service_server::MasterService for MasterRpc {
         stamp(request.stamp)?;
         validate_report(&request)?;
         self.require_leader()?;
+        if let Some(reply) = repeated_report(&self.node, &self.policy, &request).await {
+            return Ok(tonic::Response::new(reply));
+        }
         let patterns = request.patterns.clone();
         let scanned = tokio::task::spawn_blocking(move || scan_dataset(&patterns))
             .await

@@ -4,11 +4,12 @@ use serde::{Deserialize, Serialize};
 
 use super::codec::{self, DecodeError, SNAPSHOT_BYTES_MAX};
 use super::command::Command;
-use super::dataset::chunks_digest;
+use super::dataset::{chunks_digest, QueuePolicy};
 use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
 use super::eval::EvalRecord;
 use super::job::Job;
 use super::pserver_slots::PServerSlots;
+use super::repeated_report::{AcceptedReport, ReportedFile};
 use super::request::{decode_request, Request};
 use super::response::{encode_response, Response};
 use super::sessions::{Lookup, Sessions};
@@ -193,6 +194,19 @@ impl MasterState {
     }
 
     /// Whether every pass is over.
+    /// The accepted answer to a repeated dataset report of `files`, when it surely repeats the
+    /// accepted spec (`repeated_report.rs`); `None` means: scan and propose as usual.
+    pub fn repeated_report(
+        &self,
+        job: &str,
+        passes: u32,
+        policy: &QueuePolicy,
+        files: &[ReportedFile],
+    ) -> Option<AcceptedReport> {
+        let accepted = &self.job.as_ref()?.dataset;
+        super::repeated_report::repeated_report(accepted, job, passes, policy, files)
+    }
+
     pub fn job_finished(&self) -> bool {
         self.job.as_ref().is_some_and(|job| job.queue.job_finished)
     }
