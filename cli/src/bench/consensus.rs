@@ -41,7 +41,7 @@ pub struct ConsensusBenchArgs {
     pub dir: PathBuf,
     /// Tokio worker threads of each node process (its `--worker-threads`). Three nodes and
     /// this client share the machine, so the default is 1.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub replica_threads: u16,
     /// Writers run inside the leader process (no client RPC per write), one row each, to
     /// separate the cost of consensus from that of a gRPC call per write. Without a value:

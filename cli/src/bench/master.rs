@@ -38,7 +38,7 @@ pub(crate) struct MasterBenchArgs {
     keep: bool,
     /// Tokio worker threads of each master process (its `--worker-threads`). Three masters
     /// and the trainer clients share the machine, so the default is 1.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     replica_threads: u16,
 }
 
