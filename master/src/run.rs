@@ -10,7 +10,6 @@ use consensus::metrics_http::Render;
 use consensus::ConsensusNode;
 use proto::master::master_service_server::MasterServiceServer;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
@@ -25,6 +24,15 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     config.validate()?;
     let node_config = config.node_config()?;
+    // Bound before anything is opened, so a bad address fails with nothing to undo.
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind --metrics-listen {addr}"))?,
+        ),
+        None => None,
+    };
     let node = ConsensusNode::open(node_config, ReplicatedState::default())
         .await
         .with_context(|| format!("open master {} in {}", config.id, config.data_dir.display()))?;
@@ -44,10 +52,9 @@ pub async fn run(
         },
     ));
     tracing::info!(id = config.id, listen = %config.listen, "master serving");
-    let metrics = match config.metrics_listen {
-        Some(addr) => Some(serve_metrics(addr, node.clone(), stopped.clone()).await?),
-        None => None,
-    };
+    let metrics = metrics_listener
+        .map(|listener| serve_metrics(listener, node.clone(), stopped.clone()))
+        .transpose()?;
     node.bootstrap().await.context("bootstrap the master group")?;
     let duty_loop = tokio::spawn(run_duties(node.clone(), duties, stopped));
     shutdown.await;
@@ -62,14 +69,12 @@ pub async fn run(
     served.context("serve the master")
 }
 
-/// Binds `--metrics-listen` and serves the master's metrics until `stopped` turns true.
-async fn serve_metrics(
-    addr: SocketAddr,
+/// Serves the master's metrics on the `--metrics-listen` listener until `stopped` turns true.
+fn serve_metrics(
+    listener: TcpListener,
     node: ConsensusNode<ReplicatedState>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener =
-        TcpListener::bind(addr).await.with_context(|| format!("bind --metrics-listen {addr}"))?;
     let bound = listener.local_addr().context("read the metrics address")?;
     tracing::info!(metrics = %bound, "metrics served at http://{bound}/metrics");
     let render: Render = Arc::new(move || crate::metrics::render(&node));

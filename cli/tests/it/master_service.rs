@@ -149,6 +149,19 @@ fn master_flags_are_checked() {
         "id 1 is not among the peers: {}",
         output.stderr
     );
+    let peers = ["--peers", "1=127.0.0.1:1"];
+    for (flag, value, named) in [
+        ("--worker-threads", "0", "--worker-threads"),
+        ("--metrics-listen", "nowhere", "--metrics-listen"),
+        ("--metrics-listen", "192.0.2.1:1", "bind --metrics-listen 192.0.2.1:1"),
+    ] {
+        let output = raftrain(&[&base[..], &peers[..], &[flag, value]].concat(), b"");
+        assert!(
+            !output.success && output.stderr.contains(named),
+            "{flag} {value}: {}",
+            output.stderr
+        );
+    }
     let help = raftrain_ok(&["master", "--help"], b"");
     for flag in [
         "--peers",
@@ -156,6 +169,8 @@ fn master_flags_are_checked() {
         "--chunks-per-task",
         "--task-timeout-min-ms",
         "--max-task-failures",
+        "--metrics-listen",
+        "--worker-threads",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
     }
