@@ -7,13 +7,11 @@ use proto::kv::{LoadReply, LoadRequest};
 use tonic::Status;
 
 use crate::kv::{KvCommand, KvStore};
+use crate::kv_service::{KEYS_PER_WRITER, VALUE_BYTES_MAX, WRITERS_MAX};
 use crate::ConsensusNode;
 
-/// Keys each writer cycles through, so the state (and snapshots) stay small.
-const KEYS_PER_WRITER: u64 = 100;
-const WRITERS_MAX: u32 = 4096;
+/// A load runs for ten minutes at most.
 const MILLIS_MAX: u32 = 600_000;
-const VALUE_BYTES_MAX: u32 = 16 * 1024;
 
 /// Runs the requested writers to their deadline; the first failed write fails the load.
 pub(crate) async fn run(

@@ -19,6 +19,13 @@ use crate::{incoming, server_builder, ClusterInfo, ConsensusNode, NodeConfig, Wr
 
 /// Metadata key of the leader's address on an `UNAVAILABLE` answer from a follower.
 pub const LEADER_METADATA_KEY: &str = "x-raftrain-leader";
+/// Keys each writer (a benchmark client, or a `Load` writer) cycles through, so the state and
+/// its snapshots stay small.
+pub const KEYS_PER_WRITER: u64 = 100;
+/// Concurrent writers a benchmark or a `Load` request may ask for.
+pub const WRITERS_MAX: u32 = 4096;
+/// Bytes of one written value at most.
+pub const VALUE_BYTES_MAX: u32 = 16 * 1024;
 /// Every client RPC fails after this long.
 const RPC_TIMEOUT_MS: u64 = 10_000;
 

@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ::consensus::kv_service::{cluster_info, KvClient};
+use ::consensus::kv_service::{
+    cluster_info, KvClient, KEYS_PER_WRITER, VALUE_BYTES_MAX, WRITERS_MAX,
+};
 use anyhow::Context as _;
 use clap::Args;
 
@@ -17,12 +19,8 @@ use super::table::Table;
 const NODE_COUNT: u64 = 3;
 /// Clients share one HTTP/2 connection per this many.
 const CLIENTS_PER_CONNECTION: usize = 32;
-/// Keys each client cycles through, so the state (and snapshots) stay small.
-const KEYS_PER_CLIENT: u64 = 100;
 /// The group must elect a leader within this long.
 const LEADER_WAIT_MS_MAX: u64 = 30_000;
-const CLIENTS_MAX: usize = 4096;
-const VALUE_BYTES_MAX: usize = 16 * 1024;
 
 #[derive(Debug, Args)]
 pub struct ConsensusBenchArgs {
@@ -61,13 +59,16 @@ pub fn run(args: &ConsensusBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!((1..=3600).contains(&args.seconds), "--seconds must be in 1..=3600");
     anyhow::ensure!(!args.clients.is_empty(), "--clients is empty");
     anyhow::ensure!(
-        args.clients.iter().all(|clients| (1..=CLIENTS_MAX).contains(clients)),
-        "every --clients count must be in 1..={CLIENTS_MAX}"
+        args.clients.iter().all(|clients| (1..=WRITERS_MAX as usize).contains(clients)),
+        "every --clients count must be in 1..={WRITERS_MAX}"
     );
-    anyhow::ensure!(args.value_bytes <= VALUE_BYTES_MAX, "--value-bytes is over {VALUE_BYTES_MAX}");
     anyhow::ensure!(
-        args.in_process.iter().all(|writers| (1..=CLIENTS_MAX as u32).contains(writers)),
-        "every --in-process count must be in 1..={CLIENTS_MAX}"
+        args.value_bytes <= VALUE_BYTES_MAX as usize,
+        "--value-bytes is over {VALUE_BYTES_MAX}"
+    );
+    anyhow::ensure!(
+        args.in_process.iter().all(|writers| (1..=WRITERS_MAX).contains(writers)),
+        "every --in-process count must be in 1..={WRITERS_MAX}"
     );
     let root = tempfile::tempdir_in(&args.dir)
         .with_context(|| format!("create a temporary directory in {}", args.dir.display()))?;
@@ -135,7 +136,7 @@ async fn drive(
             let mut latencies = Vec::new();
             let mut sequence = 0u64;
             while Instant::now() < deadline {
-                let key = format!("client-{client}-{}", sequence % KEYS_PER_CLIENT);
+                let key = format!("client-{client}-{}", sequence % KEYS_PER_WRITER);
                 let write_start = Instant::now();
                 connection.put(key, value.clone()).await?;
                 latencies.push(write_start.elapsed());
