@@ -30,6 +30,10 @@ pub(crate) async fn repeated_report(
     policy: &QueuePolicy,
     request: &pb::ReportDatasetRequest,
 ) -> Option<pb::ReportDatasetReply> {
+    // The first report scans anyway; listing its files first would only repeat the glob.
+    if !node.read(|replicated| replicated.state().dataset_accepted()) {
+        return None;
+    }
     let patterns = request.patterns.clone();
     let files = tokio::task::spawn_blocking(move || reported_files(&patterns)).await.ok()??;
     let accepted = node.read(|replicated| {

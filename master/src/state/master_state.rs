@@ -194,6 +194,11 @@ impl MasterState {
     }
 
     /// Whether every pass is over.
+    /// Whether a dataset was accepted (a later report can only repeat or contradict it).
+    pub fn dataset_accepted(&self) -> bool {
+        self.job.is_some()
+    }
+
     /// The accepted answer to a repeated dataset report of `files`, when it surely repeats the
     /// accepted spec (`repeated_report.rs`); `None` means: scan and propose as usual.
     pub fn repeated_report(
