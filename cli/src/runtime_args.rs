@@ -7,8 +7,8 @@ use clap::Args;
 pub(crate) struct RuntimeArgs {
     /// Tokio worker threads (default: one per CPU). Where several raftrain servers share few
     /// cores (three masters on one small machine), 1 each avoids idle workers being woken to
-    /// steal work: `raftrain bench consensus` measured 15% more writes/s with 1 than with 2 on
-    /// 2 cores.
+    /// steal work: `raftrain bench consensus` on 2 cores measured 16,100 writes/s at 64 clients
+    /// with 1 worker per replica, 13,300 with 2 (BENCHMARKS.md).
     #[arg(long, env = "RAFTRAIN_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     worker_threads: Option<u16>,
 }
