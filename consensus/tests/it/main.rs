@@ -5,6 +5,7 @@ mod router;
 
 mod cluster_info_grpc;
 mod election;
+mod kv_load;
 mod leader_crash;
 mod leader_isolation;
 mod lossy_links;
