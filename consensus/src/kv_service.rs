@@ -10,10 +10,12 @@ use proto::kv::kv_service_server::{KvService, KvServiceServer};
 use proto::kv::{LoadReply, LoadRequest, PutReply, PutRequest};
 use proto::raft::ClusterInfoRequest;
 use tokio::net::TcpListener;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::kv::{KvCommand, KvStore};
+use crate::kv_stream::PutStream;
 use crate::network::{endpoint, raft_client, MESSAGE_BYTES_MAX};
 use crate::{incoming, server_builder, ClusterInfo, ConsensusNode, NodeConfig, WriteError};
 
@@ -29,7 +31,7 @@ pub const VALUE_BYTES_MAX: u32 = 16 * 1024;
 /// Every client RPC fails after this long.
 const RPC_TIMEOUT_MS: u64 = 10_000;
 
-/// Serves `Put` by writing through the node.
+/// Serves `Put` and `PutStream` by writing through the node.
 pub struct KvServer {
     node: ConsensusNode<KvStore>,
 }
@@ -43,13 +45,23 @@ impl KvService for KvServer {
         Ok(Response::new(PutReply {}))
     }
 
+    type PutStreamStream = ReceiverStream<Result<PutReply, Status>>;
+
+    async fn put_stream(
+        &self,
+        request: Request<Streaming<PutRequest>>,
+    ) -> Result<Response<Self::PutStreamStream>, Status> {
+        let replies = crate::kv_stream::serve(self.node.clone(), request.into_inner());
+        Ok(Response::new(replies))
+    }
+
     async fn load(&self, request: Request<LoadRequest>) -> Result<Response<LoadReply>, Status> {
         crate::kv_load::run(&self.node, request.into_inner()).await.map(Response::new)
     }
 }
 
 /// The one mapping of write errors to gRPC statuses for this service.
-fn write_status(error: WriteError) -> Status {
+pub(crate) fn write_status(error: WriteError) -> Status {
     match &error {
         WriteError::ForwardToLeader { leader_addr, .. } => {
             let mut status = Status::unavailable(error.to_string());
@@ -109,6 +121,12 @@ impl KvClient {
         request.set_timeout(Duration::from_millis(RPC_TIMEOUT_MS));
         self.client.put(request).await?;
         Ok(())
+    }
+
+    /// Opens a write stream: one client writing one command at a time, each answered on
+    /// the stream (`PutStream`), without a new HTTP/2 stream per write.
+    pub async fn open_stream(&mut self) -> anyhow::Result<PutStream> {
+        PutStream::open(&mut self.client, Duration::from_millis(RPC_TIMEOUT_MS)).await
     }
 
     /// Has the node run `writers` in-process writers for `duration`; returns each write's

@@ -5,13 +5,14 @@
 //!
 //! Code map:
 //! - `node`: [`ConsensusNode`], the one type the application uses; `batcher` groups concurrent
-//!   writes into one log entry (group commit).
+//!   writes into one log entry (group commit), `batch_pace` says how long to wait for them.
 //! - `log_store` (sled) and `flusher`: the Raft log, vote, committed and purged ids, and the
 //!   bootstrap record. `state_machine_store` and `snapshot_file`: the application state and its
 //!   snapshot files. Both pass `openraft::testing::Suite`.
 //! - `network` (client) and `service` (server): the `RaftService` transport; `cluster_info`:
 //!   the only conversions to and from protobuf.
-//! - `kv` and `kv_service`: a key-value machine and its gRPC front, for tests and benchmarks.
+//! - `kv`, `kv_service` and `kv_stream`: a key-value machine and its gRPC front (unary and
+//!   streamed writes), for tests and benchmarks.
 //!
 //! Architecture invariants:
 //! - Nothing is acknowledged before it is durable: `append` calls back and `save_vote` returns
@@ -20,8 +21,9 @@
 //! - A data directory that does not decode, or was bootstrapped as another node or group,
 //!   refuses to start; a snapshot file is never silently skipped.
 //! - sled appears only in `log_store` and `flusher`; protobuf only in `service`, `network`,
-//!   `cluster_info` and `kv_service`.
+//!   `cluster_info`, `kv_service` and `kv_stream`.
 
+mod batch_pace;
 mod batcher;
 mod cluster_info;
 mod codec;
@@ -31,6 +33,7 @@ mod flusher;
 pub mod kv;
 mod kv_load;
 pub mod kv_service;
+pub mod kv_stream;
 pub mod log_store;
 mod log_store_closed;
 pub mod metrics_http;

@@ -1,5 +1,6 @@
 //! `bench consensus`: three `bench consensus-node` processes on loopback with fsync on; small
-//! `Put`s from 1, 16, 64 and 256 concurrent clients for a fixed time each; a table of
+//! writes from 1, 16, 64 and 256 concurrent clients (unary `Put` calls, then one `PutStream`
+//! per client) for a fixed time each; a table of
 //! writes/s and commit latency against a same-run baseline of raw sled
 //! `insert + flush + sync_data`, one write at a time, on the same disk.
 
@@ -46,6 +47,19 @@ pub struct ConsensusBenchArgs {
     /// none.
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "64,256")]
     pub in_process: Vec<u32>,
+    /// How clients send their writes, one row per client count for each: `unary` is one `Put`
+    /// call per write; `stream` is one `PutStream` per client, still one write outstanding.
+    #[arg(long, value_delimiter = ',', default_value = "unary,stream")]
+    pub rpc: Vec<ClientRpc>,
+}
+
+/// How a benchmark client sends its writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClientRpc {
+    /// A unary `Put` call per write.
+    Unary,
+    /// One `PutStream` per client, a message each way per write.
+    Stream,
 }
 
 struct Row {
@@ -58,6 +72,7 @@ struct Row {
 pub fn run(args: &ConsensusBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!((1..=3600).contains(&args.seconds), "--seconds must be in 1..=3600");
     anyhow::ensure!(!args.clients.is_empty(), "--clients is empty");
+    anyhow::ensure!(!args.rpc.is_empty(), "--rpc is empty");
     anyhow::ensure!(
         args.clients.iter().all(|clients| (1..=WRITERS_MAX as usize).contains(clients)),
         "every --clients count must be in 1..={WRITERS_MAX}"
@@ -96,8 +111,10 @@ async fn bench(args: &ConsensusBenchArgs, root: &Path) -> anyhow::Result<()> {
     let leader = group.wait_for_leader().await?;
     let mut rows = Vec::new();
     for &clients in &args.clients {
-        rows.push(drive(&leader, clients, duration, args.value_bytes).await?);
-        group.check_alive()?;
+        for &rpc in &args.rpc {
+            rows.push(drive(&leader, clients, rpc, duration, args.value_bytes).await?);
+            group.check_alive()?;
+        }
     }
     for &writers in &args.in_process {
         rows.push(drive_in_process(&leader, writers, duration, args.value_bytes).await?);
@@ -117,6 +134,7 @@ async fn bench(args: &ConsensusBenchArgs, root: &Path) -> anyhow::Result<()> {
 async fn drive(
     leader: &str,
     clients: usize,
+    rpc: ClientRpc,
     duration: Duration,
     value_bytes: usize,
 ) -> anyhow::Result<Row> {
@@ -130,27 +148,51 @@ async fn drive(
     let deadline = start + duration;
     let mut tasks = Vec::with_capacity(clients);
     for client in 0..clients {
-        let mut connection = connections[client % connection_count].clone();
+        let connection = connections[client % connection_count].clone();
         let value = value.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut sequence = 0u64;
-            while Instant::now() < deadline {
-                let key = format!("client-{client}-{}", sequence % KEYS_PER_WRITER);
-                let write_start = Instant::now();
-                connection.put(key, value.clone()).await?;
-                latencies.push(write_start.elapsed());
-                sequence += 1;
-            }
-            anyhow::Ok(latencies)
-        }));
+        tasks.push(tokio::spawn(client_writes(connection, rpc, client, deadline, value)));
     }
     let mut latencies = Vec::new();
     for task in tasks {
         latencies.extend(task.await.context("join a client")?.context("a client's write failed")?);
     }
     let elapsed = start.elapsed();
-    Ok(Row { label: clients.to_string(), writes: latencies.len(), elapsed, latencies })
+    let label = format!("{clients} {}", rpc_name(rpc));
+    Ok(Row { label, writes: latencies.len(), elapsed, latencies })
+}
+
+/// One client: writes one at a time until `deadline`; returns each write's latency.
+async fn client_writes(
+    mut connection: KvClient,
+    rpc: ClientRpc,
+    client: usize,
+    deadline: Instant,
+    value: String,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut stream = match rpc {
+        ClientRpc::Unary => None,
+        ClientRpc::Stream => Some(connection.open_stream().await?),
+    };
+    let mut latencies = Vec::new();
+    let mut sequence = 0u64;
+    while Instant::now() < deadline {
+        let key = format!("client-{client}-{}", sequence % KEYS_PER_WRITER);
+        let write_start = Instant::now();
+        match &mut stream {
+            Some(stream) => stream.put(key, value.clone()).await?,
+            None => connection.put(key, value.clone()).await?,
+        }
+        latencies.push(write_start.elapsed());
+        sequence += 1;
+    }
+    Ok(latencies)
+}
+
+fn rpc_name(rpc: ClientRpc) -> &'static str {
+    match rpc {
+        ClientRpc::Unary => "unary",
+        ClientRpc::Stream => "stream",
+    }
 }
 
 /// `writers` writers inside the leader process for `duration`, through the `Load` RPC.

@@ -1,5 +1,6 @@
 //! Integration tests for the `raftrain` binary, run as real processes the way a user runs them.
 
+mod bench_consensus;
 mod command;
 mod master_failover;
 mod master_group;
