@@ -6,9 +6,9 @@ use clap::Args;
 #[derive(Debug, Args)]
 pub(crate) struct RuntimeArgs {
     /// Tokio worker threads (default: one per CPU). Where several raftrain servers share few
-    /// cores (three masters on one small machine), 1 each avoids idle workers being woken to
-    /// steal work: `raftrain bench consensus` on 2 cores measured 16,100 writes/s at 64 clients
-    /// with 1 worker per replica, 13,300 with 2 (BENCHMARKS.md).
+    /// cores, measure: on 2 cores with one write in flight, 1 worker per replica beat 2
+    /// (`bench consensus`, 64 unary clients: 16,100 vs 13,300 writes/s); with two entries in
+    /// flight, 2 workers beat 1 (64 stream clients: 21,200-23,800 vs 17,900-18,250).
     #[arg(long, env = "RAFTRAIN_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     worker_threads: Option<u16>,
 }

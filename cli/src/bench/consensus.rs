@@ -38,9 +38,9 @@ pub struct ConsensusBenchArgs {
     /// the disk measured is this one.
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
-    /// Tokio worker threads of each node process (its `--worker-threads`). Three nodes and
-    /// this client share the machine, so the default is 1.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    /// Tokio worker threads of each node process (its `--worker-threads`). With two entries
+    /// in flight, 2 measured faster than 1 on 2 cores (BENCHMARKS.md).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
     pub replica_threads: u16,
     /// Writers run inside the leader process (no client RPC per write), one row each, to
     /// separate the cost of consensus from that of a gRPC call per write. Without a value:
@@ -123,9 +123,12 @@ async fn bench(args: &ConsensusBenchArgs, root: &Path) -> anyhow::Result<()> {
     let disk_bytes = group.disk_bytes()?;
     drop(group);
     print_table(&baseline, &rows);
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    let writes: usize = rows.iter().map(|row| row.writes).sum();
     println!(
-        "disk used by {NODE_COUNT} nodes after the run: {:.1} MiB",
-        disk_bytes as f64 / (1024.0 * 1024.0)
+        "after {writes} writes: disk used by {NODE_COUNT} nodes {:.1} MiB, largest data directory {:.1} MiB",
+        mib(disk_bytes.iter().sum()),
+        mib(disk_bytes.iter().copied().max().unwrap_or(0))
     );
     Ok(())
 }
@@ -298,11 +301,10 @@ impl Group {
         )
     }
 
-    fn disk_bytes(&self) -> anyhow::Result<u64> {
-        let mut total = 0;
-        for index in 0..self.processes.len() {
-            total += directory_bytes(&self.root.join(format!("node-{}", index + 1)))?;
-        }
-        Ok(total)
+    /// Bytes of each node's data directory.
+    fn disk_bytes(&self) -> anyhow::Result<Vec<u64>> {
+        (0..self.processes.len())
+            .map(|index| directory_bytes(&self.root.join(format!("node-{}", index + 1))))
+            .collect()
     }
 }
