@@ -6,10 +6,11 @@
 //! `run` wires them to one port.
 
 pub mod client;
-mod clock;
+pub mod clock;
 mod config;
 mod dataset_scan;
 mod leader;
+mod leader_clock;
 mod metrics;
 mod replicated_state;
 mod run;

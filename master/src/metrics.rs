@@ -29,5 +29,5 @@ pub fn render(node: &ConsensusNode<ReplicatedState>) -> String {
 }
 
 fn held_slots(status: &crate::state::StatusView) -> usize {
-    status.pservers.iter().filter(|slot| slot.addr.is_some()).count()
+    status.pservers.iter().filter(|slot| slot.holder.is_some()).count()
 }

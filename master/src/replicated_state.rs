@@ -2,7 +2,7 @@
 //! each committed command, applies it, encodes the answer; snapshots are the state's encoding.
 //! It also offers the read-only queries the service and the leader's duties ask.
 
-use crate::state::{MasterState, StatusView};
+use crate::state::{MasterState, SlotHolder, StatusView};
 use consensus::{RestoreError, StateMachine};
 
 #[derive(Default)]
@@ -12,7 +12,7 @@ pub struct ReplicatedState {
 
 impl StateMachine for ReplicatedState {
     fn apply(&mut self, command: &[u8]) -> Vec<u8> {
-        self.state.apply_encoded(command)
+        self.state.apply_encoded(command, 0)
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -36,24 +36,30 @@ impl ReplicatedState {
     }
 
     pub(crate) fn knows_trainer(&self, trainer: u64) -> bool {
-        self.state.trainers().iter().any(|known| known.trainer == trainer)
+        self.state.is_trainer_registered(trainer)
     }
 
     pub(crate) fn trainer_ids(&self) -> Vec<u64> {
-        self.state.trainers().iter().map(|known| known.trainer).collect()
+        self.state.trainer_ids()
     }
 
-    /// The desired slot count and the held slots with their addresses, by index.
-    pub(crate) fn pserver_slots(&self) -> (u32, Vec<(u32, String)>) {
+    /// The desired slot count and the held slots with their holders, by index.
+    pub(crate) fn pserver_slots(&self) -> (u32, Vec<(u32, SlotHolder)>) {
         // `pservers` lists every slot below `desired`, held or free.
         let slots = self.state.pservers();
         let desired = slots.len() as u32;
-        let held = slots.into_iter().filter_map(|slot| Some((slot.index, slot.addr?))).collect();
+        let held = slots.into_iter().filter_map(|slot| Some((slot.index, slot.holder?))).collect();
         (desired, held)
     }
 
-    pub(crate) fn slot_holder(&self, index: u32) -> Option<String> {
-        self.pserver_slots().1.into_iter().find(|(held, _)| *held == index).map(|(_, addr)| addr)
+    /// A number that changes whenever a slot's holder does, so watchers rebuild the pserver
+    /// table only then.
+    pub(crate) fn pserver_table_version(&self) -> u64 {
+        self.state.pserver_table_version()
+    }
+
+    pub(crate) fn slot_held(&self, index: u32, generation: u64) -> bool {
+        self.state.slot_held(index, generation)
     }
 
     pub(crate) fn has_expired(&self, now_ms: u64) -> bool {

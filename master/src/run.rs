@@ -4,7 +4,7 @@
 use crate::config::MasterConfig;
 use crate::leader::{run_duties, LeaderDuties};
 use crate::replicated_state::ReplicatedState;
-use crate::service::MasterRpc;
+use crate::service::{MasterRpc, Proposer};
 use anyhow::Context as _;
 use consensus::metrics_http::Render;
 use consensus::ConsensusNode;
@@ -37,7 +37,8 @@ pub async fn run(
         .await
         .with_context(|| format!("open master {} in {}", config.id, config.data_dir.display()))?;
     let duties = Arc::new(LeaderDuties::new(config.trainer_lease(), config.pserver_lease()));
-    let rpc = MasterRpc::new(node.clone(), duties.clone(), config.policy());
+    let proposer = Proposer::new(node.clone());
+    let rpc = MasterRpc::new(proposer.clone(), duties.clone(), config.policy());
     let master_service = MasterServiceServer::new(rpc)
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
@@ -56,7 +57,7 @@ pub async fn run(
         .map(|listener| serve_metrics(listener, node.clone(), stopped.clone()))
         .transpose()?;
     node.bootstrap().await.context("bootstrap the master group")?;
-    let duty_loop = tokio::spawn(run_duties(node.clone(), duties, stopped));
+    let duty_loop = tokio::spawn(run_duties(proposer, duties, stopped));
     shutdown.await;
     tracing::info!(id = config.id, "master shutting down");
     let _ = stop.send(true);

@@ -170,8 +170,12 @@ impl SimClient {
     async fn attempt(&mut self, stamp: ClientStamp, command: &Command) -> Option<Response> {
         let (client, seq) = (stamp.client_id, stamp.seq);
         let now_ms = self.trace.now_ms();
-        let request =
-            encode_request(&Request { client: Some(stamp), now_ms, command: command.clone() });
+        let request = encode_request(&Request {
+            client: Some(stamp),
+            now_ms,
+            term: None,
+            command: command.clone(),
+        });
         self.history.record(client, seq, OperationType::Invoke, format!("{command:?}"));
         let Some(raft) = self.pick_node() else {
             self.history.record(client, seq, OperationType::Fail, "no node running".to_string());

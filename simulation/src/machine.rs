@@ -34,7 +34,7 @@ impl FenceBreakingState {
         let probe = |candidate: u64| {
             let mut copy = self.inner.state().clone();
             let command = Command::TaskFinished { task, epoch: candidate };
-            let request = master::state::Request { client: None, now_ms, command };
+            let request = master::state::Request { client: None, now_ms, term: None, command };
             copy.apply(&request) == Response::Accepted
         };
         if probe(epoch) {

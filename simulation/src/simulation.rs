@@ -204,7 +204,7 @@ impl Run {
         }
         let (in_flight, trace, id) = (self.duty_in_flight.clone(), self.trace.clone(), leader.id);
         trace.record(format!("node {id} proposes {command:?}"));
-        let request = encode_request(&Request { client: None, now_ms, command });
+        let request = encode_request(&Request { client: None, now_ms, term: None, command });
         tokio::spawn(async move {
             let write = leader.raft.client_write(Commands(vec![request]));
             let result =

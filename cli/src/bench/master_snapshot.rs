@@ -25,7 +25,7 @@ pub(crate) fn measure(tasks: u64) -> anyhow::Result<Table> {
         retry_failed_next_pass: false,
     };
     let command = Command::ReportDataset { job: "bench".into(), chunks, passes: 1, policy };
-    let response = state.apply(&Request { client: None, now_ms: 0, command });
+    let response = state.apply(&Request { client: None, now_ms: 0, term: None, command });
     anyhow::ensure!(
         matches!(response, Response::DatasetAccepted { .. }),
         "dataset refused: {response:?}"

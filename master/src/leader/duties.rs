@@ -2,10 +2,8 @@
 //! this node leads.
 
 use super::lease_table::LeaseTable;
-use crate::replicated_state::ReplicatedState;
-use crate::service::propose;
+use crate::service::Proposer;
 use crate::state::Command;
-use consensus::ConsensusNode;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -18,6 +16,10 @@ pub(crate) struct LeaderDuties {
     pserver_lease: Duration,
     trainers: Mutex<LeaseTable<u64>>,
     pservers: Mutex<LeaseTable<u32>>,
+    /// The term the lease tables were filled in. Leases are soft state of one leadership:
+    /// when the term changes (even if this node leads again, and even between two ticks),
+    /// everyone gets a fresh lease before anyone is judged.
+    lease_term: Mutex<Option<u64>>,
 }
 
 impl LeaderDuties {
@@ -27,6 +29,7 @@ impl LeaderDuties {
             pserver_lease,
             trainers: Mutex::new(LeaseTable::new(trainer_lease)),
             pservers: Mutex::new(LeaseTable::new(pserver_lease)),
+            lease_term: Mutex::new(None),
         }
     }
 
@@ -50,12 +53,26 @@ impl LeaderDuties {
     fn step_down(&self) {
         lock(&self.trainers).clear();
         lock(&self.pservers).clear();
+        *lock(&self.lease_term) = None;
     }
 
-    /// One round of duties on the leader.
-    async fn tick(&self, node: &ConsensusNode<ReplicatedState>) {
-        let (now, now_ms) = (Instant::now(), crate::clock::now_ms());
-        let (trainers, (_, slots), expired) = node
+    /// Clears the tables if they were filled in another term than `term`.
+    fn enter_term(&self, term: u64) {
+        let mut lease_term = lock(&self.lease_term);
+        if *lease_term != Some(term) {
+            lock(&self.trainers).clear();
+            lock(&self.pservers).clear();
+            *lease_term = Some(term);
+        }
+    }
+
+    /// One round of duties on the leader, whose leadership is in `term`. Every decision
+    /// carries `term`, so one computed before a leadership change is refused after it.
+    async fn tick(&self, proposer: &Proposer, term: u64) {
+        self.enter_term(term);
+        let (now, now_ms) = (Instant::now(), proposer.now_ms());
+        let (trainers, (_, slots), expired) = proposer
+            .node()
             .read(|state| (state.trainer_ids(), state.pserver_slots(), state.has_expired(now_ms)));
         let lost = {
             let mut table = lock(&self.trainers);
@@ -63,27 +80,28 @@ impl LeaderDuties {
             table.expired(now)
         };
         for trainer in lost {
-            tracing::warn!(trainer, "trainer missed its lease; returning its tasks");
-            report(node, Command::TrainerLost { trainer }).await;
+            tracing::warn!(trainer, term, "trainer missed its lease; returning its tasks");
+            decide(proposer, term, Command::TrainerLost { trainer }).await;
         }
         let dead = {
             let mut table = lock(&self.pservers);
             table.sync(slots.iter().map(|(index, _)| *index), now);
             table.expired(now)
         };
-        for (index, addr) in slots.into_iter().filter(|(index, _)| dead.contains(index)) {
-            tracing::warn!(slot = index, %addr, "pserver missed its lease; freeing its slot");
-            report(node, Command::ReleasePServerSlot { index, addr }).await;
+        for (index, holder) in slots.into_iter().filter(|(index, _)| dead.contains(index)) {
+            let (addr, generation) = (holder.addr, holder.generation);
+            tracing::warn!(slot = index, %addr, generation, term, "pserver missed its lease; freeing its slot");
+            decide(proposer, term, Command::ReleasePServerSlot { index, generation }).await;
         }
         if expired {
-            report(node, Command::ExpireTasks).await;
+            decide(proposer, term, Command::ExpireTasks).await;
         }
     }
 }
 
 /// Runs the duties until `stop` turns true.
 pub(crate) async fn run_duties(
-    node: ConsensusNode<ReplicatedState>,
+    proposer: Proposer,
     duties: std::sync::Arc<LeaderDuties>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -97,8 +115,12 @@ pub(crate) async fn run_duties(
         if *stop.borrow() {
             return;
         }
+        let node = proposer.node();
+        // The term is read before leadership: if leadership changes in between, the
+        // decisions of this tick carry the old term and are refused when applied.
+        let term = node.term();
         if node.is_leader() {
-            duties.tick(&node).await;
+            duties.tick(&proposer, term).await;
         } else {
             duties.step_down();
         }
@@ -107,9 +129,15 @@ pub(crate) async fn run_duties(
 
 /// Proposes a leader decision. A failure is logged here, where it is handled: the next tick
 /// sees the same state and tries again.
-async fn report(node: &ConsensusNode<ReplicatedState>, command: Command) {
-    if let Err(status) = propose(node, None, command).await {
-        tracing::info!(error = %status.message(), "leader duty not committed; will retry");
+async fn decide(proposer: &Proposer, term: u64, command: Command) {
+    match proposer.decide(term, command).await {
+        Ok(crate::state::Response::WrongTerm { decided, committed }) => {
+            tracing::info!(decided, committed, "leader duty from an old term refused");
+        }
+        Ok(_) => {}
+        Err(status) => {
+            tracing::info!(error = %status.message(), "leader duty not committed; will retry");
+        }
     }
 }
 

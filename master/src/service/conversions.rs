@@ -23,14 +23,25 @@ pub(crate) fn chunk(chunk: &ChunkRef) -> pb::Chunk {
     }
 }
 
-pub(crate) fn task(assignment: &TaskAssignment) -> pb::Task {
+pub(crate) fn task(assignment: &TaskAssignment, chunks: &[ChunkRef]) -> pb::Task {
     pb::Task {
         task_id: assignment.task,
         epoch: assignment.epoch,
         pass: assignment.pass,
-        chunks: assignment.chunks.iter().map(chunk).collect(),
+        chunks: chunks.iter().map(chunk).collect(),
         deadline_ms: assignment.deadline_ms,
     }
+}
+
+/// A slot generation from a request: the claim never hands out 0, so 0 (an unset field) is a
+/// caller that forgot it.
+pub(crate) fn generation(generation: u64) -> Result<u64, Status> {
+    if generation == 0 {
+        return Err(Status::invalid_argument(
+            "generation: missing (the generation ClaimPServerSlot returned)",
+        ));
+    }
+    Ok(generation)
 }
 
 pub(crate) fn checkpoint_to_proto(meta: &CheckpointMeta) -> pb::CheckpointMeta {

@@ -2,18 +2,20 @@
 //! enough for one entry each, in order; the state machine seals the job with the last one.
 //! Concurrent or restarted reports are safe: the state checks and skips repeated chunks.
 
-use super::master_rpc::propose;
+use super::proposer::Proposer;
 use crate::dataset_scan::reported_files;
 use crate::replicated_state::ReplicatedState;
-use crate::state::{chunks_digest, ChunkRef, Command, QueuePolicy, Response};
+use crate::state::{chunks_digest, ChunkList, ChunkRef, Command, QueuePolicy, Response};
 use consensus::ConsensusNode;
 use proto::master as pb;
 use tonic::Status;
 
 /// The encoded chunk bytes one batch carries at most: far below the log's entry limit.
 pub(crate) const BATCH_BYTES_MAX: usize = 32 << 10;
-/// Bytes a chunk takes in a batch besides its path (offset, sizes, length prefixes).
-const CHUNK_OVERHEAD_BYTES: usize = 32;
+/// Bytes a chunk takes in a batch besides its path (file index, offset, sizes as varints).
+const CHUNK_OVERHEAD_BYTES: usize = 24;
+/// Bytes a path takes in a batch besides its text (its length prefix), once per run of chunks.
+const PATH_OVERHEAD_BYTES: usize = 8;
 
 /// What a dataset report needs from the request, the leader's flags and the scan.
 pub(crate) struct DatasetReport {
@@ -48,7 +50,7 @@ pub(crate) async fn repeated_report(
 
 /// Proposes the batches in order; returns the state's answer to the last one proposed.
 pub(crate) async fn report_in_batches(
-    node: &ConsensusNode<ReplicatedState>,
+    proposer: &Proposer,
     report: DatasetReport,
 ) -> Result<Response, Status> {
     let total_chunks = report.chunks.len() as u64;
@@ -63,9 +65,9 @@ pub(crate) async fn report_in_batches(
             total_chunks,
             digest,
             first_chunk,
-            chunks: batch.to_vec(),
+            chunks: ChunkList::from_refs(batch),
         };
-        response = propose(node, None, command).await?;
+        response = proposer.propose(None, command).await?;
         if !matches!(response, Response::DatasetLoading { .. }) {
             // Accepted (the job is defined, perhaps by an earlier report) or refused.
             return Ok(response);
@@ -76,14 +78,18 @@ pub(crate) async fn report_in_batches(
 }
 
 /// Cuts the list into consecutive batches of at most `BATCH_BYTES_MAX` (at least one chunk).
+/// A batch stores each run of chunks of one file with the path once (`ChunkList`).
 fn batches(chunks: &[ChunkRef]) -> Vec<&[ChunkRef]> {
     let mut batches = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (index, chunk) in chunks.iter().enumerate() {
-        let size = chunk.path.len() + CHUNK_OVERHEAD_BYTES;
+        let new_run = index == start || chunks[index - 1].path != chunk.path;
+        let path_bytes = if new_run { chunk.path.len() + PATH_OVERHEAD_BYTES } else { 0 };
+        let mut size = CHUNK_OVERHEAD_BYTES + path_bytes;
         if index > start && bytes + size > BATCH_BYTES_MAX {
             batches.push(&chunks[start..index]);
             (start, bytes) = (index, 0);
+            size = CHUNK_OVERHEAD_BYTES + chunk.path.len() + PATH_OVERHEAD_BYTES;
         }
         bytes += size;
     }
@@ -109,7 +115,9 @@ mod tests {
             let lengths: Vec<usize> = batches(&chunks).iter().map(|batch| batch.len()).collect();
             assert_eq!(lengths, expected_lengths);
         };
-        let per_batch = BATCH_BYTES_MAX / (8 + CHUNK_OVERHEAD_BYTES);
+        // One file: its path is paid once per batch.
+        let path = 8 + PATH_OVERHEAD_BYTES;
+        let per_batch = (BATCH_BYTES_MAX - path) / CHUNK_OVERHEAD_BYTES;
         check(vec![], &[]);
         check(vec![chunk(8); 3], &[3]);
         check(vec![chunk(8); per_batch * 2 + 1], &[per_batch, per_batch, 1]);

@@ -2,14 +2,15 @@
 //! (stamped with the leader's clock and the client's stamp), and maps the state machine's
 //! answer back to a reply. Reads are linearizable; heartbeats touch only leader soft state.
 
-use super::conversions::{checkpoint_from_proto, checkpoint_to_proto, stamp, task};
+use super::conversions::{checkpoint_from_proto, checkpoint_to_proto, generation, stamp, task};
 use super::dataset_report::{repeated_report, report_in_batches, DatasetReport};
+use super::proposer::Proposer;
 use super::status_mapping::{not_leader, unexpected, write_error};
 use crate::dataset_scan::scan_dataset;
 use crate::leader::LeaderDuties;
 use crate::replicated_state::ReplicatedState;
 use crate::state::{
-    decode_response, encode_request, ClientStamp, Command, QueuePolicy, Request, Response,
+    check_pserver_addr, ClientStamp, Command, QueuePolicy, Response, FAILURE_REASON_BYTES_MAX,
 };
 use consensus::ConsensusNode;
 use proto::master as pb;
@@ -22,17 +23,14 @@ type Reply<T> = Result<tonic::Response<T>, Status>;
 #[derive(Clone)]
 pub(crate) struct MasterRpc {
     node: ConsensusNode<ReplicatedState>,
+    proposer: Proposer,
     duties: Arc<LeaderDuties>,
     policy: QueuePolicy,
 }
 
 impl MasterRpc {
-    pub(crate) fn new(
-        node: ConsensusNode<ReplicatedState>,
-        duties: Arc<LeaderDuties>,
-        policy: QueuePolicy,
-    ) -> Self {
-        Self { node, duties, policy }
+    pub(crate) fn new(proposer: Proposer, duties: Arc<LeaderDuties>, policy: QueuePolicy) -> Self {
+        Self { node: proposer.node().clone(), proposer, duties, policy }
     }
 
     /// Replicates one command and returns the state machine's answer.
@@ -41,7 +39,7 @@ impl MasterRpc {
         client: Option<ClientStamp>,
         command: Command,
     ) -> Result<Response, Status> {
-        propose(&self.node, client, command).await
+        self.proposer.propose(client, command).await
     }
 
     fn require_leader(&self) -> Result<(), Status> {
@@ -51,22 +49,16 @@ impl MasterRpc {
         Err(not_leader(self.node.cluster_info().leader_addr.as_deref()))
     }
 
+    /// Answers that grant or confirm ownership (heartbeats) come only from a leader whose
+    /// leadership a quorum confirmed recently: a deposed leader that has not noticed yet must
+    /// not tell a pserver it still holds a slot that the new leader gave away.
+    async fn confirmed_leader(&self) -> Result<(), Status> {
+        self.node.ensure_linearizable().await.map_err(write_error)
+    }
+
     async fn linearizable(&self) -> Result<(), Status> {
         self.node.ensure_linearizable().await.map_err(write_error)
     }
-}
-
-/// Replicates one command on `node`; shared by the service and the leader's own duties.
-pub(crate) async fn propose(
-    node: &ConsensusNode<ReplicatedState>,
-    client: Option<ClientStamp>,
-    command: Command,
-) -> Result<Response, Status> {
-    let request = Request { client, now_ms: crate::clock::now_ms(), command };
-    let bytes = node.write(encode_request(&request)).await.map_err(write_error)?;
-    decode_response(&bytes).map_err(|error| {
-        Status::internal(format!("undecodable answer from the state machine: {error}"))
-    })
 }
 
 #[tonic::async_trait]
@@ -96,7 +88,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
             policy: self.policy,
             chunks: scanned.chunks,
         };
-        match report_in_batches(&self.node, report).await? {
+        match report_in_batches(&self.proposer, report).await? {
             Response::DatasetAccepted { task_count, .. } => {
                 Ok(tonic::Response::new(pb::ReportDatasetReply {
                     task_count,
@@ -129,7 +121,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         request: tonic::Request<pb::HeartbeatRequest>,
     ) -> Reply<pb::HeartbeatReply> {
         let trainer = request.into_inner().trainer_id;
-        self.require_leader()?;
+        self.confirmed_leader().await?;
         let known = self.node.read(|state| state.knows_trainer(trainer));
         if known {
             self.duties.trainer_alive(trainer);
@@ -155,7 +147,8 @@ impl pb::master_service_server::MasterService for MasterRpc {
         };
         let reply = match response {
             Response::Task(assignment) => {
-                reply(Outcome::Task, Some(task(&assignment)), assignment.pass)
+                let chunks = self.node.read(|state| state.state().task_chunks(assignment.task));
+                reply(Outcome::Task, Some(task(&assignment, &chunks)), assignment.pass)
             }
             Response::PassBefore { current } => reply(Outcome::PassBefore, None, current),
             Response::PassAfter { current } => reply(Outcome::PassAfter, None, current),
@@ -184,10 +177,12 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::TaskReportReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
+        // Cut here, not refused: a long stack trace must still fail the task, and the state
+        // keeps at most this much of it anyway.
         let command = Command::TaskFailed {
             task: request.task_id,
             epoch: request.epoch,
-            reason: request.reason,
+            reason: crate::state::truncate_reason(&request.reason, FAILURE_REASON_BYTES_MAX),
         };
         task_report("TaskFailed", self.propose(Some(client), command).await?)
     }
@@ -198,22 +193,26 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::ClaimPServerSlotReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        if request.addr.is_empty() || request.desired == 0 {
-            return Err(Status::invalid_argument(
-                "addr must be the pserver's address and desired at least 1",
-            ));
+        check_pserver_addr(&request.addr)
+            .map_err(|reason| Status::invalid_argument(format!("addr: {reason}")))?;
+        if request.desired == 0 {
+            return Err(Status::invalid_argument("desired: must be at least 1"));
         }
         let lease_ms = self.duties.pserver_lease_ms();
         let command = Command::ClaimPServerSlot { addr: request.addr, desired: request.desired };
         let reply = match self.propose(Some(client), command).await? {
-            Response::SlotClaimed { index, checkpoint } => {
+            Response::SlotClaimed { index, generation, checkpoint } => {
                 self.duties.pserver_alive(index);
                 let checkpoint = checkpoint.as_ref().map(checkpoint_to_proto);
-                pb::ClaimPServerSlotReply { granted: true, index, lease_ms, checkpoint }
+                pb::ClaimPServerSlotReply { granted: true, index, lease_ms, checkpoint, generation }
             }
-            Response::SlotsFull { .. } => {
-                pb::ClaimPServerSlotReply { granted: false, index: 0, lease_ms, checkpoint: None }
-            }
+            Response::SlotsFull { .. } => pb::ClaimPServerSlotReply {
+                granted: false,
+                index: 0,
+                lease_ms,
+                checkpoint: None,
+                generation: 0,
+            },
             other => return Err(unexpected("ClaimPServerSlot", other)),
         };
         Ok(tonic::Response::new(reply))
@@ -224,10 +223,9 @@ impl pb::master_service_server::MasterService for MasterRpc {
         request: tonic::Request<pb::PServerHeartbeatRequest>,
     ) -> Reply<pb::PServerHeartbeatReply> {
         let request = request.into_inner();
-        self.require_leader()?;
-        let holds_slot = self.node.read(|state| {
-            state.slot_holder(request.index).as_deref() == Some(request.addr.as_str())
-        });
+        let generation = generation(request.generation)?;
+        self.confirmed_leader().await?;
+        let holds_slot = self.node.read(|state| state.slot_held(request.index, generation));
         if holds_slot {
             self.duties.pserver_alive(request.index);
         }
@@ -260,14 +258,15 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let client = stamp(request.stamp)?;
         let command = Command::RecordCheckpoint {
             index: request.index,
+            generation: generation(request.generation)?,
             meta: checkpoint_from_proto(request.meta)?,
         };
-        match self.propose(Some(client), command).await? {
-            Response::Accepted | Response::Stale => {
-                Ok(tonic::Response::new(pb::RecordCheckpointReply {}))
-            }
-            other => Err(unexpected("RecordCheckpoint", other)),
-        }
+        let recorded = match self.propose(Some(client), command).await? {
+            Response::Accepted => true,
+            Response::Stale => false,
+            other => return Err(unexpected("RecordCheckpoint", other)),
+        };
+        Ok(tonic::Response::new(pb::RecordCheckpointReply { recorded }))
     }
 
     async fn record_eval(

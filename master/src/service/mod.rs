@@ -4,8 +4,10 @@
 mod conversions;
 mod dataset_report;
 mod master_rpc;
+mod proposer;
 mod status_mapping;
 mod status_view;
 mod watch;
 
-pub(crate) use master_rpc::{propose, MasterRpc};
+pub(crate) use master_rpc::MasterRpc;
+pub(crate) use proposer::Proposer;

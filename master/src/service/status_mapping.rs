@@ -44,6 +44,13 @@ pub(crate) fn unexpected(call: &'static str, response: Response) -> Status {
         Response::UnknownTrainer => {
             Status::not_found(format!("{call}: unknown trainer; register again"))
         }
+        Response::SlotNotHeld => Status::failed_precondition(format!(
+            "{call}: the slot is not held under this generation (another pserver holds it now, \
+             or it was released); stop serving it"
+        )),
+        Response::NoDataset => {
+            Status::failed_precondition(format!("{call}: no dataset was reported yet"))
+        }
         other => Status::internal(format!("{call}: unexpected answer from the state machine: {other:?}")),
     }
 }

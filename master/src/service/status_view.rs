@@ -21,7 +21,14 @@ pub(crate) fn status_reply(
     let pservers = view
         .pservers
         .iter()
-        .filter_map(|slot| Some(pb::PServer { index: slot.index, addr: slot.addr.clone()? }))
+        .filter_map(|slot| {
+            let holder = slot.holder.clone()?;
+            Some(pb::PServer {
+                index: slot.index,
+                addr: holder.addr,
+                generation: holder.generation,
+            })
+        })
         .collect();
     let eval = view.eval.as_ref().map(|eval| pb::Eval {
         pass: eval.pass,

@@ -17,7 +17,14 @@ pub(crate) type PServerStream = ReceiverStream<Result<pb::ListPServersReply, Sta
 /// The current pserver table of the applied state.
 pub(crate) fn pserver_table(state: &ReplicatedState) -> pb::ListPServersReply {
     let (desired, slots) = state.pserver_slots();
-    let pservers = slots.into_iter().map(|(index, addr)| pb::PServer { index, addr }).collect();
+    let pservers = slots
+        .into_iter()
+        .map(|(index, holder)| pb::PServer {
+            index,
+            addr: holder.addr,
+            generation: holder.generation,
+        })
+        .collect();
     pb::ListPServersReply { desired, pservers }
 }
 
@@ -31,12 +38,15 @@ pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>) -> PServerStr
                 let _ = sender.send(Err(not_leader(None))).await;
                 return;
             }
-            let table = node.read(pserver_table);
-            if last_sent.as_ref() != Some(&table) {
-                if sender.send(Ok(table.clone())).await.is_err() {
+            // Every applied entry wakes this loop; the table is rebuilt only when a holder
+            // changed (an O(1) check), not on every task transition.
+            let version = node.read(ReplicatedState::pserver_table_version);
+            if last_sent != Some(version) {
+                let table = node.read(pserver_table);
+                if sender.send(Ok(table)).await.is_err() {
                     return;
                 }
-                last_sent = Some(table);
+                last_sent = Some(version);
             }
             // Metrics change whenever an entry is applied or leadership moves.
             tokio::select! {

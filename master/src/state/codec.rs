@@ -32,6 +32,9 @@ pub enum DecodeError {
         #[source]
         source: bincode::Error,
     },
+    /// The bytes are a layout this build no longer reads.
+    #[error("{what} is in a retired layout written by an older raftrain")]
+    Retired { what: &'static str },
     /// A snapshot decoded but describes a state the state machine can never reach.
     #[error("snapshot decoded to an inconsistent state")]
     Inconsistent(#[from] InvariantViolation),

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::chunk_list::ChunkList;
 use super::dataset::{ChunkRef, QueuePolicy};
 use super::pserver_slots::CheckpointMeta;
 
@@ -29,10 +30,10 @@ pub enum Command {
     TrainerLost { trainer: u64 },
     /// A pserver at `addr` asks for a slot; the first claim fixes how many slots there are.
     ClaimPServerSlot { addr: String, desired: u32 },
-    /// A pserver gives its slot back.
-    ReleasePServerSlot { index: u32, addr: String },
-    /// A pserver wrote a checkpoint file for its slot.
-    RecordCheckpoint { index: u32, meta: CheckpointMeta },
+    /// The holder of `generation` gives slot `index` back (or the leader took it from it).
+    ReleasePServerSlot { index: u32, generation: u64 },
+    /// The holder of slot `index` under `generation` wrote a checkpoint file.
+    RecordCheckpoint { index: u32, generation: u64, meta: CheckpointMeta },
     /// A trainer evaluated the model; kept for status.
     RecordEval { pass: u32, loss: f32, accuracy: f32 },
     /// One batch of a dataset too large for one log entry. Batches go in order from chunk 0;
@@ -45,6 +46,28 @@ pub enum Command {
         total_chunks: u64,
         digest: u64,
         first_chunk: u64,
-        chunks: Vec<ChunkRef>,
+        chunks: ChunkList,
     },
+}
+
+impl Command {
+    /// A number per variant, kept in a client's session so that a stamp reused for another
+    /// method is told apart from a retry (bincode's variant index would do, but this does not
+    /// depend on the encoding).
+    pub(crate) fn method_code(&self) -> u8 {
+        match self {
+            Command::ReportDataset { .. } => 1,
+            Command::GetTask { .. } => 2,
+            Command::TaskFinished { .. } => 3,
+            Command::TaskFailed { .. } => 4,
+            Command::ExpireTasks => 5,
+            Command::RegisterTrainer { .. } => 6,
+            Command::TrainerLost { .. } => 7,
+            Command::ClaimPServerSlot { .. } => 8,
+            Command::ReleasePServerSlot { .. } => 9,
+            Command::RecordCheckpoint { .. } => 10,
+            Command::RecordEval { .. } => 11,
+            Command::ReportDatasetBatch { .. } => 12,
+        }
+    }
 }

@@ -2,12 +2,18 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::chunk_list::{ChunkList, ChunkSpan};
+
 /// The longest job name accepted.
 pub const JOB_NAME_BYTES_MAX: usize = 256;
 /// The most chunks one dataset may list; keeps a dataset report (one Raft entry) bounded.
 pub const CHUNK_COUNT_MAX: usize = 1 << 20;
 /// The longest chunk file path accepted.
 pub const CHUNK_PATH_BYTES_MAX: usize = 4096;
+/// The most bytes of file paths one dataset may store (each file's path is stored once per
+/// run of its chunks): with [`CHUNK_COUNT_MAX`] this bounds the state, so the largest admitted
+/// dataset always fits a snapshot (`state_bytes_max` in `master_state.rs`).
+pub const DATASET_PATH_BYTES_MAX: u64 = 32 << 20;
 /// The most chunks one task may hold; bounds every task assignment (a reply that client
 /// sessions keep) whatever the leader's flags say.
 pub const CHUNKS_PER_TASK_MAX: u32 = 1024;
@@ -45,7 +51,7 @@ pub struct QueuePolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub(crate) struct Dataset {
     pub(crate) job: String,
-    pub(crate) chunks: Vec<ChunkRef>,
+    pub(crate) chunks: ChunkList,
     pub(crate) passes: u32,
     pub(crate) policy: QueuePolicy,
     /// [`chunks_digest`] of `chunks`: lets a repeated batched report be checked in O(1).
@@ -55,6 +61,23 @@ pub(crate) struct Dataset {
 /// A 64-bit FNV-1a digest of a chunk list: the leader computes it over the whole list and every
 /// batch carries it, so the state can check the assembled list and compare repeats cheaply.
 pub fn chunks_digest(chunks: &[ChunkRef]) -> u64 {
+    digest_of(chunks.iter().map(|chunk| {
+        let span = ChunkSpan {
+            file: 0,
+            offset: chunk.offset,
+            compressed_size: chunk.compressed_size,
+            record_count: chunk.record_count,
+        };
+        (chunk.path.as_str(), span)
+    }))
+}
+
+/// [`chunks_digest`] of a stored list, without building its [`ChunkRef`]s.
+pub(crate) fn list_digest(chunks: &ChunkList) -> u64 {
+    digest_of(chunks.iter().map(|(path, span)| (path, *span)))
+}
+
+fn digest_of<'a>(chunks: impl Iterator<Item = (&'a str, ChunkSpan)>) -> u64 {
     const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut digest = OFFSET_BASIS;
@@ -63,12 +86,12 @@ pub fn chunks_digest(chunks: &[ChunkRef]) -> u64 {
             digest = (digest ^ u64::from(*byte)).wrapping_mul(PRIME);
         }
     };
-    for chunk in chunks {
-        feed(&(chunk.path.len() as u64).to_le_bytes());
-        feed(chunk.path.as_bytes());
-        feed(&chunk.offset.to_le_bytes());
-        feed(&chunk.compressed_size.to_le_bytes());
-        feed(&chunk.record_count.to_le_bytes());
+    for (path, span) in chunks {
+        feed(&(path.len() as u64).to_le_bytes());
+        feed(path.as_bytes());
+        feed(&span.offset.to_le_bytes());
+        feed(&span.compressed_size.to_le_bytes());
+        feed(&span.record_count.to_le_bytes());
     }
     digest
 }
@@ -98,26 +121,43 @@ pub(crate) fn check_spec(
     Ok(())
 }
 
-/// Checks each chunk of a report.
-pub(crate) fn check_chunks(chunks: &[ChunkRef]) -> Result<(), String> {
-    match chunks.iter().find(|chunk| chunk.path.len() > CHUNK_PATH_BYTES_MAX) {
-        Some(chunk) => Err(format!("chunk path {:?} is too long", chunk.path)),
-        None => Ok(()),
+/// Checks the chunks of a report (or of one batch of it): well formed, paths bounded.
+pub(crate) fn check_chunks(chunks: &ChunkList) -> Result<(), String> {
+    if !chunks.is_well_formed() {
+        return Err("a chunk names a file the report does not list".to_string());
     }
+    let longest = chunks.longest_path_bytes();
+    if longest > CHUNK_PATH_BYTES_MAX {
+        return Err(format!(
+            "a chunk path is {longest} bytes, more than the {CHUNK_PATH_BYTES_MAX} allowed"
+        ));
+    }
+    check_path_bytes(chunks.path_bytes())
+}
+
+/// The dataset's file paths together stay within [`DATASET_PATH_BYTES_MAX`].
+pub(crate) fn check_path_bytes(path_bytes: u64) -> Result<(), String> {
+    if path_bytes > DATASET_PATH_BYTES_MAX {
+        return Err(format!(
+            "the dataset's file paths take {path_bytes} bytes, more than the \
+             {DATASET_PATH_BYTES_MAX} allowed (use fewer, larger files)"
+        ));
+    }
+    Ok(())
 }
 
 impl Dataset {
     /// Validates a report; the error says what a person must fix.
     pub(crate) fn new(
         job: &str,
-        chunks: &[ChunkRef],
+        chunks: ChunkList,
         passes: u32,
         policy: QueuePolicy,
     ) -> Result<Self, String> {
         check_spec(job, chunks.len() as u64, passes, &policy)?;
-        check_chunks(chunks)?;
-        let digest = chunks_digest(chunks);
-        Ok(Self { job: job.to_string(), chunks: chunks.to_vec(), passes, policy, digest })
+        check_chunks(&chunks)?;
+        let digest = list_digest(&chunks);
+        Ok(Self { job: job.to_string(), chunks, passes, policy, digest })
     }
 
     /// How many tasks the chunks make: groups of `chunks_per_task`, the last one possibly short.
@@ -127,12 +167,12 @@ impl Dataset {
     }
 
     /// The chunks of one task, `task < task_count()`.
-    pub(crate) fn task_chunks(&self, task: u64) -> &[ChunkRef] {
+    pub(crate) fn task_chunks(&self, task: u64) -> Vec<ChunkRef> {
         let per_task = self.chunks_per_task();
-        let first =
-            usize::try_from(task).expect("task id below task_count fits in usize") * per_task;
-        let end = (first + per_task).min(self.chunks.len());
-        &self.chunks[first..end]
+        let first = usize::try_from(task).map_or(usize::MAX, |task| task.saturating_mul(per_task));
+        let first = first.min(self.chunks.len());
+        let end = first.saturating_add(per_task).min(self.chunks.len());
+        self.chunks.refs(first..end)
     }
 
     fn chunks_per_task(&self) -> usize {
@@ -167,8 +207,8 @@ mod tests {
 
     /// Cuts `chunk_count` chunks by `chunks_per_task` and compares each task's chunk offsets.
     fn check(chunk_count: u64, chunks_per_task: u32, expected: &[&[u64]]) {
-        let dataset = Dataset::new("job", &chunks(chunk_count), 1, policy(chunks_per_task))
-            .expect("valid dataset");
+        let list = ChunkList::from_refs(&chunks(chunk_count));
+        let dataset = Dataset::new("job", list, 1, policy(chunks_per_task)).expect("valid dataset");
         let actual: Vec<Vec<u64>> = (0..dataset.task_count())
             .map(|task| dataset.task_chunks(task).iter().map(|chunk| chunk.offset).collect())
             .collect();
@@ -200,7 +240,8 @@ mod tests {
             ),
         ];
         for (what, chunks, passes, policy) in cases {
-            assert!(Dataset::new("job", chunks, passes, policy).is_err(), "{what}");
+            let list = ChunkList::from_refs(chunks);
+            assert!(Dataset::new("job", list, passes, policy).is_err(), "{what}");
         }
     }
 }

@@ -3,10 +3,17 @@
 //! completes the list seals the job. Reporting is idempotent: a batch that repeats chunks
 //! already stored (a client's retry, or a new leader starting the report over) is checked
 //! against them, and a repeat of the accepted dataset is checked by its digest.
+//!
+//! A report that stops half-way (its leader crashed, its client gave up) must not block the
+//! job forever: once no batch arrived for [`LOADING_IDLE_MS_MAX`] of state time, a different
+//! report starting at chunk 0 replaces it.
 
 use serde::{Deserialize, Serialize};
 
-use super::dataset::{check_chunks, check_spec, chunks_digest, ChunkRef, Dataset, QueuePolicy};
+use super::chunk_list::ChunkList;
+use super::dataset::{
+    check_chunks, check_path_bytes, check_spec, list_digest, Dataset, QueuePolicy,
+};
 use super::job::Job;
 use super::response::Response;
 
@@ -18,8 +25,12 @@ pub(crate) struct Batch<'a> {
     pub(crate) total_chunks: u64,
     pub(crate) digest: u64,
     pub(crate) first_chunk: u64,
-    pub(crate) chunks: &'a [ChunkRef],
+    pub(crate) chunks: &'a ChunkList,
 }
+
+/// How long an unfinished report keeps its place against a different one: far longer than a
+/// client's retries of one report (`MasterClient`'s call deadline, 30 s) and a leader change.
+pub const LOADING_IDLE_MS_MAX: u64 = 120_000;
 
 /// The chunks received so far of a dataset whose report is not complete.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -29,7 +40,9 @@ pub(crate) struct DatasetLoading {
     pub(crate) policy: QueuePolicy,
     pub(crate) total_chunks: u64,
     pub(crate) digest: u64,
-    pub(crate) chunks: Vec<ChunkRef>,
+    pub(crate) chunks: ChunkList,
+    /// When the last batch was applied (state clock): an idle report can be abandoned.
+    pub(crate) last_batch_ms: u64,
 }
 
 /// Applies one batch: stores its new chunks, and seals the job when the list is complete.
@@ -37,6 +50,7 @@ pub(crate) fn apply_batch(
     job: &mut Option<Job>,
     loading: &mut Option<DatasetLoading>,
     batch: &Batch<'_>,
+    now_ms: u64,
 ) -> Response {
     if let Some(existing) = job {
         return repeat_of_accepted(existing, batch);
@@ -44,6 +58,7 @@ pub(crate) fn apply_batch(
     if let Err(reason) = check_batch(batch) {
         return Response::Rejected { reason };
     }
+    abandon_if_idle(loading, batch, now_ms);
     let current = match loading {
         Some(current) => current,
         None if batch.first_chunk == 0 => loading.insert(DatasetLoading::start(batch)),
@@ -53,7 +68,7 @@ pub(crate) fn apply_batch(
             return Response::Rejected { reason };
         }
     };
-    if let Err(reason) = current.append(batch) {
+    if let Err(reason) = current.append(batch, now_ms) {
         return Response::Rejected { reason };
     }
     let received = current.chunks.len() as u64;
@@ -62,6 +77,16 @@ pub(crate) fn apply_batch(
     }
     let complete = loading.take().expect("the loading dataset was just appended to");
     seal(job, complete)
+}
+
+/// Drops an unfinished report of another dataset that has been idle for too long, when this
+/// batch starts a report of its own.
+fn abandon_if_idle(loading: &mut Option<DatasetLoading>, batch: &Batch<'_>, now_ms: u64) {
+    let Some(current) = loading else { return };
+    let idle_ms = now_ms.saturating_sub(current.last_batch_ms);
+    if batch.first_chunk == 0 && !current.same_spec(batch) && idle_ms > LOADING_IDLE_MS_MAX {
+        *loading = None;
+    }
 }
 
 fn check_batch(batch: &Batch<'_>) -> Result<(), String> {
@@ -108,22 +133,21 @@ fn difference(dataset: &Dataset, batch: &Batch<'_>) -> Option<String> {
     if reported != batch.total_chunks {
         return Some(format!("{} chunks differ from the {reported} reported", batch.total_chunks));
     }
-    let first = batch.first_chunk as usize;
-    let stored = dataset.chunks.get(first..).unwrap_or_default();
-    if let Some(index) = batch.chunks.iter().zip(stored).position(|(later, first)| later != first) {
-        let chunk = &batch.chunks[index];
-        return Some(format!(
-            "chunk {} ({:?}) differs from the reported one",
-            first + index,
-            chunk.path
-        ));
+    let first = usize::try_from(batch.first_chunk).unwrap_or(usize::MAX);
+    let differing = batch
+        .chunks
+        .iter()
+        .enumerate()
+        .find(|(index, chunk)| !dataset.chunks.matches(first.saturating_add(*index), *chunk));
+    if let Some((index, (path, _))) = differing {
+        return Some(format!("chunk {} ({path:?}) differs from the reported one", first + index));
     }
     (dataset.digest != batch.digest)
         .then(|| "the chunk list differs (its digest does not match)".to_string())
 }
 
 fn seal(job: &mut Option<Job>, complete: DatasetLoading) -> Response {
-    let digest = chunks_digest(&complete.chunks);
+    let digest = list_digest(&complete.chunks);
     if digest != complete.digest {
         let reason = format!(
             "the assembled chunk list has digest {digest:#x}, the report said {:#x}",
@@ -131,7 +155,7 @@ fn seal(job: &mut Option<Job>, complete: DatasetLoading) -> Response {
         );
         return Response::Rejected { reason };
     }
-    match Dataset::new(&complete.job, &complete.chunks, complete.passes, complete.policy) {
+    match Dataset::new(&complete.job, complete.chunks, complete.passes, complete.policy) {
         Ok(dataset) => job.insert(Job::new(dataset)).accepted(),
         Err(reason) => Response::Rejected { reason },
     }
@@ -145,19 +169,25 @@ impl DatasetLoading {
             policy: batch.policy,
             total_chunks: batch.total_chunks,
             digest: batch.digest,
-            chunks: Vec::new(),
+            chunks: ChunkList::default(),
+            last_batch_ms: 0,
         }
     }
 
+    fn same_spec(&self, batch: &Batch<'_>) -> bool {
+        self.job == batch.job
+            && self.passes == batch.passes
+            && self.policy == batch.policy
+            && self.total_chunks == batch.total_chunks
+            && self.digest == batch.digest
+    }
+
     /// Adds the batch's chunks that are new; the ones already stored must be equal.
-    fn append(&mut self, batch: &Batch<'_>) -> Result<(), String> {
-        if self.job != batch.job
-            || self.passes != batch.passes
-            || self.total_chunks != batch.total_chunks
-            || self.digest != batch.digest
-        {
+    fn append(&mut self, batch: &Batch<'_>, now_ms: u64) -> Result<(), String> {
+        if !self.same_spec(batch) {
             return Err(format!(
-                "another dataset is being reported: job {:?}, {} passes, {} chunks",
+                "another dataset is being reported: job {:?}, {} passes, {} chunks; it is \
+                 abandoned once no batch of it arrives for {LOADING_IDLE_MS_MAX} ms",
                 self.job, self.passes, self.total_chunks
             ));
         }
@@ -170,12 +200,18 @@ impl DatasetLoading {
         }
         let first = batch.first_chunk as usize;
         let overlap = (self.chunks.len() - first).min(batch.chunks.len());
-        if let Some(index) =
-            (0..overlap).find(|index| self.chunks[first + index] != batch.chunks[*index])
-        {
+        let differing = batch
+            .chunks
+            .iter()
+            .take(overlap)
+            .enumerate()
+            .find(|(index, chunk)| !self.chunks.matches(first + index, *chunk));
+        if let Some((index, _)) = differing {
             return Err(format!("chunk {} differs from the one already reported", first + index));
         }
-        self.chunks.extend_from_slice(&batch.chunks[overlap..]);
+        check_path_bytes(self.chunks.path_bytes_after_extending(batch.chunks, overlap))?;
+        self.chunks.extend_from(batch.chunks, overlap);
+        self.last_batch_ms = now_ms;
         Ok(())
     }
 }

@@ -60,6 +60,20 @@ pub enum InvariantViolation {
     ClockWentBack { before: u64, after: u64 },
     #[error("a dataset report is loading ({received} of {total} chunks) while {state}")]
     LoadingInconsistent { received: u64, total: u64, state: &'static str },
+    #[error("pserver slot {index}: generation {generation} was never issued (next is {next})")]
+    GenerationNotIssued { index: u32, generation: u64, next: u64 },
+    #[error(
+        "the next slot generation went from {before} to {after}; generations are never reused"
+    )]
+    GenerationReused { before: u64, after: u64 },
+    #[error("the client sessions' age index does not match the sessions")]
+    SessionIndexMismatch,
+    #[error("trainer {trainer}: its held task {task} is not pending on it")]
+    HeldTaskMismatch { trainer: u64, task: u64 },
+    #[error("{pending} tasks pending but {held} held by trainers; a trainer holds one at a time")]
+    HeldCountMismatch { pending: u64, held: u64 },
+    #[error("failure reasons take {actual} bytes, the queue counts {counted}")]
+    ReasonBytesMismatch { actual: u64, counted: u64 },
 }
 
 use InvariantViolation as Violation;
@@ -87,6 +101,7 @@ impl MasterState {
         if let Some(job) = &self.job {
             check_queues(job)?;
             check_pass(job)?;
+            check_held_and_reasons(job)?;
             for (task, pending) in &job.queue.pending {
                 let trainer = pending.trainer;
                 if !self.trainers.contains(trainer) {
@@ -106,6 +121,9 @@ impl MasterState {
             });
         }
         check_slots(&self.pservers)?;
+        if !self.sessions.index_matches() {
+            return Err(Violation::SessionIndexMismatch);
+        }
         let session_count = self.sessions.sessions.len();
         if session_count > SESSION_COUNT_MAX {
             return Err(Violation::TooManySessions {
@@ -128,6 +146,14 @@ impl MasterState {
             (before.trainers.next_trainer_id, after.trainers.next_trainer_id);
         if next_after < next_before {
             return Err(Violation::TrainerIdReused { before: next_before, after: next_after });
+        }
+        let (generation_before, generation_after) =
+            (before.pservers.next_generation, after.pservers.next_generation);
+        if generation_after < generation_before {
+            return Err(Violation::GenerationReused {
+                before: generation_before,
+                after: generation_after,
+            });
         }
         let (desired_before, desired_after) = (before.pservers.desired, after.pservers.desired);
         if desired_before.is_some() && desired_before != desired_after {
@@ -241,14 +267,45 @@ fn check_slots(slots: &PServerSlots) -> Result<(), InvariantViolation> {
         return Err(Violation::SlotOutOfRange { index, desired });
     }
     let mut by_addr: BTreeMap<&str, u32> = BTreeMap::new();
-    for (index, addr) in &slots.holders {
-        if let Some(first) = by_addr.insert(addr.as_str(), *index) {
+    for (index, holder) in &slots.holders {
+        if holder.generation == 0 || holder.generation >= slots.next_generation {
+            return Err(Violation::GenerationNotIssued {
+                index: *index,
+                generation: holder.generation,
+                next: slots.next_generation,
+            });
+        }
+        if let Some(first) = by_addr.insert(holder.addr.as_str(), *index) {
             return Err(Violation::AddressHoldsTwoSlots {
-                addr: addr.clone(),
+                addr: holder.addr.clone(),
                 first,
                 second: *index,
             });
         }
+    }
+    Ok(())
+}
+
+/// The trainer-to-task index matches pending, and the reason budget counts every reason.
+fn check_held_and_reasons(job: &Job) -> Result<(), InvariantViolation> {
+    let queue = &job.queue;
+    for (trainer, task) in &queue.held {
+        if queue.pending.get(task).is_none_or(|pending| pending.trainer != *trainer) {
+            return Err(Violation::HeldTaskMismatch { trainer: *trainer, task: *task });
+        }
+    }
+    if queue.held.len() != queue.pending.len() {
+        let (pending, held) = (to_u64(queue.pending.len()), to_u64(queue.held.len()));
+        return Err(Violation::HeldCountMismatch { pending, held });
+    }
+    let actual: u64 = queue
+        .tasks
+        .iter()
+        .filter_map(|task| task.last_failure.as_ref())
+        .map(|r| r.len() as u64)
+        .sum();
+    if actual != queue.reason_bytes {
+        return Err(Violation::ReasonBytesMismatch { actual, counted: queue.reason_bytes });
     }
     Ok(())
 }
@@ -262,6 +319,10 @@ mod tests {
     use super::*;
     use crate::state::{ChunkRef, DecodeError};
     use crate::state::{Command, QueuePolicy, Request};
+
+    fn holder(addr: &str, generation: u64) -> crate::state::SlotHolder {
+        crate::state::SlotHolder { addr: addr.to_string(), generation }
+    }
 
     /// Trainer 1 registered, three one-chunk tasks over two passes, task 0 pending on trainer 1,
     /// and two pserver slots with slot 0 held.
@@ -284,11 +345,11 @@ mod tests {
                 policy,
             },
             Command::GetTask { trainer: 1, pass: 0 },
-            Command::ClaimPServerSlot { addr: "a".into(), desired: 2 },
+            Command::ClaimPServerSlot { addr: "a:1".into(), desired: 2 },
         ];
         let mut state = MasterState::new();
         for command in commands {
-            state.apply(&Request { client: None, now_ms: 10, command });
+            state.apply(&Request { client: None, now_ms: 10, term: None, command });
         }
         state.check_invariants().expect("the base state is valid");
         state
@@ -363,15 +424,15 @@ mod tests {
         );
         check(
             |s| {
-                s.pservers.holders.insert(2, "b".into());
+                s.pservers.holders.insert(2, holder("b:1", 1));
             },
             Violation::SlotOutOfRange { index: 2, desired: Some(2) },
         );
         check(
             |s| {
-                s.pservers.holders.insert(1, "a".into());
+                s.pservers.holders.insert(1, holder("a:1", 1));
             },
-            Violation::AddressHoldsTwoSlots { addr: "a".into(), first: 0, second: 1 },
+            Violation::AddressHoldsTwoSlots { addr: "a:1".into(), first: 0, second: 1 },
         );
     }
 

@@ -41,8 +41,12 @@ impl Job {
         if pass > current {
             return Response::PassAfter { current };
         }
-        let Some((task, pending)) = self.queue.dispatch(trainer, now_ms, &self.dataset.policy)
-        else {
+        // A trainer that asks while holding a task (its answer was lost, it restarted under
+        // the same id) gets the one it holds: handing out a second would leave the first to
+        // time out while nobody works on it.
+        let held = self.queue.held_by(trainer);
+        let dispatched = || self.queue.dispatch(trainer, now_ms, &self.dataset.policy);
+        let Some((task, pending)) = held.or_else(dispatched) else {
             return Response::NoMoreAvailable;
         };
         self.advance_if_drained();
@@ -50,7 +54,6 @@ impl Job {
             task,
             epoch: pending.epoch,
             pass: current,
-            chunks: self.dataset.task_chunks(task).to_vec(),
             deadline_ms: pending.deadline_ms,
         })
     }

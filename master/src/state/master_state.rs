@@ -2,9 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::chunk_list::ChunkList;
 use super::codec::{self, DecodeError, SNAPSHOT_BYTES_MAX};
 use super::command::Command;
-use super::dataset::{chunks_digest, QueuePolicy};
+use super::dataset::{chunks_digest, ChunkRef, QueuePolicy};
 use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
 use super::eval::EvalRecord;
 use super::job::Job;
@@ -14,13 +15,13 @@ use super::request::{decode_request, Request};
 use super::response::{encode_response, Response};
 use super::sessions::{Lookup, Sessions};
 use super::status::{FailedTaskView, PServerSlotView, StatusView, TrainerView};
+use super::task_queue::{truncate, FAILURE_REASON_BYTES_MAX};
 use super::trainer_registry::TrainerRegistry;
 
-/// The longest failure reason kept; longer ones are cut (on a character boundary), since the
-/// reason is for a person and must not bloat the state.
-pub const FAILURE_REASON_BYTES_MAX: usize = 1024;
 /// The failure reason recorded for a task that missed its deadline.
 pub const TIMED_OUT_REASON: &str = "timed out";
+/// `status` lists at most this many failed tasks (the lowest ids); the count is always whole.
+pub const FAILED_TASKS_SHOWN_MAX: usize = 100;
 
 /// Everything the seeds kept in etcd. Replicas that apply the same requests encode to the same
 /// bytes.
@@ -48,39 +49,62 @@ impl MasterState {
         Self::default()
     }
 
-    /// Applies one committed request. A stamped request that was already applied is answered
-    /// from the client's session instead of being applied twice.
+    /// Applies one request as if it were committed in the term its decision names (tests and
+    /// tools that have no log). The replicas use [`MasterState::apply_in_term`].
     pub fn apply(&mut self, request: &Request) -> Response {
-        let response = self.apply_unchecked(request);
+        self.apply_in_term(request, request.term.unwrap_or(0))
+    }
+
+    /// Applies one request committed in a log entry of `entry_term`. A stamped request that
+    /// was already applied is answered from the client's session instead of being applied
+    /// twice; a leader decision from another term is not applied at all.
+    pub fn apply_in_term(&mut self, request: &Request, entry_term: u64) -> Response {
+        let response = self.apply_unchecked(request, entry_term);
         // Every transition must keep the invariants; in debug builds (all tests, the simulator)
         // a broken one stops here, at the step that broke it, rather than steps later.
         debug_assert_eq!(self.check_invariants(), Ok(()), "after applying {request:?}");
         response
     }
 
-    fn apply_unchecked(&mut self, request: &Request) -> Response {
+    fn apply_unchecked(&mut self, request: &Request, entry_term: u64) -> Response {
         self.clock_ms = self.clock_ms.max(request.now_ms);
         let now_ms = self.clock_ms;
+        if let Some(decided) = request.term.filter(|decided| *decided != entry_term) {
+            return Response::WrongTerm { decided, committed: entry_term };
+        }
         let Some(stamp) = request.client else {
             return self.execute(&request.command, now_ms);
         };
-        match self.sessions.lookup(stamp, now_ms) {
+        let method = request.command.method_code();
+        match self.sessions.lookup(stamp, method, now_ms) {
             Lookup::Replay(response) => response,
             Lookup::Stale { last_seq } => Response::StaleRequest { last_seq },
+            Lookup::StampReused { method } => Response::Rejected {
+                reason: format!(
+                    "client {} already used sequence number {} for another call (method {method}); \
+                     every call needs a new sequence number",
+                    stamp.client_id, stamp.seq
+                ),
+            },
+            Lookup::Full => Response::Rejected {
+                reason: "too many clients: every session is in use by a client that may still \
+                         retry; try again in a few minutes"
+                    .to_string(),
+            },
             Lookup::Apply => {
                 let response = self.execute(&request.command, now_ms);
-                self.sessions.record(stamp, response.clone(), now_ms);
+                self.sessions.record(stamp, method, &response, now_ms);
                 response
             }
         }
     }
 
-    /// Applies an encoded request and encodes the response: the Raft glue's entry point. Bytes
-    /// that do not decode change nothing and are answered `Rejected`, so a bad entry cannot
-    /// stop the replicas (all of them reject it alike).
-    pub fn apply_encoded(&mut self, request: &[u8]) -> Vec<u8> {
+    /// Applies an encoded request committed in `entry_term` and encodes the response: the Raft
+    /// glue's entry point. Bytes that do not decode change nothing and are answered
+    /// `Rejected`, so a bad entry cannot stop the replicas (all of them reject it alike).
+    pub fn apply_encoded(&mut self, request: &[u8], entry_term: u64) -> Vec<u8> {
         let response = match decode_request(request) {
-            Ok(request) => self.apply(&request),
+            Ok(request) => self.apply_in_term(&request, entry_term),
             Err(error) => Response::Rejected { reason: format!("undecodable request: {error}") },
         };
         encode_response(&response)
@@ -89,18 +113,17 @@ impl MasterState {
     fn execute(&mut self, command: &Command, now_ms: u64) -> Response {
         match command {
             Command::ReportDataset { job, chunks, passes, policy } => {
-                let digest = chunks_digest(chunks);
-                let total_chunks = chunks.len() as u64;
+                let list = ChunkList::from_refs(chunks);
                 let batch = Batch {
                     job,
                     passes: *passes,
                     policy: *policy,
-                    total_chunks,
-                    digest,
+                    total_chunks: chunks.len() as u64,
+                    digest: chunks_digest(chunks),
                     first_chunk: 0,
-                    chunks,
+                    chunks: &list,
                 };
-                apply_batch(&mut self.job, &mut self.loading, &batch)
+                apply_batch(&mut self.job, &mut self.loading, &batch, now_ms)
             }
             Command::ReportDatasetBatch {
                 job,
@@ -120,7 +143,7 @@ impl MasterState {
                     first_chunk: *first_chunk,
                     chunks,
                 };
-                apply_batch(&mut self.job, &mut self.loading, &batch)
+                apply_batch(&mut self.job, &mut self.loading, &batch, now_ms)
             }
             Command::GetTask { trainer, pass } => {
                 if !self.trainers.contains(*trainer) {
@@ -147,15 +170,33 @@ impl MasterState {
             },
             Command::TrainerLost { trainer } => self.trainer_lost(*trainer),
             Command::ClaimPServerSlot { addr, desired } => self.pservers.claim(addr, *desired),
-            Command::ReleasePServerSlot { index, addr } => self.pservers.release(*index, addr),
-            Command::RecordCheckpoint { index, meta } => {
-                self.pservers.record_checkpoint(*index, meta)
+            Command::ReleasePServerSlot { index, generation } => {
+                self.pservers.release(*index, *generation)
+            }
+            Command::RecordCheckpoint { index, generation, meta } => {
+                self.pservers.record_checkpoint(*index, *generation, meta)
             }
             Command::RecordEval { pass, loss, accuracy } => {
-                self.eval = Some(EvalRecord::new(*pass, *loss, *accuracy));
-                Response::Accepted
+                self.record_eval(*pass, *loss, *accuracy)
             }
         }
+    }
+
+    /// Keeps an evaluation for status: accuracy is a fraction, the pass one of the job's. The
+    /// loss may be anything a model produced (a diverged one reports NaN or infinity).
+    fn record_eval(&mut self, pass: u32, loss: f32, accuracy: f32) -> Response {
+        if !(0.0..=1.0).contains(&accuracy) {
+            let reason = format!("accuracy {accuracy} is not between 0 and 1");
+            return Response::Rejected { reason };
+        }
+        let Some(job) = &self.job else { return Response::NoDataset };
+        if pass >= job.dataset.passes {
+            let passes = job.dataset.passes;
+            let reason = format!("pass {pass} is not one of the job's passes 0 to {}", passes - 1);
+            return Response::Rejected { reason };
+        }
+        self.eval = Some(EvalRecord::new(pass, loss, accuracy));
+        Response::Accepted
     }
 
     fn trainer_lost(&mut self, trainer: u64) -> Response {
@@ -193,7 +234,6 @@ impl MasterState {
         job.queue.pending.values().map(|pending| pending.deadline_ms).min()
     }
 
-    /// Whether every pass is over.
     /// Whether a dataset was accepted (a later report can only repeat or contradict it).
     pub fn dataset_accepted(&self) -> bool {
         self.job.is_some()
@@ -212,6 +252,7 @@ impl MasterState {
         super::repeated_report::repeated_report(accepted, job, passes, policy, files)
     }
 
+    /// Whether every pass is over.
     pub fn job_finished(&self) -> bool {
         self.job.as_ref().is_some_and(|job| job.queue.job_finished)
     }
@@ -242,10 +283,38 @@ impl MasterState {
         (0..slots.desired.unwrap_or(0))
             .map(|index| PServerSlotView {
                 index,
-                addr: slots.holders.get(&index).cloned(),
+                holder: slots.holders.get(&index).cloned(),
                 checkpoint: slots.checkpoints.get(&index).cloned(),
             })
             .collect()
+    }
+
+    /// Whether slot `index` is held under `generation` (the leader asks on every pserver
+    /// heartbeat).
+    pub fn slot_held(&self, index: u32, generation: u64) -> bool {
+        self.pservers.holds(index, generation)
+    }
+
+    /// Changes whenever a slot changes holder (claims bump the generation counter, releases
+    /// shrink the holders), so a watcher can tell that the table moved in O(1).
+    pub fn pserver_table_version(&self) -> u64 {
+        self.pservers.version
+    }
+
+    /// The chunks of `task` of the accepted dataset (empty without one, or past the end):
+    /// what a task assignment hands the trainer.
+    pub fn task_chunks(&self, task: u64) -> Vec<ChunkRef> {
+        self.job.as_ref().map(|job| job.dataset.task_chunks(task)).unwrap_or_default()
+    }
+
+    /// The state's clock: the largest `now_ms` applied.
+    pub fn clock_ms(&self) -> u64 {
+        self.clock_ms
+    }
+
+    /// Registered trainer ids in order, without their names.
+    pub fn trainer_ids(&self) -> Vec<u64> {
+        self.trainers.trainers.keys().copied().collect()
     }
 
     /// Everything `raftrain status` shows from the replicated state.
@@ -276,7 +345,12 @@ impl MasterState {
         status.pending_count = count(queue.pending.len());
         status.done_count = count(queue.done.len());
         status.failed_count = count(queue.failed.len());
-        status.failed_tasks = queue.failed.iter().map(|task| failed_view(job, *task)).collect();
+        status.failed_tasks = queue
+            .failed
+            .iter()
+            .take(FAILED_TASKS_SHOWN_MAX)
+            .map(|task| failed_view(job, *task))
+            .collect();
         status.job_finished = queue.job_finished;
         status
     }
@@ -290,28 +364,4 @@ fn failed_view(job: &Job, task: u64) -> FailedTaskView {
 
 fn count(length: usize) -> u64 {
     u64::try_from(length).expect("collection lengths fit in u64")
-}
-
-/// Cuts `text` to at most `bytes_max` bytes without splitting a character.
-fn truncate(text: &str, bytes_max: usize) -> String {
-    let mut end = text.len().min(bytes_max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Truncation keeps at most the limit and never splits a UTF-8 character.
-    #[test]
-    fn truncate_respects_char_boundaries() {
-        let cases =
-            [("abc", 5, "abc"), ("abc", 2, "ab"), ("é", 1, ""), ("aé", 2, "a"), ("", 0, "")];
-        for (text, bytes_max, expected) in cases {
-            assert_eq!(truncate(text, bytes_max), expected, "{text:?} to {bytes_max}");
-        }
-    }
 }

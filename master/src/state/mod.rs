@@ -28,10 +28,21 @@
 //!   `failed` (PaddlePaddle's Go master hung there). If nothing would run in the next pass
 //!   (every task failed and the policy keeps failed tasks out) the job finishes instead.
 //! - The state's clock is the largest `now_ms` applied, so a new leader with a slower clock
-//!   cannot move deadlines or session ages backwards.
-//! - Exactly-once replies last as long as the client's session: idle sessions (by the state's
-//!   clock) and the longest-idle ones beyond a count are forgotten when another reply is stored.
+//!   cannot move deadlines or session ages backwards. Leaders stamp the state's clock plus
+//!   their own monotonic time since they took over (`master/src/leader_clock.rs`), not their
+//!   wall clock, so a leader whose clock is hours off cannot move it.
+//! - Exactly-once replies last as long as the client's session: a session idle for an hour
+//!   (state clock) is forgotten, and one used within the last five minutes (longer than any
+//!   client retries) is never evicted; a new client is refused rather than evict it. Only
+//!   answers that changed the state take a session.
+//! - Leader decisions carry the term they were computed in and are applied only if committed
+//!   in that term (`Response::WrongTerm` otherwise).
+//! - Pserver slot ownership is fenced by generations (`pserver_slots.rs`).
+//! - Everything is bounded so the largest admitted state fits a snapshot: chunk paths are
+//!   stored once per file (`chunk_list.rs`), failure reasons share one budget, sessions keep
+//!   answers without task chunks (see `limits` in the tests).
 
+mod chunk_list;
 mod codec;
 mod command;
 mod dataset;
@@ -50,19 +61,28 @@ mod task;
 mod task_queue;
 mod trainer_registry;
 
+pub use chunk_list::{ChunkList, ChunkSpan};
 pub use codec::{DecodeError, REQUEST_BYTES_MAX, SNAPSHOT_BYTES_MAX};
 pub use command::Command;
 pub use dataset::{
     chunks_digest, ChunkRef, QueuePolicy, CHUNKS_PER_TASK_MAX, CHUNK_COUNT_MAX,
-    CHUNK_PATH_BYTES_MAX, JOB_NAME_BYTES_MAX,
+    CHUNK_PATH_BYTES_MAX, DATASET_PATH_BYTES_MAX, JOB_NAME_BYTES_MAX,
 };
+pub use dataset_loading::LOADING_IDLE_MS_MAX;
 pub use eval::EvalRecord;
 pub use invariant::InvariantViolation;
-pub use master_state::{MasterState, FAILURE_REASON_BYTES_MAX, TIMED_OUT_REASON};
-pub use pserver_slots::{CheckpointMeta, PSERVER_ADDR_BYTES_MAX, PSERVER_COUNT_MAX};
+pub use master_state::{MasterState, FAILED_TASKS_SHOWN_MAX, TIMED_OUT_REASON};
+pub use pserver_slots::check_addr as check_pserver_addr;
+pub use pserver_slots::{
+    CheckpointMeta, SlotHolder, CHECKPOINT_PATH_BYTES_MAX, PSERVER_ADDR_BYTES_MAX,
+    PSERVER_COUNT_MAX,
+};
 pub use repeated_report::{AcceptedReport, ReportedFile};
 pub use request::{decode_request, encode_request, ClientStamp, Request};
 pub use response::{decode_response, encode_response, Response, TaskAssignment};
-pub use sessions::{SESSION_COUNT_MAX, SESSION_IDLE_MS_MAX};
+pub use sessions::{SESSION_COUNT_MAX, SESSION_IDLE_MS_MAX, SESSION_RETRY_MS_MAX};
 pub use status::{FailedTaskView, PServerSlotView, StatusView, TrainerView};
+pub use task_queue::{
+    truncate as truncate_reason, FAILURE_REASONS_BYTES_MAX, FAILURE_REASON_BYTES_MAX,
+};
 pub use trainer_registry::{TRAINER_COUNT_MAX, TRAINER_NAME_BYTES_MAX};

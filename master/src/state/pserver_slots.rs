@@ -1,4 +1,10 @@
-//! The pserver slots (`/ps/<index>` and `/ps_desired` in the seeds) and their checkpoints.
+//! The pserver slots (`/ps/<index>` and `/ps_desired` in the seeds), their holders'
+//! generations, and their checkpoints.
+//!
+//! Ownership is fenced: every claim that gives a slot to a holder draws a new generation from
+//! one replicated counter, and every later act of the holder (heartbeat, checkpoint record,
+//! release) must carry it. A paused pserver whose slot was released and claimed again carries
+//! an older generation, so whatever it sends afterwards is refused.
 
 use std::collections::BTreeMap;
 
@@ -26,42 +32,73 @@ pub struct CheckpointMeta {
     pub created_ms: u64,
 }
 
+/// Who holds a slot, and under which generation.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct SlotHolder {
+    pub addr: String,
+    /// Unique among all claims ever granted; never 0.
+    pub generation: u64,
+}
+
 /// Which address holds each slot, how many slots there are, and each slot's latest checkpoint.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub(crate) struct PServerSlots {
     /// Fixed by the first claim; `None` before it.
     pub(crate) desired: Option<u32>,
-    /// Slot index to the address holding it; an address holds at most one slot.
-    pub(crate) holders: BTreeMap<u32, String>,
+    /// Slot index to its holder; an address holds at most one slot.
+    pub(crate) holders: BTreeMap<u32, SlotHolder>,
     /// Kept when the holder leaves: the replacement restores from it.
     pub(crate) checkpoints: BTreeMap<u32, CheckpointMeta>,
+    /// The generation the next claim gets; only grows, so a generation is never reused.
+    pub(crate) next_generation: u64,
+    /// Bumped by every change of a holder (claim or release): what pserver watchers poll.
+    pub(crate) version: u64,
+}
+
+impl Default for PServerSlots {
+    fn default() -> Self {
+        Self {
+            desired: None,
+            holders: BTreeMap::new(),
+            checkpoints: BTreeMap::new(),
+            next_generation: 1,
+            version: 0,
+        }
+    }
 }
 
 impl PServerSlots {
-    /// Gives `addr` the lowest free slot below `desired`, or the one it already holds.
+    /// Gives `addr` the lowest free slot below `desired`, or the one it already holds, under a
+    /// new generation: a claim is a new incarnation of the holder (a pserver restarted on the
+    /// same address), and the old one must be fenced off. A client's retry of the same claim
+    /// is answered from its session, so it does not bump the generation again.
     pub(crate) fn claim(&mut self, addr: &str, desired: u32) -> Response {
         if let Some(reason) = self.claim_error(addr, desired) {
             return Response::Rejected { reason };
         }
         self.desired = Some(desired);
-        let held = self.holders.iter().find(|(_, holder)| holder.as_str() == addr);
+        let held = self.holders.iter().find(|(_, holder)| holder.addr == addr);
         let index = match held {
             Some((index, _)) => *index,
-            None => {
-                let Some(free) = (0..desired).find(|index| !self.holders.contains_key(index))
-                else {
-                    return Response::SlotsFull { desired };
-                };
-                self.holders.insert(free, addr.to_string());
-                free
-            }
+            None => match (0..desired).find(|index| !self.holders.contains_key(index)) {
+                Some(free) => free,
+                None => return Response::SlotsFull { desired },
+            },
         };
-        Response::SlotClaimed { index, checkpoint: self.checkpoints.get(&index).cloned() }
+        let generation = self.next_generation;
+        self.next_generation += 1;
+        self.version += 1;
+        self.holders.insert(index, SlotHolder { addr: addr.to_string(), generation });
+        Response::SlotClaimed {
+            index,
+            generation,
+            checkpoint: self.checkpoints.get(&index).cloned(),
+        }
     }
 
     fn claim_error(&self, addr: &str, desired: u32) -> Option<String> {
-        if addr.is_empty() || addr.len() > PSERVER_ADDR_BYTES_MAX {
-            return Some(format!("pserver address must be 1 to {PSERVER_ADDR_BYTES_MAX} bytes"));
+        if let Err(reason) = check_addr(addr) {
+            return Some(reason);
         }
         if desired == 0 || desired > PSERVER_COUNT_MAX {
             return Some(format!("desired pservers must be 1 to {PSERVER_COUNT_MAX}"));
@@ -74,30 +111,36 @@ impl PServerSlots {
         }
     }
 
-    /// Frees slot `index` if `addr` holds it.
-    pub(crate) fn release(&mut self, index: u32, addr: &str) -> Response {
-        match self.holders.get(&index) {
-            Some(holder) if holder == addr => {
-                self.holders.remove(&index);
-                Response::Accepted
-            }
-            _ => Response::SlotNotHeld,
-        }
+    /// Whether slot `index` is held under `generation`.
+    pub(crate) fn holds(&self, index: u32, generation: u64) -> bool {
+        self.holders.get(&index).is_some_and(|holder| holder.generation == generation)
     }
 
-    /// Records a checkpoint for `index` unless the slot already has one at the same or a
-    /// higher step (a delayed or repeated report must not roll the slot back).
-    pub(crate) fn record_checkpoint(&mut self, index: u32, meta: &CheckpointMeta) -> Response {
-        let Some(desired) = self.desired else {
-            return Response::Rejected { reason: "no pserver slot was claimed yet".to_string() };
-        };
-        if index >= desired {
-            return Response::Rejected {
-                reason: format!("slot {index} does not exist; the job has {desired} slots"),
-            };
+    /// Frees slot `index` if it is held under `generation`.
+    pub(crate) fn release(&mut self, index: u32, generation: u64) -> Response {
+        if !self.holds(index, generation) {
+            return Response::SlotNotHeld;
         }
-        if meta.path.len() > CHECKPOINT_PATH_BYTES_MAX {
-            return Response::Rejected { reason: "checkpoint path is too long".to_string() };
+        self.holders.remove(&index);
+        self.version += 1;
+        Response::Accepted
+    }
+
+    /// Records a checkpoint for `index` from its holder of `generation`, unless the slot
+    /// already has one at the same or a higher step (a delayed or repeated report must not
+    /// roll the slot back: answered `Stale`). Anyone else is answered `SlotNotHeld`.
+    pub(crate) fn record_checkpoint(
+        &mut self,
+        index: u32,
+        generation: u64,
+        meta: &CheckpointMeta,
+    ) -> Response {
+        if meta.path.is_empty() || meta.path.len() > CHECKPOINT_PATH_BYTES_MAX {
+            let reason = format!("checkpoint path must be 1 to {CHECKPOINT_PATH_BYTES_MAX} bytes");
+            return Response::Rejected { reason };
+        }
+        if !self.holds(index, generation) {
+            return Response::SlotNotHeld;
         }
         match self.checkpoints.get(&index) {
             Some(latest) if latest.step >= meta.step => Response::Stale,
@@ -105,6 +148,51 @@ impl PServerSlots {
                 self.checkpoints.insert(index, meta.clone());
                 Response::Accepted
             }
+        }
+    }
+}
+
+/// A pserver address is `host:port`: a non-empty host without spaces and a port number, at
+/// most [`PSERVER_ADDR_BYTES_MAX`] bytes. Trainers dial it, so a malformed one would only
+/// surface later, on every trainer.
+pub fn check_addr(addr: &str) -> Result<(), String> {
+    if addr.is_empty() || addr.len() > PSERVER_ADDR_BYTES_MAX {
+        return Err(format!("pserver address must be 1 to {PSERVER_ADDR_BYTES_MAX} bytes"));
+    }
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return Err(format!("pserver address {addr:?} is not host:port"));
+    };
+    let host = host.strip_prefix('[').and_then(|host| host.strip_suffix(']')).unwrap_or(host);
+    let host_ok = !host.is_empty() && !host.chars().any(|c| c.is_whitespace() || c == '/');
+    let port_ok = port.parse::<u16>().is_ok_and(|port| port != 0);
+    if !host_ok || !port_ok {
+        return Err(format!("pserver address {addr:?} is not host:port with a port of 1-65535"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_addr;
+
+    /// Addresses are host:port with a real port; anything else is refused with a reason.
+    #[test]
+    fn addresses_are_host_and_port() {
+        let cases = [
+            ("127.0.0.1:7101", true),
+            ("ps-0.pservers.default.svc:7101", true),
+            ("[::1]:7101", true),
+            ("", false),
+            ("no-port", false),
+            ("host:", false),
+            (":7101", false),
+            ("host:0", false),
+            ("host:70000", false),
+            ("two words:1", false),
+            ("http://host:1", false),
+        ];
+        for (addr, valid) in cases {
+            assert_eq!(check_addr(addr).is_ok(), valid, "{addr:?}");
         }
     }
 }

@@ -7,7 +7,8 @@
 
 use storage::recordio::HEADER_BYTES;
 
-use super::dataset::{ChunkRef, Dataset, QueuePolicy};
+use super::chunk_list::ChunkList;
+use super::dataset::{Dataset, QueuePolicy};
 
 /// A file a report names, after glob expansion, with its size in bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,17 +40,17 @@ pub(crate) fn repeated_report(
     Some(AcceptedReport {
         task_count: dataset.task_count(),
         chunk_count: dataset.chunks.len() as u64,
-        record_count: dataset.chunks.iter().map(|chunk| u64::from(chunk.record_count)).sum(),
+        record_count: dataset.chunks.record_count(),
     })
 }
 
 /// The same files in the same order, each with chunks back to back from offset 0 to its end.
-fn files_end_where_chunks_end(chunks: &[ChunkRef], files: &[ReportedFile]) -> bool {
+fn files_end_where_chunks_end(chunks: &ChunkList, files: &[ReportedFile]) -> bool {
     let mut chunks = chunks.iter().peekable();
     for file in files {
         let mut end = 0u64;
         let mut any = false;
-        while let Some(chunk) = chunks.next_if(|chunk| chunk.path == file.path) {
+        while let Some((_, chunk)) = chunks.next_if(|(path, _)| *path == file.path) {
             if chunk.offset != end {
                 return false;
             }
@@ -66,6 +67,7 @@ fn files_end_where_chunks_end(chunks: &[ChunkRef], files: &[ReportedFile]) -> bo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::ChunkRef;
 
     fn chunk(path: &str, offset: u64, compressed_size: u32) -> ChunkRef {
         ChunkRef { path: path.to_string(), offset, compressed_size, record_count: 10 }
@@ -87,7 +89,7 @@ mod tests {
 
     fn dataset() -> Dataset {
         let chunks = [chunk("a", 0, 80), chunk("a", 100, 30), chunk("b", 0, 5)];
-        Dataset::new("job", &chunks, 2, policy()).expect("a valid dataset")
+        Dataset::new("job", ChunkList::from_refs(&chunks), 2, policy()).expect("a valid dataset")
     }
 
     /// The same files, ending where their chunks end, under the same spec: the accepted answer.
@@ -125,7 +127,8 @@ mod tests {
     #[test]
     fn chunks_must_be_back_to_back() {
         let chunks = [chunk("a", 0, 80), chunk("a", 120, 10)];
-        let gapped = Dataset::new("job", &chunks, 1, policy()).expect("valid");
+        let gapped =
+            Dataset::new("job", ChunkList::from_refs(&chunks), 1, policy()).expect("valid");
         let files = [file("a", 150)];
         assert_eq!(repeated_report(&gapped, "job", 1, &policy(), &files), None);
     }

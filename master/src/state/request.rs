@@ -13,6 +13,11 @@ pub struct Request {
     pub client: Option<ClientStamp>,
     /// The leader's clock when it proposed the entry: the only time the state machine sees.
     pub now_ms: u64,
+    /// For the leader's own decisions (a trainer lost, a slot freed, tasks expired): the term
+    /// in which its soft state justified them. Applied only if the entry was committed in that
+    /// same term, so a decision computed before a leadership change never takes effect after
+    /// it, without fresh leases. `None` for client requests.
+    pub term: Option<u64>,
     /// What to do.
     pub command: Command,
 }
@@ -31,23 +36,30 @@ pub struct ClientStamp {
 /// enum identically, so encoding needs no clone.
 #[derive(Serialize)]
 enum WireRequestRef<'a> {
-    V1(&'a Request),
+    /// Never written: holds `V1`'s place so `V2` keeps its tag.
+    #[allow(dead_code)]
+    V1Retired,
+    V2(&'a Request),
 }
 
-/// The versioned wire form. A new layout becomes `V2`; `V1` stays decodable for old log entries.
+/// The versioned wire form. `V1` (before slot generations and decision terms) is retired: an
+/// old entry decodes to the unit `V1Retired`, its trailing bytes are refused, and it is
+/// answered `Rejected` like any undecodable entry, never misread as `V2`.
 #[derive(Deserialize)]
 enum WireRequest {
-    V1(Request),
+    V1Retired,
+    V2(Request),
 }
 
 /// Encodes a request for the Raft log.
 pub fn encode_request(request: &Request) -> Vec<u8> {
-    codec::encode(&WireRequestRef::V1(request))
+    codec::encode(&WireRequestRef::V2(request))
 }
 
 /// Decodes a request from the Raft log or the network. Never panics, whatever the bytes.
 pub fn decode_request(bytes: &[u8]) -> Result<Request, DecodeError> {
     match codec::decode(bytes, REQUEST_BYTES_MAX, "request")? {
-        WireRequest::V1(request) => Ok(request),
+        WireRequest::V2(request) => Ok(request),
+        WireRequest::V1Retired => Err(DecodeError::Retired { what: "request" }),
     }
 }

@@ -6,7 +6,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::codec::{self, DecodeError, REQUEST_BYTES_MAX};
-use super::dataset::ChunkRef;
 use super::pserver_slots::CheckpointMeta;
 
 /// The answer to one applied command.
@@ -39,11 +38,12 @@ pub enum Response {
     TrainerRegistered { trainer: u64 },
     /// The trainer is gone; these of its pending tasks went back to todo.
     TrainerRemoved { requeued: Vec<u64> },
-    /// The pserver holds slot `index`; `checkpoint` is the slot's latest, to restore from.
-    SlotClaimed { index: u32, checkpoint: Option<CheckpointMeta> },
+    /// The pserver holds slot `index` under `generation`; `checkpoint` is the slot's latest,
+    /// to restore from.
+    SlotClaimed { index: u32, generation: u64, checkpoint: Option<CheckpointMeta> },
     /// All `desired` slots are held.
     SlotsFull { desired: u32 },
-    /// The release named a slot that `addr` does not hold: nothing changed.
+    /// The slot is not held under the generation the request carries: nothing changed.
     SlotNotHeld,
     /// The client already moved past this sequence number; its answer is no longer kept.
     StaleRequest { last_seq: u64 },
@@ -51,9 +51,38 @@ pub enum Response {
     Rejected { reason: String },
     /// A batch of a dataset report was stored; `received` of `total` chunks have arrived.
     DatasetLoading { received: u64, total: u64 },
+    /// A leader decision computed in term `decided` was committed in term `committed`:
+    /// leadership changed in between, so it was not applied.
+    WrongTerm { decided: u64, committed: u64 },
 }
 
-/// A task handed to a trainer.
+impl Response {
+    /// Whether a client's retry must get this answer again rather than a fresh one: true for
+    /// every answer to a command that changed the state. Answers to commands that changed
+    /// nothing (refusals, "nothing to hand out", fenced reports) are not kept, so they take no
+    /// session and cannot push out the session of a client whose write did take effect.
+    pub(crate) fn must_be_replayed(&self) -> bool {
+        !matches!(
+            self,
+            Response::Rejected { .. }
+                | Response::UnknownTrainer
+                | Response::NoDataset
+                | Response::NoMoreAvailable
+                | Response::PassBefore { .. }
+                | Response::PassAfter { .. }
+                | Response::JobFinished
+                | Response::SlotsFull { .. }
+                | Response::SlotNotHeld
+                | Response::Stale
+                | Response::StaleRequest { .. }
+                | Response::WrongTerm { .. }
+        )
+    }
+}
+
+/// A task handed to a trainer. Its chunks are not part of the answer (a task may hold
+/// 1,024 chunks with long paths, and clients' sessions keep answers): the accepted dataset
+/// never changes, so the service reads them with [`super::MasterState::task_chunks`].
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct TaskAssignment {
     /// The task id, `0..task_count`.
@@ -62,32 +91,35 @@ pub struct TaskAssignment {
     pub epoch: u64,
     /// The pass this dispatch belongs to.
     pub pass: u32,
-    /// The chunks to read, in order.
-    pub chunks: Vec<ChunkRef>,
-    /// When the leader will take the task back if no report arrived (leader clock).
+    /// When the leader will take the task back if no report arrived (state clock).
     pub deadline_ms: u64,
 }
 
 /// The versioned wire form, borrowed for encoding (same bytes as the owned form).
 #[derive(Serialize)]
 enum WireResponseRef<'a> {
-    V1(&'a Response),
+    /// Never written; see `request.rs`.
+    #[allow(dead_code)]
+    V1Retired,
+    V2(&'a Response),
 }
 
 /// The versioned wire form.
 #[derive(Deserialize)]
 enum WireResponse {
-    V1(Response),
+    V1Retired,
+    V2(Response),
 }
 
 /// Encodes a response for the writer waiting on the Raft client write.
 pub fn encode_response(response: &Response) -> Vec<u8> {
-    codec::encode(&WireResponseRef::V1(response))
+    codec::encode(&WireResponseRef::V2(response))
 }
 
 /// Decodes a response. Never panics, whatever the bytes.
 pub fn decode_response(bytes: &[u8]) -> Result<Response, DecodeError> {
     match codec::decode(bytes, REQUEST_BYTES_MAX, "response")? {
-        WireResponse::V1(response) => Ok(response),
+        WireResponse::V2(response) => Ok(response),
+        WireResponse::V1Retired => Err(DecodeError::Retired { what: "response" }),
     }
 }

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::eval::EvalRecord;
-use super::pserver_slots::CheckpointMeta;
+use super::pserver_slots::{CheckpointMeta, SlotHolder};
 
 /// What `raftrain status` shows about the replicated state.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -18,7 +18,7 @@ pub struct StatusView {
     pub pending_count: u64,
     pub done_count: u64,
     pub failed_count: u64,
-    /// Failed tasks with why they failed, in id order.
+    /// Failed tasks with why they failed, in id order: at most `FAILED_TASKS_SHOWN_MAX`.
     pub failed_tasks: Vec<FailedTaskView>,
     pub trainers: Vec<TrainerView>,
     /// How many pserver slots the job has, `None` before the first claim.
@@ -48,8 +48,8 @@ pub struct TrainerView {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct PServerSlotView {
     pub index: u32,
-    /// The holder's address, `None` while the slot is free.
-    pub addr: Option<String>,
+    /// The holder's address and generation, `None` while the slot is free.
+    pub holder: Option<SlotHolder>,
     /// The slot's latest checkpoint, which a replacement restores.
     pub checkpoint: Option<CheckpointMeta>,
 }

@@ -7,6 +7,14 @@ use serde::{Deserialize, Serialize};
 use super::dataset::QueuePolicy;
 use super::task::{PendingTask, Task};
 
+/// The longest failure reason kept for one task; longer ones are cut (on a character
+/// boundary): the reason is for a person and must not bloat the state.
+pub const FAILURE_REASON_BYTES_MAX: usize = 1024;
+/// The most bytes of failure reasons the whole job keeps: a million tasks each failed with a
+/// long reason would otherwise take a gigabyte of state. Past it, new reasons are cut to what
+/// is left; a finished task's reason is dropped, which frees its bytes.
+pub const FAILURE_REASONS_BYTES_MAX: u64 = 8 << 20;
+
 /// Every task is in exactly one of `todo`, `pending`, `done` or `failed`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub(crate) struct TaskQueue {
@@ -26,6 +34,11 @@ pub(crate) struct TaskQueue {
     pub(crate) job_finished: bool,
     /// Integer moving average of successful completion times; `None` before the first one.
     pub(crate) completion_ms_average: Option<u64>,
+    /// The task each trainer holds (pending on it): a trainer holds at most one, and asking
+    /// again gives it the same one.
+    pub(crate) held: BTreeMap<u64, u64>,
+    /// The bytes of every task's `last_failure` together, at most [`FAILURE_REASONS_BYTES_MAX`].
+    pub(crate) reason_bytes: u64,
 }
 
 /// How a (task, epoch) report relates to the queue.
@@ -59,7 +72,16 @@ impl TaskQueue {
             pass: 0,
             job_finished: false,
             completion_ms_average: None,
+            held: BTreeMap::new(),
+            reason_bytes: 0,
         }
+    }
+
+    /// The task `trainer` holds, with its pending dispatch.
+    pub(crate) fn held_by(&self, trainer: u64) -> Option<(u64, PendingTask)> {
+        let task = *self.held.get(&trainer)?;
+        let pending = self.pending.get(&task).expect("a held task is pending");
+        Some((task, pending.clone()))
     }
 
     /// How long a task may take: never less than the minimum, and `k` times the usual
@@ -84,6 +106,8 @@ impl TaskQueue {
         let pending =
             PendingTask { epoch: record.epoch, trainer, dispatched_at_ms: now_ms, deadline_ms };
         self.pending.insert(task, pending.clone());
+        let previous = self.held.insert(trainer, task);
+        assert!(previous.is_none(), "trainer {trainer} got a second task while holding one");
         Some((task, pending))
     }
 
@@ -101,6 +125,7 @@ impl TaskQueue {
                 u64::try_from(next).expect("a weighted mean of u64 values fits in u64")
             }
         });
+        self.set_reason(task, None);
         self.done.insert(task);
         Report::Applied
     }
@@ -118,7 +143,7 @@ impl TaskQueue {
         }
         let record = self.task_mut(task);
         record.failures = record.failures.saturating_add(1);
-        record.last_failure = Some(reason);
+        self.set_reason(task, Some(&reason));
         self.requeue_or_fail(task, policy);
         Report::Applied
     }
@@ -138,10 +163,10 @@ impl TaskQueue {
             .collect();
         let (mut requeued, mut failed) = (Vec::new(), Vec::new());
         for task in expired {
-            self.pending.remove(&task);
+            self.remove_pending(task);
             let record = self.task_mut(task);
             record.timeouts = record.timeouts.saturating_add(1);
-            record.last_failure = Some(reason.to_string());
+            self.set_reason(task, Some(reason));
             match self.requeue_or_fail(task, policy) {
                 Requeue::Todo => requeued.push(task),
                 Requeue::Failed => failed.push(task),
@@ -154,17 +179,10 @@ impl TaskQueue {
     /// as a failure: the trainer died, the task did nothing wrong. Epochs stay as they are; the
     /// next dispatch bumps them, which fences any late report from the lost trainer.
     pub(crate) fn release_trainer(&mut self, trainer: u64) -> Vec<u64> {
-        let released: Vec<u64> = self
-            .pending
-            .iter()
-            .filter(|(_, pending)| pending.trainer == trainer)
-            .map(|(task, _)| *task)
-            .collect();
-        for task in &released {
-            self.pending.remove(task);
-            self.todo.push_back(*task);
-        }
-        released
+        let Some(task) = self.held.get(&trainer).copied() else { return Vec::new() };
+        self.remove_pending(task);
+        self.todo.push_back(task);
+        vec![task]
     }
 
     /// Starts the next pass, or finishes the job, once todo and pending are both empty. Called
@@ -212,9 +230,29 @@ impl TaskQueue {
     /// Removes and returns the pending entry for `task` if its epoch is `epoch`.
     fn take_pending(&mut self, task: u64, epoch: u64) -> Option<PendingTask> {
         match self.pending.get(&task) {
-            Some(pending) if pending.epoch == epoch => self.pending.remove(&task),
+            Some(pending) if pending.epoch == epoch => self.remove_pending(task),
             _ => None,
         }
+    }
+
+    /// Takes `task` out of pending and out of its trainer's hands.
+    fn remove_pending(&mut self, task: u64) -> Option<PendingTask> {
+        let pending = self.pending.remove(&task)?;
+        self.held.remove(&pending.trainer);
+        Some(pending)
+    }
+
+    /// Replaces `task`'s failure reason, cut to the per-task limit and to what the job's
+    /// budget has left; `None` drops it.
+    fn set_reason(&mut self, task: u64, reason: Option<&str>) {
+        let old = self.task_mut(task).last_failure.take();
+        self.reason_bytes -= old.map_or(0, |old| old.len() as u64);
+        let Some(reason) = reason else { return };
+        let left = FAILURE_REASONS_BYTES_MAX.saturating_sub(self.reason_bytes);
+        let bytes_max = FAILURE_REASON_BYTES_MAX.min(usize::try_from(left).unwrap_or(usize::MAX));
+        let kept = truncate(reason, bytes_max);
+        self.reason_bytes += kept.len() as u64;
+        self.task_mut(task).last_failure = Some(kept);
     }
 
     fn not_pending(&self, task: u64) -> Report {
@@ -229,9 +267,52 @@ impl TaskQueue {
         usize::try_from(task).ok().filter(|index| *index < self.tasks.len())
     }
 
-    /// The record of a task id the queue itself produced (never one from a request).
+    /// The record of a task id the queue itself produced (or one checked by `not_pending`).
     fn task_mut(&mut self, task: u64) -> &mut Task {
         let index = self.task_index(task).expect("queued task ids are below the task count");
         &mut self.tasks[index]
+    }
+}
+
+/// Cuts `text` to at most `bytes_max` bytes without splitting a character.
+pub fn truncate(text: &str, bytes_max: usize) -> String {
+    let mut end = text.len().min(bytes_max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Truncation keeps at most the limit and never splits a UTF-8 character.
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        let cases =
+            [("abc", 5, "abc"), ("abc", 2, "ab"), ("é", 1, ""), ("aé", 2, "a"), ("", 0, "")];
+        for (text, bytes_max, expected) in cases {
+            assert_eq!(truncate(text, bytes_max), expected, "{text:?} to {bytes_max}");
+        }
+    }
+
+    /// Reasons are cut per task and by the job's budget, and a finished task frees its bytes.
+    #[test]
+    fn failure_reasons_stay_within_the_budget() {
+        let count = FAILURE_REASONS_BYTES_MAX / FAILURE_REASON_BYTES_MAX as u64 + 2;
+        let mut queue = TaskQueue::new(count);
+        let long = "x".repeat(FAILURE_REASON_BYTES_MAX * 2);
+        for task in 0..count {
+            queue.set_reason(task, Some(&long));
+        }
+        assert_eq!(queue.reason_bytes, FAILURE_REASONS_BYTES_MAX);
+        assert_eq!(
+            queue.tasks[0].last_failure.as_ref().map(String::len),
+            Some(FAILURE_REASON_BYTES_MAX)
+        );
+        assert_eq!(queue.tasks[count as usize - 1].last_failure.as_deref(), Some(""));
+        queue.set_reason(0, None);
+        assert_eq!(queue.reason_bytes, FAILURE_REASONS_BYTES_MAX - FAILURE_REASON_BYTES_MAX as u64);
     }
 }

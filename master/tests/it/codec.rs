@@ -29,8 +29,8 @@ fn requests_round_trip() {
         Command::RecordEval { pass: 1, loss: 0.5, accuracy: 1.0 },
     ];
     for command in commands {
-        check(Request { client, now_ms: 12, command: command.clone() });
-        check(Request { client: None, now_ms: u64::MAX, command });
+        check(Request { client, now_ms: 12, term: None, command: command.clone() });
+        check(Request { client: None, now_ms: u64::MAX, term: Some(3), command });
     }
 }
 
@@ -42,11 +42,11 @@ fn bad_bytes_are_refused() {
     assert!(decode_request(&oversized).is_err());
     let mut state = MasterState::new();
     let before = state.clone();
-    let answer = state.apply_encoded(&[9, 9, 9]);
+    let answer = state.apply_encoded(&[9, 9, 9], 1);
     assert!(matches!(decode_response(&answer), Ok(Response::Rejected { .. })));
     assert_eq!(state, before);
-    let request = Request { client: None, now_ms: 1, command: report(1, 1, policy()) };
-    let answer = state.apply_encoded(&encode_request(&request));
+    let request = Request { client: None, now_ms: 1, term: None, command: report(1, 1, policy()) };
+    let answer = state.apply_encoded(&encode_request(&request), 1);
     assert!(matches!(decode_response(&answer), Ok(Response::DatasetAccepted { .. })));
     assert!(MasterState::decode(&[1, 2, 3]).is_err());
 }
@@ -63,7 +63,7 @@ proptest! {
     /// A valid encoding with one byte changed still never panics (deeper than random bytes go).
     #[test]
     fn decoding_mutated_requests_never_panics(position in any::<usize>(), byte in any::<u8>()) {
-        let request = Request { client: None, now_ms: 5, command: report(3, 2, policy()) };
+        let request = Request { client: None, now_ms: 5, term: None, command: report(3, 2, policy()) };
         let mut bytes = encode_request(&request);
         let index = position % bytes.len();
         bytes[index] = byte;

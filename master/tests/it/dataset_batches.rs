@@ -1,7 +1,7 @@
 //! ReportDatasetBatch: a dataset too large for one log entry arrives in batches; the batch that
 //! completes the list defines the job, and every repeat is checked, never applied twice.
 
-use master::state::{chunks_digest, ChunkRef, Command, Response};
+use master::state::{chunks_digest, ChunkList, ChunkRef, Command, Response};
 
 use crate::support::{accepted, at, chunks, counts, is, policy, run, Expect, Step};
 
@@ -14,7 +14,7 @@ fn batch(job: &str, all: &[ChunkRef], first: usize, count: usize) -> Command {
         total_chunks: all.len() as u64,
         digest: chunks_digest(all),
         first_chunk: first as u64,
-        chunks: all[first..first + count].to_vec(),
+        chunks: ChunkList::from_refs(&all[first..first + count]),
     }
 }
 

@@ -3,7 +3,7 @@
 use master::state::{Response, TaskAssignment};
 
 use crate::support::{
-    at, chunks, counts, failed, finished, get, is, policy, run, script, setup, task, Step,
+    at, counts, failed, finished, get, is, policy, run, script, setup, task, Step,
 };
 
 fn check(name: &str, steps: Vec<Step>) {
@@ -13,13 +13,7 @@ fn check(name: &str, steps: Vec<Step>) {
 /// Every GetTask outcome: a task, or why not.
 #[test]
 fn get_task() {
-    let first = TaskAssignment {
-        task: 0,
-        epoch: 1,
-        pass: 0,
-        chunks: chunks(3)[..1].to_vec(),
-        deadline_ms: 1010,
-    };
+    let first = TaskAssignment { task: 0, epoch: 1, pass: 0, deadline_ms: 1010 };
     let cases: Vec<(&str, Vec<Step>)> = vec![
         (
             "the front of todo is dispatched with its chunks, epoch 1 and now + min timeout",

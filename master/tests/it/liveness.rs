@@ -45,7 +45,7 @@ fn policy() -> impl Strategy<Value = QueuePolicy> {
 /// Applies `command` at `now_ms`, checking the invariants of the step.
 fn apply(state: &mut MasterState, now_ms: u64, command: Command, step: usize) -> Response {
     let before = state.clone();
-    let response = state.apply(&Request { client: None, now_ms, command });
+    let response = state.apply(&Request { client: None, now_ms, term: None, command });
     checked("liveness", step, &before, state);
     response
 }

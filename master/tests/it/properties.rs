@@ -19,8 +19,8 @@ enum Op {
     Lost { trainer: u64 },
     Retry { client: u64 },
     Claim { client: u64, addr: u8, desired: u32 },
-    Release { index: u32, addr: u8 },
-    Checkpoint { index: u32, step: u64 },
+    Release { index: u32, generation: u64 },
+    Checkpoint { index: u32, generation: u64, step: u64 },
     Advance { ms: u64 },
 }
 
@@ -44,8 +44,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => client.clone().prop_map(|client| Op::Retry { client }),
         1 => (client, 0u8..4, 1u32..4)
             .prop_map(|(client, addr, desired)| Op::Claim { client, addr, desired }),
-        1 => (0u32..4, 0u8..4).prop_map(|(index, addr)| Op::Release { index, addr }),
-        1 => (0u32..4, 0u64..10).prop_map(|(index, step)| Op::Checkpoint { index, step }),
+        1 => (0u32..4, 0u64..8).prop_map(|(index, generation)| Op::Release { index, generation }),
+        1 => (0u32..4, 0u64..8, 0u64..10)
+            .prop_map(|(index, generation, step)| Op::Checkpoint { index, generation, step }),
         3 => (0u64..3000).prop_map(|ms| Op::Advance { ms }),
     ]
 }
@@ -68,11 +69,11 @@ impl Driver {
         let index = usize::try_from(client).expect("small");
         self.seqs[index] += 1;
         let client = Some(ClientStamp { client_id: client, seq: self.seqs[index] });
-        Request { client, now_ms: self.now_ms, command }
+        Request { client, now_ms: self.now_ms, term: None, command }
     }
 
     fn leader(&self, command: Command) -> Request {
-        Request { client: None, now_ms: self.now_ms, command }
+        Request { client: None, now_ms: self.now_ms, term: None, command }
     }
 
     /// The (task, epoch) a report names: a known dispatch, one epoch older when `stale`.
@@ -127,14 +128,16 @@ impl Driver {
                 let (request, _) = self.last[index].clone()?;
                 Request { now_ms: self.now_ms, ..request }
             }
-            Op::Claim { client, addr, desired } => self
-                .stamped(client, Command::ClaimPServerSlot { addr: format!("ps{addr}"), desired }),
-            Op::Release { index, addr } => {
-                self.leader(Command::ReleasePServerSlot { index, addr: format!("ps{addr}") })
+            Op::Claim { client, addr, desired } => self.stamped(
+                client,
+                Command::ClaimPServerSlot { addr: format!("ps{addr}:1"), desired },
+            ),
+            Op::Release { index, generation } => {
+                self.leader(Command::ReleasePServerSlot { index, generation })
             }
-            Op::Checkpoint { index, step } => {
+            Op::Checkpoint { index, generation, step } => {
                 let meta = CheckpointMeta { path: "c".into(), step, crc32: 0, created_ms: 0 };
-                self.leader(Command::RecordCheckpoint { index, meta })
+                self.leader(Command::RecordCheckpoint { index, generation, meta })
             }
             Op::Advance { ms } => {
                 self.now_ms += ms;

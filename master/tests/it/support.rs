@@ -42,8 +42,12 @@ pub(crate) fn run(name: &str, steps: &[Step]) -> MasterState {
         match step {
             Step::Apply { client, now_ms, command, expect } => {
                 let before = state.clone();
-                let request =
-                    Request { client: *client, now_ms: *now_ms, command: command.clone() };
+                let request = Request {
+                    client: *client,
+                    now_ms: *now_ms,
+                    term: None,
+                    command: command.clone(),
+                };
                 let response = state.apply(&request);
                 assert!(
                     matches(expect, &response),
