@@ -219,6 +219,7 @@ impl MasterState {
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let state: Self = codec::decode(bytes, SNAPSHOT_BYTES_MAX, "snapshot")?;
         state.check_invariants()?;
+        state.check_session_index()?;
         Ok(state)
     }
 

@@ -61,7 +61,7 @@ impl Response {
     /// every answer to a command that changed the state. Answers to commands that changed
     /// nothing (refusals, "nothing to hand out", fenced reports) are not kept, so they take no
     /// session and cannot push out the session of a client whose write did take effect.
-    pub(crate) fn must_be_replayed(&self) -> bool {
+    pub fn must_be_replayed(&self) -> bool {
         !matches!(
             self,
             Response::Rejected { .. }

@@ -3,7 +3,7 @@
 use master::state::{Response, TaskAssignment};
 
 use crate::support::{
-    at, counts, failed, finished, get, is, policy, run, script, setup, task, Step,
+    at, counts, failed, finished, get, is, policy, register, run, script, setup, task, Step,
 };
 
 fn check(name: &str, steps: Vec<Step>) {
@@ -41,9 +41,24 @@ fn get_task() {
             script(
                 setup(2, 1, policy()),
                 vec![
+                    at(0, register("two"), is(Response::TrainerRegistered { trainer: 2 })),
+                    at(0, register("three"), is(Response::TrainerRegistered { trainer: 3 })),
                     at(0, get(1, 0), task(0, 1, 0, 1000)),
-                    at(0, get(1, 0), task(1, 1, 0, 1000)),
-                    at(0, get(1, 0), is(Response::NoMoreAvailable)),
+                    at(0, get(2, 0), task(1, 1, 0, 1000)),
+                    at(0, get(3, 0), is(Response::NoMoreAvailable)),
+                ],
+            ),
+        ),
+        (
+            "a trainer that asks again while holding a task gets the task it holds, not another",
+            script(
+                setup(3, 1, policy()),
+                vec![
+                    at(0, get(1, 0), task(0, 1, 0, 1000)),
+                    at(7, get(1, 0), task(0, 1, 0, 1000)),
+                    counts(0, [2, 1, 0, 0], false),
+                    at(8, finished(0, 1), is(Response::Accepted)),
+                    at(9, get(1, 0), task(1, 1, 0, 1009)),
                 ],
             ),
         ),

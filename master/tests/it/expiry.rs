@@ -2,7 +2,9 @@
 
 use master::state::{Command, FailedTaskView, Response, TIMED_OUT_REASON};
 
-use crate::support::{at, counts, finished, get, is, policy, run, script, setup, task, Step};
+use crate::support::{
+    at, counts, finished, get, is, more_trainers, policy, run, script, setup, task, Step,
+};
 
 fn expired(requeued: &[u64], failed: &[u64]) -> crate::support::Expect {
     is(Response::Expired { requeued: requeued.to_vec(), failed: failed.to_vec() })
@@ -32,10 +34,10 @@ fn expire_tasks() {
         (
             "a deadline equal to now_ms expires: the task goes to the back of todo",
             script(
-                setup(2, 1, policy()),
+                script(setup(2, 1, policy()), more_trainers(2)),
                 vec![
                     at(0, get(1, 0), task(0, 1, 0, 1000)),
-                    at(500, get(1, 0), task(1, 1, 0, 1500)),
+                    at(500, get(2, 0), task(1, 1, 0, 1500)),
                     at(1000, Command::ExpireTasks, expired(&[0], &[])),
                     counts(0, [1, 1, 0, 0], false),
                 ],
@@ -90,8 +92,8 @@ fn expire_tasks() {
 #[test]
 fn has_expired_tracks_the_earliest_deadline() {
     let steps = script(
-        setup(2, 1, policy()),
-        vec![at(0, get(1, 0), task(0, 1, 0, 1000)), at(300, get(1, 0), task(1, 1, 0, 1300))],
+        script(setup(2, 1, policy()), more_trainers(2)),
+        vec![at(0, get(1, 0), task(0, 1, 0, 1000)), at(300, get(2, 0), task(1, 1, 0, 1300))],
     );
     let state = run("two pending tasks", &steps);
     let cases = [(0, false), (999, false), (1000, true), (1300, true), (u64::MAX, true)];

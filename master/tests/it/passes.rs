@@ -3,7 +3,7 @@
 use master::state::{QueuePolicy, Response};
 
 use crate::support::{
-    at, counts, failed, finished, get, is, policy, run, script, setup, task, Step,
+    at, counts, failed, finished, get, is, more_trainers, policy, run, script, setup, task, Step,
 };
 
 fn check(name: &str, steps: Vec<Step>) {
@@ -21,28 +21,28 @@ fn pass_advance() {
         (
             "done tasks return to todo sorted by id, with epochs still growing",
             script(
-                setup(3, 2, policy()),
+                script(setup(3, 2, policy()), more_trainers(3)),
                 vec![
                     at(0, get(1, 0), task(0, 1, 0, 1000)),
-                    at(0, get(1, 0), task(1, 1, 0, 1000)),
-                    at(0, get(1, 0), task(2, 1, 0, 1000)),
+                    at(0, get(2, 0), task(1, 1, 0, 1000)),
+                    at(0, get(3, 0), task(2, 1, 0, 1000)),
                     at(1, finished(2, 1), is(Response::Accepted)),
                     at(1, finished(0, 1), is(Response::Accepted)),
                     at(1, finished(1, 1), is(Response::Accepted)),
                     counts(1, [3, 0, 0, 0], false),
                     at(2, get(1, 1), task(0, 2, 1, 1002)),
-                    at(2, get(1, 1), task(1, 2, 1, 1002)),
-                    at(2, get(1, 1), task(2, 2, 1, 1002)),
+                    at(2, get(2, 1), task(1, 2, 1, 1002)),
+                    at(2, get(3, 1), task(2, 2, 1, 1002)),
                 ],
             ),
         ),
         (
             "the pass advances when its last task moves to failed (the Go master hung here)",
             script(
-                setup(2, 2, strict(false)),
+                script(setup(2, 2, strict(false)), more_trainers(2)),
                 vec![
                     at(0, get(1, 0), task(0, 1, 0, 1000)),
-                    at(0, get(1, 0), task(1, 1, 0, 1000)),
+                    at(0, get(2, 0), task(1, 1, 0, 1000)),
                     at(1, finished(0, 1), is(Response::Accepted)),
                     at(2, failed(1, 1, "corrupt"), is(Response::Accepted)),
                     counts(1, [1, 0, 0, 1], false),
@@ -55,12 +55,15 @@ fn pass_advance() {
         (
             "with retry, failed tasks come back next pass with fresh failure counts",
             script(
-                setup(2, 2, QueuePolicy { retry_failed_next_pass: true, ..policy() }),
+                script(
+                    setup(2, 2, QueuePolicy { retry_failed_next_pass: true, ..policy() }),
+                    more_trainers(2),
+                ),
                 vec![
                     at(0, get(1, 0), task(0, 1, 0, 1000)),
                     at(1, failed(0, 1, "one"), is(Response::Accepted)),
                     at(1, get(1, 0), task(1, 1, 0, 1001)),
-                    at(1, get(1, 0), task(0, 2, 0, 1001)),
+                    at(1, get(2, 0), task(0, 2, 0, 1001)),
                     at(2, failed(0, 2, "two"), is(Response::Accepted)),
                     at(2, finished(1, 1), is(Response::Accepted)),
                     counts(1, [2, 0, 0, 0], false),

@@ -156,7 +156,10 @@ impl Driver {
         let index = usize::try_from(stamp.client_id).expect("small");
         if let Op::Retry { .. } = op {
             let (_, original) = self.last[index].as_ref().expect("a retry repeats a request");
-            assert_eq!(response, original, "a retry must get the original response");
+            // An answer that changed nothing is not kept: the retry is applied afresh.
+            if original.must_be_replayed() {
+                assert_eq!(response, original, "a retry must get the original response");
+            }
             return;
         }
         self.last[index] = Some((request.clone(), response.clone()));

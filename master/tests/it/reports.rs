@@ -3,7 +3,8 @@
 use master::state::{Command, FailedTaskView, Response};
 
 use crate::support::{
-    at, counts, failed, finished, get, is, policy, run, script, setup, task, Expect, Step,
+    at, counts, failed, finished, get, is, more_trainers, policy, run, script, setup, task, Expect,
+    Step,
 };
 
 /// A case: what it proves, its script, and the failed tasks with reasons after it.
@@ -37,12 +38,12 @@ fn task_reports() {
         (
             "a report with an old epoch is Stale and changes nothing",
             script(
-                setup(2, 1, policy()),
+                script(setup(2, 1, policy()), more_trainers(2)),
                 vec![
                     at(0, get(1, 0), task(0, 1, 0, 1000)),
                     at(1, failed(0, 1, "io"), is(Response::Accepted)),
                     at(1, get(1, 0), task(1, 1, 0, 1001)),
-                    at(1, get(1, 0), task(0, 2, 0, 1001)),
+                    at(1, get(2, 0), task(0, 2, 0, 1001)),
                     at(2, finished(0, 1), is(Response::Stale)),
                     at(2, failed(0, 1, "late"), is(Response::Stale)),
                     counts(0, [0, 2, 0, 0], false),
@@ -90,14 +91,14 @@ fn task_failures() {
         (
             "a failure below the limit puts the task at the back of todo",
             script(
-                setup(3, 1, policy()),
+                script(setup(3, 1, policy()), more_trainers(3)),
                 vec![
                     at(0, get(1, 0), task(0, 1, 0, 1000)),
                     at(1, failed(0, 1, "io"), is(Response::Accepted)),
                     counts(0, [3, 0, 0, 0], false),
                     at(2, get(1, 0), task(1, 1, 0, 1002)),
-                    at(2, get(1, 0), task(2, 1, 0, 1002)),
-                    at(2, get(1, 0), task(0, 2, 0, 1002)),
+                    at(2, get(2, 0), task(2, 1, 0, 1002)),
+                    at(2, get(3, 0), task(0, 2, 0, 1002)),
                 ],
             ),
             &[],
@@ -105,12 +106,12 @@ fn task_failures() {
         (
             "a failure past the limit moves the task to failed with its last reason",
             script(
-                setup(2, 1, policy()),
+                script(setup(2, 1, policy()), more_trainers(2)),
                 vec![
                     at(0, get(1, 0), task(0, 1, 0, 1000)),
                     at(1, failed(0, 1, "first"), is(Response::Accepted)),
                     at(1, get(1, 0), task(1, 1, 0, 1001)),
-                    at(1, get(1, 0), task(0, 2, 0, 1001)),
+                    at(1, get(2, 0), task(0, 2, 0, 1001)),
                     at(2, failed(0, 2, "corrupt chunk"), is(Response::Accepted)),
                     counts(0, [0, 1, 0, 1], false),
                 ],
@@ -120,7 +121,7 @@ fn task_failures() {
         (
             "timeouts and failures share the limit",
             script(
-                setup(2, 1, policy()),
+                script(setup(2, 1, policy()), more_trainers(2)),
                 vec![
                     at(0, get(1, 0), task(0, 1, 0, 1000)),
                     at(
@@ -129,7 +130,7 @@ fn task_failures() {
                         is(Response::Expired { requeued: vec![0], failed: vec![] }),
                     ),
                     at(1000, get(1, 0), task(1, 1, 0, 2000)),
-                    at(1000, get(1, 0), task(0, 2, 0, 2000)),
+                    at(1000, get(2, 0), task(0, 2, 0, 2000)),
                     at(1001, failed(0, 2, "io"), is(Response::Accepted)),
                     counts(0, [0, 1, 0, 1], false),
                 ],

@@ -1,9 +1,11 @@
 //! Exactly-once client writes: a retried (client, seq) is answered, not applied again.
 
-use master::state::{Command, Response, SESSION_COUNT_MAX, SESSION_IDLE_MS_MAX};
+use master::state::{
+    Command, Response, SESSION_COUNT_MAX, SESSION_IDLE_MS_MAX, SESSION_RETRY_MS_MAX,
+};
 
 use crate::support::{
-    accepted, at, counts, get, is, policy, register, report, run, stamped, task, Step,
+    accepted, at, counts, get, is, policy, register, report, run, stamped, task, Expect, Step,
 };
 
 fn registered(trainer: u64) -> crate::support::Expect {
@@ -14,16 +16,61 @@ fn check(name: &str, steps: Vec<Step>) {
     run(name, &steps);
 }
 
-/// Replays, stale sequence numbers and both ways sessions are forgotten.
+/// Applies a long script without the per-step clone and transition check of `run` (a crowd of
+/// 16,384 clients would make them quadratic), checking every answer and, at the end, every
+/// invariant including the session index.
+fn check_crowd(name: &str, steps: Vec<Step>) {
+    let state = crate::support::run_unchecked(name, &steps);
+    state.check_invariants().expect("invariants after the crowd");
+    state.check_session_index().expect("the session index after the crowd");
+}
+
+/// A crowd of `SESSION_COUNT_MAX` clients after client 1 (the oldest), each recording an
+/// evaluation (a write that takes a session), then a newcomer at `newcomer_ms`.
+fn crowd(newcomer_ms: u64, newcomer: Expect) -> Vec<Step> {
+    let eval = Command::RecordEval { pass: 0, loss: 1.0, accuracy: 0.5 };
+    let mut steps = vec![
+        stamped(1, 1, 0, register("a"), registered(1)),
+        stamped(1, 2, 0, report(2, 1, policy()), accepted(2, 1)),
+    ];
+    let last = u64::try_from(SESSION_COUNT_MAX).expect("small");
+    for client_id in 2..=last {
+        steps.push(stamped(client_id, 1, client_id, eval.clone(), is(Response::Accepted)));
+    }
+    steps.push(stamped(last + 1, 1, newcomer_ms, register("new"), newcomer));
+    steps
+}
+
+/// Replays, stale sequence numbers, stamps reused for another call, and how sessions end.
 #[test]
 fn client_sessions() {
-    let eval = Command::RecordEval { pass: 0, loss: 1.0, accuracy: 0.5 };
-    let mut crowd = vec![stamped(1, 1, 0, register("a"), registered(1))];
-    // SESSION_COUNT_MAX more clients, each seen later than client 1: client 1 is the oldest.
-    for client_id in 2..=u64::try_from(SESSION_COUNT_MAX).expect("small") + 1 {
-        crowd.push(stamped(client_id, 1, client_id, eval.clone(), is(Response::Accepted)));
+    let full = Expect::RejectedWith("too many clients");
+    let late = SESSION_RETRY_MS_MAX + 1;
+    let mut evicts_oldest = crowd(late, registered(2));
+    // Client 1 was pushed out: its retry is applied again (a second registration).
+    evicts_oldest.push(stamped(1, 1, late + 10, register("a"), registered(3)));
+    let mut refusals_take_no_session = vec![stamped(1, 1, 0, register("a"), registered(1))];
+    for client_id in 2..=u64::try_from(SESSION_COUNT_MAX).expect("small") + 10 {
+        refusals_take_no_session.push(stamped(
+            client_id,
+            1,
+            5,
+            get(99, 0),
+            is(Response::UnknownTrainer),
+        ));
     }
-    crowd.push(stamped(1, 1, 1_000_000, register("a"), registered(2)));
+    refusals_take_no_session.push(stamped(1, 1, 6, register("a"), registered(1)));
+    let crowds: Vec<(&str, Vec<Step>)> = vec![
+        (
+            "with SESSION_COUNT_MAX clients that may still retry, a newcomer is refused",
+            crowd(SESSION_RETRY_MS_MAX, full),
+        ),
+        ("once the oldest client can no longer retry, a newcomer takes its place", evicts_oldest),
+        ("answers that changed nothing take no session", refusals_take_no_session),
+    ];
+    for (name, steps) in crowds {
+        check_crowd(name, steps);
+    }
     let cases: Vec<(&str, Vec<Step>)> = vec![
         (
             "a replayed GetTask returns the same assignment and dispatches nothing more",
@@ -33,7 +80,16 @@ fn client_sessions() {
                 stamped(7, 3, 10, get(1, 0), task(0, 1, 0, 1010)),
                 stamped(7, 3, 20, get(1, 0), task(0, 1, 0, 1010)),
                 counts(0, [1, 1, 0, 0], false),
-                stamped(7, 4, 30, get(1, 0), task(1, 1, 0, 1030)),
+                stamped(8, 1, 30, register("u"), registered(2)),
+                stamped(8, 2, 30, get(2, 0), task(1, 1, 0, 1030)),
+            ],
+        ),
+        (
+            "a stamp reused for another call is refused, and the first call's answer stays",
+            vec![
+                stamped(7, 1, 0, register("t"), registered(1)),
+                stamped(7, 1, 0, get(1, 0), Expect::RejectedWith("another call")),
+                stamped(7, 1, 0, register("t"), registered(1)),
             ],
         ),
         (
@@ -68,7 +124,6 @@ fn client_sessions() {
                 stamped(7, 1, SESSION_IDLE_MS_MAX + 2, register("t"), registered(3)),
             ],
         ),
-        ("beyond SESSION_COUNT_MAX clients the longest idle is forgotten", crowd),
     ];
     for (name, steps) in cases {
         check(name, steps);

@@ -74,6 +74,22 @@ pub(crate) fn run(name: &str, steps: &[Step]) -> MasterState {
     state
 }
 
+/// Applies `steps` checking only each answer (and `Counts`), for scripts too long for `run`.
+pub(crate) fn run_unchecked(name: &str, steps: &[Step]) -> MasterState {
+    let mut state = MasterState::new();
+    for (index, step) in steps.iter().enumerate() {
+        let Step::Apply { client, now_ms, command, expect } = step else { continue };
+        let request =
+            Request { client: *client, now_ms: *now_ms, term: None, command: command.clone() };
+        let response = state.apply(&request);
+        assert!(
+            matches(expect, &response),
+            "{name}, step {index} {command:?}: got {response:?}, want {expect:?}"
+        );
+    }
+    state
+}
+
 /// Asserts the invariants of `after` and of the step from `before`.
 pub(crate) fn checked(name: &str, index: usize, before: &MasterState, after: &MasterState) {
     if let Err(violation) = after.check_invariants() {
@@ -164,6 +180,16 @@ pub(crate) fn setup(chunk_count: u64, passes: u32, policy: QueuePolicy) -> Vec<S
         at(0, register("one"), is(Response::TrainerRegistered { trainer: 1 })),
         at(0, report(chunk_count, passes, policy), accepted(task_count, passes)),
     ]
+}
+
+/// Registers trainers 2 to `last` (setup registered trainer 1), for scripts in which several
+/// trainers hold tasks at once (a trainer holds one task at a time).
+pub(crate) fn more_trainers(last: u64) -> Vec<Step> {
+    (2..=last)
+        .map(|trainer| {
+            at(0, register(&format!("t{trainer}")), is(Response::TrainerRegistered { trainer }))
+        })
+        .collect()
 }
 
 pub(crate) fn register(name: &str) -> Command {
