@@ -14,9 +14,17 @@ use super::invariant::InvariantViolation;
 /// biggest legitimate one is a dataset report listing every chunk.
 pub const REQUEST_BYTES_MAX: u64 = 16 << 20;
 
-/// The largest snapshot accepted. Far above any real state, but it stops a corrupt length
-/// prefix from asking for an allocation the machine cannot make.
-pub const SNAPSHOT_BYTES_MAX: u64 = 1 << 32;
+/// The largest encoded state (a snapshot) the admission limits allow: every limit (chunk
+/// count and path bytes, failure reason budget, trainers, sessions, slots) was chosen so that
+/// the largest admitted state stays below this (`state::limits` builds it and measures), and
+/// this stays below what the consensus layer can build, store, send and install (asserted at
+/// compile time below). A state that could not be snapshotted is refused at admission.
+pub const SNAPSHOT_BYTES_MAX: u64 = 160 << 20;
+
+const _: () = assert!(
+    SNAPSHOT_BYTES_MAX < consensus::snapshot_file::SNAPSHOT_BYTES_MAX - (16 << 20),
+    "the master's largest state must fit the consensus layer's snapshot limit with room for its meta"
+);
 
 /// Bytes that are not a valid encoding of what was expected. Fatal for the caller: unlike a
 /// [`super::Response`], nothing was applied.

@@ -50,6 +50,7 @@ mod dataset_loading;
 mod eval;
 mod invariant;
 mod job;
+mod limits;
 mod master_state;
 mod pserver_slots;
 mod repeated_report;

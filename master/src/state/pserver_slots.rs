@@ -111,6 +111,18 @@ impl PServerSlots {
         }
     }
 
+    /// A replayed claim gets its slot's latest checkpoint (sessions keep claims without it).
+    pub(crate) fn refill_checkpoint(&self, response: Response) -> Response {
+        match response {
+            Response::SlotClaimed { index, generation, .. } => Response::SlotClaimed {
+                index,
+                generation,
+                checkpoint: self.checkpoints.get(&index).cloned(),
+            },
+            other => other,
+        }
+    }
+
     /// Whether slot `index` is held under `generation`.
     pub(crate) fn holds(&self, index: u32, generation: u64) -> bool {
         self.holders.get(&index).is_some_and(|holder| holder.generation == generation)

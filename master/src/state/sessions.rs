@@ -57,6 +57,18 @@ pub(crate) enum Lookup {
     Full,
 }
 
+/// The answer as a session keeps it: without what the state can give again. A claim's
+/// checkpoint (a path of up to 4 KiB) is refilled from the slot on replay, so 16,384 sessions
+/// cannot hold 64 MiB of paths.
+fn kept(response: &Response) -> Response {
+    match response {
+        Response::SlotClaimed { index, generation, .. } => {
+            Response::SlotClaimed { index: *index, generation: *generation, checkpoint: None }
+        }
+        other => other.clone(),
+    }
+}
+
 impl Sessions {
     /// Forgets idle sessions, then says how to treat the stamped request.
     pub(crate) fn lookup(&mut self, stamp: ClientStamp, method: u8, now_ms: u64) -> Lookup {
@@ -94,7 +106,7 @@ impl Sessions {
         }
         self.remove(stamp.client_id);
         let session =
-            Session { seq: stamp.seq, method, response: response.clone(), last_seen_ms: now_ms };
+            Session { seq: stamp.seq, method, response: kept(response), last_seen_ms: now_ms };
         self.by_age.insert((now_ms, stamp.client_id));
         self.sessions.insert(stamp.client_id, session);
     }

@@ -1,7 +1,7 @@
 //! ReportDatasetBatch: a dataset too large for one log entry arrives in batches; the batch that
 //! completes the list defines the job, and every repeat is checked, never applied twice.
 
-use master::state::{chunks_digest, ChunkList, ChunkRef, Command, Response};
+use master::state::{chunks_digest, ChunkList, ChunkRef, Command, Response, LOADING_IDLE_MS_MAX};
 
 use crate::support::{accepted, at, chunks, counts, is, policy, run, Expect, Step};
 
@@ -69,6 +69,29 @@ fn batched_reports() {
                 at(0, batch("job", &all, 2, 2), loading(4, 5)),
                 at(0, batch("job", &all, 4, 1), accepted(5, 1)),
                 at(0, batch("job", &changed, 3, 1), Expect::RejectedWith("chunk 3")),
+            ],
+        ),
+        (
+            "a report left unfinished blocks a different one only until it has been idle too long",
+            vec![
+                at(0, batch("job", &all, 0, 2), loading(2, 5)),
+                at(
+                    LOADING_IDLE_MS_MAX,
+                    batch("other", &changed, 0, 2),
+                    Expect::RejectedWith("abandoned once no batch"),
+                ),
+                at(
+                    LOADING_IDLE_MS_MAX + 1,
+                    batch("other", &changed, 2, 1),
+                    Expect::RejectedWith("another dataset"),
+                ),
+                at(LOADING_IDLE_MS_MAX + 1, batch("other", &changed, 0, 2), loading(2, 5)),
+                at(LOADING_IDLE_MS_MAX + 2, batch("other", &changed, 2, 3), accepted(5, 1)),
+                at(
+                    LOADING_IDLE_MS_MAX + 3,
+                    batch("job", &all, 0, 5),
+                    Expect::RejectedWith("different dataset"),
+                ),
             ],
         ),
         (

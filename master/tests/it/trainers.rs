@@ -64,6 +64,28 @@ fn trainer_registry() {
     }
 }
 
+/// A leader decision carries the term its soft state was computed in: committed in another
+/// term (leadership was lost and regained in between, without fresh leases) it changes nothing.
+#[test]
+fn decisions_from_another_term_change_nothing() {
+    let mut state = crate::support::run(
+        "setup",
+        &script(setup(2, 1, policy()), vec![at(0, get(1, 0), task(0, 1, 0, 1000))]),
+    );
+    let before = state.clone();
+    let decision = |term| master::state::Request {
+        client: None,
+        now_ms: 5,
+        term: Some(term),
+        command: lost(1),
+    };
+    let refused = state.apply_in_term(&decision(3), 4);
+    assert_eq!(refused, Response::WrongTerm { decided: 3, committed: 4 });
+    assert_eq!(state.status(), before.status(), "nothing changed");
+    let applied = state.apply_in_term(&decision(4), 4);
+    assert_eq!(applied, Response::TrainerRemoved { requeued: vec![0] });
+}
+
 /// Losing a trainer requeues all its pending tasks at once, uncounted, and fences its late reports.
 #[test]
 fn lost_trainers() {
