@@ -4,6 +4,7 @@ mod bench_consensus;
 mod command;
 mod master_failover;
 mod master_group;
+mod master_hardening;
 mod master_service;
 mod metrics;
 mod recordio;

@@ -12,12 +12,19 @@ pub struct MasterGroup {
     pub addrs: Vec<String>,
     peers: String,
     extra_args: Vec<String>,
+    /// Environment variables for one replica, by index (a skewed clock, say).
+    envs: Vec<Vec<(String, String)>>,
     children: Vec<Option<Child>>,
 }
 
 impl MasterGroup {
     /// Starts `count` masters with `extra_args` (queue policy flags) on free loopback ports.
     pub fn start(count: usize, extra_args: &[&str]) -> Self {
+        Self::start_with_env(count, extra_args, &[])
+    }
+
+    /// Like `start`, with `(index, name, value)` environment variables for single replicas.
+    pub fn start_with_env(count: usize, extra_args: &[&str], envs: &[(usize, &str, &str)]) -> Self {
         let addrs: Vec<String> = (0..count).map(|_| free_loopback_addr()).collect();
         let peers: Vec<String> =
             addrs.iter().enumerate().map(|(index, addr)| format!("{}={addr}", index + 1)).collect();
@@ -26,6 +33,12 @@ impl MasterGroup {
             addrs,
             peers: peers.join(","),
             extra_args: extra_args.iter().map(|arg| arg.to_string()).collect(),
+            envs: (0..count)
+                .map(|index| {
+                    let mine = envs.iter().filter(|(owner, _, _)| *owner == index);
+                    mine.map(|(_, name, value)| (name.to_string(), value.to_string())).collect()
+                })
+                .collect(),
             children: (0..count).map(|_| None).collect(),
         };
         for index in 0..count {
@@ -55,6 +68,7 @@ impl MasterGroup {
                 "800",
             ])
             .args(&self.extra_args)
+            .envs(self.envs[index].iter().map(|(name, value)| (name, value)))
             .env("RAFTRAIN_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -70,6 +84,19 @@ impl MasterGroup {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Sets an environment variable for replica `index`'s next start.
+    pub fn set_env(&mut self, index: usize, name: &str, value: &str) {
+        self.envs[index].retain(|(known, _)| known != name);
+        self.envs[index].push((name.to_string(), value.to_string()));
+    }
+
+    /// Sends `signal` to replica `index` (SIGSTOP pauses it, SIGCONT resumes it).
+    pub fn signal(&self, index: usize, signal: nix::sys::signal::Signal) {
+        let child = self.children[index].as_ref().expect("the replica runs");
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pids fit in i32"));
+        nix::sys::signal::kill(pid, signal).expect("signal the replica");
     }
 
     pub fn log_path(&self, index: usize) -> PathBuf {
@@ -116,6 +143,7 @@ impl MasterGroup {
 impl Drop for MasterGroup {
     fn drop(&mut self) {
         for index in 0..self.children.len() {
+            // A paused replica is killed all the same: SIGKILL needs no SIGCONT.
             self.kill(index);
         }
     }
