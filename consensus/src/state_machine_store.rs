@@ -147,7 +147,9 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             let response = match entry.payload {
                 EntryPayload::Blank => Vec::new(),
                 EntryPayload::Normal(commands) => {
-                    commands.0.iter().map(|command| applied.machine.apply(command)).collect()
+                    let entry_term = entry.log_id.leader_id.term;
+                    let machine = &mut applied.machine;
+                    commands.0.iter().map(|command| machine.apply(command, entry_term)).collect()
                 }
                 EntryPayload::Membership(membership) => {
                     applied.last_membership = StoredMembership::new(Some(entry.log_id), membership);
@@ -204,5 +206,51 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             meta: stored.meta,
             snapshot: Box::new(Cursor::new(stored.bytes)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    use super::*;
+    use crate::{Commands, RestoreError};
+
+    /// Records the term each command was applied with.
+    #[derive(Default)]
+    struct TermRecorder {
+        terms: Vec<u64>,
+    }
+
+    impl StateMachine for TermRecorder {
+        fn apply(&mut self, _command: &[u8], entry_term: u64) -> Vec<u8> {
+            self.terms.push(entry_term);
+            Vec::new()
+        }
+
+        fn snapshot(&self) -> Vec<u8> {
+            Vec::new()
+        }
+
+        fn restore(&mut self, _snapshot: &[u8]) -> Result<(), RestoreError> {
+            Ok(())
+        }
+    }
+
+    fn entry(term: u64, index: u64, commands: usize) -> Entry {
+        let log_id = LogId::new(CommittedLeaderId::new(term, 1), index);
+        let payload = EntryPayload::Normal(Commands(vec![b"c".to_vec(); commands]));
+        Entry { log_id, payload }
+    }
+
+    /// Every command is applied with the term of the entry that carries it.
+    #[tokio::test]
+    async fn apply_passes_each_entry_term() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut store = StateMachineStore::open(dir.path(), TermRecorder::default())
+            .expect("an empty snapshot dir opens");
+        let entries = vec![entry(2, 1, 2), entry(3, 2, 1), entry(7, 3, 1)];
+        store.apply(entries).await.expect("apply never fails");
+        assert_eq!(store.read(|machine| machine.terms.clone()), vec![2, 2, 3, 7]);
     }
 }

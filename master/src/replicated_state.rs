@@ -11,7 +11,7 @@ pub struct ReplicatedState {
 }
 
 impl StateMachine for ReplicatedState {
-    fn apply(&mut self, command: &[u8]) -> Vec<u8> {
+    fn apply(&mut self, command: &[u8], _entry_term: u64) -> Vec<u8> {
         self.state.apply_encoded(command)
     }
 
