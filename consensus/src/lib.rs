@@ -10,7 +10,8 @@
 //!   bootstrap record. `state_machine_store` and `snapshot_file`: the application state and its
 //!   snapshot files. Both pass `openraft::testing::Suite`.
 //! - `network` (client) and `service` (server): the `RaftService` transport; `cluster_info`:
-//!   the only conversions to and from protobuf.
+//!   the only conversions to and from protobuf. `rpc_handler` is where every received RPC
+//!   goes; `rpc_bounds` refuses forged terms, log ids and snapshot offsets there.
 //! - `kv`, `kv_service` and `kv_stream`: a key-value machine and its gRPC front (unary and
 //!   streamed writes), for tests and benchmarks.
 //!
@@ -20,6 +21,9 @@
 //! - No entry exceeds `log_store::ENTRY_BYTES_MAX` (sled would put it in a never-synced blob).
 //! - A data directory that does not decode, or was bootstrapped as another node or group,
 //!   refuses to start; a snapshot file is never silently skipped.
+//! - No received RPC reaches openraft with a term more than `rpc_bounds::TERM_AHEAD_MAX` above
+//!   this node's, a term or index near `u64::MAX`, or a snapshot chunk past the largest file: a
+//!   forged message is refused and changes nothing.
 //! - sled appears only in `log_store` and `flusher`; protobuf only in `service`, `network`,
 //!   `cluster_info`, `kv_service` and `kv_stream`.
 
@@ -39,6 +43,7 @@ mod log_store_closed;
 pub mod metrics_http;
 pub mod network;
 mod node;
+mod rpc_bounds;
 mod rpc_handler;
 mod service;
 pub mod snapshot_file;

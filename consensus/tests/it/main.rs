@@ -5,6 +5,7 @@ mod router;
 
 mod cluster_info_grpc;
 mod election;
+mod forged_terms;
 mod kv_load;
 mod leader_crash;
 mod leader_isolation;
