@@ -67,7 +67,8 @@ impl<S: StateMachine> ConsensusNode<S> {
         match Self::start_raft(&config, state_machine, network, log_store).await {
             Ok((raft, state_machine)) => {
                 tracing::info!(node = config.id, dir = %config.data_dir.display(), "raft node started");
-                let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX);
+                let batcher =
+                    Batcher::start(raft.clone(), COMMAND_BYTES_MAX, config.write_timeout_ms);
                 let lease = Duration::from_millis(config.election_timeout_max_ms);
                 let rpc_handler = RpcHandler::new(raft.clone(), lease);
                 let inner =

@@ -10,6 +10,7 @@ mod kv_load;
 mod leader_crash;
 mod leader_isolation;
 mod lossy_links;
+mod pending_writes;
 mod refuse_to_start;
 mod restart;
 mod snapshot_catch_up;
