@@ -5,7 +5,8 @@
 //!
 //! Code map:
 //! - `node`: [`ConsensusNode`], the one type the application uses; `batcher` groups concurrent
-//!   writes into one log entry (group commit), `batch_pace` says how long to wait for them.
+//!   writes into one log entry (group commit), `batch_pace` says how long to wait for them;
+//!   `leadership` caches quorum confirmations of leadership (`confirm_leadership`).
 //! - `log_store` (sled) and `flusher`: the Raft log, vote, committed and purged ids, and the
 //!   bootstrap record. `state_machine_store` and `snapshot_file`: the application state and its
 //!   snapshot files. Both pass `openraft::testing::Suite`.
@@ -38,6 +39,7 @@ pub mod kv;
 mod kv_load;
 pub mod kv_service;
 pub mod kv_stream;
+mod leadership;
 pub mod log_store;
 mod log_store_closed;
 pub mod metrics_http;

@@ -4,6 +4,7 @@ mod cluster;
 mod router;
 
 mod cluster_info_grpc;
+mod confirm_leadership;
 mod election;
 mod forged_terms;
 mod kv_load;
