@@ -131,7 +131,11 @@ impl SnapshotDir {
         let files = self.list(FILE_SUFFIX)?;
         let old_count = files.len().saturating_sub(SNAPSHOT_FILES_KEPT);
         for old in &files[..old_count] {
-            fs::remove_file(old)?;
+            // Already gone is what deleting wanted; only a real failure is an error.
+            match fs::remove_file(old) {
+                Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+                _ => {}
+            }
         }
         Ok(path)
     }

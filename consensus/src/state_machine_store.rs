@@ -26,6 +26,12 @@ struct Shared<S> {
     applied: RwLock<Applied<S>>,
     snapshots: SnapshotDir,
     current: Mutex<Option<StoredSnapshot>>,
+    /// Held by a snapshot build from reading the state to setting `current`, and by an install
+    /// from writing its file to setting `current`. openraft runs builds on their own task, so
+    /// without it a build that read the state before an install could finish after it and put
+    /// its older snapshot back as `current` (and in the newest file), and both could delete
+    /// the same old file.
+    snapshot_turn: tokio::sync::Mutex<()>,
 }
 
 struct Applied<S> {
@@ -38,6 +44,12 @@ struct Applied<S> {
 struct StoredSnapshot {
     meta: SnapshotMeta<u64, BasicNode>,
     bytes: Vec<u8>,
+}
+
+impl StoredSnapshot {
+    fn into_snapshot(self) -> Snapshot<TypeConfig> {
+        Snapshot { meta: self.meta, snapshot: Box::new(Cursor::new(self.bytes)) }
+    }
 }
 
 impl<S> Clone for StateMachineStore<S> {
@@ -62,8 +74,12 @@ impl<S: StateMachine> StateMachineStore<S> {
             }
         };
         let applied = Applied { machine, last_applied, last_membership };
-        let shared =
-            Shared { applied: RwLock::new(applied), snapshots, current: Mutex::new(current) };
+        let shared = Shared {
+            applied: RwLock::new(applied),
+            snapshots,
+            current: Mutex::new(current),
+            snapshot_turn: tokio::sync::Mutex::new(()),
+        };
         Ok(Self { shared: Arc::new(shared) })
     }
 
@@ -106,10 +122,17 @@ impl<S: StateMachine> StateMachineStore<S> {
 
 impl<S: StateMachine> RaftSnapshotBuilder<TypeConfig> for StateMachineStore<S> {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let _turn = self.shared.snapshot_turn.lock().await;
         let (last_log_id, last_membership, state) = {
             let applied = self.applied();
             (applied.last_applied, applied.last_membership.clone(), applied.machine.snapshot())
         };
+        if let Some(current) =
+            self.current().filter(|current| current.meta.last_log_id >= last_log_id)
+        {
+            // Never replace a snapshot that is as new or newer (an install got there first).
+            return Ok(current.into_snapshot());
+        }
         let (index, term) = last_log_id.map_or((0, 0), |id| (id.index, id.leader_id.term));
         let snapshot_id = format!("{term}-{index}-{:016x}", rand::random::<u64>());
         let meta = SnapshotMeta { last_log_id, last_membership, snapshot_id };
@@ -187,6 +210,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             return Err(StorageIOError::read_snapshot(signature, AnyError::error(reason)).into());
         }
         let stored = StoredSnapshot { meta: meta.clone(), bytes };
+        let _turn = self.shared.snapshot_turn.lock().await;
         self.write_file(&stored).await?;
         {
             let mut applied = self.applied_mut();
@@ -202,10 +226,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        Ok(self.current().map(|stored| Snapshot {
-            meta: stored.meta,
-            snapshot: Box::new(Cursor::new(stored.bytes)),
-        }))
+        Ok(self.current().map(StoredSnapshot::into_snapshot))
     }
 }
 
@@ -252,5 +273,64 @@ mod tests {
         let entries = vec![entry(2, 1, 2), entry(3, 2, 1), entry(7, 3, 1)];
         store.apply(entries).await.expect("apply never fails");
         assert_eq!(store.read(|machine| machine.terms.clone()), vec![2, 2, 3, 7]);
+    }
+
+    /// A machine whose `snapshot` takes a while, so an install can start during a build.
+    #[derive(Default)]
+    struct SlowSnapshots {
+        applied: u64,
+    }
+
+    impl StateMachine for SlowSnapshots {
+        fn apply(&mut self, _command: &[u8], _entry_term: u64) -> Vec<u8> {
+            self.applied += 1;
+            Vec::new()
+        }
+
+        fn snapshot(&self) -> Vec<u8> {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            self.applied.to_le_bytes().to_vec()
+        }
+
+        fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
+            let bytes = snapshot.try_into().map_err(|_| RestoreError::new("not 8 bytes"))?;
+            self.applied = u64::from_le_bytes(bytes);
+            Ok(())
+        }
+    }
+
+    /// A build that read the state before an install started never puts its older snapshot
+    /// back: after both, the current snapshot and the newest file are the installed one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_build_racing_an_install_never_rolls_the_snapshot_back() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut store = StateMachineStore::open(dir.path(), SlowSnapshots::default())
+            .expect("an empty snapshot dir opens");
+        store.apply(vec![entry(1, 1, 1), entry(1, 2, 1)]).await.expect("apply never fails");
+
+        let mut builder = store.get_snapshot_builder().await;
+        let build = tokio::spawn(async move { builder.build_snapshot().await });
+        // The build is now inside `snapshot()`; the install arrives meanwhile.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let installed_id = Some(LogId::new(CommittedLeaderId::new(2, 1), 10));
+        let meta = SnapshotMeta {
+            last_log_id: installed_id,
+            last_membership: StoredMembership::default(),
+            snapshot_id: "2-10-installed".to_string(),
+        };
+        let contents = SnapshotContents { meta: meta.clone(), state: 10u64.to_le_bytes().to_vec() };
+        let bytes = contents.encode().expect("a snapshot encodes");
+        store.install_snapshot(&meta, Box::new(Cursor::new(bytes))).await.expect("installs");
+        build.await.expect("the build task runs").expect("the build succeeds");
+
+        let current = store.get_current_snapshot().await.expect("reads").expect("a snapshot");
+        assert_eq!(current.meta.last_log_id, installed_id);
+        let (_, newest, _) = SnapshotDir::open(dir.path())
+            .expect("opens")
+            .load_newest()
+            .expect("loads")
+            .expect("a file");
+        assert_eq!(newest.meta.last_log_id, installed_id);
+        assert_eq!(store.read(|machine| machine.applied), 10);
     }
 }
