@@ -100,12 +100,13 @@ impl<S: StateMachine> ConsensusNode<S> {
         config: &NodeConfig,
         state_machine: S,
         network: N,
-        log_store: LogStore,
+        mut log_store: LogStore,
     ) -> Result<(Raft, StateMachineStore<S>), StartError> {
         let record = BootstrapRecord { node_id: config.id, peers: config.peers.clone() };
         log_store.check_bootstrap(&record).await?;
         let snapshot_dir = config.data_dir.join("snapshots");
         let state_machine = StateMachineStore::open(&snapshot_dir, state_machine)?;
+        log_store.purge_behind(state_machine.durable_snapshots());
         let raft_config =
             config.raft_config().validate().map_err(|error| StartError::Raft(error.to_string()))?;
         let raft =

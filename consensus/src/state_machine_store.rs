@@ -10,6 +10,7 @@ use openraft::{
     AnyError, BasicNode, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta, StorageIOError,
     StoredMembership,
 };
+use tokio::sync::watch;
 
 use crate::error::StartError;
 use crate::snapshot_file::{SnapshotContents, SnapshotDir};
@@ -32,6 +33,9 @@ struct Shared<S> {
     /// its older snapshot back as `current` (and in the newest file), and both could delete
     /// the same old file.
     snapshot_turn: tokio::sync::Mutex<()>,
+    /// The newest snapshot whose file (and directory entry) is fsynced; the log store purges
+    /// only entries it covers (see `LogStore::purge_behind`).
+    durable: watch::Sender<Option<LogId<u64>>>,
 }
 
 struct Applied<S> {
@@ -74,13 +78,22 @@ impl<S: StateMachine> StateMachineStore<S> {
             }
         };
         let applied = Applied { machine, last_applied, last_membership };
+        let durable = watch::Sender::new(
+            current.as_ref().and_then(|current: &StoredSnapshot| current.meta.last_log_id),
+        );
         let shared = Shared {
+            durable,
             applied: RwLock::new(applied),
             snapshots,
             current: Mutex::new(current),
             snapshot_turn: tokio::sync::Mutex::new(()),
         };
         Ok(Self { shared: Arc::new(shared) })
+    }
+
+    /// The last log id of the newest snapshot that is durable on disk, as it changes.
+    pub fn durable_snapshots(&self) -> watch::Receiver<Option<LogId<u64>>> {
+        self.shared.durable.subscribe()
     }
 
     /// Runs `read` on the applied state.
@@ -116,6 +129,14 @@ impl<S: StateMachine> StateMachineStore<S> {
             .await
             .map_err(|error| StorageIOError::write_snapshot(signature.clone(), &error))?
             .map_err(|error| StorageIOError::write_snapshot(signature, &error))?;
+        let written = snapshot.meta.last_log_id;
+        self.shared.durable.send_if_modified(|durable| {
+            let newer = written > *durable;
+            if newer {
+                *durable = written;
+            }
+            newer
+        });
         Ok(())
     }
 }
