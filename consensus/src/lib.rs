@@ -19,6 +19,9 @@
 //! Architecture invariants:
 //! - Nothing is acknowledged before it is durable: `append` calls back and `save_vote` returns
 //!   only after sled's flush *and* an fsync of its database file, both on the one flusher thread.
+//! - No snapshot is built from a `StateMachine::snapshot()` over `STATE_SNAPSHOT_BYTES_MAX`
+//!   (the previous one is kept and nothing is purged), so every snapshot built fits the file,
+//!   message and decode limits of every replica.
 //! - No entry exceeds `log_store::ENTRY_BYTES_MAX` (sled would put it in a never-synced blob).
 //! - A data directory that does not decode, or was bootstrapped as another node or group,
 //!   refuses to start; a snapshot file is never silently skipped.
@@ -61,5 +64,6 @@ pub use log_store_closed::LogStoreClosed;
 pub use node::{ConsensusNode, COMMAND_BYTES_MAX};
 pub use rpc_handler::RpcHandler;
 pub use service::{incoming, serve, server_builder, RaftServer};
+pub use snapshot_file::STATE_SNAPSHOT_BYTES_MAX;
 pub use state_machine::{RestoreError, StateMachine};
 pub use type_config::{Commands, Entry, Metrics, Raft, Responses, TypeConfig};

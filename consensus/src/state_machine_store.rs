@@ -13,7 +13,7 @@ use openraft::{
 use tokio::sync::watch;
 
 use crate::error::StartError;
-use crate::snapshot_file::{SnapshotContents, SnapshotDir};
+use crate::snapshot_file::{SnapshotContents, SnapshotDir, STATE_SNAPSHOT_BYTES_MAX};
 use crate::type_config::{Entry, Responses, StorageError, TypeConfig};
 use crate::StateMachine;
 
@@ -36,6 +36,8 @@ struct Shared<S> {
     /// The newest snapshot whose file (and directory entry) is fsynced; the log store purges
     /// only entries it covers (see `LogStore::purge_behind`).
     durable: watch::Sender<Option<LogId<u64>>>,
+    /// [`STATE_SNAPSHOT_BYTES_MAX`]; smaller in tests.
+    state_bytes_max: usize,
 }
 
 struct Applied<S> {
@@ -83,12 +85,21 @@ impl<S: StateMachine> StateMachineStore<S> {
         );
         let shared = Shared {
             durable,
+            state_bytes_max: STATE_SNAPSHOT_BYTES_MAX,
             applied: RwLock::new(applied),
             snapshots,
             current: Mutex::new(current),
             snapshot_turn: tokio::sync::Mutex::new(()),
         };
         Ok(Self { shared: Arc::new(shared) })
+    }
+
+    /// Like [`StateMachineStore::open`] with a smaller state limit, to test the refusal.
+    #[cfg(test)]
+    fn open_with_state_limit(snapshot_dir: &Path, machine: S, state_bytes_max: usize) -> Self {
+        let mut store = Self::open(snapshot_dir, machine).expect("the snapshot dir opens");
+        Arc::get_mut(&mut store.shared).expect("not shared yet").state_bytes_max = state_bytes_max;
+        store
     }
 
     /// The last log id of the newest snapshot that is durable on disk, as it changes.
@@ -141,6 +152,36 @@ impl<S: StateMachine> StateMachineStore<S> {
     }
 }
 
+impl<S> StateMachineStore<S> {
+    /// The answer to a build whose state is too large for every replica to store and install.
+    /// An error from `build_snapshot` stops openraft 0.9's core for good (the state machine
+    /// worker's result is `?`-propagated in `RaftCore`), so the build "succeeds" with the
+    /// previous snapshot (or an empty meta): openraft sees nothing newer, keeps its snapshot
+    /// and purges nothing, and the group keeps committing with a growing log while a human
+    /// shrinks the state.
+    fn refuse_oversized(
+        &self,
+        last_log_id: Option<LogId<u64>>,
+        size_bytes: usize,
+    ) -> Snapshot<TypeConfig> {
+        tracing::error!(
+            ?last_log_id,
+            size_bytes,
+            size_bytes_max = self.shared.state_bytes_max,
+            "the application state is too large to snapshot; keeping the previous snapshot and the log"
+        );
+        let previous =
+            self.shared.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        match previous {
+            Some(previous) => previous.into_snapshot(),
+            None => Snapshot {
+                meta: SnapshotMeta::default(),
+                snapshot: Box::new(Cursor::new(Vec::new())),
+            },
+        }
+    }
+}
+
 impl<S: StateMachine> RaftSnapshotBuilder<TypeConfig> for StateMachineStore<S> {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
         let _turn = self.shared.snapshot_turn.lock().await;
@@ -148,6 +189,9 @@ impl<S: StateMachine> RaftSnapshotBuilder<TypeConfig> for StateMachineStore<S> {
             let applied = self.applied();
             (applied.last_applied, applied.last_membership.clone(), applied.machine.snapshot())
         };
+        if state.len() > self.shared.state_bytes_max {
+            return Ok(self.refuse_oversized(last_log_id, state.len()));
+        }
         if let Some(current) =
             self.current().filter(|current| current.meta.last_log_id >= last_log_id)
         {
@@ -256,6 +300,7 @@ mod tests {
     use openraft::{CommittedLeaderId, EntryPayload};
 
     use super::*;
+    use crate::kv::{KvCommand, KvStore};
     use crate::{Commands, RestoreError};
 
     /// Records the term each command was applied with.
@@ -353,5 +398,31 @@ mod tests {
             .expect("a file");
         assert_eq!(newest.meta.last_log_id, installed_id);
         assert_eq!(store.read(|machine| machine.applied), 10);
+    }
+
+    /// A state over the limit is not built, and not an error (openraft would stop): the build
+    /// answers with the previous snapshot, so nothing newer is recorded and nothing is purged.
+    #[tokio::test]
+    async fn an_oversized_state_keeps_the_previous_snapshot() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut store =
+            StateMachineStore::open_with_state_limit(dir.path(), KvStore::default(), 64);
+        let put = |key: &str, value: usize| {
+            let command = KvCommand::Put { key: key.to_string(), value: "v".repeat(value) };
+            Commands(vec![command.encode()])
+        };
+        let entry = |index, commands| Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(commands),
+        };
+        store.apply(vec![entry(1, put("a", 1))]).await.expect("applies");
+        let small = store.get_snapshot_builder().await.build_snapshot().await.expect("builds");
+        assert_eq!(small.meta.last_log_id.map(|id| id.index), Some(1));
+
+        store.apply(vec![entry(2, put("b", 100))]).await.expect("applies");
+        let refused = store.get_snapshot_builder().await.build_snapshot().await;
+        let refused = refused.expect("an oversized state is not an error");
+        assert_eq!(refused.meta, small.meta, "the previous snapshot stands");
+        assert_eq!(*store.durable_snapshots().borrow(), small.meta.last_log_id);
     }
 }
