@@ -1,12 +1,22 @@
 //! Groups concurrent writes into one log entry. openraft 0.9 flushes the leader's log once per
 //! client write, so without this every write would pay a full fsync on the leader; with it,
 //! writes that arrive while earlier entries are in flight share the next entry and its fsync.
+//!
+//! Every proposed entry is answered, and its in-flight slot freed, within the write timeout.
+//! openraft 0.9 answers a pending `client_write` only when the entry is applied or truncated;
+//! an entry that a snapshot install replaced (the node lost leadership while partitioned, and
+//! the new leader's snapshot reached past this node's log, so nothing was truncated) is never
+//! answered. Waiting for that answer held both slots for ever, and the node, leading again
+//! later, timed out every write. So the wait also ends when the node stops leading in the term
+//! it proposed in (the writers are told `ForwardToLeader`; they retry with the same stamp, and
+//! the entry may or may not have committed), and at the write timeout.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use openraft::error::{ClientWriteError, Fatal, ForwardToLeader, RaftError};
 use openraft::raft::ClientWriteResult;
-use openraft::BasicNode;
+use openraft::{BasicNode, ServerState};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
@@ -42,10 +52,12 @@ pub(crate) struct Batcher {
 }
 
 impl Batcher {
-    /// Starts the batching task for `raft`; entries hold at most `batch_bytes_max` command bytes.
-    pub(crate) fn start(raft: Raft, batch_bytes_max: usize) -> Self {
+    /// Starts the batching task for `raft`; entries hold at most `batch_bytes_max` command bytes,
+    /// and an entry's writers are answered at the latest `write_timeout_ms` after it is proposed.
+    pub(crate) fn start(raft: Raft, batch_bytes_max: usize, write_timeout_ms: u64) -> Self {
         let (requests, receiver) = mpsc::channel(QUEUE_LENGTH_MAX);
-        tokio::spawn(run(raft, receiver, batch_bytes_max));
+        let limits = Limits { batch_bytes_max, write_timeout_ms };
+        tokio::spawn(run(raft, receiver, limits));
         Self { requests }
     }
 
@@ -59,7 +71,14 @@ impl Batcher {
     }
 }
 
-async fn run(raft: Raft, mut receiver: mpsc::Receiver<Pending>, batch_bytes_max: usize) {
+/// The bounds of one batcher.
+#[derive(Clone, Copy)]
+struct Limits {
+    batch_bytes_max: usize,
+    write_timeout_ms: u64,
+}
+
+async fn run(raft: Raft, mut receiver: mpsc::Receiver<Pending>, limits: Limits) {
     let in_flight = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT_MAX));
     let pace = Arc::new(Mutex::new(BatchPace::default()));
     let mut carried: Option<Pending> = None;
@@ -76,18 +95,22 @@ async fn run(raft: Raft, mut receiver: mpsc::Receiver<Pending>, batch_bytes_max:
         let permit =
             Arc::clone(&in_flight).acquire_owned().await.expect("the semaphore is never closed");
         let last_pace = *pace.lock().expect("the pace lock is never poisoned");
-        let mut batch = Gathered::new(first, batch_bytes_max);
+        let mut batch = Gathered::new(first, limits.batch_bytes_max);
         carried = batch.gather(&mut receiver, last_pace).await;
         // Entries reach openraft in the order they were gathered; only answers are awaited
         // concurrently.
         let started = Instant::now();
         let (commands, replies) = batch.split();
+        // Read before proposing: if the node leads now, the entry can only be proposed in this
+        // term or later, and a later term means this leadership ended anyway.
+        let leading_term = leading_term(&raft);
         let answer = raft.client_write_ff(Commands(commands)).await;
         let raft = raft.clone();
         let pace = Arc::clone(&pace);
         tokio::spawn(async move {
             let answered = replies.len();
-            deliver(&raft, answer, replies).await;
+            let outcome = settle(&raft, answer, leading_term, limits.write_timeout_ms).await;
+            deliver(outcome, replies);
             *pace.lock().expect("the pace lock is never poisoned") =
                 BatchPace::new(answered, started.elapsed());
             drop(permit);
@@ -149,29 +172,82 @@ impl Gathered {
     }
 }
 
-/// Waits for the entry's answer and hands each writer its response.
-async fn deliver(
+/// The answer to one proposed entry: openraft's, or `ForwardToLeader` once the node no longer
+/// leads in `leading_term` (openraft may never answer: see the module comment), or a timeout.
+async fn settle(
     raft: &Raft,
     submitted: Result<oneshot::Receiver<ClientWriteResult<TypeConfig>>, Fatal<u64>>,
-    replies: Vec<Reply>,
-) {
-    let answer = match submitted {
+    leading_term: Option<u64>,
+    write_timeout_ms: u64,
+) -> Result<Vec<Vec<u8>>, WriteError> {
+    let timeout = Duration::from_millis(write_timeout_ms);
+    tokio::select! {
+        // An answer that is ready wins over a leadership change seen at the same moment.
+        biased;
+        answer = answer(submitted) => match answer {
+            Ok(written) => Ok(written.data.0),
+            Err(error) => Err(write_error(raft, error)),
+        },
+        () = leadership_ended(raft, leading_term) => {
+            let leader_id = raft.metrics().borrow().current_leader;
+            Err(forward_to_leader(raft, ForwardToLeader { leader_id, leader_node: None }))
+        }
+        () = tokio::time::sleep(timeout) => Err(WriteError::Timeout { timeout_ms: write_timeout_ms }),
+    }
+}
+
+/// openraft's answer to a proposed entry.
+async fn answer(
+    submitted: Result<oneshot::Receiver<ClientWriteResult<TypeConfig>>, Fatal<u64>>,
+) -> Result<
+    openraft::raft::ClientWriteResponse<TypeConfig>,
+    RaftError<u64, ClientWriteError<u64, BasicNode>>,
+> {
+    match submitted {
         Ok(receiver) => match receiver.await {
             Ok(result) => result.map_err(RaftError::APIError),
             Err(_) => Err(RaftError::Fatal(Fatal::Stopped)),
         },
         Err(fatal) => Err(RaftError::Fatal(fatal)),
+    }
+}
+
+/// The term this node leads in, if it leads.
+fn leading_term(raft: &Raft) -> Option<u64> {
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow();
+    (metrics.state == ServerState::Leader).then_some(metrics.current_term)
+}
+
+/// Completes once this node no longer leads in `leading_term`: it stepped down, or moved to
+/// another term (a follower's log can then be replaced by a snapshot). Never completes for an
+/// entry proposed while not leading (openraft answers those at once) or once Raft has stopped
+/// (then openraft's answer is `Stopped`).
+async fn leadership_ended(raft: &Raft, leading_term: Option<u64>) {
+    let Some(term) = leading_term else {
+        return std::future::pending().await;
     };
-    match answer {
-        Ok(written) => {
-            assert_eq!(written.data.0.len(), replies.len(), "one response per command");
-            for (reply, response) in replies.into_iter().zip(written.data.0) {
+    let mut metrics = raft.metrics();
+    let stopped = metrics
+        .wait_for(|metrics| metrics.state != ServerState::Leader || metrics.current_term != term)
+        .await
+        .is_err();
+    if stopped {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Hands each writer its response.
+fn deliver(outcome: Result<Vec<Vec<u8>>, WriteError>, replies: Vec<Reply>) {
+    match outcome {
+        Ok(responses) => {
+            assert_eq!(responses.len(), replies.len(), "one response per command");
+            for (reply, response) in replies.into_iter().zip(responses) {
                 // The writer may have timed out and left.
                 let _ = reply.send(Ok(response));
             }
         }
         Err(error) => {
-            let error = write_error(raft, error);
             for reply in replies {
                 let _ = reply.send(Err(error.clone()));
             }

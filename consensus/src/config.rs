@@ -142,6 +142,7 @@ impl NodeConfig {
             // An AppendEntries RPC times out after one heartbeat interval, so it must carry
             // at most what a follower writes and syncs well within it (64 x 64 KiB = 4 MiB).
             max_payload_entries: PAYLOAD_ENTRIES_MAX,
+            snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES_MAX,
             ..Default::default()
         }
     }
@@ -149,6 +150,19 @@ impl NodeConfig {
 
 /// Entries per AppendEntries RPC at most (openraft's default is 300).
 const PAYLOAD_ENTRIES_MAX: u64 = 64;
+
+/// One InstallSnapshot chunk carries at most this many snapshot bytes (openraft's default, made
+/// explicit): a 256 MiB snapshot is 86 chunks, each one write on the receiver.
+const SNAPSHOT_CHUNK_BYTES_MAX: u64 = 3 * 1024 * 1024;
+
+// A chunk plus its request (vote, meta with the membership) fits one gRPC message, and a whole
+// snapshot is at most what a receiver accepts (`rpc_bounds`) and decodes (`snapshot_file`).
+const _: () =
+    assert!(SNAPSHOT_CHUNK_BYTES_MAX + 1024 * 1024 <= crate::network::MESSAGE_BYTES_MAX as u64);
+const _: () = assert!(
+    crate::snapshot_file::STATE_SNAPSHOT_BYTES_MAX as u64
+        <= crate::snapshot_file::SNAPSHOT_BYTES_MAX
+);
 
 /// Parses `1=127.0.0.1:7001,2=127.0.0.1:7002`; an error names the offending item.
 pub fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, ConfigError> {

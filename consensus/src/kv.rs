@@ -56,7 +56,7 @@ impl KvStore {
 }
 
 impl StateMachine for KvStore {
-    fn apply(&mut self, command: &[u8]) -> Vec<u8> {
+    fn apply(&mut self, command: &[u8], _entry_term: u64) -> Vec<u8> {
         let response = match codec::decode::<KvCommand>(command) {
             Ok(KvCommand::Put { key, value }) => KvResponse::Value(self.map.insert(key, value)),
             Ok(KvCommand::Get { key }) => KvResponse::Value(self.map.get(&key).cloned()),

@@ -5,21 +5,29 @@
 //!
 //! Code map:
 //! - `node`: [`ConsensusNode`], the one type the application uses; `batcher` groups concurrent
-//!   writes into one log entry (group commit), `batch_pace` says how long to wait for them.
+//!   writes into one log entry (group commit), `batch_pace` says how long to wait for them;
+//!   `leadership` caches quorum confirmations of leadership (`confirm_leadership`).
 //! - `log_store` (sled) and `flusher`: the Raft log, vote, committed and purged ids, and the
 //!   bootstrap record. `state_machine_store` and `snapshot_file`: the application state and its
 //!   snapshot files. Both pass `openraft::testing::Suite`.
 //! - `network` (client) and `service` (server): the `RaftService` transport; `cluster_info`:
-//!   the only conversions to and from protobuf.
+//!   the only conversions to and from protobuf. `rpc_handler` is where every received RPC
+//!   goes; `rpc_bounds` refuses forged terms, log ids and snapshot offsets there.
 //! - `kv`, `kv_service` and `kv_stream`: a key-value machine and its gRPC front (unary and
 //!   streamed writes), for tests and benchmarks.
 //!
 //! Architecture invariants:
 //! - Nothing is acknowledged before it is durable: `append` calls back and `save_vote` returns
 //!   only after sled's flush *and* an fsync of its database file, both on the one flusher thread.
+//! - No snapshot is built from a `StateMachine::snapshot()` over `STATE_SNAPSHOT_BYTES_MAX`
+//!   (the previous one is kept and nothing is purged), so every snapshot built fits the file,
+//!   message and decode limits of every replica.
 //! - No entry exceeds `log_store::ENTRY_BYTES_MAX` (sled would put it in a never-synced blob).
 //! - A data directory that does not decode, or was bootstrapped as another node or group,
 //!   refuses to start; a snapshot file is never silently skipped.
+//! - No received RPC reaches openraft with a term more than `rpc_bounds::TERM_AHEAD_MAX` above
+//!   this node's, a term or index near `u64::MAX`, or a snapshot chunk past the largest file: a
+//!   forged message is refused and changes nothing.
 //! - sled appears only in `log_store` and `flusher`; protobuf only in `service`, `network`,
 //!   `cluster_info`, `kv_service` and `kv_stream`.
 
@@ -34,11 +42,13 @@ pub mod kv;
 mod kv_load;
 pub mod kv_service;
 pub mod kv_stream;
+mod leadership;
 pub mod log_store;
 mod log_store_closed;
 pub mod metrics_http;
 pub mod network;
 mod node;
+mod rpc_bounds;
 mod rpc_handler;
 mod service;
 pub mod snapshot_file;
@@ -54,5 +64,6 @@ pub use log_store_closed::LogStoreClosed;
 pub use node::{ConsensusNode, COMMAND_BYTES_MAX};
 pub use rpc_handler::RpcHandler;
 pub use service::{incoming, serve, server_builder, RaftServer};
+pub use snapshot_file::STATE_SNAPSHOT_BYTES_MAX;
 pub use state_machine::{RestoreError, StateMachine};
 pub use type_config::{Commands, Entry, Metrics, Raft, Responses, TypeConfig};

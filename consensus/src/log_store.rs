@@ -12,6 +12,8 @@ use openraft::{AnyError, LogId, RaftLogReader, StorageIOError, Vote};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use tokio::sync::watch;
+
 use crate::codec;
 use crate::error::StartError;
 use crate::flusher::Flusher;
@@ -44,7 +46,13 @@ pub struct LogStore {
     flusher: Flusher,
     dir: PathBuf,
     open: OpenHandle,
+    /// The newest durable snapshot's last log id, when a state machine store is attached.
+    durable_snapshots: Option<watch::Receiver<Option<LogId<u64>>>>,
 }
+
+/// How long a purge waits for the snapshot that covers it to be durable. The snapshot is being
+/// written by the state machine worker at that moment; a write this slow is a failed disk.
+const PURGE_WAIT_MS_MAX: u64 = 120_000;
 
 /// Reads entries for replication while the store keeps appending.
 #[derive(Clone)]
@@ -70,7 +78,37 @@ impl LogStore {
         let (flusher, thread) = Flusher::start(db.clone(), db_file)
             .map_err(|error| failed(format!("cannot start the flusher thread: {error}")))?;
         let (open, closed) = LogStoreClosed::new(thread, db_path);
-        Ok((Self { db, flusher, dir: dir.to_path_buf(), open }, closed))
+        let durable_snapshots = None;
+        Ok((Self { db, flusher, dir: dir.to_path_buf(), open, durable_snapshots }, closed))
+    }
+
+    /// Makes every purge wait until a durable snapshot covers the purged entries. openraft
+    /// 0.9.25 builds a snapshot before it purges (`finish_building_snapshot` runs after
+    /// `build_snapshot` returned, and ours returns after the file and directory are fsynced),
+    /// but after *receiving* a snapshot it queues the install on the state machine worker and
+    /// the purge (`Command::PurgeLog`, which has no condition) on the core, which runs it at
+    /// once: the purge could reach the disk (with the next append's fsync) before the snapshot
+    /// file, and a crash between them would leave a log with a hole no snapshot fills.
+    pub fn purge_behind(&mut self, durable_snapshots: watch::Receiver<Option<LogId<u64>>>) {
+        self.durable_snapshots = Some(durable_snapshots);
+    }
+
+    /// Waits until a durable snapshot covers `log_id`, if a state machine store is attached.
+    async fn wait_for_covering_snapshot(&mut self, log_id: LogId<u64>) -> Result<(), String> {
+        let Some(durable) = &mut self.durable_snapshots else {
+            return Ok(());
+        };
+        let covered = durable.wait_for(|durable| durable.is_some_and(|d| d.index >= log_id.index));
+        let timeout = std::time::Duration::from_millis(PURGE_WAIT_MS_MAX);
+        match tokio::time::timeout(timeout, covered).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_closed)) => {
+                Err(format!("the state machine closed before a snapshot covered {log_id}"))
+            }
+            Err(_elapsed) => {
+                Err(format!("no durable snapshot covered {log_id} within {PURGE_WAIT_MS_MAX} ms"))
+            }
+        }
     }
 
     /// Records who bootstrapped this directory, or checks that it is the same node and peers.
@@ -290,6 +328,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
+        self.wait_for_covering_snapshot(log_id)
+            .await
+            .map_err(|reason| StorageIOError::write_logs(AnyError::error(reason)))?;
         // The purged id and the removals are one atomic batch, so a crash never leaves a gap
         // between the purged id and the first entry. Not synced: a lost purge only keeps more.
         let mut batch = sled::Batch::default();
@@ -357,5 +398,35 @@ mod restart_tests {
         check(Vote::new_committed(3, 2), Some(1), Vote::new_committed(3, 2));
         check(Vote::new(3, 1), Some(1), Vote::new(3, 1));
         check(Vote::new_committed(3, 1), None, Vote::new_committed(3, 1));
+    }
+}
+
+#[cfg(test)]
+mod purge_tests {
+    use openraft::CommittedLeaderId;
+
+    use super::*;
+
+    /// A purge attached to a state machine store completes only once a durable snapshot covers
+    /// the purged entries, so the purge can never reach the disk before the snapshot file.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_purge_waits_for_the_snapshot_that_covers_it() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let (mut store, _closed) = LogStore::open(dir.path()).expect("an empty log opens");
+        let (durable, receiver) = watch::channel(None);
+        store.purge_behind(receiver);
+        let log_id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
+
+        let purge = tokio::spawn(async move {
+            store.purge(log_id(5)).await.expect("the purge succeeds");
+            store
+        });
+        durable.send_replace(Some(log_id(4)));
+        tokio::task::yield_now().await;
+        assert!(!purge.is_finished(), "a snapshot up to 4 does not cover a purge up to 5");
+        durable.send_replace(Some(log_id(5)));
+        let mut store = purge.await.expect("the purge task runs");
+        let state = store.get_log_state().await.expect("the log state reads");
+        assert_eq!(state.last_purged_log_id, Some(log_id(5)));
     }
 }

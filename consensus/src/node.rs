@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::batcher::{forward_to_leader, Batcher};
 use crate::cluster_info::ClusterInfo;
 use crate::error::ShutdownError;
+use crate::leadership::Leadership;
 use crate::log_store::{BootstrapRecord, LogStore, ENTRY_BYTES_MAX};
 use crate::log_store_closed::LogStoreClosed;
 use crate::network::Network;
@@ -41,6 +42,7 @@ struct Inner<S> {
     log_store_closed: LogStoreClosed,
     rpc_handler: RpcHandler,
     batcher: Batcher,
+    leadership: Leadership,
 }
 
 impl<S> Clone for ConsensusNode<S> {
@@ -67,11 +69,20 @@ impl<S: StateMachine> ConsensusNode<S> {
         match Self::start_raft(&config, state_machine, network, log_store).await {
             Ok((raft, state_machine)) => {
                 tracing::info!(node = config.id, dir = %config.data_dir.display(), "raft node started");
-                let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX);
+                let batcher =
+                    Batcher::start(raft.clone(), COMMAND_BYTES_MAX, config.write_timeout_ms);
                 let lease = Duration::from_millis(config.election_timeout_max_ms);
                 let rpc_handler = RpcHandler::new(raft.clone(), lease);
-                let inner =
-                    Inner { config, raft, state_machine, log_store_closed, batcher, rpc_handler };
+                let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
+                let inner = Inner {
+                    config,
+                    raft,
+                    state_machine,
+                    log_store_closed,
+                    batcher,
+                    rpc_handler,
+                    leadership,
+                };
                 Ok(Self { inner: Arc::new(inner) })
             }
             Err(error) => {
@@ -89,12 +100,13 @@ impl<S: StateMachine> ConsensusNode<S> {
         config: &NodeConfig,
         state_machine: S,
         network: N,
-        log_store: LogStore,
+        mut log_store: LogStore,
     ) -> Result<(Raft, StateMachineStore<S>), StartError> {
         let record = BootstrapRecord { node_id: config.id, peers: config.peers.clone() };
         log_store.check_bootstrap(&record).await?;
         let snapshot_dir = config.data_dir.join("snapshots");
         let state_machine = StateMachineStore::open(&snapshot_dir, state_machine)?;
+        log_store.purge_behind(state_machine.durable_snapshots());
         let raft_config =
             config.raft_config().validate().map_err(|error| StartError::Raft(error.to_string()))?;
         let raft =
@@ -172,6 +184,22 @@ impl<S: StateMachine> ConsensusNode<S> {
                 Err(WriteError::Stopped { reason: fatal.to_string() })
             }
         }
+    }
+
+    /// Returns this node's term if a quorum acknowledged it as leader in that term recently
+    /// (within [`ConsensusNode::leadership_fresh_for`] of the acknowledged heartbeat's sending),
+    /// so no other node can have been elected meanwhile. Answers from the last confirmation
+    /// while it is fresh; otherwise runs one round of heartbeats, shared by concurrent callers.
+    /// A leader cut off from the majority answers `Err` within twice that bound. Unlike
+    /// [`ConsensusNode::ensure_linearizable`], it does not wait for the state to be applied.
+    pub async fn confirm_leadership(&self) -> Result<u64, WriteError> {
+        self.inner.leadership.confirm().await
+    }
+
+    /// How long a confirmation of [`ConsensusNode::confirm_leadership`] is trusted:
+    /// `election_timeout_min_ms / 2`.
+    pub fn leadership_fresh_for(&self) -> Duration {
+        self.inner.leadership.fresh_for()
     }
 
     fn forward_to_leader(&self, forward: ForwardToLeader<u64, BasicNode>) -> WriteError {

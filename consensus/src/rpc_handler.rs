@@ -1,16 +1,20 @@
-//! What a node does with each incoming Raft RPC: hand it to openraft, and let [`StepUp`] watch
+//! What a node does with each incoming Raft RPC: refuse what breaks `rpc_bounds` (a forged or
+//! corrupt term must never reach openraft), hand the rest to openraft, and let [`StepUp`] watch
 //! AppendEntries and votes. The gRPC service and the tests' in-memory router both go through
 //! here, so the tests exercise the same handling as the wire.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::error::{Fatal, InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
 
+use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageError, StorageIOError};
+
+use crate::rpc_bounds::{self, Refusal};
 use crate::step_up::StepUp;
 use crate::{Raft, TypeConfig};
 
@@ -32,6 +36,7 @@ impl RpcHandler {
         &self,
         request: AppendEntriesRequest<TypeConfig>,
     ) -> Result<AppendEntriesResponse<u64>, RaftError<u64>> {
+        rpc_bounds::check_append(self.own_term(), &request).map_err(refused)?;
         let result = self.raft.append_entries(request).await;
         self.step_up.after_append(&result);
         result
@@ -41,6 +46,7 @@ impl RpcHandler {
         &self,
         request: VoteRequest<u64>,
     ) -> Result<VoteResponse<u64>, RaftError<u64>> {
+        rpc_bounds::check_vote(self.own_term(), &request).map_err(refused)?;
         let result = self.raft.vote(request.clone()).await;
         if let Ok(response) = &result {
             self.step_up.after_vote(&self.raft, &request, response);
@@ -52,11 +58,30 @@ impl RpcHandler {
         &self,
         request: InstallSnapshotRequest<TypeConfig>,
     ) -> Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>> {
+        rpc_bounds::check_install(self.own_term(), &request).map_err(refused)?;
         self.raft.install_snapshot(request).await
+    }
+
+    /// The term this node has seen; the vote's term (a candidate's own) counts too.
+    fn own_term(&self) -> u64 {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        metrics.current_term.max(metrics.vote.leader_id().term)
     }
 
     /// The node's `Raft` handle (for `ClusterInfo` and metrics).
     pub fn raft(&self) -> &Raft {
         &self.raft
     }
+}
+
+/// The reply to a refused request. openraft's RPC replies carry only `RaftError`, whose
+/// `Infallible` API error leaves `Fatal` as the one way to say no; the sender's openraft sees a
+/// `RemoteError`, which it logs and retries like any failed RPC (it changes nothing there),
+/// and the reason travels as the message. Nothing on this node has changed.
+fn refused<E: std::error::Error>(refusal: Refusal) -> RaftError<u64, E> {
+    tracing::warn!(rpc = refusal.rpc, reason = %refusal.reason, "refused a Raft request");
+    let error = AnyError::error(refusal.to_string());
+    let io = StorageIOError::new(ErrorSubject::None, ErrorVerb::Read, error);
+    RaftError::Fatal(Fatal::StorageError(StorageError::IO { source: io }))
 }

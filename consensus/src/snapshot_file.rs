@@ -18,6 +18,24 @@ const MAGIC: [u8; 8] = *b"RTSNAP01";
 const HEADER_BYTES: usize = 20;
 /// Neither a snapshot file nor its decompressed contents may exceed this.
 pub const SNAPSHOT_BYTES_MAX: u64 = codec::DECODED_BYTES_MAX;
+/// Room between [`SNAPSHOT_BYTES_MAX`] and the largest application state: the meta (log id,
+/// membership with a few addresses: well under 64 KiB), bincode's length prefixes, the file
+/// header, and gzip's worst case on incompressible bytes (zlib's `compressBound`: `n/4096 +
+/// n/16384 + 13` extra, 80 KiB at 256 MiB).
+const SNAPSHOT_OVERHEAD_BYTES_MAX: u64 = 1024 * 1024;
+/// The largest `StateMachine::snapshot()` the consensus layer guarantees to build, store, send
+/// and install: its file and its decoded contents both stay within [`SNAPSHOT_BYTES_MAX`]. A
+/// bigger one is not built (see `StateMachineStore`); an application should assert its own
+/// bound against this.
+pub const STATE_SNAPSHOT_BYTES_MAX: usize =
+    (SNAPSHOT_BYTES_MAX - SNAPSHOT_OVERHEAD_BYTES_MAX) as usize;
+
+// gzip's worst case on the largest state, plus meta room, fits the file limit.
+const _: () = {
+    let state = STATE_SNAPSHOT_BYTES_MAX as u64;
+    let gzip_worst = state + state / 4096 + state / 16384 + 13 + 64;
+    assert!(gzip_worst + 64 * 1024 + HEADER_BYTES as u64 <= SNAPSHOT_BYTES_MAX);
+};
 /// The newest files kept; older ones are deleted after a new one is renamed into place.
 const SNAPSHOT_FILES_KEPT: usize = 2;
 const FILE_PREFIX: &str = "snapshot-";
@@ -131,7 +149,11 @@ impl SnapshotDir {
         let files = self.list(FILE_SUFFIX)?;
         let old_count = files.len().saturating_sub(SNAPSHOT_FILES_KEPT);
         for old in &files[..old_count] {
-            fs::remove_file(old)?;
+            // Already gone is what deleting wanted; only a real failure is an error.
+            match fs::remove_file(old) {
+                Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+                _ => {}
+            }
         }
         Ok(path)
     }

@@ -2,11 +2,15 @@
 
 /// What the application (the master's task queue) implements.
 ///
-/// Deterministic: `apply` depends only on the state and the command (no clock, no randomness,
-/// no I/O), so every replica that applies the same log reaches the same state.
+/// Deterministic: `apply` depends only on the state, the command and the entry's term (no
+/// clock, no randomness, no I/O), so every replica that applies the same log reaches the same
+/// state.
 pub trait StateMachine: Send + Sync + 'static {
     /// Applies one committed command and returns the response handed to the writer.
-    fn apply(&mut self, command: &[u8]) -> Vec<u8>;
+    /// `entry_term` is the term of the log entry that carries the command (the term of the
+    /// leader that proposed it): the same on every replica, so a decision can record the term
+    /// it was made in.
+    fn apply(&mut self, command: &[u8], entry_term: u64) -> Vec<u8>;
 
     /// The full serialized state, as `restore` takes it back.
     fn snapshot(&self) -> Vec<u8>;

@@ -10,9 +10,10 @@ use openraft::{
     AnyError, BasicNode, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta, StorageIOError,
     StoredMembership,
 };
+use tokio::sync::watch;
 
 use crate::error::StartError;
-use crate::snapshot_file::{SnapshotContents, SnapshotDir};
+use crate::snapshot_file::{SnapshotContents, SnapshotDir, STATE_SNAPSHOT_BYTES_MAX};
 use crate::type_config::{Entry, Responses, StorageError, TypeConfig};
 use crate::StateMachine;
 
@@ -26,6 +27,17 @@ struct Shared<S> {
     applied: RwLock<Applied<S>>,
     snapshots: SnapshotDir,
     current: Mutex<Option<StoredSnapshot>>,
+    /// Held by a snapshot build from reading the state to setting `current`, and by an install
+    /// from writing its file to setting `current`. openraft runs builds on their own task, so
+    /// without it a build that read the state before an install could finish after it and put
+    /// its older snapshot back as `current` (and in the newest file), and both could delete
+    /// the same old file.
+    snapshot_turn: tokio::sync::Mutex<()>,
+    /// The newest snapshot whose file (and directory entry) is fsynced; the log store purges
+    /// only entries it covers (see `LogStore::purge_behind`).
+    durable: watch::Sender<Option<LogId<u64>>>,
+    /// [`STATE_SNAPSHOT_BYTES_MAX`]; smaller in tests.
+    state_bytes_max: usize,
 }
 
 struct Applied<S> {
@@ -38,6 +50,12 @@ struct Applied<S> {
 struct StoredSnapshot {
     meta: SnapshotMeta<u64, BasicNode>,
     bytes: Vec<u8>,
+}
+
+impl StoredSnapshot {
+    fn into_snapshot(self) -> Snapshot<TypeConfig> {
+        Snapshot { meta: self.meta, snapshot: Box::new(Cursor::new(self.bytes)) }
+    }
 }
 
 impl<S> Clone for StateMachineStore<S> {
@@ -62,9 +80,31 @@ impl<S: StateMachine> StateMachineStore<S> {
             }
         };
         let applied = Applied { machine, last_applied, last_membership };
-        let shared =
-            Shared { applied: RwLock::new(applied), snapshots, current: Mutex::new(current) };
+        let durable = watch::Sender::new(
+            current.as_ref().and_then(|current: &StoredSnapshot| current.meta.last_log_id),
+        );
+        let shared = Shared {
+            durable,
+            state_bytes_max: STATE_SNAPSHOT_BYTES_MAX,
+            applied: RwLock::new(applied),
+            snapshots,
+            current: Mutex::new(current),
+            snapshot_turn: tokio::sync::Mutex::new(()),
+        };
         Ok(Self { shared: Arc::new(shared) })
+    }
+
+    /// Like [`StateMachineStore::open`] with a smaller state limit, to test the refusal.
+    #[cfg(test)]
+    fn open_with_state_limit(snapshot_dir: &Path, machine: S, state_bytes_max: usize) -> Self {
+        let mut store = Self::open(snapshot_dir, machine).expect("the snapshot dir opens");
+        Arc::get_mut(&mut store.shared).expect("not shared yet").state_bytes_max = state_bytes_max;
+        store
+    }
+
+    /// The last log id of the newest snapshot that is durable on disk, as it changes.
+    pub fn durable_snapshots(&self) -> watch::Receiver<Option<LogId<u64>>> {
+        self.shared.durable.subscribe()
     }
 
     /// Runs `read` on the applied state.
@@ -100,16 +140,64 @@ impl<S: StateMachine> StateMachineStore<S> {
             .await
             .map_err(|error| StorageIOError::write_snapshot(signature.clone(), &error))?
             .map_err(|error| StorageIOError::write_snapshot(signature, &error))?;
+        let written = snapshot.meta.last_log_id;
+        self.shared.durable.send_if_modified(|durable| {
+            let newer = written > *durable;
+            if newer {
+                *durable = written;
+            }
+            newer
+        });
         Ok(())
+    }
+}
+
+impl<S> StateMachineStore<S> {
+    /// The answer to a build whose state is too large for every replica to store and install.
+    /// An error from `build_snapshot` stops openraft 0.9's core for good (the state machine
+    /// worker's result is `?`-propagated in `RaftCore`), so the build "succeeds" with the
+    /// previous snapshot (or an empty meta): openraft sees nothing newer, keeps its snapshot
+    /// and purges nothing, and the group keeps committing with a growing log while a human
+    /// shrinks the state.
+    fn refuse_oversized(
+        &self,
+        last_log_id: Option<LogId<u64>>,
+        size_bytes: usize,
+    ) -> Snapshot<TypeConfig> {
+        tracing::error!(
+            ?last_log_id,
+            size_bytes,
+            size_bytes_max = self.shared.state_bytes_max,
+            "the application state is too large to snapshot; keeping the previous snapshot and the log"
+        );
+        let previous =
+            self.shared.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        match previous {
+            Some(previous) => previous.into_snapshot(),
+            None => Snapshot {
+                meta: SnapshotMeta::default(),
+                snapshot: Box::new(Cursor::new(Vec::new())),
+            },
+        }
     }
 }
 
 impl<S: StateMachine> RaftSnapshotBuilder<TypeConfig> for StateMachineStore<S> {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let _turn = self.shared.snapshot_turn.lock().await;
         let (last_log_id, last_membership, state) = {
             let applied = self.applied();
             (applied.last_applied, applied.last_membership.clone(), applied.machine.snapshot())
         };
+        if state.len() > self.shared.state_bytes_max {
+            return Ok(self.refuse_oversized(last_log_id, state.len()));
+        }
+        if let Some(current) =
+            self.current().filter(|current| current.meta.last_log_id >= last_log_id)
+        {
+            // Never replace a snapshot that is as new or newer (an install got there first).
+            return Ok(current.into_snapshot());
+        }
         let (index, term) = last_log_id.map_or((0, 0), |id| (id.index, id.leader_id.term));
         let snapshot_id = format!("{term}-{index}-{:016x}", rand::random::<u64>());
         let meta = SnapshotMeta { last_log_id, last_membership, snapshot_id };
@@ -147,7 +235,9 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             let response = match entry.payload {
                 EntryPayload::Blank => Vec::new(),
                 EntryPayload::Normal(commands) => {
-                    commands.0.iter().map(|command| applied.machine.apply(command)).collect()
+                    let entry_term = entry.log_id.leader_id.term;
+                    let machine = &mut applied.machine;
+                    commands.0.iter().map(|command| machine.apply(command, entry_term)).collect()
                 }
                 EntryPayload::Membership(membership) => {
                     applied.last_membership = StoredMembership::new(Some(entry.log_id), membership);
@@ -185,6 +275,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             return Err(StorageIOError::read_snapshot(signature, AnyError::error(reason)).into());
         }
         let stored = StoredSnapshot { meta: meta.clone(), bytes };
+        let _turn = self.shared.snapshot_turn.lock().await;
         self.write_file(&stored).await?;
         {
             let mut applied = self.applied_mut();
@@ -200,9 +291,138 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        Ok(self.current().map(|stored| Snapshot {
-            meta: stored.meta,
-            snapshot: Box::new(Cursor::new(stored.bytes)),
-        }))
+        Ok(self.current().map(StoredSnapshot::into_snapshot))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    use super::*;
+    use crate::kv::{KvCommand, KvStore};
+    use crate::{Commands, RestoreError};
+
+    /// Records the term each command was applied with.
+    #[derive(Default)]
+    struct TermRecorder {
+        terms: Vec<u64>,
+    }
+
+    impl StateMachine for TermRecorder {
+        fn apply(&mut self, _command: &[u8], entry_term: u64) -> Vec<u8> {
+            self.terms.push(entry_term);
+            Vec::new()
+        }
+
+        fn snapshot(&self) -> Vec<u8> {
+            Vec::new()
+        }
+
+        fn restore(&mut self, _snapshot: &[u8]) -> Result<(), RestoreError> {
+            Ok(())
+        }
+    }
+
+    fn entry(term: u64, index: u64, commands: usize) -> Entry {
+        let log_id = LogId::new(CommittedLeaderId::new(term, 1), index);
+        let payload = EntryPayload::Normal(Commands(vec![b"c".to_vec(); commands]));
+        Entry { log_id, payload }
+    }
+
+    /// Every command is applied with the term of the entry that carries it.
+    #[tokio::test]
+    async fn apply_passes_each_entry_term() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut store = StateMachineStore::open(dir.path(), TermRecorder::default())
+            .expect("an empty snapshot dir opens");
+        let entries = vec![entry(2, 1, 2), entry(3, 2, 1), entry(7, 3, 1)];
+        store.apply(entries).await.expect("apply never fails");
+        assert_eq!(store.read(|machine| machine.terms.clone()), vec![2, 2, 3, 7]);
+    }
+
+    /// A machine whose `snapshot` takes a while, so an install can start during a build.
+    #[derive(Default)]
+    struct SlowSnapshots {
+        applied: u64,
+    }
+
+    impl StateMachine for SlowSnapshots {
+        fn apply(&mut self, _command: &[u8], _entry_term: u64) -> Vec<u8> {
+            self.applied += 1;
+            Vec::new()
+        }
+
+        fn snapshot(&self) -> Vec<u8> {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            self.applied.to_le_bytes().to_vec()
+        }
+
+        fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
+            let bytes = snapshot.try_into().map_err(|_| RestoreError::new("not 8 bytes"))?;
+            self.applied = u64::from_le_bytes(bytes);
+            Ok(())
+        }
+    }
+
+    /// A build that read the state before an install started never puts its older snapshot
+    /// back: after both, the current snapshot and the newest file are the installed one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_build_racing_an_install_never_rolls_the_snapshot_back() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut store = StateMachineStore::open(dir.path(), SlowSnapshots::default())
+            .expect("an empty snapshot dir opens");
+        store.apply(vec![entry(1, 1, 1), entry(1, 2, 1)]).await.expect("apply never fails");
+
+        let mut builder = store.get_snapshot_builder().await;
+        let build = tokio::spawn(async move { builder.build_snapshot().await });
+        // The build is now inside `snapshot()`; the install arrives meanwhile.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let installed_id = Some(LogId::new(CommittedLeaderId::new(2, 1), 10));
+        let meta = SnapshotMeta {
+            last_log_id: installed_id,
+            last_membership: StoredMembership::default(),
+            snapshot_id: "2-10-installed".to_string(),
+        };
+        let contents = SnapshotContents { meta: meta.clone(), state: 10u64.to_le_bytes().to_vec() };
+        let bytes = contents.encode().expect("a snapshot encodes");
+        store.install_snapshot(&meta, Box::new(Cursor::new(bytes))).await.expect("installs");
+        build.await.expect("the build task runs").expect("the build succeeds");
+
+        let current = store.get_current_snapshot().await.expect("reads").expect("a snapshot");
+        assert_eq!(current.meta.last_log_id, installed_id);
+        let (_, newest, _) = SnapshotDir::open(dir.path())
+            .expect("opens")
+            .load_newest()
+            .expect("loads")
+            .expect("a file");
+        assert_eq!(newest.meta.last_log_id, installed_id);
+        assert_eq!(store.read(|machine| machine.applied), 10);
+    }
+
+    /// A state over the limit is not built, and not an error (openraft would stop): the build
+    /// answers with the previous snapshot, so nothing newer is recorded and nothing is purged.
+    #[tokio::test]
+    async fn an_oversized_state_keeps_the_previous_snapshot() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut store =
+            StateMachineStore::open_with_state_limit(dir.path(), KvStore::default(), 64);
+        let put = |key: &str, value: usize| {
+            let command = KvCommand::Put { key: key.to_string(), value: "v".repeat(value) };
+            Commands(vec![command.encode()])
+        };
+        let entry = |index, commands| Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(commands),
+        };
+        store.apply(vec![entry(1, put("a", 1))]).await.expect("applies");
+        let small = store.get_snapshot_builder().await.build_snapshot().await.expect("builds");
+        assert_eq!(small.meta.last_log_id.map(|id| id.index), Some(1));
+
+        store.apply(vec![entry(2, put("b", 100))]).await.expect("applies");
+        let refused = store.get_snapshot_builder().await.build_snapshot().await;
+        let refused = refused.expect("an oversized state is not an error");
+        assert_eq!(refused.meta, small.meta, "the previous snapshot stands");
+        assert_eq!(*store.durable_snapshots().borrow(), small.meta.last_log_id);
     }
 }

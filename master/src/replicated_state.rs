@@ -11,8 +11,8 @@ pub struct ReplicatedState {
 }
 
 impl StateMachine for ReplicatedState {
-    fn apply(&mut self, command: &[u8]) -> Vec<u8> {
-        self.state.apply_encoded(command, 0)
+    fn apply(&mut self, command: &[u8], entry_term: u64) -> Vec<u8> {
+        self.state.apply_encoded(command, entry_term)
     }
 
     fn snapshot(&self) -> Vec<u8> {

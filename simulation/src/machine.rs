@@ -45,18 +45,18 @@ impl FenceBreakingState {
 }
 
 impl StateMachine for FenceBreakingState {
-    fn apply(&mut self, command: &[u8]) -> Vec<u8> {
+    fn apply(&mut self, command: &[u8], entry_term: u64) -> Vec<u8> {
         let Ok(mut request) = decode_request(command) else {
-            return self.inner.apply(command);
+            return self.inner.apply(command, entry_term);
         };
         let Command::TaskFinished { task, epoch } = request.command else {
-            return self.inner.apply(command);
+            return self.inner.apply(command, entry_term);
         };
         match self.pending_epoch(task, epoch, request.now_ms) {
-            None => self.inner.apply(command),
+            None => self.inner.apply(command, entry_term),
             Some(pending) => {
                 request.command = Command::TaskFinished { task, epoch: pending };
-                self.inner.apply(&encode_request(&request))
+                self.inner.apply(&encode_request(&request), entry_term)
             }
         }
     }

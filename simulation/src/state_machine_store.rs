@@ -107,7 +107,7 @@ fn apply_one(inner: &mut Inner, entry: Entry) -> Responses {
         EntryPayload::Blank => {}
         EntryPayload::Normal(batch) => {
             for request in batch.0 {
-                let response = inner.machine.apply(&request);
+                let response = inner.machine.apply(&request, entry.log_id.leader_id.term);
                 commands.push(AppliedCommand { request, response });
             }
         }

@@ -4,11 +4,14 @@ mod cluster;
 mod router;
 
 mod cluster_info_grpc;
+mod confirm_leadership;
 mod election;
+mod forged_terms;
 mod kv_load;
 mod leader_crash;
 mod leader_isolation;
 mod lossy_links;
+mod pending_writes;
 mod refuse_to_start;
 mod restart;
 mod snapshot_catch_up;

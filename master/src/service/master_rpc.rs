@@ -53,7 +53,7 @@ impl MasterRpc {
     /// leadership a quorum confirmed recently: a deposed leader that has not noticed yet must
     /// not tell a pserver it still holds a slot that the new leader gave away.
     async fn confirmed_leader(&self) -> Result<(), Status> {
-        self.node.ensure_linearizable().await.map_err(write_error)
+        self.node.confirm_leadership().await.map(|_term| ()).map_err(write_error)
     }
 
     async fn linearizable(&self) -> Result<(), Status> {

@@ -22,7 +22,7 @@ pub const REQUEST_BYTES_MAX: u64 = 16 << 20;
 pub const SNAPSHOT_BYTES_MAX: u64 = 160 << 20;
 
 const _: () = assert!(
-    SNAPSHOT_BYTES_MAX < consensus::snapshot_file::SNAPSHOT_BYTES_MAX - (16 << 20),
+    SNAPSHOT_BYTES_MAX < consensus::STATE_SNAPSHOT_BYTES_MAX as u64,
     "the master's largest state must fit the consensus layer's snapshot limit with room for its meta"
 );
 
