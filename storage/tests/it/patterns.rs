@@ -79,16 +79,17 @@ impl CountingGuard {
     }
 }
 
-/// Why a guarded expansion in these tests stopped.
+/// Why a guarded expansion in these tests stopped: the guard said so, or the expansion
+/// failed (its error's message).
 #[derive(Debug)]
 enum Stop {
     Guard(String),
-    Expansion(RecordIoError),
+    Expansion(String),
 }
 
 impl From<RecordIoError> for Stop {
     fn from(error: RecordIoError) -> Self {
-        Stop::Expansion(error)
+        Stop::Expansion(error.to_string())
     }
 }
 
@@ -127,7 +128,8 @@ fn a_guard_stops_a_glob_over_a_symlink_loop() {
 }
 
 /// A relative pattern is taken relative to the base, which is literal (its glob characters
-/// are not special); a directory the guard skips is not listed, and its files do not match.
+/// are not special); a directory the guard skips is not listed, and its files do not match;
+/// the expansion's own errors come through the guard's error type.
 #[test]
 fn a_guard_sees_and_skips_directories() {
     let directory = tempfile::tempdir().expect("temporary directory");
@@ -144,6 +146,11 @@ fn a_guard_sees_and_skips_directories() {
     let matched = expand_pattern_guarded(&base, "kept/a.rio", &mut guard).expect("literal");
     assert_eq!(matched, vec![base.join("kept/a.rio")]);
     assert_eq!(guard.directories, vec![base.join("kept")], "a literal file's directory is seen");
+    let error = expand_pattern_guarded(&base, "kept/[", &mut guard).expect_err("invalid glob");
+    assert!(
+        matches!(&error, Stop::Expansion(message) if message.contains("invalid glob pattern")),
+        "{error:?}"
+    );
 }
 
 /// Indexing calls its guard with every chunk as its header is read, and stops at once when
