@@ -102,6 +102,8 @@ fn data_root_confines_patterns_and_files() {
     };
     let secret = tree.outside.join("secret.rio").display().to_string();
     check("../outside/secret.rio", Err("../outside/secret.rio"));
+    // By its text alone: a missing path outside is "outside", not "no match" (no oracle).
+    check("../nowhere/*.rio", Err("../nowhere/*.rio"));
     check("data/../../outside/secret.rio", Err("data/../../outside"));
     check("../../../../../../../etc/passwd", Err("etc/passwd"));
     check(&secret, Err(&secret));
