@@ -47,6 +47,12 @@ pub struct MasterConfig {
     /// (host:port; port 0 picks a free one, logged at start). Off when not given.
     #[arg(long, env = "RAFTRAIN_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Read reported datasets only under this directory: every pattern (a relative one is
+    /// taken relative to it) and every file it names must lie under it once `..` and symbolic
+    /// links are resolved, or the report is refused without the file being opened. Without
+    /// it, a client may make the leader read any file the master can read.
+    #[arg(long, env = "RAFTRAIN_DATA_ROOT")]
+    pub data_root: Option<PathBuf>,
     /// Raft heartbeat interval; also each AppendEntries RPC's timeout, so it must exceed a
     /// follower's fsync plus a round trip: raise it (with the election timeouts) on disks whose
     /// fsync takes more than a few milliseconds.

@@ -2,6 +2,7 @@
 //! one port, bootstraps the group, and does the leader's duties until shutdown.
 
 use crate::config::MasterConfig;
+use crate::dataset_scan::DataRoot;
 use crate::leader::{run_duties, LeaderDuties};
 use crate::replicated_state::ReplicatedState;
 use crate::service::{MasterRpc, Proposer};
@@ -33,12 +34,13 @@ pub async fn run(
         ),
         None => None,
     };
+    let data_root = open_data_root(&config)?;
     let node = ConsensusNode::open(node_config, ReplicatedState::default())
         .await
         .with_context(|| format!("open master {} in {}", config.id, config.data_dir.display()))?;
     let duties = Arc::new(LeaderDuties::new(config.trainer_lease(), config.pserver_lease()));
     let proposer = Proposer::new(node.clone());
-    let rpc = MasterRpc::new(proposer.clone(), duties.clone(), config.policy());
+    let rpc = MasterRpc::new(proposer.clone(), duties.clone(), config.policy(), data_root);
     let master_service = MasterServiceServer::new(rpc)
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
@@ -68,6 +70,20 @@ pub async fn run(
     }
     node.shutdown().await.context("stop the Raft node")?;
     served.context("serve the master")
+}
+
+/// The resolved `--data-root`; without one, warns once that any readable file may be reported.
+fn open_data_root(config: &MasterConfig) -> anyhow::Result<Option<DataRoot>> {
+    let Some(given) = &config.data_root else {
+        tracing::warn!(
+            "datasets are not confined: a client may make the leader read any file this \
+             process can read; pass --data-root DIR to confine them"
+        );
+        return Ok(None);
+    };
+    let root = DataRoot::open(given)?;
+    tracing::info!(data_root = %root.path().display(), "datasets are read only under --data-root");
+    Ok(Some(root))
 }
 
 /// Serves the master's metrics on the `--metrics-listen` listener until `stopped` turns true.

@@ -2,6 +2,7 @@
 
 mod bench_consensus;
 mod command;
+mod data_root;
 mod master_failover;
 mod master_group;
 mod master_hardening;

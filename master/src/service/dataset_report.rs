@@ -3,11 +3,16 @@
 //! Concurrent or restarted reports are safe: the state checks and skips repeated chunks.
 
 use super::proposer::Proposer;
-use crate::dataset_scan::reported_files;
+use crate::dataset_scan::{
+    reported_files, scan_dataset, DataRoot, ScanBudget, ScanError, ScanLimits, ScannedDataset,
+    PATTERN_BYTES_MAX, PATTERN_COUNT_MAX,
+};
 use crate::replicated_state::ReplicatedState;
-use crate::state::{chunks_digest, ChunkList, ChunkRef, Command, QueuePolicy, Response};
+use crate::state::{ChunkList, Command, QueuePolicy, ReportedFile, Response};
 use consensus::ConsensusNode;
 use proto::master as pb;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use tonic::Status;
 
 /// The encoded chunk bytes one batch carries at most: far below the log's entry limit.
@@ -22,7 +27,111 @@ pub(crate) struct DatasetReport {
     pub(crate) job: String,
     pub(crate) passes: u32,
     pub(crate) policy: QueuePolicy,
-    pub(crate) chunks: Vec<ChunkRef>,
+    pub(crate) chunks: ChunkList,
+}
+
+/// Refuses a report with too many or too long patterns before anything is looked at.
+pub(crate) fn validate_patterns(patterns: &[String]) -> Result<(), Status> {
+    if patterns.len() > PATTERN_COUNT_MAX {
+        let count = patterns.len();
+        let message = format!("patterns: {count} given, at most {PATTERN_COUNT_MAX} accepted");
+        return Err(Status::invalid_argument(message));
+    }
+    match patterns.iter().position(|pattern| pattern.len() > PATTERN_BYTES_MAX) {
+        Some(index) => Err(Status::invalid_argument(format!(
+            "patterns[{index}]: longer than {PATTERN_BYTES_MAX} bytes"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Runs the leader's dataset scans on the blocking pool, under `--data-root` and the scan
+/// limits, each stopped as soon as the request that asked for it is dropped.
+#[derive(Clone, Debug)]
+pub(crate) struct DatasetScanner {
+    root: Option<Arc<DataRoot>>,
+    limits: ScanLimits,
+    /// Scans whose thread has not finished yet: what tests watch to see a dropped one end.
+    running: Arc<AtomicUsize>,
+}
+
+/// Sets the scan's cancel flag when dropped: with the RPC's future (client gone, deadline
+/// passed), or when the scan's answer arrived and the flag no longer matters.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Counts one scan as running until its blocking thread drops it.
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn start(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Running(count.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl DatasetScanner {
+    pub(crate) fn new(root: Option<DataRoot>, limits: ScanLimits) -> Self {
+        Self { root: root.map(Arc::new), limits, running: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    /// Expands, confines and indexes the dataset `patterns` name.
+    pub(crate) async fn scan(&self, patterns: Vec<String>) -> Result<ScannedDataset, ScanError> {
+        self.on_blocking_pool(move |root, budget| scan_dataset(&patterns, root, budget)).await
+    }
+
+    /// The files `patterns` name and their sizes, expanded and confined as a scan does.
+    pub(crate) async fn files(
+        &self,
+        patterns: Vec<String>,
+    ) -> Result<Vec<ReportedFile>, ScanError> {
+        self.on_blocking_pool(move |root, budget| reported_files(&patterns, root, budget)).await
+    }
+
+    async fn on_blocking_pool<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(Option<&DataRoot>, &mut ScanBudget) -> Result<T, ScanError> + Send + 'static,
+    ) -> Result<T, ScanError> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _cancel_on_drop = CancelOnDrop(cancel.clone());
+        let (root, limits) = (self.root.clone(), self.limits);
+        let running = Running::start(&self.running);
+        let scan = tokio::task::spawn_blocking(move || {
+            let _running = running;
+            let result = work(root.as_deref(), &mut ScanBudget::new(limits, cancel));
+            if matches!(result, Err(ScanError::Cancelled)) {
+                tracing::info!("dataset scan stopped: its request was dropped");
+            }
+            result
+        });
+        // A scan that panicked is a bug; the client learns only that the report failed.
+        scan.await.map_err(|error| ScanError::Interrupted { reason: error.to_string() })?
+    }
+
+    #[cfg(test)]
+    pub(crate) fn running(&self) -> usize {
+        self.running.load(Ordering::Relaxed)
+    }
+}
+
+/// The status a client gets for a refused scan.
+pub(crate) fn scan_status(error: ScanError) -> Status {
+    match error {
+        ScanError::Cancelled => Status::cancelled(error.to_string()),
+        ScanError::Interrupted { .. } => Status::internal(error.to_string()),
+        error => Status::invalid_argument(format!("dataset: {error}")),
+    }
 }
 
 /// The reply to a report that repeats the accepted dataset, answered from this leader's state
@@ -30,14 +139,16 @@ pub(crate) struct DatasetReport {
 pub(crate) async fn repeated_report(
     node: &ConsensusNode<ReplicatedState>,
     policy: &QueuePolicy,
+    scanner: &DatasetScanner,
     request: &pb::ReportDatasetRequest,
 ) -> Option<pb::ReportDatasetReply> {
     // The first report scans anyway; listing its files first would only repeat the glob.
     if !node.read(|replicated| replicated.state().dataset_accepted()) {
         return None;
     }
-    let patterns = request.patterns.clone();
-    let files = tokio::task::spawn_blocking(move || reported_files(&patterns)).await.ok()??;
+    // A listing that fails (outside the root, a cap passed) takes the full path, which
+    // refuses it with the reason.
+    let files = scanner.files(request.patterns.clone()).await.ok()?;
     let accepted = node.read(|replicated| {
         replicated.state().repeated_report(&request.job, request.passes, policy, &files)
     })?;
@@ -54,8 +165,7 @@ pub(crate) async fn report_in_batches(
     report: DatasetReport,
 ) -> Result<Response, Status> {
     let total_chunks = report.chunks.len() as u64;
-    let digest = chunks_digest(&report.chunks);
-    let mut first_chunk = 0;
+    let digest = report.chunks.digest();
     let mut response = Response::Rejected { reason: "the dataset has no chunks".to_string() };
     for batch in batches(&report.chunks) {
         let command = Command::ReportDatasetBatch {
@@ -64,37 +174,38 @@ pub(crate) async fn report_in_batches(
             policy: report.policy,
             total_chunks,
             digest,
-            first_chunk,
-            chunks: ChunkList::from_refs(batch),
+            first_chunk: batch.start as u64,
+            chunks: report.chunks.slice(batch),
         };
         response = proposer.propose(None, command).await?;
         if !matches!(response, Response::DatasetLoading { .. }) {
             // Accepted (the job is defined, perhaps by an earlier report) or refused.
             return Ok(response);
         }
-        first_chunk += batch.len() as u64;
     }
     Ok(response)
 }
 
 /// Cuts the list into consecutive batches of at most `BATCH_BYTES_MAX` (at least one chunk).
 /// A batch stores each run of chunks of one file with the path once (`ChunkList`).
-fn batches(chunks: &[ChunkRef]) -> Vec<&[ChunkRef]> {
+fn batches(chunks: &ChunkList) -> Vec<std::ops::Range<usize>> {
     let mut batches = Vec::new();
     let (mut start, mut bytes) = (0, 0);
-    for (index, chunk) in chunks.iter().enumerate() {
-        let new_run = index == start || chunks[index - 1].path != chunk.path;
-        let path_bytes = if new_run { chunk.path.len() + PATH_OVERHEAD_BYTES } else { 0 };
+    let mut previous_path = None;
+    for (index, (path, _)) in chunks.iter().enumerate() {
+        let new_run = index == start || previous_path != Some(path);
+        let path_bytes = if new_run { path.len() + PATH_OVERHEAD_BYTES } else { 0 };
         let mut size = CHUNK_OVERHEAD_BYTES + path_bytes;
         if index > start && bytes + size > BATCH_BYTES_MAX {
-            batches.push(&chunks[start..index]);
+            batches.push(start..index);
             (start, bytes) = (index, 0);
-            size = CHUNK_OVERHEAD_BYTES + chunk.path.len() + PATH_OVERHEAD_BYTES;
+            size = CHUNK_OVERHEAD_BYTES + path.len() + PATH_OVERHEAD_BYTES;
         }
         bytes += size;
+        previous_path = Some(path);
     }
     if start < chunks.len() {
-        batches.push(&chunks[start..]);
+        batches.push(start..chunks.len());
     }
     batches
 }
@@ -102,6 +213,44 @@ fn batches(chunks: &[ChunkRef]) -> Vec<&[ChunkRef]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::ChunkRef;
+    use std::time::Duration;
+
+    /// Dropping a scan's future (what tonic does when the client resets the stream or its
+    /// deadline passes) stops the scan thread: a `**` glob over a symbolic link loop (3^40
+    /// paths), with the entry and time caps lifted so only cancellation can end it, finishes
+    /// once its task is aborted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_scan_stops() {
+        let directory = tempfile::tempdir().expect("temporary directory");
+        for link in ["a", "b", "c"] {
+            std::os::unix::fs::symlink(".", directory.path().join(link)).expect("symlink");
+        }
+        let root = DataRoot::open(directory.path()).expect("open the root");
+        let limits =
+            ScanLimits { entry_count_max: u64::MAX, scan_ms_max: u64::MAX, ..Default::default() };
+        let scanner = DatasetScanner::new(Some(root), limits);
+        let scan = tokio::spawn({
+            let scanner = scanner.clone();
+            async move { scanner.scan(vec!["**/*.rio".to_string()]).await }
+        });
+        wait_until("the scan starts", || scanner.running() == 1).await;
+        scan.abort();
+        assert!(scan.await.expect_err("aborted").is_cancelled());
+        wait_until("the scan thread ends", || scanner.running() == 0).await;
+    }
+
+    /// Polls `condition` every 10 ms, for at most a minute (a liveness bound, not a timing
+    /// assertion: the scan it waits for would otherwise run for ever).
+    async fn wait_until(what: &str, condition: impl Fn() -> bool) {
+        for _ in 0..6000 {
+            if condition() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{what}: not within a minute");
+    }
 
     fn chunk(path_bytes: usize) -> ChunkRef {
         ChunkRef { path: "p".repeat(path_bytes), offset: 0, compressed_size: 1, record_count: 1 }
@@ -112,7 +261,8 @@ mod tests {
     #[test]
     fn batches_cover_the_list_within_the_budget() {
         let check = |chunks: Vec<ChunkRef>, expected_lengths: &[usize]| {
-            let lengths: Vec<usize> = batches(&chunks).iter().map(|batch| batch.len()).collect();
+            let list = ChunkList::from_refs(&chunks);
+            let lengths: Vec<usize> = batches(&list).iter().map(|batch| batch.len()).collect();
             assert_eq!(lengths, expected_lengths);
         };
         // One file: its path is paid once per batch.

@@ -3,10 +3,13 @@
 //! answer back to a reply. Reads are linearizable; heartbeats touch only leader soft state.
 
 use super::conversions::{checkpoint_from_proto, checkpoint_to_proto, generation, stamp, task};
-use super::dataset_report::{repeated_report, report_in_batches, DatasetReport};
+use super::dataset_report::{
+    repeated_report, report_in_batches, scan_status, validate_patterns, DatasetReport,
+    DatasetScanner,
+};
 use super::proposer::Proposer;
 use super::status_mapping::{not_leader, unexpected, write_error};
-use crate::dataset_scan::scan_dataset;
+use crate::dataset_scan::{DataRoot, ScanLimits};
 use crate::leader::LeaderDuties;
 use crate::replicated_state::ReplicatedState;
 use crate::state::{
@@ -26,11 +29,19 @@ pub(crate) struct MasterRpc {
     proposer: Proposer,
     duties: Arc<LeaderDuties>,
     policy: QueuePolicy,
+    /// Scans reported datasets, under `--data-root` when given.
+    scanner: DatasetScanner,
 }
 
 impl MasterRpc {
-    pub(crate) fn new(proposer: Proposer, duties: Arc<LeaderDuties>, policy: QueuePolicy) -> Self {
-        Self { node: proposer.node().clone(), proposer, duties, policy }
+    pub(crate) fn new(
+        proposer: Proposer,
+        duties: Arc<LeaderDuties>,
+        policy: QueuePolicy,
+        data_root: Option<DataRoot>,
+    ) -> Self {
+        let scanner = DatasetScanner::new(data_root, ScanLimits::default());
+        Self { node: proposer.node().clone(), proposer, duties, policy, scanner }
     }
 
     /// Replicates one command and returns the state machine's answer.
@@ -70,15 +81,14 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let request = request.into_inner();
         stamp(request.stamp)?;
         validate_report(&request)?;
+        validate_patterns(&request.patterns)?;
         self.require_leader()?;
-        if let Some(reply) = repeated_report(&self.node, &self.policy, &request).await {
+        let (policy, scanner) = (&self.policy, &self.scanner);
+        if let Some(reply) = repeated_report(&self.node, policy, scanner, &request).await {
             return Ok(tonic::Response::new(reply));
         }
-        let patterns = request.patterns.clone();
-        let scanned = tokio::task::spawn_blocking(move || scan_dataset(&patterns))
-            .await
-            .map_err(|error| Status::internal(format!("dataset scan did not finish: {error}")))?
-            .map_err(|error| Status::invalid_argument(format!("dataset: {error}")))?;
+        // Dropping this future (the client went away) stops the scan: see `DatasetScanner`.
+        let scanned = self.scanner.scan(request.patterns.clone()).await.map_err(scan_status)?;
         let (chunk_count, record_count) = (scanned.chunks.len() as u64, scanned.record_count);
         // The stamp is checked but not replicated: batches are idempotent by themselves (see
         // `dataset_report`), and one stamp cannot answer several entries.

@@ -40,20 +40,37 @@ impl ChunkList {
 
     /// Appends a chunk; its path is stored again only if it differs from the last chunk's.
     pub fn push(&mut self, chunk: &ChunkRef) {
+        self.push_span(&chunk.path, chunk.offset, chunk.compressed_size, chunk.record_count);
+    }
+
+    /// Appends a chunk of `path` without building a [`ChunkRef`] (a scan of a million chunks
+    /// of one file copies the path once, not a million times).
+    pub fn push_span(&mut self, path: &str, offset: u64, compressed_size: u32, record_count: u32) {
         let file = match self.files.last() {
-            Some(last) if *last == chunk.path => self.files.len() - 1,
+            Some(last) if last == path => self.files.len() - 1,
             _ => {
-                self.files.push(chunk.path.clone());
-                self.path_bytes += chunk.path.len() as u64;
+                self.files.push(path.to_string());
+                self.path_bytes += path.len() as u64;
                 self.files.len() - 1
             }
         };
-        self.chunks.push(ChunkSpan {
-            file: u32::try_from(file).expect("file count is bounded by the chunk count"),
-            offset: chunk.offset,
-            compressed_size: chunk.compressed_size,
-            record_count: chunk.record_count,
-        });
+        let file = u32::try_from(file).expect("file count is bounded by the chunk count");
+        self.chunks.push(ChunkSpan { file, offset, compressed_size, record_count });
+    }
+
+    /// [`super::chunks_digest`] of the list, without building its [`ChunkRef`]s.
+    pub fn digest(&self) -> u64 {
+        super::dataset::list_digest(self)
+    }
+
+    /// Chunks `range` as a list of their own (a batch of a report).
+    pub fn slice(&self, range: std::ops::Range<usize>) -> ChunkList {
+        let mut list = ChunkList::default();
+        for span in &self.chunks[range] {
+            let path = self.path_of(span);
+            list.push_span(path, span.offset, span.compressed_size, span.record_count);
+        }
+        list
     }
 
     pub fn len(&self) -> usize {

@@ -81,8 +81,7 @@ fn largest_queue(task_count: u64) -> TaskQueue {
 }
 
 fn largest_slots() -> PServerSlots {
-    let mut slots = PServerSlots::default();
-    slots.desired = Some(PSERVER_COUNT_MAX);
+    let mut slots = PServerSlots { desired: Some(PSERVER_COUNT_MAX), ..PServerSlots::default() };
     for index in 0..PSERVER_COUNT_MAX {
         let addr = format!("{index:0width$}:1", width = PSERVER_ADDR_BYTES_MAX - 2);
         let generation = u64::MAX / 2 + u64::from(index);

@@ -27,9 +27,14 @@ impl RecordIoError {
 #[derive(Debug, thiserror::Error)]
 pub enum ErrorKind {
     /// The bytes where a chunk header should start are not the RecordIO magic number.
+    ///
+    /// `found` is left out of the message on purpose: messages travel to clients (a master
+    /// scanning a reported dataset), and these are the first bytes of a file that may not be
+    /// RecordIO at all, perhaps a secret. Every later header field is printed only after its
+    /// header's magic matched, so a message never carries bytes of a file that is not RecordIO.
     #[error(
-        "bad magic number {found:#010x} (expected 0x01020304): not a RecordIO file, or the file \
-         is corrupt here"
+        "not a RecordIO chunk header: expected the magic number 0x01020304; not a RecordIO \
+         file, or the file is corrupt here"
     )]
     BadMagic { found: u32 },
     /// The payload's CRC-32 differs from the one in its header.

@@ -55,9 +55,19 @@ pub struct FileIndex {
 impl FileIndex {
     /// Opens the file at `path` and indexes it.
     pub fn build(path: &Path) -> Result<FileIndex, RecordIoError> {
+        FileIndex::build_guarded(path, |_| Ok::<(), RecordIoError>(()))
+    }
+
+    /// Opens the file at `path` and indexes it, calling `on_chunk` with every chunk as soon as
+    /// its header is read: the caller may stop a long index (a cap passed, a request gone) by
+    /// returning an error, which is returned as is.
+    pub fn build_guarded<E: From<RecordIoError>>(
+        path: &Path,
+        on_chunk: impl FnMut(&ChunkMeta) -> Result<(), E>,
+    ) -> Result<FileIndex, E> {
         let mut file =
             File::open(path).map_err(|error| RecordIoError::new(path, 0, ErrorKind::Io(error)))?;
-        FileIndex::from_reader(&mut file, path)
+        FileIndex::from_reader_guarded(&mut file, path, on_chunk)
     }
 
     /// Indexes a RecordIO stream by reading only its chunk headers and seeking past payloads
@@ -67,6 +77,15 @@ impl FileIndex {
         reader: &mut R,
         path: &Path,
     ) -> Result<FileIndex, RecordIoError> {
+        FileIndex::from_reader_guarded(reader, path, |_| Ok::<(), RecordIoError>(()))
+    }
+
+    /// [`FileIndex::from_reader`], calling `on_chunk` as [`FileIndex::build_guarded`] does.
+    pub fn from_reader_guarded<R: Read + Seek, E: From<RecordIoError>>(
+        reader: &mut R,
+        path: &Path,
+        mut on_chunk: impl FnMut(&ChunkMeta) -> Result<(), E>,
+    ) -> Result<FileIndex, E> {
         let file_bytes = reader
             .seek(SeekFrom::End(0))
             .map_err(|error| RecordIoError::new(path, 0, ErrorKind::Io(error)))?;
@@ -82,8 +101,9 @@ impl FileIndex {
             if u64::from(meta.compressed_size) > available {
                 let expected = u64::from(meta.compressed_size);
                 let kind = ErrorKind::TruncatedPayload { expected, available };
-                return Err(RecordIoError::new(path, offset, kind));
+                return Err(RecordIoError::new(path, offset, kind).into());
             }
+            on_chunk(&meta)?;
             records += u64::from(meta.record_count);
             offset = meta.end_offset();
             record_ends.push(records);

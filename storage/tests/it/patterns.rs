@@ -1,9 +1,12 @@
 //! Pattern expansion: the order files are read in, and what happens when a pattern names
 //! nothing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use storage::recordio::{expand_patterns, ErrorKind, Scanner, WriterOptions};
+use storage::recordio::{
+    expand_pattern_guarded, expand_patterns, ErrorKind, ExpandGuard, FileIndex, RecordIoError,
+    Scanner, WriterOptions,
+};
 
 use crate::support::{records, write_records};
 
@@ -59,4 +62,118 @@ fn unmatched_and_invalid_patterns() {
         "{error}"
     );
     assert_eq!(error.path, PathBuf::from(&invalid));
+}
+
+/// Counts what a guarded expansion shows it, stops it after `entry_count_max` entries and
+/// skips the directories named `skipped`.
+struct CountingGuard {
+    directories: Vec<PathBuf>,
+    entry_count: usize,
+    entry_count_max: usize,
+    skipped: &'static str,
+}
+
+impl CountingGuard {
+    fn new(entry_count_max: usize, skipped: &'static str) -> Self {
+        CountingGuard { directories: Vec::new(), entry_count: 0, entry_count_max, skipped }
+    }
+}
+
+/// Why a guarded expansion in these tests stopped: the guard said so, or the expansion
+/// failed (its error's message).
+#[derive(Debug)]
+enum Stop {
+    Guard(String),
+    Expansion(String),
+}
+
+impl From<RecordIoError> for Stop {
+    fn from(error: RecordIoError) -> Self {
+        Stop::Expansion(error.to_string())
+    }
+}
+
+impl ExpandGuard for CountingGuard {
+    type Error = Stop;
+
+    fn visit_directory(&mut self, directory: &Path) -> Result<bool, Stop> {
+        self.directories.push(directory.to_owned());
+        Ok(directory.file_name().is_none_or(|name| name != self.skipped))
+    }
+
+    fn visit_entry(&mut self, entry: &Path) -> Result<(), Stop> {
+        self.entry_count += 1;
+        if self.entry_count > self.entry_count_max {
+            return Err(Stop::Guard(format!("stopped at {}", entry.display())));
+        }
+        Ok(())
+    }
+}
+
+/// A `**` glob over a symbolic link loop (which `glob::glob` walks for ever: two links back to
+/// the directory make 2^40 paths before the kernel's link limit) shows the guard every entry,
+/// so the guard can stop it.
+#[test]
+fn a_guard_stops_a_glob_over_a_symlink_loop() {
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let root = directory.path();
+    std::fs::write(root.join("a.rio"), b"").expect("write");
+    for link in ["loop-1", "loop-2"] {
+        std::os::unix::fs::symlink(".", root.join(link)).expect("symlink");
+    }
+    let mut guard = CountingGuard::new(1000, "");
+    let error = expand_pattern_guarded(root, "**/*.rio", &mut guard).expect_err("stopped");
+    assert!(matches!(&error, Stop::Guard(reason) if reason.starts_with("stopped at")), "{error:?}");
+    assert_eq!(guard.entry_count, 1001);
+}
+
+/// A relative pattern is taken relative to the base, which is literal (its glob characters
+/// are not special); a directory the guard skips is not listed, and its files do not match;
+/// the expansion's own errors come through the guard's error type.
+#[test]
+fn a_guard_sees_and_skips_directories() {
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let base = directory.path().join("data[1]");
+    for sub in ["kept", "skipped"] {
+        std::fs::create_dir_all(base.join(sub)).expect("directory");
+        std::fs::write(base.join(sub).join("a.rio"), b"").expect("write");
+    }
+    let mut guard = CountingGuard::new(usize::MAX, "skipped");
+    let matched = expand_pattern_guarded(&base, "*/*.rio", &mut guard).expect("expand");
+    assert_eq!(matched, vec![base.join("kept/a.rio")]);
+    assert!(guard.directories.contains(&base.join("skipped")), "{:?}", guard.directories);
+    let mut guard = CountingGuard::new(usize::MAX, "");
+    let matched = expand_pattern_guarded(&base, "kept/a.rio", &mut guard).expect("literal");
+    assert_eq!(matched, vec![base.join("kept/a.rio")]);
+    assert_eq!(guard.directories, vec![base.join("kept")], "a literal file's directory is seen");
+    let error = expand_pattern_guarded(&base, "kept/[", &mut guard).expect_err("invalid glob");
+    assert!(
+        matches!(&error, Stop::Expansion(message) if message.contains("invalid glob pattern")),
+        "{error:?}"
+    );
+}
+
+/// Indexing calls its guard with every chunk as its header is read, and stops at once when
+/// the guard refuses one: the headers after it are never read.
+#[test]
+fn a_guard_stops_indexing_at_a_chunk() {
+    let options = WriterOptions { max_chunk_bytes: 1, ..WriterOptions::default() };
+    let (_directory, path) =
+        crate::support::temp_file(&write_records(&records(&["a", "b", "c", "d", "e"]), options));
+    let mut offsets = Vec::new();
+    let error = FileIndex::build_guarded(&path, |chunk| {
+        offsets.push(chunk.offset);
+        match offsets.len() {
+            2 => Err(RecordIoError::new(
+                &path,
+                chunk.offset,
+                ErrorKind::NoMatch { pattern: "stop".into() },
+            )),
+            _ => Ok(()),
+        }
+    })
+    .expect_err("stopped");
+    assert_eq!(offsets.len(), 2);
+    assert_eq!(error.offset, offsets[1]);
+    assert_eq!(FileIndex::build(&path).expect("index").chunks().len(), 5);
 }
