@@ -89,9 +89,10 @@ async fn all_masters_killed_at_once_restore_the_queues() {
     let dataset = write_dataset(group.dir.path(), 12);
     let client = group.client();
     report_dataset(&client, &dataset, 1).await;
-    let trainer = register(&client, "survivor").await;
     let mut assignments = Vec::new();
-    for _ in 0..5 {
+    for index in 0..5 {
+        // A trainer holds one task at a time: five tasks pending take five trainers.
+        let trainer = register(&client, &format!("survivor-{index}")).await;
         let reply = get_task(&client, trainer, 0).await;
         assert_eq!(reply.outcome, Outcome::Task as i32);
         assignments.push(reply.task.expect("a task"));

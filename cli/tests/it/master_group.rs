@@ -7,6 +7,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// Every replica's election timeouts (min, max), heartbeats every 100 ms.
+const ELECTION_TIMEOUTS_MS: (u64, u64) = (400, 800);
+/// A favoured replica's: it campaigns 470-520 ms after the last heartbeat, the others only
+/// after 1,200-1,600 ms (openraft waits the lease, the max, plus a random timeout).
+const FAVOURED_ELECTION_TIMEOUTS_MS: (u64, u64) = (210, 260);
+
 pub struct MasterGroup {
     pub dir: tempfile::TempDir,
     pub addrs: Vec<String>,
@@ -14,6 +20,8 @@ pub struct MasterGroup {
     extra_args: Vec<String>,
     /// Environment variables for one replica, by index (a skewed clock, say).
     envs: Vec<Vec<(String, String)>>,
+    /// Election timeouts (min, max) per replica; the default favours no one.
+    election_timeouts_ms: Vec<(u64, u64)>,
     children: Vec<Option<Child>>,
 }
 
@@ -39,6 +47,7 @@ impl MasterGroup {
                     mine.map(|(_, name, value)| (name.to_string(), value.to_string())).collect()
                 })
                 .collect(),
+            election_timeouts_ms: vec![ELECTION_TIMEOUTS_MS; count],
             children: (0..count).map(|_| None).collect(),
         };
         for index in 0..count {
@@ -59,14 +68,9 @@ impl MasterGroup {
         let child = Command::new(env!("CARGO_BIN_EXE_raftrain"))
             .args(["master", "--id", &(index + 1).to_string(), "--listen", &self.addrs[index]])
             .args(["--peers", &self.peers, "--data-dir", &data_dir.display().to_string()])
-            .args([
-                "--heartbeat-ms",
-                "100",
-                "--election-timeout-min-ms",
-                "400",
-                "--election-timeout-max-ms",
-                "800",
-            ])
+            .args(["--heartbeat-ms", "100"])
+            .args(["--election-timeout-min-ms", &self.election_timeouts_ms[index].0.to_string()])
+            .args(["--election-timeout-max-ms", &self.election_timeouts_ms[index].1.to_string()])
             .args(&self.extra_args)
             .envs(self.envs[index].iter().map(|(name, value)| (name, value)))
             .env("RAFTRAIN_LOG", "info")
@@ -84,6 +88,12 @@ impl MasterGroup {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Gives replica `index` shorter election timeouts from its next start, so that it wins
+    /// any election it takes part in (the others wait far longer before they campaign).
+    pub fn favour(&mut self, index: usize) {
+        self.election_timeouts_ms[index] = FAVOURED_ELECTION_TIMEOUTS_MS;
     }
 
     /// Sets an environment variable for replica `index`'s next start.
