@@ -3,7 +3,7 @@
 
 use clap::Args;
 use master::client::{ClientOptions, MasterClient};
-use proto::master::{StatusReply, StatusRequest};
+use proto::master::StatusReply;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -37,10 +37,7 @@ async fn fetch(args: &StatusArgs) -> anyhow::Result<StatusReply> {
         ..ClientOptions::default()
     };
     let client = MasterClient::new(&args.masters, options)?;
-    let reply = client
-        .call("Status", |mut service| async move { service.status(StatusRequest {}).await })
-        .await?;
-    Ok(reply)
+    Ok(client.status().await?)
 }
 
 /// The `--json` contract: every key is always present; absent values are `null`.

@@ -9,7 +9,6 @@ use super::table::Table;
 use anyhow::Context as _;
 use clap::Args;
 use master::client::{ClientOptions, MasterClient};
-use proto::master::{ReportDatasetRequest, StatusRequest};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -158,9 +157,7 @@ async fn wait_for_leader(masters: &mut Masters) -> anyhow::Result<usize> {
 async fn leader_index(addrs: &[String], call_deadline: Duration) -> anyhow::Result<usize> {
     let options = ClientOptions { call_deadline, ..ClientOptions::default() };
     let client = MasterClient::new(addrs, options)?;
-    let status = client
-        .call("Status", |mut service| async move { service.status(StatusRequest {}).await })
-        .await?;
+    let status = client.status().await?;
     let leader = status.cluster.context("status names the cluster")?.leader_id;
     anyhow::ensure!(leader >= 1, "status came from no leader");
     Ok(leader as usize - 1)
@@ -172,18 +169,8 @@ async fn report(addrs: &[String], dataset: &str) -> anyhow::Result<()> {
         rpc_timeout: Duration::from_secs(120),
     };
     let client = MasterClient::new(addrs, options)?;
-    client
-        .write("ReportDataset", |mut service, stamp| {
-            // Many passes: the queue cycles for as long as the benchmark runs.
-            let request = ReportDatasetRequest {
-                stamp: Some(stamp),
-                job: "bench".into(),
-                patterns: vec![dataset.to_string()],
-                passes: 1_000_000,
-            };
-            async move { service.report_dataset(request).await }
-        })
-        .await?;
+    // Many passes: the queue cycles for as long as the benchmark runs.
+    client.report_dataset("bench", &[dataset.to_string()], 1_000_000).await?;
     Ok(())
 }
 

@@ -2,9 +2,7 @@
 //! group allows, and the probe that times a failover from the kill to the first GetTask.
 
 use anyhow::Context as _;
-use master::client::{ClientOptions, MasterClient};
-use proto::master::get_task_reply::Outcome;
-use proto::master::{GetTaskRequest, RegisterTrainerRequest, TaskFinishedRequest};
+use master::client::{ClientOptions, MasterClient, TaskOutcome};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,43 +28,27 @@ impl Trainer {
         name: String,
     ) -> anyhow::Result<Self> {
         let client = MasterClient::new(masters, options)?;
-        let reply = client
-            .write("RegisterTrainer", |mut service, stamp| {
-                let request = RegisterTrainerRequest { stamp: Some(stamp), name: name.clone() };
-                async move { service.register_trainer(request).await }
-            })
-            .await?;
-        Ok(Self { client, id: reply.trainer_id, pass: 0 })
+        let registration = client.register_trainer(&name).await?;
+        Ok(Self { client, id: registration.trainer_id, pass: 0 })
     }
 
     /// One GetTask, and TaskFinished for the task if one came; counts queue transitions.
-    pub(crate) async fn step(&mut self, report: &mut LoadReport) -> anyhow::Result<Outcome> {
+    pub(crate) async fn step(&mut self, report: &mut LoadReport) -> anyhow::Result<TaskOutcome> {
         let started = Instant::now();
-        let (id, pass) = (self.id, self.pass);
-        let reply = self
-            .client
-            .write("GetTask", |mut service, stamp| async move {
-                service.get_task(GetTaskRequest { stamp: Some(stamp), trainer_id: id, pass }).await
-            })
-            .await?;
-        let outcome = Outcome::try_from(reply.outcome).context("unknown GetTask outcome")?;
-        match (outcome, reply.task) {
-            (Outcome::Task, Some(task)) => {
+        let outcome = self.client.get_task(self.id, self.pass).await?;
+        match &outcome {
+            TaskOutcome::Task(task) => {
                 report.latencies.push(started.elapsed());
                 let started = Instant::now();
-                let (task_id, epoch) = (task.task_id, task.epoch);
-                self.client
-                    .write("TaskFinished", |mut service, stamp| async move {
-                        let request = TaskFinishedRequest { stamp: Some(stamp), task_id, epoch };
-                        service.task_finished(request).await
-                    })
-                    .await?;
+                self.client.task_finished(task.id, task.epoch).await?;
                 report.latencies.push(started.elapsed());
                 report.transitions += 2;
             }
-            (Outcome::PassBefore | Outcome::PassAfter, _) => self.pass = reply.current_pass,
-            (Outcome::NoMoreAvailable, _) => tokio::time::sleep(Duration::from_millis(1)).await,
-            (outcome, _) => anyhow::bail!("unexpected GetTask outcome {outcome:?}"),
+            TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
+                self.pass = *current;
+            }
+            TaskOutcome::NoMoreAvailable => tokio::time::sleep(Duration::from_millis(1)).await,
+            other => anyhow::bail!("unexpected GetTask outcome {other:?}"),
         }
         Ok(outcome)
     }
@@ -118,7 +100,7 @@ pub(crate) async fn time_to_first_task(
     let mut report = LoadReport::default();
     loop {
         match probe.step(&mut report).await? {
-            Outcome::Task => return Ok(killed_at.elapsed()),
+            TaskOutcome::Task(_) => return Ok(killed_at.elapsed()),
             _ => continue,
         }
     }

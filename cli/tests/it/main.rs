@@ -6,6 +6,7 @@ mod data_root;
 mod master_failover;
 mod master_group;
 mod master_hardening;
+mod master_large_job;
 mod master_pause;
 mod master_service;
 mod metrics;

@@ -3,7 +3,7 @@
 
 use crate::master_group::MasterGroup;
 use crate::task_consumer::{
-    consume, finish, get_task, register, report_dataset, write_dataset, History,
+    consume, finish, register, report_dataset, take_task, write_dataset, History,
 };
 use proto::master::get_task_reply::Outcome;
 use std::collections::BTreeMap;
@@ -93,12 +93,10 @@ async fn all_masters_killed_at_once_restore_the_queues() {
     for index in 0..5 {
         // A trainer holds one task at a time: five tasks pending take five trainers.
         let trainer = register(&client, &format!("survivor-{index}")).await;
-        let reply = get_task(&client, trainer, 0).await;
-        assert_eq!(reply.outcome, Outcome::Task as i32);
-        assignments.push(reply.task.expect("a task"));
+        assignments.push(take_task(&client, trainer, 0).await);
     }
     for task in &assignments[..3] {
-        assert!(finish(&client, task.task_id, task.epoch).await);
+        assert!(finish(&client, task.id, task.epoch).await);
     }
     let before = group.status().await;
     assert_eq!((before.todo, before.pending, before.done), (7, 2, 3));
@@ -135,9 +133,9 @@ async fn all_masters_killed_at_once_restore_the_queues() {
     );
     for task in &assignments[3..] {
         assert!(
-            finish(&client, task.task_id, task.epoch).await,
+            finish(&client, task.id, task.epoch).await,
             "pending task {} kept its epoch",
-            task.task_id
+            task.id
         );
     }
     assert_eq!(group.status().await.done, 5);
@@ -159,19 +157,19 @@ async fn retry_after_leader_change_is_exactly_once() {
         trainer_id: trainer,
         pass: 0,
     };
-    let get = |client: master::client::MasterClient, request: GetTaskRequest| async move {
-        client
-            .call("GetTask", |mut service| async move { service.get_task(request).await })
-            .await
-            .expect("GetTask")
-    };
-    let first = get(group.client(), request).await;
+    // A raw request with a stamp of the test's own, sent to whichever master leads: the
+    // typed client would draw a new stamp for a new call.
+    async fn get(group: &MasterGroup, request: GetTaskRequest) -> proto::master::GetTaskReply {
+        let mut service = group.leader_service().await;
+        service.get_task(request).await.expect("GetTask").into_inner()
+    }
+    let first = get(&group, request).await;
     assert_eq!(first.outcome, Outcome::Task as i32);
 
     tracing::info!("--- kill -9 the leader, then send the very same request to the new one");
     let leader = group.leader_index().await;
     group.kill(leader);
-    let retried = get(group.client(), request).await;
+    let retried = get(&group, request).await;
     assert_eq!(retried, first, "the retry is answered from the session table");
     let status = group.status().await;
     assert_eq!((status.todo, status.pending), (4, 1), "one task was dispatched, not two");

@@ -2,10 +2,12 @@
 //! and restart replicas, find the leader. Every process is killed when the group is dropped.
 
 use master::client::{ClientOptions, MasterClient};
-use proto::master::{StatusReply, StatusRequest};
+use proto::master::master_service_client::MasterServiceClient;
+use proto::master::StatusReply;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use tonic::transport::Channel;
 
 /// Every replica's election timeouts (min, max), heartbeats every 100 ms.
 const ELECTION_TIMEOUTS_MS: (u64, u64) = (400, 800);
@@ -134,11 +136,19 @@ impl MasterGroup {
 
     /// The linearizable status, through whichever master leads.
     pub async fn status(&self) -> StatusReply {
-        let client = self.client();
-        client
-            .call("Status", |mut service| async move { service.status(StatusRequest {}).await })
+        self.client().status().await.expect("status")
+    }
+
+    /// A raw protobuf client of the current leader, for tests that send hand-made requests.
+    pub async fn leader_service(&self) -> MasterServiceClient<Channel> {
+        let addr = &self.addrs[self.leader_index().await];
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .expect("a valid address")
+            .timeout(Duration::from_secs(15))
+            .connect()
             .await
-            .expect("status")
+            .expect("connect to the leader");
+        MasterServiceClient::new(channel)
     }
 
     /// The index (id - 1) of the current leader, as the linearizable status reports it.

@@ -2,7 +2,7 @@
 //! master whose clock is hours off steers nothing once it leads.
 
 use crate::master_group::MasterGroup;
-use crate::task_consumer::{finish, get_task, register, report_dataset, write_dataset};
+use crate::task_consumer::{finish, register, report_dataset, take_task, write_dataset};
 use nix::sys::signal::Signal;
 use proto::master::master_service_client::MasterServiceClient;
 use proto::master::{
@@ -74,7 +74,7 @@ async fn a_leader_two_hours_fast_expires_nothing_early() {
     let dataset = write_dataset(group.dir.path(), 4);
     report_dataset(&client, &dataset, 1).await;
     let trainer = register(&client, "t").await;
-    let task = get_task(&client, trainer, 0).await.task.expect("a task");
+    let task = take_task(&client, trainer, 0).await;
 
     tracing::info!("--- restart the master two hours fast; it leads for a while");
     group.kill(0);
@@ -85,5 +85,5 @@ async fn a_leader_two_hours_fast_expires_nothing_early() {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let status = group.status().await;
     assert_eq!(status.pending, 1, "the fast leader expired the task\n{}", group.logs());
-    assert!(finish(&client, task.task_id, task.epoch).await, "the report was fenced off");
+    assert!(finish(&client, task.id, task.epoch).await, "the report was fenced off");
 }

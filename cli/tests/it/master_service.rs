@@ -4,10 +4,8 @@
 use crate::command::{raftrain, raftrain_ok};
 use crate::master_group::MasterGroup;
 use crate::task_consumer::write_dataset;
-use master::client::LEADER_METADATA_KEY;
-use proto::master::{
-    ClaimPServerSlotRequest, ClientStamp, ListPServersRequest, ReportDatasetRequest,
-};
+use master::client::{ClientError, LEADER_METADATA_KEY};
+use proto::master::{ClientStamp, ReportDatasetRequest};
 use std::time::Duration;
 
 fn report(patterns: Vec<String>, seq: u64) -> ReportDatasetRequest {
@@ -52,16 +50,11 @@ async fn bad_datasets_are_refused_with_file_and_offset() {
         (vec![missing.clone()], missing.clone()),
         (vec![corrupt.clone()], format!("{corrupt}: byte 0")),
     ] {
-        let error = client
-            .write("ReportDataset", |mut service, stamp| {
-                let mut request = report(patterns.clone(), 0);
-                request.stamp = Some(stamp);
-                async move { service.report_dataset(request).await }
-            })
-            .await
-            .expect_err("a bad dataset is refused");
+        let error =
+            client.report_dataset("job", &patterns, 1).await.expect_err("a bad dataset is refused");
         let message = error.to_string();
-        assert!(message.contains("InvalidArgument") && message.contains(&expected), "{message}");
+        let invalid = matches!(error, ClientError::InvalidArgument { .. });
+        assert!(invalid && message.contains(&expected), "{message}");
     }
     let status = group.status().await;
     assert!(status.job.is_empty() && status.todo == 0, "nothing was applied: {status:?}");
@@ -105,33 +98,19 @@ async fn status_json_contract() {
 async fn watch_streams_pserver_changes() {
     let group = MasterGroup::start(3, &[]);
     let client = group.client();
-    let mut stream = client
-        .call("WatchPServers", |mut service| async move {
-            service.watch_p_servers(ListPServersRequest {}).await
-        })
-        .await
-        .expect("watch");
-    let first = stream.message().await.expect("a table").expect("the stream is open");
+    let mut watch = client.watch_pservers();
+    let first = watch.next().await.expect("a table").expect("the watch is open");
     assert!(first.pservers.is_empty());
-    let claimed = client
-        .write("ClaimPServerSlot", |mut service, stamp| {
-            let request = ClaimPServerSlotRequest {
-                stamp: Some(stamp),
-                addr: "127.0.0.1:7101".into(),
-                desired: 2,
-            };
-            async move { service.claim_p_server_slot(request).await }
-        })
-        .await
-        .expect("claim a slot");
-    assert!(claimed.granted);
-    let next = tokio::time::timeout(Duration::from_secs(10), stream.message())
+    let lease = client.claim_slot("127.0.0.1:7101", 2).await.expect("claim a slot");
+    let lease = lease.expect("a free slot is granted");
+    let next = tokio::time::timeout(Duration::from_secs(10), watch.next())
         .await
         .expect("a change arrives");
-    let table = next.expect("a table").expect("the stream is open");
+    let table = next.expect("a table").expect("the watch is open");
     assert_eq!(table.desired, 2);
     assert_eq!(table.pservers.len(), 1);
     assert_eq!(table.pservers[0].addr, "127.0.0.1:7101");
+    assert_eq!(table.pservers[0].generation, lease.generation);
 }
 
 /// Bad flags are refused before anything starts, naming the flag; `--help` documents flags.
@@ -200,16 +179,7 @@ async fn repeated_reports_repeat_the_answer_until_a_file_changes() {
     let dataset = write_dataset(group.dir.path(), 4);
     let send = |passes: u32| {
         let (client, dataset) = (&client, dataset.clone());
-        async move {
-            client
-                .write("ReportDataset", |mut service, stamp| {
-                    let mut request = report(vec![dataset.clone()], 0);
-                    request.stamp = Some(stamp);
-                    request.passes = passes;
-                    async move { service.report_dataset(request).await }
-                })
-                .await
-        }
+        async move { client.report_dataset("job", &[dataset], passes).await }
     };
     let first = send(1).await.expect("the first report is accepted");
     assert_eq!((first.task_count, first.chunk_count, first.record_count), (4, 4, 4));
@@ -227,4 +197,57 @@ async fn repeated_reports_repeat_the_answer_until_a_file_changes() {
     assert!(refused.contains("different dataset"), "{refused}");
     let status = group.status().await;
     assert_eq!(status.todo + status.pending + status.done, 4, "the accepted job is unchanged");
+}
+
+/// Every typed `MasterClient` method once, against a real group: tasks, fenced reports, slots
+/// with generations (a stale checkpoint and a wrong generation told apart), evals, the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typed_client_covers_every_call() {
+    use master::client::{CheckpointMeta, CheckpointRecorded, TaskOutcome};
+    let group = MasterGroup::start(3, &[]);
+    let client = group.client();
+    let dataset = write_dataset(group.dir.path(), 3);
+    let trainer = client.register_trainer("typed").await.expect("register").trainer_id;
+    assert!(client.heartbeat(trainer).await.expect("heartbeat"));
+    let sizes = client.report_dataset("job", &[dataset], 1).await.expect("report");
+    assert_eq!((sizes.task_count, sizes.chunk_count), (3, 3));
+    let TaskOutcome::Task(task) = client.get_task(trainer, 0).await.expect("get") else {
+        panic!("a task is handed out");
+    };
+    assert_eq!(task.chunks.len(), 1);
+    assert!(client.task_finished(task.id, task.epoch).await.expect("finish"));
+    assert!(!client.task_finished(task.id, task.epoch).await.expect("again"), "stale");
+    let TaskOutcome::Task(next) = client.get_task(trainer, 0).await.expect("get") else {
+        panic!("a second task is handed out");
+    };
+    assert!(client.task_failed(next.id, next.epoch, "bad chunk").await.expect("fail"));
+
+    let lease = client.claim_slot("127.0.0.1:7101", 1).await.expect("claim").expect("granted");
+    assert!(lease.generation > 0 && lease.checkpoint.is_none());
+    let holds = client.slot_heartbeat(0, "127.0.0.1:7101", lease.generation).await;
+    assert!(holds.expect("heartbeat"));
+    let wrong = client.slot_heartbeat(0, "127.0.0.1:7101", lease.generation + 1).await;
+    assert!(!wrong.expect("heartbeat"), "another generation does not hold the slot");
+    let meta =
+        |step| CheckpointMeta { path: format!("ckpt-{step}"), step, crc32: 1, created_ms: 2 };
+    let record = |generation, step| {
+        let client = &client;
+        async move { client.record_checkpoint(0, generation, &meta(step)).await }
+    };
+    assert_eq!(record(lease.generation, 5).await.expect("record"), CheckpointRecorded::Recorded);
+    assert_eq!(record(lease.generation, 4).await.expect("record"), CheckpointRecorded::Stale);
+    let refused = record(lease.generation + 1, 9).await.expect_err("a wrong generation");
+    assert!(matches!(refused, ClientError::NotHolder { .. }), "{refused}");
+    assert!(client.claim_slot("127.0.0.1:7102", 1).await.expect("claim").is_none(), "full");
+
+    client.record_eval(0, 0.5, 0.75).await.expect("eval");
+    let refused = client.record_eval(0, 0.5, 1.5).await.expect_err("accuracy over 1");
+    assert!(matches!(refused, ClientError::InvalidArgument { .. }), "{refused}");
+    let table = client.list_pservers().await.expect("list");
+    assert_eq!((table.desired, table.pservers.len()), (1, 1));
+    let mut watch = client.watch_pservers();
+    assert_eq!(watch.next().await.expect("a table").expect("open"), table);
+    let status = client.status().await.expect("status");
+    assert_eq!((status.done, status.eval.expect("an eval").accuracy), (1, 0.75));
+    assert!(client.cluster_info().await.expect("cluster").leader_id >= 1);
 }

@@ -1,11 +1,7 @@
 //! A simulated trainer for end-to-end tests: registers, then fetches and finishes tasks through
 //! `MasterClient` until the job finishes, recording every accepted completion.
 
-use master::client::MasterClient;
-use proto::master::get_task_reply::Outcome;
-use proto::master::{
-    GetTaskRequest, RegisterTrainerRequest, ReportDatasetRequest, TaskFinishedRequest,
-};
+use master::client::{MasterClient, Task, TaskOutcome};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,56 +28,29 @@ pub fn write_dataset(dir: &std::path::Path, chunk_count: usize) -> String {
 }
 
 pub async fn report_dataset(client: &MasterClient, path: &str, passes: u32) -> u64 {
-    let reply = client
-        .write("ReportDataset", |mut service, stamp| {
-            let request = ReportDatasetRequest {
-                stamp: Some(stamp),
-                job: "e2e".into(),
-                patterns: vec![path.to_string()],
-                passes,
-            };
-            async move { service.report_dataset(request).await }
-        })
-        .await
-        .expect("report the dataset");
-    reply.task_count
+    let sizes = client.report_dataset("e2e", &[path.to_string()], passes).await;
+    sizes.expect("report the dataset").task_count
 }
 
 pub async fn register(client: &MasterClient, name: &str) -> u64 {
-    let reply = client
-        .write("RegisterTrainer", |mut service, stamp| {
-            let request = RegisterTrainerRequest { stamp: Some(stamp), name: name.to_string() };
-            async move { service.register_trainer(request).await }
-        })
-        .await
-        .expect("register a trainer");
-    reply.trainer_id
+    client.register_trainer(name).await.expect("register a trainer").trainer_id
 }
 
-pub async fn get_task(
-    client: &MasterClient,
-    trainer: u64,
-    pass: u32,
-) -> proto::master::GetTaskReply {
-    client
-        .write("GetTask", |mut service, stamp| {
-            let request = GetTaskRequest { stamp: Some(stamp), trainer_id: trainer, pass };
-            async move { service.get_task(request).await }
-        })
-        .await
-        .expect("get a task")
+pub async fn get_task(client: &MasterClient, trainer: u64, pass: u32) -> TaskOutcome {
+    client.get_task(trainer, pass).await.expect("get a task")
+}
+
+/// A task of `pass`, which the test knows is there to take.
+pub async fn take_task(client: &MasterClient, trainer: u64, pass: u32) -> Task {
+    match get_task(client, trainer, pass).await {
+        TaskOutcome::Task(task) => task,
+        other => panic!("expected a task, got {other:?}"),
+    }
 }
 
 /// Reports a task finished; true when the master accepted it (its epoch was current).
 pub async fn finish(client: &MasterClient, task: u64, epoch: u64) -> bool {
-    let reply = client
-        .write("TaskFinished", |mut service, stamp| {
-            let request = TaskFinishedRequest { stamp: Some(stamp), task_id: task, epoch };
-            async move { service.task_finished(request).await }
-        })
-        .await
-        .expect("report a task finished");
-    reply.accepted
+    client.task_finished(task, epoch).await.expect("report a task finished")
 }
 
 /// Consumes tasks until the job finishes, taking `work` per task.
@@ -94,27 +63,23 @@ pub async fn consume(
     let mut trainer = register(&client, &name).await;
     let mut pass = 0;
     loop {
-        let reply = get_task(&client, trainer, pass).await;
-        match Outcome::try_from(reply.outcome).expect("a known outcome") {
-            Outcome::Task => {
-                let task = reply.task.expect("a TASK reply carries the task");
+        match get_task(&client, trainer, pass).await {
+            TaskOutcome::Task(task) => {
                 tokio::time::sleep(work).await;
-                if finish(&client, task.task_id, task.epoch).await {
-                    history.lock().expect("history lock").completions.push((
-                        task.pass,
-                        task.task_id,
-                        task.epoch,
-                    ));
+                if finish(&client, task.id, task.epoch).await {
+                    let completion = (task.pass, task.id, task.epoch);
+                    history.lock().expect("history lock").completions.push(completion);
                 }
             }
-            Outcome::PassBefore | Outcome::PassAfter => pass = reply.current_pass,
-            Outcome::NoMoreAvailable | Outcome::NoDataset => {
+            TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
+                pass = current
+            }
+            TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset => {
                 tokio::time::sleep(Duration::from_millis(20)).await
             }
             // Declared lost while the group had no quorum for too long: join again.
-            Outcome::UnknownTrainer => trainer = register(&client, &name).await,
-            Outcome::JobFinished => return,
-            Outcome::Unspecified => panic!("the master answered GetTask without an outcome"),
+            TaskOutcome::UnknownTrainer => trainer = register(&client, &name).await,
+            TaskOutcome::JobFinished => return,
         }
     }
 }

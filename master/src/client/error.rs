@@ -1,6 +1,13 @@
-//! What a `MasterClient` call can end in besides success.
+//! What a `MasterClient` call can end in besides success, split so a caller can act on it.
 
 use std::time::Duration;
+
+/// Metadata key naming which FAILED_PRECONDITION a refusal is.
+pub const REFUSAL_METADATA_KEY: &str = "x-raftrain-refusal";
+/// The client already moved past this sequence number.
+pub const REFUSAL_STALE_REQUEST: &str = "stale-request";
+/// The slot is not held under the generation the request carries.
+pub const REFUSAL_NOT_HOLDER: &str = "not-holder";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -8,11 +15,46 @@ pub enum ClientError {
     NoMasters,
     #[error("master address {addr:?} is not valid: {reason}")]
     BadAddress { addr: String, reason: String },
-    /// The master answered with an error that retrying will not fix.
+    /// The request is wrong (INVALID_ARGUMENT): fix it; retrying changes nothing.
+    #[error("{call}: the master refused the request: {message}")]
+    InvalidArgument { call: &'static str, message: String },
+    /// A slot generation that is not current (FAILED_PRECONDITION from a slot call): another
+    /// pserver holds the slot now, or it was released. A pserver must stop serving it.
+    #[error("{call}: not the slot's holder: {message}")]
+    NotHolder { call: &'static str, message: String },
+    /// The master does not know the trainer (NOT_FOUND): register again.
+    #[error("{call}: unknown trainer; register again")]
+    UnknownTrainer { call: &'static str },
+    /// This client already moved past the request (a bug in the caller's use of the client).
+    #[error("{call}: {message}")]
+    StaleRequest { call: &'static str, message: String },
+    /// Any other answer that retrying will not fix.
     #[error("{call} rejected by the master: {message} ({code:?})")]
     Rejected { call: &'static str, code: tonic::Code, message: String },
-    /// No leader answered within the call's deadline. The write may or may not have been
+    /// The master answered something this client cannot read (a different version, a bug).
+    #[error("{call}: malformed answer from the master: {reason}")]
+    Malformed { call: &'static str, reason: String },
+    /// No leader answered within the call's deadline. A write may or may not have been
     /// applied: callers must treat the outcome as unknown.
     #[error("{call}: no master leader answered within {deadline:?} ({attempts} attempts; last error: {last_error})")]
     Deadline { call: &'static str, deadline: Duration, attempts: u32, last_error: String },
+}
+
+impl ClientError {
+    /// The error for a status that retrying will not fix.
+    pub(crate) fn from_status(call: &'static str, status: &tonic::Status) -> Self {
+        let message = status.message().to_string();
+        let refusal = status.metadata().get(REFUSAL_METADATA_KEY).and_then(|v| v.to_str().ok());
+        match (status.code(), refusal) {
+            (tonic::Code::InvalidArgument, _) => Self::InvalidArgument { call, message },
+            (tonic::Code::NotFound, _) => Self::UnknownTrainer { call },
+            (tonic::Code::FailedPrecondition, Some(REFUSAL_STALE_REQUEST)) => {
+                Self::StaleRequest { call, message }
+            }
+            (tonic::Code::FailedPrecondition, Some(REFUSAL_NOT_HOLDER)) => {
+                Self::NotHolder { call, message }
+            }
+            (code, _) => Self::Rejected { call, code, message },
+        }
+    }
 }

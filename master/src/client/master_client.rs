@@ -34,7 +34,12 @@ struct Leader {
     service: ServiceClient,
 }
 
+/// `UNKNOWN` may be a transport failure (worth a retry on a rediscovered leader) or a server
+/// bug (never worth the whole deadline): after this many it is an error.
+const UNKNOWN_ATTEMPTS_MAX: u32 = 3;
+
 /// What to do after a failed attempt.
+#[derive(Debug, PartialEq, Eq)]
 enum Next {
     Redirect(String),
     Rediscover,
@@ -60,8 +65,10 @@ impl MasterClient {
         })
     }
 
-    /// A read or an unstamped call, retried on the leader until the deadline.
-    pub async fn call<T, F, Fut>(
+    /// A read or an unstamped call, retried on the leader until the deadline. Each attempt
+    /// must carry its own deadline (`timed`): the channel has none, so a long call (a dataset
+    /// report, a watch stream) is not cut at the ordinary attempt timeout.
+    pub(crate) async fn call<T, F, Fut>(
         &self,
         call: &'static str,
         mut attempt: F,
@@ -72,6 +79,7 @@ impl MasterClient {
     {
         let started = Instant::now();
         let mut last_error = String::from("none yet");
+        let mut unknown_count = 0;
         for attempts in 1u32.. {
             if attempts > 1 && started.elapsed() >= self.options.call_deadline {
                 let deadline = self.options.call_deadline;
@@ -101,23 +109,21 @@ impl MasterClient {
             last_error =
                 format!("{} answered {:?}: {}", leader.addr, status.code(), status.message());
             tracing::debug!(call, attempts, error = %last_error, "attempt failed");
-            match next_step(&status) {
+            unknown_count += u32::from(status.code() == tonic::Code::Unknown);
+            match next_step(&status, unknown_count) {
                 Next::Redirect(addr) if addr != leader.addr => self.follow(&addr)?,
                 Next::Redirect(_) | Next::Rediscover => {
                     self.forget_leader();
                     tokio::time::sleep(backoff(attempts)).await;
                 }
-                Next::GiveUp => {
-                    let message = status.message().to_string();
-                    return Err(ClientError::Rejected { call, code: status.code(), message });
-                }
+                Next::GiveUp => return Err(ClientError::from_status(call, &status)),
             }
         }
         unreachable!("the attempt counter cannot run out before the deadline")
     }
 
     /// A write: one stamp for the logical call, reused by every retry of it.
-    pub async fn write<T, F, Fut>(
+    pub(crate) async fn write<T, F, Fut>(
         &self,
         call: &'static str,
         mut attempt: F,
@@ -152,12 +158,33 @@ impl MasterClient {
         Ok(())
     }
 
-    fn forget_leader(&self) {
+    pub(crate) fn masters(&self) -> &[String] {
+        &self.masters
+    }
+
+    pub(crate) fn options(&self) -> &ClientOptions {
+        &self.options
+    }
+
+    /// The deadline of one ordinary attempt.
+    pub(crate) fn rpc_timeout(&self) -> Duration {
+        self.options.rpc_timeout
+    }
+
+    pub(crate) fn forget_leader(&self) {
         *self.leader.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
     }
 }
 
-fn next_step(status: &tonic::Status) -> Next {
+/// `message` with a deadline for this attempt, carried as `grpc-timeout` and enforced by the
+/// channel and the server alike.
+pub(crate) fn timed<T>(message: T, timeout: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(timeout);
+    request
+}
+
+fn next_step(status: &tonic::Status, unknown_count: u32) -> Next {
     use tonic::Code;
     match status.code() {
         Code::Unavailable => match status.metadata().get(LEADER_METADATA_KEY) {
@@ -168,21 +195,22 @@ fn next_step(status: &tonic::Status) -> Next {
             None => Next::Rediscover,
         },
         // Transport failures and timeouts: the leader may have died or moved.
-        Code::DeadlineExceeded | Code::Cancelled | Code::Unknown | Code::Aborted => {
-            Next::Rediscover
-        }
+        Code::DeadlineExceeded | Code::Cancelled | Code::Aborted => Next::Rediscover,
+        Code::Unknown if unknown_count < UNKNOWN_ATTEMPTS_MAX => Next::Rediscover,
+        // INTERNAL is a bug, not a leader change: retrying for the whole deadline hides it.
         _ => Next::GiveUp,
     }
 }
 
 /// An endpoint with the client's timeouts, nodelay and large-message windows.
-pub(crate) fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, ClientError> {
+pub(crate) fn endpoint(addr: &str, _options: &ClientOptions) -> Result<Endpoint, ClientError> {
     let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(|error| {
         ClientError::BadAddress { addr: addr.to_string(), reason: error.to_string() }
     })?;
+    // No channel-wide timeout: each attempt carries its own (`timed`), so a dataset report or
+    // a watch stream may last longer than an ordinary call.
     Ok(endpoint
         .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
-        .timeout(options.rpc_timeout)
         .tcp_nodelay(true)
         .initial_stream_window_size(16 << 20)
         .initial_connection_window_size(64 << 20))
@@ -196,4 +224,38 @@ pub(crate) fn service_client(
     Ok(MasterServiceClient::new(channel)
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: tonic::Code, leader: Option<&str>) -> tonic::Status {
+        let mut status = tonic::Status::new(code, "test");
+        if let Some(addr) = leader {
+            let value = tonic::metadata::MetadataValue::try_from(addr).expect("ascii");
+            status.metadata_mut().insert(LEADER_METADATA_KEY, value);
+        }
+        status
+    }
+
+    /// Each gRPC code leads to the right step; UNKNOWN only a few times, INTERNAL never.
+    #[test]
+    fn next_step_per_code() {
+        use tonic::Code;
+        let redirect = Next::Redirect("10.0.0.1:1".to_string());
+        let cases = [
+            (status(Code::Unavailable, Some("10.0.0.1:1")), 0, redirect),
+            (status(Code::Unavailable, None), 0, Next::Rediscover),
+            (status(Code::DeadlineExceeded, None), 0, Next::Rediscover),
+            (status(Code::Cancelled, None), 0, Next::Rediscover),
+            (status(Code::Unknown, None), 1, Next::Rediscover),
+            (status(Code::Unknown, None), UNKNOWN_ATTEMPTS_MAX, Next::GiveUp),
+            (status(Code::Internal, None), 0, Next::GiveUp),
+            (status(Code::InvalidArgument, None), 0, Next::GiveUp),
+        ];
+        for (status, unknown_count, expected) in cases {
+            assert_eq!(next_step(&status, unknown_count), expected, "{status:?}");
+        }
+    }
 }

@@ -1,10 +1,24 @@
-//! `MasterClient` and what it needs: options with named limits, leader discovery, errors.
+//! `MasterClient`: the typed API pservers, trainers and tools use to reach whichever master
+//! leads. `master_client` is the machinery (leader discovery, redirects, retries with jittered
+//! backoff inside a deadline, one stamp per logical write); `typed_calls` is the API, one
+//! method per RPC; `types` are the values it answers and `conversions` the only place that
+//! turns protobuf into them; `watch` follows the pserver table across leader changes.
 
+mod conversions;
 mod discovery;
 mod error;
 mod master_client;
 mod options;
+mod typed_calls;
+mod types;
+mod watch;
 
-pub use error::ClientError;
+pub use error::{ClientError, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST};
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use options::ClientOptions;
+pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
+pub use types::{
+    CheckpointMeta, CheckpointRecorded, ChunkRef, DatasetSizes, PServerEntry, PServerTable,
+    SlotLease, Task, TaskOutcome, TrainerRegistration,
+};
+pub use watch::PServerWatch;

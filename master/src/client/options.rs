@@ -32,19 +32,31 @@ impl Default for ClientOptions {
     }
 }
 
-/// Exponential backoff between `BACKOFF_MS_MIN` and `BACKOFF_MS_MAX`.
+/// Exponential backoff between `BACKOFF_MS_MIN` and `BACKOFF_MS_MAX`, with "equal jitter":
+/// half the step fixed, half random, so clients that failed together (every trainer at a
+/// leader's death) do not retry in lockstep.
 pub(crate) fn backoff(attempt: u32) -> Duration {
+    let step_ms = backoff_step_ms(attempt);
+    let half_ms = step_ms / 2;
+    Duration::from_millis(half_ms + rand::random::<u64>() % (step_ms - half_ms + 1))
+}
+
+/// The capped exponential step the jitter is drawn within.
+fn backoff_step_ms(attempt: u32) -> u64 {
     let factor = 1u64 << attempt.min(16);
-    Duration::from_millis(BACKOFF_MS_MIN.saturating_mul(factor).min(BACKOFF_MS_MAX))
+    BACKOFF_MS_MIN.saturating_mul(factor).min(BACKOFF_MS_MAX)
 }
 
 #[cfg(test)]
 mod tests {
-    /// Backoff doubles from the minimum and stops at the maximum.
+    /// The step doubles from the minimum and stops at the maximum; each pause lies within
+    /// [step / 2, step] and pauses are not all alike.
     #[test]
-    fn backoff_doubles_then_caps() {
-        let millis: Vec<u64> =
-            (0..8).map(|attempt| super::backoff(attempt).as_millis() as u64).collect();
-        assert_eq!(millis, [10, 20, 40, 80, 100, 100, 100, 100]);
+    fn backoff_doubles_caps_and_jitters() {
+        let steps: Vec<u64> = (0..8).map(super::backoff_step_ms).collect();
+        assert_eq!(steps, [10, 20, 40, 80, 100, 100, 100, 100]);
+        let pauses: Vec<u64> = (0..200).map(|_| super::backoff(6).as_millis() as u64).collect();
+        assert!(pauses.iter().all(|pause| (50..=100).contains(pause)), "{pauses:?}");
+        assert!(pauses.iter().any(|pause| *pause != pauses[0]), "jittered");
     }
 }

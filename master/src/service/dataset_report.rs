@@ -166,8 +166,14 @@ pub(crate) async fn report_in_batches(
 ) -> Result<Response, Status> {
     let total_chunks = report.chunks.len() as u64;
     let digest = report.chunks.digest();
+    let stored = proposer
+        .node()
+        .read(|replicated| replicated.state().loading_received(&report.job, total_chunks, digest));
     let mut response = Response::Rejected { reason: "the dataset has no chunks".to_string() };
-    for batch in batches(&report.chunks) {
+    // Batches the state already holds are skipped; the first one proposed may overlap them,
+    // which the state checks and skips.
+    let pending = batches(&report.chunks).into_iter().filter(|batch| batch.end as u64 > stored);
+    for batch in pending {
         let command = Command::ReportDatasetBatch {
             job: report.job.clone(),
             passes: report.passes,

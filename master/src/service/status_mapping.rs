@@ -1,7 +1,9 @@
 //! The one mapping from master outcomes to gRPC statuses. "Not the leader" is `UNAVAILABLE`
 //! with the leader's address in `x-raftrain-leader`, which `MasterClient` follows.
 
-use crate::client::LEADER_METADATA_KEY;
+use crate::client::{
+    LEADER_METADATA_KEY, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST,
+};
 use crate::state::Response;
 use consensus::WriteError;
 use tonic::metadata::MetadataValue;
@@ -38,19 +40,28 @@ pub(crate) fn not_leader(leader_addr: Option<&str>) -> Status {
 pub(crate) fn unexpected(call: &'static str, response: Response) -> Status {
     match response {
         Response::Rejected { reason } => Status::invalid_argument(reason),
-        Response::StaleRequest { last_seq } => Status::failed_precondition(format!(
-            "{call}: this client already moved past the request (its last sequence number is {last_seq})"
-        )),
+        Response::StaleRequest { last_seq } => refusal(
+            Status::failed_precondition(format!(
+                "{call}: this client already moved past the request (its last sequence number is {last_seq})"
+            )),
+            REFUSAL_STALE_REQUEST,
+        ),
         Response::UnknownTrainer => {
             Status::not_found(format!("{call}: unknown trainer; register again"))
         }
-        Response::SlotNotHeld => Status::failed_precondition(format!(
+        Response::SlotNotHeld => refusal(Status::failed_precondition(format!(
             "{call}: the slot is not held under this generation (another pserver holds it now, \
              or it was released); stop serving it"
-        )),
+        )), REFUSAL_NOT_HOLDER),
         Response::NoDataset => {
             Status::failed_precondition(format!("{call}: no dataset was reported yet"))
         }
         other => Status::internal(format!("{call}: unexpected answer from the state machine: {other:?}")),
     }
+}
+
+/// Marks a FAILED_PRECONDITION with which refusal it is, for `MasterClient` to tell apart.
+fn refusal(mut status: Status, kind: &'static str) -> Status {
+    status.metadata_mut().insert(REFUSAL_METADATA_KEY, MetadataValue::from_static(kind));
+    status
 }

@@ -245,6 +245,21 @@ impl MasterState {
         self.job.as_ref().map_or(0, |job| job.dataset.task_count())
     }
 
+    /// How many chunks of an unfinished report of this spec the state already holds: a report
+    /// started over (a client's retry, a new leader) proposes only the rest.
+    pub fn loading_received(&self, job: &str, total_chunks: u64, digest: u64) -> u64 {
+        match &self.loading {
+            Some(loading)
+                if loading.job == job
+                    && loading.total_chunks == total_chunks
+                    && loading.digest == digest =>
+            {
+                loading.chunks.len() as u64
+            }
+            _ => 0,
+        }
+    }
+
     /// Whether a dataset was accepted (a later report can only repeat or contradict it).
     pub fn dataset_accepted(&self) -> bool {
         self.job.is_some()

@@ -1,0 +1,220 @@
+//! `MasterClient`'s typed API: one method per RPC, so pservers, trainers and tools never build
+//! protobuf. Writes are stamped once and retried with the same stamp (exactly-once); every
+//! attempt carries its own deadline (`timed`).
+
+use super::conversions::{
+    checkpoint_to_proto, dataset_sizes, pserver_table, slot_lease, task_outcome,
+};
+use super::error::ClientError;
+use super::master_client::{timed, MasterClient};
+use super::types::{
+    CheckpointMeta, CheckpointRecorded, DatasetSizes, PServerTable, SlotLease, TaskOutcome,
+    TrainerRegistration,
+};
+use super::watch::PServerWatch;
+use proto::master as pb;
+use std::time::Duration;
+
+/// One attempt of `report_dataset` may take this long: the leader scans every chunk header of
+/// the dataset and proposes it in batches (a million chunks is about a thousand log entries),
+/// far longer than an ordinary call's attempt.
+pub const REPORT_RPC_TIMEOUT_MS: u64 = 300_000;
+
+impl MasterClient {
+    /// Registers a trainer under `name` (for status only); the id goes in every later call.
+    pub async fn register_trainer(&self, name: &str) -> Result<TrainerRegistration, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("RegisterTrainer", |mut service, stamp| {
+                let request = pb::RegisterTrainerRequest { stamp: Some(stamp), name: name.into() };
+                async move { service.register_trainer(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(TrainerRegistration { trainer_id: reply.trainer_id, lease_ms: reply.lease_ms })
+    }
+
+    /// Renews the trainer's lease; `false` when the master no longer knows it.
+    pub async fn heartbeat(&self, trainer_id: u64) -> Result<bool, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .call("Heartbeat", |mut service| async move {
+                service.heartbeat(timed(pb::HeartbeatRequest { trainer_id }, timeout)).await
+            })
+            .await?;
+        Ok(reply.known)
+    }
+
+    /// The next task of `pass` for the trainer, or why there is none.
+    pub async fn get_task(&self, trainer_id: u64, pass: u32) -> Result<TaskOutcome, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("GetTask", |mut service, stamp| async move {
+                let request = pb::GetTaskRequest { stamp: Some(stamp), trainer_id, pass };
+                service.get_task(timed(request, timeout)).await
+            })
+            .await?;
+        task_outcome(reply)
+    }
+
+    /// Reports a task done; `false` when its epoch is no longer the pending one (fenced off).
+    pub async fn task_finished(&self, task_id: u64, epoch: u64) -> Result<bool, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("TaskFinished", |mut service, stamp| async move {
+                let request = pb::TaskFinishedRequest { stamp: Some(stamp), task_id, epoch };
+                service.task_finished(timed(request, timeout)).await
+            })
+            .await?;
+        Ok(reply.accepted)
+    }
+
+    /// Reports a task failed with `reason` (cut by the master if long); `false` when fenced off.
+    pub async fn task_failed(
+        &self,
+        task_id: u64,
+        epoch: u64,
+        reason: &str,
+    ) -> Result<bool, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("TaskFailed", |mut service, stamp| {
+                let request = pb::TaskFailedRequest {
+                    stamp: Some(stamp),
+                    task_id,
+                    epoch,
+                    reason: reason.into(),
+                };
+                async move { service.task_failed(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(reply.accepted)
+    }
+
+    /// Claims a pserver slot for `addr` (host:port); `None` when all `desired` are held.
+    pub async fn claim_slot(
+        &self,
+        addr: &str,
+        desired: u32,
+    ) -> Result<Option<SlotLease>, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("ClaimPServerSlot", |mut service, stamp| {
+                let request =
+                    pb::ClaimPServerSlotRequest { stamp: Some(stamp), addr: addr.into(), desired };
+                async move { service.claim_p_server_slot(timed(request, timeout)).await }
+            })
+            .await?;
+        slot_lease(reply)
+    }
+
+    /// Renews the slot's lease; `false` when the slot is not held under `generation` any more
+    /// (the pserver must stop serving and exit).
+    pub async fn slot_heartbeat(
+        &self,
+        index: u32,
+        addr: &str,
+        generation: u64,
+    ) -> Result<bool, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .call("PServerHeartbeat", |mut service| {
+                let request = pb::PServerHeartbeatRequest { index, addr: addr.into(), generation };
+                async move { service.p_server_heartbeat(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(reply.holds_slot)
+    }
+
+    /// Records the slot's checkpoint; `ClientError::NotHolder` if `generation` is not current.
+    pub async fn record_checkpoint(
+        &self,
+        index: u32,
+        generation: u64,
+        meta: &CheckpointMeta,
+    ) -> Result<CheckpointRecorded, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("RecordCheckpoint", |mut service, stamp| {
+                let meta = Some(checkpoint_to_proto(meta));
+                let request =
+                    pb::RecordCheckpointRequest { stamp: Some(stamp), index, meta, generation };
+                async move { service.record_checkpoint(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(if reply.recorded { CheckpointRecorded::Recorded } else { CheckpointRecorded::Stale })
+    }
+
+    /// Records an evaluation of the model after `pass` (accuracy in 0..=1), shown by status.
+    pub async fn record_eval(
+        &self,
+        pass: u32,
+        loss: f32,
+        accuracy: f32,
+    ) -> Result<(), ClientError> {
+        let timeout = self.rpc_timeout();
+        self.write("RecordEval", |mut service, stamp| async move {
+            let request = pb::RecordEvalRequest { stamp: Some(stamp), pass, loss, accuracy };
+            service.record_eval(timed(request, timeout)).await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The pserver table (linearizable).
+    pub async fn list_pservers(&self) -> Result<PServerTable, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .call("ListPServers", |mut service| async move {
+                service.list_p_servers(timed(pb::ListPServersRequest {}, timeout)).await
+            })
+            .await?;
+        Ok(pserver_table(reply))
+    }
+
+    /// The pserver table now and after every change, following the leader (see
+    /// [`PServerWatch`]).
+    pub fn watch_pservers(&self) -> PServerWatch {
+        PServerWatch::start(self.masters().to_vec(), self.options().clone())
+    }
+
+    /// Reports the job's dataset (`patterns` as the masters see them); the first report wins,
+    /// a repeat answers the accepted sizes. Each attempt may take [`REPORT_RPC_TIMEOUT_MS`].
+    pub async fn report_dataset(
+        &self,
+        job: &str,
+        patterns: &[String],
+        passes: u32,
+    ) -> Result<DatasetSizes, ClientError> {
+        let timeout = Duration::from_millis(REPORT_RPC_TIMEOUT_MS);
+        let reply = self
+            .write("ReportDataset", |mut service, stamp| {
+                let request = pb::ReportDatasetRequest {
+                    stamp: Some(stamp),
+                    job: job.into(),
+                    patterns: patterns.to_vec(),
+                    passes,
+                };
+                async move { service.report_dataset(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(dataset_sizes(reply))
+    }
+
+    /// The job and cluster state (linearizable), as the master's status reply.
+    pub async fn status(&self) -> Result<pb::StatusReply, ClientError> {
+        let timeout = self.rpc_timeout();
+        self.call("Status", |mut service| async move {
+            service.status(timed(pb::StatusRequest {}, timeout)).await
+        })
+        .await
+    }
+
+    /// The cluster as the leader sees it.
+    pub async fn cluster_info(&self) -> Result<proto::raft::ClusterInfoReply, ClientError> {
+        let timeout = self.rpc_timeout();
+        self.call("ClusterInfo", |mut service| async move {
+            service.cluster_info(timed(proto::raft::ClusterInfoRequest {}, timeout)).await
+        })
+        .await
+    }
+}

@@ -1,0 +1,85 @@
+//! What `MasterClient`'s typed calls answer: plain Rust values, so pservers and trainers never
+//! see protobuf. Conversions from the wire live in `conversions.rs`.
+
+pub use crate::state::{CheckpointMeta, ChunkRef};
+
+/// A trainer's registration: its id, and how often it must heartbeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrainerRegistration {
+    pub trainer_id: u64,
+    pub lease_ms: u64,
+}
+
+/// A task to process; report back with its `id` and `epoch`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Task {
+    pub id: u64,
+    pub epoch: u64,
+    pub pass: u32,
+    pub chunks: Vec<ChunkRef>,
+    /// When the master takes the task back (the state's clock; for display).
+    pub deadline_ms: u64,
+}
+
+/// The answer to `get_task`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskOutcome {
+    Task(Task),
+    /// The asked pass is over; move on to `current`.
+    PassBefore {
+        current: u32,
+    },
+    /// The asked pass has not begun; wait for `current` to end.
+    PassAfter {
+        current: u32,
+    },
+    /// Nothing to hand out now but tasks are pending elsewhere: ask again later.
+    NoMoreAvailable,
+    JobFinished,
+    NoDataset,
+    /// The master no longer knows this trainer: register again.
+    UnknownTrainer,
+}
+
+/// A granted pserver slot: serve `index`, and put `generation` in every heartbeat and
+/// checkpoint record (trainers put it in every request to this pserver).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotLease {
+    pub index: u32,
+    pub generation: u64,
+    pub lease_ms: u64,
+    /// The slot's latest checkpoint, to restore from.
+    pub checkpoint: Option<CheckpointMeta>,
+}
+
+/// What `record_checkpoint` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckpointRecorded {
+    Recorded,
+    /// The slot already has a checkpoint at the same or a higher step; nothing changed, and
+    /// the files that one needs must stay.
+    Stale,
+}
+
+/// One held pserver slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PServerEntry {
+    pub index: u32,
+    pub addr: String,
+    pub generation: u64,
+}
+
+/// The job's pserver slots: how many there are, and the held ones.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct PServerTable {
+    pub desired: u32,
+    pub pservers: Vec<PServerEntry>,
+}
+
+/// The job's sizes, as the accepted dataset report gives them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DatasetSizes {
+    pub task_count: u64,
+    pub chunk_count: u64,
+    pub record_count: u64,
+}
