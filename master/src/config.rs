@@ -105,7 +105,11 @@ impl MasterConfig {
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(self.chunks_per_task >= 1, "--chunks-per-task must be at least 1");
+        let chunks_per_task_max = crate::state::CHUNKS_PER_TASK_MAX;
+        anyhow::ensure!(
+            (1..=chunks_per_task_max).contains(&self.chunks_per_task),
+            "--chunks-per-task must be 1 to {chunks_per_task_max} (a task's chunks travel in one reply)"
+        );
         anyhow::ensure!(self.timeout_factor >= 1, "--timeout-factor must be at least 1");
         anyhow::ensure!(self.trainer_lease_ms >= 100, "--trainer-lease-ms must be at least 100");
         anyhow::ensure!(self.pserver_lease_ms >= 100, "--pserver-lease-ms must be at least 100");

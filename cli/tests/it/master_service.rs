@@ -131,6 +131,7 @@ fn master_flags_are_checked() {
     let peers = ["--peers", "1=127.0.0.1:1"];
     for (flag, value, named) in [
         ("--worker-threads", "0", "--worker-threads"),
+        ("--chunks-per-task", "1025", "--chunks-per-task must be 1 to 1024"),
         ("--metrics-listen", "nowhere", "--metrics-listen"),
         ("--metrics-listen", "192.0.2.1:1", "bind --metrics-listen 192.0.2.1:1"),
     ] {
@@ -220,7 +221,9 @@ async fn the_typed_client_covers_every_call() {
     let TaskOutcome::Task(next) = client.get_task(trainer, 0).await.expect("get") else {
         panic!("a second task is handed out");
     };
-    assert!(client.task_failed(next.id, next.epoch, "bad chunk").await.expect("fail"));
+    // A reason far longer than one log entry is cut by the master, not refused.
+    let long_reason = "x".repeat(1 << 20);
+    assert!(client.task_failed(next.id, next.epoch, &long_reason).await.expect("fail"));
 
     let lease = client.claim_slot("127.0.0.1:7101", 1).await.expect("claim").expect("granted");
     assert!(lease.generation > 0 && lease.checkpoint.is_none());
@@ -249,5 +252,7 @@ async fn the_typed_client_covers_every_call() {
     assert_eq!(watch.next().await.expect("a table").expect("open"), table);
     let status = client.status().await.expect("status");
     assert_eq!((status.done, status.eval.expect("an eval").accuracy), (1, 0.75));
+    let reason_bytes = status.failed_tasks.iter().map(|task| task.reason.len()).max();
+    assert!(reason_bytes.unwrap_or(0) <= master::state::FAILURE_REASON_BYTES_MAX);
     assert!(client.cluster_info().await.expect("cluster").leader_id >= 1);
 }

@@ -146,3 +146,24 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // them whole.
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Leases are soft state of one term: entering another term (even leading again) forgets
+    /// them, so nobody is judged on leases granted before the change; the same term keeps them.
+    #[test]
+    fn leases_reset_when_the_term_changes() {
+        let duties = LeaderDuties::new(Duration::from_secs(1), Duration::from_secs(1));
+        duties.enter_term(3);
+        duties.trainer_alive(7);
+        duties.pserver_alive(0);
+        duties.enter_term(3);
+        let later = Instant::now() + Duration::from_secs(2);
+        assert_eq!(lock(&duties.trainers).expired(later), vec![7], "same term: kept");
+        duties.enter_term(5);
+        assert!(lock(&duties.trainers).expired(later).is_empty(), "new term: forgotten");
+        assert!(lock(&duties.pservers).expired(later).is_empty(), "new term: forgotten");
+    }
+}

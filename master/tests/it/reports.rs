@@ -157,3 +157,20 @@ fn task_failures() {
 fn zero_failures() -> master::state::QueuePolicy {
     master::state::QueuePolicy { max_task_failures: 0, ..policy() }
 }
+
+/// Status lists at most `FAILED_TASKS_SHOWN_MAX` failed tasks (the lowest ids) while the count
+/// stays whole, so a job whose every task failed still answers a small status.
+#[test]
+fn status_lists_a_bounded_number_of_failed_tasks() {
+    let shown_max = master::state::FAILED_TASKS_SHOWN_MAX as u64;
+    let task_count = shown_max + 20;
+    let mut steps = setup(task_count, 1, zero_failures());
+    for task in 0..task_count {
+        steps.push(at(0, get(1, 0), crate::support::task(task, 1, 0, 1000)));
+        steps.push(at(0, failed(task, 1, "corrupt"), is(Response::Accepted)));
+    }
+    let status = crate::support::run_unchecked("every task fails", &steps).status();
+    assert_eq!(status.failed_count, task_count);
+    assert_eq!(status.failed_tasks.len() as u64, shown_max);
+    assert_eq!(status.failed_tasks.last().map(|failed| failed.task), Some(shown_max - 1));
+}

@@ -31,7 +31,8 @@ pub struct CanonicalEntry {
 #[derive(Default)]
 pub struct CanonicalLog {
     pub entries: BTreeMap<u64, CanonicalEntry>,
-    /// The highest sequence number applied per client, to tell replays apart.
+    /// The highest sequence number per client whose answer the state keeps, to tell replays
+    /// apart: an answer that changed nothing is not kept, so its retry is applied afresh.
     last_seq: BTreeMap<u64, u64>,
 }
 
@@ -40,16 +41,18 @@ impl CanonicalLog {
         let mut commands = Vec::new();
         for command in &applied.commands {
             let request = decode_request(&command.request).ok();
+            let response = decode_response(&command.response).ok();
             let stamp = request.as_ref().and_then(|request| request.client);
             let replay = stamp.is_some_and(|stamp| {
-                let last = self.last_seq.entry(stamp.client_id).or_default();
-                let replay = stamp.seq <= *last;
-                *last = (*last).max(stamp.seq);
-                replay
+                self.last_seq.get(&stamp.client_id).is_some_and(|last| stamp.seq <= *last)
             });
+            let kept = response.as_ref().is_some_and(|response| response.must_be_replayed());
+            if let Some(stamp) = stamp.filter(|_| kept && !replay) {
+                self.last_seq.insert(stamp.client_id, stamp.seq);
+            }
             commands.push(CanonicalCommand {
                 request,
-                response: decode_response(&command.response).ok(),
+                response,
                 request_bytes: command.request.clone(),
                 response_bytes: command.response.clone(),
                 replay,
