@@ -141,13 +141,18 @@ impl MasterGroup {
 
     /// A raw protobuf client of the current leader, for tests that send hand-made requests.
     pub async fn leader_service(&self) -> MasterServiceClient<Channel> {
-        let addr = &self.addrs[self.leader_index().await];
+        self.service(self.leader_index().await).await
+    }
+
+    /// A raw protobuf client of replica `index` (not of whichever leads).
+    pub async fn service(&self, index: usize) -> MasterServiceClient<Channel> {
+        let addr = &self.addrs[index];
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .expect("a valid address")
             .timeout(Duration::from_secs(15))
             .connect()
             .await
-            .expect("connect to the leader");
+            .expect("connect to the master");
         MasterServiceClient::new(channel)
     }
 

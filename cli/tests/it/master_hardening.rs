@@ -4,24 +4,10 @@
 use crate::master_group::MasterGroup;
 use crate::task_consumer::{finish, register, report_dataset, take_task, write_dataset};
 use nix::sys::signal::Signal;
-use proto::master::master_service_client::MasterServiceClient;
 use proto::master::{
     ClaimPServerSlotRequest, ClientStamp, HeartbeatRequest, PServerHeartbeatRequest,
 };
 use std::time::Duration;
-use tonic::transport::Channel;
-
-/// A client of one particular master (not of whichever leads): what a pserver partitioned
-/// with the old leader keeps talking to.
-async fn direct(addr: &str) -> MasterServiceClient<Channel> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("a valid address")
-        .timeout(Duration::from_secs(15))
-        .connect()
-        .await
-        .expect("connect to the master");
-    MasterServiceClient::new(channel)
-}
 
 /// A leader cut off from both followers (they are paused) keeps its applied state and still
 /// believes it leads, but must not tell a pserver it holds its slot, nor a trainer that it is
@@ -31,7 +17,8 @@ async fn a_leader_without_quorum_confirms_no_ownership() {
     let group = MasterGroup::start(3, &[]);
     let leader = group.leader_index().await;
     let trainer = register(&group.client(), "t").await;
-    let mut service = direct(&group.addrs[leader]).await;
+    // What a pserver partitioned with the old leader keeps talking to: that one master.
+    let mut service = group.service(leader).await;
     let stamp = Some(ClientStamp { client_id: 77, seq: 1 });
     let claim = ClaimPServerSlotRequest { stamp, addr: "127.0.0.1:7101".into(), desired: 1 };
     let lease = service.claim_p_server_slot(claim).await.expect("claim a slot").into_inner();

@@ -79,14 +79,8 @@ pub(crate) fn checkpoint_from_proto(meta: pb::CheckpointMeta) -> CheckpointMeta 
     }
 }
 
-pub(crate) fn checkpoint_to_proto(meta: &CheckpointMeta) -> pb::CheckpointMeta {
-    pb::CheckpointMeta {
-        path: meta.path.clone(),
-        step: meta.step,
-        crc32: meta.crc32,
-        created_ms: meta.created_ms,
-    }
-}
+/// The request form of a checkpoint: the service's conversion, the same in both directions.
+pub(crate) use crate::service::checkpoint_to_proto;
 
 pub(crate) fn pserver_table(reply: pb::ListPServersReply) -> PServerTable {
     let pservers = reply

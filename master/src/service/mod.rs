@@ -9,5 +9,6 @@ mod status_mapping;
 mod status_view;
 mod watch;
 
+pub(crate) use conversions::checkpoint_to_proto;
 pub(crate) use master_rpc::MasterRpc;
 pub(crate) use proposer::Proposer;
