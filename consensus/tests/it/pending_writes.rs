@@ -7,7 +7,26 @@ use std::time::Duration;
 use consensus::NodeConfig;
 use openraft::ServerState;
 
-use crate::cluster::{put, Cluster};
+use crate::cluster::{put, Cluster, Node};
+use consensus::kv::KvResponse;
+use consensus::WriteError;
+
+/// A write that must commit, retried (as a client retries) when its outcome was unknown: on a
+/// loaded machine one attempt may pass its 2 s timeout. A node whose write path is jammed
+/// times out on every attempt, so this still fails without the fix.
+async fn put_committed(node: &Node, key: &str, value: &str) -> Result<KvResponse, WriteError> {
+    let mut outcome = put(node, key, value).await;
+    for _ in 1..TIMEOUT_RETRIES_MAX {
+        if !matches!(outcome, Err(WriteError::Timeout { .. })) {
+            break;
+        }
+        outcome = put(node, key, value).await;
+    }
+    outcome
+}
+
+/// Attempts of a write whose outcome stays unknown before the test gives up.
+const TIMEOUT_RETRIES_MAX: u32 = 3;
 
 /// Writes proposed to a leader that is then cut off resolve, and after the majority commits
 /// past a snapshot and the old leader is elected again, writes through it commit.
@@ -22,7 +41,7 @@ async fn a_leader_whose_entries_a_snapshot_replaced_commits_when_it_leads_again(
     })
     .await?;
     let old_leader = cluster.leader().await?;
-    put(cluster.node(old_leader), "before", "1").await?;
+    put_committed(cluster.node(old_leader), "before", "1").await?;
     cluster.converge().await?;
 
     tracing::info!("--- cut the leader off while writes to it are in flight (every slot busy)");
@@ -39,7 +58,7 @@ async fn a_leader_whose_entries_a_snapshot_replaced_commits_when_it_leads_again(
     let majority: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != old_leader).collect();
     let new_leader = cluster.leader_among(&majority).await?;
     for index in 0..100 {
-        put(cluster.node(new_leader), &format!("key-{index}"), "v").await?;
+        put_committed(cluster.node(new_leader), &format!("key-{index}"), "v").await?;
     }
     let old_last = cluster.node(old_leader).metrics().borrow().last_log_index.unwrap_or(0);
     cluster
@@ -71,7 +90,7 @@ async fn a_leader_whose_entries_a_snapshot_replaced_commits_when_it_leads_again(
 
     tracing::info!("--- writes through it commit at once");
     for index in 0..4 {
-        put(cluster.node(old_leader), &format!("again-{index}"), "v").await?;
+        put_committed(cluster.node(old_leader), &format!("again-{index}"), "v").await?;
     }
     cluster.converge_among(&[old_leader, third]).await?;
     let state = cluster.node(third).read(|state| state.clone());
