@@ -2,7 +2,7 @@
 //!
 //! The generated modules nest as the protobuf packages do (`raftrain.master.v1` refers to
 //! `raftrain.raft.v1`), and each package is also reachable by its short name:
-//! `proto::example`, `proto::raft`, `proto::master`, `proto::kv`. Conversions to and from
+//! `proto::example`, `proto::raft`, `proto::master`, `proto::kv`, `proto::pserver`. Conversions to and from
 //! domain types live next to the services that use them, never here.
 
 /// The generated code, one module per protobuf package.
@@ -28,6 +28,11 @@ pub mod raftrain {
             tonic::include_proto!("raftrain.kv.v1");
         }
     }
+    pub mod pserver {
+        pub mod v1 {
+            tonic::include_proto!("raftrain.pserver.v1");
+        }
+    }
 }
 
 /// `raftrain.example.v1`: the training example stored in dataset records.
@@ -36,6 +41,8 @@ pub use raftrain::example::v1 as example;
 pub use raftrain::kv::v1 as kv;
 /// `raftrain.master.v1`: the master service trainers, pservers and `raftrain status` call.
 pub use raftrain::master::v1 as master;
+/// `raftrain.pserver.v1`: the parameter server service trainers call.
+pub use raftrain::pserver::v1 as pserver;
 /// `raftrain.raft.v1`: the Raft transport between master replicas.
 pub use raftrain::raft::v1 as raft;
 

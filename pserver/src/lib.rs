@@ -1,0 +1,16 @@
+//! Parameter servers: each holds a shard of every parameter (the blocks `placement` assigns to
+//! its slot), applies the gradients trainers push with the job's optimizer, and checkpoints its
+//! shard so that a replacement restores it.
+//!
+//! `placement`, `optimizer`, `layout` and `shard` are pure; `service` is the gRPC edge;
+//! `slot_lease` holds the slot through the master; `checkpointer` writes and records
+//! checkpoints; `run` wires them to one port. `client` is `PServerClient`, which trainers use.
+
+pub mod optimizer;
+pub mod placement;
+pub mod block_state;
+pub mod f32_bytes;
+pub mod layout;
+pub mod shard;
+pub mod shard_cell;
+pub mod shard_error;

@@ -1,0 +1,134 @@
+//! `Shard`: the blocks one slot serves, once initialized or restored. Each block has its own
+//! lock, so pushes to different blocks run in parallel and a pull copies each block whole
+//! (never half an update). A push is checked completely before any block changes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::block_state::BlockState;
+use crate::f32_bytes::{self, PayloadError};
+use crate::layout::JobLayout;
+use crate::placement::{slot_of, BlockId};
+use crate::shard_error::ShardError;
+
+/// A serving shard: the layout, this slot's blocks and the counters.
+#[derive(Debug)]
+pub struct Shard {
+    layout: JobLayout,
+    slot: u32,
+    blocks: BTreeMap<BlockId, Mutex<BlockState>>,
+    step: AtomicU64,
+    nonfinite_refused: AtomicU64,
+}
+
+impl Shard {
+    /// A shard from blocks that must be exactly the ones `layout` assigns to `slot`.
+    pub fn new(layout: JobLayout, slot: u32, step: u64, blocks: BTreeMap<BlockId, BlockState>) -> Result<Self, ShardError> {
+        let expected = layout.blocks_of_slot(slot);
+        if let Some((id, _)) = expected.iter().find(|(id, _)| !blocks.contains_key(*id)) {
+            return Err(ShardError::MissingBlock { id: id.clone(), missing: expected.len() - blocks.len().min(expected.len()) });
+        }
+        for (id, block) in &blocks {
+            let Some(&length) = expected.get(id) else {
+                return Err(ShardError::NotOwned { id: id.clone(), slot });
+            };
+            if !block.fits(&layout.optimizer, length) {
+                return Err(ShardError::BlockShape { id: id.clone(), want: length });
+            }
+        }
+        let blocks = blocks.into_iter().map(|(id, block)| (id, Mutex::new(block))).collect();
+        let step = AtomicU64::new(step);
+        Ok(Self { layout, slot, blocks, step, nonfinite_refused: AtomicU64::new(0) })
+    }
+
+    pub fn layout(&self) -> &JobLayout {
+        &self.layout
+    }
+
+    /// Gradients applied in all (pushes, not blocks).
+    pub fn step(&self) -> u64 {
+        self.step.load(Ordering::SeqCst)
+    }
+
+    pub fn nonfinite_refused(&self) -> u64 {
+        self.nonfinite_refused.load(Ordering::SeqCst)
+    }
+
+    pub fn block_count(&self) -> usize {
+        self.blocks.len()
+    }
+
+    pub fn element_count(&self) -> u64 {
+        self.layout.blocks_of_slot(self.slot).values().map(|&length| length as u64).sum()
+    }
+
+    /// Applies one push: every block is decoded and checked first (known, served here, the
+    /// right length, finite, named once); then each is applied under its own lock.
+    pub fn push(&self, gradients: &[(BlockId, &[u8])]) -> Result<u64, ShardError> {
+        let decoded = self.decode_all(gradients).inspect_err(|error| {
+            if matches!(error, ShardError::Payload { error: PayloadError::NotFinite { .. }, .. }) {
+                self.nonfinite_refused.fetch_add(1, Ordering::SeqCst);
+            }
+        })?;
+        for (id, gradient) in decoded {
+            lock(&self.blocks[id]).apply(&self.layout.optimizer, &gradient);
+        }
+        Ok(self.step.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// Copies of the asked blocks (all of this slot's when `ids` is empty), each taken whole
+    /// under its lock.
+    pub fn pull(&self, ids: &[BlockId]) -> Result<Vec<(BlockId, Vec<f32>)>, ShardError> {
+        if ids.is_empty() {
+            return Ok(self.blocks.iter().map(|(id, block)| (id.clone(), lock(block).values.clone())).collect());
+        }
+        let mut copies = Vec::with_capacity(ids.len());
+        for id in ids {
+            let block = self.served(id)?;
+            copies.push((id.clone(), lock(block).values.clone()));
+        }
+        Ok(copies)
+    }
+
+    /// Calls `visit` with a consistent copy of each block in (name, index) order; for
+    /// checkpoints, which must not hold a block's lock while writing to disk.
+    pub fn visit_blocks<E>(&self, mut visit: impl FnMut(&BlockId, BlockState) -> Result<(), E>) -> Result<(), E> {
+        for (id, block) in &self.blocks {
+            let copy = lock(block).clone();
+            visit(id, copy)?;
+        }
+        Ok(())
+    }
+
+    fn decode_all<'a>(&self, gradients: &'a [(BlockId, &[u8])]) -> Result<Vec<(&'a BlockId, Vec<f32>)>, ShardError> {
+        let mut seen = HashSet::with_capacity(gradients.len());
+        let mut decoded = Vec::with_capacity(gradients.len());
+        for (id, bytes) in gradients {
+            let length = lock(self.served(id)?).values.len();
+            if !seen.insert(id) {
+                return Err(ShardError::DuplicateBlock { id: id.clone() });
+            }
+            let values = f32_bytes::decode_finite(bytes, length)
+                .map_err(|error| ShardError::Payload { id: id.clone(), error })?;
+            decoded.push((id, values));
+        }
+        Ok(decoded)
+    }
+
+    fn served(&self, id: &BlockId) -> Result<&Mutex<BlockState>, ShardError> {
+        if let Some(block) = self.blocks.get(id) {
+            return Ok(block);
+        }
+        match self.layout.block_length(id) {
+            None => Err(ShardError::UnknownBlock { id: id.clone() }),
+            Some(_) => Err(ShardError::NotOwned { id: id.clone(), slot: slot_of(&id.name, id.index, self.layout.slot_count) }),
+        }
+    }
+}
+
+/// A block's lock; a panic while holding it cannot leave a half-applied update behind
+/// (updates are plain arithmetic on owned memory), so a poisoned lock is taken over.
+fn lock(block: &Mutex<BlockState>) -> MutexGuard<'_, BlockState> {
+    block.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
