@@ -4,6 +4,7 @@
 mod bench;
 mod logging;
 mod master_command;
+mod pserver_command;
 mod recordio;
 mod runtime_args;
 mod shutdown;
@@ -23,6 +24,9 @@ struct Cli {
 enum Command {
     /// Run one replica of the master group (Raft + the task queue), until SIGINT or SIGTERM.
     Master(master_command::MasterArgs),
+    /// Run one parameter server: claim a slot through the masters, serve its shard of the
+    /// model, checkpoint it; exits when the slot is lost.
+    Pserver(pserver_command::PServerArgs),
     /// Show the job and cluster state, asked of any reachable master.
     Status(status::StatusArgs),
     /// Write, read, index, convert and inspect RecordIO datasets (PaddlePaddle-compatible).
@@ -36,6 +40,7 @@ fn main() {
     logging::init();
     let result = match cli.command {
         Command::Master(args) => master_command::run(args),
+        Command::Pserver(args) => pserver_command::run(args),
         Command::Status(args) => status::run(&args),
         Command::Recordio(args) => recordio::run(args),
         Command::Bench(args) => bench::run(args),

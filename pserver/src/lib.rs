@@ -14,3 +14,18 @@ pub mod layout;
 pub mod shard;
 pub mod shard_cell;
 pub mod shard_error;
+pub mod conversions;
+pub mod held_slot;
+pub mod limits;
+pub mod service;
+pub mod status_mapping;
+pub mod checkpointer;
+pub mod config;
+pub mod restore;
+pub mod run;
+pub mod slot_keeper;
+
+pub use config::PServerConfig;
+pub use run::run;
+pub mod client;
+pub mod metrics;

@@ -1,3 +1,5 @@
 //! RecordIO datasets (byte-compatible with PaddlePaddle/recordio) and checkpoint file formats.
 
+pub mod checkpoint;
+pub mod durable_file;
 pub mod recordio;

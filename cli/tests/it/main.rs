@@ -10,5 +10,7 @@ mod master_large_job;
 mod master_pause;
 mod master_service;
 mod metrics;
+mod pserver_processes;
+mod pserver_replacement;
 mod recordio;
 mod task_consumer;

@@ -1,0 +1,27 @@
+//! `raftrain pserver`: one parameter server, serving its slot until SIGINT or SIGTERM (after a
+//! last checkpoint) or until it loses the slot (exit status 1).
+
+use anyhow::Context as _;
+use clap::Args;
+use pserver::PServerConfig;
+
+use crate::runtime_args::RuntimeArgs;
+
+#[derive(Debug, Args)]
+pub(crate) struct PServerArgs {
+    #[command(flatten)]
+    config: PServerConfig,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+pub(crate) fn run(args: PServerArgs) -> anyhow::Result<()> {
+    args.config.validate()?;
+    let runtime = args.runtime.build()?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.config.listen)
+            .await
+            .with_context(|| format!("bind --listen {}", args.config.listen))?;
+        pserver::run(args.config, listener, crate::shutdown::signal_received()).await
+    })
+}

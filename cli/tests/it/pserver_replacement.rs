@@ -1,0 +1,139 @@
+//! End-to-end, real processes: pservers hold their slots through the master, a standby waits
+//! while the leases hold, a paused pserver whose slot was taken serves nothing after it
+//! resumes and exits, and a pserver killed with SIGKILL is replaced by one that restores its
+//! checkpoint bit for bit while the trainer's client carries on.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use proto::pserver as pb;
+use proto::pserver::p_server_service_client::PServerServiceClient;
+use pserver::client::{PServerClient, PServerClientOptions};
+use pserver::layout::{JobLayout, ParamSpec};
+use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+
+use crate::master_group::MasterGroup;
+use crate::pserver_processes::PServerProcesses;
+
+const LEASE_MS: &str = "1500";
+
+fn layout() -> JobLayout {
+    let params = vec![
+        ParamSpec { name: "w".into(), shape: vec![300, 1000] },
+        ParamSpec { name: "b".into(), shape: vec![10] },
+    ];
+    let optimizer = OptimizerConfig { learning_rate: 0.5, kind: OptimizerKind::MOMENTUM_DEFAULT };
+    JobLayout { params, block_elements: 65_536, slot_count: 2, optimizer }
+}
+
+fn initial() -> BTreeMap<String, Vec<f32>> {
+    let w = (0..300_000).map(|i| (i % 97) as f32 * 0.01).collect();
+    BTreeMap::from([("w".to_string(), w), ("b".to_string(), vec![1.0; 10])])
+}
+
+fn tensors(values: &BTreeMap<String, Vec<f32>>) -> Vec<(&str, &[f32])> {
+    values.iter().map(|(name, values)| (name.as_str(), values.as_slice())).collect()
+}
+
+async fn push_some(client: &PServerClient, count: usize) {
+    let gradient = BTreeMap::from([("w".to_string(), vec![0.25; 300_000]), ("b".to_string(), vec![-1.0; 10])]);
+    for _ in 0..count {
+        client.push(&layout(), &tensors(&gradient)).await.expect("push");
+    }
+}
+
+/// Waits until every slot's newest recorded checkpoint covers all its pushes.
+async fn checkpointed(client: &PServerClient, processes: &PServerProcesses) {
+    for _ in 0..300 {
+        let statuses = client.statuses().await;
+        let covered = statuses.iter().all(|(_, status)| status.as_ref().is_ok_and(|s| s.step > 0 && s.checkpoint_step >= s.step));
+        if statuses.len() == 2 && covered {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("checkpoints never caught up\n{}", processes.logs());
+}
+
+/// The generation slot `slot` is held under, once held by `addr`.
+async fn held_by(group: &MasterGroup, slot: u32, addr: &str, processes: &PServerProcesses) -> u64 {
+    for _ in 0..400 {
+        let table = group.client().list_pservers().await.expect("list pservers");
+        if let Some(entry) = table.pservers.iter().find(|entry| entry.index == slot && entry.addr == addr) {
+            return entry.generation;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("slot {slot} never went to {addr}\n{}", processes.logs());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pservers_are_fenced_replaced_and_restored_bit_for_bit() {
+    let group = MasterGroup::start(1, &["--pserver-lease-ms", LEASE_MS]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 2);
+    let (first, second) = (processes.spawn(), processes.spawn());
+    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
+    client.wait_for_slots(Duration::from_secs(30)).await.expect("both slots held");
+
+    tracing::info!("--- the first trainer initializes; pushes apply; checkpoints cover them");
+    client.init_or_wait(&layout(), &tensors(&initial())).await.expect("init");
+    push_some(&client, 5).await;
+    checkpointed(&client, &processes).await;
+    let trained = client.pull(&layout()).await.expect("pull");
+    assert_ne!(trained, initial(), "the pushes changed the model");
+
+    tracing::info!("--- a standby does not take a held slot");
+    let standby = processes.spawn();
+    tokio::time::sleep(Duration::from_millis(3 * 1500)).await;
+    assert!(processes.log(standby).contains("all 2 pserver slots are held"), "{}", processes.logs());
+    let (slot_of_first, first_generation) = slot_held_by(&group, &processes.addrs[first]).await;
+
+    tracing::info!("--- pause one: its slot goes to the standby, restored from the checkpoint");
+    processes.signal(first, Signal::SIGSTOP);
+    let generation = held_by(&group, slot_of_first, &processes.addrs[standby].clone(), &processes).await;
+    assert!(generation > first_generation, "a new holder, a new generation");
+    assert_eq!(client.pull(&layout()).await.expect("pull after the takeover"), trained, "restored bit for bit");
+
+    tracing::info!("--- resumed, the paused one serves nothing and exits");
+    let stale_fence = pb::Fence { slot: slot_of_first, generation: first_generation };
+    processes.signal(first, Signal::SIGCONT);
+    refused_or_gone(&processes.addrs[first], stale_fence).await;
+    let code = processes.wait_exit(first, Duration::from_secs(10));
+    assert!(matches!(code, Some(code) if code != 0), "exit {code:?}\n{}", processes.log(first));
+    assert!(processes.log(first).contains("no longer holds slot"), "{}", processes.log(first));
+
+    tracing::info!("--- kill -9 the other: a replacement restores it and the client carries on");
+    push_some(&client, 3).await;
+    checkpointed(&client, &processes).await;
+    let trained = client.pull(&layout()).await.expect("pull");
+    let (slot_of_second, _) = slot_held_by(&group, &processes.addrs[second]).await;
+    processes.kill(second);
+    let replacement = processes.spawn();
+    held_by(&group, slot_of_second, &processes.addrs[replacement].clone(), &processes).await;
+    assert_eq!(client.pull(&layout()).await.expect("pull after kill -9"), trained, "restored bit for bit");
+    push_some(&client, 2).await;
+    assert_ne!(client.pull(&layout()).await.expect("pull"), trained, "training goes on");
+}
+
+/// The slot and generation `addr` holds.
+async fn slot_held_by(group: &MasterGroup, addr: &str) -> (u32, u64) {
+    let table = group.client().list_pservers().await.expect("list pservers");
+    let entry = table.pservers.iter().find(|entry| entry.addr == addr).expect("the pserver holds a slot");
+    (entry.index, entry.generation)
+}
+
+/// A request with the resumed pserver's own (old) fence is refused as lease-lost, or finds it
+/// gone; never served.
+async fn refused_or_gone(addr: &str, fence: pb::Fence) {
+    let Ok(channel) = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).expect("address").connect().await else {
+        return;
+    };
+    let mut client = PServerServiceClient::new(channel);
+    let answer = client.pull_params(pb::PullParamsRequest { fence: Some(fence), blocks: Vec::new() }).await;
+    let status = answer.expect_err("a pserver that lost its slot serves nothing");
+    let lease_lost = status.metadata().get("x-raftrain-refusal").is_some_and(|kind| kind == "lease-lost");
+    assert!(lease_lost || status.code() == tonic::Code::Unavailable, "{status:?}");
+}

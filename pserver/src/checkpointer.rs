@@ -1,0 +1,124 @@
+//! `Checkpointer`: writes the shard to a checkpoint file (temp file, fsync, rename, directory
+//! fsync), records it through the master with the slot generation, and only then deletes
+//! files older than the previous recorded one, so the two newest recorded checkpoints always
+//! exist on disk.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use master::client::{CheckpointMeta, CheckpointRecorded, ClientError, MasterClient};
+use storage::checkpoint::{CheckpointDir, CheckpointHeader, ParamShape, WrittenCheckpoint};
+
+use crate::held_slot::HeldSlot;
+use crate::shard::Shard;
+use crate::shard_cell::ShardCell;
+
+/// What one checkpoint round did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Round {
+    /// Nothing new since the last recorded checkpoint, or the shard does not serve yet.
+    Skipped,
+    Recorded { step: u64 },
+    /// The master already has this step or a newer one; the file stays.
+    Stale { step: u64 },
+}
+
+/// The pserver's checkpoint writer.
+pub struct Checkpointer {
+    dir: CheckpointDir,
+    master: Arc<MasterClient>,
+    held: Arc<HeldSlot>,
+    cell: Arc<ShardCell>,
+    /// The step of the newest checkpoint the master recorded for this slot (shown by Status).
+    recorded_step: Arc<AtomicU64>,
+    /// The recorded step before that one: files below it may go.
+    previous_step: u64,
+}
+
+impl Checkpointer {
+    pub fn new(dir: CheckpointDir, master: Arc<MasterClient>, held: Arc<HeldSlot>, cell: Arc<ShardCell>, recorded_step: Arc<AtomicU64>) -> Self {
+        let previous_step = recorded_step.load(Ordering::SeqCst);
+        Self { dir, master, held, cell, recorded_step, previous_step }
+    }
+
+    /// Whether the slot is still held (a failed round that kept it is retried later).
+    pub fn holds_slot(&self) -> bool {
+        self.held.check(Instant::now()).is_ok()
+    }
+
+    /// Writes and records one checkpoint if the shard changed since the last one.
+    pub async fn round(&mut self) -> anyhow::Result<Round> {
+        let Ok(shard) = self.cell.ready() else { return Ok(Round::Skipped) };
+        let step = shard.step();
+        if step <= self.recorded_step.load(Ordering::SeqCst) {
+            return Ok(Round::Skipped);
+        }
+        self.held.check(Instant::now())?;
+        let written = self.write(shard).await?;
+        // A pserver paused during the write may have lost its slot: record nothing then.
+        self.held.check(Instant::now())?;
+        let meta = CheckpointMeta {
+            path: written.path.to_string_lossy().into_owned(),
+            step,
+            crc32: written.crc32,
+            created_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64),
+        };
+        match self.master.record_checkpoint(self.held.index(), self.held.generation(), &meta).await {
+            Ok(CheckpointRecorded::Recorded) => {
+                self.recorded(step)?;
+                Ok(Round::Recorded { step })
+            }
+            Ok(CheckpointRecorded::Stale) => Ok(Round::Stale { step }),
+            Err(ClientError::NotHolder { message, .. }) => {
+                self.held.lose(format!("the master refused a checkpoint record: {message}"));
+                Err(anyhow::anyhow!("slot {} lost: {message}", self.held.index()))
+            }
+            Err(error) => Err(anyhow::Error::new(error).context(format!("record checkpoint {}", meta.path))),
+        }
+    }
+
+    /// The master recorded `step`: the files the two newest records need stay, older go.
+    fn recorded(&mut self, step: u64) -> anyhow::Result<()> {
+        let removed = self.dir.remove_below(self.held.index(), self.previous_step)?;
+        for path in removed {
+            tracing::debug!(path = %path.display(), "removed an old checkpoint");
+        }
+        self.previous_step = self.recorded_step.swap(step, Ordering::SeqCst);
+        tracing::info!(slot = self.held.index(), step, "checkpoint recorded");
+        Ok(())
+    }
+
+    /// Writes the shard's file on a blocking thread; each block is copied under its lock and
+    /// written without it.
+    async fn write(&self, shard: Arc<Shard>) -> anyhow::Result<WrittenCheckpoint> {
+        let dir = self.dir.clone();
+        let header = header(&shard, self.held.index(), self.held.generation())?;
+        let written = tokio::task::spawn_blocking(move || -> anyhow::Result<WrittenCheckpoint> {
+            let mut writer = dir.writer(&header)?;
+            shard.visit_blocks(|id, block| {
+                let slots: Vec<&[f32]> = block.slots.iter().map(Vec::as_slice).collect();
+                writer.write_block(&id.name, id.index, block.updates, &block.values, &slots)
+            })?;
+            Ok(writer.finish()?)
+        });
+        written.await.context("the checkpoint writer panicked")?
+    }
+}
+
+/// The file header for the shard at this moment.
+fn header(shard: &Shard, slot_index: u32, generation: u64) -> anyhow::Result<CheckpointHeader> {
+    let layout = shard.layout();
+    let optimizer = bincode::serialize(&layout.optimizer).context("encode the optimizer")?;
+    let params = layout.params.iter().map(|param| ParamShape { name: param.name.clone(), shape: param.shape.clone() }).collect();
+    Ok(CheckpointHeader {
+        slot_index,
+        slot_count: layout.slot_count,
+        block_elements: layout.block_elements,
+        generation,
+        step: shard.step(),
+        optimizer,
+        params,
+    })
+}

@@ -1,0 +1,26 @@
+//! What a `PServerClient` call can end in besides success.
+
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PServerClientError {
+    /// The request is wrong (a bad block, a layout the pservers refuse): retrying changes
+    /// nothing.
+    #[error("pserver slot {slot} refused the request: {message}")]
+    Refused { slot: u32, message: String },
+    /// No holder of the slot answered within the wait.
+    #[error("pserver slot {slot}: no holder answered within {waited:?} (last error: {last_error})")]
+    Unavailable { slot: u32, waited: Duration, last_error: String },
+    /// A push that may or may not have been applied (the pserver did not answer in time but
+    /// may have applied it). Never retried: a gradient is applied at most once.
+    #[error("pserver slot {slot}: the push's outcome is unknown: {message}")]
+    OutcomeUnknown { slot: u32, message: String },
+    /// The pservers were initialized with another layout than this trainer's.
+    #[error("the pservers serve a different layout: {0}")]
+    LayoutMismatch(String),
+    /// A replaced pserver without a checkpoint needs initial values this client never had.
+    #[error("pserver slot {slot} lost its shard and this client holds no values to re-initialize it: pull or init first")]
+    NothingToReinit { slot: u32 },
+    #[error(transparent)]
+    Master(#[from] master::client::ClientError),
+}

@@ -1,0 +1,11 @@
+//! `PServerClient`: how trainers reach the pservers. It follows the master's pserver table,
+//! splits pushes and pulls by block, sends to every pserver in parallel, and when a pserver is
+//! replaced waits for the new holder and goes on instead of failing.
+
+mod batches;
+mod error;
+mod pserver_client;
+mod routes;
+
+pub use error::PServerClientError;
+pub use pserver_client::{PServerClient, PServerClientOptions};

@@ -1,0 +1,133 @@
+//! `HeldSlot`: the slot this pserver holds, its generation, and how long its lease is known to
+//! hold. The lease counts from when the last answered heartbeat was *sent* and ends early by a
+//! margin, so it always ends before the master's (which counts from the heartbeat's arrival).
+//! A process paused past its lease finds it over on the monotonic clock the moment it runs
+//! again, before it answers anything.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+/// The share of the master's lease this pserver trusts; the rest absorbs clock drift and the
+/// time between the master's answer and its arrival.
+const LEASE_TRUSTED_PERCENT: u32 = 80;
+
+/// Why a request for this pserver is refused before it reaches the shard.
+#[derive(Debug, Error, PartialEq)]
+pub enum FenceError {
+    #[error("this pserver serves slot {slot} generation {generation}; the request is for slot {asked_slot} generation {asked_generation}: re-resolve the pserver table")]
+    WrongGeneration { slot: u32, generation: u64, asked_slot: u32, asked_generation: u64 },
+    #[error("this pserver no longer holds slot {slot} (generation {generation}): {reason}")]
+    LeaseLost { slot: u32, generation: u64, reason: String },
+}
+
+/// The held slot and its lease.
+#[derive(Debug)]
+pub struct HeldSlot {
+    index: u32,
+    generation: u64,
+    lease: Duration,
+    state: Mutex<LeaseState>,
+}
+
+#[derive(Debug)]
+struct LeaseState {
+    valid_until: Instant,
+    lost: Option<String>,
+}
+
+impl HeldSlot {
+    /// A slot granted by a claim sent at `claim_sent`, with the master's lease length.
+    pub fn granted(index: u32, generation: u64, lease: Duration, claim_sent: Instant) -> Self {
+        let valid_until = claim_sent + trusted(lease);
+        Self { index, generation, lease, state: Mutex::new(LeaseState { valid_until, lost: None }) }
+    }
+
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// A heartbeat sent at `sent` was answered "held".
+    pub fn renewed(&self, sent: Instant) {
+        let mut state = self.lock();
+        if state.lost.is_none() {
+            state.valid_until = state.valid_until.max(sent + trusted(self.lease));
+        }
+    }
+
+    /// The slot is gone for good (another generation holds it, or the lease ran out).
+    pub fn lose(&self, reason: String) {
+        let mut state = self.lock();
+        if state.lost.is_none() {
+            state.lost = Some(reason);
+        }
+    }
+
+    /// Ok while the lease holds at `now`; once it has run out, it stays lost.
+    pub fn check(&self, now: Instant) -> Result<(), FenceError> {
+        let mut state = self.lock();
+        if state.lost.is_none() && now >= state.valid_until {
+            let overdue = now.duration_since(state.valid_until);
+            state.lost = Some(format!("no heartbeat answered in time: the lease ran out {} ms ago", overdue.as_millis()));
+        }
+        match &state.lost {
+            None => Ok(()),
+            Some(reason) => Err(FenceError::LeaseLost { slot: self.index, generation: self.generation, reason: reason.clone() }),
+        }
+    }
+
+    /// Ok if the lease holds and the request is meant for this slot and generation.
+    pub fn admit(&self, asked_slot: u32, asked_generation: u64, now: Instant) -> Result<(), FenceError> {
+        self.check(now)?;
+        if asked_slot != self.index || asked_generation != self.generation {
+            return Err(FenceError::WrongGeneration { slot: self.index, generation: self.generation, asked_slot, asked_generation });
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LeaseState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn trusted(lease: Duration) -> Duration {
+    lease * LEASE_TRUSTED_PERCENT / 100
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lease_runs_from_the_send_and_ends_before_the_masters() {
+        let start = Instant::now();
+        let slot = HeldSlot::granted(2, 7, Duration::from_millis(1000), start);
+        assert_eq!(slot.admit(2, 7, start + Duration::from_millis(799)), Ok(()));
+        assert!(matches!(slot.check(start + Duration::from_millis(800)), Err(FenceError::LeaseLost { .. })));
+        // Lost stays lost, even if a late heartbeat answer arrives.
+        slot.renewed(start + Duration::from_millis(900));
+        assert!(slot.check(start + Duration::from_millis(901)).is_err());
+    }
+
+    #[test]
+    fn renewals_extend_and_requests_for_others_are_refused() {
+        let start = Instant::now();
+        let slot = HeldSlot::granted(0, 3, Duration::from_millis(1000), start);
+        slot.renewed(start + Duration::from_millis(500));
+        assert_eq!(slot.check(start + Duration::from_millis(1200)), Ok(()));
+        let now = start + Duration::from_millis(1);
+        assert!(matches!(slot.admit(0, 2, now), Err(FenceError::WrongGeneration { generation: 3, .. })));
+        assert!(matches!(slot.admit(1, 3, now), Err(FenceError::WrongGeneration { .. })));
+        slot.lose("slot 0 is held by generation 4".into());
+        assert!(matches!(slot.admit(0, 3, now), Err(FenceError::LeaseLost { .. })));
+    }
+}

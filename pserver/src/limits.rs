@@ -1,0 +1,14 @@
+//! Message and payload limits shared by the pserver service and `PServerClient`; they agree
+//! with the layout's block limit (one block always fits one message).
+
+use crate::layout::BLOCK_ELEMENTS_MAX;
+
+/// The largest f32 payload of one request or reply; a single block up to
+/// [`BLOCK_ELEMENTS_MAX`] elements always fits.
+pub const PAYLOAD_BYTES_MAX: usize = 64 << 20;
+/// The largest message either end accepts: the payload plus names and framing.
+pub const MESSAGE_BYTES_MAX: usize = PAYLOAD_BYTES_MAX + (16 << 20);
+/// What a client packs into one request before starting the next (several go in parallel).
+pub const REQUEST_PAYLOAD_BYTES_TARGET: usize = 4 << 20;
+
+const _: () = assert!(BLOCK_ELEMENTS_MAX as usize * 4 <= PAYLOAD_BYTES_MAX);

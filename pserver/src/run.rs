@@ -1,0 +1,188 @@
+//! `run`: one pserver. Claims a slot through the master, keeps its lease, restores the slot's
+//! checkpoint if it has one, serves the shard, checkpoints every interval, and stops serving
+//! the moment the lease is lost (returning an error, so the process exits non-zero).
+
+use std::future::Future;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use consensus::metrics_http::Render;
+use master::client::{ClientOptions, MasterClient, SlotLease};
+use proto::pserver::p_server_service_server::PServerServiceServer;
+use storage::checkpoint::CheckpointDir;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::checkpointer::Checkpointer;
+use crate::config::PServerConfig;
+use crate::held_slot::HeldSlot;
+use crate::limits::MESSAGE_BYTES_MAX;
+use crate::restore::restore;
+use crate::service::PServerRpc;
+use crate::shard_cell::ShardCell;
+use crate::slot_keeper;
+
+/// How often the serving loop looks at the lease.
+const LEASE_CHECK_MS: u64 = 20;
+
+/// Runs a pserver on `listener` (already bound: tests bind port 0) until `shutdown` resolves or
+/// the slot is lost (an error).
+pub async fn run(config: PServerConfig, listener: TcpListener, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    config.validate()?;
+    let addr = advertised(&config, &listener)?;
+    // Bound before anything is claimed, so a bad address fails with nothing to undo.
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(TcpListener::bind(addr).await.with_context(|| format!("bind --metrics-listen {addr}"))?),
+        None => None,
+    };
+    let dir = CheckpointDir::open(&absolute(&config.checkpoint_dir)?)
+        .with_context(|| format!("open --checkpoint-dir {}", config.checkpoint_dir.display()))?;
+    let master = Arc::new(MasterClient::new(&config.masters, ClientOptions::default())?);
+    let (stop, mut stopped) = watch::channel(false);
+    tokio::pin!(shutdown);
+    let claimed = tokio::select! {
+        claimed = slot_keeper::claim(&master, &addr, config.num_pservers, &mut stopped) => claimed?,
+        () = &mut shutdown => None,
+    };
+    let Some((held, lease)) = claimed else { return Ok(()) };
+    tracing::info!(slot = held.index(), generation = held.generation(), %addr, "pserver slot claimed");
+    let keeper = tokio::spawn(slot_keeper::keep(master.clone(), held.clone(), addr.clone(), stopped.clone()));
+    let listeners = Listeners { service: listener, metrics: metrics_listener };
+    let served = serve_slot(&config, listeners, dir, master, held.clone(), lease, stopped, shutdown).await;
+    let _ = stop.send(true);
+    keeper.await.context("the heartbeat loop panicked")?;
+    served
+}
+
+/// The bound listeners: the service's and, with --metrics-listen, the metrics'.
+struct Listeners {
+    service: TcpListener,
+    metrics: Option<TcpListener>,
+}
+
+/// Restores, serves and checkpoints until shutdown or a lost lease.
+#[allow(clippy::too_many_arguments)]
+async fn serve_slot(
+    config: &PServerConfig,
+    listeners: Listeners,
+    dir: CheckpointDir,
+    master: Arc<MasterClient>,
+    held: Arc<HeldSlot>,
+    lease: SlotLease,
+    stopped: watch::Receiver<bool>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let recorded_step = Arc::new(AtomicU64::new(lease.checkpoint.as_ref().map_or(0, |meta| meta.step)));
+    let cell = Arc::new(restored_cell(&held, &lease, config.num_pservers).await?);
+    let rpc = PServerRpc::new(cell.clone(), held.clone(), recorded_step.clone());
+    let service = PServerServiceServer::new(rpc)
+        .max_decoding_message_size(MESSAGE_BYTES_MAX)
+        .max_encoding_message_size(MESSAGE_BYTES_MAX);
+    let (server_stop, server_stopped) = watch::channel(false);
+    let metrics = listeners.metrics.map(|listener| {
+        let (held, cell, recorded_step) = (held.clone(), cell.clone(), recorded_step.clone());
+        let render: Render = Arc::new(move || crate::metrics::render(&held, &cell, &recorded_step));
+        let mut stopped = server_stopped.clone();
+        let shutdown = async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        };
+        tokio::spawn(consensus::metrics_http::serve(listener, render, shutdown))
+    });
+    let server = tokio::spawn(serve(listeners.service, service, server_stopped));
+    let checkpointer = Checkpointer::new(dir, master, held.clone(), cell, recorded_step);
+    let outcome = watch_lease(&held, checkpointer, config.checkpoint_interval(), stopped, shutdown).await;
+    let _ = server_stop.send(true);
+    server.await.context("the pserver server panicked")??;
+    if let Some(metrics) = metrics {
+        metrics.await.context("the metrics server panicked")?;
+    }
+    outcome
+}
+
+/// Checkpoints every `interval` and returns when shutdown comes (after a last checkpoint) or
+/// the lease is lost (an error).
+async fn watch_lease(
+    held: &HeldSlot,
+    mut checkpointer: Checkpointer,
+    interval: Duration,
+    mut stopped: watch::Receiver<bool>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    tokio::pin!(shutdown);
+    let mut next_checkpoint = tokio::time::Instant::now() + interval;
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            _ = stopped.wait_for(|stop| *stop) => break,
+            _ = tokio::time::sleep(Duration::from_millis(LEASE_CHECK_MS)) => {}
+        }
+        held.check(Instant::now())?;
+        if tokio::time::Instant::now() >= next_checkpoint {
+            checkpoint(&mut checkpointer).await?;
+            next_checkpoint = tokio::time::Instant::now() + interval;
+        }
+    }
+    tracing::info!(slot = held.index(), "pserver shutting down; writing a last checkpoint");
+    if held.check(Instant::now()).is_ok() {
+        checkpoint(&mut checkpointer).await?;
+    }
+    Ok(())
+}
+
+/// One checkpoint round; a failure that leaves the slot held is logged and retried next time.
+async fn checkpoint(checkpointer: &mut Checkpointer) -> anyhow::Result<()> {
+    match checkpointer.round().await {
+        Ok(round) => tracing::debug!(?round, "checkpoint round"),
+        Err(error) if checkpointer.holds_slot() => tracing::warn!(error = format!("{error:#}"), "checkpoint failed; retrying at the next interval"),
+        Err(error) => return Err(error),
+    }
+    Ok(())
+}
+
+/// The slot's shard: restored from its recorded checkpoint, or empty for an initializer.
+async fn restored_cell(held: &HeldSlot, lease: &SlotLease, slot_count: u32) -> anyhow::Result<ShardCell> {
+    let Some(meta) = lease.checkpoint.clone() else {
+        tracing::info!(slot = held.index(), "no checkpoint recorded for this slot; waiting for a trainer to initialize it");
+        return Ok(ShardCell::empty(held.index(), slot_count));
+    };
+    let slot = held.index();
+    let (shard, path) = tokio::task::spawn_blocking(move || restore(slot, slot_count, &meta))
+        .await
+        .context("the restore panicked")??;
+    tracing::info!(slot, path = %path.display(), step = shard.step(), "shard restored from its checkpoint");
+    Ok(ShardCell::restored(slot, shard))
+}
+
+async fn serve(
+    listener: TcpListener,
+    service: PServerServiceServer<PServerRpc>,
+    mut stopped: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    consensus::server_builder()
+        .add_service(service)
+        .serve_with_incoming_shutdown(consensus::incoming(listener), async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        })
+        .await
+        .context("serve the pserver")
+}
+
+/// The address registered with the master: `--advertise`, or the bound listener's.
+fn advertised(config: &PServerConfig, listener: &TcpListener) -> anyhow::Result<String> {
+    if let Some(addr) = &config.advertise {
+        return Ok(addr.clone());
+    }
+    let bound = listener.local_addr().context("read the bound --listen address")?;
+    anyhow::ensure!(!bound.ip().is_unspecified(), "--listen {bound} is a wildcard address: pass --advertise with the address trainers reach");
+    Ok(bound.to_string())
+}
+
+/// Checkpoint paths are recorded in the master for a replacement to open: make them absolute.
+fn absolute(dir: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+    if dir.is_absolute() {
+        return Ok(dir.to_path_buf());
+    }
+    Ok(std::env::current_dir().context("read the current directory")?.join(dir))
+}

@@ -1,0 +1,74 @@
+//! Claiming a slot through the master and keeping it: the claim waits while every slot is
+//! held (a standby takes over when a holder's lease ends), and the heartbeat loop renews the
+//! lease until the master says another generation holds the slot or no answer comes in time.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use master::client::{ClientError, MasterClient, SlotLease};
+use tokio::sync::watch;
+
+use crate::held_slot::HeldSlot;
+
+/// Between claims while every slot is held.
+const CLAIM_RETRY_MS: u64 = 250;
+/// Heartbeats per lease: three may be lost before the lease (trusted at 80%) runs out.
+const HEARTBEATS_PER_LEASE: u32 = 5;
+
+/// Claims the lowest free slot below `desired` for `addr`, waiting while all are held.
+/// `None` if `stop` turned true first.
+pub async fn claim(
+    master: &MasterClient,
+    addr: &str,
+    desired: u32,
+    stop: &mut watch::Receiver<bool>,
+) -> anyhow::Result<Option<(Arc<HeldSlot>, SlotLease)>> {
+    let mut waiting_logged = false;
+    loop {
+        let sent = Instant::now();
+        match master.claim_slot(addr, desired).await {
+            Ok(Some(lease)) => {
+                let lease_time = Duration::from_millis(lease.lease_ms);
+                let held = HeldSlot::granted(lease.index, lease.generation, lease_time, sent);
+                return Ok(Some((Arc::new(held), lease)));
+            }
+            Ok(None) if !waiting_logged => {
+                tracing::info!(desired, "all {desired} pserver slots are held; waiting for one to free");
+                waiting_logged = true;
+            }
+            Ok(None) => {}
+            Err(error @ ClientError::Deadline { .. }) => tracing::warn!(%error, "claiming a slot; retrying"),
+            Err(error) => return Err(anyhow::Error::new(error).context("claim a pserver slot")),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(CLAIM_RETRY_MS)) => {}
+            _ = stop.wait_for(|stop| *stop) => return Ok(None),
+        }
+    }
+}
+
+/// Renews the lease until it is lost or `stop` turns true; marks `held` lost on the way out
+/// if the master took the slot.
+pub async fn keep(master: Arc<MasterClient>, held: Arc<HeldSlot>, addr: String, mut stop: watch::Receiver<bool>) {
+    let interval = (held.lease() / HEARTBEATS_PER_LEASE).max(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        if held.check(Instant::now()).is_err() {
+            return;
+        }
+        let sent = Instant::now();
+        let beat = master.slot_heartbeat(held.index(), &addr, held.generation());
+        match tokio::time::timeout(held.lease(), beat).await {
+            Ok(Ok(true)) => held.renewed(sent),
+            Ok(Ok(false)) => {
+                held.lose(format!("the master says slot {} is no longer held under generation {}", held.index(), held.generation()));
+                return;
+            }
+            Ok(Err(error)) => tracing::warn!(%error, slot = held.index(), "pserver heartbeat failed"),
+            Err(_) => tracing::warn!(slot = held.index(), "pserver heartbeat got no answer within the lease"),
+        }
+    }
+}

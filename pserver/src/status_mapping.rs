@@ -1,0 +1,42 @@
+//! The one mapping from pserver errors to gRPC statuses. Refusals a client acts on carry the
+//! metadata entry `x-raftrain-refusal` (`wrong-generation`, `lease-lost`, `not-initialized`,
+//! `not-initializer`), so clients match on it rather than on message text.
+
+use tonic::metadata::MetadataValue;
+use tonic::{Code, Status};
+
+use crate::held_slot::FenceError;
+use crate::shard_error::ShardError;
+
+/// The metadata key naming why a request was refused.
+pub const REFUSAL_KEY: &str = "x-raftrain-refusal";
+
+impl From<FenceError> for Status {
+    fn from(error: FenceError) -> Self {
+        match error {
+            FenceError::WrongGeneration { .. } => refusal(Code::FailedPrecondition, "wrong-generation", &error),
+            FenceError::LeaseLost { .. } => refusal(Code::Unavailable, "lease-lost", &error),
+        }
+    }
+}
+
+impl From<ShardError> for Status {
+    fn from(error: ShardError) -> Self {
+        match error {
+            ShardError::NotReady => refusal(Code::FailedPrecondition, "not-initialized", &error),
+            ShardError::NotInitializer { .. } => refusal(Code::FailedPrecondition, "not-initializer", &error),
+            _ => Status::invalid_argument(error.to_string()),
+        }
+    }
+}
+
+fn refusal(code: Code, kind: &'static str, error: &dyn std::fmt::Display) -> Status {
+    let mut status = Status::new(code, error.to_string());
+    status.metadata_mut().insert(REFUSAL_KEY, MetadataValue::from_static(kind));
+    status
+}
+
+/// The refusal kind a status carries, if any.
+pub fn refusal_of(status: &Status) -> Option<&str> {
+    status.metadata().get(REFUSAL_KEY).and_then(|value| value.to_str().ok())
+}

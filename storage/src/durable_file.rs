@@ -1,0 +1,104 @@
+//! `DurableFile`: a file that appears whole or not at all. It is written under a temporary
+//! name, flushed and fsynced, renamed into place, and the directory fsynced, so a crash at any
+//! point leaves either the old state or the new file, never a torn one. Temporary files a crash
+//! left behind are removed with [`remove_temp_files`].
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// The suffix of a file still being written.
+pub const TEMP_SUFFIX: &str = ".tmp";
+const WRITE_BUFFER_BYTES: usize = 1 << 20;
+
+/// A file being written; [`DurableFile::commit`] makes it durable under its final name.
+#[derive(Debug)]
+pub struct DurableFile {
+    dir: PathBuf,
+    path: PathBuf,
+    temp: PathBuf,
+    writer: BufWriter<File>,
+}
+
+impl DurableFile {
+    /// Starts `<dir>/<name>` (written as `<name>.tmp` until committed).
+    pub fn create(dir: &Path, name: &str) -> io::Result<Self> {
+        let path = dir.join(name);
+        let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
+        let file = File::create(&temp)?;
+        let writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, file);
+        Ok(Self { dir: dir.to_path_buf(), path, temp, writer })
+    }
+
+    /// Where the file lands once committed.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Flushes, fsyncs, renames into place and fsyncs the directory.
+    pub fn commit(self) -> io::Result<PathBuf> {
+        let file = self.writer.into_inner().map_err(|error| error.into_error())?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&self.temp, &self.path)?;
+        File::open(&self.dir)?.sync_all()?;
+        Ok(self.path)
+    }
+}
+
+impl Write for DurableFile {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.writer.write(bytes)
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.writer.write_all(bytes)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+}
+
+/// Writes `bytes` durably as `<dir>/<name>`.
+pub fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+    let mut file = DurableFile::create(dir, name)?;
+    file.write_all(bytes)?;
+    file.commit()
+}
+
+/// Removes the temporary files (`<prefix>*.tmp`) a crash mid-write left in `dir`.
+pub fn remove_temp_files(dir: &Path, prefix: &str) -> io::Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    for item in fs::read_dir(dir)? {
+        let name = item?.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(prefix) && name.ends_with(TEMP_SUFFIX) {
+            let path = dir.join(name.as_ref());
+            match fs::remove_file(&path) {
+                Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+                _ => removed.push(path),
+            }
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_committed_file_appears_and_leftovers_are_removed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut file = DurableFile::create(dir.path(), "a.bin").expect("create");
+        file.write_all(b"half").expect("write");
+        assert!(!dir.path().join("a.bin").exists(), "not visible before commit");
+        drop(file);
+        let removed = remove_temp_files(dir.path(), "a").expect("clean");
+        assert_eq!(removed, vec![dir.path().join("a.bin.tmp")]);
+        let path = write_durably(dir.path(), "a.bin", b"whole").expect("write");
+        assert_eq!(fs::read(path).expect("read"), b"whole");
+        assert!(remove_temp_files(dir.path(), "a").expect("clean").is_empty());
+    }
+}
