@@ -4,8 +4,13 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
     std::env::set_var("PROTOC", protoc);
-    let files = ["proto/example.proto", "proto/raft.proto", "proto/master.proto", "proto/kv.proto",
-        "proto/pserver.proto"];
+    let files = [
+        "proto/example.proto",
+        "proto/raft.proto",
+        "proto/master.proto",
+        "proto/kv.proto",
+        "proto/pserver.proto",
+    ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");
     }

@@ -20,9 +20,13 @@ use crate::shard_cell::ShardCell;
 pub enum Round {
     /// Nothing new since the last recorded checkpoint, or the shard does not serve yet.
     Skipped,
-    Recorded { step: u64 },
+    Recorded {
+        step: u64,
+    },
     /// The master already has this step or a newer one; the file stays.
-    Stale { step: u64 },
+    Stale {
+        step: u64,
+    },
 }
 
 /// The pserver's checkpoint writer.
@@ -38,7 +42,13 @@ pub struct Checkpointer {
 }
 
 impl Checkpointer {
-    pub fn new(dir: CheckpointDir, master: Arc<MasterClient>, held: Arc<HeldSlot>, cell: Arc<ShardCell>, recorded_step: Arc<AtomicU64>) -> Self {
+    pub fn new(
+        dir: CheckpointDir,
+        master: Arc<MasterClient>,
+        held: Arc<HeldSlot>,
+        cell: Arc<ShardCell>,
+        recorded_step: Arc<AtomicU64>,
+    ) -> Self {
         let previous_step = recorded_step.load(Ordering::SeqCst);
         Self { dir, master, held, cell, recorded_step, previous_step }
     }
@@ -63,9 +73,12 @@ impl Checkpointer {
             path: written.path.to_string_lossy().into_owned(),
             step,
             crc32: written.crc32,
-            created_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64),
+            created_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |since| since.as_millis() as u64),
         };
-        match self.master.record_checkpoint(self.held.index(), self.held.generation(), &meta).await {
+        match self.master.record_checkpoint(self.held.index(), self.held.generation(), &meta).await
+        {
             Ok(CheckpointRecorded::Recorded) => {
                 self.recorded(step)?;
                 Ok(Round::Recorded { step })
@@ -75,7 +88,9 @@ impl Checkpointer {
                 self.held.lose(format!("the master refused a checkpoint record: {message}"));
                 Err(anyhow::anyhow!("slot {} lost: {message}", self.held.index()))
             }
-            Err(error) => Err(anyhow::Error::new(error).context(format!("record checkpoint {}", meta.path))),
+            Err(error) => {
+                Err(anyhow::Error::new(error).context(format!("record checkpoint {}", meta.path)))
+            }
         }
     }
 
@@ -111,7 +126,11 @@ impl Checkpointer {
 fn header(shard: &Shard, slot_index: u32, generation: u64) -> anyhow::Result<CheckpointHeader> {
     let layout = shard.layout();
     let optimizer = bincode::serialize(&layout.optimizer).context("encode the optimizer")?;
-    let params = layout.params.iter().map(|param| ParamShape { name: param.name.clone(), shape: param.shape.clone() }).collect();
+    let params = layout
+        .params
+        .iter()
+        .map(|param| ParamShape { name: param.name.clone(), shape: param.shape.clone() })
+        .collect();
     Ok(CheckpointHeader {
         slot_index,
         slot_count: layout.slot_count,

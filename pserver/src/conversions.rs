@@ -9,7 +9,11 @@ use crate::placement::BlockId;
 
 /// The wire form of a layout.
 pub fn layout_to_proto(layout: &JobLayout) -> pb::JobLayout {
-    let params = layout.params.iter().map(|param| pb::ParamShape { name: param.name.clone(), shape: param.shape.clone() }).collect();
+    let params = layout
+        .params
+        .iter()
+        .map(|param| pb::ParamShape { name: param.name.clone(), shape: param.shape.clone() })
+        .collect();
     pb::JobLayout {
         params,
         block_elements: layout.block_elements,
@@ -23,16 +27,29 @@ pub fn layout_to_proto(layout: &JobLayout) -> pb::JobLayout {
 pub fn layout_from_proto(layout: Option<pb::JobLayout>) -> Result<JobLayout, Status> {
     let layout = layout.ok_or_else(|| Status::invalid_argument("layout is missing"))?;
     let optimizer = optimizer_from_proto(layout.optimizer)?;
-    let params = layout.params.into_iter().map(|param| ParamSpec { name: param.name, shape: param.shape }).collect();
-    Ok(JobLayout { params, block_elements: layout.block_elements, slot_count: layout.slot_count, optimizer })
+    let params = layout
+        .params
+        .into_iter()
+        .map(|param| ParamSpec { name: param.name, shape: param.shape })
+        .collect();
+    Ok(JobLayout {
+        params,
+        block_elements: layout.block_elements,
+        slot_count: layout.slot_count,
+        optimizer,
+    })
 }
 
 fn optimizer_to_proto(config: &OptimizerConfig) -> pb::Optimizer {
     use pb::optimizer::Kind;
     let kind = match config.kind {
         OptimizerKind::Sgd => Kind::Sgd(pb::Sgd {}),
-        OptimizerKind::Momentum { momentum, nesterov } => Kind::Momentum(pb::Momentum { momentum, nesterov }),
-        OptimizerKind::Adam { beta1, beta2, epsilon } => Kind::Adam(pb::Adam { beta1, beta2, epsilon }),
+        OptimizerKind::Momentum { momentum, nesterov } => {
+            Kind::Momentum(pb::Momentum { momentum, nesterov })
+        }
+        OptimizerKind::Adam { beta1, beta2, epsilon } => {
+            Kind::Adam(pb::Adam { beta1, beta2, epsilon })
+        }
         OptimizerKind::Adagrad { epsilon, initial_accumulator } => {
             Kind::Adagrad(pb::Adagrad { epsilon, initial_accumulator })
         }
@@ -42,12 +59,17 @@ fn optimizer_to_proto(config: &OptimizerConfig) -> pb::Optimizer {
 
 fn optimizer_from_proto(optimizer: Option<pb::Optimizer>) -> Result<OptimizerConfig, Status> {
     use pb::optimizer::Kind;
-    let optimizer = optimizer.ok_or_else(|| Status::invalid_argument("layout.optimizer is missing"))?;
+    let optimizer =
+        optimizer.ok_or_else(|| Status::invalid_argument("layout.optimizer is missing"))?;
     let kind = match optimizer.kind {
         None => return Err(Status::invalid_argument("layout.optimizer.kind is missing")),
         Some(Kind::Sgd(_)) => OptimizerKind::Sgd,
-        Some(Kind::Momentum(pb::Momentum { momentum, nesterov })) => OptimizerKind::Momentum { momentum, nesterov },
-        Some(Kind::Adam(pb::Adam { beta1, beta2, epsilon })) => OptimizerKind::Adam { beta1, beta2, epsilon },
+        Some(Kind::Momentum(pb::Momentum { momentum, nesterov })) => {
+            OptimizerKind::Momentum { momentum, nesterov }
+        }
+        Some(Kind::Adam(pb::Adam { beta1, beta2, epsilon })) => {
+            OptimizerKind::Adam { beta1, beta2, epsilon }
+        }
         Some(Kind::Adagrad(pb::Adagrad { epsilon, initial_accumulator })) => {
             OptimizerKind::Adagrad { epsilon, initial_accumulator }
         }
@@ -57,11 +79,17 @@ fn optimizer_from_proto(optimizer: Option<pb::Optimizer>) -> Result<OptimizerCon
 
 /// Blocks of a request as (id, payload) pairs, borrowing the payloads.
 pub fn blocks_from_proto(blocks: &[pb::Block]) -> Vec<(BlockId, &[u8])> {
-    blocks.iter().map(|block| (BlockId { name: block.name.clone(), index: block.index }, block.values.as_ref())).collect()
+    blocks
+        .iter()
+        .map(|block| {
+            (BlockId { name: block.name.clone(), index: block.index }, block.values.as_ref())
+        })
+        .collect()
 }
 
 /// The fence of a request; `INVALID_ARGUMENT` when it is missing.
 pub fn fence_from_proto(fence: Option<pb::Fence>) -> Result<(u32, u64), Status> {
-    let fence = fence.ok_or_else(|| Status::invalid_argument("fence (slot and generation) is missing"))?;
+    let fence =
+        fence.ok_or_else(|| Status::invalid_argument("fence (slot and generation) is missing"))?;
     Ok((fence.slot, fence.generation))
 }

@@ -33,7 +33,7 @@ pub fn decode_finite(bytes: &[u8], want: usize) -> Result<Vec<f32>, PayloadError
 
 /// Decodes exactly `want` values.
 pub fn decode(bytes: &[u8], want: usize) -> Result<Vec<f32>, PayloadError> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(PayloadError::Ragged { bytes: bytes.len() });
     }
     let got = bytes.len() / 4;
@@ -60,7 +60,11 @@ mod tests {
             (vec![0_u8; 7], 2, PayloadError::Ragged { bytes: 7 }),
             (vec![0_u8; 8], 3, PayloadError::Length { got: 2, want: 3 }),
             (encode(&[1.0, f32::NAN]), 2, PayloadError::NotFinite { element: 1, value: f32::NAN }),
-            (encode(&[f32::INFINITY]), 1, PayloadError::NotFinite { element: 0, value: f32::INFINITY }),
+            (
+                encode(&[f32::INFINITY]),
+                1,
+                PayloadError::NotFinite { element: 0, value: f32::INFINITY },
+            ),
         ];
         for (bytes, want, error) in cases {
             let got = decode_finite(&bytes, want).expect_err("refused");

@@ -77,19 +77,36 @@ impl HeldSlot {
         let mut state = self.lock();
         if state.lost.is_none() && now >= state.valid_until {
             let overdue = now.duration_since(state.valid_until);
-            state.lost = Some(format!("no heartbeat answered in time: the lease ran out {} ms ago", overdue.as_millis()));
+            state.lost = Some(format!(
+                "no heartbeat answered in time: the lease ran out {} ms ago",
+                overdue.as_millis()
+            ));
         }
         match &state.lost {
             None => Ok(()),
-            Some(reason) => Err(FenceError::LeaseLost { slot: self.index, generation: self.generation, reason: reason.clone() }),
+            Some(reason) => Err(FenceError::LeaseLost {
+                slot: self.index,
+                generation: self.generation,
+                reason: reason.clone(),
+            }),
         }
     }
 
     /// Ok if the lease holds and the request is meant for this slot and generation.
-    pub fn admit(&self, asked_slot: u32, asked_generation: u64, now: Instant) -> Result<(), FenceError> {
+    pub fn admit(
+        &self,
+        asked_slot: u32,
+        asked_generation: u64,
+        now: Instant,
+    ) -> Result<(), FenceError> {
         self.check(now)?;
         if asked_slot != self.index || asked_generation != self.generation {
-            return Err(FenceError::WrongGeneration { slot: self.index, generation: self.generation, asked_slot, asked_generation });
+            return Err(FenceError::WrongGeneration {
+                slot: self.index,
+                generation: self.generation,
+                asked_slot,
+                asked_generation,
+            });
         }
         Ok(())
     }
@@ -112,7 +129,10 @@ mod tests {
         let start = Instant::now();
         let slot = HeldSlot::granted(2, 7, Duration::from_millis(1000), start);
         assert_eq!(slot.admit(2, 7, start + Duration::from_millis(799)), Ok(()));
-        assert!(matches!(slot.check(start + Duration::from_millis(800)), Err(FenceError::LeaseLost { .. })));
+        assert!(matches!(
+            slot.check(start + Duration::from_millis(800)),
+            Err(FenceError::LeaseLost { .. })
+        ));
         // Lost stays lost, even if a late heartbeat answer arrives.
         slot.renewed(start + Duration::from_millis(900));
         assert!(slot.check(start + Duration::from_millis(901)).is_err());
@@ -125,7 +145,10 @@ mod tests {
         slot.renewed(start + Duration::from_millis(500));
         assert_eq!(slot.check(start + Duration::from_millis(1200)), Ok(()));
         let now = start + Duration::from_millis(1);
-        assert!(matches!(slot.admit(0, 2, now), Err(FenceError::WrongGeneration { generation: 3, .. })));
+        assert!(matches!(
+            slot.admit(0, 2, now),
+            Err(FenceError::WrongGeneration { generation: 3, .. })
+        ));
         assert!(matches!(slot.admit(1, 3, now), Err(FenceError::WrongGeneration { .. })));
         slot.lose("slot 0 is held by generation 4".into());
         assert!(matches!(slot.admit(0, 3, now), Err(FenceError::LeaseLost { .. })));

@@ -61,13 +61,22 @@ impl JobLayout {
     pub fn validate(&self) -> Result<(), LayoutError> {
         let invalid = |reason: String| Err(LayoutError::Invalid(reason));
         if !(1..=BLOCK_ELEMENTS_MAX).contains(&self.block_elements) {
-            return invalid(format!("block_elements {} is outside 1..={BLOCK_ELEMENTS_MAX}", self.block_elements));
+            return invalid(format!(
+                "block_elements {} is outside 1..={BLOCK_ELEMENTS_MAX}",
+                self.block_elements
+            ));
         }
         if !(1..=SLOT_COUNT_MAX).contains(&self.slot_count) {
-            return invalid(format!("slot_count {} is outside 1..={SLOT_COUNT_MAX}", self.slot_count));
+            return invalid(format!(
+                "slot_count {} is outside 1..={SLOT_COUNT_MAX}",
+                self.slot_count
+            ));
         }
         if self.params.is_empty() || self.params.len() > PARAM_COUNT_MAX {
-            return invalid(format!("{} parameters; a job has 1..={PARAM_COUNT_MAX}", self.params.len()));
+            return invalid(format!(
+                "{} parameters; a job has 1..={PARAM_COUNT_MAX}",
+                self.params.len()
+            ));
         }
         let mut names = std::collections::HashSet::new();
         let mut total = 0_u64;
@@ -117,17 +126,30 @@ impl JobLayout {
 fn validate_param(param: &ParamSpec) -> Result<(), LayoutError> {
     let invalid = |reason: String| Err(LayoutError::Invalid(reason));
     if param.name.is_empty() || param.name.len() > PARAM_NAME_BYTES_MAX {
-        return invalid(format!("parameter name {:?} must have 1..={PARAM_NAME_BYTES_MAX} bytes", param.name));
+        return invalid(format!(
+            "parameter name {:?} must have 1..={PARAM_NAME_BYTES_MAX} bytes",
+            param.name
+        ));
     }
     if param.shape.len() > RANK_MAX {
-        return invalid(format!("parameter {:?} has rank {}; at most {RANK_MAX}", param.name, param.shape.len()));
+        return invalid(format!(
+            "parameter {:?} has rank {}; at most {RANK_MAX}",
+            param.name,
+            param.shape.len()
+        ));
     }
     let mut elements = 1_u64;
     for &dim in &param.shape {
-        elements = elements.checked_mul(dim).filter(|&count| count <= MODEL_ELEMENTS_MAX).unwrap_or(u64::MAX);
+        elements = elements
+            .checked_mul(dim)
+            .filter(|&count| count <= MODEL_ELEMENTS_MAX)
+            .unwrap_or(u64::MAX);
     }
     if elements == 0 || elements > MODEL_ELEMENTS_MAX {
-        return invalid(format!("parameter {:?} has shape {:?}: 1..={MODEL_ELEMENTS_MAX} elements", param.name, param.shape));
+        return invalid(format!(
+            "parameter {:?} has shape {:?}: 1..={MODEL_ELEMENTS_MAX} elements",
+            param.name, param.shape
+        ));
     }
     Ok(())
 }
@@ -138,7 +160,10 @@ mod tests {
     use crate::optimizer::OptimizerKind;
 
     fn layout(params: &[(&str, &[u64])], block_elements: u32, slot_count: u32) -> JobLayout {
-        let params = params.iter().map(|(name, shape)| ParamSpec { name: name.to_string(), shape: shape.to_vec() }).collect();
+        let params = params
+            .iter()
+            .map(|(name, shape)| ParamSpec { name: name.to_string(), shape: shape.to_vec() })
+            .collect();
         let optimizer = OptimizerConfig { learning_rate: 0.1, kind: OptimizerKind::Sgd };
         JobLayout { params, block_elements, slot_count, optimizer }
     }

@@ -6,24 +6,24 @@
 //! `slot_lease` holds the slot through the master; `checkpointer` writes and records
 //! checkpoints; `run` wires them to one port. `client` is `PServerClient`, which trainers use.
 
+pub mod block_state;
+pub mod checkpointer;
+pub mod config;
+pub mod conversions;
+pub mod f32_bytes;
+pub mod held_slot;
+pub mod layout;
+pub mod limits;
 pub mod optimizer;
 pub mod placement;
-pub mod block_state;
-pub mod f32_bytes;
-pub mod layout;
+pub mod restore;
+pub mod run;
+pub mod service;
 pub mod shard;
 pub mod shard_cell;
 pub mod shard_error;
-pub mod conversions;
-pub mod held_slot;
-pub mod limits;
-pub mod service;
-pub mod status_mapping;
-pub mod checkpointer;
-pub mod config;
-pub mod restore;
-pub mod run;
 pub mod slot_keeper;
+pub mod status_mapping;
 
 pub use config::PServerConfig;
 pub use run::run;

@@ -13,11 +13,31 @@ pub fn render(held: &HeldSlot, cell: &ShardCell, recorded_step: &Arc<AtomicU64>)
     let gauges = [
         ("raftrain_pserver_slot", "The slot this pserver serves.", u64::from(held.index())),
         ("raftrain_pserver_generation", "The generation of its claim.", held.generation()),
-        ("raftrain_pserver_lease_held", "1 while the slot's lease holds.", u64::from(held.check(Instant::now()).is_ok())),
-        ("raftrain_pserver_ready", "1 once the shard serves (initialized or restored).", u64::from(shard.is_some())),
-        ("raftrain_pserver_step", "Pushes applied in all.", shard.as_ref().map_or(0, |shard| shard.step())),
-        ("raftrain_pserver_elements", "Parameter elements this shard holds.", shard.as_ref().map_or(0, |shard| shard.element_count())),
-        ("raftrain_pserver_checkpoint_step", "The step of the newest recorded checkpoint.", recorded_step.load(Ordering::SeqCst)),
+        (
+            "raftrain_pserver_lease_held",
+            "1 while the slot's lease holds.",
+            u64::from(held.check(Instant::now()).is_ok()),
+        ),
+        (
+            "raftrain_pserver_ready",
+            "1 once the shard serves (initialized or restored).",
+            u64::from(shard.is_some()),
+        ),
+        (
+            "raftrain_pserver_step",
+            "Pushes applied in all.",
+            shard.as_ref().map_or(0, |shard| shard.step()),
+        ),
+        (
+            "raftrain_pserver_elements",
+            "Parameter elements this shard holds.",
+            shard.as_ref().map_or(0, |shard| shard.element_count()),
+        ),
+        (
+            "raftrain_pserver_checkpoint_step",
+            "The step of the newest recorded checkpoint.",
+            recorded_step.load(Ordering::SeqCst),
+        ),
     ];
     let mut text = String::new();
     for (name, help, value) in gauges {

@@ -16,7 +16,11 @@ use crate::shard::Shard;
 
 /// Loads the newest usable checkpoint of `slot`. The restored shard's step is at least the
 /// recorded one, so its next checkpoint is newer than every record of the slot.
-pub fn restore(slot: u32, slot_count: u32, meta: &CheckpointMeta) -> anyhow::Result<(Shard, PathBuf)> {
+pub fn restore(
+    slot: u32,
+    slot_count: u32,
+    meta: &CheckpointMeta,
+) -> anyhow::Result<(Shard, PathBuf)> {
     let recorded = PathBuf::from(&meta.path);
     let mut refusals = Vec::new();
     for (path, expected_crc) in candidates(&recorded, slot, meta)? {
@@ -33,11 +37,19 @@ pub fn restore(slot: u32, slot_count: u32, meta: &CheckpointMeta) -> anyhow::Res
             }
         }
     }
-    anyhow::bail!("slot {slot} has a recorded checkpoint at step {} but no usable file: {}", meta.step, refusals.join("; "))
+    anyhow::bail!(
+        "slot {slot} has a recorded checkpoint at step {} but no usable file: {}",
+        meta.step,
+        refusals.join("; ")
+    )
 }
 
 /// The recorded file (checked against the recorded crc), then older files of the slot.
-fn candidates(recorded: &Path, slot: u32, meta: &CheckpointMeta) -> anyhow::Result<Vec<(PathBuf, Option<u32>)>> {
+fn candidates(
+    recorded: &Path,
+    slot: u32,
+    meta: &CheckpointMeta,
+) -> anyhow::Result<Vec<(PathBuf, Option<u32>)>> {
     let mut paths = vec![(recorded.to_path_buf(), Some(meta.crc32))];
     let Some(dir) = recorded.parent() else { return Ok(paths) };
     if let Ok(dir) = CheckpointDir::open(dir) {
@@ -50,32 +62,61 @@ fn candidates(recorded: &Path, slot: u32, meta: &CheckpointMeta) -> anyhow::Resu
     Ok(paths)
 }
 
-fn load(path: &Path, slot: u32, slot_count: u32, expected_crc: Option<u32>, recorded_step: u64) -> anyhow::Result<Shard> {
+fn load(
+    path: &Path,
+    slot: u32,
+    slot_count: u32,
+    expected_crc: Option<u32>,
+    recorded_step: u64,
+) -> anyhow::Result<Shard> {
     let checkpoint = read_checkpoint(path)?;
     let crc = checkpoint.crc32;
     if let Some(expected) = expected_crc {
-        anyhow::ensure!(crc == expected, "crc {crc:#010x} differs from the recorded {expected:#010x}");
+        anyhow::ensure!(
+            crc == expected,
+            "crc {crc:#010x} differs from the recorded {expected:#010x}"
+        );
     }
     let header = &checkpoint.header;
-    anyhow::ensure!(header.slot_index == slot, "the file is for slot {}, not {slot}", header.slot_index);
-    anyhow::ensure!(header.slot_count == slot_count, "the file is for {} slots, this job has {slot_count}", header.slot_count);
+    anyhow::ensure!(
+        header.slot_index == slot,
+        "the file is for slot {}, not {slot}",
+        header.slot_index
+    );
+    anyhow::ensure!(
+        header.slot_count == slot_count,
+        "the file is for {} slots, this job has {slot_count}",
+        header.slot_count
+    );
     let step = header.step.max(recorded_step);
     let (layout, blocks) = into_parts(checkpoint)?;
     Ok(Shard::new(layout, slot, step, blocks)?)
 }
 
-fn into_parts(checkpoint: Checkpoint) -> anyhow::Result<(JobLayout, BTreeMap<BlockId, BlockState>)> {
+fn into_parts(
+    checkpoint: Checkpoint,
+) -> anyhow::Result<(JobLayout, BTreeMap<BlockId, BlockState>)> {
     let header = checkpoint.header;
     let optimizer: OptimizerConfig = bincode::deserialize(&header.optimizer)
         .map_err(|error| anyhow::anyhow!("the optimizer setting does not decode: {error}"))?;
-    let params = header.params.into_iter().map(|param| ParamSpec { name: param.name, shape: param.shape }).collect();
-    let layout = JobLayout { params, block_elements: header.block_elements, slot_count: header.slot_count, optimizer };
+    let params = header
+        .params
+        .into_iter()
+        .map(|param| ParamSpec { name: param.name, shape: param.shape })
+        .collect();
+    let layout = JobLayout {
+        params,
+        block_elements: header.block_elements,
+        slot_count: header.slot_count,
+        optimizer,
+    };
     layout.validate()?;
     let blocks = checkpoint
         .blocks
         .into_iter()
         .map(|block| {
-            let state = BlockState { values: block.values, slots: block.slots, updates: block.updates };
+            let state =
+                BlockState { values: block.values, slots: block.slots, updates: block.updates };
             (BlockId { name: block.name, index: block.block }, state)
         })
         .collect();

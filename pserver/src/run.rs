@@ -29,12 +29,20 @@ const LEASE_CHECK_MS: u64 = 20;
 
 /// Runs a pserver on `listener` (already bound: tests bind port 0) until `shutdown` resolves or
 /// the slot is lost (an error).
-pub async fn run(config: PServerConfig, listener: TcpListener, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(
+    config: PServerConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     config.validate()?;
     let addr = advertised(&config, &listener)?;
     // Bound before anything is claimed, so a bad address fails with nothing to undo.
     let metrics_listener = match config.metrics_listen {
-        Some(addr) => Some(TcpListener::bind(addr).await.with_context(|| format!("bind --metrics-listen {addr}"))?),
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind --metrics-listen {addr}"))?,
+        ),
         None => None,
     };
     let dir = CheckpointDir::open(&absolute(&config.checkpoint_dir)?)
@@ -48,9 +56,15 @@ pub async fn run(config: PServerConfig, listener: TcpListener, shutdown: impl Fu
     };
     let Some((held, lease)) = claimed else { return Ok(()) };
     tracing::info!(slot = held.index(), generation = held.generation(), %addr, "pserver slot claimed");
-    let keeper = tokio::spawn(slot_keeper::keep(master.clone(), held.clone(), addr.clone(), stopped.clone()));
+    let keeper = tokio::spawn(slot_keeper::keep(
+        master.clone(),
+        held.clone(),
+        addr.clone(),
+        stopped.clone(),
+    ));
     let listeners = Listeners { service: listener, metrics: metrics_listener };
-    let served = serve_slot(&config, listeners, dir, master, held.clone(), lease, stopped, shutdown).await;
+    let served =
+        serve_slot(&config, listeners, dir, master, held.clone(), lease, stopped, shutdown).await;
     let _ = stop.send(true);
     keeper.await.context("the heartbeat loop panicked")?;
     served
@@ -74,7 +88,8 @@ async fn serve_slot(
     stopped: watch::Receiver<bool>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let recorded_step = Arc::new(AtomicU64::new(lease.checkpoint.as_ref().map_or(0, |meta| meta.step)));
+    let recorded_step =
+        Arc::new(AtomicU64::new(lease.checkpoint.as_ref().map_or(0, |meta| meta.step)));
     let cell = Arc::new(restored_cell(&held, &lease, config.num_pservers).await?);
     let rpc = PServerRpc::new(cell.clone(), held.clone(), recorded_step.clone());
     let service = PServerServiceServer::new(rpc)
@@ -92,7 +107,8 @@ async fn serve_slot(
     });
     let server = tokio::spawn(serve(listeners.service, service, server_stopped));
     let checkpointer = Checkpointer::new(dir, master, held.clone(), cell, recorded_step);
-    let outcome = watch_lease(&held, checkpointer, config.checkpoint_interval(), stopped, shutdown).await;
+    let outcome =
+        watch_lease(&held, checkpointer, config.checkpoint_interval(), stopped, shutdown).await;
     let _ = server_stop.send(true);
     server.await.context("the pserver server panicked")??;
     if let Some(metrics) = metrics {
@@ -135,16 +151,26 @@ async fn watch_lease(
 async fn checkpoint(checkpointer: &mut Checkpointer) -> anyhow::Result<()> {
     match checkpointer.round().await {
         Ok(round) => tracing::debug!(?round, "checkpoint round"),
-        Err(error) if checkpointer.holds_slot() => tracing::warn!(error = format!("{error:#}"), "checkpoint failed; retrying at the next interval"),
+        Err(error) if checkpointer.holds_slot() => tracing::warn!(
+            error = format!("{error:#}"),
+            "checkpoint failed; retrying at the next interval"
+        ),
         Err(error) => return Err(error),
     }
     Ok(())
 }
 
 /// The slot's shard: restored from its recorded checkpoint, or empty for an initializer.
-async fn restored_cell(held: &HeldSlot, lease: &SlotLease, slot_count: u32) -> anyhow::Result<ShardCell> {
+async fn restored_cell(
+    held: &HeldSlot,
+    lease: &SlotLease,
+    slot_count: u32,
+) -> anyhow::Result<ShardCell> {
     let Some(meta) = lease.checkpoint.clone() else {
-        tracing::info!(slot = held.index(), "no checkpoint recorded for this slot; waiting for a trainer to initialize it");
+        tracing::info!(
+            slot = held.index(),
+            "no checkpoint recorded for this slot; waiting for a trainer to initialize it"
+        );
         return Ok(ShardCell::empty(held.index(), slot_count));
     };
     let slot = held.index();
@@ -175,7 +201,10 @@ fn advertised(config: &PServerConfig, listener: &TcpListener) -> anyhow::Result<
         return Ok(addr.clone());
     }
     let bound = listener.local_addr().context("read the bound --listen address")?;
-    anyhow::ensure!(!bound.ip().is_unspecified(), "--listen {bound} is a wildcard address: pass --advertise with the address trainers reach");
+    anyhow::ensure!(
+        !bound.ip().is_unspecified(),
+        "--listen {bound} is a wildcard address: pass --advertise with the address trainers reach"
+    );
     Ok(bound.to_string())
 }
 

@@ -37,7 +37,10 @@ impl PServerRpc {
 
 #[tonic::async_trait]
 impl PServerService for PServerRpc {
-    async fn init_params(&self, request: Request<pb::InitParamsRequest>) -> Result<Response<pb::InitParamsReply>, Status> {
+    async fn init_params(
+        &self,
+        request: Request<pb::InitParamsRequest>,
+    ) -> Result<Response<pb::InitParamsReply>, Status> {
         let request = request.into_inner();
         self.admit(request.fence)?;
         let layout = layout_from_proto(request.layout)?;
@@ -45,36 +48,60 @@ impl PServerService for PServerRpc {
         let answer = self.cell.init(request.initializer, layout, &blocks, Instant::now())?;
         let (outcome, layout) = match answer {
             InitAnswer::Accepted => (pb::InitOutcome::Accepted, None),
-            InitAnswer::ByAnother(layout) => (pb::InitOutcome::ByAnother, Some(layout_to_proto(&layout))),
-            InitAnswer::Initialized(layout) => (pb::InitOutcome::Initialized, Some(layout_to_proto(&layout))),
+            InitAnswer::ByAnother(layout) => {
+                (pb::InitOutcome::ByAnother, Some(layout_to_proto(&layout)))
+            }
+            InitAnswer::Initialized(layout) => {
+                (pb::InitOutcome::Initialized, Some(layout_to_proto(&layout)))
+            }
         };
         Ok(Response::new(pb::InitParamsReply { outcome: outcome.into(), layout }))
     }
 
-    async fn finish_init(&self, request: Request<pb::FinishInitRequest>) -> Result<Response<pb::FinishInitReply>, Status> {
+    async fn finish_init(
+        &self,
+        request: Request<pb::FinishInitRequest>,
+    ) -> Result<Response<pb::FinishInitReply>, Status> {
         let request = request.into_inner();
         self.admit(request.fence)?;
         self.cell.finish(request.initializer)?;
-        tracing::info!(slot = self.slot.index(), initializer = request.initializer, "shard initialized; serving");
+        tracing::info!(
+            slot = self.slot.index(),
+            initializer = request.initializer,
+            "shard initialized; serving"
+        );
         Ok(Response::new(pb::FinishInitReply {}))
     }
 
-    async fn push_grads(&self, request: Request<pb::PushGradsRequest>) -> Result<Response<pb::PushGradsReply>, Status> {
+    async fn push_grads(
+        &self,
+        request: Request<pb::PushGradsRequest>,
+    ) -> Result<Response<pb::PushGradsReply>, Status> {
         let request = request.into_inner();
         self.admit(request.fence)?;
         let shard = self.cell.ready()?;
         // The optimizer runs on a blocking thread: a large push must not stall the reactor.
-        let step = tokio::task::spawn_blocking(move || shard.push(&blocks_from_proto(&request.blocks)))
-            .await
-            .map_err(|error| Status::internal(format!("applying the push panicked: {error}")))??;
+        let step =
+            tokio::task::spawn_blocking(move || shard.push(&blocks_from_proto(&request.blocks)))
+                .await
+                .map_err(|error| {
+                    Status::internal(format!("applying the push panicked: {error}"))
+                })??;
         Ok(Response::new(pb::PushGradsReply { step }))
     }
 
-    async fn pull_params(&self, request: Request<pb::PullParamsRequest>) -> Result<Response<pb::PullParamsReply>, Status> {
+    async fn pull_params(
+        &self,
+        request: Request<pb::PullParamsRequest>,
+    ) -> Result<Response<pb::PullParamsReply>, Status> {
         let request = request.into_inner();
         self.admit(request.fence)?;
         let shard = self.cell.ready()?;
-        let ids: Vec<BlockId> = request.blocks.into_iter().map(|id| BlockId { name: id.name, index: id.index }).collect();
+        let ids: Vec<BlockId> = request
+            .blocks
+            .into_iter()
+            .map(|id| BlockId { name: id.name, index: id.index })
+            .collect();
         let copies = shard.pull(&ids)?;
         let bytes: usize = copies.iter().map(|(_, values)| values.len() * 4).sum();
         if copies.len() > 1 && bytes > PAYLOAD_BYTES_MAX {
@@ -85,12 +112,19 @@ impl PServerService for PServerRpc {
         }
         let blocks = copies
             .into_iter()
-            .map(|(id, values)| pb::Block { name: id.name, index: id.index, values: f32_bytes::encode(&values).into() })
+            .map(|(id, values)| pb::Block {
+                name: id.name,
+                index: id.index,
+                values: f32_bytes::encode(&values).into(),
+            })
             .collect();
         Ok(Response::new(pb::PullParamsReply { blocks, step: shard.step() }))
     }
 
-    async fn status(&self, _request: Request<pb::StatusRequest>) -> Result<Response<pb::StatusReply>, Status> {
+    async fn status(
+        &self,
+        _request: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusReply>, Status> {
         self.slot.check(Instant::now())?;
         let (layout, shard, initializing) = self.cell.describe();
         let state = match (&shard, initializing) {

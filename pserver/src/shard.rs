@@ -24,10 +24,18 @@ pub struct Shard {
 
 impl Shard {
     /// A shard from blocks that must be exactly the ones `layout` assigns to `slot`.
-    pub fn new(layout: JobLayout, slot: u32, step: u64, blocks: BTreeMap<BlockId, BlockState>) -> Result<Self, ShardError> {
+    pub fn new(
+        layout: JobLayout,
+        slot: u32,
+        step: u64,
+        blocks: BTreeMap<BlockId, BlockState>,
+    ) -> Result<Self, ShardError> {
         let expected = layout.blocks_of_slot(slot);
         if let Some((id, _)) = expected.iter().find(|(id, _)| !blocks.contains_key(*id)) {
-            return Err(ShardError::MissingBlock { id: id.clone(), missing: expected.len() - blocks.len().min(expected.len()) });
+            return Err(ShardError::MissingBlock {
+                id: id.clone(),
+                missing: expected.len() - blocks.len().min(expected.len()),
+            });
         }
         for (id, block) in &blocks {
             let Some(&length) = expected.get(id) else {
@@ -81,7 +89,11 @@ impl Shard {
     /// under its lock.
     pub fn pull(&self, ids: &[BlockId]) -> Result<Vec<(BlockId, Vec<f32>)>, ShardError> {
         if ids.is_empty() {
-            return Ok(self.blocks.iter().map(|(id, block)| (id.clone(), lock(block).values.clone())).collect());
+            return Ok(self
+                .blocks
+                .iter()
+                .map(|(id, block)| (id.clone(), lock(block).values.clone()))
+                .collect());
         }
         let mut copies = Vec::with_capacity(ids.len());
         for id in ids {
@@ -93,7 +105,10 @@ impl Shard {
 
     /// Calls `visit` with a consistent copy of each block in (name, index) order; for
     /// checkpoints, which must not hold a block's lock while writing to disk.
-    pub fn visit_blocks<E>(&self, mut visit: impl FnMut(&BlockId, BlockState) -> Result<(), E>) -> Result<(), E> {
+    pub fn visit_blocks<E>(
+        &self,
+        mut visit: impl FnMut(&BlockId, BlockState) -> Result<(), E>,
+    ) -> Result<(), E> {
         for (id, block) in &self.blocks {
             let copy = lock(block).clone();
             visit(id, copy)?;
@@ -101,7 +116,10 @@ impl Shard {
         Ok(())
     }
 
-    fn decode_all<'a>(&self, gradients: &'a [(BlockId, &[u8])]) -> Result<Vec<(&'a BlockId, Vec<f32>)>, ShardError> {
+    fn decode_all<'a>(
+        &self,
+        gradients: &'a [(BlockId, &[u8])],
+    ) -> Result<Vec<(&'a BlockId, Vec<f32>)>, ShardError> {
         let mut seen = HashSet::with_capacity(gradients.len());
         let mut decoded = Vec::with_capacity(gradients.len());
         for (id, bytes) in gradients {
@@ -122,7 +140,10 @@ impl Shard {
         }
         match self.layout.block_length(id) {
             None => Err(ShardError::UnknownBlock { id: id.clone() }),
-            Some(_) => Err(ShardError::NotOwned { id: id.clone(), slot: slot_of(&id.name, id.index, self.layout.slot_count) }),
+            Some(_) => Err(ShardError::NotOwned {
+                id: id.clone(),
+                slot: slot_of(&id.name, id.index, self.layout.slot_count),
+            }),
         }
     }
 }

@@ -88,7 +88,13 @@ impl ShardCell {
 
     /// `InitParams`: takes `blocks` from the winning initializer. Every block is checked
     /// before any is kept.
-    pub fn init(&self, initializer: u64, layout: JobLayout, blocks: &[(BlockId, &[u8])], now: Instant) -> Result<InitAnswer, ShardError> {
+    pub fn init(
+        &self,
+        initializer: u64,
+        layout: JobLayout,
+        blocks: &[(BlockId, &[u8])],
+        now: Instant,
+    ) -> Result<InitAnswer, ShardError> {
         let mut phase = self.lock();
         if let Phase::Ready(shard) = &*phase {
             return Ok(InitAnswer::Initialized(shard.layout().clone()));
@@ -99,7 +105,8 @@ impl ShardCell {
                 return Ok(InitAnswer::ByAnother(init.layout.clone()));
             }
         }
-        let fresh = !matches!(&*phase, Phase::Initializing(init) if init.initializer == initializer);
+        let fresh =
+            !matches!(&*phase, Phase::Initializing(init) if init.initializer == initializer);
         if fresh {
             *phase = Phase::Initializing(self.start(initializer, layout.clone(), now)?);
         }
@@ -122,7 +129,10 @@ impl ShardCell {
             Phase::Initializing(init) => init,
         };
         if init.initializer != initializer {
-            return Err(ShardError::NotInitializer { caller: initializer, current: init.initializer });
+            return Err(ShardError::NotInitializer {
+                caller: initializer,
+                current: init.initializer,
+            });
         }
         let optimizer = init.layout.optimizer;
         let blocks = std::mem::take(&mut init.received)
@@ -142,13 +152,24 @@ impl ShardCell {
         }
     }
 
-    fn start(&self, initializer: u64, layout: JobLayout, now: Instant) -> Result<Initializing, ShardError> {
+    fn start(
+        &self,
+        initializer: u64,
+        layout: JobLayout,
+        now: Instant,
+    ) -> Result<Initializing, ShardError> {
         layout.validate()?;
         if layout.slot_count != self.slot_count {
             return Err(ShardError::SlotCount { job: layout.slot_count, ours: self.slot_count });
         }
         let expected = layout.blocks_of_slot(self.slot);
-        Ok(Initializing { initializer, layout, expected, received: BTreeMap::new(), last_activity: now })
+        Ok(Initializing {
+            initializer,
+            layout,
+            expected,
+            received: BTreeMap::new(),
+            last_activity: now,
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Phase> {
@@ -158,7 +179,11 @@ impl ShardCell {
 }
 
 /// Decodes initial values, each for a block this slot serves, all finite.
-fn decode_blocks(layout: &JobLayout, expected: &BTreeMap<BlockId, usize>, blocks: &[(BlockId, &[u8])]) -> Result<Vec<(BlockId, Vec<f32>)>, ShardError> {
+fn decode_blocks(
+    layout: &JobLayout,
+    expected: &BTreeMap<BlockId, usize>,
+    blocks: &[(BlockId, &[u8])],
+) -> Result<Vec<(BlockId, Vec<f32>)>, ShardError> {
     let mut decoded = Vec::with_capacity(blocks.len());
     for (id, bytes) in blocks {
         let Some(&length) = expected.get(id) else {
@@ -168,7 +193,8 @@ fn decode_blocks(layout: &JobLayout, expected: &BTreeMap<BlockId, usize>, blocks
                 None => ShardError::UnknownBlock { id: id.clone() },
             });
         };
-        let values = f32_bytes::decode_finite(bytes, length).map_err(|error| ShardError::Payload { id: id.clone(), error })?;
+        let values = f32_bytes::decode_finite(bytes, length)
+            .map_err(|error| ShardError::Payload { id: id.clone(), error })?;
         decoded.push((id.clone(), values));
     }
     Ok(decoded)

@@ -33,11 +33,16 @@ pub async fn claim(
                 return Ok(Some((Arc::new(held), lease)));
             }
             Ok(None) if !waiting_logged => {
-                tracing::info!(desired, "all {desired} pserver slots are held; waiting for one to free");
+                tracing::info!(
+                    desired,
+                    "all {desired} pserver slots are held; waiting for one to free"
+                );
                 waiting_logged = true;
             }
             Ok(None) => {}
-            Err(error @ ClientError::Deadline { .. }) => tracing::warn!(%error, "claiming a slot; retrying"),
+            Err(error @ ClientError::Deadline { .. }) => {
+                tracing::warn!(%error, "claiming a slot; retrying")
+            }
             Err(error) => return Err(anyhow::Error::new(error).context("claim a pserver slot")),
         }
         tokio::select! {
@@ -49,7 +54,12 @@ pub async fn claim(
 
 /// Renews the lease until it is lost or `stop` turns true; marks `held` lost on the way out
 /// if the master took the slot.
-pub async fn keep(master: Arc<MasterClient>, held: Arc<HeldSlot>, addr: String, mut stop: watch::Receiver<bool>) {
+pub async fn keep(
+    master: Arc<MasterClient>,
+    held: Arc<HeldSlot>,
+    addr: String,
+    mut stop: watch::Receiver<bool>,
+) {
     let interval = (held.lease() / HEARTBEATS_PER_LEASE).max(Duration::from_millis(10));
     loop {
         tokio::select! {
@@ -64,11 +74,20 @@ pub async fn keep(master: Arc<MasterClient>, held: Arc<HeldSlot>, addr: String, 
         match tokio::time::timeout(held.lease(), beat).await {
             Ok(Ok(true)) => held.renewed(sent),
             Ok(Ok(false)) => {
-                held.lose(format!("the master says slot {} is no longer held under generation {}", held.index(), held.generation()));
+                held.lose(format!(
+                    "the master says slot {} is no longer held under generation {}",
+                    held.index(),
+                    held.generation()
+                ));
                 return;
             }
-            Ok(Err(error)) => tracing::warn!(%error, slot = held.index(), "pserver heartbeat failed"),
-            Err(_) => tracing::warn!(slot = held.index(), "pserver heartbeat got no answer within the lease"),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, slot = held.index(), "pserver heartbeat failed")
+            }
+            Err(_) => tracing::warn!(
+                slot = held.index(),
+                "pserver heartbeat got no answer within the lease"
+            ),
         }
     }
 }

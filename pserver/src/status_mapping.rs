@@ -14,7 +14,9 @@ pub const REFUSAL_KEY: &str = "x-raftrain-refusal";
 impl From<FenceError> for Status {
     fn from(error: FenceError) -> Self {
         match error {
-            FenceError::WrongGeneration { .. } => refusal(Code::FailedPrecondition, "wrong-generation", &error),
+            FenceError::WrongGeneration { .. } => {
+                refusal(Code::FailedPrecondition, "wrong-generation", &error)
+            }
             FenceError::LeaseLost { .. } => refusal(Code::Unavailable, "lease-lost", &error),
         }
     }
@@ -24,7 +26,9 @@ impl From<ShardError> for Status {
     fn from(error: ShardError) -> Self {
         match error {
             ShardError::NotReady => refusal(Code::FailedPrecondition, "not-initialized", &error),
-            ShardError::NotInitializer { .. } => refusal(Code::FailedPrecondition, "not-initializer", &error),
+            ShardError::NotInitializer { .. } => {
+                refusal(Code::FailedPrecondition, "not-initializer", &error)
+            }
             _ => Status::invalid_argument(error.to_string()),
         }
     }

@@ -20,7 +20,14 @@ impl PServerProcesses {
     /// A set that serves `slot_count` slots, checkpointing every second into `dir`.
     pub fn new(masters: &[String], dir: &Path, slot_count: u32) -> Self {
         let checkpoint_dir = dir.join("checkpoints");
-        Self { masters: masters.join(","), checkpoint_dir, log_dir: dir.to_path_buf(), slot_count, addrs: Vec::new(), children: Vec::new() }
+        Self {
+            masters: masters.join(","),
+            checkpoint_dir,
+            log_dir: dir.to_path_buf(),
+            slot_count,
+            addrs: Vec::new(),
+            children: Vec::new(),
+        }
     }
 
     /// Starts one more pserver; its number is the returned index.
@@ -79,7 +86,9 @@ impl PServerProcesses {
     }
 
     pub fn logs(&self) -> String {
-        (0..self.children.len()).map(|index| format!("--- pserver {index}\n{}", self.log(index))).collect()
+        (0..self.children.len())
+            .map(|index| format!("--- pserver {index}\n{}", self.log(index)))
+            .collect()
     }
 }
 

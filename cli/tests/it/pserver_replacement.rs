@@ -38,7 +38,8 @@ fn tensors(values: &BTreeMap<String, Vec<f32>>) -> Vec<(&str, &[f32])> {
 }
 
 async fn push_some(client: &PServerClient, count: usize) {
-    let gradient = BTreeMap::from([("w".to_string(), vec![0.25; 300_000]), ("b".to_string(), vec![-1.0; 10])]);
+    let gradient =
+        BTreeMap::from([("w".to_string(), vec![0.25; 300_000]), ("b".to_string(), vec![-1.0; 10])]);
     for _ in 0..count {
         client.push(&layout(), &tensors(&gradient)).await.expect("push");
     }
@@ -48,7 +49,9 @@ async fn push_some(client: &PServerClient, count: usize) {
 async fn checkpointed(client: &PServerClient, processes: &PServerProcesses) {
     for _ in 0..300 {
         let statuses = client.statuses().await;
-        let covered = statuses.iter().all(|(_, status)| status.as_ref().is_ok_and(|s| s.step > 0 && s.checkpoint_step >= s.step));
+        let covered = statuses.iter().all(|(_, status)| {
+            status.as_ref().is_ok_and(|s| s.step > 0 && s.checkpoint_step >= s.step)
+        });
         if statuses.len() == 2 && covered {
             return;
         }
@@ -61,7 +64,9 @@ async fn checkpointed(client: &PServerClient, processes: &PServerProcesses) {
 async fn held_by(group: &MasterGroup, slot: u32, addr: &str, processes: &PServerProcesses) -> u64 {
     for _ in 0..400 {
         let table = group.client().list_pservers().await.expect("list pservers");
-        if let Some(entry) = table.pservers.iter().find(|entry| entry.index == slot && entry.addr == addr) {
+        if let Some(entry) =
+            table.pservers.iter().find(|entry| entry.index == slot && entry.addr == addr)
+        {
             return entry.generation;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -88,14 +93,23 @@ async fn pservers_are_fenced_replaced_and_restored_bit_for_bit() {
     tracing::info!("--- a standby does not take a held slot");
     let standby = processes.spawn();
     tokio::time::sleep(Duration::from_millis(3 * 1500)).await;
-    assert!(processes.log(standby).contains("all 2 pserver slots are held"), "{}", processes.logs());
+    assert!(
+        processes.log(standby).contains("all 2 pserver slots are held"),
+        "{}",
+        processes.logs()
+    );
     let (slot_of_first, first_generation) = slot_held_by(&group, &processes.addrs[first]).await;
 
     tracing::info!("--- pause one: its slot goes to the standby, restored from the checkpoint");
     processes.signal(first, Signal::SIGSTOP);
-    let generation = held_by(&group, slot_of_first, &processes.addrs[standby].clone(), &processes).await;
+    let generation =
+        held_by(&group, slot_of_first, &processes.addrs[standby].clone(), &processes).await;
     assert!(generation > first_generation, "a new holder, a new generation");
-    assert_eq!(client.pull(&layout()).await.expect("pull after the takeover"), trained, "restored bit for bit");
+    assert_eq!(
+        client.pull(&layout()).await.expect("pull after the takeover"),
+        trained,
+        "restored bit for bit"
+    );
 
     tracing::info!("--- resumed, the paused one serves nothing and exits");
     let stale_fence = pb::Fence { slot: slot_of_first, generation: first_generation };
@@ -113,7 +127,11 @@ async fn pservers_are_fenced_replaced_and_restored_bit_for_bit() {
     processes.kill(second);
     let replacement = processes.spawn();
     held_by(&group, slot_of_second, &processes.addrs[replacement].clone(), &processes).await;
-    assert_eq!(client.pull(&layout()).await.expect("pull after kill -9"), trained, "restored bit for bit");
+    assert_eq!(
+        client.pull(&layout()).await.expect("pull after kill -9"),
+        trained,
+        "restored bit for bit"
+    );
     push_some(&client, 2).await;
     assert_ne!(client.pull(&layout()).await.expect("pull"), trained, "training goes on");
 }
@@ -121,19 +139,26 @@ async fn pservers_are_fenced_replaced_and_restored_bit_for_bit() {
 /// The slot and generation `addr` holds.
 async fn slot_held_by(group: &MasterGroup, addr: &str) -> (u32, u64) {
     let table = group.client().list_pservers().await.expect("list pservers");
-    let entry = table.pservers.iter().find(|entry| entry.addr == addr).expect("the pserver holds a slot");
+    let entry =
+        table.pservers.iter().find(|entry| entry.addr == addr).expect("the pserver holds a slot");
     (entry.index, entry.generation)
 }
 
 /// A request with the resumed pserver's own (old) fence is refused as lease-lost, or finds it
 /// gone; never served.
 async fn refused_or_gone(addr: &str, fence: pb::Fence) {
-    let Ok(channel) = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).expect("address").connect().await else {
+    let Ok(channel) = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("address")
+        .connect()
+        .await
+    else {
         return;
     };
     let mut client = PServerServiceClient::new(channel);
-    let answer = client.pull_params(pb::PullParamsRequest { fence: Some(fence), blocks: Vec::new() }).await;
+    let answer =
+        client.pull_params(pb::PullParamsRequest { fence: Some(fence), blocks: Vec::new() }).await;
     let status = answer.expect_err("a pserver that lost its slot serves nothing");
-    let lease_lost = status.metadata().get("x-raftrain-refusal").is_some_and(|kind| kind == "lease-lost");
+    let lease_lost =
+        status.metadata().get("x-raftrain-refusal").is_some_and(|kind| kind == "lease-lost");
     assert!(lease_lost || status.code() == tonic::Code::Unavailable, "{status:?}");
 }

@@ -13,7 +13,10 @@ use crate::placement::{block_count, block_range, slot_of, BlockId};
 
 /// Per slot, the blocks of `tensors` (name -> flat values) in requests of bounded size.
 /// Tensors the layout does not name are refused by the caller before this.
-pub fn blocks_by_slot(layout: &JobLayout, tensors: &[(&str, &[f32])]) -> BTreeMap<u32, Vec<Vec<pb::Block>>> {
+pub fn blocks_by_slot(
+    layout: &JobLayout,
+    tensors: &[(&str, &[f32])],
+) -> BTreeMap<u32, Vec<Vec<pb::Block>>> {
     let mut by_slot: BTreeMap<u32, Vec<Vec<pb::Block>>> = BTreeMap::new();
     let mut sizes: BTreeMap<u32, usize> = BTreeMap::new();
     for (name, values) in tensors {
@@ -57,14 +60,25 @@ pub fn ids_by_slot(layout: &JobLayout) -> BTreeMap<u32, Vec<Vec<BlockId>>> {
 
 /// Zeroed flat tensors for every parameter of the layout.
 pub fn empty_tensors(layout: &JobLayout) -> BTreeMap<String, Vec<f32>> {
-    layout.params.iter().map(|param| (param.name.clone(), vec![0.0; param.elements() as usize])).collect()
+    layout
+        .params
+        .iter()
+        .map(|param| (param.name.clone(), vec![0.0; param.elements() as usize]))
+        .collect()
 }
 
 /// Copies a pulled block into its tensor; the error names the block.
-pub fn place(layout: &JobLayout, tensors: &mut BTreeMap<String, Vec<f32>>, block: &pb::Block) -> Result<(), String> {
+pub fn place(
+    layout: &JobLayout,
+    tensors: &mut BTreeMap<String, Vec<f32>>,
+    block: &pb::Block,
+) -> Result<(), String> {
     let id = BlockId { name: block.name.clone(), index: block.index };
-    let length = layout.block_length(&id).ok_or_else(|| format!("block {}#{} is not in the layout", id.name, id.index))?;
-    let values = f32_bytes::decode(&block.values, length).map_err(|error| format!("block {}#{}: {error}", id.name, id.index))?;
+    let length = layout
+        .block_length(&id)
+        .ok_or_else(|| format!("block {}#{} is not in the layout", id.name, id.index))?;
+    let values = f32_bytes::decode(&block.values, length)
+        .map_err(|error| format!("block {}#{}: {error}", id.name, id.index))?;
     let tensor = tensors.get_mut(&id.name).expect("the layout names the tensor");
     let range = block_range(tensor.len() as u64, layout.block_elements, id.index);
     tensor[range].copy_from_slice(&values);
@@ -79,7 +93,10 @@ mod tests {
 
     #[test]
     fn pushed_blocks_cover_every_element_once_and_place_back() {
-        let params = vec![ParamSpec { name: "w".into(), shape: vec![1000, 3] }, ParamSpec { name: "b".into(), shape: vec![3] }];
+        let params = vec![
+            ParamSpec { name: "w".into(), shape: vec![1000, 3] },
+            ParamSpec { name: "b".into(), shape: vec![3] },
+        ];
         let optimizer = OptimizerConfig { learning_rate: 0.1, kind: OptimizerKind::Sgd };
         let layout = JobLayout { params, block_elements: 256, slot_count: 3, optimizer };
         let w: Vec<f32> = (0..3000).map(|i| i as f32).collect();

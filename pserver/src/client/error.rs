@@ -9,7 +9,9 @@ pub enum PServerClientError {
     #[error("pserver slot {slot} refused the request: {message}")]
     Refused { slot: u32, message: String },
     /// No holder of the slot answered within the wait.
-    #[error("pserver slot {slot}: no holder answered within {waited:?} (last error: {last_error})")]
+    #[error(
+        "pserver slot {slot}: no holder answered within {waited:?} (last error: {last_error})"
+    )]
     Unavailable { slot: u32, waited: Duration, last_error: String },
     /// A push that may or may not have been applied (the pserver did not answer in time but
     /// may have applied it). Never retried: a gradient is applied at most once.

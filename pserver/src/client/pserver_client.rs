@@ -69,12 +69,16 @@ enum Failure {
 impl PServerClient {
     /// Follows `master`'s pserver table; `initializer` identifies this client (a trainer id).
     pub fn new(master: Arc<MasterClient>, initializer: u64, options: PServerClientOptions) -> Self {
-        let inner = Inner { routes: Routes::follow(master), initializer, options, cache: Mutex::new(None) };
+        let inner =
+            Inner { routes: Routes::follow(master), initializer, options, cache: Mutex::new(None) };
         Self { inner: Arc::new(inner) }
     }
 
     /// Waits until every desired slot is held; the table then.
-    pub async fn wait_for_slots(&self, timeout: Duration) -> Result<PServerTable, PServerClientError> {
+    pub async fn wait_for_slots(
+        &self,
+        timeout: Duration,
+    ) -> Result<PServerTable, PServerClientError> {
         let started = Instant::now();
         loop {
             let table = self.inner.routes.table();
@@ -82,8 +86,16 @@ impl PServerClient {
                 return Ok(table);
             }
             if started.elapsed() >= timeout {
-                let message = format!("{} of {} pserver slots held after {timeout:?}", table.pservers.len(), table.desired);
-                return Err(PServerClientError::Unavailable { slot: table.pservers.len() as u32, waited: timeout, last_error: message });
+                let message = format!(
+                    "{} of {} pserver slots held after {timeout:?}",
+                    table.pservers.len(),
+                    table.desired
+                );
+                return Err(PServerClientError::Unavailable {
+                    slot: table.pservers.len() as u32,
+                    waited: timeout,
+                    last_error: message,
+                });
             }
             self.inner.routes.changed(Duration::from_millis(RETRY_MS)).await;
         }
@@ -92,7 +104,11 @@ impl PServerClient {
     /// Offers `layout` and initial `values` to every slot; the first initializer of each slot
     /// wins and the others wait for it. Returns the layout the pservers serve, which must be
     /// `layout` (a `LayoutMismatch` otherwise).
-    pub async fn init_or_wait(&self, layout: &JobLayout, values: &[(&str, &[f32])]) -> Result<(), PServerClientError> {
+    pub async fn init_or_wait(
+        &self,
+        layout: &JobLayout,
+        values: &[(&str, &[f32])],
+    ) -> Result<(), PServerClientError> {
         let mut requests = blocks_by_slot(layout, values);
         let mut tasks = JoinSet::new();
         for slot in 0..layout.slot_count {
@@ -101,14 +117,19 @@ impl PServerClient {
             tasks.spawn(async move { client.init_slot(slot, &layout, batches).await });
         }
         join_all(tasks).await?;
-        let tensors = values.iter().map(|(name, values)| (name.to_string(), values.to_vec())).collect();
+        let tensors =
+            values.iter().map(|(name, values)| (name.to_string(), values.to_vec())).collect();
         *self.cache() = Some(tensors);
         Ok(())
     }
 
     /// Applies `gradients` (name -> flat values, every tensor of the layout or some) on every
     /// slot, in parallel. A gradient is applied at most once.
-    pub async fn push(&self, layout: &JobLayout, gradients: &[(&str, &[f32])]) -> Result<(), PServerClientError> {
+    pub async fn push(
+        &self,
+        layout: &JobLayout,
+        gradients: &[(&str, &[f32])],
+    ) -> Result<(), PServerClientError> {
         check_tensors(layout, gradients)?;
         let mut tasks = JoinSet::new();
         for (slot, batches) in blocks_by_slot(layout, gradients) {
@@ -121,7 +142,10 @@ impl PServerClient {
     }
 
     /// The whole model, each block a consistent copy.
-    pub async fn pull(&self, layout: &JobLayout) -> Result<BTreeMap<String, Vec<f32>>, PServerClientError> {
+    pub async fn pull(
+        &self,
+        layout: &JobLayout,
+    ) -> Result<BTreeMap<String, Vec<f32>>, PServerClientError> {
         let mut tasks = JoinSet::new();
         for (slot, batches) in ids_by_slot(layout) {
             for ids in batches {
@@ -132,7 +156,8 @@ impl PServerClient {
         let mut tensors = empty_tensors(layout);
         for blocks in join_all(tasks).await? {
             for block in &blocks {
-                place(layout, &mut tensors, block).map_err(|message| PServerClientError::Refused { slot: u32::MAX, message })?;
+                place(layout, &mut tensors, block)
+                    .map_err(|message| PServerClientError::Refused { slot: u32::MAX, message })?;
             }
         }
         *self.cache() = Some(tensors.clone());
@@ -153,12 +178,18 @@ impl PServerClient {
         answers
     }
 
-    async fn push_batch(&self, slot: u32, layout: &JobLayout, blocks: Vec<pb::Block>) -> Result<Vec<pb::Block>, PServerClientError> {
+    async fn push_batch(
+        &self,
+        slot: u32,
+        layout: &JobLayout,
+        blocks: Vec<pb::Block>,
+    ) -> Result<Vec<pb::Block>, PServerClientError> {
         let mut reinitialized = false;
         loop {
             let answer = self
                 .on_slot(slot, false, |mut route| {
-                    let request = pb::PushGradsRequest { fence: Some(fence(&route)), blocks: blocks.clone() };
+                    let request =
+                        pb::PushGradsRequest { fence: Some(fence(&route)), blocks: blocks.clone() };
                     async move { route.client.push_grads(request).await }
                 })
                 .await;
@@ -168,19 +199,31 @@ impl PServerClient {
                     self.reinit_slot(slot, layout).await?;
                     reinitialized = true;
                 }
-                Err(Failure::NotInitialized) => return Err(PServerClientError::Refused { slot, message: "still not initialized after re-initializing it".into() }),
+                Err(Failure::NotInitialized) => {
+                    return Err(PServerClientError::Refused {
+                        slot,
+                        message: "still not initialized after re-initializing it".into(),
+                    })
+                }
                 Err(Failure::Fatal(error)) => return Err(error),
                 Err(Failure::Retry(_)) => unreachable!("on_slot retries these itself"),
             }
         }
     }
 
-    async fn pull_batch(&self, slot: u32, layout: &JobLayout, ids: Vec<crate::placement::BlockId>) -> Result<Vec<pb::Block>, PServerClientError> {
-        let ids: Vec<pb::BlockId> = ids.into_iter().map(|id| pb::BlockId { name: id.name, index: id.index }).collect();
+    async fn pull_batch(
+        &self,
+        slot: u32,
+        layout: &JobLayout,
+        ids: Vec<crate::placement::BlockId>,
+    ) -> Result<Vec<pb::Block>, PServerClientError> {
+        let ids: Vec<pb::BlockId> =
+            ids.into_iter().map(|id| pb::BlockId { name: id.name, index: id.index }).collect();
         for _ in 0..2 {
             let answer = self
                 .on_slot(slot, true, |mut route| {
-                    let request = pb::PullParamsRequest { fence: Some(fence(&route)), blocks: ids.clone() };
+                    let request =
+                        pb::PullParamsRequest { fence: Some(fence(&route)), blocks: ids.clone() };
                     async move { route.client.pull_params(request).await }
                 })
                 .await;
@@ -191,38 +234,65 @@ impl PServerClient {
                 Err(Failure::Retry(_)) => unreachable!("on_slot retries these itself"),
             }
         }
-        Err(PServerClientError::Refused { slot, message: "still not initialized after re-initializing it".into() })
+        Err(PServerClientError::Refused {
+            slot,
+            message: "still not initialized after re-initializing it".into(),
+        })
     }
 
     /// Initializes `slot` from the cached model (a replacement that came up empty).
     async fn reinit_slot(&self, slot: u32, layout: &JobLayout) -> Result<(), PServerClientError> {
         let cached = self.cache().clone().ok_or(PServerClientError::NothingToReinit { slot })?;
         tracing::warn!(slot, "pserver slot came up without a checkpoint; re-initializing it from this trainer's latest values");
-        let tensors: Vec<(&str, &[f32])> = cached.iter().map(|(name, values)| (name.as_str(), values.as_slice())).collect();
+        let tensors: Vec<(&str, &[f32])> =
+            cached.iter().map(|(name, values)| (name.as_str(), values.as_slice())).collect();
         let batches = blocks_by_slot(layout, &tensors).remove(&slot).unwrap_or_default();
         self.init_slot(slot, layout, batches).await.map(|_| ())
     }
 
     /// Runs the init protocol on one slot until it serves.
-    async fn init_slot(&self, slot: u32, layout: &JobLayout, batches: Vec<Vec<pb::Block>>) -> Result<Vec<pb::Block>, PServerClientError> {
+    async fn init_slot(
+        &self,
+        slot: u32,
+        layout: &JobLayout,
+        batches: Vec<Vec<pb::Block>>,
+    ) -> Result<Vec<pb::Block>, PServerClientError> {
         let started = Instant::now();
         loop {
             let reply = self.init_request(slot, layout, Vec::new()).await?;
             match pb::InitOutcome::try_from(reply.outcome) {
-                Ok(pb::InitOutcome::Accepted) => return self.send_init(slot, layout, batches).await,
-                Ok(pb::InitOutcome::Initialized) => return check_layout(slot, layout, reply.layout).map(|_| Vec::new()),
+                Ok(pb::InitOutcome::Accepted) => {
+                    return self.send_init(slot, layout, batches).await
+                }
+                Ok(pb::InitOutcome::Initialized) => {
+                    return check_layout(slot, layout, reply.layout).map(|_| Vec::new())
+                }
                 Ok(pb::InitOutcome::ByAnother) => check_layout(slot, layout, reply.layout)?,
-                _ => return Err(PServerClientError::Refused { slot, message: format!("unknown init outcome {}", reply.outcome) }),
+                _ => {
+                    return Err(PServerClientError::Refused {
+                        slot,
+                        message: format!("unknown init outcome {}", reply.outcome),
+                    })
+                }
             }
             if started.elapsed() >= self.inner.options.init_wait {
                 let waited = self.inner.options.init_wait;
-                return Err(PServerClientError::Unavailable { slot, waited, last_error: "another trainer is still initializing it".into() });
+                return Err(PServerClientError::Unavailable {
+                    slot,
+                    waited,
+                    last_error: "another trainer is still initializing it".into(),
+                });
             }
             tokio::time::sleep(Duration::from_millis(RETRY_MS)).await;
         }
     }
 
-    async fn send_init(&self, slot: u32, layout: &JobLayout, batches: Vec<Vec<pb::Block>>) -> Result<Vec<pb::Block>, PServerClientError> {
+    async fn send_init(
+        &self,
+        slot: u32,
+        layout: &JobLayout,
+        batches: Vec<Vec<pb::Block>>,
+    ) -> Result<Vec<pb::Block>, PServerClientError> {
         for blocks in batches {
             let reply = self.init_request(slot, layout, blocks).await?;
             if reply.outcome != i32::from(pb::InitOutcome::Accepted) {
@@ -241,10 +311,20 @@ impl PServerClient {
         Ok(Vec::new())
     }
 
-    async fn init_request(&self, slot: u32, layout: &JobLayout, blocks: Vec<pb::Block>) -> Result<pb::InitParamsReply, PServerClientError> {
+    async fn init_request(
+        &self,
+        slot: u32,
+        layout: &JobLayout,
+        blocks: Vec<pb::Block>,
+    ) -> Result<pb::InitParamsReply, PServerClientError> {
         let (initializer, layout) = (self.inner.initializer, layout_to_proto(layout));
         self.on_slot(slot, true, |mut route| {
-            let request = pb::InitParamsRequest { fence: Some(fence(&route)), initializer, layout: Some(layout.clone()), blocks: blocks.clone() };
+            let request = pb::InitParamsRequest {
+                fence: Some(fence(&route)),
+                initializer,
+                layout: Some(layout.clone()),
+                blocks: blocks.clone(),
+            };
             async move { route.client.init_params(request).await }
         })
         .await
@@ -253,7 +333,12 @@ impl PServerClient {
 
     /// One request to `slot`'s current holder, retried while the slot is being replaced.
     /// `idempotent` requests are also retried after an answer that never came.
-    async fn on_slot<T, F, Fut>(&self, slot: u32, idempotent: bool, mut attempt: F) -> Result<T, Failure>
+    async fn on_slot<T, F, Fut>(
+        &self,
+        slot: u32,
+        idempotent: bool,
+        mut attempt: F,
+    ) -> Result<T, Failure>
     where
         F: FnMut(Route) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
@@ -262,7 +347,11 @@ impl PServerClient {
         let mut last_error = "the slot is not held".to_string();
         loop {
             if let Some(route) = self.inner.routes.route(slot) {
-                match self.timed(attempt(route)).await.map_err(|status| classify(slot, idempotent, &status)) {
+                match self
+                    .timed(attempt(route))
+                    .await
+                    .map_err(|status| classify(slot, idempotent, &status))
+                {
                     Ok(value) => return Ok(value),
                     Err(Failure::Retry(message)) => last_error = message,
                     Err(failure) => return Err(failure),
@@ -270,13 +359,20 @@ impl PServerClient {
             }
             let waited = self.inner.options.replace_wait;
             if started.elapsed() >= waited {
-                return Err(Failure::Fatal(PServerClientError::Unavailable { slot, waited, last_error }));
+                return Err(Failure::Fatal(PServerClientError::Unavailable {
+                    slot,
+                    waited,
+                    last_error,
+                }));
             }
             self.inner.routes.changed(Duration::from_millis(RETRY_MS)).await;
         }
     }
 
-    async fn timed<T>(&self, call: impl Future<Output = Result<tonic::Response<T>, Status>>) -> Result<T, Status> {
+    async fn timed<T>(
+        &self,
+        call: impl Future<Output = Result<tonic::Response<T>, Status>>,
+    ) -> Result<T, Status> {
         match tokio::time::timeout(self.inner.options.rpc_timeout, call).await {
             Ok(answer) => answer.map(tonic::Response::into_inner),
             Err(_) => Err(Status::deadline_exceeded("no answer within the request deadline")),
@@ -298,11 +394,17 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
     match (status.code(), refusal_of(status)) {
         (Code::FailedPrecondition, Some("not-initialized")) => Failure::NotInitialized,
         // Refused before anything was touched: another holder, or this one lost its lease.
-        (Code::FailedPrecondition, Some("wrong-generation")) | (_, Some("lease-lost")) => Failure::Retry(message),
+        (Code::FailedPrecondition, Some("wrong-generation")) | (_, Some("lease-lost")) => {
+            Failure::Retry(message)
+        }
         // Connection refused or reset: the holder is gone; its state goes with it.
         (Code::Unavailable, _) => Failure::Retry(message),
-        (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) if idempotent => Failure::Retry(message),
-        (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) => Failure::Fatal(PServerClientError::OutcomeUnknown { slot, message }),
+        (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) if idempotent => {
+            Failure::Retry(message)
+        }
+        (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) => {
+            Failure::Fatal(PServerClientError::OutcomeUnknown { slot, message })
+        }
         _ => Failure::Fatal(PServerClientError::Refused { slot, message }),
     }
 }
@@ -310,16 +412,27 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
 fn fatal(slot: u32, failure: Failure) -> PServerClientError {
     match failure {
         Failure::Fatal(error) => error,
-        Failure::NotInitialized => PServerClientError::Refused { slot, message: "not initialized".into() },
+        Failure::NotInitialized => {
+            PServerClientError::Refused { slot, message: "not initialized".into() }
+        }
         Failure::Retry(message) => PServerClientError::Refused { slot, message },
     }
 }
 
 /// The pservers' layout must be this client's.
-fn check_layout(slot: u32, ours: &JobLayout, theirs: Option<pb::JobLayout>) -> Result<(), PServerClientError> {
-    let theirs = layout_from_proto(theirs).map_err(|status| PServerClientError::Refused { slot, message: status.message().to_string() })?;
+fn check_layout(
+    slot: u32,
+    ours: &JobLayout,
+    theirs: Option<pb::JobLayout>,
+) -> Result<(), PServerClientError> {
+    let theirs = layout_from_proto(theirs).map_err(|status| PServerClientError::Refused {
+        slot,
+        message: status.message().to_string(),
+    })?;
     if &theirs != ours {
-        return Err(PServerClientError::LayoutMismatch(format!("slot {slot} serves {theirs:?}, this trainer has {ours:?}")));
+        return Err(PServerClientError::LayoutMismatch(format!(
+            "slot {slot} serves {theirs:?}, this trainer has {ours:?}"
+        )));
     }
     Ok(())
 }
@@ -328,10 +441,18 @@ fn check_layout(slot: u32, ours: &JobLayout, theirs: Option<pb::JobLayout>) -> R
 fn check_tensors(layout: &JobLayout, tensors: &[(&str, &[f32])]) -> Result<(), PServerClientError> {
     for (name, values) in tensors {
         let Some(param) = layout.param(name) else {
-            return Err(PServerClientError::Refused { slot: u32::MAX, message: format!("{name} is not a parameter of the layout") });
+            return Err(PServerClientError::Refused {
+                slot: u32::MAX,
+                message: format!("{name} is not a parameter of the layout"),
+            });
         };
         if param.elements() != values.len() as u64 {
-            let message = format!("{name} has {} values, its shape {:?} holds {}", values.len(), param.shape, param.elements());
+            let message = format!(
+                "{name} has {} values, its shape {:?} holds {}",
+                values.len(),
+                param.shape,
+                param.elements()
+            );
             return Err(PServerClientError::Refused { slot: u32::MAX, message });
         }
     }
@@ -339,7 +460,9 @@ fn check_tensors(layout: &JobLayout, tensors: &[(&str, &[f32])]) -> Result<(), P
 }
 
 /// Every task's result; the first error wins (the rest are still awaited).
-async fn join_all(mut tasks: JoinSet<Result<Vec<pb::Block>, PServerClientError>>) -> Result<Vec<Vec<pb::Block>>, PServerClientError> {
+async fn join_all(
+    mut tasks: JoinSet<Result<Vec<pb::Block>, PServerClientError>>,
+) -> Result<Vec<Vec<pb::Block>>, PServerClientError> {
     let mut results = Vec::new();
     let mut first_error = None;
     while let Some(joined) = tasks.join_next().await {

@@ -59,7 +59,9 @@ impl Routes {
         let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // Only current holders stay: a replaced pserver's channel goes with it.
         if !channels.contains_key(&key) {
-            channels.retain(|(_, generation), _| table.pservers.iter().any(|held| held.generation == *generation));
+            channels.retain(|(_, generation), _| {
+                table.pservers.iter().any(|held| held.generation == *generation)
+            });
             channels.insert(key.clone(), connect(&entry.addr)?);
         }
         Some(Route { slot, generation: entry.generation, client: channels[&key].clone() })
@@ -81,7 +83,9 @@ async fn follow_table(master: Arc<MasterClient>, sender: watch::Sender<PServerTa
                 Ok(table) => {
                     sender.send_replace(table);
                 }
-                Err(error) => tracing::warn!(%error, "pserver table watch failed; starting it again"),
+                Err(error) => {
+                    tracing::warn!(%error, "pserver table watch failed; starting it again")
+                }
             }
         }
         tokio::time::sleep(Duration::from_millis(REWATCH_MS)).await;

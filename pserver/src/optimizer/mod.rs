@@ -96,7 +96,12 @@ impl OptimizerConfig {
     }
 }
 
-fn check(field: &'static str, value: f32, ok: bool, allowed: &'static str) -> Result<(), OptimizerError> {
+fn check(
+    field: &'static str,
+    value: f32,
+    ok: bool,
+    allowed: &'static str,
+) -> Result<(), OptimizerError> {
     // NaN fails every comparison above, so it lands here too.
     if ok && value.is_finite() {
         return Ok(());

@@ -5,7 +5,12 @@ use super::*;
 
 /// Runs `gradients` through one block starting at `start`, returning the values after each
 /// step.
-fn run(kind: OptimizerKind, learning_rate: f32, start: &[f32], gradients: &[&[f32]]) -> Vec<Vec<f32>> {
+fn run(
+    kind: OptimizerKind,
+    learning_rate: f32,
+    start: &[f32],
+    gradients: &[&[f32]],
+) -> Vec<Vec<f32>> {
     let config = OptimizerConfig { learning_rate, kind };
     config.validate().expect("a valid setting");
     let mut values = start.to_vec();
@@ -18,11 +23,21 @@ fn run(kind: OptimizerKind, learning_rate: f32, start: &[f32], gradients: &[&[f3
     trace
 }
 
-fn check(kind: OptimizerKind, learning_rate: f32, start: &[f32], gradients: &[&[f32]], want: &[&[f32]]) {
+fn check(
+    kind: OptimizerKind,
+    learning_rate: f32,
+    start: &[f32],
+    gradients: &[&[f32]],
+    want: &[&[f32]],
+) {
     let trace = run(kind, learning_rate, start, gradients);
     for (step, (got, want)) in trace.iter().zip(want).enumerate() {
         for (got, want) in got.iter().zip(want.iter()) {
-            assert!((got - want).abs() <= 1e-6, "{kind:?} step {}: got {got}, want {want}", step + 1);
+            assert!(
+                (got - want).abs() <= 1e-6,
+                "{kind:?} step {}: got {got}, want {want}",
+                step + 1
+            );
         }
     }
 }
@@ -31,7 +46,13 @@ fn check(kind: OptimizerKind, learning_rate: f32, start: &[f32], gradients: &[&[
 fn sgd_steps_against_the_gradient() {
     // w = [1, -2], g = [0.5, -1], lr 0.1: w - 0.1 g = [0.95, -1.9], then [0.9, -1.8].
     let gradient: &[f32] = &[0.5, -1.0];
-    check(OptimizerKind::Sgd, 0.1, &[1.0, -2.0], &[gradient, gradient], &[&[0.95, -1.9], &[0.9, -1.8]]);
+    check(
+        OptimizerKind::Sgd,
+        0.1,
+        &[1.0, -2.0],
+        &[gradient, gradient],
+        &[&[0.95, -1.9], &[0.9, -1.8]],
+    );
 }
 
 #[test]
@@ -104,7 +125,11 @@ fn settings_that_cannot_train_are_refused() {
         (OptimizerKind::Adam { beta1: 0.9, beta2: 1.0, epsilon: 1e-8 }, 0.1, "beta2"),
         (OptimizerKind::Adam { beta1: -0.1, beta2: 0.9, epsilon: 1e-8 }, 0.1, "beta1"),
         (OptimizerKind::Adagrad { epsilon: 0.0, initial_accumulator: 0.0 }, 0.1, "epsilon"),
-        (OptimizerKind::Adagrad { epsilon: 1e-10, initial_accumulator: -1.0 }, 0.1, "initial_accumulator"),
+        (
+            OptimizerKind::Adagrad { epsilon: 1e-10, initial_accumulator: -1.0 },
+            0.1,
+            "initial_accumulator",
+        ),
     ];
     for (kind, learning_rate, field) in refused {
         let error = OptimizerConfig { learning_rate, kind }.validate().expect_err("refused");

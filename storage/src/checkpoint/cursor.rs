@@ -27,12 +27,18 @@ impl<'a> Cursor<'a> {
     }
 
     pub(crate) fn corrupt(&self, reason: impl Into<String>) -> CheckpointError {
-        CheckpointError::Corrupt { path: self.path.to_path_buf(), offset: self.offset(), reason: reason.into() }
+        CheckpointError::Corrupt {
+            path: self.path.to_path_buf(),
+            offset: self.offset(),
+            reason: reason.into(),
+        }
     }
 
     pub(crate) fn take(&mut self, length: usize, what: &str) -> Result<&'a [u8], CheckpointError> {
         if length > self.remaining() {
-            return Err(self.corrupt(format!("{what} needs {length} bytes, {} remain", self.remaining())));
+            return Err(
+                self.corrupt(format!("{what} needs {length} bytes, {} remain", self.remaining()))
+            );
         }
         let bytes = &self.bytes[self.position..self.position + length];
         self.position += length;
@@ -59,7 +65,11 @@ impl<'a> Cursor<'a> {
         let length = self.u32(what)? as usize;
         if length > max {
             let reason = format!("{what} {length} is over the limit {max}");
-            return Err(CheckpointError::Corrupt { path: self.path.to_path_buf(), offset: start, reason });
+            return Err(CheckpointError::Corrupt {
+                path: self.path.to_path_buf(),
+                offset: start,
+                reason,
+            });
         }
         Ok(length)
     }
@@ -77,6 +87,9 @@ impl<'a> Cursor<'a> {
 
     pub(crate) fn floats(&mut self, count: usize, what: &str) -> Result<Vec<f32>, CheckpointError> {
         let bytes = self.take(count * 4, what)?;
-        Ok(bytes.chunks_exact(4).map(|word| f32::from_le_bytes([word[0], word[1], word[2], word[3]])).collect())
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|word| f32::from_le_bytes([word[0], word[1], word[2], word[3]]))
+            .collect())
     }
 }

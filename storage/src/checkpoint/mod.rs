@@ -90,7 +90,11 @@ pub struct Checkpoint {
 /// The file name of a checkpoint: slot, step and generation, so names sort by step and two
 /// holders of one slot never write the same file.
 pub fn file_name(slot_index: u32, step: u64, generation: u64) -> String {
-    format!("{}{slot_index:05}-step-{step:020}-gen-{generation:020}{}", dir::FILE_PREFIX, dir::FILE_SUFFIX)
+    format!(
+        "{}{slot_index:05}-step-{step:020}-gen-{generation:020}{}",
+        dir::FILE_PREFIX,
+        dir::FILE_SUFFIX
+    )
 }
 
 #[cfg(test)]

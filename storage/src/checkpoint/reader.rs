@@ -5,7 +5,11 @@ use std::path::Path;
 
 use super::cursor::Cursor;
 use super::error::CheckpointError;
-use super::{Checkpoint, CheckpointBlock, CheckpointHeader, ParamShape, BLOCK_ELEMENTS_MAX, MAGIC, NAME_BYTES_MAX, OPTIMIZER_BYTES_MAX, PARAM_COUNT_MAX, RANK_MAX, SLOT_COUNT_MAX, TAG_BLOCK, TAG_END, TRAILER_BYTES, TRAILER_MAGIC, VERSION};
+use super::{
+    Checkpoint, CheckpointBlock, CheckpointHeader, ParamShape, BLOCK_ELEMENTS_MAX, MAGIC,
+    NAME_BYTES_MAX, OPTIMIZER_BYTES_MAX, PARAM_COUNT_MAX, RANK_MAX, SLOT_COUNT_MAX, TAG_BLOCK,
+    TAG_END, TRAILER_BYTES, TRAILER_MAGIC, VERSION,
+};
 
 /// Reads and checks the checkpoint at `path`.
 pub fn read_checkpoint(path: &Path) -> Result<Checkpoint, CheckpointError> {
@@ -15,17 +19,26 @@ pub fn read_checkpoint(path: &Path) -> Result<Checkpoint, CheckpointError> {
     let header = header(&mut cursor)?;
     let blocks = blocks(&mut cursor)?;
     if cursor.remaining() != 0 {
-        return Err(cursor.corrupt(format!("{} bytes after the end of the blocks", cursor.remaining())));
+        return Err(
+            cursor.corrupt(format!("{} bytes after the end of the blocks", cursor.remaining()))
+        );
     }
     Ok(Checkpoint { header, blocks, crc32 })
 }
 
 /// The body between the magic and the trailer, once its length and crc check.
 fn checked_body<'a>(path: &Path, bytes: &'a [u8]) -> Result<(&'a [u8], u32), CheckpointError> {
-    let corrupt = |offset: usize, reason: String| CheckpointError::Corrupt { path: path.to_path_buf(), offset: offset as u64, reason };
+    let corrupt = |offset: usize, reason: String| CheckpointError::Corrupt {
+        path: path.to_path_buf(),
+        offset: offset as u64,
+        reason,
+    };
     let least = MAGIC.len() + TRAILER_BYTES;
     if bytes.len() < least {
-        return Err(corrupt(0, format!("{} bytes is shorter than the {least}-byte frame: truncated", bytes.len())));
+        return Err(corrupt(
+            0,
+            format!("{} bytes is shorter than the {least}-byte frame: truncated", bytes.len()),
+        ));
     }
     if bytes[..8] != MAGIC {
         return Err(corrupt(0, "bad magic: not a raftrain checkpoint".into()));
@@ -33,17 +46,26 @@ fn checked_body<'a>(path: &Path, bytes: &'a [u8]) -> Result<(&'a [u8], u32), Che
     let trailer_at = bytes.len() - TRAILER_BYTES;
     let trailer = &bytes[trailer_at..];
     if trailer[12..] != TRAILER_MAGIC {
-        return Err(corrupt(trailer_at + 12, "no trailer: the file is truncated or has bytes appended".into()));
+        return Err(corrupt(
+            trailer_at + 12,
+            "no trailer: the file is truncated or has bytes appended".into(),
+        ));
     }
     let body_bytes = u64::from_le_bytes(trailer[..8].try_into().expect("8 bytes"));
     let crc = u32::from_le_bytes(trailer[8..12].try_into().expect("4 bytes"));
     let body = &bytes[MAGIC.len()..trailer_at];
     if body_bytes != body.len() as u64 {
-        return Err(corrupt(trailer_at, format!("the trailer says {body_bytes} body bytes, the file has {}", body.len())));
+        return Err(corrupt(
+            trailer_at,
+            format!("the trailer says {body_bytes} body bytes, the file has {}", body.len()),
+        ));
     }
     let actual = crc32fast::hash(body);
     if actual != crc {
-        return Err(corrupt(MAGIC.len(), format!("checksum mismatch: trailer {crc:#010x}, body {actual:#010x}")));
+        return Err(corrupt(
+            MAGIC.len(),
+            format!("checksum mismatch: trailer {crc:#010x}, body {actual:#010x}"),
+        ));
     }
     Ok((body, crc))
 }
@@ -51,13 +73,17 @@ fn checked_body<'a>(path: &Path, bytes: &'a [u8]) -> Result<(&'a [u8], u32), Che
 fn header(cursor: &mut Cursor<'_>) -> Result<CheckpointHeader, CheckpointError> {
     let version = cursor.u32("version")?;
     if version != VERSION {
-        return Err(cursor.corrupt(format!("version {version} is unknown (this build reads {VERSION})")));
+        return Err(
+            cursor.corrupt(format!("version {version} is unknown (this build reads {VERSION})"))
+        );
     }
     let slot_index = cursor.u32("slot index")?;
     let slot_count = cursor.u32("slot count")?;
     let block_elements = cursor.u32("block elements")?;
     if block_elements == 0 || block_elements > BLOCK_ELEMENTS_MAX {
-        return Err(cursor.corrupt(format!("block elements {block_elements} is outside 1..={BLOCK_ELEMENTS_MAX}")));
+        return Err(cursor.corrupt(format!(
+            "block elements {block_elements} is outside 1..={BLOCK_ELEMENTS_MAX}"
+        )));
     }
     let generation = cursor.u64("generation")?;
     let step = cursor.u64("step")?;
@@ -71,7 +97,15 @@ fn header(cursor: &mut Cursor<'_>) -> Result<CheckpointHeader, CheckpointError> 
         let shape = (0..rank).map(|_| cursor.u64("dimension")).collect::<Result<_, _>>()?;
         params.push(ParamShape { name, shape });
     }
-    Ok(CheckpointHeader { slot_index, slot_count, block_elements, generation, step, optimizer, params })
+    Ok(CheckpointHeader {
+        slot_index,
+        slot_count,
+        block_elements,
+        generation,
+        step,
+        optimizer,
+        params,
+    })
 }
 
 fn blocks(cursor: &mut Cursor<'_>) -> Result<Vec<CheckpointBlock>, CheckpointError> {
@@ -95,6 +129,8 @@ fn block(cursor: &mut Cursor<'_>) -> Result<CheckpointBlock, CheckpointError> {
         return Err(cursor.corrupt(format!("{slot_count} state vectors; at most {SLOT_COUNT_MAX}")));
     }
     let values = cursor.floats(elements, "values")?;
-    let slots = (0..slot_count).map(|_| cursor.floats(elements, "state vector")).collect::<Result<_, _>>()?;
+    let slots = (0..slot_count)
+        .map(|_| cursor.floats(elements, "state vector"))
+        .collect::<Result<_, _>>()?;
     Ok(CheckpointBlock { name, block, updates, values, slots })
 }

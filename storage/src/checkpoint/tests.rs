@@ -4,23 +4,52 @@
 use super::*;
 
 fn header(slot_index: u32, step: u64, generation: u64) -> CheckpointHeader {
-    let params = vec![ParamShape { name: "w".into(), shape: vec![256, 256] }, ParamShape { name: "b".into(), shape: vec![] }];
-    CheckpointHeader { slot_index, slot_count: 3, block_elements: 65_536, generation, step, optimizer: b"adam".to_vec(), params }
+    let params = vec![
+        ParamShape { name: "w".into(), shape: vec![256, 256] },
+        ParamShape { name: "b".into(), shape: vec![] },
+    ];
+    CheckpointHeader {
+        slot_index,
+        slot_count: 3,
+        block_elements: 65_536,
+        generation,
+        step,
+        optimizer: b"adam".to_vec(),
+        params,
+    }
 }
 
 fn blocks() -> Vec<CheckpointBlock> {
     let big: Vec<f32> = (0..65_536).map(|i| i as f32 * 0.5).collect();
     vec![
-        CheckpointBlock { name: "w".into(), block: 0, updates: 9, values: big.clone(), slots: vec![big.clone(), vec![1.0; 65_536]] },
-        CheckpointBlock { name: "b".into(), block: 0, updates: 0, values: vec![-2.5], slots: vec![] },
+        CheckpointBlock {
+            name: "w".into(),
+            block: 0,
+            updates: 9,
+            values: big.clone(),
+            slots: vec![big.clone(), vec![1.0; 65_536]],
+        },
+        CheckpointBlock {
+            name: "b".into(),
+            block: 0,
+            updates: 0,
+            values: vec![-2.5],
+            slots: vec![],
+        },
     ]
 }
 
-fn write(dir: &CheckpointDir, header: &CheckpointHeader, blocks: &[CheckpointBlock]) -> WrittenCheckpoint {
+fn write(
+    dir: &CheckpointDir,
+    header: &CheckpointHeader,
+    blocks: &[CheckpointBlock],
+) -> WrittenCheckpoint {
     let mut writer = dir.writer(header).expect("writer");
     for block in blocks {
         let slots: Vec<&[f32]> = block.slots.iter().map(Vec::as_slice).collect();
-        writer.write_block(&block.name, block.block, block.updates, &block.values, &slots).expect("block");
+        writer
+            .write_block(&block.name, block.block, block.updates, &block.values, &slots)
+            .expect("block");
     }
     writer.finish().expect("finish")
 }
@@ -56,9 +85,27 @@ fn damage_is_refused_saying_where() {
     check(|bytes| bytes[0] = b'X', "bad magic");
     check(|bytes| bytes[12] ^= 1, "checksum mismatch");
     check(|bytes| bytes[200_000] ^= 0x40, "checksum mismatch");
-    check(|bytes| { let n = bytes.len(); bytes[n - 10] ^= 1 }, "checksum mismatch");
-    check(|bytes| { let n = bytes.len(); bytes[n - 1] ^= 1 }, "no trailer");
-    check(|bytes| { let n = bytes.len(); bytes[n - 20] ^= 1 }, "body bytes");
+    check(
+        |bytes| {
+            let n = bytes.len();
+            bytes[n - 10] ^= 1
+        },
+        "checksum mismatch",
+    );
+    check(
+        |bytes| {
+            let n = bytes.len();
+            bytes[n - 1] ^= 1
+        },
+        "no trailer",
+    );
+    check(
+        |bytes| {
+            let n = bytes.len();
+            bytes[n - 20] ^= 1
+        },
+        "body bytes",
+    );
     check(|bytes| bytes.truncate(bytes.len() / 2), "no trailer");
     check(|bytes| bytes.truncate(10), "truncated");
     check(|bytes| bytes.extend_from_slice(b"more"), "no trailer");
@@ -90,14 +137,21 @@ fn a_consistent_file_with_a_bad_length_is_refused_at_its_offset() {
 #[test]
 fn the_directory_lists_newest_first_and_cleans_up() {
     let temp = tempfile::tempdir().expect("temp");
-    std::fs::write(temp.path().join(format!("{}.tmp", file_name(1, 99, 1))), b"half").expect("leftover");
+    std::fs::write(temp.path().join(format!("{}.tmp", file_name(1, 99, 1))), b"half")
+        .expect("leftover");
     let dir = CheckpointDir::open(temp.path()).expect("open");
     assert!(dir.list(1).expect("list").is_empty(), "the leftover is gone");
     let few = &blocks()[1..];
-    let paths: Vec<_> = [(5, 1), (12, 1), (12, 3), (3, 1)].iter().map(|&(step, generation)| write(&dir, &header(1, step, generation), few).path).collect();
+    let paths: Vec<_> = [(5, 1), (12, 1), (12, 3), (3, 1)]
+        .iter()
+        .map(|&(step, generation)| write(&dir, &header(1, step, generation), few).path)
+        .collect();
     write(&dir, &header(2, 50, 1), few);
     let listed = dir.list(1).expect("list");
-    assert_eq!(listed, vec![paths[2].clone(), paths[1].clone(), paths[0].clone(), paths[3].clone()]);
+    assert_eq!(
+        listed,
+        vec![paths[2].clone(), paths[1].clone(), paths[0].clone(), paths[3].clone()]
+    );
     let removed = dir.remove_below(1, 12).expect("remove");
     assert_eq!(removed.len(), 2);
     assert_eq!(dir.list(1).expect("list"), vec![paths[2].clone(), paths[1].clone()]);

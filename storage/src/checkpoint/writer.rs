@@ -5,7 +5,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::error::CheckpointError;
-use super::{file_name, CheckpointHeader, MAGIC, NAME_BYTES_MAX, OPTIMIZER_BYTES_MAX, PARAM_COUNT_MAX, RANK_MAX, SLOT_COUNT_MAX, TAG_BLOCK, TAG_END, TRAILER_MAGIC, VERSION, BLOCK_ELEMENTS_MAX};
+use super::{
+    file_name, CheckpointHeader, BLOCK_ELEMENTS_MAX, MAGIC, NAME_BYTES_MAX, OPTIMIZER_BYTES_MAX,
+    PARAM_COUNT_MAX, RANK_MAX, SLOT_COUNT_MAX, TAG_BLOCK, TAG_END, TRAILER_MAGIC, VERSION,
+};
 use crate::durable_file::DurableFile;
 
 /// Floats converted per write: big writes, one reused buffer.
@@ -34,21 +37,40 @@ impl CheckpointWriter {
     pub fn create(dir: &Path, header: &CheckpointHeader) -> Result<Self, CheckpointError> {
         validate_header(dir, header)?;
         let name = file_name(header.slot_index, header.step, header.generation);
-        let file = DurableFile::create(dir, &name).map_err(CheckpointError::io(&dir.join(&name)))?;
-        let mut writer = Self { file, crc: crc32fast::Hasher::new(), body_bytes: 0, buffer: Vec::new() };
+        let file =
+            DurableFile::create(dir, &name).map_err(CheckpointError::io(&dir.join(&name)))?;
+        let mut writer =
+            Self { file, crc: crc32fast::Hasher::new(), body_bytes: 0, buffer: Vec::new() };
         writer.raw(&MAGIC)?;
         writer.header(header)?;
         Ok(writer)
     }
 
     /// Appends one block; `slots` are its optimizer state vectors, each as long as `values`.
-    pub fn write_block(&mut self, name: &str, block: u32, updates: u64, values: &[f32], slots: &[&[f32]]) -> Result<(), CheckpointError> {
-        let invalid = |reason: String| CheckpointError::Invalid { path: self.file.path().to_path_buf(), reason };
-        if name.len() > NAME_BYTES_MAX || values.len() > BLOCK_ELEMENTS_MAX as usize || slots.len() > SLOT_COUNT_MAX {
-            return Err(invalid(format!("block {name}#{block}: name, element or slot count over its limit")));
+    pub fn write_block(
+        &mut self,
+        name: &str,
+        block: u32,
+        updates: u64,
+        values: &[f32],
+        slots: &[&[f32]],
+    ) -> Result<(), CheckpointError> {
+        let invalid = |reason: String| CheckpointError::Invalid {
+            path: self.file.path().to_path_buf(),
+            reason,
+        };
+        if name.len() > NAME_BYTES_MAX
+            || values.len() > BLOCK_ELEMENTS_MAX as usize
+            || slots.len() > SLOT_COUNT_MAX
+        {
+            return Err(invalid(format!(
+                "block {name}#{block}: name, element or slot count over its limit"
+            )));
         }
         if slots.iter().any(|slot| slot.len() != values.len()) {
-            return Err(invalid(format!("block {name}#{block}: a state vector's length differs from the values'")));
+            return Err(invalid(format!(
+                "block {name}#{block}: a state vector's length differs from the values'"
+            )));
         }
         self.body(&[TAG_BLOCK])?;
         self.string(name)?;
@@ -125,14 +147,20 @@ impl CheckpointWriter {
 }
 
 fn validate_header(dir: &Path, header: &CheckpointHeader) -> Result<(), CheckpointError> {
-    let invalid = |reason: &str| Err(CheckpointError::Invalid { path: dir.to_path_buf(), reason: reason.to_string() });
+    let invalid = |reason: &str| {
+        Err(CheckpointError::Invalid { path: dir.to_path_buf(), reason: reason.to_string() })
+    };
     if header.optimizer.len() > OPTIMIZER_BYTES_MAX {
         return invalid("the optimizer setting is over its size limit");
     }
     if header.params.len() > PARAM_COUNT_MAX {
         return invalid("too many parameters");
     }
-    if header.params.iter().any(|param| param.name.len() > NAME_BYTES_MAX || param.shape.len() > RANK_MAX) {
+    if header
+        .params
+        .iter()
+        .any(|param| param.name.len() > NAME_BYTES_MAX || param.shape.len() > RANK_MAX)
+    {
         return invalid("a parameter name or rank is over its limit");
     }
     if header.block_elements > BLOCK_ELEMENTS_MAX {

@@ -1,0 +1,164 @@
+//! The gRPC service over a real socket: every bad request gets a clear status naming what is
+//! wrong (and the refusal kind clients act on), and a refused request changes nothing.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proto::pserver as pb;
+use proto::pserver::p_server_service_client::PServerServiceClient;
+use proto::pserver::p_server_service_server::PServerServiceServer;
+use pserver::conversions::layout_to_proto;
+use pserver::f32_bytes;
+use pserver::held_slot::HeldSlot;
+use pserver::service::PServerRpc;
+use pserver::shard_cell::ShardCell;
+use pserver::status_mapping::refusal_of;
+use tonic::transport::Channel;
+use tonic::Code;
+
+use crate::support::{layout, payloads};
+
+const SLOT: u32 = 0;
+const GENERATION: u64 = 5;
+
+/// Serves an empty slot-0 shard under a lease of `lease`; a client to it.
+async fn serve(lease: Duration) -> PServerServiceClient<Channel> {
+    let held = Arc::new(HeldSlot::granted(SLOT, GENERATION, lease, Instant::now()));
+    let rpc =
+        PServerRpc::new(Arc::new(ShardCell::empty(SLOT, 2)), held, Arc::new(AtomicU64::new(0)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let router = consensus::server_builder().add_service(PServerServiceServer::new(rpc));
+    tokio::spawn(router.serve_with_incoming(consensus::incoming(listener)));
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("uri")
+        .connect_lazy();
+    PServerServiceClient::new(channel)
+}
+
+fn fence(generation: u64) -> Option<pb::Fence> {
+    Some(pb::Fence { slot: SLOT, generation })
+}
+
+fn blocks(value: f32) -> Vec<pb::Block> {
+    payloads(SLOT, value)
+        .into_iter()
+        .map(|(id, bytes)| pb::Block { name: id.name, index: id.index, values: bytes.into() })
+        .collect()
+}
+
+fn push(generation: u64, blocks: Vec<pb::Block>) -> pb::PushGradsRequest {
+    pb::PushGradsRequest { fence: fence(generation), blocks }
+}
+
+/// Expects `code`, the refusal kind (if any) and `text` in the message.
+fn check(
+    answer: Result<tonic::Response<impl std::fmt::Debug>, tonic::Status>,
+    code: Code,
+    refusal: Option<&str>,
+    text: &str,
+) {
+    let status = answer.expect_err("refused");
+    assert_eq!((status.code(), refusal_of(&status)), (code, refusal), "{status:?}");
+    assert!(status.message().contains(text), "{} lacks {text}", status.message());
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_clearly_and_change_nothing() {
+    let mut client = serve(Duration::from_secs(600)).await;
+    check(
+        client.push_grads(push(GENERATION, blocks(1.0))).await,
+        Code::FailedPrecondition,
+        Some("not-initialized"),
+        "not initialized",
+    );
+    check(
+        client.push_grads(pb::PushGradsRequest { fence: None, blocks: Vec::new() }).await,
+        Code::InvalidArgument,
+        None,
+        "fence",
+    );
+    check(
+        client.push_grads(push(GENERATION - 1, blocks(1.0))).await,
+        Code::FailedPrecondition,
+        Some("wrong-generation"),
+        "generation 5",
+    );
+
+    let init = |blocks| pb::InitParamsRequest {
+        fence: fence(GENERATION),
+        initializer: 1,
+        layout: Some(layout_to_proto(&layout())),
+        blocks,
+    };
+    let reply = client.init_params(init(blocks(1.0))).await.expect("init").into_inner();
+    assert_eq!(reply.outcome, i32::from(pb::InitOutcome::Accepted));
+    client
+        .finish_init(pb::FinishInitRequest { fence: fence(GENERATION), initializer: 1 })
+        .await
+        .expect("finish");
+    let before = client
+        .pull_params(pb::PullParamsRequest { fence: fence(GENERATION), blocks: Vec::new() })
+        .await
+        .expect("pull")
+        .into_inner();
+
+    let mut nan = blocks(0.5);
+    let length = nan[0].values.len() / 4;
+    let mut values = vec![0.0; length];
+    values[1] = f32::NAN;
+    nan[0].values = f32_bytes::encode(&values).into();
+    check(
+        client.push_grads(push(GENERATION, nan)).await,
+        Code::InvalidArgument,
+        None,
+        "element 1 is NaN",
+    );
+    let mut unknown = blocks(0.5);
+    unknown[0].name = "missing".into();
+    check(
+        client.push_grads(push(GENERATION, unknown)).await,
+        Code::InvalidArgument,
+        None,
+        "block missing#",
+    );
+    let mut short = blocks(0.5);
+    short[0].values = f32_bytes::encode(&[1.0]).into();
+    check(
+        client.push_grads(push(GENERATION, short)).await,
+        Code::InvalidArgument,
+        None,
+        "1 values, the block has",
+    );
+    let after = client
+        .pull_params(pb::PullParamsRequest { fence: fence(GENERATION), blocks: Vec::new() })
+        .await
+        .expect("pull")
+        .into_inner();
+    assert_eq!(after, before, "refused pushes changed nothing");
+    let status = client.status(pb::StatusRequest {}).await.expect("status").into_inner();
+    assert_eq!(
+        (status.nonfinite_pushes_refused, status.step, status.state),
+        (1, 0, i32::from(pb::ShardState::Ready))
+    );
+}
+
+#[tokio::test]
+async fn a_pserver_whose_lease_ran_out_serves_nothing() {
+    let mut client = serve(Duration::from_millis(50)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let pull = pb::PullParamsRequest { fence: fence(GENERATION), blocks: Vec::new() };
+    check(
+        client.pull_params(pull).await,
+        Code::Unavailable,
+        Some("lease-lost"),
+        "no longer holds slot 0",
+    );
+    check(
+        client.status(pb::StatusRequest {}).await,
+        Code::Unavailable,
+        Some("lease-lost"),
+        "lease ran out",
+    );
+}
