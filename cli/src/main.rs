@@ -12,6 +12,13 @@ mod status;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of glibc's allocator: pservers and trainers allocate and free multi-MB
+/// payload buffers on every push and pull, and glibc returns each to the kernel (mmap/munmap),
+/// so every buffer was page-faulted in again (`bench pserver`, perf: page faults and memset
+/// dominated).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// raftrain: fault-tolerant, elastic data-parallel training without an external etcd.
 #[derive(Debug, Parser)]
 #[command(name = "raftrain", version, propagate_version = true)]

@@ -15,11 +15,42 @@ pub enum PayloadError {
 
 /// The little-endian bytes of `values`.
 pub fn encode(values: &[f32]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(values.len() * 4);
-    for value in values {
-        bytes.extend_from_slice(&value.to_le_bytes());
+    let mut bytes = vec![0_u8; values.len() * 4];
+    // Fixed-size chunks let the compiler turn this into plain vector copies.
+    for (word, value) in bytes.chunks_exact_mut(4).zip(values) {
+        word.copy_from_slice(&value.to_le_bytes());
     }
     bytes
+}
+
+/// Decodes `bytes` into `into`, which must hold exactly as many values.
+pub fn decode_into(bytes: &[u8], into: &mut [f32]) -> Result<(), PayloadError> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(PayloadError::Ragged { bytes: bytes.len() });
+    }
+    if bytes.len() / 4 != into.len() {
+        return Err(PayloadError::Length { got: bytes.len() / 4, want: into.len() });
+    }
+    for (value, word) in into.iter_mut().zip(bytes.chunks_exact(4)) {
+        *value = f32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+    }
+    Ok(())
+}
+
+/// Checks that `bytes` are exactly `want` finite values, without decoding them into memory.
+pub fn check_finite(bytes: &[u8], want: usize) -> Result<(), PayloadError> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(PayloadError::Ragged { bytes: bytes.len() });
+    }
+    if bytes.len() / 4 != want {
+        return Err(PayloadError::Length { got: bytes.len() / 4, want });
+    }
+    let words =
+        bytes.chunks_exact(4).map(|word| f32::from_le_bytes([word[0], word[1], word[2], word[3]]));
+    match words.enumerate().find(|(_, value)| !value.is_finite()) {
+        Some((element, value)) => Err(PayloadError::NotFinite { element, value }),
+        None => Ok(()),
+    }
 }
 
 /// Decodes exactly `want` finite values.
@@ -36,14 +67,11 @@ pub fn decode(bytes: &[u8], want: usize) -> Result<Vec<f32>, PayloadError> {
     if !bytes.len().is_multiple_of(4) {
         return Err(PayloadError::Ragged { bytes: bytes.len() });
     }
-    let got = bytes.len() / 4;
-    if got != want {
-        return Err(PayloadError::Length { got, want });
+    let mut values = vec![0.0; bytes.len() / 4];
+    if values.len() != want {
+        return Err(PayloadError::Length { got: values.len(), want });
     }
-    let values = bytes
-        .chunks_exact(4)
-        .map(|word| f32::from_le_bytes([word[0], word[1], word[2], word[3]]))
-        .collect();
+    decode_into(bytes, &mut values)?;
     Ok(values)
 }
 

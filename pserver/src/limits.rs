@@ -12,3 +12,6 @@ pub const MESSAGE_BYTES_MAX: usize = PAYLOAD_BYTES_MAX + (16 << 20);
 pub const REQUEST_PAYLOAD_BYTES_TARGET: usize = 4 << 20;
 
 const _: () = assert!(BLOCK_ELEMENTS_MAX as usize * 4 <= PAYLOAD_BYTES_MAX);
+/// HTTP/2 frame size both ends accept: 1 MiB frames instead of the 16 KiB default cut the
+/// per-frame work of multi-MB payloads.
+pub const FRAME_BYTES_MAX: u32 = 1 << 20;

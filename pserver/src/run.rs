@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use crate::checkpointer::Checkpointer;
 use crate::config::PServerConfig;
 use crate::held_slot::HeldSlot;
-use crate::limits::MESSAGE_BYTES_MAX;
+use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
 use crate::restore::restore;
 use crate::service::PServerRpc;
 use crate::shard_cell::ShardCell;
@@ -187,6 +187,7 @@ async fn serve(
     mut stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     consensus::server_builder()
+        .max_frame_size(FRAME_BYTES_MAX)
         .add_service(service)
         .serve_with_incoming_shutdown(consensus::incoming(listener), async move {
             let _ = stopped.wait_for(|stop| *stop).await;

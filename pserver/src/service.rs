@@ -102,20 +102,19 @@ impl PServerService for PServerRpc {
             .into_iter()
             .map(|id| BlockId { name: id.name, index: id.index })
             .collect();
-        let copies = shard.pull(&ids)?;
-        let bytes: usize = copies.iter().map(|(_, values)| values.len() * 4).sum();
-        if copies.len() > 1 && bytes > PAYLOAD_BYTES_MAX {
+        let bytes = shard.pull_bytes(&ids)?;
+        if ids.len() != 1 && bytes > PAYLOAD_BYTES_MAX {
             return Err(Status::invalid_argument(format!(
-                "{} blocks of {bytes} bytes in all is over the {PAYLOAD_BYTES_MAX}-byte reply limit: ask for fewer blocks",
-                copies.len()
+                "{bytes} bytes in all is over the {PAYLOAD_BYTES_MAX}-byte reply limit: ask for fewer blocks"
             )));
         }
+        let copies = shard.pull_with(&ids, f32_bytes::encode)?;
         let blocks = copies
             .into_iter()
-            .map(|(id, values)| pb::Block {
+            .map(|(id, encoded)| pb::Block {
                 name: id.name,
                 index: id.index,
-                values: f32_bytes::encode(&values).into(),
+                values: encoded.into(),
             })
             .collect();
         Ok(Response::new(pb::PullParamsReply { blocks, step: shard.step() }))

@@ -74,13 +74,13 @@ impl Shard {
     /// Applies one push: every block is decoded and checked first (known, served here, the
     /// right length, finite, named once); then each is applied under its own lock.
     pub fn push(&self, gradients: &[(BlockId, &[u8])]) -> Result<u64, ShardError> {
-        let decoded = self.decode_all(gradients).inspect_err(|error| {
+        let checked = self.check_all(gradients).inspect_err(|error| {
             if matches!(error, ShardError::Payload { error: PayloadError::NotFinite { .. }, .. }) {
                 self.nonfinite_refused.fetch_add(1, Ordering::SeqCst);
             }
         })?;
-        for (id, gradient) in decoded {
-            lock(&self.blocks[id]).apply(&self.layout.optimizer, &gradient);
+        for (id, gradient) in checked {
+            lock(&self.blocks[id]).apply_bytes(&self.layout.optimizer, gradient);
         }
         Ok(self.step.fetch_add(1, Ordering::SeqCst) + 1)
     }
@@ -88,19 +88,43 @@ impl Shard {
     /// Copies of the asked blocks (all of this slot's when `ids` is empty), each taken whole
     /// under its lock.
     pub fn pull(&self, ids: &[BlockId]) -> Result<Vec<(BlockId, Vec<f32>)>, ShardError> {
+        self.pull_with(ids, <[f32]>::to_vec)
+    }
+
+    /// Like [`Shard::pull`], each block's copy made by `copy` under its lock (the service
+    /// encodes straight into the reply's bytes: one copy, not two).
+    pub fn pull_with<T>(
+        &self,
+        ids: &[BlockId],
+        copy: impl Fn(&[f32]) -> T,
+    ) -> Result<Vec<(BlockId, T)>, ShardError> {
         if ids.is_empty() {
-            return Ok(self
-                .blocks
-                .iter()
-                .map(|(id, block)| (id.clone(), lock(block).values.clone()))
-                .collect());
+            let copies =
+                self.blocks.iter().map(|(id, block)| (id.clone(), copy(&lock(block).values)));
+            return Ok(copies.collect());
         }
         let mut copies = Vec::with_capacity(ids.len());
         for id in ids {
             let block = self.served(id)?;
-            copies.push((id.clone(), lock(block).values.clone()));
+            copies.push((id.clone(), copy(&lock(block).values)));
         }
         Ok(copies)
+    }
+
+    /// The payload bytes a pull of `ids` (all blocks when empty) would return, computed from
+    /// the layout before anything is copied.
+    pub fn pull_bytes(&self, ids: &[BlockId]) -> Result<usize, ShardError> {
+        let layout_bytes =
+            |id: &BlockId| self.layout.block_length(id).map_or(0, |length| length * 4);
+        if ids.is_empty() {
+            return Ok(self.blocks.keys().map(layout_bytes).sum());
+        }
+        let mut bytes = 0;
+        for id in ids {
+            self.served(id)?;
+            bytes += layout_bytes(id);
+        }
+        Ok(bytes)
     }
 
     /// Calls `visit` with a consistent copy of each block in (name, index) order; for
@@ -116,22 +140,24 @@ impl Shard {
         Ok(())
     }
 
-    fn decode_all<'a>(
+    /// Checks every block of a push (served here, the right length, finite, named once)
+    /// without copying any.
+    fn check_all<'a>(
         &self,
-        gradients: &'a [(BlockId, &[u8])],
-    ) -> Result<Vec<(&'a BlockId, Vec<f32>)>, ShardError> {
+        gradients: &'a [(BlockId, &'a [u8])],
+    ) -> Result<Vec<(&'a BlockId, &'a [u8])>, ShardError> {
         let mut seen = HashSet::with_capacity(gradients.len());
-        let mut decoded = Vec::with_capacity(gradients.len());
+        let mut checked = Vec::with_capacity(gradients.len());
         for (id, bytes) in gradients {
             let length = lock(self.served(id)?).values.len();
             if !seen.insert(id) {
                 return Err(ShardError::DuplicateBlock { id: id.clone() });
             }
-            let values = f32_bytes::decode_finite(bytes, length)
+            f32_bytes::check_finite(bytes, length)
                 .map_err(|error| ShardError::Payload { id: id.clone(), error })?;
-            decoded.push((id, values));
+            checked.push((id, *bytes));
         }
-        Ok(decoded)
+        Ok(checked)
     }
 
     fn served(&self, id: &BlockId) -> Result<&Mutex<BlockState>, ShardError> {

@@ -8,6 +8,8 @@ mod master_dataset;
 mod master_load;
 mod master_snapshot;
 mod process_group;
+mod pserver;
+mod pserver_baseline;
 mod recordio;
 mod table;
 
@@ -30,6 +32,9 @@ enum BenchCommand {
     ConsensusNode(consensus_node::ConsensusNodeArgs),
     /// Master group: task transitions/s by dataset size and clients, snapshot cost, failover.
     Master(master::MasterBenchArgs),
+    /// Pservers: push+pull GB/s by model size and pserver count against raw loopback TCP,
+    /// checkpoint write/restore against raw write+fsync/read, kill -9 to replacement serving.
+    Pserver(pserver::PServerBenchArgs),
 }
 
 pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -38,5 +43,6 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Consensus(args) => consensus::run(&args),
         BenchCommand::ConsensusNode(args) => consensus_node::run(&args),
         BenchCommand::Master(args) => master::run(&args),
+        BenchCommand::Pserver(args) => pserver::run(&args),
     }
 }

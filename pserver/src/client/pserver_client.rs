@@ -54,9 +54,9 @@ struct Inner {
     routes: Routes,
     initializer: u64,
     options: PServerClientOptions,
-    /// The newest full model this client saw (its init values, then each pull): what an
-    /// empty replacement is initialized from.
-    cache: Mutex<Option<BTreeMap<String, Vec<f32>>>>,
+    /// Per slot, the newest values this client saw of its blocks (its init values, then each
+    /// pull), as received payloads (no copy): what an empty replacement is initialized from.
+    cache: Mutex<BTreeMap<u32, Vec<Vec<pb::Block>>>>,
 }
 
 /// What went wrong with one attempt, for the retry loop.
@@ -69,8 +69,12 @@ enum Failure {
 impl PServerClient {
     /// Follows `master`'s pserver table; `initializer` identifies this client (a trainer id).
     pub fn new(master: Arc<MasterClient>, initializer: u64, options: PServerClientOptions) -> Self {
-        let inner =
-            Inner { routes: Routes::follow(master), initializer, options, cache: Mutex::new(None) };
+        let inner = Inner {
+            routes: Routes::follow(master),
+            initializer,
+            options,
+            cache: Mutex::new(BTreeMap::new()),
+        };
         Self { inner: Arc::new(inner) }
     }
 
@@ -109,17 +113,16 @@ impl PServerClient {
         layout: &JobLayout,
         values: &[(&str, &[f32])],
     ) -> Result<(), PServerClientError> {
-        let mut requests = blocks_by_slot(layout, values);
+        let requests = blocks_by_slot(layout, values);
         let mut tasks = JoinSet::new();
         for slot in 0..layout.slot_count {
             let client = self.clone();
-            let (layout, batches) = (layout.clone(), requests.remove(&slot).unwrap_or_default());
+            let (layout, batches) =
+                (layout.clone(), requests.get(&slot).cloned().unwrap_or_default());
             tasks.spawn(async move { client.init_slot(slot, &layout, batches).await });
         }
         join_all(tasks).await?;
-        let tensors =
-            values.iter().map(|(name, values)| (name.to_string(), values.to_vec())).collect();
-        *self.cache() = Some(tensors);
+        *self.cache() = requests;
         Ok(())
     }
 
@@ -138,7 +141,7 @@ impl PServerClient {
                 tasks.spawn(async move { client.push_batch(slot, &layout, blocks).await });
             }
         }
-        join_all(tasks).await.map(|_| ())
+        join_all(tasks).await.map(drop)
     }
 
     /// The whole model, each block a consistent copy.
@@ -146,6 +149,24 @@ impl PServerClient {
         &self,
         layout: &JobLayout,
     ) -> Result<BTreeMap<String, Vec<f32>>, PServerClientError> {
+        let mut tensors = empty_tensors(layout);
+        self.pull_into(layout, &mut tensors).await?;
+        Ok(tensors)
+    }
+
+    /// Pulls the whole model into `tensors` (one flat buffer per parameter, as `pull` returns
+    /// them): a trainer pulling every few batches reuses its buffers.
+    pub async fn pull_into(
+        &self,
+        layout: &JobLayout,
+        tensors: &mut BTreeMap<String, Vec<f32>>,
+    ) -> Result<(), PServerClientError> {
+        let sized = layout.params.iter().all(|param| {
+            tensors.get(&param.name).is_some_and(|values| values.len() as u64 == param.elements())
+        });
+        if !sized {
+            *tensors = empty_tensors(layout);
+        }
         let mut tasks = JoinSet::new();
         for (slot, batches) in ids_by_slot(layout) {
             for ids in batches {
@@ -153,15 +174,16 @@ impl PServerClient {
                 tasks.spawn(async move { client.pull_batch(slot, &layout, ids).await });
             }
         }
-        let mut tensors = empty_tensors(layout);
-        for blocks in join_all(tasks).await? {
+        let mut pulled: BTreeMap<u32, Vec<Vec<pb::Block>>> = BTreeMap::new();
+        for (slot, blocks) in join_all(tasks).await? {
             for block in &blocks {
-                place(layout, &mut tensors, block)
-                    .map_err(|message| PServerClientError::Refused { slot: u32::MAX, message })?;
+                place(layout, tensors, block)
+                    .map_err(|message| PServerClientError::Refused { slot, message })?;
             }
+            pulled.entry(slot).or_default().push(blocks);
         }
-        *self.cache() = Some(tensors.clone());
-        Ok(tensors)
+        *self.cache() = pulled;
+        Ok(())
     }
 
     /// Each held slot's `Status`, or why it did not answer.
@@ -183,7 +205,7 @@ impl PServerClient {
         slot: u32,
         layout: &JobLayout,
         blocks: Vec<pb::Block>,
-    ) -> Result<Vec<pb::Block>, PServerClientError> {
+    ) -> Result<(), PServerClientError> {
         let mut reinitialized = false;
         loop {
             let answer = self
@@ -194,7 +216,7 @@ impl PServerClient {
                 })
                 .await;
             match answer {
-                Ok(_) => return Ok(Vec::new()),
+                Ok(_) => return Ok(()),
                 Err(Failure::NotInitialized) if !reinitialized => {
                     self.reinit_slot(slot, layout).await?;
                     reinitialized = true;
@@ -216,7 +238,7 @@ impl PServerClient {
         slot: u32,
         layout: &JobLayout,
         ids: Vec<crate::placement::BlockId>,
-    ) -> Result<Vec<pb::Block>, PServerClientError> {
+    ) -> Result<(u32, Vec<pb::Block>), PServerClientError> {
         let ids: Vec<pb::BlockId> =
             ids.into_iter().map(|id| pb::BlockId { name: id.name, index: id.index }).collect();
         for _ in 0..2 {
@@ -228,7 +250,7 @@ impl PServerClient {
                 })
                 .await;
             match answer {
-                Ok(reply) => return Ok(reply.blocks),
+                Ok(reply) => return Ok((slot, reply.blocks)),
                 Err(Failure::NotInitialized) => self.reinit_slot(slot, layout).await?,
                 Err(Failure::Fatal(error)) => return Err(error),
                 Err(Failure::Retry(_)) => unreachable!("on_slot retries these itself"),
@@ -242,12 +264,10 @@ impl PServerClient {
 
     /// Initializes `slot` from the cached model (a replacement that came up empty).
     async fn reinit_slot(&self, slot: u32, layout: &JobLayout) -> Result<(), PServerClientError> {
-        let cached = self.cache().clone().ok_or(PServerClientError::NothingToReinit { slot })?;
+        let batches =
+            self.cache().get(&slot).cloned().ok_or(PServerClientError::NothingToReinit { slot })?;
         tracing::warn!(slot, "pserver slot came up without a checkpoint; re-initializing it from this trainer's latest values");
-        let tensors: Vec<(&str, &[f32])> =
-            cached.iter().map(|(name, values)| (name.as_str(), values.as_slice())).collect();
-        let batches = blocks_by_slot(layout, &tensors).remove(&slot).unwrap_or_default();
-        self.init_slot(slot, layout, batches).await.map(|_| ())
+        self.init_slot(slot, layout, batches).await
     }
 
     /// Runs the init protocol on one slot until it serves.
@@ -256,7 +276,7 @@ impl PServerClient {
         slot: u32,
         layout: &JobLayout,
         batches: Vec<Vec<pb::Block>>,
-    ) -> Result<Vec<pb::Block>, PServerClientError> {
+    ) -> Result<(), PServerClientError> {
         let started = Instant::now();
         loop {
             let reply = self.init_request(slot, layout, Vec::new()).await?;
@@ -265,7 +285,7 @@ impl PServerClient {
                     return self.send_init(slot, layout, batches).await
                 }
                 Ok(pb::InitOutcome::Initialized) => {
-                    return check_layout(slot, layout, reply.layout).map(|_| Vec::new())
+                    return check_layout(slot, layout, reply.layout)
                 }
                 Ok(pb::InitOutcome::ByAnother) => check_layout(slot, layout, reply.layout)?,
                 _ => {
@@ -292,7 +312,7 @@ impl PServerClient {
         slot: u32,
         layout: &JobLayout,
         batches: Vec<Vec<pb::Block>>,
-    ) -> Result<Vec<pb::Block>, PServerClientError> {
+    ) -> Result<(), PServerClientError> {
         for blocks in batches {
             let reply = self.init_request(slot, layout, blocks).await?;
             if reply.outcome != i32::from(pb::InitOutcome::Accepted) {
@@ -308,7 +328,7 @@ impl PServerClient {
         .await
         .map_err(|failure| fatal(slot, failure))?;
         tracing::info!(slot, "initialized pserver slot");
-        Ok(Vec::new())
+        Ok(())
     }
 
     async fn init_request(
@@ -379,7 +399,7 @@ impl PServerClient {
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, Option<BTreeMap<String, Vec<f32>>>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Vec<Vec<pb::Block>>>> {
         self.inner.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
@@ -460,9 +480,9 @@ fn check_tensors(layout: &JobLayout, tensors: &[(&str, &[f32])]) -> Result<(), P
 }
 
 /// Every task's result; the first error wins (the rest are still awaited).
-async fn join_all(
-    mut tasks: JoinSet<Result<Vec<pb::Block>, PServerClientError>>,
-) -> Result<Vec<Vec<pb::Block>>, PServerClientError> {
+async fn join_all<T: 'static>(
+    mut tasks: JoinSet<Result<T, PServerClientError>>,
+) -> Result<Vec<T>, PServerClientError> {
     let mut results = Vec::new();
     let mut first_error = None;
     while let Some(joined) = tasks.join_next().await {

@@ -10,7 +10,7 @@ use proto::pserver::p_server_service_client::PServerServiceClient;
 use tokio::sync::watch;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::limits::MESSAGE_BYTES_MAX;
+use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
 
 /// Pause before a watch that ended is started again.
 const REWATCH_MS: u64 = 200;
@@ -106,6 +106,7 @@ fn connect(addr: &str) -> Option<PServerServiceClient<Channel>> {
         .tcp_nodelay(true)
         .initial_stream_window_size(16 << 20)
         .initial_connection_window_size(64 << 20)
+        .max_frame_size(FRAME_BYTES_MAX)
         .connect_lazy();
     Some(
         PServerServiceClient::new(channel)

@@ -8,11 +8,12 @@ use super::{OptimizerConfig, OptimizerKind};
 pub fn apply(
     config: &OptimizerConfig,
     values: &mut [f32],
-    slots: &mut [Vec<f32>],
+    slots: &mut [&mut [f32]],
     gradient: &[f32],
     update: u64,
 ) {
     assert_eq!(values.len(), gradient.len(), "a gradient matches its block");
+    assert!(slots.iter().all(|slot| slot.len() == values.len()), "state vectors match the block");
     assert_eq!(slots.len(), config.kind.slot_count(), "one state vector per optimizer slot");
     assert!(update >= 1, "updates count from 1");
     let rate = config.learning_rate;

@@ -3,6 +3,10 @@
 
 use super::*;
 
+fn as_slices(slots: &mut [Vec<f32>]) -> Vec<&mut [f32]> {
+    slots.iter_mut().map(Vec::as_mut_slice).collect()
+}
+
 /// Runs `gradients` through one block starting at `start`, returning the values after each
 /// step.
 fn run(
@@ -17,7 +21,7 @@ fn run(
     let mut slots = kind.initial_slots(values.len());
     let mut trace = Vec::new();
     for (update, gradient) in gradients.iter().enumerate() {
-        apply(&config, &mut values, &mut slots, gradient, update as u64 + 1);
+        apply(&config, &mut values, &mut as_slices(&mut slots), gradient, update as u64 + 1);
         trace.push(values.clone());
     }
     trace
@@ -109,7 +113,7 @@ fn every_optimizer_descends_a_quadratic() {
         let mut slots = kind.initial_slots(1);
         for update in 1..=200 {
             let gradient = values.clone();
-            apply(&config, &mut values, &mut slots, &gradient, update);
+            apply(&config, &mut values, &mut as_slices(&mut slots), &gradient, update);
         }
         assert!(values[0].abs() < 0.3, "{kind:?} ended at {}", values[0]);
     }

@@ -69,7 +69,7 @@ fn the_recorded_checkpoint_restores_exactly_and_a_damaged_one_falls_back() {
     assert_eq!(restored.step(), 2, "the step never goes below the recorded one");
 
     std::fs::remove_file(&older.path).expect("remove");
-    let error = format!("{:#}", restore(0, 2, &meta(&newer, 2)).err().expect("nothing usable"));
+    let error = format!("{:#}", restore(0, 2, &meta(&newer, 2)).expect_err("nothing usable"));
     assert!(error.contains("no usable file") && error.contains("checksum mismatch"), "{error}");
 }
 
@@ -79,9 +79,9 @@ fn a_file_that_is_not_the_recorded_one_is_refused_by_its_crc() {
     let dir = CheckpointDir::open(temp.path()).expect("open");
     let written = write(&dir, &shard(0), 4);
     let forged = CheckpointMeta { crc32: written.crc32 ^ 1, ..meta(&written, 0) };
-    let error = format!("{:#}", restore(0, 2, &forged).err().expect("refused"));
+    let error = format!("{:#}", restore(0, 2, &forged).expect_err("refused"));
     assert!(error.contains("differs from the recorded"), "{error}");
-    let error = format!("{:#}", restore(0, 3, &meta(&written, 0)).err().expect("refused"));
+    let error = format!("{:#}", restore(0, 3, &meta(&written, 0)).expect_err("refused"));
     assert!(error.contains("this job has 3"), "{error}");
     let _ = layout();
 }

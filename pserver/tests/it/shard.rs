@@ -10,6 +10,9 @@ use pserver::shard_error::ShardError;
 
 use crate::support::{borrowed, layout, payloads, shard};
 
+/// A change that spoils a push.
+type Damage = dyn Fn(&mut Vec<(BlockId, Vec<u8>)>);
+
 fn values(shard: &pserver::shard::Shard) -> Vec<(BlockId, Vec<f32>)> {
     shard.pull(&[]).expect("pull all")
 }
@@ -19,7 +22,7 @@ fn a_push_with_one_bad_block_changes_nothing() {
     let shard = shard(0);
     let before = values(&shard);
     let mut bad = payloads(0, 0.5);
-    let cases: Vec<(Box<dyn Fn(&mut Vec<(BlockId, Vec<u8>)>)>, &str)> = vec![
+    let cases: Vec<(Box<Damage>, &str)> = vec![
         (
             Box::new(|push| {
                 let last = push.last_mut().expect("blocks");

@@ -1,0 +1,206 @@
+//! `bench pserver`: push+pull throughput of real pserver processes (GB/s of f32 payload) by
+//! model size and pserver count, next to raw loopback TCP moving the same bytes in the same run;
+//! checkpoint write and restore of the largest model next to a raw write+fsync and read; and
+//! the time from kill -9 of a pserver to its replacement serving the restored shard.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use master::client::{ClientOptions, MasterClient};
+use pserver::client::{PServerClient, PServerClientOptions};
+use pserver::layout::{JobLayout, ParamSpec, BLOCK_ELEMENTS_DEFAULT};
+use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+
+use super::process_group::{free_loopback_addrs, ProcessGroup};
+use super::pserver_baseline::{checkpoint_rows, raw_tcp_gbps};
+use super::table::Table;
+
+#[derive(Debug, Args)]
+pub(crate) struct PServerBenchArgs {
+    /// Model sizes in parameters (one tensor each).
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000,100000000")]
+    params: Vec<u64>,
+    /// Pserver counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pservers: Vec<u32>,
+    /// Push+pull rounds per row (at least 1 s of work is done in any case).
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
+    /// Kill -9 / replacement measurements (0 skips them).
+    #[arg(long, default_value_t = 3)]
+    replacements: u32,
+}
+
+/// The masters' pserver lease in the benchmark: a killed pserver's slot frees after this.
+const LEASE_MS: &str = "1000";
+
+pub(crate) fn run(args: &PServerBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !args.params.is_empty() && !args.pservers.is_empty(),
+        "--params and --pservers need values"
+    );
+    let root = tempfile::tempdir().context("create a temporary directory")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(bench(args, root.path()))
+}
+
+async fn bench(args: &PServerBenchArgs, root: &Path) -> anyhow::Result<()> {
+    let mut table =
+        Table::new(&["params", "pservers", "push+pull GB/s", "raw TCP GB/s", "vs raw TCP"]);
+    for &params in &args.params {
+        let raw = raw_tcp_gbps(params as usize * 4)?;
+        for &count in &args.pservers {
+            let cluster = Cluster::start(root, count).await?;
+            let gbps = cluster.throughput(params, args.rounds).await?;
+            table.row(vec![
+                params.to_string(),
+                count.to_string(),
+                format!("{gbps:.2}"),
+                format!("{raw:.2}"),
+                format!("{:.0}%", 100.0 * gbps / raw),
+            ]);
+        }
+    }
+    println!("{}", table.render());
+    println!(
+        "{}",
+        checkpoint_rows(root, *args.params.iter().max().expect("checked non-empty"))?.render()
+    );
+    if args.replacements > 0 {
+        let cluster = Cluster::start(root, 2).await?;
+        println!("{}", cluster.replacements(args.replacements).await?.render());
+    }
+    Ok(())
+}
+
+/// One master and `count` pservers, with a client.
+struct Cluster {
+    processes: ProcessGroup,
+    master: Arc<MasterClient>,
+    count: u32,
+}
+
+impl Cluster {
+    async fn start(root: &Path, count: u32) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir_in(root)?.keep();
+        let addrs = free_loopback_addrs(1 + count as usize)?;
+        let master = vec![
+            "master".into(),
+            "--id".into(),
+            "1".into(),
+            "--listen".into(),
+            addrs[0].clone(),
+            "--peers".into(),
+            format!("1={}", addrs[0]),
+            "--data-dir".into(),
+            dir.join("master").display().to_string(),
+            "--pserver-lease-ms".into(),
+            LEASE_MS.into(),
+        ];
+        let mut commands = vec![master];
+        for addr in &addrs[1..] {
+            commands.push(pserver_command(&addrs[0], addr, &dir, count));
+        }
+        let processes = ProcessGroup::start(commands, &dir)?;
+        let master = Arc::new(MasterClient::new(&addrs[..1], ClientOptions::default())?);
+        Ok(Self { processes, master, count })
+    }
+
+    fn client(&self) -> PServerClient {
+        PServerClient::new(self.master.clone(), 1, PServerClientOptions::default())
+    }
+
+    /// Push+pull rounds of a `params`-parameter model: GB/s of f32 payload both ways.
+    async fn throughput(&self, params: u64, rounds: u32) -> anyhow::Result<f64> {
+        let (client, layout) = (self.client(), layout(params, self.count));
+        client.wait_for_slots(Duration::from_secs(30)).await?;
+        let values = vec![0.5_f32; params as usize];
+        client.init_or_wait(&layout, &[("weight", &values)]).await?;
+        let gradient = vec![0.001_f32; params as usize];
+        let mut pulled = std::collections::BTreeMap::new();
+        let started = Instant::now();
+        let mut done = 0;
+        while done < rounds || started.elapsed() < Duration::from_secs(1) {
+            let push_started = Instant::now();
+            client.push(&layout, &[("weight", &gradient)]).await?;
+            let pull_started = Instant::now();
+            client.pull_into(&layout, &mut pulled).await?;
+            tracing::debug!(
+                push_ms = (pull_started - push_started).as_millis() as u64,
+                pull_ms = pull_started.elapsed().as_millis() as u64,
+                "round"
+            );
+            done += 1;
+        }
+        Ok(2.0 * done as f64 * params as f64 * 4.0 / started.elapsed().as_secs_f64() / 1e9)
+    }
+
+    /// kill -9 of pserver 1, then a replacement: seconds until a pull succeeds again.
+    async fn replacements(mut self, count: u32) -> anyhow::Result<Table> {
+        let mut table =
+            Table::new(&["kill -9 to serving (ms)", "lease (ms)", "generation before", "after"]);
+        let (client, layout) = (self.client(), layout(1_000_000, self.count));
+        client.wait_for_slots(Duration::from_secs(30)).await?;
+        client.init_or_wait(&layout, &[("weight", &vec![0.5; 1_000_000])]).await?;
+        for _ in 0..count {
+            client.push(&layout, &[("weight", &vec![0.001; 1_000_000])]).await?;
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let before = self.generation(0).await?;
+            self.processes.kill(1);
+            let killed = Instant::now();
+            self.processes.spawn(1)?;
+            client.pull(&layout).await?;
+            let serving = killed.elapsed().as_millis();
+            let after = self.generation(0).await?;
+            anyhow::ensure!(after != before, "the pull was served by a replacement");
+            table.row(vec![
+                serving.to_string(),
+                LEASE_MS.into(),
+                before.to_string(),
+                after.to_string(),
+            ]);
+        }
+        Ok(table)
+    }
+}
+
+impl Cluster {
+    /// The generation slot `slot` is held under, and the process serving it.
+    async fn generation(&self, slot: u32) -> anyhow::Result<u64> {
+        let table = self.master.list_pservers().await?;
+        let entry =
+            table.pservers.iter().find(|entry| entry.index == slot).context("the slot is held")?;
+        Ok(entry.generation)
+    }
+}
+
+fn pserver_command(master: &str, addr: &str, dir: &Path, count: u32) -> Vec<String> {
+    let args = [
+        "pserver",
+        "--masters",
+        master,
+        "--listen",
+        addr,
+        "--num-pservers",
+        &count.to_string(),
+        "--checkpoint-interval-s",
+        "1",
+        "--checkpoint-dir",
+    ];
+    let mut command: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+    command.push(dir.join("checkpoints").display().to_string());
+    command
+}
+
+fn layout(params: u64, slot_count: u32) -> JobLayout {
+    let optimizer = OptimizerConfig { learning_rate: 0.01, kind: OptimizerKind::Sgd };
+    JobLayout {
+        params: vec![ParamSpec { name: "weight".into(), shape: vec![params] }],
+        block_elements: BLOCK_ELEMENTS_DEFAULT,
+        slot_count,
+        optimizer,
+    }
+}
