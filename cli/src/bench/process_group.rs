@@ -51,6 +51,11 @@ impl ProcessGroup {
         Ok(())
     }
 
+    /// Replaces process `index`'s arguments for its next start.
+    pub(crate) fn set_args(&mut self, index: usize, args: Vec<String>) {
+        self.commands[index] = args;
+    }
+
     /// SIGKILL and reap; nothing is flushed that was not already synced.
     pub(crate) fn kill(&mut self, index: usize) {
         if let Some(mut child) = self.children[index].take() {

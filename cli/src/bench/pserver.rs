@@ -71,7 +71,8 @@ async fn bench(args: &PServerBenchArgs, root: &Path) -> anyhow::Result<()> {
     );
     if args.replacements > 0 {
         let cluster = Cluster::start(root, 2).await?;
-        println!("{}", cluster.replacements(args.replacements).await?.render());
+        let dir = cluster.dir.clone();
+        println!("{}", cluster.replacements(args.replacements, &dir).await?.render());
     }
     Ok(())
 }
@@ -80,6 +81,10 @@ async fn bench(args: &PServerBenchArgs, root: &Path) -> anyhow::Result<()> {
 struct Cluster {
     processes: ProcessGroup,
     master: Arc<MasterClient>,
+    master_addr: String,
+    /// Each pserver process's address (process `i + 1`).
+    pserver_addrs: Vec<String>,
+    dir: std::path::PathBuf,
     count: u32,
 }
 
@@ -106,7 +111,8 @@ impl Cluster {
         }
         let processes = ProcessGroup::start(commands, &dir)?;
         let master = Arc::new(MasterClient::new(&addrs[..1], ClientOptions::default())?);
-        Ok(Self { processes, master, count })
+        let pserver_addrs = addrs[1..].to_vec();
+        Ok(Self { processes, master, master_addr: addrs[0].clone(), pserver_addrs, dir, count })
     }
 
     fn client(&self) -> PServerClient {
@@ -138,42 +144,53 @@ impl Cluster {
         Ok(2.0 * done as f64 * params as f64 * 4.0 / started.elapsed().as_secs_f64() / 1e9)
     }
 
-    /// kill -9 of pserver 1, then a replacement: seconds until a pull succeeds again.
-    async fn replacements(mut self, count: u32) -> anyhow::Result<Table> {
-        let mut table =
-            Table::new(&["kill -9 to serving (ms)", "lease (ms)", "generation before", "after"]);
+    /// kill -9 of the pserver holding slot 0, then a replacement: restarted on the same
+    /// address (the master hands the slot straight back) or started on a new one (it waits
+    /// for the dead one's lease); milliseconds until a pull succeeds again.
+    async fn replacements(mut self, count: u32, root: &Path) -> anyhow::Result<Table> {
+        let mut table = Table::new(&["replacement", "kill -9 to serving (ms)", "lease (ms)"]);
         let (client, layout) = (self.client(), layout(1_000_000, self.count));
         client.wait_for_slots(Duration::from_secs(30)).await?;
         client.init_or_wait(&layout, &[("weight", &vec![0.5; 1_000_000])]).await?;
-        for _ in 0..count {
+        for round in 0..2 * count {
             client.push(&layout, &[("weight", &vec![0.001; 1_000_000])]).await?;
             tokio::time::sleep(Duration::from_millis(1500)).await;
-            let before = self.generation(0).await?;
-            self.processes.kill(1);
+            let (process, before) = self.holder(0).await?;
+            let new_address = round % 2 == 1;
+            if new_address {
+                let addr = free_loopback_addrs(1)?.remove(0);
+                self.processes
+                    .set_args(process, pserver_command(&self.master_addr, &addr, root, self.count));
+                self.pserver_addrs[process - 1] = addr;
+            }
+            self.processes.kill(process);
             let killed = Instant::now();
-            self.processes.spawn(1)?;
+            self.processes.spawn(process)?;
             client.pull(&layout).await?;
             let serving = killed.elapsed().as_millis();
-            let after = self.generation(0).await?;
-            anyhow::ensure!(after != before, "the pull was served by a replacement");
-            table.row(vec![
-                serving.to_string(),
-                LEASE_MS.into(),
-                before.to_string(),
-                after.to_string(),
-            ]);
+            anyhow::ensure!(
+                self.holder(0).await?.1 != before,
+                "the pull was served by a replacement"
+            );
+            let kind = if new_address { "new address" } else { "same address" };
+            table.row(vec![kind.into(), serving.to_string(), LEASE_MS.into()]);
         }
         Ok(table)
     }
 }
 
 impl Cluster {
-    /// The generation slot `slot` is held under, and the process serving it.
-    async fn generation(&self, slot: u32) -> anyhow::Result<u64> {
+    /// The process serving `slot` and its generation.
+    async fn holder(&self, slot: u32) -> anyhow::Result<(usize, u64)> {
         let table = self.master.list_pservers().await?;
         let entry =
             table.pservers.iter().find(|entry| entry.index == slot).context("the slot is held")?;
-        Ok(entry.generation)
+        let process = self
+            .pserver_addrs
+            .iter()
+            .position(|addr| *addr == entry.addr)
+            .context("a known pserver holds it")?;
+        Ok((process + 1, entry.generation))
     }
 }
 
