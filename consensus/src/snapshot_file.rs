@@ -2,7 +2,7 @@
 //! body length, little-endian), then the gzip of bincode {snapshot meta, state bytes}.
 //! The same bytes are what a leader sends to a follower that needs the snapshot.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -40,7 +40,6 @@ const _: () = {
 const SNAPSHOT_FILES_KEPT: usize = 2;
 const FILE_PREFIX: &str = "snapshot-";
 const FILE_SUFFIX: &str = ".snap";
-const TEMP_SUFFIX: &str = ".tmp";
 
 /// What a snapshot file holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,9 +108,8 @@ impl SnapshotDir {
         let failed = |source| StartError::Directory { path: dir.to_path_buf(), source };
         fs::create_dir_all(dir).map_err(failed)?;
         let snapshots = Self { dir: dir.to_path_buf() };
-        for path in snapshots.list(TEMP_SUFFIX).map_err(failed)? {
-            tracing::info!(path = %path.display(), "removing a snapshot left half-written by a crash");
-            fs::remove_file(&path).map_err(failed)?;
+        for path in storage::durable_file::remove_temp_files(dir, FILE_PREFIX).map_err(failed)? {
+            tracing::info!(path = %path.display(), "removed a snapshot left half-written by a crash");
         }
         Ok(snapshots)
     }
@@ -139,13 +137,7 @@ impl SnapshotDir {
         let (index, term) = meta.last_log_id.map_or((0, 0), |id| (id.index, id.leader_id.term));
         let name = format!("{FILE_PREFIX}{index:020}-{term:020}{FILE_SUFFIX}");
         let path = self.dir.join(&name);
-        let temp = self.dir.join(format!("{name}{TEMP_SUFFIX}"));
-        let mut file = File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&temp, &path)?;
-        File::open(&self.dir)?.sync_all()?;
+        storage::durable_file::write_durably(&self.dir, &name, bytes)?;
         let files = self.list(FILE_SUFFIX)?;
         let old_count = files.len().saturating_sub(SNAPSHOT_FILES_KEPT);
         for old in &files[..old_count] {
