@@ -8,6 +8,7 @@ mod hex;
 mod index;
 mod output_file;
 mod stat;
+mod synth;
 mod write;
 
 use clap::{Args, Subcommand};
@@ -30,6 +31,9 @@ enum RecordioCommand {
     Convert(convert::ConvertArgs),
     /// Print record, chunk and byte counts of one or more files.
     Stat(stat::StatArgs),
+    /// Write a synthetic dataset with a known answer (Gaussian blobs or linear regression):
+    /// `train.recordio`, `eval.recordio` and `truth.json`, deterministic by seed.
+    Synth(synth::SynthArgs),
 }
 
 pub(crate) fn run(args: RecordioArgs) -> anyhow::Result<()> {
@@ -39,5 +43,6 @@ pub(crate) fn run(args: RecordioArgs) -> anyhow::Result<()> {
         RecordioCommand::Index(args) => index::run(&args),
         RecordioCommand::Convert(args) => convert::run(&args),
         RecordioCommand::Stat(args) => stat::run(&args),
+        RecordioCommand::Synth(args) => synth::run(&args),
     }
 }

@@ -13,4 +13,5 @@ mod metrics;
 mod pserver_processes;
 mod pserver_replacement;
 mod recordio;
+mod synth;
 mod task_consumer;
