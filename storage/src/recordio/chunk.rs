@@ -81,6 +81,36 @@ pub fn read_chunk_at(path: &Path, offset: u64) -> Result<Vec<Vec<u8>>, RecordIoE
     Ok(chunk.to_records())
 }
 
+/// Reads the chunk a task names into `chunk`, checking its header against what the task says
+/// (payload size and record count) before reading the payload, then the payload's CRC: a
+/// file changed since the master indexed it is an `IndexMismatch` naming the field.
+pub fn read_expected_chunk(
+    path: &Path,
+    offset: u64,
+    compressed_size: u32,
+    record_count: u32,
+    chunk: &mut DecodedChunk,
+) -> Result<(), RecordIoError> {
+    let mut file =
+        File::open(path).map_err(|error| RecordIoError::new(path, offset, ErrorKind::Io(error)))?;
+    let header = read_header(&mut file, path, offset)?;
+    let fields = [
+        ("compressed size", compressed_size, header.compressed_size),
+        ("record count", record_count, header.record_count),
+    ];
+    for (field, indexed, found) in fields {
+        if indexed != found {
+            let kind = ErrorKind::IndexMismatch {
+                field,
+                indexed: u64::from(indexed),
+                found: u64::from(found),
+            };
+            return Err(RecordIoError::new(path, offset, kind));
+        }
+    }
+    decode_payload(&mut file, path, offset, &header, chunk)
+}
+
 /// Compares a freshly read header with the index entry that led to it.
 fn check_matches_index(header: &ChunkHeader, meta: &ChunkMeta) -> Result<(), ErrorKind> {
     let fields = [

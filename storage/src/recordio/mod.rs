@@ -27,7 +27,7 @@ mod range_scanner;
 mod scanner;
 mod writer;
 
-pub use chunk::{read_chunk, read_chunk_at, read_chunk_into};
+pub use chunk::{read_chunk, read_chunk_at, read_chunk_into, read_expected_chunk};
 pub use chunk_scanner::ChunkScanner;
 pub use compressor::{Compressor, ParseCompressorError};
 pub use decoded_chunk::DecodedChunk;

@@ -1,0 +1,11 @@
+//! Trainers: they take tasks from the master, read the task's chunks through `storage`, compute
+//! gradients of a model on ndarray and push them to the pservers, pull fresh parameters, and at
+//! the end write the model out as safetensors.
+//!
+//! `model`, `batch` and `example_input` are pure; `task_data` reads a task's records;
+//! `safetensors` writes and reads saved models; `run` is the loop against the master and the
+//! pservers; `evaluation` scores a model on a dataset.
+
+pub mod batch;
+pub mod example_input;
+pub mod model;
