@@ -2,6 +2,7 @@
 //! subcommand to the code that implements it. No logic of its own lives here.
 
 mod bench;
+mod eval_command;
 mod logging;
 mod master_command;
 mod pserver_command;
@@ -9,6 +10,7 @@ mod recordio;
 mod runtime_args;
 mod shutdown;
 mod status;
+mod trainer_command;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +36,11 @@ enum Command {
     /// Run one parameter server: claim a slot through the masters, serve its shard of the
     /// model, checkpoint it; exits when the slot is lost.
     Pserver(pserver_command::PServerArgs),
+    /// Run one trainer: take tasks from the masters, train on them, push to the pservers;
+    /// exits 0 when the job finishes.
+    Trainer(trainer_command::TrainerArgs),
+    /// Evaluate a saved model (safetensors) on a dataset, without a cluster.
+    Eval(eval_command::EvalArgs),
     /// Show the job and cluster state, asked of any reachable master.
     Status(status::StatusArgs),
     /// Write, read, index, convert and inspect RecordIO datasets (PaddlePaddle-compatible).
@@ -48,6 +55,8 @@ fn main() {
     let result = match cli.command {
         Command::Master(args) => master_command::run(args),
         Command::Pserver(args) => pserver_command::run(args),
+        Command::Trainer(args) => trainer_command::run(args),
+        Command::Eval(args) => eval_command::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Recordio(args) => recordio::run(args),
         Command::Bench(args) => bench::run(args),

@@ -7,5 +7,17 @@
 //! pservers; `evaluation` scores a model on a dataset.
 
 pub mod batch;
+pub mod config;
+pub mod evaluation;
 pub mod example_input;
 pub mod model;
+pub mod progress;
+pub mod run;
+pub mod safetensors;
+pub mod saved_model;
+pub mod session;
+pub mod step;
+pub mod task_data;
+
+pub use config::TrainerConfig;
+pub use run::run;

@@ -38,6 +38,16 @@ struct Leader {
 /// bug (never worth the whole deadline): after this many it is an error.
 const UNKNOWN_ATTEMPTS_MAX: u32 = 3;
 
+impl std::fmt::Debug for MasterClient {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("MasterClient")
+            .field("masters", &self.masters)
+            .field("client_id", &self.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What to do after a failed attempt.
 #[derive(Debug, PartialEq, Eq)]
 enum Next {

@@ -1,0 +1,33 @@
+//! `raftrain trainer`: one trainer, until the job finishes (exit 0) or SIGINT/SIGTERM (it stops
+//! after its current task; the master gives unreported work to others).
+
+use clap::Args;
+use trainer::TrainerConfig;
+
+use crate::runtime_args::RuntimeArgs;
+
+#[derive(Debug, Args)]
+pub(crate) struct TrainerArgs {
+    #[command(flatten)]
+    config: TrainerConfig,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+pub(crate) fn run(args: TrainerArgs) -> anyhow::Result<()> {
+    args.config.validate()?;
+    let runtime = args.runtime.build()?;
+    let summary =
+        runtime.block_on(trainer::run(args.config, crate::shutdown::signal_received()))?;
+    let eval = summary.last_eval.map_or_else(String::new, |eval| {
+        let accuracy = eval
+            .accuracy()
+            .map_or_else(String::new, |accuracy| format!(", accuracy {accuracy:.4}"));
+        format!("; last evaluation: loss {:.4}{accuracy} on {} examples", eval.loss, eval.examples)
+    });
+    println!(
+        "trained on {} examples in {} tasks ({} failed){eval}",
+        summary.examples, summary.tasks_done, summary.tasks_failed
+    );
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! `TrainerConfig`: the flags of `raftrain trainer`. Doc comments are the `--help` text;
+//! defaults are named constants; `validate` checks the rules between fields.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use pserver::layout::{BLOCK_ELEMENTS_DEFAULT, BLOCK_ELEMENTS_MAX};
+use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+
+use crate::model::{ModelConfig, ModelKind};
+
+pub const BATCH_SIZE_DEFAULT: usize = 64;
+pub const BATCH_SIZE_MAX: usize = 1 << 20;
+pub const PSERVER_WAIT_S_DEFAULT: u64 = 120;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OptimizerName {
+    Sgd,
+    Momentum,
+    Adam,
+    Adagrad,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TrainerConfig {
+    /// Master addresses (any subset of the group), comma-separated.
+    #[arg(long, env = "RAFTRAIN_MASTERS", value_delimiter = ',', required = true)]
+    pub masters: Vec<String>,
+    /// The training data: RecordIO files or globs as the masters and trainers see them,
+    /// comma-separated. The first trainer's report defines the job; later reports must match.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub dataset: Vec<String>,
+    /// The model: linear, logistic, softmax or mlp.
+    #[arg(long, value_parser = clap::value_parser!(ModelKind))]
+    pub model: ModelKind,
+    /// Input features (default: the dense length of the dataset's first record).
+    #[arg(long)]
+    pub features: Option<usize>,
+    /// Classes (softmax and mlp).
+    #[arg(long, default_value_t = 2)]
+    pub classes: usize,
+    /// Hidden units (mlp).
+    #[arg(long, default_value_t = 64)]
+    pub hidden: usize,
+    #[arg(long, default_value_t = BATCH_SIZE_DEFAULT)]
+    pub batch_size: usize,
+    /// Push the gradient (averaged over the batches since the last push) every n batches.
+    #[arg(long, default_value_t = 1)]
+    pub push_every: usize,
+    /// Pull fresh parameters every m batches.
+    #[arg(long, default_value_t = 1)]
+    pub pull_every: usize,
+    /// Passes over the dataset (the first report fixes it for the job).
+    #[arg(long, default_value_t = 1)]
+    pub passes: u32,
+    #[arg(long, value_enum, default_value = "sgd")]
+    pub optimizer: OptimizerName,
+    #[arg(long, default_value_t = 0.1)]
+    pub learning_rate: f32,
+    /// Evaluate on these files after each pass (recorded in the master, shown by status).
+    #[arg(long, value_delimiter = ',')]
+    pub eval_dataset: Vec<String>,
+    /// Write the final model here (safetensors) when the job finishes.
+    #[arg(long)]
+    pub model_out: Option<PathBuf>,
+    /// The job's name in the master.
+    #[arg(long, default_value = "job")]
+    pub job: String,
+    /// Seed of the initial parameters (the same on every trainer, so whichever initializes,
+    /// the model starts the same).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Parameter block size on the pservers.
+    #[arg(long, default_value_t = BLOCK_ELEMENTS_DEFAULT)]
+    pub block_elements: u32,
+    /// How long to wait for every pserver slot to be held before giving up.
+    #[arg(long, default_value_t = PSERVER_WAIT_S_DEFAULT)]
+    pub pserver_wait_s: u64,
+    /// This trainer's name in the master (default: host and process id).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Serve Prometheus metrics on `GET /metrics` at this address (host:port).
+    #[arg(long, env = "RAFTRAIN_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl TrainerConfig {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.dataset.is_empty(), "--dataset is empty");
+        anyhow::ensure!(
+            (1..=BATCH_SIZE_MAX).contains(&self.batch_size),
+            "--batch-size {} is outside 1..={BATCH_SIZE_MAX}",
+            self.batch_size
+        );
+        anyhow::ensure!(
+            self.push_every >= 1 && self.pull_every >= 1,
+            "--push-every and --pull-every must be at least 1"
+        );
+        anyhow::ensure!(self.passes >= 1, "--passes must be at least 1");
+        anyhow::ensure!(
+            (1..=BLOCK_ELEMENTS_MAX).contains(&self.block_elements),
+            "--block-elements {} is outside 1..={BLOCK_ELEMENTS_MAX}",
+            self.block_elements
+        );
+        self.optimizer()
+            .validate()
+            .map_err(|error| anyhow::anyhow!("--optimizer/--learning-rate: {error}"))?;
+        Ok(())
+    }
+
+    pub fn model_config(&self, features: usize) -> anyhow::Result<ModelConfig> {
+        let config =
+            ModelConfig { kind: self.model, features, classes: self.classes, hidden: self.hidden };
+        config.validate().map_err(anyhow::Error::msg)?;
+        Ok(config)
+    }
+
+    pub fn optimizer(&self) -> OptimizerConfig {
+        let kind = match self.optimizer {
+            OptimizerName::Sgd => OptimizerKind::Sgd,
+            OptimizerName::Momentum => OptimizerKind::MOMENTUM_DEFAULT,
+            OptimizerName::Adam => OptimizerKind::ADAM_DEFAULT,
+            OptimizerName::Adagrad => OptimizerKind::ADAGRAD_DEFAULT,
+        };
+        OptimizerConfig { learning_rate: self.learning_rate, kind }
+    }
+}

@@ -1,0 +1,246 @@
+//! `run`: one trainer. Registers, waits for every pserver slot, reports the dataset, offers its
+//! initial parameters (the first trainer's win), then takes tasks until the job finishes:
+//! read and check the task's chunks, train on its batches (pushing every n, pulling every m),
+//! report it done (or failed, with the reason). After each pass it evaluates and records the
+//! result in the master; at the end it writes the model out.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use master::client::{ClientOptions, MasterClient, Task, TaskOutcome};
+use pserver::client::{PServerClient, PServerClientOptions};
+use pserver::layout::{JobLayout, ParamSpec};
+use tokio::sync::watch;
+
+use crate::config::TrainerConfig;
+use crate::evaluation::evaluate_dataset;
+use crate::model::{Evaluation, ModelConfig, Params};
+use crate::progress::Progress;
+use crate::session::Session;
+use crate::step::Stepper;
+
+/// Between asks while no task is available.
+const IDLE_MS: u64 = 200;
+
+/// What a finished trainer did.
+#[derive(Debug)]
+pub struct Summary {
+    pub tasks_done: u64,
+    pub tasks_failed: u64,
+    pub examples: u64,
+    pub last_eval: Option<Evaluation>,
+}
+
+/// Runs a trainer until the job finishes (or `shutdown` resolves: then it stops after its
+/// current task without reporting it, and the master hands the task to another trainer).
+pub async fn run(
+    config: TrainerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<Summary> {
+    config.validate()?;
+    let features = match config.features {
+        Some(features) => features,
+        None => infer_features(&config.dataset).await?,
+    };
+    let model = config.model_config(features)?;
+    let master = Arc::new(MasterClient::new(&config.masters, ClientOptions::default())?);
+    let name = config.name.clone().unwrap_or_else(default_name);
+    let session =
+        Session::register(master.clone(), name).await.context("register with the master")?;
+    let (stop, stopped) = watch::channel(false);
+    let heartbeats = tokio::spawn(session.clone().keep_alive(stopped));
+    let trained = train(&config, model, master, session, shutdown).await;
+    let _ = stop.send(true);
+    heartbeats.await.context("the heartbeat loop panicked")?;
+    trained
+}
+
+async fn train(
+    config: &TrainerConfig,
+    model: ModelConfig,
+    master: Arc<MasterClient>,
+    session: Arc<Session>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<Summary> {
+    let pservers =
+        PServerClient::new(master.clone(), session.id(), PServerClientOptions::default());
+    tracing::info!("waiting for every pserver slot to be held");
+    let table = pservers
+        .wait_for_slots(Duration::from_secs(config.pserver_wait_s))
+        .await
+        .context("wait for the pservers")?;
+    tracing::info!(pservers = table.desired, "pservers ready");
+    let sizes = master
+        .report_dataset(&config.job, &config.dataset, config.passes)
+        .await
+        .context("report the dataset")?;
+    tracing::info!(tasks = sizes.task_count, records = sizes.record_count, "dataset accepted");
+    let layout = layout(config, &model, table.desired);
+    let initial = model.init(config.seed);
+    pservers.init_or_wait(&layout, &tensors(&initial)).await.context("initialize the pservers")?;
+    let mut stepper = Stepper::new(model, layout, pservers, config);
+    stepper.pull().await?;
+    let mut progress = Progress::default();
+    tokio::pin!(shutdown);
+    let mut pass = 0;
+    loop {
+        let outcome = tokio::select! {
+            outcome = master.get_task(session.id(), pass) => outcome.context("ask the master for a task")?,
+            () = &mut shutdown => return Ok(progress.summary()),
+        };
+        match outcome {
+            TaskOutcome::Task(task) => work_on(&master, &mut stepper, &task, &mut progress).await?,
+            TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
+                if current > pass {
+                    progress.last_eval = end_of_pass(config, &master, &mut stepper, pass).await?;
+                }
+                pass = current;
+            }
+            TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset => {
+                tokio::time::sleep(Duration::from_millis(IDLE_MS)).await
+            }
+            TaskOutcome::UnknownTrainer => {
+                session.renew().await?;
+            }
+            TaskOutcome::JobFinished => break,
+        }
+    }
+    finish(config, &master, &mut stepper, pass, &mut progress).await?;
+    Ok(progress.summary())
+}
+
+/// Trains on one task and reports it; a task whose data is bad is reported failed.
+async fn work_on(
+    master: &MasterClient,
+    stepper: &mut Stepper,
+    task: &Task,
+    progress: &mut Progress,
+) -> anyhow::Result<()> {
+    let batches = stepper.read(task).await?;
+    let batches = match batches {
+        Ok(batches) => batches,
+        Err(reason) => {
+            tracing::warn!(task = task.id, %reason, "task data unusable; reporting it failed");
+            master
+                .task_failed(task.id, task.epoch, &reason)
+                .await
+                .context("report a failed task")?;
+            progress.tasks_failed += 1;
+            return Ok(());
+        }
+    };
+    progress.examples += stepper.train(&batches).await?;
+    let accepted =
+        master.task_finished(task.id, task.epoch).await.context("report a finished task")?;
+    if !accepted {
+        tracing::info!(
+            task = task.id,
+            epoch = task.epoch,
+            "the master had already given the task to another trainer"
+        );
+    }
+    progress.tasks_done += 1;
+    Ok(())
+}
+
+/// After `pass`: pull, evaluate, record the result in the master.
+async fn end_of_pass(
+    config: &TrainerConfig,
+    master: &MasterClient,
+    stepper: &mut Stepper,
+    pass: u32,
+) -> anyhow::Result<Option<Evaluation>> {
+    if config.eval_dataset.is_empty() {
+        return Ok(None);
+    }
+    stepper.pull().await?;
+    let (model, params, patterns) =
+        (*stepper.model(), stepper.params().clone(), config.eval_dataset.clone());
+    let evaluation =
+        tokio::task::spawn_blocking(move || evaluate_dataset(&model, &params, &patterns))
+            .await
+            .context("evaluation panicked")??;
+    let accuracy = evaluation.accuracy().unwrap_or(0.0);
+    tracing::info!(
+        pass,
+        loss = evaluation.loss,
+        accuracy,
+        examples = evaluation.examples,
+        "evaluated"
+    );
+    master
+        .record_eval(pass, evaluation.loss as f32, accuracy as f32)
+        .await
+        .context("record the evaluation")?;
+    Ok(Some(evaluation))
+}
+
+/// The job finished: the last evaluation and the model out.
+async fn finish(
+    config: &TrainerConfig,
+    master: &MasterClient,
+    stepper: &mut Stepper,
+    pass: u32,
+    progress: &mut Progress,
+) -> anyhow::Result<()> {
+    tracing::info!("the job finished");
+    if let Some(evaluation) = end_of_pass(config, master, stepper, pass).await? {
+        progress.last_eval = Some(evaluation);
+    }
+    if let Some(path) = &config.model_out {
+        stepper.pull().await?;
+        crate::saved_model::save(path, stepper.model(), stepper.params())?;
+        tracing::info!(path = %path.display(), "model written");
+    }
+    Ok(())
+}
+
+fn layout(config: &TrainerConfig, model: &ModelConfig, slot_count: u32) -> JobLayout {
+    let params = model
+        .param_shapes()
+        .into_iter()
+        .map(|(name, shape)| ParamSpec {
+            name,
+            shape: shape.iter().map(|&dim| dim as u64).collect(),
+        })
+        .collect();
+    JobLayout {
+        params,
+        block_elements: config.block_elements,
+        slot_count,
+        optimizer: config.optimizer(),
+    }
+}
+
+pub(crate) fn tensors(params: &Params) -> Vec<(&str, &[f32])> {
+    params.iter().map(|(name, values)| (name.as_str(), values.as_slice())).collect()
+}
+
+/// The dense length of the dataset's first record.
+async fn infer_features(patterns: &[String]) -> anyhow::Result<usize> {
+    let patterns = patterns.to_vec();
+    let first = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<Vec<u8>>> {
+        let mut scanner = storage::recordio::Scanner::open(&patterns)?;
+        Ok(scanner.next().transpose()?)
+    });
+    let record = first
+        .await
+        .context("reading the first record panicked")??
+        .context("the dataset has no records: pass --features")?;
+    let example = <proto::example::Example as proto::Message>::decode(record.as_slice())
+        .context("the dataset's first record is not an Example")?;
+    anyhow::ensure!(
+        !example.dense.is_empty(),
+        "the dataset's first record is sparse: pass --features"
+    );
+    Ok(example.dense.len())
+}
+
+fn default_name() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|name| name.trim().to_string())
+        .unwrap_or_else(|_| "trainer".into());
+    format!("{host}-{}", std::process::id())
+}

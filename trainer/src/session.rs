@@ -1,0 +1,69 @@
+//! `Session`: this trainer's registration with the master, kept alive by heartbeats; when the
+//! master forgets it (a lease missed, say during a long pause) it registers again and carries on
+//! under a new id.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use master::client::{ClientError, MasterClient};
+use tokio::sync::watch;
+
+/// Heartbeats per lease.
+const HEARTBEATS_PER_LEASE: u32 = 3;
+
+#[derive(Debug)]
+pub struct Session {
+    master: Arc<MasterClient>,
+    name: String,
+    id: AtomicU64,
+    lease: Duration,
+}
+
+impl Session {
+    /// Registers `name` with the master.
+    pub async fn register(
+        master: Arc<MasterClient>,
+        name: String,
+    ) -> Result<Arc<Self>, ClientError> {
+        let registration = master.register_trainer(&name).await?;
+        tracing::info!(trainer = registration.trainer_id, %name, "registered with the master");
+        let lease = Duration::from_millis(registration.lease_ms);
+        Ok(Arc::new(Self { master, name, id: AtomicU64::new(registration.trainer_id), lease }))
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id.load(Ordering::SeqCst)
+    }
+
+    /// Registers again (the master no longer knows this trainer); the new id.
+    pub async fn renew(&self) -> Result<u64, ClientError> {
+        let registration = self.master.register_trainer(&self.name).await?;
+        tracing::warn!(
+            trainer = registration.trainer_id,
+            "the master had forgotten this trainer; registered again"
+        );
+        self.id.store(registration.trainer_id, Ordering::SeqCst);
+        Ok(registration.trainer_id)
+    }
+
+    /// Heartbeats until `stop` turns true.
+    pub async fn keep_alive(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let interval = (self.lease / HEARTBEATS_PER_LEASE).max(Duration::from_millis(10));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.wait_for(|stop| *stop) => return,
+            }
+            match self.master.heartbeat(self.id()).await {
+                Ok(true) => {}
+                Ok(false) | Err(ClientError::UnknownTrainer { .. }) => {
+                    if let Err(error) = self.renew().await {
+                        tracing::warn!(%error, "registering again failed; retrying");
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "trainer heartbeat failed"),
+            }
+        }
+    }
+}

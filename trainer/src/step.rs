@@ -1,0 +1,124 @@
+//! `Stepper`: the trainer's model state between the pservers and the data: the parameters it
+//! last pulled, the gradient it has accumulated since its last push, and the cadence of pushes
+//! and pulls.
+
+use std::time::Instant;
+
+use anyhow::Context as _;
+use master::client::Task;
+use pserver::client::{PServerClient, PServerClientError};
+use pserver::layout::JobLayout;
+
+use crate::batch::Batch;
+use crate::config::TrainerConfig;
+use crate::model::{ModelConfig, Params};
+use crate::run::tensors;
+use crate::task_data::read_task;
+
+pub struct Stepper {
+    model: ModelConfig,
+    layout: JobLayout,
+    pservers: PServerClient,
+    params: Params,
+    batch_size: usize,
+    push_every: usize,
+    pull_every: usize,
+    /// The summed gradients since the last push, and how many batches they hold.
+    accumulated: Option<(Params, usize)>,
+    batches_since_pull: usize,
+}
+
+impl Stepper {
+    pub fn new(
+        model: ModelConfig,
+        layout: JobLayout,
+        pservers: PServerClient,
+        config: &TrainerConfig,
+    ) -> Self {
+        Self {
+            model,
+            layout,
+            pservers,
+            params: Params::new(),
+            batch_size: config.batch_size,
+            push_every: config.push_every,
+            pull_every: config.pull_every,
+            accumulated: None,
+            batches_since_pull: 0,
+        }
+    }
+
+    pub fn model(&self) -> &ModelConfig {
+        &self.model
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Fresh parameters from the pservers.
+    pub async fn pull(&mut self) -> Result<(), PServerClientError> {
+        self.pservers.pull_into(&self.layout, &mut self.params).await?;
+        self.batches_since_pull = 0;
+        Ok(())
+    }
+
+    /// The task's batches, or why its data is unusable (the reason `TaskFailed` carries).
+    pub async fn read(&self, task: &Task) -> anyhow::Result<Result<Vec<Batch>, String>> {
+        let (model, chunks, batch_size) = (self.model, task.chunks.clone(), self.batch_size);
+        let read = tokio::task::spawn_blocking(move || read_task(&model, &chunks, batch_size));
+        Ok(read.await.context("reading a task panicked")?.map_err(|error| error.to_string()))
+    }
+
+    /// Trains on the batches; the examples seen. A push whose outcome is unknown is logged and
+    /// dropped (never sent twice).
+    pub async fn train(&mut self, batches: &[Batch]) -> anyhow::Result<u64> {
+        let started = Instant::now();
+        let mut examples = 0;
+        for batch in batches {
+            let (_, gradient) =
+                self.model.loss_and_gradient(&self.params, batch).map_err(anyhow::Error::msg)?;
+            self.accumulate(gradient);
+            examples += batch.len() as u64;
+            if self.accumulated.as_ref().is_some_and(|(_, count)| *count >= self.push_every) {
+                self.push().await?;
+            }
+            self.batches_since_pull += 1;
+            if self.batches_since_pull >= self.pull_every {
+                self.pull().await?;
+            }
+        }
+        self.push().await?;
+        tracing::debug!(examples, ms = started.elapsed().as_millis() as u64, "task trained");
+        Ok(examples)
+    }
+
+    fn accumulate(&mut self, gradient: Params) {
+        match &mut self.accumulated {
+            None => self.accumulated = Some((gradient, 1)),
+            Some((sum, count)) => {
+                for (name, values) in sum.iter_mut() {
+                    values.iter_mut().zip(&gradient[name]).for_each(|(total, g)| *total += g);
+                }
+                *count += 1;
+            }
+        }
+    }
+
+    /// Pushes the averaged accumulated gradient, if any.
+    async fn push(&mut self) -> anyhow::Result<()> {
+        let Some((mut sum, count)) = self.accumulated.take() else { return Ok(()) };
+        if count > 1 {
+            let scale = 1.0 / count as f32;
+            sum.values_mut().flatten().for_each(|value| *value *= scale);
+        }
+        match self.pservers.push(&self.layout, &tensors(&sum)).await {
+            Ok(()) => Ok(()),
+            Err(PServerClientError::OutcomeUnknown { slot, message }) => {
+                tracing::warn!(slot, %message, "a push's outcome is unknown; not sending it again");
+                Ok(())
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+}

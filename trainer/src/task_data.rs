@@ -1,0 +1,72 @@
+//! Reading a task's records: each chunk the task names is read through `storage` and checked
+//! against what the master recorded (payload size, record count, then the CRC), and each record
+//! is validated into batches. Any problem is a `DataError` naming the file, chunk and record,
+//! which the trainer reports with `TaskFailed`.
+
+use std::path::Path;
+
+use master::client::ChunkRef;
+use storage::recordio::{read_expected_chunk, DecodedChunk, RecordIoError};
+
+use crate::batch::{Batch, BatchBuilder};
+use crate::example_input::{add_record, InputError, RecordLocation};
+use crate::model::ModelConfig;
+
+/// Why a task's data cannot be trained on.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error(transparent)]
+    Chunk(#[from] RecordIoError),
+    #[error(transparent)]
+    Record(#[from] InputError),
+}
+
+/// All of a task's examples in batches of at most `batch_size`.
+pub fn read_task(
+    config: &ModelConfig,
+    chunks: &[ChunkRef],
+    batch_size: usize,
+) -> Result<Vec<Batch>, DataError> {
+    let mut batches = Vec::new();
+    let mut builder = BatchBuilder::new(config.features);
+    let mut chunk = DecodedChunk::default();
+    for reference in chunks {
+        let path = Path::new(&reference.path);
+        read_expected_chunk(
+            path,
+            reference.offset,
+            reference.compressed_size,
+            reference.record_count,
+            &mut chunk,
+        )?;
+        add_chunk(config, &chunk, path, reference.offset, batch_size, &mut builder, &mut batches)?;
+    }
+    if !builder.is_empty() {
+        batches.push(builder.take());
+    }
+    Ok(batches)
+}
+
+/// Adds one decoded chunk's records to `builder`, cutting full batches into `batches`.
+pub fn add_chunk(
+    config: &ModelConfig,
+    chunk: &DecodedChunk,
+    path: &Path,
+    offset: u64,
+    batch_size: usize,
+    builder: &mut BatchBuilder,
+    batches: &mut Vec<Batch>,
+) -> Result<(), InputError> {
+    for (record, bytes) in chunk.records().enumerate() {
+        let location = RecordLocation {
+            path: path.to_path_buf(),
+            chunk_offset: offset,
+            record: record as u32,
+        };
+        add_record(config, bytes, &location, builder)?;
+        if builder.len() >= batch_size {
+            batches.push(builder.take());
+        }
+    }
+    Ok(())
+}
