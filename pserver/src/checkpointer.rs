@@ -53,9 +53,10 @@ impl Checkpointer {
         Self { dir, master, held, cell, recorded_step, previous_step }
     }
 
-    /// Whether the slot is still held (a failed round that kept it is retried later).
+    /// Whether the slot is still this pserver's (a failed round that kept it, even with its
+    /// lease unconfirmed for now, is retried later).
     pub fn holds_slot(&self) -> bool {
-        self.held.check(Instant::now()).is_ok()
+        !self.held.is_lost()
     }
 
     /// Writes and records one checkpoint if the shard changed since the last one.

@@ -3,6 +3,12 @@
 //! margin, so it always ends before the master's (which counts from the heartbeat's arrival).
 //! A process paused past its lease finds it over on the monotonic clock the moment it runs
 //! again, before it answers anything.
+//!
+//! A lease that ran out is *unconfirmed*, not lost: the pserver serves nothing, but keeps
+//! heartbeating, because during a master failover no leader answers for a while and the new
+//! leader grants every holder a fresh lease. A heartbeat answered "held" (by a leader a quorum
+//! confirmed) proves no other generation holds the slot, so serving resumes. The slot is *lost*
+//! for good only when the master says another generation holds it.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -20,6 +26,8 @@ pub enum FenceError {
     WrongGeneration { slot: u32, generation: u64, asked_slot: u32, asked_generation: u64 },
     #[error("this pserver no longer holds slot {slot} (generation {generation}): {reason}")]
     LeaseLost { slot: u32, generation: u64, reason: String },
+    #[error("slot {slot} (generation {generation}) is not confirmed: no heartbeat answered for {overdue_ms} ms past the lease; waiting for the master")]
+    LeaseUnconfirmed { slot: u32, generation: u64, overdue_ms: u128 },
 }
 
 /// The held slot and its lease.
@@ -64,7 +72,7 @@ impl HeldSlot {
         }
     }
 
-    /// The slot is gone for good (another generation holds it, or the lease ran out).
+    /// The slot is gone for good: another generation holds it.
     pub fn lose(&self, reason: String) {
         let mut state = self.lock();
         if state.lost.is_none() {
@@ -72,24 +80,24 @@ impl HeldSlot {
         }
     }
 
-    /// Ok while the lease holds at `now`; once it has run out, it stays lost.
+    /// Ok while the lease holds at `now`; `LeaseUnconfirmed` past it until a heartbeat is
+    /// answered; `LeaseLost` for good once the master gave the slot to another generation.
     pub fn check(&self, now: Instant) -> Result<(), FenceError> {
-        let mut state = self.lock();
-        if state.lost.is_none() && now >= state.valid_until {
-            let overdue = now.duration_since(state.valid_until);
-            state.lost = Some(format!(
-                "no heartbeat answered in time: the lease ran out {} ms ago",
-                overdue.as_millis()
-            ));
+        let state = self.lock();
+        let (slot, generation) = (self.index, self.generation);
+        if let Some(reason) = &state.lost {
+            return Err(FenceError::LeaseLost { slot, generation, reason: reason.clone() });
         }
-        match &state.lost {
-            None => Ok(()),
-            Some(reason) => Err(FenceError::LeaseLost {
-                slot: self.index,
-                generation: self.generation,
-                reason: reason.clone(),
-            }),
+        if now >= state.valid_until {
+            let overdue_ms = now.duration_since(state.valid_until).as_millis();
+            return Err(FenceError::LeaseUnconfirmed { slot, generation, overdue_ms });
         }
+        Ok(())
+    }
+
+    /// Whether the slot is lost for good.
+    pub fn is_lost(&self) -> bool {
+        self.lock().lost.is_some()
     }
 
     /// Ok if the lease holds and the request is meant for this slot and generation.
@@ -129,13 +137,17 @@ mod tests {
         let start = Instant::now();
         let slot = HeldSlot::granted(2, 7, Duration::from_millis(1000), start);
         assert_eq!(slot.admit(2, 7, start + Duration::from_millis(799)), Ok(()));
-        assert!(matches!(
-            slot.check(start + Duration::from_millis(800)),
-            Err(FenceError::LeaseLost { .. })
-        ));
-        // Lost stays lost, even if a late heartbeat answer arrives.
+        let late = start + Duration::from_millis(800);
+        assert!(matches!(slot.check(late), Err(FenceError::LeaseUnconfirmed { .. })));
+        // A heartbeat answered after a failover confirms the slot again.
         slot.renewed(start + Duration::from_millis(900));
-        assert!(slot.check(start + Duration::from_millis(901)).is_err());
+        assert_eq!(slot.check(start + Duration::from_millis(901)), Ok(()));
+        // Lost stays lost, even if a late heartbeat answer arrives.
+        slot.lose("slot 2 is held by generation 8".into());
+        slot.renewed(start + Duration::from_millis(950));
+        let after = start + Duration::from_millis(951);
+        assert!(matches!(slot.check(after), Err(FenceError::LeaseLost { .. })));
+        assert!(slot.is_lost());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use crate::checkpointer::Checkpointer;
 use crate::config::PServerConfig;
-use crate::held_slot::HeldSlot;
+use crate::held_slot::{FenceError, HeldSlot};
 use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
 use crate::restore::restore;
 use crate::service::PServerRpc;
@@ -134,7 +134,9 @@ async fn watch_lease(
             _ = stopped.wait_for(|stop| *stop) => break,
             _ = tokio::time::sleep(Duration::from_millis(LEASE_CHECK_MS)) => {}
         }
-        held.check(Instant::now())?;
+        if let Err(error @ FenceError::LeaseLost { .. }) = held.check(Instant::now()) {
+            return Err(error.into());
+        }
         if tokio::time::Instant::now() >= next_checkpoint {
             checkpoint(&mut checkpointer).await?;
             next_checkpoint = tokio::time::Instant::now() + interval;

@@ -52,8 +52,9 @@ pub async fn claim(
     }
 }
 
-/// Renews the lease until it is lost or `stop` turns true; marks `held` lost on the way out
-/// if the master took the slot.
+/// Renews the lease until `stop` turns true or the master says another generation holds the
+/// slot (then `held` is marked lost). A lease that ran out unanswered (a master failover) is
+/// renewed again as soon as a leader answers.
 pub async fn keep(
     master: Arc<MasterClient>,
     held: Arc<HeldSlot>,
@@ -66,7 +67,7 @@ pub async fn keep(
             _ = tokio::time::sleep(interval) => {}
             _ = stop.wait_for(|stop| *stop) => return,
         }
-        if held.check(Instant::now()).is_err() {
+        if held.is_lost() {
             return;
         }
         let sent = Instant::now();

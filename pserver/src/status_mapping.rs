@@ -1,6 +1,6 @@
 //! The one mapping from pserver errors to gRPC statuses. Refusals a client acts on carry the
-//! metadata entry `x-raftrain-refusal` (`wrong-generation`, `lease-lost`, `not-initialized`,
-//! `not-initializer`), so clients match on it rather than on message text.
+//! metadata entry `x-raftrain-refusal` (`wrong-generation`, `lease-lost`, `lease-unconfirmed`,
+//! `not-initialized`, `not-initializer`), so clients match on it rather than on message text.
 
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
@@ -18,6 +18,9 @@ impl From<FenceError> for Status {
                 refusal(Code::FailedPrecondition, "wrong-generation", &error)
             }
             FenceError::LeaseLost { .. } => refusal(Code::Unavailable, "lease-lost", &error),
+            FenceError::LeaseUnconfirmed { .. } => {
+                refusal(Code::Unavailable, "lease-unconfirmed", &error)
+            }
         }
     }
 }

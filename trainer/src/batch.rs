@@ -89,6 +89,7 @@ impl BatchBuilder {
 
     /// Whether the next example of this kind may join the batch.
     pub fn accepts(&self, sparse: bool) -> bool {
-        self.is_empty() || sparse == !self.sparse.is_empty()
+        let holds_sparse = !self.sparse.is_empty();
+        self.is_empty() || sparse == holds_sparse
     }
 }

@@ -74,10 +74,16 @@ pub fn write_safetensors(
     Ok(())
 }
 
-/// Reads a saved model: every tensor as flat values with its shape, and the metadata.
-pub fn read_safetensors(
-    path: &Path,
-) -> Result<(Params, BTreeMap<String, Vec<usize>>, BTreeMap<String, String>), SafetensorsError> {
+/// What a safetensors file holds: every tensor's flat values and shape, and the metadata.
+#[derive(Debug, Default)]
+pub struct SavedTensors {
+    pub params: Params,
+    pub shapes: BTreeMap<String, Vec<usize>>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// Reads a saved model.
+pub fn read_safetensors(path: &Path) -> Result<SavedTensors, SafetensorsError> {
     let bytes = std::fs::read(path)
         .map_err(|source| SafetensorsError::Io { path: path.to_path_buf(), source })?;
     let invalid = |reason: String| SafetensorsError::Invalid { path: path.to_path_buf(), reason };
@@ -115,7 +121,7 @@ pub fn read_safetensors(
         params.insert(name, values);
     }
     check_ranges(ranges, data.len()).map_err(invalid)?;
-    Ok((params, shapes, metadata))
+    Ok(SavedTensors { params, shapes, metadata })
 }
 
 /// A tensor's shape and byte range, checked against the data section.

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use crate::model::{ModelConfig, ModelKind, Params};
-use crate::safetensors::{read_safetensors, write_safetensors, NamedTensor};
+use crate::safetensors::{read_safetensors, write_safetensors, NamedTensor, SavedTensors};
 
 /// Writes `params` of `model` to `path`.
 pub fn save(path: &Path, model: &ModelConfig, params: &Params) -> anyhow::Result<()> {
@@ -32,7 +32,7 @@ pub fn save(path: &Path, model: &ModelConfig, params: &Params) -> anyhow::Result
 /// Reads a saved model and the configuration its metadata names; every tensor must have the
 /// shape that configuration gives it.
 pub fn load(path: &Path) -> anyhow::Result<(ModelConfig, Params)> {
-    let (params, shapes, metadata) = read_safetensors(path)?;
+    let SavedTensors { params, shapes, metadata } = read_safetensors(path)?;
     let field = |name: &str| {
         metadata
             .get(name)
@@ -43,14 +43,16 @@ pub fn load(path: &Path) -> anyhow::Result<(ModelConfig, Params)> {
             .parse()
             .with_context(|| format!("{}: __metadata__ {name:?} is not a number", path.display()))
     };
-    let kind: ModelKind = field("model")?.parse().map_err(anyhow::Error::msg)?;
+    let kind: ModelKind = field("model")?
+        .parse()
+        .map_err(|reason: String| anyhow::anyhow!("{}: {reason}", path.display()))?;
     let config = ModelConfig {
         kind,
         features: number("features")?,
         classes: number("classes")?,
         hidden: number("hidden")?,
     };
-    config.validate().map_err(anyhow::Error::msg)?;
+    config.validate().map_err(|reason| anyhow::anyhow!("{}: {reason}", path.display()))?;
     for (name, shape) in config.param_shapes() {
         anyhow::ensure!(
             shapes.get(&name) == Some(&shape),

@@ -68,7 +68,7 @@ pub(crate) fn run(args: &SynthArgs) -> anyhow::Result<()> {
         &truth,
         &args.out.join("train.recordio"),
         args.examples,
-        args.seed ^ 0x7472_6169_6e,
+        args.seed ^ 0x0074_7261_696e,
     )?;
     write(args, &truth, &args.out.join("eval.recordio"), eval_examples, args.seed ^ 0x6576_616c)?;
     let truth_path = args.out.join("truth.json");

@@ -15,3 +15,5 @@ mod pserver_replacement;
 mod recordio;
 mod synth;
 mod task_consumer;
+mod training;
+mod training_job;

@@ -162,3 +162,44 @@ async fn refused_or_gone(addr: &str, fence: pb::Fence) {
         status.metadata().get("x-raftrain-refusal").is_some_and(|kind| kind == "lease-lost");
     assert!(lease_lost || status.code() == tonic::Code::Unavailable, "{status:?}");
 }
+
+/// A master failover longer than the pserver lease (500 ms here; an election takes over a
+/// second with these timeouts) suspends the pserver, never kills it: the new leader confirms its
+/// generation and it serves again, still holding its slot. (It exited before.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pserver_rides_out_a_master_failover_longer_than_its_lease() {
+    let mut group = MasterGroup::start(3, &["--pserver-lease-ms", "500"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 1);
+    let only = processes.spawn();
+    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
+    client.wait_for_slots(Duration::from_secs(30)).await.expect("the slot held");
+    let layout = JobLayout { slot_count: 1, ..layout() };
+    client.init_or_wait(&layout, &tensors(&initial())).await.expect("init");
+    let (_, generation) = slot_held_by(&group, &processes.addrs[only]).await;
+
+    tracing::info!("--- kill the master leader; the election outlasts the pserver's lease");
+    let leader = group.leader_index().await;
+    group.kill(leader);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        processes.wait_exit(only, Duration::from_millis(10)),
+        None,
+        "{}",
+        processes.log(only)
+    );
+    let log = processes.log(only);
+    assert!(
+        log.contains("is not confirmed") || log.contains("no answer within the lease"),
+        "the lease did run out: {log}"
+    );
+    let gradient =
+        BTreeMap::from([("w".to_string(), vec![0.25; 300_000]), ("b".to_string(), vec![-1.0; 10])]);
+    client.push(&layout, &tensors(&gradient)).await.expect("push after the failover");
+    client.pull(&layout).await.expect("pull after the failover");
+    assert_eq!(
+        slot_held_by(&group, &processes.addrs[only]).await,
+        (0, generation),
+        "the same holder"
+    );
+}

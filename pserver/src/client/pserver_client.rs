@@ -414,9 +414,8 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
     match (status.code(), refusal_of(status)) {
         (Code::FailedPrecondition, Some("not-initialized")) => Failure::NotInitialized,
         // Refused before anything was touched: another holder, or this one lost its lease.
-        (Code::FailedPrecondition, Some("wrong-generation")) | (_, Some("lease-lost")) => {
-            Failure::Retry(message)
-        }
+        (Code::FailedPrecondition, Some("wrong-generation"))
+        | (_, Some("lease-lost" | "lease-unconfirmed")) => Failure::Retry(message),
         // Connection refused or reset: the holder is gone; its state goes with it.
         (Code::Unavailable, _) => Failure::Retry(message),
         (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) if idempotent => {

@@ -1,0 +1,132 @@
+//! A whole training job as real processes: masters, pservers and trainers on loopback, each
+//! logging to a file, all killed when the job is dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::master_group::MasterGroup;
+use crate::pserver_processes::PServerProcesses;
+
+pub struct TrainingJob {
+    pub masters: MasterGroup,
+    pub pservers: PServerProcesses,
+    pub dir: PathBuf,
+    trainer_args: Vec<String>,
+    trainers: Vec<Option<Child>>,
+}
+
+impl TrainingJob {
+    /// `master_count` masters and `pserver_count` pservers; trainers get `trainer_args`.
+    pub fn start(
+        master_count: usize,
+        pserver_count: u32,
+        dir: &Path,
+        trainer_args: &[&str],
+    ) -> Self {
+        let masters = MasterGroup::start(
+            master_count,
+            &[
+                "--pserver-lease-ms",
+                "2000",
+                "--trainer-lease-ms",
+                "3000",
+                "--task-timeout-min-ms",
+                "3000",
+            ],
+        );
+        let mut pservers = PServerProcesses::new(&masters.addrs, dir, pserver_count);
+        for _ in 0..pserver_count {
+            pservers.spawn();
+        }
+        let trainer_args = trainer_args.iter().map(|arg| arg.to_string()).collect();
+        Self { masters, pservers, dir: dir.to_path_buf(), trainer_args, trainers: Vec::new() }
+    }
+
+    /// Starts one more trainer; `model_out` is where it writes the model.
+    pub fn spawn_trainer(&mut self) -> usize {
+        let index = self.trainers.len();
+        let log = std::fs::File::create(self.trainer_log_path(index)).expect("create the log");
+        let model_out = self.model_path(index).display().to_string();
+        let child = Command::new(env!("CARGO_BIN_EXE_raftrain"))
+            .args([
+                "trainer",
+                "--masters",
+                &self.masters.addrs.join(","),
+                "--model-out",
+                &model_out,
+            ])
+            .args(&self.trainer_args)
+            .env("RAFTRAIN_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start raftrain trainer");
+        self.trainers.push(Some(child));
+        index
+    }
+
+    pub fn kill_trainer(&mut self, index: usize) {
+        if let Some(mut child) = self.trainers[index].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Waits for every running trainer to exit; each must succeed. Their standard outputs.
+    pub fn wait_trainers(&mut self, timeout: Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut outputs = Vec::new();
+        for index in 0..self.trainers.len() {
+            let Some(mut child) = self.trainers[index].take() else { continue };
+            loop {
+                if let Some(status) = child.try_wait().expect("poll") {
+                    let mut stdout = String::new();
+                    std::io::Read::read_to_string(
+                        &mut child.stdout.take().expect("piped"),
+                        &mut stdout,
+                    )
+                    .expect("read stdout");
+                    assert!(status.success(), "trainer {index} failed ({status})\n{}", self.logs());
+                    outputs.push(stdout);
+                    break;
+                }
+                if std::time::Instant::now() >= deadline {
+                    let _ = child.kill();
+                    panic!("trainer {index} did not finish in {timeout:?}\n{}", self.logs());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        outputs
+    }
+
+    pub fn model_path(&self, index: usize) -> PathBuf {
+        self.dir.join(format!("model-{index}.safetensors"))
+    }
+
+    fn trainer_log_path(&self, index: usize) -> PathBuf {
+        self.dir.join(format!("trainer-{index}.log"))
+    }
+
+    pub fn logs(&self) -> String {
+        let trainers: String = (0..self.trainers.len())
+            .map(|index| {
+                format!(
+                    "--- trainer {index}\n{}",
+                    std::fs::read_to_string(self.trainer_log_path(index)).unwrap_or_default()
+                )
+            })
+            .collect();
+        format!("{trainers}{}{}", self.pservers.logs(), self.masters.logs())
+    }
+}
+
+impl Drop for TrainingJob {
+    fn drop(&mut self) {
+        for index in 0..self.trainers.len() {
+            self.kill_trainer(index);
+        }
+    }
+}

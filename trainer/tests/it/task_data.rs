@@ -1,0 +1,78 @@
+//! A task's chunks are checked against what the master recorded, and bad records are refused
+//! naming the file, the chunk and the record.
+
+use master::client::ChunkRef;
+use proto::example::Example;
+use proto::Message as _;
+use storage::recordio::{FileIndex, Writer, WriterOptions};
+use trainer::model::{ModelConfig, ModelKind};
+use trainer::task_data::read_task;
+
+const MODEL: ModelConfig =
+    ModelConfig { kind: ModelKind::Softmax, features: 2, classes: 3, hidden: 1 };
+
+/// A file of `examples`, two per chunk; the task naming all its chunks.
+fn dataset(dir: &std::path::Path, examples: &[Example]) -> (std::path::PathBuf, Vec<ChunkRef>) {
+    let path = dir.join("data.recordio");
+    let mut bytes = Vec::new();
+    let mut writer =
+        Writer::new(&mut bytes, WriterOptions { max_chunk_bytes: 20, ..WriterOptions::default() });
+    for example in examples {
+        writer.write_record(&example.encode_to_vec()).expect("write");
+    }
+    writer.finish().expect("finish");
+    std::fs::write(&path, bytes).expect("save");
+    let index = FileIndex::build(&path).expect("index");
+    let chunks = index
+        .chunks()
+        .iter()
+        .map(|meta| ChunkRef {
+            path: path.display().to_string(),
+            offset: meta.offset,
+            compressed_size: meta.compressed_size,
+            record_count: meta.record_count,
+        })
+        .collect();
+    (path, chunks)
+}
+
+fn example(dense: Vec<f32>, label: f32) -> Example {
+    Example { dense, label, ..Example::default() }
+}
+
+#[test]
+fn good_records_make_batches() {
+    let temp = tempfile::tempdir().expect("temp");
+    let examples: Vec<Example> =
+        (0..7).map(|i| example(vec![i as f32, 1.0], (i % 3) as f32)).collect();
+    let (_, chunks) = dataset(temp.path(), &examples);
+    assert!(chunks.len() > 1, "several chunks");
+    let batches = read_task(&MODEL, &chunks, 3).expect("read");
+    assert_eq!(batches.iter().map(|batch| batch.len()).collect::<Vec<_>>(), vec![3, 3, 1]);
+}
+
+#[test]
+fn bad_data_is_refused_naming_where() {
+    let temp = tempfile::tempdir().expect("temp");
+    let examples =
+        vec![example(vec![1.0, 2.0], 0.0), example(vec![1.0, 2.0], 1.0), example(vec![1.0], 2.0)];
+    let (path, chunks) = dataset(temp.path(), &examples);
+    let error = read_task(&MODEL, &chunks, 8).expect_err("refused").to_string();
+    assert!(
+        error.contains("record 0 of the chunk at byte")
+            && error.contains("dense has 1 features, the model expects 2"),
+        "{error}"
+    );
+    assert!(error.contains(&path.display().to_string()), "{error}");
+
+    let bad_label = vec![example(vec![1.0, 2.0], 3.0)];
+    let (_, chunks) = dataset(temp.path(), &bad_label);
+    let error = read_task(&MODEL, &chunks, 8).expect_err("refused").to_string();
+    assert!(error.contains("label 3 is not a class in 0..3"), "{error}");
+
+    let fine = vec![example(vec![1.0, 2.0], 0.0)];
+    let (_, mut chunks) = dataset(temp.path(), &fine);
+    chunks[0].record_count += 1;
+    let error = read_task(&MODEL, &chunks, 8).expect_err("refused").to_string();
+    assert!(error.contains("record count"), "a file changed since the master indexed it: {error}");
+}
