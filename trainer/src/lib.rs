@@ -22,3 +22,4 @@ pub mod task_data;
 pub use config::TrainerConfig;
 pub use run::run;
 pub mod local;
+pub mod metrics;

@@ -1,22 +1,43 @@
-//! `Progress`: what this trainer has done so far.
+//! `Progress`: what this trainer has done so far, kept in its metrics.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::metrics::TrainerMetrics;
 use crate::model::Evaluation;
 use crate::run::Summary;
 
 #[derive(Debug, Default)]
 pub struct Progress {
-    pub tasks_done: u64,
-    pub tasks_failed: u64,
-    pub examples: u64,
+    pub metrics: Arc<TrainerMetrics>,
     pub last_eval: Option<Evaluation>,
 }
 
 impl Progress {
+    pub fn task_done(&self, examples: u64) {
+        self.metrics.examples.fetch_add(examples, Ordering::Relaxed);
+        self.metrics.tasks_done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn task_failed(&self) {
+        self.metrics.tasks_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn pass(&self, pass: u32) {
+        self.metrics.pass.store(u64::from(pass), Ordering::Relaxed);
+    }
+
+    pub fn evaluated(&mut self, evaluation: Evaluation) {
+        self.metrics.record_eval(evaluation.loss, evaluation.accuracy().unwrap_or(0.0));
+        self.last_eval = Some(evaluation);
+    }
+
     pub fn summary(&self) -> Summary {
+        let load = |value: &std::sync::atomic::AtomicU64| value.load(Ordering::Relaxed);
         Summary {
-            tasks_done: self.tasks_done,
-            tasks_failed: self.tasks_failed,
-            examples: self.examples,
+            tasks_done: load(&self.metrics.tasks_done),
+            tasks_failed: load(&self.metrics.tasks_failed),
+            examples: load(&self.metrics.examples),
             last_eval: self.last_eval,
         }
     }

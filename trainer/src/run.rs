@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::config::TrainerConfig;
 use crate::evaluation::evaluate_dataset;
+use crate::metrics::TrainerMetrics;
 use crate::model::{Evaluation, ModelConfig, Params};
 use crate::progress::Progress;
 use crate::session::Session;
@@ -40,6 +41,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Summary> {
     config.validate()?;
+    // Bound before anything is registered, so a bad address fails with nothing to undo.
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind --metrics-listen {addr}"))?,
+        ),
+        None => None,
+    };
     let features = match config.features {
         Some(features) => features,
         None => infer_features(&config.dataset).await?,
@@ -50,10 +60,16 @@ pub async fn run(
     let session =
         Session::register(master.clone(), name).await.context("register with the master")?;
     let (stop, stopped) = watch::channel(false);
-    let heartbeats = tokio::spawn(session.clone().keep_alive(stopped));
-    let trained = train(&config, model, master, session, shutdown).await;
+    let heartbeats = tokio::spawn(session.clone().keep_alive(stopped.clone()));
+    let progress = Progress::default();
+    let metrics =
+        metrics_listener.map(|listener| serve_metrics(listener, progress.metrics.clone(), stopped));
+    let trained = train(&config, model, master, session, progress, shutdown).await;
     let _ = stop.send(true);
     heartbeats.await.context("the heartbeat loop panicked")?;
+    if let Some(metrics) = metrics {
+        metrics.await.context("the metrics server panicked")?;
+    }
     trained
 }
 
@@ -62,6 +78,7 @@ async fn train(
     model: ModelConfig,
     master: Arc<MasterClient>,
     session: Arc<Session>,
+    mut progress: Progress,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Summary> {
     let pservers =
@@ -82,7 +99,6 @@ async fn train(
     pservers.init_or_wait(&layout, &tensors(&initial)).await.context("initialize the pservers")?;
     let mut stepper = Stepper::new(model, layout, pservers, config);
     stepper.pull().await?;
-    let mut progress = Progress::default();
     tokio::pin!(shutdown);
     let mut pass = 0;
     loop {
@@ -94,9 +110,14 @@ async fn train(
             TaskOutcome::Task(task) => work_on(&master, &mut stepper, &task, &mut progress).await?,
             TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
                 if current > pass {
-                    progress.last_eval = end_of_pass(config, &master, &mut stepper, pass).await?;
+                    if let Some(evaluation) =
+                        end_of_pass(config, &master, &mut stepper, pass).await?
+                    {
+                        progress.evaluated(evaluation);
+                    }
                 }
                 pass = current;
+                progress.pass(pass);
             }
             TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset => {
                 tokio::time::sleep(Duration::from_millis(IDLE_MS)).await
@@ -127,11 +148,11 @@ async fn work_on(
                 .task_failed(task.id, task.epoch, &reason)
                 .await
                 .context("report a failed task")?;
-            progress.tasks_failed += 1;
+            progress.task_failed();
             return Ok(());
         }
     };
-    progress.examples += stepper.train(&batches).await?;
+    let examples = stepper.train(&batches).await?;
     let accepted =
         master.task_finished(task.id, task.epoch).await.context("report a finished task")?;
     if !accepted {
@@ -141,7 +162,7 @@ async fn work_on(
             "the master had already given the task to another trainer"
         );
     }
-    progress.tasks_done += 1;
+    progress.task_done(examples);
     Ok(())
 }
 
@@ -187,7 +208,7 @@ async fn finish(
 ) -> anyhow::Result<()> {
     tracing::info!("the job finished");
     if let Some(evaluation) = end_of_pass(config, master, stepper, pass).await? {
-        progress.last_eval = Some(evaluation);
+        progress.evaluated(evaluation);
     }
     if let Some(path) = &config.model_out {
         stepper.pull().await?;
@@ -236,6 +257,22 @@ async fn infer_features(patterns: &[String]) -> anyhow::Result<usize> {
         "the dataset's first record is sparse: pass --features"
     );
     Ok(example.dense.len())
+}
+
+/// Serves the trainer's metrics until `stopped` turns true.
+fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<TrainerMetrics>,
+    mut stopped: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    if let Ok(bound) = listener.local_addr() {
+        tracing::info!(metrics = %bound, "metrics served at http://{bound}/metrics");
+    }
+    let render: consensus::metrics_http::Render = Arc::new(move || metrics.render());
+    let shutdown = async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    tokio::spawn(consensus::metrics_http::serve(listener, render, shutdown))
 }
 
 fn default_name() -> String {

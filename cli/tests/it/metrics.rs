@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 /// Sends `request` to `addr` and returns the whole response; retries the connect while the
 /// master starts.
-fn http(addr: &str, request: &str) -> String {
+pub fn http(addr: &str, request: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut stream = loop {
         match std::net::TcpStream::connect(addr) {
@@ -24,7 +24,7 @@ fn http(addr: &str, request: &str) -> String {
 }
 
 /// The value of the sample `name` in a metrics response.
-fn sample(response: &str, name: &str) -> f64 {
+pub fn sample(response: &str, name: &str) -> f64 {
     let line = response
         .lines()
         .find(|line| line.split_whitespace().next() == Some(name))
@@ -62,4 +62,45 @@ async fn metrics_endpoint_serves_raft_and_job_gauges() {
         let response = tokio::task::spawn_blocking(move || http(&addr, request)).await.unwrap();
         assert!(response.starts_with(status), "{request:?} answered {response}");
     }
+}
+
+/// `raftrain pserver --metrics-listen` and `raftrain trainer --metrics-listen` serve their
+/// gauges: a pserver holding its slot before any trainer, and a trainer waiting for pservers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pservers_and_trainers_serve_metrics() {
+    let group = MasterGroup::start(1, &[]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut pservers = crate::pserver_processes::PServerProcesses::new(&group.addrs, dir.path(), 2);
+    let pserver_metrics = free_loopback_addr();
+    pservers.spawn_with(&["--metrics-listen", &pserver_metrics]);
+    let get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut response = http(&pserver_metrics, get);
+    while !response.contains("raftrain_pserver_lease_held 1") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        response = http(&pserver_metrics, get);
+    }
+    assert_eq!(sample(&response, "raftrain_pserver_ready"), 0.0, "no trainer initialized it yet");
+    assert_eq!(sample(&response, "raftrain_pserver_lease_held"), 1.0, "{}", pservers.logs());
+
+    let trainer_metrics = free_loopback_addr();
+    let mut trainer = std::process::Command::new(env!("CARGO_BIN_EXE_raftrain"))
+        .args([
+            "trainer",
+            "--masters",
+            &group.addrs[0],
+            "--dataset",
+            "/nonexistent",
+            "--features",
+            "2",
+        ])
+        .args(["--model", "logistic", "--metrics-listen", &trainer_metrics])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start a trainer");
+    let response = http(&trainer_metrics, get);
+    trainer.kill().expect("kill the trainer");
+    let _ = trainer.wait();
+    assert_eq!(sample(&response, "raftrain_trainer_examples_total"), 0.0, "{response}");
 }

@@ -32,6 +32,11 @@ impl PServerProcesses {
 
     /// Starts one more pserver; its number is the returned index.
     pub fn spawn(&mut self) -> usize {
+        self.spawn_with(&[])
+    }
+
+    /// Starts one more pserver with `extra` flags.
+    pub fn spawn_with(&mut self, extra: &[&str]) -> usize {
         let index = self.children.len();
         let addr = free_loopback_addr();
         let log = std::fs::File::create(self.log_path(index)).expect("create the log");
@@ -39,6 +44,7 @@ impl PServerProcesses {
             .args(["pserver", "--masters", &self.masters, "--listen", &addr])
             .args(["--checkpoint-dir", &self.checkpoint_dir.display().to_string()])
             .args(["--num-pservers", &self.slot_count.to_string(), "--checkpoint-interval-s", "1"])
+            .args(extra)
             .env("RAFTRAIN_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
