@@ -25,8 +25,10 @@ pub(crate) fn run(args: TrainerArgs) -> anyhow::Result<()> {
             .map_or_else(String::new, |accuracy| format!(", accuracy {accuracy:.4}"));
         format!("; last evaluation: loss {:.4}{accuracy} on {} examples", eval.loss, eval.examples)
     });
+    let seconds = summary.training.as_secs_f64();
+    let rate = summary.examples as f64 / seconds.max(1e-9);
     println!(
-        "trained on {} examples in {} tasks ({} failed){eval}",
+        "trained on {} examples in {} tasks ({} failed), {seconds:.2} s on tasks ({rate:.0} examples/s){eval}",
         summary.examples, summary.tasks_done, summary.tasks_failed
     );
     Ok(())

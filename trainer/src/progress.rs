@@ -2,6 +2,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::metrics::TrainerMetrics;
 use crate::model::Evaluation;
@@ -11,9 +12,16 @@ use crate::run::Summary;
 pub struct Progress {
     pub metrics: Arc<TrainerMetrics>,
     pub last_eval: Option<Evaluation>,
+    /// Time spent on tasks, from taking each to reporting it.
+    training: Duration,
 }
 
 impl Progress {
+    /// Adds the time one task took, from when it was handed out to when it was reported.
+    pub fn task_time(&mut self, took: Duration) {
+        self.training += took;
+    }
+
     pub fn task_done(&self, examples: u64) {
         self.metrics.examples.fetch_add(examples, Ordering::Relaxed);
         self.metrics.tasks_done.fetch_add(1, Ordering::Relaxed);
@@ -39,6 +47,7 @@ impl Progress {
             tasks_failed: load(&self.metrics.tasks_failed),
             examples: load(&self.metrics.examples),
             last_eval: self.last_eval,
+            training: self.training,
         }
     }
 }

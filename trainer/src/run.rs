@@ -32,6 +32,9 @@ pub struct Summary {
     pub tasks_failed: u64,
     pub examples: u64,
     pub last_eval: Option<Evaluation>,
+    /// From the start of the first task to the end of the last: the steady-state training
+    /// time (start-up, waits for other trainers and the final evaluation excluded).
+    pub training: Duration,
 }
 
 /// Runs a trainer until the job finishes (or `shutdown` resolves: then it stops after its
@@ -107,7 +110,11 @@ async fn train(
             () = &mut shutdown => return Ok(progress.summary()),
         };
         match outcome {
-            TaskOutcome::Task(task) => work_on(&master, &mut stepper, &task, &mut progress).await?,
+            TaskOutcome::Task(task) => {
+                let started = std::time::Instant::now();
+                work_on(&master, &mut stepper, &task, &mut progress).await?;
+                progress.task_time(started.elapsed());
+            }
             TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
                 if current > pass {
                     if let Some(evaluation) =

@@ -80,15 +80,13 @@ impl Stepper {
                 self.model.loss_and_gradient(&self.params, batch).map_err(anyhow::Error::msg)?;
             self.accumulate(gradient);
             examples += batch.len() as u64;
-            if self.accumulated.as_ref().is_some_and(|(_, count)| *count >= self.push_every) {
-                self.push().await?;
-            }
             self.batches_since_pull += 1;
-            if self.batches_since_pull >= self.pull_every {
-                self.pull().await?;
-            }
+            let push_due =
+                self.accumulated.as_ref().is_some_and(|(_, count)| *count >= self.push_every);
+            let pull_due = self.batches_since_pull >= self.pull_every;
+            self.exchange(push_due, pull_due).await?;
         }
-        self.push().await?;
+        self.exchange(true, false).await?;
         tracing::debug!(examples, ms = started.elapsed().as_millis() as u64, "task trained");
         Ok(examples)
     }
@@ -105,20 +103,50 @@ impl Stepper {
         }
     }
 
-    /// Pushes the averaged accumulated gradient, if any.
-    async fn push(&mut self) -> anyhow::Result<()> {
-        let Some((mut sum, count)) = self.accumulated.take() else { return Ok(()) };
+    /// Pushes the averaged accumulated gradient (if `push` and there is one) and pulls fresh
+    /// parameters (if `pull`), both at once: one round trip instead of two. The pull may or
+    /// may not see this push, as with any other trainer's (asynchronous SGD).
+    async fn exchange(&mut self, push: bool, pull: bool) -> anyhow::Result<()> {
+        let gradient = if push { self.averaged_gradient() } else { None };
+        let pushed = async {
+            match &gradient {
+                Some(sum) => self.pservers.push(&self.layout, &tensors(sum)).await,
+                None => Ok(()),
+            }
+        };
+        let pulled = async {
+            if pull {
+                self.pservers.pull_into(&self.layout, &mut self.params).await?;
+            }
+            Ok::<_, PServerClientError>(())
+        };
+        let (pushed, pulled) = tokio::join!(pushed, pulled);
+        pulled?;
+        if pull {
+            self.batches_since_pull = 0;
+        }
+        push_outcome(pushed)
+    }
+
+    /// The accumulated gradient averaged over its batches; the accumulator starts over.
+    fn averaged_gradient(&mut self) -> Option<Params> {
+        let (mut sum, count) = self.accumulated.take()?;
         if count > 1 {
             let scale = 1.0 / count as f32;
             sum.values_mut().flatten().for_each(|value| *value *= scale);
         }
-        match self.pservers.push(&self.layout, &tensors(&sum)).await {
-            Ok(()) => Ok(()),
-            Err(PServerClientError::OutcomeUnknown { slot, message }) => {
-                tracing::warn!(slot, %message, "a push's outcome is unknown; not sending it again");
-                Ok(())
-            }
-            Err(error) => Err(error.into()),
+        Some(sum)
+    }
+}
+
+/// A push whose outcome is unknown is logged and dropped (never sent twice).
+fn push_outcome(pushed: Result<(), PServerClientError>) -> anyhow::Result<()> {
+    match pushed {
+        Ok(()) => Ok(()),
+        Err(PServerClientError::OutcomeUnknown { slot, message }) => {
+            tracing::warn!(slot, %message, "a push's outcome is unknown; not sending it again");
+            Ok(())
         }
+        Err(error) => Err(error.into()),
     }
 }

@@ -12,6 +12,7 @@ mod pserver;
 mod pserver_baseline;
 mod recordio;
 mod table;
+mod trainer;
 
 use clap::{Args, Subcommand};
 
@@ -35,6 +36,9 @@ enum BenchCommand {
     /// Pservers: push+pull GB/s by model size and pserver count against raw loopback TCP,
     /// checkpoint write/restore against raw write+fsync/read, kill -9 to replacement serving.
     Pserver(pserver::PServerBenchArgs),
+    /// Trainers: examples/s of 1, 2 and 4 trainer processes against a single-process loop on
+    /// the same model and data (softmax on 100 features, and the MLP).
+    Trainer(trainer::TrainerBenchArgs),
 }
 
 pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -44,5 +48,6 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::ConsensusNode(args) => consensus_node::run(&args),
         BenchCommand::Master(args) => master::run(&args),
         BenchCommand::Pserver(args) => pserver::run(&args),
+        BenchCommand::Trainer(args) => trainer::run(&args),
     }
 }
