@@ -2,9 +2,11 @@
 //! subcommand to the code that implements it. No logic of its own lives here.
 
 mod bench;
+mod demo;
 mod eval_command;
 mod logging;
 mod master_command;
+mod process_group;
 mod pserver_command;
 mod recordio;
 mod runtime_args;
@@ -31,6 +33,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The whole system in one command: a dataset, 3 masters, pservers and trainers on this
+    /// machine, faults injected while they train, and the result against a single process.
+    Demo(demo::DemoArgs),
     /// Run one replica of the master group (Raft + the task queue), until SIGINT or SIGTERM.
     Master(master_command::MasterArgs),
     /// Run one parameter server: claim a slot through the masters, serve its shard of the
@@ -52,7 +57,9 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     logging::init();
+    process_group::exit_with_parent();
     let result = match cli.command {
+        Command::Demo(args) => demo::run(&args),
         Command::Master(args) => master_command::run(args),
         Command::Pserver(args) => pserver_command::run(args),
         Command::Trainer(args) => trainer_command::run(args),

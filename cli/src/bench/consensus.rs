@@ -13,8 +13,8 @@ use ::consensus::kv_service::{
 use anyhow::Context as _;
 use clap::Args;
 
-use super::process_group::{directory_bytes, free_loopback_addrs, percentile_ms, ProcessGroup};
 use super::table::Table;
+use crate::process_group::{directory_bytes, free_loopback_addrs, percentile_ms, ProcessGroup};
 
 /// Nodes in the benchmark's group.
 const NODE_COUNT: u64 = 3;

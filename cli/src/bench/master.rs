@@ -4,8 +4,8 @@
 //! snapshot size and time of the largest state; and failover time after kill -9 of the leader.
 
 use super::master_load::{drive, run_trainer, time_to_first_task, Trainer};
-use super::process_group::{free_loopback_addrs, percentile_ms, resident_bytes, ProcessGroup};
 use super::table::Table;
+use crate::process_group::{free_loopback_addrs, percentile_ms, resident_bytes, ProcessGroup};
 use anyhow::Context as _;
 use clap::Args;
 use master::client::{ClientOptions, MasterClient};

@@ -7,7 +7,6 @@ mod master;
 mod master_dataset;
 mod master_load;
 mod master_snapshot;
-mod process_group;
 mod pserver;
 mod pserver_baseline;
 mod recordio;

@@ -14,9 +14,9 @@ use pserver::client::{PServerClient, PServerClientOptions};
 use pserver::layout::{JobLayout, ParamSpec, BLOCK_ELEMENTS_DEFAULT};
 use pserver::optimizer::{OptimizerConfig, OptimizerKind};
 
-use super::process_group::{free_loopback_addrs, ProcessGroup};
 use super::pserver_baseline::{checkpoint_rows, raw_tcp_gbps};
 use super::table::Table;
+use crate::process_group::{free_loopback_addrs, ProcessGroup};
 
 #[derive(Debug, Args)]
 pub(crate) struct PServerBenchArgs {

@@ -11,8 +11,8 @@ use pserver::optimizer::{OptimizerConfig, OptimizerKind};
 use trainer::local::{load_batches, train_locally};
 use trainer::model::{ModelConfig, ModelKind};
 
-use super::process_group::{free_loopback_addrs, ProcessGroup};
 use super::table::Table;
+use crate::process_group::{free_loopback_addrs, ProcessGroup};
 
 #[derive(Debug, Args)]
 pub(crate) struct TrainerBenchArgs {

@@ -3,6 +3,7 @@
 mod bench_consensus;
 mod command;
 mod data_root;
+mod demo;
 mod master_failover;
 mod master_group;
 mod master_hardening;

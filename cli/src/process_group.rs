@@ -1,6 +1,7 @@
-//! Child `raftrain` processes for benchmarks: replicas on loopback ports that can be killed
-//! with SIGKILL and restarted on their own data directories. All are killed when the group is
-//! dropped, also on error or panic, so a benchmark never leaves processes behind.
+//! Child `raftrain` processes for benchmarks and the demo: replicas on loopback ports that can
+//! be killed with SIGKILL and restarted on their own data directories. All are killed when the
+//! group is dropped, also on error or panic, and each child asks the kernel for SIGTERM when
+//! its parent dies ([`exit_with_parent`]), so not even a SIGKILLed parent leaves orphans.
 
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
@@ -15,11 +16,21 @@ pub(crate) struct ProcessGroup {
 }
 
 impl ProcessGroup {
-    /// Starts one `raftrain` process per argument list; each logs to `<log_dir>/<index>.log`.
+    /// Starts one `raftrain` process per argument list; each logs to
+    /// `<log_dir>/process-<index>.log`.
     pub(crate) fn start(commands: Vec<Vec<String>>, log_dir: &Path) -> anyhow::Result<Self> {
+        let names = (0..commands.len()).map(|index| format!("process-{index}")).collect();
+        Self::start_named(commands, names, log_dir)
+    }
+
+    /// Like [`ProcessGroup::start`], each logging to `<log_dir>/<name>.log`.
+    pub(crate) fn start_named(
+        commands: Vec<Vec<String>>,
+        names: Vec<String>,
+        log_dir: &Path,
+    ) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("find the raftrain executable")?;
-        let logs =
-            (0..commands.len()).map(|index| log_dir.join(format!("process-{index}.log"))).collect();
+        let logs = names.iter().map(|name| log_dir.join(format!("{name}.log"))).collect();
         let children = commands.iter().map(|_| None).collect();
         let mut group = Self { exe, commands, logs, children };
         for index in 0..group.commands.len() {
@@ -40,6 +51,7 @@ impl ProcessGroup {
         let child = Command::new(&self.exe)
             .args(&self.commands[index])
             .env("RAFTRAIN_LOG", filter)
+            .env(EXIT_WITH_PARENT_ENV, std::process::id().to_string())
             // The child's stdin stays open while the group lives: a child may treat its end
             // (this process exiting, even by SIGKILL) as the signal to stop.
             .stdin(Stdio::piped())
@@ -62,6 +74,37 @@ impl ProcessGroup {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// SIGTERM to every process at once, then SIGKILL to those still running after `grace`.
+    pub(crate) fn terminate_all(&mut self, grace: std::time::Duration) {
+        for child in self.children.iter().flatten() {
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        }
+        let deadline = std::time::Instant::now() + grace;
+        for index in 0..self.children.len() {
+            let Some(child) = &mut self.children[index] else { continue };
+            while std::time::Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            self.kill(index);
+        }
+    }
+
+    /// The exit status of process `index` if it has exited (it stays recorded as exited).
+    pub(crate) fn exit_status(
+        &mut self,
+        index: usize,
+    ) -> anyhow::Result<Option<std::process::ExitStatus>> {
+        match &mut self.children[index] {
+            Some(child) => Ok(child.try_wait()?),
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) fn log_path(&self, index: usize) -> &Path {
+        &self.logs[index]
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -92,6 +135,27 @@ impl Drop for ProcessGroup {
         for index in 0..self.children.len() {
             self.kill(index);
         }
+    }
+}
+
+/// Set on a child to its parent's pid: the child then asks for SIGTERM when the parent dies.
+const EXIT_WITH_PARENT_ENV: &str = "RAFTRAIN_EXIT_WITH_PARENT";
+
+/// In a child started by a [`ProcessGroup`]: asks the kernel for SIGTERM (a graceful stop) when
+/// the parent dies, and stops at once if it already has (the parent is no longer the one that
+/// started us).
+pub(crate) fn exit_with_parent() {
+    let Some(parent) =
+        std::env::var(EXIT_WITH_PARENT_ENV).ok().and_then(|pid| pid.parse::<i32>().ok())
+    else {
+        return;
+    };
+    if let Err(error) = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM) {
+        tracing::warn!(%error, "cannot ask to be stopped with the parent process");
+    }
+    if nix::unistd::getppid().as_raw() != parent {
+        tracing::warn!(parent, "the parent process is gone; stopping");
+        std::process::exit(1);
     }
 }
 

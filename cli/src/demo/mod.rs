@@ -1,0 +1,117 @@
+//! `raftrain demo`: the whole promise in one command. Writes the embedded default dataset
+//! (`recordio synth` blobs), starts 3 masters, the pservers and the trainers as child processes
+//! on loopback, kills the master leader, a trainer and a pserver while they train (announcing
+//! each and restarting it), shows the job's progress, and ends with the accuracy against a
+//! single-process run on the same data, each fault's recovery time, and where the logs and the
+//! model are. Ctrl-C or SIGTERM stops every child.
+
+mod cluster;
+mod display;
+mod faults;
+mod run_loop;
+
+use std::process::{Command, Stdio};
+
+use anyhow::Context as _;
+use clap::Args;
+
+use cluster::{DemoCluster, Job};
+
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Keep the work directory (dataset, logs, checkpoints, saved models) after the run.
+    #[arg(long)]
+    keep: bool,
+    /// Run without killing anything.
+    #[arg(long)]
+    no_faults: bool,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
+    trainers: u32,
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=8))]
+    pservers: u32,
+    /// The model: softmax, logistic, linear or mlp.
+    #[arg(long, default_value = "softmax", value_parser = ["softmax", "mlp", "logistic", "linear"])]
+    model: String,
+    /// Training examples in the generated dataset.
+    #[arg(long, default_value_t = 200_000)]
+    examples: u64,
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    passes: u32,
+}
+
+/// The embedded default dataset: three overlapping Gaussian blobs in 10 features.
+const FEATURES: u32 = 10;
+const CLASSES: u32 = 3;
+const NOISE: &str = "2.5";
+const SEED: &str = "7";
+/// `recordio synth`'s 16 KiB chunks of 10-feature examples hold about this many: the progress
+/// line's examples/s counts tasks times this.
+const EXAMPLES_PER_TASK_ESTIMATE: f64 = 330.0;
+
+pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
+    let work = tempfile::Builder::new()
+        .prefix("raftrain-demo-")
+        .tempdir()
+        .context("create the work directory")?;
+    println!("raftrain demo: work directory {}", work.path().display());
+    let result = demo(args, work.path());
+    if args.keep || result.is_err() {
+        let kept = work.keep();
+        println!(
+            "work directory kept: {} (logs in logs/, the model in model-0.safetensors)",
+            kept.display()
+        );
+    } else {
+        println!("work directory removed with its logs and model (pass --keep to keep them)");
+    }
+    result
+}
+
+fn demo(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<()> {
+    let (train, eval) = write_dataset(args, work)?;
+    let kind = args.model.as_str();
+    let classes = if matches!(kind, "logistic" | "linear") { 2 } else { CLASSES };
+    let job = Job { train: &train, eval: &eval, model: kind, classes, passes: args.passes };
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let cluster = DemoCluster::start(work, args.pservers as usize, args.trainers as usize, &job)?;
+    println!("started {} masters, {} pservers and {} trainers; training {kind} on {} examples for {} passes", cluster::MASTER_COUNT, args.pservers, args.trainers, args.examples, args.passes);
+    runtime.block_on(run_loop::run(args, cluster, &job, work))
+}
+
+/// `recordio synth` into `<work>/data`; the train and eval file paths.
+fn write_dataset(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<(String, String)> {
+    let data = work.join("data");
+    let kind = if args.model == "linear" { "linear" } else { "blobs" };
+    let classes = if args.model == "logistic" { 2 } else { CLASSES };
+    let exe = std::env::current_exe().context("find the raftrain executable")?;
+    let status = Command::new(exe)
+        .args([
+            "recordio",
+            "synth",
+            "--kind",
+            kind,
+            "--examples",
+            &args.examples.to_string(),
+            "--features",
+            &FEATURES.to_string(),
+        ])
+        .args([
+            "--classes",
+            &classes.to_string(),
+            "--noise",
+            NOISE,
+            "--seed",
+            SEED,
+            "--out",
+            &data.display().to_string(),
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .context("run recordio synth")?;
+    anyhow::ensure!(status.success(), "recordio synth failed");
+    Ok((
+        data.join("train.recordio").display().to_string(),
+        data.join("eval.recordio").display().to_string(),
+    ))
+}

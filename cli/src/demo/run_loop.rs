@@ -1,0 +1,181 @@
+//! The demo's loop: poll the masters' status, draw it, strike the planned faults, wait for the
+//! trainers to finish; then the summary.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use master::client::{ClientOptions, MasterClient};
+use proto::master::StatusReply;
+
+use super::cluster::{DemoCluster, Job};
+use super::display::Display;
+use super::faults::{Fault, FaultRecord};
+use super::DemoArgs;
+
+/// Status polls: also the resolution of the recovery times shown.
+const POLL_MS: u64 = 100;
+
+pub async fn run(
+    args: &DemoArgs,
+    mut cluster: DemoCluster,
+    job: &Job<'_>,
+    work: &Path,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let options = ClientOptions {
+        rpc_timeout: Duration::from_secs(1),
+        call_deadline: Duration::from_secs(2),
+    };
+    let master = MasterClient::new(&cluster.master_addrs, options)?;
+    let baseline = baseline(job);
+    let plan: Vec<(Fault, f64)> = if args.no_faults { Vec::new() } else { Fault::PLAN.to_vec() };
+    let mut records: Vec<FaultRecord> = Vec::new();
+    let mut display: Option<Display> = None;
+    let shutdown = crate::shutdown::signal_received();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => {
+                cluster.processes.terminate_all(Duration::from_secs(3));
+                anyhow::bail!("interrupted; every child process was stopped");
+            }
+            () = tokio::time::sleep(Duration::from_millis(POLL_MS)) => {}
+        }
+        let Ok(status) = master.status().await else { continue };
+        let Some(progress) = Progress::of(&status, job.passes) else { continue };
+        let display = display.get_or_insert_with(|| {
+            Display::new(job.passes, progress.per_pass, progress.examples_per_task(&status))
+        });
+        display.update(&status, progress.finished);
+        let term = status.cluster.as_ref().map_or(0, |cluster| cluster.term);
+        records.iter_mut().for_each(|record| record.observe(progress.finished, term));
+        if let Some(&(fault, share)) = plan.get(records.len()) {
+            if progress.finished as f64 >= share * progress.total as f64 && !status.job_finished {
+                let record = strike(fault, &mut cluster, &status, progress.finished)?;
+                display.announce(&format!("fault: {} ({})", fault.describe(), record.detail));
+                records.push(record);
+            }
+        }
+        if cluster.trainers_done()? {
+            display.finish();
+            break;
+        }
+    }
+    summary(&master, baseline.await.context("the baseline panicked")??, &records, work, started)
+        .await
+}
+
+/// The job's size and progress as the status shows it.
+struct Progress {
+    per_pass: u64,
+    total: u64,
+    finished: u64,
+}
+
+impl Progress {
+    fn of(status: &StatusReply, passes: u32) -> Option<Self> {
+        let per_pass = status.todo + status.pending + status.done + status.failed;
+        if per_pass == 0 {
+            return None;
+        }
+        let total = per_pass * u64::from(passes);
+        let finished = if status.job_finished {
+            total
+        } else {
+            u64::from(status.pass) * per_pass + status.done + status.failed
+        };
+        Some(Self { per_pass, total, finished })
+    }
+
+    fn examples_per_task(&self, _status: &StatusReply) -> f64 {
+        super::EXAMPLES_PER_TASK_ESTIMATE
+    }
+}
+
+/// Breaks what `fault` names and starts it again; the record to watch its recovery.
+fn strike(
+    fault: Fault,
+    cluster: &mut DemoCluster,
+    status: &StatusReply,
+    finished: u64,
+) -> anyhow::Result<FaultRecord> {
+    let (leader, term) =
+        status.cluster.as_ref().map_or((0, 0), |cluster| (cluster.leader_id, cluster.term));
+    let (process, detail) = match fault {
+        Fault::Leader => (
+            cluster.master_process(leader.saturating_sub(1) as usize),
+            format!("master {leader}, term {term}"),
+        ),
+        Fault::Trainer => (cluster.trainer_process(0), "trainer 0".to_string()),
+        Fault::Pserver => (cluster.pserver_process(0), "pserver 0".to_string()),
+    };
+    cluster.processes.kill(process);
+    cluster.processes.spawn(process)?;
+    Ok(FaultRecord::new(fault, detail, finished, term))
+}
+
+/// The single-process run's accuracy on the same data, computed while the cluster trains.
+fn baseline(job: &Job<'_>) -> tokio::task::JoinHandle<anyhow::Result<Option<f64>>> {
+    let (train, eval, model, classes, passes) = (
+        job.train.to_string(),
+        job.eval.to_string(),
+        job.model.to_string(),
+        job.classes as usize,
+        job.passes,
+    );
+    tokio::task::spawn_blocking(move || {
+        let kind = model.parse().map_err(anyhow::Error::msg)?;
+        let config = trainer::model::ModelConfig {
+            kind,
+            features: super::FEATURES as usize,
+            classes,
+            hidden: 64,
+        };
+        let optimizer = pserver::optimizer::OptimizerConfig {
+            learning_rate: 0.05,
+            kind: pserver::optimizer::OptimizerKind::Sgd,
+        };
+        let batches = trainer::local::load_batches(&config, &[train], 32)?;
+        let run = trainer::local::train_locally(&config, &optimizer, &batches, passes, 1)?;
+        Ok(trainer::evaluation::evaluate_dataset(&config, &run.params, &[eval])?.accuracy())
+    })
+}
+
+async fn summary(
+    master: &MasterClient,
+    baseline: Option<f64>,
+    records: &[FaultRecord],
+    work: &Path,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let status = master.status().await.context("read the final status")?;
+    anyhow::ensure!(status.job_finished, "the trainers exited but the job is not finished");
+    println!(
+        "\njob finished in {:.1} s: {} passes of {} tasks, {} failed",
+        started.elapsed().as_secs_f64(),
+        status.passes,
+        status.done + status.failed,
+        status.failed
+    );
+    match (status.eval.as_ref(), baseline) {
+        (Some(eval), Some(local)) => {
+            let points = 100.0 * (f64::from(eval.accuracy) - local);
+            println!("accuracy {:.4} (loss {:.4}); one process, same model and data: {local:.4} ({points:+.2} points)", eval.accuracy, eval.loss);
+        }
+        (Some(eval), None) => println!("loss {:.4} (regression: no accuracy)", eval.loss),
+        (None, _) => println!("no evaluation was recorded"),
+    }
+    for record in records {
+        println!("fault: {}", record.summary());
+    }
+    let model = work.join("model-0.safetensors");
+    println!(
+        "model: {} (raftrain eval --model {} --dataset {})",
+        model.display(),
+        model.display(),
+        work.join("data/eval.recordio").display()
+    );
+    println!("logs: {}", work.join("logs").display());
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! `raftrain demo` end to end: the whole job through its three faults, accuracy within 2 points
+//! of the single-process run it reports beside it; and SIGTERM stops every child it started.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn the_demo_trains_through_its_faults() {
+    let output = Command::new(env!("CARGO_BIN_EXE_raftrain"))
+        .args(["demo", "--examples", "30000", "--passes", "3"])
+        .env("RAFTRAIN_LOG", "warn")
+        .output()
+        .expect("run the demo");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("job finished"), "{stdout}");
+    for fault in ["the master leader", "trainer 0", "pserver 0"] {
+        let line = stdout.lines().find(|line| {
+            line.starts_with("fault: kill -9")
+                && line.contains(fault)
+                && line.contains("completing again after")
+        });
+        assert!(line.is_some_and(|line| !line.contains("not seen")), "{fault} recovered: {stdout}");
+    }
+    let points: f64 = stdout
+        .split(" points)")
+        .next()
+        .and_then(|before| before.rsplit('(').next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("no accuracy comparison in {stdout}"));
+    assert!(points.abs() <= 2.0, "within 2 points of one process: {stdout}");
+}
+
+/// The pids of `pid`'s children.
+fn children(pid: u32) -> Vec<i32> {
+    let list =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    list.split_whitespace().filter_map(|pid| pid.parse().ok()).collect()
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie still has a /proc entry; its state is Z.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}
+
+/// Starts a long demo and waits until its 8 children run; the demo and their pids.
+fn running_demo() -> (std::process::Child, Vec<i32>) {
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_raftrain"))
+        .args(["demo", "--no-faults", "--examples", "100000", "--passes", "200"])
+        .env("RAFTRAIN_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the demo");
+    let mut lines = BufReader::new(demo.stdout.take().expect("piped")).lines();
+    let started =
+        lines.by_ref().map_while(Result::ok).any(|line| line.starts_with("started 3 masters"));
+    assert!(started, "the demo started its cluster");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut spawned = children(demo.id());
+    while spawned.len() < 8 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        spawned = children(demo.id());
+    }
+    assert_eq!(spawned.len(), 8, "3 masters, 2 pservers, 3 trainers");
+    (demo, spawned)
+}
+
+/// Waits up to 10 s for every pid to be gone; those still running.
+fn survivors(pids: Vec<i32>) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left = pids;
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        left.retain(|&pid| alive(pid));
+    }
+    left
+}
+
+#[test]
+fn sigterm_stops_the_demo_and_every_child() {
+    let (mut demo, spawned) = running_demo();
+    let pid = nix::unistd::Pid::from_raw(demo.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal the demo");
+    let status = demo.wait().expect("the demo exits");
+    assert!(!status.success(), "an interrupted demo reports it");
+    assert_eq!(survivors(spawned), Vec::<i32>::new(), "children left running");
+}
+
+/// Even a SIGKILLed demo leaves no orphans: each child asked the kernel for SIGTERM when its
+/// parent dies.
+#[test]
+fn sigkill_of_the_demo_leaves_no_orphans() {
+    let (mut demo, spawned) = running_demo();
+    demo.kill().expect("kill -9 the demo");
+    let _ = demo.wait();
+    assert_eq!(survivors(spawned), Vec::<i32>::new(), "children left running");
+}
