@@ -47,7 +47,7 @@ fn alive(pid: i32) -> bool {
 /// Starts a long demo and waits until its 8 children run; the demo and their pids.
 fn running_demo() -> (std::process::Child, Vec<i32>) {
     let mut demo = Command::new(env!("CARGO_BIN_EXE_raftrain"))
-        .args(["demo", "--no-faults", "--examples", "100000", "--passes", "200"])
+        .args(["demo", "--no-faults", "--examples", "100000", "--passes", "100"])
         .env("RAFTRAIN_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
