@@ -138,6 +138,19 @@ impl Drop for ProcessGroup {
     }
 }
 
+/// Runs this executable once with `args` (a tool step such as `recordio synth`) and waits for
+/// it; its standard output is discarded, its errors name the step.
+pub(crate) fn run_raftrain(args: &[String]) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("find the raftrain executable")?;
+    let status = Command::new(exe)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("run raftrain {}", args.join(" ")))?;
+    anyhow::ensure!(status.success(), "raftrain {} failed ({status})", args.join(" "));
+    Ok(())
+}
+
 /// Set on a child to its parent's pid: the child then asks for SIGTERM when the parent dies.
 const EXIT_WITH_PARENT_ENV: &str = "RAFTRAIN_EXIT_WITH_PARENT";
 

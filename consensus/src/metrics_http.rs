@@ -1,88 +1,84 @@
-//! `--metrics-listen`: a minimal HTTP/1.1 endpoint serving Prometheus text metrics on
-//! `GET /metrics`. Each connection gets one answer and is closed; a request that is too large,
-//! too slow or not `GET /metrics` gets a 4xx status, never a hang or a panic.
+//! `--metrics-listen`: the HTTP endpoint every raftrain process serves, on axum (hyper):
+//! `GET /metrics` (Prometheus text), `GET /healthz` (the process runs) and `GET /readyz`
+//! (it can do its job: a master knows a leader, a pserver serves its slot, a trainer has
+//! joined its job; 503 with the reason otherwise). Other paths are 404, other methods 405.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use anyhow::Context as _;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
 
-/// A request head may be at most this large.
-const REQUEST_BYTES_MAX: usize = 8 * 1024;
-/// A client must send its request head within this long.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The Prometheus text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Renders the metrics text at each scrape.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
+/// Says whether the process is ready, or why not.
+pub type Ready = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
-/// Serves `render` on `listener` until `shutdown` completes.
-pub async fn serve(listener: TcpListener, render: Render, shutdown: impl Future<Output = ()>) {
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    tokio::spawn(answer(stream, render.clone()));
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "metrics: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            },
-        }
+/// What the endpoint answers with.
+#[derive(Clone)]
+pub struct Endpoints {
+    pub render: Render,
+    pub ready: Ready,
+}
+
+/// Binds `--metrics-listen` if given: before anything else is opened, so a bad address fails
+/// with nothing to undo.
+pub async fn bind(addr: Option<SocketAddr>) -> anyhow::Result<Option<TcpListener>> {
+    let Some(addr) = addr else { return Ok(None) };
+    let listener =
+        TcpListener::bind(addr).await.with_context(|| format!("bind --metrics-listen {addr}"))?;
+    if let Ok(bound) = listener.local_addr() {
+        tracing::info!(metrics = %bound, "metrics served at http://{bound}/metrics");
+    }
+    Ok(Some(listener))
+}
+
+/// Serves `endpoints` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    endpoints: Endpoints,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let router = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .with_state(endpoints);
+    if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+        tracing::warn!(%error, "the metrics endpoint stopped");
     }
 }
 
-async fn answer(mut stream: TcpStream, render: Render) {
-    let head = tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut stream)).await;
-    let (status, body) = match head {
-        Err(_) => ("408 Request Timeout", "request head not received in time\n".to_string()),
-        Ok(Err(reason)) => ("400 Bad Request", format!("{reason}\n")),
-        Ok(Ok(head)) => route(&head, &render),
+/// Serves `endpoints` on a task of its own until `stopped` turns true.
+pub fn spawn(
+    listener: TcpListener,
+    endpoints: Endpoints,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let shutdown = async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
     };
-    let content_type = if status.starts_with("200") { CONTENT_TYPE } else { "text/plain" };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    // The scraper may have gone; nothing to do about it.
-    let _ = stream.write_all(response.as_bytes()).await;
-    let _ = stream.shutdown().await;
+    tokio::spawn(serve(listener, endpoints, shutdown))
 }
 
-/// The status line and body for a request head.
-fn route(head: &str, render: &Render) -> (&'static str, String) {
-    let mut words = head.lines().next().unwrap_or_default().split_whitespace();
-    let (method, path) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
-    let path = path.split('?').next().unwrap_or_default();
-    match (method, path) {
-        ("GET", "/metrics") => ("200 OK", render()),
-        ("GET", _) => ("404 Not Found", "metrics are served at /metrics\n".to_string()),
-        _ => ("405 Method Not Allowed", "only GET is served\n".to_string()),
-    }
+async fn metrics(State(endpoints): State<Endpoints>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], (endpoints.render)())
 }
 
-/// Reads up to the blank line that ends the request head.
-async fn read_head(stream: &mut TcpStream) -> Result<String, String> {
-    let mut head = Vec::with_capacity(512);
-    let mut buffer = [0u8; 1024];
-    while !head.windows(4).any(|window| window == b"\r\n\r\n") {
-        if head.len() > REQUEST_BYTES_MAX {
-            return Err(format!("request head over {REQUEST_BYTES_MAX} bytes"));
-        }
-        let read = stream.read(&mut buffer).await.map_err(|error| error.to_string())?;
-        if read == 0 {
-            return Err("connection closed before the request head ended".to_string());
-        }
-        head.extend_from_slice(&buffer[..read]);
+async fn ready(State(endpoints): State<Endpoints>) -> (StatusCode, String) {
+    match (endpoints.ready)() {
+        Ok(()) => (StatusCode::OK, "ready\n".to_string()),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {reason}\n")),
     }
-    String::from_utf8(head).map_err(|_| "request head is not UTF-8".to_string())
 }
 
 /// Appends one metric with its help and type lines.
@@ -117,51 +113,11 @@ pub fn raft_metrics_text(metrics: &crate::Metrics) -> String {
 mod tests {
     use super::*;
 
-    fn render() -> Render {
-        Arc::new(|| "up 1\n".to_string())
-    }
-
-    /// Only `GET /metrics` (with or without a query) is served; anything else names the rule.
-    #[test]
-    fn routes_by_method_and_path() {
-        let cases = [
-            ("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "200 OK", "up 1\n"),
-            ("GET /metrics?name=x HTTP/1.0\r\n\r\n", "200 OK", "up 1\n"),
-            ("GET / HTTP/1.1\r\n\r\n", "404 Not Found", "metrics are served at /metrics\n"),
-            ("PUT /metrics HTTP/1.1\r\n\r\n", "405 Method Not Allowed", "only GET is served\n"),
-            ("\r\n\r\n", "405 Method Not Allowed", "only GET is served\n"),
-        ];
-        for (head, status, body) in cases {
-            assert_eq!(route(head, &render()), (status, body.to_string()), "{head:?}");
-        }
-    }
-
     /// A metric is its help line, its type line and one sample.
     #[test]
     fn metric_lines_follow_the_text_format() {
         let mut text = String::new();
-        push_metric(&mut text, "raftrain_x", "gauge", "An x.", 2.5);
-        assert_eq!(text, "# HELP raftrain_x An x.\n# TYPE raftrain_x gauge\nraftrain_x 2.5\n");
-    }
-
-    /// A request head that never ends is refused once it passes the size limit.
-    #[tokio::test]
-    async fn oversized_head_is_refused() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("address");
-        let client = tokio::spawn(async move {
-            let mut stream = TcpStream::connect(addr).await.expect("connect");
-            // One byte over the limit, so the server has read all of it when it answers (unread
-            // bytes would make its close a reset that can discard the answer).
-            let filler = vec![b'a'; REQUEST_BYTES_MAX + 1];
-            stream.write_all(&filler).await.expect("send the head");
-            let mut response = String::new();
-            let _ = stream.read_to_string(&mut response).await;
-            response
-        });
-        let (stream, _) = listener.accept().await.expect("accept");
-        answer(stream, render()).await;
-        let response = client.await.expect("the client finishes");
-        assert!(response.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{response}");
+        push_metric(&mut text, "raftrain_up", "gauge", "Always 1.", 1.0);
+        assert_eq!(text, "# HELP raftrain_up Always 1.\n# TYPE raftrain_up gauge\nraftrain_up 1\n");
     }
 }

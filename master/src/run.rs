@@ -7,7 +7,7 @@ use crate::leader::{run_duties, LeaderDuties};
 use crate::replicated_state::ReplicatedState;
 use crate::service::{MasterRpc, Proposer};
 use anyhow::Context as _;
-use consensus::metrics_http::Render;
+use consensus::metrics_http::{Endpoints, Ready, Render};
 use consensus::ConsensusNode;
 use proto::master::master_service_server::MasterServiceServer;
 use std::future::Future;
@@ -26,14 +26,7 @@ pub async fn run(
     config.validate()?;
     let node_config = config.node_config()?;
     // Bound before anything is opened, so a bad address fails with nothing to undo.
-    let metrics_listener = match config.metrics_listen {
-        Some(addr) => Some(
-            TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("bind --metrics-listen {addr}"))?,
-        ),
-        None => None,
-    };
+    let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
     let data_root = open_data_root(&config)?;
     let node = ConsensusNode::open(node_config, ReplicatedState::default())
         .await
@@ -55,9 +48,8 @@ pub async fn run(
         },
     ));
     tracing::info!(id = config.id, listen = %config.listen, "master serving");
-    let metrics = metrics_listener
-        .map(|listener| serve_metrics(listener, node.clone(), stopped.clone()))
-        .transpose()?;
+    let metrics =
+        metrics_listener.map(|listener| serve_metrics(listener, node.clone(), stopped.clone()));
     node.bootstrap().await.context("bootstrap the master group")?;
     let duty_loop = tokio::spawn(run_duties(proposer, duties, stopped));
     shutdown.await;
@@ -86,17 +78,18 @@ fn open_data_root(config: &MasterConfig) -> anyhow::Result<Option<DataRoot>> {
     Ok(Some(root))
 }
 
-/// Serves the master's metrics on the `--metrics-listen` listener until `stopped` turns true.
+/// Serves the master's metrics on the `--metrics-listen` listener until `stopped` turns true;
+/// ready while the node knows a leader.
 fn serve_metrics(
     listener: TcpListener,
     node: ConsensusNode<ReplicatedState>,
-    mut stopped: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let bound = listener.local_addr().context("read the metrics address")?;
-    tracing::info!(metrics = %bound, "metrics served at http://{bound}/metrics");
-    let render: Render = Arc::new(move || crate::metrics::render(&node));
-    let shutdown = async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
-    };
-    Ok(tokio::spawn(consensus::metrics_http::serve(listener, render, shutdown)))
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (rendered, asked) = (node.clone(), node);
+    let render: Render = Arc::new(move || crate::metrics::render(&rendered));
+    let ready: Ready = Arc::new(move || match asked.cluster_info().leader_id {
+        None => Err("no leader known".to_string()),
+        Some(_) => Ok(()),
+    });
+    consensus::metrics_http::spawn(listener, Endpoints { render, ready }, stopped)
 }

@@ -4,8 +4,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use consensus::metrics_http::{Endpoints, Ready, Render};
+
 use crate::held_slot::HeldSlot;
 use crate::shard_cell::ShardCell;
+
+/// The metrics endpoint's answers: this text, and ready while the shard serves under a
+/// confirmed lease.
+pub fn endpoints(
+    held: Arc<HeldSlot>,
+    cell: Arc<ShardCell>,
+    recorded_step: Arc<AtomicU64>,
+) -> Endpoints {
+    let (ready_held, ready_cell) = (held.clone(), cell.clone());
+    let render: Render = Arc::new(move || render(&held, &cell, &recorded_step));
+    let ready: Ready = Arc::new(move || {
+        ready_held.check(Instant::now()).map_err(|error| error.to_string())?;
+        ready_cell.ready().map(drop).map_err(|error| error.to_string())
+    });
+    Endpoints { render, ready }
+}
 
 /// The metrics text at this moment.
 pub fn render(held: &HeldSlot, cell: &ShardCell, recorded_step: &Arc<AtomicU64>) -> String {

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use consensus::metrics_http::Render;
 use master::client::{ClientOptions, MasterClient, SlotLease};
 use proto::pserver::p_server_service_server::PServerServiceServer;
 use storage::checkpoint::CheckpointDir;
@@ -37,14 +36,7 @@ pub async fn run(
     config.validate()?;
     let addr = advertised(&config, &listener)?;
     // Bound before anything is claimed, so a bad address fails with nothing to undo.
-    let metrics_listener = match config.metrics_listen {
-        Some(addr) => Some(
-            TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("bind --metrics-listen {addr}"))?,
-        ),
-        None => None,
-    };
+    let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
     let dir = CheckpointDir::open(&absolute(&config.checkpoint_dir)?)
         .with_context(|| format!("open --checkpoint-dir {}", config.checkpoint_dir.display()))?;
     let master = Arc::new(MasterClient::new(&config.masters, ClientOptions::default())?);
@@ -97,13 +89,9 @@ async fn serve_slot(
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
     let (server_stop, server_stopped) = watch::channel(false);
     let metrics = listeners.metrics.map(|listener| {
-        let (held, cell, recorded_step) = (held.clone(), cell.clone(), recorded_step.clone());
-        let render: Render = Arc::new(move || crate::metrics::render(&held, &cell, &recorded_step));
-        let mut stopped = server_stopped.clone();
-        let shutdown = async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        };
-        tokio::spawn(consensus::metrics_http::serve(listener, render, shutdown))
+        let endpoints =
+            crate::metrics::endpoints(held.clone(), cell.clone(), recorded_step.clone());
+        consensus::metrics_http::spawn(listener, endpoints, server_stopped.clone())
     });
     let server = tokio::spawn(serve(listeners.service, service, server_stopped));
     let checkpointer = Checkpointer::new(dir, master, held.clone(), cell, recorded_step);

@@ -1,6 +1,6 @@
 //! The trainer's Prometheus metrics, updated by the task loop.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Counters and gauges of one trainer.
 #[derive(Debug, Default)]
@@ -12,6 +12,8 @@ pub struct TrainerMetrics {
     /// The last evaluation's loss and accuracy, as f64 bits.
     pub eval_loss_bits: AtomicU64,
     pub eval_accuracy_bits: AtomicU64,
+    /// Set once the trainer has joined its job and trains (what `/readyz` reports).
+    pub training: AtomicBool,
 }
 
 impl TrainerMetrics {

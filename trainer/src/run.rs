@@ -45,14 +45,7 @@ pub async fn run(
 ) -> anyhow::Result<Summary> {
     config.validate()?;
     // Bound before anything is registered, so a bad address fails with nothing to undo.
-    let metrics_listener = match config.metrics_listen {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("bind --metrics-listen {addr}"))?,
-        ),
-        None => None,
-    };
+    let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
     let features = match config.features {
         Some(features) => features,
         None => infer_features(&config.dataset).await?,
@@ -102,6 +95,7 @@ async fn train(
     pservers.init_or_wait(&layout, &tensors(&initial)).await.context("initialize the pservers")?;
     let mut stepper = Stepper::new(model, layout, pservers, config);
     stepper.pull().await?;
+    progress.metrics.training.store(true, std::sync::atomic::Ordering::Relaxed);
     tokio::pin!(shutdown);
     let mut pass = 0;
     loop {
@@ -266,20 +260,26 @@ async fn infer_features(patterns: &[String]) -> anyhow::Result<usize> {
     Ok(example.dense.len())
 }
 
-/// Serves the trainer's metrics until `stopped` turns true.
+/// Serves the trainer's metrics until `stopped` turns true; ready once it trains.
 fn serve_metrics(
     listener: tokio::net::TcpListener,
     metrics: Arc<TrainerMetrics>,
-    mut stopped: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    if let Ok(bound) = listener.local_addr() {
-        tracing::info!(metrics = %bound, "metrics served at http://{bound}/metrics");
-    }
+    let ready_metrics = metrics.clone();
     let render: consensus::metrics_http::Render = Arc::new(move || metrics.render());
-    let shutdown = async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
-    };
-    tokio::spawn(consensus::metrics_http::serve(listener, render, shutdown))
+    let ready: consensus::metrics_http::Ready =
+        Arc::new(move || match ready_metrics.training.load(std::sync::atomic::Ordering::Relaxed) {
+            true => Ok(()),
+            false => {
+                Err("not training yet (waiting for pservers or the first initializer)".to_string())
+            }
+        });
+    consensus::metrics_http::spawn(
+        listener,
+        consensus::metrics_http::Endpoints { render, ready },
+        stopped,
+    )
 }
 
 fn default_name() -> String {

@@ -12,7 +12,7 @@ use trainer::local::{load_batches, train_locally};
 use trainer::model::{ModelConfig, ModelKind};
 
 use super::table::Table;
-use crate::process_group::{free_loopback_addrs, ProcessGroup};
+use crate::process_group::{free_loopback_addrs, run_raftrain, ProcessGroup};
 
 #[derive(Debug, Args)]
 pub(crate) struct TrainerBenchArgs {
@@ -42,28 +42,34 @@ const CHUNK_BYTES: usize = 1 << 20;
 pub(crate) fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
     let root = tempfile::tempdir().context("create a temporary directory")?;
     let data = root.path().join("data");
-    let exe = std::env::current_exe().context("find the raftrain executable")?;
-    let status = Command::new(&exe)
-        .args([
-            "recordio",
-            "synth",
-            "--examples",
-            &args.examples.to_string(),
-            "--features",
-            &FEATURES.to_string(),
-        ])
-        .args([
-            "--classes",
-            &CLASSES.to_string(),
-            "--noise",
-            "3",
-            "--out",
-            &data.display().to_string(),
-        ])
-        .args(["--max-chunk-bytes", &CHUNK_BYTES.to_string()])
-        .stdout(Stdio::null())
-        .status()?;
-    anyhow::ensure!(status.success(), "recordio synth failed");
+    let (examples, out, features, classes) = (
+        args.examples.to_string(),
+        data.display().to_string(),
+        FEATURES.to_string(),
+        CLASSES.to_string(),
+    );
+    let synth = [
+        "recordio",
+        "synth",
+        "--examples",
+        &examples,
+        "--features",
+        &features,
+        "--classes",
+        &classes,
+        "--noise",
+        "3",
+        "--out",
+        &out,
+    ];
+    let chunk_bytes = CHUNK_BYTES.to_string();
+    run_raftrain(
+        &synth
+            .iter()
+            .chain(&["--max-chunk-bytes", chunk_bytes.as_str()])
+            .map(|arg| arg.to_string())
+            .collect::<Vec<_>>(),
+    )?;
     let train = data.join("train.recordio").display().to_string();
     let mut table = Table::new(&[
         "model",

@@ -10,8 +10,6 @@ mod display;
 mod faults;
 mod run_loop;
 
-use std::process::{Command, Stdio};
-
 use anyhow::Context as _;
 use clap::Args;
 
@@ -84,32 +82,31 @@ fn write_dataset(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<(Str
     let data = work.join("data");
     let kind = if args.model == "linear" { "linear" } else { "blobs" };
     let classes = if args.model == "logistic" { 2 } else { CLASSES };
-    let exe = std::env::current_exe().context("find the raftrain executable")?;
-    let status = Command::new(exe)
-        .args([
-            "recordio",
-            "synth",
-            "--kind",
-            kind,
-            "--examples",
-            &args.examples.to_string(),
-            "--features",
-            &FEATURES.to_string(),
-        ])
-        .args([
-            "--classes",
-            &classes.to_string(),
-            "--noise",
-            NOISE,
-            "--seed",
-            SEED,
-            "--out",
-            &data.display().to_string(),
-        ])
-        .stdout(Stdio::null())
-        .status()
-        .context("run recordio synth")?;
-    anyhow::ensure!(status.success(), "recordio synth failed");
+    let (examples, features, classes, out) = (
+        args.examples.to_string(),
+        FEATURES.to_string(),
+        classes.to_string(),
+        data.display().to_string(),
+    );
+    let synth = [
+        "recordio",
+        "synth",
+        "--kind",
+        kind,
+        "--examples",
+        &examples,
+        "--features",
+        &features,
+        "--classes",
+        &classes,
+        "--noise",
+        NOISE,
+        "--seed",
+        SEED,
+        "--out",
+        &out,
+    ];
+    crate::process_group::run_raftrain(&synth.map(str::to_string))?;
     Ok((
         data.join("train.recordio").display().to_string(),
         data.join("eval.recordio").display().to_string(),

@@ -42,10 +42,13 @@ async fn metrics_endpoint_serves_raft_and_job_gauges() {
     report_dataset(&client, &dataset, 2).await;
 
     let addr = metrics_addr.clone();
-    let get = "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n";
+    let get = "GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
     let response = tokio::task::spawn_blocking(move || http(&addr, get)).await.unwrap();
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
-    assert!(response.contains("Content-Type: text/plain; version=0.0.4"), "{response}");
+    assert!(
+        response.to_lowercase().contains("content-type: text/plain; version=0.0.4"),
+        "{response}"
+    );
     assert!(response.contains("# TYPE raftrain_raft_term gauge"), "{response}");
     assert_eq!(sample(&response, "raftrain_raft_is_leader"), 1.0);
     assert!(sample(&response, "raftrain_raft_term") >= 1.0);
@@ -54,12 +57,16 @@ async fn metrics_endpoint_serves_raft_and_job_gauges() {
     assert_eq!(sample(&response, "raftrain_master_passes"), 2.0);
     assert_eq!(sample(&response, "raftrain_master_job_finished"), 0.0);
 
+    let close = "HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
     for (request, status) in [
-        ("GET /other HTTP/1.1\r\n\r\n", "HTTP/1.1 404 Not Found"),
-        ("POST /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 405 Method Not Allowed"),
+        (format!("GET /other {close}"), "HTTP/1.1 404 Not Found"),
+        (format!("POST /metrics {close}"), "HTTP/1.1 405 Method Not Allowed"),
+        (format!("GET /healthz {close}"), "HTTP/1.1 200 OK"),
+        (format!("GET /readyz {close}"), "HTTP/1.1 200 OK"),
     ] {
         let addr = metrics_addr.clone();
-        let response = tokio::task::spawn_blocking(move || http(&addr, request)).await.unwrap();
+        let sent = request.clone();
+        let response = tokio::task::spawn_blocking(move || http(&addr, &sent)).await.unwrap();
         assert!(response.starts_with(status), "{request:?} answered {response}");
     }
 }
@@ -73,7 +80,7 @@ async fn pservers_and_trainers_serve_metrics() {
     let mut pservers = crate::pserver_processes::PServerProcesses::new(&group.addrs, dir.path(), 2);
     let pserver_metrics = free_loopback_addr();
     pservers.spawn_with(&["--metrics-listen", &pserver_metrics]);
-    let get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    let get = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut response = http(&pserver_metrics, get);
     while !response.contains("raftrain_pserver_lease_held 1") && Instant::now() < deadline {
@@ -82,6 +89,12 @@ async fn pservers_and_trainers_serve_metrics() {
     }
     assert_eq!(sample(&response, "raftrain_pserver_ready"), 0.0, "no trainer initialized it yet");
     assert_eq!(sample(&response, "raftrain_pserver_lease_held"), 1.0, "{}", pservers.logs());
+    let not_ready =
+        http(&pserver_metrics, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(
+        not_ready.starts_with("HTTP/1.1 503") && not_ready.contains("not initialized"),
+        "{not_ready}"
+    );
 
     let trainer_metrics = free_loopback_addr();
     let mut trainer = std::process::Command::new(env!("CARGO_BIN_EXE_raftrain"))
@@ -100,7 +113,13 @@ async fn pservers_and_trainers_serve_metrics() {
         .spawn()
         .expect("start a trainer");
     let response = http(&trainer_metrics, get);
+    let not_ready =
+        http(&trainer_metrics, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     trainer.kill().expect("kill the trainer");
+    assert!(
+        not_ready.starts_with("HTTP/1.1 503") && not_ready.contains("not training yet"),
+        "{not_ready}"
+    );
     let _ = trainer.wait();
     assert_eq!(sample(&response, "raftrain_trainer_examples_total"), 0.0, "{response}");
 }
