@@ -27,6 +27,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Debug, Parser)]
 #[command(name = "raftrain", version, propagate_version = true)]
 struct Cli {
+    /// How log lines (standard error) are written: text, or one JSON object per line.
+    #[arg(long, global = true, env = "RAFTRAIN_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -56,7 +59,7 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    logging::init();
+    logging::init(cli.log_format);
     process_group::exit_with_parent();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),

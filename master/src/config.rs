@@ -56,38 +56,38 @@ pub struct MasterConfig {
     /// Raft heartbeat interval; also each AppendEntries RPC's timeout, so it must exceed a
     /// follower's fsync plus a round trip: raise it (with the election timeouts) on disks whose
     /// fsync takes more than a few milliseconds.
-    #[arg(long, default_value_t = HEARTBEAT_MS_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_HEARTBEAT_MS", default_value_t = HEARTBEAT_MS_DEFAULT)]
     pub heartbeat_ms: u64,
     /// Lower bound of the randomized election timeout. After a leader was known, an election
     /// starts only after the leader lease (the upper bound) plus this random timeout.
-    #[arg(long, default_value_t = ELECTION_TIMEOUT_MIN_MS_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_ELECTION_TIMEOUT_MIN_MS", default_value_t = ELECTION_TIMEOUT_MIN_MS_DEFAULT)]
     pub election_timeout_min_ms: u64,
     /// Upper bound of the randomized election timeout.
-    #[arg(long, default_value_t = ELECTION_TIMEOUT_MAX_MS_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_ELECTION_TIMEOUT_MAX_MS", default_value_t = ELECTION_TIMEOUT_MAX_MS_DEFAULT)]
     pub election_timeout_max_ms: u64,
     /// Take a snapshot (and purge the log) after this many applied entries.
-    #[arg(long, default_value_t = SNAPSHOT_LOGS_SINCE_LAST_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_SNAPSHOT_LOGS_SINCE_LAST", default_value_t = SNAPSHOT_LOGS_SINCE_LAST_DEFAULT)]
     pub snapshot_logs_since_last: u64,
     /// Consecutive RecordIO chunks per task.
-    #[arg(long, default_value_t = CHUNKS_PER_TASK_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_CHUNKS_PER_TASK", default_value_t = CHUNKS_PER_TASK_DEFAULT)]
     pub chunks_per_task: u32,
     /// No task times out sooner than this after it was handed out.
-    #[arg(long, default_value_t = TASK_TIMEOUT_MIN_MS_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_TASK_TIMEOUT_MIN_MS", default_value_t = TASK_TIMEOUT_MIN_MS_DEFAULT)]
     pub task_timeout_min_ms: u64,
     /// A task times out after max(--task-timeout-min-ms, this x the average task time).
-    #[arg(long, default_value_t = TIMEOUT_FACTOR_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_TIMEOUT_FACTOR", default_value_t = TIMEOUT_FACTOR_DEFAULT)]
     pub timeout_factor: u32,
     /// A task that failed or timed out more than this many times in a pass moves to `failed`.
-    #[arg(long, default_value_t = MAX_TASK_FAILURES_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_MAX_TASK_FAILURES", default_value_t = MAX_TASK_FAILURES_DEFAULT)]
     pub max_task_failures: u32,
     /// Give failed tasks another try in the next pass.
-    #[arg(long)]
+    #[arg(long, env = "RAFTRAIN_RETRY_FAILED_NEXT_PASS")]
     pub retry_failed_next_pass: bool,
     /// A trainer that sends no heartbeat for this long is declared lost and its tasks requeued.
-    #[arg(long, default_value_t = TRAINER_LEASE_MS_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_TRAINER_LEASE_MS", default_value_t = TRAINER_LEASE_MS_DEFAULT)]
     pub trainer_lease_ms: u64,
     /// A pserver that sends no heartbeat for this long loses its slot.
-    #[arg(long, default_value_t = PSERVER_LEASE_MS_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_PSERVER_LEASE_MS", default_value_t = PSERVER_LEASE_MS_DEFAULT)]
     pub pserver_lease_ms: u64,
 }
 

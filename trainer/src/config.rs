@@ -29,56 +29,56 @@ pub struct TrainerConfig {
     pub masters: Vec<String>,
     /// The training data: RecordIO files or globs as the masters and trainers see them,
     /// comma-separated. The first trainer's report defines the job; later reports must match.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, env = "RAFTRAIN_DATASET", value_delimiter = ',', required = true)]
     pub dataset: Vec<String>,
     /// The model: linear, logistic, softmax or mlp.
-    #[arg(long, value_parser = clap::value_parser!(ModelKind))]
+    #[arg(long, env = "RAFTRAIN_MODEL", value_parser = clap::value_parser!(ModelKind))]
     pub model: ModelKind,
     /// Input features (default: the dense length of the dataset's first record).
-    #[arg(long)]
+    #[arg(long, env = "RAFTRAIN_FEATURES")]
     pub features: Option<usize>,
     /// Classes (softmax and mlp).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, env = "RAFTRAIN_CLASSES", default_value_t = 2)]
     pub classes: usize,
     /// Hidden units (mlp).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, env = "RAFTRAIN_HIDDEN", default_value_t = 64)]
     pub hidden: usize,
-    #[arg(long, default_value_t = BATCH_SIZE_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_BATCH_SIZE", default_value_t = BATCH_SIZE_DEFAULT)]
     pub batch_size: usize,
     /// Push the gradient (averaged over the batches since the last push) every n batches.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "RAFTRAIN_PUSH_EVERY", default_value_t = 1)]
     pub push_every: usize,
     /// Pull fresh parameters every m batches.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "RAFTRAIN_PULL_EVERY", default_value_t = 1)]
     pub pull_every: usize,
     /// Passes over the dataset (the first report fixes it for the job).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "RAFTRAIN_PASSES", default_value_t = 1)]
     pub passes: u32,
-    #[arg(long, value_enum, default_value = "sgd")]
+    #[arg(long, env = "RAFTRAIN_OPTIMIZER", value_enum, default_value = "sgd")]
     pub optimizer: OptimizerName,
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, env = "RAFTRAIN_LEARNING_RATE", default_value_t = 0.1)]
     pub learning_rate: f32,
     /// Evaluate on these files after each pass (recorded in the master, shown by status).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, env = "RAFTRAIN_EVAL_DATASET", value_delimiter = ',')]
     pub eval_dataset: Vec<String>,
     /// Write the final model here (safetensors) when the job finishes.
-    #[arg(long)]
+    #[arg(long, env = "RAFTRAIN_MODEL_OUT")]
     pub model_out: Option<PathBuf>,
     /// The job's name in the master.
-    #[arg(long, default_value = "job")]
+    #[arg(long, env = "RAFTRAIN_JOB", default_value = "job")]
     pub job: String,
     /// Seed of the initial parameters (the same on every trainer, so whichever initializes,
     /// the model starts the same).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "RAFTRAIN_SEED", default_value_t = 1)]
     pub seed: u64,
     /// Parameter block size on the pservers.
-    #[arg(long, default_value_t = BLOCK_ELEMENTS_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_BLOCK_ELEMENTS", default_value_t = BLOCK_ELEMENTS_DEFAULT)]
     pub block_elements: u32,
     /// How long to wait for every pserver slot to be held before giving up.
-    #[arg(long, default_value_t = PSERVER_WAIT_S_DEFAULT)]
+    #[arg(long, env = "RAFTRAIN_PSERVER_WAIT_S", default_value_t = PSERVER_WAIT_S_DEFAULT)]
     pub pserver_wait_s: u64,
     /// This trainer's name in the master (default: host and process id).
-    #[arg(long)]
+    #[arg(long, env = "RAFTRAIN_NAME")]
     pub name: Option<String>,
     /// Serve Prometheus metrics on `GET /metrics` at this address (host:port).
     #[arg(long, env = "RAFTRAIN_METRICS_LISTEN")]

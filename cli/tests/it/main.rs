@@ -4,6 +4,8 @@ mod bench_consensus;
 mod command;
 mod data_root;
 mod demo;
+mod help;
+mod logging;
 mod master_failover;
 mod master_group;
 mod master_hardening;

@@ -1,0 +1,42 @@
+//! Logs: `--log-format json` writes one JSON object per line; text logs carry no colour codes
+//! when standard error is not a terminal; openraft's INFO lines are off by default.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::master_group::free_loopback_addr;
+
+/// A one-master group's first second of standard error, with `extra` flags.
+fn master_log(extra: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("temp");
+    let addr = free_loopback_addr();
+    let child = Command::new(env!("CARGO_BIN_EXE_raftrain"))
+        .args(["master", "--id", "1", "--listen", &addr, "--peers", &format!("1={addr}")])
+        .args(["--data-dir", &dir.path().display().to_string()])
+        .args(extra)
+        .env_remove("RAFTRAIN_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a master");
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("stop it");
+    let output = child.wait_with_output().expect("wait");
+    String::from_utf8(output.stderr).expect("UTF-8 logs")
+}
+
+#[test]
+fn json_logs_are_one_object_per_line_and_text_logs_have_no_colour_in_a_pipe() {
+    let json = master_log(&["--log-format", "json"]);
+    assert!(json.lines().count() >= 2, "{json}");
+    for line in json.lines() {
+        let object: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|error| panic!("{line}: {error}"));
+        assert!(object["level"].is_string() && object["fields"]["message"].is_string(), "{line}");
+    }
+    assert!(json.contains("\"target\":\"master::run\""), "{json}");
+    let text = master_log(&[]);
+    assert!(text.contains("master serving") && !text.contains('\u{1b}'), "{text}");
+    assert!(!text.contains("openraft::"), "openraft INFO is off by default: {text}");
+}
