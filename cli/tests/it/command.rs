@@ -5,6 +5,8 @@ use std::process::{Command, Stdio};
 
 pub struct Output {
     pub success: bool,
+    /// The exit code (None when a signal ended the process).
+    pub code: Option<i32>,
     pub stdout: Vec<u8>,
     pub stderr: String,
 }
@@ -31,6 +33,7 @@ pub fn raftrain(args: &[&str], stdin: &[u8]) -> Output {
     let output = child.wait_with_output().expect("wait for raftrain");
     Output {
         success: output.status.success(),
+        code: output.status.code(),
         stdout: output.stdout,
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }

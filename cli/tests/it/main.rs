@@ -16,6 +16,7 @@ mod metrics;
 mod pserver_processes;
 mod pserver_replacement;
 mod recordio;
+mod status;
 mod synth;
 mod task_consumer;
 mod training;

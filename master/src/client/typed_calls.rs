@@ -6,7 +6,7 @@ use super::conversions::{
     checkpoint_to_proto, dataset_sizes, pserver_table, slot_lease, task_outcome,
 };
 use super::error::ClientError;
-use super::master_client::{timed, MasterClient};
+use super::master_client::{service_client, timed, MasterClient};
 use super::types::{
     CheckpointMeta, CheckpointRecorded, DatasetSizes, PServerTable, SlotLease, TaskOutcome,
     TrainerRegistration,
@@ -210,6 +210,20 @@ impl MasterClient {
     }
 
     /// The cluster as the leader sees it.
+    /// One master's own view of the group, asked of `addr` directly (no leader needed, no
+    /// redirect): what `status` shows for each member, also without a quorum.
+    pub async fn member_info(
+        &self,
+        addr: &str,
+    ) -> Result<proto::raft::ClusterInfoReply, ClientError> {
+        let mut service = service_client(addr, self.options())?;
+        let request = timed(proto::raft::ClusterInfoRequest {}, self.rpc_timeout());
+        let reply = service.cluster_info(request).await;
+        reply
+            .map(tonic::Response::into_inner)
+            .map_err(|status| ClientError::from_status("ClusterInfo", &status))
+    }
+
     pub async fn cluster_info(&self) -> Result<proto::raft::ClusterInfoReply, ClientError> {
         let timeout = self.rpc_timeout();
         self.call("ClusterInfo", |mut service| async move {

@@ -1,43 +1,58 @@
-//! `raftrain status`: asks any reachable master for the job and cluster state and prints it for
-//! a person, or as one JSON object with `--json` (the contract scripts and tests rely on).
+//! How `raftrain status` shows a `Snapshot`: one JSON object (the contract scripts and tests
+//! rely on: every key always present, `null` for what is unknown) or text for a person.
 
-use clap::Args;
-use master::client::{ClientOptions, MasterClient};
 use proto::master::StatusReply;
+use proto::raft::ClusterInfoReply;
 use serde_json::{json, Value};
-use std::time::Duration;
 
-#[derive(Debug, Args)]
-pub(crate) struct StatusArgs {
-    /// Master addresses (any subset of the group), comma-separated.
-    #[arg(long, env = "RAFTRAIN_MASTERS", value_delimiter = ',', required = true)]
-    masters: Vec<String>,
-    /// Print one JSON object instead of the human view.
-    #[arg(long)]
-    json: bool,
-    /// Give up if no leader answers within this many milliseconds.
-    #[arg(long, default_value_t = 5_000)]
-    timeout_ms: u64,
+/// What one `status` call learned: the linearizable status if a leader answered, and each
+/// listed master's own view (or why it did not answer).
+pub(crate) struct Snapshot {
+    pub status: Option<StatusReply>,
+    pub members: Vec<(String, Result<ClusterInfoReply, String>)>,
 }
 
-pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let reply = runtime.block_on(fetch(args))?;
-    if args.json {
-        println!("{}", to_json(&reply));
-    } else {
-        print!("{}", to_text(&reply));
-    }
-    Ok(())
+/// The `--json` view of a snapshot: the status's keys (from the leader's answer, or empty when
+/// none answered) plus `linearizable` and each member's own view.
+pub(crate) fn snapshot_json(snapshot: &Snapshot) -> Value {
+    let reply = snapshot
+        .status
+        .clone()
+        .unwrap_or_else(|| StatusReply { cluster: best_view(snapshot), ..StatusReply::default() });
+    let mut value = to_json(&reply);
+    value["linearizable"] = json!(snapshot.status.is_some());
+    value["members"] = json!(member_views(&reply, snapshot));
+    value
 }
 
-async fn fetch(args: &StatusArgs) -> anyhow::Result<StatusReply> {
-    let options = ClientOptions {
-        call_deadline: Duration::from_millis(args.timeout_ms),
-        ..ClientOptions::default()
-    };
-    let client = MasterClient::new(&args.masters, options)?;
-    Ok(client.status().await?)
+/// Each member of the group (as the answering node knows it) with its own view.
+fn member_views(reply: &StatusReply, snapshot: &Snapshot) -> Vec<Value> {
+    let cluster = reply.cluster.clone().unwrap_or_default();
+    cluster
+        .members
+        .iter()
+        .map(|member| {
+            let own = snapshot.members.iter().find(|(addr, _)| *addr == member.addr).map(|(_, view)| view);
+            let mut value = json!({"id": member.id, "addr": member.addr, "role": member.role, "reachable": false, "term": null, "last_log_index": null, "last_applied_index": null});
+            if let Some(Ok(view)) = own {
+                value["reachable"] = json!(true);
+                value["term"] = json!(view.term);
+                value["last_log_index"] = json!(view.last_log_index);
+                value["last_applied_index"] = json!(view.last_applied_index);
+            }
+            value
+        })
+        .collect()
+}
+
+/// Without a leader's answer, the membership as the most advanced reachable member sees it.
+fn best_view(snapshot: &Snapshot) -> Option<ClusterInfoReply> {
+    snapshot
+        .members
+        .iter()
+        .filter_map(|(_, view)| view.as_ref().ok())
+        .max_by_key(|view| (view.term, view.last_log_index))
+        .cloned()
 }
 
 /// The `--json` contract: every key is always present; absent values are `null`.
@@ -56,7 +71,7 @@ pub(crate) fn to_json(reply: &StatusReply) -> Value {
     let pservers: Vec<Value> = reply
         .pservers
         .iter()
-        .map(|pserver| json!({"index": pserver.index, "addr": pserver.addr}))
+        .map(|pserver| json!({"index": pserver.index, "addr": pserver.addr, "generation": pserver.generation}))
         .collect();
     let failed_tasks: Vec<Value> = reply
         .failed_tasks
@@ -88,7 +103,29 @@ pub(crate) fn to_json(reply: &StatusReply) -> Value {
     })
 }
 
-fn to_text(reply: &StatusReply) -> String {
+/// The text view of a snapshot.
+pub(crate) fn snapshot_text(snapshot: &Snapshot) -> String {
+    let Some(reply) = &snapshot.status else {
+        let mut out = "no leader answered: no quorum, or the group is electing. Each reachable master's own view (not linearizable):\n".to_string();
+        for (addr, view) in &snapshot.members {
+            out += &match view {
+                Ok(view) => format!(
+                    "  {addr}: node {}, term {}, knows leader {}, last log {}, applied {}\n",
+                    view.node_id,
+                    view.term,
+                    view.leader_id,
+                    view.last_log_index,
+                    view.last_applied_index
+                ),
+                Err(reason) => format!("  {addr}: unreachable ({reason})\n"),
+            };
+        }
+        return out;
+    };
+    to_text(reply, &member_views(reply, snapshot))
+}
+
+fn to_text(reply: &StatusReply, members: &[Value]) -> String {
     let cluster = reply.cluster.clone().unwrap_or_default();
     let mut out = String::new();
     let leader = match cluster.leader_id {
@@ -96,8 +133,20 @@ fn to_text(reply: &StatusReply) -> String {
         id => format!("{id} ({})", cluster.leader_addr),
     };
     out += &format!("leader {leader}, term {}\n", cluster.term);
-    for member in &cluster.members {
-        out += &format!("  master {} {} {}\n", member.id, member.addr, member.role);
+    for member in members {
+        let progress = match member["reachable"].as_bool() {
+            Some(true) => format!(
+                "last log {}, applied {}",
+                member["last_log_index"], member["last_applied_index"]
+            ),
+            _ => "unreachable".to_string(),
+        };
+        out += &format!(
+            "  master {} {} {}: {progress}\n",
+            member["id"],
+            member["addr"].as_str().unwrap_or(""),
+            member["role"].as_str().unwrap_or("")
+        );
     }
     let job = if reply.job.is_empty() { "(no dataset reported yet)" } else { &reply.job };
     out += &format!(
@@ -114,9 +163,15 @@ fn to_text(reply: &StatusReply) -> String {
         out += &format!("  failed task {}: {}\n", task.task_id, task.reason);
     }
     out += &format!("trainers: {}\n", reply.trainers.len());
+    for trainer in &reply.trainers {
+        out += &format!("  trainer {} {}\n", trainer.id, trainer.name);
+    }
     out += &format!("pservers: {} of {}\n", reply.pservers.len(), reply.pservers_desired);
     for pserver in &reply.pservers {
-        out += &format!("  pserver {} {}\n", pserver.index, pserver.addr);
+        out += &format!(
+            "  pserver {} {} (generation {})\n",
+            pserver.index, pserver.addr, pserver.generation
+        );
     }
     if let Some(eval) = &reply.eval {
         out += &format!(

@@ -1,0 +1,91 @@
+//! `raftrain status`: the job and the cluster, asked of the masters. The job comes from the
+//! leader (linearizable); every listed master is also asked for its own view (term, last log
+//! and applied index), so a dead or lagging replica shows as such, and without a quorum the
+//! members' own views are still shown, marked as not linearizable. Exits with
+//! [`NO_MASTER_EXIT_CODE`] when no master answers at all.
+
+mod view;
+
+use std::time::Duration;
+
+use clap::Args;
+use master::client::{ClientOptions, MasterClient};
+
+use view::{snapshot_json, snapshot_text, Snapshot};
+
+/// The exit status when not one of the given masters answers.
+pub(crate) const NO_MASTER_EXIT_CODE: i32 = 3;
+const WATCH_INTERVAL_MS: u64 = 1_000;
+
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// Master addresses (any subset of the group), comma-separated.
+    #[arg(long, env = "RAFTRAIN_MASTERS", value_delimiter = ',', required = true)]
+    masters: Vec<String>,
+    /// Print one JSON object instead of the human view (with --watch, one per refresh).
+    #[arg(long)]
+    json: bool,
+    /// Refresh every second, redrawing in place, until Ctrl-C.
+    #[arg(long)]
+    watch: bool,
+    /// Give up on the leader's answer after this many milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    timeout_ms: u64,
+}
+
+pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let options = ClientOptions {
+            call_deadline: Duration::from_millis(args.timeout_ms),
+            ..ClientOptions::default()
+        };
+        let client = MasterClient::new(&args.masters, options)?;
+        loop {
+            let snapshot = fetch(&client, &args.masters).await;
+            if snapshot.status.is_none() && snapshot.members.iter().all(|(_, view)| view.is_err()) {
+                let reasons: Vec<String> = snapshot
+                    .members
+                    .iter()
+                    .filter_map(|(addr, view)| {
+                        view.as_ref().err().map(|reason| format!("{addr}: {reason}"))
+                    })
+                    .collect();
+                eprintln!("error: no master answered ({})", reasons.join("; "));
+                std::process::exit(NO_MASTER_EXIT_CODE);
+            }
+            show(args, &snapshot);
+            if !args.watch {
+                return Ok(());
+            }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(WATCH_INTERVAL_MS)) => {}
+                () = crate::shutdown::signal_received() => return Ok(()),
+            }
+        }
+    })
+}
+
+async fn fetch(client: &MasterClient, masters: &[String]) -> Snapshot {
+    let status = client.status().await.ok();
+    let mut members = Vec::with_capacity(masters.len());
+    for addr in masters {
+        members.push((
+            addr.clone(),
+            client.member_info(addr).await.map_err(|error| error.to_string()),
+        ));
+    }
+    Snapshot { status, members }
+}
+
+fn show(args: &StatusArgs, snapshot: &Snapshot) {
+    if args.json {
+        println!("{}", snapshot_json(snapshot));
+        return;
+    }
+    if args.watch {
+        // Clear the screen and move home: the view redraws in place.
+        print!("\u{1b}[2J\u{1b}[H");
+    }
+    print!("{}", snapshot_text(snapshot));
+}

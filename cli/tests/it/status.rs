@@ -1,0 +1,49 @@
+//! `raftrain status` against real masters: each member's own progress; without a quorum the
+//! members' own views, marked not linearizable; exit code 3 when no master answers.
+
+use crate::command::raftrain;
+use crate::master_group::MasterGroup;
+
+fn status_json(group: &MasterGroup) -> (bool, Option<i32>, serde_json::Value) {
+    let masters = group.addrs.join(",");
+    let output =
+        raftrain(&["status", "--masters", &masters, "--json", "--timeout-ms", "1500"], b"");
+    let value = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
+    (output.success, output.code, value)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_members_and_survives_a_lost_quorum() {
+    let mut group = MasterGroup::start(3, &[]);
+    let leader = group.leader_index().await;
+    let (ok, _, healthy) = status_json(&group);
+    assert!(ok && healthy["linearizable"] == true, "{healthy}");
+    let members = healthy["members"].as_array().expect("members");
+    assert_eq!(members.len(), 3);
+    assert!(
+        members.iter().all(|member| member["reachable"] == true
+            && member["last_applied_index"].as_u64() >= Some(1)),
+        "{healthy}"
+    );
+
+    tracing::info!("--- two of three gone: no quorum, the survivor's own view");
+    let survivor = (leader + 1) % 3;
+    for index in (0..3).filter(|&index| index != survivor) {
+        group.kill(index);
+    }
+    let (ok, _, degraded) = status_json(&group);
+    assert!(ok, "status still answers: {degraded}");
+    assert_eq!(degraded["linearizable"], false, "{degraded}");
+    let reachable: Vec<_> = degraded["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .filter(|member| member["reachable"] == true)
+        .collect();
+    assert_eq!(reachable.len(), 1, "{degraded}");
+
+    tracing::info!("--- none left: a distinct exit code");
+    group.kill(survivor);
+    let (ok, code, _) = status_json(&group);
+    assert!(!ok && code == Some(3), "exit code {code:?}");
+}
