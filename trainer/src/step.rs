@@ -26,6 +26,8 @@ pub struct Stepper {
     /// The summed gradients since the last push, and how many batches they hold.
     accumulated: Option<(Params, usize)>,
     batches_since_pull: usize,
+    /// Gradients not pushed because they were not finite.
+    pub nonfinite_dropped: u64,
 }
 
 impl Stepper {
@@ -45,6 +47,7 @@ impl Stepper {
             pull_every: config.pull_every,
             accumulated: None,
             batches_since_pull: 0,
+            nonfinite_dropped: 0,
         }
     }
 
@@ -108,6 +111,16 @@ impl Stepper {
     /// may not see this push, as with any other trainer's (asynchronous SGD).
     async fn exchange(&mut self, push: bool, pull: bool) -> anyhow::Result<()> {
         let gradient = if push { self.averaged_gradient() } else { None };
+        // A diverging model yields NaN or infinite gradients; the pservers would refuse them
+        // (and count them), so they are dropped here with a warning instead of ending the task.
+        let gradient = gradient.filter(|sum| {
+            let finite = sum.values().flatten().all(|value| value.is_finite());
+            if !finite {
+                tracing::warn!("a gradient holds NaN or an infinity (the model diverges: lower --learning-rate?); not pushed");
+                self.nonfinite_dropped += 1;
+            }
+            finite
+        });
         let pushed = async {
             match &gradient {
                 Some(sum) => self.pservers.push(&self.layout, &tensors(sum)).await,
