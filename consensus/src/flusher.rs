@@ -76,7 +76,9 @@ fn run(db: sled::Db, db_file: File, mut receiver: mpsc::Receiver<FlushRequest>) 
             }
         }
         // A failure is handed to every waiter, whose caller (openraft) treats it as fatal.
+        let started = std::time::Instant::now();
         let result = db.flush().map_err(io::Error::other).and_then(|_| db_file.sync_data());
+        metrics::histogram!("raftrain_raft_fsync_seconds").record(started.elapsed().as_secs_f64());
         for request in batch.drain(..) {
             let result = match &result {
                 Ok(()) => Ok(()),

@@ -50,11 +50,13 @@ pub mod network;
 mod node;
 mod rpc_bounds;
 mod rpc_handler;
+pub mod rpc_metrics;
 mod service;
 pub mod snapshot_file;
 mod state_machine;
 pub mod state_machine_store;
 mod step_up;
+pub mod telemetry;
 mod type_config;
 
 pub use cluster_info::{cluster_info_reply, ClusterInfo, Member, Role};

@@ -88,25 +88,21 @@ pub fn push_metric(text: &mut String, name: &str, kind: &str, help: &str, value:
     let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
 }
 
-/// The Raft metrics of one node, as gauges named `raftrain_raft_*`.
-pub fn raft_metrics_text(metrics: &crate::Metrics) -> String {
-    let mut text = String::new();
-    let gauge = |text: &mut String, name: &str, help: &str, value: f64| {
-        push_metric(text, &format!("raftrain_raft_{name}"), "gauge", help, value);
-    };
-    let leader = metrics.current_leader.map_or(0.0, |id| id as f64);
-    let is_leader = metrics.state == openraft::ServerState::Leader;
-    let last_log = metrics.last_log_index.map_or(0.0, |index| index as f64);
-    let applied = metrics.last_applied.map_or(0.0, |log_id| log_id.index as f64);
-    let snapshot = metrics.snapshot.map_or(0.0, |log_id| log_id.index as f64);
-    gauge(&mut text, "node_id", "This node's id.", metrics.id as f64);
-    gauge(&mut text, "term", "The current Raft term.", metrics.current_term as f64);
-    gauge(&mut text, "leader_id", "The leader this node knows (0: none).", leader);
-    gauge(&mut text, "is_leader", "1 if this node leads.", f64::from(u8::from(is_leader)));
-    gauge(&mut text, "last_log_index", "Index of the last log entry.", last_log);
-    gauge(&mut text, "last_applied_index", "Index of the last applied entry.", applied);
-    gauge(&mut text, "snapshot_index", "Last index in the newest snapshot.", snapshot);
-    text
+/// Sets the Raft gauges of one node (`raftrain_raft_*`, and `raftrain_raft_info{node_id}`)
+/// from its metrics, at scrape time.
+pub fn record_raft_gauges(raft: &crate::Metrics) {
+    let leader = raft.current_leader.map_or(0.0, |id| id as f64);
+    let is_leader = raft.state == openraft::ServerState::Leader;
+    metrics::gauge!("raftrain_raft_info", "node_id" => raft.id.to_string()).set(1.0);
+    metrics::gauge!("raftrain_raft_term").set(raft.current_term as f64);
+    metrics::gauge!("raftrain_raft_leader_id").set(leader);
+    metrics::gauge!("raftrain_raft_is_leader").set(f64::from(u8::from(is_leader)));
+    metrics::gauge!("raftrain_raft_last_log_index")
+        .set(raft.last_log_index.map_or(0.0, |index| index as f64));
+    metrics::gauge!("raftrain_raft_last_applied_index")
+        .set(raft.last_applied.map_or(0.0, |log_id| log_id.index as f64));
+    metrics::gauge!("raftrain_raft_snapshot_index")
+        .set(raft.snapshot.map_or(0.0, |log_id| log_id.index as f64));
 }
 
 #[cfg(test)]

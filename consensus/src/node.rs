@@ -74,6 +74,7 @@ impl<S: StateMachine> ConsensusNode<S> {
                 let lease = Duration::from_millis(config.election_timeout_max_ms);
                 let rpc_handler = RpcHandler::new(raft.clone(), lease);
                 let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
+                tokio::spawn(count_leader_changes(raft.metrics()));
                 let inner = Inner {
                     config,
                     raft,
@@ -158,11 +159,21 @@ impl<S: StateMachine> ConsensusNode<S> {
             });
         }
         let timeout_ms = self.inner.config.write_timeout_ms;
+        let started = std::time::Instant::now();
         let write = self.inner.batcher.write(command);
-        match tokio::time::timeout(Duration::from_millis(timeout_ms), write).await {
+        let result = match tokio::time::timeout(Duration::from_millis(timeout_ms), write).await {
             Err(_elapsed) => Err(WriteError::Timeout { timeout_ms }),
             Ok(result) => result,
+        };
+        match &result {
+            Ok(_) => {
+                metrics::histogram!("raftrain_raft_commit_seconds")
+                    .record(started.elapsed().as_secs_f64());
+                metrics::counter!("raftrain_raft_proposals_committed_total").increment(1);
+            }
+            Err(_) => metrics::counter!("raftrain_raft_proposals_failed_total").increment(1),
         }
+        result
     }
 
     /// Returns once this node has confirmed it leads and has applied everything committed
@@ -253,5 +264,18 @@ impl<S: StateMachine> ConsensusNode<S> {
             .map_err(|error| ShutdownError { reason: error.to_string() })?;
         let closed = self.inner.log_store_closed.wait(CLOSE_TIMEOUT).await;
         closed.map_err(|reason| ShutdownError { reason })
+    }
+}
+
+/// Counts every change of the known leader (`raftrain_raft_leader_changes_total`) until the
+/// node stops.
+async fn count_leader_changes(mut watched: tokio::sync::watch::Receiver<crate::Metrics>) {
+    let mut leader = watched.borrow().current_leader;
+    while watched.changed().await.is_ok() {
+        let now = watched.borrow().current_leader;
+        if now != leader && now.is_some() {
+            metrics::counter!("raftrain_raft_leader_changes_total").increment(1);
+        }
+        leader = now;
     }
 }

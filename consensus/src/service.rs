@@ -12,6 +12,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::transport::Server;
+use tower::layer::util::{Identity, Stack};
+
+use crate::rpc_metrics::RpcMetricsLayer;
 use tonic::{Request, Response, Status};
 
 use crate::cluster_info::{cluster_info_reply, ClusterInfo};
@@ -83,12 +86,14 @@ impl RaftService for RaftServer {
     }
 }
 
-/// A tonic server builder with the HTTP/2 windows multi-megabyte snapshot chunks need.
-pub fn server_builder() -> Server {
+/// A tonic server builder with the HTTP/2 windows multi-megabyte snapshot chunks need, and
+/// every call measured ([`RpcMetricsLayer`]).
+pub fn server_builder() -> Server<Stack<RpcMetricsLayer, Identity>> {
     Server::builder()
         .initial_stream_window_size(STREAM_WINDOW_BYTES)
         .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
         .http2_keepalive_interval(Some(Duration::from_millis(KEEPALIVE_MS)))
+        .layer(RpcMetricsLayer)
 }
 
 /// The accepted connections of `listener` with `TCP_NODELAY` set on each: tonic's

@@ -27,6 +27,9 @@ pub async fn run(
     let node_config = config.node_config()?;
     // Bound before anything is opened, so a bad address fails with nothing to undo.
     let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
+    if metrics_listener.is_some() {
+        consensus::telemetry::install();
+    }
     let data_root = open_data_root(&config)?;
     let node = ConsensusNode::open(node_config, ReplicatedState::default())
         .await

@@ -25,44 +25,22 @@ pub fn endpoints(
     Endpoints { render, ready }
 }
 
-/// The metrics text at this moment.
+/// The metrics text at this moment: the gauges are set from the shard, then everything
+/// recorded is rendered (`raftrain_pserver_bytes_pushed_total` and `_pulled_total` come from
+/// the service, `raftrain_rpc_*` from the server).
 pub fn render(held: &HeldSlot, cell: &ShardCell, recorded_step: &Arc<AtomicU64>) -> String {
     let (_, shard, _) = cell.describe();
-    let gauges = [
-        ("raftrain_pserver_slot", "The slot this pserver serves.", u64::from(held.index())),
-        ("raftrain_pserver_generation", "The generation of its claim.", held.generation()),
-        (
-            "raftrain_pserver_lease_held",
-            "1 while the slot's lease holds.",
-            u64::from(held.check(Instant::now()).is_ok()),
-        ),
-        (
-            "raftrain_pserver_ready",
-            "1 once the shard serves (initialized or restored).",
-            u64::from(shard.is_some()),
-        ),
-        (
-            "raftrain_pserver_step",
-            "Pushes applied in all.",
-            shard.as_ref().map_or(0, |shard| shard.step()),
-        ),
-        (
-            "raftrain_pserver_elements",
-            "Parameter elements this shard holds.",
-            shard.as_ref().map_or(0, |shard| shard.element_count()),
-        ),
-        (
-            "raftrain_pserver_checkpoint_step",
-            "The step of the newest recorded checkpoint.",
-            recorded_step.load(Ordering::SeqCst),
-        ),
-    ];
-    let mut text = String::new();
-    for (name, help, value) in gauges {
-        text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
-    }
+    metrics::gauge!("raftrain_pserver_info", "slot" => held.index().to_string(), "generation" => held.generation().to_string()).set(1.0);
+    metrics::gauge!("raftrain_pserver_lease_held")
+        .set(f64::from(u8::from(held.check(Instant::now()).is_ok())));
+    metrics::gauge!("raftrain_pserver_ready").set(f64::from(u8::from(shard.is_some())));
+    metrics::gauge!("raftrain_pserver_step")
+        .set(shard.as_ref().map_or(0.0, |shard| shard.step() as f64));
+    metrics::gauge!("raftrain_pserver_elements")
+        .set(shard.as_ref().map_or(0.0, |shard| shard.element_count() as f64));
+    metrics::gauge!("raftrain_pserver_checkpoint_step")
+        .set(recorded_step.load(Ordering::SeqCst) as f64);
     let refused = shard.as_ref().map_or(0, |shard| shard.nonfinite_refused());
-    let name = "raftrain_pserver_nonfinite_pushes_refused_total";
-    text.push_str(&format!("# HELP {name} Pushes refused for NaN or infinite gradients.\n# TYPE {name} counter\n{name} {refused}\n"));
-    text
+    metrics::counter!("raftrain_pserver_nonfinite_pushes_refused_total").absolute(refused);
+    consensus::telemetry::render()
 }

@@ -37,6 +37,9 @@ pub async fn run(
     let addr = advertised(&config, &listener)?;
     // Bound before anything is claimed, so a bad address fails with nothing to undo.
     let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
+    if metrics_listener.is_some() {
+        consensus::telemetry::install();
+    }
     let dir = CheckpointDir::open(&absolute(&config.checkpoint_dir)?)
         .with_context(|| format!("open --checkpoint-dir {}", config.checkpoint_dir.display()))?;
     let master = Arc::new(MasterClient::new(&config.masters, ClientOptions::default())?);

@@ -80,6 +80,7 @@ impl PServerService for PServerRpc {
         let request = request.into_inner();
         self.admit(request.fence)?;
         let shard = self.cell.ready()?;
+        let bytes: usize = request.blocks.iter().map(|block| block.values.len()).sum();
         // The optimizer runs on a blocking thread: a large push must not stall the reactor.
         let step =
             tokio::task::spawn_blocking(move || shard.push(&blocks_from_proto(&request.blocks)))
@@ -87,6 +88,7 @@ impl PServerService for PServerRpc {
                 .map_err(|error| {
                     Status::internal(format!("applying the push panicked: {error}"))
                 })??;
+        metrics::counter!("raftrain_pserver_bytes_pushed_total").increment(bytes as u64);
         Ok(Response::new(pb::PushGradsReply { step }))
     }
 
@@ -109,6 +111,7 @@ impl PServerService for PServerRpc {
             )));
         }
         let copies = shard.pull_with(&ids, f32_bytes::encode)?;
+        metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
         let blocks = copies
             .into_iter()
             .map(|(id, encoded)| pb::Block {

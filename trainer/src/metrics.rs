@@ -22,51 +22,18 @@ impl TrainerMetrics {
         self.eval_accuracy_bits.store(accuracy.to_bits(), Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition.
+    /// The Prometheus text: the gauges set from this trainer's counters, then everything
+    /// recorded (`raftrain_trainer_task_seconds` comes from the task loop).
     pub fn render(&self) -> String {
         let load = |value: &AtomicU64| value.load(Ordering::Relaxed);
-        let rows = [
-            (
-                "raftrain_trainer_examples_total",
-                "counter",
-                "Examples trained on.",
-                load(&self.examples) as f64,
-            ),
-            (
-                "raftrain_trainer_tasks_done_total",
-                "counter",
-                "Tasks trained and reported finished.",
-                load(&self.tasks_done) as f64,
-            ),
-            (
-                "raftrain_trainer_tasks_failed_total",
-                "counter",
-                "Tasks reported failed for bad data.",
-                load(&self.tasks_failed) as f64,
-            ),
-            (
-                "raftrain_trainer_pass",
-                "gauge",
-                "The pass this trainer works on.",
-                load(&self.pass) as f64,
-            ),
-            (
-                "raftrain_trainer_eval_loss",
-                "gauge",
-                "The latest evaluation's loss.",
-                f64::from_bits(load(&self.eval_loss_bits)),
-            ),
-            (
-                "raftrain_trainer_eval_accuracy",
-                "gauge",
-                "The latest evaluation's accuracy.",
-                f64::from_bits(load(&self.eval_accuracy_bits)),
-            ),
-        ];
-        let mut text = String::new();
-        for (name, kind, help, value) in rows {
-            text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"));
-        }
-        text
+        metrics::counter!("raftrain_trainer_examples_total").absolute(load(&self.examples));
+        metrics::counter!("raftrain_trainer_tasks_done_total").absolute(load(&self.tasks_done));
+        metrics::counter!("raftrain_trainer_tasks_failed_total").absolute(load(&self.tasks_failed));
+        metrics::gauge!("raftrain_trainer_pass").set(load(&self.pass) as f64);
+        metrics::gauge!("raftrain_trainer_eval_loss")
+            .set(f64::from_bits(load(&self.eval_loss_bits)));
+        metrics::gauge!("raftrain_trainer_eval_accuracy")
+            .set(f64::from_bits(load(&self.eval_accuracy_bits)));
+        consensus::telemetry::render()
     }
 }

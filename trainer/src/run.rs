@@ -46,6 +46,9 @@ pub async fn run(
     config.validate()?;
     // Bound before anything is registered, so a bad address fails with nothing to undo.
     let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
+    if metrics_listener.is_some() {
+        consensus::telemetry::install();
+    }
     let features = match config.features {
         Some(features) => features,
         None => infer_features(&config.dataset).await?,
@@ -108,6 +111,8 @@ async fn train(
                 let started = std::time::Instant::now();
                 work_on(&master, &mut stepper, &task, &mut progress).await?;
                 progress.task_time(started.elapsed());
+                metrics::histogram!("raftrain_trainer_task_seconds")
+                    .record(started.elapsed().as_secs_f64());
             }
             TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
                 if current > pass {

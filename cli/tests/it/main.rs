@@ -2,6 +2,7 @@
 
 mod bench_consensus;
 mod command;
+mod dashboard;
 mod data_root;
 mod demo;
 mod help;

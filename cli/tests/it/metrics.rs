@@ -52,8 +52,16 @@ async fn metrics_endpoint_serves_raft_and_job_gauges() {
     assert!(response.contains("# TYPE raftrain_raft_term gauge"), "{response}");
     assert_eq!(sample(&response, "raftrain_raft_is_leader"), 1.0);
     assert!(sample(&response, "raftrain_raft_term") >= 1.0);
-    assert_eq!(sample(&response, "raftrain_master_tasks"), 5.0);
-    assert_eq!(sample(&response, "raftrain_master_tasks_todo"), 5.0);
+    assert_eq!(sample(&response, "raftrain_master_dataset_tasks"), 5.0);
+    assert_eq!(sample(&response, "raftrain_master_tasks{state=\"todo\"}"), 5.0);
+    assert_eq!(sample(&response, "raftrain_raft_info{node_id=\"1\"}"), 1.0);
+    assert!(response.contains("raftrain_build_info{version="), "{response}");
+    assert!(
+        response.contains("raftrain_rpc_seconds_bucket{method=\"ReportDataset\""),
+        "{response}"
+    );
+    assert!(sample(&response, "raftrain_raft_fsync_seconds_count") >= 1.0, "{response}");
+    assert!(sample(&response, "raftrain_raft_proposals_committed_total") >= 1.0, "{response}");
     assert_eq!(sample(&response, "raftrain_master_passes"), 2.0);
     assert_eq!(sample(&response, "raftrain_master_job_finished"), 0.0);
 

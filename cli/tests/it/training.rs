@@ -254,10 +254,15 @@ async fn csv_from_outside_converts_and_trains() {
 async fn a_diverging_model_does_not_stop_the_job() {
     let dir = tempfile::tempdir().expect("temp");
     let (train, _) = synth(dir.path(), "linear", "2000", "0.1");
-    let args = ["--dataset", &train, "--model", "linear", "--passes", "2", "--learning-rate", "1000"];
+    let args =
+        ["--dataset", &train, "--model", "linear", "--passes", "2", "--learning-rate", "1000"];
     let mut job = TrainingJob::start(1, 1, dir.path(), &args);
     job.spawn_trainer();
     job.wait_trainers(Duration::from_secs(120));
-    assert!(job.logs().contains("holds NaN or an infinity"), "the model did diverge\n{}", job.logs());
+    assert!(
+        job.logs().contains("holds NaN or an infinity"),
+        "the model did diverge\n{}",
+        job.logs()
+    );
     assert!(job.masters.status().await.job_finished);
 }

@@ -157,6 +157,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         };
         let reply = match response {
             Response::Task(assignment) => {
+                metrics::counter!("raftrain_master_tasks_dispatched_total").increment(1);
                 let chunks = self.node.read(|state| state.state().task_chunks(assignment.task));
                 reply(Outcome::Task, Some(task(&assignment, &chunks)), assignment.pass)
             }
@@ -178,7 +179,11 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
         let command = Command::TaskFinished { task: request.task_id, epoch: request.epoch };
-        task_report("TaskFinished", self.propose(Some(client), command).await?)
+        let reply = task_report("TaskFinished", self.propose(Some(client), command).await?)?;
+        if reply.get_ref().accepted {
+            metrics::counter!("raftrain_master_tasks_finished_total").increment(1);
+        }
+        Ok(reply)
     }
 
     async fn task_failed(
@@ -194,7 +199,11 @@ impl pb::master_service_server::MasterService for MasterRpc {
             epoch: request.epoch,
             reason: crate::state::truncate_reason(&request.reason, FAILURE_REASON_BYTES_MAX),
         };
-        task_report("TaskFailed", self.propose(Some(client), command).await?)
+        let reply = task_report("TaskFailed", self.propose(Some(client), command).await?)?;
+        if reply.get_ref().accepted {
+            metrics::counter!("raftrain_master_tasks_failed_total").increment(1);
+        }
+        Ok(reply)
     }
 
     async fn claim_p_server_slot(
