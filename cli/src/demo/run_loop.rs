@@ -151,11 +151,13 @@ async fn summary(
 ) -> anyhow::Result<()> {
     let status = master.status().await.context("read the final status")?;
     anyhow::ensure!(status.job_finished, "the trainers exited but the job is not finished");
+    let per_pass = status.done + status.failed;
+    let retried = status.dispatched.saturating_sub(per_pass * u64::from(status.passes));
     println!(
-        "\njob finished in {:.1} s: {} passes of {} tasks, {} failed",
+        "\njob finished in {:.1} s: {} passes of {per_pass} tasks; {} dispatched, {retried} of them retries (timed out, failed or a killed trainer's); {} failed",
         started.elapsed().as_secs_f64(),
         status.passes,
-        status.done + status.failed,
+        status.dispatched,
         status.failed
     );
     match (status.eval.as_ref(), baseline) {

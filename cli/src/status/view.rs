@@ -100,6 +100,7 @@ pub(crate) fn to_json(reply: &StatusReply) -> Value {
         "pservers": pservers,
         "eval": eval,
         "job_finished": reply.job_finished,
+        "dispatched": reply.dispatched,
     })
 }
 

@@ -50,5 +50,6 @@ pub(crate) fn status_reply(
         pservers,
         eval,
         job_finished: view.job_finished,
+        dispatched: view.dispatched_count,
     }
 }

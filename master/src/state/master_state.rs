@@ -354,6 +354,7 @@ impl MasterState {
             pending_count: 0,
             done_count: 0,
             failed_count: 0,
+            dispatched_count: 0,
             failed_tasks: Vec::new(),
             trainers: self.trainers(),
             pservers_desired: self.pservers.desired,
@@ -370,6 +371,7 @@ impl MasterState {
         status.todo_count = count(queue.todo.len());
         status.pending_count = count(queue.pending.len());
         status.done_count = count(queue.done.len());
+        status.dispatched_count = queue.tasks.iter().map(|task| task.epoch).sum();
         status.failed_count = count(queue.failed.len());
         status.failed_tasks = queue
             .failed

@@ -18,6 +18,9 @@ pub struct StatusView {
     pub pending_count: u64,
     pub done_count: u64,
     pub failed_count: u64,
+    /// Tasks handed out over the whole job, retries included (the sum of every task's epoch):
+    /// beyond one per task per pass, each is a retry (a timeout, a failure, a lost trainer).
+    pub dispatched_count: u64,
     /// Failed tasks with why they failed, in id order: at most `FAILED_TASKS_SHOWN_MAX`.
     pub failed_tasks: Vec<FailedTaskView>,
     pub trainers: Vec<TrainerView>,

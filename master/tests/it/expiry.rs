@@ -116,3 +116,19 @@ fn has_expired_tracks_the_earliest_deadline() {
     // Nothing pending: nothing to expire, whatever the time.
     assert!(!failing.has_expired(u64::MAX));
 }
+
+/// Status counts every dispatch over the job: a task taken back and handed out again counts
+/// twice (the retry the demo reports).
+#[test]
+fn status_counts_dispatches_with_retries() {
+    let steps = script(
+        setup(1, 1, policy()),
+        vec![
+            at(0, get(1, 0), task(0, 1, 0, 1000)),
+            at(2000, Command::ExpireTasks, expired(&[0], &[])),
+            at(2002, get(1, 0), task(0, 2, 0, 3002)),
+        ],
+    );
+    let state = run("a retried task", &steps);
+    assert_eq!(state.status().dispatched_count, 2);
+}
