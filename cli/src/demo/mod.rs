@@ -42,9 +42,6 @@ const FEATURES: u32 = 10;
 const CLASSES: u32 = 3;
 const NOISE: &str = "2.5";
 const SEED: &str = "7";
-/// `recordio synth`'s 16 KiB chunks of 10-feature examples hold about this many: the progress
-/// line's examples/s counts tasks times this.
-const EXAMPLES_PER_TASK_ESTIMATE: f64 = 330.0;
 
 pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let work = tempfile::Builder::new()

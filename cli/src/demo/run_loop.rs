@@ -45,7 +45,11 @@ pub async fn run(
         let Ok(status) = master.status().await else { continue };
         let Some(progress) = Progress::of(&status, job.passes) else { continue };
         let display = display.get_or_insert_with(|| {
-            Display::new(job.passes, progress.per_pass, progress.examples_per_task(&status))
+            Display::new(
+                job.passes,
+                progress.per_pass,
+                args.examples as f64 / progress.per_pass as f64,
+            )
         });
         display.update(&status, progress.finished);
         let term = status.cluster.as_ref().map_or(0, |cluster| cluster.term);
@@ -86,10 +90,6 @@ impl Progress {
             u64::from(status.pass) * per_pass + status.done + status.failed
         };
         Some(Self { per_pass, total, finished })
-    }
-
-    fn examples_per_task(&self, _status: &StatusReply) -> f64 {
-        super::EXAMPLES_PER_TASK_ESTIMATE
     }
 }
 

@@ -66,12 +66,12 @@ pub(crate) fn to_json(reply: &StatusReply) -> Value {
     let trainers: Vec<Value> = reply
         .trainers
         .iter()
-        .map(|trainer| json!({"id": trainer.id, "name": trainer.name}))
+        .map(|trainer| json!({"id": trainer.id, "name": trainer.name, "last_heartbeat_ms_ago": trainer.last_heartbeat_ms_ago}))
         .collect();
     let pservers: Vec<Value> = reply
         .pservers
         .iter()
-        .map(|pserver| json!({"index": pserver.index, "addr": pserver.addr, "generation": pserver.generation}))
+        .map(|pserver| json!({"index": pserver.index, "addr": pserver.addr, "generation": pserver.generation, "checkpoint_step": pserver.checkpoint_step, "checkpoint_created_ms": pserver.checkpoint_step.map(|_| pserver.checkpoint_created_ms)}))
         .collect();
     let failed_tasks: Vec<Value> = reply
         .failed_tasks
@@ -165,12 +165,20 @@ fn to_text(reply: &StatusReply, members: &[Value]) -> String {
     }
     out += &format!("trainers: {}\n", reply.trainers.len());
     for trainer in &reply.trainers {
-        out += &format!("  trainer {} {}\n", trainer.id, trainer.name);
+        let heard = trainer.last_heartbeat_ms_ago.map_or_else(
+            || "not heard since the leader took over".to_string(),
+            |ago| format!("heard {ago} ms ago"),
+        );
+        out += &format!("  trainer {} {}: {heard}\n", trainer.id, trainer.name);
     }
     out += &format!("pservers: {} of {}\n", reply.pservers.len(), reply.pservers_desired);
     for pserver in &reply.pservers {
+        let checkpoint = pserver.checkpoint_step.map_or_else(
+            || "no checkpoint yet".to_string(),
+            |step| format!("checkpoint at step {step}"),
+        );
         out += &format!(
-            "  pserver {} {} (generation {})\n",
+            "  pserver {} {} (generation {}): {checkpoint}\n",
             pserver.index, pserver.addr, pserver.generation
         );
     }

@@ -56,6 +56,7 @@ async fn metrics_endpoint_serves_raft_and_job_gauges() {
     assert_eq!(sample(&response, "raftrain_master_tasks{state=\"todo\"}"), 5.0);
     assert_eq!(sample(&response, "raftrain_raft_info{node_id=\"1\"}"), 1.0);
     assert!(response.contains("raftrain_build_info{version="), "{response}");
+    assert!(response.contains("# HELP raftrain_master_tasks Tasks by queue state"), "{response}");
     assert!(
         response.contains("raftrain_rpc_seconds_bucket{method=\"ReportDataset\""),
         "{response}"

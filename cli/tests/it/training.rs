@@ -105,6 +105,31 @@ async fn softmax_on_blobs_trains_as_well_as_one_process() {
         recorded.accuracy,
         job.logs()
     );
+    // The pservers checkpoint every second: status shows each slot's newest record.
+    let masters = job.masters.addrs.join(",");
+    let checkpointed = |json: &serde_json::Value| {
+        let pservers = json["pservers"].as_array().cloned().unwrap_or_default();
+        pservers.len() == 2
+            && pservers
+                .iter()
+                .all(|pserver| pserver["checkpoint_step"].as_u64().is_some_and(|step| step > 0))
+    };
+    let mut json = serde_json::Value::Null;
+    for _ in 0..50 {
+        json =
+            serde_json::from_str(&raftrain_ok(&["status", "--masters", &masters, "--json"], b""))
+                .expect("json");
+        if checkpointed(&json) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(checkpointed(&json), "{json}");
+    assert!(
+        json["dispatched"].as_u64() >= Some(8 * 3),
+        "every task of every pass was dispatched: {json}"
+    );
+    assert!(json["trainers"][0]["last_heartbeat_ms_ago"].as_u64().is_some(), "{json}");
     let saved = saved_accuracy(&job, 0, &eval);
     assert!(
         (saved - f64::from(recorded.accuracy)).abs() < 1e-4,

@@ -37,6 +37,18 @@ impl LeaderDuties {
         self.trainer_lease.as_millis() as u64
     }
 
+    /// How long ago this leader last renewed `trainer`'s lease (its last heartbeat, or the
+    /// grant at the start of this term).
+    pub(crate) fn trainer_heard_ago(
+        &self,
+        trainer: u64,
+        now: Instant,
+    ) -> Option<std::time::Duration> {
+        lock(&self.trainers)
+            .granted_at(trainer)
+            .map(|granted| now.saturating_duration_since(granted))
+    }
+
     pub(crate) fn pserver_lease_ms(&self) -> u64 {
         self.pserver_lease.as_millis() as u64
     }

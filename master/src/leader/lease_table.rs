@@ -33,6 +33,11 @@ impl<K: Ord + Copy> LeaseTable<K> {
     }
 
     /// Grants or renews a holder's lease (callers check that the state knows the holder).
+    /// When `key`'s lease was last granted or renewed, if it holds one.
+    pub(crate) fn granted_at(&self, key: K) -> Option<Instant> {
+        self.expires_at.get(&key).map(|expires| *expires - self.lease)
+    }
+
     pub(crate) fn grant(&mut self, key: K, now: Instant) {
         self.expires_at.insert(key, now + self.lease);
     }

@@ -315,7 +315,11 @@ impl pb::master_service_server::MasterService for MasterRpc {
     async fn status(&self, _request: tonic::Request<pb::StatusRequest>) -> Reply<pb::StatusReply> {
         self.linearizable().await?;
         let cluster = consensus::cluster_info_reply(&self.node.cluster_info());
-        let reply = self.node.read(|state| super::status_view::status_reply(state, cluster));
+        let now = tokio::time::Instant::now();
+        let heard_ago =
+            |trainer| self.duties.trainer_heard_ago(trainer, now).map(|ago| ago.as_millis() as u64);
+        let reply =
+            self.node.read(|state| super::status_view::status_reply(state, cluster, heard_ago));
         Ok(tonic::Response::new(reply))
     }
 }

@@ -3,9 +3,11 @@
 use crate::replicated_state::ReplicatedState;
 use proto::master as pb;
 
+/// `heard_ago` gives how long ago the leader last heard a trainer, in milliseconds.
 pub(crate) fn status_reply(
     state: &ReplicatedState,
     cluster: proto::raft::ClusterInfoReply,
+    heard_ago: impl Fn(u64) -> Option<u64>,
 ) -> pb::StatusReply {
     let view = state.status();
     let failed_tasks = view
@@ -16,7 +18,11 @@ pub(crate) fn status_reply(
     let trainers = view
         .trainers
         .iter()
-        .map(|trainer| pb::Trainer { id: trainer.trainer, name: trainer.name.clone() })
+        .map(|trainer| pb::Trainer {
+            id: trainer.trainer,
+            name: trainer.name.clone(),
+            last_heartbeat_ms_ago: heard_ago(trainer.trainer),
+        })
         .collect();
     let pservers = view
         .pservers
@@ -27,6 +33,8 @@ pub(crate) fn status_reply(
                 index: slot.index,
                 addr: holder.addr,
                 generation: holder.generation,
+                checkpoint_step: slot.checkpoint.as_ref().map(|meta| meta.step),
+                checkpoint_created_ms: slot.checkpoint.as_ref().map_or(0, |meta| meta.created_ms),
             })
         })
         .collect();

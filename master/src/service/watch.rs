@@ -23,6 +23,8 @@ pub(crate) fn pserver_table(state: &ReplicatedState) -> pb::ListPServersReply {
             index,
             addr: holder.addr,
             generation: holder.generation,
+            // The table follows holders; checkpoints are in Status.
+            ..pb::PServer::default()
         })
         .collect();
     pb::ListPServersReply { desired, pservers }
