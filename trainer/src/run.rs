@@ -59,12 +59,25 @@ pub async fn run(
     let session =
         Session::register(master.clone(), name).await.context("register with the master")?;
     let (stop, stopped) = watch::channel(false);
-    let heartbeats = tokio::spawn(session.clone().keep_alive(stopped.clone()));
     let progress = Progress::default();
+    let heartbeats =
+        tokio::spawn(session.clone().keep_alive(progress.metrics.clone(), stopped.clone()));
     let metrics =
         metrics_listener.map(|listener| serve_metrics(listener, progress.metrics.clone(), stopped));
-    let trained = train(&config, model, master, session, progress, shutdown).await;
+    let counters = progress.metrics.clone();
+    // Every line the loop logs carries the trainer's id (and, within a task, the task's).
+    let span = tracing::info_span!("trainer", trainer = session.id());
+    let trained = tracing::Instrument::instrument(
+        train(&config, model, master.clone(), session.clone(), progress, shutdown),
+        span,
+    )
+    .await;
     let _ = stop.send(true);
+    // A last heartbeat, so status shows this trainer's final count.
+    let tasks_done = counters.tasks_done.load(std::sync::atomic::Ordering::Relaxed);
+    if let Err(error) = master.heartbeat(session.id(), tasks_done).await {
+        tracing::debug!(%error, "the last heartbeat was not answered");
+    }
     heartbeats.await.context("the heartbeat loop panicked")?;
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics server panicked")?;
@@ -139,6 +152,7 @@ async fn train(
 }
 
 /// Trains on one task and reports it; a task whose data is bad is reported failed.
+#[tracing::instrument(level = "info", name = "task", skip_all, fields(task = task.id, epoch = task.epoch, pass = task.pass))]
 async fn work_on(
     master: &MasterClient,
     stepper: &mut Stepper,

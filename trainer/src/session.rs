@@ -9,6 +9,8 @@ use std::time::Duration;
 use master::client::{ClientError, MasterClient};
 use tokio::sync::watch;
 
+use crate::metrics::TrainerMetrics;
+
 /// Heartbeats per lease.
 const HEARTBEATS_PER_LEASE: u32 = 3;
 
@@ -47,15 +49,20 @@ impl Session {
         Ok(registration.trainer_id)
     }
 
-    /// Heartbeats until `stop` turns true.
-    pub async fn keep_alive(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+    /// Heartbeats until `stop` turns true, each saying how many tasks `metrics` has counted.
+    pub async fn keep_alive(
+        self: Arc<Self>,
+        metrics: Arc<TrainerMetrics>,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let interval = (self.lease / HEARTBEATS_PER_LEASE).max(Duration::from_millis(10));
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
                 _ = stop.wait_for(|stop| *stop) => return,
             }
-            match self.master.heartbeat(self.id()).await {
+            let tasks_done = metrics.tasks_done.load(std::sync::atomic::Ordering::Relaxed);
+            match self.master.heartbeat(self.id(), tasks_done).await {
                 Ok(true) => {}
                 Ok(false) | Err(ClientError::UnknownTrainer { .. }) => {
                     if let Err(error) = self.renew().await {

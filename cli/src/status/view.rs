@@ -66,7 +66,7 @@ pub(crate) fn to_json(reply: &StatusReply) -> Value {
     let trainers: Vec<Value> = reply
         .trainers
         .iter()
-        .map(|trainer| json!({"id": trainer.id, "name": trainer.name, "last_heartbeat_ms_ago": trainer.last_heartbeat_ms_ago}))
+        .map(|trainer| json!({"id": trainer.id, "name": trainer.name, "last_heartbeat_ms_ago": trainer.last_heartbeat_ms_ago, "tasks_done": trainer.tasks_done}))
         .collect();
     let pservers: Vec<Value> = reply
         .pservers
@@ -169,7 +169,9 @@ fn to_text(reply: &StatusReply, members: &[Value]) -> String {
             || "not heard since the leader took over".to_string(),
             |ago| format!("heard {ago} ms ago"),
         );
-        out += &format!("  trainer {} {}: {heard}\n", trainer.id, trainer.name);
+        let done =
+            trainer.tasks_done.map_or_else(String::new, |done| format!(", {done} tasks done"));
+        out += &format!("  trainer {} {}: {heard}{done}\n", trainer.id, trainer.name);
     }
     out += &format!("pservers: {} of {}\n", reply.pservers.len(), reply.pservers_desired);
     for pserver in &reply.pservers {

@@ -209,7 +209,7 @@ async fn the_typed_client_covers_every_call() {
     let client = group.client();
     let dataset = write_dataset(group.dir.path(), 3);
     let trainer = client.register_trainer("typed").await.expect("register").trainer_id;
-    assert!(client.heartbeat(trainer).await.expect("heartbeat"));
+    assert!(client.heartbeat(trainer, 0).await.expect("heartbeat"));
     let sizes = client.report_dataset("job", &[dataset], 1).await.expect("report");
     assert_eq!((sizes.task_count, sizes.chunk_count), (3, 3));
     let TaskOutcome::Task(task) = client.get_task(trainer, 0).await.expect("get") else {

@@ -130,6 +130,13 @@ async fn softmax_on_blobs_trains_as_well_as_one_process() {
         "every task of every pass was dispatched: {json}"
     );
     assert!(json["trainers"][0]["last_heartbeat_ms_ago"].as_u64().is_some(), "{json}");
+    let reported: u64 = json["trainers"]
+        .as_array()
+        .expect("trainers")
+        .iter()
+        .filter_map(|trainer| trainer["tasks_done"].as_u64())
+        .sum();
+    assert!(reported > 0, "trainers report their finished tasks in heartbeats: {json}");
     let saved = saved_accuracy(&job, 0, &eval);
     assert!(
         (saved - f64::from(recorded.accuracy)).abs() < 1e-4,

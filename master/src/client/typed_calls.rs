@@ -33,12 +33,15 @@ impl MasterClient {
         Ok(TrainerRegistration { trainer_id: reply.trainer_id, lease_ms: reply.lease_ms })
     }
 
-    /// Renews the trainer's lease; `false` when the master no longer knows it.
-    pub async fn heartbeat(&self, trainer_id: u64) -> Result<bool, ClientError> {
+    /// Renews the trainer's lease and says how many tasks it finished since it registered
+    /// (shown by status); `false` when the master no longer knows it.
+    pub async fn heartbeat(&self, trainer_id: u64, tasks_done: u64) -> Result<bool, ClientError> {
         let timeout = self.rpc_timeout();
         let reply = self
             .call("Heartbeat", |mut service| async move {
-                service.heartbeat(timed(pb::HeartbeatRequest { trainer_id }, timeout)).await
+                service
+                    .heartbeat(timed(pb::HeartbeatRequest { trainer_id, tasks_done }, timeout))
+                    .await
             })
             .await?;
         Ok(reply.known)

@@ -20,6 +20,8 @@ pub(crate) struct LeaderDuties {
     /// when the term changes (even if this node leads again, and even between two ticks),
     /// everyone gets a fresh lease before anyone is judged.
     lease_term: Mutex<Option<u64>>,
+    /// Tasks each trainer says it finished (from its heartbeats; soft state for status).
+    progress: Mutex<std::collections::BTreeMap<u64, u64>>,
 }
 
 impl LeaderDuties {
@@ -30,6 +32,7 @@ impl LeaderDuties {
             trainers: Mutex::new(LeaseTable::new(trainer_lease)),
             pservers: Mutex::new(LeaseTable::new(pserver_lease)),
             lease_term: Mutex::new(None),
+            progress: Mutex::new(std::collections::BTreeMap::new()),
         }
     }
 
@@ -57,6 +60,16 @@ impl LeaderDuties {
         lock(&self.trainers).grant(trainer, Instant::now());
     }
 
+    /// What `trainer`'s heartbeat said of its progress (soft state, like its lease).
+    pub(crate) fn trainer_progress(&self, trainer: u64, tasks_done: u64) {
+        lock(&self.progress).insert(trainer, tasks_done);
+    }
+
+    /// Tasks `trainer` said it finished, as its latest heartbeat to this leader said.
+    pub(crate) fn trainer_tasks_done(&self, trainer: u64) -> Option<u64> {
+        lock(&self.progress).get(&trainer).copied()
+    }
+
     pub(crate) fn pserver_alive(&self, index: u32) {
         lock(&self.pservers).grant(index, Instant::now());
     }
@@ -74,6 +87,7 @@ impl LeaderDuties {
         if *lease_term != Some(term) {
             lock(&self.trainers).clear();
             lock(&self.pservers).clear();
+            lock(&self.progress).clear();
             *lease_term = Some(term);
         }
     }

@@ -9,6 +9,7 @@ use super::dataset_report::{
 };
 use super::proposer::Proposer;
 use super::status_mapping::{not_leader, unexpected, write_error};
+use super::status_view::TrainerSoftState;
 use crate::dataset_scan::{DataRoot, ScanLimits};
 use crate::leader::LeaderDuties;
 use crate::replicated_state::ReplicatedState;
@@ -130,11 +131,13 @@ impl pb::master_service_server::MasterService for MasterRpc {
         &self,
         request: tonic::Request<pb::HeartbeatRequest>,
     ) -> Reply<pb::HeartbeatReply> {
-        let trainer = request.into_inner().trainer_id;
+        let request = request.into_inner();
+        let trainer = request.trainer_id;
         self.confirmed_leader().await?;
         let known = self.node.read(|state| state.knows_trainer(trainer));
         if known {
             self.duties.trainer_alive(trainer);
+            self.duties.trainer_progress(trainer, request.tasks_done);
         }
         Ok(tonic::Response::new(pb::HeartbeatReply { known }))
     }
@@ -316,10 +319,14 @@ impl pb::master_service_server::MasterService for MasterRpc {
         self.linearizable().await?;
         let cluster = consensus::cluster_info_reply(&self.node.cluster_info());
         let now = tokio::time::Instant::now();
-        let heard_ago =
-            |trainer| self.duties.trainer_heard_ago(trainer, now).map(|ago| ago.as_millis() as u64);
-        let reply =
-            self.node.read(|state| super::status_view::status_reply(state, cluster, heard_ago));
+        let soft = |trainer| TrainerSoftState {
+            last_heartbeat_ms_ago: self
+                .duties
+                .trainer_heard_ago(trainer, now)
+                .map(|ago| ago.as_millis() as u64),
+            tasks_done: self.duties.trainer_tasks_done(trainer),
+        };
+        let reply = self.node.read(|state| super::status_view::status_reply(state, cluster, soft));
         Ok(tonic::Response::new(reply))
     }
 }

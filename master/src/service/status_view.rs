@@ -3,11 +3,18 @@
 use crate::replicated_state::ReplicatedState;
 use proto::master as pb;
 
-/// `heard_ago` gives how long ago the leader last heard a trainer, in milliseconds.
+/// What the leader knows of a trainer beyond the replicated state (its lease table and the
+/// progress its heartbeats report).
+pub(crate) struct TrainerSoftState {
+    pub last_heartbeat_ms_ago: Option<u64>,
+    pub tasks_done: Option<u64>,
+}
+
+/// `soft` gives the leader's soft state of each trainer.
 pub(crate) fn status_reply(
     state: &ReplicatedState,
     cluster: proto::raft::ClusterInfoReply,
-    heard_ago: impl Fn(u64) -> Option<u64>,
+    soft: impl Fn(u64) -> TrainerSoftState,
 ) -> pb::StatusReply {
     let view = state.status();
     let failed_tasks = view
@@ -18,10 +25,14 @@ pub(crate) fn status_reply(
     let trainers = view
         .trainers
         .iter()
-        .map(|trainer| pb::Trainer {
-            id: trainer.trainer,
-            name: trainer.name.clone(),
-            last_heartbeat_ms_ago: heard_ago(trainer.trainer),
+        .map(|trainer| {
+            let soft = soft(trainer.trainer);
+            pb::Trainer {
+                id: trainer.trainer,
+                name: trainer.name.clone(),
+                last_heartbeat_ms_ago: soft.last_heartbeat_ms_ago,
+                tasks_done: soft.tasks_done,
+            }
         })
         .collect();
     let pservers = view
