@@ -4,6 +4,7 @@
 
 mod batches;
 mod error;
+mod init;
 mod pserver_client;
 mod routes;
 

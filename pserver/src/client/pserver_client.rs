@@ -16,12 +16,11 @@ use tonic::{Code, Status};
 use super::batches::{blocks_by_slot, empty_tensors, ids_by_slot, place};
 use super::error::PServerClientError;
 use super::routes::{Route, Routes};
-use crate::conversions::{layout_from_proto, layout_to_proto};
 use crate::layout::JobLayout;
 use crate::status_mapping::refusal_of;
 
 /// Between attempts on a slot that is not served right now.
-const RETRY_MS: u64 = 200;
+pub(super) const RETRY_MS: u64 = 200;
 
 #[derive(Clone, Debug)]
 pub struct PServerClientOptions {
@@ -46,21 +45,21 @@ impl Default for PServerClientOptions {
 /// A trainer's view of the job's pservers. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct PServerClient {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    routes: Routes,
-    initializer: u64,
-    options: PServerClientOptions,
+pub(super) struct Inner {
+    pub(super) routes: Routes,
+    pub(super) initializer: u64,
+    pub(super) options: PServerClientOptions,
     /// Per slot, the newest values this client saw of its blocks (its init values, then each
     /// pull), as received payloads (no copy): what an empty replacement is initialized from.
-    cache: Mutex<BTreeMap<u32, Vec<Vec<pb::Block>>>>,
+    pub(super) cache: Mutex<BTreeMap<u32, Vec<Vec<pb::Block>>>>,
 }
 
 /// What went wrong with one attempt, for the retry loop.
-enum Failure {
+pub(super) enum Failure {
     Retry(String),
     NotInitialized,
     Fatal(PServerClientError),
@@ -262,98 +261,9 @@ impl PServerClient {
         })
     }
 
-    /// Initializes `slot` from the cached model (a replacement that came up empty).
-    async fn reinit_slot(&self, slot: u32, layout: &JobLayout) -> Result<(), PServerClientError> {
-        let batches =
-            self.cache().get(&slot).cloned().ok_or(PServerClientError::NothingToReinit { slot })?;
-        tracing::warn!(slot, "pserver slot came up without a checkpoint; re-initializing it from this trainer's latest values");
-        self.init_slot(slot, layout, batches).await
-    }
-
-    /// Runs the init protocol on one slot until it serves.
-    async fn init_slot(
-        &self,
-        slot: u32,
-        layout: &JobLayout,
-        batches: Vec<Vec<pb::Block>>,
-    ) -> Result<(), PServerClientError> {
-        let started = Instant::now();
-        loop {
-            let reply = self.init_request(slot, layout, Vec::new()).await?;
-            match pb::InitOutcome::try_from(reply.outcome) {
-                Ok(pb::InitOutcome::Accepted) => {
-                    return self.send_init(slot, layout, batches).await
-                }
-                Ok(pb::InitOutcome::Initialized) => {
-                    return check_layout(slot, layout, reply.layout)
-                }
-                Ok(pb::InitOutcome::ByAnother) => check_layout(slot, layout, reply.layout)?,
-                _ => {
-                    return Err(PServerClientError::Refused {
-                        slot,
-                        message: format!("unknown init outcome {}", reply.outcome),
-                    })
-                }
-            }
-            if started.elapsed() >= self.inner.options.init_wait {
-                let waited = self.inner.options.init_wait;
-                return Err(PServerClientError::Unavailable {
-                    slot,
-                    waited,
-                    last_error: "another trainer is still initializing it".into(),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(RETRY_MS)).await;
-        }
-    }
-
-    async fn send_init(
-        &self,
-        slot: u32,
-        layout: &JobLayout,
-        batches: Vec<Vec<pb::Block>>,
-    ) -> Result<(), PServerClientError> {
-        for blocks in batches {
-            let reply = self.init_request(slot, layout, blocks).await?;
-            if reply.outcome != i32::from(pb::InitOutcome::Accepted) {
-                // Taken over (this client was silent too long): the winner finishes it.
-                return Box::pin(self.init_slot(slot, layout, Vec::new())).await;
-            }
-        }
-        let initializer = self.inner.initializer;
-        self.on_slot(slot, true, |mut route| {
-            let request = pb::FinishInitRequest { fence: Some(fence(&route)), initializer };
-            async move { route.client.finish_init(request).await }
-        })
-        .await
-        .map_err(|failure| fatal(slot, failure))?;
-        tracing::info!(slot, "initialized pserver slot");
-        Ok(())
-    }
-
-    async fn init_request(
-        &self,
-        slot: u32,
-        layout: &JobLayout,
-        blocks: Vec<pb::Block>,
-    ) -> Result<pb::InitParamsReply, PServerClientError> {
-        let (initializer, layout) = (self.inner.initializer, layout_to_proto(layout));
-        self.on_slot(slot, true, |mut route| {
-            let request = pb::InitParamsRequest {
-                fence: Some(fence(&route)),
-                initializer,
-                layout: Some(layout.clone()),
-                blocks: blocks.clone(),
-            };
-            async move { route.client.init_params(request).await }
-        })
-        .await
-        .map_err(|failure| fatal(slot, failure))
-    }
-
     /// One request to `slot`'s current holder, retried while the slot is being replaced.
     /// `idempotent` requests are also retried after an answer that never came.
-    async fn on_slot<T, F, Fut>(
+    pub(super) async fn on_slot<T, F, Fut>(
         &self,
         slot: u32,
         idempotent: bool,
@@ -399,12 +309,12 @@ impl PServerClient {
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Vec<Vec<pb::Block>>>> {
+    pub(super) fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Vec<Vec<pb::Block>>>> {
         self.inner.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-fn fence(route: &Route) -> pb::Fence {
+pub(super) fn fence(route: &Route) -> pb::Fence {
     pb::Fence { slot: route.slot, generation: route.generation }
 }
 
@@ -428,7 +338,7 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
     }
 }
 
-fn fatal(slot: u32, failure: Failure) -> PServerClientError {
+pub(super) fn fatal(slot: u32, failure: Failure) -> PServerClientError {
     match failure {
         Failure::Fatal(error) => error,
         Failure::NotInitialized => {
@@ -436,24 +346,6 @@ fn fatal(slot: u32, failure: Failure) -> PServerClientError {
         }
         Failure::Retry(message) => PServerClientError::Refused { slot, message },
     }
-}
-
-/// The pservers' layout must be this client's.
-fn check_layout(
-    slot: u32,
-    ours: &JobLayout,
-    theirs: Option<pb::JobLayout>,
-) -> Result<(), PServerClientError> {
-    let theirs = layout_from_proto(theirs).map_err(|status| PServerClientError::Refused {
-        slot,
-        message: status.message().to_string(),
-    })?;
-    if &theirs != ours {
-        return Err(PServerClientError::LayoutMismatch(format!(
-            "slot {slot} serves {theirs:?}, this trainer has {ours:?}"
-        )));
-    }
-    Ok(())
 }
 
 /// Every tensor must be a parameter of the layout with its element count.

@@ -174,3 +174,25 @@ fn sgd_on_these_gradients_learns() {
     );
     assert!((params["linear.bias"][0] - 1.0).abs() < 0.05, "{:?}", params["linear.bias"]);
 }
+
+#[test]
+fn the_mlp_learns_xor_which_no_linear_model_can() {
+    // Four points, labels x0 XOR x1: a one-layer model cannot exceed 75% accuracy.
+    let inputs = Array2::from_shape_vec((4, 2), vec![0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0])
+        .expect("shape");
+    let batch =
+        Batch { inputs: Inputs::Dense(inputs), labels: Array1::from(vec![0.0, 1.0, 1.0, 0.0]) };
+    let accuracy_after = |kind: ModelKind, steps: usize| {
+        let config = ModelConfig { kind, features: 2, classes: 2, hidden: 8 };
+        let mut params = config.init(7);
+        for _ in 0..steps {
+            let (_, gradient) = config.loss_and_gradient(&params, &batch).expect("gradient");
+            for (name, values) in params.iter_mut() {
+                values.iter_mut().zip(&gradient[name]).for_each(|(value, g)| *value -= 0.5 * g);
+            }
+        }
+        config.evaluate(&params, &batch).expect("eval").accuracy().expect("a classifier")
+    };
+    assert_eq!(accuracy_after(ModelKind::Mlp, 2000), 1.0);
+    assert!(accuracy_after(ModelKind::Softmax, 2000) <= 0.75);
+}
