@@ -12,6 +12,7 @@ use super::cluster::{DemoCluster, Job};
 use super::display::Display;
 use super::faults::{Fault, FaultRecord};
 use super::DemoArgs;
+use trainer::model::Evaluation;
 
 /// Status polls: also the resolution of the recovery times shown.
 const POLL_MS: u64 = 100;
@@ -116,7 +117,7 @@ fn strike(
 }
 
 /// The single-process run's accuracy on the same data, computed while the cluster trains.
-fn baseline(job: &Job<'_>) -> tokio::task::JoinHandle<anyhow::Result<Option<f64>>> {
+fn baseline(job: &Job<'_>) -> tokio::task::JoinHandle<anyhow::Result<Evaluation>> {
     let (train, eval, model, classes, passes) = (
         job.train.to_string(),
         job.eval.to_string(),
@@ -138,13 +139,13 @@ fn baseline(job: &Job<'_>) -> tokio::task::JoinHandle<anyhow::Result<Option<f64>
         };
         let batches = trainer::local::load_batches(&config, &[train], 32)?;
         let run = trainer::local::train_locally(&config, &optimizer, &batches, passes, 1)?;
-        Ok(trainer::evaluation::evaluate_dataset(&config, &run.params, &[eval])?.accuracy())
+        trainer::evaluation::evaluate_dataset(&config, &run.params, &[eval])
     })
 }
 
 async fn summary(
     master: &MasterClient,
-    baseline: Option<f64>,
+    baseline: Evaluation,
     records: &[FaultRecord],
     work: &Path,
     started: Instant,
@@ -160,12 +161,15 @@ async fn summary(
         status.dispatched,
         status.failed
     );
-    match (status.eval.as_ref(), baseline) {
+    match (status.eval.as_ref(), baseline.accuracy()) {
         (Some(eval), Some(local)) => {
             let points = 100.0 * (f64::from(eval.accuracy) - local);
             println!("accuracy {:.4} (loss {:.4}); one process, same model and data: {local:.4} ({points:+.2} points)", eval.accuracy, eval.loss);
         }
-        (Some(eval), None) => println!("loss {:.4} (regression: no accuracy)", eval.loss),
+        (Some(eval), None) => println!(
+            "loss {:.4}; one process, same model and data: {:.4} (regression: no accuracy)",
+            eval.loss, baseline.loss
+        ),
         (None, _) => println!("no evaluation was recorded"),
     }
     for record in records {
