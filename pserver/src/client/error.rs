@@ -13,6 +13,9 @@ pub enum PServerClientError {
         "pserver slot {slot}: no holder answered within {waited:?} (last error: {last_error})"
     )]
     Unavailable { slot: u32, waited: Duration, last_error: String },
+    /// Not every pserver slot of the job was held within the wait.
+    #[error("only {held} of {desired} pserver slots are held after {waited:?}: start the missing pservers (raftrain pserver --num-pservers {desired})")]
+    SlotsNotHeld { held: usize, desired: u32, waited: Duration },
     /// A push that may or may not have been applied (the pserver did not answer in time but
     /// may have applied it). Never retried: a gradient is applied at most once.
     #[error("pserver slot {slot}: the push's outcome is unknown: {message}")]

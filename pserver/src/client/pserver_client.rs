@@ -89,16 +89,8 @@ impl PServerClient {
                 return Ok(table);
             }
             if started.elapsed() >= timeout {
-                let message = format!(
-                    "{} of {} pserver slots held after {timeout:?}",
-                    table.pservers.len(),
-                    table.desired
-                );
-                return Err(PServerClientError::Unavailable {
-                    slot: table.pservers.len() as u32,
-                    waited: timeout,
-                    last_error: message,
-                });
+                let (held, desired) = (table.pservers.len(), table.desired);
+                return Err(PServerClientError::SlotsNotHeld { held, desired, waited: timeout });
             }
             self.inner.routes.changed(Duration::from_millis(RETRY_MS)).await;
         }
