@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::security::Security;
+
 /// Leaders send a heartbeat (an empty AppendEntries) this often. Each AppendEntries RPC also
 /// times out after this long in openraft 0.9, so it must exceed a disk flush plus a round trip.
 pub const HEARTBEAT_MS_DEFAULT: u64 = 150;
@@ -25,7 +27,7 @@ pub const WRITE_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 pub const TIMING_MS_MAX: u64 = 600_000;
 
 /// Everything a consensus node needs to start.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct NodeConfig {
     /// This node's id; must be a key of `peers`.
     pub id: u64,
@@ -47,6 +49,8 @@ pub struct NodeConfig {
     pub max_in_snapshot_log_to_keep: u64,
     /// See [`WRITE_TIMEOUT_MS_DEFAULT`].
     pub write_timeout_ms: u64,
+    /// TLS and token for Raft traffic, both ways; the default is neither.
+    pub security: Security,
 }
 
 /// A configuration that cannot work.
@@ -83,6 +87,7 @@ impl NodeConfig {
             snapshot_logs_since_last: SNAPSHOT_LOGS_SINCE_LAST_DEFAULT,
             max_in_snapshot_log_to_keep: MAX_IN_SNAPSHOT_LOG_TO_KEEP_DEFAULT,
             write_timeout_ms: WRITE_TIMEOUT_MS_DEFAULT,
+            security: Security::default(),
         }
     }
 

@@ -17,6 +17,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::kv::{KvCommand, KvStore};
 use crate::kv_stream::PutStream;
 use crate::network::{endpoint, raft_client, MESSAGE_BYTES_MAX};
+use crate::security::{RpcChannel, Security};
 use crate::{incoming, server_builder, ClusterInfo, ConsensusNode, NodeConfig, WriteError};
 
 /// Metadata key of the leader's address on an `UNAVAILABLE` answer from a follower.
@@ -90,7 +91,7 @@ pub async fn run_node(
     node.bootstrap().await.context("bootstrap the group")?;
     let kv = KvServiceServer::new(KvServer { node: node.clone() })
         .max_decoding_message_size(MESSAGE_BYTES_MAX);
-    server_builder()
+    server_builder(node.security())?
         .add_service(node.raft_service())
         .add_service(kv)
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
@@ -109,8 +110,10 @@ pub struct KvClient {
 impl KvClient {
     /// Connects to the node at `addr` (`host:port`).
     pub async fn connect(addr: &str) -> anyhow::Result<Self> {
-        let channel =
-            endpoint(addr)?.connect().await.with_context(|| format!("connect to {addr}"))?;
+        let channel = endpoint(&Security::default(), addr)?
+            .connect()
+            .await
+            .with_context(|| format!("connect to {addr}"))?;
         let client = KvServiceClient::new(channel).max_decoding_message_size(MESSAGE_BYTES_MAX);
         Ok(Self { client })
     }
@@ -148,11 +151,14 @@ impl KvClient {
 
 /// Asks `addr` who leads, over the Raft service's `ClusterInfo`.
 pub async fn cluster_info(addr: &str) -> anyhow::Result<ClusterInfo> {
-    let channel = endpoint(addr)?
+    let channel = endpoint(&Security::default(), addr)?
         .timeout(Duration::from_millis(RPC_TIMEOUT_MS))
         .connect()
         .await
         .with_context(|| format!("connect to {addr}"))?;
-    let reply = raft_client(channel).cluster_info(ClusterInfoRequest {}).await?.into_inner();
+    let reply = raft_client(RpcChannel::new(channel, None))
+        .cluster_info(ClusterInfoRequest {})
+        .await?
+        .into_inner();
     Ok(ClusterInfo::from(&reply))
 }

@@ -18,9 +18,10 @@ use proto::raft::raft_service_client::RaftServiceClient;
 use proto::raft::RaftRequest;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 
 use crate::codec;
+use crate::security::{RpcChannel, Security, SecurityError};
 use crate::TypeConfig;
 
 /// A gRPC message (request or reply) may be at most this large; snapshot chunks are smaller.
@@ -36,22 +37,25 @@ const CONNECT_TIMEOUT_MS: u64 = 1_000;
 #[derive(Clone, Debug)]
 pub struct Network {
     retry_after: Duration,
+    security: Security,
 }
 
 /// The link to one peer. The tonic channel reconnects by itself after a failure.
 pub struct NetworkConnection {
     target: u64,
     node: BasicNode,
-    client: Option<RaftServiceClient<Channel>>,
+    client: Option<RaftServiceClient<RpcChannel>>,
     retry_after: Duration,
+    security: Security,
 }
 
 impl Network {
     /// After a peer was unreachable, the leader tries it again every `retry_after` (openraft's
     /// default is 500 ms). A restarted replica that hears no leader for an election timeout
     /// campaigns, so the leader must find it again within one heartbeat interval.
-    pub fn new(retry_after: Duration) -> Self {
-        Self { retry_after }
+    /// Every connection uses `security`'s TLS and token.
+    pub fn new(retry_after: Duration, security: Security) -> Self {
+        Self { retry_after, security }
     }
 }
 
@@ -69,14 +73,15 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = NetworkConnection;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> NetworkConnection {
-        let retry_after = self.retry_after;
-        NetworkConnection { target, node: node.clone(), client: None, retry_after }
+        let (retry_after, security) = (self.retry_after, self.security.clone());
+        NetworkConnection { target, node: node.clone(), client: None, retry_after, security }
     }
 }
 
 /// The tonic endpoint every Raft client uses: nodelay, bounded connect, large windows.
-pub fn endpoint(addr: &str) -> Result<Endpoint, tonic::transport::Error> {
-    Ok(Endpoint::from_shared(format!("http://{addr}"))?
+pub fn endpoint(security: &Security, addr: &str) -> Result<Endpoint, SecurityError> {
+    Ok(security
+        .endpoint(addr)?
         .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
         .tcp_nodelay(true)
         .initial_stream_window_size(STREAM_WINDOW_BYTES)
@@ -84,19 +89,20 @@ pub fn endpoint(addr: &str) -> Result<Endpoint, tonic::transport::Error> {
 }
 
 /// A Raft service client with this crate's message limits.
-pub fn raft_client(channel: Channel) -> RaftServiceClient<Channel> {
+pub fn raft_client(channel: RpcChannel) -> RaftServiceClient<RpcChannel> {
     RaftServiceClient::new(channel)
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX)
 }
 
 impl NetworkConnection {
-    fn client(&mut self) -> Result<RaftServiceClient<Channel>, Unreachable> {
+    fn client(&mut self) -> Result<RaftServiceClient<RpcChannel>, Unreachable> {
         if let Some(client) = &self.client {
             return Ok(client.clone());
         }
-        let endpoint = endpoint(&self.node.addr).map_err(|error| Unreachable::new(&error))?;
-        let client = raft_client(endpoint.connect_lazy());
+        let endpoint =
+            endpoint(&self.security, &self.node.addr).map_err(|error| Unreachable::new(&error))?;
+        let client = raft_client(self.security.channel(&endpoint));
         self.client = Some(client.clone());
         Ok(client)
     }

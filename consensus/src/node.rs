@@ -54,7 +54,8 @@ impl<S> Clone for ConsensusNode<S> {
 impl<S: StateMachine> ConsensusNode<S> {
     /// Opens the node's storage and starts Raft over the tonic network. Binds no socket.
     pub async fn open(config: NodeConfig, state_machine: S) -> Result<Self, StartError> {
-        let network = Network::new(Duration::from_millis(config.heartbeat_ms));
+        let network =
+            Network::new(Duration::from_millis(config.heartbeat_ms), config.security.clone());
         Self::open_with_network(config, state_machine, network).await
     }
 
@@ -239,7 +240,12 @@ impl<S: StateMachine> ConsensusNode<S> {
         metrics.state == ServerState::Leader && metrics.current_leader == Some(metrics.id)
     }
 
-    /// The node's id.
+    /// The TLS and token settings its Raft traffic uses, for servers that serve it.
+    pub fn security(&self) -> &crate::security::Security {
+        &self.inner.config.security
+    }
+
+    /// This node's id.
     pub fn id(&self) -> u64 {
         self.inner.config.id
     }

@@ -14,8 +14,10 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::transport::Server;
 use tower::layer::util::{Identity, Stack};
 
-use crate::rpc_metrics::RpcMetricsLayer;
 use tonic::{Request, Response, Status};
+
+use crate::rpc_metrics::RpcMetricsLayer;
+use crate::security::{AuthLayer, Security, SecurityError};
 
 use crate::cluster_info::{cluster_info_reply, ClusterInfo};
 use crate::network::{CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
@@ -86,14 +88,28 @@ impl RaftService for RaftServer {
     }
 }
 
-/// A tonic server builder with the HTTP/2 windows multi-megabyte snapshot chunks need, and
-/// every call measured ([`RpcMetricsLayer`]).
-pub fn server_builder() -> Server<Stack<RpcMetricsLayer, Identity>> {
-    Server::builder()
+/// Every raftrain gRPC server: calls are measured, then their token is checked.
+pub type ServerBuilder = Server<Stack<AuthLayer, Stack<RpcMetricsLayer, Identity>>>;
+
+/// A tonic server builder with the HTTP/2 windows multi-megabyte snapshot chunks need, every
+/// call measured ([`RpcMetricsLayer`]), and `security`'s TLS and token check ([`AuthLayer`]).
+pub fn server_builder(security: &Security) -> Result<ServerBuilder, SecurityError> {
+    let builder = match security.tls().and_then(|tls| tls.server_config()) {
+        Some(config) => {
+            Server::builder().tls_config(config).map_err(|error| SecurityError::BadPem {
+                flags: "--tls-cert/--tls-key",
+                path: Default::default(),
+                reason: error.to_string(),
+            })?
+        }
+        None => Server::builder(),
+    };
+    Ok(builder
         .initial_stream_window_size(STREAM_WINDOW_BYTES)
         .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
         .http2_keepalive_interval(Some(Duration::from_millis(KEEPALIVE_MS)))
         .layer(RpcMetricsLayer)
+        .layer(security.auth_layer()))
 }
 
 /// The accepted connections of `listener` with `TCP_NODELAY` set on each: tonic's
@@ -107,14 +123,16 @@ pub fn incoming(listener: TcpListener) -> impl Stream<Item = std::io::Result<Tcp
     })
 }
 
-/// Serves the node's Raft service (only) on `listener` until `shutdown` completes.
+/// Serves the node's Raft service (only) on `listener` until `shutdown` completes, with the
+/// node's own security settings.
 pub async fn serve<S: StateMachine>(
     listener: TcpListener,
     node: ConsensusNode<S>,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), tonic::transport::Error> {
-    server_builder()
+) -> anyhow::Result<()> {
+    server_builder(node.security())?
         .add_service(node.raft_service())
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
-        .await
+        .await?;
+    Ok(())
 }

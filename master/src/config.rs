@@ -4,6 +4,7 @@
 use crate::state::QueuePolicy;
 use anyhow::Context as _;
 use clap::Args;
+use consensus::security::SecurityFiles;
 
 use consensus::{parse_peers, NodeConfig};
 use std::net::SocketAddr;
@@ -53,6 +54,8 @@ pub struct MasterConfig {
     /// it, a client may make the leader read any file the master can read.
     #[arg(long, env = "RAFTRAIN_DATA_ROOT")]
     pub data_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub security: SecurityFiles,
     /// Raft heartbeat interval; also each AppendEntries RPC's timeout, so it must exceed a
     /// follower's fsync plus a round trip: raise it (with the election timeouts) on disks whose
     /// fsync takes more than a few milliseconds.

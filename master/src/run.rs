@@ -8,6 +8,7 @@ use crate::replicated_state::ReplicatedState;
 use crate::service::{MasterRpc, Proposer};
 use anyhow::Context as _;
 use consensus::metrics_http::{Endpoints, Ready, Render};
+use consensus::security::Security;
 use consensus::ConsensusNode;
 use proto::master::master_service_server::MasterServiceServer;
 use std::future::Future;
@@ -24,7 +25,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     config.validate()?;
-    let node_config = config.node_config()?;
+    let mut node_config = config.node_config()?;
+    let security = Security::load_for_server(&config.security)?;
+    node_config.security = security.clone();
     // Bound before anything is opened, so a bad address fails with nothing to undo.
     let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
     if metrics_listener.is_some() {
@@ -42,8 +45,9 @@ pub async fn run(
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut server_stop = stopped.clone();
-    let router =
-        consensus::server_builder().add_service(node.raft_service()).add_service(master_service);
+    let router = consensus::server_builder(&security)?
+        .add_service(node.raft_service())
+        .add_service(master_service);
     let server = tokio::spawn(router.serve_with_incoming_shutdown(
         consensus::incoming(listener),
         async move {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use consensus::security::SecurityFiles;
 
 use crate::layout::SLOT_COUNT_MAX;
 
@@ -45,6 +46,8 @@ pub struct PServerConfig {
     /// given.
     #[arg(long, env = "RAFTRAIN_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    pub security: SecurityFiles,
 }
 
 impl PServerConfig {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use consensus::security::Security;
 use master::client::{ClientOptions, MasterClient, SlotLease};
 use proto::pserver::p_server_service_server::PServerServiceServer;
 use storage::checkpoint::CheckpointDir;
@@ -34,6 +35,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     config.validate()?;
+    let security = Security::load_for_server(&config.security)?;
     let addr = advertised(&config, &listener)?;
     // Bound before anything is claimed, so a bad address fails with nothing to undo.
     let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
@@ -42,7 +44,8 @@ pub async fn run(
     }
     let dir = CheckpointDir::open(&absolute(&config.checkpoint_dir)?)
         .with_context(|| format!("open --checkpoint-dir {}", config.checkpoint_dir.display()))?;
-    let master = Arc::new(MasterClient::new(&config.masters, ClientOptions::default())?);
+    let options = ClientOptions { security: security.clone(), ..ClientOptions::default() };
+    let master = Arc::new(MasterClient::new(&config.masters, options)?);
     let (stop, mut stopped) = watch::channel(false);
     tokio::pin!(shutdown);
     let claimed = tokio::select! {
@@ -96,7 +99,8 @@ async fn serve_slot(
             crate::metrics::endpoints(held.clone(), cell.clone(), recorded_step.clone());
         consensus::metrics_http::spawn(listener, endpoints, server_stopped.clone())
     });
-    let server = tokio::spawn(serve(listeners.service, service, server_stopped));
+    let server =
+        tokio::spawn(serve(listeners.service, service, master.security().clone(), server_stopped));
     let checkpointer = Checkpointer::new(dir, master, held.clone(), cell, recorded_step);
     let outcome =
         watch_lease(&held, checkpointer, config.checkpoint_interval(), stopped, shutdown).await;
@@ -177,9 +181,10 @@ async fn restored_cell(
 async fn serve(
     listener: TcpListener,
     service: PServerServiceServer<PServerRpc>,
+    security: Security,
     mut stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    consensus::server_builder()
+    consensus::server_builder(&security)?
         .max_frame_size(FRAME_BYTES_MAX)
         .add_service(service)
         .serve_with_incoming_shutdown(consensus::incoming(listener), async move {

@@ -1,6 +1,7 @@
 //! `TrainerConfig`: the flags of `raftrain trainer`. Doc comments are the `--help` text;
 //! defaults are named constants; `validate` checks the rules between fields.
 
+use consensus::security::SecurityFiles;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -83,6 +84,8 @@ pub struct TrainerConfig {
     /// Serve Prometheus metrics on `GET /metrics` at this address (host:port).
     #[arg(long, env = "RAFTRAIN_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    pub security: SecurityFiles,
 }
 
 impl TrainerConfig {

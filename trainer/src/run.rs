@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use consensus::security::Security;
 use master::client::{ClientOptions, MasterClient, Task, TaskOutcome};
 use pserver::client::{PServerClient, PServerClientOptions};
 use pserver::layout::{JobLayout, ParamSpec};
@@ -54,7 +55,9 @@ pub async fn run(
         None => infer_features(&config.dataset).await?,
     };
     let model = config.model_config(features)?;
-    let master = Arc::new(MasterClient::new(&config.masters, ClientOptions::default())?);
+    let security = Security::load(&config.security)?;
+    let options = ClientOptions { security, ..ClientOptions::default() };
+    let master = Arc::new(MasterClient::new(&config.masters, options)?);
     let name = config.name.clone().unwrap_or_else(default_name);
     let session =
         Session::register(master.clone(), name).await.context("register with the master")?;

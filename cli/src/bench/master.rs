@@ -167,6 +167,7 @@ async fn report(addrs: &[String], dataset: &str) -> anyhow::Result<()> {
     let options = ClientOptions {
         call_deadline: Duration::from_secs(600),
         rpc_timeout: Duration::from_secs(120),
+        ..ClientOptions::default()
     };
     let client = MasterClient::new(addrs, options)?;
     // Many passes: the queue cycles for as long as the benchmark runs.
@@ -189,9 +190,8 @@ async fn wait_until_caught_up(addrs: &[String], index: usize) -> anyhow::Result<
 }
 
 async fn applied_index(addr: &str) -> anyhow::Result<u64> {
-    let mut service = master::client::ServiceClient::connect(format!("http://{addr}")).await?;
-    let info = service.cluster_info(proto::raft::ClusterInfoRequest {}).await?.into_inner();
-    Ok(info.last_applied_index)
+    let client = MasterClient::new(&[addr.to_string()], ClientOptions::default())?;
+    Ok(client.member_info(addr).await?.last_applied_index)
 }
 
 /// Kill -9 the leader `failovers` times under load; time from each kill to the next GetTask.

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::Context as _;
+use consensus::security::SecurityFiles;
 
 use crate::process_group::{free_loopback_addrs, ProcessGroup};
 
@@ -33,6 +34,7 @@ impl DemoCluster {
         pserver_count: usize,
         trainer_count: usize,
         job: &Job<'_>,
+        security: &SecurityFiles,
     ) -> anyhow::Result<Self> {
         let logs = work.join("logs");
         std::fs::create_dir_all(&logs).context("create the logs directory")?;
@@ -52,6 +54,9 @@ impl DemoCluster {
         }
         for index in 0..trainer_count {
             commands.push(trainer(index, master_addrs, job, work));
+        }
+        for command in &mut commands {
+            command.extend(security.to_args());
         }
         let names = (0..MASTER_COUNT)
             .map(|n| format!("master-{}", n + 1))

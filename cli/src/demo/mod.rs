@@ -9,9 +9,11 @@ mod cluster;
 mod display;
 mod faults;
 mod run_loop;
+mod secure;
 
 use anyhow::Context as _;
 use clap::Args;
+use consensus::security::SecurityFiles;
 
 use cluster::{DemoCluster, Job};
 
@@ -35,6 +37,12 @@ pub(crate) struct DemoArgs {
     examples: u64,
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     passes: u32,
+    /// Run with TLS (a throwaway CA and certificate) and a cluster token on every connection,
+    /// generated into the work directory's `secure/`.
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_ca", "token_file"])]
+    secure: bool,
+    #[command(flatten)]
+    security: SecurityFiles,
 }
 
 /// The embedded default dataset: three overlapping Gaussian blobs in 10 features.
@@ -69,9 +77,18 @@ fn demo(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<()> {
     let job = Job { train: &train, eval: &eval, model: kind, classes, passes: args.passes };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-    let cluster = DemoCluster::start(work, args.pservers as usize, args.trainers as usize, &job)?;
+    let security = match args.secure {
+        true => {
+            secure::generate(&work.join("secure")).context("generate --secure's certificates")?
+        }
+        false => args.security.clone(),
+    };
+    // Checked here, before any child starts, so a bad file is named once.
+    let client_security = consensus::security::Security::load(&security)?;
+    let (pservers, trainers) = (args.pservers as usize, args.trainers as usize);
+    let cluster = DemoCluster::start(work, pservers, trainers, &job, &security)?;
     println!("started {} masters, {} pservers and {} trainers; training {kind} on {} examples for {} passes", cluster::MASTER_COUNT, args.pservers, args.trainers, args.examples, args.passes);
-    runtime.block_on(run_loop::run(args, cluster, &job, work))
+    runtime.block_on(run_loop::run(args, cluster, &job, work, client_security))
 }
 
 /// `recordio synth` into `<work>/data`; the train and eval file paths.

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use consensus::security::Security;
 use master::client::{ClientOptions, MasterClient};
 use proto::master::StatusReply;
 
@@ -22,11 +23,13 @@ pub async fn run(
     mut cluster: DemoCluster,
     job: &Job<'_>,
     work: &Path,
+    security: Security,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     let options = ClientOptions {
         rpc_timeout: Duration::from_secs(1),
         call_deadline: Duration::from_secs(2),
+        security,
     };
     let master = MasterClient::new(&cluster.master_addrs, options)?;
     let baseline = baseline(job);

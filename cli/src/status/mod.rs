@@ -9,6 +9,7 @@ mod view;
 use std::time::Duration;
 
 use clap::Args;
+use consensus::security::{Security, SecurityFiles};
 use master::client::{ClientOptions, MasterClient};
 
 use view::{snapshot_json, snapshot_text, Snapshot};
@@ -31,6 +32,8 @@ pub(crate) struct StatusArgs {
     /// Give up on the leader's answer after this many milliseconds.
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
+    #[command(flatten)]
+    security: SecurityFiles,
 }
 
 pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<()> {
@@ -38,6 +41,7 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let options = ClientOptions {
             call_deadline: Duration::from_millis(args.timeout_ms),
+            security: Security::load(&args.security)?,
             ..ClientOptions::default()
         };
         let client = MasterClient::new(&args.masters, options)?;

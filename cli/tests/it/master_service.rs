@@ -19,10 +19,12 @@ async fn follower_redirects_to_the_leader() {
     let group = MasterGroup::start(3, &[]);
     let leader = group.leader_index().await;
     let follower = (leader + 1) % 3;
-    let mut service =
-        master::client::ServiceClient::connect(format!("http://{}", group.addrs[follower]))
-            .await
-            .expect("connect to a follower");
+    let mut service = proto::master::master_service_client::MasterServiceClient::connect(format!(
+        "http://{}",
+        group.addrs[follower]
+    ))
+    .await
+    .expect("connect to a follower");
     let status = service
         .report_dataset(report(vec!["x".into()], 1))
         .await

@@ -1,6 +1,7 @@
 //! Three nodes over the real tonic network: a follower redirects writes to the leader's
 //! address, and `ClusterInfo` over gRPC reports the leader, the term and every member.
 
+use consensus::security::Security;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use crate::cluster::{put, test_config, Node};
 struct GrpcNode {
     node: Node,
     stop: oneshot::Sender<()>,
-    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    server: JoinHandle<anyhow::Result<()>>,
 }
 
 /// Writes, redirects and cluster information work over gRPC, and garbage is rejected.
@@ -48,7 +49,8 @@ async fn follower_redirects_and_cluster_info_over_grpc() -> anyhow::Result<()> {
     );
 
     tracing::info!("--- ClusterInfo over gRPC from the follower");
-    let mut client = raft_client(endpoint(&peers[&follower])?.connect().await?);
+    let mut client =
+        raft_client(endpoint(&Security::default(), &peers[&follower])?.connect().await?.into());
     let reply = client.cluster_info(ClusterInfoRequest {}).await?.into_inner();
     let info = ClusterInfo::from(&reply);
     assert_eq!(info.node_id, follower);

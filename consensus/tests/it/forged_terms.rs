@@ -3,6 +3,7 @@
 //! and the group keeps committing. Through the `RpcHandler` (as the in-memory router delivers)
 //! and through the gRPC service with a raw tonic client.
 
+use consensus::security::Security;
 use std::collections::BTreeMap;
 
 use bincode::Options;
@@ -123,7 +124,7 @@ async fn forged_terms_are_refused_over_grpc() -> anyhow::Result<()> {
     let before = seen(&node.metrics().borrow());
 
     tracing::info!("--- forged Vote and AppendEntries over gRPC are answered with an error");
-    let mut client = raft_client(endpoint(&addr)?.connect().await?);
+    let mut client = raft_client(endpoint(&Security::default(), &addr)?.connect().await?.into());
     for forged in [u64::MAX, before.0 + (1 << 20) + 1] {
         let reply = client.vote(encode(&vote_request(forged))?).await?.into_inner();
         let vote: Result<VoteResponse<u64>, RaftError<u64>> = decode(&reply.payload)?;

@@ -5,17 +5,18 @@
 use super::discovery::discover_leader;
 use super::error::ClientError;
 use super::options::{backoff, ClientOptions, CONNECT_TIMEOUT_MS, MESSAGE_BYTES_MAX};
+use consensus::security::RpcChannel;
 use proto::master::master_service_client::MasterServiceClient;
 use proto::master::ClientStamp;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 
 /// Metadata key carrying the leader's address on an `UNAVAILABLE` reply from a follower.
 pub const LEADER_METADATA_KEY: &str = "x-raftrain-leader";
 
-pub type ServiceClient = MasterServiceClient<Channel>;
+pub type ServiceClient = MasterServiceClient<RpcChannel>;
 
 pub struct MasterClient {
     masters: Vec<String>,
@@ -172,6 +173,11 @@ impl MasterClient {
         &self.masters
     }
 
+    /// The TLS and token this client connects with (other clients of the job reuse them).
+    pub fn security(&self) -> &consensus::security::Security {
+        &self.options.security
+    }
+
     pub(crate) fn options(&self) -> &ClientOptions {
         &self.options
     }
@@ -213,9 +219,10 @@ fn next_step(status: &tonic::Status, unknown_count: u32) -> Next {
 }
 
 /// An endpoint with the client's timeouts, nodelay and large-message windows.
-pub(crate) fn endpoint(addr: &str, _options: &ClientOptions) -> Result<Endpoint, ClientError> {
-    let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(|error| {
-        ClientError::BadAddress { addr: addr.to_string(), reason: error.to_string() }
+pub(crate) fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, ClientError> {
+    let endpoint = options.security.endpoint(addr).map_err(|error| ClientError::BadAddress {
+        addr: addr.to_string(),
+        reason: error.to_string(),
     })?;
     // No channel-wide timeout: each attempt carries its own (`timed`), so a dataset report or
     // a watch stream may last longer than an ordinary call.
@@ -230,7 +237,7 @@ pub(crate) fn service_client(
     addr: &str,
     options: &ClientOptions,
 ) -> Result<ServiceClient, ClientError> {
-    let channel = endpoint(addr, options)?.connect_lazy();
+    let channel = options.security.channel(&endpoint(addr, options)?);
     Ok(MasterServiceClient::new(channel)
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX))

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use consensus::security::Security;
+
 /// The deadline of one RPC attempt.
 pub const RPC_TIMEOUT_MS_DEFAULT: u64 = 2_000;
 /// How long one logical call keeps retrying across leader changes before it gives up.
@@ -21,6 +23,8 @@ pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
 pub struct ClientOptions {
     pub rpc_timeout: Duration,
     pub call_deadline: Duration,
+    /// TLS and token of every connection to a master.
+    pub security: Security,
 }
 
 impl Default for ClientOptions {
@@ -28,6 +32,7 @@ impl Default for ClientOptions {
         Self {
             rpc_timeout: Duration::from_millis(RPC_TIMEOUT_MS_DEFAULT),
             call_deadline: Duration::from_millis(CALL_DEADLINE_MS_DEFAULT),
+            security: Security::default(),
         }
     }
 }

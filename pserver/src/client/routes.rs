@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use consensus::security::{RpcChannel, Security};
 use master::client::{MasterClient, PServerTable};
 use proto::pserver::p_server_service_client::PServerServiceClient;
 use tokio::sync::watch;
-use tonic::transport::{Channel, Endpoint};
 
 use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
 
@@ -21,14 +21,16 @@ const CONNECT_TIMEOUT_MS: u64 = 1_000;
 pub struct Route {
     pub slot: u32,
     pub generation: u64,
-    pub client: PServerServiceClient<Channel>,
+    pub client: PServerServiceClient<RpcChannel>,
 }
 
 /// The table and the channels to its holders.
 #[derive(Debug)]
 pub struct Routes {
     table: watch::Receiver<PServerTable>,
-    channels: Mutex<HashMap<(String, u64), PServerServiceClient<Channel>>>,
+    channels: Mutex<HashMap<(String, u64), PServerServiceClient<RpcChannel>>>,
+    /// The TLS and token of every pserver connection: the master client's own.
+    security: Security,
     follower: tokio::task::JoinHandle<()>,
 }
 
@@ -36,8 +38,9 @@ impl Routes {
     /// Starts following the master's pserver table.
     pub fn follow(master: Arc<MasterClient>) -> Self {
         let (sender, table) = watch::channel(PServerTable::default());
+        let security = master.security().clone();
         let follower = tokio::spawn(follow_table(master, sender));
-        Self { table, channels: Mutex::new(HashMap::new()), follower }
+        Self { table, channels: Mutex::new(HashMap::new()), security, follower }
     }
 
     /// The table as last seen.
@@ -62,7 +65,7 @@ impl Routes {
             channels.retain(|(_, generation), _| {
                 table.pservers.iter().any(|held| held.generation == *generation)
             });
-            channels.insert(key.clone(), connect(&entry.addr)?);
+            channels.insert(key.clone(), connect(&self.security, &entry.addr)?);
         }
         Some(Route { slot, generation: entry.generation, client: channels[&key].clone() })
     }
@@ -93,21 +96,21 @@ async fn follow_table(master: Arc<MasterClient>, sender: watch::Sender<PServerTa
 }
 
 /// A lazily connected client with the windows and message limits of multi-MB payloads.
-fn connect(addr: &str) -> Option<PServerServiceClient<Channel>> {
-    let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
+fn connect(security: &Security, addr: &str) -> Option<PServerServiceClient<RpcChannel>> {
+    let endpoint = match security.endpoint(addr) {
         Ok(endpoint) => endpoint,
         Err(error) => {
             tracing::warn!(%addr, %error, "the master lists a pserver address that is not valid");
             return None;
         }
     };
-    let channel = endpoint
+    let endpoint = endpoint
         .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
         .tcp_nodelay(true)
         .initial_stream_window_size(16 << 20)
         .initial_connection_window_size(64 << 20)
-        .max_frame_size(FRAME_BYTES_MAX)
-        .connect_lazy();
+        .max_frame_size(FRAME_BYTES_MAX);
+    let channel = security.channel(&endpoint);
     Some(
         PServerServiceClient::new(channel)
             .max_decoding_message_size(MESSAGE_BYTES_MAX)

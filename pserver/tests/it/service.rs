@@ -32,7 +32,9 @@ async fn serve_held(held: Arc<HeldSlot>) -> PServerServiceClient<Channel> {
         PServerRpc::new(Arc::new(ShardCell::empty(SLOT, 2)), held, Arc::new(AtomicU64::new(0)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let router = consensus::server_builder().add_service(PServerServiceServer::new(rpc));
+    let router = consensus::server_builder(&Default::default())
+        .expect("an open server needs no files")
+        .add_service(PServerServiceServer::new(rpc));
     tokio::spawn(router.serve_with_incoming(consensus::incoming(listener)));
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .expect("uri")
