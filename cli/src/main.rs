@@ -2,6 +2,7 @@
 //! subcommand to the code that implements it. No logic of its own lives here.
 
 mod bench;
+mod certs;
 mod demo;
 mod eval_command;
 mod logging;
@@ -53,6 +54,9 @@ enum Command {
     Status(status::StatusArgs),
     /// Write, read, index, convert and inspect RecordIO datasets (PaddlePaddle-compatible).
     Recordio(recordio::RecordioArgs),
+    /// Write a throwaway CA, one certificate and key, and a cluster token, for a test or
+    /// demo cluster's --tls-cert, --tls-key, --tls-ca and --token-file.
+    Certs(certs::CertsArgs),
     /// Benchmark programs: fixed workloads that print a table against a same-run baseline.
     Bench(bench::BenchArgs),
 }
@@ -70,6 +74,7 @@ fn main() {
         Command::Status(args) => status::run(&args),
         Command::Recordio(args) => recordio::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Certs(args) => certs::run(&args),
     };
     if let Err(error) = result {
         eprintln!("error: {error:#}");

@@ -9,7 +9,6 @@ mod cluster;
 mod display;
 mod faults;
 mod run_loop;
-mod secure;
 
 use anyhow::Context as _;
 use clap::Args;
@@ -78,9 +77,8 @@ fn demo(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<()> {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let security = match args.secure {
-        true => {
-            secure::generate(&work.join("secure")).context("generate --secure's certificates")?
-        }
+        true => crate::certs::generate(&work.join("secure"), &["127.0.0.1".to_string()])
+            .context("generate --secure's certificates")?,
         false => args.security.clone(),
     };
     // Checked here, before any child starts, so a bad file is named once.

@@ -17,6 +17,7 @@ mod metrics;
 mod pserver_processes;
 mod pserver_replacement;
 mod recordio;
+mod security;
 mod status;
 mod synth;
 mod task_consumer;

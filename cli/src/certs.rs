@@ -1,10 +1,10 @@
-//! `demo --secure`: a throwaway certificate authority, one certificate every demo process
-//! serves and presents (for `localhost` and `127.0.0.1`, server and client use), and a random
-//! cluster token, written into the work directory.
+//! `raftrain certs`: a throwaway certificate authority, one certificate every process of a
+//! test or demo cluster serves and presents (server and client use, for the given names), and
+//! a random cluster token. `demo --secure` uses it too.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use consensus::security::SecurityFiles;
@@ -13,12 +13,34 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-/// Writes the CA, the certificate and key, and the token under `dir`; returns the flags that
-/// name them.
-pub fn generate(dir: &Path) -> anyhow::Result<SecurityFiles> {
+#[derive(Debug, clap::Args)]
+pub(crate) struct CertsArgs {
+    /// The directory to write ca.pem, node.pem, node.key and token into (created; files that
+    /// exist are not overwritten).
+    #[arg(long)]
+    out: PathBuf,
+    /// A host name or IP address the certificate is valid for; repeat for more.
+    #[arg(long = "name", default_values_t = default_names())]
+    names: Vec<String>,
+}
+
+fn default_names() -> Vec<String> {
+    vec!["localhost".to_string(), "127.0.0.1".to_string()]
+}
+
+pub(crate) fn run(args: &CertsArgs) -> anyhow::Result<()> {
+    let files = generate(&args.out, &args.names)?;
+    println!("wrote a throwaway CA, a certificate for {} and a token; use:", args.names.join(", "));
+    println!("  {}", files.to_args().join(" "));
+    Ok(())
+}
+
+/// Writes the CA, a certificate and key for `names`, and the token under `dir`; returns the
+/// flags that name them.
+pub fn generate(dir: &Path, names: &[String]) -> anyhow::Result<SecurityFiles> {
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     let (ca_pem, issuer) = certificate_authority()?;
-    let (cert_pem, key_pem) = node_certificate(&issuer)?;
+    let (cert_pem, key_pem) = node_certificate(&issuer, names)?;
     let files = SecurityFiles {
         tls_cert: Some(dir.join("node.pem")),
         tls_key: Some(dir.join("node.key")),
@@ -35,17 +57,20 @@ pub fn generate(dir: &Path) -> anyhow::Result<SecurityFiles> {
 fn certificate_authority() -> anyhow::Result<(String, Issuer<'static, KeyPair>)> {
     let mut params = CertificateParams::new(Vec::<String>::new())?;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, "raftrain demo CA");
+    params.distinguished_name.push(DnType::CommonName, "raftrain throwaway CA");
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
     let key = KeyPair::generate().context("generate the CA key")?;
     let certificate = params.self_signed(&key).context("sign the CA certificate")?;
     Ok((certificate.pem(), Issuer::new(params, key)))
 }
 
-fn node_certificate(issuer: &Issuer<'static, KeyPair>) -> anyhow::Result<(String, String)> {
-    let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-    let mut params = CertificateParams::new(names)?;
-    params.distinguished_name.push(DnType::CommonName, "raftrain demo node");
+fn node_certificate(
+    issuer: &Issuer<'static, KeyPair>,
+    names: &[String],
+) -> anyhow::Result<(String, String)> {
+    let mut params = CertificateParams::new(names.to_vec())
+        .with_context(|| format!("--name {}: not a host name or IP address", names.join(",")))?;
+    params.distinguished_name.push(DnType::CommonName, "raftrain node");
     params.use_authority_key_identifier_extension = true;
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages =
