@@ -51,6 +51,9 @@ pub struct NodeConfig {
     pub write_timeout_ms: u64,
     /// TLS and token for Raft traffic, both ways; the default is neither.
     pub security: Security,
+    /// Where each member's Raft service is dialled, when it has a port of its own; empty
+    /// means at its `peers` address (one port for everything).
+    pub raft_addrs: BTreeMap<u64, String>,
 }
 
 /// A configuration that cannot work.
@@ -64,6 +67,8 @@ pub enum ConfigError {
     IdNotInPeers { id: u64, peers: BTreeMap<u64, String> },
     #[error("{name} is {value_ms} ms: {rule}")]
     Timing { name: &'static str, value_ms: u64, rule: String },
+    #[error("the Raft addresses name ids {raft:?} but the peers are {peers:?}: list the same ids")]
+    RaftAddrsMismatch { peers: Vec<u64>, raft: Vec<u64> },
     #[error("{name} must be at least 1")]
     Zero { name: &'static str },
 }
@@ -88,6 +93,7 @@ impl NodeConfig {
             max_in_snapshot_log_to_keep: MAX_IN_SNAPSHOT_LOG_TO_KEEP_DEFAULT,
             write_timeout_ms: WRITE_TIMEOUT_MS_DEFAULT,
             security: Security::default(),
+            raft_addrs: BTreeMap::new(),
         }
     }
 
@@ -98,6 +104,12 @@ impl NodeConfig {
         }
         if !self.peers.contains_key(&self.id) {
             return Err(ConfigError::IdNotInPeers { id: self.id, peers: self.peers.clone() });
+        }
+        if !self.raft_addrs.is_empty() && !self.raft_addrs.keys().eq(self.peers.keys()) {
+            return Err(ConfigError::RaftAddrsMismatch {
+                peers: self.peers.keys().copied().collect(),
+                raft: self.raft_addrs.keys().copied().collect(),
+            });
         }
         let timings = [
             ("heartbeat_ms", self.heartbeat_ms),
@@ -239,7 +251,13 @@ mod tests {
         assert!(short_election.validate().is_err());
         let inverted = NodeConfig { election_timeout_max_ms: 500, ..config.clone() };
         assert!(inverted.validate().is_err());
-        let stranger = NodeConfig { id: 2, ..config };
+        let stranger = NodeConfig { id: 2, ..config.clone() };
         assert!(matches!(stranger.validate(), Err(ConfigError::IdNotInPeers { .. })));
+        let raft_addrs = parse_peers("1=127.0.0.1:2").expect("literal peers parse");
+        let own_port = NodeConfig { raft_addrs, ..config.clone() };
+        assert_eq!(own_port.validate(), Ok(()));
+        let raft_addrs = parse_peers("1=127.0.0.1:2,2=127.0.0.1:3").expect("literal peers parse");
+        let mismatched = NodeConfig { raft_addrs, ..config };
+        assert!(matches!(mismatched.validate(), Err(ConfigError::RaftAddrsMismatch { .. })));
     }
 }

@@ -2,6 +2,7 @@
 //! A peer that cannot be reached (refused, reset, timed out) is `Unreachable`, so openraft
 //! backs off instead of hammering it.
 
+use std::collections::BTreeMap;
 use std::error::Error;
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ const CONNECT_TIMEOUT_MS: u64 = 1_000;
 pub struct Network {
     retry_after: Duration,
     security: Security,
+    raft_addrs: BTreeMap<u64, String>,
 }
 
 /// The link to one peer. The tonic channel reconnects by itself after a failure.
@@ -53,9 +55,14 @@ impl Network {
     /// After a peer was unreachable, the leader tries it again every `retry_after` (openraft's
     /// default is 500 ms). A restarted replica that hears no leader for an election timeout
     /// campaigns, so the leader must find it again within one heartbeat interval.
-    /// Every connection uses `security`'s TLS and token.
-    pub fn new(retry_after: Duration, security: Security) -> Self {
-        Self { retry_after, security }
+    /// Every connection uses `security`'s TLS and token; a peer listed in `raft_addrs` is
+    /// dialled there instead of at its membership address.
+    pub fn new(
+        retry_after: Duration,
+        security: Security,
+        raft_addrs: BTreeMap<u64, String>,
+    ) -> Self {
+        Self { retry_after, security, raft_addrs }
     }
 }
 
@@ -74,7 +81,11 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> NetworkConnection {
         let (retry_after, security) = (self.retry_after, self.security.clone());
-        NetworkConnection { target, node: node.clone(), client: None, retry_after, security }
+        let node = match self.raft_addrs.get(&target) {
+            Some(addr) => BasicNode::new(addr),
+            None => node.clone(),
+        };
+        NetworkConnection { target, node, client: None, retry_after, security }
     }
 }
 

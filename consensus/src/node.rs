@@ -54,8 +54,11 @@ impl<S> Clone for ConsensusNode<S> {
 impl<S: StateMachine> ConsensusNode<S> {
     /// Opens the node's storage and starts Raft over the tonic network. Binds no socket.
     pub async fn open(config: NodeConfig, state_machine: S) -> Result<Self, StartError> {
-        let network =
-            Network::new(Duration::from_millis(config.heartbeat_ms), config.security.clone());
+        let network = Network::new(
+            Duration::from_millis(config.heartbeat_ms),
+            config.security.clone(),
+            config.raft_addrs.clone(),
+        );
         Self::open_with_network(config, state_machine, network).await
     }
 

@@ -54,6 +54,15 @@ pub struct MasterConfig {
     /// it, a client may make the leader read any file the master can read.
     #[arg(long, env = "RAFTRAIN_DATA_ROOT")]
     pub data_root: Option<PathBuf>,
+    /// Serve Raft traffic between masters on this address (host:port) instead of --listen,
+    /// so it can be firewalled apart from clients' (like etcd's peer URLs); needs
+    /// --peer-addrs. Without it, one port serves both.
+    #[arg(long, env = "RAFTRAIN_PEER_LISTEN", requires = "peer_addrs")]
+    pub peer_listen: Option<SocketAddr>,
+    /// With --peer-listen: every master's Raft address as id=host:port, comma-separated, the
+    /// same on every master; --peers then lists the addresses clients reach.
+    #[arg(long, env = "RAFTRAIN_PEER_ADDRS", requires = "peer_listen")]
+    pub peer_addrs: Option<String>,
     #[command(flatten)]
     pub security: SecurityFiles,
     /// Raft heartbeat interval; also each AppendEntries RPC's timeout, so it must exceed a
@@ -103,7 +112,10 @@ impl MasterConfig {
         node.election_timeout_min_ms = self.election_timeout_min_ms;
         node.election_timeout_max_ms = self.election_timeout_max_ms;
         node.snapshot_logs_since_last = self.snapshot_logs_since_last;
-        node.validate().context("--id, --listen, --peers and the timing flags")?;
+        if let Some(addrs) = &self.peer_addrs {
+            node.raft_addrs = parse_peers(addrs).context("--peer-addrs")?;
+        }
+        node.validate().context("--id, --listen, --peers, --peer-addrs and the timing flags")?;
         Ok(node)
     }
 

@@ -14,6 +14,7 @@ use proto::master::master_service_server::MasterServiceServer;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 /// The largest message the master service accepts or sends.
 const MESSAGE_BYTES_MAX: usize = 64 << 20;
@@ -30,6 +31,7 @@ pub async fn run(
     node_config.security = security.clone();
     // Bound before anything is opened, so a bad address fails with nothing to undo.
     let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
+    let peer_listener = bind_peer_listen(&config).await?;
     if metrics_listener.is_some() {
         consensus::telemetry::install();
     }
@@ -43,18 +45,10 @@ pub async fn run(
     let master_service = MasterServiceServer::new(rpc)
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut server_stop = stopped.clone();
-    let router = consensus::server_builder(&security)?
-        .add_service(node.raft_service())
-        .add_service(master_service);
-    let server = tokio::spawn(router.serve_with_incoming_shutdown(
-        consensus::incoming(listener),
-        async move {
-            let _ = server_stop.wait_for(|stop| *stop).await;
-        },
-    ));
-    tracing::info!(id = config.id, listen = %config.listen, "master serving");
+    let (stop, stopped) = watch::channel(false);
+    let listeners = (listener, peer_listener);
+    let servers = Servers::spawn(listeners, &node, master_service, &security, &stopped)?;
+    tracing::info!(id = config.id, listen = %config.listen, peer_listen = ?config.peer_listen, "master serving");
     let metrics =
         metrics_listener.map(|listener| serve_metrics(listener, node.clone(), stopped.clone()));
     node.bootstrap().await.context("bootstrap the master group")?;
@@ -62,13 +56,70 @@ pub async fn run(
     shutdown.await;
     tracing::info!(id = config.id, "master shutting down");
     let _ = stop.send(true);
-    let served = server.await.context("the server task panicked")?;
+    let served = servers.join().await;
     duty_loop.await.context("the leader duties panicked")?;
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics server panicked")?;
     }
     node.shutdown().await.context("stop the Raft node")?;
     served.context("serve the master")
+}
+
+/// With --peer-listen, its bound listener.
+async fn bind_peer_listen(config: &MasterConfig) -> anyhow::Result<Option<TcpListener>> {
+    let Some(addr) = config.peer_listen else { return Ok(None) };
+    let listener =
+        TcpListener::bind(addr).await.with_context(|| format!("bind --peer-listen {addr}"))?;
+    Ok(Some(listener))
+}
+
+async fn wait_for_stop(mut stopped: watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+type ServerTask = tokio::task::JoinHandle<anyhow::Result<()>>;
+
+/// The gRPC servers: the master service (and Raft's) on --listen, or Raft's alone on
+/// --peer-listen when given.
+struct Servers {
+    main: ServerTask,
+    peer: Option<ServerTask>,
+}
+
+impl Servers {
+    fn spawn(
+        (listener, peer_listener): (TcpListener, Option<TcpListener>),
+        node: &ConsensusNode<ReplicatedState>,
+        master_service: MasterServiceServer<MasterRpc>,
+        security: &Security,
+        stopped: &watch::Receiver<bool>,
+    ) -> anyhow::Result<Self> {
+        let mut router = consensus::server_builder(security)?;
+        let (router, peer) = match peer_listener {
+            Some(peer_listener) => {
+                let shutdown = wait_for_stop(stopped.clone());
+                let peers = consensus::serve(peer_listener, node.clone(), shutdown);
+                (router.add_service(master_service), Some(tokio::spawn(peers)))
+            }
+            None => (router.add_service(node.raft_service()).add_service(master_service), None),
+        };
+        let shutdown = wait_for_stop(stopped.clone());
+        let incoming = consensus::incoming(listener);
+        let main = tokio::spawn(async move {
+            router.serve_with_incoming_shutdown(incoming, shutdown).await?;
+            Ok(())
+        });
+        Ok(Self { main, peer })
+    }
+
+    /// Waits for both to stop; the first error.
+    async fn join(self) -> anyhow::Result<()> {
+        let main = self.main.await.context("the server task panicked")?;
+        if let Some(peer) = self.peer {
+            peer.await.context("the Raft server panicked")?.context("serve Raft peers")?;
+        }
+        main
+    }
 }
 
 /// The resolved `--data-root`; without one, warns once that any readable file may be reported.

@@ -229,3 +229,56 @@ async fn pserver_status(addr: &str, files: &SecurityFiles) -> Result<(), tonic::
     request.set_timeout(Duration::from_secs(2));
     client.status(request).await.map(|_| ())
 }
+
+/// `--peer-listen`: Raft traffic (with TLS and the token) on its own port; the group elects
+/// and commits through it, and the client port serves no Raft service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raft_on_its_own_port() {
+    let pki = Pki::new();
+    let peer_ports: Vec<String> = (0..3).map(|_| free_loopback_addr()).collect();
+    let peer_addrs: Vec<String> = peer_ports
+        .iter()
+        .enumerate()
+        .map(|(index, addr)| format!("{}={addr}", index + 1))
+        .collect();
+    let peer_addrs = peer_addrs.join(",");
+    let mut envs: Vec<(usize, &str, String)> =
+        (0..3).flat_map(|index| env_for(index, &pki.cluster)).collect();
+    for (index, addr) in peer_ports.iter().enumerate() {
+        envs.push((index, "RAFTRAIN_PEER_LISTEN", addr.clone()));
+        envs.push((index, "RAFTRAIN_PEER_ADDRS", peer_addrs.clone()));
+    }
+    let borrowed: Vec<(usize, &str, &str)> =
+        envs.iter().map(|(index, name, value)| (*index, *name, value.as_str())).collect();
+    let group = MasterGroup::start_with_env(3, &[], &borrowed);
+    tracing::info!("--- the group elects and commits over the peer ports");
+    let masters = client(&group.addrs, &pki.cluster, Duration::from_secs(30));
+    masters
+        .register_trainer("peer-port")
+        .await
+        .unwrap_or_else(|error| panic!("{error}\n{}", group.logs()));
+    let (leader, _) = leader_and_term(&group, &pki).await;
+    tracing::info!("--- the client port has no Raft service; the peer port has no master service");
+    let security = Security::load(&pki.cluster).expect("the test's files load");
+    let raft_at = |addr: &str| {
+        let endpoint = consensus::network::endpoint(&security, addr).expect("an endpoint");
+        RaftServiceClient::new(security.channel(&endpoint))
+    };
+    let leader_index = leader as usize - 1;
+    let on_client_port = raft_at(&group.addrs[leader_index])
+        .cluster_info(proto::raft::ClusterInfoRequest {})
+        .await
+        .expect_err("no Raft service on the client port");
+    assert_eq!(on_client_port.code(), tonic::Code::Unimplemented, "{on_client_port:?}");
+    let on_peer_port = raft_at(&peer_ports[leader_index])
+        .cluster_info(proto::raft::ClusterInfoRequest {})
+        .await
+        .expect("the Raft service on the peer port");
+    assert_eq!(on_peer_port.into_inner().leader_id, leader);
+    let outsider = client(
+        std::slice::from_ref(&peer_ports[leader_index]),
+        &pki.cluster,
+        Duration::from_secs(2),
+    );
+    assert!(outsider.status().await.is_err(), "no master service on the peer port");
+}
