@@ -6,6 +6,7 @@ mod dashboard;
 mod data_root;
 mod demo;
 mod help;
+mod hostile_input;
 mod logging;
 mod master_failover;
 mod master_group;

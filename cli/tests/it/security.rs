@@ -19,14 +19,14 @@ use crate::metrics::http;
 use crate::pserver_processes::PServerProcesses;
 
 /// Two independent throwaway PKIs from `raftrain certs`: the cluster's, and an impostor's.
-struct Pki {
+pub struct Pki {
     _dir: tempfile::TempDir,
-    cluster: SecurityFiles,
+    pub cluster: SecurityFiles,
     impostor: SecurityFiles,
 }
 
 impl Pki {
-    fn new() -> Self {
+    pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("create the PKI directory");
         let cluster = certs(&dir.path().join("cluster"));
         let impostor = certs(&dir.path().join("impostor"));
@@ -78,7 +78,7 @@ fn display(path: &Path) -> String {
 
 /// Three masters; `files[i]` is master `i`'s security; master 1 serves metrics on the address
 /// returned.
-fn secure_group(files: [&SecurityFiles; 3]) -> (MasterGroup, String) {
+pub fn secure_group(files: [&SecurityFiles; 3]) -> (MasterGroup, String) {
     let metrics = free_loopback_addr();
     let mut envs: Vec<(usize, &str, String)> =
         files.iter().enumerate().flat_map(|(index, files)| env_for(index, files)).collect();
@@ -88,14 +88,14 @@ fn secure_group(files: [&SecurityFiles; 3]) -> (MasterGroup, String) {
     (MasterGroup::start_with_env(3, &[], &borrowed), metrics)
 }
 
-fn client(addrs: &[String], files: &SecurityFiles, deadline: Duration) -> MasterClient {
+pub fn client(addrs: &[String], files: &SecurityFiles, deadline: Duration) -> MasterClient {
     let security = Security::load(files).expect("the test's files load");
     let options = ClientOptions { call_deadline: deadline, security, ..ClientOptions::default() };
     MasterClient::new(addrs, options).expect("valid addresses")
 }
 
 /// The group's leader id and term, asked of the cluster's own members.
-async fn leader_and_term(group: &MasterGroup, pki: &Pki) -> (u64, u64) {
+pub async fn leader_and_term(group: &MasterGroup, pki: &Pki) -> (u64, u64) {
     let status = client(&group.addrs, &pki.cluster, Duration::from_secs(30))
         .status()
         .await
