@@ -71,6 +71,10 @@ fn describe() {
         "raftrain_rpc_errors_total",
         "gRPC calls answered with an error, by method and code."
     );
+    describe_counter!(
+        "raftrain_rpc_unauthenticated_total",
+        "gRPC calls refused for a missing or wrong cluster token, by method."
+    );
     describe_gauge!(
         "raftrain_master_tasks",
         "Tasks by queue state in the running pass (the applied state: read the leader's)."
