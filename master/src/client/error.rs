@@ -28,6 +28,10 @@ pub enum ClientError {
     /// This client already moved past the request (a bug in the caller's use of the client).
     #[error("{call}: {message}")]
     StaleRequest { call: &'static str, message: String },
+    /// The connection failed below gRPC (no status came from a master): most often TLS or
+    /// the token configured differently here and there.
+    #[error("{call}: the connection to the master failed: {message} ({hint})")]
+    Connection { call: &'static str, message: String, hint: &'static str },
     /// Any other answer that retrying will not fix.
     #[error("{call} rejected by the master: {message} ({code:?})")]
     Rejected { call: &'static str, code: tonic::Code, message: String },
@@ -44,6 +48,9 @@ impl ClientError {
     /// The error for a status that retrying will not fix.
     pub(crate) fn from_status(call: &'static str, status: &tonic::Status) -> Self {
         let message = status.message().to_string();
+        if let Some(source) = std::error::Error::source(status) {
+            return Self::Connection { call, message, hint: connection_hint(source) };
+        }
         let refusal = status.metadata().get(REFUSAL_METADATA_KEY).and_then(|v| v.to_str().ok());
         match (status.code(), refusal) {
             (tonic::Code::InvalidArgument, _) => Self::InvalidArgument { call, message },
@@ -57,4 +64,18 @@ impl ClientError {
             (code, _) => Self::Rejected { call, code, message },
         }
     }
+}
+
+/// What to check after a connection-level failure whose cause is `source`.
+fn connection_hint(source: &(dyn std::error::Error + 'static)) -> &'static str {
+    let mut cause = Some(source);
+    while let Some(error) = cause {
+        if error.to_string().contains("tcp connect error") {
+            return "is a master running at this address?";
+        }
+        cause = error.source();
+    }
+    "check that this client's --tls-ca, --tls-cert, --tls-key and --token-file match the \
+     masters': a TLS server closes plain connections, and a server that demands a client \
+     certificate closes connections without one"
 }
