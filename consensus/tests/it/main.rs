@@ -17,6 +17,7 @@ mod restart;
 mod snapshot_catch_up;
 mod step_up;
 mod storage_suite;
+mod tidy_security;
 
 /// Logs to the test's captured output; `RUST_LOG=debug` shows openraft's view.
 pub fn init_tracing() {
