@@ -139,6 +139,9 @@ impl From<&ClusterInfo> for ClusterInfoReply {
             // Indexes start at 0, so "none yet" and "index 0" share the wire value 0.
             last_log_index: info.last_log_index.unwrap_or(0),
             last_applied_index: info.last_applied_index.unwrap_or(0),
+            // The application fills these when asked (the master service does).
+            state_digest: 0,
+            digest_applied_index: 0,
         }
     }
 }

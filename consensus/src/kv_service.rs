@@ -157,7 +157,7 @@ pub async fn cluster_info(addr: &str) -> anyhow::Result<ClusterInfo> {
         .await
         .with_context(|| format!("connect to {addr}"))?;
     let reply = raft_client(RpcChannel::new(channel, None))
-        .cluster_info(ClusterInfoRequest {})
+        .cluster_info(ClusterInfoRequest::default())
         .await?
         .into_inner();
     Ok(ClusterInfo::from(&reply))

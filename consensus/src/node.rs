@@ -226,6 +226,11 @@ impl<S: StateMachine> ConsensusNode<S> {
         self.inner.state_machine.read(read)
     }
 
+    /// Like [`ConsensusNode::read`], with the index of the last entry the state holds.
+    pub fn read_applied<R>(&self, read: impl FnOnce(&S) -> R) -> (u64, R) {
+        self.inner.state_machine.read_applied(read)
+    }
+
     /// This node's view of the group.
     pub fn cluster_info(&self) -> ClusterInfo {
         ClusterInfo::from_metrics(&self.inner.raft.metrics().borrow())

@@ -112,6 +112,12 @@ impl<S: StateMachine> StateMachineStore<S> {
         read(&self.applied().machine)
     }
 
+    /// Runs `read` on the applied state; also returns the index of the last entry in it.
+    pub fn read_applied<R>(&self, read: impl FnOnce(&S) -> R) -> (u64, R) {
+        let applied = self.applied();
+        (applied.last_applied.map_or(0, |log_id| log_id.index), read(&applied.machine))
+    }
+
     fn applied(&self) -> RwLockReadGuard<'_, Applied<S>> {
         // A panic in `apply` leaves a state no replica can trust; carrying on is no worse than
         // what the panic already did, and openraft stops on the failed apply task anyway.

@@ -266,12 +266,12 @@ async fn raft_on_its_own_port() {
     };
     let leader_index = leader as usize - 1;
     let on_client_port = raft_at(&group.addrs[leader_index])
-        .cluster_info(proto::raft::ClusterInfoRequest {})
+        .cluster_info(proto::raft::ClusterInfoRequest::default())
         .await
         .expect_err("no Raft service on the client port");
     assert_eq!(on_client_port.code(), tonic::Code::Unimplemented, "{on_client_port:?}");
     let on_peer_port = raft_at(&peer_ports[leader_index])
-        .cluster_info(proto::raft::ClusterInfoRequest {})
+        .cluster_info(proto::raft::ClusterInfoRequest::default())
         .await
         .expect("the Raft service on the peer port");
     assert_eq!(on_peer_port.into_inner().leader_id, leader);

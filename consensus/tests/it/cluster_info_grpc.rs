@@ -51,7 +51,7 @@ async fn follower_redirects_and_cluster_info_over_grpc() -> anyhow::Result<()> {
     tracing::info!("--- ClusterInfo over gRPC from the follower");
     let mut client =
         raft_client(endpoint(&Security::default(), &peers[&follower])?.connect().await?.into());
-    let reply = client.cluster_info(ClusterInfoRequest {}).await?.into_inner();
+    let reply = client.cluster_info(ClusterInfoRequest::default()).await?.into_inner();
     let info = ClusterInfo::from(&reply);
     assert_eq!(info.node_id, follower);
     assert_eq!(info.leader_id, Some(leader));
@@ -70,7 +70,7 @@ async fn follower_redirects_and_cluster_info_over_grpc() -> anyhow::Result<()> {
     let garbage = RaftRequest { payload: vec![0xff; 64].into() };
     let status = client.append_entries(garbage).await.err().map(|status| status.code());
     assert_eq!(status, Some(tonic::Code::InvalidArgument));
-    client.cluster_info(ClusterInfoRequest {}).await?;
+    client.cluster_info(ClusterInfoRequest::default()).await?;
 
     tracing::info!("--- stop servers and nodes");
     for (_, grpc) in nodes {

@@ -40,7 +40,7 @@ pub(crate) async fn discover_leader(
 
 async fn ask(addr: &str, options: &ClientOptions) -> Result<ClusterInfoReply, String> {
     let mut service = service_client(addr, options).map_err(|error| error.to_string())?;
-    let request = super::master_client::timed(ClusterInfoRequest {}, options.rpc_timeout);
+    let request = super::master_client::timed(ClusterInfoRequest::default(), options.rpc_timeout);
     let reply = service.cluster_info(request).await;
     reply
         .map(tonic::Response::into_inner)

@@ -220,17 +220,29 @@ impl MasterClient {
         addr: &str,
     ) -> Result<proto::raft::ClusterInfoReply, ClientError> {
         let mut service = service_client(addr, self.options())?;
-        let request = timed(proto::raft::ClusterInfoRequest {}, self.rpc_timeout());
+        let request = timed(proto::raft::ClusterInfoRequest::default(), self.rpc_timeout());
         let reply = service.cluster_info(request).await;
         reply
             .map(tonic::Response::into_inner)
             .map_err(|status| ClientError::from_status("ClusterInfo", &status))
     }
 
+    /// Master `addr`'s own applied state, as (index of its last entry, digest): replicas at
+    /// the same index must report the same digest. Costs the master a full encoding.
+    pub async fn member_digest(&self, addr: &str) -> Result<(u64, u64), ClientError> {
+        let mut service = service_client(addr, self.options())?;
+        let asked = proto::raft::ClusterInfoRequest { state_digest: true };
+        let reply = service.cluster_info(timed(asked, self.rpc_timeout())).await;
+        let reply = reply
+            .map(tonic::Response::into_inner)
+            .map_err(|status| ClientError::from_status("ClusterInfo", &status))?;
+        Ok((reply.digest_applied_index, reply.state_digest))
+    }
+
     pub async fn cluster_info(&self) -> Result<proto::raft::ClusterInfoReply, ClientError> {
         let timeout = self.rpc_timeout();
         self.call("ClusterInfo", |mut service| async move {
-            service.cluster_info(timed(proto::raft::ClusterInfoRequest {}, timeout)).await
+            service.cluster_info(timed(proto::raft::ClusterInfoRequest::default(), timeout)).await
         })
         .await
     }

@@ -310,9 +310,15 @@ impl pb::master_service_server::MasterService for MasterRpc {
 
     async fn cluster_info(
         &self,
-        _request: tonic::Request<proto::raft::ClusterInfoRequest>,
+        request: tonic::Request<proto::raft::ClusterInfoRequest>,
     ) -> Reply<proto::raft::ClusterInfoReply> {
-        Ok(tonic::Response::new(consensus::cluster_info_reply(&self.node.cluster_info())))
+        let mut reply = consensus::cluster_info_reply(&self.node.cluster_info());
+        if request.get_ref().state_digest {
+            let (index, digest) = self.node.read_applied(|state| fnv1a64(&state.state().encode()));
+            reply.digest_applied_index = index;
+            reply.state_digest = digest;
+        }
+        Ok(tonic::Response::new(reply))
     }
 
     async fn status(&self, _request: tonic::Request<pb::StatusRequest>) -> Reply<pb::StatusReply> {
@@ -350,4 +356,11 @@ fn task_report(call: &'static str, response: Response) -> Reply<pb::TaskReportRe
         Response::Stale => Ok(tonic::Response::new(pb::TaskReportReply { accepted: false })),
         other => Err(unexpected(call, other)),
     }
+}
+
+/// FNV-1a, 64 bits: a digest replicas compare, not a defence against forgery.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }

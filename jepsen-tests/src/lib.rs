@@ -1,0 +1,5 @@
+//! jepsen-tests: the `raftrain` binary as a black box under faults. A supervisor starts real
+//! processes, per-link TCP proxies partition the masters, nemeses kill, pause and cut on a
+//! seeded schedule, workload clients record every operation, and checkers judge the history.
+
+pub mod supervisor;

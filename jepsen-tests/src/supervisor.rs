@@ -1,0 +1,239 @@
+//! `ProcessGroup`: the one supervisor of child `raftrain` processes in the workspace (the
+//! fault harness, the demo and the benchmarks): start named processes, each logging to its own
+//! file, kill -9, pause and resume them, restart them with the same or new arguments, stop
+//! all. Every process is killed when the group is dropped, also on error or panic, and each
+//! child asks the kernel for SIGTERM when its parent dies ([`exit_with_parent`]), so not even a
+//! SIGKILLed parent leaves orphans.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use nix::sys::signal::Signal;
+
+/// Set on a child to its parent's pid: the child then asks for SIGTERM when the parent dies.
+const EXIT_WITH_PARENT_ENV: &str = "RAFTRAIN_EXIT_WITH_PARENT";
+/// The tracing filter of children unless the group is given another.
+const LOG_FILTER_DEFAULT: &str = "warn";
+
+/// One supervised process: how to start it and, while it runs, its handle.
+struct Process {
+    name: String,
+    args: Vec<String>,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+pub struct ProcessGroup {
+    exe: PathBuf,
+    log_dir: PathBuf,
+    log_filter: String,
+    processes: Vec<Process>,
+}
+
+impl ProcessGroup {
+    /// An empty group running `exe`, logging to `<log_dir>/<name>.log`.
+    pub fn new(exe: PathBuf, log_dir: &Path) -> Self {
+        Self {
+            exe,
+            log_dir: log_dir.to_path_buf(),
+            log_filter: LOG_FILTER_DEFAULT.to_string(),
+            processes: Vec::new(),
+        }
+    }
+
+    /// Starts one process of this executable per argument list, `process-<index>` each.
+    pub fn start(commands: Vec<Vec<String>>, log_dir: &Path) -> anyhow::Result<Self> {
+        let names = (0..commands.len()).map(|index| format!("process-{index}")).collect();
+        Self::start_named(commands, names, log_dir)
+    }
+
+    /// Starts one process of this executable per argument list, named `names`; the children
+    /// log warnings unless `RAFTRAIN_BENCH_LOG` names another filter.
+    pub fn start_named(
+        commands: Vec<Vec<String>>,
+        names: Vec<String>,
+        log_dir: &Path,
+    ) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("find the raftrain executable")?;
+        let mut group = Self::new(exe, log_dir);
+        if let Ok(filter) = std::env::var("RAFTRAIN_BENCH_LOG") {
+            group.log_filter = filter;
+        }
+        for (args, name) in commands.into_iter().zip(names) {
+            group.add(&name, args)?;
+        }
+        Ok(group)
+    }
+
+    /// Sets the children's `RAFTRAIN_LOG` filter from their next start.
+    pub fn set_log_filter(&mut self, filter: &str) {
+        self.log_filter = filter.to_string();
+    }
+
+    /// Adds and starts a process; its index is returned.
+    pub fn add(&mut self, name: &str, args: Vec<String>) -> anyhow::Result<usize> {
+        let log = self.log_dir.join(format!("{name}.log"));
+        self.processes.push(Process { name: name.to_string(), args, log, child: None });
+        let index = self.processes.len() - 1;
+        self.spawn(index)?;
+        Ok(index)
+    }
+
+    /// Starts process `index` (again) with its arguments; its log is appended to.
+    pub fn spawn(&mut self, index: usize) -> anyhow::Result<()> {
+        let process = &mut self.processes[index];
+        anyhow::ensure!(process.child.is_none(), "{} is already running", process.name);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&process.log)
+            .with_context(|| format!("open {}", process.log.display()))?;
+        let child = Command::new(&self.exe)
+            .args(&process.args)
+            .env("RAFTRAIN_LOG", &self.log_filter)
+            .env(EXIT_WITH_PARENT_ENV, std::process::id().to_string())
+            // The child's stdin stays open while the group lives: a child may treat its end
+            // (this process exiting, even by SIGKILL) as the signal to stop.
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {} {:?}", self.exe.display(), process.args))?;
+        process.child = Some(child);
+        Ok(())
+    }
+
+    /// Replaces process `index`'s arguments for its next start.
+    pub fn set_args(&mut self, index: usize, args: Vec<String>) {
+        self.processes[index].args = args;
+    }
+
+    /// SIGKILL and reap; nothing is flushed that was not already synced. A paused process
+    /// dies all the same.
+    pub fn kill(&mut self, index: usize) {
+        if let Some(mut child) = self.processes[index].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP: the process stops running (its sockets stay open, its peers time out).
+    pub fn pause(&self, index: usize) -> anyhow::Result<()> {
+        self.signal(index, Signal::SIGSTOP)
+    }
+
+    /// SIGCONT after [`ProcessGroup::pause`].
+    pub fn resume(&self, index: usize) -> anyhow::Result<()> {
+        self.signal(index, Signal::SIGCONT)
+    }
+
+    fn signal(&self, index: usize, signal: Signal) -> anyhow::Result<()> {
+        let pid =
+            self.pid(index).with_context(|| format!("{} is not running", self.name(index)))?;
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).context("a pid fits in i32")?);
+        nix::sys::signal::kill(pid, signal)
+            .with_context(|| format!("{signal} {}", self.name(index)))
+    }
+
+    /// SIGTERM to every process at once, then SIGKILL to those still running after `grace`.
+    pub fn terminate_all(&mut self, grace: Duration) {
+        for index in 0..self.processes.len() {
+            let _ = self.signal(index, Signal::SIGCONT);
+            let _ = self.signal(index, Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + grace;
+        for index in 0..self.processes.len() {
+            let Some(child) = &mut self.processes[index].child else { continue };
+            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            self.kill(index);
+        }
+    }
+
+    /// The exit status of process `index` if it has exited (it stays recorded as exited).
+    pub fn exit_status(
+        &mut self,
+        index: usize,
+    ) -> anyhow::Result<Option<std::process::ExitStatus>> {
+        match &mut self.processes[index].child {
+            Some(child) => Ok(child.try_wait()?),
+            None => Ok(None),
+        }
+    }
+
+    pub fn name(&self, index: usize) -> &str {
+        &self.processes[index].name
+    }
+
+    pub fn log_path(&self, index: usize) -> &Path {
+        &self.processes[index].log
+    }
+
+    pub fn len(&self) -> usize {
+        self.processes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.processes.is_empty()
+    }
+
+    pub fn pid(&self, index: usize) -> Option<u32> {
+        self.processes[index].child.as_ref().map(Child::id)
+    }
+
+    /// Fails, with the end of its log, if any process has exited on its own.
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+        for index in 0..self.processes.len() {
+            if let Some(status) = self.exit_status(index)? {
+                let tail = log_tail(self.log_path(index), 20);
+                anyhow::bail!("{} exited with {status}:\n{tail}", self.name(index));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        for index in 0..self.processes.len() {
+            self.kill(index);
+        }
+    }
+}
+
+/// The last `lines` lines of a log file (empty if it cannot be read).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// In a child started by a [`ProcessGroup`]: asks the kernel for SIGTERM (a graceful stop) when
+/// the parent dies, and stops at once if it already has (the parent is no longer the one that
+/// started us).
+pub fn exit_with_parent() {
+    let Some(parent) =
+        std::env::var(EXIT_WITH_PARENT_ENV).ok().and_then(|pid| pid.parse::<i32>().ok())
+    else {
+        return;
+    };
+    if let Err(error) = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM) {
+        tracing::warn!(%error, "cannot ask to be stopped with the parent process");
+    }
+    if nix::unistd::getppid().as_raw() != parent {
+        tracing::warn!(parent, "the parent process is gone; stopping");
+        std::process::exit(1);
+    }
+}
+
+/// Loopback addresses with ports the kernel just handed out (and that are free again now).
+pub fn free_loopback_addrs(count: usize) -> anyhow::Result<Vec<String>> {
+    let listeners: Vec<std::net::TcpListener> = (0..count)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .context("bind a loopback port")?;
+    listeners.iter().map(|listener| Ok(listener.local_addr()?.to_string())).collect()
+}
