@@ -2,4 +2,7 @@
 //! processes, per-link TCP proxies partition the masters, nemeses kill, pause and cut on a
 //! seeded schedule, workload clients record every operation, and checkers judge the history.
 
+pub mod binary;
+pub mod cluster;
+pub mod proxy;
 pub mod supervisor;
