@@ -39,7 +39,11 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts the masters and pservers from `binary` under `dir`.
-    pub async fn start(binary: PathBuf, dir: &Path, options: &ClusterOptions) -> anyhow::Result<Self> {
+    pub async fn start(
+        binary: PathBuf,
+        dir: &Path,
+        options: &ClusterOptions,
+    ) -> anyhow::Result<Self> {
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs)?;
         let addrs = free_loopback_addrs(2 * MASTER_COUNT + options.pservers)?;
@@ -190,8 +194,24 @@ impl Cluster {
         self.processes.kill(self.pservers[index]);
     }
 
+    /// Starts pserver `index` again (reaping it first if it exited by itself).
     pub fn restart_pserver(&mut self, index: usize) -> anyhow::Result<()> {
+        self.reap_pserver(index);
         self.processes.spawn(self.pservers[index])
+    }
+
+    pub fn pause_pserver(&self, index: usize) -> anyhow::Result<()> {
+        self.processes.pause(self.pservers[index])
+    }
+
+    /// Resumes pserver `index`; if it exited meanwhile (its slot went elsewhere), starts it
+    /// again as a standby.
+    pub fn resume_pserver(&mut self, index: usize) -> anyhow::Result<()> {
+        if self.is_pserver_running(index) {
+            return self.processes.resume(self.pservers[index]);
+        }
+        self.reap_pserver(index);
+        self.restart_pserver(index)
     }
 
     /// Whether pserver `index` runs (it exits by itself when its slot went elsewhere).
@@ -233,7 +253,9 @@ impl Cluster {
 
     /// Every process log, for the report.
     pub fn log_paths(&self) -> Vec<PathBuf> {
-        (0..self.processes.len()).map(|index| self.processes.log_path(index).to_path_buf()).collect()
+        (0..self.processes.len())
+            .map(|index| self.processes.log_path(index).to_path_buf())
+            .collect()
     }
 
     /// The directory everything lives in.

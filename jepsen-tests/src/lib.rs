@@ -4,5 +4,6 @@
 
 pub mod binary;
 pub mod cluster;
+pub mod nemesis;
 pub mod proxy;
 pub mod supervisor;

@@ -1,0 +1,255 @@
+//! Nemeses: the faults the harness injects, a seeded schedule of them, and applying and
+//! healing each against a [`Cluster`]. Every fault is started, held for its window, then
+//! healed; the next one starts after a quiet interval, so each heal can be judged on its own.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom as _;
+use rand::{Rng as _, SeedableRng as _};
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::{Cluster, MASTER_COUNT};
+
+/// One kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// kill -9 the leader, restart it when healed.
+    KillLeader,
+    /// kill -9 a follower, restart it when healed.
+    KillFollower,
+    /// kill -9 every master at once, restart them all when healed.
+    KillAll,
+    /// SIGSTOP the leader for longer than an election timeout, SIGCONT when healed.
+    PauseLeader,
+    /// SIGSTOP a follower, SIGCONT when healed.
+    PauseFollower,
+    /// Cut every link between the leader and the others.
+    IsolateLeader,
+    /// Cut one random master from the other two.
+    SplitOneTwo,
+    /// A-B and B-C stay, A-C is cut (B bridges).
+    Bridge,
+    /// Cut random single links, one after another, through the window.
+    Clog,
+    /// kill -9 a pserver (a standby takes its slot), restart it when healed.
+    KillPserver,
+    /// SIGSTOP a pserver past its lease, SIGCONT when healed (it exits if replaced).
+    PausePserver,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 11] = [
+        Fault::KillLeader,
+        Fault::KillFollower,
+        Fault::KillAll,
+        Fault::PauseLeader,
+        Fault::PauseFollower,
+        Fault::IsolateLeader,
+        Fault::SplitOneTwo,
+        Fault::Bridge,
+        Fault::Clog,
+        Fault::KillPserver,
+        Fault::PausePserver,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::KillLeader => "kill-leader",
+            Fault::KillFollower => "kill-follower",
+            Fault::KillAll => "kill-all",
+            Fault::PauseLeader => "pause-leader",
+            Fault::PauseFollower => "pause-follower",
+            Fault::IsolateLeader => "isolate-leader",
+            Fault::SplitOneTwo => "split-one-two",
+            Fault::Bridge => "bridge",
+            Fault::Clog => "clog",
+            Fault::KillPserver => "kill-pserver",
+            Fault::PausePserver => "pause-pserver",
+        }
+    }
+}
+
+/// One scheduled fault: when it starts (from the run's start) and how long it is held.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Step {
+    pub fault: Fault,
+    pub start_ms: u64,
+    pub hold_ms: u64,
+}
+
+/// A run's faults in order; the same seed and arguments give the same schedule.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Schedule {
+    pub seed: u64,
+    pub steps: Vec<Step>,
+}
+
+/// A quiet interval before each fault: the cluster settles, clients make progress.
+const QUIET_MS: (u64, u64) = (2_000, 4_000);
+/// How long a fault is held: longer than the masters' election timeout (800 ms) and the
+/// pservers' and trainers' leases in the harness (2 s).
+const HOLD_MS: (u64, u64) = (2_500, 5_000);
+
+impl Schedule {
+    /// Faults drawn from `faults` with seeded timings until `total_ms` is used up.
+    pub fn generate(seed: u64, faults: &[Fault], total_ms: u64) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut steps = Vec::new();
+        let mut now_ms = 0;
+        loop {
+            let start_ms = now_ms + rng.gen_range(QUIET_MS.0..=QUIET_MS.1);
+            let hold_ms = rng.gen_range(HOLD_MS.0..=HOLD_MS.1);
+            if start_ms + hold_ms > total_ms || faults.is_empty() {
+                break;
+            }
+            let fault = *faults.choose(&mut rng).expect("faults is not empty");
+            steps.push(Step { fault, start_ms, hold_ms });
+            now_ms = start_ms + hold_ms;
+        }
+        Self { seed, steps }
+    }
+
+    /// The smoke schedule: a leader kill, a partition, a leader pause and a pserver kill, in
+    /// that order, with fixed timings.
+    pub fn smoke(seed: u64) -> Self {
+        let faults =
+            [Fault::KillLeader, Fault::IsolateLeader, Fault::PauseLeader, Fault::KillPserver];
+        let steps = faults
+            .iter()
+            .enumerate()
+            .map(|(index, fault)| Step {
+                fault: *fault,
+                start_ms: 3_000 + index as u64 * 7_000,
+                hold_ms: 3_000,
+            })
+            .collect();
+        Self { seed, steps }
+    }
+
+    /// When the last fault is healed.
+    pub fn end_ms(&self) -> u64 {
+        self.steps.last().map_or(0, |step| step.start_ms + step.hold_ms)
+    }
+}
+
+/// A fault in force: what to undo at the heal.
+#[derive(Debug)]
+pub struct Active {
+    pub fault: Fault,
+    /// The masters (or, for pserver faults, pservers) it hit, by index.
+    pub targets: Vec<usize>,
+}
+
+/// Starts `fault` against `cluster`; `rng` picks targets.
+pub async fn start(
+    cluster: &mut Cluster,
+    fault: Fault,
+    rng: &mut StdRng,
+) -> anyhow::Result<Active> {
+    let leader = cluster.leader().await;
+    let follower = |rng: &mut StdRng| {
+        let others: Vec<usize> = (0..MASTER_COUNT).filter(|index| Some(*index) != leader).collect();
+        *others.choose(rng).expect("three masters")
+    };
+    let targets = match fault {
+        Fault::KillLeader | Fault::PauseLeader | Fault::IsolateLeader => {
+            vec![leader.unwrap_or_else(|| rng.gen_range(0..MASTER_COUNT))]
+        }
+        Fault::KillFollower | Fault::PauseFollower => vec![follower(rng)],
+        Fault::KillAll => (0..MASTER_COUNT).collect(),
+        Fault::SplitOneTwo | Fault::Bridge | Fault::Clog => vec![rng.gen_range(0..MASTER_COUNT)],
+        Fault::KillPserver | Fault::PausePserver => vec![rng.gen_range(0..cluster.pservers.len())],
+    };
+    apply(cluster, fault, &targets)?;
+    Ok(Active { fault, targets })
+}
+
+fn apply(cluster: &mut Cluster, fault: Fault, targets: &[usize]) -> anyhow::Result<()> {
+    match fault {
+        Fault::KillLeader | Fault::KillFollower | Fault::KillAll => {
+            targets.iter().for_each(|index| cluster.kill_master(*index));
+        }
+        Fault::PauseLeader | Fault::PauseFollower => cluster.pause_master(targets[0])?,
+        Fault::IsolateLeader | Fault::SplitOneTwo => cluster.isolate(targets),
+        Fault::Bridge => {
+            let bridge = targets[0];
+            let (a, c) = ((bridge + 1) % MASTER_COUNT, (bridge + 2) % MASTER_COUNT);
+            cluster.cut(a, c);
+            cluster.cut(c, a);
+        }
+        Fault::Clog => cluster.cut(targets[0], (targets[0] + 1) % MASTER_COUNT),
+        Fault::KillPserver => cluster.kill_pserver(targets[0]),
+        Fault::PausePserver => cluster.pause_pserver(targets[0])?,
+    }
+    Ok(())
+}
+
+/// While `active` is held: a clog cuts one more random link every `CLOG_STEP_MS`.
+pub const CLOG_STEP_MS: u64 = 700;
+
+/// One more step of an active fault (only a clog changes while held).
+pub fn tick(cluster: &Cluster, active: &Active, rng: &mut StdRng) {
+    if active.fault == Fault::Clog {
+        let from = rng.gen_range(0..MASTER_COUNT);
+        let to = (from + rng.gen_range(1..MASTER_COUNT)) % MASTER_COUNT;
+        cluster.cut(from, to);
+    }
+}
+
+/// Undoes `active`: restarts the killed, resumes the paused, heals every link.
+pub fn heal(cluster: &mut Cluster, active: &Active) -> anyhow::Result<()> {
+    match active.fault {
+        Fault::KillLeader | Fault::KillFollower | Fault::KillAll => {
+            for index in &active.targets {
+                cluster.restart_master(*index)?;
+            }
+        }
+        Fault::PauseLeader | Fault::PauseFollower => cluster.resume_master(active.targets[0])?,
+        Fault::KillPserver => {
+            cluster.restart_pserver(active.targets[0])?;
+        }
+        Fault::PausePserver => {
+            cluster.resume_pserver(active.targets[0])?;
+        }
+        Fault::IsolateLeader | Fault::SplitOneTwo | Fault::Bridge | Fault::Clog => {}
+    }
+    cluster.heal_links();
+    Ok(())
+}
+
+/// Holds `duration` in steps, ticking the fault.
+pub async fn hold(cluster: &Cluster, active: &Active, duration: Duration, rng: &mut StdRng) {
+    let step = Duration::from_millis(CLOG_STEP_MS);
+    let mut left = duration;
+    while !left.is_zero() {
+        let pause = left.min(step);
+        tokio::time::sleep(pause).await;
+        left -= pause;
+        tick(cluster, active, rng);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A seed gives the same schedule every time; faults never overlap and fit the run.
+    #[test]
+    fn schedules_are_seeded_and_fit() {
+        let first = Schedule::generate(7, &Fault::ALL, 120_000);
+        let again = Schedule::generate(7, &Fault::ALL, 120_000);
+        let other = Schedule::generate(8, &Fault::ALL, 120_000);
+        let faults =
+            |schedule: &Schedule| schedule.steps.iter().map(|step| step.fault).collect::<Vec<_>>();
+        assert_eq!(faults(&first), faults(&again));
+        assert_ne!(faults(&first), faults(&other));
+        assert!(first.steps.len() >= 10, "{}", first.steps.len());
+        for pair in first.steps.windows(2) {
+            assert!(pair[0].start_ms + pair[0].hold_ms < pair[1].start_ms, "{pair:?}");
+        }
+        assert!(first.end_ms() <= 120_000);
+        assert!(Schedule::generate(1, &[], 60_000).steps.is_empty());
+    }
+}
