@@ -3,7 +3,13 @@
 //! seeded schedule, workload clients record every operation, and checkers judge the history.
 
 pub mod binary;
+pub mod chart;
+pub mod checker;
 pub mod cluster;
+pub mod history;
 pub mod nemesis;
 pub mod proxy;
+pub mod report;
+pub mod run;
 pub mod supervisor;
+pub mod workload;

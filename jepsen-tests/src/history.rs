@@ -1,0 +1,209 @@
+//! The history of a run, Jepsen style: every client operation as an `Invoke` and its
+//! completion (`Ok`, `Fail`, or `Info` when the outcome is unknown: it may still have taken
+//! effect and is never assumed not to have), plus the nemesis's faults and the pservers'
+//! observed slots, in one ordered list. Serialised as JSON for the report.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+/// How an operation event ended (or that it began).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpKind {
+    Invoke,
+    Ok,
+    Fail,
+    Info,
+}
+
+/// Whether a nemesis event starts or heals a fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Start,
+    Stop,
+}
+
+/// What an operation asked for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "f", rename_all = "kebab-case")]
+pub enum Operation {
+    Register,
+    GetTask {
+        trainer: u64,
+        pass: u32,
+    },
+    TaskFinished {
+        trainer: u64,
+        id: u64,
+        epoch: u64,
+    },
+    TaskFailed {
+        trainer: u64,
+        id: u64,
+        epoch: u64,
+    },
+    /// A linearizable status read (through the leader).
+    Status,
+    /// One master's own applied state: (index, digest).
+    Digest {
+        master: u64,
+    },
+    /// A pserver's own status: which slot and generation it serves.
+    PserverStatus {
+        pserver: u64,
+    },
+    Nemesis {
+        fault: String,
+        targets: Vec<u64>,
+        phase: Phase,
+    },
+}
+
+/// What an operation returned.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Value {
+    #[default]
+    None,
+    Trainer {
+        id: u64,
+    },
+    Task {
+        id: u64,
+        epoch: u64,
+        pass: u32,
+    },
+    /// `get_task` had nothing: the pass to ask next and why.
+    NoTask {
+        reason: String,
+        current_pass: u32,
+    },
+    /// A report's verdict: `false` when fenced off (a stale epoch).
+    Accepted {
+        accepted: bool,
+    },
+    Status(StatusSnapshot),
+    Digest {
+        applied_index: u64,
+        digest: u64,
+    },
+    /// A pserver serving `slot` under `generation` (or not serving: `serving: false`).
+    Slot {
+        slot: u32,
+        generation: u64,
+        serving: bool,
+    },
+    Error {
+        message: String,
+    },
+}
+
+/// The queue counts a status read returned.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusSnapshot {
+    pub term: u64,
+    pub applied_index: u64,
+    pub pass: u32,
+    pub todo: u64,
+    pub pending: u64,
+    pub done: u64,
+    pub failed: u64,
+    pub task_count: u64,
+    pub dispatched: u64,
+}
+
+/// One event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Op {
+    pub index: usize,
+    /// The logical client (a retired one's id is never reused); nemesis events use
+    /// [`NEMESIS_PROCESS`].
+    pub process: u64,
+    pub kind: OpKind,
+    #[serde(flatten)]
+    pub f: Operation,
+    #[serde(default)]
+    pub value: Value,
+    /// Milliseconds since the run began.
+    pub time_ms: u64,
+}
+
+/// The process id of nemesis events.
+pub const NEMESIS_PROCESS: u64 = u64::MAX;
+
+/// The recorder the workload and nemesis write to, shared by every task of a run.
+pub struct History {
+    started: Instant,
+    ops: Mutex<Vec<Op>>,
+}
+
+impl History {
+    pub fn new() -> Self {
+        Self { started: Instant::now(), ops: Mutex::new(Vec::new()) }
+    }
+
+    /// Milliseconds since the run began.
+    pub fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Records an event; returns its index.
+    pub fn record(&self, process: u64, kind: OpKind, f: Operation, value: Value) -> usize {
+        let mut ops = self.ops.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let index = ops.len();
+        ops.push(Op { index, process, kind, f, value, time_ms: self.now_ms() });
+        index
+    }
+
+    /// Records `f`'s invocation, runs it, records its completion.
+    pub async fn call<T>(
+        &self,
+        process: u64,
+        f: Operation,
+        run: impl std::future::Future<Output = (OpKind, Value, T)>,
+    ) -> (OpKind, T) {
+        self.record(process, OpKind::Invoke, f.clone(), Value::None);
+        let (kind, value, result) = run.await;
+        self.record(process, kind, f, value);
+        (kind, result)
+    }
+
+    /// Every event so far.
+    pub fn ops(&self) -> Vec<Op> {
+        self.ops.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+}
+
+impl Default for History {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Events round-trip through JSON in a flat, readable shape.
+    #[test]
+    fn ops_round_trip_through_json() {
+        let history = History::new();
+        let get = Operation::GetTask { trainer: 4, pass: 1 };
+        history.record(1, OpKind::Invoke, get.clone(), Value::None);
+        history.record(1, OpKind::Ok, get, Value::Task { id: 9, epoch: 2, pass: 1 });
+        let nemesis = Operation::Nemesis {
+            fault: "kill-leader".into(),
+            targets: vec![2],
+            phase: Phase::Start,
+        };
+        history.record(NEMESIS_PROCESS, OpKind::Info, nemesis, Value::None);
+        let ops = history.ops();
+        let json = serde_json::to_string(&ops).expect("serialise");
+        assert!(json.contains(r#""f":"get-task","trainer":4"#), "{json}");
+        let back: Vec<Op> = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, ops);
+    }
+}

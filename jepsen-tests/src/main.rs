@@ -1,0 +1,94 @@
+//! `cargo run -p jepsen-tests --release -- --time 600 --nemesis all --seed S`: one harness
+//! run against the `raftrain` binary; prints the summary, writes the report, and exits 1 on
+//! any violation (the seed to replay it is in the summary).
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Parser;
+use jepsen_tests::checker::CheckOptions;
+use jepsen_tests::nemesis::{Fault, Schedule};
+use jepsen_tests::run::{run, RunOptions};
+
+#[derive(Debug, Parser)]
+#[command(about = "Run raftrain under faults and check that nothing is lost")]
+struct Args {
+    /// Seconds of faults (the run adds a start, a quiet window and the final reads).
+    #[arg(long, default_value_t = 120)]
+    time: u64,
+    /// Faults to draw from: `all`, `smoke` (the fixed smoke schedule), or a comma-separated
+    /// list of kill-leader, kill-follower, kill-all, pause-leader, pause-follower,
+    /// isolate-leader, split-one-two, bridge, clog, kill-pserver, pause-pserver.
+    #[arg(long, default_value = "all")]
+    nemesis: String,
+    /// The schedule's seed; the same seed replays the same faults at the same times.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Concurrent task-queue clients.
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// Where the processes' data, logs and the report go (default: a new directory, kept).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Test the debug build instead of the release build (ignored with RAFTRAIN_BIN).
+    #[arg(long)]
+    debug: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let schedule = match args.nemesis.as_str() {
+        "smoke" => Schedule::smoke(seed),
+        kinds => Schedule::generate(seed, &parse_faults(kinds)?, args.time * 1000),
+    };
+    let dir = match args.out {
+        Some(dir) => dir,
+        None => tempfile::Builder::new().prefix("raftrain-jepsen-").tempdir()?.keep(),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    eprintln!("jepsen: seed {seed}, {} faults, directory {}", schedule.steps.len(), dir.display());
+    let binary = jepsen_tests::binary::raftrain_binary(!args.debug)?;
+    let options = RunOptions {
+        binary,
+        dir: dir.clone(),
+        schedule,
+        clients: args.clients,
+        check: CheckOptions::default(),
+    };
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let report = runtime.block_on(run(&options))?;
+    print!("{}", report.summary());
+    println!(
+        "report: {}/report.json, chart: {}/latency.svg, logs: {}/logs",
+        dir.display(),
+        dir.display(),
+        dir.display()
+    );
+    if !report.valid() {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn parse_faults(text: &str) -> anyhow::Result<Vec<Fault>> {
+    if text == "all" {
+        return Ok(Fault::ALL.to_vec());
+    }
+    text.split(',')
+        .map(|name| {
+            Fault::ALL
+                .iter()
+                .copied()
+                .find(|fault| fault.name() == name.trim())
+                .with_context(|| format!("--nemesis: unknown fault {name:?}"))
+        })
+        .collect()
+}

@@ -1,0 +1,153 @@
+//! The report of a run: the schedule, counts of operations by outcome, every violation, the
+//! checks that could not decide, and recovery times; written as `report.json`, the history
+//! as `history.json`, a text `summary.txt`, and `latency.svg` (each operation's latency over
+//! time, fault windows shaded).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::checker::recovery::RecoverySummary;
+use crate::checker::{completed, Violation};
+use crate::history::{Op, OpKind, Operation, Phase};
+use crate::nemesis::Schedule;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub seed: u64,
+    pub schedule: Schedule,
+    /// Operations by kind of call and outcome: `"get-task ok" -> 812`.
+    pub counts: BTreeMap<String, u64>,
+    /// Fault windows: name, targets, start and stop (ms).
+    pub faults: Vec<(String, Vec<u64>, u64, u64)>,
+    pub violations: Vec<Violation>,
+    pub unknown: Vec<String>,
+    pub recovery: RecoverySummary,
+    pub logs: Vec<PathBuf>,
+}
+
+impl Report {
+    pub fn new(
+        schedule: &Schedule,
+        ops: &[Op],
+        violations: Vec<Violation>,
+        unknown: Vec<String>,
+        recovery: RecoverySummary,
+    ) -> Self {
+        Self {
+            seed: schedule.seed,
+            schedule: schedule.clone(),
+            counts: counts(ops),
+            faults: fault_windows(ops),
+            violations,
+            unknown,
+            recovery,
+            logs: Vec::new(),
+        }
+    }
+
+    /// Whether nothing was found wrong.
+    pub fn valid(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// Writes the report, the history, the summary and the chart under `dir`.
+    pub fn write(&self, dir: &Path, ops: &[Op], logs: &[PathBuf]) -> anyhow::Result<()> {
+        let mut report = self.clone();
+        report.logs = logs.to_vec();
+        std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
+        std::fs::write(dir.join("history.json"), serde_json::to_vec(ops)?)?;
+        std::fs::write(dir.join("summary.txt"), report.summary())?;
+        std::fs::write(dir.join("latency.svg"), crate::chart::latency_svg(ops, &self.faults))?;
+        Ok(())
+    }
+
+    /// The text summary: verdict, seed, counts, faults with recovery, violations.
+    pub fn summary(&self) -> String {
+        let mut text = String::new();
+        let verdict = if self.valid() { "VALID" } else { "INVALID" };
+        let _ = writeln!(
+            text,
+            "{verdict}: {} violations, {} undecided; seed {}",
+            self.violations.len(),
+            self.unknown.len(),
+            self.seed
+        );
+        let _ = writeln!(text, "operations:");
+        for (name, count) in &self.counts {
+            let _ = writeln!(text, "  {name:<28} {count}");
+        }
+        let _ = writeln!(text, "faults (to the next dispatch):");
+        for (name, start_ms, recovery) in &self.recovery.faults {
+            let recovery = recovery.map_or("never".to_string(), |ms| format!("{ms} ms"));
+            let _ = writeln!(text, "  {start_ms:>7} ms {name:<16} {recovery}");
+        }
+        let recovery = &self.recovery;
+        let _ = writeln!(
+            text,
+            "recovery: p50 {} ms, p99 {} ms, max {} ms",
+            recovery.p50_ms, recovery.p99_ms, recovery.max_ms
+        );
+        for violation in &self.violations {
+            let _ = writeln!(
+                text,
+                "VIOLATION [{}] {} (ops {:?})",
+                violation.checker, violation.message, violation.ops
+            );
+        }
+        for unknown in &self.unknown {
+            let _ = writeln!(text, "undecided: {unknown}");
+        }
+        if !self.valid() {
+            let _ = writeln!(text, "replay with --seed {}", self.seed);
+        }
+        text
+    }
+}
+
+fn counts(ops: &[Op]) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for pair in completed(ops) {
+        let outcome = match pair.kind() {
+            OpKind::Ok => "ok",
+            OpKind::Fail => "fail",
+            OpKind::Info => "info",
+            OpKind::Invoke => "invoke",
+        };
+        *counts.entry(format!("{} {outcome}", operation_name(&pair.invoke.f))).or_insert(0) += 1;
+    }
+    counts
+}
+
+pub fn operation_name(f: &Operation) -> &'static str {
+    match f {
+        Operation::Register => "register",
+        Operation::GetTask { .. } => "get-task",
+        Operation::TaskFinished { .. } => "task-finished",
+        Operation::TaskFailed { .. } => "task-failed",
+        Operation::Status => "status",
+        Operation::Digest { .. } => "digest",
+        Operation::PserverStatus { .. } => "pserver-status",
+        Operation::Nemesis { .. } => "nemesis",
+    }
+}
+
+fn fault_windows(ops: &[Op]) -> Vec<(String, Vec<u64>, u64, u64)> {
+    let mut windows = Vec::new();
+    let mut open: Option<(String, Vec<u64>, u64)> = None;
+    for op in ops {
+        if let Operation::Nemesis { fault, targets, phase } = &op.f {
+            match phase {
+                Phase::Start => open = Some((fault.clone(), targets.clone(), op.time_ms)),
+                Phase::Stop => {
+                    if let Some((fault, targets, start)) = open.take() {
+                        windows.push((fault, targets, start, op.time_ms));
+                    }
+                }
+            }
+        }
+    }
+    windows
+}

@@ -1,0 +1,193 @@
+//! One harness run: start the cluster, load a job, run the workload and the observers while
+//! the nemesis follows its schedule, heal, give the cluster a quiet window, take the final
+//! reads, stop everything, then check the history and write the report.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use rand::rngs::StdRng;
+use rand::SeedableRng as _;
+use tokio::sync::watch;
+
+use crate::checker::{self, CheckOptions};
+use crate::cluster::{Cluster, ClusterOptions, MASTER_COUNT};
+use crate::history::{History, OpKind, Operation, Phase, Value, NEMESIS_PROCESS};
+use crate::nemesis::{self, Schedule};
+use crate::report::Report;
+use crate::workload::observers;
+use crate::workload::task_queue::TaskQueue;
+
+/// After the last heal, the cluster runs this long without faults before the final reads:
+/// the liveness window.
+const QUIET_AFTER_MS: u64 = 5_000;
+/// Passes in the job, so the queue cycles for the whole run.
+const PASSES: u32 = 1_000;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub binary: PathBuf,
+    pub dir: PathBuf,
+    pub schedule: Schedule,
+    pub clients: usize,
+    pub check: CheckOptions,
+}
+
+/// Runs everything and returns the checked report (also written under `dir`).
+pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
+    let dataset = write_dataset(&options.binary, &options.dir)?;
+    let cluster_options = ClusterOptions {
+        pserver_slots: 1,
+        pservers: 2,
+        master_args: [
+            "--task-timeout-min-ms",
+            "1500",
+            "--timeout-factor",
+            "1",
+            "--trainer-lease-ms",
+            "2000",
+            "--pserver-lease-ms",
+            "2000",
+            "--max-task-failures",
+            "1000000",
+        ]
+        .iter()
+        .map(|arg| arg.to_string())
+        .collect(),
+    };
+    let mut cluster =
+        Cluster::start(options.binary.clone(), &options.dir, &cluster_options).await?;
+    let outcome = drive(&mut cluster, options, &dataset).await;
+    cluster.stop(Duration::from_secs(5));
+    let history = outcome?;
+    let ops = history.ops();
+    let report = checker::check_all(&ops, &options.schedule, &options.check);
+    report.write(&options.dir, &ops, &cluster.log_paths())?;
+    Ok(report)
+}
+
+/// `recordio synth` into `<dir>/data`: a few hundred small chunks, one task each.
+fn write_dataset(binary: &Path, dir: &Path) -> anyhow::Result<String> {
+    let data = dir.join("data");
+    let status = Command::new(binary)
+        .args(["recordio", "synth", "--kind", "blobs", "--examples", "3000", "--features", "4"])
+        .args(["--classes", "2", "--seed", "1", "--max-chunk-bytes", "1024", "--out"])
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("run raftrain recordio synth")?;
+    anyhow::ensure!(status.success(), "raftrain recordio synth failed ({status})");
+    Ok(data.join("train.recordio").display().to_string())
+}
+
+async fn drive(
+    cluster: &mut Cluster,
+    options: &RunOptions,
+    dataset: &str,
+) -> anyhow::Result<Arc<History>> {
+    wait_for_leader(cluster, Duration::from_secs(60)).await?;
+    let client = cluster.client(Duration::from_secs(60))?;
+    client
+        .report_dataset("jepsen", &[dataset.to_string()], PASSES)
+        .await
+        .context("report the dataset")?;
+    let history = Arc::new(History::new());
+    let (stop, stopped) = watch::channel(false);
+    let workload = TaskQueue {
+        masters: cluster.master_addrs.clone(),
+        history: history.clone(),
+        next_process: Arc::new(AtomicU64::new(1)),
+        stop: stopped.clone(),
+    };
+    let clients = tokio::spawn(workload.run(options.clients, options.schedule.seed));
+    let observers = tokio::spawn(observers::observe(
+        history.clone(),
+        cluster.master_addrs.clone(),
+        cluster.pserver_addrs.clone(),
+        stopped,
+    ));
+    let faults = run_schedule(cluster, &options.schedule, &history).await;
+    tokio::time::sleep(Duration::from_millis(QUIET_AFTER_MS)).await;
+    let _ = stop.send(true);
+    let _ = clients.await;
+    let _ = observers.await;
+    faults?;
+    final_reads(cluster, &history).await;
+    Ok(history)
+}
+
+async fn wait_for_leader(cluster: &Cluster, limit: Duration) -> anyhow::Result<usize> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(leader) = cluster.leader().await {
+            return Ok(leader);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "no master leader within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Follows the schedule, recording each fault's start and heal.
+async fn run_schedule(
+    cluster: &mut Cluster,
+    schedule: &Schedule,
+    history: &History,
+) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(schedule.seed ^ 0x006e_656d_6573_6973);
+    for step in &schedule.steps {
+        let wait_ms = step.start_ms.saturating_sub(history.now_ms());
+        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        let active = nemesis::start(cluster, step.fault, &mut rng).await?;
+        let targets: Vec<u64> = active.targets.iter().map(|index| *index as u64).collect();
+        let event = |phase| Operation::Nemesis {
+            fault: step.fault.name().to_string(),
+            targets: targets.clone(),
+            phase,
+        };
+        history.record(NEMESIS_PROCESS, OpKind::Info, event(Phase::Start), Value::None);
+        tracing::info!(fault = step.fault.name(), ?targets, "nemesis: start");
+        nemesis::hold(cluster, &active, Duration::from_millis(step.hold_ms), &mut rng).await;
+        nemesis::heal(cluster, &active)?;
+        revive_pservers(cluster)?;
+        history.record(NEMESIS_PROCESS, OpKind::Info, event(Phase::Stop), Value::None);
+        tracing::info!(fault = step.fault.name(), "nemesis: healed");
+    }
+    Ok(())
+}
+
+/// Starts again, as standbys, pservers that exited because their slot went elsewhere.
+fn revive_pservers(cluster: &mut Cluster) -> anyhow::Result<()> {
+    for index in 0..cluster.pservers.len() {
+        if !cluster.is_pserver_running(index) {
+            cluster.restart_pserver(index)?;
+        }
+    }
+    Ok(())
+}
+
+/// A last status read, then every master's digest once their applied indexes agree (or
+/// after ten seconds, whatever they are).
+async fn final_reads(cluster: &Cluster, history: &History) {
+    let _ = observers::read_status(history, &cluster.master_addrs).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && !applied_indexes_agree(cluster).await {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = observers::read_digests(history, &cluster.master_addrs).await;
+}
+
+async fn applied_indexes_agree(cluster: &Cluster) -> bool {
+    let Ok(client) = cluster.client(Duration::from_secs(1)) else { return false };
+    let mut indexes = Vec::new();
+    for addr in cluster.master_addrs.iter().take(MASTER_COUNT) {
+        match client.member_info(addr).await {
+            Ok(info) => indexes.push(info.last_applied_index),
+            Err(_) => return false,
+        }
+    }
+    indexes.windows(2).all(|pair| pair[0] == pair[1])
+}

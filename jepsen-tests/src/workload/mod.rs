@@ -1,0 +1,5 @@
+//! What the harness does to the cluster while the nemesis works: the task-queue clients and
+//! the observers that read the cluster's own view.
+
+pub mod observers;
+pub mod task_queue;

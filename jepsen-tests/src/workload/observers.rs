@@ -1,0 +1,125 @@
+//! Readers that record what the cluster says about itself: linearizable status reads, each
+//! master's own applied-state digest, and each pserver's slot while it serves.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use consensus::security::Security;
+use master::client::{ClientOptions, MasterClient};
+use proto::pserver::p_server_service_client::PServerServiceClient;
+use tokio::sync::watch;
+
+use crate::history::{History, OpKind, Operation, StatusSnapshot, Value};
+use crate::workload::task_queue::{error_value, kind_of};
+
+/// Status reads and pserver polls happen this often.
+const OBSERVE_MS: u64 = 300;
+
+/// The process ids the observers record under (trainers count up from 1).
+pub const STATUS_PROCESS: u64 = u64::MAX - 1;
+pub const PSERVER_PROCESS: u64 = u64::MAX - 2;
+pub const DIGEST_PROCESS: u64 = u64::MAX - 3;
+
+fn client(masters: &[String], deadline: Duration) -> anyhow::Result<MasterClient> {
+    let options = ClientOptions {
+        call_deadline: deadline,
+        rpc_timeout: Duration::from_millis(500).min(deadline),
+        ..ClientOptions::default()
+    };
+    Ok(MasterClient::new(masters, options)?)
+}
+
+/// One linearizable status read, recorded.
+pub async fn read_status(history: &History, masters: &[String]) -> anyhow::Result<()> {
+    let client = client(masters, Duration::from_secs(2))?;
+    history
+        .call(STATUS_PROCESS, Operation::Status, async {
+            match client.status().await {
+                Ok(reply) => (OpKind::Ok, Value::Status(snapshot(&reply)), ()),
+                Err(error) => (kind_of(&error), error_value(&error), ()),
+            }
+        })
+        .await;
+    Ok(())
+}
+
+fn snapshot(reply: &proto::master::StatusReply) -> StatusSnapshot {
+    let cluster = reply.cluster.clone().unwrap_or_default();
+    StatusSnapshot {
+        term: cluster.term,
+        applied_index: cluster.last_applied_index,
+        pass: reply.pass,
+        todo: reply.todo,
+        pending: reply.pending,
+        done: reply.done,
+        failed: reply.failed,
+        task_count: reply.todo + reply.pending + reply.done + reply.failed,
+        dispatched: reply.dispatched,
+    }
+}
+
+/// Each master's own applied index and state digest, recorded.
+pub async fn read_digests(history: &History, masters: &[String]) -> anyhow::Result<()> {
+    let client = client(masters, Duration::from_secs(2))?;
+    for (index, addr) in masters.iter().enumerate() {
+        let f = Operation::Digest { master: index as u64 + 1 };
+        history
+            .call(DIGEST_PROCESS, f, async {
+                match client.member_digest(addr).await {
+                    Ok((applied_index, digest)) => {
+                        (OpKind::Ok, Value::Digest { applied_index, digest }, ())
+                    }
+                    Err(error) => (kind_of(&error), error_value(&error), ()),
+                }
+            })
+            .await;
+    }
+    Ok(())
+}
+
+/// Asks every pserver what it serves, recording those that answer (a pserver answers only
+/// while it holds a confirmed slot); a refusal or silence is recorded as a failure.
+pub async fn poll_pservers(history: &History, pservers: &[String]) {
+    for (index, addr) in pservers.iter().enumerate() {
+        let f = Operation::PserverStatus { pserver: index as u64 };
+        history
+            .call(PSERVER_PROCESS, f, async {
+                match pserver_slot(addr).await {
+                    Ok((slot, generation)) => {
+                        (OpKind::Ok, Value::Slot { slot, generation, serving: true }, ())
+                    }
+                    Err(status) => {
+                        (OpKind::Fail, Value::Error { message: status.message().to_string() }, ())
+                    }
+                }
+            })
+            .await;
+    }
+}
+
+async fn pserver_slot(addr: &str) -> Result<(u32, u64), tonic::Status> {
+    let security = Security::default();
+    let endpoint = consensus::network::endpoint(&security, addr)
+        .map_err(|error| tonic::Status::invalid_argument(error.to_string()))?;
+    let mut client = PServerServiceClient::new(security.channel(&endpoint));
+    let mut request = tonic::Request::new(proto::pserver::StatusRequest {});
+    request.set_timeout(Duration::from_millis(500));
+    let reply = client.status(request).await?.into_inner();
+    Ok((reply.slot, reply.generation))
+}
+
+/// Status reads and pserver polls every `OBSERVE_MS` until stop.
+pub async fn observe(
+    history: Arc<History>,
+    masters: Vec<String>,
+    pservers: Vec<String>,
+    mut stop: watch::Receiver<bool>,
+) {
+    while !*stop.borrow() {
+        let _ = read_status(&history, &masters).await;
+        poll_pservers(&history, &pservers).await;
+        let _ =
+            tokio::time::timeout(Duration::from_millis(OBSERVE_MS), stop.wait_for(|stop| *stop))
+                .await;
+    }
+}

@@ -1,0 +1,220 @@
+//! The task-queue workload: logical trainers that register, heartbeat, take tasks and report
+//! them finished or failed, or vanish with a task in hand, each call recorded. A trainer whose
+//! call ends with an unknown outcome (`Info`) retires, Jepsen style: a new logical process
+//! takes its place under a new id.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use master::client::{ClientError, ClientOptions, MasterClient, TaskOutcome};
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
+use tokio::sync::watch;
+
+use crate::history::{History, OpKind, Operation, Value};
+
+/// The longest a client call keeps retrying before its outcome is unknown.
+const CALL_DEADLINE_MS: u64 = 4_000;
+/// How long a trainer holds a task before reporting it.
+const WORK_MS_MAX: u64 = 200;
+/// Heartbeat period: a third of the harness's 2 s trainer lease.
+const HEARTBEAT_MS: u64 = 600;
+
+/// The shared parts of every logical trainer.
+#[derive(Clone)]
+pub struct TaskQueue {
+    pub masters: Vec<String>,
+    pub history: Arc<History>,
+    pub next_process: Arc<AtomicU64>,
+    pub stop: watch::Receiver<bool>,
+}
+
+impl TaskQueue {
+    /// Runs `clients` trainers, each replaced by a new process when it retires, until stop.
+    pub async fn run(self, clients: usize, seed: u64) {
+        let mut tasks = tokio::task::JoinSet::new();
+        for slot in 0..clients {
+            let workload = self.clone();
+            let rng = StdRng::seed_from_u64(seed.wrapping_add(slot as u64));
+            tasks.spawn(workload.client_slot(rng));
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+
+    async fn client_slot(self, mut rng: StdRng) {
+        while !*self.stop.borrow() {
+            let process = self.next_process.fetch_add(1, Ordering::SeqCst);
+            if let Err(error) = self.trainer(process, &mut rng).await {
+                tracing::debug!(process, %error, "a trainer retired");
+            }
+        }
+    }
+
+    fn client(&self) -> Result<MasterClient, ClientError> {
+        let options = ClientOptions {
+            call_deadline: Duration::from_millis(CALL_DEADLINE_MS),
+            rpc_timeout: Duration::from_millis(500),
+            ..ClientOptions::default()
+        };
+        MasterClient::new(&self.masters, options)
+    }
+
+    /// One logical trainer's life: register, then tasks until it retires or the run stops.
+    async fn trainer(&self, process: u64, rng: &mut StdRng) -> anyhow::Result<()> {
+        let client = Arc::new(self.client()?);
+        let registered = self
+            .history
+            .call(process, Operation::Register, async {
+                match client.register_trainer(&format!("jepsen-{process}")).await {
+                    Ok(registration) => (
+                        OpKind::Ok,
+                        Value::Trainer { id: registration.trainer_id },
+                        Some(registration.trainer_id),
+                    ),
+                    Err(error) => (kind_of(&error), error_value(&error), None),
+                }
+            })
+            .await;
+        let (OpKind::Ok, Some(trainer)) = registered else {
+            anyhow::bail!("registration ended {:?}", registered.0)
+        };
+        let heartbeats = tokio::spawn(heartbeat(client.clone(), trainer));
+        let outcome = self.work(process, &client, trainer, rng).await;
+        heartbeats.abort();
+        outcome
+    }
+
+    async fn work(
+        &self,
+        process: u64,
+        client: &MasterClient,
+        trainer: u64,
+        rng: &mut StdRng,
+    ) -> anyhow::Result<()> {
+        let mut pass = 0;
+        while !*self.stop.borrow() {
+            match self.get_task(process, client, trainer, pass).await? {
+                TaskOutcome::Task(task) => {
+                    tokio::time::sleep(Duration::from_millis(rng.gen_range(0..=WORK_MS_MAX))).await;
+                    let roll: f64 = rng.gen();
+                    if roll < 0.05 {
+                        anyhow::bail!("vanished holding task {}", task.id);
+                    }
+                    self.report(process, client, trainer, (task.id, task.epoch), roll < 0.15)
+                        .await?;
+                }
+                TaskOutcome::PassBefore { current } => pass = current,
+                TaskOutcome::PassAfter { current } => {
+                    pass = current;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                TaskOutcome::UnknownTrainer => anyhow::bail!("the master forgot trainer {trainer}"),
+                TaskOutcome::JobFinished => anyhow::bail!("the job finished"),
+                TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        process: u64,
+        client: &MasterClient,
+        trainer: u64,
+        pass: u32,
+    ) -> anyhow::Result<TaskOutcome> {
+        let f = Operation::GetTask { trainer, pass };
+        let (kind, outcome) = self
+            .history
+            .call(process, f, async {
+                match client.get_task(trainer, pass).await {
+                    Ok(outcome) => (OpKind::Ok, outcome_value(&outcome), Some(outcome)),
+                    Err(error) => (kind_of(&error), error_value(&error), None),
+                }
+            })
+            .await;
+        match (kind, outcome) {
+            (OpKind::Ok, Some(outcome)) => Ok(outcome),
+            (kind, _) => anyhow::bail!("get_task ended {kind:?}"),
+        }
+    }
+
+    async fn report(
+        &self,
+        process: u64,
+        client: &MasterClient,
+        trainer: u64,
+        (id, epoch): (u64, u64),
+        failed: bool,
+    ) -> anyhow::Result<()> {
+        let f = match failed {
+            true => Operation::TaskFailed { trainer, id, epoch },
+            false => Operation::TaskFinished { trainer, id, epoch },
+        };
+        let (kind, _) = self
+            .history
+            .call(process, f, async {
+                let reply = match failed {
+                    true => client.task_failed(id, epoch, "jepsen: a planned failure").await,
+                    false => client.task_finished(id, epoch).await,
+                };
+                match reply {
+                    Ok(accepted) => (OpKind::Ok, Value::Accepted { accepted }, ()),
+                    Err(error) => (kind_of(&error), error_value(&error), ()),
+                }
+            })
+            .await;
+        anyhow::ensure!(kind == OpKind::Ok, "the report ended {kind:?}");
+        Ok(())
+    }
+}
+
+/// Heartbeats until aborted; a failed one is retried at the next period.
+async fn heartbeat(client: Arc<MasterClient>, trainer: u64) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(HEARTBEAT_MS)).await;
+        let _ = client.heartbeat(trainer, 0).await;
+    }
+}
+
+/// `Info` when the call may have taken effect (no answer came), `Fail` when a master refused.
+pub fn kind_of(error: &ClientError) -> OpKind {
+    match error {
+        ClientError::Deadline { .. }
+        | ClientError::Connection { .. }
+        | ClientError::Malformed { .. } => OpKind::Info,
+        ClientError::Rejected {
+            code:
+                tonic::Code::Unavailable
+                | tonic::Code::DeadlineExceeded
+                | tonic::Code::Cancelled
+                | tonic::Code::Unknown
+                | tonic::Code::Internal,
+            ..
+        } => OpKind::Info,
+        _ => OpKind::Fail,
+    }
+}
+
+pub fn error_value(error: &ClientError) -> Value {
+    Value::Error { message: error.to_string() }
+}
+
+fn outcome_value(outcome: &TaskOutcome) -> Value {
+    let no_task = |reason: &str, current_pass: u32| Value::NoTask {
+        reason: reason.to_string(),
+        current_pass,
+    };
+    match outcome {
+        TaskOutcome::Task(task) => Value::Task { id: task.id, epoch: task.epoch, pass: task.pass },
+        TaskOutcome::PassBefore { current } => no_task("pass-before", *current),
+        TaskOutcome::PassAfter { current } => no_task("pass-after", *current),
+        TaskOutcome::NoMoreAvailable => no_task("no-more-available", 0),
+        TaskOutcome::JobFinished => no_task("job-finished", 0),
+        TaskOutcome::NoDataset => no_task("no-dataset", 0),
+        TaskOutcome::UnknownTrainer => no_task("unknown-trainer", 0),
+    }
+}

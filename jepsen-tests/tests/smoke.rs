@@ -1,0 +1,34 @@
+//! The smoke schedule, run by `cargo test`: three masters, two pservers and eight clients
+//! through a leader kill, a leader isolated by a partition, a leader paused past its election
+//! timeout and a pserver kill; fails on any violation, printing the summary and the seed.
+
+use std::time::Duration;
+
+use jepsen_tests::checker::CheckOptions;
+use jepsen_tests::nemesis::Schedule;
+use jepsen_tests::run::{run, RunOptions};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_schedule_finds_no_violation() {
+    let dir =
+        tempfile::Builder::new().prefix("raftrain-jepsen-smoke-").tempdir().expect("a directory");
+    let binary = jepsen_tests::binary::raftrain_binary(false).expect("the raftrain binary");
+    let seed = 1;
+    let options = RunOptions {
+        binary,
+        dir: dir.path().to_path_buf(),
+        schedule: Schedule::smoke(seed),
+        clients: 6,
+        check: CheckOptions::default(),
+    };
+    let report = tokio::time::timeout(Duration::from_secs(170), run(&options))
+        .await
+        .expect("the smoke run ends within its budget")
+        .expect("the smoke run completes");
+    let summary = report.summary();
+    println!("{summary}");
+    assert!(report.valid(), "{summary}\nlogs kept in {}", dir.keep().display());
+    let dispatched = report.counts.get("get-task ok").copied().unwrap_or(0);
+    assert!(dispatched > 50, "the workload made progress: {summary}");
+    assert_eq!(report.faults.len(), 4, "{summary}");
+}
