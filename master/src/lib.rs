@@ -12,6 +12,7 @@ mod dataset_scan;
 mod leader;
 mod leader_clock;
 mod metrics;
+pub mod planted;
 mod replicated_state;
 mod run;
 mod service;

@@ -15,6 +15,7 @@ pub fn check(ops: &[Op]) -> Vec<Violation> {
         completed(ops).into_iter().filter(|pair| pair.kind() == OpKind::Ok).collect();
     let mut violations = duplicate_grants(&pairs);
     violations.extend(stale_reports(&pairs));
+    violations.extend(done_twice_in_a_pass(&pairs));
     violations.extend(slots(&pairs));
     violations
 }
@@ -97,6 +98,45 @@ fn stale_reports(pairs: &[Completed<'_>]) -> Vec<Violation> {
     violations
 }
 
+/// A task finished (accepted) in a pass is not handed out again in that pass: only a
+/// timeout, a failure or a lost trainer puts a task back, and each of those refuses the
+/// report that would have finished it.
+fn done_twice_in_a_pass(pairs: &[Completed<'_>]) -> Vec<Violation> {
+    let grants: Vec<(&Completed<'_>, u64, u64, u32)> = pairs
+        .iter()
+        .filter_map(|pair| match pair.complete.value {
+            Value::Task { id, epoch, pass } => Some((pair, id, epoch, pass)),
+            _ => None,
+        })
+        .collect();
+    let mut violations = Vec::new();
+    for report in
+        pairs.iter().filter(|pair| pair.complete.value == Value::Accepted { accepted: true })
+    {
+        let Operation::TaskFinished { id, epoch, .. } = report.invoke.f else { continue };
+        let Some((_, _, _, pass)) =
+            grants.iter().find(|(_, granted, at, _)| *granted == id && *at == epoch)
+        else {
+            continue;
+        };
+        let again = grants.iter().find(|(grant, granted, at, in_pass)| {
+            *granted == id
+                && *at > epoch
+                && in_pass == pass
+                && grant.invoke.index > report.complete.index
+        });
+        if let Some((grant, _, again_epoch, _)) = again {
+            let message = format!("task {id} was finished (epoch {epoch}) and handed out again (epoch {again_epoch}) in pass {pass}");
+            violations.push(Violation::new(
+                NAME,
+                message,
+                vec![report.complete.index, grant.complete.index],
+            ));
+        }
+    }
+    violations
+}
+
 /// Per slot, the newest generation seen serving so far (by completion); a later read of an
 /// older one serving is a violation.
 fn slots(pairs: &[Completed<'_>]) -> Vec<Violation> {
@@ -137,7 +177,6 @@ mod tests {
     fn a_clean_regrant_passes() {
         let history = Builder::default()
             .grant((0, 1), 1, 7, 1)
-            .finish((2, 3), 1, 7, 1, true)
             .grant((4, 5), 2, 7, 2)
             .finish((6, 7), 1, 7, 1, false)
             .finish((8, 9), 2, 7, 2, true);
@@ -179,6 +218,21 @@ mod tests {
         let violations = check(&history.ops);
         assert!(
             violations.iter().any(|violation| violation.message.contains("accepted twice")),
+            "{violations:?}"
+        );
+    }
+
+    #[test]
+    fn a_task_finished_then_handed_out_again_in_its_pass_is_caught() {
+        let history = Builder::default()
+            .grant((0, 1), 1, 7, 1)
+            .finish((2, 3), 1, 7, 1, true)
+            .grant((4, 5), 2, 7, 2);
+        let violations = check(&history.ops);
+        assert!(
+            violations
+                .iter()
+                .any(|violation| violation.message.contains("again (epoch 2) in pass 1")),
             "{violations:?}"
         );
     }

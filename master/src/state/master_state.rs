@@ -283,6 +283,11 @@ impl MasterState {
         self.job.as_ref().is_some_and(|job| job.queue.job_finished)
     }
 
+    /// The epoch `task` is pending under, if it is pending.
+    pub fn pending_epoch(&self, task: u64) -> Option<u64> {
+        self.job.as_ref()?.queue.pending.get(&task).map(|pending| pending.epoch)
+    }
+
     /// Registered trainers in id order.
     pub fn trainers(&self) -> Vec<TrainerView> {
         let trainers = &self.trainers.trainers;

@@ -1,0 +1,25 @@
+//! Bugs planted on purpose, to show the fault harness (`jepsen-tests`) catches them. They
+//! exist only in a build with the `planted-bugs` feature, which release builds never enable,
+//! and each is switched on by name in `RAFTRAIN_PLANTED_BUG` (comma-separated):
+//!
+//! - `skip-epoch-check`: `TaskFinished` is applied under the task's current epoch, whatever
+//!   epoch the trainer reported (PaddlePaddle's master accepted late reports).
+//! - `answer-before-commit`: `TaskFinished` is answered "accepted" at once and proposed in
+//!   the background; a leader that loses its quorum loses the report.
+//! - `stale-status`: `Status` is answered from the local state of whichever master is asked,
+//!   leader or not, without confirming leadership.
+
+/// The environment variable naming the planted bugs to switch on.
+pub const PLANTED_BUG_ENV: &str = "RAFTRAIN_PLANTED_BUG";
+
+/// Whether `bug` is switched on (never, without the `planted-bugs` feature).
+#[cfg(feature = "planted-bugs")]
+pub fn active(bug: &str) -> bool {
+    std::env::var(PLANTED_BUG_ENV).is_ok_and(|bugs| bugs.split(',').any(|name| name.trim() == bug))
+}
+
+/// Whether `bug` is switched on (never, without the `planted-bugs` feature).
+#[cfg(not(feature = "planted-bugs"))]
+pub fn active(_bug: &str) -> bool {
+    false
+}
