@@ -21,6 +21,8 @@ const LOG_FILTER_DEFAULT: &str = "warn";
 struct Process {
     name: String,
     args: Vec<String>,
+    /// Extra environment variables, set at every start.
+    env: Vec<(String, String)>,
     log: PathBuf,
     child: Option<Child>,
 }
@@ -74,11 +76,24 @@ impl ProcessGroup {
 
     /// Adds and starts a process; its index is returned.
     pub fn add(&mut self, name: &str, args: Vec<String>) -> anyhow::Result<usize> {
-        let log = self.log_dir.join(format!("{name}.log"));
-        self.processes.push(Process { name: name.to_string(), args, log, child: None });
-        let index = self.processes.len() - 1;
+        let index = self.add_stopped(name, args);
         self.spawn(index)?;
         Ok(index)
+    }
+
+    /// Adds a process without starting it (set its environment, then `spawn` it).
+    pub fn add_stopped(&mut self, name: &str, args: Vec<String>) -> usize {
+        let log = self.log_dir.join(format!("{name}.log"));
+        let process = Process { name: name.to_string(), args, env: Vec::new(), log, child: None };
+        self.processes.push(process);
+        self.processes.len() - 1
+    }
+
+    /// Sets an environment variable of process `index` from its next start.
+    pub fn set_env(&mut self, index: usize, name: &str, value: &str) {
+        let env = &mut self.processes[index].env;
+        env.retain(|(known, _)| known != name);
+        env.push((name.to_string(), value.to_string()));
     }
 
     /// Starts process `index` (again) with its arguments; its log is appended to.
@@ -93,6 +108,7 @@ impl ProcessGroup {
         let child = Command::new(&self.exe)
             .args(&process.args)
             .env("RAFTRAIN_LOG", &self.log_filter)
+            .envs(process.env.iter().map(|(name, value)| (name, value)))
             .env(EXIT_WITH_PARENT_ENV, std::process::id().to_string())
             // The child's stdin stays open while the group lives: a child may treat its end
             // (this process exiting, even by SIGKILL) as the signal to stop.
@@ -129,7 +145,8 @@ impl ProcessGroup {
         self.signal(index, Signal::SIGCONT)
     }
 
-    fn signal(&self, index: usize, signal: Signal) -> anyhow::Result<()> {
+    /// Sends `signal` to process `index`.
+    pub fn signal(&self, index: usize, signal: Signal) -> anyhow::Result<()> {
         let pid =
             self.pid(index).with_context(|| format!("{} is not running", self.name(index)))?;
         let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).context("a pid fits in i32")?);
@@ -162,6 +179,25 @@ impl ProcessGroup {
             Some(child) => Ok(child.try_wait()?),
             None => Ok(None),
         }
+    }
+
+    /// Waits up to `timeout` for process `index` to exit by itself; its status, if it did
+    /// (the process then counts as stopped and may be started again).
+    pub fn wait_exit(
+        &mut self,
+        index: usize,
+        timeout: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let child = self.processes[index].child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                self.processes[index].child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     pub fn name(&self, index: usize) -> &str {

@@ -1,11 +1,12 @@
 //! A group of real `raftrain master` processes on loopback, for end-to-end tests: start, kill -9
-//! and restart replicas, find the leader. Every process is killed when the group is dropped.
+//! and restart replicas, find the leader. Every process is killed when the group is dropped
+//! (the processes run under the workspace's one supervisor, `jepsen_tests::supervisor`).
 
+use jepsen_tests::supervisor::ProcessGroup;
 use master::client::{ClientOptions, MasterClient};
 use proto::master::master_service_client::MasterServiceClient;
 use proto::master::StatusReply;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tonic::transport::Channel;
 
@@ -16,15 +17,15 @@ const ELECTION_TIMEOUTS_MS: (u64, u64) = (400, 800);
 const FAVOURED_ELECTION_TIMEOUTS_MS: (u64, u64) = (210, 260);
 
 pub struct MasterGroup {
+    /// The workspace's one supervisor: every replica is killed when the group is dropped
+    /// (declared first, so they die before their directory is removed).
+    processes: ProcessGroup,
     pub dir: tempfile::TempDir,
     pub addrs: Vec<String>,
     peers: String,
     extra_args: Vec<String>,
-    /// Environment variables for one replica, by index (a skewed clock, say).
-    envs: Vec<Vec<(String, String)>>,
     /// Election timeouts (min, max) per replica; the default favours no one.
     election_timeouts_ms: Vec<(u64, u64)>,
-    children: Vec<Option<Child>>,
 }
 
 impl MasterGroup {
@@ -38,20 +39,24 @@ impl MasterGroup {
         let addrs: Vec<String> = (0..count).map(|_| free_loopback_addr()).collect();
         let peers: Vec<String> =
             addrs.iter().enumerate().map(|(index, addr)| format!("{}={addr}", index + 1)).collect();
+        let dir = tempfile::tempdir().expect("create the group's directory");
+        let mut processes =
+            ProcessGroup::new(PathBuf::from(env!("CARGO_BIN_EXE_raftrain")), dir.path());
+        processes.set_log_filter("info");
         let mut group = Self {
-            dir: tempfile::tempdir().expect("create the group's directory"),
+            dir,
             addrs,
             peers: peers.join(","),
             extra_args: extra_args.iter().map(|arg| arg.to_string()).collect(),
-            envs: (0..count)
-                .map(|index| {
-                    let mine = envs.iter().filter(|(owner, _, _)| *owner == index);
-                    mine.map(|(_, name, value)| (name.to_string(), value.to_string())).collect()
-                })
-                .collect(),
             election_timeouts_ms: vec![ELECTION_TIMEOUTS_MS; count],
-            children: (0..count).map(|_| None).collect(),
+            processes,
         };
+        for index in 0..count {
+            group.processes.add_stopped(&format!("master-{}", index + 1), Vec::new());
+        }
+        for (index, name, value) in envs {
+            group.processes.set_env(*index, name, value);
+        }
         for index in 0..count {
             group.spawn(index);
         }
@@ -60,36 +65,36 @@ impl MasterGroup {
 
     /// Starts (or restarts, on the same data directory) replica `index` (id `index + 1`).
     pub fn spawn(&mut self, index: usize) {
-        assert!(self.children[index].is_none(), "master {} is already running", index + 1);
         let data_dir = self.dir.path().join(format!("master-{}", index + 1));
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path(index))
-            .expect("open the log");
-        let child = Command::new(env!("CARGO_BIN_EXE_raftrain"))
-            .args(["master", "--id", &(index + 1).to_string(), "--listen", &self.addrs[index]])
-            .args(["--peers", &self.peers, "--data-dir", &data_dir.display().to_string()])
-            .args(["--heartbeat-ms", "100"])
-            .args(["--election-timeout-min-ms", &self.election_timeouts_ms[index].0.to_string()])
-            .args(["--election-timeout-max-ms", &self.election_timeouts_ms[index].1.to_string()])
-            .args(&self.extra_args)
-            .envs(self.envs[index].iter().map(|(name, value)| (name, value)))
-            .env("RAFTRAIN_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start raftrain master");
-        self.children[index] = Some(child);
+        let (min_ms, max_ms) = self.election_timeouts_ms[index];
+        let mut args: Vec<String> = [
+            "master",
+            "--id",
+            &(index + 1).to_string(),
+            "--listen",
+            &self.addrs[index],
+            "--peers",
+            &self.peers,
+            "--data-dir",
+            &data_dir.display().to_string(),
+            "--heartbeat-ms",
+            "100",
+            "--election-timeout-min-ms",
+            &min_ms.to_string(),
+            "--election-timeout-max-ms",
+            &max_ms.to_string(),
+        ]
+        .iter()
+        .map(|arg| arg.to_string())
+        .collect();
+        args.extend(self.extra_args.iter().cloned());
+        self.processes.set_args(index, args);
+        self.processes.spawn(index).expect("start raftrain master");
     }
 
     /// SIGKILL: no graceful shutdown, no flush beyond what was already synced.
     pub fn kill(&mut self, index: usize) {
-        if let Some(mut child) = self.children[index].take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.processes.kill(index);
     }
 
     /// Gives replica `index` shorter election timeouts from its next start, so that it wins
@@ -100,19 +105,16 @@ impl MasterGroup {
 
     /// Sets an environment variable for replica `index`'s next start.
     pub fn set_env(&mut self, index: usize, name: &str, value: &str) {
-        self.envs[index].retain(|(known, _)| known != name);
-        self.envs[index].push((name.to_string(), value.to_string()));
+        self.processes.set_env(index, name, value);
     }
 
     /// Sends `signal` to replica `index` (SIGSTOP pauses it, SIGCONT resumes it).
     pub fn signal(&self, index: usize, signal: nix::sys::signal::Signal) {
-        let child = self.children[index].as_ref().expect("the replica runs");
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pids fit in i32"));
-        nix::sys::signal::kill(pid, signal).expect("signal the replica");
+        self.processes.signal(index, signal).expect("signal the replica");
     }
 
     pub fn log_path(&self, index: usize) -> PathBuf {
-        self.dir.path().join(format!("master-{}.log", index + 1))
+        self.processes.log_path(index).to_path_buf()
     }
 
     /// Every replica's log, for a failing test's message.
@@ -162,15 +164,6 @@ impl MasterGroup {
         let leader = status.cluster.expect("status names the cluster").leader_id;
         assert!(leader >= 1, "a status answer comes from a leader");
         leader as usize - 1
-    }
-}
-
-impl Drop for MasterGroup {
-    fn drop(&mut self) {
-        for index in 0..self.children.len() {
-            // A paused replica is killed all the same: SIGKILL needs no SIGCONT.
-            self.kill(index);
-        }
     }
 }
 
