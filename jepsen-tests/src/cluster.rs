@@ -35,6 +35,8 @@ pub struct Cluster {
     masters: Vec<usize>,
     pub pservers: Vec<usize>,
     pub pserver_addrs: Vec<String>,
+    /// The process index of each trainer (training workload only).
+    pub trainers: Vec<usize>,
 }
 
 impl Cluster {
@@ -65,6 +67,7 @@ impl Cluster {
             masters: Vec::new(),
             pservers: Vec::new(),
             pserver_addrs: pserver_addrs.to_vec(),
+            trainers: Vec::new(),
         };
         for index in 0..MASTER_COUNT {
             let args = cluster.master_args(index, raft_addrs, &options.master_args);
@@ -228,6 +231,52 @@ impl Cluster {
         if !self.is_pserver_running(index) {
             self.processes.kill(self.pservers[index]);
         }
+    }
+
+    /// Starts a trainer process with `args`.
+    pub fn add_trainer(&mut self, args: Vec<String>) -> anyhow::Result<()> {
+        let name = format!("trainer-{}", self.trainers.len());
+        let process = self.processes.add(&name, args)?;
+        self.trainers.push(process);
+        Ok(())
+    }
+
+    pub fn kill_trainer(&mut self, index: usize) {
+        self.processes.kill(self.trainers[index]);
+    }
+
+    pub fn pause_trainer(&self, index: usize) -> anyhow::Result<()> {
+        self.processes.pause(self.trainers[index])
+    }
+
+    pub fn resume_trainer(&self, index: usize) -> anyhow::Result<()> {
+        self.processes.resume(self.trainers[index])
+    }
+
+    /// Starts trainer `index` again unless it finished the job (exit 0).
+    pub fn restart_trainer(&mut self, index: usize) -> anyhow::Result<()> {
+        let process = self.trainers[index];
+        if matches!(self.processes.exit_status(process)?, Some(status) if status.success()) {
+            return Ok(());
+        }
+        self.processes.kill(process);
+        self.processes.spawn(process)
+    }
+
+    /// Whether every trainer has exited 0; an error names one that failed, with its log.
+    pub fn trainers_done(&mut self) -> anyhow::Result<bool> {
+        let mut done = true;
+        for process in self.trainers.clone() {
+            match self.processes.exit_status(process)? {
+                Some(status) if !status.success() => {
+                    let tail = crate::supervisor::log_tail(self.processes.log_path(process), 20);
+                    anyhow::bail!("{} failed ({status}):\n{tail}", self.processes.name(process));
+                }
+                Some(_) => {}
+                None => done = false,
+            }
+        }
+        Ok(done)
     }
 
     /// Cuts every link between `side` and the other masters, both ways.

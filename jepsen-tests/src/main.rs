@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use jepsen_tests::checker::CheckOptions;
 use jepsen_tests::nemesis::{Fault, Schedule};
-use jepsen_tests::run::{run, RunOptions};
+use jepsen_tests::run::{run, RunOptions, Workload};
 
 #[derive(Debug, Parser)]
 #[command(about = "Run raftrain under faults and check that nothing is lost")]
@@ -18,12 +18,16 @@ struct Args {
     time: u64,
     /// Faults to draw from: `all`, `smoke` (the fixed smoke schedule), or a comma-separated
     /// list of kill-leader, kill-follower, kill-all, pause-leader, pause-follower,
-    /// isolate-leader, split-one-two, bridge, clog, kill-pserver, pause-pserver.
+    /// isolate-leader, split-one-two, bridge, clog, kill-pserver, pause-pserver (and, with --workload training, kill-trainer, pause-trainer).
     #[arg(long, default_value = "all")]
     nemesis: String,
     /// The schedule's seed; the same seed replays the same faults at the same times.
     #[arg(long)]
     seed: Option<u64>,
+    /// What runs under the faults: task-queue clients, or a whole training job (which adds
+    /// kill-trainer and pause-trainer to `all`, and ends when the job does).
+    #[arg(long, value_enum, default_value = "task-queue")]
+    workload: Workload,
     /// Concurrent task-queue clients.
     #[arg(long, default_value_t = 8)]
     clients: usize,
@@ -46,7 +50,7 @@ fn main() -> anyhow::Result<()> {
     let seed = args.seed.unwrap_or_else(rand::random);
     let schedule = match args.nemesis.as_str() {
         "smoke" => Schedule::smoke(seed),
-        kinds => Schedule::generate(seed, &parse_faults(kinds)?, args.time * 1000),
+        kinds => Schedule::generate(seed, &parse_faults(kinds, args.workload)?, args.time * 1000),
     };
     let dir = match args.out {
         Some(dir) => dir,
@@ -59,6 +63,7 @@ fn main() -> anyhow::Result<()> {
         binary,
         dir: dir.clone(),
         schedule,
+        workload: args.workload,
         clients: args.clients,
         check: CheckOptions::default(),
     };
@@ -78,14 +83,16 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_faults(text: &str) -> anyhow::Result<Vec<Fault>> {
+fn parse_faults(text: &str, workload: Workload) -> anyhow::Result<Vec<Fault>> {
     if text == "all" {
-        return Ok(Fault::ALL.to_vec());
+        let trainers: &[Fault] = if workload == Workload::Training { &Fault::TRAINER } else { &[] };
+        return Ok(Fault::ALL.iter().chain(trainers).copied().collect());
     }
     text.split(',')
         .map(|name| {
             Fault::ALL
                 .iter()
+                .chain(&Fault::TRAINER)
                 .copied()
                 .find(|fault| fault.name() == name.trim())
                 .with_context(|| format!("--nemesis: unknown fault {name:?}"))

@@ -37,9 +37,17 @@ pub enum Fault {
     KillPserver,
     /// SIGSTOP a pserver past its lease, SIGCONT when healed (it exits if replaced).
     PausePserver,
+    /// kill -9 a trainer process, start it again when healed (training workload).
+    KillTrainer,
+    /// SIGSTOP a trainer past its lease, SIGCONT when healed (training workload).
+    PauseTrainer,
 }
 
 impl Fault {
+    /// The faults of the training workload's trainer processes.
+    pub const TRAINER: [Fault; 2] = [Fault::KillTrainer, Fault::PauseTrainer];
+
+    /// Every fault but the trainer processes' (the task-queue workload has none).
     pub const ALL: [Fault; 11] = [
         Fault::KillLeader,
         Fault::KillFollower,
@@ -67,6 +75,8 @@ impl Fault {
             Fault::Clog => "clog",
             Fault::KillPserver => "kill-pserver",
             Fault::PausePserver => "pause-pserver",
+            Fault::KillTrainer => "kill-trainer",
+            Fault::PauseTrainer => "pause-trainer",
         }
     }
 }
@@ -116,6 +126,11 @@ impl Schedule {
     pub fn smoke(seed: u64) -> Self {
         let faults =
             [Fault::KillLeader, Fault::IsolateLeader, Fault::PauseLeader, Fault::KillPserver];
+        Self::fixed(seed, &faults)
+    }
+
+    /// `faults` in order, one every 7 s from 3 s, each held 3 s.
+    pub fn fixed(seed: u64, faults: &[Fault]) -> Self {
         let steps = faults
             .iter()
             .enumerate()
@@ -161,6 +176,14 @@ pub async fn start(
         Fault::KillAll => (0..MASTER_COUNT).collect(),
         Fault::SplitOneTwo | Fault::Bridge | Fault::Clog => vec![rng.gen_range(0..MASTER_COUNT)],
         Fault::KillPserver | Fault::PausePserver => vec![rng.gen_range(0..cluster.pservers.len())],
+        Fault::KillTrainer | Fault::PauseTrainer => {
+            anyhow::ensure!(
+                !cluster.trainers.is_empty(),
+                "{} needs trainer processes",
+                fault.name()
+            );
+            vec![rng.gen_range(0..cluster.trainers.len())]
+        }
     };
     apply(cluster, fault, &targets)?;
     Ok(Active { fault, targets })
@@ -182,6 +205,8 @@ fn apply(cluster: &mut Cluster, fault: Fault, targets: &[usize]) -> anyhow::Resu
         Fault::Clog => cluster.cut(targets[0], (targets[0] + 1) % MASTER_COUNT),
         Fault::KillPserver => cluster.kill_pserver(targets[0]),
         Fault::PausePserver => cluster.pause_pserver(targets[0])?,
+        Fault::KillTrainer => cluster.kill_trainer(targets[0]),
+        Fault::PauseTrainer => cluster.pause_trainer(targets[0])?,
     }
     Ok(())
 }
@@ -213,6 +238,8 @@ pub fn heal(cluster: &mut Cluster, active: &Active) -> anyhow::Result<()> {
         Fault::PausePserver => {
             cluster.resume_pserver(active.targets[0])?;
         }
+        Fault::KillTrainer => cluster.restart_trainer(active.targets[0])?,
+        Fault::PauseTrainer => cluster.resume_trainer(active.targets[0])?,
         Fault::IsolateLeader | Fault::SplitOneTwo | Fault::Bridge | Fault::Clog => {}
     }
     cluster.heal_links();

@@ -13,6 +13,7 @@ use crate::checker::recovery::RecoverySummary;
 use crate::checker::{completed, Violation};
 use crate::history::{Op, OpKind, Operation, Phase};
 use crate::nemesis::Schedule;
+use crate::workload::training::TrainingResult;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
@@ -25,6 +26,8 @@ pub struct Report {
     pub violations: Vec<Violation>,
     pub unknown: Vec<String>,
     pub recovery: RecoverySummary,
+    /// The training workload's accuracy against the single-process run.
+    pub training: Option<TrainingResult>,
     pub logs: Vec<PathBuf>,
 }
 
@@ -44,8 +47,22 @@ impl Report {
             violations,
             unknown,
             recovery,
+            training: None,
             logs: Vec::new(),
         }
+    }
+
+    /// Adds the training result; one below its bound is a violation.
+    pub fn with_training(mut self, result: TrainingResult) -> Self {
+        if !result.within_bound() {
+            let message = format!(
+                "the trained model's accuracy {:.4} is more than {:.2} below the single-process run's {:.4}",
+                result.accuracy, result.bound, result.baseline_accuracy
+            );
+            self.violations.push(Violation::new("training", message, Vec::new()));
+        }
+        self.training = Some(result);
+        self
     }
 
     /// Whether nothing was found wrong.
@@ -83,6 +100,13 @@ impl Report {
         for (name, start_ms, recovery) in &self.recovery.faults {
             let recovery = recovery.map_or("never".to_string(), |ms| format!("{ms} ms"));
             let _ = writeln!(text, "  {start_ms:>7} ms {name:<16} {recovery}");
+        }
+        if let Some(training) = &self.training {
+            let _ = writeln!(
+                text,
+                "training: accuracy {:.4}, single process {:.4} (bound {:.2})",
+                training.accuracy, training.baseline_accuracy, training.bound
+            );
         }
         let recovery = &self.recovery;
         let _ = writeln!(

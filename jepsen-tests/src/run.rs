@@ -20,6 +20,7 @@ use crate::nemesis::{self, Schedule};
 use crate::report::Report;
 use crate::workload::observers;
 use crate::workload::task_queue::TaskQueue;
+use crate::workload::training::{self, TrainingResult};
 
 /// After the last heal, the cluster runs this long without faults before the final reads:
 /// the liveness window.
@@ -27,25 +28,37 @@ const QUIET_AFTER_MS: u64 = 5_000;
 /// Passes in the job, so the queue cycles for the whole run.
 const PASSES: u32 = 1_000;
 
+/// What the cluster does while the nemesis works.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// Task-queue clients recording every call.
+    TaskQueue,
+    /// A whole training job (trainer processes), judged by its accuracy.
+    Training,
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     pub binary: PathBuf,
     pub dir: PathBuf,
     pub schedule: Schedule,
+    pub workload: Workload,
     pub clients: usize,
     pub check: CheckOptions,
 }
 
+/// The training job may fall this far below the single-process accuracy.
+const TRAINING_ACCURACY_BOUND: f64 = 0.02;
+/// The training job must finish within this long once the faults are over.
+const TRAINING_FINISH_S: u64 = 300;
+
 /// Runs everything and returns the checked report (also written under `dir`).
 pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
-    let dataset = write_dataset(&options.binary, &options.dir)?;
-    let cluster_options = ClusterOptions {
-        pserver_slots: 1,
-        pservers: 2,
-        master_args: [
+    let master_args = |task_timeout_ms: &str| -> Vec<String> {
+        [
             "--task-timeout-min-ms",
-            "1500",
+            task_timeout_ms,
             "--timeout-factor",
             "1",
             "--trainer-lease-ms",
@@ -57,15 +70,31 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         ]
         .iter()
         .map(|arg| arg.to_string())
-        .collect(),
+        .collect()
+    };
+    let cluster_options = match options.workload {
+        Workload::TaskQueue => {
+            ClusterOptions { pserver_slots: 1, pservers: 2, master_args: master_args("1500") }
+        }
+        Workload::Training => {
+            ClusterOptions { pserver_slots: 2, pservers: 3, master_args: master_args("5000") }
+        }
     };
     let mut cluster =
         Cluster::start(options.binary.clone(), &options.dir, &cluster_options).await?;
-    let outcome = drive(&mut cluster, options, &dataset).await;
+    let outcome = match options.workload {
+        Workload::TaskQueue => {
+            drive_task_queue(&mut cluster, options).await.map(|history| (history, None))
+        }
+        Workload::Training => drive_training(&mut cluster, options).await,
+    };
     cluster.stop(Duration::from_secs(5));
-    let history = outcome?;
+    let (history, training) = outcome?;
     let ops = history.ops();
-    let report = checker::check_all(&ops, &options.schedule, &options.check);
+    let mut report = checker::check_all(&ops, &options.schedule, &options.check);
+    if let Some(training) = training {
+        report = report.with_training(training);
+    }
     report.write(&options.dir, &ops, &cluster.log_paths())?;
     Ok(report)
 }
@@ -84,17 +113,14 @@ fn write_dataset(binary: &Path, dir: &Path) -> anyhow::Result<String> {
     Ok(data.join("train.recordio").display().to_string())
 }
 
-async fn drive(
+async fn drive_task_queue(
     cluster: &mut Cluster,
     options: &RunOptions,
-    dataset: &str,
 ) -> anyhow::Result<Arc<History>> {
+    let dataset = write_dataset(&options.binary, &options.dir)?;
     wait_for_leader(cluster, Duration::from_secs(60)).await?;
     let client = cluster.client(Duration::from_secs(60))?;
-    client
-        .report_dataset("jepsen", &[dataset.to_string()], PASSES)
-        .await
-        .context("report the dataset")?;
+    client.report_dataset("jepsen", &[dataset], PASSES).await.context("report the dataset")?;
     let history = Arc::new(History::new());
     let (stop, stopped) = watch::channel(false);
     let workload = TaskQueue {
@@ -104,12 +130,7 @@ async fn drive(
         stop: stopped.clone(),
     };
     let clients = tokio::spawn(workload.run(options.clients, options.schedule.seed));
-    let observers = tokio::spawn(observers::observe(
-        history.clone(),
-        cluster.master_addrs.clone(),
-        cluster.pserver_addrs.clone(),
-        stopped,
-    ));
+    let observers = spawn_observers(cluster, &history, stopped);
     let faults = run_schedule(cluster, &options.schedule, &history).await;
     tokio::time::sleep(Duration::from_millis(QUIET_AFTER_MS)).await;
     let _ = stop.send(true);
@@ -118,6 +139,54 @@ async fn drive(
     faults?;
     final_reads(cluster, &history).await;
     Ok(history)
+}
+
+fn spawn_observers(
+    cluster: &Cluster,
+    history: &Arc<History>,
+    stopped: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (masters, pservers) = (cluster.master_addrs.clone(), cluster.pserver_addrs.clone());
+    tokio::spawn(observers::observe(history.clone(), masters, pservers, stopped))
+}
+
+/// The training job under the schedule: trainers until they finish, then the model's
+/// accuracy against one process's.
+async fn drive_training(
+    cluster: &mut Cluster,
+    options: &RunOptions,
+) -> anyhow::Result<(Arc<History>, Option<TrainingResult>)> {
+    let data = training::write_dataset(&options.binary, &options.dir)?;
+    let baseline = tokio::task::spawn_blocking({
+        let data = training::TrainingData { train: data.train.clone(), eval: data.eval.clone() };
+        move || training::baseline_accuracy(&data)
+    });
+    wait_for_leader(cluster, Duration::from_secs(60)).await?;
+    for index in 0..training::TRAINERS {
+        cluster.add_trainer(training::trainer_args(
+            index,
+            &cluster.master_addrs,
+            &data,
+            &options.dir,
+        ))?;
+    }
+    let history = Arc::new(History::new());
+    let (stop, stopped) = watch::channel(false);
+    let observers = spawn_observers(cluster, &history, stopped);
+    let faults = run_schedule(cluster, &options.schedule, &history).await;
+    let finished =
+        training::wait_until(Duration::from_secs(TRAINING_FINISH_S), || cluster.trainers_done())
+            .await;
+    let _ = stop.send(true);
+    let _ = observers.await;
+    faults?;
+    finished?;
+    final_reads(cluster, &history).await;
+    let model = training::model_path(&options.dir, 0);
+    let accuracy = training::evaluate(&options.binary, &model, &data.eval)?;
+    let baseline_accuracy = baseline.await.context("the baseline panicked")??;
+    let result = TrainingResult { accuracy, baseline_accuracy, bound: TRAINING_ACCURACY_BOUND };
+    Ok((history, Some(result)))
 }
 
 async fn wait_for_leader(cluster: &Cluster, limit: Duration) -> anyhow::Result<usize> {
@@ -139,6 +208,9 @@ async fn run_schedule(
 ) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(schedule.seed ^ 0x006e_656d_6573_6973);
     for step in &schedule.steps {
+        if !cluster.trainers.is_empty() && cluster.trainers_done()? {
+            break;
+        }
         let wait_ms = step.start_ms.saturating_sub(history.now_ms());
         tokio::time::sleep(Duration::from_millis(wait_ms)).await;
         let active = nemesis::start(cluster, step.fault, &mut rng).await?;

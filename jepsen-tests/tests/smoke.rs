@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jepsen_tests::checker::CheckOptions;
 use jepsen_tests::nemesis::Schedule;
-use jepsen_tests::run::{run, RunOptions};
+use jepsen_tests::run::{run, RunOptions, Workload};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_schedule_finds_no_violation() {
@@ -18,6 +18,7 @@ async fn smoke_schedule_finds_no_violation() {
         binary,
         dir: dir.path().to_path_buf(),
         schedule: Schedule::smoke(seed),
+        workload: Workload::TaskQueue,
         clients: 6,
         check: CheckOptions::default(),
     };

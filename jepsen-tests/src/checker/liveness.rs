@@ -1,18 +1,16 @@
-//! Liveness: after each heal (a fault's end with no other fault in force), some write
-//! completes within a bound: a grant, an accepted or refused report, a registration. A group
-//! that answers reads but never commits again (a jammed write path) fails here.
+//! Liveness: after each heal (a fault's end with no other fault in force), the job makes
+//! progress within a bound: a client write completes (a grant, a report, a registration), or
+//! a status read shows more tasks dispatched than any read before the heal (the training
+//! workload's trainers are black boxes). A group that answers reads but never commits again
+//! (a jammed write path) fails here.
 
 use crate::checker::{completed, Violation};
-use crate::history::{Op, OpKind, Operation, Phase};
+use crate::history::{Op, OpKind, Operation, Phase, Value};
 
 const NAME: &str = "liveness";
 
 pub fn check(ops: &[Op], bound_ms: u64) -> Vec<Violation> {
-    let writes: Vec<&Op> = completed(ops)
-        .into_iter()
-        .filter(|pair| pair.kind() == OpKind::Ok && is_write(&pair.invoke.f))
-        .map(|pair| pair.complete)
-        .collect();
+    let progress = Progress::of(ops);
     let end_ms = ops.last().map_or(0, |op| op.time_ms);
     let mut violations = Vec::new();
     for heal in ops.iter().filter(|op| is_nemesis(op, Phase::Stop)) {
@@ -25,18 +23,56 @@ pub fn check(ops: &[Op], bound_ms: u64) -> Vec<Violation> {
         let window_ms = bound_ms
             .min(next_fault_ms.saturating_sub(heal.time_ms))
             .min(end_ms.saturating_sub(heal.time_ms));
-        let served = writes
-            .iter()
-            .any(|write| write.index > heal.index && write.time_ms <= heal.time_ms + window_ms);
-        if !served && window_ms == bound_ms {
-            let message = format!(
-                "no write completed within {bound_ms} ms of the heal at {} ms",
-                heal.time_ms
-            );
+        if window_ms == bound_ms && !progress.after(heal, window_ms) {
+            let message =
+                format!("no progress within {bound_ms} ms of the heal at {} ms", heal.time_ms);
             violations.push(Violation::new(NAME, message, vec![heal.index]));
         }
     }
     violations
+}
+
+/// The history's evidence of progress: completed writes, and status reads with their
+/// dispatch counts.
+struct Progress<'a> {
+    writes: Vec<&'a Op>,
+    reads: Vec<(&'a Op, u64)>,
+}
+
+impl<'a> Progress<'a> {
+    fn of(ops: &'a [Op]) -> Self {
+        let pairs: Vec<_> =
+            completed(ops).into_iter().filter(|pair| pair.kind() == OpKind::Ok).collect();
+        let writes = pairs
+            .iter()
+            .filter(|pair| is_write(&pair.invoke.f))
+            .map(|pair| pair.complete)
+            .collect();
+        let reads = pairs
+            .iter()
+            .filter_map(|pair| match &pair.complete.value {
+                Value::Status(snapshot) => Some((pair.complete, snapshot.dispatched)),
+                _ => None,
+            })
+            .collect();
+        Self { writes, reads }
+    }
+
+    /// Whether a write completed, or the dispatch count rose, within `window_ms` of `heal`.
+    fn after(&self, heal: &Op, window_ms: u64) -> bool {
+        let in_window = |op: &Op| op.index > heal.index && op.time_ms <= heal.time_ms + window_ms;
+        let before = self
+            .reads
+            .iter()
+            .filter(|(read, _)| read.index < heal.index)
+            .map(|(_, count)| *count)
+            .max();
+        let rose = self
+            .reads
+            .iter()
+            .any(|(read, count)| in_window(read) && before.is_some_and(|before| *count > before));
+        rose || self.writes.iter().any(|write| in_window(write))
+    }
 }
 
 fn is_write(f: &Operation) -> bool {
@@ -57,7 +93,7 @@ fn is_nemesis(op: &Op, wanted: Phase) -> bool {
 mod tests {
     use super::*;
     use crate::checker::test_history::Builder;
-    use crate::history::Value;
+    use crate::history::StatusSnapshot;
 
     fn tail(builder: Builder, time_ms: u64) -> Vec<Op> {
         builder.call((time_ms, time_ms + 1), 99, Operation::Status, OpKind::Ok, Value::None).ops
@@ -84,6 +120,26 @@ mod tests {
         let violations = check(&tail(history, 20_000), 8_000);
         assert_eq!(violations.len(), 1, "{violations:?}");
         assert!(violations[0].message.contains("heal at 3000 ms"), "{violations:?}");
+    }
+
+    fn status(builder: Builder, time_ms: u64, dispatched: u64) -> Builder {
+        let snapshot = StatusSnapshot { dispatched, ..Default::default() };
+        builder.call(
+            (time_ms, time_ms + 1),
+            900,
+            Operation::Status,
+            OpKind::Ok,
+            Value::Status(snapshot),
+        )
+    }
+
+    #[test]
+    fn progress_seen_in_status_reads_counts() {
+        let start = || {
+            status(Builder::default().nemesis(0, Phase::Start), 500, 10).nemesis(3_000, Phase::Stop)
+        };
+        assert_eq!(check(&tail(status(start(), 4_000, 12), 20_000), 8_000), Vec::new());
+        assert_eq!(check(&tail(status(start(), 4_000, 10), 20_000), 8_000).len(), 1);
     }
 
     #[test]

@@ -3,3 +3,4 @@
 
 pub mod observers;
 pub mod task_queue;
+pub mod training;

@@ -18,6 +18,10 @@ use crate::history::{History, OpKind, Operation, Value};
 const CALL_DEADLINE_MS: u64 = 4_000;
 /// How long a trainer holds a task before reporting it.
 const WORK_MS_MAX: u64 = 200;
+/// One task in `SLOW_ONE_IN` is held this long instead: past the harness's 1.5 s task
+/// timeout, so it is taken back and handed out again, and the late report must be refused.
+const SLOW_WORK_MS: (u64, u64) = (2_000, 3_000);
+const SLOW_ONE_IN: u32 = 12;
 /// Heartbeat period: a third of the harness's 2 s trainer lease.
 const HEARTBEAT_MS: u64 = 600;
 
@@ -96,7 +100,7 @@ impl TaskQueue {
         while !*self.stop.borrow() {
             match self.get_task(process, client, trainer, pass).await? {
                 TaskOutcome::Task(task) => {
-                    tokio::time::sleep(Duration::from_millis(rng.gen_range(0..=WORK_MS_MAX))).await;
+                    tokio::time::sleep(work_time(rng)).await;
                     let roll: f64 = rng.gen();
                     if roll < 0.05 {
                         anyhow::bail!("vanished holding task {}", task.id);
@@ -170,6 +174,15 @@ impl TaskQueue {
         anyhow::ensure!(kind == OpKind::Ok, "the report ended {kind:?}");
         Ok(())
     }
+}
+
+/// How long to hold a task: usually a moment, sometimes past its timeout.
+fn work_time(rng: &mut StdRng) -> Duration {
+    let work_ms = match rng.gen_ratio(1, SLOW_ONE_IN) {
+        true => rng.gen_range(SLOW_WORK_MS.0..=SLOW_WORK_MS.1),
+        false => rng.gen_range(0..=WORK_MS_MAX),
+    };
+    Duration::from_millis(work_ms)
 }
 
 /// Heartbeats until aborted; a failed one is retried at the next period.

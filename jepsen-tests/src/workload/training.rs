@@ -1,0 +1,153 @@
+//! The training workload: a whole job (real `raftrain trainer` processes against the
+//! cluster's pservers) under the nemesis, then the trained model's accuracy on the held-out
+//! set against a single-process run on the same data (the fault-free answer).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+/// The job: three overlapping Gaussian blobs in ten features (the demo's embedded dataset).
+pub const FEATURES: u32 = 10;
+pub const CLASSES: u32 = 3;
+pub const PASSES: u32 = 4;
+pub const TRAINERS: usize = 3;
+const EXAMPLES: &str = "20000";
+const LEARNING_RATE: f32 = 0.05;
+const BATCH_SIZE: usize = 32;
+
+/// The training checker's inputs and verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainingResult {
+    pub accuracy: f64,
+    pub baseline_accuracy: f64,
+    /// The accuracy may fall at most this far below the baseline.
+    pub bound: f64,
+}
+
+impl TrainingResult {
+    pub fn within_bound(&self) -> bool {
+        self.accuracy >= self.baseline_accuracy - self.bound
+    }
+}
+
+/// Where the job's data is.
+pub struct TrainingData {
+    pub train: String,
+    pub eval: String,
+}
+
+/// `recordio synth` blobs with a held-out set under `<dir>/data`.
+pub fn write_dataset(binary: &Path, dir: &Path) -> anyhow::Result<TrainingData> {
+    let data = dir.join("data");
+    let status = Command::new(binary)
+        .args(["recordio", "synth", "--kind", "blobs", "--examples", EXAMPLES, "--features"])
+        .arg(FEATURES.to_string())
+        .args(["--classes", &CLASSES.to_string(), "--noise", "2.5", "--seed", "7", "--out"])
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("run raftrain recordio synth")?;
+    anyhow::ensure!(status.success(), "raftrain recordio synth failed ({status})");
+    let path = |name: &str| data.join(name).display().to_string();
+    Ok(TrainingData { train: path("train.recordio"), eval: path("eval.recordio") })
+}
+
+/// The arguments of trainer `index`.
+pub fn trainer_args(
+    index: usize,
+    masters: &[String],
+    data: &TrainingData,
+    dir: &Path,
+) -> Vec<String> {
+    let model_out = model_path(dir, index).display().to_string();
+    [
+        "trainer",
+        "--masters",
+        &masters.join(","),
+        "--dataset",
+        &data.train,
+        "--eval-dataset",
+        &data.eval,
+        "--model",
+        "softmax",
+        "--classes",
+        &CLASSES.to_string(),
+        "--passes",
+        &PASSES.to_string(),
+        "--batch-size",
+        &BATCH_SIZE.to_string(),
+        "--learning-rate",
+        &LEARNING_RATE.to_string(),
+        "--model-out",
+        &model_out,
+        "--worker-threads",
+        "1",
+    ]
+    .iter()
+    .map(|arg| arg.to_string())
+    .collect()
+}
+
+pub fn model_path(dir: &Path, index: usize) -> PathBuf {
+    dir.join(format!("model-{index}.safetensors"))
+}
+
+/// The accuracy of a saved model, by `raftrain eval --json`.
+pub fn evaluate(binary: &Path, model: &Path, eval: &str) -> anyhow::Result<f64> {
+    let output = Command::new(binary)
+        .args(["eval", "--json", "--model"])
+        .arg(model)
+        .args(["--dataset", eval])
+        .output()
+        .context("run raftrain eval")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "raftrain eval failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).context("read raftrain eval's JSON")?;
+    report["accuracy"].as_f64().context("raftrain eval printed no accuracy")
+}
+
+/// The same model trained by one process on the same data (no cluster, no faults).
+pub fn baseline_accuracy(data: &TrainingData) -> anyhow::Result<f64> {
+    let config = trainer::model::ModelConfig {
+        kind: "softmax".parse().map_err(anyhow::Error::msg)?,
+        features: FEATURES as usize,
+        classes: CLASSES as usize,
+        hidden: 64,
+    };
+    let optimizer = pserver::optimizer::OptimizerConfig {
+        learning_rate: LEARNING_RATE,
+        kind: pserver::optimizer::OptimizerKind::Sgd,
+    };
+    let batches =
+        trainer::local::load_batches(&config, std::slice::from_ref(&data.train), BATCH_SIZE)?;
+    let run = trainer::local::train_locally(&config, &optimizer, &batches, PASSES, 1)?;
+    let evaluation = trainer::evaluation::evaluate_dataset(
+        &config,
+        &run.params,
+        std::slice::from_ref(&data.eval),
+    )?;
+    evaluation.accuracy().context("a softmax model has an accuracy")
+}
+
+/// Waits until `done` says every trainer has finished, or `limit` passes.
+pub async fn wait_until(
+    limit: Duration,
+    mut done: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    while !done()? {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the training job did not finish within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
+}
