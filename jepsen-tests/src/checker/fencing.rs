@@ -20,12 +20,15 @@ pub fn check(ops: &[Op]) -> Vec<Violation> {
     violations
 }
 
-/// Every successful grant: (task id, epoch) -> the ops that returned it.
-fn grants<'a>(pairs: &'a [Completed<'a>]) -> Vec<(&'a Completed<'a>, u64, u64)> {
+/// A successful grant: the op, task id, epoch and pass.
+type Grant<'a> = (&'a Completed<'a>, u64, u64, u32);
+
+/// Every successful grant.
+fn grants<'a>(pairs: &'a [Completed<'a>]) -> Vec<Grant<'a>> {
     pairs
         .iter()
         .filter_map(|pair| match pair.complete.value {
-            Value::Task { id, epoch, .. } => Some((pair, id, epoch)),
+            Value::Task { id, epoch, pass } => Some((pair, id, epoch, pass)),
             _ => None,
         })
         .collect()
@@ -34,7 +37,7 @@ fn grants<'a>(pairs: &'a [Completed<'a>]) -> Vec<(&'a Completed<'a>, u64, u64)> 
 fn duplicate_grants(pairs: &[Completed<'_>]) -> Vec<Violation> {
     let mut seen: BTreeMap<(u64, u64), &Completed<'_>> = BTreeMap::new();
     let mut violations = Vec::new();
-    for (pair, id, epoch) in grants(pairs) {
+    for (pair, id, epoch, _) in grants(pairs) {
         match seen.get(&(id, epoch)) {
             Some(first) if first.invoke.process != pair.invoke.process => {
                 let message = format!(
@@ -75,10 +78,10 @@ fn stale_reports(pairs: &[Completed<'_>]) -> Vec<Violation> {
     let mut violations = Vec::new();
     let mut accepted: BTreeMap<(u64, u64), &Completed<'_>> = BTreeMap::new();
     for (report, id, epoch) in accepted_reports(pairs) {
-        let newer = grants.iter().find(|(grant, granted, newer_epoch)| {
+        let newer = grants.iter().find(|(grant, granted, newer_epoch, _)| {
             *granted == id && *newer_epoch > epoch && grant.complete.index < report.invoke.index
         });
-        if let Some((grant, _, newer_epoch)) = newer {
+        if let Some((grant, _, newer_epoch, _)) = newer {
             let message = format!("a report for task {id} epoch {epoch} was accepted after epoch {newer_epoch} was granted");
             violations.push(Violation::new(
                 NAME,
@@ -102,13 +105,7 @@ fn stale_reports(pairs: &[Completed<'_>]) -> Vec<Violation> {
 /// timeout, a failure or a lost trainer puts a task back, and each of those refuses the
 /// report that would have finished it.
 fn done_twice_in_a_pass(pairs: &[Completed<'_>]) -> Vec<Violation> {
-    let grants: Vec<(&Completed<'_>, u64, u64, u32)> = pairs
-        .iter()
-        .filter_map(|pair| match pair.complete.value {
-            Value::Task { id, epoch, pass } => Some((pair, id, epoch, pass)),
-            _ => None,
-        })
-        .collect();
+    let grants = grants(pairs);
     let mut violations = Vec::new();
     for report in
         pairs.iter().filter(|pair| pair.complete.value == Value::Accepted { accepted: true })

@@ -115,8 +115,14 @@ pub async fn observe(
     pservers: Vec<String>,
     mut stop: watch::Receiver<bool>,
 ) {
-    while !*stop.borrow() {
-        let _ = read_status(&history, &masters).await;
+    // Each read starts at the next master, as a user's `raftrain status --masters X` would: a
+    // follower must send it on to the leader, never answer from its own, possibly stale, state.
+    for turn in 0.. {
+        if *stop.borrow() {
+            break;
+        }
+        let first = std::slice::from_ref(&masters[turn % masters.len()]);
+        let _ = read_status(&history, first).await;
         poll_pservers(&history, &pservers).await;
         let _ =
             tokio::time::timeout(Duration::from_millis(OBSERVE_MS), stop.wait_for(|stop| *stop))
