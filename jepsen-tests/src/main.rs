@@ -37,6 +37,10 @@ struct Args {
     /// Test the debug build instead of the release build (ignored with RAFTRAIN_BIN).
     #[arg(long)]
     debug: bool,
+    /// Start nothing: check the history an earlier run kept in DIR (its history.json and
+    /// report.json) again, and print the summary.
+    #[arg(long, value_name = "DIR")]
+    check: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,6 +51,9 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Some(dir) = &args.check {
+        return check_again(dir);
+    }
     let seed = args.seed.unwrap_or_else(rand::random);
     let schedule = match args.nemesis.as_str() {
         "smoke" => Schedule::smoke(seed),
@@ -98,4 +105,26 @@ fn parse_faults(text: &str, workload: Workload) -> anyhow::Result<Vec<Fault>> {
                 .with_context(|| format!("--nemesis: unknown fault {name:?}"))
         })
         .collect()
+}
+
+/// Checks a kept run's history again (after a checker changed, or to read it once more).
+fn check_again(dir: &std::path::Path) -> anyhow::Result<()> {
+    let read = |name: &str| -> anyhow::Result<Vec<u8>> {
+        let path = dir.join(name);
+        std::fs::read(&path).with_context(|| format!("read {}", path.display()))
+    };
+    let ops: Vec<jepsen_tests::history::Op> =
+        serde_json::from_slice(&read("history.json")?).context("history.json")?;
+    let earlier: jepsen_tests::report::Report =
+        serde_json::from_slice(&read("report.json")?).context("report.json")?;
+    let mut report =
+        jepsen_tests::checker::check_all(&ops, &earlier.schedule, &CheckOptions::default());
+    if let Some(training) = earlier.training {
+        report = report.with_training(training);
+    }
+    print!("{}", report.summary());
+    if !report.valid() {
+        std::process::exit(1);
+    }
+    Ok(())
 }

@@ -125,9 +125,14 @@ enum Search {
 /// Depth-first search over linearization orders; `(done set, state)` pairs already explored
 /// are not explored again.
 fn search(entries: &[Entry], states_max: u64) -> Search {
-    let initial = State { status: Status::Todo, last_epoch: 0 };
+    search_from(entries, &[State { status: Status::Todo, last_epoch: 0 }], states_max)
+}
+
+/// [`search`] from any of `initial`.
+fn search_from(entries: &[Entry], initial: &[State], states_max: u64) -> Search {
     let mut seen: HashSet<(Vec<bool>, State)> = HashSet::new();
-    let mut stack = vec![(vec![false; entries.len()], initial)];
+    let mut stack: Vec<(Vec<bool>, State)> =
+        initial.iter().map(|state| (vec![false; entries.len()], *state)).collect();
     let mut explored = 0u64;
     while let Some((done, state)) = stack.pop() {
         if done.iter().all(|linearized| *linearized) {
@@ -196,13 +201,36 @@ fn transition(state: State, step: Step) -> Option<State> {
     }
 }
 
-/// The ops of the shortest failing prefix, trimmed from the front while it still fails.
+/// The ops of the shortest failing prefix, trimmed from the front while what is left fails
+/// from every state the task could have been in before it.
 fn minimal_window(entries: &[Entry], states_max: u64) -> Vec<usize> {
     let fails = |slice: &[Entry]| matches!(search(slice, states_max), Search::Stuck);
     let end =
         (1..=entries.len()).find(|length| fails(&entries[..*length])).unwrap_or(entries.len());
-    let start = (0..end).rev().find(|start| fails(&entries[*start..end])).unwrap_or(0);
+    let fails_anywhere = |slice: &[Entry]| {
+        matches!(search_from(slice, &any_state(slice), states_max), Search::Stuck)
+    };
+    let start = (0..end).rev().find(|start| fails_anywhere(&entries[*start..end])).unwrap_or(0);
     entries[start..end].iter().map(|entry| entry.op).collect()
+}
+
+/// Every state a task may be in before `entries`, as far as their epochs can tell.
+fn any_state(entries: &[Entry]) -> Vec<State> {
+    let epochs: Vec<u64> = entries
+        .iter()
+        .map(|entry| match entry.step {
+            Step::Grant { epoch } | Step::Report { epoch, .. } => epoch,
+        })
+        .collect();
+    let mut states = vec![State { status: Status::Todo, last_epoch: 0 }];
+    for epoch in epochs {
+        for last_epoch in [epoch.saturating_sub(1), epoch] {
+            for status in [Status::Todo, Status::Done, Status::Pending(last_epoch)] {
+                states.push(State { status, last_epoch });
+            }
+        }
+    }
+    states
 }
 
 #[cfg(test)]
