@@ -156,9 +156,11 @@ async fn drive_training(
     cluster: &mut Cluster,
     options: &RunOptions,
 ) -> anyhow::Result<(Arc<History>, Option<TrainingResult>)> {
-    let data = training::write_dataset(&options.binary, &options.dir)?;
+    let passes = training::passes_for(options.schedule.end_ms());
+    let data = training::write_dataset(&options.binary, &options.dir, passes)?;
     let baseline = tokio::task::spawn_blocking({
-        let data = training::TrainingData { train: data.train.clone(), eval: data.eval.clone() };
+        let data =
+            training::TrainingData { train: data.train.clone(), eval: data.eval.clone(), passes };
         move || training::baseline_accuracy(&data)
     });
     wait_for_leader(cluster, Duration::from_secs(60)).await?;

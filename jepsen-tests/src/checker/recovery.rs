@@ -18,13 +18,7 @@ pub struct RecoverySummary {
 }
 
 pub fn summary(ops: &[Op]) -> RecoverySummary {
-    let dispatches: Vec<u64> = completed(ops)
-        .into_iter()
-        .filter(|pair| {
-            pair.kind() == OpKind::Ok && matches!(pair.complete.value, Value::Task { .. })
-        })
-        .map(|pair| pair.complete.time_ms)
-        .collect();
+    let dispatches = dispatch_times(ops);
     let faults: Vec<(String, u64, Option<u64>)> = ops
         .iter()
         .filter_map(|op| match &op.f {
@@ -46,6 +40,28 @@ pub fn summary(ops: &[Op]) -> RecoverySummary {
         max_ms: times.last().copied().unwrap_or(0),
         faults,
     }
+}
+
+/// When tasks were seen handed out, sorted: each grant a client received, and each status
+/// read showing more tasks dispatched than any read before it (the training workload's
+/// trainers are black boxes).
+fn dispatch_times(ops: &[Op]) -> Vec<u64> {
+    let mut times = Vec::new();
+    let mut dispatched_max = None;
+    for pair in completed(ops).into_iter().filter(|pair| pair.kind() == OpKind::Ok) {
+        match &pair.complete.value {
+            Value::Task { .. } => times.push(pair.complete.time_ms),
+            Value::Status(snapshot) => {
+                if dispatched_max.is_some_and(|max| snapshot.dispatched > max) {
+                    times.push(pair.complete.time_ms);
+                }
+                dispatched_max = dispatched_max.max(Some(snapshot.dispatched));
+            }
+            _ => {}
+        }
+    }
+    times.sort_unstable();
+    times
 }
 
 /// Nearest-rank percentile of sorted values (0 for none).

@@ -12,7 +12,10 @@ use serde::{Deserialize, Serialize};
 /// The job: three overlapping Gaussian blobs in ten features (the demo's embedded dataset).
 pub const FEATURES: u32 = 10;
 pub const CLASSES: u32 = 3;
-pub const PASSES: u32 = 4;
+/// The fewest passes a job trains; a longer schedule trains one pass per second of it, so
+/// the job outlasts most of its faults.
+pub const PASSES_MIN: u32 = 4;
+pub const PASSES_MAX: u32 = 600;
 pub const TRAINERS: usize = 3;
 const EXAMPLES: &str = "20000";
 const LEARNING_RATE: f32 = 0.05;
@@ -37,10 +40,11 @@ impl TrainingResult {
 pub struct TrainingData {
     pub train: String,
     pub eval: String,
+    pub passes: u32,
 }
 
 /// `recordio synth` blobs with a held-out set under `<dir>/data`.
-pub fn write_dataset(binary: &Path, dir: &Path) -> anyhow::Result<TrainingData> {
+pub fn write_dataset(binary: &Path, dir: &Path, passes: u32) -> anyhow::Result<TrainingData> {
     let data = dir.join("data");
     let status = Command::new(binary)
         .args(["recordio", "synth", "--kind", "blobs", "--examples", EXAMPLES, "--features"])
@@ -52,7 +56,12 @@ pub fn write_dataset(binary: &Path, dir: &Path) -> anyhow::Result<TrainingData> 
         .context("run raftrain recordio synth")?;
     anyhow::ensure!(status.success(), "raftrain recordio synth failed ({status})");
     let path = |name: &str| data.join(name).display().to_string();
-    Ok(TrainingData { train: path("train.recordio"), eval: path("eval.recordio") })
+    Ok(TrainingData { train: path("train.recordio"), eval: path("eval.recordio"), passes })
+}
+
+/// Passes for a schedule that ends at `end_ms`.
+pub fn passes_for(end_ms: u64) -> u32 {
+    u32::try_from(end_ms / 1_000).unwrap_or(PASSES_MAX).clamp(PASSES_MIN, PASSES_MAX)
 }
 
 /// The arguments of trainer `index`.
@@ -76,7 +85,7 @@ pub fn trainer_args(
         "--classes",
         &CLASSES.to_string(),
         "--passes",
-        &PASSES.to_string(),
+        &data.passes.to_string(),
         "--batch-size",
         &BATCH_SIZE.to_string(),
         "--learning-rate",
@@ -127,7 +136,7 @@ pub fn baseline_accuracy(data: &TrainingData) -> anyhow::Result<f64> {
     };
     let batches =
         trainer::local::load_batches(&config, std::slice::from_ref(&data.train), BATCH_SIZE)?;
-    let run = trainer::local::train_locally(&config, &optimizer, &batches, PASSES, 1)?;
+    let run = trainer::local::train_locally(&config, &optimizer, &batches, data.passes, 1)?;
     let evaluation = trainer::evaluation::evaluate_dataset(
         &config,
         &run.params,
