@@ -48,7 +48,14 @@ pub async fn run(
     let (stop, stopped) = watch::channel(false);
     let listeners = (listener, peer_listener);
     let servers = Servers::spawn(listeners, &node, master_service, &security, &stopped)?;
-    tracing::info!(id = config.id, listen = %config.listen, peer_listen = ?config.peer_listen, "master serving");
+    tracing::info!(
+        id = config.id,
+        listen = %config.listen,
+        peer_listen = ?config.peer_listen,
+        tls = security.tls().is_some(),
+        token = security.token().is_some(),
+        "master serving"
+    );
     let metrics =
         metrics_listener.map(|listener| serve_metrics(listener, node.clone(), stopped.clone()));
     node.bootstrap().await.context("bootstrap the master group")?;

@@ -1,5 +1,6 @@
 //! `raftrain demo` end to end: the whole job through its three faults, accuracy within 2 points
-//! of the single-process run it reports beside it; and SIGTERM stops every child it started.
+//! of the single-process run it reports beside it; with `--secure`, every process on TLS and
+//! the token; and SIGTERM stops every child it started.
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
@@ -33,6 +34,34 @@ fn the_demo_trains_through_its_faults() {
 }
 
 /// The pids of `pid`'s children.
+/// `demo --secure`: a throwaway CA and token, every master, pserver and trainer (and the demo's
+/// own client) on TLS with the token, and the job still trains; the logs show the servers
+/// refused nothing of their own cluster.
+#[test]
+fn the_secure_demo_trains_over_tls_with_the_token() {
+    let output = Command::new(env!("CARGO_BIN_EXE_raftrain"))
+        .args(["demo", "--secure", "--no-faults", "--keep", "--examples", "20000", "--passes", "1"])
+        .env("RAFTRAIN_LOG", "warn")
+        .env("RAFTRAIN_BENCH_LOG", "info")
+        .output()
+        .expect("run the demo");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("job finished"), "{stdout}");
+    let kept = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("work directory kept: "))
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("no kept directory in {stdout}"));
+    let kept = std::path::Path::new(kept);
+    for file in ["ca.pem", "node.pem", "node.key", "token"] {
+        assert!(kept.join("secure").join(file).is_file(), "{file} written");
+    }
+    let master_log = std::fs::read_to_string(kept.join("logs/master-1.log")).expect("a master log");
+    assert!(master_log.contains("tls=true token=true"), "{master_log}");
+    let _ = std::fs::remove_dir_all(kept);
+}
+
 fn children(pid: u32) -> Vec<i32> {
     let list =
         std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();

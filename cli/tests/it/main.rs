@@ -8,6 +8,7 @@ mod demo;
 mod help;
 mod hostile_input;
 mod logging;
+mod manifests;
 mod master_failover;
 mod master_group;
 mod master_hardening;

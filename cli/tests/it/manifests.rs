@@ -1,0 +1,303 @@
+//! The deployment files cannot drift from the binary: every `raftrain` command in
+//! `deploy/kubernetes/` is checked against that subcommand's own `--help` (flags and
+//! `RAFTRAIN_*` variables), its ports against the container ports, Services and probes, the
+//! masters' `--peers` against the StatefulSet's replicas and headless Service, and every file a
+//! flag names against a mounted Secret or volume. The Dockerfile must build the binary in one
+//! stage and run it as a non-root user in another.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_yaml::Value;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
+}
+
+/// Every YAML document of every file under `deploy/kubernetes`, with its file name.
+fn documents() -> Vec<(String, Value)> {
+    let dir = workspace().join("deploy/kubernetes");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("deploy/kubernetes is readable")
+        .map(|entry| entry.expect("an entry").path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "found the manifests: {files:?}");
+    let mut documents = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("a readable manifest");
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let value = Value::deserialize(document)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            documents.push((path.file_name().expect("a name").to_string_lossy().into(), value));
+        }
+    }
+    documents
+}
+
+use serde::Deserialize as _;
+
+/// `raftrain <subcommand> --help`, run once per subcommand.
+fn help(subcommand: &str, cache: &mut BTreeMap<String, String>) -> String {
+    cache
+        .entry(subcommand.to_string())
+        .or_insert_with(|| {
+            let output = Command::new(env!("CARGO_BIN_EXE_raftrain"))
+                .args([subcommand, "--help"])
+                .output()
+                .expect("run raftrain --help");
+            assert!(output.status.success(), "raftrain {subcommand} --help failed");
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        })
+        .clone()
+}
+
+fn kind(document: &Value) -> &str {
+    document["kind"].as_str().unwrap_or_default()
+}
+
+fn name(document: &Value) -> &str {
+    document["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// A workload's containers.
+fn containers(document: &Value) -> Vec<&Value> {
+    document["spec"]["template"]["spec"]["containers"]
+        .as_sequence()
+        .map(|containers| containers.iter().collect())
+        .unwrap_or_default()
+}
+
+/// The words of a container's command and arguments; a `sh -c` script is split into words.
+fn words(container: &Value) -> Vec<String> {
+    let strings = |key: &str| -> Vec<String> {
+        container[key]
+            .as_sequence()
+            .map(|items| items.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let mut all = strings("command");
+    all.extend(strings("args"));
+    all.iter()
+        .flat_map(|word| word.split_whitespace().map(|part| part.trim_matches('"').to_string()))
+        .collect()
+}
+
+/// The flags given to `raftrain <subcommand>` with their values (the next word).
+fn raftrain_flags(words: &[String]) -> Option<(String, BTreeMap<String, String>)> {
+    let start = words.iter().position(|word| word == "raftrain").map_or(0, |at| at + 1);
+    let subcommand = words.get(start)?.clone();
+    if subcommand.starts_with('-') {
+        return None;
+    }
+    let mut flags = BTreeMap::new();
+    for (index, word) in words.iter().enumerate().skip(start + 1) {
+        if word.starts_with("--") {
+            flags.insert(word.clone(), words.get(index + 1).cloned().unwrap_or_default());
+        }
+    }
+    Some((subcommand, flags))
+}
+
+fn port_of(addr: &str) -> u64 {
+    addr.rsplit(':')
+        .next()
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {addr}"))
+}
+
+/// Named container ports: name -> number.
+fn container_ports(container: &Value) -> BTreeMap<String, u64> {
+    container["ports"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|port| {
+            let name = port["name"].as_str().unwrap_or_default().to_string();
+            (name, port["containerPort"].as_u64().expect("a containerPort number"))
+        })
+        .collect()
+}
+
+#[test]
+fn every_command_flag_and_variable_is_one_the_binary_knows() {
+    let mut cache = BTreeMap::new();
+    let mut checked = 0;
+    for (file, document) in documents() {
+        for container in containers(&document) {
+            let (subcommand, flags) = raftrain_flags(&words(container))
+                .unwrap_or_else(|| panic!("{file}: a container that does not run raftrain"));
+            let help = help(&subcommand, &mut cache);
+            for flag in flags.keys() {
+                assert!(
+                    help.contains(&format!("{flag} ")),
+                    "{file}: raftrain {subcommand} has no {flag}"
+                );
+            }
+            for variable in container["env"].as_sequence().into_iter().flatten() {
+                let variable = variable["name"].as_str().unwrap_or_default();
+                if variable.starts_with("RAFTRAIN_") {
+                    assert!(
+                        help.contains(&format!("[env: {variable}=")),
+                        "{file}: raftrain {subcommand} reads no {variable}"
+                    );
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "masters, pservers and trainers were checked");
+}
+
+#[test]
+fn ports_probes_and_mounts_agree() {
+    let documents = documents();
+    for (file, document) in &documents {
+        for container in containers(document) {
+            let (_, flags) = raftrain_flags(&words(container)).expect("runs raftrain");
+            let ports = container_ports(container);
+            for flag in ["--listen", "--metrics-listen"] {
+                if let Some(addr) = flags.get(flag) {
+                    assert!(
+                        ports.values().any(|port| *port == port_of(addr)),
+                        "{file}: {flag} {addr} is not a containerPort"
+                    );
+                }
+            }
+            let metrics = flags.get("--metrics-listen").map(|addr| port_of(addr));
+            for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
+                let get = &container[probe]["httpGet"];
+                assert_eq!(get["path"].as_str(), Some(path), "{file}: {probe}");
+                let port = get["port"]
+                    .as_str()
+                    .and_then(|name| ports.get(name).copied())
+                    .or(get["port"].as_u64());
+                assert_eq!(port, metrics, "{file}: {probe} is not on the metrics port");
+            }
+            check_mounts(file, document, container, &flags);
+        }
+        if kind(document) == "Service" {
+            check_service(file, document, &documents);
+        }
+    }
+}
+
+/// Every file a flag names lies under a mount backed by a Secret or volume of the pod.
+fn check_mounts(file: &str, document: &Value, container: &Value, flags: &BTreeMap<String, String>) {
+    let volumes: BTreeMap<&str, &Value> = document["spec"]["template"]["spec"]["volumes"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|volume| (volume["name"].as_str().unwrap_or_default(), volume))
+        .collect();
+    let claims: Vec<&str> = document["spec"]["volumeClaimTemplates"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|claim| claim["metadata"]["name"].as_str())
+        .collect();
+    let mounts: Vec<(&str, &str)> = container["volumeMounts"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|mount| {
+            (
+                mount["name"].as_str().unwrap_or_default(),
+                mount["mountPath"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    for (name, _) in &mounts {
+        assert!(
+            volumes.contains_key(name) || claims.contains(name),
+            "{file}: mount {name} has no volume"
+        );
+    }
+    for flag in [
+        "--tls-cert",
+        "--tls-key",
+        "--tls-ca",
+        "--token-file",
+        "--data-dir",
+        "--checkpoint-dir",
+        "--data-root",
+    ] {
+        let Some(path) = flags.get(flag) else { continue };
+        let mount = mounts.iter().find(|(_, at)| Path::new(path).starts_with(at));
+        let (volume, at) =
+            mount.unwrap_or_else(|| panic!("{file}: {flag} {path} is on no mounted volume"));
+        if let Some(secret) =
+            volumes.get(volume).and_then(|volume| volume["secret"]["secretName"].as_str())
+        {
+            let key = path.trim_start_matches(at).trim_start_matches('/');
+            assert!(
+                secret_has_key(secret, key),
+                "{file}: {flag} {path}: secret {secret} has no key {key}"
+            );
+        }
+    }
+}
+
+fn secret_has_key(secret: &str, key: &str) -> bool {
+    documents().iter().any(|(_, document)| {
+        kind(document) == "Secret"
+            && name(document) == secret
+            && !document["stringData"][key].is_null()
+    })
+}
+
+/// A headless Service selects a StatefulSet whose `serviceName` it is, exposes its ports, and
+/// (for the masters) `--peers` names every replica by its stable DNS name.
+fn check_service(file: &str, service: &Value, documents: &[(String, Value)]) {
+    let set = documents
+        .iter()
+        .map(|(_, document)| document)
+        .find(|document| {
+            kind(document) == "StatefulSet"
+                && document["spec"]["serviceName"].as_str() == Some(name(service))
+        })
+        .unwrap_or_else(|| panic!("{file}: service {} fronts no StatefulSet", name(service)));
+    assert_eq!(service["spec"]["clusterIP"].as_str(), Some("None"), "{file}: headless");
+    let container = containers(set)[0];
+    let ports = container_ports(container);
+    for port in service["spec"]["ports"].as_sequence().into_iter().flatten() {
+        let target = port["targetPort"].as_str().expect("a named targetPort");
+        assert_eq!(
+            ports.get(target).copied(),
+            port["port"].as_u64(),
+            "{file}: service port {target}"
+        );
+    }
+    let (_, flags) = raftrain_flags(&words(container)).expect("runs raftrain");
+    let Some(peers) = flags.get("--peers") else { return };
+    let replicas = set["spec"]["replicas"].as_u64().expect("replicas");
+    let namespace = set["metadata"]["namespace"].as_str().unwrap_or("default");
+    let listen = port_of(&flags["--listen"]);
+    let expected: Vec<String> = (0..replicas)
+        .map(|ordinal| {
+            format!(
+                "{}={}-{ordinal}.{}.{namespace}.svc.cluster.local:{listen}",
+                ordinal + 1,
+                name(set),
+                name(service)
+            )
+        })
+        .collect();
+    assert_eq!(peers, &expected.join(","), "{file}: --peers must name every replica");
+}
+
+#[test]
+fn the_dockerfile_builds_the_binary_and_runs_it_unprivileged() {
+    let text = std::fs::read_to_string(workspace().join("Dockerfile")).expect("a Dockerfile");
+    let stages = text.lines().filter(|line| line.starts_with("FROM ")).count();
+    assert!(stages >= 2, "multi-stage: {stages} FROM lines");
+    assert!(
+        text.contains("cargo build --release --locked -p cli --bin raftrain"),
+        "builds raftrain"
+    );
+    let user = text.lines().rfind(|line| line.starts_with("USER ")).expect("a USER line");
+    assert!(!user.contains("root") && !user.contains(" 0"), "runs as non-root: {user}");
+    assert!(text.contains(r#"ENTRYPOINT ["raftrain"]"#), "the binary is the entrypoint");
+}
