@@ -13,6 +13,7 @@ mod master_failover;
 mod master_group;
 mod master_hardening;
 mod master_large_job;
+mod master_lost_disk;
 mod master_pause;
 mod master_service;
 mod metrics;
