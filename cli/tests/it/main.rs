@@ -7,6 +7,7 @@ mod data_root;
 mod demo;
 mod help;
 mod hostile_input;
+mod jepsen_smoke;
 mod logging;
 mod manifests;
 mod master_failover;

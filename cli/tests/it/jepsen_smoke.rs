@@ -1,6 +1,8 @@
-//! The smoke schedule, run by `cargo test`: three masters, two pservers and eight clients
-//! through a leader kill, a leader isolated by a partition, a leader paused past its election
-//! timeout and a pserver kill; fails on any violation, printing the summary and the seed.
+//! The fault harness's smoke schedule, run by `cargo test` against the binary this build made:
+//! three masters, two pservers and six task-queue clients through a leader kill, a leader
+//! isolated by a partition, a leader paused past its election timeout and a pserver kill;
+//! fails on any violation, printing the summary and the seed. (It lives with the CLI's tests
+//! because only they know where cargo put the `raftrain` binary of this build.)
 
 use std::time::Duration;
 
@@ -12,7 +14,7 @@ use jepsen_tests::run::{run, RunOptions, Workload};
 async fn smoke_schedule_finds_no_violation() {
     let dir =
         tempfile::Builder::new().prefix("raftrain-jepsen-smoke-").tempdir().expect("a directory");
-    let binary = jepsen_tests::binary::raftrain_binary(false).expect("the raftrain binary");
+    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_raftrain"));
     let seed = 1;
     let options = RunOptions {
         binary,
