@@ -8,6 +8,7 @@ pub mod checker;
 pub mod cluster;
 pub mod history;
 pub mod nemesis;
+pub mod netns;
 pub mod proxy;
 pub mod report;
 pub mod run;

@@ -20,6 +20,8 @@ const LOG_FILTER_DEFAULT: &str = "warn";
 /// One supervised process: how to start it and, while it runs, its handle.
 struct Process {
     name: String,
+    /// The program to run instead of the group's executable (e.g. `ip netns exec ...`).
+    program: Option<PathBuf>,
     args: Vec<String>,
     /// Extra environment variables, set at every start.
     env: Vec<(String, String)>,
@@ -84,9 +86,15 @@ impl ProcessGroup {
     /// Adds a process without starting it (set its environment, then `spawn` it).
     pub fn add_stopped(&mut self, name: &str, args: Vec<String>) -> usize {
         let log = self.log_dir.join(format!("{name}.log"));
-        let process = Process { name: name.to_string(), args, env: Vec::new(), log, child: None };
+        let process =
+            Process { name: name.to_string(), program: None, args, env: Vec::new(), log, child: None };
         self.processes.push(process);
         self.processes.len() - 1
+    }
+
+    /// Runs process `index` as `program` with its arguments instead of the group's executable.
+    pub fn set_program(&mut self, index: usize, program: PathBuf) {
+        self.processes[index].program = Some(program);
     }
 
     /// Sets an environment variable of process `index` from its next start.
@@ -105,7 +113,8 @@ impl ProcessGroup {
             .append(true)
             .open(&process.log)
             .with_context(|| format!("open {}", process.log.display()))?;
-        let child = Command::new(&self.exe)
+        let program = process.program.as_ref().unwrap_or(&self.exe);
+        let child = Command::new(program)
             .args(&process.args)
             .env("RAFTRAIN_LOG", &self.log_filter)
             .envs(process.env.iter().map(|(name, value)| (name, value)))

@@ -1,0 +1,150 @@
+//! `Namespaces`: the optional network of the harness when it runs as root (`--netns`). Each
+//! master gets a network namespace of its own, joined to the others by a bridge in the
+//! harness's namespace; links are cut by `prohibit` routes inside the namespaces (both ways)
+//! and slowed by `tc netem`, as a real network fails, instead of by the TCP proxies. The
+//! namespaces and the bridge are removed when the value is dropped; ones a killed harness left
+//! behind are removed at the next start.
+
+use std::process::Command;
+
+use anyhow::Context as _;
+
+/// The masters' subnet: master `i` is `10.77.0.(i + 1)`, the bridge `10.77.0.254`.
+const SUBNET: &str = "10.77.0";
+
+pub struct Namespaces {
+    prefix: String,
+    count: usize,
+}
+
+impl Namespaces {
+    /// Creates `count` namespaces and the bridge joining them; needs root and `ip`.
+    pub fn create(count: usize) -> anyhow::Result<Self> {
+        remove_stale();
+        let prefix = format!("rtj{}", std::process::id());
+        let namespaces = Self { prefix, count };
+        let bridge = namespaces.bridge();
+        ip(&["link", "add", &bridge, "type", "bridge"])?;
+        ip(&["addr", "add", &format!("{SUBNET}.254/24"), "dev", &bridge])?;
+        ip(&["link", "set", &bridge, "up"])?;
+        for index in 0..count {
+            namespaces.add_member(index)?;
+        }
+        Ok(namespaces)
+    }
+
+    fn bridge(&self) -> String {
+        format!("{}b", self.prefix)
+    }
+
+    /// The namespace of master `index`.
+    pub fn name(&self, index: usize) -> String {
+        format!("{}n{index}", self.prefix)
+    }
+
+    /// Master `index`'s address.
+    pub fn addr(index: usize) -> String {
+        format!("{SUBNET}.{}", index + 1)
+    }
+
+    fn add_member(&self, index: usize) -> anyhow::Result<()> {
+        let (namespace, outside) = (self.name(index), format!("{}v{index}", self.prefix));
+        ip(&["netns", "add", &namespace])?;
+        ip(&[
+            "link", "add", &outside, "type", "veth", "peer", "name", "eth0", "netns", &namespace,
+        ])?;
+        ip(&["link", "set", &outside, "master", &self.bridge(), "up"])?;
+        let inside = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", &namespace, "ip"];
+            all.extend_from_slice(args);
+            ip(&all)
+        };
+        inside(&["link", "set", "lo", "up"])?;
+        inside(&["addr", "add", &format!("{}/24", Self::addr(index)), "dev", "eth0"])?;
+        inside(&["link", "set", "eth0", "up"])
+    }
+
+    /// The command prefix that runs a program inside master `index`'s namespace.
+    pub fn exec_prefix(&self, index: usize) -> Vec<String> {
+        ["netns", "exec", &self.name(index)].iter().map(|arg| arg.to_string()).collect()
+    }
+
+    /// Drops every packet from `from` to `to` (new connections are refused at once).
+    pub fn cut(&self, from: usize, to: usize) -> anyhow::Result<()> {
+        let route = format!("{}/32", Self::addr(to));
+        // A route that is already there is fine: the link is cut either way.
+        let _ = ip(&["netns", "exec", &self.name(from), "ip", "route", "add", "prohibit", &route]);
+        Ok(())
+    }
+
+    /// Removes every cut and every delay.
+    pub fn heal(&self) -> anyhow::Result<()> {
+        for from in 0..self.count {
+            for to in (0..self.count).filter(|to| *to != from) {
+                let route = format!("{}/32", Self::addr(to));
+                let _ = ip(&[
+                    "netns",
+                    "exec",
+                    &self.name(from),
+                    "ip",
+                    "route",
+                    "del",
+                    "prohibit",
+                    &route,
+                ]);
+            }
+            let _ = tc(&self.name(from), &["qdisc", "del", "dev", "eth0", "root"]);
+        }
+        Ok(())
+    }
+
+    /// Delays (and loses some of) every packet master `index` sends.
+    pub fn slow(&self, index: usize, delay_ms: u32, loss_percent: u32) -> anyhow::Result<()> {
+        let (delay, loss) = (format!("{delay_ms}ms"), format!("{loss_percent}%"));
+        tc(
+            &self.name(index),
+            &["qdisc", "replace", "dev", "eth0", "root", "netem", "delay", &delay, "loss", &loss],
+        )
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for index in 0..self.count {
+            let _ = ip(&["netns", "del", &self.name(index)]);
+        }
+        let _ = ip(&["link", "del", &self.bridge()]);
+    }
+}
+
+fn ip(args: &[&str]) -> anyhow::Result<()> {
+    let output = Command::new("ip").args(args).output().context("run ip (iproute2)")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok(())
+}
+
+fn tc(namespace: &str, args: &[&str]) -> anyhow::Result<()> {
+    let mut all = vec!["netns", "exec", namespace, "tc"];
+    all.extend_from_slice(args);
+    ip(&all)
+}
+
+/// Namespaces and bridges of harnesses that are no longer running.
+fn remove_stale() {
+    let Ok(output) = Command::new("ip").args(["netns", "list"]).output() else { return };
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        let Some(pid) = name.strip_prefix("rtj").and_then(|rest| rest.split('n').next()) else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = ip(&["netns", "del", name]);
+            let _ = ip(&["link", "del", &format!("rtj{pid}b")]);
+        }
+    }
+}
