@@ -8,11 +8,14 @@ use std::time::Duration;
 
 use master::client::{ClientOptions, MasterClient};
 
+use crate::netns::Namespaces;
 use crate::proxy::LinkProxy;
 use crate::supervisor::{free_loopback_addrs, ProcessGroup};
 
 /// Masters in the group.
 pub const MASTER_COUNT: usize = 3;
+/// The masters' port in their own namespaces.
+const MASTER_PORT: u16 = 7000;
 
 /// What the cluster is asked to run.
 #[derive(Clone, Debug)]
@@ -22,6 +25,9 @@ pub struct ClusterOptions {
     pub pservers: usize,
     /// Flags given to every master (queue policy, leases).
     pub master_args: Vec<String>,
+    /// Give each master a network namespace and cut links with routes (needs root) instead
+    /// of running Raft through the TCP proxies.
+    pub netns: bool,
 }
 
 pub struct Cluster {
@@ -31,6 +37,8 @@ pub struct Cluster {
     pub master_addrs: Vec<String>,
     /// The proxy master `from` dials master `to`'s Raft port through, by `(from, to)`.
     links: BTreeMap<(usize, usize), LinkProxy>,
+    /// With `netns`, the masters' namespaces (then there are no proxies).
+    namespaces: Option<Namespaces>,
     /// The process index of each master, then of each pserver.
     masters: Vec<usize>,
     pub pservers: Vec<usize>,
@@ -49,30 +57,36 @@ impl Cluster {
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs)?;
         let addrs = free_loopback_addrs(2 * MASTER_COUNT + options.pservers)?;
-        let (master_addrs, rest) = addrs.split_at(MASTER_COUNT);
+        let (loopback, rest) = addrs.split_at(MASTER_COUNT);
         let (raft_addrs, pserver_addrs) = rest.split_at(MASTER_COUNT);
+        let namespaces = options.netns.then(|| Namespaces::create(MASTER_COUNT)).transpose()?;
+        let master_addrs: Vec<String> = match &namespaces {
+            Some(_) => (0..MASTER_COUNT)
+                .map(|index| format!("{}:{MASTER_PORT}", Namespaces::addr(index)))
+                .collect(),
+            None => loopback.to_vec(),
+        };
         let mut links = BTreeMap::new();
-        for from in 0..MASTER_COUNT {
+        for from in (0..MASTER_COUNT).filter(|_| namespaces.is_none()) {
             for to in (0..MASTER_COUNT).filter(|to| *to != from) {
                 links.insert((from, to), LinkProxy::start(raft_addrs[to].clone()).await?);
             }
         }
-        let mut processes = ProcessGroup::new(binary, &logs);
+        let mut processes = ProcessGroup::new(binary.clone(), &logs);
         processes.set_log_filter("info,openraft=warn");
         let mut cluster = Self {
             dir: dir.to_path_buf(),
             processes,
-            master_addrs: master_addrs.to_vec(),
+            master_addrs,
             links,
+            namespaces,
             masters: Vec::new(),
             pservers: Vec::new(),
             pserver_addrs: pserver_addrs.to_vec(),
             trainers: Vec::new(),
         };
         for index in 0..MASTER_COUNT {
-            let args = cluster.master_args(index, raft_addrs, &options.master_args);
-            let process = cluster.processes.add(&format!("master-{}", index + 1), args)?;
-            cluster.masters.push(process);
+            cluster.add_master(index, &binary, raft_addrs, &options.master_args)?;
         }
         for (index, addr) in pserver_addrs.iter().enumerate() {
             let args = cluster.pserver_args(addr, options.pserver_slots);
@@ -80,6 +94,32 @@ impl Cluster {
             cluster.pservers.push(process);
         }
         Ok(cluster)
+    }
+
+    /// Starts master `index`: directly, or inside its namespace (`ip netns exec`).
+    fn add_master(
+        &mut self,
+        index: usize,
+        binary: &Path,
+        raft_addrs: &[String],
+        extra: &[String],
+    ) -> anyhow::Result<()> {
+        let mut args = self.master_args(index, raft_addrs, extra);
+        let name = format!("master-{}", index + 1);
+        let process = match &self.namespaces {
+            None => self.processes.add(&name, args)?,
+            Some(namespaces) => {
+                let mut wrapped = namespaces.exec_prefix(index);
+                wrapped.push(binary.display().to_string());
+                wrapped.append(&mut args);
+                let process = self.processes.add_stopped(&name, wrapped);
+                self.processes.set_program(process, PathBuf::from("ip"));
+                self.processes.spawn(process)?;
+                process
+            }
+        };
+        self.masters.push(process);
+        Ok(())
     }
 
     fn master_args(&self, index: usize, raft_addrs: &[String], extra: &[String]) -> Vec<String> {
@@ -96,6 +136,12 @@ impl Cluster {
             })
             .collect();
         let data_dir = self.dir.join(format!("master-{}", index + 1));
+        let raft_flags = [
+            "--peer-listen".to_string(),
+            raft_addrs[index].clone(),
+            "--peer-addrs".to_string(),
+            dialled.join(","),
+        ];
         let mut args: Vec<String> = [
             "master",
             "--id",
@@ -104,10 +150,6 @@ impl Cluster {
             &self.master_addrs[index],
             "--peers",
             &peers.join(","),
-            "--peer-listen",
-            &raft_addrs[index],
-            "--peer-addrs",
-            &dialled.join(","),
             "--data-dir",
             &data_dir.display().to_string(),
             "--data-root",
@@ -124,6 +166,9 @@ impl Cluster {
         .iter()
         .map(|arg| arg.to_string())
         .collect();
+        if self.namespaces.is_none() {
+            args.extend(raft_flags);
+        }
         args.extend(extra.iter().cloned());
         args
     }
@@ -280,24 +325,43 @@ impl Cluster {
     }
 
     /// Cuts every link between `side` and the other masters, both ways.
-    pub fn isolate(&self, side: &[usize]) {
-        for ((from, to), link) in &self.links {
-            if side.contains(from) != side.contains(to) {
-                link.cut();
+    pub fn isolate(&self, side: &[usize]) -> anyhow::Result<()> {
+        for from in 0..MASTER_COUNT {
+            for to in (0..MASTER_COUNT).filter(|to| side.contains(&from) != side.contains(to)) {
+                self.cut(from, to)?;
             }
         }
+        Ok(())
     }
 
-    /// Cuts the link `from -> to` only (and its answers).
-    pub fn cut(&self, from: usize, to: usize) {
+    /// Cuts the link `from -> to` (a proxy: that direction's connections; a namespace: every
+    /// packet `from` sends to `to`).
+    pub fn cut(&self, from: usize, to: usize) -> anyhow::Result<()> {
+        if let Some(namespaces) = &self.namespaces {
+            return namespaces.cut(from, to);
+        }
         if let Some(link) = self.links.get(&(from, to)) {
             link.cut();
         }
+        Ok(())
     }
 
-    /// Heals every link and resumes every paused master.
-    pub fn heal_links(&self) {
+    /// Degrades master `index`'s links: with namespaces and `netem`, 150 ms of delay and 20%
+    /// loss on everything it sends; otherwise its link to the next master is cut.
+    pub fn clog(&self, index: usize) -> anyhow::Result<()> {
+        match &self.namespaces {
+            Some(namespaces) if namespaces.can_slow() => namespaces.slow(index, 150, 20),
+            _ => self.cut(index, (index + 1) % MASTER_COUNT),
+        }
+    }
+
+    /// Heals every link.
+    pub fn heal_links(&self) -> anyhow::Result<()> {
         self.links.values().for_each(LinkProxy::heal);
+        match &self.namespaces {
+            Some(namespaces) => namespaces.heal(),
+            None => Ok(()),
+        }
     }
 
     /// Every process log, for the report.

@@ -37,6 +37,10 @@ struct Args {
     /// Test the debug build instead of the release build (ignored with RAFTRAIN_BIN).
     #[arg(long)]
     debug: bool,
+    /// Give each master its own network namespace and cut links with routes and `tc netem`
+    /// instead of the TCP proxies (needs root and iproute2).
+    #[arg(long)]
+    netns: bool,
     /// Start nothing: check the history an earlier run kept in DIR (its history.json and
     /// report.json) again, and print the summary.
     #[arg(long, value_name = "DIR")]
@@ -71,6 +75,7 @@ fn main() -> anyhow::Result<()> {
         dir: dir.clone(),
         schedule,
         workload: args.workload,
+        netns: args.netns,
         clients: args.clients,
         check: CheckOptions::default(),
     };

@@ -31,7 +31,8 @@ pub enum Fault {
     SplitOneTwo,
     /// A-B and B-C stay, A-C is cut (B bridges).
     Bridge,
-    /// Cut random single links, one after another, through the window.
+    /// Cut random single links, one after another, through the window (with `--netns`: slow
+    /// random masters' links with delay and loss instead).
     Clog,
     /// kill -9 a pserver (a standby takes its slot), restart it when healed.
     KillPserver,
@@ -195,14 +196,14 @@ fn apply(cluster: &mut Cluster, fault: Fault, targets: &[usize]) -> anyhow::Resu
             targets.iter().for_each(|index| cluster.kill_master(*index));
         }
         Fault::PauseLeader | Fault::PauseFollower => cluster.pause_master(targets[0])?,
-        Fault::IsolateLeader | Fault::SplitOneTwo => cluster.isolate(targets),
+        Fault::IsolateLeader | Fault::SplitOneTwo => cluster.isolate(targets)?,
         Fault::Bridge => {
             let bridge = targets[0];
             let (a, c) = ((bridge + 1) % MASTER_COUNT, (bridge + 2) % MASTER_COUNT);
-            cluster.cut(a, c);
-            cluster.cut(c, a);
+            cluster.cut(a, c)?;
+            cluster.cut(c, a)?;
         }
-        Fault::Clog => cluster.cut(targets[0], (targets[0] + 1) % MASTER_COUNT),
+        Fault::Clog => cluster.clog(targets[0])?,
         Fault::KillPserver => cluster.kill_pserver(targets[0]),
         Fault::PausePserver => cluster.pause_pserver(targets[0])?,
         Fault::KillTrainer => cluster.kill_trainer(targets[0]),
@@ -214,13 +215,13 @@ fn apply(cluster: &mut Cluster, fault: Fault, targets: &[usize]) -> anyhow::Resu
 /// While `active` is held: a clog cuts one more random link every `CLOG_STEP_MS`.
 pub const CLOG_STEP_MS: u64 = 700;
 
-/// One more step of an active fault (only a clog changes while held).
-pub fn tick(cluster: &Cluster, active: &Active, rng: &mut StdRng) {
+/// One more step of an active fault (only a clog changes while held: one more link cut, or
+/// one more master slowed).
+pub fn tick(cluster: &Cluster, active: &Active, rng: &mut StdRng) -> anyhow::Result<()> {
     if active.fault == Fault::Clog {
-        let from = rng.gen_range(0..MASTER_COUNT);
-        let to = (from + rng.gen_range(1..MASTER_COUNT)) % MASTER_COUNT;
-        cluster.cut(from, to);
+        cluster.clog(rng.gen_range(0..MASTER_COUNT))?;
     }
+    Ok(())
 }
 
 /// Undoes `active`: restarts the killed, resumes the paused, heals every link.
@@ -242,20 +243,25 @@ pub fn heal(cluster: &mut Cluster, active: &Active) -> anyhow::Result<()> {
         Fault::PauseTrainer => cluster.resume_trainer(active.targets[0])?,
         Fault::IsolateLeader | Fault::SplitOneTwo | Fault::Bridge | Fault::Clog => {}
     }
-    cluster.heal_links();
-    Ok(())
+    cluster.heal_links()
 }
 
 /// Holds `duration` in steps, ticking the fault.
-pub async fn hold(cluster: &Cluster, active: &Active, duration: Duration, rng: &mut StdRng) {
+pub async fn hold(
+    cluster: &Cluster,
+    active: &Active,
+    duration: Duration,
+    rng: &mut StdRng,
+) -> anyhow::Result<()> {
     let step = Duration::from_millis(CLOG_STEP_MS);
     let mut left = duration;
     while !left.is_zero() {
         let pause = left.min(step);
         tokio::time::sleep(pause).await;
         left -= pause;
-        tick(cluster, active, rng);
+        tick(cluster, active, rng)?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ const SUBNET: &str = "10.77.0";
 pub struct Namespaces {
     prefix: String,
     count: usize,
+    /// Whether the kernel has `netem` (a module some kernels lack).
+    netem: bool,
 }
 
 impl Namespaces {
@@ -22,7 +24,7 @@ impl Namespaces {
     pub fn create(count: usize) -> anyhow::Result<Self> {
         remove_stale();
         let prefix = format!("rtj{}", std::process::id());
-        let namespaces = Self { prefix, count };
+        let mut namespaces = Self { prefix, count, netem: false };
         let bridge = namespaces.bridge();
         ip(&["link", "add", &bridge, "type", "bridge"])?;
         ip(&["addr", "add", &format!("{SUBNET}.254/24"), "dev", &bridge])?;
@@ -30,6 +32,9 @@ impl Namespaces {
         for index in 0..count {
             namespaces.add_member(index)?;
         }
+        let probe = ["qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"];
+        namespaces.netem = tc(&namespaces.name(0), &probe).is_ok();
+        let _ = tc(&namespaces.name(0), &["qdisc", "del", "dev", "lo", "root"]);
         Ok(namespaces)
     }
 
@@ -96,6 +101,11 @@ impl Namespaces {
             let _ = tc(&self.name(from), &["qdisc", "del", "dev", "eth0", "root"]);
         }
         Ok(())
+    }
+
+    /// Whether links can be slowed (`tc netem`), not only cut.
+    pub fn can_slow(&self) -> bool {
+        self.netem
     }
 
     /// Delays (and loses some of) every packet master `index` sends.

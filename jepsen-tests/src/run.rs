@@ -46,6 +46,8 @@ pub struct RunOptions {
     pub workload: Workload,
     pub clients: usize,
     pub check: CheckOptions,
+    /// Masters in network namespaces, links cut by routes (needs root).
+    pub netns: bool,
 }
 
 /// The training job may fall this far below the single-process accuracy.
@@ -73,12 +75,18 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         .collect()
     };
     let cluster_options = match options.workload {
-        Workload::TaskQueue => {
-            ClusterOptions { pserver_slots: 1, pservers: 2, master_args: master_args("1500") }
-        }
-        Workload::Training => {
-            ClusterOptions { pserver_slots: 2, pservers: 3, master_args: master_args("5000") }
-        }
+        Workload::TaskQueue => ClusterOptions {
+            pserver_slots: 1,
+            pservers: 2,
+            master_args: master_args("1500"),
+            netns: options.netns,
+        },
+        Workload::Training => ClusterOptions {
+            pserver_slots: 2,
+            pservers: 3,
+            master_args: master_args("5000"),
+            netns: options.netns,
+        },
     };
     let mut cluster =
         Cluster::start(options.binary.clone(), &options.dir, &cluster_options).await?;
@@ -224,7 +232,7 @@ async fn run_schedule(
         };
         history.record(NEMESIS_PROCESS, OpKind::Info, event(Phase::Start), Value::None);
         tracing::info!(fault = step.fault.name(), ?targets, "nemesis: start");
-        nemesis::hold(cluster, &active, Duration::from_millis(step.hold_ms), &mut rng).await;
+        nemesis::hold(cluster, &active, Duration::from_millis(step.hold_ms), &mut rng).await?;
         nemesis::heal(cluster, &active)?;
         revive_pservers(cluster)?;
         history.record(NEMESIS_PROCESS, OpKind::Info, event(Phase::Stop), Value::None);

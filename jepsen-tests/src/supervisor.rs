@@ -86,8 +86,14 @@ impl ProcessGroup {
     /// Adds a process without starting it (set its environment, then `spawn` it).
     pub fn add_stopped(&mut self, name: &str, args: Vec<String>) -> usize {
         let log = self.log_dir.join(format!("{name}.log"));
-        let process =
-            Process { name: name.to_string(), program: None, args, env: Vec::new(), log, child: None };
+        let process = Process {
+            name: name.to_string(),
+            program: None,
+            args,
+            env: Vec::new(),
+            log,
+            child: None,
+        };
         self.processes.push(process);
         self.processes.len() - 1
     }

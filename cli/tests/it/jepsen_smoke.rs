@@ -23,6 +23,7 @@ async fn smoke_schedule_finds_no_violation() {
         workload: Workload::TaskQueue,
         clients: 6,
         check: CheckOptions::default(),
+        netns: false,
     };
     let report = tokio::time::timeout(Duration::from_secs(170), run(&options))
         .await
