@@ -160,3 +160,34 @@ pub async fn wait_until(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::CheckOptions;
+    use crate::nemesis::Schedule;
+
+    /// A model within the bound of the single-process run passes; one further below is a
+    /// violation in the report.
+    #[test]
+    fn accuracy_below_the_bound_is_a_violation() {
+        let schedule = Schedule::smoke(1);
+        let report = |accuracy| {
+            let result = TrainingResult { accuracy, baseline_accuracy: 0.97, bound: 0.02 };
+            crate::checker::check_all(&[], &schedule, &CheckOptions::default())
+                .with_training(result)
+        };
+        assert!(report(0.955).valid());
+        let below = report(0.94);
+        assert_eq!(below.violations.len(), 1, "{:?}", below.violations);
+        assert_eq!(below.violations[0].checker, "training");
+    }
+
+    /// A schedule's length sets the passes, within bounds.
+    #[test]
+    fn passes_follow_the_schedule() {
+        assert_eq!(passes_for(0), PASSES_MIN);
+        assert_eq!(passes_for(120_000), 120);
+        assert_eq!(passes_for(u64::MAX), PASSES_MAX);
+    }
+}
