@@ -181,6 +181,12 @@ async fn settle(
     write_timeout_ms: u64,
 ) -> Result<Vec<Vec<u8>>, WriteError> {
     let timeout = Duration::from_millis(write_timeout_ms);
+    if crate::planted::active("jammed-batcher") {
+        return match answer(submitted).await {
+            Ok(written) => Ok(written.data.0),
+            Err(error) => Err(write_error(raft, error)),
+        };
+    }
     tokio::select! {
         // An answer that is ready wins over a leadership change seen at the same moment.
         biased;

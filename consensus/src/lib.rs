@@ -48,6 +48,7 @@ mod log_store_closed;
 pub mod metrics_http;
 pub mod network;
 mod node;
+pub mod planted;
 mod rpc_bounds;
 mod rpc_handler;
 pub mod rpc_metrics;

@@ -41,6 +41,10 @@ struct Args {
     /// instead of the TCP proxies (needs root and iproute2).
     #[arg(long)]
     netns: bool,
+    /// Masters snapshot every N entries (their --snapshot-logs-since-last; default theirs), so
+    /// a master left behind by a pause or partition catches up by snapshot install.
+    #[arg(long, value_name = "N")]
+    snapshot_every: Option<u64>,
     /// Start nothing: check the history an earlier run kept in DIR (its history.json and
     /// report.json) again, and print the summary.
     #[arg(long, value_name = "DIR")]
@@ -76,6 +80,7 @@ fn main() -> anyhow::Result<()> {
         schedule,
         workload: args.workload,
         netns: args.netns,
+        snapshot_every: args.snapshot_every,
         clients: args.clients,
         check: CheckOptions::default(),
     };

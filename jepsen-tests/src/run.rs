@@ -48,6 +48,9 @@ pub struct RunOptions {
     pub check: CheckOptions,
     /// Masters in network namespaces, links cut by routes (needs root).
     pub netns: bool,
+    /// Masters snapshot after this many entries (their `--snapshot-logs-since-last`), so a
+    /// replica left behind by a pause or a partition catches up by snapshot install.
+    pub snapshot_every: Option<u64>,
 }
 
 /// The training job may fall this far below the single-process accuracy.
@@ -58,7 +61,7 @@ const TRAINING_FINISH_S: u64 = 300;
 /// Runs everything and returns the checked report (also written under `dir`).
 pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
     let master_args = |task_timeout_ms: &str| -> Vec<String> {
-        [
+        let mut args: Vec<String> = [
             "--task-timeout-min-ms",
             task_timeout_ms,
             "--timeout-factor",
@@ -72,7 +75,11 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         ]
         .iter()
         .map(|arg| arg.to_string())
-        .collect()
+        .collect();
+        if let Some(entries) = options.snapshot_every {
+            args.extend(["--snapshot-logs-since-last".to_string(), entries.to_string()]);
+        }
+        args
     };
     let cluster_options = match options.workload {
         Workload::TaskQueue => ClusterOptions {

@@ -8,6 +8,8 @@
 //!   the background; a leader that loses its quorum loses the report.
 //! - `stale-status`: `Status` is answered from the local state of whichever master is asked,
 //!   leader or not, without confirming leadership.
+//!
+//! The replicated log's own (`jammed-batcher`) is in `consensus/src/planted.rs`.
 
 /// The environment variable naming the planted bugs to switch on.
 pub const PLANTED_BUG_ENV: &str = "RAFTRAIN_PLANTED_BUG";

@@ -24,6 +24,7 @@ async fn smoke_schedule_finds_no_violation() {
         clients: 6,
         check: CheckOptions::default(),
         netns: false,
+        snapshot_every: None,
     };
     let report = tokio::time::timeout(Duration::from_secs(170), run(&options))
         .await
