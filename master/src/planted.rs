@@ -11,17 +11,6 @@
 //!
 //! The replicated log's own (`jammed-batcher`) is in `consensus/src/planted.rs`.
 
-/// The environment variable naming the planted bugs to switch on.
-pub const PLANTED_BUG_ENV: &str = "RAFTRAIN_PLANTED_BUG";
-
-/// Whether `bug` is switched on (never, without the `planted-bugs` feature).
-#[cfg(feature = "planted-bugs")]
-pub fn active(bug: &str) -> bool {
-    std::env::var(PLANTED_BUG_ENV).is_ok_and(|bugs| bugs.split(',').any(|name| name.trim() == bug))
-}
-
-/// Whether `bug` is switched on (never, without the `planted-bugs` feature).
-#[cfg(not(feature = "planted-bugs"))]
-pub fn active(_bug: &str) -> bool {
-    false
-}
+// One switch for every planted bug: the master's `planted-bugs` feature turns on consensus's,
+// which holds it.
+pub use consensus::planted::{active, PLANTED_BUG_ENV};
