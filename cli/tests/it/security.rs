@@ -137,6 +137,24 @@ async fn masters_refuse_outsiders() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(leader_and_term(&group, &pki).await, (leader, term), "{}", group.logs());
 
+    tracing::info!(
+        "--- `raftrain status` with the cluster's files works; without them it says what to check"
+    );
+    let status = |files: &SecurityFiles| {
+        Command::new(env!("CARGO_BIN_EXE_raftrain"))
+            .args(["status", "--masters", &group.addrs.join(","), "--timeout-ms", "2000"])
+            .args(files.to_args())
+            .output()
+            .expect("run raftrain status")
+    };
+    let served = status(&pki.cluster);
+    assert!(served.status.success(), "{}", String::from_utf8_lossy(&served.stderr));
+    assert!(String::from_utf8_lossy(&served.stdout).contains(&format!("leader {leader}")));
+    let refused = status(&SecurityFiles::default());
+    assert_eq!(refused.status.code(), Some(3), "no master answered a plain client");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--tls-ca"), "the error says what to check: {stderr}");
+
     tracing::info!("--- the refusals are counted by method");
     let response = http(&metrics, "GET /metrics HTTP/1.0\r\n\r\n");
     let counted = response
