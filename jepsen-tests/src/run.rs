@@ -77,7 +77,11 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         .map(|arg| arg.to_string())
         .collect();
         if let Some(entries) = options.snapshot_every {
-            args.extend(["--snapshot-logs-since-last".to_string(), entries.to_string()]);
+            let every = entries.to_string();
+            args.extend(["--snapshot-logs-since-last".to_string(), every.clone()]);
+            // Keep no more log than that behind a snapshot, so a replica left behind catches
+            // up by snapshot install.
+            args.extend(["--snapshot-logs-kept".to_string(), every]);
         }
         args
     };

@@ -23,6 +23,8 @@ pub const ELECTION_TIMEOUT_MAX_MS_DEFAULT: u64 = 300;
 /// Snapshot (and purge the log) after this many entries. A snapshot encodes the whole state,
 /// which grows with the dataset, so it is taken less often than the consensus default.
 pub const SNAPSHOT_LOGS_SINCE_LAST_DEFAULT: u64 = 50_000;
+/// Entries kept in the log behind a snapshot: the consensus default.
+pub const SNAPSHOT_LOGS_KEPT_DEFAULT: u64 = consensus::config::MAX_IN_SNAPSHOT_LOG_TO_KEEP_DEFAULT;
 pub const CHUNKS_PER_TASK_DEFAULT: u32 = 1;
 pub const TASK_TIMEOUT_MIN_MS_DEFAULT: u64 = 20_000;
 pub const TIMEOUT_FACTOR_DEFAULT: u32 = 3;
@@ -80,6 +82,10 @@ pub struct MasterConfig {
     /// Take a snapshot (and purge the log) after this many applied entries.
     #[arg(long, env = "RAFTRAIN_SNAPSHOT_LOGS_SINCE_LAST", default_value_t = SNAPSHOT_LOGS_SINCE_LAST_DEFAULT)]
     pub snapshot_logs_since_last: u64,
+    /// Entries already in a snapshot that stay in the log, so a replica slightly behind
+    /// catches up from the log instead of a whole snapshot (0: every laggard gets a snapshot).
+    #[arg(long, env = "RAFTRAIN_SNAPSHOT_LOGS_KEPT", default_value_t = SNAPSHOT_LOGS_KEPT_DEFAULT)]
+    pub snapshot_logs_kept: u64,
     /// Consecutive RecordIO chunks per task.
     #[arg(long, env = "RAFTRAIN_CHUNKS_PER_TASK", default_value_t = CHUNKS_PER_TASK_DEFAULT)]
     pub chunks_per_task: u32,
@@ -112,6 +118,7 @@ impl MasterConfig {
         node.election_timeout_min_ms = self.election_timeout_min_ms;
         node.election_timeout_max_ms = self.election_timeout_max_ms;
         node.snapshot_logs_since_last = self.snapshot_logs_since_last;
+        node.max_in_snapshot_log_to_keep = self.snapshot_logs_kept;
         if let Some(addrs) = &self.peer_addrs {
             node.raft_addrs = parse_peers(addrs).context("--peer-addrs")?;
         }
