@@ -119,6 +119,10 @@ async fn forged_terms_are_refused_over_grpc() -> anyhow::Result<()> {
         let _ = stopped.await;
     }));
     node.bootstrap().await?;
+    node.raft()
+        .wait(Some(std::time::Duration::from_secs(10)))
+        .current_leader(1, "the one node leads")
+        .await?;
     node.ensure_linearizable().await?;
     put(&node, "before", "1").await?;
     let before = seen(&node.metrics().borrow());
