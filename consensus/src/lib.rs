@@ -9,7 +9,9 @@
 //!   `leadership` caches quorum confirmations of leadership (`confirm_leadership`).
 //! - `log_store` (sled) and `flusher`: the Raft log, vote, committed and purged ids, and the
 //!   bootstrap record. `state_machine_store` and `snapshot_file`: the application state and its
-//!   snapshot files. Both pass `openraft::testing::Suite`.
+//!   snapshot files. Both pass `openraft::testing::Suite`. `raft_log` (`RaftLog`,
+//!   `NodeStorage`) and `snapshot_store` are the seams the simulation's disk plugs into;
+//!   `apply_observer` is its tap on every applied entry.
 //! - `network` (client) and `service` (server): the `RaftService` transport; `cluster_info`:
 //!   the only conversions to and from protobuf. `rpc_handler` is where every received RPC
 //!   goes; `rpc_bounds` refuses forged terms, log ids and snapshot offsets there.
@@ -31,6 +33,7 @@
 //! - sled appears only in `log_store` and `flusher`; protobuf only in `service`, `network`,
 //!   `cluster_info`, `kv_service` and `kv_stream`.
 
+pub mod apply_observer;
 mod batch_pace;
 mod batcher;
 mod cluster_info;
@@ -49,12 +52,14 @@ pub mod metrics_http;
 pub mod network;
 mod node;
 pub mod planted;
+pub mod raft_log;
 mod rpc_bounds;
 mod rpc_handler;
 pub mod rpc_metrics;
 pub mod security;
 mod service;
 pub mod snapshot_file;
+pub mod snapshot_store;
 mod state_machine;
 pub mod state_machine_store;
 mod step_up;
@@ -64,8 +69,9 @@ mod type_config;
 pub use cluster_info::{cluster_info_reply, ClusterInfo, Member, Role};
 pub use config::{parse_peers, ConfigError, NodeConfig};
 pub use error::{format_peers, ShutdownError, StartError, WriteError};
-pub use log_store_closed::LogStoreClosed;
+pub use log_store_closed::{LogStoreClosed, OpenHandle};
 pub use node::{ConsensusNode, COMMAND_BYTES_MAX};
+pub use raft_log::{NodeStorage, PurgeGuard, RaftLog};
 pub use rpc_handler::RpcHandler;
 pub use service::{incoming, serve, server_builder, RaftServer, ServerBuilder};
 pub use snapshot_file::STATE_SNAPSHOT_BYTES_MAX;

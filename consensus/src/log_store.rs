@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use tokio::sync::watch;
 
+use crate::raft_log::{PurgeGuard, RaftLog};
+
 use crate::codec;
 use crate::error::StartError;
 use crate::flusher::Flusher;
@@ -46,13 +48,9 @@ pub struct LogStore {
     flusher: Flusher,
     dir: PathBuf,
     open: OpenHandle,
-    /// The newest durable snapshot's last log id, when a state machine store is attached.
-    durable_snapshots: Option<watch::Receiver<Option<LogId<u64>>>>,
+    /// Holds purges back until a durable snapshot covers them.
+    purge_guard: PurgeGuard,
 }
-
-/// How long a purge waits for the snapshot that covers it to be durable. The snapshot is being
-/// written by the state machine worker at that moment; a write this slow is a failed disk.
-const PURGE_WAIT_MS_MAX: u64 = 120_000;
 
 /// Reads entries for replication while the store keeps appending.
 #[derive(Clone)]
@@ -78,41 +76,12 @@ impl LogStore {
         let (flusher, thread) = Flusher::start(db.clone(), db_file)
             .map_err(|error| failed(format!("cannot start the flusher thread: {error}")))?;
         let (open, closed) = LogStoreClosed::new(thread, db_path);
-        let durable_snapshots = None;
-        Ok((Self { db, flusher, dir: dir.to_path_buf(), open, durable_snapshots }, closed))
-    }
-
-    /// Makes every purge wait until a durable snapshot covers the purged entries. openraft
-    /// 0.9.25 builds a snapshot before it purges (`finish_building_snapshot` runs after
-    /// `build_snapshot` returned, and ours returns after the file and directory are fsynced),
-    /// but after *receiving* a snapshot it queues the install on the state machine worker and
-    /// the purge (`Command::PurgeLog`, which has no condition) on the core, which runs it at
-    /// once: the purge could reach the disk (with the next append's fsync) before the snapshot
-    /// file, and a crash between them would leave a log with a hole no snapshot fills.
-    pub fn purge_behind(&mut self, durable_snapshots: watch::Receiver<Option<LogId<u64>>>) {
-        self.durable_snapshots = Some(durable_snapshots);
-    }
-
-    /// Waits until a durable snapshot covers `log_id`, if a state machine store is attached.
-    async fn wait_for_covering_snapshot(&mut self, log_id: LogId<u64>) -> Result<(), String> {
-        let Some(durable) = &mut self.durable_snapshots else {
-            return Ok(());
-        };
-        let covered = durable.wait_for(|durable| durable.is_some_and(|d| d.index >= log_id.index));
-        let timeout = std::time::Duration::from_millis(PURGE_WAIT_MS_MAX);
-        match tokio::time::timeout(timeout, covered).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(_closed)) => {
-                Err(format!("the state machine closed before a snapshot covered {log_id}"))
-            }
-            Err(_elapsed) => {
-                Err(format!("no durable snapshot covered {log_id} within {PURGE_WAIT_MS_MAX} ms"))
-            }
-        }
+        let purge_guard = PurgeGuard::default();
+        Ok((Self { db, flusher, dir: dir.to_path_buf(), open, purge_guard }, closed))
     }
 
     /// Records who bootstrapped this directory, or checks that it is the same node and peers.
-    pub async fn check_bootstrap(&self, record: &BootstrapRecord) -> Result<(), StartError> {
+    async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), StartError> {
         let failed = |reason: String| StartError::Storage { dir: self.dir.clone(), reason };
         let recorded: Option<BootstrapRecord> =
             read_value(&self.db, BOOTSTRAP_KEY).map_err(|error| failed(error.to_string()))?;
@@ -328,7 +297,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
-        self.wait_for_covering_snapshot(log_id)
+        self.purge_guard
+            .wait_for_covering_snapshot(log_id)
             .await
             .map_err(|reason| StorageIOError::write_logs(AnyError::error(reason)))?;
         // The purged id and the removals are one atomic batch, so a crash never leaves a gap
@@ -428,5 +398,15 @@ mod purge_tests {
         let mut store = purge.await.expect("the purge task runs");
         let state = store.get_log_state().await.expect("the log state reads");
         assert_eq!(state.last_purged_log_id, Some(log_id(5)));
+    }
+}
+
+impl RaftLog for LogStore {
+    async fn check_bootstrap(&self, record: &BootstrapRecord) -> Result<(), StartError> {
+        self.record_bootstrap(record).await
+    }
+
+    fn purge_behind(&mut self, durable_snapshots: watch::Receiver<Option<LogId<u64>>>) {
+        self.purge_guard.attach(durable_snapshots);
     }
 }

@@ -4,7 +4,8 @@
 //! sled releases its lock on `db` only when the last handle to the database is dropped, and
 //! openraft's replication tasks may hold log readers for a moment after `Raft::shutdown`
 //! returns. So closing waits for three things: every handle gone, the flusher thread joined,
-//! and the lock on the database file free.
+//! and the lock on the database file free. A log without files (the simulation's) waits for
+//! its handles only.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -17,7 +18,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 /// Held by the log store and by every log reader; the store is closed when none is left.
 #[derive(Clone, Debug)]
-pub(crate) struct OpenHandle {
+pub struct OpenHandle {
     _token: Arc<()>,
 }
 
@@ -26,16 +27,26 @@ pub(crate) struct OpenHandle {
 pub struct LogStoreClosed {
     handles: Weak<()>,
     flusher: Arc<Mutex<Option<JoinHandle<()>>>>,
-    db_path: PathBuf,
+    /// The sled database file whose lock must be free; `None` for a log without files.
+    db_path: Option<PathBuf>,
 }
 
 impl LogStoreClosed {
     /// A handle for the store and the watcher of the database file `db_path`.
     pub(crate) fn new(flusher: JoinHandle<()>, db_path: PathBuf) -> (OpenHandle, Self) {
+        Self::with_files(Some(flusher), Some(db_path))
+    }
+
+    /// For a log kept in memory: closed once its store and readers dropped their handles.
+    pub fn in_memory() -> (OpenHandle, Self) {
+        Self::with_files(None, None)
+    }
+
+    fn with_files(flusher: Option<JoinHandle<()>>, db_path: Option<PathBuf>) -> (OpenHandle, Self) {
         let token = Arc::new(());
         let closed = Self {
             handles: Arc::downgrade(&token),
-            flusher: Arc::new(Mutex::new(Some(flusher))),
+            flusher: Arc::new(Mutex::new(flusher)),
             db_path,
         };
         (OpenHandle { _token: token }, closed)
@@ -56,7 +67,9 @@ impl LogStoreClosed {
         tokio::time::timeout(timeout, work).await.map_err(|_| {
             format!(
                 "the Raft log {} was still open after {} ms ({} handles left)",
-                self.db_path.display(),
+                self.db_path
+                    .as_deref()
+                    .map_or("in memory".into(), |path| path.display().to_string()),
                 timeout.as_millis(),
                 self.handles.strong_count()
             )
@@ -71,9 +84,13 @@ impl LogStoreClosed {
         }
     }
 
-    /// Takes and drops the same exclusive lock sled takes; a missing file counts as free.
+    /// Takes and drops the same exclusive lock sled takes; a missing file (or none) counts
+    /// as free.
     fn lock_is_free(&self) -> bool {
-        let Ok(file) = File::open(&self.db_path) else {
+        let Some(db_path) = &self.db_path else {
+            return true;
+        };
+        let Ok(file) = File::open(db_path) else {
             return true;
         };
         match file.try_lock() {

@@ -15,9 +15,10 @@ use crate::batcher::{forward_to_leader, Batcher};
 use crate::cluster_info::ClusterInfo;
 use crate::error::ShutdownError;
 use crate::leadership::Leadership;
-use crate::log_store::{BootstrapRecord, LogStore, ENTRY_BYTES_MAX};
+use crate::log_store::{BootstrapRecord, ENTRY_BYTES_MAX};
 use crate::log_store_closed::LogStoreClosed;
 use crate::network::Network;
+use crate::raft_log::{NodeStorage, RaftLog};
 use crate::rpc_handler::RpcHandler;
 use crate::service::RaftServer;
 use crate::state_machine_store::StateMachineStore;
@@ -69,31 +70,37 @@ impl<S: StateMachine> ConsensusNode<S> {
         network: N,
     ) -> Result<Self, StartError> {
         config.validate()?;
-        let (log_store, log_store_closed) = LogStore::open(&config.data_dir.join("sled"))?;
-        match Self::start_raft(&config, state_machine, network, log_store).await {
-            Ok((raft, state_machine)) => {
+        let storage = NodeStorage::open_dir(&config.data_dir)?;
+        Self::open_with(config, state_machine, network, storage).await
+    }
+
+    /// Like [`ConsensusNode::open_with_network`], on any storage (the simulation's disk).
+    pub async fn open_with<N: RaftNetworkFactory<TypeConfig>, L: RaftLog>(
+        config: NodeConfig,
+        state_machine: S,
+        network: N,
+        storage: NodeStorage<L>,
+    ) -> Result<Self, StartError> {
+        config.validate()?;
+        let NodeStorage { log, log_closed, snapshots, observer } = storage;
+        let state_machine = StateMachineStore::open_in(snapshots, observer, state_machine);
+        let started = match state_machine {
+            Ok(state_machine) => Self::start_raft(&config, state_machine, network, log).await,
+            Err(error) => {
+                drop(log);
+                Err(error)
+            }
+        };
+        match started {
+            Ok(raft) => {
+                let (raft, state_machine) = raft;
                 tracing::info!(node = config.id, dir = %config.data_dir.display(), "raft node started");
-                let batcher =
-                    Batcher::start(raft.clone(), COMMAND_BYTES_MAX, config.write_timeout_ms);
-                let lease = Duration::from_millis(config.election_timeout_max_ms);
-                let rpc_handler = RpcHandler::new(raft.clone(), lease);
-                let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
-                tokio::spawn(count_leader_changes(raft.metrics()));
-                let inner = Inner {
-                    config,
-                    raft,
-                    state_machine,
-                    log_store_closed,
-                    batcher,
-                    rpc_handler,
-                    leadership,
-                };
-                Ok(Self { inner: Arc::new(inner) })
+                Ok(Self::assemble(config, raft, state_machine, log_closed))
             }
             Err(error) => {
                 // The store is dropped by now; wait for its files to close so that a caller
                 // may fix the configuration and open the directory again at once.
-                if let Err(reason) = log_store_closed.wait(CLOSE_TIMEOUT).await {
+                if let Err(reason) = log_closed.wait(CLOSE_TIMEOUT).await {
                     tracing::warn!(%reason, "the failed start left the log open");
                 }
                 Err(error)
@@ -101,16 +108,38 @@ impl<S: StateMachine> ConsensusNode<S> {
         }
     }
 
-    async fn start_raft<N: RaftNetworkFactory<TypeConfig>>(
+    /// The node around a running Raft: its batcher, RPC handler and leadership cache.
+    fn assemble(
+        config: NodeConfig,
+        raft: Raft,
+        state_machine: StateMachineStore<S>,
+        log_store_closed: LogStoreClosed,
+    ) -> Self {
+        let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX, config.write_timeout_ms);
+        let lease = Duration::from_millis(config.election_timeout_max_ms);
+        let rpc_handler = RpcHandler::new(raft.clone(), lease);
+        let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
+        tokio::spawn(count_leader_changes(raft.metrics()));
+        let inner = Inner {
+            config,
+            raft,
+            state_machine,
+            log_store_closed,
+            batcher,
+            rpc_handler,
+            leadership,
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    async fn start_raft<N: RaftNetworkFactory<TypeConfig>, L: RaftLog>(
         config: &NodeConfig,
-        state_machine: S,
+        state_machine: StateMachineStore<S>,
         network: N,
-        mut log_store: LogStore,
+        mut log_store: L,
     ) -> Result<(Raft, StateMachineStore<S>), StartError> {
         let record = BootstrapRecord { node_id: config.id, peers: config.peers.clone() };
         log_store.check_bootstrap(&record).await?;
-        let snapshot_dir = config.data_dir.join("snapshots");
-        let state_machine = StateMachineStore::open(&snapshot_dir, state_machine)?;
         log_store.purge_behind(state_machine.durable_snapshots());
         let raft_config =
             config.raft_config().validate().map_err(|error| StartError::Raft(error.to_string()))?;

@@ -12,8 +12,10 @@ use openraft::{
 };
 use tokio::sync::watch;
 
+use crate::apply_observer::ApplyObserver;
 use crate::error::StartError;
 use crate::snapshot_file::{SnapshotContents, SnapshotDir, STATE_SNAPSHOT_BYTES_MAX};
+use crate::snapshot_store::SnapshotStore;
 use crate::type_config::{Entry, Responses, StorageError, TypeConfig};
 use crate::StateMachine;
 
@@ -25,7 +27,9 @@ pub struct StateMachineStore<S> {
 
 struct Shared<S> {
     applied: RwLock<Applied<S>>,
-    snapshots: SnapshotDir,
+    snapshots: Arc<dyn SnapshotStore>,
+    /// Told of every applied entry, when the node was opened with one.
+    observer: Option<Arc<dyn ApplyObserver>>,
     current: Mutex<Option<StoredSnapshot>>,
     /// Held by a snapshot build from reading the state to setting `current`, and by an install
     /// from writing its file to setting `current`. openraft runs builds on their own task, so
@@ -66,8 +70,17 @@ impl<S> Clone for StateMachineStore<S> {
 
 impl<S: StateMachine> StateMachineStore<S> {
     /// Opens the snapshot directory and restores `machine` from the newest snapshot in it.
-    pub fn open(snapshot_dir: &Path, mut machine: S) -> Result<Self, StartError> {
-        let snapshots = SnapshotDir::open(snapshot_dir)?;
+    pub fn open(snapshot_dir: &Path, machine: S) -> Result<Self, StartError> {
+        Self::open_in(Arc::new(SnapshotDir::open(snapshot_dir)?), None, machine)
+    }
+
+    /// Restores `machine` from the newest snapshot in `snapshots`; `observer` sees every
+    /// entry applied from then on.
+    pub fn open_in(
+        snapshots: Arc<dyn SnapshotStore>,
+        observer: Option<Arc<dyn ApplyObserver>>,
+        mut machine: S,
+    ) -> Result<Self, StartError> {
         let (last_applied, last_membership, current) = match snapshots.load_newest()? {
             None => (None, StoredMembership::default(), None),
             Some((path, contents, bytes)) => {
@@ -88,6 +101,7 @@ impl<S: StateMachine> StateMachineStore<S> {
             state_bytes_max: STATE_SNAPSHOT_BYTES_MAX,
             applied: RwLock::new(applied),
             snapshots,
+            observer,
             current: Mutex::new(current),
             snapshot_turn: tokio::sync::Mutex::new(()),
         };
@@ -137,15 +151,11 @@ impl<S: StateMachine> StateMachineStore<S> {
             Some(snapshot);
     }
 
-    /// Writes the file off the async threads; a large snapshot takes a while to fsync.
+    /// Stores the snapshot durably, then announces it to the log's purges.
     async fn write_file(&self, snapshot: &StoredSnapshot) -> Result<(), StorageError> {
-        let snapshots = self.shared.snapshots.clone();
         let signature = Some(snapshot.meta.signature());
-        let stored = snapshot.clone();
-        tokio::task::spawn_blocking(move || snapshots.write(&stored.meta, &stored.bytes))
-            .await
-            .map_err(|error| StorageIOError::write_snapshot(signature.clone(), &error))?
-            .map_err(|error| StorageIOError::write_snapshot(signature, &error))?;
+        let write = self.shared.snapshots.write(snapshot.meta.clone(), snapshot.bytes.clone());
+        write.await.map_err(|error| StorageIOError::write_snapshot(signature, &error))?;
         let written = snapshot.meta.last_log_id;
         self.shared.durable.send_if_modified(|durable| {
             let newer = written > *durable;
@@ -238,7 +248,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
         let mut responses = Vec::new();
         for entry in entries {
             applied.last_applied = Some(entry.log_id);
-            let response = match entry.payload {
+            let response = match &entry.payload {
                 EntryPayload::Blank => Vec::new(),
                 EntryPayload::Normal(commands) => {
                     let entry_term = entry.log_id.leader_id.term;
@@ -246,10 +256,14 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
                     commands.0.iter().map(|command| machine.apply(command, entry_term)).collect()
                 }
                 EntryPayload::Membership(membership) => {
+                    let membership = membership.clone();
                     applied.last_membership = StoredMembership::new(Some(entry.log_id), membership);
                     Vec::new()
                 }
             };
+            if let Some(observer) = &self.shared.observer {
+                observer.applied(&entry, &response);
+            }
             responses.push(Responses(response));
         }
         Ok(responses)

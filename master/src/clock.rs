@@ -1,5 +1,8 @@
-//! The wall clock in milliseconds. Leaders no longer stamp it into proposals (see
-//! `leader_clock.rs`); it only seeds a fresh group's clock, so stamps read like real times.
+//! `Clock`: where a master reads time. The wall clock in milliseconds only seeds a fresh
+//! group's clock, so stamps read like real times (leaders stamp proposals with the leader
+//! clock, see `leader_clock.rs`); the monotonic clock times leases and the leader clock's
+//! progress. Production reads the system (`SystemClock`); the simulation gives each master a
+//! clock of its own, offset by hours and drifting.
 //!
 //! `RAFTRAIN_CLOCK_OFFSET_MS` (a signed number of milliseconds) shifts this process's wall
 //! clock: fault tests give one master a clock hours off to show that it steers nothing.
@@ -7,10 +10,34 @@
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use tokio::time::Instant;
+
+/// A master's view of time.
+pub trait Clock: Send + Sync + 'static {
+    /// Milliseconds since the Unix epoch, as this machine believes.
+    fn wall_ms(&self) -> u64;
+    /// The monotonic clock (tokio's, so that a paused test clock drives it).
+    fn now(&self) -> Instant;
+}
+
+/// The machine's clocks, the wall clock shifted by `RAFTRAIN_CLOCK_OFFSET_MS`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn wall_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
 /// The environment variable that skews this process's wall clock, for fault tests.
 pub const CLOCK_OFFSET_ENV: &str = "RAFTRAIN_CLOCK_OFFSET_MS";
 
-pub(crate) fn now_ms() -> u64 {
+fn now_ms() -> u64 {
     // A clock before 1970 is a broken machine; treating it as 0 keeps deadlines in the past,
     // which expires tasks early (safe) rather than never.
     let wall_ms = SystemTime::now()

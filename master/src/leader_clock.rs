@@ -7,9 +7,10 @@
 //! expiry by that gap and never advances it. A fresh group starts from the first leader's wall
 //! clock, so stamps read like real times.
 
+use crate::clock::Clock;
 use crate::replicated_state::ReplicatedState;
 use consensus::ConsensusNode;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
 /// The state's clock when this node's leadership of `term` began, and when that was here.
@@ -20,12 +21,16 @@ struct Base {
     at: Instant,
 }
 
-#[derive(Default)]
 pub(crate) struct LeaderClock {
+    clock: Arc<dyn Clock>,
     base: Mutex<Option<Base>>,
 }
 
 impl LeaderClock {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
+        Self { clock, base: Mutex::new(None) }
+    }
+
     /// The time to stamp into a proposal made now.
     pub(crate) fn now_ms(&self, node: &ConsensusNode<ReplicatedState>) -> u64 {
         let term = node.term();
@@ -34,11 +39,12 @@ impl LeaderClock {
             Some(known) if known.term == term => known,
             _ => {
                 let applied_ms = node.read(|state| state.state().clock_ms());
-                let state_ms = if applied_ms == 0 { crate::clock::now_ms() } else { applied_ms };
-                *base.insert(Base { term, state_ms, at: Instant::now() })
+                let state_ms = if applied_ms == 0 { self.clock.wall_ms() } else { applied_ms };
+                *base.insert(Base { term, state_ms, at: self.clock.now() })
             }
         };
-        let elapsed_ms = u64::try_from(current.at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let elapsed = self.clock.now().saturating_duration_since(current.at);
+        let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
         current.state_ms.saturating_add(elapsed_ms)
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! `state` is the deterministic core and knows nothing of the rest; `replicated_state` plugs it
 //! into `consensus`; `service` and `leader` run on every replica and act only while it leads;
-//! `run` wires them to one port.
+//! `replica` starts them on one node and `run` serves that on a port.
 
 pub mod client;
 pub mod clock;
@@ -13,11 +13,14 @@ mod leader;
 mod leader_clock;
 mod metrics;
 pub mod planted;
+mod replica;
 mod replicated_state;
 mod run;
 mod service;
 pub mod state;
 
 pub use config::MasterConfig;
+pub use replica::Replica;
 pub use replicated_state::ReplicatedState;
 pub use run::run;
+pub use service::MasterRpc;

@@ -1,11 +1,11 @@
 //! `run`: one master replica. Opens the replicated log, serves the Raft and master services on
 //! one port, bootstraps the group, and does the leader's duties until shutdown.
 
+use crate::clock::SystemClock;
 use crate::config::MasterConfig;
-use crate::dataset_scan::DataRoot;
-use crate::leader::{run_duties, LeaderDuties};
+use crate::replica::Replica;
 use crate::replicated_state::ReplicatedState;
-use crate::service::{MasterRpc, Proposer};
+use crate::service::MasterRpc;
 use anyhow::Context as _;
 use consensus::metrics_http::{Endpoints, Ready, Render};
 use consensus::security::Security;
@@ -15,9 +15,6 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-
-/// The largest message the master service accepts or sends.
-const MESSAGE_BYTES_MAX: usize = 64 << 20;
 
 /// Runs a master on `listener` (already bound: tests bind port 0) until `shutdown` resolves.
 pub async fn run(
@@ -35,19 +32,13 @@ pub async fn run(
     if metrics_listener.is_some() {
         consensus::telemetry::install();
     }
-    let data_root = open_data_root(&config)?;
     let node = ConsensusNode::open(node_config, ReplicatedState::default())
         .await
         .with_context(|| format!("open master {} in {}", config.id, config.data_dir.display()))?;
-    let duties = Arc::new(LeaderDuties::new(config.trainer_lease(), config.pserver_lease()));
-    let proposer = Proposer::new(node.clone());
-    let rpc = MasterRpc::new(proposer.clone(), duties.clone(), config.policy(), data_root);
-    let master_service = MasterServiceServer::new(rpc)
-        .max_decoding_message_size(MESSAGE_BYTES_MAX)
-        .max_encoding_message_size(MESSAGE_BYTES_MAX);
-    let (stop, stopped) = watch::channel(false);
+    let replica = Replica::start(node.clone(), &config, Arc::new(SystemClock))?;
+    let stopped = replica.stopped();
     let listeners = (listener, peer_listener);
-    let servers = Servers::spawn(listeners, &node, master_service, &security, &stopped)?;
+    let servers = Servers::spawn(listeners, &node, replica.service(), &security, &stopped)?;
     tracing::info!(
         id = config.id,
         listen = %config.listen,
@@ -59,12 +50,10 @@ pub async fn run(
     let metrics =
         metrics_listener.map(|listener| serve_metrics(listener, node.clone(), stopped.clone()));
     node.bootstrap().await.context("bootstrap the master group")?;
-    let duty_loop = tokio::spawn(run_duties(proposer, duties, stopped));
     shutdown.await;
     tracing::info!(id = config.id, "master shutting down");
-    let _ = stop.send(true);
+    replica.stop().await?;
     let served = servers.join().await;
-    duty_loop.await.context("the leader duties panicked")?;
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics server panicked")?;
     }
@@ -127,20 +116,6 @@ impl Servers {
         }
         main
     }
-}
-
-/// The resolved `--data-root`; without one, warns once that any readable file may be reported.
-fn open_data_root(config: &MasterConfig) -> anyhow::Result<Option<DataRoot>> {
-    let Some(given) = &config.data_root else {
-        tracing::warn!(
-            "datasets are not confined: a client may make the leader read any file this \
-             process can read; pass --data-root DIR to confine them"
-        );
-        return Ok(None);
-    };
-    let root = DataRoot::open(given)?;
-    tracing::info!(data_root = %root.path().display(), "datasets are read only under --data-root");
-    Ok(Some(root))
 }
 
 /// Serves the master's metrics on the `--metrics-listen` listener until `stopped` turns true;

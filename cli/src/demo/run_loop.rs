@@ -30,6 +30,7 @@ pub async fn run(
         rpc_timeout: Duration::from_secs(1),
         call_deadline: Duration::from_secs(2),
         security,
+        ..ClientOptions::default()
     };
     let master = MasterClient::new(&cluster.master_addrs, options)?;
     let baseline = baseline(job);

@@ -4,13 +4,14 @@
 
 use super::discovery::discover_leader;
 use super::error::ClientError;
-use super::options::{backoff, ClientOptions, CONNECT_TIMEOUT_MS, MESSAGE_BYTES_MAX};
+use super::options::{ClientOptions, Jitter, CONNECT_TIMEOUT_MS, MESSAGE_BYTES_MAX};
 use consensus::security::RpcChannel;
 use proto::master::master_service_client::MasterServiceClient;
 use proto::master::ClientStamp;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tonic::transport::Endpoint;
 
 /// Metadata key carrying the leader's address on an `UNAVAILABLE` reply from a follower.
@@ -27,6 +28,7 @@ pub struct MasterClient {
     /// Stamped writes go one at a time: the state machine keeps only the last sequence number
     /// per client, so a lower one arriving late would be refused as stale.
     writes: tokio::sync::Mutex<()>,
+    jitter: Jitter,
 }
 
 #[derive(Clone)]
@@ -66,10 +68,12 @@ impl MasterClient {
         for addr in masters {
             endpoint(addr, &options)?;
         }
+        let jitter = Jitter::new(options.seed);
         Ok(Self {
             masters: masters.to_vec(),
             options,
-            client_id: rand::random::<u64>().max(1),
+            client_id: jitter.client_id(),
+            jitter,
             next_seq: AtomicU64::new(1),
             leader: std::sync::Mutex::new(None),
             writes: tokio::sync::Mutex::new(()),
@@ -106,7 +110,7 @@ impl MasterClient {
                 Err(error) => {
                     tracing::debug!(call, attempts, %error, "no leader found; backing off");
                     last_error = error;
-                    tokio::time::sleep(backoff(attempts)).await;
+                    tokio::time::sleep(self.jitter.backoff(attempts)).await;
                     continue;
                 }
             };
@@ -125,7 +129,7 @@ impl MasterClient {
                 Next::Redirect(addr) if addr != leader.addr => self.follow(&addr)?,
                 Next::Redirect(_) | Next::Rediscover => {
                     self.forget_leader();
-                    tokio::time::sleep(backoff(attempts)).await;
+                    tokio::time::sleep(self.jitter.backoff(attempts)).await;
                 }
                 Next::GiveUp => return Err(ClientError::from_status(call, &status)),
             }
@@ -237,7 +241,10 @@ pub(crate) fn service_client(
     addr: &str,
     options: &ClientOptions,
 ) -> Result<ServiceClient, ClientError> {
-    let channel = options.security.channel(&endpoint(addr, options)?);
+    let channel = match &options.dialer {
+        Some(dialer) => (dialer.0)(addr),
+        None => options.security.channel(&endpoint(addr, options)?),
+    };
     Ok(MasterServiceClient::new(channel)
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX))

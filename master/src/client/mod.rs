@@ -15,7 +15,7 @@ mod watch;
 
 pub use error::{ClientError, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST};
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
-pub use options::ClientOptions;
+pub use options::{ClientOptions, Dialer};
 pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
 pub use types::{
     CheckpointMeta, CheckpointRecorded, ChunkRef, DatasetSizes, PServerEntry, PServerTable,

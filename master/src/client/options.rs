@@ -1,8 +1,11 @@
 //! How long `MasterClient` waits and how hard it retries: every limit is a named default.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use consensus::security::Security;
+use consensus::security::{RpcChannel, Security};
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
 
 /// The deadline of one RPC attempt.
 pub const RPC_TIMEOUT_MS_DEFAULT: u64 = 2_000;
@@ -25,6 +28,12 @@ pub struct ClientOptions {
     pub call_deadline: Duration,
     /// TLS and token of every connection to a master.
     pub security: Security,
+    /// How a master's address becomes a channel: `None` dials it over TCP; the simulation
+    /// routes it through its network in process.
+    pub dialer: Option<Dialer>,
+    /// Draws the client id and the backoff jitter from this seed instead of the OS (the
+    /// simulation replays a seed exactly).
+    pub seed: Option<u64>,
 }
 
 impl Default for ClientOptions {
@@ -33,17 +42,50 @@ impl Default for ClientOptions {
             rpc_timeout: Duration::from_millis(RPC_TIMEOUT_MS_DEFAULT),
             call_deadline: Duration::from_millis(CALL_DEADLINE_MS_DEFAULT),
             security: Security::default(),
+            dialer: None,
+            seed: None,
         }
     }
 }
 
-/// Exponential backoff between `BACKOFF_MS_MIN` and `BACKOFF_MS_MAX`, with "equal jitter":
-/// half the step fixed, half random, so clients that failed together (every trainer at a
-/// leader's death) do not retry in lockstep.
-pub(crate) fn backoff(attempt: u32) -> Duration {
-    let step_ms = backoff_step_ms(attempt);
-    let half_ms = step_ms / 2;
-    Duration::from_millis(half_ms + rand::random::<u64>() % (step_ms - half_ms + 1))
+/// Turns a master's address into a channel without a socket.
+#[derive(Clone)]
+pub struct Dialer(pub Arc<dyn Fn(&str) -> RpcChannel + Send + Sync>);
+
+impl std::fmt::Debug for Dialer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Dialer")
+    }
+}
+
+/// The client's random draws: seeded, or from the OS.
+pub(crate) struct Jitter {
+    rng: Mutex<StdRng>,
+}
+
+impl Jitter {
+    pub(crate) fn new(seed: Option<u64>) -> Self {
+        let rng = seed.map_or_else(StdRng::from_entropy, StdRng::seed_from_u64);
+        Self { rng: Mutex::new(rng) }
+    }
+
+    /// A random non-zero client id.
+    pub(crate) fn client_id(&self) -> u64 {
+        self.draw(|rng| rng.gen::<u64>().max(1))
+    }
+
+    /// Exponential backoff between `BACKOFF_MS_MIN` and `BACKOFF_MS_MAX`, with "equal
+    /// jitter": half the step fixed, half random, so clients that failed together (every
+    /// trainer at a leader's death) do not retry in lockstep.
+    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
+        let step_ms = backoff_step_ms(attempt);
+        let half_ms = step_ms / 2;
+        Duration::from_millis(half_ms + self.draw(|rng| rng.gen_range(0..=step_ms - half_ms)))
+    }
+
+    fn draw<T>(&self, draw: impl FnOnce(&mut StdRng) -> T) -> T {
+        draw(&mut self.rng.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
 }
 
 /// The capped exponential step the jitter is drawn within.
@@ -60,8 +102,15 @@ mod tests {
     fn backoff_doubles_caps_and_jitters() {
         let steps: Vec<u64> = (0..8).map(super::backoff_step_ms).collect();
         assert_eq!(steps, [10, 20, 40, 80, 100, 100, 100, 100]);
-        let pauses: Vec<u64> = (0..200).map(|_| super::backoff(6).as_millis() as u64).collect();
+        let jitter = super::Jitter::new(None);
+        let pauses: Vec<u64> = (0..200).map(|_| jitter.backoff(6).as_millis() as u64).collect();
         assert!(pauses.iter().all(|pause| (50..=100).contains(pause)), "{pauses:?}");
         assert!(pauses.iter().any(|pause| *pause != pauses[0]), "jittered");
+        let seeded = |seed| {
+            let jitter = super::Jitter::new(Some(seed));
+            (0..20).map(|_| jitter.backoff(6)).collect::<Vec<_>>()
+        };
+        assert_eq!(seeded(7), seeded(7), "a seed replays");
+        assert_ne!(seeded(7), seeded(8));
     }
 }

@@ -2,16 +2,17 @@
 //! this node leads.
 
 use super::lease_table::LeaseTable;
+use crate::clock::Clock;
 use crate::service::Proposer;
 use crate::state::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::time::Instant;
 
 /// How often the leader looks for lost holders and expired tasks.
 pub(crate) const DUTY_TICK_MS: u64 = 100;
 
 pub(crate) struct LeaderDuties {
+    clock: std::sync::Arc<dyn Clock>,
     trainer_lease: Duration,
     pserver_lease: Duration,
     trainers: Mutex<LeaseTable<u64>>,
@@ -25,8 +26,13 @@ pub(crate) struct LeaderDuties {
 }
 
 impl LeaderDuties {
-    pub(crate) fn new(trainer_lease: Duration, pserver_lease: Duration) -> Self {
+    pub(crate) fn new(
+        clock: std::sync::Arc<dyn Clock>,
+        trainer_lease: Duration,
+        pserver_lease: Duration,
+    ) -> Self {
         Self {
+            clock,
             trainer_lease,
             pserver_lease,
             trainers: Mutex::new(LeaseTable::new(trainer_lease)),
@@ -42,11 +48,8 @@ impl LeaderDuties {
 
     /// How long ago this leader last renewed `trainer`'s lease (its last heartbeat, or the
     /// grant at the start of this term).
-    pub(crate) fn trainer_heard_ago(
-        &self,
-        trainer: u64,
-        now: Instant,
-    ) -> Option<std::time::Duration> {
+    pub(crate) fn trainer_heard_ago(&self, trainer: u64) -> Option<std::time::Duration> {
+        let now = self.clock.now();
         lock(&self.trainers)
             .granted_at(trainer)
             .map(|granted| now.saturating_duration_since(granted))
@@ -57,7 +60,7 @@ impl LeaderDuties {
     }
 
     pub(crate) fn trainer_alive(&self, trainer: u64) {
-        lock(&self.trainers).grant(trainer, Instant::now());
+        lock(&self.trainers).grant(trainer, self.clock.now());
     }
 
     /// What `trainer`'s heartbeat said of its progress (soft state, like its lease).
@@ -71,7 +74,7 @@ impl LeaderDuties {
     }
 
     pub(crate) fn pserver_alive(&self, index: u32) {
-        lock(&self.pservers).grant(index, Instant::now());
+        lock(&self.pservers).grant(index, self.clock.now());
     }
 
     /// Forgets all leases: the next time this node leads, everyone starts with a fresh lease.
@@ -96,7 +99,7 @@ impl LeaderDuties {
     /// carries `term`, so one computed before a leadership change is refused after it.
     async fn tick(&self, proposer: &Proposer, term: u64) {
         self.enter_term(term);
-        let (now, now_ms) = (Instant::now(), proposer.now_ms());
+        let (now, now_ms) = (self.clock.now(), proposer.now_ms());
         let (trainers, (_, slots), expired) = proposer
             .node()
             .read(|state| (state.trainer_ids(), state.pserver_slots(), state.has_expired(now_ms)));
@@ -188,12 +191,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::time::Instant;
 
     /// Leases are soft state of one term: entering another term (even leading again) forgets
     /// them, so nobody is judged on leases granted before the change; the same term keeps them.
     #[test]
     fn leases_reset_when_the_term_changes() {
-        let duties = LeaderDuties::new(Duration::from_secs(1), Duration::from_secs(1));
+        let clock = std::sync::Arc::new(crate::clock::SystemClock);
+        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
         duties.enter_term(3);
         duties.trainer_alive(7);
         duties.pserver_alive(0);

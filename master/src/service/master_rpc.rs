@@ -24,8 +24,9 @@ use tonic::Status;
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
 
+/// The master service of one replica (served by `run`, or in process by the simulation).
 #[derive(Clone)]
-pub(crate) struct MasterRpc {
+pub struct MasterRpc {
     node: ConsensusNode<ReplicatedState>,
     proposer: Proposer,
     duties: Arc<LeaderDuties>,
@@ -336,11 +337,10 @@ impl pb::master_service_server::MasterService for MasterRpc {
             self.linearizable().await?;
         }
         let cluster = consensus::cluster_info_reply(&self.node.cluster_info());
-        let now = tokio::time::Instant::now();
         let soft = |trainer| TrainerSoftState {
             last_heartbeat_ms_ago: self
                 .duties
-                .trainer_heard_ago(trainer, now)
+                .trainer_heard_ago(trainer)
                 .map(|ago| ago.as_millis() as u64),
             tasks_done: self.duties.trainer_tasks_done(trainer),
         };

@@ -10,5 +10,5 @@ mod status_view;
 mod watch;
 
 pub(crate) use conversions::checkpoint_to_proto;
-pub(crate) use master_rpc::MasterRpc;
+pub use master_rpc::MasterRpc;
 pub(crate) use proposer::Proposer;

@@ -3,6 +3,7 @@
 //! computed in.
 
 use super::status_mapping::write_error;
+use crate::clock::Clock;
 use crate::leader_clock::LeaderClock;
 use crate::replicated_state::ReplicatedState;
 use crate::state::{decode_response, encode_request, ClientStamp, Command, Request, Response};
@@ -17,8 +18,8 @@ pub(crate) struct Proposer {
 }
 
 impl Proposer {
-    pub(crate) fn new(node: ConsensusNode<ReplicatedState>) -> Self {
-        Self { node, clock: Arc::new(LeaderClock::default()) }
+    pub(crate) fn new(node: ConsensusNode<ReplicatedState>, clock: Arc<dyn Clock>) -> Self {
+        Self { node, clock: Arc::new(LeaderClock::new(clock)) }
     }
 
     pub(crate) fn node(&self) -> &ConsensusNode<ReplicatedState> {
