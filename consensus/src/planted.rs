@@ -8,13 +8,32 @@
 //!   snapshot install is never answered, so a leader paused, overtaken and elected again holds
 //!   its batcher slots for ever and commits nothing.
 
+//!
+//! The simulation runs every node on one thread and switches bugs on for that thread only
+//! ([`plant_on_this_thread`]), so seeds running side by side in other threads stay clean.
+
 /// The environment variable naming the planted bugs to switch on.
 pub const PLANTED_BUG_ENV: &str = "RAFTRAIN_PLANTED_BUG";
+
+#[cfg(feature = "planted-bugs")]
+thread_local! {
+    static THREAD_BUGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// Whether `bug` is switched on (never, without the `planted-bugs` feature).
 #[cfg(feature = "planted-bugs")]
 pub fn active(bug: &str) -> bool {
-    std::env::var(PLANTED_BUG_ENV).is_ok_and(|bugs| bugs.split(',').any(|name| name.trim() == bug))
+    let on_thread = THREAD_BUGS.with(|bugs| bugs.borrow().iter().any(|name| name == bug));
+    on_thread
+        || std::env::var(PLANTED_BUG_ENV)
+            .is_ok_and(|bugs| bugs.split(',').any(|name| name.trim() == bug))
+}
+
+/// Switches exactly `bugs` on for code running on this thread (the simulation's).
+#[cfg(feature = "planted-bugs")]
+pub fn plant_on_this_thread(bugs: &[&str]) {
+    THREAD_BUGS
+        .with(|planted| *planted.borrow_mut() = bugs.iter().map(|bug| bug.to_string()).collect());
 }
 
 /// Whether `bug` is switched on (never, without the `planted-bugs` feature).

@@ -13,4 +13,6 @@
 
 // One switch for every planted bug: the master's `planted-bugs` feature turns on consensus's,
 // which holds it.
+#[cfg(feature = "planted-bugs")]
+pub use consensus::planted::plant_on_this_thread;
 pub use consensus::planted::{active, PLANTED_BUG_ENV};

@@ -1,139 +1,214 @@
-//! A simulated trainer: registers, reports the dataset, then takes tasks, "works" for a seeded
-//! time (sometimes past the task's deadline), and reports them finished or failed, until the
-//! job is over. Every write goes through `Raft::client_write` on whichever node it believes
-//! leads, stamped for exactly-once retries, and lands in the history.
+//! A simulated trainer, on the production `MasterClient` (leader discovery, redirects, retries
+//! with backoff, exactly-once stamps) over the simulated network: registers, heartbeats, takes
+//! tasks, "works" for a seeded time (sometimes past the task's deadline), and reports them
+//! finished or failed until the job is over. Every call lands in the history as invoke, then
+//! ok or info (a failed call's outcome is unknown: a stamped write may still have happened).
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use consensus::{Commands, Raft};
-use master::state::{
-    decode_response, encode_request, ChunkRef, ClientStamp, Command, QueuePolicy, Request, Response,
-};
-use openraft::error::{ClientWriteError, RaftError};
+use master::client::{ClientError, ClientOptions, MasterClient, Task, TaskOutcome};
 
 use crate::config::SimulationConfig;
-use crate::history::{AckedWrite, History, OperationType};
-use crate::leases::Leases;
+use crate::history::{AckedWrite, Fact, History, OperationType};
+use crate::master_link::master_addr;
 use crate::network::SimNetwork;
 use crate::rng::SimRng;
 use crate::trace::Trace;
 
-/// A write attempt that has not answered in this long is given up (outcome unknown).
-const WRITE_TIMEOUT_MS: u64 = 1_000;
-/// Pause before retrying a write, and between polls when no task is available.
+/// Pause between polls when no task is available, and after a failed call.
 const RETRY_MS: (u64, u64) = (20, 80);
 /// Usual work time per task, and the slow case that outlives the task's deadline.
 const WORK_MS: (u64, u64) = (20, 150);
 const SLOW_WORK_MS: (u64, u64) = (350, 1_200);
 const SLOW_WORK_PERCENT: u64 = 8;
 const FAIL_PERCENT: u64 = 4;
-/// Now and then a trainer stalls after a task for longer than its lease, and is declared lost.
-const STALL_MS: u64 = 2_500;
+/// Now and then a trainer stalls (no heartbeats either) for longer than its lease.
 const STALL_PERCENT: u64 = 2;
-/// Ids of the clients' sessions start here, apart from trainer ids.
-const CLIENT_ID_BASE: u64 = 1_000;
+/// Ids of the clients in the history start here.
+pub const CLIENT_ID_BASE: u64 = 1_000;
 
-/// The queue policy every run uses: tasks time out after 300 ms unless they usually take long.
-pub const POLICY: QueuePolicy = QueuePolicy {
-    chunks_per_task: 1,
-    task_timeout_min_ms: 300,
-    timeout_factor: 2,
-    max_task_failures: 3,
-    retry_failed_next_pass: true,
-};
-
-/// What every trainer of a run shares.
+/// What every client of a run shares.
 #[derive(Clone)]
 pub struct ClientContext {
     pub network: SimNetwork,
     pub history: History,
-    pub leases: Leases,
     pub trace: Trace,
 }
 
-/// One trainer.
-pub struct SimClient {
-    client: u64,
-    seq: u64,
-    trainer: Option<u64>,
-    rng: SimRng,
-    network: SimNetwork,
-    history: History,
-    leases: Leases,
-    trace: Trace,
-    config: SimulationConfig,
+impl ClientContext {
+    /// A `MasterClient` of the run's masters over the simulated network, seeded by `seed`.
+    pub fn master_client(
+        &self,
+        config: &SimulationConfig,
+        seed: u64,
+    ) -> anyhow::Result<MasterClient> {
+        let masters: Vec<String> = config.node_ids().into_iter().map(master_addr).collect();
+        let options = ClientOptions {
+            rpc_timeout: Duration::from_millis(config.client_rpc_timeout_ms),
+            call_deadline: Duration::from_millis(config.client_call_deadline_ms),
+            dialer: Some(self.network.dialer()),
+            seed: Some(seed),
+            ..ClientOptions::default()
+        };
+        Ok(MasterClient::new(&masters, options)?)
+    }
+
+    /// Records one call: invoke, then ok (with what it acknowledged) or info.
+    pub async fn call<T>(
+        &self,
+        client: u64,
+        seq: &mut u64,
+        what: String,
+        call: impl std::future::Future<Output = Result<T, ClientError>>,
+        fact: impl FnOnce(&T) -> Option<Fact>,
+    ) -> Option<T> {
+        *seq += 1;
+        self.history.record(client, *seq, OperationType::Invoke, what);
+        match call.await {
+            Ok(value) => {
+                let acked = fact(&value);
+                self.history.record(client, *seq, OperationType::Ok, format!("{acked:?}"));
+                if let Some(fact) = acked {
+                    let time_ms = self.trace.now_ms();
+                    self.history.acked(AckedWrite { client, time_ms, fact });
+                }
+                Some(value)
+            }
+            Err(error) => {
+                self.history.record(client, *seq, OperationType::Info, error.to_string());
+                None
+            }
+        }
+    }
 }
 
-impl SimClient {
+/// One trainer.
+pub struct SimTrainer {
+    client: u64,
+    seq: u64,
+    rng: SimRng,
+    master: Arc<MasterClient>,
+    context: ClientContext,
+    lease_ms: u64,
+}
+
+impl SimTrainer {
     /// Trainer number `index` of the run.
-    pub fn new(index: u64, config: &SimulationConfig, context: ClientContext) -> Self {
+    pub fn new(
+        index: u64,
+        config: &SimulationConfig,
+        context: ClientContext,
+    ) -> anyhow::Result<Self> {
         let rng = SimRng::derive(config.seed, 10 + index);
-        let client = CLIENT_ID_BASE + index;
-        let ClientContext { network, history, leases, trace } = context;
-        let config = config.clone();
-        Self { client, seq: 0, trainer: None, rng, network, history, leases, trace, config }
+        let master = Arc::new(context.master_client(config, config.seed ^ (0x7a11 + index))?);
+        let lease_ms = config.master.trainer_lease_ms;
+        Ok(Self { client: CLIENT_ID_BASE + index, seq: 0, rng, master, context, lease_ms })
     }
 
     /// Runs the trainer until the job is finished.
     pub async fn run(mut self) {
-        let mut pass = 0;
         loop {
-            let Some(trainer) = self.trainer else {
-                let name = format!("trainer-{}", self.client);
-                if let Response::TrainerRegistered { trainer } =
-                    self.write(Command::RegisterTrainer { name }).await
-                {
-                    self.trainer = Some(trainer);
-                }
+            let Some(trainer) = self.register().await else {
+                self.pause().await;
                 continue;
             };
-            match self.write(Command::GetTask { trainer, pass }).await {
-                Response::Task(task) => self.work(task.task, task.epoch).await,
-                Response::PassBefore { current } => pass = current,
-                Response::PassAfter { current } => {
-                    pass = current;
-                    self.pause().await;
-                }
-                Response::NoDataset => {
-                    self.write(self.dataset()).await;
-                }
-                Response::UnknownTrainer => self.trainer = None,
-                Response::JobFinished => return,
-                _ => self.pause().await,
+            let alive = Arc::new(AtomicBool::new(true));
+            let done = Arc::new(AtomicU64::new(0));
+            let beats = tokio::spawn(heartbeats(
+                self.master.clone(),
+                trainer,
+                self.lease_ms / 4,
+                alive.clone(),
+                done.clone(),
+            ));
+            let finished = self.train(trainer, &alive, &done).await;
+            beats.abort();
+            if finished {
+                return;
             }
         }
     }
 
-    fn dataset(&self) -> Command {
-        let chunk = |index: u64| ChunkRef {
-            path: "simulated.recordio".to_string(),
-            offset: index * 100,
-            compressed_size: 100,
-            record_count: 10,
-        };
-        let chunks = (0..self.config.task_count).map(chunk).collect();
-        Command::ReportDataset {
-            job: "simulated".to_string(),
-            chunks,
-            passes: self.config.passes,
-            policy: POLICY,
+    async fn register(&mut self) -> Option<u64> {
+        let name = format!("trainer-{}", self.client);
+        let master = self.master.clone();
+        let call = master.register_trainer(&name);
+        let registration = self
+            .context
+            .call(self.client, &mut self.seq, format!("register {name}"), call, |reg| {
+                Some(Fact::Registered { trainer: reg.trainer_id })
+            })
+            .await?;
+        Some(registration.trainer_id)
+    }
+
+    /// Takes and works tasks as `trainer`; true once the job finished, false when the
+    /// trainer must register again.
+    async fn train(&mut self, trainer: u64, alive: &AtomicBool, done: &AtomicU64) -> bool {
+        let mut pass = 0;
+        loop {
+            if !alive.load(Ordering::SeqCst) {
+                return false;
+            }
+            let master = self.master.clone();
+            let call = master.get_task(trainer, pass);
+            let what = format!("get_task trainer {trainer} pass {pass}");
+            let outcome =
+                self.context.call(
+                    self.client,
+                    &mut self.seq,
+                    what,
+                    call,
+                    |outcome| match outcome {
+                        TaskOutcome::Task(task) => {
+                            Some(Fact::Dispatched { task: task.id, epoch: task.epoch })
+                        }
+                        _ => None,
+                    },
+                );
+            match outcome.await {
+                Some(TaskOutcome::Task(task)) => {
+                    self.work(&task, alive).await;
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+                Some(TaskOutcome::PassBefore { current }) => pass = current,
+                Some(TaskOutcome::PassAfter { current }) => {
+                    pass = current;
+                    self.pause().await;
+                }
+                Some(TaskOutcome::JobFinished) => return true,
+                Some(TaskOutcome::UnknownTrainer) => return false,
+                Some(TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset) | None => {
+                    self.pause().await
+                }
+            }
         }
     }
 
-    async fn work(&mut self, task: u64, epoch: u64) {
+    async fn work(&mut self, task: &Task, alive: &AtomicBool) {
         let slow = self.rng.percent(SLOW_WORK_PERCENT);
         let (low, high) = if slow { SLOW_WORK_MS } else { WORK_MS };
-        let work_ms = self.rng.range(low, high);
-        tokio::time::sleep(Duration::from_millis(work_ms)).await;
-        let command = if self.rng.percent(FAIL_PERCENT) {
-            Command::TaskFailed { task, epoch, reason: "simulated failure".to_string() }
+        tokio::time::sleep(Duration::from_millis(self.rng.range(low, high))).await;
+        let (id, epoch) = (task.id, task.epoch);
+        let master = self.master.clone();
+        let failed = self.rng.percent(FAIL_PERCENT);
+        let fact =
+            move |accepted: &bool| Some(Fact::Reported { task: id, epoch, accepted: *accepted });
+        if failed {
+            let call = master.task_failed(id, epoch, "simulated failure");
+            let what = format!("task_failed {id} epoch {epoch}");
+            self.context.call(self.client, &mut self.seq, what, call, fact).await;
         } else {
-            Command::TaskFinished { task, epoch }
-        };
-        self.write(command).await;
+            let call = master.task_finished(id, epoch);
+            let what = format!("task_finished {id} epoch {epoch}");
+            self.context.call(self.client, &mut self.seq, what, call, fact).await;
+        }
         if self.rng.percent(STALL_PERCENT) {
-            self.trace.record(format!("client {} stalls", self.client));
-            tokio::time::sleep(Duration::from_millis(STALL_MS)).await;
+            self.context.trace.record(format!("client {} stalls", self.client));
+            alive.store(false, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(self.lease_ms * 2)).await;
         }
     }
 
@@ -141,78 +216,25 @@ impl SimClient {
         let pause_ms = self.rng.range(RETRY_MS.0, RETRY_MS.1);
         tokio::time::sleep(Duration::from_millis(pause_ms)).await;
     }
+}
 
-    /// Writes `command` until some attempt is answered; every attempt uses the same stamp.
-    async fn write(&mut self, command: Command) -> Response {
-        self.seq += 1;
-        let stamp = ClientStamp { client_id: self.client, seq: self.seq };
-        loop {
-            if let Some(response) = self.attempt(stamp, &command).await {
-                return response;
-            }
-            self.pause().await;
+/// Heartbeats every `interval_ms` while `alive`; a master that no longer knows the trainer
+/// turns `alive` off (the trainer registers again).
+async fn heartbeats(
+    master: Arc<MasterClient>,
+    trainer: u64,
+    interval_ms: u64,
+    alive: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(interval_ms)).await;
+        if !alive.load(Ordering::SeqCst) {
+            return;
         }
-    }
-
-    /// The node to write to: the leader as a random running node knows it, else that node.
-    fn pick_node(&mut self) -> Option<Raft> {
-        let nodes = self.network.running_nodes();
-        if nodes.is_empty() {
-            return None;
+        if let Ok(false) = master.heartbeat(trainer, done.load(Ordering::SeqCst)).await {
+            alive.store(false, Ordering::SeqCst);
+            return;
         }
-        let (_, asked) = &nodes[self.rng.index(nodes.len())];
-        let leader = asked.metrics().borrow().current_leader;
-        let target =
-            nodes.iter().find(|(id, _)| Some(*id) == leader).map_or(asked, |(_, raft)| raft);
-        Some(target.clone())
-    }
-
-    async fn attempt(&mut self, stamp: ClientStamp, command: &Command) -> Option<Response> {
-        let (client, seq) = (stamp.client_id, stamp.seq);
-        let now_ms = self.trace.now_ms();
-        let request = encode_request(&Request {
-            client: Some(stamp),
-            now_ms,
-            term: None,
-            command: command.clone(),
-        });
-        self.history.record(client, seq, OperationType::Invoke, format!("{command:?}"));
-        let Some(raft) = self.pick_node() else {
-            self.history.record(client, seq, OperationType::Fail, "no node running".to_string());
-            return None;
-        };
-        let write = raft.client_write(Commands(vec![request.clone()]));
-        let result = tokio::time::timeout(Duration::from_millis(WRITE_TIMEOUT_MS), write).await;
-        let reply = match result {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => {
-                self.history.record(client, seq, OperationType::Fail, "not leader".to_string());
-                return None;
-            }
-            Ok(Err(error)) => {
-                self.history.record(client, seq, OperationType::Info, format!("{error}"));
-                return None;
-            }
-            Err(_elapsed) => {
-                self.history.record(client, seq, OperationType::Info, "timed out".to_string());
-                return None;
-            }
-        };
-        let bytes = reply.data.0.into_iter().next().unwrap_or_default();
-        let response = match decode_response(&bytes) {
-            Ok(response) => response,
-            Err(error) => Response::Rejected { reason: format!("undecodable response: {error}") },
-        };
-        self.history.record(
-            client,
-            seq,
-            OperationType::Ok,
-            format!("{} {response:?}", reply.log_id),
-        );
-        self.history.acked(AckedWrite { client, log_id: reply.log_id, request, response: bytes });
-        if let Some(trainer) = self.trainer {
-            self.leases.heard(trainer, self.trace.now_ms());
-        }
-        Some(response)
     }
 }

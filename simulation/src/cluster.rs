@@ -1,25 +1,29 @@
-//! The simulated master group: each node's disk, its running incarnation (openraft + the
-//! simulated log store + the master state machine), crashes and restarts.
+//! The simulated master group: each node's disk and clock, and its running incarnation, which
+//! is production code end to end: a `ConsensusNode` (batcher, pace, leadership cache, RPC
+//! handler) over the simulated log store, snapshots and network, and a `master::Replica` (the
+//! master service and the leader's duties) on it. Crashes, restarts and pauses.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use consensus::{Metrics, Raft, RpcHandler};
-use openraft::error::{InitializeError, RaftError};
-use openraft::{BasicNode, Config, ServerState, SnapshotPolicy};
+use clap::Parser;
+use consensus::{ConsensusNode, Metrics, NodeStorage};
+use master::state::MasterState;
+use master::{MasterConfig, Replica, ReplicatedState};
+use openraft::ServerState;
+use tokio::time::Instant;
 
+use crate::clock::{ClockSkew, SimClock};
 use crate::config::SimulationConfig;
 use crate::disk::SimDisk;
 use crate::log_store::SimLogStore;
-use crate::machine::{FenceBreakingState, MasterMachine};
-use crate::network::SimNetwork;
+use crate::master_link::master_addr;
+use crate::network::{Member, SimNetwork};
+use crate::observer::SimObserver;
 use crate::rng::SimRng;
-use crate::state_machine_store::SimStateMachine;
+use crate::snapshots::SimSnapshots;
 use crate::trace::Trace;
 
-/// Heartbeats every this many simulated milliseconds.
-const HEARTBEAT_MS: u64 = 50;
 /// Election timeouts are drawn per incarnation in this range: distinct timeouts break ties
 /// without openraft's own (unseeded) random draw.
 const ELECTION_TIMEOUT_MS: (u64, u64) = (150, 300);
@@ -29,30 +33,40 @@ const ELECTION_TIMEOUT_MS: (u64, u64) = (150, 300);
 pub struct RunningNode {
     pub id: u64,
     pub incarnation: u64,
-    pub raft: Raft,
-    pub state_machine: SimStateMachine,
+    pub node: ConsensusNode<ReplicatedState>,
+    pub observer: SimObserver,
     pub disk: SimDisk,
 }
 
 impl RunningNode {
     /// The node's latest published metrics.
     pub fn metrics(&self) -> Metrics {
-        self.raft.metrics().borrow().clone()
+        self.node.metrics().borrow().clone()
     }
 
     /// Whether openraft's core still runs. A fatal stop shows in `running_state`; a panic
     /// inside the core only drops the metrics sender, leaving the last value as it was.
     pub fn core_running(&self) -> bool {
-        let metrics = self.raft.metrics();
+        let metrics = self.node.metrics();
         metrics.has_changed().is_ok() && metrics.borrow().running_state.is_ok()
     }
 
     /// Whether the node believes it leads.
     pub fn is_leader(&self) -> bool {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
-        metrics.state == ServerState::Leader
+        self.node.metrics().borrow().state == ServerState::Leader
     }
+
+    /// A copy of the task-queue state it applied.
+    pub fn master_state(&self) -> MasterState {
+        self.node.read(|state| state.state().clone())
+    }
+}
+
+/// Parses a master's command line into its configuration, as `raftrain master` does.
+#[derive(Parser)]
+struct MasterArgs {
+    #[command(flatten)]
+    config: MasterConfig,
 }
 
 /// The whole group.
@@ -61,15 +75,17 @@ pub struct Cluster {
     network: SimNetwork,
     trace: Trace,
     rng: SimRng,
+    origin: Instant,
     disks: BTreeMap<u64, SimDisk>,
     incarnations: BTreeMap<u64, u64>,
     running: BTreeMap<u64, RunningNode>,
-    /// State machines of crashed incarnations whose last applies the checkers still read.
-    retired: Vec<SimStateMachine>,
+    replicas: BTreeMap<u64, Replica>,
+    /// Observers of crashed incarnations whose last applies the checkers still read.
+    retired: Vec<SimObserver>,
 }
 
 impl Cluster {
-    /// Starts every node and bootstraps the group from the lowest id.
+    /// Starts every node; the lowest id bootstraps the group.
     pub async fn start(
         config: &SimulationConfig,
         network: SimNetwork,
@@ -80,9 +96,11 @@ impl Cluster {
             network,
             trace,
             rng: SimRng::derive(config.seed, 1),
+            origin: Instant::now(),
             disks: config.node_ids().into_iter().map(|id| (id, SimDisk::default())).collect(),
             incarnations: BTreeMap::new(),
             running: BTreeMap::new(),
+            replicas: BTreeMap::new(),
             retired: Vec::new(),
         };
         for id in config.node_ids() {
@@ -91,83 +109,112 @@ impl Cluster {
         Ok(cluster)
     }
 
-    fn raft_config(&mut self) -> anyhow::Result<Config> {
-        let election_timeout_min = self.rng.range(ELECTION_TIMEOUT_MS.0, ELECTION_TIMEOUT_MS.1);
-        let config = Config {
-            cluster_name: "simulation".to_string(),
-            heartbeat_interval: HEARTBEAT_MS,
-            election_timeout_min,
+    /// Master `id`'s configuration, from the command line a real master would get.
+    fn master_config(&mut self, id: u64) -> anyhow::Result<MasterConfig> {
+        let timeout_ms = self.rng.range(ELECTION_TIMEOUT_MS.0, ELECTION_TIMEOUT_MS.1);
+        let peers: Vec<String> =
+            self.config.node_ids().iter().map(|id| format!("{id}={}", master_addr(*id))).collect();
+        let settings = &self.config.master;
+        let args = [
+            "master".to_string(),
+            format!("--id={id}"),
+            "--listen=127.0.0.1:7000".to_string(),
+            format!("--peers={}", peers.join(",")),
+            format!("--data-dir=sim/node-{id}"),
+            format!("--heartbeat-ms={}", settings.heartbeat_ms),
+            format!("--election-timeout-min-ms={timeout_ms}"),
             // One value wide: openraft's own draw from the thread RNG is then a constant.
-            election_timeout_max: election_timeout_min + 1,
-            snapshot_policy: SnapshotPolicy::Never,
-            ..Config::default()
-        };
-        Ok(config.validate()?)
+            format!("--election-timeout-max-ms={}", timeout_ms + 1),
+            format!("--snapshot-logs-since-last={}", settings.snapshot_logs_since_last),
+            format!("--snapshot-logs-kept={}", settings.snapshot_logs_kept),
+            format!("--task-timeout-min-ms={}", settings.task_timeout_min_ms),
+            "--timeout-factor=2".to_string(),
+            "--retry-failed-next-pass".to_string(),
+            format!("--trainer-lease-ms={}", settings.trainer_lease_ms),
+            format!("--pserver-lease-ms={}", settings.pserver_lease_ms),
+        ];
+        Ok(MasterArgs::try_parse_from(args)?.config)
     }
 
-    /// Starts a new incarnation of node `id` on its disk.
+    /// Starts a new incarnation of node `id` on its disk, its clock skewed as drawn.
     pub async fn start_node(&mut self, id: u64) -> anyhow::Result<()> {
         let incarnation = self.incarnations.get(&id).map_or(0, |last| last + 1);
         self.incarnations.insert(id, incarnation);
         let disk = self.disks.get(&id).cloned().ok_or_else(|| anyhow::anyhow!("no node {id}"))?;
+        let master_config = self.master_config(id)?;
+        let mut node_config = master_config.node_config()?;
+        node_config.write_timeout_ms = self.config.master.write_timeout_ms;
+        let stream = 100 + id * 1000 + incarnation * 10;
         let seed = self.config.seed;
-        let disk_rng = SimRng::derive(seed, 100 + id * 1000 + incarnation);
-        let bugs = self.config.bugs;
-        let store = SimLogStore::open(
+        let (log, log_closed) = SimLogStore::open(
             disk.clone(),
-            disk_rng,
+            SimRng::derive(seed, stream),
             self.config.flush_delay_ms,
-            bugs.ack_before_durable,
-        )
-        .with_node_id(id);
-        let machine: Box<dyn MasterMachine> = if bugs.accept_stale_epoch {
-            Box::new(FenceBreakingState::default())
-        } else {
-            Box::new(master::ReplicatedState::default())
+            self.config.bugs.ack_before_durable,
+        );
+        let observer = SimObserver::default();
+        let storage = NodeStorage {
+            log: log.with_node_id(id),
+            log_closed,
+            snapshots: Arc::new(SimSnapshots::open(
+                disk.clone(),
+                id,
+                SimRng::derive(seed, stream + 1),
+            )),
+            observer: Some(Arc::new(observer.clone())),
         };
-        let state_machine = SimStateMachine::new(machine);
-        let raft_config = Arc::new(self.raft_config()?);
-        let timeout_ms = raft_config.election_timeout_min;
-        let lease = Duration::from_millis(raft_config.election_timeout_max);
         let factory = self.network.factory(id, incarnation);
-        let raft = Raft::new(id, raft_config, factory, store, state_machine.clone()).await?;
-        self.network.register(id, incarnation, RpcHandler::new(raft.clone(), lease));
-        self.trace
-            .record(format!("node {id} started incarnation {incarnation} timeout {timeout_ms}"));
-        if Some(id) == self.config.node_ids().first().copied() {
-            self.initialize(&raft).await?;
+        let node =
+            ConsensusNode::open_with(node_config, ReplicatedState::default(), factory, storage)
+                .await?;
+        let clock = SimClock::new(self.origin);
+        let skew = self.draw_skew();
+        clock.set_skew(skew);
+        if skew != ClockSkew::default() {
+            self.trace.tally("skewed clock");
         }
-        let node = RunningNode { id, incarnation, raft, state_machine, disk };
-        self.running.insert(id, node);
+        let replica = Replica::start(node.clone(), &master_config, Arc::new(clock))?;
+        let member = Member { incarnation, raft: node.rpc_handler(), master: replica.service() };
+        self.network.register(id, member);
+        let timeout_ms = master_config.election_timeout_min_ms;
+        self.trace.record(format!(
+            "node {id} started incarnation {incarnation} timeout {timeout_ms} clock {skew:?}"
+        ));
+        node.bootstrap().await?;
+        self.replicas.insert(id, replica);
+        self.running.insert(id, RunningNode { id, incarnation, node, observer, disk });
         Ok(())
     }
 
-    /// Static bootstrap as `consensus` does it: the lowest id initializes on every start, and
-    /// a node whose log is not empty refuses, which is success.
-    async fn initialize(&self, raft: &Raft) -> anyhow::Result<()> {
-        let members: BTreeMap<u64, BasicNode> = self
-            .config
-            .node_ids()
-            .into_iter()
-            .map(|id| (id, BasicNode::new(format!("node-{id}"))))
-            .collect();
-        match raft.initialize(members).await {
-            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
-            Err(error) => Err(anyhow::anyhow!("initialize: {error}")),
+    /// A clock offset of up to a few hours either way and a drift of up to 5%, for a third
+    /// of the incarnations; the rest keep true time.
+    fn draw_skew(&mut self) -> ClockSkew {
+        if !self.rng.percent(33) {
+            return ClockSkew::default();
         }
+        let offset_ms = self.rng.range(0, 4 * 3_600_000) as i64 - 2 * 3_600_000;
+        let drift_ppm = self.rng.range(0, 100_001) as i64 - 50_000;
+        ClockSkew { offset_ms, drift_ppm }
     }
 
     /// Kills node `id` harder than kill -9: its unflushed writes are lost.
     pub fn crash(&mut self, id: u64) {
         let Some(node) = self.running.remove(&id) else { return };
         self.network.remove(id);
+        self.network.resume(id);
         let lost = node.disk.crash();
         self.trace.record(format!("node {id} crashed, {lost} unflushed writes lost"));
-        self.retired.push(node.state_machine.clone());
-        let raft = node.raft;
-        // The old process stops on its own (its disk refuses it); shutting it down only frees
-        // its tasks sooner.
-        tokio::spawn(async move { drop(raft.shutdown().await) });
+        self.trace.tally("crash");
+        self.retired.push(node.observer.clone());
+        let replica = self.replicas.remove(&id);
+        // The old process stops on its own (its disk refuses it); stopping it only frees its
+        // tasks sooner.
+        tokio::spawn(async move {
+            if let Some(replica) = replica {
+                drop(replica.stop().await);
+            }
+            drop(node.node.shutdown().await);
+        });
     }
 
     /// Running nodes, by id.
@@ -181,8 +228,8 @@ impl Cluster {
         ids.into_iter().filter(|id| !self.running.contains_key(id)).collect()
     }
 
-    /// State machines of crashed incarnations.
-    pub fn retired(&self) -> &[SimStateMachine] {
+    /// Observers of crashed incarnations.
+    pub fn retired(&self) -> &[SimObserver] {
         &self.retired
     }
 
@@ -192,8 +239,20 @@ impl Cluster {
         leaders.max_by_key(|node| node.metrics().current_term).cloned()
     }
 
+    /// The disk of node `id`.
+    pub fn disk(&self, id: u64) -> Option<&SimDisk> {
+        self.disks.get(&id)
+    }
+
     /// The network, for the fault injector.
     pub fn network(&self) -> &SimNetwork {
         &self.network
+    }
+
+    /// Stops every running node (the end of a run).
+    pub async fn stop_all(&mut self) {
+        for id in self.running.keys().copied().collect::<Vec<_>>() {
+            self.crash(id);
+        }
     }
 }

@@ -1,14 +1,37 @@
 //! What one simulated run does: the seed, the size of the job, how long each phase lasts, and
 //! the test-only switches that plant bugs.
 
-/// Bugs planted on purpose, to prove the checkers find them. Off in every real run; a field of
-/// the configuration (not a cargo feature) so that no production build can turn one on.
+/// Bugs planted on purpose, to prove the checkers find them. Off in every real run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlantedBugs {
-    /// The log store acknowledges an append before its flush made it durable.
+    /// The simulated log store acknowledges an append before its flush made it durable.
     pub ack_before_durable: bool,
-    /// The state machine rewrites a stale `TaskFinished` to the pending epoch.
-    pub accept_stale_epoch: bool,
+    /// Bugs planted in the production code (`consensus::planted`, `master::planted`), by name,
+    /// switched on for the run's thread only.
+    pub production: &'static [&'static str],
+}
+
+/// The production code's planted bugs the simulation can switch on.
+pub const PRODUCTION_BUGS: &[&str] = &[
+    "jammed-batcher",
+    "skip-epoch-check",
+    "answer-before-commit",
+    "deposed-heartbeats",
+    "leases-across-terms",
+];
+
+/// How the simulated masters are configured (flags of `raftrain master`, scaled to the
+/// simulation's short runs).
+#[derive(Clone, Debug)]
+pub struct MasterSettings {
+    pub heartbeat_ms: u64,
+    /// Small, so that runs take many snapshots and long partitions end in snapshot installs.
+    pub snapshot_logs_since_last: u64,
+    pub snapshot_logs_kept: u64,
+    pub task_timeout_min_ms: u64,
+    pub trainer_lease_ms: u64,
+    pub pserver_lease_ms: u64,
+    pub write_timeout_ms: u64,
 }
 
 /// One run of the simulator.
@@ -33,6 +56,12 @@ pub struct SimulationConfig {
     pub step_ms: u64,
     /// How long a flush of the simulated disk takes (a range, drawn per flush).
     pub flush_delay_ms: (u64, u64),
+    pub master: MasterSettings,
+    /// Each `MasterClient` attempt's deadline, and how long one call retries.
+    pub client_rpc_timeout_ms: u64,
+    pub client_call_deadline_ms: u64,
+    /// After the heal, every client call must complete within this.
+    pub healed_call_ms_max: u64,
     pub bugs: PlantedBugs,
 }
 
@@ -51,6 +80,18 @@ impl SimulationConfig {
             liveness_ms_max: 30_000,
             step_ms: 10,
             flush_delay_ms: (1, 20),
+            master: MasterSettings {
+                heartbeat_ms: 50,
+                snapshot_logs_since_last: 10,
+                snapshot_logs_kept: 2,
+                task_timeout_min_ms: 300,
+                trainer_lease_ms: 1_500,
+                pserver_lease_ms: 1_500,
+                write_timeout_ms: 1_000,
+            },
+            client_rpc_timeout_ms: 500,
+            client_call_deadline_ms: 5_000,
+            healed_call_ms_max: 5_000,
             bugs: PlantedBugs::default(),
         }
     }

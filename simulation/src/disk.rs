@@ -1,14 +1,18 @@
-//! A node's simulated disk for the Raft log: what the running process sees (the page cache)
-//! and what survives a crash (the durable image). A write reaches the durable image only when a
-//! flush covering it completes; a crash throws away every write that was not flushed.
+//! A node's simulated disk: the Raft log as the running process sees it (the page cache) and
+//! as it survives a crash (the durable image), and the snapshot files. A log write reaches the
+//! durable image only when a flush covering it completes; a crash throws away every write that
+//! was not flushed, and a snapshot whose write had not finished. The disk can be made slow or
+//! stalled (a fault), which holds every flush and snapshot write.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use consensus::log_store::BootstrapRecord;
 use consensus::Entry;
-use openraft::{LogId, Vote};
+use openraft::{BasicNode, LogId, SnapshotMeta, Vote};
+use tokio::sync::watch;
 
-use crate::state_machine_store::payload_hash;
+use crate::observer::payload_hash;
 
 /// The log as stored: entries, vote, committed and purged log ids.
 #[derive(Clone, Debug, Default)]
@@ -16,6 +20,7 @@ pub struct LogImage {
     pub vote: Option<Vote<u64>>,
     pub committed: Option<LogId<u64>>,
     pub purged: Option<LogId<u64>>,
+    pub bootstrap: Option<BootstrapRecord>,
     pub entries: BTreeMap<u64, Entry>,
     /// Each entry's log id and payload hash, kept beside the entries so the checkers can
     /// compare logs without cloning them.
@@ -32,6 +37,7 @@ enum Write {
     Purge(LogId<u64>),
     Vote(Vote<u64>),
     Committed(Option<LogId<u64>>),
+    Bootstrap(BootstrapRecord),
 }
 
 impl LogImage {
@@ -55,14 +61,46 @@ impl LogImage {
             }
             Write::Vote(vote) => self.vote = Some(*vote),
             Write::Committed(committed) => self.committed = *committed,
+            Write::Bootstrap(record) => self.bootstrap = Some(record.clone()),
         }
     }
 }
 
+/// A snapshot file on the disk.
+#[derive(Clone, Debug)]
+pub struct SnapshotFile {
+    pub meta: SnapshotMeta<u64, BasicNode>,
+    pub bytes: Vec<u8>,
+}
+
+/// How the disk misbehaves: every flush and snapshot write takes `slow_factor` times as long,
+/// and none completes while it is stalled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskFaults {
+    pub slow_factor: u64,
+    pub stalled: bool,
+}
+
+impl Default for DiskFaults {
+    fn default() -> Self {
+        Self { slow_factor: 1, stalled: false }
+    }
+}
+
+/// The newest snapshot files kept, as the production store keeps two.
+const SNAPSHOT_FILES_KEPT: usize = 2;
+
 /// The disk of one node, shared by its successive incarnations. Cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct SimDisk {
     inner: Arc<Mutex<DiskState>>,
+    faults: watch::Sender<DiskFaults>,
+}
+
+impl Default for SimDisk {
+    fn default() -> Self {
+        Self { inner: Arc::default(), faults: watch::Sender::new(DiskFaults::default()) }
+    }
 }
 
 #[derive(Default)]
@@ -74,6 +112,10 @@ struct DiskState {
     /// Writes not yet flushed, with their sequence numbers, oldest first.
     unflushed: VecDeque<(u64, Write)>,
     next_sequence: u64,
+    /// Durable snapshot files, oldest first.
+    snapshots: Vec<SnapshotFile>,
+    /// Snapshot writes begun and not finished (a crash loses them).
+    snapshot_writes_in_flight: u64,
 }
 
 /// A write made by a process that crashed since: its store must stop.
@@ -83,6 +125,21 @@ pub struct ProcessCrashed;
 impl SimDisk {
     fn state(&self) -> MutexGuard<'_, DiskState> {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Sets how the disk misbehaves.
+    pub fn set_faults(&self, faults: DiskFaults) {
+        self.faults.send_replace(faults);
+    }
+
+    /// Waits until the disk is not stalled; the factor a write's time is multiplied by.
+    pub async fn usable(&self) -> u64 {
+        let mut faults = self.faults.subscribe();
+        let factor = match faults.wait_for(|faults| !faults.stalled).await {
+            Ok(faults) => faults.slow_factor.max(1),
+            Err(_closed) => 1,
+        };
+        factor
     }
 
     /// The generation a newly started process works in.
@@ -101,6 +158,11 @@ impl SimDisk {
             return Err(ProcessCrashed);
         }
         Ok(read(&state.current))
+    }
+
+    /// The last entry the living process's log was purged behind.
+    pub fn purged(&self) -> Option<LogId<u64>> {
+        self.state().current.purged
     }
 
     /// The vote the disk would keep in a crash now.
@@ -154,6 +216,53 @@ impl SimDisk {
         self.write(generation, Write::Committed(committed))
     }
 
+    /// Buffers the record of who bootstrapped the log.
+    pub fn save_bootstrap(
+        &self,
+        generation: u64,
+        record: BootstrapRecord,
+    ) -> Result<u64, ProcessCrashed> {
+        self.write(generation, Write::Bootstrap(record))
+    }
+
+    /// A snapshot write begins: a crash before [`SimDisk::finish_snapshot`] loses it.
+    pub fn begin_snapshot(&self, generation: u64) -> Result<(), ProcessCrashed> {
+        let mut state = self.state();
+        if state.generation != generation {
+            return Err(ProcessCrashed);
+        }
+        state.snapshot_writes_in_flight += 1;
+        Ok(())
+    }
+
+    /// The snapshot write is durable (written, fsynced and renamed into place).
+    pub fn finish_snapshot(
+        &self,
+        generation: u64,
+        file: SnapshotFile,
+    ) -> Result<(), ProcessCrashed> {
+        let mut state = self.state();
+        if state.generation != generation {
+            return Err(ProcessCrashed);
+        }
+        state.snapshot_writes_in_flight = state.snapshot_writes_in_flight.saturating_sub(1);
+        state.snapshots.push(file);
+        state.snapshots.sort_by_key(|file| file.meta.last_log_id);
+        let old = state.snapshots.len().saturating_sub(SNAPSHOT_FILES_KEPT);
+        state.snapshots.drain(..old);
+        Ok(())
+    }
+
+    /// The newest durable snapshot file.
+    pub fn newest_snapshot(&self) -> Option<SnapshotFile> {
+        self.state().snapshots.last().cloned()
+    }
+
+    /// Whether a snapshot write is under way (a crash now loses it).
+    pub fn snapshot_write_in_flight(&self) -> bool {
+        self.state().snapshot_writes_in_flight > 0
+    }
+
     /// Makes every write up to `sequence` durable, as an fsync does: in order, all or nothing
     /// per write.
     pub fn flush(&self, generation: u64, sequence: u64) -> Result<(), ProcessCrashed> {
@@ -168,15 +277,16 @@ impl SimDisk {
         Ok(())
     }
 
-    /// The process dies: every unflushed write is lost and the page cache is what the disk
-    /// holds. Returns how many writes were lost.
+    /// The process dies: every unflushed write and unfinished snapshot is lost and the page
+    /// cache is what the disk holds. Returns how many writes were lost.
     pub fn crash(&self) -> usize {
         let mut state = self.state();
         state.generation += 1;
         let lost = state.unflushed.len();
         state.unflushed.clear();
         state.current = state.durable.clone();
-        lost
+        let lost_snapshots = std::mem::take(&mut state.snapshot_writes_in_flight);
+        lost + lost_snapshots as usize
     }
 }
 

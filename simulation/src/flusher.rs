@@ -1,5 +1,6 @@
 //! The one task that flushes a node's simulated disk: each flush takes a seeded delay, flushes
 //! complete in the order they were asked for, and only then is the waiting write acknowledged.
+//! A slow disk multiplies the delay; a stalled one holds the flush until it recovers.
 
 use std::io;
 use std::time::Duration;
@@ -40,7 +41,9 @@ impl Flusher {
         tokio::spawn(async move {
             while let Some(request) = receiver.recv().await {
                 let delay = rng.range(delay_ms.0, delay_ms.1);
-                tokio::time::sleep(Duration::from_millis(delay)).await;
+                let slow_factor = disk.usable().await;
+                tokio::time::sleep(Duration::from_millis(delay * slow_factor)).await;
+                disk.usable().await;
                 let result = disk
                     .flush(generation, request.sequence)
                     .map_err(|_crashed| io::Error::other("the process crashed before the flush"));

@@ -4,8 +4,6 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use openraft::LogId;
-
 use crate::trace::Trace;
 
 /// How a write ended.
@@ -28,14 +26,27 @@ pub struct Operation {
     pub summary: String,
 }
 
-/// A write the cluster acknowledged: the entry it is at, what was written and what was
-/// answered.
+/// What a client was told happened, which the applied log must show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fact {
+    /// `task` was handed out with `epoch`.
+    Dispatched { task: u64, epoch: u64 },
+    /// A report on `task` at `epoch` was answered accepted (or stale).
+    Reported { task: u64, epoch: u64, accepted: bool },
+    /// `trainer` was registered.
+    Registered { trainer: u64 },
+    /// Slot `index` was granted with `generation`.
+    SlotGranted { index: u32, generation: u64 },
+    /// A checkpoint of slot `index` at `step` was recorded under `generation`.
+    CheckpointRecorded { index: u32, generation: u64, step: u64 },
+}
+
+/// A write the cluster acknowledged, and when.
 #[derive(Clone, Debug)]
 pub struct AckedWrite {
     pub client: u64,
-    pub log_id: LogId<u64>,
-    pub request: Vec<u8>,
-    pub response: Vec<u8>,
+    pub time_ms: u64,
+    pub fact: Fact,
 }
 
 /// The shared history. Cheap to clone.
@@ -49,6 +60,10 @@ pub struct History {
 struct HistoryState {
     operations: Vec<Operation>,
     unchecked_acks: Vec<AckedWrite>,
+    /// Calls invoked and not yet answered, with their invoke time.
+    open: std::collections::BTreeMap<(u64, u64), u64>,
+    /// Calls whose outcome stayed unknown (info), with their invoke time.
+    unknown: Vec<(u64, u64, u64)>,
 }
 
 impl History {
@@ -65,7 +80,20 @@ impl History {
     pub fn record(&self, client: u64, seq: u64, kind: OperationType, summary: String) {
         let time_ms = self.trace.now_ms();
         self.trace.record(format!("client {client} seq {seq} {kind:?} {summary}"));
-        self.state().operations.push(Operation { time_ms, client, seq, kind, summary });
+        let mut state = self.state();
+        match kind {
+            OperationType::Invoke => {
+                state.open.insert((client, seq), time_ms);
+            }
+            OperationType::Info => {
+                let invoked = state.open.remove(&(client, seq)).unwrap_or(time_ms);
+                state.unknown.push((client, seq, invoked));
+            }
+            OperationType::Ok | OperationType::Fail => {
+                state.open.remove(&(client, seq));
+            }
+        }
+        state.operations.push(Operation { time_ms, client, seq, kind, summary });
     }
 
     /// Remembers an acknowledged write for the checker.
@@ -76,6 +104,21 @@ impl History {
     /// Acknowledged writes not yet handed to the checker.
     pub fn take_acked(&self) -> Vec<AckedWrite> {
         std::mem::take(&mut self.state().unchecked_acks)
+    }
+
+    /// A call invoked at or after `since_ms` that has not completed: still open after
+    /// `bound_ms`, or ended with an unknown outcome. As (client, seq, invoke time).
+    pub fn stuck_since(
+        &self,
+        since_ms: u64,
+        now_ms: u64,
+        bound_ms: u64,
+    ) -> Option<(u64, u64, u64)> {
+        let state = self.state();
+        let open = state.open.iter().map(|((client, seq), invoked)| (*client, *seq, *invoked));
+        let late = open.filter(|(_, _, invoked)| now_ms.saturating_sub(*invoked) > bound_ms);
+        let unknown = state.unknown.iter().copied();
+        late.chain(unknown).find(|(_, _, invoked)| *invoked >= since_ms)
     }
 
     /// Every operation so far.

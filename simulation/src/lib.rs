@@ -1,14 +1,17 @@
-//! Deterministic simulation of the master group (tier 3): three openraft nodes running the real
-//! master state machine in one process, over a simulated network, disk and clock, with every
-//! delay, drop, duplication, partition, crash and restart drawn from one seed.
+//! Deterministic simulation of the master group (tier 3): three masters of production code
+//! (`ConsensusNode` with its batcher, `master::Replica` with the master service and the
+//! leader's duties) and trainers on the production `MasterClient`, in one process, over a
+//! simulated network, disk and clock, with every delay, drop, duplication, partition, pause,
+//! disk stall, clock skew, crash and restart drawn from one seed.
 //!
 //! Code map:
 //! - `rng`: the seeded random streams. `trace`: the hashed event trace of a run.
-//! - `disk`, `flusher`, `log_store`: the simulated disk (durable image + unflushed writes) and
-//!   the storage-v2 log store over it. `state_machine_store`, `machine`: the in-memory state
-//!   machine that records what it applied, and the master machine (or a planted bug).
-//! - `network`: openraft's `RaftNetworkFactory` over the simulated network.
-//!
+//! - `disk`, `flusher`, `log_store`, `snapshots`: the simulated disk (durable image, unflushed
+//!   writes, snapshot files, slow and stalled states) and the `RaftLog` and `SnapshotStore`
+//!   over it. `observer`: the tap recording what each node applied. `clock`: each master's
+//!   skewed, drifting clock.
+//! - `network`: openraft's `RaftNetworkFactory` over the simulated network; `master_link`:
+//!   the `MasterClient` dialer that calls a node's master service through it.
 //! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers. `nemesis`: faults.
 //!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
 //!   (fault phase, heal, liveness phase). `runner`: many seeds.
@@ -30,21 +33,22 @@
 
 pub mod checker;
 pub mod client;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod disk;
 pub mod flusher;
 pub mod history;
-pub mod leases;
 pub mod log_store;
-pub mod machine;
+pub mod master_link;
 pub mod nemesis;
 pub mod network;
+pub mod observer;
 pub mod rng;
 pub mod runner;
 pub mod simulation;
-pub mod state_machine_store;
+pub mod snapshots;
 pub mod trace;
 
-pub use config::{PlantedBugs, SimulationConfig};
+pub use config::{MasterSettings, PlantedBugs, SimulationConfig};
 pub use simulation::{run, SimulationReport};

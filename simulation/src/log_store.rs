@@ -6,9 +6,11 @@ use std::fmt::Debug;
 use std::io;
 use std::ops::RangeBounds;
 
-use consensus::{Entry, TypeConfig};
+use consensus::log_store::BootstrapRecord;
+use consensus::{Entry, LogStoreClosed, OpenHandle, PurgeGuard, RaftLog, StartError, TypeConfig};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
+use tokio::sync::watch;
 
 use crate::disk::{ProcessCrashed, SimDisk};
 use crate::flusher::{FlushWaiter, Flusher};
@@ -26,6 +28,8 @@ pub struct SimLogStore {
     /// The node the disk belongs to, for the restart vote rule; `None` in the storage suite
     /// (as the production store before its bootstrap record is written).
     node_id: Option<u64>,
+    purge_guard: PurgeGuard,
+    open: OpenHandle,
 }
 
 /// Reads entries for replication while the store appends.
@@ -33,6 +37,7 @@ pub struct SimLogStore {
 pub struct SimLogReader {
     disk: SimDisk,
     generation: u64,
+    _open: OpenHandle,
 }
 
 impl SimLogStore {
@@ -42,10 +47,21 @@ impl SimLogStore {
         rng: SimRng,
         flush_delay_ms: (u64, u64),
         ack_before_durable: bool,
-    ) -> Self {
+    ) -> (Self, LogStoreClosed) {
         let generation = disk.generation();
         let flusher = Flusher::start(disk.clone(), generation, rng, flush_delay_ms);
-        Self { disk, generation, flusher, ack_before_durable, node_id: None }
+        let (open, closed) = LogStoreClosed::in_memory();
+        let purge_guard = PurgeGuard::default();
+        let store = Self {
+            disk,
+            generation,
+            flusher,
+            ack_before_durable,
+            node_id: None,
+            purge_guard,
+            open,
+        };
+        (store, closed)
     }
 
     /// Names the node whose disk this is, so a restart follows the production store's vote rule.
@@ -105,7 +121,11 @@ impl RaftLogStorage<TypeConfig> for SimLogStore {
     }
 
     async fn get_log_reader(&mut self) -> SimLogReader {
-        SimLogReader { disk: self.disk.clone(), generation: self.generation }
+        SimLogReader {
+            disk: self.disk.clone(),
+            generation: self.generation,
+            _open: self.open.clone(),
+        }
     }
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> StoreResult<()> {
@@ -171,6 +191,10 @@ impl RaftLogStorage<TypeConfig> for SimLogStore {
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> StoreResult<()> {
+        self.purge_guard
+            .wait_for_covering_snapshot(log_id)
+            .await
+            .map_err(|reason| StorageIOError::write_logs(AnyError::error(reason)))?;
         self.disk
             .purge(self.generation, log_id)
             .map_err(|error| StorageIOError::write_logs(crashed(error)))?;
@@ -180,4 +204,31 @@ impl RaftLogStorage<TypeConfig> for SimLogStore {
 
 fn write_logs(error: &io::Error) -> StorageError<u64> {
     StorageIOError::write_logs(error).into()
+}
+
+impl RaftLog for SimLogStore {
+    /// As the production store: the first start records who bootstrapped the log (durably),
+    /// every later one must match it.
+    async fn check_bootstrap(&self, record: &BootstrapRecord) -> Result<(), StartError> {
+        let failed = |reason: String| StartError::Storage { dir: "sim".into(), reason };
+        let recorded = self
+            .disk
+            .read(self.generation, |image| image.bootstrap.clone())
+            .map_err(|_| failed("the process crashed".to_string()))?;
+        match recorded {
+            Some(recorded) if recorded == *record => Ok(()),
+            Some(recorded) => Err(failed(format!("bootstrapped as {recorded:?}, not {record:?}"))),
+            None => {
+                let sequence = self
+                    .disk
+                    .save_bootstrap(self.generation, record.clone())
+                    .map_err(|_| failed("the process crashed".to_string()))?;
+                self.flusher.sync(sequence).await.map_err(|error| failed(error.to_string()))
+            }
+        }
+    }
+
+    fn purge_behind(&mut self, durable_snapshots: watch::Receiver<Option<LogId<u64>>>) {
+        self.purge_guard.attach(durable_snapshots);
+    }
 }

@@ -23,16 +23,19 @@ struct Args {
     /// Plant the bug that acknowledges appends before they are durable (to see it caught).
     #[arg(long)]
     plant_ack_before_durable: bool,
-    /// Plant the bug that accepts a stale task epoch (to see it caught).
-    #[arg(long)]
-    plant_accept_stale_epoch: bool,
+    /// Plant a bug of the production code by name (to see it caught); repeatable. One of
+    /// `jammed-batcher`, `skip-epoch-check`, `answer-before-commit`, `deposed-heartbeats`,
+    /// `leases-across-terms`.
+    #[arg(long = "plant", value_name = "BUG", value_parser = clap::builder::PossibleValuesParser::new(simulation::config::PRODUCTION_BUGS))]
+    plant: Vec<String>,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let bugs = PlantedBugs {
         ack_before_durable: args.plant_ack_before_durable,
-        accept_stale_epoch: args.plant_accept_stale_epoch,
+        // The run's bugs live as long as the process.
+        production: Vec::leak(args.plant.into_iter().map(|bug| &*String::leak(bug)).collect()),
     };
     if let Some(seed) = args.seed {
         let report = run(&SimulationConfig::new(seed).with_bugs(bugs))?;
@@ -61,6 +64,9 @@ fn main() -> anyhow::Result<()> {
         for (seed, error) in &summary.harness_errors {
             println!("--seed {seed}: harness error: {error}");
         }
+        let tallies: Vec<String> =
+            summary.tallies.iter().map(|(kind, count)| format!("{kind} {count}")).collect();
+        println!("faults and rare events: {}", tallies.join(", "));
         println!(
             "seeds {start}..{}: {} schedules, {} failed, {} harness errors, {:.0} schedules/minute",
             start + args.seeds,

@@ -1,13 +1,16 @@
 //! The simulated network: openraft's `RaftNetworkFactory` over in-memory delivery, where a
 //! seeded random stream decides each message's delay, loss and duplication, and partitions and
 //! crashed nodes stop messages. A lost message fails as a network error after its delay, like
-//! a timeout (not `Unreachable`, whose backoff would add a timer race).
+//! a timeout (not `Unreachable`, whose backoff would add a timer race). A paused node's
+//! messages, both ways, wait until it resumes. Clients reach the masters' services through
+//! the same network (`master_link`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use consensus::{Raft, RpcHandler, TypeConfig};
+use consensus::{RpcHandler, TypeConfig};
+use master::MasterRpc;
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -15,6 +18,8 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::{AnyError, BasicNode};
+use proto::master::master_service_server::MasterServiceServer;
+use tokio::sync::watch;
 
 use crate::rng::SimRng;
 use crate::trace::Trace;
@@ -46,12 +51,23 @@ const SLOW_DELAY_MS: (u64, u64) = (40, 400);
 #[derive(Clone)]
 pub struct SimNetwork {
     inner: Arc<Mutex<NetworkState>>,
-    trace: Trace,
+    paused: watch::Sender<BTreeSet<u64>>,
+    pub(crate) trace: Trace,
+}
+
+/// A running node as the network reaches it.
+#[derive(Clone)]
+pub struct Member {
+    pub incarnation: u64,
+    /// Where its Raft RPCs go (the handler production's gRPC server calls).
+    pub raft: RpcHandler,
+    /// Its master service, as production serves it.
+    pub master: MasterServiceServer<MasterRpc>,
 }
 
 struct NetworkState {
-    /// Running nodes: their incarnation and RPC handler (the one production uses).
-    nodes: BTreeMap<u64, (u64, RpcHandler)>,
+    /// Running nodes, by id.
+    nodes: BTreeMap<u64, Member>,
     /// Directed links `(from, to)` that drop every message.
     blocked: BTreeSet<(u64, u64)>,
     faults: LinkFaults,
@@ -60,13 +76,13 @@ struct NetworkState {
 }
 
 /// What will happen to one request, decided when it is sent.
-struct Plan {
-    message: u64,
-    delay_ms: u64,
-    request_lost: bool,
+pub(crate) struct Plan {
+    pub(crate) message: u64,
+    pub(crate) delay_ms: u64,
+    pub(crate) request_lost: bool,
     duplicate_after_ms: Option<u64>,
-    reply_delay_ms: u64,
-    reply_lost: bool,
+    pub(crate) reply_delay_ms: u64,
+    pub(crate) reply_lost: bool,
 }
 
 impl SimNetwork {
@@ -79,27 +95,55 @@ impl SimNetwork {
             rng,
             next_message: 0,
         };
-        Self { inner: Arc::new(Mutex::new(state)), trace }
+        Self {
+            inner: Arc::new(Mutex::new(state)),
+            paused: watch::Sender::new(BTreeSet::new()),
+            trace,
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, NetworkState> {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Lets messages reach node `id` (incarnation `incarnation`).
-    pub fn register(&self, id: u64, incarnation: u64, handler: RpcHandler) {
-        self.state().nodes.insert(id, (incarnation, handler));
+    /// Lets messages reach node `id`.
+    pub fn register(&self, id: u64, member: Member) {
+        self.state().nodes.insert(id, member);
+    }
+
+    /// Node `id` as the network reaches it, if it runs.
+    pub fn member(&self, id: u64) -> Option<Member> {
+        self.state().nodes.get(&id).cloned()
+    }
+
+    /// Node `id` stops: whatever it sends or is sent waits until [`SimNetwork::resume`].
+    pub fn pause(&self, id: u64) {
+        self.paused.send_modify(|paused| {
+            paused.insert(id);
+        });
+    }
+
+    pub fn resume(&self, id: u64) {
+        self.paused.send_modify(|paused| {
+            paused.remove(&id);
+        });
+    }
+
+    /// Paused nodes.
+    pub fn paused(&self) -> BTreeSet<u64> {
+        self.paused.borrow().clone()
+    }
+
+    /// Returns once neither node is paused.
+    pub async fn wait_running(&self, first: u64, second: u64) {
+        let mut paused = self.paused.subscribe();
+        let _ =
+            paused.wait_for(|paused| !paused.contains(&first) && !paused.contains(&second)).await;
     }
 
     /// Node `id` crashed: nothing reaches it or leaves it any more.
     pub fn remove(&self, id: u64) {
         self.state().nodes.remove(&id);
-    }
-
-    /// The running nodes' handles, by id: how clients find the group.
-    pub fn running_nodes(&self) -> Vec<(u64, Raft)> {
-        let state = self.state();
-        state.nodes.iter().map(|(id, (_, handler))| (*id, handler.raft().clone())).collect()
     }
 
     /// Cuts `group` off from every other node, both ways.
@@ -118,11 +162,12 @@ impl SimNetwork {
         self.state().faults = faults;
     }
 
-    /// Removes every partition and link fault.
+    /// Removes every partition and link fault, and resumes every paused node.
     pub fn heal(&self) {
         let mut state = self.state();
         state.blocked.clear();
         state.faults = LinkFaults::NONE;
+        self.paused.send_replace(BTreeSet::new());
     }
 
     /// The network factory of node `id` in incarnation `incarnation`.
@@ -130,7 +175,7 @@ impl SimNetwork {
         SimNetworkFactory { network: self.clone(), source: id, incarnation }
     }
 
-    fn plan(&self) -> Plan {
+    pub(crate) fn plan(&self) -> Plan {
         let mut state = self.state();
         let faults = state.faults;
         let message = state.next_message;
@@ -155,13 +200,13 @@ impl SimNetwork {
     fn pass(&self, from: u64, incarnation: u64, to: u64) -> Result<RpcHandler, &'static str> {
         let state = self.state();
         match state.nodes.get(&from) {
-            Some((living, _)) if *living == incarnation => {}
+            Some(member) if member.incarnation == incarnation => {}
             _ => return Err("sender crashed"),
         }
         if state.blocked.contains(&(from, to)) {
             return Err("partitioned");
         }
-        state.nodes.get(&to).map(|(_, handler)| handler.clone()).ok_or("target down")
+        state.nodes.get(&to).map(|member| member.raft.clone()).ok_or("target down")
     }
 }
 
@@ -206,6 +251,7 @@ impl SimConnection {
         let plan = self.network.plan();
         let (from, to, message) = (self.source, self.target, plan.message);
         tokio::time::sleep(Duration::from_millis(plan.delay_ms)).await;
+        self.network.wait_running(from, to).await;
         let route = self.network.pass(from, self.incarnation, to);
         let trace = &self.network.trace;
         match route {
@@ -232,6 +278,7 @@ impl SimConnection {
     ) -> RpcResult<T, E> {
         let (from, to, message) = (self.source, self.target, plan.message);
         tokio::time::sleep(Duration::from_millis(plan.reply_delay_ms)).await;
+        self.network.wait_running(from, to).await;
         let back = self.network.reply_passes(to, from, self.incarnation);
         let trace = &self.network.trace;
         if let Err(why) = back {
@@ -269,7 +316,7 @@ impl SimNetwork {
             return Err("partitioned");
         }
         match state.nodes.get(&to) {
-            Some((living, _)) if *living == incarnation => Ok(()),
+            Some(member) if member.incarnation == incarnation => Ok(()),
             _ => Err("sender crashed"),
         }
     }
@@ -295,6 +342,9 @@ impl RaftNetwork<TypeConfig> for SimConnection {
         _option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<u64>, InstallSnapshotError> {
         let (plan, raft) = self.send("snapshot").await?;
+        if request.done {
+            self.network.trace.tally("snapshot installed");
+        }
         let result = raft.install_snapshot(request).await;
         self.reply(&plan, result).await
     }

@@ -15,6 +15,8 @@ pub struct SweepSummary {
     /// Seeds the harness itself could not run, with why.
     pub harness_errors: Vec<(u64, String)>,
     pub wall_seconds: f64,
+    /// How often each kind of fault and rare event happened, over all seeds.
+    pub tallies: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl SweepSummary {
@@ -38,7 +40,13 @@ pub fn sweep(
     let mut summary = SweepSummary::default();
     for seed in start..start.saturating_add(count) {
         let config = SimulationConfig::new(seed).with_bugs(bugs);
-        match run(&config) {
+        let result = run(&config);
+        if let Ok(report) = &result {
+            for (kind, count) in &report.tallies {
+                *summary.tallies.entry(kind).or_default() += count;
+            }
+        }
+        match result {
             Ok(report) if report.violation.is_some() => {
                 on_failure(&report);
                 summary.failures.push(report);

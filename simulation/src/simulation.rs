@@ -1,30 +1,25 @@
-//! One simulated run: start the group and the trainers on a paused-clock current-thread
-//! runtime, inject faults while checking every invariant after every step, then heal and
-//! require the job to finish within a bounded simulated time.
+//! One simulated run: start the group, report the dataset and start the trainers on a
+//! paused-clock current-thread runtime, inject faults while checking every invariant after
+//! every step, then heal and require every call to complete within a bound and the job to
+//! finish within a bounded simulated time.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Duration;
 
-use consensus::Commands;
-use master::state::{encode_request, Command, Request};
 use tokio::task::JoinHandle;
 
 use crate::checker::{Checkers, NodeView, Observation, Violation};
-use crate::client::{ClientContext, SimClient};
+use crate::client::{ClientContext, SimTrainer, CLIENT_ID_BASE};
 use crate::cluster::Cluster;
 use crate::config::SimulationConfig;
 use crate::history::History;
-use crate::leases::Leases;
 use crate::nemesis::Nemesis;
 use crate::network::SimNetwork;
 use crate::rng::SimRng;
 use crate::trace::Trace;
 
-/// The leader checks for expired tasks and leases this often.
-const DUTY_INTERVAL_MS: u64 = 100;
-/// The leader's own write (`ExpireTasks`, `TrainerLost`) is given up after this long.
-const DUTY_WRITE_TIMEOUT_MS: u64 = 1_000;
+/// How long the group may take to elect its first leader and take the dataset.
+const SETUP_MS_MAX: u64 = 30_000;
 
 /// What a run found.
 #[derive(Clone, Debug)]
@@ -39,6 +34,8 @@ pub struct SimulationReport {
     pub violation: Option<Violation>,
     /// The last events before the end, to read a failure.
     pub trace_tail: Vec<String>,
+    /// How often each kind of fault and rare event happened.
+    pub tallies: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl SimulationReport {
@@ -48,11 +45,15 @@ impl SimulationReport {
     }
 }
 
-/// Runs one simulation on its own paused-clock runtime.
+/// Runs one simulation on its own paused-clock runtime, with the run's planted bugs switched
+/// on for this thread only.
 pub fn run(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build()?;
-    runtime.block_on(drive(config))
+    master::planted::plant_on_this_thread(config.bugs.production);
+    let report = runtime.block_on(drive(config));
+    master::planted::plant_on_this_thread(&[]);
+    report
 }
 
 /// Everything a run holds while it runs.
@@ -63,28 +64,21 @@ struct Run {
     history: History,
     clients: Vec<JoinHandle<()>>,
     checkers: Checkers,
-    leases: Leases,
-    duty_in_flight: Arc<AtomicBool>,
 }
 
 async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     let trace = Trace::new();
     let network = SimNetwork::new(SimRng::derive(config.seed, 2), trace.clone());
+    let dataset = tempfile::tempdir()?;
+    let dataset_path = write_dataset(dataset.path(), config.task_count)?;
     let cluster = Cluster::start(config, network.clone(), trace.clone()).await?;
     let history = History::new(trace.clone());
-    let leases = Leases::default();
-    let context = ClientContext {
-        network: network.clone(),
-        history: history.clone(),
-        leases: leases.clone(),
-        trace: trace.clone(),
-    };
-    let clients = (0..config.client_count)
-        .map(|index| {
-            let client = SimClient::new(index, config, context.clone());
-            tokio::spawn(client.run())
-        })
-        .collect();
+    let context = ClientContext { network, history: history.clone(), trace: trace.clone() };
+    report_dataset(config, &context, &dataset_path).await?;
+    let mut clients = Vec::new();
+    for index in 0..config.client_count {
+        clients.push(tokio::spawn(SimTrainer::new(index, config, context.clone())?.run()));
+    }
     let mut run = Run {
         config: config.clone(),
         trace: trace.clone(),
@@ -92,8 +86,6 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         history,
         clients,
         checkers: Checkers::default(),
-        leases,
-        duty_in_flight: Arc::default(),
     };
     let violation = run.phases().await?.err();
     if let Some(violation) = &violation {
@@ -102,6 +94,7 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     for client in &run.clients {
         client.abort();
     }
+    run.cluster.stop_all().await;
     Ok(SimulationReport {
         seed: config.seed,
         trace_hash: trace.hash(),
@@ -109,7 +102,38 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         simulated_ms: trace.now_ms(),
         violation,
         trace_tail: trace.tail(),
+        tallies: trace.tallies(),
     })
+}
+
+/// A RecordIO file of `tasks` one-record chunks: with one chunk per task, one task each.
+fn write_dataset(dir: &Path, tasks: u64) -> anyhow::Result<String> {
+    use storage::recordio::{Writer, WriterOptions};
+    let path = dir.join("simulated.recordio");
+    let file = std::fs::File::create(&path)?;
+    let mut writer = Writer::new(file, WriterOptions { max_chunk_bytes: 1, ..Default::default() });
+    for task in 0..tasks {
+        writer.write_record(format!("record {task}").as_bytes())?;
+    }
+    writer.finish()?;
+    Ok(path.display().to_string())
+}
+
+/// The job's submitter reports the dataset through the master service, before the trainers
+/// start and before any fault.
+async fn report_dataset(
+    config: &SimulationConfig,
+    context: &ClientContext,
+    path: &str,
+) -> anyhow::Result<()> {
+    let master = context.master_client(config, config.seed ^ 0x5eed)?;
+    let patterns = [path.to_string()];
+    let report = master.report_dataset("simulated", &patterns, config.passes);
+    let sizes = tokio::time::timeout(Duration::from_millis(SETUP_MS_MAX), report)
+        .await
+        .map_err(|_| anyhow::anyhow!("the dataset report did not finish in {SETUP_MS_MAX} ms"))??;
+    context.trace.record(format!("dataset reported: {sizes:?}"));
+    Ok(())
 }
 
 impl Run {
@@ -125,20 +149,17 @@ impl Run {
             if elapsed_ms.is_multiple_of(self.config.fault_interval_ms.max(1)) {
                 nemesis.act(&mut self.cluster).await?;
             }
-            if let Err(violation) = self.step(elapsed_ms) {
+            if let Err(violation) = self.step() {
                 return Ok(Err(violation));
             }
         }
-        self.trace.record("faults heal");
-        self.cluster.network().heal();
-        for id in self.cluster.crashed() {
-            self.cluster.start_node(id).await?;
-        }
+        nemesis.heal(&mut self.cluster).await?;
+        let healed_ms = self.trace.now_ms();
         let deadline_ms = elapsed_ms + self.config.liveness_ms_max;
         while elapsed_ms < deadline_ms {
             tokio::time::sleep(Duration::from_millis(step_ms)).await;
             elapsed_ms += step_ms;
-            if let Err(violation) = self.step(elapsed_ms) {
+            if let Err(violation) = self.step().and_then(|()| self.calls_complete(healed_ms)) {
                 return Ok(Err(violation));
             }
             if self.finished() {
@@ -149,23 +170,38 @@ impl Run {
         Ok(Err(self.liveness_violation()))
     }
 
-    /// The leader's duty, then every checker.
-    fn step(&mut self, elapsed_ms: u64) -> Result<(), Violation> {
-        if elapsed_ms.is_multiple_of(DUTY_INTERVAL_MS) {
-            self.propose_duty();
-        }
+    /// Every checker on what every node shows now.
+    fn step(&mut self) -> Result<(), Violation> {
         let observation = self.observe();
         self.checkers.check(&observation)
     }
 
+    /// After the heal, every call completes within the bound, on whichever node leads.
+    fn calls_complete(&self, healed_ms: u64) -> Result<(), Violation> {
+        let (now_ms, bound_ms) = (self.trace.now_ms(), self.config.healed_call_ms_max);
+        let Some((client, seq, invoked_ms)) = self.history.stuck_since(healed_ms, now_ms, bound_ms)
+        else {
+            return Ok(());
+        };
+        let leader = self.cluster.leader().map(|leader| leader.id);
+        Err(Violation::new(
+            "liveness after heal",
+            format!(
+                "client {client} call {seq}, invoked at {invoked_ms} ms ({} ms after the heal), \
+                 did not complete within {bound_ms} ms; leader {leader:?}",
+                invoked_ms - healed_ms
+            ),
+        ))
+    }
+
     fn observe(&self) -> Observation {
         let mut applied = Vec::new();
-        for state_machine in self.cluster.retired() {
-            applied.extend(state_machine.take_applied().into_iter().map(|entry| (0, entry)));
+        for observer in self.cluster.retired() {
+            applied.extend(observer.take_applied().into_iter().map(|entry| (0, entry)));
         }
         let mut nodes = Vec::new();
         for node in self.cluster.running() {
-            for entry in node.state_machine.take_applied() {
+            for entry in node.observer.take_applied() {
                 let (id, log_id, hash) = (node.id, entry.log_id, entry.payload_hash);
                 self.trace.record(format!("node {id} applied {log_id} hash {hash:016x}"));
                 applied.push((node.id, entry));
@@ -176,64 +212,32 @@ impl Run {
                 metrics: node.metrics(),
                 core_running: node.core_running(),
                 log: node.disk.summary(),
+                purged: node.disk.purged(),
                 durable_vote: node.disk.durable_vote(),
-                state: node.state_machine.master_state(),
+                state: node.master_state(),
             });
         }
-        Observation { nodes, applied, acked: self.history.take_acked() }
-    }
-
-    /// As the real leader does: propose `ExpireTasks` only when its applied state has an
-    /// expired deadline, else `TrainerLost` for a registered trainer whose lease ran out; one
-    /// proposal at a time.
-    fn propose_duty(&self) {
-        let Some(leader) = self.cluster.leader() else { return };
         let now_ms = self.trace.now_ms();
-        let state = leader.state_machine.master_state();
-        let command = if state.has_expired(now_ms) {
-            Command::ExpireTasks
-        } else {
-            let registered: Vec<u64> = state.trainers().iter().map(|view| view.trainer).collect();
-            match self.leases.expired(&registered, now_ms) {
-                Some(trainer) => Command::TrainerLost { trainer },
-                None => return,
-            }
-        };
-        if self.duty_in_flight.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let (in_flight, trace, id) = (self.duty_in_flight.clone(), self.trace.clone(), leader.id);
-        trace.record(format!("node {id} proposes {command:?}"));
-        let request = encode_request(&Request { client: None, now_ms, term: None, command });
-        tokio::spawn(async move {
-            let write = leader.raft.client_write(Commands(vec![request]));
-            let result =
-                tokio::time::timeout(Duration::from_millis(DUTY_WRITE_TIMEOUT_MS), write).await;
-            let outcome = match result {
-                Ok(Ok(reply)) => format!("committed at {}", reply.log_id),
-                Ok(Err(error)) => format!("failed: {error}"),
-                Err(_elapsed) => "timed out".to_string(),
-            };
-            trace.record(format!("node {id} duty {outcome}"));
-            in_flight.store(false, Ordering::SeqCst);
-        });
+        Observation { nodes, applied, acked: self.history.take_acked(), now_ms }
     }
 
     /// Every trainer saw `JobFinished`, and so does the leader's state.
     fn finished(&self) -> bool {
         let clients_done = self.clients.iter().all(JoinHandle::is_finished);
-        let leader_done = self
-            .cluster
-            .leader()
-            .is_some_and(|leader| leader.state_machine.master_state().job_finished());
+        let leader_done =
+            self.cluster.leader().is_some_and(|leader| leader.master_state().job_finished());
         clients_done && leader_done
     }
 
     fn liveness_violation(&self) -> Violation {
         let leader = self.cluster.leader().map(|leader| leader.id);
-        let unfinished = self.clients.iter().filter(|client| !client.is_finished()).count();
+        let unfinished: Vec<u64> = (0..)
+            .zip(&self.clients)
+            .filter(|(_, client)| !client.is_finished())
+            .map(|(index, _)| CLIENT_ID_BASE + index)
+            .collect();
         let status = self.cluster.leader().map(|leader| {
-            let status = leader.state_machine.master_state().status();
+            let status = leader.master_state().status();
             format!(
                 "pass {} todo {} pending {} done {} failed {}",
                 status.pass,
@@ -246,7 +250,7 @@ impl Run {
         Violation::new(
             "liveness",
             format!(
-                "{} ms after the faults healed: leader {leader:?}, {unfinished} trainers unfinished, {status:?}",
+                "{} ms after the faults healed: leader {leader:?}, trainers {unfinished:?} unfinished, {status:?}",
                 self.config.liveness_ms_max
             ),
         )

@@ -1,7 +1,7 @@
 //! The event trace of one run: every message, fault, client operation and applied entry, as
 //! lines of our own canonical text, hashed with FNV-1a. Two runs of one seed must hash alike.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::time::Instant;
@@ -23,6 +23,8 @@ struct TraceState {
     hash: u64,
     event_count: u64,
     tail: VecDeque<String>,
+    /// How often each kind of fault or rare event happened (coverage, not hashed).
+    tallies: BTreeMap<&'static str, u64>,
 }
 
 impl Trace {
@@ -33,6 +35,7 @@ impl Trace {
             hash: FNV_OFFSET_BASIS,
             event_count: 0,
             tail: VecDeque::new(),
+            tallies: BTreeMap::new(),
         };
         Self { inner: Arc::new(Mutex::new(state)) }
     }
@@ -41,6 +44,16 @@ impl Trace {
         // The simulation is single-threaded; a poisoned lock only means a task panicked, and
         // the trace is still the best record of what happened.
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts one event of `kind`.
+    pub fn tally(&self, kind: &'static str) {
+        *self.state().tallies.entry(kind).or_default() += 1;
+    }
+
+    /// How often each kind happened.
+    pub fn tallies(&self) -> BTreeMap<&'static str, u64> {
+        self.state().tallies.clone()
     }
 
     /// Simulated milliseconds since the trace started.

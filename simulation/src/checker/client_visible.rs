@@ -1,20 +1,25 @@
 //! Client-visible safety: what a client was told stays true.
-//! - Every acknowledged write is in the log at the index it was acknowledged at, with the very
-//!   answer the client got (nothing acknowledged is lost or answered differently).
+//! - Every acknowledged write shows in the applied log with the answer the client got: a
+//!   leader applies a command before it answers, so the fact must be there within a bound
+//!   (nothing acknowledged is lost, nothing answered before it was committed).
 //! - No accepted completion is lost: a task accepted as finished in a pass is never dispatched
 //!   again in that pass (it stays in `done` until the pass advances past it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use master::state::{Command, Response};
 
 use super::{CanonicalLog, Violation};
-use crate::history::AckedWrite;
+use crate::history::{AckedWrite, Fact};
 
-/// Acknowledged writes whose entry is not applied anywhere yet, and the completions so far.
+/// An acknowledged write must show in the applied log within this (simulated) time.
+const SHOW_MS_MAX: u64 = 2_000;
+
+/// Acknowledged writes not seen in the log yet, the facts the log shows, and the completions.
 #[derive(Default)]
 pub struct ClientVisible {
     waiting: Vec<AckedWrite>,
+    facts: BTreeSet<Fact>,
     /// The pass each task was last dispatched in.
     dispatched_pass: BTreeMap<u64, u32>,
     /// The pass in which each task was last accepted as finished, and the entry that did it.
@@ -27,74 +32,83 @@ impl ClientVisible {
         &mut self,
         acked: &[AckedWrite],
         canonical: &CanonicalLog,
+        now_ms: u64,
     ) -> Result<(), Violation> {
+        self.read_log(canonical)?;
         self.waiting.extend(acked.iter().cloned());
-        let mut still_waiting = Vec::new();
-        for write in std::mem::take(&mut self.waiting) {
-            match canonical.entries.get(&write.log_id.index) {
-                None => still_waiting.push(write),
-                Some(entry) => check_acked(&write, entry)?,
-            }
+        let facts = &self.facts;
+        self.waiting.retain(|write| !facts.contains(&write.fact));
+        match self.waiting.iter().find(|write| now_ms.saturating_sub(write.time_ms) > SHOW_MS_MAX) {
+            None => Ok(()),
+            Some(write) => Err(Violation::new(
+                "client-visible safety",
+                format!(
+                    "client {} was told {:?} at {} ms, and no replica applied it by {now_ms} ms",
+                    write.client, write.fact, write.time_ms
+                ),
+            )),
         }
-        self.waiting = still_waiting;
-        self.check_completions(canonical)
     }
 
-    fn check_completions(&mut self, canonical: &CanonicalLog) -> Result<(), Violation> {
+    fn read_log(&mut self, canonical: &CanonicalLog) -> Result<(), Violation> {
         while let Some(entry) = canonical.entries.get(&self.next_index) {
-            for command in entry.commands.iter().filter(|command| !command.replay) {
+            for command in &entry.commands {
                 let (Some(request), Some(response)) = (&command.request, &command.response) else {
                     continue;
                 };
-                if let Response::Task(assignment) = response {
-                    let (task, pass) = (assignment.task, assignment.pass);
-                    if let Some((finished_pass, index)) = self.finished.get(&task) {
-                        if *finished_pass == pass {
-                            return Err(Violation::new(
-                                "client-visible safety",
-                                format!(
-                                    "task {task} was accepted as finished in pass {pass} at index \
-                                     {index}, and dispatched again in that pass by {}",
-                                    entry.log_id
-                                ),
-                            ));
-                        }
-                    }
-                    self.dispatched_pass.insert(task, pass);
-                }
-                if let Command::TaskFinished { task, .. } = &request.command {
-                    if *response == Response::Accepted {
-                        let pass = self.dispatched_pass.get(task).copied().unwrap_or(0);
-                        self.finished.insert(*task, (pass, self.next_index));
-                    }
+                self.facts.extend(fact(&request.command, response));
+                if !command.replay {
+                    self.completions(&request.command, response, entry.log_id)?;
                 }
             }
             self.next_index += 1;
         }
         Ok(())
     }
+
+    fn completions(
+        &mut self,
+        command: &Command,
+        response: &Response,
+        log_id: openraft::LogId<u64>,
+    ) -> Result<(), Violation> {
+        if let Response::Task(assignment) = response {
+            let (task, pass) = (assignment.task, assignment.pass);
+            if let Some((finished_pass, index)) = self.finished.get(&task) {
+                if *finished_pass == pass {
+                    return Err(Violation::new(
+                        "client-visible safety",
+                        format!(
+                            "task {task} was accepted as finished in pass {pass} at index \
+                             {index}, and dispatched again in that pass by {log_id}"
+                        ),
+                    ));
+                }
+            }
+            self.dispatched_pass.insert(task, pass);
+        }
+        if let (Command::TaskFinished { task, .. }, Response::Accepted) = (command, response) {
+            let pass = self.dispatched_pass.get(task).copied().unwrap_or(0);
+            self.finished.insert(*task, (pass, log_id.index));
+        }
+        Ok(())
+    }
 }
 
-fn check_acked(
-    write: &AckedWrite,
-    entry: &super::state_machine_safety::CanonicalEntry,
-) -> Result<(), Violation> {
-    let lost = |why: &str| {
-        Err(Violation::new(
-            "client-visible safety",
-            format!("client {} was acknowledged at {}, but {why}", write.client, write.log_id),
-        ))
-    };
-    if entry.log_id != write.log_id {
-        return lost(&format!("the log holds {} there", entry.log_id));
+/// What an applied command with its answer tells a client.
+fn fact(command: &Command, response: &Response) -> Option<Fact> {
+    match (command, response) {
+        (_, Response::Task(assignment)) => {
+            Some(Fact::Dispatched { task: assignment.task, epoch: assignment.epoch })
+        }
+        (Command::TaskFinished { task, epoch } | Command::TaskFailed { task, epoch, .. }, _) => {
+            let accepted = *response == Response::Accepted;
+            let stale = *response == Response::Stale;
+            (accepted || stale).then_some(Fact::Reported { task: *task, epoch: *epoch, accepted })
+        }
+        (_, Response::TrainerRegistered { trainer }) => {
+            Some(Fact::Registered { trainer: *trainer })
+        }
+        _ => None,
     }
-    let Some(command) =
-        entry.commands.iter().find(|command| command.request_bytes == write.request)
-    else {
-        return lost("the entry does not hold its command");
-    };
-    if command.response_bytes != write.response {
-        return lost("the log answered it differently");
-    }
-    Ok(())
 }

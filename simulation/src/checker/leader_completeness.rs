@@ -1,7 +1,8 @@
 //! Leader completeness (Raft §5.4): an entry committed in some term is in the log of every
 //! leader of a later term. An applied entry is committed; it is taken as committed in the
 //! highest term any node had reached when it was first seen applied (a bound on the real
-//! commit term), and every leader of a higher term must hold it.
+//! commit term), and every leader of a higher term must hold it, in its log or in the
+//! snapshot its log was purged behind.
 
 use std::collections::BTreeMap;
 
@@ -36,6 +37,9 @@ impl LeaderCompleteness {
                     continue;
                 }
                 let Some(entry) = canonical.entries.get(index) else { continue };
+                if node.purged.is_some_and(|purged| purged.index >= *index) {
+                    continue;
+                }
                 let held = node.log.get(index).map(|(log_id, _)| *log_id);
                 if held != Some(entry.log_id) {
                     return Err(Violation::new(

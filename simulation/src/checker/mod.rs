@@ -21,7 +21,7 @@ use master::state::MasterState;
 use openraft::LogId;
 
 use crate::history::AckedWrite;
-use crate::state_machine_store::AppliedEntry;
+use crate::observer::AppliedEntry;
 
 pub use client_visible::ClientVisible;
 pub use election_safety::ElectionSafety;
@@ -39,6 +39,8 @@ pub struct NodeView {
     pub core_running: bool,
     /// Index -> (log id, payload hash) of the entries its disk holds.
     pub log: BTreeMap<u64, (LogId<u64>, u64)>,
+    /// The last entry its log was purged behind (a durable snapshot covers it).
+    pub purged: Option<LogId<u64>>,
     /// The vote its disk would keep in a crash.
     pub durable_vote: Option<openraft::Vote<u64>>,
     pub state: MasterState,
@@ -51,6 +53,8 @@ pub struct Observation {
     pub applied: Vec<(u64, AppliedEntry)>,
     /// Writes acknowledged to clients since the last step.
     pub acked: Vec<AckedWrite>,
+    /// Simulated time of the observation.
+    pub now_ms: u64,
 }
 
 /// A broken safety (or liveness) rule.
@@ -100,7 +104,7 @@ impl Checkers {
         )?;
         self.task_queue.check(&observation.nodes)?;
         self.epoch_fencing.check(canonical)?;
-        self.client_visible.check(&observation.acked, canonical)?;
+        self.client_visible.check(&observation.acked, canonical, observation.now_ms)?;
         Ok(())
     }
 }

@@ -8,7 +8,7 @@ use master::state::{decode_request, decode_response, Request, Response};
 use openraft::LogId;
 
 use super::Violation;
-use crate::state_machine_store::AppliedEntry;
+use crate::observer::AppliedEntry;
 
 /// One command of the canonical log, decoded.
 pub struct CanonicalCommand {
