@@ -215,7 +215,8 @@ impl<S: StateMachine> RaftSnapshotBuilder<TypeConfig> for StateMachineStore<S> {
             return Ok(current.into_snapshot());
         }
         let (index, term) = last_log_id.map_or((0, 0), |id| (id.index, id.leader_id.term));
-        let snapshot_id = format!("{term}-{index}-{:016x}", rand::random::<u64>());
+        // Named by its contents, so a replayed simulation names it alike.
+        let snapshot_id = format!("{term}-{index}-{:08x}", crc32fast::hash(&state));
         let meta = SnapshotMeta { last_log_id, last_membership, snapshot_id };
         let contents = SnapshotContents { meta: meta.clone(), state };
         let bytes = contents

@@ -8,6 +8,12 @@
 //!   the background; a leader that loses its quorum loses the report.
 //! - `stale-status`: `Status` is answered from the local state of whichever master is asked,
 //!   leader or not, without confirming leadership.
+//! - `deposed-heartbeats`: trainer and pserver heartbeats are answered by any node that
+//!   believes it leads, without a quorum confirming it: a deposed leader tells a pserver it
+//!   still holds a slot the new leader gave away.
+//! - `leases-across-terms`: the leader's lease tables survive a change of term (and stepping
+//!   down), so a node that leads again judges holders by leases granted in an old term and
+//!   declares live ones lost at once.
 //!
 //! The replicated log's own (`jammed-batcher`) is in `consensus/src/planted.rs`.
 

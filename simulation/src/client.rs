@@ -63,7 +63,7 @@ impl ClientContext {
         what: String,
         call: impl std::future::Future<Output = Result<T, ClientError>>,
         fact: impl FnOnce(&T) -> Option<Fact>,
-    ) -> Option<T> {
+    ) -> Result<T, ClientError> {
         *seq += 1;
         self.history.record(client, *seq, OperationType::Invoke, what);
         match call.await {
@@ -74,11 +74,11 @@ impl ClientContext {
                     let time_ms = self.trace.now_ms();
                     self.history.acked(AckedWrite { client, time_ms, fact });
                 }
-                Some(value)
+                Ok(value)
             }
             Err(error) => {
                 self.history.record(client, *seq, OperationType::Info, error.to_string());
-                None
+                Err(error)
             }
         }
     }
@@ -140,7 +140,8 @@ impl SimTrainer {
             .call(self.client, &mut self.seq, format!("register {name}"), call, |reg| {
                 Some(Fact::Registered { trainer: reg.trainer_id })
             })
-            .await?;
+            .await
+            .ok()?;
         Some(registration.trainer_id)
     }
 
@@ -168,7 +169,7 @@ impl SimTrainer {
                         _ => None,
                     },
                 );
-            match outcome.await {
+            match outcome.await.ok() {
                 Some(TaskOutcome::Task(task)) => {
                     self.work(&task, alive).await;
                     done.fetch_add(1, Ordering::SeqCst);
@@ -199,11 +200,13 @@ impl SimTrainer {
         if failed {
             let call = master.task_failed(id, epoch, "simulated failure");
             let what = format!("task_failed {id} epoch {epoch}");
-            self.context.call(self.client, &mut self.seq, what, call, fact).await;
+            let _outcome_unknown_or_told =
+                self.context.call(self.client, &mut self.seq, what, call, fact).await;
         } else {
             let call = master.task_finished(id, epoch);
             let what = format!("task_finished {id} epoch {epoch}");
-            self.context.call(self.client, &mut self.seq, what, call, fact).await;
+            let _outcome_unknown_or_told =
+                self.context.call(self.client, &mut self.seq, what, call, fact).await;
         }
         if self.rng.percent(STALL_PERCENT) {
             self.context.trace.record(format!("client {} stalls", self.client));

@@ -43,6 +43,9 @@ pub struct SimulationConfig {
     pub node_count: u64,
     /// Simulated trainers.
     pub client_count: u64,
+    /// Simulated pservers, competing for `pserver_slots` slots.
+    pub pserver_count: u64,
+    pub pserver_slots: u32,
     /// One chunk per task.
     pub task_count: u64,
     pub passes: u32,
@@ -73,6 +76,8 @@ impl SimulationConfig {
             seed,
             node_count: 3,
             client_count: 3,
+            pserver_count: 3,
+            pserver_slots: 2,
             task_count: 20,
             passes: 2,
             fault_phase_ms: 3_000,

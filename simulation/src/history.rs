@@ -41,6 +41,20 @@ pub enum Fact {
     CheckpointRecorded { index: u32, generation: u64, step: u64 },
 }
 
+/// A pserver was told it holds a slot: granted by a claim, or confirmed by a heartbeat.
+#[derive(Clone, Copy, Debug)]
+pub struct SlotEvent {
+    pub index: u32,
+    pub generation: u64,
+    /// Which simulated pserver.
+    pub pserver: u64,
+    /// When the claim or heartbeat was sent, and when its answer came.
+    pub invoked_ms: u64,
+    pub answered_ms: u64,
+    /// A claim's grant (not a heartbeat's confirmation).
+    pub granted: bool,
+}
+
 /// A write the cluster acknowledged, and when.
 #[derive(Clone, Debug)]
 pub struct AckedWrite {
@@ -64,6 +78,7 @@ struct HistoryState {
     open: std::collections::BTreeMap<(u64, u64), u64>,
     /// Calls whose outcome stayed unknown (info), with their invoke time.
     unknown: Vec<(u64, u64, u64)>,
+    slot_events: Vec<SlotEvent>,
 }
 
 impl History {
@@ -99,6 +114,16 @@ impl History {
     /// Remembers an acknowledged write for the checker.
     pub fn acked(&self, write: AckedWrite) {
         self.state().unchecked_acks.push(write);
+    }
+
+    /// Remembers what a pserver was told of its slot.
+    pub fn slot_event(&self, event: SlotEvent) {
+        self.state().slot_events.push(event);
+    }
+
+    /// Slot events not yet handed to the checker.
+    pub fn take_slot_events(&self) -> Vec<SlotEvent> {
+        std::mem::take(&mut self.state().slot_events)
     }
 
     /// Acknowledged writes not yet handed to the checker.

@@ -12,7 +12,8 @@
 //!   skewed, drifting clock.
 //! - `network`: openraft's `RaftNetworkFactory` over the simulated network; `master_link`:
 //!   the `MasterClient` dialer that calls a node's master service through it.
-//! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers. `nemesis`: faults.
+//! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers; `pserver`:
+//!   simulated pservers of the slot API. `nemesis`: faults.
 //!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
 //!   (fault phase, heal, liveness phase). `runner`: many seeds.
 //!
@@ -44,6 +45,7 @@ pub mod master_link;
 pub mod nemesis;
 pub mod network;
 pub mod observer;
+pub mod pserver;
 pub mod rng;
 pub mod runner;
 pub mod simulation;

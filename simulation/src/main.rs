@@ -28,6 +28,9 @@ struct Args {
     /// `leases-across-terms`.
     #[arg(long = "plant", value_name = "BUG", value_parser = clap::builder::PossibleValuesParser::new(simulation::config::PRODUCTION_BUGS))]
     plant: Vec<String>,
+    /// How long faults are injected in each schedule (simulated milliseconds).
+    #[arg(long, default_value_t = SimulationConfig::new(0).fault_phase_ms)]
+    fault_phase_ms: u64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,7 +41,9 @@ fn main() -> anyhow::Result<()> {
         production: Vec::leak(args.plant.into_iter().map(|bug| &*String::leak(bug)).collect()),
     };
     if let Some(seed) = args.seed {
-        let report = run(&SimulationConfig::new(seed).with_bugs(bugs))?;
+        let config =
+            SimulationConfig { fault_phase_ms: args.fault_phase_ms, ..SimulationConfig::new(seed) };
+        let report = run(&config.with_bugs(bugs))?;
         report.trace_tail.iter().for_each(|line| println!("{line}"));
         println!(
             "seed {seed}: trace hash {:016x}, {} events, {} simulated ms",
@@ -52,15 +57,18 @@ fn main() -> anyhow::Result<()> {
     }
     let mut start = args.start_seed;
     loop {
-        let summary = simulation::runner::sweep(start, args.seeds, bugs, |report| {
-            if let Some(violation) = &report.violation {
-                println!(
-                    "--seed {}: {violation} (replay: {})",
-                    report.seed,
-                    report.replay_command()
-                );
-            }
-        });
+        let template =
+            SimulationConfig { fault_phase_ms: args.fault_phase_ms, ..SimulationConfig::new(0) };
+        let summary =
+            simulation::runner::sweep(start, args.seeds, &template.with_bugs(bugs), |report| {
+                if let Some(violation) = &report.violation {
+                    println!(
+                        "--seed {}: {violation} (replay: {})",
+                        report.seed,
+                        report.replay_command()
+                    );
+                }
+            });
         for (seed, error) in &summary.harness_errors {
             println!("--seed {seed}: harness error: {error}");
         }

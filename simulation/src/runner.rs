@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use crate::config::{PlantedBugs, SimulationConfig};
+use crate::config::SimulationConfig;
 use crate::simulation::{run, SimulationReport};
 
 /// The result of a sweep.
@@ -29,17 +29,18 @@ impl SweepSummary {
     }
 }
 
-/// Runs seeds `start..start + count`, calling `on_failure` for each failing one as it is found.
+/// Runs seeds `start..start + count` of `template` (its seed replaced), calling `on_failure`
+/// for each failing one as it is found.
 pub fn sweep(
     start: u64,
     count: u64,
-    bugs: PlantedBugs,
+    template: &SimulationConfig,
     mut on_failure: impl FnMut(&SimulationReport),
 ) -> SweepSummary {
     let began = Instant::now();
     let mut summary = SweepSummary::default();
     for seed in start..start.saturating_add(count) {
-        let config = SimulationConfig::new(seed).with_bugs(bugs);
+        let config = SimulationConfig { seed, ..template.clone() };
         let result = run(&config);
         if let Ok(report) = &result {
             for (kind, count) in &report.tallies {

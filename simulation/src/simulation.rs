@@ -3,7 +3,6 @@
 //! every step, then heal and require every call to complete within a bound and the job to
 //! finish within a bounded simulated time.
 
-use std::path::Path;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -15,6 +14,7 @@ use crate::config::SimulationConfig;
 use crate::history::History;
 use crate::nemesis::Nemesis;
 use crate::network::SimNetwork;
+use crate::pserver::SimPServer;
 use crate::rng::SimRng;
 use crate::trace::Trace;
 
@@ -62,15 +62,16 @@ struct Run {
     trace: Trace,
     cluster: Cluster,
     history: History,
+    /// Trainers first, then pservers (which serve until the run ends).
     clients: Vec<JoinHandle<()>>,
     checkers: Checkers,
+    trainers: usize,
 }
 
 async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     let trace = Trace::new();
     let network = SimNetwork::new(SimRng::derive(config.seed, 2), trace.clone());
-    let dataset = tempfile::tempdir()?;
-    let dataset_path = write_dataset(dataset.path(), config.task_count)?;
+    let dataset_path = write_dataset(config.task_count)?;
     let cluster = Cluster::start(config, network.clone(), trace.clone()).await?;
     let history = History::new(trace.clone());
     let context = ClientContext { network, history: history.clone(), trace: trace.clone() };
@@ -79,13 +80,19 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     for index in 0..config.client_count {
         clients.push(tokio::spawn(SimTrainer::new(index, config, context.clone())?.run()));
     }
+    for index in 0..config.pserver_count {
+        clients.push(tokio::spawn(SimPServer::new(index, config, context.clone())?.run()));
+    }
+    let (trainer_lease_ms, pserver_lease_ms) =
+        (config.master.trainer_lease_ms, config.master.pserver_lease_ms);
     let mut run = Run {
         config: config.clone(),
         trace: trace.clone(),
         cluster,
         history,
         clients,
-        checkers: Checkers::default(),
+        checkers: Checkers::new(trainer_lease_ms, pserver_lease_ms),
+        trainers: config.client_count as usize,
     };
     let violation = run.phases().await?.err();
     if let Some(violation) = &violation {
@@ -106,16 +113,23 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     })
 }
 
-/// A RecordIO file of `tasks` one-record chunks: with one chunk per task, one task each.
-fn write_dataset(dir: &Path, tasks: u64) -> anyhow::Result<String> {
+/// A RecordIO file of `tasks` one-record chunks (with one chunk per task, one task each), at
+/// a path that depends only on `tasks`: the path is in the replicated dataset report, and a
+/// replayed seed must replicate the same bytes. Written to a temp file and renamed into
+/// place, so runs in parallel threads never see half a file.
+fn write_dataset(tasks: u64) -> anyhow::Result<String> {
     use storage::recordio::{Writer, WriterOptions};
+    let dir = std::env::temp_dir().join(format!("raftrain-simulation-{tasks}-tasks"));
+    std::fs::create_dir_all(&dir)?;
     let path = dir.join("simulated.recordio");
-    let file = std::fs::File::create(&path)?;
-    let mut writer = Writer::new(file, WriterOptions { max_chunk_bytes: 1, ..Default::default() });
+    let temp = tempfile::NamedTempFile::new_in(&dir)?;
+    let options = WriterOptions { max_chunk_bytes: 1, ..Default::default() };
+    let mut writer = Writer::new(temp.as_file(), options);
     for task in 0..tasks {
         writer.write_record(format!("record {task}").as_bytes())?;
     }
     writer.finish()?;
+    temp.persist(&path)?;
     Ok(path.display().to_string())
 }
 
@@ -218,12 +232,13 @@ impl Run {
             });
         }
         let now_ms = self.trace.now_ms();
-        Observation { nodes, applied, acked: self.history.take_acked(), now_ms }
+        let (acked, slot_events) = (self.history.take_acked(), self.history.take_slot_events());
+        Observation { nodes, applied, acked, slot_events, now_ms }
     }
 
     /// Every trainer saw `JobFinished`, and so does the leader's state.
     fn finished(&self) -> bool {
-        let clients_done = self.clients.iter().all(JoinHandle::is_finished);
+        let clients_done = self.clients[..self.trainers].iter().all(JoinHandle::is_finished);
         let leader_done =
             self.cluster.leader().is_some_and(|leader| leader.master_state().job_finished());
         clients_done && leader_done
@@ -232,7 +247,7 @@ impl Run {
     fn liveness_violation(&self) -> Violation {
         let leader = self.cluster.leader().map(|leader| leader.id);
         let unfinished: Vec<u64> = (0..)
-            .zip(&self.clients)
+            .zip(&self.clients[..self.trainers])
             .filter(|(_, client)| !client.is_finished())
             .map(|(index, _)| CLIENT_ID_BASE + index)
             .collect();

@@ -79,6 +79,9 @@ impl LeaderDuties {
 
     /// Forgets all leases: the next time this node leads, everyone starts with a fresh lease.
     fn step_down(&self) {
+        if crate::planted::active("leases-across-terms") {
+            return;
+        }
         lock(&self.trainers).clear();
         lock(&self.pservers).clear();
         *lock(&self.lease_term) = None;
@@ -87,7 +90,7 @@ impl LeaderDuties {
     /// Clears the tables if they were filled in another term than `term`.
     fn enter_term(&self, term: u64) {
         let mut lease_term = lock(&self.lease_term);
-        if *lease_term != Some(term) {
+        if *lease_term != Some(term) && !crate::planted::active("leases-across-terms") {
             lock(&self.trainers).clear();
             lock(&self.pservers).clear();
             lock(&self.progress).clear();
@@ -138,6 +141,8 @@ pub(crate) async fn run_duties(
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            // Polled in order, so a replayed simulation takes the same branch.
+            biased;
             _ = ticks.tick() => {}
             _ = stop.changed() => return,
         }

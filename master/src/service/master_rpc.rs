@@ -66,6 +66,9 @@ impl MasterRpc {
     /// leadership a quorum confirmed recently: a deposed leader that has not noticed yet must
     /// not tell a pserver it still holds a slot that the new leader gave away.
     async fn confirmed_leader(&self) -> Result<(), Status> {
+        if crate::planted::active("deposed-heartbeats") {
+            return self.require_leader();
+        }
         self.node.confirm_leadership().await.map(|_term| ()).map_err(write_error)
     }
 

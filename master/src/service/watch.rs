@@ -52,6 +52,7 @@ pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>) -> PServerStr
             }
             // Metrics change whenever an entry is applied or leadership moves.
             tokio::select! {
+                biased;
                 changed = metrics.changed() => if changed.is_err() { return },
                 () = sender.closed() => return,
             }

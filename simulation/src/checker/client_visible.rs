@@ -109,6 +109,13 @@ fn fact(command: &Command, response: &Response) -> Option<Fact> {
         (_, Response::TrainerRegistered { trainer }) => {
             Some(Fact::Registered { trainer: *trainer })
         }
+        (_, Response::SlotClaimed { index, generation, .. }) => {
+            Some(Fact::SlotGranted { index: *index, generation: *generation })
+        }
+        (Command::RecordCheckpoint { index, generation, meta }, Response::Accepted) => {
+            let (index, generation, step) = (*index, *generation, meta.step);
+            Some(Fact::CheckpointRecorded { index, generation, step })
+        }
         _ => None,
     }
 }

@@ -9,8 +9,10 @@ mod client_visible;
 mod election_safety;
 mod epoch_fencing;
 mod leader_completeness;
+mod lease_terms;
 mod log_matching;
 mod raft_core;
+mod slot_holders;
 mod state_machine_safety;
 mod task_queue;
 
@@ -20,13 +22,15 @@ use consensus::Metrics;
 use master::state::MasterState;
 use openraft::LogId;
 
-use crate::history::AckedWrite;
+use crate::history::{AckedWrite, SlotEvent};
 use crate::observer::AppliedEntry;
 
 pub use client_visible::ClientVisible;
 pub use election_safety::ElectionSafety;
 pub use epoch_fencing::EpochFencing;
 pub use leader_completeness::LeaderCompleteness;
+pub use lease_terms::LeaseTerms;
+pub use slot_holders::SlotHolders;
 pub use state_machine_safety::{CanonicalLog, StateMachineSafety};
 pub use task_queue::TaskQueueInvariants;
 
@@ -53,6 +57,8 @@ pub struct Observation {
     pub applied: Vec<(u64, AppliedEntry)>,
     /// Writes acknowledged to clients since the last step.
     pub acked: Vec<AckedWrite>,
+    /// What pservers were told of their slots since the last step.
+    pub slot_events: Vec<SlotEvent>,
     /// Simulated time of the observation.
     pub now_ms: u64,
 }
@@ -79,7 +85,6 @@ impl Violation {
 }
 
 /// Every checker with the memory it keeps between steps.
-#[derive(Default)]
 pub struct Checkers {
     election: ElectionSafety,
     state_machine: StateMachineSafety,
@@ -87,9 +92,25 @@ pub struct Checkers {
     task_queue: TaskQueueInvariants,
     client_visible: ClientVisible,
     epoch_fencing: EpochFencing,
+    lease_terms: LeaseTerms,
+    slot_holders: SlotHolders,
 }
 
 impl Checkers {
+    /// Checkers for masters with these trainer and pserver leases.
+    pub fn new(trainer_lease_ms: u64, pserver_lease_ms: u64) -> Self {
+        Self {
+            election: ElectionSafety::default(),
+            state_machine: StateMachineSafety::default(),
+            leader_completeness: LeaderCompleteness::default(),
+            task_queue: TaskQueueInvariants::default(),
+            client_visible: ClientVisible::default(),
+            epoch_fencing: EpochFencing::default(),
+            lease_terms: LeaseTerms::new(trainer_lease_ms, pserver_lease_ms),
+            slot_holders: SlotHolders::new(pserver_lease_ms),
+        }
+    }
+
     /// Runs every checker on one step's observation; the first violation found.
     pub fn check(&mut self, observation: &Observation) -> Result<(), Violation> {
         raft_core::check(&observation.nodes)?;
@@ -105,6 +126,8 @@ impl Checkers {
         self.task_queue.check(&observation.nodes)?;
         self.epoch_fencing.check(canonical)?;
         self.client_visible.check(&observation.acked, canonical, observation.now_ms)?;
+        self.lease_terms.check(&observation.nodes, canonical, observation.now_ms)?;
+        self.slot_holders.check(&observation.slot_events, canonical)?;
         Ok(())
     }
 }

@@ -1,0 +1,77 @@
+//! Leases start afresh in every term: leases are the leader's soft state, so a node that starts
+//! leading a term (even one that led before) must grant every holder a full lease before it
+//! judges anyone. No `TrainerLost` or `ReleasePServerSlot` decided in term T may take effect
+//! sooner than (nearly) a lease after T's leader was first seen. The margin covers clock
+//! drift and the checkers' step.
+
+use std::collections::BTreeMap;
+
+use master::state::{Command, Response};
+use openraft::ServerState;
+
+use super::{CanonicalLog, NodeView, Violation};
+
+/// Of a lease, the part that must pass in a term before anyone is declared lost in it.
+const LEASE_PART_PERCENT: u64 = 85;
+
+/// When each term's leader was first seen, and how far the canonical log was read.
+pub struct LeaseTerms {
+    trainer_lease_ms: u64,
+    pserver_lease_ms: u64,
+    term_seen_ms: BTreeMap<u64, u64>,
+    next_index: u64,
+}
+
+impl LeaseTerms {
+    pub fn new(trainer_lease_ms: u64, pserver_lease_ms: u64) -> Self {
+        Self { trainer_lease_ms, pserver_lease_ms, term_seen_ms: BTreeMap::new(), next_index: 0 }
+    }
+
+    pub fn check(
+        &mut self,
+        nodes: &[NodeView],
+        canonical: &CanonicalLog,
+        now_ms: u64,
+    ) -> Result<(), Violation> {
+        for node in nodes.iter().filter(|node| node.metrics.state == ServerState::Leader) {
+            self.term_seen_ms.entry(node.metrics.current_term).or_insert(now_ms);
+        }
+        while let Some(entry) = canonical.entries.get(&self.next_index) {
+            for command in entry.commands.iter().filter(|command| !command.replay) {
+                let (Some(request), Some(response)) = (&command.request, &command.response) else {
+                    continue;
+                };
+                let (Some(term), Some(lease_ms)) = (request.term, self.lease_ms(&request.command))
+                else {
+                    continue;
+                };
+                if matches!(response, Response::WrongTerm { .. }) {
+                    continue;
+                }
+                let Some(seen_ms) = self.term_seen_ms.get(&term) else { continue };
+                let waited_ms = now_ms.saturating_sub(*seen_ms);
+                if waited_ms * 100 < lease_ms * LEASE_PART_PERCENT {
+                    return Err(Violation::new(
+                        "lease terms",
+                        format!(
+                            "entry {} applied {:?}, decided in term {term} only {waited_ms} ms \
+                             after its leader was first seen: a lease is {lease_ms} ms",
+                            entry.log_id, request.command
+                        ),
+                    ));
+                }
+            }
+            self.next_index += 1;
+        }
+        Ok(())
+    }
+
+    /// The lease a leader decision ends, if it ends one.
+    fn lease_ms(&self, command: &Command) -> Option<u64> {
+        match command {
+            Command::TrainerLost { .. } => Some(self.trainer_lease_ms),
+            Command::ReleasePServerSlot { .. } => Some(self.pserver_lease_ms),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Pserver slots have one holder at a time, as the master tells it.
+//! - A pserver may serve slot i under generation g from the moment it sent a heartbeat (or
+//!   claim) the master answered "held" until most of a lease later. No generation of slot i
+//!   may be granted to another pserver inside such a window (a pserver that restarts claims
+//!   its slot again at once, under a new generation), and no older generation may be
+//!   confirmed after a newer one was granted.
+//! - No checkpoint is recorded under a generation that does not hold its slot (read from the
+//!   applied log in order).
+
+use std::collections::BTreeMap;
+
+use master::state::{Command, Response};
+
+use super::{CanonicalLog, Violation};
+use crate::history::SlotEvent;
+
+/// Of a lease, the part a confirmed holder may serve for after sending its heartbeat.
+const SERVE_PART_PERCENT: u64 = 85;
+
+/// Per slot, the newest generation granted and the confirmed serving windows.
+pub struct SlotHolders {
+    lease_ms: u64,
+    /// Per slot and generation: serving until when, and by which pserver.
+    serving: BTreeMap<u32, BTreeMap<u64, (u64, u64)>>,
+    /// Per slot: the newest generation a client was told it was granted, and when.
+    granted: BTreeMap<u32, (u64, u64)>,
+    /// Per slot, the generation that holds it in the applied log.
+    holder: BTreeMap<u32, u64>,
+    next_index: u64,
+}
+
+impl SlotHolders {
+    pub fn new(lease_ms: u64) -> Self {
+        let (serving, granted, holder) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        Self { lease_ms, serving, granted, holder, next_index: 0 }
+    }
+
+    pub fn check(
+        &mut self,
+        events: &[SlotEvent],
+        canonical: &CanonicalLog,
+    ) -> Result<(), Violation> {
+        for event in events {
+            self.event(event)?;
+        }
+        self.read_log(canonical)
+    }
+
+    fn event(&mut self, event: &SlotEvent) -> Result<(), Violation> {
+        let serve_ms = self.lease_ms * SERVE_PART_PERCENT / 100;
+        let violation = |detail: String| Err(Violation::new("slot holders", detail));
+        let SlotEvent { index, generation, pserver, invoked_ms, answered_ms, granted } = *event;
+        if granted {
+            let windows = self.serving.entry(index).or_default();
+            let overlapping = windows.iter().find(|(other, (until, holder))| {
+                **other != generation && *holder != pserver && *until > answered_ms
+            });
+            if let Some((other, (until, holder))) = overlapping {
+                return violation(format!(
+                    "slot {index} was granted to pserver {pserver} as generation {generation} \
+                     at {answered_ms} ms while pserver {holder} may serve it as generation \
+                     {other} until {until} ms"
+                ));
+            }
+            let newest = self.granted.get(&index).map_or(0, |(newest, _)| *newest);
+            self.granted.insert(index, (generation.max(newest), answered_ms));
+        } else if let Some((newest, at_ms)) = self.granted.get(&index) {
+            if *newest > generation && invoked_ms > *at_ms {
+                return violation(format!(
+                    "slot {index} generation {generation} was confirmed for a heartbeat sent at \
+                     {invoked_ms} ms, after generation {newest} was granted at {at_ms} ms"
+                ));
+            }
+        }
+        let until = invoked_ms + serve_ms;
+        let windows = self.serving.entry(index).or_default();
+        let window = windows.entry(generation).or_insert((until, pserver));
+        window.0 = window.0.max(until);
+        Ok(())
+    }
+
+    fn read_log(&mut self, canonical: &CanonicalLog) -> Result<(), Violation> {
+        while let Some(entry) = canonical.entries.get(&self.next_index) {
+            for command in entry.commands.iter().filter(|command| !command.replay) {
+                let (Some(request), Some(response)) = (&command.request, &command.response) else {
+                    continue;
+                };
+                if let Response::SlotClaimed { index, generation, .. } = response {
+                    self.holder.insert(*index, *generation);
+                }
+                let Command::RecordCheckpoint { index, generation, .. } = &request.command else {
+                    continue;
+                };
+                let holder = self.holder.get(index).copied();
+                if *response == Response::Accepted && holder != Some(*generation) {
+                    return Err(Violation::new(
+                        "slot holders",
+                        format!(
+                            "entry {} recorded a checkpoint of slot {index} under generation \
+                             {generation}, but generation {holder:?} holds it",
+                            entry.log_id
+                        ),
+                    ));
+                }
+            }
+            self.next_index += 1;
+        }
+        Ok(())
+    }
+}
