@@ -16,12 +16,13 @@ use std::time::Duration;
 
 use openraft::error::{ClientWriteError, Fatal, ForwardToLeader, RaftError};
 use openraft::raft::ClientWriteResult;
-use openraft::{BasicNode, ServerState};
+use openraft::BasicNode;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
 use crate::batch_pace::BatchPace;
 use crate::cluster_info::ClusterInfo;
+use crate::leadership_ends::LeadershipEnds;
 use crate::{Commands, Raft, TypeConfig, WriteError};
 
 /// Writes waiting for a batch; a full queue makes writers wait.
@@ -79,6 +80,7 @@ struct Limits {
 }
 
 async fn run(raft: Raft, mut receiver: mpsc::Receiver<Pending>, limits: Limits) {
+    let leadership = LeadershipEnds::start(raft.metrics());
     let in_flight = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT_MAX));
     let pace = Arc::new(Mutex::new(BatchPace::default()));
     let mut carried: Option<Pending> = None;
@@ -103,13 +105,14 @@ async fn run(raft: Raft, mut receiver: mpsc::Receiver<Pending>, limits: Limits) 
         let (commands, replies) = batch.split();
         // Read before proposing: if the node leads now, the entry can only be proposed in this
         // term or later, and a later term means this leadership ended anyway.
-        let leading_term = leading_term(&raft);
+        let leading_term = leadership.leading();
         let answer = raft.client_write_ff(Commands(commands)).await;
-        let raft = raft.clone();
+        let (raft, leadership) = (raft.clone(), leadership.clone());
         let pace = Arc::clone(&pace);
         tokio::spawn(async move {
             let answered = replies.len();
-            let outcome = settle(&raft, answer, leading_term, limits.write_timeout_ms).await;
+            let ended = leadership.ended(leading_term);
+            let outcome = settle(&raft, answer, ended, limits.write_timeout_ms).await;
             deliver(outcome, replies);
             *pace.lock().expect("the pace lock is never poisoned") =
                 BatchPace::new(answered, started.elapsed());
@@ -173,11 +176,12 @@ impl Gathered {
 }
 
 /// The answer to one proposed entry: openraft's, or `ForwardToLeader` once the node no longer
-/// leads in `leading_term` (openraft may never answer: see the module comment), or a timeout.
+/// leads in the term it was proposed in (`leadership_ended`; openraft may never answer: see the
+/// module comment), or a timeout.
 async fn settle(
     raft: &Raft,
     submitted: Result<oneshot::Receiver<ClientWriteResult<TypeConfig>>, Fatal<u64>>,
-    leading_term: Option<u64>,
+    leadership_ended: impl std::future::Future<Output = ()>,
     write_timeout_ms: u64,
 ) -> Result<Vec<Vec<u8>>, WriteError> {
     let timeout = Duration::from_millis(write_timeout_ms);
@@ -194,7 +198,7 @@ async fn settle(
             Ok(written) => Ok(written.data.0),
             Err(error) => Err(write_error(raft, error)),
         },
-        () = leadership_ended(raft, leading_term) => {
+        () = leadership_ended => {
             let leader_id = raft.metrics().borrow().current_leader;
             Err(forward_to_leader(raft, ForwardToLeader { leader_id, leader_node: None }))
         }
@@ -215,31 +219,6 @@ async fn answer(
             Err(_) => Err(RaftError::Fatal(Fatal::Stopped)),
         },
         Err(fatal) => Err(RaftError::Fatal(fatal)),
-    }
-}
-
-/// The term this node leads in, if it leads.
-fn leading_term(raft: &Raft) -> Option<u64> {
-    let metrics = raft.metrics();
-    let metrics = metrics.borrow();
-    (metrics.state == ServerState::Leader).then_some(metrics.current_term)
-}
-
-/// Completes once this node no longer leads in `leading_term`: it stepped down, or moved to
-/// another term (a follower's log can then be replaced by a snapshot). Never completes for an
-/// entry proposed while not leading (openraft answers those at once) or once Raft has stopped
-/// (then openraft's answer is `Stopped`).
-async fn leadership_ended(raft: &Raft, leading_term: Option<u64>) {
-    let Some(term) = leading_term else {
-        return std::future::pending().await;
-    };
-    let mut metrics = raft.metrics();
-    let stopped = metrics
-        .wait_for(|metrics| metrics.state != ServerState::Leader || metrics.current_term != term)
-        .await
-        .is_err();
-    if stopped {
-        std::future::pending::<()>().await;
     }
 }
 

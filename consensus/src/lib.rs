@@ -46,6 +46,7 @@ mod kv_load;
 pub mod kv_service;
 pub mod kv_stream;
 mod leadership;
+mod leadership_ends;
 pub mod log_store;
 mod log_store_closed;
 pub mod metrics_http;

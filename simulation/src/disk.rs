@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use consensus::log_store::BootstrapRecord;
 use consensus::Entry;
 use openraft::{BasicNode, LogId, SnapshotMeta, Vote};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::observer::payload_hash;
 
@@ -91,16 +91,10 @@ impl Default for DiskFaults {
 const SNAPSHOT_FILES_KEPT: usize = 2;
 
 /// The disk of one node, shared by its successive incarnations. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct SimDisk {
     inner: Arc<Mutex<DiskState>>,
-    faults: watch::Sender<DiskFaults>,
-}
-
-impl Default for SimDisk {
-    fn default() -> Self {
-        Self { inner: Arc::default(), faults: watch::Sender::new(DiskFaults::default()) }
-    }
+    faults: Arc<(Mutex<DiskFaults>, Notify)>,
 }
 
 #[derive(Default)]
@@ -129,17 +123,23 @@ impl SimDisk {
 
     /// Sets how the disk misbehaves.
     pub fn set_faults(&self, faults: DiskFaults) {
-        self.faults.send_replace(faults);
+        *self.faults.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = faults;
+        self.faults.1.notify_waiters();
     }
 
     /// Waits until the disk is not stalled; the factor a write's time is multiplied by.
+    /// (Woken through a `Notify`, in the order the waits began, so a seed replays.)
     pub async fn usable(&self) -> u64 {
-        let mut faults = self.faults.subscribe();
-        let factor = match faults.wait_for(|faults| !faults.stalled).await {
-            Ok(faults) => faults.slow_factor.max(1),
-            Err(_closed) => 1,
-        };
-        factor
+        loop {
+            let changed = self.faults.1.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let faults = *self.faults.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if !faults.stalled {
+                return faults.slow_factor.max(1);
+            }
+            changed.await;
+        }
     }
 
     /// The generation a newly started process works in.

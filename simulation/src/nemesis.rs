@@ -48,7 +48,12 @@ impl Nemesis {
         self.crash_mid_snapshot(cluster);
         let running: Vec<u64> = cluster.running().iter().map(|node| node.id).collect();
         let crashed = cluster.crashed();
-        let pick = |rng: &mut SimRng, ids: &[u64]| ids[rng.index(ids.len())];
+        let leader = cluster.leader().map(|leader| leader.id);
+        // Half the faults aimed at a running node hit the leader, whose faults matter most.
+        let pick = |rng: &mut SimRng, ids: &[u64]| match leader {
+            Some(leader) if ids.contains(&leader) && rng.percent(50) => leader,
+            _ => ids[rng.index(ids.len())],
+        };
         match self.rng.range(0, 100) {
             0..=39 => {}
             40..=47 if !running.is_empty() => cluster.crash(pick(&mut self.rng, &running)),

@@ -19,7 +19,7 @@ use openraft::raft::{
 };
 use openraft::{AnyError, BasicNode};
 use proto::master::master_service_server::MasterServiceServer;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::rng::SimRng;
 use crate::trace::Trace;
@@ -51,8 +51,21 @@ const SLOW_DELAY_MS: (u64, u64) = (40, 400);
 #[derive(Clone)]
 pub struct SimNetwork {
     inner: Arc<Mutex<NetworkState>>,
-    paused: watch::Sender<BTreeSet<u64>>,
+    paused: Arc<Paused>,
     pub(crate) trace: Trace,
+}
+
+/// Paused nodes, and the wake-up of everything waiting for one to resume.
+#[derive(Default)]
+struct Paused {
+    nodes: Mutex<BTreeSet<u64>>,
+    resumed: Notify,
+}
+
+impl Paused {
+    fn nodes(&self) -> MutexGuard<'_, BTreeSet<u64>> {
+        self.nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// A running node as the network reaches it.
@@ -95,11 +108,7 @@ impl SimNetwork {
             rng,
             next_message: 0,
         };
-        Self {
-            inner: Arc::new(Mutex::new(state)),
-            paused: watch::Sender::new(BTreeSet::new()),
-            trace,
-        }
+        Self { inner: Arc::new(Mutex::new(state)), paused: Arc::default(), trace }
     }
 
     fn state(&self) -> MutexGuard<'_, NetworkState> {
@@ -118,27 +127,32 @@ impl SimNetwork {
 
     /// Node `id` stops: whatever it sends or is sent waits until [`SimNetwork::resume`].
     pub fn pause(&self, id: u64) {
-        self.paused.send_modify(|paused| {
-            paused.insert(id);
-        });
+        self.paused.nodes().insert(id);
     }
 
     pub fn resume(&self, id: u64) {
-        self.paused.send_modify(|paused| {
-            paused.remove(&id);
-        });
+        self.paused.nodes().remove(&id);
+        self.paused.resumed.notify_waiters();
     }
 
     /// Paused nodes.
     pub fn paused(&self) -> BTreeSet<u64> {
-        self.paused.borrow().clone()
+        self.paused.nodes().clone()
     }
 
-    /// Returns once neither node is paused.
+    /// Returns once neither node is paused. (A `Notify` wakes its waiters in the order they
+    /// began waiting; a tokio `watch` would wake them in a random order.)
     pub async fn wait_running(&self, first: u64, second: u64) {
-        let mut paused = self.paused.subscribe();
-        let _ =
-            paused.wait_for(|paused| !paused.contains(&first) && !paused.contains(&second)).await;
+        loop {
+            let resumed = self.paused.resumed.notified();
+            tokio::pin!(resumed);
+            resumed.as_mut().enable();
+            let paused = self.paused();
+            if !paused.contains(&first) && !paused.contains(&second) {
+                return;
+            }
+            resumed.await;
+        }
     }
 
     /// Node `id` crashed: nothing reaches it or leaves it any more.
@@ -167,7 +181,8 @@ impl SimNetwork {
         let mut state = self.state();
         state.blocked.clear();
         state.faults = LinkFaults::NONE;
-        self.paused.send_replace(BTreeSet::new());
+        self.paused.nodes().clear();
+        self.paused.resumed.notify_waiters();
     }
 
     /// The network factory of node `id` in incarnation `incarnation`.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::time::Instant;
 
 /// How many of the latest lines are kept to print when a run fails.
-const TAIL_LINES_MAX: usize = 80;
+const TAIL_LINES_MAX: usize = 200;
 
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
