@@ -11,6 +11,11 @@ pub struct PlantedBugs {
     pub production: &'static [&'static str],
 }
 
+/// A seed's fault phase: how long, and how often the fault injector acts. A third of the seeds
+/// are storms (a fault drawn every 100 ms), the others calmer and longer, so that a fault can
+/// last long enough to play out (a leader isolated while the others take its pservers' slots).
+const FAULT_PHASES: [(u64, u64); 3] = [(3_000, 100), (5_000, 300), (8_000, 600)];
+
 /// The production code's planted bugs the simulation can switch on.
 pub const PRODUCTION_BUGS: &[&str] = &[
     "jammed-batcher",
@@ -66,12 +71,15 @@ pub struct SimulationConfig {
     /// After the heal, every client call must complete within this.
     pub healed_call_ms_max: u64,
     pub bugs: PlantedBugs,
+    /// Trace every applied command and its answer (to read a failing seed).
+    pub verbose: bool,
 }
 
 impl SimulationConfig {
     /// The configuration the tests and the runner use: small enough that hundreds of seeds run
     /// in a couple of minutes in a debug build.
     pub fn new(seed: u64) -> Self {
+        let tempo = (crate::rng::SimRng::derive(seed, 4).next_u64() % 3) as usize;
         Self {
             seed,
             node_count: 3,
@@ -80,8 +88,8 @@ impl SimulationConfig {
             pserver_slots: 2,
             task_count: 20,
             passes: 2,
-            fault_phase_ms: 3_000,
-            fault_interval_ms: 100,
+            fault_phase_ms: FAULT_PHASES[tempo].0,
+            fault_interval_ms: FAULT_PHASES[tempo].1,
             liveness_ms_max: 30_000,
             step_ms: 10,
             flush_delay_ms: (1, 20),
@@ -90,14 +98,15 @@ impl SimulationConfig {
                 snapshot_logs_since_last: 10,
                 snapshot_logs_kept: 2,
                 task_timeout_min_ms: 300,
-                trainer_lease_ms: 1_500,
-                pserver_lease_ms: 1_500,
+                trainer_lease_ms: 1_000,
+                pserver_lease_ms: 1_000,
                 write_timeout_ms: 1_000,
             },
             client_rpc_timeout_ms: 500,
             client_call_deadline_ms: 5_000,
             healed_call_ms_max: 5_000,
             bugs: PlantedBugs::default(),
+            verbose: false,
         }
     }
 

@@ -28,9 +28,13 @@ struct Args {
     /// `leases-across-terms`.
     #[arg(long = "plant", value_name = "BUG", value_parser = clap::builder::PossibleValuesParser::new(simulation::config::PRODUCTION_BUGS))]
     plant: Vec<String>,
+    /// With --seed: trace every applied command and its answer.
+    #[arg(long)]
+    verbose: bool,
     /// How long faults are injected in each schedule (simulated milliseconds).
-    #[arg(long, default_value_t = SimulationConfig::new(0).fault_phase_ms)]
-    fault_phase_ms: u64,
+    /// (Default: drawn per seed.)
+    #[arg(long)]
+    fault_phase_ms: Option<u64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -41,8 +45,12 @@ fn main() -> anyhow::Result<()> {
         production: Vec::leak(args.plant.into_iter().map(|bug| &*String::leak(bug)).collect()),
     };
     if let Some(seed) = args.seed {
-        let config =
-            SimulationConfig { fault_phase_ms: args.fault_phase_ms, ..SimulationConfig::new(seed) };
+        let default = SimulationConfig::new(seed);
+        let config = SimulationConfig {
+            fault_phase_ms: args.fault_phase_ms.unwrap_or(default.fault_phase_ms),
+            verbose: args.verbose,
+            ..default
+        };
         let report = run(&config.with_bugs(bugs))?;
         report.trace_tail.iter().for_each(|line| println!("{line}"));
         println!(
@@ -57,18 +65,19 @@ fn main() -> anyhow::Result<()> {
     }
     let mut start = args.start_seed;
     loop {
-        let template =
-            SimulationConfig { fault_phase_ms: args.fault_phase_ms, ..SimulationConfig::new(0) };
-        let summary =
-            simulation::runner::sweep(start, args.seeds, &template.with_bugs(bugs), |report| {
-                if let Some(violation) = &report.violation {
-                    println!(
-                        "--seed {}: {violation} (replay: {})",
-                        report.seed,
-                        report.replay_command()
-                    );
-                }
-            });
+        let configure = |config: SimulationConfig| SimulationConfig {
+            fault_phase_ms: args.fault_phase_ms.unwrap_or(config.fault_phase_ms),
+            ..config.with_bugs(bugs)
+        };
+        let summary = simulation::runner::sweep(start, args.seeds, configure, |report| {
+            if let Some(violation) = &report.violation {
+                println!(
+                    "--seed {}: {violation} (replay: {})",
+                    report.seed,
+                    report.replay_command()
+                );
+            }
+        });
         for (seed, error) in &summary.harness_errors {
             println!("--seed {seed}: harness error: {error}");
         }

@@ -29,18 +29,18 @@ impl SweepSummary {
     }
 }
 
-/// Runs seeds `start..start + count` of `template` (its seed replaced), calling `on_failure`
-/// for each failing one as it is found.
+/// Runs seeds `start..start + count`, each seed's configuration passed through `configure`,
+/// calling `on_failure` for each failing one as it is found.
 pub fn sweep(
     start: u64,
     count: u64,
-    template: &SimulationConfig,
+    configure: impl Fn(SimulationConfig) -> SimulationConfig,
     mut on_failure: impl FnMut(&SimulationReport),
 ) -> SweepSummary {
     let began = Instant::now();
     let mut summary = SweepSummary::default();
     for seed in start..start.saturating_add(count) {
-        let config = SimulationConfig { seed, ..template.clone() };
+        let config = configure(SimulationConfig::new(seed));
         let result = run(&config);
         if let Ok(report) = &result {
             for (kind, count) in &report.tallies {

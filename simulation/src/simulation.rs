@@ -218,6 +218,13 @@ impl Run {
             for entry in node.observer.take_applied() {
                 let (id, log_id, hash) = (node.id, entry.log_id, entry.payload_hash);
                 self.trace.record(format!("node {id} applied {log_id} hash {hash:016x}"));
+                if self.config.verbose {
+                    for command in &entry.commands {
+                        let request = master::state::decode_request(&command.request);
+                        let response = master::state::decode_response(&command.response);
+                        self.trace.record(format!("  {request:?} -> {response:?}"));
+                    }
+                }
                 applied.push((node.id, entry));
             }
             nodes.push(NodeView {

@@ -73,8 +73,15 @@ impl LeaderDuties {
         lock(&self.progress).get(&trainer).copied()
     }
 
-    pub(crate) fn pserver_alive(&self, index: u32) {
+    /// A pserver claimed slot `index`: a fresh lease.
+    pub(crate) fn pserver_granted(&self, index: u32) {
         lock(&self.pservers).grant(index, self.clock.now());
+    }
+
+    /// Slot `index`'s holder heartbeated: renews its lease, unless the lease already ran out
+    /// here (then the slot's release may already be proposed, and the holder must stop).
+    pub(crate) fn pserver_alive(&self, index: u32) -> bool {
+        lock(&self.pservers).renew(index, self.clock.now())
     }
 
     /// Forgets all leases: the next time this node leads, everyone starts with a fresh lease.
@@ -206,7 +213,7 @@ mod tests {
         let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
         duties.enter_term(3);
         duties.trainer_alive(7);
-        duties.pserver_alive(0);
+        duties.pserver_granted(0);
         duties.enter_term(3);
         let later = Instant::now() + Duration::from_secs(2);
         assert_eq!(lock(&duties.trainers).expired(later), vec![7], "same term: kept");

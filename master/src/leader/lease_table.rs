@@ -32,14 +32,25 @@ impl<K: Ord + Copy> LeaseTable<K> {
         self.expires_at.clear();
     }
 
-    /// Grants or renews a holder's lease (callers check that the state knows the holder).
     /// When `key`'s lease was last granted or renewed, if it holds one.
     pub(crate) fn granted_at(&self, key: K) -> Option<Instant> {
         self.expires_at.get(&key).map(|expires| *expires - self.lease)
     }
 
+    /// Grants or renews a holder's lease (callers check that the state knows the holder).
     pub(crate) fn grant(&mut self, key: K, now: Instant) {
         self.expires_at.insert(key, now + self.lease);
+    }
+
+    /// Renews `key`'s lease unless it already ran out (its release may be on its way through
+    /// the log: confirming the holder now would let it serve after the release). A holder the
+    /// table does not know yet gets a fresh lease. Whether it was renewed.
+    pub(crate) fn renew(&mut self, key: K, now: Instant) -> bool {
+        if self.expires_at.get(&key).is_some_and(|expires_at| *expires_at <= now) {
+            return false;
+        }
+        self.grant(key, now);
+        true
     }
 
     /// Holders whose lease ran out by `now`, in key order.
@@ -72,5 +83,9 @@ mod tests {
         table.clear();
         table.sync([2, 3, 4], start + 3 * second);
         assert!(table.expired(start + 4 * second).is_empty(), "a new leader grants fresh leases");
+        assert!(table.renew(2, start + 4 * second), "a live lease is renewed");
+        assert!(!table.renew(3, start + 5 * second), "a lease that ran out is not renewed");
+        assert_eq!(table.expired(start + 5 * second), vec![3, 4]);
+        assert!(table.renew(9, start + 5 * second), "a holder not known yet gets a lease");
     }
 }

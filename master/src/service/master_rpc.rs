@@ -72,6 +72,16 @@ impl MasterRpc {
         self.node.confirm_leadership().await.map(|_term| ()).map_err(write_error)
     }
 
+    /// Slot ownership is confirmed only by a leader a quorum confirmed that has applied
+    /// everything committed before the call: a new leader that has not applied a release yet
+    /// must not confirm the slot's previous holder.
+    async fn current_leader(&self) -> Result<(), Status> {
+        if crate::planted::active("deposed-heartbeats") {
+            return self.require_leader();
+        }
+        self.linearizable().await
+    }
+
     async fn linearizable(&self) -> Result<(), Status> {
         self.node.ensure_linearizable().await.map_err(write_error)
     }
@@ -238,7 +248,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let command = Command::ClaimPServerSlot { addr: request.addr, desired: request.desired };
         let reply = match self.propose(Some(client), command).await? {
             Response::SlotClaimed { index, generation, checkpoint } => {
-                self.duties.pserver_alive(index);
+                self.duties.pserver_granted(index);
                 let checkpoint = checkpoint.as_ref().map(checkpoint_to_proto);
                 pb::ClaimPServerSlotReply { granted: true, index, lease_ms, checkpoint, generation }
             }
@@ -260,11 +270,11 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::PServerHeartbeatReply> {
         let request = request.into_inner();
         let generation = generation(request.generation)?;
-        self.confirmed_leader().await?;
-        let holds_slot = self.node.read(|state| state.slot_held(request.index, generation));
-        if holds_slot {
-            self.duties.pserver_alive(request.index);
-        }
+        self.current_leader().await?;
+        let held = self.node.read(|state| state.slot_held(request.index, generation));
+        // The lease is checked after the state: a slot whose lease ran out is not confirmed,
+        // even while its release is still on its way through the log.
+        let holds_slot = held && self.duties.pserver_alive(request.index);
         Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot }))
     }
 

@@ -1,13 +1,12 @@
 //! Many seeds, each a whole schedule of faults and a liveness phase, must find no violation.
 
 use simulation::runner::sweep;
-use simulation::SimulationConfig;
 
 /// Seeds per test function; four functions let the test harness use every core.
 const SEEDS_PER_TEST: u64 = 50;
 
 fn check_seeds(start: u64) {
-    let summary = sweep(start, SEEDS_PER_TEST, &SimulationConfig::new(0), |_| {});
+    let summary = sweep(start, SEEDS_PER_TEST, |config| config, |_| {});
     let mut failures: Vec<String> = summary
         .failures
         .iter()
