@@ -80,10 +80,17 @@ impl SimPServer {
         };
         let lease = self.context.call(self.id, &mut self.seq, what, call, fact).await.ok()??;
         self.told(&lease, invoked_ms, true);
-        Some(lease)
+        // A grant that took most of a lease to arrive may already have been given away.
+        let late = self.context.trace.now_ms() - invoked_ms > self.fence_ms();
+        (!late).then_some(lease)
     }
 
     /// Serves `lease` until the slot is lost, a crash, or self-fencing.
+    /// A pserver serves for this long after sending a heartbeat the master confirmed.
+    fn fence_ms(&self) -> u64 {
+        self.lease_ms * SELF_FENCE_PERCENT / 100
+    }
+
     async fn serve(&mut self, lease: SlotLease) {
         let mut confirmed_ms = self.context.trace.now_ms();
         for beat in 1.. {
@@ -100,9 +107,7 @@ impl SimPServer {
                     confirmed_ms = invoked_ms;
                 }
                 Some(false) => return,
-                None if self.context.trace.now_ms() - confirmed_ms
-                    > self.lease_ms * SELF_FENCE_PERCENT / 100 =>
-                {
+                None if self.context.trace.now_ms() - confirmed_ms > self.fence_ms() => {
                     self.context.trace.record(format!("pserver {} stops serving", self.id));
                     return;
                 }

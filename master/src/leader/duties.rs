@@ -16,7 +16,9 @@ pub(crate) struct LeaderDuties {
     trainer_lease: Duration,
     pserver_lease: Duration,
     trainers: Mutex<LeaseTable<u64>>,
-    pservers: Mutex<LeaseTable<u32>>,
+    /// Keyed by (slot, generation): a new holder of a slot never inherits the lease (expired,
+    /// perhaps) of the one before it, even between its claim and the next tick.
+    pservers: Mutex<LeaseTable<(u32, u64)>>,
     /// The term the lease tables were filled in. Leases are soft state of one leadership:
     /// when the term changes (even if this node leads again, and even between two ticks),
     /// everyone gets a fresh lease before anyone is judged.
@@ -74,14 +76,14 @@ impl LeaderDuties {
     }
 
     /// A pserver claimed slot `index`: a fresh lease.
-    pub(crate) fn pserver_granted(&self, index: u32) {
-        lock(&self.pservers).grant(index, self.clock.now());
+    pub(crate) fn pserver_granted(&self, index: u32, generation: u64) {
+        lock(&self.pservers).grant((index, generation), self.clock.now());
     }
 
-    /// Slot `index`'s holder heartbeated: renews its lease, unless the lease already ran out
+    /// Slot `index`'s holder under `generation` heartbeated: renews its lease, unless the lease already ran out
     /// here (then the slot's release may already be proposed, and the holder must stop).
-    pub(crate) fn pserver_alive(&self, index: u32) -> bool {
-        lock(&self.pservers).renew(index, self.clock.now())
+    pub(crate) fn pserver_alive(&self, index: u32, generation: u64) -> bool {
+        lock(&self.pservers).renew((index, generation), self.clock.now())
     }
 
     /// Forgets all leases: the next time this node leads, everyone starts with a fresh lease.
@@ -124,10 +126,11 @@ impl LeaderDuties {
         }
         let dead = {
             let mut table = lock(&self.pservers);
-            table.sync(slots.iter().map(|(index, _)| *index), now);
+            table.sync(slots.iter().map(|(index, holder)| (*index, holder.generation)), now);
             table.expired(now)
         };
-        for (index, holder) in slots.into_iter().filter(|(index, _)| dead.contains(index)) {
+        let is_dead = |index: &u32, generation: u64| dead.contains(&(*index, generation));
+        for (index, holder) in slots.into_iter().filter(|(index, h)| is_dead(index, h.generation)) {
             let (addr, generation) = (holder.addr, holder.generation);
             tracing::warn!(slot = index, %addr, generation, term, "pserver missed its lease; freeing its slot");
             decide(proposer, term, Command::ReleasePServerSlot { index, generation }).await;
@@ -213,7 +216,7 @@ mod tests {
         let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
         duties.enter_term(3);
         duties.trainer_alive(7);
-        duties.pserver_granted(0);
+        duties.pserver_granted(0, 1);
         duties.enter_term(3);
         let later = Instant::now() + Duration::from_secs(2);
         assert_eq!(lock(&duties.trainers).expired(later), vec![7], "same term: kept");

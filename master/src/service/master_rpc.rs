@@ -248,7 +248,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let command = Command::ClaimPServerSlot { addr: request.addr, desired: request.desired };
         let reply = match self.propose(Some(client), command).await? {
             Response::SlotClaimed { index, generation, checkpoint } => {
-                self.duties.pserver_granted(index);
+                self.duties.pserver_granted(index, generation);
                 let checkpoint = checkpoint.as_ref().map(checkpoint_to_proto);
                 pb::ClaimPServerSlotReply { granted: true, index, lease_ms, checkpoint, generation }
             }
@@ -274,7 +274,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let held = self.node.read(|state| state.slot_held(request.index, generation));
         // The lease is checked after the state: a slot whose lease ran out is not confirmed,
         // even while its release is still on its way through the log.
-        let holds_slot = held && self.duties.pserver_alive(request.index);
+        let holds_slot = held && self.duties.pserver_alive(request.index, generation);
         Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot }))
     }
 

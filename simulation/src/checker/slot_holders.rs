@@ -1,6 +1,7 @@
 //! Pserver slots have one holder at a time, as the master tells it.
 //! - A pserver may serve slot i under generation g from the moment it sent a heartbeat (or
-//!   claim) the master answered "held" until most of a lease later. No generation of slot i
+//!   claim) the master answered "held" until most of a lease later (an answer that comes later
+//!   than that is not acted on). No generation of slot i
 //!   may be granted to another pserver inside such a window (a pserver that restarts claims
 //!   its slot again at once, under a new generation), and no older generation may be
 //!   confirmed after a newer one was granted.
@@ -50,6 +51,11 @@ impl SlotHolders {
         let serve_ms = self.lease_ms * SERVE_PART_PERCENT / 100;
         let violation = |detail: String| Err(Violation::new("slot holders", detail));
         let SlotEvent { index, generation, pserver, invoked_ms, answered_ms, granted } = *event;
+        if answered_ms >= invoked_ms + serve_ms {
+            // Answered too late to serve on: the pserver does not (and `serve` below would
+            // hold an empty window).
+            return Ok(());
+        }
         if granted {
             let windows = self.serving.entry(index).or_default();
             let overlapping = windows.iter().find(|(other, (until, holder))| {
