@@ -73,6 +73,8 @@ pub struct SimulationConfig {
     pub bugs: PlantedBugs,
     /// Trace every applied command and its answer (to read a failing seed).
     pub verbose: bool,
+    /// How many of the trace's last lines a report keeps.
+    pub trace_lines: usize,
 }
 
 impl SimulationConfig {
@@ -107,6 +109,7 @@ impl SimulationConfig {
             healed_call_ms_max: 5_000,
             bugs: PlantedBugs::default(),
             verbose: false,
+            trace_lines: crate::trace::TAIL_LINES_DEFAULT,
         }
     }
 

@@ -31,6 +31,9 @@ struct Args {
     /// With --seed: trace every applied command and its answer.
     #[arg(long)]
     verbose: bool,
+    /// With --seed: how many of the trace's last lines to print.
+    #[arg(long, default_value_t = simulation::trace::TAIL_LINES_DEFAULT)]
+    trace_lines: usize,
     /// How long faults are injected in each schedule (simulated milliseconds).
     /// (Default: drawn per seed.)
     #[arg(long)]
@@ -49,6 +52,7 @@ fn main() -> anyhow::Result<()> {
         let config = SimulationConfig {
             fault_phase_ms: args.fault_phase_ms.unwrap_or(default.fault_phase_ms),
             verbose: args.verbose,
+            trace_lines: args.trace_lines,
             ..default
         };
         let report = run(&config.with_bugs(bugs))?;

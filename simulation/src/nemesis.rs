@@ -1,7 +1,7 @@
 //! The fault injector: at each of its turns it ends the faults whose time is up, then draws
 //! one fault from the seed or does nothing: crash a node (or every node), restart one, isolate
-//! one (sometimes for seconds, so the others take several snapshots and it must catch up by
-//! installing one), heal, change link faults, pause a node past its election timeout, make a
+//! one (sometimes for seconds, with no other fault meanwhile, so the others take several
+//! snapshots and it must catch up by installing one), heal, change link faults, pause a node past its election timeout, make a
 //! disk slow or stall it; and it crashes nodes in the middle of writing a snapshot. Clock skew
 //! is drawn per node incarnation (`cluster`).
 
@@ -45,6 +45,11 @@ impl Nemesis {
     /// Takes one turn.
     pub async fn act(&mut self, cluster: &mut Cluster) -> anyhow::Result<()> {
         self.end_due_faults(cluster);
+        if self.trace.now_ms() < self.partition_held_until {
+            // A held partition plays out alone: the isolated node keeps running and serving
+            // its clients while the others move on without it.
+            return Ok(());
+        }
         self.crash_mid_snapshot(cluster);
         let running: Vec<u64> = cluster.running().iter().map(|node| node.id).collect();
         let crashed = cluster.crashed();
@@ -77,7 +82,7 @@ impl Nemesis {
                 self.trace.tally("long partition");
                 self.isolate(cluster, isolated);
             }
-            71..=78 if self.trace.now_ms() >= self.partition_held_until => {
+            71..=78 => {
                 self.trace.record("nemesis heals the network");
                 cluster.network().heal();
                 self.resume_at.clear();

@@ -22,7 +22,7 @@ const SELF_FENCE_PERCENT: u64 = 80;
 const CRASH_PERCENT: u64 = 2;
 const DOWN_MS: (u64, u64) = (100, 3_000);
 /// Every this many heartbeats, a checkpoint.
-const CHECKPOINT_EVERY: u64 = 3;
+const CHECKPOINT_EVERY: u64 = 8;
 const RETRY_MS: (u64, u64) = (50, 200);
 
 /// One pserver process slot (it restarts under the same address).

@@ -69,7 +69,7 @@ struct Run {
 }
 
 async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
-    let trace = Trace::new();
+    let trace = Trace::new(config.trace_lines);
     let network = SimNetwork::new(SimRng::derive(config.seed, 2), trace.clone());
     let dataset_path = write_dataset(config.task_count)?;
     let cluster = Cluster::start(config, network.clone(), trace.clone()).await?;

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::time::Instant;
 
-/// How many of the latest lines are kept to print when a run fails.
-const TAIL_LINES_MAX: usize = 200;
+/// How many of the latest lines are kept to print when a run fails (unless told otherwise).
+pub const TAIL_LINES_DEFAULT: usize = 200;
 
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -20,6 +20,7 @@ pub struct Trace {
 
 struct TraceState {
     start: Instant,
+    tail_lines_max: usize,
     hash: u64,
     event_count: u64,
     tail: VecDeque<String>,
@@ -28,10 +29,12 @@ struct TraceState {
 }
 
 impl Trace {
-    /// An empty trace whose clock starts now (simulated time).
-    pub fn new() -> Self {
+    /// An empty trace whose clock starts now (simulated time), keeping the last
+    /// `tail_lines_max` lines.
+    pub fn new(tail_lines_max: usize) -> Self {
         let state = TraceState {
             start: Instant::now(),
+            tail_lines_max,
             hash: FNV_OFFSET_BASIS,
             event_count: 0,
             tail: VecDeque::new(),
@@ -71,7 +74,7 @@ impl Trace {
             state.hash = (state.hash ^ u64::from(*byte)).wrapping_mul(FNV_PRIME);
         }
         state.event_count += 1;
-        if state.tail.len() == TAIL_LINES_MAX {
+        if state.tail.len() >= state.tail_lines_max {
             state.tail.pop_front();
         }
         state.tail.push_back(line);
@@ -95,7 +98,7 @@ impl Trace {
 
 impl Default for Trace {
     fn default() -> Self {
-        Self::new()
+        Self::new(TAIL_LINES_DEFAULT)
     }
 }
 
