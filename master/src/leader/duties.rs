@@ -224,4 +224,23 @@ mod tests {
         assert!(lock(&duties.trainers).expired(later).is_empty(), "new term: forgotten");
         assert!(lock(&duties.pservers).expired(later).is_empty(), "new term: forgotten");
     }
+
+    /// A slot's new holder has a lease of its own: the run-out lease of the generation before
+    /// it neither makes it dead (between its claim and the next tick) nor is renewed by a late
+    /// heartbeat of the old generation.
+    #[tokio::test(start_paused = true)]
+    async fn a_new_slot_generation_has_its_own_lease() {
+        let clock = std::sync::Arc::new(crate::clock::SystemClock);
+        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
+        duties.enter_term(1);
+        duties.pserver_granted(0, 1);
+        tokio::time::advance(Duration::from_millis(1_500)).await;
+        assert!(!duties.pserver_alive(0, 1), "a lease that ran out is not renewed");
+        duties.pserver_granted(0, 2);
+        let now = Instant::now();
+        assert_eq!(lock(&duties.pservers).expired(now), vec![(0, 1)], "only the old generation");
+        lock(&duties.pservers).sync([(0, 2)], now);
+        assert!(lock(&duties.pservers).expired(now).is_empty());
+        assert!(duties.pserver_alive(0, 2), "the new generation renews");
+    }
 }
