@@ -63,13 +63,14 @@ impl SimPServer {
     pub async fn run(mut self) {
         loop {
             match self.claim().await {
-                Some(lease) => self.serve(lease).await,
+                Some((lease, claimed_ms)) => self.serve(lease, claimed_ms).await,
                 None => self.pause(RETRY_MS).await,
             }
         }
     }
 
-    async fn claim(&mut self) -> Option<SlotLease> {
+    /// A granted slot, and when the claim was sent (the lease counts from then).
+    async fn claim(&mut self) -> Option<(SlotLease, u64)> {
         let (master, invoked_ms) = (self.master.clone(), self.context.trace.now_ms());
         let call = master.claim_slot(&self.addr, self.slots);
         let what = format!("claim_slot {}", self.addr);
@@ -82,17 +83,18 @@ impl SimPServer {
         self.told(&lease, invoked_ms, true);
         // A grant that took most of a lease to arrive may already have been given away.
         let late = self.context.trace.now_ms() - invoked_ms > self.fence_ms();
-        (!late).then_some(lease)
+        (!late).then_some((lease, invoked_ms))
     }
 
-    /// Serves `lease` until the slot is lost, a crash, or self-fencing.
     /// A pserver serves for this long after sending a heartbeat the master confirmed.
     fn fence_ms(&self) -> u64 {
         self.lease_ms * SELF_FENCE_PERCENT / 100
     }
 
-    async fn serve(&mut self, lease: SlotLease) {
-        let mut confirmed_ms = self.context.trace.now_ms();
+    /// Serves `lease` until the slot is lost, a crash, or self-fencing: trusts each
+    /// confirmation from when its heartbeat (at first, the claim) was sent.
+    async fn serve(&mut self, lease: SlotLease, claimed_ms: u64) {
+        let mut confirmed_ms = claimed_ms;
         for beat in 1.. {
             tokio::time::sleep(Duration::from_millis(self.lease_ms / 4)).await;
             if self.rng.percent(CRASH_PERCENT) {
