@@ -197,16 +197,20 @@ impl SimTrainer {
         let failed = self.rng.percent(FAIL_PERCENT);
         let fact =
             move |accepted: &bool| Some(Fact::Reported { task: id, epoch, accepted: *accepted });
-        if failed {
+        let reported = if failed {
             let call = master.task_failed(id, epoch, "simulated failure");
             let what = format!("task_failed {id} epoch {epoch}");
-            let _outcome_unknown_or_told =
-                self.context.call(self.client, &mut self.seq, what, call, fact).await;
+            self.context.call(self.client, &mut self.seq, what, call, fact).await
         } else {
             let call = master.task_finished(id, epoch);
             let what = format!("task_finished {id} epoch {epoch}");
-            let _outcome_unknown_or_told =
-                self.context.call(self.client, &mut self.seq, what, call, fact).await;
+            self.context.call(self.client, &mut self.seq, what, call, fact).await
+        };
+        // Either way the trainer moves on: an unanswered report times the task out.
+        if reported.is_err() {
+            self.context
+                .trace
+                .record(format!("client {} leaves task {id} to time out", self.client));
         }
         if self.rng.percent(STALL_PERCENT) {
             self.context.trace.record(format!("client {} stalls", self.client));
