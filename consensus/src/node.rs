@@ -270,6 +270,23 @@ impl<S: StateMachine> ConsensusNode<S> {
         self.inner.raft.metrics()
     }
 
+    /// Resolves once openraft's core has stopped on its own (a fatal error, or a panic), with
+    /// why. It never does while the node runs; a server should then exit, so that whatever
+    /// supervises it restarts it on its durable state (openraft 0.9.25 can stop a leader's
+    /// core in a race: a replication stream that quit on a higher vote, then a snapshot sent
+    /// to it).
+    pub async fn core_stopped(&self) -> String {
+        let mut metrics = self.inner.raft.metrics();
+        let stopped = metrics.wait_for(|metrics| metrics.running_state.is_err()).await;
+        match stopped {
+            Ok(metrics) => match &metrics.running_state {
+                Err(fatal) => fatal.to_string(),
+                Ok(()) => "the Raft core stopped".to_string(),
+            },
+            Err(_closed) => "the Raft core stopped without a word (it panicked)".to_string(),
+        }
+    }
+
     /// Whether this node currently believes it leads.
     pub fn is_leader(&self) -> bool {
         let metrics = self.inner.raft.metrics();

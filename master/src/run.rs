@@ -50,14 +50,26 @@ pub async fn run(
     let metrics =
         metrics_listener.map(|listener| serve_metrics(listener, node.clone(), stopped.clone()));
     node.bootstrap().await.context("bootstrap the master group")?;
-    shutdown.await;
-    tracing::info!(id = config.id, "master shutting down");
+    let core_stopped = tokio::select! {
+        () = shutdown => None,
+        reason = node.core_stopped() => Some(reason),
+    };
+    match &core_stopped {
+        None => tracing::info!(id = config.id, "master shutting down"),
+        Some(reason) => tracing::error!(id = config.id, %reason, "the Raft core stopped; exiting"),
+    }
     replica.stop().await?;
     let served = servers.join().await;
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics server panicked")?;
     }
-    node.shutdown().await.context("stop the Raft node")?;
+    let stopped = node.shutdown().await.context("stop the Raft node");
+    if let Some(reason) = core_stopped {
+        // Exit with an error, so that whatever supervises this master restarts it on its
+        // durable state (a StatefulSet, systemd, the harness).
+        anyhow::bail!("master {}: the Raft core stopped: {reason}", config.id);
+    }
+    stopped?;
     served.context("serve the master")
 }
 

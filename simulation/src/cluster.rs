@@ -217,6 +217,26 @@ impl Cluster {
         });
     }
 
+    /// A master whose Raft core stopped on a fatal error exits (as `raftrain master` does) and
+    /// its supervisor starts it again. A core that panicked is left for the `raft core` checker.
+    pub async fn restart_stopped_cores(&mut self) -> anyhow::Result<()> {
+        let stopped: Vec<(u64, String)> = self
+            .running
+            .values()
+            .filter_map(|node| match &node.metrics().running_state {
+                Err(fatal) => Some((node.id, fatal.to_string())),
+                Ok(()) => None,
+            })
+            .collect();
+        for (id, reason) in stopped {
+            self.trace.record(format!("node {id} exits: its Raft core stopped: {reason}"));
+            self.trace.tally("raft core stopped, master restarted");
+            self.crash(id);
+            self.start_node(id).await?;
+        }
+        Ok(())
+    }
+
     /// Running nodes, by id.
     pub fn running(&self) -> Vec<RunningNode> {
         self.running.values().cloned().collect()

@@ -42,6 +42,13 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // RUST_LOG=warn (or finer) shows what the production code logs during a replayed seed.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let bugs = PlantedBugs {
         ack_before_durable: args.plant_ack_before_durable,
         // The run's bugs live as long as the process.

@@ -163,6 +163,7 @@ impl Run {
             if elapsed_ms.is_multiple_of(self.config.fault_interval_ms.max(1)) {
                 nemesis.act(&mut self.cluster).await?;
             }
+            self.cluster.restart_stopped_cores().await?;
             if let Err(violation) = self.step() {
                 return Ok(Err(violation));
             }
@@ -173,6 +174,7 @@ impl Run {
         while elapsed_ms < deadline_ms {
             tokio::time::sleep(Duration::from_millis(step_ms)).await;
             elapsed_ms += step_ms;
+            self.cluster.restart_stopped_cores().await?;
             if let Err(violation) = self.step().and_then(|()| self.calls_complete(healed_ms)) {
                 return Ok(Err(violation));
             }

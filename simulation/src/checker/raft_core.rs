@@ -7,10 +7,19 @@ use super::{NodeView, Violation};
 
 pub fn check(nodes: &[NodeView]) -> Result<(), Violation> {
     match nodes.iter().find(|node| !node.core_running) {
-        Some(node) => Err(Violation::new(
-            "raft core",
-            format!("node {} (incarnation {}) stopped its Raft core", node.id, node.incarnation),
-        )),
+        Some(node) => {
+            let why = match &node.metrics.running_state {
+                Err(fatal) => format!(": {fatal}"),
+                Ok(()) => " (it panicked)".to_string(),
+            };
+            Err(Violation::new(
+                "raft core",
+                format!(
+                    "node {} (incarnation {}) stopped its Raft core{why}",
+                    node.id, node.incarnation
+                ),
+            ))
+        }
         None => Ok(()),
     }
 }
