@@ -5,7 +5,8 @@
 //!
 //! Code map:
 //! - `node`: [`ConsensusNode`], the one type the application uses; `batcher` groups concurrent
-//!   writes into one log entry (group commit), `batch_pace` says how long to wait for them;
+//!   writes into one log entry (group commit), `batch_pace` says how long to wait for them,
+//!   `leadership_ends` tells its in-flight entries when this node stops leading;
 //!   `leadership` caches quorum confirmations of leadership (`confirm_leadership`).
 //! - `log_store` (sled) and `flusher`: the Raft log, vote, committed and purged ids, and the
 //!   bootstrap record. `state_machine_store` and `snapshot_file`: the application state and its
