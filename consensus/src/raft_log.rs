@@ -46,14 +46,10 @@ impl NodeStorage<LogStore> {
     /// The production storage in `data_dir`: the sled log in `sled/`, snapshot files in
     /// `snapshots/`.
     pub fn open_dir(data_dir: &Path) -> Result<Self, StartError> {
+        // The snapshot directory first: it holds nothing open, so a failure leaves nothing to
+        // close.
+        let snapshots = Arc::new(SnapshotDir::open(&data_dir.join("snapshots"))?);
         let (log, log_closed) = LogStore::open(&data_dir.join("sled"))?;
-        let snapshots = match SnapshotDir::open(&data_dir.join("snapshots")) {
-            Ok(snapshots) => Arc::new(snapshots),
-            Err(error) => {
-                drop(log);
-                return Err(error);
-            }
-        };
         Ok(Self { log, log_closed, snapshots, observer: None })
     }
 }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use master::state::{Command, Response};
 
+use super::state_machine_safety::LogCursor;
 use super::{CanonicalLog, Violation};
 use crate::history::{AckedWrite, Fact};
 
@@ -24,7 +25,7 @@ pub struct ClientVisible {
     dispatched_pass: BTreeMap<u64, u32>,
     /// The pass in which each task was last accepted as finished, and the entry that did it.
     finished: BTreeMap<u64, (u32, u64)>,
-    next_index: u64,
+    cursor: LogCursor,
 }
 
 impl ClientVisible {
@@ -51,17 +52,11 @@ impl ClientVisible {
     }
 
     fn read_log(&mut self, canonical: &CanonicalLog) -> Result<(), Violation> {
-        while let Some(entry) = canonical.entries.get(&self.next_index) {
-            for command in &entry.commands {
-                let (Some(request), Some(response)) = (&command.request, &command.response) else {
-                    continue;
-                };
-                self.facts.extend(fact(&request.command, response));
-                if !command.replay {
-                    self.completions(&request.command, response, entry.log_id)?;
-                }
+        for applied in self.cursor.read(canonical) {
+            self.facts.extend(fact(&applied.request.command, applied.response));
+            if !applied.replay {
+                self.completions(&applied.request.command, applied.response, applied.log_id)?;
             }
-            self.next_index += 1;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use master::state::{Command, Response};
 use openraft::ServerState;
 
+use super::state_machine_safety::LogCursor;
 use super::{CanonicalLog, NodeView, Violation};
 
 /// Of a lease, the part that must pass in a term before anyone is declared lost in it.
@@ -19,12 +20,17 @@ pub struct LeaseTerms {
     trainer_lease_ms: u64,
     pserver_lease_ms: u64,
     term_seen_ms: BTreeMap<u64, u64>,
-    next_index: u64,
+    cursor: LogCursor,
 }
 
 impl LeaseTerms {
     pub fn new(trainer_lease_ms: u64, pserver_lease_ms: u64) -> Self {
-        Self { trainer_lease_ms, pserver_lease_ms, term_seen_ms: BTreeMap::new(), next_index: 0 }
+        Self {
+            trainer_lease_ms,
+            pserver_lease_ms,
+            term_seen_ms: BTreeMap::new(),
+            cursor: LogCursor::default(),
+        }
     }
 
     pub fn check(
@@ -36,32 +42,27 @@ impl LeaseTerms {
         for node in nodes.iter().filter(|node| node.metrics.state == ServerState::Leader) {
             self.term_seen_ms.entry(node.metrics.current_term).or_insert(now_ms);
         }
-        while let Some(entry) = canonical.entries.get(&self.next_index) {
-            for command in entry.commands.iter().filter(|command| !command.replay) {
-                let (Some(request), Some(response)) = (&command.request, &command.response) else {
-                    continue;
-                };
-                let (Some(term), Some(lease_ms)) = (request.term, self.lease_ms(&request.command))
-                else {
-                    continue;
-                };
-                if matches!(response, Response::WrongTerm { .. }) {
-                    continue;
-                }
-                let Some(seen_ms) = self.term_seen_ms.get(&term) else { continue };
-                let waited_ms = now_ms.saturating_sub(*seen_ms);
-                if waited_ms * 100 < lease_ms * LEASE_PART_PERCENT {
-                    return Err(Violation::new(
-                        "lease terms",
-                        format!(
-                            "entry {} applied {:?}, decided in term {term} only {waited_ms} ms \
-                             after its leader was first seen: a lease is {lease_ms} ms",
-                            entry.log_id, request.command
-                        ),
-                    ));
-                }
+        for applied in self.cursor.read(canonical).into_iter().filter(|applied| !applied.replay) {
+            let (request, response) = (applied.request, applied.response);
+            let (Some(term), Some(lease_ms)) = (request.term, self.lease_ms(&request.command))
+            else {
+                continue;
+            };
+            if matches!(response, Response::WrongTerm { .. }) {
+                continue;
             }
-            self.next_index += 1;
+            let Some(seen_ms) = self.term_seen_ms.get(&term) else { continue };
+            let waited_ms = now_ms.saturating_sub(*seen_ms);
+            if waited_ms * 100 < lease_ms * LEASE_PART_PERCENT {
+                return Err(Violation::new(
+                    "lease terms",
+                    format!(
+                        "entry {} applied {:?}, decided in term {term} only {waited_ms} ms \
+                         after its leader was first seen: a lease is {lease_ms} ms",
+                        applied.log_id, request.command
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use master::state::{Command, Response};
 
+use super::state_machine_safety::LogCursor;
 use super::{CanonicalLog, Violation};
 use crate::history::SlotEvent;
 
@@ -27,13 +28,13 @@ pub struct SlotHolders {
     granted: BTreeMap<u32, (u64, u64)>,
     /// Per slot, the generation that holds it in the applied log.
     holder: BTreeMap<u32, u64>,
-    next_index: u64,
+    cursor: LogCursor,
 }
 
 impl SlotHolders {
     pub fn new(lease_ms: u64) -> Self {
         let (serving, granted, holder) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
-        Self { lease_ms, serving, granted, holder, next_index: 0 }
+        Self { lease_ms, serving, granted, holder, cursor: LogCursor::default() }
     }
 
     pub fn check(
@@ -86,30 +87,25 @@ impl SlotHolders {
     }
 
     fn read_log(&mut self, canonical: &CanonicalLog) -> Result<(), Violation> {
-        while let Some(entry) = canonical.entries.get(&self.next_index) {
-            for command in entry.commands.iter().filter(|command| !command.replay) {
-                let (Some(request), Some(response)) = (&command.request, &command.response) else {
-                    continue;
-                };
-                if let Response::SlotClaimed { index, generation, .. } = response {
-                    self.holder.insert(*index, *generation);
-                }
-                let Command::RecordCheckpoint { index, generation, .. } = &request.command else {
-                    continue;
-                };
-                let holder = self.holder.get(index).copied();
-                if *response == Response::Accepted && holder != Some(*generation) {
-                    return Err(Violation::new(
-                        "slot holders",
-                        format!(
-                            "entry {} recorded a checkpoint of slot {index} under generation \
-                             {generation}, but generation {holder:?} holds it",
-                            entry.log_id
-                        ),
-                    ));
-                }
+        for applied in self.cursor.read(canonical).into_iter().filter(|applied| !applied.replay) {
+            let (request, response) = (applied.request, applied.response);
+            if let Response::SlotClaimed { index, generation, .. } = response {
+                self.holder.insert(*index, *generation);
             }
-            self.next_index += 1;
+            let Command::RecordCheckpoint { index, generation, .. } = &request.command else {
+                continue;
+            };
+            let holder = self.holder.get(index).copied();
+            if *response == Response::Accepted && holder != Some(*generation) {
+                return Err(Violation::new(
+                    "slot holders",
+                    format!(
+                        "entry {} recorded a checkpoint of slot {index} under generation \
+                         {generation}, but generation {holder:?} holds it",
+                        applied.log_id
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -27,6 +27,40 @@ pub struct CanonicalEntry {
     pub commands: Vec<CanonicalCommand>,
 }
 
+/// One decoded command of the canonical log, and the entry that holds it.
+pub struct AppliedCommand<'a> {
+    pub log_id: LogId<u64>,
+    pub request: &'a Request,
+    pub response: &'a Response,
+    /// A retry of a stamp already applied: answered from the session, changed nothing.
+    pub replay: bool,
+}
+
+/// How far one checker has read the canonical log.
+#[derive(Default)]
+pub struct LogCursor {
+    next_index: u64,
+}
+
+impl LogCursor {
+    /// The decoded commands of the entries applied since the last call, in log order (the
+    /// canonical log has no gaps: every committed entry was applied one by one somewhere).
+    pub fn read<'a>(&mut self, canonical: &'a CanonicalLog) -> Vec<AppliedCommand<'a>> {
+        let mut read = Vec::new();
+        while let Some(entry) = canonical.entries.get(&self.next_index) {
+            for command in &entry.commands {
+                let (Some(request), Some(response)) = (&command.request, &command.response) else {
+                    continue;
+                };
+                let log_id = entry.log_id;
+                read.push(AppliedCommand { log_id, request, response, replay: command.replay });
+            }
+            self.next_index += 1;
+        }
+        read
+    }
+}
+
 /// The log as applied, by index.
 #[derive(Default)]
 pub struct CanonicalLog {
