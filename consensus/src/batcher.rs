@@ -11,6 +11,7 @@
 //! it proposed in (the writers are told `ForwardToLeader`; they retry with the same stamp, and
 //! the entry may or may not have committed), and at the write timeout.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -55,10 +56,17 @@ pub(crate) struct Batcher {
 impl Batcher {
     /// Starts the batching task for `raft`; entries hold at most `batch_bytes_max` command bytes,
     /// and an entry's writers are answered at the latest `write_timeout_ms` after it is proposed.
-    pub(crate) fn start(raft: Raft, batch_bytes_max: usize, write_timeout_ms: u64) -> Self {
+    /// Once `leaving` is set (the node hands leadership off), nothing more is proposed: queued
+    /// writes are told `ForwardToLeader`, so the log stops growing and a follower can catch up.
+    pub(crate) fn start(
+        raft: Raft,
+        batch_bytes_max: usize,
+        write_timeout_ms: u64,
+        leaving: Arc<AtomicBool>,
+    ) -> Self {
         let (requests, receiver) = mpsc::channel(QUEUE_LENGTH_MAX);
         let limits = Limits { batch_bytes_max, write_timeout_ms };
-        tokio::spawn(run(raft, receiver, limits));
+        tokio::spawn(run(raft, receiver, limits, leaving));
         Self { requests }
     }
 
@@ -79,7 +87,12 @@ struct Limits {
     write_timeout_ms: u64,
 }
 
-async fn run(raft: Raft, mut receiver: mpsc::Receiver<Pending>, limits: Limits) {
+async fn run(
+    raft: Raft,
+    mut receiver: mpsc::Receiver<Pending>,
+    limits: Limits,
+    leaving: Arc<AtomicBool>,
+) {
     let leadership = LeadershipEnds::start(raft.metrics());
     let in_flight = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT_MAX));
     let pace = Arc::new(Mutex::new(BatchPace::default()));
@@ -103,6 +116,11 @@ async fn run(raft: Raft, mut receiver: mpsc::Receiver<Pending>, limits: Limits) 
         // concurrently.
         let started = Instant::now();
         let (commands, replies) = batch.split();
+        if leaving.load(Ordering::SeqCst) {
+            let leaving = WriteError::ForwardToLeader { leader_id: None, leader_addr: None };
+            deliver(Err(leaving), replies);
+            continue;
+        }
         // Read before proposing: if the node leads now, the entry can only be proposed in this
         // term or later, and a later term means this leadership ended anyway.
         let leading_term = leadership.leading();

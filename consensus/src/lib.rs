@@ -7,7 +7,8 @@
 //! - `node`: [`ConsensusNode`], the one type the application uses; `batcher` groups concurrent
 //!   writes into one log entry (group commit), `batch_pace` says how long to wait for them,
 //!   `leadership_ends` tells its in-flight entries when this node stops leading;
-//!   `leadership` caches quorum confirmations of leadership (`confirm_leadership`).
+//!   `leadership` caches quorum confirmations of leadership (`confirm_leadership`);
+//!   `handoff` hands leadership to a caught-up follower before a planned stop.
 //! - `log_store` (sled) and `flusher`: the Raft log, vote, committed and purged ids, and the
 //!   bootstrap record. `state_machine_store` and `snapshot_file`: the application state and its
 //!   snapshot files. Both pass `openraft::testing::Suite`. `raft_log` (`RaftLog`,
@@ -42,6 +43,8 @@ mod codec;
 pub mod config;
 mod error;
 mod flusher;
+mod grpc_handoff;
+pub mod handoff;
 pub mod kv;
 mod kv_load;
 pub mod kv_service;
@@ -71,6 +74,8 @@ mod type_config;
 pub use cluster_info::{cluster_info_reply, ClusterInfo, Member, Role};
 pub use config::{parse_peers, ConfigError, NodeConfig};
 pub use error::{format_peers, ShutdownError, StartError, WriteError};
+pub use grpc_handoff::GrpcHandoff;
+pub use handoff::{Handoff, HandoffTransport, TimeoutNow};
 pub use log_store_closed::{LogStoreClosed, OpenHandle};
 pub use node::{ConsensusNode, COMMAND_BYTES_MAX};
 pub use raft_log::{NodeStorage, PurgeGuard, RaftLog};

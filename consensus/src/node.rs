@@ -2,6 +2,7 @@
 //! group, and offers writes, linearizable reads and cluster information to the application.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use tokio::sync::watch;
 use crate::batcher::{forward_to_leader, Batcher};
 use crate::cluster_info::ClusterInfo;
 use crate::error::ShutdownError;
+use crate::grpc_handoff::GrpcHandoff;
+use crate::handoff::{Handoff, HandoffTransport};
 use crate::leadership::Leadership;
 use crate::log_store::{BootstrapRecord, ENTRY_BYTES_MAX};
 use crate::log_store_closed::LogStoreClosed;
@@ -44,6 +47,11 @@ struct Inner<S> {
     rpc_handler: RpcHandler,
     batcher: Batcher,
     leadership: Leadership,
+    /// Set once by [`ConsensusNode::hand_off_leadership`]: this node will stop, and acts as a
+    /// leader no more (no writes, confirmations or linearizable reads).
+    leaving: Arc<AtomicBool>,
+    /// When this node last became leader (seen from its metrics), while it leads.
+    leading_since: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
 }
 
 impl<S> Clone for ConsensusNode<S> {
@@ -115,11 +123,14 @@ impl<S: StateMachine> ConsensusNode<S> {
         state_machine: StateMachineStore<S>,
         log_store_closed: LogStoreClosed,
     ) -> Self {
-        let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX, config.write_timeout_ms);
+        let leaving = Arc::new(AtomicBool::new(false));
+        let timeout_ms = config.write_timeout_ms;
+        let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX, timeout_ms, leaving.clone());
         let lease = Duration::from_millis(config.election_timeout_max_ms);
         let rpc_handler = RpcHandler::new(raft.clone(), lease);
         let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
-        tokio::spawn(count_leader_changes(raft.metrics()));
+        let leading_since = Arc::new(std::sync::Mutex::new(None));
+        tokio::spawn(count_leader_changes(raft.metrics(), leading_since.clone()));
         let inner = Inner {
             config,
             raft,
@@ -128,6 +139,8 @@ impl<S: StateMachine> ConsensusNode<S> {
             batcher,
             rpc_handler,
             leadership,
+            leaving,
+            leading_since,
         };
         Self { inner: Arc::new(inner) }
     }
@@ -191,6 +204,7 @@ impl<S: StateMachine> ConsensusNode<S> {
                 size_bytes_max: COMMAND_BYTES_MAX,
             });
         }
+        self.refuse_if_leaving()?;
         let timeout_ms = self.inner.config.write_timeout_ms;
         let started = std::time::Instant::now();
         let write = self.inner.batcher.write(command);
@@ -213,6 +227,7 @@ impl<S: StateMachine> ConsensusNode<S> {
     /// before the call, so a following [`ConsensusNode::read`] is linearizable.
     #[tracing::instrument(level = "debug", skip_all, fields(node = self.inner.config.id, term = self.term()))]
     pub async fn ensure_linearizable(&self) -> Result<(), WriteError> {
+        self.refuse_if_leaving()?;
         let timeout_ms = self.inner.config.write_timeout_ms;
         let check = self.inner.raft.ensure_linearizable();
         match tokio::time::timeout(Duration::from_millis(timeout_ms), check).await {
@@ -237,7 +252,43 @@ impl<S: StateMachine> ConsensusNode<S> {
     /// A leader cut off from the majority answers `Err` within twice that bound. Unlike
     /// [`ConsensusNode::ensure_linearizable`], it does not wait for the state to be applied.
     pub async fn confirm_leadership(&self) -> Result<u64, WriteError> {
+        self.refuse_if_leaving()?;
         self.inner.leadership.confirm().await
+    }
+
+    /// Before a planned stop: stops acting as a leader for good (writes, confirmations and
+    /// linearizable reads are refused as "not the leader, none known"), and if this node
+    /// leads, hands leadership to a caught-up follower through `transport` within `bound`.
+    /// See `handoff`.
+    pub async fn hand_off_leadership(
+        &self,
+        transport: &dyn HandoffTransport,
+        bound: Duration,
+    ) -> Handoff {
+        self.inner.leaving.store(true, Ordering::SeqCst);
+        // A node about to stop must not campaign either: it would win back what it hands off.
+        self.inner.raft.runtime_config().elect(false);
+        let since = *self.inner.leading_since.lock().unwrap_or_else(|poison| poison.into_inner());
+        let lease = Duration::from_millis(self.inner.config.election_timeout_max_ms);
+        crate::handoff::hand_off(&self.inner.raft, transport, bound, lease, since).await
+    }
+
+    /// The gRPC transport of a handoff, dialling peers as this node's Raft network does.
+    pub fn grpc_handoff(&self) -> GrpcHandoff {
+        let config = &self.inner.config;
+        GrpcHandoff::new(config.security.clone(), config.raft_addrs.clone())
+    }
+
+    /// Whether [`ConsensusNode::hand_off_leadership`] was called.
+    pub fn is_leaving(&self) -> bool {
+        self.inner.leaving.load(Ordering::SeqCst)
+    }
+
+    fn refuse_if_leaving(&self) -> Result<(), WriteError> {
+        if self.is_leaving() {
+            return Err(WriteError::ForwardToLeader { leader_id: None, leader_addr: None });
+        }
+        Ok(())
     }
 
     /// How long a confirmation of [`ConsensusNode::confirm_leadership`] is trusted:
@@ -291,7 +342,9 @@ impl<S: StateMachine> ConsensusNode<S> {
     pub fn is_leader(&self) -> bool {
         let metrics = self.inner.raft.metrics();
         let metrics = metrics.borrow();
-        metrics.state == ServerState::Leader && metrics.current_leader == Some(metrics.id)
+        let leads =
+            metrics.state == ServerState::Leader && metrics.current_leader == Some(metrics.id);
+        leads && !self.is_leaving()
     }
 
     /// The TLS and token settings its Raft traffic uses, for servers that serve it.
@@ -327,15 +380,29 @@ impl<S: StateMachine> ConsensusNode<S> {
     }
 }
 
-/// Counts every change of the known leader (`raftrain_raft_leader_changes_total`) until the
-/// node stops.
-async fn count_leader_changes(mut watched: tokio::sync::watch::Receiver<crate::Metrics>) {
-    let mut leader = watched.borrow().current_leader;
-    while watched.changed().await.is_ok() {
-        let now = watched.borrow().current_leader;
-        if now != leader && now.is_some() {
-            metrics::counter!("raftrain_raft_leader_changes_total").increment(1);
+/// Counts every change of the known leader (`raftrain_raft_leader_changes_total`) and notes
+/// when this node began leading (`leading_since`, for a handoff) until the node stops.
+async fn count_leader_changes(
+    mut watched: tokio::sync::watch::Receiver<crate::Metrics>,
+    leading_since: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+) {
+    let mut leader = None;
+    loop {
+        let (now, leads) = {
+            let metrics = watched.borrow_and_update();
+            let leads = metrics.state == ServerState::Leader;
+            (metrics.current_leader.map(|id| (id, metrics.current_term)), leads)
+        };
+        if now != leader {
+            if now.is_some() {
+                metrics::counter!("raftrain_raft_leader_changes_total").increment(1);
+            }
+            let since = leads.then(tokio::time::Instant::now);
+            *leading_since.lock().unwrap_or_else(|poison| poison.into_inner()) = since;
         }
         leader = now;
+        if watched.changed().await.is_err() {
+            return;
+        }
     }
 }

@@ -14,6 +14,7 @@ use openraft::raft::{
 
 use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageError, StorageIOError};
 
+use crate::handoff::{TimeoutNow, TimeoutNowGate};
 use crate::rpc_bounds::{self, Refusal};
 use crate::step_up::StepUp;
 use crate::{Raft, TypeConfig};
@@ -23,13 +24,15 @@ use crate::{Raft, TypeConfig};
 pub struct RpcHandler {
     raft: Raft,
     step_up: Arc<StepUp>,
+    timeout_now: Arc<TimeoutNowGate>,
 }
 
 impl RpcHandler {
     /// The handler of `raft`, whose leader lease (`election_timeout_max`) is `leader_lease`.
     /// Every transport of the node must share this one handler (clones of it).
     pub fn new(raft: Raft, leader_lease: Duration) -> Self {
-        Self { raft, step_up: Arc::new(StepUp::new(leader_lease)) }
+        let step_up = Arc::new(StepUp::new(leader_lease));
+        Self { raft, step_up, timeout_now: Arc::default() }
     }
 
     pub async fn append_entries(
@@ -60,6 +63,12 @@ impl RpcHandler {
     ) -> Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>> {
         rpc_bounds::check_install(self.own_term(), &request).map_err(refused)?;
         self.raft.install_snapshot(request).await
+    }
+
+    /// A leader about to stop asks this node to campaign now (see `handoff`); `Err` says why
+    /// it did not.
+    pub async fn timeout_now(&self, request: TimeoutNow) -> Result<(), String> {
+        self.timeout_now.receive(&self.raft, request).await
     }
 
     /// The term this node has seen; the vote's term (a candidate's own) counts too.

@@ -79,6 +79,15 @@ impl RaftService for RaftServer {
         reply(&result)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id))]
+    async fn timeout_now(
+        &self,
+        request: Request<RaftRequest>,
+    ) -> Result<Response<RaftReply>, Status> {
+        let result = self.handler.timeout_now(decode_request(&request)?).await;
+        reply(&result)
+    }
+
     async fn cluster_info(
         &self,
         _request: Request<ClusterInfoRequest>,

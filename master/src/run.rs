@@ -9,10 +9,11 @@ use crate::service::MasterRpc;
 use anyhow::Context as _;
 use consensus::metrics_http::{Endpoints, Ready, Render};
 use consensus::security::Security;
-use consensus::ConsensusNode;
+use consensus::{ConsensusNode, Handoff};
 use proto::master::master_service_server::MasterServiceServer;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -55,11 +56,14 @@ pub async fn run(
         reason = node.core_stopped() => Some(reason),
     };
     match &core_stopped {
-        None => tracing::info!(id = config.id, "master shutting down"),
+        None => {
+            tracing::info!(id = config.id, "master shutting down");
+            hand_off(&node).await;
+        }
         Some(reason) => tracing::error!(id = config.id, %reason, "the Raft core stopped; exiting"),
     }
     replica.stop().await?;
-    let served = servers.join().await;
+    let served = servers.join(Duration::from_millis(DRAIN_MS_MAX)).await;
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics server panicked")?;
     }
@@ -71,6 +75,32 @@ pub async fn run(
     }
     stopped?;
     served.context("serve the master")
+}
+
+/// How long a stopping leader may take to hand leadership to a caught-up follower: a few
+/// heartbeats for the follower to catch up, a vote round, and slack for a loaded machine.
+/// Past it the followers elect a leader on their own (an election timeout after the lease).
+const HANDOFF_MS_MAX: u64 = 3_000;
+
+/// How long the servers may take to finish the calls in flight once told to stop. The
+/// master's own streams end when it stops leading; a client that holds a call open past this
+/// is cut off, so a stopping master exits in bounded time whatever its clients do.
+const DRAIN_MS_MAX: u64 = 3_000;
+
+/// Before a planned stop: a leader hands leadership to a caught-up follower, so the group has
+/// its next leader within a vote round instead of a lease plus an election timeout; any node
+/// stops acting as a leader (its writes and confirmations are refused from here on).
+async fn hand_off(node: &ConsensusNode<ReplicatedState>) {
+    let bound = Duration::from_millis(HANDOFF_MS_MAX);
+    match node.hand_off_leadership(&node.grpc_handoff(), bound).await {
+        Handoff::NotLeader => {}
+        Handoff::Done { to, elapsed } => {
+            tracing::info!(to, elapsed_ms = elapsed.as_millis() as u64, "handed leadership off");
+        }
+        Handoff::Failed { reason } => {
+            tracing::warn!(%reason, "could not hand leadership off; the followers will elect");
+        }
+    }
 }
 
 /// With --peer-listen, its bound listener.
@@ -120,13 +150,32 @@ impl Servers {
         Ok(Self { main, peer })
     }
 
-    /// Waits for both to stop; the first error.
-    async fn join(self) -> anyhow::Result<()> {
-        let main = self.main.await.context("the server task panicked")?;
-        if let Some(peer) = self.peer {
-            peer.await.context("the Raft server panicked")?.context("serve Raft peers")?;
+    /// Waits for both to stop, at most `bound` (then cuts off the calls still open); the first
+    /// error.
+    async fn join(self, bound: Duration) -> anyhow::Result<()> {
+        let (main_abort, peer_abort) =
+            (self.main.abort_handle(), self.peer.as_ref().map(|peer| peer.abort_handle()));
+        let joined = tokio::time::timeout(bound, async move {
+            let main = self.main.await.context("the server task panicked")?;
+            if let Some(peer) = self.peer {
+                peer.await.context("the Raft server panicked")?.context("serve Raft peers")?;
+            }
+            main
+        });
+        match joined.await {
+            Ok(result) => result,
+            Err(_elapsed) => {
+                tracing::warn!(
+                    bound_ms = bound.as_millis() as u64,
+                    "calls still open; cutting them off"
+                );
+                main_abort.abort();
+                if let Some(peer_abort) = peer_abort {
+                    peer_abort.abort();
+                }
+                Ok(())
+            }
         }
-        main
     }
 }
 

@@ -11,6 +11,7 @@ mod jepsen_smoke;
 mod logging;
 mod manifests;
 mod master_failover;
+mod master_graceful_restart;
 mod master_group;
 mod master_hardening;
 mod master_large_job;

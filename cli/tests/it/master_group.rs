@@ -97,6 +97,17 @@ impl MasterGroup {
         self.processes.kill(index);
     }
 
+    /// SIGTERM, as Kubernetes, systemd and `docker stop` send it; waits up to `timeout` for the
+    /// replica to exit and returns its status (`None`: still running).
+    pub fn terminate(
+        &mut self,
+        index: usize,
+        timeout: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        self.signal(index, nix::sys::signal::Signal::SIGTERM);
+        tokio::task::block_in_place(|| self.processes.wait_exit(index, timeout))
+    }
+
     /// Gives replica `index` shorter election timeouts from its next start, so that it wins
     /// any election it takes part in (the others wait far longer before they campaign).
     pub fn favour(&mut self, index: usize) {

@@ -1,8 +1,10 @@
 //! `WatchPServers`: the pserver table now and after every change, streamed to trainers (the
-//! seeds' "broadcast pserver changes"). The stream ends with `UNAVAILABLE` when this node stops
-//! leading, so the watcher reconnects to the new leader.
+//! seeds' "broadcast pserver changes"). The stream ends with `UNAVAILABLE` as soon as this node
+//! cannot confirm that a quorum still follows it (checked at every change and at least every
+//! `leadership_fresh_for`), so the watcher reconnects to the current leader: a deposed, paused
+//! or cut-off leader, or one handing off before a stop, never keeps a watcher on a stale table.
 
-use super::status_mapping::not_leader;
+use super::status_mapping::write_error;
 use crate::replicated_state::ReplicatedState;
 use consensus::ConsensusNode;
 use proto::master as pb;
@@ -36,8 +38,8 @@ pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>) -> PServerStr
         let mut metrics = node.metrics();
         let mut last_sent = None;
         loop {
-            if !node.is_leader() {
-                let _ = sender.send(Err(not_leader(None))).await;
+            if let Err(error) = node.confirm_leadership().await {
+                let _ = sender.send(Err(write_error(error))).await;
                 return;
             }
             // Every applied entry wakes this loop; the table is rebuilt only when a holder
@@ -50,11 +52,13 @@ pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>) -> PServerStr
                 }
                 last_sent = Some(version);
             }
-            // Metrics change whenever an entry is applied or leadership moves.
+            // Metrics change whenever an entry is applied or leadership moves; the timer makes
+            // a leader that hears nothing (paused, cut off) check its leadership again.
             tokio::select! {
                 biased;
                 changed = metrics.changed() => if changed.is_err() { return },
                 () = sender.closed() => return,
+                () = tokio::time::sleep(node.leadership_fresh_for()) => {}
             }
         }
     });
