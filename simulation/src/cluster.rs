@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use clap::Parser;
-use consensus::{ConsensusNode, Metrics, NodeStorage};
+use consensus::{ConsensusNode, Handoff, Metrics, NodeStorage};
 use master::state::MasterState;
 use master::{MasterConfig, Replica, ReplicatedState};
 use openraft::ServerState;
@@ -27,6 +27,9 @@ use crate::trace::Trace;
 /// Election timeouts are drawn per incarnation in this range: distinct timeouts break ties
 /// without openraft's own (unseeded) random draw.
 const ELECTION_TIMEOUT_MS: (u64, u64) = (150, 300);
+/// A graceful stop's bound for handing leadership off (`raftrain master` allows 3 s at its
+/// default timings; these are about three times shorter).
+const HANDOFF_MS_MAX: u64 = 1_000;
 
 /// One running process of a node.
 #[derive(Clone)]
@@ -197,14 +200,38 @@ impl Cluster {
         ClockSkew { offset_ms, drift_ppm }
     }
 
+    /// SIGTERM: node `id` hands leadership off as `raftrain master` does (see
+    /// `consensus::handoff`), then its process exits. What its disk had not flushed yet is
+    /// still lost, as in a crash: stricter than a real exit, which keeps the page cache.
+    pub async fn stop_gracefully(&mut self, id: u64) {
+        let Some(running) = self.running.get(&id).cloned() else { return };
+        let handoff = self.network.handoff(id, running.incarnation);
+        let bound = std::time::Duration::from_millis(HANDOFF_MS_MAX);
+        let outcome = running.node.hand_off_leadership(&handoff, bound).await;
+        self.trace.record(format!("node {id} stops gracefully: {outcome:?}"));
+        self.trace.tally("graceful stop");
+        if let Handoff::Done { .. } = outcome {
+            self.trace.tally("leadership handed off");
+        }
+        if let Some(lost) = self.exit(id) {
+            self.trace.record(format!("node {id} exited, {lost} unflushed writes lost"));
+        }
+    }
+
     /// Kills node `id` harder than kill -9: its unflushed writes are lost.
     pub fn crash(&mut self, id: u64) {
-        let Some(node) = self.running.remove(&id) else { return };
+        let Some(lost) = self.exit(id) else { return };
+        self.trace.record(format!("node {id} crashed, {lost} unflushed writes lost"));
+        self.trace.tally("crash");
+    }
+
+    /// Node `id`'s process ends: its unflushed writes are lost (how many is returned), its
+    /// messages stop, and its old tasks are stopped.
+    fn exit(&mut self, id: u64) -> Option<usize> {
+        let node = self.running.remove(&id)?;
         self.network.remove(id);
         self.network.resume(id);
         let lost = node.disk.crash();
-        self.trace.record(format!("node {id} crashed, {lost} unflushed writes lost"));
-        self.trace.tally("crash");
         self.retired.push(node.observer.clone());
         let replica = self.replicas.remove(&id);
         // The old process stops on its own (its disk refuses it); stopping it only frees its
@@ -215,6 +242,7 @@ impl Cluster {
             }
             drop(node.node.shutdown().await);
         });
+        Some(lost)
     }
 
     /// A master whose Raft core stopped on a fatal error exits (as `raftrain master` does) and

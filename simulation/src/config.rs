@@ -16,6 +16,9 @@ pub struct PlantedBugs {
 /// last long enough to play out (a leader isolated while the others take its pservers' slots).
 const FAULT_PHASES: [(u64, u64); 3] = [(3_000, 100), (5_000, 300), (8_000, 600)];
 
+/// Crashes drawn as graceful stops instead, by default.
+pub const GRACEFUL_STOP_PERCENT_DEFAULT: u64 = 30;
+
 /// The production code's planted bugs the simulation can switch on.
 pub const PRODUCTION_BUGS: &[&str] = &[
     "jammed-batcher",
@@ -71,6 +74,9 @@ pub struct SimulationConfig {
     /// After the heal, every client call must complete within this.
     pub healed_call_ms_max: u64,
     pub bugs: PlantedBugs,
+    /// Of the crashes the fault injector draws, this percentage are graceful stops instead
+    /// (SIGTERM: a leader hands leadership off before it exits).
+    pub graceful_stop_percent: u64,
     /// Trace every applied command and its answer (to read a failing seed).
     pub verbose: bool,
     /// How many of the trace's last lines a report keeps.
@@ -108,6 +114,7 @@ impl SimulationConfig {
             client_call_deadline_ms: 5_000,
             healed_call_ms_max: 5_000,
             bugs: PlantedBugs::default(),
+            graceful_stop_percent: GRACEFUL_STOP_PERCENT_DEFAULT,
             verbose: false,
             trace_lines: crate::trace::TAIL_LINES_DEFAULT,
         }

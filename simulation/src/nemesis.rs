@@ -1,6 +1,6 @@
 //! The fault injector: at each of its turns it ends the faults whose time is up, then draws
 //! one fault from the seed or does nothing: crash a node (or every node), restart one, isolate
-//! one (sometimes for seconds, with no other fault meanwhile, so the others take several
+//! one, or stop one gracefully (SIGTERM: it hands leadership off, then exits), isolate one (sometimes for seconds, with no other fault meanwhile, so the others take several
 //! snapshots and it must catch up by installing one), heal, change link faults, pause a node past its election timeout, make a
 //! disk slow or stall it; and it crashes nodes in the middle of writing a snapshot. Clock skew
 //! is drawn per node incarnation (`cluster`).
@@ -30,6 +30,9 @@ const CRASH_MID_SNAPSHOT_PERCENT: u64 = 15;
 /// Draws and applies faults, and remembers when the timed ones end.
 pub struct Nemesis {
     rng: SimRng,
+    /// Whether a drawn crash is a graceful stop (SIGTERM) instead.
+    graceful: SimRng,
+    graceful_stop_percent: u64,
     trace: Trace,
     resume_at: BTreeMap<u64, u64>,
     disk_restored_at: BTreeMap<u64, u64>,
@@ -37,9 +40,21 @@ pub struct Nemesis {
 }
 
 impl Nemesis {
-    pub fn new(rng: SimRng, trace: Trace) -> Self {
+    /// Draws faults from `rng`, and from `graceful` whether a crash is a graceful stop instead
+    /// (`graceful_stop_percent` of them).
+    pub fn new(rng: SimRng, graceful: (SimRng, u64), trace: Trace) -> Self {
         let (resume_at, disk_restored_at) = (BTreeMap::new(), BTreeMap::new());
-        Self { rng, trace, resume_at, disk_restored_at, partition_held_until: 0 }
+        let (graceful, graceful_stop_percent) = graceful;
+        let partition_held_until = 0;
+        Self {
+            rng,
+            graceful,
+            graceful_stop_percent,
+            trace,
+            resume_at,
+            disk_restored_at,
+            partition_held_until,
+        }
     }
 
     /// Takes one turn.
@@ -61,7 +76,14 @@ impl Nemesis {
         };
         match self.rng.range(0, 100) {
             0..=39 => {}
-            40..=47 if !running.is_empty() => cluster.crash(pick(&mut self.rng, &running)),
+            40..=47 if !running.is_empty() => {
+                let id = pick(&mut self.rng, &running);
+                // Drawn from a stream of its own, so that the faults drawn above stay the same.
+                match self.graceful.percent(self.graceful_stop_percent) {
+                    true => cluster.stop_gracefully(id).await,
+                    false => cluster.crash(id),
+                }
+            }
             48..=49 => {
                 self.trace.record("nemesis crashes every node");
                 self.trace.tally("crash every node");

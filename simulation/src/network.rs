@@ -385,3 +385,39 @@ impl RaftNetwork<TypeConfig> for SimConnection {
         self.reply(&plan, result).await
     }
 }
+
+/// The `TimeoutNow` of a graceful stop's leadership handoff, delivered like every Raft message
+/// (delay, loss, partitions, pauses).
+pub struct SimHandoff {
+    network: SimNetwork,
+    source: u64,
+    incarnation: u64,
+}
+
+impl SimNetwork {
+    /// The handoff transport of node `id` in incarnation `incarnation`.
+    pub fn handoff(&self, id: u64, incarnation: u64) -> SimHandoff {
+        SimHandoff { network: self.clone(), source: id, incarnation }
+    }
+}
+
+impl consensus::HandoffTransport for SimHandoff {
+    fn timeout_now<'a>(
+        &'a self,
+        target: u64,
+        _addr: &'a str,
+        request: consensus::TimeoutNow,
+    ) -> consensus::handoff::SendFuture<'a> {
+        let (network, source, incarnation) = (self.network.clone(), self.source, self.incarnation);
+        let connection = SimConnection { network, source, incarnation, target };
+        Box::pin(async move {
+            let kind = "timeout-now";
+            let sent = connection.send::<openraft::error::Infallible>(kind).await;
+            let (plan, handler) = sent.map_err(|error| error.to_string())?;
+            let answer = handler.timeout_now(request).await;
+            let replied = connection.reply::<(), openraft::error::Infallible>(&plan, Ok(())).await;
+            replied.map_err(|error| error.to_string())?;
+            answer
+        })
+    }
+}

@@ -154,7 +154,11 @@ impl Run {
     /// The fault phase, the heal, and the liveness phase. The outer error is a harness
     /// failure; the inner one is a violation found in the system.
     async fn phases(&mut self) -> anyhow::Result<Result<(), Violation>> {
-        let mut nemesis = Nemesis::new(SimRng::derive(self.config.seed, 3), self.trace.clone());
+        let mut nemesis = Nemesis::new(
+            SimRng::derive(self.config.seed, 3),
+            (SimRng::derive(self.config.seed, 5), self.config.graceful_stop_percent),
+            self.trace.clone(),
+        );
         let step_ms = self.config.step_ms.max(1);
         let mut elapsed_ms = 0;
         while elapsed_ms < self.config.fault_phase_ms {

@@ -1,7 +1,8 @@
 //! `bench master`: a real three-process master group under trainer load. Measures task
 //! transitions per second (a GetTask plus its TaskFinished count as two) by dataset size and
 //! client count, against the smallest dataset as the same-run baseline; leader memory per task;
-//! snapshot size and time of the largest state; and failover time after kill -9 of the leader.
+//! snapshot size and time of the largest state; and failover time after kill -9 of the leader,
+//! beside a planned restart (SIGTERM, which hands leadership off).
 
 use super::master_load::{drive, run_trainer, time_to_first_task, Trainer};
 use super::table::Table;
@@ -25,7 +26,8 @@ pub(crate) struct MasterBenchArgs {
     /// Seconds of load per row.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
-    /// Leader kills in the failover measurement (0 skips it).
+    /// Leader take-downs of each kind (kill -9, SIGTERM) in the failover measurement (0 skips
+    /// it).
     #[arg(long, default_value_t = 20)]
     failovers: usize,
     /// Trainer clients running while the leader is killed.
@@ -112,6 +114,7 @@ async fn bench(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<()> {
     print!("{}", super::master_snapshot::measure(largest)?.render());
     if args.failovers > 0 {
         print!("{}", failover(args, root).await?.render());
+        println!("failover: from the signal to the leader until the next successful GetTask");
     }
     Ok(())
 }
@@ -194,7 +197,29 @@ async fn applied_index(addr: &str) -> anyhow::Result<u64> {
     Ok(client.member_info(addr).await?.last_applied_index)
 }
 
-/// Kill -9 the leader `failovers` times under load; time from each kill to the next GetTask.
+/// How a leader is taken down in the failover measurement.
+#[derive(Clone, Copy, Debug)]
+enum TakeDown {
+    /// kill -9: a crash.
+    Kill,
+    /// SIGTERM: a planned restart (the leader hands off, then exits).
+    Terminate,
+}
+
+impl TakeDown {
+    fn name(self) -> &'static str {
+        match self {
+            TakeDown::Kill => "kill -9",
+            TakeDown::Terminate => "SIGTERM",
+        }
+    }
+}
+
+/// How long a SIGTERM'd master may take to exit before the benchmark calls it a failure.
+const TERMINATE_EXIT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Takes the leader down `failovers` times each way (kill -9, then SIGTERM) under load; time
+/// from each signal to the next GetTask.
 async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> {
     let dir = root.join("failover");
     std::fs::create_dir_all(&dir)?;
@@ -208,34 +233,64 @@ async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> 
         .collect();
     let mut probe =
         Trainer::register(&masters.addrs, ClientOptions::default(), "probe".into()).await?;
-    let mut times = Vec::new();
-    for _ in 0..args.failovers {
-        let leader = wait_for_leader(&mut masters).await?;
-        masters.group.kill(leader);
-        tracing::debug!(master = leader + 1, "killed the leader");
-        let killed_at = Instant::now();
-        times.push(time_to_first_task(&mut probe, killed_at).await?);
-        masters.group.spawn(leader)?;
-        // Each kill is one fault: the next comes only once the restarted replica has caught up
-        // (killing the leader while a replica still lags is a double fault, and openraft then
-        // adds a `smaller_log_timeout` to the lagging replica's election).
-        wait_until_caught_up(&masters.addrs, leader).await?;
+    let mut table =
+        Table::new(&["take-down", "failovers", "clients", "p50 ms", "p99 ms", "max ms"]);
+    for take_down in [TakeDown::Kill, TakeDown::Terminate] {
+        let mut times = Vec::new();
+        for _ in 0..args.failovers {
+            times.push(take_leader_down(&mut masters, &mut probe, take_down).await?);
+        }
+        times.sort();
+        let each: Vec<String> = times.iter().map(|time| time.as_millis().to_string()).collect();
+        println!("each failover after {}, sorted (ms): {}", take_down.name(), each.join(" "));
+        table.row(vec![
+            take_down.name().to_string(),
+            times.len().to_string(),
+            args.failover_clients.to_string(),
+            format!("{:.0}", percentile_ms(&times, 0.50)),
+            format!("{:.0}", percentile_ms(&times, 0.99)),
+            format!("{:.0}", times.last().map_or(0.0, |time| time.as_secs_f64() * 1e3)),
+        ]);
     }
     stop.store(true, Ordering::Relaxed);
     for handle in load {
         handle.await.context("a load client panicked")??;
     }
-    times.sort();
-    let mut table = Table::new(&["failovers", "clients", "p50 ms", "p99 ms", "max ms"]);
-    table.row(vec![
-        times.len().to_string(),
-        args.failover_clients.to_string(),
-        format!("{:.0}", percentile_ms(&times, 0.50)),
-        format!("{:.0}", percentile_ms(&times, 0.99)),
-        format!("{:.0}", times.last().map_or(0.0, |time| time.as_secs_f64() * 1e3)),
-    ]);
-    println!("failover: kill -9 of the leader under load, until the next successful GetTask");
-    let each: Vec<String> = times.iter().map(|time| time.as_millis().to_string()).collect();
-    println!("each failover, sorted (ms): {}", each.join(" "));
     Ok(table)
+}
+
+/// One failover: the leader taken down, the time to the next GetTask, the leader restarted.
+async fn take_leader_down(
+    masters: &mut Masters,
+    probe: &mut Trainer,
+    take_down: TakeDown,
+) -> anyhow::Result<Duration> {
+    let leader = wait_for_leader(masters).await?;
+    let signalled_at = Instant::now();
+    match take_down {
+        TakeDown::Kill => masters.group.kill(leader),
+        TakeDown::Terminate => {
+            masters.group.signal(leader, nix::sys::signal::Signal::SIGTERM)?;
+        }
+    }
+    tracing::debug!(master = leader + 1, ?take_down, "took the leader down");
+    let time = time_to_first_task(probe, signalled_at).await?;
+    if let TakeDown::Terminate = take_down {
+        let group = &mut masters.group;
+        let exited =
+            tokio::task::block_in_place(|| group.wait_exit(leader, TERMINATE_EXIT_TIMEOUT));
+        let status = exited.with_context(|| {
+            format!(
+                "master {} did not exit within {TERMINATE_EXIT_TIMEOUT:?} of SIGTERM",
+                leader + 1
+            )
+        })?;
+        anyhow::ensure!(status.success(), "master {} exited with {status} on SIGTERM", leader + 1);
+    }
+    masters.group.spawn(leader)?;
+    // Each take-down is one fault: the next comes only once the restarted replica has caught
+    // up (taking the leader down while a replica still lags is a double fault, and openraft
+    // then adds a `smaller_log_timeout` to the lagging replica's election).
+    wait_until_caught_up(&masters.addrs, leader).await?;
+    Ok(time)
 }

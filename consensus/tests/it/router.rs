@@ -187,3 +187,23 @@ impl RaftNetwork<TypeConfig> for RouterConnection {
         self.answer(result)
     }
 }
+
+/// A handoff's `TimeoutNow` goes to the target's handler like any RPC (unless cut from it).
+impl consensus::HandoffTransport for Router {
+    fn timeout_now<'a>(
+        &'a self,
+        target: u64,
+        _addr: &'a str,
+        request: consensus::TimeoutNow,
+    ) -> consensus::handoff::SendFuture<'a> {
+        let handler = {
+            let state = self.state();
+            let cut = state.cut.contains(&(request.leader_id, target));
+            state.nodes.get(&target).filter(|_| !cut).cloned()
+        };
+        Box::pin(async move {
+            let handler = handler.ok_or_else(|| format!("node {target} is unreachable"))?;
+            handler.timeout_now(request).await
+        })
+    }
+}

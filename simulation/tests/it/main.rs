@@ -3,6 +3,7 @@
 
 mod core_restart;
 mod determinism;
+mod graceful_stop;
 mod planted_bugs;
 mod seed_sweep;
 mod storage_suite;
