@@ -155,6 +155,8 @@ pub fn operation_name(f: &Operation) -> &'static str {
         Operation::Digest { .. } => "digest",
         Operation::PserverStatus { .. } => "pserver-status",
         Operation::Nemesis { .. } => "nemesis",
+        Operation::ProcessExit { .. } => "process-exit",
+        Operation::Rejoin { .. } => "rejoin",
     }
 }
 

@@ -80,7 +80,7 @@ pub fn completed(ops: &[Op]) -> Vec<Completed<'_>> {
     let mut open: std::collections::BTreeMap<u64, &Op> = std::collections::BTreeMap::new();
     let mut pairs = Vec::new();
     for op in ops {
-        if matches!(op.f, Operation::Nemesis { .. }) {
+        if matches!(op.f, Operation::Nemesis { .. } | Operation::ProcessExit { .. }) {
             continue;
         }
         match op.kind {
