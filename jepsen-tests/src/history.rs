@@ -111,6 +111,10 @@ pub enum Value {
     },
     /// How a process exited.
     Exit(crate::supervisor::ProcessExit),
+    /// How a fault was injected, where there is more than one way.
+    Note {
+        note: String,
+    },
     /// How long something took.
     Elapsed {
         elapsed_ms: u64,

@@ -54,7 +54,10 @@ impl Report {
 
     /// Adds the training result; one below its bound is a violation.
     pub fn with_training(mut self, result: TrainingResult) -> Self {
-        if !result.within_bound() {
+        if !result.model_written {
+            let message = "no trainer wrote the model: the job did not finish".to_string();
+            self.violations.push(Violation::new("training", message, Vec::new()));
+        } else if !result.within_bound() {
             let message = format!(
                 "the trained model's accuracy {:.4} is more than {:.2} below the single-process run's {:.4}",
                 result.accuracy, result.bound, result.baseline_accuracy

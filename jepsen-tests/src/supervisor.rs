@@ -152,6 +152,16 @@ impl ProcessGroup {
         self.processes[index].program = Some(program);
     }
 
+    /// Runs process `index` as the group's executable again from its next start.
+    pub fn reset_program(&mut self, index: usize) {
+        self.processes[index].program = None;
+    }
+
+    /// Process `index`'s arguments.
+    pub fn args(&self, index: usize) -> &[String] {
+        &self.processes[index].args
+    }
+
     /// Sets an environment variable of process `index` from its next start.
     pub fn set_env(&mut self, index: usize, name: &str, value: &str) {
         let env = &mut self.processes[index].env;
