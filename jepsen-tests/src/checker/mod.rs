@@ -6,6 +6,7 @@ pub mod fencing;
 pub mod linearizable;
 pub mod liveness;
 pub mod lost_task;
+pub mod process_exits;
 pub mod queue_invariants;
 pub mod recovery;
 
@@ -56,9 +57,13 @@ pub fn check_all(ops: &[Op], schedule: &Schedule, options: &CheckOptions) -> Rep
     violations.extend(fencing::check(ops));
     violations.extend(lost_task::check(ops, options.regrant_ms));
     violations.extend(liveness::check(ops, options.liveness_ms));
+    violations.extend(process_exits::check(ops));
     let linearizable = linearizable::check(ops, options.search_states_max);
     violations.extend(linearizable.violations);
-    Report::new(schedule, ops, violations, linearizable.unknown, recovery::summary(ops))
+    let mut report =
+        Report::new(schedule, ops, violations, linearizable.unknown, recovery::summary(ops));
+    report.exits = process_exits::summary(ops);
+    report
 }
 
 /// A completed operation: its invocation and completion, paired by process.
