@@ -24,8 +24,10 @@ pub const STOP_WAIT_MS_MAX: u64 = 10_000;
 /// A restarted master must be back in the group (following a leader, its applied index at
 /// the leader's) within this long.
 pub const REJOIN_WAIT_MS_MAX: u64 = 60_000;
-/// How often a stop or a rejoin is polled.
-const POLL_MS: u64 = 100;
+/// How often a stopping process is polled (the stop times reported are this precise).
+const STOP_POLL_MS: u64 = 20;
+/// How often a restarted master is asked whether it is back.
+const REJOIN_POLL_MS: u64 = 200;
 /// A trainer given a broken view of its data sees the first this-many-parts of the file.
 const BROKEN_DATA_FRACTION: u64 = 2;
 
@@ -257,7 +259,7 @@ impl Cluster {
             if force || self.processes.pid(process).is_none() {
                 return Ok(None);
             }
-            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+            tokio::time::sleep(Duration::from_millis(STOP_POLL_MS)).await;
         }
     }
 
@@ -272,7 +274,7 @@ impl Cluster {
             if self.is_caught_up(&client, index).await {
                 return Some(started.elapsed());
             }
-            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+            tokio::time::sleep(Duration::from_millis(REJOIN_POLL_MS)).await;
         }
         None
     }
