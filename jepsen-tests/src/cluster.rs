@@ -279,19 +279,17 @@ impl Cluster {
         None
     }
 
+    /// Whether master `index` itself answers, names a leader of the current term that
+    /// agrees, and (unless it leads) has applied what that leader had applied.
     async fn is_caught_up(&self, client: &MasterClient, index: usize) -> bool {
-        let Some(leader) = self.leader().await else { return false };
-        if leader == index {
-            return true;
-        }
-        let Ok(leading) = client.member_info(&self.master_addrs[leader]).await else {
-            return false;
-        };
         let Ok(member) = client.member_info(&self.master_addrs[index]).await else {
             return false;
         };
-        member.leader_id == leader as u64 + 1
-            && member.last_applied_index >= leading.last_applied_index
+        let Some(leader) = (member.leader_id as usize).checked_sub(1) else { return false };
+        let Some(leader_addr) = self.master_addrs.get(leader) else { return false };
+        let Ok(leading) = client.member_info(leader_addr).await else { return false };
+        let agreed = leading.leader_id == member.leader_id && leading.term == member.term;
+        agreed && (leader == index || member.last_applied_index >= leading.last_applied_index)
     }
 
     /// Polls every process and records in `history` each exit seen since the last call.
