@@ -414,4 +414,21 @@ mod tests {
         assert!(first.end_ms() <= 120_000);
         assert!(Schedule::generate(1, &[], 60_000).steps.is_empty());
     }
+
+    /// A majority outage holds exactly its fixed window (longer than every client deadline)
+    /// and a rolling restart its own; the drawn faults around them keep drawn windows.
+    #[test]
+    fn long_faults_hold_their_fixed_windows() {
+        let faults = [Fault::MajorityOutage, Fault::RollingRestart, Fault::KillLeader];
+        let schedule = Schedule::generate(3, &faults, 600_000);
+        let held = |fault: Fault| -> Vec<u64> {
+            let steps = schedule.steps.iter().filter(|step| step.fault == fault);
+            steps.map(|step| step.hold_ms).collect()
+        };
+        assert!(!held(Fault::MajorityOutage).is_empty(), "{schedule:?}");
+        assert!(held(Fault::MajorityOutage).iter().all(|ms| *ms == MAJORITY_OUTAGE_MS));
+        assert!(held(Fault::RollingRestart).iter().all(|ms| *ms == ROLLING_RESTART_MS));
+        assert!(held(Fault::KillLeader).iter().all(|ms| (HOLD_MS.0..=HOLD_MS.1).contains(ms)));
+        assert!(schedule.end_ms() <= 600_000);
+    }
 }

@@ -427,3 +427,54 @@ pub fn free_loopback_addrs(count: usize) -> anyhow::Result<Vec<String>> {
         .context("bind a loopback port")?;
     listeners.iter().map(|listener| Ok(listener.local_addr()?.to_string())).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell_group(dir: &Path, scripts: &[&str]) -> anyhow::Result<ProcessGroup> {
+        let mut group = ProcessGroup::new(PathBuf::from("/bin/sh"), dir);
+        for (index, script) in scripts.iter().enumerate() {
+            group.add(&format!("shell-{index}"), vec!["-c".into(), script.to_string()])?;
+        }
+        Ok(group)
+    }
+
+    /// A graceful stop reports the exit and how long it took; a process that ignores SIGTERM
+    /// is killed at the bound and recorded as forced.
+    #[test]
+    fn graceful_stops_are_recorded_and_bounded() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut group = shell_group(dir.path(), &["sleep 30", "trap '' TERM; sleep 30"])?;
+        // Let the second shell install its trap before the signal comes.
+        std::thread::sleep(Duration::from_millis(300));
+        group.begin_stop(0)?;
+        group.begin_stop(1)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let stopped = group.finish_stop(0, false).expect("sh exits on SIGTERM");
+        assert_eq!(stopped.signal, Some(Signal::SIGTERM as i32), "{stopped:?}");
+        assert!(matches!(stopped.cause, ExitCause::Terminated { forced: false, .. }));
+        assert_eq!(group.finish_stop(1, false), None, "it ignores SIGTERM and still runs");
+        let forced = group.finish_stop(1, true).expect("killed");
+        assert!(matches!(forced.cause, ExitCause::Terminated { forced: true, .. }), "{forced:?}");
+        assert_eq!(group.take_exits(), vec![stopped, forced]);
+        Ok(())
+    }
+
+    /// A process's own exit is recorded once with its code, a kill -9 as killed, and the
+    /// records are handed out once.
+    #[test]
+    fn own_exits_and_kills_are_recorded_once() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut group = shell_group(dir.path(), &["exit 3", "sleep 30"])?;
+        let code = group.wait_exit(0, Duration::from_secs(10)).and_then(|status| status.code());
+        assert_eq!(code, Some(3));
+        group.kill(0);
+        group.kill(1);
+        let exits = group.take_exits();
+        let causes: Vec<_> = exits.iter().map(|exit| (exit.code, exit.cause)).collect();
+        assert_eq!(causes, [(Some(3), ExitCause::Own), (None, ExitCause::Killed)]);
+        assert!(group.take_exits().is_empty());
+        Ok(())
+    }
+}
