@@ -60,8 +60,8 @@ pub struct Cluster {
     pub pserver_addrs: Vec<String>,
     /// The process index of each trainer (training workload only).
     pub trainers: Vec<usize>,
-    /// Each trainer's own arguments (a broken-data restart wraps them).
-    trainer_commands: Vec<Vec<String>>,
+    /// Each trainer's `--dataset`, the file a broken view replaces.
+    trainer_datasets: Vec<Option<String>>,
 }
 
 impl Cluster {
@@ -102,7 +102,7 @@ impl Cluster {
             pservers: Vec::new(),
             pserver_addrs: pserver_addrs.to_vec(),
             trainers: Vec::new(),
-            trainer_commands: Vec::new(),
+            trainer_datasets: Vec::new(),
         };
         for index in 0..MASTER_COUNT {
             cluster.add_master(index, &binary, raft_addrs, &options.master_args)?;
@@ -384,12 +384,29 @@ impl Cluster {
         }
     }
 
-    /// Starts a trainer process with `args`.
-    pub fn add_trainer(&mut self, args: Vec<String>) -> anyhow::Result<()> {
+    /// Starts a trainer process with `args`; with `private_mounts`, in a mount namespace of
+    /// its own (`unshare --mount --propagation private`, root only), so that its view of the
+    /// data can later be broken without touching anyone else's.
+    pub fn add_trainer(&mut self, args: Vec<String>, private_mounts: bool) -> anyhow::Result<()> {
         let name = format!("trainer-{}", self.trainers.len());
-        let process = self.processes.add(&name, args.clone())?;
+        let dataset = args.iter().skip_while(|arg| *arg != "--dataset").nth(1).cloned();
+        let process = match private_mounts {
+            false => self.processes.add(&name, args)?,
+            true => {
+                let mut wrapped: Vec<String> = ["--mount", "--propagation", "private"]
+                    .iter()
+                    .map(|arg| arg.to_string())
+                    .collect();
+                wrapped.push(self.binary.display().to_string());
+                wrapped.extend(args);
+                let process = self.processes.add_stopped(&name, wrapped);
+                self.processes.set_program(process, PathBuf::from("unshare"));
+                self.processes.spawn(process)?;
+                process
+            }
+        };
         self.trainers.push(process);
-        self.trainer_commands.push(args);
+        self.trainer_datasets.push(dataset);
         Ok(())
     }
 
@@ -405,18 +422,13 @@ impl Cluster {
         self.processes.resume(self.trainers[index])
     }
 
-    /// Starts trainer `index` again unless it finished the job (exit 0), as the group's own
-    /// executable with its usual view of the data.
+    /// Starts trainer `index` again (with its real data) unless it finished the job (exit 0).
     pub fn restart_trainer(&mut self, index: usize) -> anyhow::Result<()> {
         let process = self.trainers[index];
         if self.trainer_finished(index)? {
             return Ok(());
         }
         self.processes.kill(process);
-        if let Some(args) = self.trainer_commands.get(index) {
-            self.processes.reset_program(process);
-            self.processes.set_args(process, args.clone());
-        }
         self.processes.spawn(process)
     }
 
@@ -425,37 +437,57 @@ impl Cluster {
         Ok(status.is_some_and(|status| status.success()))
     }
 
-    /// Kills trainer `index` (unless it finished) and starts it again in a private mount
-    /// namespace where its dataset file is a truncated copy (`unshare --mount`, root only):
-    /// the view of the data breaks under it while the file itself stays whole. Returns
-    /// whether it was restarted.
+    /// Whether trainer `index` runs now.
+    fn is_trainer_running(&mut self, index: usize) -> bool {
+        let process = self.trainers[index];
+        matches!(self.processes.exit_status(process), Ok(None))
+            && self.processes.pid(process).is_some()
+    }
+
+    /// Breaks running trainer `index`'s view of its data mid-run: inside its own mount
+    /// namespace (it must have been added with `private_mounts`), a truncated copy of its
+    /// dataset file is bind-mounted over the file, as when a mount goes bad under a running
+    /// job; everyone else still sees the whole file. Returns whether it was running.
     pub fn break_trainer_data(&mut self, index: usize) -> anyhow::Result<bool> {
-        if self.trainer_finished(index)? {
+        if !self.is_trainer_running(index) {
             return Ok(false);
         }
-        let process = self.trainers[index];
-        let args = self.trainer_commands[index].clone();
-        let dataset = args
-            .iter()
-            .skip_while(|arg| *arg != "--dataset")
-            .nth(1)
-            .context("the trainer has a --dataset")?
-            .clone();
+        let dataset = self.trainer_dataset(index)?;
         let broken = self.truncated_copy(Path::new(&dataset))?;
-        // sh mounts the copy over the dataset, then becomes the trainer (same pid).
-        let script = "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\"";
-        let mut wrapped: Vec<String> =
-            ["--mount", "--propagation", "private", "sh", "-c", script, "sh"]
-                .iter()
-                .map(|arg| arg.to_string())
-                .collect();
-        wrapped.extend([broken.display().to_string(), dataset, self.binary.display().to_string()]);
-        wrapped.extend(args);
-        self.processes.kill(process);
-        self.processes.set_program(process, PathBuf::from("unshare"));
-        self.processes.set_args(process, wrapped);
-        self.processes.spawn(process)?;
+        let broken = broken.display().to_string();
+        self.in_trainer_mounts(index, &["mount", "--bind", &broken, &dataset])?;
         Ok(true)
+    }
+
+    /// Gives trainer `index` its real data back: unmounts the broken copy if it still runs,
+    /// starts it again if it stopped (it may give up on data it cannot read).
+    pub fn mend_trainer_data(&mut self, index: usize) -> anyhow::Result<()> {
+        if !self.is_trainer_running(index) {
+            return self.restart_trainer(index);
+        }
+        let dataset = self.trainer_dataset(index)?;
+        self.in_trainer_mounts(index, &["umount", &dataset])
+    }
+
+    fn trainer_dataset(&self, index: usize) -> anyhow::Result<String> {
+        self.trainer_datasets[index].clone().context("the trainer has a --dataset")
+    }
+
+    /// Runs `command` in trainer `index`'s mount namespace (`nsenter --mount`).
+    fn in_trainer_mounts(&self, index: usize, command: &[&str]) -> anyhow::Result<()> {
+        let pid = self.processes.pid(self.trainers[index]).context("the trainer runs")?;
+        let output = std::process::Command::new("nsenter")
+            .args(["--target", &pid.to_string(), "--mount", "--"])
+            .args(command)
+            .output()
+            .context("run nsenter")?;
+        anyhow::ensure!(
+            output.status.success(),
+            "nsenter {}: {}",
+            command.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        Ok(())
     }
 
     /// `<dir>/broken/<name>`: the first 1/[`BROKEN_DATA_FRACTION`] of `dataset`, cut

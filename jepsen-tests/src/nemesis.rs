@@ -59,8 +59,9 @@ pub enum Fault {
     MajorityOutage,
     /// The leader's links stop carrying packets without a reset (half-open connections).
     HalfOpen,
-    /// One trainer restarted in a private mount namespace where its dataset is a truncated
-    /// copy; restarted with its real data when healed (training workload, root only).
+    /// Mid-run, in one trainer's own mount namespace, a truncated copy of its dataset is
+    /// mounted over the file; unmounted (or the trainer restarted, if it stopped) when healed
+    /// (training workload; root, `unshare` and `nsenter` only).
     BreakTrainerData,
 }
 
@@ -127,12 +128,14 @@ impl Fault {
     pub fn unavailable(self) -> Option<&'static str> {
         let can_break = || {
             let root = nix::unistd::geteuid().is_root();
-            let unshare = std::process::Command::new("unshare")
-                .arg("--version")
-                .stdout(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|status| status.success());
-            root && unshare
+            let runs = |program: &str| {
+                std::process::Command::new(program)
+                    .arg("--version")
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|status| status.success())
+            };
+            root && runs("unshare") && runs("nsenter")
         };
         match self {
             Fault::BreakTrainerData if !can_break() => Some("needs root and unshare"),
@@ -309,7 +312,7 @@ pub async fn apply(
         Fault::PauseTrainer => cluster.pause_trainer(targets[0])?,
         Fault::BreakTrainerData => {
             if !cluster.break_trainer_data(targets[0])? {
-                how = Some("skipped: the trainer had finished");
+                how = Some("skipped: the trainer was not running");
             }
         }
     }
@@ -360,9 +363,8 @@ pub fn heal(cluster: &mut Cluster, active: &Active) -> anyhow::Result<()> {
         Fault::PausePserver => {
             cluster.resume_pserver(active.targets[0])?;
         }
-        Fault::KillTrainer | Fault::BreakTrainerData => {
-            cluster.restart_trainer(active.targets[0])?
-        }
+        Fault::KillTrainer => cluster.restart_trainer(active.targets[0])?,
+        Fault::BreakTrainerData => cluster.mend_trainer_data(active.targets[0])?,
         Fault::PauseTrainer => cluster.resume_trainer(active.targets[0])?,
         Fault::IsolateLeader
         | Fault::SplitOneTwo

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use crate::checker::{self, CheckOptions};
 use crate::cluster::{Cluster, ClusterOptions, MASTER_COUNT};
 use crate::history::{History, OpKind, Operation, Phase, Value, NEMESIS_PROCESS};
-use crate::nemesis::{self, Schedule};
+use crate::nemesis::{self, Fault, Schedule};
 use crate::report::Report;
 use crate::workload::observers;
 use crate::workload::task_queue::TaskQueue;
@@ -186,13 +186,12 @@ async fn drive_training(
         move || training::baseline_accuracy(&data)
     });
     wait_for_leader(cluster, Duration::from_secs(60)).await?;
+    // A trainer's view of the data can break only if it has a mount namespace of its own.
+    let private_mounts =
+        options.schedule.steps.iter().any(|step| step.fault == Fault::BreakTrainerData);
     for index in 0..training::TRAINERS {
-        cluster.add_trainer(training::trainer_args(
-            index,
-            &cluster.master_addrs,
-            &data,
-            &options.dir,
-        ))?;
+        let args = training::trainer_args(index, &cluster.master_addrs, &data, &options.dir);
+        cluster.add_trainer(args, private_mounts)?;
     }
     let history = Arc::new(History::new());
     let (stop, stopped) = watch::channel(false);
