@@ -60,9 +60,25 @@ const TRAINING_ACCURACY_BOUND: f64 = 0.02;
 /// The training job must finish within this long once the faults are over.
 const TRAINING_FINISH_S: u64 = 300;
 
+/// A task's failures and timeouts before it is failed for good: far above what kills,
+/// pauses and partitions cause, so that only a real fault of the data could fail a task.
+const TASK_FAILURES_MAX: &str = "1000000";
+/// The same with a trainer's view of the data broken (`break-trainer-data`) in the schedule:
+/// low enough that one trainer failing the tasks it cannot read spends a task's budget within
+/// a run (as it would with the masters' default of 3), yet above the few timeouts the other
+/// faults cause; the `failed-tasks` checker then sees the wrongly failed task.
+const TASK_FAILURES_MAX_BROKEN_VIEW: &str = "10";
+
+fn training_task_failures_max(schedule: &Schedule) -> &'static str {
+    match schedule.steps.iter().any(|step| step.fault == Fault::BreakTrainerData) {
+        true => TASK_FAILURES_MAX_BROKEN_VIEW,
+        false => TASK_FAILURES_MAX,
+    }
+}
+
 /// Runs everything and returns the checked report (also written under `dir`).
 pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
-    let master_args = |task_timeout_ms: &str| -> Vec<String> {
+    let master_args = |task_timeout_ms: &str, task_failures_max: &str| -> Vec<String> {
         let mut args: Vec<String> = [
             "--task-timeout-min-ms",
             task_timeout_ms,
@@ -73,7 +89,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
             "--pserver-lease-ms",
             "2000",
             "--max-task-failures",
-            "1000000",
+            task_failures_max,
         ]
         .iter()
         .map(|arg| arg.to_string())
@@ -91,13 +107,13 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         Workload::TaskQueue => ClusterOptions {
             pserver_slots: 1,
             pservers: 2,
-            master_args: master_args("1500"),
+            master_args: master_args("1500", TASK_FAILURES_MAX),
             netns: options.netns,
         },
         Workload::Training => ClusterOptions {
             pserver_slots: 2,
             pservers: 3,
-            master_args: master_args("5000"),
+            master_args: master_args("5000", training_task_failures_max(&options.schedule)),
             netns: options.netns,
         },
     };

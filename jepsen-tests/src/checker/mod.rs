@@ -2,6 +2,7 @@
 //! each naming the operations involved. `check_all` runs them all into a [`Report`].
 
 pub mod agreement;
+pub mod failed_tasks;
 pub mod fencing;
 pub mod linearizable;
 pub mod liveness;
@@ -58,6 +59,7 @@ pub fn check_all(ops: &[Op], schedule: &Schedule, options: &CheckOptions) -> Rep
     violations.extend(lost_task::check(ops, options.regrant_ms));
     violations.extend(liveness::check(ops, options.liveness_ms));
     violations.extend(process_exits::check(ops));
+    violations.extend(failed_tasks::check(ops));
     let linearizable = linearizable::check(ops, options.search_states_max);
     violations.extend(linearizable.violations);
     let mut report =
