@@ -198,11 +198,16 @@ impl Schedule {
         Self { seed, steps }
     }
 
-    /// The smoke schedule: a leader kill, a partition, a leader pause and a pserver kill, in
-    /// that order, with fixed timings.
+    /// The smoke schedule: a leader kill, a partition, a leader pause, a pserver kill and a
+    /// graceful leader restart (SIGTERM), in that order, with fixed timings.
     pub fn smoke(seed: u64) -> Self {
-        let faults =
-            [Fault::KillLeader, Fault::IsolateLeader, Fault::PauseLeader, Fault::KillPserver];
+        let faults = [
+            Fault::KillLeader,
+            Fault::IsolateLeader,
+            Fault::PauseLeader,
+            Fault::KillPserver,
+            Fault::RestartLeader,
+        ];
         Self::fixed(seed, &faults)
     }
 
