@@ -28,7 +28,8 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// What runs under the faults: task-queue clients, or a whole training job (which adds
-    /// kill-trainer and pause-trainer to `all`, and ends when the job does).
+    /// kill-trainer, pause-trainer and break-trainer-data to `all`, and ends when the job
+    /// does).
     #[arg(long, value_enum, default_value = "task-queue")]
     workload: Workload,
     /// Concurrent task-queue clients.
