@@ -4,18 +4,32 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use master::client::{ClientOptions, MasterClient};
 
+use crate::history::{History, OpKind, Operation, Value, SUPERVISOR_PROCESS};
 use crate::netns::Namespaces;
 use crate::proxy::LinkProxy;
-use crate::supervisor::{free_loopback_addrs, ProcessGroup};
+use crate::supervisor::{free_loopback_addrs, ProcessExit, ProcessGroup};
 
 /// Masters in the group.
 pub const MASTER_COUNT: usize = 3;
 /// The masters' port in their own namespaces.
 const MASTER_PORT: u16 = 7000;
+/// A process sent SIGTERM must exit within this long; one that does not is killed, and the
+/// history says it ignored SIGTERM (a bug: every orchestrator sends SIGTERM first).
+pub const STOP_WAIT_MS_MAX: u64 = 10_000;
+/// A restarted master must be back in the group (following a leader, its applied index at
+/// the leader's) within this long.
+pub const REJOIN_WAIT_MS_MAX: u64 = 60_000;
+/// How often a stopping process is polled (the stop times reported are this precise).
+const STOP_POLL_MS: u64 = 20;
+/// How often a restarted master is asked whether it is back.
+const REJOIN_POLL_MS: u64 = 200;
+/// A trainer given a broken view of its data sees the first this-many-parts of the file.
+const BROKEN_DATA_FRACTION: u64 = 2;
 
 /// What the cluster is asked to run.
 #[derive(Clone, Debug)]
@@ -32,6 +46,7 @@ pub struct ClusterOptions {
 
 pub struct Cluster {
     dir: PathBuf,
+    binary: PathBuf,
     processes: ProcessGroup,
     /// The masters' client addresses, by index (id - 1).
     pub master_addrs: Vec<String>,
@@ -45,6 +60,8 @@ pub struct Cluster {
     pub pserver_addrs: Vec<String>,
     /// The process index of each trainer (training workload only).
     pub trainers: Vec<usize>,
+    /// Each trainer's `--dataset`, the file a broken view replaces.
+    trainer_datasets: Vec<Option<String>>,
 }
 
 impl Cluster {
@@ -76,6 +93,7 @@ impl Cluster {
         processes.set_log_filter("info,openraft=warn");
         let mut cluster = Self {
             dir: dir.to_path_buf(),
+            binary: binary.clone(),
             processes,
             master_addrs,
             links,
@@ -84,6 +102,7 @@ impl Cluster {
             pservers: Vec::new(),
             pserver_addrs: pserver_addrs.to_vec(),
             trainers: Vec::new(),
+            trainer_datasets: Vec::new(),
         };
         for index in 0..MASTER_COUNT {
             cluster.add_master(index, &binary, raft_addrs, &options.master_args)?;
@@ -226,6 +245,93 @@ impl Cluster {
         self.processes.spawn(self.masters[index])
     }
 
+    /// SIGTERM master `index` and wait (up to [`STOP_WAIT_MS_MAX`], then SIGKILL) for it to
+    /// exit; how it exited (also kept for [`Cluster::record_exits`]), unless it had already.
+    pub async fn terminate_master(&mut self, index: usize) -> anyhow::Result<Option<ProcessExit>> {
+        let process = self.masters[index];
+        self.processes.begin_stop(process)?;
+        let deadline = Instant::now() + Duration::from_millis(STOP_WAIT_MS_MAX);
+        loop {
+            let force = Instant::now() >= deadline;
+            if let Some(exit) = self.processes.finish_stop(process, force) {
+                return Ok(Some(exit));
+            }
+            if force || self.processes.pid(process).is_none() {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(STOP_POLL_MS)).await;
+        }
+    }
+
+    /// Waits until restarted master `index` is back in the group: it answers, follows a
+    /// leader (or leads) and has applied what the leader had applied when asked. How long
+    /// that took, or `None` after [`REJOIN_WAIT_MS_MAX`].
+    pub async fn wait_rejoined(&self, index: usize) -> Option<Duration> {
+        let started = Instant::now();
+        let limit = Duration::from_millis(REJOIN_WAIT_MS_MAX);
+        let client = self.client(Duration::from_secs(1)).ok()?;
+        while started.elapsed() < limit {
+            if self.is_caught_up(&client, index).await {
+                return Some(started.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(REJOIN_POLL_MS)).await;
+        }
+        None
+    }
+
+    /// Whether master `index` itself answers, names a leader of the current term that
+    /// agrees, and (unless it leads) has applied what that leader had applied.
+    async fn is_caught_up(&self, client: &MasterClient, index: usize) -> bool {
+        let Ok(member) = client.member_info(&self.master_addrs[index]).await else {
+            return false;
+        };
+        let Some(leader) = (member.leader_id as usize).checked_sub(1) else { return false };
+        let Some(leader_addr) = self.master_addrs.get(leader) else { return false };
+        let Ok(leading) = client.member_info(leader_addr).await else { return false };
+        let agreed = leading.leader_id == member.leader_id && leading.term == member.term;
+        agreed && (leader == index || member.last_applied_index >= leading.last_applied_index)
+    }
+
+    /// Polls every process and records in `history` each exit seen since the last call.
+    pub fn record_exits(&mut self, history: &History) {
+        for process in 0..self.processes.len() {
+            let _ = self.processes.exit_status(process);
+        }
+        for exit in self.processes.take_exits() {
+            let f = Operation::ProcessExit { name: exit.name.clone() };
+            tracing::info!(?exit, "process exit");
+            history.record(SUPERVISOR_PROCESS, OpKind::Info, f, Value::Exit(exit));
+        }
+    }
+
+    /// Records restarted master `index`'s rejoin (or that it did not within the bound).
+    pub async fn record_rejoin(&self, index: usize, history: &History) {
+        let f = Operation::Rejoin { master: index as u64 + 1 };
+        history.record(SUPERVISOR_PROCESS, OpKind::Invoke, f.clone(), Value::None);
+        let (kind, value) = match self.wait_rejoined(index).await {
+            Some(took) => (OpKind::Ok, Value::Elapsed { elapsed_ms: took.as_millis() as u64 }),
+            None => (OpKind::Info, Value::Elapsed { elapsed_ms: REJOIN_WAIT_MS_MAX }),
+        };
+        history.record(SUPERVISOR_PROCESS, kind, f, value);
+    }
+
+    /// Makes every link of master `index` half-open: packets vanish, nothing is refused or
+    /// reset. With namespaces the master's host falls silent for everyone (peers and clients);
+    /// with proxies its Raft links to and from its peers stall (clients still reach it).
+    /// Returns how: `"netns-pfifo-drop"` or `"proxy-stall"`.
+    pub fn half_open(&self, index: usize) -> anyhow::Result<&'static str> {
+        if let Some(namespaces) = &self.namespaces {
+            namespaces.silence(index)?;
+            return Ok("netns-pfifo-drop");
+        }
+        for ((from, to), link) in &self.links {
+            if *from == index || *to == index {
+                link.stall();
+            }
+        }
+        Ok("proxy-stall")
+    }
+
     pub fn pause_master(&self, index: usize) -> anyhow::Result<()> {
         self.processes.pause(self.masters[index])
     }
@@ -278,11 +384,29 @@ impl Cluster {
         }
     }
 
-    /// Starts a trainer process with `args`.
-    pub fn add_trainer(&mut self, args: Vec<String>) -> anyhow::Result<()> {
+    /// Starts a trainer process with `args`; with `private_mounts`, in a mount namespace of
+    /// its own (`unshare --mount --propagation private`, root only), so that its view of the
+    /// data can later be broken without touching anyone else's.
+    pub fn add_trainer(&mut self, args: Vec<String>, private_mounts: bool) -> anyhow::Result<()> {
         let name = format!("trainer-{}", self.trainers.len());
-        let process = self.processes.add(&name, args)?;
+        let dataset = args.iter().skip_while(|arg| *arg != "--dataset").nth(1).cloned();
+        let process = match private_mounts {
+            false => self.processes.add(&name, args)?,
+            true => {
+                let mut wrapped: Vec<String> = ["--mount", "--propagation", "private"]
+                    .iter()
+                    .map(|arg| arg.to_string())
+                    .collect();
+                wrapped.push(self.binary.display().to_string());
+                wrapped.extend(args);
+                let process = self.processes.add_stopped(&name, wrapped);
+                self.processes.set_program(process, PathBuf::from("unshare"));
+                self.processes.spawn(process)?;
+                process
+            }
+        };
         self.trainers.push(process);
+        self.trainer_datasets.push(dataset);
         Ok(())
     }
 
@@ -298,30 +422,98 @@ impl Cluster {
         self.processes.resume(self.trainers[index])
     }
 
-    /// Starts trainer `index` again unless it finished the job (exit 0).
+    /// Starts trainer `index` again (with its real data) unless it finished the job (exit 0).
     pub fn restart_trainer(&mut self, index: usize) -> anyhow::Result<()> {
         let process = self.trainers[index];
-        if matches!(self.processes.exit_status(process)?, Some(status) if status.success()) {
+        if self.trainer_finished(index)? {
             return Ok(());
         }
         self.processes.kill(process);
         self.processes.spawn(process)
     }
 
-    /// Whether every trainer has exited 0; an error names one that failed, with its log.
+    fn trainer_finished(&mut self, index: usize) -> anyhow::Result<bool> {
+        let status = self.processes.exit_status(self.trainers[index])?;
+        Ok(status.is_some_and(|status| status.success()))
+    }
+
+    /// Whether trainer `index` runs now.
+    fn is_trainer_running(&mut self, index: usize) -> bool {
+        let process = self.trainers[index];
+        matches!(self.processes.exit_status(process), Ok(None))
+            && self.processes.pid(process).is_some()
+    }
+
+    /// Breaks running trainer `index`'s view of its data mid-run: inside its own mount
+    /// namespace (it must have been added with `private_mounts`), a truncated copy of its
+    /// dataset file is bind-mounted over the file, as when a mount goes bad under a running
+    /// job; everyone else still sees the whole file. Returns whether it was running.
+    pub fn break_trainer_data(&mut self, index: usize) -> anyhow::Result<bool> {
+        if !self.is_trainer_running(index) {
+            return Ok(false);
+        }
+        let dataset = self.trainer_dataset(index)?;
+        let broken = self.truncated_copy(Path::new(&dataset))?;
+        let broken = broken.display().to_string();
+        self.in_trainer_mounts(index, &["mount", "--bind", &broken, &dataset])?;
+        Ok(true)
+    }
+
+    /// Gives trainer `index` its real data back: unmounts the broken copy if it still runs,
+    /// starts it again if it stopped (it may give up on data it cannot read).
+    pub fn mend_trainer_data(&mut self, index: usize) -> anyhow::Result<()> {
+        if !self.is_trainer_running(index) {
+            return self.restart_trainer(index);
+        }
+        let dataset = self.trainer_dataset(index)?;
+        self.in_trainer_mounts(index, &["umount", &dataset])
+    }
+
+    fn trainer_dataset(&self, index: usize) -> anyhow::Result<String> {
+        self.trainer_datasets[index].clone().context("the trainer has a --dataset")
+    }
+
+    /// Runs `command` in trainer `index`'s mount namespace (`nsenter --mount`).
+    fn in_trainer_mounts(&self, index: usize, command: &[&str]) -> anyhow::Result<()> {
+        let pid = self.processes.pid(self.trainers[index]).context("the trainer runs")?;
+        let output = std::process::Command::new("nsenter")
+            .args(["--target", &pid.to_string(), "--mount", "--"])
+            .args(command)
+            .output()
+            .context("run nsenter")?;
+        anyhow::ensure!(
+            output.status.success(),
+            "nsenter {}: {}",
+            command.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        Ok(())
+    }
+
+    /// `<dir>/broken/<name>`: the first 1/[`BROKEN_DATA_FRACTION`] of `dataset`, cut
+    /// mid-chunk.
+    fn truncated_copy(&self, dataset: &Path) -> anyhow::Result<PathBuf> {
+        let broken_dir = self.dir.join("broken");
+        std::fs::create_dir_all(&broken_dir)?;
+        let name = dataset.file_name().context("the dataset is a file")?;
+        let broken = broken_dir.join(name);
+        let bytes =
+            std::fs::read(dataset).with_context(|| format!("read {}", dataset.display()))?;
+        let kept = bytes.len() as u64 / BROKEN_DATA_FRACTION + 7;
+        let kept = usize::try_from(kept.min(bytes.len() as u64)).context("a length fits")?;
+        std::fs::write(&broken, &bytes[..kept])
+            .with_context(|| format!("write {}", broken.display()))?;
+        Ok(broken)
+    }
+
+    /// Whether every trainer has exited (0 or not: a failure is the checkers' to judge).
     pub fn trainers_done(&mut self) -> anyhow::Result<bool> {
-        let mut done = true;
         for process in self.trainers.clone() {
-            match self.processes.exit_status(process)? {
-                Some(status) if !status.success() => {
-                    let tail = crate::supervisor::log_tail(self.processes.log_path(process), 20);
-                    anyhow::bail!("{} failed ({status}):\n{tail}", self.processes.name(process));
-                }
-                Some(_) => {}
-                None => done = false,
+            if self.processes.exit_status(process)?.is_none() {
+                return Ok(false);
             }
         }
-        Ok(done)
+        Ok(true)
     }
 
     /// Cuts every link between `side` and the other masters, both ways.

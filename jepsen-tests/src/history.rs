@@ -60,6 +60,16 @@ pub enum Operation {
         targets: Vec<u64>,
         phase: Phase,
     },
+    /// A supervised process (`master-1`, `pserver-0`, `trainer-2`) exited; the value says how
+    /// and whether the harness caused it. Recorded under [`SUPERVISOR_PROCESS`], never invoked.
+    ProcessExit {
+        name: String,
+    },
+    /// A restarted master caught up with the group (`Ok`) or did not within the bound
+    /// (`Info`); the value holds how long it took.
+    Rejoin {
+        master: u64,
+    },
 }
 
 /// What an operation returned.
@@ -99,6 +109,16 @@ pub enum Value {
     Error {
         message: String,
     },
+    /// How a process exited.
+    Exit(crate::supervisor::ProcessExit),
+    /// How a fault was injected, where there is more than one way.
+    Note {
+        note: String,
+    },
+    /// How long something took.
+    Elapsed {
+        elapsed_ms: u64,
+    },
 }
 
 /// The queue counts a status read returned.
@@ -133,6 +153,8 @@ pub struct Op {
 
 /// The process id of nemesis events.
 pub const NEMESIS_PROCESS: u64 = u64::MAX;
+/// The process id of process exits and rejoins, as the supervisor saw them.
+pub const SUPERVISOR_PROCESS: u64 = u64::MAX - 4;
 
 /// The recorder the workload and nemesis write to, shared by every task of a run.
 pub struct History {

@@ -18,14 +18,18 @@ struct Args {
     time: u64,
     /// Faults to draw from: `all`, `smoke` (the fixed smoke schedule), or a comma-separated
     /// list of kill-leader, kill-follower, kill-all, pause-leader, pause-follower,
-    /// isolate-leader, split-one-two, bridge, clog, kill-pserver, pause-pserver (and, with --workload training, kill-trainer, pause-trainer).
+    /// isolate-leader, split-one-two, bridge, clog, kill-pserver, pause-pserver,
+    /// restart-leader, restart-follower, rolling-restart, majority-outage (60 s), half-open
+    /// (and, with --workload training, kill-trainer, pause-trainer, break-trainer-data: root
+    /// and unshare only).
     #[arg(long, default_value = "all")]
     nemesis: String,
     /// The schedule's seed; the same seed replays the same faults at the same times.
     #[arg(long)]
     seed: Option<u64>,
     /// What runs under the faults: task-queue clients, or a whole training job (which adds
-    /// kill-trainer and pause-trainer to `all`, and ends when the job does).
+    /// kill-trainer, pause-trainer and break-trainer-data to `all`, and ends when the job
+    /// does).
     #[arg(long, value_enum, default_value = "task-queue")]
     workload: Workload,
     /// Concurrent task-queue clients.
@@ -100,21 +104,37 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The faults `text` names (or `all` of the workload's), less those this machine cannot
+/// inject: each of those is named once on standard output and scheduled never.
 fn parse_faults(text: &str, workload: Workload) -> anyhow::Result<Vec<Fault>> {
-    if text == "all" {
+    let named: Vec<Fault> = if text == "all" {
         let trainers: &[Fault] = if workload == Workload::Training { &Fault::TRAINER } else { &[] };
-        return Ok(Fault::ALL.iter().chain(trainers).copied().collect());
+        Fault::ALL.iter().chain(trainers).copied().collect()
+    } else {
+        text.split(',')
+            .map(|name| {
+                Fault::ALL
+                    .iter()
+                    .chain(&Fault::TRAINER)
+                    .copied()
+                    .find(|fault| fault.name() == name.trim())
+                    .with_context(|| format!("--nemesis: unknown fault {name:?}"))
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    let mut skipped = Vec::new();
+    let mut faults = Vec::new();
+    for fault in named {
+        match fault.unavailable() {
+            Some(reason) if !skipped.contains(&fault) => {
+                println!("skipped {}: {reason}", fault.name());
+                skipped.push(fault);
+            }
+            Some(_) => {}
+            None => faults.push(fault),
+        }
     }
-    text.split(',')
-        .map(|name| {
-            Fault::ALL
-                .iter()
-                .chain(&Fault::TRAINER)
-                .copied()
-                .find(|fault| fault.name() == name.trim())
-                .with_context(|| format!("--nemesis: unknown fault {name:?}"))
-        })
-        .collect()
+    Ok(faults)
 }
 
 /// Checks a kept run's history again (after a checker changed, or to read it once more).

@@ -1,6 +1,10 @@
 //! Nemeses: the faults the harness injects, a seeded schedule of them, and applying and
 //! healing each against a [`Cluster`]. Every fault is started, held for its window, then
 //! healed; the next one starts after a quiet interval, so each heal can be judged on its own.
+//! Besides kills, pauses and partitions, the everyday faults of a cluster: graceful restarts
+//! (SIGTERM, as Kubernetes, systemd and `docker stop` send), a rolling restart, a majority
+//! down for longer than every client's deadline, half-open links, and a trainer whose view of
+//! its data breaks.
 
 use std::time::Duration;
 
@@ -10,6 +14,7 @@ use rand::{Rng as _, SeedableRng as _};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{Cluster, MASTER_COUNT};
+use crate::history::History;
 
 /// One kind of fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -42,14 +47,31 @@ pub enum Fault {
     KillTrainer,
     /// SIGSTOP a trainer past its lease, SIGCONT when healed (training workload).
     PauseTrainer,
+    /// SIGTERM the leader, wait for its exit (bounded), start it again at once.
+    RestartLeader,
+    /// SIGTERM a follower, wait for its exit (bounded), start it again at once.
+    RestartFollower,
+    /// Each master in turn: SIGTERM, wait for its exit, start it again, wait until it is back
+    /// in the group, then the next.
+    RollingRestart,
+    /// kill -9 two masters for [`MAJORITY_OUTAGE_MS`], longer than every client's deadline,
+    /// then start them again.
+    MajorityOutage,
+    /// The leader's links stop carrying packets without a reset (half-open connections).
+    HalfOpen,
+    /// Mid-run, in one trainer's own mount namespace, a truncated copy of its dataset is
+    /// mounted over the file; unmounted (or the trainer restarted, if it stopped) when healed
+    /// (training workload; root, `unshare` and `nsenter` only).
+    BreakTrainerData,
 }
 
 impl Fault {
     /// The faults of the training workload's trainer processes.
-    pub const TRAINER: [Fault; 2] = [Fault::KillTrainer, Fault::PauseTrainer];
+    pub const TRAINER: [Fault; 3] =
+        [Fault::KillTrainer, Fault::PauseTrainer, Fault::BreakTrainerData];
 
     /// Every fault but the trainer processes' (the task-queue workload has none).
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 16] = [
         Fault::KillLeader,
         Fault::KillFollower,
         Fault::KillAll,
@@ -61,6 +83,11 @@ impl Fault {
         Fault::Clog,
         Fault::KillPserver,
         Fault::PausePserver,
+        Fault::RestartLeader,
+        Fault::RestartFollower,
+        Fault::RollingRestart,
+        Fault::MajorityOutage,
+        Fault::HalfOpen,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,9 +105,52 @@ impl Fault {
             Fault::PausePserver => "pause-pserver",
             Fault::KillTrainer => "kill-trainer",
             Fault::PauseTrainer => "pause-trainer",
+            Fault::RestartLeader => "restart-leader",
+            Fault::RestartFollower => "restart-follower",
+            Fault::RollingRestart => "rolling-restart",
+            Fault::MajorityOutage => "majority-outage",
+            Fault::HalfOpen => "half-open",
+            Fault::BreakTrainerData => "break-trainer-data",
+        }
+    }
+
+    /// The window of a fault whose length is part of what it tests (instead of a drawn one).
+    fn fixed_hold_ms(self) -> Option<u64> {
+        match self {
+            Fault::MajorityOutage => Some(MAJORITY_OUTAGE_MS),
+            Fault::RollingRestart => Some(ROLLING_RESTART_MS),
+            _ => None,
+        }
+    }
+
+    /// Whether this machine can inject the fault; when not, why (printed once, and the fault
+    /// is left out of the schedule).
+    pub fn unavailable(self) -> Option<&'static str> {
+        let can_break = || {
+            let root = nix::unistd::geteuid().is_root();
+            let runs = |program: &str| {
+                std::process::Command::new(program)
+                    .arg("--version")
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|status| status.success())
+            };
+            root && runs("unshare") && runs("nsenter")
+        };
+        match self {
+            Fault::BreakTrainerData if !can_break() => Some("needs root and unshare"),
+            _ => None,
         }
     }
 }
+
+/// A majority outage: longer than every client's deadline (the harness's own clients wait at
+/// most 60 s, trainers 30 s, task-queue clients 4 s), so every waiting caller gives up or
+/// must wait it out.
+pub const MAJORITY_OUTAGE_MS: u64 = 60_000;
+/// The window of a rolling restart: three graceful stops, restarts and rejoins in a row (it
+/// takes what it takes; a longer one only delays the next fault).
+const ROLLING_RESTART_MS: u64 = 20_000;
 
 /// One scheduled fault: when it starts (from the run's start) and how long it is held.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -115,18 +185,29 @@ impl Schedule {
             if start_ms + hold_ms > total_ms || faults.is_empty() {
                 break;
             }
+            // Drawn after the fit check, as before there were fixed windows, so that older
+            // seeds of the older faults replay the same schedule.
             let fault = *faults.choose(&mut rng).expect("faults is not empty");
+            let hold_ms = fault.fixed_hold_ms().unwrap_or(hold_ms);
+            if start_ms + hold_ms > total_ms {
+                break;
+            }
             steps.push(Step { fault, start_ms, hold_ms });
             now_ms = start_ms + hold_ms;
         }
         Self { seed, steps }
     }
 
-    /// The smoke schedule: a leader kill, a partition, a leader pause and a pserver kill, in
-    /// that order, with fixed timings.
+    /// The smoke schedule: a leader kill, a partition, a leader pause, a pserver kill and a
+    /// graceful leader restart (SIGTERM), in that order, with fixed timings.
     pub fn smoke(seed: u64) -> Self {
-        let faults =
-            [Fault::KillLeader, Fault::IsolateLeader, Fault::PauseLeader, Fault::KillPserver];
+        let faults = [
+            Fault::KillLeader,
+            Fault::IsolateLeader,
+            Fault::PauseLeader,
+            Fault::KillPserver,
+            Fault::RestartLeader,
+        ];
         Self::fixed(seed, &faults)
     }
 
@@ -154,30 +235,43 @@ impl Schedule {
 #[derive(Debug)]
 pub struct Active {
     pub fault: Fault,
-    /// The masters (or, for pserver faults, pservers) it hit, by index.
+    /// The masters (or, for pserver and trainer faults, pservers or trainers) it hit, by
+    /// index.
     pub targets: Vec<usize>,
+    /// How it was injected, when there is more than one way (`half-open`: `proxy-stall` or
+    /// `netns-pfifo-drop`).
+    pub how: Option<&'static str>,
 }
 
-/// Starts `fault` against `cluster`; `rng` picks targets.
-pub async fn start(
-    cluster: &mut Cluster,
+/// The targets of `fault` against `cluster` now; `rng` picks among candidates.
+pub async fn targets(
+    cluster: &Cluster,
     fault: Fault,
     rng: &mut StdRng,
-) -> anyhow::Result<Active> {
+) -> anyhow::Result<Vec<usize>> {
     let leader = cluster.leader().await;
     let follower = |rng: &mut StdRng| {
         let others: Vec<usize> = (0..MASTER_COUNT).filter(|index| Some(*index) != leader).collect();
         *others.choose(rng).expect("three masters")
     };
     let targets = match fault {
-        Fault::KillLeader | Fault::PauseLeader | Fault::IsolateLeader => {
+        Fault::KillLeader
+        | Fault::PauseLeader
+        | Fault::IsolateLeader
+        | Fault::RestartLeader
+        | Fault::HalfOpen => {
             vec![leader.unwrap_or_else(|| rng.gen_range(0..MASTER_COUNT))]
         }
-        Fault::KillFollower | Fault::PauseFollower => vec![follower(rng)],
-        Fault::KillAll => (0..MASTER_COUNT).collect(),
+        Fault::KillFollower | Fault::PauseFollower | Fault::RestartFollower => vec![follower(rng)],
+        Fault::KillAll | Fault::RollingRestart => (0..MASTER_COUNT).collect(),
+        Fault::MajorityOutage => {
+            let mut two = rand::seq::index::sample(rng, MASTER_COUNT, 2).into_vec();
+            two.sort_unstable();
+            two
+        }
         Fault::SplitOneTwo | Fault::Bridge | Fault::Clog => vec![rng.gen_range(0..MASTER_COUNT)],
         Fault::KillPserver | Fault::PausePserver => vec![rng.gen_range(0..cluster.pservers.len())],
-        Fault::KillTrainer | Fault::PauseTrainer => {
+        Fault::KillTrainer | Fault::PauseTrainer | Fault::BreakTrainerData => {
             anyhow::ensure!(
                 !cluster.trainers.is_empty(),
                 "{} needs trainer processes",
@@ -186,14 +280,26 @@ pub async fn start(
             vec![rng.gen_range(0..cluster.trainers.len())]
         }
     };
-    apply(cluster, fault, &targets)?;
-    Ok(Active { fault, targets })
+    Ok(targets)
 }
 
-fn apply(cluster: &mut Cluster, fault: Fault, targets: &[usize]) -> anyhow::Result<()> {
+/// Starts `fault` against `targets`; graceful restarts happen here in full (they record the
+/// exits and rejoins they cause in `history`). What was done, for the log.
+pub async fn apply(
+    cluster: &mut Cluster,
+    fault: Fault,
+    targets: &[usize],
+    history: &History,
+) -> anyhow::Result<Active> {
+    let mut how = None;
     match fault {
-        Fault::KillLeader | Fault::KillFollower | Fault::KillAll => {
+        Fault::KillLeader | Fault::KillFollower | Fault::KillAll | Fault::MajorityOutage => {
             targets.iter().for_each(|index| cluster.kill_master(*index));
+        }
+        Fault::RestartLeader | Fault::RestartFollower | Fault::RollingRestart => {
+            for index in targets {
+                restart_gracefully(cluster, *index, history).await?;
+            }
         }
         Fault::PauseLeader | Fault::PauseFollower => cluster.pause_master(targets[0])?,
         Fault::IsolateLeader | Fault::SplitOneTwo => cluster.isolate(targets)?,
@@ -204,11 +310,33 @@ fn apply(cluster: &mut Cluster, fault: Fault, targets: &[usize]) -> anyhow::Resu
             cluster.cut(c, a)?;
         }
         Fault::Clog => cluster.clog(targets[0])?,
+        Fault::HalfOpen => how = Some(cluster.half_open(targets[0])?),
         Fault::KillPserver => cluster.kill_pserver(targets[0]),
         Fault::PausePserver => cluster.pause_pserver(targets[0])?,
         Fault::KillTrainer => cluster.kill_trainer(targets[0]),
         Fault::PauseTrainer => cluster.pause_trainer(targets[0])?,
+        Fault::BreakTrainerData => {
+            if !cluster.break_trainer_data(targets[0])? {
+                how = Some("skipped: the trainer was not running");
+            }
+        }
     }
+    cluster.record_exits(history);
+    Ok(Active { fault, targets: targets.to_vec(), how })
+}
+
+/// SIGTERM master `index`, wait for its exit (bounded; the exit is recorded), start it again
+/// and wait until it is back in the group (recorded as a rejoin).
+async fn restart_gracefully(
+    cluster: &mut Cluster,
+    index: usize,
+    history: &History,
+) -> anyhow::Result<()> {
+    let exit = cluster.terminate_master(index).await?;
+    tracing::info!(master = index + 1, ?exit, "nemesis: graceful stop");
+    cluster.record_exits(history);
+    cluster.restart_master(index)?;
+    cluster.record_rejoin(index, history).await;
     Ok(())
 }
 
@@ -227,11 +355,12 @@ pub fn tick(cluster: &Cluster, active: &Active, rng: &mut StdRng) -> anyhow::Res
 /// Undoes `active`: restarts the killed, resumes the paused, heals every link.
 pub fn heal(cluster: &mut Cluster, active: &Active) -> anyhow::Result<()> {
     match active.fault {
-        Fault::KillLeader | Fault::KillFollower | Fault::KillAll => {
+        Fault::KillLeader | Fault::KillFollower | Fault::KillAll | Fault::MajorityOutage => {
             for index in &active.targets {
                 cluster.restart_master(*index)?;
             }
         }
+        Fault::RestartLeader | Fault::RestartFollower | Fault::RollingRestart => {}
         Fault::PauseLeader | Fault::PauseFollower => cluster.resume_master(active.targets[0])?,
         Fault::KillPserver => {
             cluster.restart_pserver(active.targets[0])?;
@@ -240,18 +369,24 @@ pub fn heal(cluster: &mut Cluster, active: &Active) -> anyhow::Result<()> {
             cluster.resume_pserver(active.targets[0])?;
         }
         Fault::KillTrainer => cluster.restart_trainer(active.targets[0])?,
+        Fault::BreakTrainerData => cluster.mend_trainer_data(active.targets[0])?,
         Fault::PauseTrainer => cluster.resume_trainer(active.targets[0])?,
-        Fault::IsolateLeader | Fault::SplitOneTwo | Fault::Bridge | Fault::Clog => {}
+        Fault::IsolateLeader
+        | Fault::SplitOneTwo
+        | Fault::Bridge
+        | Fault::Clog
+        | Fault::HalfOpen => {}
     }
     cluster.heal_links()
 }
 
-/// Holds `duration` in steps, ticking the fault.
+/// Holds `duration` in steps, ticking the fault and recording exits as they happen.
 pub async fn hold(
-    cluster: &Cluster,
+    cluster: &mut Cluster,
     active: &Active,
     duration: Duration,
     rng: &mut StdRng,
+    history: &History,
 ) -> anyhow::Result<()> {
     let step = Duration::from_millis(CLOG_STEP_MS);
     let mut left = duration;
@@ -260,6 +395,7 @@ pub async fn hold(
         tokio::time::sleep(pause).await;
         left -= pause;
         tick(cluster, active, rng)?;
+        cluster.record_exits(history);
     }
     Ok(())
 }
@@ -284,5 +420,22 @@ mod tests {
         }
         assert!(first.end_ms() <= 120_000);
         assert!(Schedule::generate(1, &[], 60_000).steps.is_empty());
+    }
+
+    /// A majority outage holds exactly its fixed window (longer than every client deadline)
+    /// and a rolling restart its own; the drawn faults around them keep drawn windows.
+    #[test]
+    fn long_faults_hold_their_fixed_windows() {
+        let faults = [Fault::MajorityOutage, Fault::RollingRestart, Fault::KillLeader];
+        let schedule = Schedule::generate(3, &faults, 600_000);
+        let held = |fault: Fault| -> Vec<u64> {
+            let steps = schedule.steps.iter().filter(|step| step.fault == fault);
+            steps.map(|step| step.hold_ms).collect()
+        };
+        assert!(!held(Fault::MajorityOutage).is_empty(), "{schedule:?}");
+        assert!(held(Fault::MajorityOutage).iter().all(|ms| *ms == MAJORITY_OUTAGE_MS));
+        assert!(held(Fault::RollingRestart).iter().all(|ms| *ms == ROLLING_RESTART_MS));
+        assert!(held(Fault::KillLeader).iter().all(|ms| (HOLD_MS.0..=HOLD_MS.1).contains(ms)));
+        assert!(schedule.end_ms() <= 600_000);
     }
 }

@@ -53,7 +53,7 @@ impl Namespaces {
     }
 
     fn add_member(&self, index: usize) -> anyhow::Result<()> {
-        let (namespace, outside) = (self.name(index), format!("{}v{index}", self.prefix));
+        let (namespace, outside) = (self.name(index), self.outside(index));
         ip(&["netns", "add", &namespace])?;
         ip(&[
             "link", "add", &outside, "type", "veth", "peer", "name", "eth0", "netns", &namespace,
@@ -82,8 +82,30 @@ impl Namespaces {
         Ok(())
     }
 
-    /// Removes every cut and every delay.
+    /// The host end of master `index`'s veth pair (in the harness's namespace).
+    fn outside(&self, index: usize) -> String {
+        format!("{}v{index}", self.prefix)
+    }
+
+    /// Drops every packet master `index` sends or is sent, silently: its peers, clients,
+    /// pservers and trainers see open connections that carry nothing (no refusal, no reset)
+    /// and new connections that never complete. A `pfifo` queue of length 0 on both ends of
+    /// its veth pair drops everything (it needs no `netem`, `iptables` or classifier module).
+    pub fn silence(&self, index: usize) -> anyhow::Result<()> {
+        let drop_all = |device: &str| {
+            ["qdisc", "replace", "dev", device, "root", "pfifo", "limit", "0"].map(str::to_string)
+        };
+        let inside = drop_all("eth0");
+        tc(&self.name(index), &inside.each_ref().map(String::as_str))?;
+        let outside = drop_all(&self.outside(index));
+        run("tc", &outside.each_ref().map(String::as_str))
+    }
+
+    /// Removes every cut, delay and silence.
     pub fn heal(&self) -> anyhow::Result<()> {
+        for index in 0..self.count {
+            let _ = run("tc", &["qdisc", "del", "dev", &self.outside(index), "root"]);
+        }
         for from in 0..self.count {
             for to in (0..self.count).filter(|to| *to != from) {
                 let route = format!("{}/32", Self::addr(to));
@@ -128,10 +150,16 @@ impl Drop for Namespaces {
 }
 
 fn ip(args: &[&str]) -> anyhow::Result<()> {
-    let output = Command::new("ip").args(args).output().context("run ip (iproute2)")?;
+    run("ip", args)
+}
+
+/// Runs `program` (from iproute2) with `args`; its error output on failure.
+fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
+    let output =
+        Command::new(program).args(args).output().with_context(|| format!("run {program}"))?;
     anyhow::ensure!(
         output.status.success(),
-        "ip {}: {}",
+        "{program} {}: {}",
         args.join(" "),
         String::from_utf8_lossy(&output.stderr).trim()
     );

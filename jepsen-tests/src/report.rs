@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::recovery::RecoverySummary;
 use crate::checker::{completed, Violation};
-use crate::history::{Op, OpKind, Operation, Phase};
+use crate::history::{Op, OpKind, Operation, Phase, Value};
 use crate::nemesis::Schedule;
 use crate::workload::training::TrainingResult;
 
@@ -28,6 +28,17 @@ pub struct Report {
     pub recovery: RecoverySummary,
     /// The training workload's accuracy against the single-process run.
     pub training: Option<TrainingResult>,
+    /// Faults injected, by name (and how, where there is more than one way): `"half-open
+    /// (proxy-stall)" -> 2`.
+    #[serde(default)]
+    pub fault_counts: BTreeMap<String, u64>,
+    /// Process exits worth reading: graceful stops and their times, excused and masters' own
+    /// exits (violations are listed with the others).
+    #[serde(default)]
+    pub exits: Vec<String>,
+    /// Restarted masters back in the group: master, ms taken (`None`: not within the bound).
+    #[serde(default)]
+    pub rejoins: Vec<(u64, Option<u64>)>,
     pub logs: Vec<PathBuf>,
 }
 
@@ -48,13 +59,19 @@ impl Report {
             unknown,
             recovery,
             training: None,
+            fault_counts: fault_counts(ops),
+            exits: Vec::new(),
+            rejoins: rejoins(ops),
             logs: Vec::new(),
         }
     }
 
     /// Adds the training result; one below its bound is a violation.
     pub fn with_training(mut self, result: TrainingResult) -> Self {
-        if !result.within_bound() {
+        if !result.model_written {
+            let message = "no trainer wrote the model: the job did not finish".to_string();
+            self.violations.push(Violation::new("training", message, Vec::new()));
+        } else if !result.within_bound() {
             let message = format!(
                 "the trained model's accuracy {:.4} is more than {:.2} below the single-process run's {:.4}",
                 result.accuracy, result.bound, result.baseline_accuracy
@@ -96,6 +113,9 @@ impl Report {
         for (name, count) in &self.counts {
             let _ = writeln!(text, "  {name:<28} {count}");
         }
+        let counts: Vec<String> =
+            self.fault_counts.iter().map(|(name, count)| format!("{name} x{count}")).collect();
+        let _ = writeln!(text, "faults injected: {}", counts.join(", "));
         let _ = writeln!(text, "faults (to the next dispatch):");
         for (name, start_ms, recovery) in &self.recovery.faults {
             let recovery = recovery.map_or("never".to_string(), |ms| format!("{ms} ms"));
@@ -107,6 +127,13 @@ impl Report {
                 "training: accuracy {:.4}, single process {:.4} (bound {:.2})",
                 training.accuracy, training.baseline_accuracy, training.bound
             );
+        }
+        for (master, took) in &self.rejoins {
+            let took = took.map_or("not within the bound".to_string(), |ms| format!("in {ms} ms"));
+            let _ = writeln!(text, "rejoin: master-{master} back in the group {took}");
+        }
+        for line in &self.exits {
+            let _ = writeln!(text, "exit: {line}");
         }
         let recovery = &self.recovery;
         let _ = writeln!(
@@ -155,7 +182,36 @@ pub fn operation_name(f: &Operation) -> &'static str {
         Operation::Digest { .. } => "digest",
         Operation::PserverStatus { .. } => "pserver-status",
         Operation::Nemesis { .. } => "nemesis",
+        Operation::ProcessExit { .. } => "process-exit",
+        Operation::Rejoin { .. } => "rejoin",
     }
+}
+
+/// Faults started, by name, with how they were injected when the heal says.
+fn fault_counts(ops: &[Op]) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for op in ops {
+        let Operation::Nemesis { fault, phase: Phase::Stop, .. } = &op.f else { continue };
+        let name = match &op.value {
+            Value::Note { note } => format!("{fault} ({note})"),
+            _ => fault.clone(),
+        };
+        *counts.entry(name).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Each rejoin's master and time (`None` when it did not rejoin within the bound).
+fn rejoins(ops: &[Op]) -> Vec<(u64, Option<u64>)> {
+    ops.iter()
+        .filter_map(|op| match (&op.f, op.kind, &op.value) {
+            (Operation::Rejoin { master }, OpKind::Ok, Value::Elapsed { elapsed_ms }) => {
+                Some((*master, Some(*elapsed_ms)))
+            }
+            (Operation::Rejoin { master }, OpKind::Info, _) => Some((*master, None)),
+            _ => None,
+        })
+        .collect()
 }
 
 fn fault_windows(ops: &[Op]) -> Vec<(String, Vec<u64>, u64, u64)> {

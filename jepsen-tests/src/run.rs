@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use crate::checker::{self, CheckOptions};
 use crate::cluster::{Cluster, ClusterOptions, MASTER_COUNT};
 use crate::history::{History, OpKind, Operation, Phase, Value, NEMESIS_PROCESS};
-use crate::nemesis::{self, Schedule};
+use crate::nemesis::{self, Fault, Schedule};
 use crate::report::Report;
 use crate::workload::observers;
 use crate::workload::task_queue::TaskQueue;
@@ -25,6 +25,8 @@ use crate::workload::training::{self, TrainingResult};
 /// After the last heal, the cluster runs this long without faults before the final reads:
 /// the liveness window.
 const QUIET_AFTER_MS: u64 = 5_000;
+/// How often the harness looks for processes that exited.
+const EXIT_POLL_MS: u64 = 250;
 /// Passes in the job, so the queue cycles for the whole run.
 const PASSES: u32 = 1_000;
 
@@ -58,9 +60,25 @@ const TRAINING_ACCURACY_BOUND: f64 = 0.02;
 /// The training job must finish within this long once the faults are over.
 const TRAINING_FINISH_S: u64 = 300;
 
+/// A task's failures and timeouts before it is failed for good: far above what kills,
+/// pauses and partitions cause, so that only a real fault of the data could fail a task.
+const TASK_FAILURES_MAX: &str = "1000000";
+/// The same with a trainer's view of the data broken (`break-trainer-data`) in the schedule:
+/// low enough that one trainer failing the tasks it cannot read spends a task's budget within
+/// a run (as it would with the masters' default of 3), yet above the few timeouts the other
+/// faults cause; the `failed-tasks` checker then sees the wrongly failed task.
+const TASK_FAILURES_MAX_BROKEN_VIEW: &str = "10";
+
+fn training_task_failures_max(schedule: &Schedule) -> &'static str {
+    match schedule.steps.iter().any(|step| step.fault == Fault::BreakTrainerData) {
+        true => TASK_FAILURES_MAX_BROKEN_VIEW,
+        false => TASK_FAILURES_MAX,
+    }
+}
+
 /// Runs everything and returns the checked report (also written under `dir`).
 pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
-    let master_args = |task_timeout_ms: &str| -> Vec<String> {
+    let master_args = |task_timeout_ms: &str, task_failures_max: &str| -> Vec<String> {
         let mut args: Vec<String> = [
             "--task-timeout-min-ms",
             task_timeout_ms,
@@ -71,7 +89,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
             "--pserver-lease-ms",
             "2000",
             "--max-task-failures",
-            "1000000",
+            task_failures_max,
         ]
         .iter()
         .map(|arg| arg.to_string())
@@ -89,13 +107,13 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         Workload::TaskQueue => ClusterOptions {
             pserver_slots: 1,
             pservers: 2,
-            master_args: master_args("1500"),
+            master_args: master_args("1500", TASK_FAILURES_MAX),
             netns: options.netns,
         },
         Workload::Training => ClusterOptions {
             pserver_slots: 2,
             pservers: 3,
-            master_args: master_args("5000"),
+            master_args: master_args("5000", training_task_failures_max(&options.schedule)),
             netns: options.netns,
         },
     };
@@ -109,6 +127,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
     };
     cluster.stop(Duration::from_secs(5));
     let (history, training) = outcome?;
+    cluster.record_exits(&history);
     let ops = history.ops();
     let mut report = checker::check_all(&ops, &options.schedule, &options.check);
     if let Some(training) = training {
@@ -151,7 +170,7 @@ async fn drive_task_queue(
     let clients = tokio::spawn(workload.run(options.clients, options.schedule.seed));
     let observers = spawn_observers(cluster, &history, stopped);
     let faults = run_schedule(cluster, &options.schedule, &history).await;
-    tokio::time::sleep(Duration::from_millis(QUIET_AFTER_MS)).await;
+    watch_exits(cluster, &history, Duration::from_millis(QUIET_AFTER_MS)).await;
     let _ = stop.send(true);
     let _ = clients.await;
     let _ = observers.await;
@@ -183,30 +202,41 @@ async fn drive_training(
         move || training::baseline_accuracy(&data)
     });
     wait_for_leader(cluster, Duration::from_secs(60)).await?;
+    // A trainer's view of the data can break only if it has a mount namespace of its own.
+    let private_mounts =
+        options.schedule.steps.iter().any(|step| step.fault == Fault::BreakTrainerData);
     for index in 0..training::TRAINERS {
-        cluster.add_trainer(training::trainer_args(
-            index,
-            &cluster.master_addrs,
-            &data,
-            &options.dir,
-        ))?;
+        let args = training::trainer_args(index, &cluster.master_addrs, &data, &options.dir);
+        cluster.add_trainer(args, private_mounts)?;
     }
     let history = Arc::new(History::new());
     let (stop, stopped) = watch::channel(false);
     let observers = spawn_observers(cluster, &history, stopped);
     let faults = run_schedule(cluster, &options.schedule, &history).await;
-    let finished =
-        training::wait_until(Duration::from_secs(TRAINING_FINISH_S), || cluster.trainers_done())
-            .await;
+    let finished = training::wait_until(Duration::from_secs(TRAINING_FINISH_S), || {
+        cluster.record_exits(&history);
+        cluster.trainers_done()
+    })
+    .await;
     let _ = stop.send(true);
     let _ = observers.await;
     faults?;
     finished?;
     final_reads(cluster, &history).await;
-    let model = training::model_path(&options.dir, 0);
-    let accuracy = training::evaluate(&options.binary, &model, &data.eval)?;
     let baseline_accuracy = baseline.await.context("the baseline panicked")??;
-    let result = TrainingResult { accuracy, baseline_accuracy, bound: TRAINING_ACCURACY_BOUND };
+    let model = (0..training::TRAINERS)
+        .map(|index| training::model_path(&options.dir, index))
+        .find(|path| path.is_file());
+    let accuracy = match model {
+        Some(model) => Some(training::evaluate(&options.binary, &model, &data.eval)?),
+        None => None,
+    };
+    let result = TrainingResult {
+        accuracy: accuracy.unwrap_or(0.0),
+        baseline_accuracy,
+        bound: TRAINING_ACCURACY_BOUND,
+        model_written: accuracy.is_some(),
+    };
     Ok((history, Some(result)))
 }
 
@@ -221,7 +251,7 @@ async fn wait_for_leader(cluster: &Cluster, limit: Duration) -> anyhow::Result<u
     }
 }
 
-/// Follows the schedule, recording each fault's start and heal.
+/// Follows the schedule, recording each fault's start and heal, and every process exit.
 async fn run_schedule(
     cluster: &mut Cluster,
     schedule: &Schedule,
@@ -233,23 +263,41 @@ async fn run_schedule(
             break;
         }
         let wait_ms = step.start_ms.saturating_sub(history.now_ms());
-        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
-        let active = nemesis::start(cluster, step.fault, &mut rng).await?;
-        let targets: Vec<u64> = active.targets.iter().map(|index| *index as u64).collect();
+        watch_exits(cluster, history, Duration::from_millis(wait_ms)).await;
+        let targets = nemesis::targets(cluster, step.fault, &mut rng).await?;
+        let recorded: Vec<u64> = targets.iter().map(|index| *index as u64).collect();
         let event = |phase| Operation::Nemesis {
             fault: step.fault.name().to_string(),
-            targets: targets.clone(),
+            targets: recorded.clone(),
             phase,
         };
+        let started = Instant::now();
         history.record(NEMESIS_PROCESS, OpKind::Info, event(Phase::Start), Value::None);
-        tracing::info!(fault = step.fault.name(), ?targets, "nemesis: start");
-        nemesis::hold(cluster, &active, Duration::from_millis(step.hold_ms), &mut rng).await?;
+        let active = nemesis::apply(cluster, step.fault, &targets, history).await?;
+        tracing::info!(fault = step.fault.name(), ?targets, how = active.how, "nemesis: start");
+        let hold = Duration::from_millis(step.hold_ms).saturating_sub(started.elapsed());
+        nemesis::hold(cluster, &active, hold, &mut rng, history).await?;
         nemesis::heal(cluster, &active)?;
         revive_pservers(cluster)?;
-        history.record(NEMESIS_PROCESS, OpKind::Info, event(Phase::Stop), Value::None);
+        cluster.record_exits(history);
+        let note = active.how.map_or(Value::None, |how| Value::Note { note: how.to_string() });
+        history.record(NEMESIS_PROCESS, OpKind::Info, event(Phase::Stop), note);
         tracing::info!(fault = step.fault.name(), "nemesis: healed");
     }
     Ok(())
+}
+
+/// Waits `duration`, recording process exits as they happen.
+async fn watch_exits(cluster: &mut Cluster, history: &History, duration: Duration) {
+    let deadline = Instant::now() + duration;
+    loop {
+        cluster.record_exits(history);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        tokio::time::sleep(left.min(Duration::from_millis(EXIT_POLL_MS))).await;
+    }
 }
 
 /// Starts again, as standbys, pservers that exited because their slot went elsewhere.

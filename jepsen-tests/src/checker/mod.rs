@@ -2,10 +2,12 @@
 //! each naming the operations involved. `check_all` runs them all into a [`Report`].
 
 pub mod agreement;
+pub mod failed_tasks;
 pub mod fencing;
 pub mod linearizable;
 pub mod liveness;
 pub mod lost_task;
+pub mod process_exits;
 pub mod queue_invariants;
 pub mod recovery;
 
@@ -56,9 +58,14 @@ pub fn check_all(ops: &[Op], schedule: &Schedule, options: &CheckOptions) -> Rep
     violations.extend(fencing::check(ops));
     violations.extend(lost_task::check(ops, options.regrant_ms));
     violations.extend(liveness::check(ops, options.liveness_ms));
+    violations.extend(process_exits::check(ops));
+    violations.extend(failed_tasks::check(ops));
     let linearizable = linearizable::check(ops, options.search_states_max);
     violations.extend(linearizable.violations);
-    Report::new(schedule, ops, violations, linearizable.unknown, recovery::summary(ops))
+    let mut report =
+        Report::new(schedule, ops, violations, linearizable.unknown, recovery::summary(ops));
+    report.exits = process_exits::summary(ops);
+    report
 }
 
 /// A completed operation: its invocation and completion, paired by process.
@@ -80,7 +87,7 @@ pub fn completed(ops: &[Op]) -> Vec<Completed<'_>> {
     let mut open: std::collections::BTreeMap<u64, &Op> = std::collections::BTreeMap::new();
     let mut pairs = Vec::new();
     for op in ops {
-        if matches!(op.f, Operation::Nemesis { .. }) {
+        if matches!(op.f, Operation::Nemesis { .. } | Operation::ProcessExit { .. }) {
             continue;
         }
         match op.kind {

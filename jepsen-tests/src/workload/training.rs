@@ -28,6 +28,14 @@ pub struct TrainingResult {
     pub baseline_accuracy: f64,
     /// The accuracy may fall at most this far below the baseline.
     pub bound: f64,
+    /// Whether any trainer wrote the model (none did when the job never finished; the
+    /// accuracy is then 0).
+    #[serde(default = "written")]
+    pub model_written: bool,
+}
+
+fn written() -> bool {
+    true
 }
 
 impl TrainingResult {
@@ -173,7 +181,12 @@ mod tests {
     fn accuracy_below_the_bound_is_a_violation() {
         let schedule = Schedule::smoke(1);
         let report = |accuracy| {
-            let result = TrainingResult { accuracy, baseline_accuracy: 0.97, bound: 0.02 };
+            let result = TrainingResult {
+                accuracy,
+                baseline_accuracy: 0.97,
+                bound: 0.02,
+                model_written: true,
+            };
             crate::checker::check_all(&[], &schedule, &CheckOptions::default())
                 .with_training(result)
         };
