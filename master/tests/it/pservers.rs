@@ -156,7 +156,7 @@ fn latest_eval_is_kept() {
 #[test]
 fn eval_of_highest_pass_is_kept() {
     // (name, reports as (pass, loss), the (pass, loss) status must show)
-    let cases: [(&str, &[(u32, f32)], (u32, f32)); 5] = [
+    let cases: [EvalCase; 5] = [
         ("one report", &[(1, 0.5)], (1, 0.5)),
         ("rising passes", &[(0, 2.0), (1, 1.0), (2, 0.5)], (2, 0.5)),
         ("late pass 0 after pass 2", &[(2, 0.5), (0, 2.0)], (2, 0.5)),
@@ -167,6 +167,9 @@ fn eval_of_highest_pass_is_kept() {
         check_eval(name, reports, want);
     }
 }
+
+/// A case of `eval_of_highest_pass_is_kept`.
+type EvalCase = (&'static str, &'static [(u32, f32)], (u32, f32));
 
 fn check_eval(name: &str, reports: &[(u32, f32)], want: (u32, f32)) {
     let steps = script(

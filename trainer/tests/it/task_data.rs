@@ -89,7 +89,7 @@ fn read_errors_say_whose_fault_they_are() {
     let last = chunks.last().expect("a chunk").clone();
     let payload_end = (last.offset + 20 + u64::from(last.compressed_size)) as usize;
     // (name, the file's bytes, a change to the task's chunk records, the fault)
-    let cases: [(&str, Vec<u8>, fn(&mut ChunkRef), Fault); 5] = [
+    let cases: [ReadCase; 5] = [
         ("truncated header", original[..10].to_vec(), |_| {}, Fault::Local),
         ("truncated payload", original[..payload_end - 1].to_vec(), |_| {}, Fault::Local),
         (
@@ -113,6 +113,9 @@ fn read_errors_say_whose_fault_they_are() {
     let error = read_task(&MODEL, &chunks, 8).expect_err("refused");
     assert_eq!(error.fault(), Fault::Content, "{error}");
 }
+
+/// A case of `read_errors_say_whose_fault_they_are`.
+type ReadCase = (&'static str, Vec<u8>, fn(&mut ChunkRef), Fault);
 
 fn flip(bytes: &[u8], at: usize) -> Vec<u8> {
     let mut flipped = bytes.to_vec();
