@@ -75,7 +75,7 @@ pub enum InvariantViolation {
     #[error("failure reasons take {actual} bytes, the queue counts {counted}")]
     ReasonBytesMismatch { actual: u64, counted: u64 },
     #[error("{actual} (task, trainer) content failers kept, the queue counts {counted} (at most {count_max})")]
-    ContentFailersMismatch { actual: u64, counted: u64, count_max: u64 },
+    FailersMismatch { actual: u64, counted: u64, count_max: u64 },
 }
 
 use InvariantViolation as Violation;
@@ -320,7 +320,7 @@ fn check_held_and_reasons(job: &Job) -> Result<(), InvariantViolation> {
     if actual != queue.reason_bytes {
         return Err(Violation::ReasonBytesMismatch { actual, counted: queue.reason_bytes });
     }
-    queue.content_failers.check(job.dataset.task_count())
+    queue.failers.check(job.dataset.task_count())
 }
 
 fn to_u64(length: usize) -> u64 {

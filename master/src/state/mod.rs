@@ -25,8 +25,9 @@
 //!   died, the task did nothing wrong. Only failures and timeouts count against
 //!   `max_task_failures`, and the count restarts with each pass.
 //! - A trainer's own fault is not the data's: a `Local` failure (the trainer could not read
-//!   the data) returns the task to todo without counting; a `Content` failure counts once per
-//!   distinct trainer, unless no other registered trainer is left to try (`content_failers`).
+//!   the data) returns the task to todo without counting while another registered trainer has
+//!   not failed it; a `Content` failure counts once per distinct trainer, and every time once
+//!   no other registered trainer is left to try (`failers`).
 //! - The pass advances whenever todo and pending drain, including when the last task moves to
 //!   `failed` (PaddlePaddle's Go master hung there). If nothing would run in the next pass
 //!   (every task failed and the policy keeps failed tasks out) the job finishes instead.
@@ -48,10 +49,10 @@
 mod chunk_list;
 mod codec;
 mod command;
-mod content_failers;
 mod dataset;
 mod dataset_loading;
 mod eval;
+mod failers;
 mod fault;
 mod invariant;
 mod job;
@@ -70,13 +71,13 @@ mod trainer_registry;
 pub use chunk_list::{ChunkList, ChunkSpan};
 pub use codec::{DecodeError, REQUEST_BYTES_MAX, SNAPSHOT_BYTES_MAX};
 pub use command::Command;
-pub use content_failers::CONTENT_FAILERS_COUNT_MAX;
 pub use dataset::{
     chunks_digest, ChunkRef, QueuePolicy, CHUNKS_PER_TASK_MAX, CHUNK_COUNT_MAX,
     CHUNK_PATH_BYTES_MAX, DATASET_PATH_BYTES_MAX, JOB_NAME_BYTES_MAX,
 };
 pub use dataset_loading::LOADING_IDLE_MS_MAX;
 pub use eval::EvalRecord;
+pub use failers::FAILERS_COUNT_MAX;
 pub use fault::Fault;
 pub use invariant::InvariantViolation;
 pub use master_state::{MasterState, FAILED_TASKS_SHOWN_MAX, TIMED_OUT_REASON};

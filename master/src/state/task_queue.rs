@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::content_failers::ContentFailers;
 use super::dataset::QueuePolicy;
+use super::failers::Failers;
 use super::fault::Fault;
 use super::task::{PendingTask, Task};
 
@@ -41,9 +41,9 @@ pub(crate) struct TaskQueue {
     pub(crate) held: BTreeMap<u64, u64>,
     /// The bytes of every task's `last_failure` together, at most [`FAILURE_REASONS_BYTES_MAX`].
     pub(crate) reason_bytes: u64,
-    /// Who failed which task for its content in this pass: each trainer spends a task's
-    /// failure budget once.
-    pub(crate) content_failers: ContentFailers,
+    /// Who failed which task in this pass: one trainer alone never spends a task's failure
+    /// budget more than once.
+    pub(crate) failers: Failers,
 }
 
 /// How a (task, epoch) report relates to the queue.
@@ -79,7 +79,7 @@ impl TaskQueue {
             completion_ms_average: None,
             held: BTreeMap::new(),
             reason_bytes: 0,
-            content_failers: ContentFailers::default(),
+            failers: Failers::default(),
         }
     }
 
@@ -132,15 +132,16 @@ impl TaskQueue {
             }
         });
         self.set_reason(task, None);
-        self.content_failers.forget(task);
+        self.failers.forget(task);
         self.done.insert(task);
         Report::Applied
     }
 
     /// A failure of the pending dispatch. A `Local` fault (the trainer could not read the
-    /// data) requeues the task without spending its budget; a `Content` fault spends it once
-    /// per distinct trainer (see [`ContentFailers::spends_budget`]; `registered` are the live
-    /// trainers), then requeues the task or marks it failed.
+    /// data) requeues the task without spending its budget while another registered trainer
+    /// has not failed it; a `Content` fault spends it once per distinct trainer (see
+    /// [`Failers::spends_budget`]; `registered` are the live trainers). A failure that spends
+    /// the budget requeues the task or marks it failed.
     pub(crate) fn fail(
         &mut self,
         (task, epoch): (u64, u64),
@@ -153,10 +154,7 @@ impl TaskQueue {
             return self.not_pending(task);
         };
         self.set_reason(task, Some(reason));
-        let spends = match fault {
-            Fault::Local => false,
-            Fault::Content => self.content_failers.spends_budget(task, pending.trainer, registered),
-        };
+        let spends = self.failers.spends_budget((task, pending.trainer), fault, registered);
         if !spends {
             self.todo.push_back(task);
             return Report::Applied;
@@ -223,7 +221,7 @@ impl TaskQueue {
         }
         next.sort_unstable();
         self.done.clear();
-        self.content_failers.clear();
+        self.failers.clear();
         if policy.retry_failed_next_pass {
             self.failed.clear();
         }

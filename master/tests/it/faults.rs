@@ -1,6 +1,6 @@
-//! Whose fault a task failure is: a trainer's own (`Local`) never spends a task's failure
-//! budget, the data's (`Content`) spends it once per distinct trainer, and a lone trainer still
-//! fails a corrupt chunk.
+//! Whose fault a task failure is: a trainer's own (`Local`) spends no failure budget while
+//! another trainer may read the task, the data's (`Content`) spends it once per distinct
+//! trainer, and a lone trainer still fails a corrupt chunk.
 
 use master::state::{Command, Fault, Response};
 
@@ -40,16 +40,22 @@ fn local_failures_never_fail_a_task() {
     run("local failures", &steps);
 }
 
-/// A lone trainer's local failures do not fail the task either: the data is not at fault,
-/// and the trainer itself gives up (it exits) rather than the task.
+/// A file cut short for every trainer is not mistaken for one trainer's broken view: once every
+/// registered trainer failed the task locally, each further local failure spends the budget
+/// and the task fails with the reason.
 #[test]
-fn a_lone_trainers_local_failures_never_fail_a_task() {
-    let mut steps = setup(1, 1, policy());
-    for epoch in 1..=20 {
+fn local_failures_of_every_trainer_fail_a_task() {
+    let mut steps = script(setup(1, 1, policy()), more_trainers(2));
+    for epoch in 1..=3 {
         steps.extend(take_and_fail(1, epoch, Fault::Local));
     }
     steps.push(counts(0, [1, 0, 0, 0], false));
-    run("lone local failures", &steps);
+    steps.extend(take_and_fail(2, 4, Fault::Local));
+    steps.push(counts(0, [1, 0, 0, 0], false));
+    steps.extend(take_and_fail(1, 5, Fault::Local));
+    steps.push(counts(0, [0, 0, 0, 1], true));
+    let state = run("every trainer local", &steps);
+    assert_eq!(state.status().failed_tasks[0].reason, "trainer 1: Local fault");
 }
 
 /// With a budget of two failures (`max_task_failures` 1), one trainer's repeated content
