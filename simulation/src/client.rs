@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use master::client::{ClientError, ClientOptions, MasterClient, Task, TaskOutcome};
+use master::client::{ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome};
 
 use crate::config::SimulationConfig;
 use crate::history::{AckedWrite, Fact, History, OperationType};
@@ -198,7 +198,7 @@ impl SimTrainer {
         let fact =
             move |accepted: &bool| Some(Fact::Reported { task: id, epoch, accepted: *accepted });
         let reported = if failed {
-            let call = master.task_failed(id, epoch, "simulated failure");
+            let call = master.task_failed(id, epoch, "simulated failure", Fault::Content);
             let what = format!("task_failed {id} epoch {epoch}");
             self.context.call(self.client, &mut self.seq, what, call, fact).await
         } else {

@@ -14,6 +14,9 @@ use crate::model::{ModelConfig, ModelKind};
 pub const BATCH_SIZE_DEFAULT: usize = 64;
 pub const BATCH_SIZE_MAX: usize = 1 << 20;
 pub const PSERVER_WAIT_S_DEFAULT: u64 = 120;
+/// Consecutive tasks this trainer may fail to read (its own fault, not the data's) before it
+/// gives up: a trainer whose view of the data stays broken exits rather than churn the queue.
+pub const LOCAL_FAILURES_MAX_DEFAULT: u32 = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OptimizerName {
@@ -78,6 +81,11 @@ pub struct TrainerConfig {
     /// How long to wait for every pserver slot to be held before giving up.
     #[arg(long, env = "RAFTRAIN_PSERVER_WAIT_S", default_value_t = PSERVER_WAIT_S_DEFAULT)]
     pub pserver_wait_s: u64,
+    /// Consecutive tasks this trainer may fail to read (I/O errors, a file shorter than the
+    /// master recorded: its own view of the data, not the data) before it exits non-zero; from
+    /// the third it backs off between tasks. A task read or trained resets the count.
+    #[arg(long, env = "RAFTRAIN_LOCAL_FAILURES_MAX", default_value_t = LOCAL_FAILURES_MAX_DEFAULT)]
+    pub local_failures_max: u32,
     /// This trainer's name in the master (default: host and process id).
     #[arg(long, env = "RAFTRAIN_NAME")]
     pub name: Option<String>,
@@ -101,6 +109,7 @@ impl TrainerConfig {
             "--push-every and --pull-every must be at least 1"
         );
         anyhow::ensure!(self.passes >= 1, "--passes must be at least 1");
+        anyhow::ensure!(self.local_failures_max >= 1, "--local-failures-max must be at least 1");
         anyhow::ensure!(
             (1..=BLOCK_ELEMENTS_MAX).contains(&self.block_elements),
             "--block-elements {} is outside 1..={BLOCK_ELEMENTS_MAX}",

@@ -22,4 +22,5 @@ pub mod task_data;
 pub use config::TrainerConfig;
 pub use run::run;
 pub mod local;
+pub mod local_faults;
 pub mod metrics;

@@ -10,18 +10,20 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use consensus::security::Security;
-use master::client::{ClientOptions, MasterClient, Task, TaskOutcome};
+use master::client::{ClientOptions, Fault, MasterClient, Task, TaskOutcome};
 use pserver::client::{PServerClient, PServerClientOptions};
 use pserver::layout::{JobLayout, ParamSpec};
 use tokio::sync::watch;
 
 use crate::config::TrainerConfig;
 use crate::evaluation::evaluate_dataset;
+use crate::local_faults::{LocalFaults, LocalVerdict};
 use crate::metrics::TrainerMetrics;
 use crate::model::{Evaluation, ModelConfig, Params};
 use crate::progress::Progress;
 use crate::session::Session;
 use crate::step::Stepper;
+use crate::task_data::DataError;
 
 /// Between asks while no task is available.
 const IDLE_MS: u64 = 200;
@@ -117,6 +119,7 @@ async fn train(
     progress.metrics.training.store(true, std::sync::atomic::Ordering::Relaxed);
     tokio::pin!(shutdown);
     let mut pass = 0;
+    let mut local_faults = LocalFaults::new(config.local_failures_max);
     loop {
         let outcome = tokio::select! {
             outcome = master.get_task(session.id(), pass) => outcome.context("ask the master for a task")?,
@@ -125,7 +128,7 @@ async fn train(
         match outcome {
             TaskOutcome::Task(task) => {
                 let started = std::time::Instant::now();
-                work_on(&master, &mut stepper, &task, &mut progress).await?;
+                work_on(&master, &mut stepper, &task, &mut progress, &mut local_faults).await?;
                 progress.task_time(started.elapsed());
                 metrics::histogram!("raftrain_trainer_task_seconds")
                     .record(started.elapsed().as_secs_f64());
@@ -161,20 +164,13 @@ async fn work_on(
     stepper: &mut Stepper,
     task: &Task,
     progress: &mut Progress,
+    local_faults: &mut LocalFaults,
 ) -> anyhow::Result<()> {
-    let batches = stepper.read(task).await?;
-    let batches = match batches {
+    let batches = match stepper.read(task).await? {
         Ok(batches) => batches,
-        Err(reason) => {
-            tracing::warn!(task = task.id, %reason, "task data unusable; reporting it failed");
-            master
-                .task_failed(task.id, task.epoch, &reason)
-                .await
-                .context("report a failed task")?;
-            progress.task_failed();
-            return Ok(());
-        }
+        Err(error) => return report_unreadable(master, task, &error, progress, local_faults).await,
     };
+    local_faults.read_ok();
     let examples = stepper.train(&batches).await?;
     let accepted =
         master.task_finished(task.id, task.epoch).await.context("report a finished task")?;
@@ -187,6 +183,44 @@ async fn work_on(
     }
     progress.task_done(examples);
     Ok(())
+}
+
+/// Reports a task whose data this trainer could not use, with whose fault it was. A run of
+/// local faults (this trainer's view of the data) backs off between tasks, then ends the
+/// trainer with an error naming the file and offset: its view is broken, the data is not.
+async fn report_unreadable(
+    master: &MasterClient,
+    task: &Task,
+    error: &DataError,
+    progress: &mut Progress,
+    local_faults: &mut LocalFaults,
+) -> anyhow::Result<()> {
+    let fault = error.fault();
+    let reason = error.to_string();
+    tracing::warn!(task = task.id, ?fault, %reason, "task data unusable; reporting it failed");
+    master
+        .task_failed(task.id, task.epoch, &reason, fault)
+        .await
+        .context("report a failed task")?;
+    progress.task_failed();
+    if fault == Fault::Content {
+        return Ok(());
+    }
+    match local_faults.failed() {
+        LocalVerdict::Continue => Ok(()),
+        LocalVerdict::BackOff(wait) => {
+            tracing::warn!(
+                wait_ms = wait.as_millis() as u64,
+                "backing off after local read failures"
+            );
+            tokio::time::sleep(wait).await;
+            Ok(())
+        }
+        LocalVerdict::GiveUp { consecutive } => Err(anyhow::anyhow!(
+            "this trainer failed to read {consecutive} tasks in a row (--local-failures-max); \
+             its view of the data is broken (a bad mount, a truncated copy?), the last: {reason}"
+        )),
+    }
 }
 
 /// After `pass`: pull, evaluate, record the result in the master.

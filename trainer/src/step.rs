@@ -13,7 +13,7 @@ use crate::batch::Batch;
 use crate::config::TrainerConfig;
 use crate::model::{ModelConfig, Params};
 use crate::run::tensors;
-use crate::task_data::read_task;
+use crate::task_data::{read_task, DataError};
 
 pub struct Stepper {
     model: ModelConfig,
@@ -67,10 +67,10 @@ impl Stepper {
     }
 
     /// The task's batches, or why its data is unusable (the reason `TaskFailed` carries).
-    pub async fn read(&self, task: &Task) -> anyhow::Result<Result<Vec<Batch>, String>> {
+    pub async fn read(&self, task: &Task) -> anyhow::Result<Result<Vec<Batch>, DataError>> {
         let (model, chunks, batch_size) = (self.model, task.chunks.clone(), self.batch_size);
         let read = tokio::task::spawn_blocking(move || read_task(&model, &chunks, batch_size));
-        Ok(read.await.context("reading a task panicked")?.map_err(|error| error.to_string()))
+        read.await.context("reading a task panicked")
     }
 
     /// Trains on the batches; the examples seen. A push whose outcome is unknown is logged and

@@ -1,12 +1,13 @@
 //! Reading a task's records: each chunk the task names is read through `storage` and checked
 //! against what the master recorded (payload size, record count, then the CRC), and each record
 //! is validated into batches. Any problem is a `DataError` naming the file, chunk and record,
-//! which the trainer reports with `TaskFailed`.
+//! which the trainer reports with `TaskFailed` and the error's [`Fault`]: the data's, or this
+//! trainer's view of it.
 
 use std::path::Path;
 
-use master::client::ChunkRef;
-use storage::recordio::{read_expected_chunk, DecodedChunk, RecordIoError};
+use master::client::{ChunkRef, Fault};
+use storage::recordio::{read_expected_chunk, DecodedChunk, ErrorKind, RecordIoError};
 
 use crate::batch::{Batch, BatchBuilder};
 use crate::example_input::{add_record, InputError, RecordLocation};
@@ -19,6 +20,33 @@ pub enum DataError {
     Chunk(#[from] RecordIoError),
     #[error(transparent)]
     Record(#[from] InputError),
+}
+
+impl DataError {
+    /// Whose fault the error is. The master scanned every chunk header when it accepted the
+    /// dataset, so bytes this trainer cannot reach (an I/O error, a file now shorter than the
+    /// recorded chunk, a header that no longer matches the scan) are this trainer's view of
+    /// the data: another trainer may read them. Bytes that are there but wrong (a CRC, a
+    /// payload or record that does not decode) would fail any trainer: the data's fault.
+    pub fn fault(&self) -> Fault {
+        let DataError::Chunk(error) = self else { return Fault::Content };
+        match error.kind {
+            ErrorKind::Io(_)
+            | ErrorKind::TruncatedHeader { .. }
+            | ErrorKind::TruncatedPayload { .. }
+            | ErrorKind::IndexMismatch { .. }
+            | ErrorKind::NoMatch { .. }
+            | ErrorKind::RangeOutOfBounds { .. } => Fault::Local,
+            ErrorKind::BadMagic { .. }
+            | ErrorKind::ChecksumMismatch { .. }
+            | ErrorKind::UnknownCompressor { .. }
+            | ErrorKind::RecordOverrun { .. }
+            | ErrorKind::RecordCountMismatch { .. }
+            | ErrorKind::ChunkTooLarge { .. }
+            | ErrorKind::Decompress(_)
+            | ErrorKind::BadPattern { .. } => Fault::Content,
+        }
+    }
 }
 
 /// All of a task's examples in batches of at most `batch_size`.

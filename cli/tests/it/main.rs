@@ -1,6 +1,7 @@
 //! Integration tests for the `raftrain` binary, run as real processes the way a user runs them.
 
 mod bench_consensus;
+mod broken_mount;
 mod command;
 mod dashboard;
 mod data_root;

@@ -4,7 +4,7 @@
 use crate::command::{raftrain, raftrain_ok};
 use crate::master_group::MasterGroup;
 use crate::task_consumer::write_dataset;
-use master::client::{ClientError, LEADER_METADATA_KEY};
+use master::client::{ClientError, Fault, LEADER_METADATA_KEY};
 use proto::master::{ClientStamp, ReportDatasetRequest};
 use std::time::Duration;
 
@@ -225,7 +225,10 @@ async fn the_typed_client_covers_every_call() {
     };
     // A reason far longer than one log entry is cut by the master, not refused.
     let long_reason = "x".repeat(1 << 20);
-    assert!(client.task_failed(next.id, next.epoch, &long_reason).await.expect("fail"));
+    assert!(client
+        .task_failed(next.id, next.epoch, &long_reason, Fault::Content)
+        .await
+        .expect("fail"));
 
     let lease = client.claim_slot("127.0.0.1:7101", 1).await.expect("claim").expect("granted");
     assert!(lease.generation > 0 && lease.checkpoint.is_none());

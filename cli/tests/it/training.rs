@@ -13,7 +13,7 @@ use trainer::model::{ModelConfig, ModelKind};
 use crate::command::raftrain_ok;
 use crate::training_job::TrainingJob;
 
-const SOFTMAX: [&str; 12] = [
+pub(crate) const SOFTMAX: [&str; 12] = [
     "--model",
     "softmax",
     "--classes",
@@ -28,7 +28,12 @@ const SOFTMAX: [&str; 12] = [
     "sgd",
 ];
 
-fn synth(dir: &std::path::Path, kind: &str, examples: &str, noise: &str) -> (String, String) {
+pub(crate) fn synth(
+    dir: &std::path::Path,
+    kind: &str,
+    examples: &str,
+    noise: &str,
+) -> (String, String) {
     let out = dir.join("data");
     raftrain_ok(
         &[

@@ -2,7 +2,7 @@
 //! logging to a file, all killed when the job is dropped.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use crate::master_group::MasterGroup;
@@ -24,17 +24,27 @@ impl TrainingJob {
         dir: &Path,
         trainer_args: &[&str],
     ) -> Self {
-        let masters = MasterGroup::start(
-            master_count,
-            &[
-                "--pserver-lease-ms",
-                "2000",
-                "--trainer-lease-ms",
-                "3000",
-                "--task-timeout-min-ms",
-                "3000",
-            ],
-        );
+        Self::start_with(master_count, pserver_count, dir, &[], trainer_args)
+    }
+
+    /// Like `start`, with `master_args` added to every master's flags.
+    pub fn start_with(
+        master_count: usize,
+        pserver_count: u32,
+        dir: &Path,
+        master_args: &[&str],
+        trainer_args: &[&str],
+    ) -> Self {
+        let mut args = vec![
+            "--pserver-lease-ms",
+            "2000",
+            "--trainer-lease-ms",
+            "3000",
+            "--task-timeout-min-ms",
+            "3000",
+        ];
+        args.extend(master_args);
+        let masters = MasterGroup::start(master_count, &args);
         let mut pservers = PServerProcesses::new(&masters.addrs, dir, pserver_count);
         for _ in 0..pserver_count {
             pservers.spawn();
@@ -45,10 +55,35 @@ impl TrainingJob {
 
     /// Starts one more trainer; `model_out` is where it writes the model.
     pub fn spawn_trainer(&mut self) -> usize {
+        self.spawn_trainer_in(Command::new(env!("CARGO_BIN_EXE_raftrain")))
+    }
+
+    /// Starts one more trainer that sees `replacement` at the path `original`: a bind mount in
+    /// a mount namespace of its own (`unshare`), so only this trainer's view of the file is
+    /// broken; `envs` are set for it alone. Needs root; see [`mount_namespaces_work`].
+    pub fn spawn_trainer_seeing(
+        &mut self,
+        original: &Path,
+        replacement: &Path,
+        envs: &[(&str, &str)],
+    ) -> usize {
+        let mut command = Command::new("unshare");
+        command
+            .envs(envs.iter().copied())
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(r#"mount --bind "$1" "$2" && shift 2 && exec "$@""#)
+            .arg("sh")
+            .arg(replacement)
+            .arg(original)
+            .arg(env!("CARGO_BIN_EXE_raftrain"));
+        self.spawn_trainer_in(command)
+    }
+
+    fn spawn_trainer_in(&mut self, mut command: Command) -> usize {
         let index = self.trainers.len();
         let log = std::fs::File::create(self.trainer_log_path(index)).expect("create the log");
         let model_out = self.model_path(index).display().to_string();
-        let child = Command::new(env!("CARGO_BIN_EXE_raftrain"))
+        let child = command
             .args([
                 "trainer",
                 "--masters",
@@ -71,6 +106,23 @@ impl TrainingJob {
         if let Some(mut child) = self.trainers[index].take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// Waits for trainer `index` to exit, whatever its status; its status and its log.
+    pub fn wait_trainer(&mut self, index: usize, timeout: Duration) -> (ExitStatus, String) {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut child = self.trainers[index].take().expect("the trainer is running");
+        loop {
+            if let Some(status) = child.try_wait().expect("poll") {
+                let log = std::fs::read_to_string(self.trainer_log_path(index)).unwrap_or_default();
+                return (status, log);
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = child.kill();
+                panic!("trainer {index} did not exit in {timeout:?}\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -129,4 +181,20 @@ impl Drop for TrainingJob {
             self.kill_trainer(index);
         }
     }
+}
+
+/// Whether this process can give a child a mount namespace with a bind mount of its own (root
+/// and `unshare`): tried on two scratch files, so a test that needs it can say it is skipped.
+pub fn mount_namespaces_work(dir: &Path) -> bool {
+    let (original, replacement) = (dir.join("probe-original"), dir.join("probe-replacement"));
+    let written = std::fs::write(&original, "original").is_ok()
+        && std::fs::write(&replacement, "replacement").is_ok();
+    let output = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount --bind "$1" "$2" && cat "$2""#)
+        .arg("sh")
+        .arg(&replacement)
+        .arg(&original)
+        .output();
+    written && output.is_ok_and(|output| output.status.success() && output.stdout == b"replacement")
 }

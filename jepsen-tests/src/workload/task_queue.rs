@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use master::client::{ClientError, ClientOptions, MasterClient, TaskOutcome};
+use master::client::{ClientError, ClientOptions, Fault, MasterClient, TaskOutcome};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 use tokio::sync::watch;
@@ -162,7 +162,11 @@ impl TaskQueue {
             .history
             .call(process, f, async {
                 let reply = match failed {
-                    true => client.task_failed(id, epoch, "jepsen: a planned failure").await,
+                    true => {
+                        client
+                            .task_failed(id, epoch, "jepsen: a planned failure", Fault::Content)
+                            .await
+                    }
                     false => client.task_finished(id, epoch).await,
                 };
                 match reply {

@@ -18,7 +18,7 @@ pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use options::{ClientOptions, Dialer};
 pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
 pub use types::{
-    CheckpointMeta, CheckpointRecorded, ChunkRef, DatasetSizes, PServerEntry, PServerTable,
+    CheckpointMeta, CheckpointRecorded, ChunkRef, DatasetSizes, Fault, PServerEntry, PServerTable,
     SlotLease, Task, TaskOutcome, TrainerRegistration,
 };
 pub use watch::PServerWatch;

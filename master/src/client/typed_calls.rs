@@ -8,7 +8,7 @@ use super::conversions::{
 use super::error::ClientError;
 use super::master_client::{service_client, timed, MasterClient};
 use super::types::{
-    CheckpointMeta, CheckpointRecorded, DatasetSizes, PServerTable, SlotLease, TaskOutcome,
+    CheckpointMeta, CheckpointRecorded, DatasetSizes, Fault, PServerTable, SlotLease, TaskOutcome,
     TrainerRegistration,
 };
 use super::watch::PServerWatch;
@@ -71,14 +71,20 @@ impl MasterClient {
         Ok(reply.accepted)
     }
 
-    /// Reports a task failed with `reason` (cut by the master if long); `false` when fenced off.
+    /// Reports a task failed with `reason` (cut by the master if long) and whose `fault` it
+    /// was; `false` when fenced off.
     pub async fn task_failed(
         &self,
         task_id: u64,
         epoch: u64,
         reason: &str,
+        fault: Fault,
     ) -> Result<bool, ClientError> {
         let timeout = self.rpc_timeout();
+        let fault = match fault {
+            Fault::Content => pb::task_failed_request::Fault::Content,
+            Fault::Local => pb::task_failed_request::Fault::Local,
+        };
         let reply = self
             .write("TaskFailed", |mut service, stamp| {
                 let request = pb::TaskFailedRequest {
@@ -86,6 +92,7 @@ impl MasterClient {
                     task_id,
                     epoch,
                     reason: reason.into(),
+                    fault: fault as i32,
                 };
                 async move { service.task_failed(timed(request, timeout)).await }
             })

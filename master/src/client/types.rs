@@ -1,7 +1,7 @@
 //! What `MasterClient`'s typed calls answer: plain Rust values, so pservers and trainers never
 //! see protobuf. Conversions from the wire live in `conversions.rs`.
 
-pub use crate::state::{CheckpointMeta, ChunkRef};
+pub use crate::state::{CheckpointMeta, ChunkRef, Fault};
 
 /// A trainer's registration: its id, and how often it must heartbeat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

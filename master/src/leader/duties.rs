@@ -48,10 +48,11 @@ impl LeaderDuties {
         self.trainer_lease.as_millis() as u64
     }
 
-    /// How long ago this leader last renewed `trainer`'s lease (its last heartbeat, or the
-    /// grant at the start of this term).
-    pub(crate) fn trainer_heard_ago(&self, trainer: u64) -> Option<std::time::Duration> {
+    /// How long ago this leader last renewed `trainer`'s lease in `term` (its last heartbeat,
+    /// or the grant at the start of the term).
+    pub(crate) fn trainer_heard_ago(&self, term: u64, trainer: u64) -> Option<Duration> {
         let now = self.clock.now();
+        let _term = self.enter_term(term);
         lock(&self.trainers)
             .granted_at(trainer)
             .map(|granted| now.saturating_duration_since(granted))
@@ -61,28 +62,36 @@ impl LeaderDuties {
         self.pserver_lease.as_millis() as u64
     }
 
-    pub(crate) fn trainer_alive(&self, trainer: u64) {
+    /// `trainer` was heard from by this node leading in `term`: a fresh lease.
+    pub(crate) fn trainer_alive(&self, term: u64, trainer: u64) {
+        let _term = self.enter_term(term);
         lock(&self.trainers).grant(trainer, self.clock.now());
     }
 
-    /// What `trainer`'s heartbeat said of its progress (soft state, like its lease).
-    pub(crate) fn trainer_progress(&self, trainer: u64, tasks_done: u64) {
+    /// What `trainer`'s heartbeat in `term` said of its progress (soft state, like its lease).
+    pub(crate) fn trainer_progress(&self, term: u64, trainer: u64, tasks_done: u64) {
+        let _term = self.enter_term(term);
         lock(&self.progress).insert(trainer, tasks_done);
     }
 
-    /// Tasks `trainer` said it finished, as its latest heartbeat to this leader said.
-    pub(crate) fn trainer_tasks_done(&self, trainer: u64) -> Option<u64> {
+    /// Tasks `trainer` said it finished, as its latest heartbeat to this leader in `term` said.
+    pub(crate) fn trainer_tasks_done(&self, term: u64, trainer: u64) -> Option<u64> {
+        let _term = self.enter_term(term);
         lock(&self.progress).get(&trainer).copied()
     }
 
-    /// A pserver claimed slot `index`: a fresh lease.
-    pub(crate) fn pserver_granted(&self, index: u32, generation: u64) {
+    /// A pserver claimed slot `index` from this node leading in `term`: a fresh lease.
+    pub(crate) fn pserver_granted(&self, term: u64, index: u32, generation: u64) {
+        let _term = self.enter_term(term);
         lock(&self.pservers).grant((index, generation), self.clock.now());
     }
 
-    /// Slot `index`'s holder under `generation` heartbeated: renews its lease, unless the lease already ran out
-    /// here (then the slot's release may already be proposed, and the holder must stop).
-    pub(crate) fn pserver_alive(&self, index: u32, generation: u64) -> bool {
+    /// Slot `index`'s holder under `generation` heartbeated to this node leading in `term`:
+    /// renews its lease, unless the lease already ran out in this term (then the slot's release
+    /// may already be proposed, and the holder must stop). A lease of an older term is void:
+    /// the holder gets a fresh one, as every holder does when a term starts.
+    pub(crate) fn pserver_alive(&self, term: u64, index: u32, generation: u64) -> bool {
+        let _term = self.enter_term(term);
         lock(&self.pservers).renew((index, generation), self.clock.now())
     }
 
@@ -96,21 +105,28 @@ impl LeaderDuties {
         *lock(&self.lease_term) = None;
     }
 
-    /// Clears the tables if they were filled in another term than `term`.
-    fn enter_term(&self, term: u64) {
+    /// Clears the tables if they were filled in an earlier term than `term`. Every read or
+    /// write of a lease enters its term first and holds the returned guard meanwhile, so no
+    /// lease outlives the term it was granted in, even when this node leads again before its
+    /// next tick. A caller late with an older term than the tables' acts on the newer tables
+    /// (terms only grow; clearing them again would renew a lease that ran out in the newer
+    /// term). (Lock order: `lease_term`, then a table.)
+    fn enter_term(&self, term: u64) -> MutexGuard<'_, Option<u64>> {
         let mut lease_term = lock(&self.lease_term);
-        if *lease_term != Some(term) && !crate::planted::active("leases-across-terms") {
+        let newer = lease_term.is_none_or(|filled_in| term > filled_in);
+        if newer && !crate::planted::active("leases-across-terms") {
             lock(&self.trainers).clear();
             lock(&self.pservers).clear();
             lock(&self.progress).clear();
             *lease_term = Some(term);
         }
+        lease_term
     }
 
     /// One round of duties on the leader, whose leadership is in `term`. Every decision
     /// carries `term`, so one computed before a leadership change is refused after it.
     async fn tick(&self, proposer: &Proposer, term: u64) {
-        self.enter_term(term);
+        drop(self.enter_term(term));
         let (now, now_ms) = (self.clock.now(), proposer.now_ms());
         let (trainers, (_, slots), expired) = proposer
             .node()
@@ -214,13 +230,13 @@ mod tests {
     fn leases_reset_when_the_term_changes() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
         let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
-        duties.enter_term(3);
-        duties.trainer_alive(7);
-        duties.pserver_granted(0, 1);
-        duties.enter_term(3);
+        drop(duties.enter_term(3));
+        duties.trainer_alive(3, 7);
+        duties.pserver_granted(3, 0, 1);
+        drop(duties.enter_term(3));
         let later = Instant::now() + Duration::from_secs(2);
         assert_eq!(lock(&duties.trainers).expired(later), vec![7], "same term: kept");
-        duties.enter_term(5);
+        drop(duties.enter_term(5));
         assert!(lock(&duties.trainers).expired(later).is_empty(), "new term: forgotten");
         assert!(lock(&duties.pservers).expired(later).is_empty(), "new term: forgotten");
     }
@@ -232,15 +248,40 @@ mod tests {
     async fn a_new_slot_generation_has_its_own_lease() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
         let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
-        duties.enter_term(1);
-        duties.pserver_granted(0, 1);
+        drop(duties.enter_term(1));
+        duties.pserver_granted(1, 0, 1);
         tokio::time::advance(Duration::from_millis(1_500)).await;
-        assert!(!duties.pserver_alive(0, 1), "a lease that ran out is not renewed");
-        duties.pserver_granted(0, 2);
+        assert!(!duties.pserver_alive(1, 0, 1), "a lease that ran out is not renewed");
+        duties.pserver_granted(1, 0, 2);
         let now = Instant::now();
         assert_eq!(lock(&duties.pservers).expired(now), vec![(0, 1)], "only the old generation");
         lock(&duties.pservers).sync([(0, 2)], now);
         assert!(lock(&duties.pservers).expired(now).is_empty());
-        assert!(duties.pserver_alive(0, 2), "the new generation renews");
+        assert!(duties.pserver_alive(1, 0, 2), "the new generation renews");
+    }
+
+    /// Every lease read enters the current term first: a node that leads again before its next
+    /// tick judges nobody on a lease of its previous term, whether that lease ran out (the
+    /// holder gets a fresh one) or is still running (the trainer was not heard in this term).
+    #[tokio::test(start_paused = true)]
+    async fn lease_reads_enter_the_current_term() {
+        let clock = std::sync::Arc::new(crate::clock::SystemClock);
+        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
+        drop(duties.enter_term(3));
+        duties.pserver_granted(3, 0, 1);
+        duties.trainer_alive(3, 7);
+        duties.trainer_progress(3, 7, 12);
+        tokio::time::advance(Duration::from_millis(1_500)).await;
+        assert!(!duties.pserver_alive(3, 0, 1), "ran out in term 3: not renewed in term 3");
+        tracing::info!("--- the node leads again in term 5 before its next tick");
+        assert!(duties.pserver_alive(5, 0, 1), "term 3's lease is void: a fresh one in term 5");
+        assert_eq!(duties.trainer_tasks_done(5, 7), None, "term 3's progress is forgotten");
+        duties.trainer_alive(6, 8);
+        assert_eq!(duties.trainer_heard_ago(6, 7), None, "not heard from in term 6");
+        assert_eq!(duties.trainer_heard_ago(6, 8), Some(Duration::ZERO));
+        tracing::info!("--- a caller late with an older term acts on the newer tables");
+        duties.trainer_alive(5, 9);
+        assert_eq!(duties.trainer_heard_ago(6, 8), Some(Duration::ZERO), "term 6 kept");
+        assert_eq!(duties.trainer_heard_ago(6, 9), Some(Duration::ZERO));
     }
 }

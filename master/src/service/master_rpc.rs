@@ -14,7 +14,8 @@ use crate::dataset_scan::{DataRoot, ScanLimits};
 use crate::leader::LeaderDuties;
 use crate::replicated_state::ReplicatedState;
 use crate::state::{
-    check_pserver_addr, ClientStamp, Command, QueuePolicy, Response, FAILURE_REASON_BYTES_MAX,
+    check_pserver_addr, ClientStamp, Command, Fault, QueuePolicy, Response,
+    FAILURE_REASON_BYTES_MAX,
 };
 use consensus::ConsensusNode;
 use proto::master as pb;
@@ -64,12 +65,13 @@ impl MasterRpc {
 
     /// Answers that grant or confirm ownership (heartbeats) come only from a leader whose
     /// leadership a quorum confirmed recently: a deposed leader that has not noticed yet must
-    /// not tell a pserver it still holds a slot that the new leader gave away.
-    async fn confirmed_leader(&self) -> Result<(), Status> {
+    /// not tell a pserver it still holds a slot that the new leader gave away. The term it
+    /// leads in.
+    async fn confirmed_leader(&self) -> Result<u64, Status> {
         if crate::planted::active("deposed-heartbeats") {
-            return self.require_leader();
+            return self.require_leader().map(|()| self.node.term());
         }
-        self.node.confirm_leadership().await.map(|_term| ()).map_err(write_error)
+        self.node.confirm_leadership().await.map_err(write_error)
     }
 
     /// Slot ownership is confirmed only by a leader a quorum confirmed that has applied
@@ -85,6 +87,29 @@ impl MasterRpc {
     async fn linearizable(&self) -> Result<(), Status> {
         self.node.ensure_linearizable().await.map_err(write_error)
     }
+
+    /// Whether `trainer` is registered (see [`registered`]).
+    async fn known_trainer(&self, trainer: u64) -> Result<bool, Status> {
+        let read = || self.node.read(|state| state.knows_trainer(trainer));
+        registered(read, self.linearizable()).await
+    }
+}
+
+/// Whether a trainer is registered, by `read` of the applied state; "unknown" only after
+/// `catch_up` made that state hold everything committed. A new leader's applied state may lag
+/// its log, and "unknown" from a state that has not applied the trainer's registration yet
+/// would make the trainer register again and its task be trained twice. "Known" needs no such
+/// wait: a registration, once applied, is undone only by `TrainerLost`, and a trainer told
+/// "known" by a lagging state learns of its loss from its next `GetTask`.
+async fn registered(
+    read: impl Fn() -> bool,
+    catch_up: impl std::future::Future<Output = Result<(), Status>>,
+) -> Result<bool, Status> {
+    if read() {
+        return Ok(true);
+    }
+    catch_up.await?;
+    Ok(read())
 }
 
 #[tonic::async_trait]
@@ -133,7 +158,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let client = stamp(request.stamp)?;
         match self.propose(Some(client), Command::RegisterTrainer { name: request.name }).await? {
             Response::TrainerRegistered { trainer } => {
-                self.duties.trainer_alive(trainer);
+                self.duties.trainer_alive(self.node.term(), trainer);
                 let lease_ms = self.duties.trainer_lease_ms();
                 Ok(tonic::Response::new(pb::RegisterTrainerReply { trainer_id: trainer, lease_ms }))
             }
@@ -147,11 +172,11 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::HeartbeatReply> {
         let request = request.into_inner();
         let trainer = request.trainer_id;
-        self.confirmed_leader().await?;
-        let known = self.node.read(|state| state.knows_trainer(trainer));
+        let term = self.confirmed_leader().await?;
+        let known = self.known_trainer(trainer).await?;
         if known {
-            self.duties.trainer_alive(trainer);
-            self.duties.trainer_progress(trainer, request.tasks_done);
+            self.duties.trainer_alive(term, trainer);
+            self.duties.trainer_progress(term, trainer, request.tasks_done);
         }
         Ok(tonic::Response::new(pb::HeartbeatReply { known }))
     }
@@ -165,7 +190,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let command = Command::GetTask { trainer: request.trainer_id, pass: request.pass };
         let response = self.propose(Some(client), command).await?;
         if !matches!(response, Response::UnknownTrainer) {
-            self.duties.trainer_alive(request.trainer_id);
+            self.duties.trainer_alive(self.node.term(), request.trainer_id);
         }
         let reply = |outcome: Outcome, task, current_pass| pb::GetTaskReply {
             outcome: outcome as i32,
@@ -221,10 +246,17 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let client = stamp(request.stamp)?;
         // Cut here, not refused: a long stack trace must still fail the task, and the state
         // keeps at most this much of it anyway.
-        let command = Command::TaskFailed {
+        // An unknown fault code (a newer sender) counts as the data's fault, as before faults
+        // were told apart: the budget still bounds the task's retries.
+        let fault = match pb::task_failed_request::Fault::try_from(request.fault) {
+            Ok(pb::task_failed_request::Fault::Local) => Fault::Local,
+            Ok(pb::task_failed_request::Fault::Content) | Err(_) => Fault::Content,
+        };
+        let command = Command::TaskFailedWithFault {
             task: request.task_id,
             epoch: request.epoch,
             reason: crate::state::truncate_reason(&request.reason, FAILURE_REASON_BYTES_MAX),
+            fault,
         };
         let reply = task_report("TaskFailed", self.propose(Some(client), command).await?)?;
         if reply.get_ref().accepted {
@@ -248,7 +280,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let command = Command::ClaimPServerSlot { addr: request.addr, desired: request.desired };
         let reply = match self.propose(Some(client), command).await? {
             Response::SlotClaimed { index, generation, checkpoint } => {
-                self.duties.pserver_granted(index, generation);
+                self.duties.pserver_granted(self.node.term(), index, generation);
                 let checkpoint = checkpoint.as_ref().map(checkpoint_to_proto);
                 pb::ClaimPServerSlotReply { granted: true, index, lease_ms, checkpoint, generation }
             }
@@ -270,11 +302,14 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::PServerHeartbeatReply> {
         let request = request.into_inner();
         let generation = generation(request.generation)?;
+        // The term is read before leadership is confirmed: a lease is judged in a term this
+        // node led in at the confirmation or before, never in a later one it has not reached.
+        let term = self.node.term();
         self.current_leader().await?;
         let held = self.node.read(|state| state.slot_held(request.index, generation));
         // The lease is checked after the state: a slot whose lease ran out is not confirmed,
         // even while its release is still on its way through the log.
-        let holds_slot = held && self.duties.pserver_alive(request.index, generation);
+        let holds_slot = held && self.duties.pserver_alive(term, request.index, generation);
         Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot }))
     }
 
@@ -350,12 +385,13 @@ impl pb::master_service_server::MasterService for MasterRpc {
             self.linearizable().await?;
         }
         let cluster = consensus::cluster_info_reply(&self.node.cluster_info());
+        let term = cluster.term;
         let soft = |trainer| TrainerSoftState {
             last_heartbeat_ms_ago: self
                 .duties
-                .trainer_heard_ago(trainer)
+                .trainer_heard_ago(term, trainer)
                 .map(|ago| ago.as_millis() as u64),
-            tasks_done: self.duties.trainer_tasks_done(trainer),
+            tasks_done: self.duties.trainer_tasks_done(term, trainer),
         };
         let reply = self.node.read(|state| super::status_view::status_reply(state, cluster, soft));
         Ok(tonic::Response::new(reply))
@@ -388,4 +424,38 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A heartbeat answers "unknown" only from a state that applied everything committed: a
+    /// state lagging behind the trainer's registration catches up first, and a state that
+    /// cannot catch up (no quorum) answers an error, never "unknown".
+    #[tokio::test]
+    async fn unknown_only_after_catching_up() {
+        // (name, registered in the applied state, registered once caught up, catch-up works,
+        //  the answer)
+        let cases = [
+            ("known at once", true, true, true, Some(true)),
+            ("applied state lags the registration", false, true, true, Some(true)),
+            ("truly unknown", false, false, true, Some(false)),
+            ("cannot catch up", false, true, false, None),
+        ];
+        for (name, applied, committed, catches_up, want) in cases {
+            let caught_up = AtomicBool::new(false);
+            let read = || if caught_up.load(Ordering::SeqCst) { committed } else { applied };
+            let catch_up = async {
+                if !catches_up {
+                    return Err(Status::unavailable("no quorum"));
+                }
+                caught_up.store(true, Ordering::SeqCst);
+                Ok(())
+            };
+            let answer = registered(read, catch_up).await.ok();
+            assert_eq!(answer, want, "{name}");
+        }
+    }
 }

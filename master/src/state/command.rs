@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::chunk_list::ChunkList;
 use super::dataset::{ChunkRef, QueuePolicy};
+use super::fault::Fault;
 use super::pserver_slots::CheckpointMeta;
 
 /// One transition of the replicated master state.
@@ -19,7 +20,8 @@ pub enum Command {
     GetTask { trainer: u64, pass: u32 },
     /// A trainer finished the task it got with this epoch.
     TaskFinished { task: u64, epoch: u64 },
-    /// A trainer could not process the task it got with this epoch.
+    /// A trainer could not process the task it got with this epoch because of its content
+    /// (what senders meant before faults were told apart: applied as a `Content` fault).
     TaskFailed { task: u64, epoch: u64, reason: String },
     /// The leader saw a pending deadline pass: requeue every task whose deadline is at or before
     /// the request's `now_ms`.
@@ -48,6 +50,9 @@ pub enum Command {
         first_chunk: u64,
         chunks: ChunkList,
     },
+    /// A trainer could not process the task it got with this epoch, and says whose fault it
+    /// was: the data's (`Content`) or its own view's (`Local`).
+    TaskFailedWithFault { task: u64, epoch: u64, reason: String, fault: Fault },
 }
 
 impl Command {
@@ -68,6 +73,7 @@ impl Command {
             Command::RecordCheckpoint { .. } => 10,
             Command::RecordEval { .. } => 11,
             Command::ReportDatasetBatch { .. } => 12,
+            Command::TaskFailedWithFault { .. } => 13,
         }
     }
 }

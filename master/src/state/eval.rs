@@ -1,4 +1,4 @@
-//! The latest model evaluation a trainer reported, kept for status.
+//! The model evaluation of the highest pass a trainer reported, kept for status.
 
 use serde::{Deserialize, Serialize};
 

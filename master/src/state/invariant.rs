@@ -74,6 +74,8 @@ pub enum InvariantViolation {
     HeldCountMismatch { pending: u64, held: u64 },
     #[error("failure reasons take {actual} bytes, the queue counts {counted}")]
     ReasonBytesMismatch { actual: u64, counted: u64 },
+    #[error("{actual} (task, trainer) content failers kept, the queue counts {counted} (at most {count_max})")]
+    FailersMismatch { actual: u64, counted: u64, count_max: u64 },
 }
 
 use InvariantViolation as Violation;
@@ -318,7 +320,7 @@ fn check_held_and_reasons(job: &Job) -> Result<(), InvariantViolation> {
     if actual != queue.reason_bytes {
         return Err(Violation::ReasonBytesMismatch { actual, counted: queue.reason_bytes });
     }
-    Ok(())
+    queue.failers.check(job.dataset.task_count())
 }
 
 fn to_u64(length: usize) -> u64 {

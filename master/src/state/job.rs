@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::dataset::Dataset;
+use super::fault::Fault;
 use super::response::{Response, TaskAssignment};
 use super::task_queue::{Report, TaskQueue};
 
@@ -63,8 +64,16 @@ impl Job {
         self.answer(task, report)
     }
 
-    pub(crate) fn task_failed(&mut self, task: u64, epoch: u64, reason: String) -> Response {
-        let report = self.queue.fail(task, epoch, reason, &self.dataset.policy);
+    /// A trainer failed `task` (see [`TaskQueue::fail`]); `registered` are the live trainers.
+    pub(crate) fn task_failed(
+        &mut self,
+        (task, epoch): (u64, u64),
+        reason: &str,
+        fault: Fault,
+        registered: impl IntoIterator<Item = u64>,
+    ) -> Response {
+        let policy = &self.dataset.policy;
+        let report = self.queue.fail((task, epoch), reason, fault, registered, policy);
         self.answer(task, report)
     }
 

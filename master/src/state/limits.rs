@@ -7,6 +7,7 @@
 use super::chunk_list::ChunkList;
 use super::codec::SNAPSHOT_BYTES_MAX;
 use super::dataset::{ChunkRef, Dataset, QueuePolicy, CHUNK_COUNT_MAX, DATASET_PATH_BYTES_MAX};
+use super::failers::FAILERS_COUNT_MAX;
 use super::job::Job;
 use super::master_state::MasterState;
 use super::pserver_slots::{
@@ -75,6 +76,12 @@ fn largest_queue(task_count: u64) -> TaskQueue {
         queue.pending.insert(task, pending);
         queue.held.insert(trainer, task);
     }
+    // One pair per task spends the most bytes: a key and a set length for every pair.
+    for pair in 0..FAILERS_COUNT_MAX {
+        let trainer = u64::MAX - pair;
+        queue.failers.by_task.entry(pair).or_default().insert(trainer);
+    }
+    queue.failers.count = FAILERS_COUNT_MAX;
     queue.completion_ms_average = Some(u64::MAX);
     queue.pass = u32::MAX - 1;
     queue

@@ -8,6 +8,7 @@ use super::command::Command;
 use super::dataset::{chunks_digest, ChunkRef, QueuePolicy};
 use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
 use super::eval::EvalRecord;
+use super::fault::Fault;
 use super::job::Job;
 use super::pserver_slots::PServerSlots;
 use super::repeated_report::{AcceptedReport, ReportedFile};
@@ -38,7 +39,7 @@ pub struct MasterState {
     /// Trainers that registered and were not declared lost.
     pub(crate) trainers: TrainerRegistry,
     pub(crate) pservers: PServerSlots,
-    /// The latest evaluation, only for status.
+    /// The evaluation of the highest pass reported (the latest of that pass), only for status.
     pub(crate) eval: Option<EvalRecord>,
     /// The last reply per client, for exactly-once retries.
     pub(crate) sessions: Sessions,
@@ -163,8 +164,10 @@ impl MasterState {
                 job.task_finished(*task, *epoch, now_ms)
             }
             Command::TaskFailed { task, epoch, reason } => {
-                let Some(job) = &mut self.job else { return Response::NoDataset };
-                job.task_failed(*task, *epoch, truncate(reason, FAILURE_REASON_BYTES_MAX))
+                self.task_failed((*task, *epoch), reason, Fault::Content)
+            }
+            Command::TaskFailedWithFault { task, epoch, reason, fault } => {
+                self.task_failed((*task, *epoch), reason, *fault)
             }
             Command::ExpireTasks => {
                 let Some(job) = &mut self.job else { return Response::NoDataset };
@@ -189,7 +192,9 @@ impl MasterState {
     }
 
     /// Keeps an evaluation for status: accuracy is a fraction, the pass one of the job's. The
-    /// loss may be anything a model produced (a diverged one reports NaN or infinity).
+    /// loss may be anything a model produced (a diverged one reports NaN or infinity). Only the
+    /// highest pass is kept: a slow trainer's report of an earlier pass is acknowledged and
+    /// changes nothing, as a report for an older epoch does.
     fn record_eval(&mut self, pass: u32, loss: f32, accuracy: f32) -> Response {
         if !(0.0..=1.0).contains(&accuracy) {
             let reason = format!("accuracy {accuracy} is not between 0 and 1");
@@ -201,8 +206,18 @@ impl MasterState {
             let reason = format!("pass {pass} is not one of the job's passes 0 to {}", passes - 1);
             return Response::Rejected { reason };
         }
+        if self.eval.is_some_and(|kept| kept.pass > pass) {
+            return Response::Accepted;
+        }
         self.eval = Some(EvalRecord::new(pass, loss, accuracy));
         Response::Accepted
+    }
+
+    fn task_failed(&mut self, (task, epoch): (u64, u64), reason: &str, fault: Fault) -> Response {
+        let Some(job) = &mut self.job else { return Response::NoDataset };
+        let reason = truncate(reason, FAILURE_REASON_BYTES_MAX);
+        let registered = self.trainers.trainers.keys().copied();
+        job.task_failed((task, epoch), &reason, fault, registered)
     }
 
     fn trainer_lost(&mut self, trainer: u64) -> Response {

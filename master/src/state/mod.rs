@@ -24,6 +24,10 @@
 //! - A lost trainer's pending tasks go back to todo without counting a failure: the trainer
 //!   died, the task did nothing wrong. Only failures and timeouts count against
 //!   `max_task_failures`, and the count restarts with each pass.
+//! - A trainer's own fault is not the data's: a `Local` failure (the trainer could not read
+//!   the data) returns the task to todo without counting while another registered trainer has
+//!   not failed it; a `Content` failure counts once per distinct trainer, and every time once
+//!   no other registered trainer is left to try (`failers`).
 //! - The pass advances whenever todo and pending drain, including when the last task moves to
 //!   `failed` (PaddlePaddle's Go master hung there). If nothing would run in the next pass
 //!   (every task failed and the policy keeps failed tasks out) the job finishes instead.
@@ -48,6 +52,8 @@ mod command;
 mod dataset;
 mod dataset_loading;
 mod eval;
+mod failers;
+mod fault;
 mod invariant;
 mod job;
 mod limits;
@@ -71,6 +77,8 @@ pub use dataset::{
 };
 pub use dataset_loading::LOADING_IDLE_MS_MAX;
 pub use eval::EvalRecord;
+pub use failers::FAILERS_COUNT_MAX;
+pub use fault::Fault;
 pub use invariant::InvariantViolation;
 pub use master_state::{MasterState, FAILED_TASKS_SHOWN_MAX, TIMED_OUT_REASON};
 pub use pserver_slots::check_addr as check_pserver_addr;

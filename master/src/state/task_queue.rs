@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::dataset::QueuePolicy;
+use super::failers::Failers;
+use super::fault::Fault;
 use super::task::{PendingTask, Task};
 
 /// The longest failure reason kept for one task; longer ones are cut (on a character
@@ -39,6 +41,9 @@ pub(crate) struct TaskQueue {
     pub(crate) held: BTreeMap<u64, u64>,
     /// The bytes of every task's `last_failure` together, at most [`FAILURE_REASONS_BYTES_MAX`].
     pub(crate) reason_bytes: u64,
+    /// Who failed which task in this pass: one trainer alone never spends a task's failure
+    /// budget more than once.
+    pub(crate) failers: Failers,
 }
 
 /// How a (task, epoch) report relates to the queue.
@@ -74,6 +79,7 @@ impl TaskQueue {
             completion_ms_average: None,
             held: BTreeMap::new(),
             reason_bytes: 0,
+            failers: Failers::default(),
         }
     }
 
@@ -126,24 +132,35 @@ impl TaskQueue {
             }
         });
         self.set_reason(task, None);
+        self.failers.forget(task);
         self.done.insert(task);
         Report::Applied
     }
 
-    /// Counts a failure of the pending dispatch and requeues the task or marks it failed.
+    /// A failure of the pending dispatch. A `Local` fault (the trainer could not read the
+    /// data) requeues the task without spending its budget while another registered trainer
+    /// has not failed it; a `Content` fault spends it once per distinct trainer (see
+    /// [`Failers::spends_budget`]; `registered` are the live trainers). A failure that spends
+    /// the budget requeues the task or marks it failed.
     pub(crate) fn fail(
         &mut self,
-        task: u64,
-        epoch: u64,
-        reason: String,
+        (task, epoch): (u64, u64),
+        reason: &str,
+        fault: Fault,
+        registered: impl IntoIterator<Item = u64>,
         policy: &QueuePolicy,
     ) -> Report {
-        if self.take_pending(task, epoch).is_none() {
+        let Some(pending) = self.take_pending(task, epoch) else {
             return self.not_pending(task);
+        };
+        self.set_reason(task, Some(reason));
+        let spends = self.failers.spends_budget((task, pending.trainer), fault, registered);
+        if !spends {
+            self.todo.push_back(task);
+            return Report::Applied;
         }
         let record = self.task_mut(task);
         record.failures = record.failures.saturating_add(1);
-        self.set_reason(task, Some(&reason));
         self.requeue_or_fail(task, policy);
         Report::Applied
     }
@@ -204,6 +221,7 @@ impl TaskQueue {
         }
         next.sort_unstable();
         self.done.clear();
+        self.failers.clear();
         if policy.retry_failed_next_pass {
             self.failed.clear();
         }

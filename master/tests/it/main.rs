@@ -5,6 +5,7 @@ mod dataset;
 mod dataset_batches;
 mod dispatch;
 mod expiry;
+mod faults;
 mod liveness;
 mod passes;
 mod properties;

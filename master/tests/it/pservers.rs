@@ -149,3 +149,40 @@ fn latest_eval_is_kept() {
     let latest = state.status().eval.expect("an evaluation was recorded");
     assert_eq!((latest.pass, latest.loss(), latest.accuracy()), (1, 0.25, 0.9));
 }
+
+/// The evaluation of the highest pass is kept whatever order the reports arrive in: a slow
+/// trainer's report of an earlier pass is acknowledged and changes nothing, a report of the same
+/// pass replaces the one before.
+#[test]
+fn eval_of_highest_pass_is_kept() {
+    // (name, reports as (pass, loss), the (pass, loss) status must show)
+    let cases: [EvalCase; 5] = [
+        ("one report", &[(1, 0.5)], (1, 0.5)),
+        ("rising passes", &[(0, 2.0), (1, 1.0), (2, 0.5)], (2, 0.5)),
+        ("late pass 0 after pass 2", &[(2, 0.5), (0, 2.0)], (2, 0.5)),
+        ("late pass 1 between", &[(0, 2.0), (2, 0.5), (1, 1.0)], (2, 0.5)),
+        ("same pass replaces", &[(1, 1.0), (1, 0.75)], (1, 0.75)),
+    ];
+    for (name, reports, want) in cases {
+        check_eval(name, reports, want);
+    }
+}
+
+/// A case of `eval_of_highest_pass_is_kept`.
+type EvalCase = (&'static str, &'static [(u32, f32)], (u32, f32));
+
+fn check_eval(name: &str, reports: &[(u32, f32)], want: (u32, f32)) {
+    let steps = script(
+        setup(3, 3, policy()),
+        reports
+            .iter()
+            .map(|(pass, loss)| {
+                let command = Command::RecordEval { pass: *pass, loss: *loss, accuracy: 0.5 };
+                at(0, command, is(Response::Accepted))
+            })
+            .collect(),
+    );
+    let state = run(name, &steps);
+    let kept = state.status().eval.expect("an evaluation was recorded");
+    assert_eq!((kept.pass, kept.loss()), want, "{name}");
+}

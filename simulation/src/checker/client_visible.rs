@@ -96,7 +96,12 @@ fn fact(command: &Command, response: &Response) -> Option<Fact> {
         (_, Response::Task(assignment)) => {
             Some(Fact::Dispatched { task: assignment.task, epoch: assignment.epoch })
         }
-        (Command::TaskFinished { task, epoch } | Command::TaskFailed { task, epoch, .. }, _) => {
+        (
+            Command::TaskFinished { task, epoch }
+            | Command::TaskFailed { task, epoch, .. }
+            | Command::TaskFailedWithFault { task, epoch, .. },
+            _,
+        ) => {
             let accepted = *response == Response::Accepted;
             let stale = *response == Response::Stale;
             (accepted || stale).then_some(Fact::Reported { task: *task, epoch: *epoch, accepted })

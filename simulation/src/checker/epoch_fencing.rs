@@ -23,8 +23,9 @@ impl EpochFencing {
             if let Response::Task(assignment) = response {
                 self.latest_epoch.insert(assignment.task, assignment.epoch);
             }
-            let (Command::TaskFinished { task, epoch } | Command::TaskFailed { task, epoch, .. }) =
-                &request.command
+            let (Command::TaskFinished { task, epoch }
+            | Command::TaskFailed { task, epoch, .. }
+            | Command::TaskFailedWithFault { task, epoch, .. }) = &request.command
             else {
                 continue;
             };

@@ -1,7 +1,7 @@
 //! A task's chunks are checked against what the master recorded, and bad records are refused
 //! naming the file, the chunk and the record.
 
-use master::client::ChunkRef;
+use master::client::{ChunkRef, Fault};
 use proto::example::Example;
 use proto::Message as _;
 use storage::recordio::{FileIndex, Writer, WriterOptions};
@@ -75,4 +75,50 @@ fn bad_data_is_refused_naming_where() {
     chunks[0].record_count += 1;
     let error = read_task(&MODEL, &chunks, 8).expect_err("refused").to_string();
     assert!(error.contains("record count"), "a file changed since the master indexed it: {error}");
+}
+
+/// Bytes this trainer cannot reach are its own fault (`Local`); bytes that are there but wrong
+/// are the data's (`Content`): a truncated or missing file, or a header that no longer matches
+/// the master's record, against a flipped payload byte or a record the model refuses.
+#[test]
+fn read_errors_say_whose_fault_they_are() {
+    let temp = tempfile::tempdir().expect("temp");
+    let examples: Vec<Example> = (0..4).map(|i| example(vec![i as f32, 1.0], 0.0)).collect();
+    let (path, chunks) = dataset(temp.path(), &examples);
+    let original = std::fs::read(&path).expect("read");
+    let last = chunks.last().expect("a chunk").clone();
+    let payload_end = (last.offset + 20 + u64::from(last.compressed_size)) as usize;
+    // (name, the file's bytes, a change to the task's chunk records, the fault)
+    let cases: [ReadCase; 5] = [
+        ("truncated header", original[..10].to_vec(), |_| {}, Fault::Local),
+        ("truncated payload", original[..payload_end - 1].to_vec(), |_| {}, Fault::Local),
+        (
+            "size differs from the record",
+            original.clone(),
+            |chunk| chunk.record_count += 1,
+            Fault::Local,
+        ),
+        ("flipped payload byte", flip(&original, payload_end - 1), |_| {}, Fault::Content),
+        ("missing file", Vec::new(), |chunk| chunk.path.push_str(".gone"), Fault::Local),
+    ];
+    for (name, bytes, change, want) in cases {
+        std::fs::write(&path, &bytes).expect("write");
+        let mut task = vec![last.clone()];
+        change(&mut task[0]);
+        let error = read_task(&MODEL, &task, 8).expect_err(name);
+        assert_eq!(error.fault(), want, "{name}: {error}");
+    }
+    let bad_record = vec![example(vec![1.0], 0.0)];
+    let (_, chunks) = dataset(temp.path(), &bad_record);
+    let error = read_task(&MODEL, &chunks, 8).expect_err("refused");
+    assert_eq!(error.fault(), Fault::Content, "{error}");
+}
+
+/// A case of `read_errors_say_whose_fault_they_are`.
+type ReadCase = (&'static str, Vec<u8>, fn(&mut ChunkRef), Fault);
+
+fn flip(bytes: &[u8], at: usize) -> Vec<u8> {
+    let mut flipped = bytes.to_vec();
+    flipped[at] ^= 0xff;
+    flipped
 }
