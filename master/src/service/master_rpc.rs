@@ -60,7 +60,10 @@ impl MasterRpc {
         if self.node.is_leader() {
             return Ok(());
         }
-        Err(not_leader(self.node.cluster_info().leader_addr.as_deref()))
+        // A leaving leader still names itself as leader until the handoff completes: send the
+        // client to rediscover instead of back here.
+        let leader_addr = self.node.cluster_info().leader_addr.filter(|_| !self.node.is_leaving());
+        Err(not_leader(leader_addr.as_deref()))
     }
 
     /// Answers that grant or confirm ownership (heartbeats) come only from a leader whose
