@@ -3,7 +3,7 @@
 
 use crate::master_group::MasterGroup;
 use crate::task_consumer::{
-    consume, finish, register, report_dataset, take_task, write_dataset, History,
+    completions_reach, consume, finish, register, report_dataset, take_task, write_dataset, History,
 };
 use proto::master::get_task_reply::Outcome;
 use std::collections::BTreeMap;
@@ -11,14 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const POLICY: [&str; 4] = ["--task-timeout-min-ms", "60000", "--trainer-lease-ms", "10000"];
-
-async fn completions_reach(history: &Arc<Mutex<History>>, count: usize) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while history.lock().expect("history lock").completions.len() < count {
-        assert!(tokio::time::Instant::now() < deadline, "no progress to {count} completions");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// Kill -9 the leader mid-stream, then a follower (leaving no quorum), then restart both: the
 /// job finishes, and every task of every pass was accepted as done exactly once.
@@ -42,10 +34,10 @@ async fn leader_and_follower_killed_mid_stream_lose_no_task() {
         .collect();
 
     tracing::info!("--- kill -9 the leader once some tasks are done");
-    completions_reach(&history, 15).await;
+    completions_reach(&history, 15, || group.logs()).await;
     let leader = group.leader_index().await;
     group.kill(leader);
-    completions_reach(&history, 35).await;
+    completions_reach(&history, 35, || group.logs()).await;
 
     tracing::info!("--- kill -9 a follower too: no quorum until the restarts");
     let new_leader = group.leader_index().await;

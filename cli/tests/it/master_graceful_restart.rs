@@ -3,7 +3,7 @@
 //! it; a follower's SIGTERM is as harmless; a rolling restart of all three loses no task.
 
 use crate::master_group::MasterGroup;
-use crate::task_consumer::{consume, report_dataset, write_dataset, History};
+use crate::task_consumer::{completions_reach, consume, report_dataset, write_dataset, History};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,15 +13,6 @@ const POLICY: [&str; 4] = ["--task-timeout-min-ms", "60000", "--trainer-lease-ms
 /// Generous next to the drain and handoff bounds (3 s each): before the handoff a SIGTERM'd
 /// leader took 31 s to exit, held up by its clients' open `WatchPServers` streams.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(15);
-
-async fn completions_reach(history: &Arc<Mutex<History>>, count: usize, group: &MasterGroup) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while history.lock().expect("history lock").completions.len() < count {
-        let now = tokio::time::Instant::now();
-        assert!(now < deadline, "no progress to {count} completions\n{}", group.logs());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// Open `WatchPServers` streams on whichever master leads, as every trainer keeps one.
 fn watchers(group: &MasterGroup, count: usize) -> Vec<tokio::task::JoinHandle<()>> {
@@ -65,21 +56,21 @@ async fn sigterm_restarts_of_leader_follower_and_all_lose_no_task() {
         .collect();
 
     tracing::info!("--- SIGTERM the leader while watch streams are open on it");
-    completions_reach(&history, 10, &group).await;
+    completions_reach(&history, 10, || group.logs()).await;
     let leader = group.leader_index().await;
     restart(&mut group, leader, "leader");
     let log = std::fs::read_to_string(group.log_path(leader)).unwrap_or_default();
     assert!(log.contains("handed leadership off"), "no handoff in the leader's log\n{log}");
 
     tracing::info!("--- SIGTERM a follower");
-    completions_reach(&history, 30, &group).await;
+    completions_reach(&history, 30, || group.logs()).await;
     let new_leader = group.leader_index().await;
     let follower = (0..3).find(|index| *index != new_leader).expect("three replicas");
     restart(&mut group, follower, "follower");
 
     tracing::info!("--- a rolling restart: every replica in turn, the leader among them");
     for index in 0..3 {
-        completions_reach(&history, 50 + 10 * index, &group).await;
+        completions_reach(&history, 50 + 10 * index, || group.logs()).await;
         restart(&mut group, index, "replica");
     }
 

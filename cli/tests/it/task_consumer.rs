@@ -83,3 +83,17 @@ pub async fn consume(
         }
     }
 }
+
+/// Waits until `history` holds `count` completions; after a minute fails with `logs()`.
+pub async fn completions_reach(
+    history: &Arc<Mutex<History>>,
+    count: usize,
+    logs: impl Fn() -> String,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while history.lock().expect("history lock").completions.len() < count {
+        let now = tokio::time::Instant::now();
+        assert!(now < deadline, "no progress to {count} completions\n{}", logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
