@@ -17,6 +17,8 @@
 //! - `master_state`: [`MasterState`], `apply`, snapshots and the leader's read-only queries.
 //! - `job` (dataset + queue, the task commands), `dataset`, `task_queue`, `task`: the queues.
 //! - `trainer_registry`, `pserver_slots`, `eval`, `sessions`: the other replicated registries.
+//! - `snapshot_layout`: the snapshot's layouts (the current one is marked and versioned; the
+//!   unmarked one of older builds is still read).
 //! - `status`: the views `status()` returns. `invariant`: the safety rules the tests, the
 //!   simulator and snapshot restore check.
 //!
@@ -57,6 +59,7 @@ mod repeated_report;
 mod request;
 mod response;
 mod sessions;
+mod snapshot_layout;
 mod status;
 mod task;
 mod task_queue;
