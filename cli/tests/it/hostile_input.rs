@@ -1,6 +1,7 @@
 //! Hostile input to a real master with TLS and the token, from a caller that has both: an
 //! unknown method, a malformed message, an oversized one and an absurd field are each refused
-//! with a clear status, and the master's state (term, trainers) is unchanged.
+//! with a clear status, and the master's state (term, trainers) is unchanged; a stamp reused
+//! with another body is refused as `stamp-reused`.
 
 use std::time::Duration;
 

@@ -36,7 +36,9 @@
 //! - Exactly-once replies last as long as the client's session: a session idle for an hour
 //!   (state clock) is forgotten, and one used within the last five minutes (longer than any
 //!   client retries) is never evicted; a new client is refused rather than evict it. Only
-//!   answers that changed the state take a session.
+//!   answers that changed the state take a session. A session keeps a digest of its request,
+//!   and a stamp reused with another body is refused (`StampReused`), never answered with the
+//!   first request's reply.
 //! - Leader decisions carry the term they were computed in and are applied only if committed
 //!   in that term (`Response::WrongTerm` otherwise).
 //! - Pserver slot ownership is fenced by generations (`pserver_slots.rs`).
