@@ -26,7 +26,8 @@ pub const SLOT_COUNT_MAX: u32 = 1_024;
 /// What one block costs besides its values, at the longest name: its id (a name of up to
 /// [`PARAM_NAME_BYTES_MAX`] bytes), an entry in the expected and received tables while
 /// initializing, then the shard's entry with its lock and the optimizer state's vector
-/// headers; a trainer's client keeps a similar entry per block. Measured below 1 KiB.
+/// headers; a trainer's client keeps a similar entry per block. An estimate with room to
+/// spare (a 256-byte name plus a few hundred bytes of map nodes and headers), not a measurement.
 pub const BLOCK_ENTRY_BYTES_MAX: u64 = 1_024;
 /// The memory one shard's block tables may take: a pserver must not be made to spend more on
 /// bookkeeping than a modest share of what its values take.
