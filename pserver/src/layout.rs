@@ -23,6 +23,30 @@ pub const RANK_MAX: usize = 8;
 pub const MODEL_ELEMENTS_MAX: u64 = 1 << 30;
 /// At most this many slots (the master's pserver slot limit is lower still).
 pub const SLOT_COUNT_MAX: u32 = 1_024;
+/// What one block costs besides its values, at the longest name: its id (a name of up to
+/// [`PARAM_NAME_BYTES_MAX`] bytes), an entry in the expected and received tables while
+/// initializing, then the shard's entry with its lock and the optimizer state's vector
+/// headers; a trainer's client keeps a similar entry per block. An estimate with room to
+/// spare (a 256-byte name plus a few hundred bytes of map nodes and headers), not a measurement.
+pub const BLOCK_ENTRY_BYTES_MAX: u64 = 1_024;
+/// The memory one shard's block tables may take: a pserver must not be made to spend more on
+/// bookkeeping than a modest share of what its values take.
+pub const SHARD_BLOCK_TABLE_BYTES_MAX: u64 = 256 << 20;
+/// The most blocks one slot serves (262,144): [`SHARD_BLOCK_TABLE_BYTES_MAX`] of entries.
+/// A layout of one 2^30-element tensor in one-element blocks passed validation before this,
+/// and the pserver built a table entry per block until it aborted.
+pub const SHARD_BLOCK_COUNT_MAX: u64 = SHARD_BLOCK_TABLE_BYTES_MAX / BLOCK_ENTRY_BYTES_MAX;
+/// The most blocks in a whole layout (1,048,576): every trainer keeps an entry per block of
+/// the model (1 GiB of entries at most), and a pserver walks them all once to find its own.
+/// With the default block size the largest model has 16,384 blocks.
+pub const LAYOUT_BLOCK_COUNT_MAX: u64 = 1 << 20;
+
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread walked a slot's blocks, so unit tests can prove a path does
+    /// not (without timing it).
+    pub(crate) static SLOT_WALKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// One named dense tensor of the model.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,7 +114,43 @@ impl JobLayout {
         if total > MODEL_ELEMENTS_MAX {
             return invalid(format!("{total} elements in all is over {MODEL_ELEMENTS_MAX}"));
         }
+        let blocks = self.block_count();
+        if blocks > LAYOUT_BLOCK_COUNT_MAX {
+            return invalid(format!(
+                "{blocks} blocks in all (block_elements {}) is over {LAYOUT_BLOCK_COUNT_MAX} \
+                 blocks: choose larger blocks",
+                self.block_elements
+            ));
+        }
         Ok(self.optimizer.validate()?)
+    }
+
+    /// Checks that slot `slot` serves at most [`SHARD_BLOCK_COUNT_MAX`] blocks; call after
+    /// [`JobLayout::validate`], which bounds the walk. Allocates nothing.
+    pub fn validate_slot(&self, slot: u32) -> Result<(), LayoutError> {
+        let mut blocks = 0_u64;
+        for param in &self.params {
+            let count = block_count(param.elements(), self.block_elements);
+            blocks += (0..count)
+                .filter(|&index| slot_of(&param.name, index, self.slot_count) == slot)
+                .count() as u64;
+        }
+        if blocks > SHARD_BLOCK_COUNT_MAX {
+            return Err(LayoutError::Invalid(format!(
+                "slot {slot} would serve {blocks} blocks, over {SHARD_BLOCK_COUNT_MAX} blocks per \
+                 shard: choose larger blocks or more pservers"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Blocks in the whole layout, computed without walking them (saturating).
+    fn block_count(&self) -> u64 {
+        let block_elements = u64::from(self.block_elements.max(1));
+        self.params
+            .iter()
+            .map(|param| param.elements().div_ceil(block_elements))
+            .fold(0_u64, u64::saturating_add)
     }
 
     /// The parameter named `name`.
@@ -98,8 +158,11 @@ impl JobLayout {
         self.params.iter().find(|param| param.name == name)
     }
 
-    /// Every block of slot `slot` with its element count, in (name, index) order.
+    /// Every block of slot `slot` with its element count, in (name, index) order. O(blocks of
+    /// the layout): never on a per-request path of a serving shard.
     pub fn blocks_of_slot(&self, slot: u32) -> BTreeMap<BlockId, usize> {
+        #[cfg(test)]
+        SLOT_WALKS.with(|walks| walks.set(walks.get() + 1));
         let mut blocks = BTreeMap::new();
         for param in &self.params {
             let elements = param.elements();
@@ -181,6 +244,21 @@ mod tests {
         }
         let blocks_of = |name: &str| seen.keys().filter(|id| id.name == name).count();
         assert_eq!((blocks_of("w"), blocks_of("b"), blocks_of("scalar")), (33, 1, 1));
+    }
+
+    /// A layout of more blocks than a pserver or trainer can keep entries for is refused by
+    /// arithmetic, before any walk or allocation; so is a slot's share over the shard limit.
+    #[test]
+    fn block_counts_are_bounded_per_layout_and_per_shard() {
+        let absurd = layout(&[("w", &[1 << 30])], 1, 1);
+        let error = absurd.validate().expect_err("2^30 blocks").to_string();
+        assert!(error.contains("blocks"), "{error}");
+        let at_limit = layout(&[("w", &[LAYOUT_BLOCK_COUNT_MAX])], 1, 2);
+        at_limit.validate().expect("exactly the layout limit");
+        let error = at_limit.validate_slot(0).expect_err("a half is over the shard limit");
+        assert!(error.to_string().contains("per shard"), "{error}");
+        let spread = layout(&[("w", &[LAYOUT_BLOCK_COUNT_MAX])], 1, 8);
+        (0..8).for_each(|slot| spread.validate_slot(slot).expect("an eighth fits a shard"));
     }
 
     #[test]

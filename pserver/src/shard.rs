@@ -16,10 +16,12 @@ use crate::shard_error::ShardError;
 #[derive(Debug)]
 pub struct Shard {
     layout: JobLayout,
-    slot: u32,
     blocks: BTreeMap<BlockId, Mutex<BlockState>>,
     step: AtomicU64,
     nonfinite_refused: AtomicU64,
+    /// The elements of this slot's blocks, counted once: `Status` is polled often and must
+    /// not walk the layout (0.25 s at 2^20 blocks).
+    element_count: u64,
 }
 
 impl Shard {
@@ -45,9 +47,11 @@ impl Shard {
                 return Err(ShardError::BlockShape { id: id.clone(), want: length });
             }
         }
+        let element_count = expected.values().map(|&length| length as u64).sum();
         let blocks = blocks.into_iter().map(|(id, block)| (id, Mutex::new(block))).collect();
         let step = AtomicU64::new(step);
-        Ok(Self { layout, slot, blocks, step, nonfinite_refused: AtomicU64::new(0) })
+        let nonfinite_refused = AtomicU64::new(0);
+        Ok(Self { layout, blocks, step, nonfinite_refused, element_count })
     }
 
     pub fn layout(&self) -> &JobLayout {
@@ -67,8 +71,9 @@ impl Shard {
         self.blocks.len()
     }
 
+    /// O(1): counted when the shard was made.
     pub fn element_count(&self) -> u64 {
-        self.layout.blocks_of_slot(self.slot).values().map(|&length| length as u64).sum()
+        self.element_count
     }
 
     /// Applies one push: every block is decoded and checked first (known, served here, the
@@ -178,4 +183,33 @@ impl Shard {
 /// (updates are plain arithmetic on owned memory), so a poisoned lock is taken over.
 fn lock(block: &Mutex<BlockState>) -> MutexGuard<'_, BlockState> {
     block.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{ParamSpec, SLOT_WALKS};
+    use crate::optimizer::{OptimizerConfig, OptimizerKind};
+
+    /// `Status`'s counters (blocks, elements) are kept, not recomputed: reading them walks
+    /// the layout's blocks zero times, however often they are polled.
+    #[test]
+    fn status_counters_do_not_walk_the_layout() {
+        let params = vec![ParamSpec { name: "w".into(), shape: vec![1_000] }];
+        let optimizer = OptimizerConfig { learning_rate: 0.1, kind: OptimizerKind::Sgd };
+        let layout = JobLayout { params, block_elements: 3, slot_count: 2, optimizer };
+        let blocks: BTreeMap<BlockId, BlockState> = layout
+            .blocks_of_slot(1)
+            .into_iter()
+            .map(|(id, length)| (id, BlockState::fresh(vec![0.5; length], &optimizer)))
+            .collect();
+        let expected: u64 = layout.blocks_of_slot(1).values().map(|&length| length as u64).sum();
+        let shard = Shard::new(layout, 1, 0, blocks).expect("a valid shard");
+        SLOT_WALKS.with(|walks| walks.set(0));
+        for _ in 0..8 {
+            assert_eq!(shard.element_count(), expected);
+            assert!(shard.block_count() > 0);
+        }
+        assert_eq!(SLOT_WALKS.with(|walks| walks.get()), 0, "a status read walked the layout");
+    }
 }

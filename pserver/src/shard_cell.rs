@@ -86,8 +86,9 @@ impl ShardCell {
         }
     }
 
-    /// `InitParams`: takes `blocks` from the winning initializer. Every block is checked
-    /// before any is kept.
+    /// `InitParams`: takes `blocks` from the winning initializer. The whole request (layout,
+    /// this slot's share of it, every block) is checked before the phase changes: a refused
+    /// request leaves the shard as it was, so it cannot make the real initializer wait.
     pub fn init(
         &self,
         initializer: u64,
@@ -95,28 +96,34 @@ impl ShardCell {
         blocks: &[(BlockId, &[u8])],
         now: Instant,
     ) -> Result<InitAnswer, ShardError> {
+        layout.validate()?;
+        if layout.slot_count != self.slot_count {
+            return Err(ShardError::SlotCount { job: layout.slot_count, ours: self.slot_count });
+        }
         let mut phase = self.lock();
-        if let Phase::Ready(shard) = &*phase {
-            return Ok(InitAnswer::Initialized(shard.layout().clone()));
-        }
-        if let Phase::Initializing(init) = &*phase {
-            let idle = now.saturating_duration_since(init.last_activity);
-            if init.initializer != initializer && idle < Duration::from_millis(INIT_IDLE_MS_MAX) {
-                return Ok(InitAnswer::ByAnother(init.layout.clone()));
+        match &mut *phase {
+            Phase::Ready(shard) => return Ok(InitAnswer::Initialized(shard.layout().clone())),
+            Phase::Initializing(init) if init.initializer == initializer => {
+                if init.layout != layout {
+                    return Err(ShardError::LayoutMismatch("is being initialized with"));
+                }
+                let decoded = decode_blocks(&init.layout, &init.expected, blocks)?;
+                init.received.extend(decoded);
+                init.last_activity = now;
+                return Ok(InitAnswer::Accepted);
             }
+            Phase::Initializing(init) => {
+                let idle = now.saturating_duration_since(init.last_activity);
+                if idle < Duration::from_millis(INIT_IDLE_MS_MAX) {
+                    return Ok(InitAnswer::ByAnother(init.layout.clone()));
+                }
+            }
+            Phase::Empty => {}
         }
-        let fresh =
-            !matches!(&*phase, Phase::Initializing(init) if init.initializer == initializer);
-        if fresh {
-            *phase = Phase::Initializing(self.start(initializer, layout.clone(), now)?);
-        }
-        let Phase::Initializing(init) = &mut *phase else { unreachable!("set just above") };
-        if init.layout != layout {
-            return Err(ShardError::LayoutMismatch("is being initialized with"));
-        }
-        let decoded = decode_blocks(&init.layout, &init.expected, blocks)?;
-        init.received.extend(decoded);
-        init.last_activity = now;
+        let mut fresh = self.start(initializer, layout, now)?;
+        let decoded = decode_blocks(&fresh.layout, &fresh.expected, blocks)?;
+        fresh.received.extend(decoded);
+        *phase = Phase::Initializing(fresh);
         Ok(InitAnswer::Accepted)
     }
 
@@ -158,10 +165,8 @@ impl ShardCell {
         layout: JobLayout,
         now: Instant,
     ) -> Result<Initializing, ShardError> {
-        layout.validate()?;
-        if layout.slot_count != self.slot_count {
-            return Err(ShardError::SlotCount { job: layout.slot_count, ours: self.slot_count });
-        }
+        // `init` validated the layout; the walk over this slot's share allocates nothing.
+        layout.validate_slot(self.slot)?;
         let expected = layout.blocks_of_slot(self.slot);
         Ok(Initializing {
             initializer,

@@ -1,5 +1,6 @@
 //! `recordio convert`: CSV or LibSVM text into RecordIO of `Example` records. A malformed line
-//! is an error naming its line number, and no partial output is left behind.
+//! (not a number, not finite, a CSV row whose column count differs from the first row's) is
+//! an error naming its file, line and column, and no partial output is left behind.
 
 use super::{example_format, output_file::OutputFile};
 use anyhow::Context as _;
@@ -50,6 +51,7 @@ pub(crate) fn run(args: &ConvertArgs) -> anyhow::Result<()> {
     let mut writer = Writer::new(output.writer(), options);
     let input_name = args.input.display().to_string();
     let skip = usize::from(args.skip_header);
+    let mut csv_columns = None;
     for (line_index, line) in input.lines().enumerate().skip(skip) {
         let line_number = line_index + 1;
         let line = line.with_context(|| format!("{input_name}:{line_number}: read"))?;
@@ -57,6 +59,7 @@ pub(crate) fn run(args: &ConvertArgs) -> anyhow::Result<()> {
             continue;
         }
         let example = parse(args, &line)
+            .and_then(|example| same_shape(args, &mut csv_columns, example))
             .map_err(|reason| anyhow::anyhow!("{input_name}:{line_number}: {reason}"))?;
         writer.write_record(&example.encode_to_vec()).context("write a record")?;
     }
@@ -72,6 +75,28 @@ fn parse(args: &ConvertArgs, line: &str) -> Result<proto::example::Example, Stri
         }
         TextFormat::Libsvm => example_format::parse_libsvm_line(line),
     }
+}
+
+/// CSV rows must all have the first row's column count: a ragged row is a broken export
+/// (a missing or extra field), and converting it would shift features silently. The error
+/// names the first column that is missing or extra.
+fn same_shape(
+    args: &ConvertArgs,
+    csv_columns: &mut Option<usize>,
+    example: proto::example::Example,
+) -> Result<proto::example::Example, String> {
+    if !matches!(args.format, TextFormat::Csv) {
+        return Ok(example);
+    }
+    let columns = example.dense.len() + 1;
+    let expected = *csv_columns.get_or_insert(columns);
+    if columns != expected {
+        return Err(format!(
+            "column {}: the line has {columns} columns, the first line has {expected}",
+            columns.min(expected) + 1
+        ));
+    }
+    Ok(example)
 }
 
 fn open_input(args: &ConvertArgs) -> anyhow::Result<Box<dyn BufRead>> {

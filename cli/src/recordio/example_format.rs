@@ -23,27 +23,29 @@ pub(crate) fn parse_csv_line(line: &str, label_column: Option<usize>) -> Result<
     Ok(Example { dense: values, label, ..Example::default() })
 }
 
-/// Parses one LibSVM line: `label index:value index:value ...`, indices strictly ascending.
+/// Parses one LibSVM line: `label index:value index:value ...`, indices strictly ascending,
+/// the label and every value finite. The error names the 1-based column (whitespace-separated
+/// field: the label is column 1, feature `k` is column `k + 1`).
 pub(crate) fn parse_libsvm_line(line: &str) -> Result<Example, String> {
     let mut tokens = line.split_whitespace();
     let label_text = tokens.next().ok_or("empty line")?;
-    let label =
-        label_text.parse::<f32>().map_err(|_| format!("label {label_text:?} is not a number"))?;
+    let label = parse_number(label_text, 1)?;
     let mut example = Example { label, ..Example::default() };
     for (token_index, token) in tokens.enumerate() {
-        let (index_text, value_text) = token
-            .split_once(':')
-            .ok_or_else(|| format!("feature {}: {token:?} is not index:value", token_index + 1))?;
+        let feature = token_index + 1;
+        let column = feature + 1;
+        let (index_text, value_text) = token.split_once(':').ok_or_else(|| {
+            format!("column {column} (feature {feature}): {token:?} is not index:value")
+        })?;
         let index = index_text.parse::<u32>().map_err(|_| {
-            format!("feature {}: index {index_text:?} is not a whole number", token_index + 1)
+            format!(
+                "column {column} (feature {feature}): index {index_text:?} is not a whole number"
+            )
         })?;
-        let value = value_text.parse::<f32>().map_err(|_| {
-            format!("feature {}: value {value_text:?} is not a number", token_index + 1)
-        })?;
+        let value = parse_number(value_text, column)?;
         if example.sparse_index.last().is_some_and(|&previous| index <= previous) {
             return Err(format!(
-                "feature {}: index {index} is not above the one before",
-                token_index + 1
+                "column {column} (feature {feature}): index {index} is not above the one before"
             ));
         }
         example.sparse_index.push(index);
@@ -121,11 +123,15 @@ mod tests {
         check("1 3:0.5 10:2", Ok(sparse(1.0, &[(3, 0.5), (10, 2.0)])));
         check("-1", Ok(sparse(-1.0, &[])));
         check("", Err("empty line"));
-        check("a 1:2", Err("label \"a\" is not a number"));
-        check("1 3", Err("feature 1: \"3\" is not index:value"));
-        check("1 x:2", Err("feature 1: index \"x\" is not a whole number"));
-        check("1 2:y", Err("feature 1: value \"y\" is not a number"));
-        check("1 5:1 5:2", Err("feature 2: index 5 is not above the one before"));
+        check("a 1:2", Err("column 1: \"a\" is not a finite number"));
+        check("inf 1:2", Err("column 1: \"inf\" is not a finite number"));
+        check("1 3", Err("column 2 (feature 1): \"3\" is not index:value"));
+        check("1 x:2", Err("column 2 (feature 1): index \"x\" is not a whole number"));
+        check("1 2:y", Err("column 2: \"y\" is not a finite number"));
+        check("1 2:1 3:nan", Err("column 3: \"nan\" is not a finite number"));
+        check("1 2:-inf", Err("column 2: \"-inf\" is not a finite number"));
+        check("1 2:1e39", Err("column 2: \"1e39\" is not a finite number"));
+        check("1 5:1 5:2", Err("column 3 (feature 2): index 5 is not above the one before"));
     }
 
     /// A stored example prints as JSON; bytes that are not an Example are an error.

@@ -4,6 +4,7 @@
 //! members' own views are still shown, marked as not linearizable. Exits with
 //! [`NO_MASTER_EXIT_CODE`] when no master answers at all.
 
+mod terminal_text;
 mod view;
 
 use std::time::Duration;

@@ -5,6 +5,8 @@ use proto::master::StatusReply;
 use proto::raft::ClusterInfoReply;
 use serde_json::{json, Value};
 
+use super::terminal_text::escaped;
+
 /// What one `status` call learned: the linearizable status if a leader answered, and each
 /// listed master's own view (or why it did not answer).
 pub(crate) struct Snapshot {
@@ -111,14 +113,17 @@ pub(crate) fn snapshot_text(snapshot: &Snapshot) -> String {
         for (addr, view) in &snapshot.members {
             out += &match view {
                 Ok(view) => format!(
-                    "  {addr}: node {}, term {}, knows leader {}, last log {}, applied {}\n",
+                    "  {}: node {}, term {}, knows leader {}, last log {}, applied {}\n",
+                    escaped(addr),
                     view.node_id,
                     view.term,
                     view.leader_id,
                     view.last_log_index,
                     view.last_applied_index
                 ),
-                Err(reason) => format!("  {addr}: unreachable ({reason})\n"),
+                Err(reason) => {
+                    format!("  {}: unreachable ({})\n", escaped(addr), escaped(reason))
+                }
             };
         }
         return out;
@@ -131,7 +136,7 @@ fn to_text(reply: &StatusReply, members: &[Value]) -> String {
     let mut out = String::new();
     let leader = match cluster.leader_id {
         0 => "none".to_string(),
-        id => format!("{id} ({})", cluster.leader_addr),
+        id => format!("{id} ({})", escaped(&cluster.leader_addr)),
     };
     out += &format!("leader {leader}, term {}\n", cluster.term);
     for member in members {
@@ -145,11 +150,15 @@ fn to_text(reply: &StatusReply, members: &[Value]) -> String {
         out += &format!(
             "  master {} {} {}: {progress}\n",
             member["id"],
-            member["addr"].as_str().unwrap_or(""),
-            member["role"].as_str().unwrap_or("")
+            escaped(member["addr"].as_str().unwrap_or("")),
+            escaped(member["role"].as_str().unwrap_or(""))
         );
     }
-    let job = if reply.job.is_empty() { "(no dataset reported yet)" } else { &reply.job };
+    let job = if reply.job.is_empty() {
+        "(no dataset reported yet)".to_string()
+    } else {
+        escaped(&reply.job)
+    };
     out += &format!(
         "job {job}: pass {} of {}{}\n",
         reply.pass + 1,
@@ -161,7 +170,7 @@ fn to_text(reply: &StatusReply, members: &[Value]) -> String {
         reply.todo, reply.pending, reply.done, reply.failed
     );
     for task in &reply.failed_tasks {
-        out += &format!("  failed task {}: {}\n", task.task_id, task.reason);
+        out += &format!("  failed task {}: {}\n", task.task_id, escaped(&task.reason));
     }
     out += &format!("trainers: {}\n", reply.trainers.len());
     for trainer in &reply.trainers {
@@ -171,7 +180,7 @@ fn to_text(reply: &StatusReply, members: &[Value]) -> String {
         );
         let done =
             trainer.tasks_done.map_or_else(String::new, |done| format!(", {done} tasks done"));
-        out += &format!("  trainer {} {}: {heard}{done}\n", trainer.id, trainer.name);
+        out += &format!("  trainer {} {}: {heard}{done}\n", trainer.id, escaped(&trainer.name));
     }
     out += &format!("pservers: {} of {}\n", reply.pservers.len(), reply.pservers_desired);
     for pserver in &reply.pservers {
@@ -181,7 +190,9 @@ fn to_text(reply: &StatusReply, members: &[Value]) -> String {
         );
         out += &format!(
             "  pserver {} {} (generation {}): {checkpoint}\n",
-            pserver.index, pserver.addr, pserver.generation
+            pserver.index,
+            escaped(&pserver.addr),
+            pserver.generation
         );
     }
     if let Some(eval) = &reply.eval {
@@ -235,5 +246,30 @@ mod tests {
         assert_eq!(full["leader"], json!(2));
         assert_eq!(full["members"][0]["role"], json!("leader"));
         assert_eq!(full["todo"], json!(3));
+    }
+
+    /// Control characters and bidi overrides in names and reasons (ESC, an OSC title
+    /// sequence, CR, NUL, a newline, U+202E) reach the terminal escaped: the text view has
+    /// exactly its own lines, no raw control character, and the JSON view keeps the bytes.
+    #[test]
+    fn text_escapes_control_characters_from_the_master() {
+        let hostile =
+            "a\u{1b}[2J\u{1b}]0;owned\u{7}b\rc\0d\ntrainer 9 forged: heard 1 ms ago\u{202e}e";
+        let trainer =
+            proto::master::Trainer { id: 1, name: hostile.to_string(), ..Default::default() };
+        let failed = proto::master::FailedTask { task_id: 2, reason: hostile.to_string() };
+        let reply = StatusReply {
+            job: hostile.to_string(),
+            trainers: vec![trainer],
+            failed_tasks: vec![failed],
+            ..Default::default()
+        };
+        let text = to_text(&reply, &[]);
+        assert_eq!(text.lines().count(), 7, "{text}");
+        let raw = |c: char| (c.is_control() && c != '\n') || ('\u{202a}'..='\u{202e}').contains(&c);
+        assert!(!text.chars().any(raw), "{text:?}");
+        assert!(text.contains(r"a\x1b[2J\x1b]0;owned\x07b\rc\0d\ntrainer 9"), "{text}");
+        assert!(text.contains(r"\u{202e}e"), "{text}");
+        assert_eq!(to_json(&reply)["trainers"][0]["name"], json!(hostile));
     }
 }

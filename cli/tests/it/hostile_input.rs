@@ -1,12 +1,13 @@
 //! Hostile input to a real master with TLS and the token, from a caller that has both: an
 //! unknown method, a malformed message, an oversized one and an absurd field are each refused
-//! with a clear status, and the master's state (term, trainers) is unchanged.
+//! with a clear status, and the master's state (term, trainers) is unchanged; a stamp reused
+//! with another body is refused as `stamp-reused`.
 
 use std::time::Duration;
 
 use consensus::security::Security;
 use http::uri::PathAndQuery;
-use proto::master::RegisterTrainerRequest;
+use proto::master::{ClientStamp, RegisterTrainerReply, RegisterTrainerRequest};
 use proto::raft::RaftRequest;
 use tonic::client::Grpc;
 use tonic_prost::ProstCodec;
@@ -87,4 +88,46 @@ async fn hostile_input_is_refused_and_changes_nothing() {
     tracing::info!("--- nothing changed");
     assert_eq!(leader_and_term(&group, &pki).await, (leader, term));
     assert_eq!(trainers().await, before);
+}
+
+/// Registers `name` on `addr` under the stamp (`client_id`, 1).
+async fn register_stamped(
+    security: &Security,
+    addr: &str,
+    client_id: u64,
+    name: &str,
+) -> Result<RegisterTrainerReply, tonic::Status> {
+    let stamp = Some(ClientStamp { client_id, seq: 1 });
+    call(security, addr, REGISTER, RegisterTrainerRequest { stamp, name: name.to_string() }).await
+}
+
+/// A stamp reused with another request body is refused (FAILED_PRECONDITION, refusal
+/// `stamp-reused`) instead of being answered with the first request's reply, and the genuine
+/// retry still gets its answer: "mallory" with alice's stamp neither gets alice's id nor
+/// registers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stamp_reused_with_another_body_is_refused() {
+    let pki = Pki::new();
+    let (group, _) = secure_group([&pki.cluster, &pki.cluster, &pki.cluster]);
+    let (leader, _) = leader_and_term(&group, &pki).await;
+    let addr = group.addrs[leader as usize - 1].clone();
+    let security = Security::load(&pki.cluster).expect("the test's files load");
+    let client_id = 0x5eed_a11c_e000_0001;
+
+    tracing::info!("--- alice registers under her stamp");
+    let alice = register_stamped(&security, &addr, client_id, "alice").await.expect("alice");
+
+    tracing::info!("--- mallory replays alice's stamp with her own name: refused");
+    let mallory = register_stamped(&security, &addr, client_id, "mallory").await;
+    let mallory = mallory.expect_err("a reused stamp with another body must be refused");
+    assert_eq!(mallory.code(), tonic::Code::FailedPrecondition, "{mallory:?}");
+    let refusal = mallory.metadata().get("x-raftrain-refusal").and_then(|v| v.to_str().ok());
+    assert_eq!(refusal, Some("stamp-reused"), "{mallory:?}");
+
+    tracing::info!("--- alice's genuine retry still gets her id; mallory is not registered");
+    let retry = register_stamped(&security, &addr, client_id, "alice").await.expect("retry");
+    assert_eq!(retry.trainer_id, alice.trainer_id);
+    let status = client(&group.addrs, &pki.cluster, Duration::from_secs(30)).status().await;
+    let names: Vec<String> = status.expect("status").trainers.into_iter().map(|t| t.name).collect();
+    assert_eq!(names, vec!["alice".to_string()]);
 }

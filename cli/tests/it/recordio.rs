@@ -126,3 +126,36 @@ fn convert_malformed_line_leaves_nothing() {
     assert!(!out.exists());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the input remains");
 }
+
+/// Input that would store a non-finite number or mix row shapes is refused with file, line
+/// and column, and leaves no output: LibSVM `nan`/`inf` in a label or a value (CSV already
+/// refused them), and a CSV row with more or fewer columns than the first.
+#[test]
+fn convert_refuses_non_finite_libsvm_and_ragged_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.recordio");
+    let cases: [(&str, &str, &str, &str); 5] = [
+        ("libsvm", "a.svm", "1 2:0.5\n1 3:nan\n", "a.svm:2: column 2"),
+        ("libsvm", "b.svm", "1 2:0.5\ninf 3:1\n", "b.svm:2: column 1"),
+        ("libsvm", "c.svm", "1 2:-inf 4:1\n", "c.svm:1: column 2"),
+        ("csv", "d.csv", "1,2,3\n4,5,6\n7,8,9,10\n", "d.csv:3: column 4"),
+        ("csv", "e.csv", "1,2,3\n4,5\n", "e.csv:2: column 3"),
+    ];
+    for (format, name, text, expected) in cases {
+        let input = dir.path().join(name);
+        std::fs::write(&input, text).unwrap();
+        let args = [
+            "recordio",
+            "convert",
+            "--from",
+            format,
+            &path_text(&input),
+            "--out",
+            &path_text(&out),
+        ];
+        let output = raftrain(&args, b"");
+        assert!(!output.success, "{name} converted");
+        assert!(output.stderr.contains(expected), "{name}: {}", output.stderr);
+        assert!(!out.exists(), "{name} left output");
+    }
+}

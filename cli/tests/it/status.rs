@@ -47,3 +47,24 @@ async fn status_shows_members_and_survives_a_lost_quorum() {
     let (ok, code, _) = status_json(&group);
     assert!(!ok && code == Some(3), "exit code {code:?}");
 }
+
+/// A trainer name with ESC, an OSC title sequence, CR, NUL, a newline and a bidi override
+/// reaches the operator's terminal escaped: `raftrain status` prints no raw control
+/// character and no forged line, while `--json` keeps the name exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_text_escapes_control_characters_in_names() {
+    let group = MasterGroup::start(1, &[]);
+    group.leader_index().await;
+    let hostile = "x\u{1b}[2J\u{1b}]0;owned\u{7}\r\0\ntrainer 9 forged\u{202e}";
+    group.client().register_trainer(hostile).await.expect("the name is within the limits");
+    let masters = group.addrs.join(",");
+    let text = raftrain(&["status", "--masters", &masters, "--timeout-ms", "5000"], b"");
+    assert!(text.success, "{}", text.stderr);
+    let text = String::from_utf8(text.stdout).expect("status prints UTF-8");
+    let raw = |c: char| (c.is_control() && c != '\n') || c == '\u{202e}';
+    assert!(!text.chars().any(raw), "{text:?}");
+    assert!(!text.lines().any(|line| line.starts_with("trainer 9")), "{text}");
+    assert!(text.contains(r"x\x1b[2J\x1b]0;owned\x07\r\0\ntrainer 9 forged\u{202e}"), "{text}");
+    let (_, _, json) = status_json(&group);
+    assert_eq!(json["trainers"][0]["name"], serde_json::json!(hostile), "{json}");
+}

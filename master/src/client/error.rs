@@ -8,6 +8,8 @@ pub const REFUSAL_METADATA_KEY: &str = "x-raftrain-refusal";
 pub const REFUSAL_STALE_REQUEST: &str = "stale-request";
 /// The slot is not held under the generation the request carries.
 pub const REFUSAL_NOT_HOLDER: &str = "not-holder";
+/// The stamp (client id and sequence number) already answered a request with another body.
+pub const REFUSAL_STAMP_REUSED: &str = "stamp-reused";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -28,6 +30,10 @@ pub enum ClientError {
     /// This client already moved past the request (a bug in the caller's use of the client).
     #[error("{call}: {message}")]
     StaleRequest { call: &'static str, message: String },
+    /// The stamp already answered another request (FAILED_PRECONDITION, `stamp-reused`): a
+    /// caller that reused a sequence number for a new request, or a forgery. Nothing changed.
+    #[error("{call}: {message}")]
+    StampReused { call: &'static str, message: String },
     /// The connection failed below gRPC (no status came from a master): most often TLS or
     /// the token configured differently here and there.
     #[error("{call}: the connection to the master failed: {message} ({hint})")]
@@ -57,6 +63,9 @@ impl ClientError {
             (tonic::Code::NotFound, _) => Self::UnknownTrainer { call },
             (tonic::Code::FailedPrecondition, Some(REFUSAL_STALE_REQUEST)) => {
                 Self::StaleRequest { call, message }
+            }
+            (tonic::Code::FailedPrecondition, Some(REFUSAL_STAMP_REUSED)) => {
+                Self::StampReused { call, message }
             }
             (tonic::Code::FailedPrecondition, Some(REFUSAL_NOT_HOLDER)) => {
                 Self::NotHolder { call, message }

@@ -13,7 +13,10 @@ mod typed_calls;
 mod types;
 mod watch;
 
-pub use error::{ClientError, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST};
+pub use error::{
+    ClientError, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST,
+    REFUSAL_STAMP_REUSED,
+};
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use options::{ClientOptions, Dialer};
 pub use typed_calls::REPORT_RPC_TIMEOUT_MS;

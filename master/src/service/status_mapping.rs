@@ -3,6 +3,7 @@
 
 use crate::client::{
     LEADER_METADATA_KEY, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST,
+    REFUSAL_STAMP_REUSED,
 };
 use crate::state::Response;
 use consensus::WriteError;
@@ -45,6 +46,14 @@ pub(crate) fn unexpected(call: &'static str, response: Response) -> Status {
                 "{call}: this client already moved past the request (its last sequence number is {last_seq})"
             )),
             REFUSAL_STALE_REQUEST,
+        ),
+        Response::StampReused { seq } => refusal(
+            Status::failed_precondition(format!(
+                "{call}: this client's sequence number {seq} already answered a different \
+                 request; a retry must repeat its request exactly and a new request needs a \
+                 new sequence number"
+            )),
+            REFUSAL_STAMP_REUSED,
         ),
         Response::UnknownTrainer => {
             Status::not_found(format!("{call}: unknown trainer; register again"))

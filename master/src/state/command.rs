@@ -54,26 +54,3 @@ pub enum Command {
     /// was: the data's (`Content`) or its own view's (`Local`).
     TaskFailedWithFault { task: u64, epoch: u64, reason: String, fault: Fault },
 }
-
-impl Command {
-    /// A number per variant, kept in a client's session so that a stamp reused for another
-    /// method is told apart from a retry (bincode's variant index would do, but this does not
-    /// depend on the encoding).
-    pub(crate) fn method_code(&self) -> u8 {
-        match self {
-            Command::ReportDataset { .. } => 1,
-            Command::GetTask { .. } => 2,
-            Command::TaskFinished { .. } => 3,
-            Command::TaskFailed { .. } => 4,
-            Command::ExpireTasks => 5,
-            Command::RegisterTrainer { .. } => 6,
-            Command::TrainerLost { .. } => 7,
-            Command::ClaimPServerSlot { .. } => 8,
-            Command::ReleasePServerSlot { .. } => 9,
-            Command::RecordCheckpoint { .. } => 10,
-            Command::RecordEval { .. } => 11,
-            Command::ReportDatasetBatch { .. } => 12,
-            Command::TaskFailedWithFault { .. } => 13,
-        }
-    }
-}

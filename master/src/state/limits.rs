@@ -112,7 +112,7 @@ fn largest_sessions() -> Sessions {
             pass: u32::MAX,
             deadline_ms: u64::MAX,
         });
-        sessions.record(stamp, 2, &response, u64::MAX / 2 + client_id);
+        sessions.record(stamp, u64::MAX, &response, u64::MAX / 2 + client_id);
     }
     sessions
 }

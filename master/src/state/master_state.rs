@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::chunk_list::ChunkList;
-use super::codec::{self, DecodeError, SNAPSHOT_BYTES_MAX};
+use super::codec::DecodeError;
 use super::command::Command;
 use super::dataset::{chunks_digest, ChunkRef, QueuePolicy};
 use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
@@ -14,7 +14,8 @@ use super::pserver_slots::PServerSlots;
 use super::repeated_report::{AcceptedReport, ReportedFile};
 use super::request::{decode_request, Request};
 use super::response::{encode_response, Response};
-use super::sessions::{Lookup, Sessions};
+use super::sessions::{request_digest, Lookup, Sessions};
+use super::snapshot_layout;
 use super::status::{FailedTaskView, PServerSlotView, StatusView, TrainerView};
 use super::task_queue::{truncate, FAILURE_REASON_BYTES_MAX};
 use super::trainer_registry::TrainerRegistry;
@@ -82,17 +83,11 @@ impl MasterState {
         let Some(stamp) = request.client else {
             return self.execute(&request.command, now_ms);
         };
-        let method = request.command.method_code();
-        match self.sessions.lookup(stamp, method, now_ms) {
+        let digest = request_digest(&request.command);
+        match self.sessions.lookup(stamp, digest, now_ms) {
             Lookup::Replay(response) => self.pservers.refill_checkpoint(response),
             Lookup::Stale { last_seq } => Response::StaleRequest { last_seq },
-            Lookup::StampReused { method } => Response::Rejected {
-                reason: format!(
-                    "client {} already used sequence number {} for another call (method {method}); \
-                     every call needs a new sequence number",
-                    stamp.client_id, stamp.seq
-                ),
-            },
+            Lookup::StampReused => Response::StampReused { seq: stamp.seq },
             Lookup::Full => Response::Rejected {
                 reason: "too many clients: every session is in use by a client that may still \
                          retry; try again in a few minutes"
@@ -100,7 +95,7 @@ impl MasterState {
             },
             Lookup::Apply => {
                 let response = self.execute(&request.command, now_ms);
-                self.sessions.record(stamp, method, &response, now_ms);
+                self.sessions.record(stamp, digest, &response, now_ms);
                 response
             }
         }
@@ -231,14 +226,15 @@ impl MasterState {
         Response::TrainerRemoved { requeued }
     }
 
-    /// The snapshot: the state in the shared bincode configuration.
+    /// The snapshot: the state in the shared bincode configuration, behind a layout marker
+    /// (`snapshot_layout.rs`).
     pub fn encode(&self) -> Vec<u8> {
-        codec::encode(self)
+        snapshot_layout::encode(self)
     }
 
     /// Reads a snapshot back, refusing one that decodes to an inconsistent state.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let state: Self = codec::decode(bytes, SNAPSHOT_BYTES_MAX, "snapshot")?;
+        let state = snapshot_layout::decode(bytes)?;
         state.check_invariants()?;
         state.check_session_index()?;
         Ok(state)

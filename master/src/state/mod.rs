@@ -17,6 +17,8 @@
 //! - `master_state`: [`MasterState`], `apply`, snapshots and the leader's read-only queries.
 //! - `job` (dataset + queue, the task commands), `dataset`, `task_queue`, `task`: the queues.
 //! - `trainer_registry`, `pserver_slots`, `eval`, `sessions`: the other replicated registries.
+//! - `snapshot_layout`: the snapshot's layouts (the current one is marked and versioned; the
+//!   unmarked one of older builds is still read).
 //! - `status`: the views `status()` returns. `invariant`: the safety rules the tests, the
 //!   simulator and snapshot restore check.
 //!
@@ -38,7 +40,9 @@
 //! - Exactly-once replies last as long as the client's session: a session idle for an hour
 //!   (state clock) is forgotten, and one used within the last five minutes (longer than any
 //!   client retries) is never evicted; a new client is refused rather than evict it. Only
-//!   answers that changed the state take a session.
+//!   answers that changed the state take a session. A session keeps a digest of its request,
+//!   and a stamp reused with another body is refused (`StampReused`), never answered with the
+//!   first request's reply.
 //! - Leader decisions carry the term they were computed in and are applied only if committed
 //!   in that term (`Response::WrongTerm` otherwise).
 //! - Pserver slot ownership is fenced by generations (`pserver_slots.rs`).
@@ -63,6 +67,7 @@ mod repeated_report;
 mod request;
 mod response;
 mod sessions;
+mod snapshot_layout;
 mod status;
 mod task;
 mod task_queue;

@@ -54,6 +54,10 @@ pub enum Response {
     /// A leader decision computed in term `decided` was committed in term `committed`:
     /// leadership changed in between, so it was not applied.
     WrongTerm { decided: u64, committed: u64 },
+    /// The client's sequence number `seq` already answered a request with another body: a
+    /// retry must repeat its request exactly, and a new request needs a new number. Nothing
+    /// changed.
+    StampReused { seq: u64 },
 }
 
 impl Response {
@@ -76,6 +80,7 @@ impl Response {
                 | Response::Stale
                 | Response::StaleRequest { .. }
                 | Response::WrongTerm { .. }
+                | Response::StampReused { .. }
         )
     }
 }

@@ -7,11 +7,18 @@
 //! state take a session (`Response::must_be_replayed`), so refused requests from unknown
 //! clients cannot push real ones out. Every operation is O(log n): sessions are also indexed
 //! by when they were last used.
+//!
+//! A session keeps a digest of the request it answered ([`request_digest`]): a stamp that comes
+//! back with another body is not a retry but a client bug or a forgery (`TaskFinished` for
+//! task 2 with task 1's stamp, `RegisterTrainer` "mallory" with alice's stamp), and is refused
+//! rather than answered with the first request's reply.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::codec;
+use super::command::Command;
 use super::request::ClientStamp;
 use super::response::Response;
 
@@ -29,8 +36,10 @@ pub const SESSION_RETRY_MS_MAX: u64 = 5 * 60 * 1000;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub(crate) struct Session {
     pub(crate) seq: u64,
-    /// `Command::method_code` of the request, so a stamp reused for another call is refused.
-    pub(crate) method: u8,
+    /// [`request_digest`] of the command, so a stamp reused with another body is refused.
+    /// `None` for sessions restored from a snapshot of a build that kept no digest: their
+    /// retries are replayed as before (they age out within `SESSION_IDLE_MS_MAX`).
+    pub(crate) digest: Option<u64>,
     pub(crate) response: Response,
     pub(crate) last_seen_ms: u64,
 }
@@ -51,10 +60,22 @@ pub(crate) enum Lookup {
     Replay(Response),
     /// Older than the last request: answer `StaleRequest`.
     Stale { last_seq: u64 },
-    /// The stamp was used for another method: a client bug, refused.
-    StampReused { method: u8 },
+    /// The stamp was used for another request body: a client bug or a forgery, refused.
+    StampReused,
     /// A new client while every session is in use by a client that may still retry.
     Full,
+}
+
+/// FNV-1a (64-bit) of the command's bincode: deterministic on every replica and build (unlike
+/// `std`'s hashers), and cheap next to applying the command. Not a cryptographic digest: it
+/// tells a retry from a different request of the same client, whose collisions would need the
+/// client itself to search for them.
+pub(crate) fn request_digest(command: &Command) -> u64 {
+    const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const FNV_PRIME: u64 = 0x0100_0000_01b3;
+    codec::encode(command)
+        .iter()
+        .fold(FNV_OFFSET_BASIS, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(FNV_PRIME))
 }
 
 /// The answer as a session keeps it: without what the state can give again. A claim's
@@ -71,7 +92,7 @@ fn kept(response: &Response) -> Response {
 
 impl Sessions {
     /// Forgets idle sessions, then says how to treat the stamped request.
-    pub(crate) fn lookup(&mut self, stamp: ClientStamp, method: u8, now_ms: u64) -> Lookup {
+    pub(crate) fn lookup(&mut self, stamp: ClientStamp, digest: u64, now_ms: u64) -> Lookup {
         self.forget_idle(now_ms);
         let Some(session) = self.sessions.get(&stamp.client_id) else {
             return self.room_for_new(now_ms);
@@ -82,8 +103,8 @@ impl Sessions {
         if stamp.seq < session.seq {
             return Lookup::Stale { last_seq: session.seq };
         }
-        if session.method != method {
-            return Lookup::StampReused { method: session.method };
+        if session.digest.is_some_and(|kept| kept != digest) {
+            return Lookup::StampReused;
         }
         let response = session.response.clone();
         self.touch(stamp.client_id, now_ms);
@@ -94,7 +115,7 @@ impl Sessions {
     pub(crate) fn record(
         &mut self,
         stamp: ClientStamp,
-        method: u8,
+        digest: u64,
         response: &Response,
         now_ms: u64,
     ) {
@@ -105,8 +126,12 @@ impl Sessions {
             self.make_room(now_ms);
         }
         self.remove(stamp.client_id);
-        let session =
-            Session { seq: stamp.seq, method, response: kept(response), last_seen_ms: now_ms };
+        let session = Session {
+            seq: stamp.seq,
+            digest: Some(digest),
+            response: kept(response),
+            last_seen_ms: now_ms,
+        };
         self.by_age.insert((now_ms, stamp.client_id));
         self.sessions.insert(stamp.client_id, session);
     }

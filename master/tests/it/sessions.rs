@@ -5,7 +5,8 @@ use master::state::{
 };
 
 use crate::support::{
-    accepted, at, counts, get, is, policy, register, report, run, stamped, task, Expect, Step,
+    accepted, at, counts, finished, get, is, policy, register, report, run, stamped, task, Expect,
+    Step,
 };
 
 fn registered(trainer: u64) -> crate::support::Expect {
@@ -88,8 +89,32 @@ fn client_sessions() {
             "a stamp reused for another call is refused, and the first call's answer stays",
             vec![
                 stamped(7, 1, 0, register("t"), registered(1)),
-                stamped(7, 1, 0, get(1, 0), Expect::RejectedWith("another call")),
+                stamped(7, 1, 0, get(1, 0), is(Response::StampReused { seq: 1 })),
                 stamped(7, 1, 0, register("t"), registered(1)),
+            ],
+        ),
+        (
+            "a stamp reused with another name is refused, not answered with the first id",
+            vec![
+                stamped(7, 1, 0, register("alice"), registered(1)),
+                stamped(7, 1, 0, register("mallory"), is(Response::StampReused { seq: 1 })),
+                stamped(7, 1, 0, register("alice"), registered(1)),
+                stamped(7, 2, 0, register("mallory"), registered(2)),
+            ],
+        ),
+        (
+            "a stamp reused for another task's report is refused and the task stays pending",
+            vec![
+                stamped(7, 1, 0, register("t"), registered(1)),
+                stamped(8, 1, 0, register("u"), registered(2)),
+                stamped(7, 2, 0, report(2, 1, policy()), accepted(2, 1)),
+                stamped(7, 3, 10, get(1, 0), task(0, 1, 0, 1010)),
+                stamped(8, 2, 10, get(2, 0), task(1, 1, 0, 1010)),
+                stamped(7, 4, 20, finished(0, 1), is(Response::Accepted)),
+                stamped(7, 4, 20, finished(1, 1), is(Response::StampReused { seq: 4 })),
+                counts(0, [0, 1, 1, 0], false),
+                stamped(7, 4, 20, finished(0, 1), is(Response::Accepted)),
+                stamped(8, 3, 30, finished(1, 1), is(Response::Accepted)),
             ],
         ),
         (

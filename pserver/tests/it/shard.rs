@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use pserver::f32_bytes;
+use pserver::layout::JobLayout;
 use pserver::placement::BlockId;
 use pserver::shard_cell::{InitAnswer, ShardCell, INIT_IDLE_MS_MAX};
 use pserver::shard_error::ShardError;
@@ -123,4 +124,41 @@ fn an_init_that_cannot_be_served_is_refused() {
     let nan = vec![(payloads(0, 1.0)[0].0.clone(), f32_bytes::encode(&[f32::INFINITY; 4]))];
     assert!(cell.init(1, layout(), &borrowed(&nan), Instant::now()).is_err());
     assert!(matches!(cell.ready(), Err(ShardError::NotReady)), "pushes before init are refused");
+}
+
+/// Blocks as an `InitParams` carries them.
+type Payloads = Vec<(BlockId, Vec<u8>)>;
+
+/// A refused `InitParams` (a non-finite value, a block of another slot, an unknown block,
+/// a layout over the block limits) leaves the cell as it was: an empty cell stays empty and
+/// the next initializer is accepted at once, and a dead initializer's offer is not taken
+/// over by a refused newcomer.
+#[test]
+fn a_refused_init_changes_nothing() {
+    let now = Instant::now();
+    let first = payloads(0, 1.0)[0].0.clone();
+    let other_slot = payloads(1, 1.0)[0].0.clone();
+    let unknown = BlockId { name: "nope".into(), index: 0 };
+    let mut huge = layout();
+    huge.params = vec![pserver::layout::ParamSpec { name: "w".into(), shape: vec![1 << 30] }];
+    huge.block_elements = 1;
+    let refusals: Vec<(JobLayout, Payloads)> = vec![
+        (layout(), vec![(first, f32_bytes::encode(&[f32::NAN; 4]))]),
+        (layout(), vec![(other_slot, f32_bytes::encode(&[1.0; 4]))]),
+        (layout(), vec![(unknown, f32_bytes::encode(&[1.0; 4]))]),
+        (huge, Vec::new()),
+    ];
+    for (offered, blocks) in &refusals {
+        let cell = ShardCell::empty(0, 2);
+        assert!(cell.init(666, offered.clone(), &borrowed(blocks), now).is_err());
+        let (described, _, initializing) = cell.describe();
+        assert!(described.is_none() && !initializing, "a refused init moved the shard");
+        assert_eq!(cell.init(7, layout(), &[], now).expect("genuine"), InitAnswer::Accepted);
+
+        let cell = ShardCell::empty(0, 2);
+        cell.init(7, layout(), &[], now).expect("first");
+        let later = now + Duration::from_millis(INIT_IDLE_MS_MAX);
+        assert!(cell.init(666, offered.clone(), &borrowed(blocks), later).is_err());
+        assert!(matches!(cell.finish(666), Err(ShardError::NotInitializer { current: 7, .. })));
+    }
 }

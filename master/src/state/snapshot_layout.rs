@@ -1,0 +1,248 @@
+//! The snapshot's layouts: the current one behind a marker, and the unmarked one of older
+//! builds (sessions without request digests, task queues without the trainers that failed
+//! each task), read and converted so an upgrade keeps its snapshots.
+//!
+//! bincode is not self-describing, so a layout change needs a way to tell layouts apart. The
+//! old layout begins with the state's clock as a varint, whose first byte is never 0xFF
+//! (bincode's varints use 0..=253 for a `u64`); the current layout begins with
+//! [`SNAPSHOT_MARKER`] and a version byte.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::codec::{self, DecodeError, SNAPSHOT_BYTES_MAX};
+use super::dataset::Dataset;
+use super::dataset_loading::DatasetLoading;
+use super::eval::EvalRecord;
+use super::failers::Failers;
+use super::job::Job;
+use super::master_state::MasterState;
+use super::pserver_slots::PServerSlots;
+use super::response::Response;
+use super::sessions::{Session, Sessions};
+use super::task::{PendingTask, Task};
+use super::task_queue::TaskQueue;
+use super::trainer_registry::TrainerRegistry;
+
+/// The first byte of a marked snapshot: no unmarked snapshot can begin with it.
+const SNAPSHOT_MARKER: u8 = 0xFF;
+/// The layout this build writes: 2 adds request digests to sessions and each task's failing
+/// trainers to the queue (1 is the unmarked one).
+const SNAPSHOT_LAYOUT_VERSION: u8 = 2;
+
+/// Encodes the state as a marked snapshot of the current layout.
+pub(crate) fn encode(state: &MasterState) -> Vec<u8> {
+    let mut bytes = vec![SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION];
+    bytes.extend_from_slice(&codec::encode(state));
+    bytes
+}
+
+/// Decodes either layout; the caller checks the invariants.
+pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
+    match bytes {
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
+            codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")
+        }
+        [SNAPSHOT_MARKER, ..] => Err(DecodeError::Retired { what: "snapshot" }),
+        unmarked => {
+            let legacy: LegacyState = codec::decode(unmarked, SNAPSHOT_BYTES_MAX, "snapshot")?;
+            Ok(legacy.into())
+        }
+    }
+}
+
+/// The state as builds before request digests wrote it (field for field).
+#[derive(Serialize, Deserialize)]
+struct LegacyState {
+    clock_ms: u64,
+    job: Option<LegacyJob>,
+    trainers: TrainerRegistry,
+    pservers: PServerSlots,
+    eval: Option<EvalRecord>,
+    sessions: LegacySessions,
+    loading: Option<DatasetLoading>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LegacyJob {
+    dataset: Dataset,
+    queue: LegacyTaskQueue,
+}
+
+/// A task queue without `failers` (field for field): nobody has failed a task yet as far as
+/// the converted state knows, so each trainer's next failure of a task is its first.
+#[derive(Serialize, Deserialize)]
+struct LegacyTaskQueue {
+    tasks: Vec<Task>,
+    todo: VecDeque<u64>,
+    pending: BTreeMap<u64, PendingTask>,
+    done: BTreeSet<u64>,
+    failed: BTreeSet<u64>,
+    pass: u32,
+    job_finished: bool,
+    completion_ms_average: Option<u64>,
+    held: BTreeMap<u64, u64>,
+    reason_bytes: u64,
+}
+
+impl From<LegacyJob> for Job {
+    fn from(legacy: LegacyJob) -> Self {
+        let LegacyTaskQueue {
+            tasks,
+            todo,
+            pending,
+            done,
+            failed,
+            pass,
+            job_finished,
+            completion_ms_average,
+            held,
+            reason_bytes,
+        } = legacy.queue;
+        let queue = TaskQueue {
+            tasks,
+            todo,
+            pending,
+            done,
+            failed,
+            pass,
+            job_finished,
+            completion_ms_average,
+            held,
+            reason_bytes,
+            failers: Failers::default(),
+        };
+        Job { dataset: legacy.dataset, queue }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct LegacySessions {
+    sessions: BTreeMap<u64, LegacySession>,
+    by_age: BTreeSet<(u64, u64)>,
+}
+
+/// A session that kept the method code of its request instead of a digest of it.
+#[derive(Serialize, Deserialize)]
+struct LegacySession {
+    seq: u64,
+    method: u8,
+    response: Response,
+    last_seen_ms: u64,
+}
+
+impl From<LegacyState> for MasterState {
+    fn from(legacy: LegacyState) -> Self {
+        let sessions = legacy
+            .sessions
+            .sessions
+            .into_iter()
+            .map(|(client_id, session)| {
+                let LegacySession { seq, method: _, response, last_seen_ms } = session;
+                (client_id, Session { seq, digest: None, response, last_seen_ms })
+            })
+            .collect();
+        MasterState {
+            clock_ms: legacy.clock_ms,
+            job: legacy.job.map(Job::from),
+            trainers: legacy.trainers,
+            pservers: legacy.pservers,
+            eval: legacy.eval,
+            sessions: Sessions { sessions, by_age: legacy.sessions.by_age },
+            loading: legacy.loading,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::request::ClientStamp;
+
+    /// A snapshot of the unmarked layout (sessions with method codes) decodes, its sessions
+    /// replay retries as before, and the state re-encodes in the marked layout.
+    #[test]
+    fn an_unmarked_snapshot_of_an_older_build_still_decodes() {
+        let mut legacy_sessions = BTreeMap::new();
+        let session = LegacySession {
+            seq: 4,
+            method: 6,
+            response: Response::TrainerRegistered { trainer: 1 },
+            last_seen_ms: 10,
+        };
+        legacy_sessions.insert(77, session);
+        let legacy = LegacyState {
+            clock_ms: 10,
+            job: None,
+            trainers: TrainerRegistry::default(),
+            pservers: PServerSlots::default(),
+            eval: None,
+            sessions: LegacySessions {
+                sessions: legacy_sessions,
+                by_age: BTreeSet::from([(10, 77)]),
+            },
+            loading: None,
+        };
+        let bytes = codec::encode(&legacy);
+        assert_ne!(bytes[0], SNAPSHOT_MARKER);
+        let mut state = MasterState::decode(&bytes).expect("the old layout decodes");
+        let replay = state.sessions.lookup(ClientStamp { client_id: 77, seq: 4 }, 123, 11);
+        assert!(matches!(replay, super::super::sessions::Lookup::Replay(_)), "{replay:?}");
+        let marked = state.encode();
+        assert_eq!(&marked[..2], &[SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION]);
+        assert_eq!(MasterState::decode(&marked).expect("the new layout decodes"), state);
+    }
+
+    /// A job of the unmarked layout (a queue without failing trainers) decodes as it was, with
+    /// no failures counted.
+    #[test]
+    fn an_unmarked_job_of_an_older_build_still_decodes() {
+        use crate::state::chunk_list::ChunkList;
+        use crate::state::dataset::QueuePolicy;
+        use crate::state::ChunkRef;
+        let chunk =
+            |offset| ChunkRef { path: "a".into(), offset, compressed_size: 8, record_count: 1 };
+        let policy = QueuePolicy {
+            chunks_per_task: 1,
+            task_timeout_min_ms: 1000,
+            timeout_factor: 3,
+            max_task_failures: 2,
+            retry_failed_next_pass: false,
+        };
+        let chunks = ChunkList::from_refs(&[chunk(0), chunk(100)]);
+        let job = Job::new(Dataset::new("job", chunks, 2, policy).expect("a valid dataset"));
+        let queue = job.queue.clone();
+        let legacy_queue = LegacyTaskQueue {
+            tasks: queue.tasks,
+            todo: queue.todo,
+            pending: queue.pending,
+            done: queue.done,
+            failed: queue.failed,
+            pass: queue.pass,
+            job_finished: queue.job_finished,
+            completion_ms_average: queue.completion_ms_average,
+            held: queue.held,
+            reason_bytes: queue.reason_bytes,
+        };
+        let legacy = LegacyState {
+            clock_ms: 10,
+            job: Some(LegacyJob { dataset: job.dataset.clone(), queue: legacy_queue }),
+            trainers: TrainerRegistry::default(),
+            pservers: PServerSlots::default(),
+            eval: None,
+            sessions: LegacySessions { sessions: BTreeMap::new(), by_age: BTreeSet::new() },
+            loading: None,
+        };
+        let state = MasterState::decode(&codec::encode(&legacy)).expect("the old layout decodes");
+        assert_eq!(state.job, Some(job), "the job comes back as it was, with no failers");
+    }
+
+    /// A marked snapshot of a layout this build does not know is refused, not misread.
+    #[test]
+    fn an_unknown_marked_layout_is_refused() {
+        let mut bytes = MasterState::new().encode();
+        bytes[1] = SNAPSHOT_LAYOUT_VERSION + 1;
+        assert!(matches!(decode(&bytes), Err(DecodeError::Retired { .. })));
+    }
+}
