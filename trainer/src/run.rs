@@ -25,6 +25,8 @@ use crate::step::Stepper;
 
 /// Between asks while no task is available.
 const IDLE_MS: u64 = 200;
+/// How long the exiting trainer waits for its last heartbeat to be answered.
+const LAST_HEARTBEAT_MS_MAX: u64 = 5_000;
 
 /// What a finished trainer did.
 #[derive(Debug)]
@@ -56,7 +58,9 @@ pub async fn run(
     };
     let model = config.model_config(features)?;
     let security = Security::load(&config.security)?;
-    let options = ClientOptions { security, ..ClientOptions::default() };
+    // No deadline unless --master-wait-s asks for one: a trainer waits out a master outage.
+    let options =
+        ClientOptions { security, call_deadline: config.master_wait(), ..ClientOptions::default() };
     let master = Arc::new(MasterClient::new(&config.masters, options)?);
     let name = config.name.clone().unwrap_or_else(default_name);
     let session =
@@ -65,8 +69,8 @@ pub async fn run(
     let progress = Progress::default();
     let heartbeats =
         tokio::spawn(session.clone().keep_alive(progress.metrics.clone(), stopped.clone()));
-    let metrics =
-        metrics_listener.map(|listener| serve_metrics(listener, progress.metrics.clone(), stopped));
+    let metrics = metrics_listener
+        .map(|listener| serve_metrics(listener, progress.metrics.clone(), master.clone(), stopped));
     let counters = progress.metrics.clone();
     // Every line the loop logs carries the trainer's id (and, within a task, the task's).
     let span = tracing::info_span!("trainer", trainer = session.id());
@@ -76,10 +80,15 @@ pub async fn run(
     )
     .await;
     let _ = stop.send(true);
-    // A last heartbeat, so status shows this trainer's final count.
+    // A last heartbeat, so status shows this trainer's final count (not waited for long: the
+    // client itself may wait for a leader without limit).
     let tasks_done = counters.tasks_done.load(std::sync::atomic::Ordering::Relaxed);
-    if let Err(error) = master.heartbeat(session.id(), tasks_done).await {
-        tracing::debug!(%error, "the last heartbeat was not answered");
+    let last_heartbeat = master.heartbeat(session.id(), tasks_done);
+    match tokio::time::timeout(Duration::from_millis(LAST_HEARTBEAT_MS_MAX), last_heartbeat).await
+    {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => tracing::debug!(%error, "the last heartbeat was not answered"),
+        Err(_) => tracing::debug!("the last heartbeat was not answered in time"),
     }
     heartbeats.await.context("the heartbeat loop panicked")?;
     if let Some(metrics) = metrics {
@@ -96,13 +105,13 @@ async fn train(
     mut progress: Progress,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Summary> {
-    let pservers =
-        PServerClient::new(master.clone(), session.id(), PServerClientOptions::default());
+    let options =
+        PServerClientOptions { replace_wait: config.pserver_wait(), ..Default::default() };
+    let pservers = PServerClient::new(master.clone(), session.id(), options);
+    let _ = progress.metrics.pservers.set(pservers.clone());
     tracing::info!("waiting for every pserver slot to be held");
-    let table = pservers
-        .wait_for_slots(Duration::from_secs(config.pserver_wait_s))
-        .await
-        .context("wait for the pservers")?;
+    let table =
+        pservers.wait_for_slots(config.pserver_wait()).await.context("wait for the pservers")?;
     tracing::info!(pservers = table.desired, "pservers ready");
     let sizes = master
         .report_dataset(&config.job, &config.dataset, config.passes)
@@ -282,21 +291,18 @@ async fn infer_features(patterns: &[String]) -> anyhow::Result<usize> {
     Ok(example.dense.len())
 }
 
-/// Serves the trainer's metrics until `stopped` turns true; ready once it trains.
+/// Serves the trainer's metrics until `stopped` turns true; ready while it trains (see
+/// `TrainerMetrics::readiness`).
 fn serve_metrics(
     listener: tokio::net::TcpListener,
     metrics: Arc<TrainerMetrics>,
+    master: Arc<MasterClient>,
     stopped: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let ready_metrics = metrics.clone();
     let render: consensus::metrics_http::Render = Arc::new(move || metrics.render());
     let ready: consensus::metrics_http::Ready =
-        Arc::new(move || match ready_metrics.training.load(std::sync::atomic::Ordering::Relaxed) {
-            true => Ok(()),
-            false => {
-                Err("not training yet (waiting for pservers or the first initializer)".to_string())
-            }
-        });
+        Arc::new(move || ready_metrics.readiness(&master));
     consensus::metrics_http::spawn(
         listener,
         consensus::metrics_http::Endpoints { render, ready },

@@ -27,3 +27,4 @@ mod synth;
 mod task_consumer;
 mod training;
 mod training_job;
+mod trainer_outages;

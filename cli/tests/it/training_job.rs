@@ -45,6 +45,11 @@ impl TrainingJob {
 
     /// Starts one more trainer; `model_out` is where it writes the model.
     pub fn spawn_trainer(&mut self) -> usize {
+        self.spawn_trainer_with(&[])
+    }
+
+    /// Starts one more trainer with `extra` flags after the job's own.
+    pub fn spawn_trainer_with(&mut self, extra: &[&str]) -> usize {
         let index = self.trainers.len();
         let log = std::fs::File::create(self.trainer_log_path(index)).expect("create the log");
         let model_out = self.model_path(index).display().to_string();
@@ -57,6 +62,7 @@ impl TrainingJob {
                 &model_out,
             ])
             .args(&self.trainer_args)
+            .args(extra)
             .env("RAFTRAIN_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -65,6 +71,19 @@ impl TrainingJob {
             .expect("start raftrain trainer");
         self.trainers.push(Some(child));
         index
+    }
+
+    /// Trainer `index`'s exit code if it exited (it is then no longer waited for), `None` while
+    /// it runs.
+    pub fn trainer_exit(&mut self, index: usize) -> Option<i32> {
+        let child = self.trainers[index].as_mut()?;
+        let status = child.try_wait().expect("poll the trainer")?;
+        self.trainers[index] = None;
+        Some(status.code().unwrap_or(-1))
+    }
+
+    pub fn trainer_log(&self, index: usize) -> String {
+        std::fs::read_to_string(self.trainer_log_path(index)).unwrap_or_default()
     }
 
     pub fn kill_trainer(&mut self, index: usize) {
