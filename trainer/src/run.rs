@@ -84,8 +84,7 @@ pub async fn run(
     // client itself may wait for a leader without limit).
     let tasks_done = counters.tasks_done.load(std::sync::atomic::Ordering::Relaxed);
     let last_heartbeat = master.heartbeat(session.id(), tasks_done);
-    match tokio::time::timeout(Duration::from_millis(LAST_HEARTBEAT_MS_MAX), last_heartbeat).await
-    {
+    match tokio::time::timeout(Duration::from_millis(LAST_HEARTBEAT_MS_MAX), last_heartbeat).await {
         Ok(Ok(_)) => {}
         Ok(Err(error)) => tracing::debug!(%error, "the last heartbeat was not answered"),
         Err(_) => tracing::debug!("the last heartbeat was not answered in time"),
@@ -301,8 +300,7 @@ fn serve_metrics(
 ) -> tokio::task::JoinHandle<()> {
     let ready_metrics = metrics.clone();
     let render: consensus::metrics_http::Render = Arc::new(move || metrics.render());
-    let ready: consensus::metrics_http::Ready =
-        Arc::new(move || ready_metrics.readiness(&master));
+    let ready: consensus::metrics_http::Ready = Arc::new(move || ready_metrics.readiness(&master));
     consensus::metrics_http::spawn(
         listener,
         consensus::metrics_http::Endpoints { render, ready },

@@ -28,7 +28,12 @@ const SOFTMAX: [&str; 12] = [
     "sgd",
 ];
 
-pub(crate) fn synth(dir: &std::path::Path, kind: &str, examples: &str, noise: &str) -> (String, String) {
+pub(crate) fn synth(
+    dir: &std::path::Path,
+    kind: &str,
+    examples: &str,
+    noise: &str,
+) -> (String, String) {
     let out = dir.join("data");
     raftrain_ok(
         &[

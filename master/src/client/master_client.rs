@@ -197,7 +197,9 @@ impl MasterClient {
         self.options.rpc_timeout
     }
 
-    pub(crate) fn forget_leader(&self) {
+    /// Forgets the cached leader: the next call looks for it afresh (a caller that gave up on
+    /// a call, say a heartbeat gone unanswered, knows something the client does not).
+    pub fn forget_leader(&self) {
         *self.leader.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
     }
 }
