@@ -14,11 +14,6 @@ use crate::held_slot::HeldSlot;
 const CLAIM_RETRY_MS: u64 = 250;
 /// Heartbeats per lease: three may be lost before the lease (trusted at 80%) runs out.
 const HEARTBEATS_PER_LEASE: u32 = 5;
-/// A heartbeat unanswered for this many intervals is given up, and the next one looks for the
-/// leader afresh. Shorter than the lease, and than the client's attempt deadline (2 s): a
-/// heartbeat sent to a leader that was just paused would otherwise keep going to it until the
-/// lease (as short as 2 s) is over, and the new leader frees the slot.
-const HEARTBEAT_TIMEOUT_INTERVALS: u32 = 2;
 
 /// Claims the lowest free slot below `desired` for `addr`, waiting while all are held.
 /// `None` if `stop` turned true first.
@@ -77,7 +72,7 @@ pub async fn keep(
         }
         let sent = Instant::now();
         let beat = master.slot_heartbeat(held.index(), &addr, held.generation());
-        match tokio::time::timeout(interval * HEARTBEAT_TIMEOUT_INTERVALS, beat).await {
+        match tokio::time::timeout(held.lease(), beat).await {
             Ok(Ok(true)) => held.renewed(sent),
             Ok(Ok(false)) => {
                 held.lose(format!(
@@ -91,7 +86,11 @@ pub async fn keep(
                 tracing::warn!(%error, slot = held.index(), "pserver heartbeat failed")
             }
             Err(_) => {
-                tracing::warn!(slot = held.index(), "pserver heartbeat got no answer in time");
+                tracing::warn!(
+                    slot = held.index(),
+                    "pserver heartbeat got no answer within the lease"
+                );
+                // The next heartbeat looks for the leader afresh.
                 master.forget_leader();
             }
         }

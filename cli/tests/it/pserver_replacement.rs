@@ -190,7 +190,7 @@ async fn a_pserver_rides_out_a_master_failover_longer_than_its_lease() {
     );
     let log = processes.log(only);
     assert!(
-        log.contains("is not confirmed") || log.contains("no answer in time"),
+        log.contains("is not confirmed") || log.contains("no answer within the lease"),
         "the lease did run out: {log}"
     );
     let gradient =

@@ -1,8 +1,5 @@
 //! Leader discovery: ask every known master at once who leads, and believe the answer from
-//! the highest term among the first majority to answer. Not waiting for the rest matters when
-//! a master is paused or cut off without a reset: its answer never comes, and waiting out its
-//! attempt deadline (2 s) on every rediscovery costs trainers and pservers their leases. A
-//! wrong guess (a majority that has not heard of the newest leader yet) costs one redirect.
+//! the highest term.
 
 use super::master_client::service_client;
 use super::options::ClientOptions;
@@ -14,24 +11,17 @@ pub(crate) async fn discover_leader(
     options: &ClientOptions,
 ) -> Result<String, String> {
     // Spawned so the asks run concurrently: a dead master costs one timeout, not one each.
-    let mut asks = tokio::task::JoinSet::new();
-    for addr in masters {
-        let (addr, options) = (addr.clone(), options.clone());
-        asks.spawn(async move {
-            let answer = ask(&addr, &options).await;
-            (addr, answer)
-        });
-    }
-    let majority = masters.len() / 2 + 1;
+    let asks: Vec<_> = masters
+        .iter()
+        .map(|addr| {
+            let (addr, options) = (addr.clone(), options.clone());
+            tokio::spawn(async move { ask(&addr, &options).await })
+        })
+        .collect();
     let mut best: Option<ClusterInfoReply> = None;
     let mut errors = Vec::new();
-    let mut answered = 0;
-    while let Some(joined) = asks.join_next().await {
-        answered += 1;
-        let (addr, answer) = match joined {
-            Ok(joined) => joined,
-            Err(error) => (String::from("?"), Err(error.to_string())),
-        };
+    for (addr, ask) in masters.iter().zip(asks) {
+        let answer = ask.await.map_err(|error| error.to_string()).and_then(|answer| answer);
         match answer {
             Ok(info) if info.leader_addr.is_empty() => {
                 errors.push(format!("{addr}: no leader known in term {}", info.term));
@@ -42,9 +32,6 @@ pub(crate) async fn discover_leader(
                 }
             }
             Err(error) => errors.push(format!("{addr}: {error}")),
-        }
-        if answered >= majority && best.is_some() {
-            break;
         }
     }
     best.map(|info| info.leader_addr)

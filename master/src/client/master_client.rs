@@ -126,12 +126,6 @@ impl MasterClient {
                 Next::Redirect(addr) if addr != leader.addr => {
                     retrying.last_error = error;
                     self.follow(&addr)?;
-                    // The first redirect is followed at once (a failover); later ones after a
-                    // pause, so two masters naming each other cannot spin a call without a
-                    // deadline.
-                    if attempts > 1 {
-                        tokio::time::sleep(self.jitter.backoff(attempts)).await;
-                    }
                 }
                 Next::Redirect(_) | Next::Rediscover => {
                     retrying.failed(error);
