@@ -5,6 +5,7 @@
 //! result in the master; at the end it writes the model out.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +28,9 @@ use crate::step::Stepper;
 const IDLE_MS: u64 = 200;
 /// How long the exiting trainer waits for its last heartbeat to be answered.
 const LAST_HEARTBEAT_MS_MAX: u64 = 5_000;
+/// After a shutdown signal, how long the current task may take to finish before it is dropped
+/// unreported (the trainer waits for masters and pservers without limit otherwise).
+const SHUTDOWN_TASK_GRACE_MS: u64 = 5_000;
 
 /// What a finished trainer did.
 #[derive(Debug)]
@@ -41,7 +45,8 @@ pub struct Summary {
 }
 
 /// Runs a trainer until the job finishes (or `shutdown` resolves: then it stops after its
-/// current task without reporting it, and the master hands the task to another trainer).
+/// current task, or within `SHUTDOWN_TASK_GRACE_MS` without reporting it, and the master hands
+/// the task to another trainer; a trainer waiting for the masters or a pserver stops at once).
 pub async fn run(
     config: TrainerConfig,
     shutdown: impl Future<Output = ()>,
@@ -63,8 +68,10 @@ pub async fn run(
         ClientOptions { security, call_deadline: config.master_wait(), ..ClientOptions::default() };
     let master = Arc::new(MasterClient::new(&config.masters, options)?);
     let name = config.name.clone().unwrap_or_else(default_name);
-    let session =
-        Session::register(master.clone(), name).await.context("register with the master")?;
+    tokio::pin!(shutdown);
+    let registered = unless_shutdown(Session::register(master.clone(), name), shutdown.as_mut());
+    let Some(session) = registered.await else { return Ok(Progress::default().summary()) };
+    let session = session.context("register with the master")?;
     let (stop, stopped) = watch::channel(false);
     let progress = Progress::default();
     let heartbeats =
@@ -75,7 +82,7 @@ pub async fn run(
     // Every line the loop logs carries the trainer's id (and, within a task, the task's).
     let span = tracing::info_span!("trainer", trainer = session.id());
     let trained = tracing::Instrument::instrument(
-        train(&config, model, master.clone(), session.clone(), progress, shutdown),
+        train(&config, model, master.clone(), session.clone(), progress, shutdown.as_mut()),
         span,
     )
     .await;
@@ -104,26 +111,12 @@ async fn train(
     mut progress: Progress,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Summary> {
-    let options =
-        PServerClientOptions { replace_wait: config.pserver_wait(), ..Default::default() };
-    let pservers = PServerClient::new(master.clone(), session.id(), options);
-    let _ = progress.metrics.pservers.set(pservers.clone());
-    tracing::info!("waiting for every pserver slot to be held");
-    let table =
-        pservers.wait_for_slots(config.pserver_wait()).await.context("wait for the pservers")?;
-    tracing::info!(pservers = table.desired, "pservers ready");
-    let sizes = master
-        .report_dataset(&config.job, &config.dataset, config.passes)
-        .await
-        .context("report the dataset")?;
-    tracing::info!(tasks = sizes.task_count, records = sizes.record_count, "dataset accepted");
-    let layout = layout(config, &model, table.desired);
-    let initial = model.init(config.seed);
-    pservers.init_or_wait(&layout, &tensors(&initial)).await.context("initialize the pservers")?;
-    let mut stepper = Stepper::new(model, layout, pservers, config);
-    stepper.pull().await?;
-    progress.metrics.training.store(true, std::sync::atomic::Ordering::Relaxed);
     tokio::pin!(shutdown);
+    let joined =
+        unless_shutdown(join(config, model, &master, &session, &progress), shutdown.as_mut());
+    let Some(stepper) = joined.await else { return Ok(progress.summary()) };
+    let mut stepper = stepper?;
+    progress.metrics.training.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut pass = 0;
     loop {
         let outcome = tokio::select! {
@@ -133,7 +126,10 @@ async fn train(
         match outcome {
             TaskOutcome::Task(task) => {
                 let started = std::time::Instant::now();
-                work_on(&master, &mut stepper, &task, &mut progress).await?;
+                let stopping = shutdown.as_mut();
+                if !work_or_stop(&master, &mut stepper, &task, &mut progress, stopping).await? {
+                    return Ok(progress.summary());
+                }
                 progress.task_time(started.elapsed());
                 metrics::histogram!("raftrain_trainer_task_seconds")
                     .record(started.elapsed().as_secs_f64());
@@ -160,6 +156,76 @@ async fn train(
     }
     finish(config, &master, &mut stepper, pass, &mut progress).await?;
     Ok(progress.summary())
+}
+
+/// Joins the job: waits for every pserver slot, reports the dataset, initializes the pservers
+/// (or waits for the first trainer to), pulls the model.
+async fn join(
+    config: &TrainerConfig,
+    model: ModelConfig,
+    master: &Arc<MasterClient>,
+    session: &Session,
+    progress: &Progress,
+) -> anyhow::Result<Stepper> {
+    let options =
+        PServerClientOptions { replace_wait: config.pserver_wait(), ..Default::default() };
+    let pservers = PServerClient::new(master.clone(), session.id(), options);
+    let _ = progress.metrics.pservers.set(pservers.clone());
+    tracing::info!("waiting for every pserver slot to be held");
+    let table =
+        pservers.wait_for_slots(config.pserver_wait()).await.context("wait for the pservers")?;
+    tracing::info!(pservers = table.desired, "pservers ready");
+    let sizes = master
+        .report_dataset(&config.job, &config.dataset, config.passes)
+        .await
+        .context("report the dataset")?;
+    tracing::info!(tasks = sizes.task_count, records = sizes.record_count, "dataset accepted");
+    let layout = layout(config, &model, table.desired);
+    let initial = model.init(config.seed);
+    pservers.init_or_wait(&layout, &tensors(&initial)).await.context("initialize the pservers")?;
+    let mut stepper = Stepper::new(model, layout, pservers, config);
+    stepper.pull().await?;
+    Ok(stepper)
+}
+
+/// `work`'s output, or `None` if `shutdown` comes first.
+async fn unless_shutdown<T>(
+    work: impl Future<Output = T>,
+    shutdown: Pin<&mut impl Future<Output = ()>>,
+) -> Option<T> {
+    tokio::select! {
+        output = work => Some(output),
+        () = shutdown => None,
+    }
+}
+
+/// Works on `task`; `false` if `shutdown` came meanwhile. The task then has
+/// `SHUTDOWN_TASK_GRACE_MS` to end (the masters or a pserver may be out for long) and is
+/// otherwise dropped unreported: the master hands it to another trainer.
+async fn work_or_stop(
+    master: &MasterClient,
+    stepper: &mut Stepper,
+    task: &Task,
+    progress: &mut Progress,
+    shutdown: Pin<&mut impl Future<Output = ()>>,
+) -> anyhow::Result<bool> {
+    let work = work_on(master, stepper, task, progress);
+    tokio::pin!(work);
+    tokio::select! {
+        done = &mut work => return done.map(|()| true),
+        () = shutdown => {}
+    }
+    let grace = Duration::from_millis(SHUTDOWN_TASK_GRACE_MS);
+    match tokio::time::timeout(grace, work).await {
+        Ok(done) => done.map(|()| false),
+        Err(_) => {
+            tracing::warn!(
+                task = task.id,
+                "stopping before the task could be finished and reported"
+            );
+            Ok(false)
+        }
+    }
 }
 
 /// Trains on one task and reports it; a task whose data is bad is reported failed.

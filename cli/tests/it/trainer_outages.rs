@@ -1,7 +1,8 @@
 //! Real processes: trainers wait out what used to kill them. A majority of the masters down
 //! longer than the old 30 s call deadline, a pserver slot without a holder (readiness says so,
 //! and a limit is only there when asked for), and a pserver table gone stale because the
-//! trainers' watch streams sat on a paused leader while a standby took over a slot.
+//! trainers' watch streams sat on a paused leader while a standby took over a slot. Waiting
+//! without limit does not make a trainer deaf to SIGTERM.
 
 use std::time::Duration;
 
@@ -182,4 +183,31 @@ async fn a_stale_pserver_table_on_a_paused_leader_is_outgrown() {
     job.wait_trainers(Duration::from_secs(100));
     assert!(client.status().await.expect("status").job_finished, "every pass finished");
     job.masters.signal(paused, Signal::SIGCONT);
+}
+
+/// A trainer waiting for masters that are all down still stops at SIGTERM, within the grace
+/// its current task gets (5 s), and exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_trainer_that_waits_for_the_masters() {
+    let dir = tempfile::tempdir().expect("temp");
+    let mut job = start_job(dir.path(), 1);
+    let trainer = job.spawn_trainer();
+    wait_for_done(&job, 3).await;
+
+    tracing::info!("--- every master killed; the trainer waits; SIGTERM stops it");
+    for index in 0..3 {
+        job.masters.kill(index);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(job.trainer_exit(trainer), None, "the trainer waits\n{}", job.logs());
+    job.signal_trainer(trainer, Signal::SIGTERM);
+    let mut exit = None;
+    for _ in 0..300 {
+        exit = job.trainer_exit(trainer);
+        if exit.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(exit, Some(0), "stopped at SIGTERM, cleanly\n{}", job.logs());
 }

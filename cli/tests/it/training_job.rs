@@ -82,6 +82,13 @@ impl TrainingJob {
         Some(status.code().unwrap_or(-1))
     }
 
+    /// Sends `signal` to trainer `index` (SIGTERM asks it to stop).
+    pub fn signal_trainer(&self, index: usize, signal: nix::sys::signal::Signal) {
+        let child = self.trainers[index].as_ref().expect("the trainer runs");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("signal the trainer");
+    }
+
     pub fn trainer_log(&self, index: usize) -> String {
         std::fs::read_to_string(self.trainer_log_path(index)).unwrap_or_default()
     }
