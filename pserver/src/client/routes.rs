@@ -70,7 +70,8 @@ impl Routes {
     /// holds `slot` under a newer generation than the table here (generations only grow). At
     /// most one re-read per `REREAD_MS_MIN`, however many requests ask.
     pub async fn reread(&self, slot: u32) {
-        let mut reread_at = self.reread_at.lock().await;
+        // One re-read at a time: a caller that finds one under way goes back to its retries.
+        let Ok(mut reread_at) = self.reread_at.try_lock() else { return };
         if reread_at.is_some_and(|at| at.elapsed() < Duration::from_millis(REREAD_MS_MIN)) {
             return;
         }
