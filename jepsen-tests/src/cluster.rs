@@ -217,7 +217,7 @@ impl Cluster {
     /// A client of the whole group with `deadline` per logical call.
     pub fn client(&self, deadline: Duration) -> anyhow::Result<MasterClient> {
         let options = ClientOptions {
-            call_deadline: deadline,
+            call_deadline: Some(deadline),
             rpc_timeout: Duration::from_millis(500).min(deadline),
             ..ClientOptions::default()
         };

@@ -26,6 +26,12 @@ use crate::slot_keeper;
 
 /// How often the serving loop looks at the lease.
 const LEASE_CHECK_MS: u64 = 20;
+/// The deadline of one attempt of a call to the masters (the client's default is 2 s). A
+/// pserver's calls are small (heartbeats, claims, checkpoint records), and every rediscovery
+/// waits this long for a master that does not answer: with a paused leader, an attempt to it
+/// and the rediscovery after it must both fit in the new leader's first lease (as short as
+/// 2 s), or the new leader frees a slot whose holder is alive.
+const MASTER_RPC_TIMEOUT_MS: u64 = 500;
 
 /// Runs a pserver on `listener` (already bound: tests bind port 0) until `shutdown` resolves or
 /// the slot is lost (an error).
@@ -44,7 +50,11 @@ pub async fn run(
     }
     let dir = CheckpointDir::open(&absolute(&config.checkpoint_dir)?)
         .with_context(|| format!("open --checkpoint-dir {}", config.checkpoint_dir.display()))?;
-    let options = ClientOptions { security: security.clone(), ..ClientOptions::default() };
+    let options = ClientOptions {
+        security: security.clone(),
+        rpc_timeout: Duration::from_millis(MASTER_RPC_TIMEOUT_MS),
+        ..ClientOptions::default()
+    };
     let master = Arc::new(MasterClient::new(&config.masters, options)?);
     let (stop, mut stopped) = watch::channel(false);
     tokio::pin!(shutdown);

@@ -85,10 +85,14 @@ pub async fn keep(
             Ok(Err(error)) => {
                 tracing::warn!(%error, slot = held.index(), "pserver heartbeat failed")
             }
-            Err(_) => tracing::warn!(
-                slot = held.index(),
-                "pserver heartbeat got no answer within the lease"
-            ),
+            Err(_) => {
+                tracing::warn!(
+                    slot = held.index(),
+                    "pserver heartbeat got no answer within the lease"
+                );
+                // The next heartbeat looks for the leader afresh.
+                master.forget_leader();
+            }
         }
     }
 }

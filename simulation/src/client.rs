@@ -47,7 +47,7 @@ impl ClientContext {
         let masters: Vec<String> = config.node_ids().into_iter().map(master_addr).collect();
         let options = ClientOptions {
             rpc_timeout: Duration::from_millis(config.client_rpc_timeout_ms),
-            call_deadline: Duration::from_millis(config.client_call_deadline_ms),
+            call_deadline: Some(Duration::from_millis(config.client_call_deadline_ms)),
             dialer: Some(self.network.dialer()),
             seed: Some(seed),
             ..ClientOptions::default()

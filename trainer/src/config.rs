@@ -4,6 +4,7 @@
 use consensus::security::SecurityFiles;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use pserver::layout::{BLOCK_ELEMENTS_DEFAULT, BLOCK_ELEMENTS_MAX};
@@ -13,7 +14,6 @@ use crate::model::{ModelConfig, ModelKind};
 
 pub const BATCH_SIZE_DEFAULT: usize = 64;
 pub const BATCH_SIZE_MAX: usize = 1 << 20;
-pub const PSERVER_WAIT_S_DEFAULT: u64 = 120;
 /// Consecutive tasks this trainer may fail to read (its own fault, not the data's) before it
 /// gives up: a trainer whose view of the data stays broken exits rather than churn the queue.
 pub const LOCAL_FAILURES_MAX_DEFAULT: u32 = 10;
@@ -78,9 +78,16 @@ pub struct TrainerConfig {
     /// Parameter block size on the pservers.
     #[arg(long, env = "RAFTRAIN_BLOCK_ELEMENTS", default_value_t = BLOCK_ELEMENTS_DEFAULT)]
     pub block_elements: u32,
-    /// How long to wait for every pserver slot to be held before giving up.
-    #[arg(long, env = "RAFTRAIN_PSERVER_WAIT_S", default_value_t = PSERVER_WAIT_S_DEFAULT)]
-    pub pserver_wait_s: u64,
+    /// Give up when no master leader answers a call for this long (seconds). Absent or 0: no
+    /// limit; the trainer waits out a master outage of any length, says so in its log every
+    /// few seconds and answers 503 on /readyz meanwhile.
+    #[arg(long, env = "RAFTRAIN_MASTER_WAIT_S")]
+    pub master_wait_s: Option<u64>,
+    /// Give up when not every pserver slot is held, or a slot goes unserved, for this long
+    /// (seconds). Absent or 0: no limit (a replacement pserver may take minutes to schedule);
+    /// /readyz answers 503 while the trainer waits.
+    #[arg(long, env = "RAFTRAIN_PSERVER_WAIT_S")]
+    pub pserver_wait_s: Option<u64>,
     /// Consecutive tasks this trainer may fail to read (I/O errors, a file shorter than the
     /// master recorded: its own view of the data, not the data) before it exits non-zero; from
     /// the third it backs off between tasks. A task read or trained resets the count.
@@ -121,6 +128,16 @@ impl TrainerConfig {
         Ok(())
     }
 
+    /// The deadline of one call to the masters: `None` waits for a leader without limit.
+    pub fn master_wait(&self) -> Option<Duration> {
+        opt_in_limit(self.master_wait_s)
+    }
+
+    /// How long a pserver slot may go unheld or unserved: `None` waits without limit.
+    pub fn pserver_wait(&self) -> Option<Duration> {
+        opt_in_limit(self.pserver_wait_s)
+    }
+
     pub fn model_config(&self, features: usize) -> anyhow::Result<ModelConfig> {
         let config =
             ModelConfig { kind: self.model, features, classes: self.classes, hidden: self.hidden };
@@ -136,5 +153,44 @@ impl TrainerConfig {
             OptimizerName::Adagrad => OptimizerKind::ADAGRAD_DEFAULT,
         };
         OptimizerConfig { learning_rate: self.learning_rate, kind }
+    }
+}
+
+/// An opt-in limit in seconds: absent or 0 means none.
+fn opt_in_limit(seconds: Option<u64>) -> Option<Duration> {
+    seconds.filter(|seconds| *seconds > 0).map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        config: TrainerConfig,
+    }
+
+    fn parse(extra: &[&str]) -> TrainerConfig {
+        let required = ["trainer", "--masters", "m:1", "--dataset", "d", "--model", "linear"];
+        Command::try_parse_from(required.iter().chain(extra)).expect("valid flags").config
+    }
+
+    /// A trainer waits for the masters and for pserver slots without limit unless a limit is
+    /// asked for; 0 also means no limit.
+    #[test]
+    fn waits_are_unlimited_unless_opted_in() {
+        let cases: [(&[&str], Option<u64>, Option<u64>); 4] = [
+            (&[], None, None),
+            (&["--master-wait-s", "40"], Some(40), None),
+            (&["--pserver-wait-s", "3"], None, Some(3)),
+            (&["--master-wait-s", "0", "--pserver-wait-s", "0"], None, None),
+        ];
+        for (flags, master_s, pserver_s) in cases {
+            let config = parse(flags);
+            assert_eq!(config.master_wait(), master_s.map(Duration::from_secs), "{flags:?}");
+            assert_eq!(config.pserver_wait(), pserver_s.map(Duration::from_secs), "{flags:?}");
+        }
     }
 }

@@ -1,6 +1,10 @@
-//! The trainer's Prometheus metrics, updated by the task loop.
+//! The trainer's Prometheus metrics, updated by the task loop, and its readiness.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use master::client::MasterClient;
+use pserver::client::PServerClient;
 
 /// Counters and gauges of one trainer.
 #[derive(Debug, Default)]
@@ -14,12 +18,32 @@ pub struct TrainerMetrics {
     pub eval_accuracy_bits: AtomicU64,
     /// Set once the trainer has joined its job and trains (what `/readyz` reports).
     pub training: AtomicBool,
+    /// The job's pservers as this trainer reaches them, once it has joined: `/readyz` answers
+    /// 503 while one of its slots is waited for.
+    pub pservers: OnceLock<PServerClient>,
 }
 
 impl TrainerMetrics {
     pub fn record_eval(&self, loss: f64, accuracy: f64) {
         self.eval_loss_bits.store(loss.to_bits(), Ordering::Relaxed);
         self.eval_accuracy_bits.store(accuracy.to_bits(), Ordering::Relaxed);
+    }
+
+    /// `/readyz`: ready while training, not while it waits for a master leader or for a
+    /// pserver slot to be served (or has not joined its job yet).
+    pub fn readiness(&self, master: &MasterClient) -> Result<(), String> {
+        if master.waiting_for_leader() {
+            return Err("waiting for a master leader to answer".to_string());
+        }
+        if self.pservers.get().is_some_and(PServerClient::waiting_for_slot) {
+            return Err("waiting for a pserver slot to be served".to_string());
+        }
+        match self.training.load(Ordering::Relaxed) {
+            true => Ok(()),
+            false => {
+                Err("not training yet (waiting for pservers or the first initializer)".to_string())
+            }
+        }
     }
 
     /// The Prometheus text: the gauges set from this trainer's counters, then everything

@@ -5,6 +5,7 @@
 //! result in the master; at the end it writes the model out.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +28,11 @@ use crate::task_data::DataError;
 
 /// Between asks while no task is available.
 const IDLE_MS: u64 = 200;
+/// How long the exiting trainer waits for its last heartbeat to be answered.
+const LAST_HEARTBEAT_MS_MAX: u64 = 5_000;
+/// After a shutdown signal, how long the current task may take to finish before it is dropped
+/// unreported (the trainer waits for masters and pservers without limit otherwise).
+const SHUTDOWN_TASK_GRACE_MS: u64 = 5_000;
 
 /// What a finished trainer did.
 #[derive(Debug)]
@@ -41,7 +47,8 @@ pub struct Summary {
 }
 
 /// Runs a trainer until the job finishes (or `shutdown` resolves: then it stops after its
-/// current task without reporting it, and the master hands the task to another trainer).
+/// current task, or within `SHUTDOWN_TASK_GRACE_MS` without reporting it, and the master hands
+/// the task to another trainer; a trainer waiting for the masters or a pserver stops at once).
 pub async fn run(
     config: TrainerConfig,
     shutdown: impl Future<Output = ()>,
@@ -58,30 +65,38 @@ pub async fn run(
     };
     let model = config.model_config(features)?;
     let security = Security::load(&config.security)?;
-    let options = ClientOptions { security, ..ClientOptions::default() };
+    // No deadline unless --master-wait-s asks for one: a trainer waits out a master outage.
+    let options =
+        ClientOptions { security, call_deadline: config.master_wait(), ..ClientOptions::default() };
     let master = Arc::new(MasterClient::new(&config.masters, options)?);
     let name = config.name.clone().unwrap_or_else(default_name);
-    let session =
-        Session::register(master.clone(), name).await.context("register with the master")?;
+    tokio::pin!(shutdown);
+    let registered = unless_shutdown(Session::register(master.clone(), name), shutdown.as_mut());
+    let Some(session) = registered.await else { return Ok(Progress::default().summary()) };
+    let session = session.context("register with the master")?;
     let (stop, stopped) = watch::channel(false);
     let progress = Progress::default();
     let heartbeats =
         tokio::spawn(session.clone().keep_alive(progress.metrics.clone(), stopped.clone()));
-    let metrics =
-        metrics_listener.map(|listener| serve_metrics(listener, progress.metrics.clone(), stopped));
+    let metrics = metrics_listener
+        .map(|listener| serve_metrics(listener, progress.metrics.clone(), master.clone(), stopped));
     let counters = progress.metrics.clone();
     // Every line the loop logs carries the trainer's id (and, within a task, the task's).
     let span = tracing::info_span!("trainer", trainer = session.id());
     let trained = tracing::Instrument::instrument(
-        train(&config, model, master.clone(), session.clone(), progress, shutdown),
+        train(&config, model, master.clone(), session.clone(), progress, shutdown.as_mut()),
         span,
     )
     .await;
     let _ = stop.send(true);
-    // A last heartbeat, so status shows this trainer's final count.
+    // A last heartbeat, so status shows this trainer's final count (not waited for long: the
+    // client itself may wait for a leader without limit).
     let tasks_done = counters.tasks_done.load(std::sync::atomic::Ordering::Relaxed);
-    if let Err(error) = master.heartbeat(session.id(), tasks_done).await {
-        tracing::debug!(%error, "the last heartbeat was not answered");
+    let last_heartbeat = master.heartbeat(session.id(), tasks_done);
+    match tokio::time::timeout(Duration::from_millis(LAST_HEARTBEAT_MS_MAX), last_heartbeat).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => tracing::debug!(%error, "the last heartbeat was not answered"),
+        Err(_) => tracing::debug!("the last heartbeat was not answered in time"),
     }
     heartbeats.await.context("the heartbeat loop panicked")?;
     if let Some(metrics) = metrics {
@@ -98,26 +113,12 @@ async fn train(
     mut progress: Progress,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Summary> {
-    let pservers =
-        PServerClient::new(master.clone(), session.id(), PServerClientOptions::default());
-    tracing::info!("waiting for every pserver slot to be held");
-    let table = pservers
-        .wait_for_slots(Duration::from_secs(config.pserver_wait_s))
-        .await
-        .context("wait for the pservers")?;
-    tracing::info!(pservers = table.desired, "pservers ready");
-    let sizes = master
-        .report_dataset(&config.job, &config.dataset, config.passes)
-        .await
-        .context("report the dataset")?;
-    tracing::info!(tasks = sizes.task_count, records = sizes.record_count, "dataset accepted");
-    let layout = layout(config, &model, table.desired);
-    let initial = model.init(config.seed);
-    pservers.init_or_wait(&layout, &tensors(&initial)).await.context("initialize the pservers")?;
-    let mut stepper = Stepper::new(model, layout, pservers, config);
-    stepper.pull().await?;
-    progress.metrics.training.store(true, std::sync::atomic::Ordering::Relaxed);
     tokio::pin!(shutdown);
+    let joined =
+        unless_shutdown(join(config, model, &master, &session, &progress), shutdown.as_mut());
+    let Some(stepper) = joined.await else { return Ok(progress.summary()) };
+    let mut stepper = stepper?;
+    progress.metrics.training.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut pass = 0;
     let mut local_faults = LocalFaults::new(config.local_failures_max);
     loop {
@@ -128,7 +129,13 @@ async fn train(
         match outcome {
             TaskOutcome::Task(task) => {
                 let started = std::time::Instant::now();
-                work_on(&master, &mut stepper, &task, &mut progress, &mut local_faults).await?;
+                let stopping = shutdown.as_mut();
+                let faults = &mut local_faults;
+                if !work_or_stop(&master, &mut stepper, &task, (&mut progress, faults), stopping)
+                    .await?
+                {
+                    return Ok(progress.summary());
+                }
                 progress.task_time(started.elapsed());
                 metrics::histogram!("raftrain_trainer_task_seconds")
                     .record(started.elapsed().as_secs_f64());
@@ -155,6 +162,76 @@ async fn train(
     }
     finish(config, &master, &mut stepper, pass, &mut progress).await?;
     Ok(progress.summary())
+}
+
+/// Joins the job: waits for every pserver slot, reports the dataset, initializes the pservers
+/// (or waits for the first trainer to), pulls the model.
+async fn join(
+    config: &TrainerConfig,
+    model: ModelConfig,
+    master: &Arc<MasterClient>,
+    session: &Session,
+    progress: &Progress,
+) -> anyhow::Result<Stepper> {
+    let options =
+        PServerClientOptions { replace_wait: config.pserver_wait(), ..Default::default() };
+    let pservers = PServerClient::new(master.clone(), session.id(), options);
+    let _ = progress.metrics.pservers.set(pservers.clone());
+    tracing::info!("waiting for every pserver slot to be held");
+    let table =
+        pservers.wait_for_slots(config.pserver_wait()).await.context("wait for the pservers")?;
+    tracing::info!(pservers = table.desired, "pservers ready");
+    let sizes = master
+        .report_dataset(&config.job, &config.dataset, config.passes)
+        .await
+        .context("report the dataset")?;
+    tracing::info!(tasks = sizes.task_count, records = sizes.record_count, "dataset accepted");
+    let layout = layout(config, &model, table.desired);
+    let initial = model.init(config.seed);
+    pservers.init_or_wait(&layout, &tensors(&initial)).await.context("initialize the pservers")?;
+    let mut stepper = Stepper::new(model, layout, pservers, config);
+    stepper.pull().await?;
+    Ok(stepper)
+}
+
+/// `work`'s output, or `None` if `shutdown` comes first.
+async fn unless_shutdown<T>(
+    work: impl Future<Output = T>,
+    shutdown: Pin<&mut impl Future<Output = ()>>,
+) -> Option<T> {
+    tokio::select! {
+        output = work => Some(output),
+        () = shutdown => None,
+    }
+}
+
+/// Works on `task`; `false` if `shutdown` came meanwhile. The task then has
+/// `SHUTDOWN_TASK_GRACE_MS` to end (the masters or a pserver may be out for long) and is
+/// otherwise dropped unreported: the master hands it to another trainer.
+async fn work_or_stop(
+    master: &MasterClient,
+    stepper: &mut Stepper,
+    task: &Task,
+    (progress, local_faults): (&mut Progress, &mut LocalFaults),
+    shutdown: Pin<&mut impl Future<Output = ()>>,
+) -> anyhow::Result<bool> {
+    let work = work_on(master, stepper, task, progress, local_faults);
+    tokio::pin!(work);
+    tokio::select! {
+        done = &mut work => return done.map(|()| true),
+        () = shutdown => {}
+    }
+    let grace = Duration::from_millis(SHUTDOWN_TASK_GRACE_MS);
+    match tokio::time::timeout(grace, work).await {
+        Ok(done) => done.map(|()| false),
+        Err(_) => {
+            tracing::warn!(
+                task = task.id,
+                "stopping before the task could be finished and reported"
+            );
+            Ok(false)
+        }
+    }
 }
 
 /// Trains on one task and reports it; a task whose data is bad is reported failed.
@@ -316,21 +393,17 @@ async fn infer_features(patterns: &[String]) -> anyhow::Result<usize> {
     Ok(example.dense.len())
 }
 
-/// Serves the trainer's metrics until `stopped` turns true; ready once it trains.
+/// Serves the trainer's metrics until `stopped` turns true; ready while it trains (see
+/// `TrainerMetrics::readiness`).
 fn serve_metrics(
     listener: tokio::net::TcpListener,
     metrics: Arc<TrainerMetrics>,
+    master: Arc<MasterClient>,
     stopped: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let ready_metrics = metrics.clone();
     let render: consensus::metrics_http::Render = Arc::new(move || metrics.render());
-    let ready: consensus::metrics_http::Ready =
-        Arc::new(move || match ready_metrics.training.load(std::sync::atomic::Ordering::Relaxed) {
-            true => Ok(()),
-            false => {
-                Err("not training yet (waiting for pservers or the first initializer)".to_string())
-            }
-        });
+    let ready: consensus::metrics_http::Ready = Arc::new(move || ready_metrics.readiness(&master));
     consensus::metrics_http::spawn(
         listener,
         consensus::metrics_http::Endpoints { render, ready },

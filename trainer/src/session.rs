@@ -62,15 +62,24 @@ impl Session {
                 _ = stop.wait_for(|stop| *stop) => return,
             }
             let tasks_done = metrics.tasks_done.load(std::sync::atomic::Ordering::Relaxed);
-            match self.master.heartbeat(self.id(), tasks_done).await {
-                Ok(true) => {}
-                Ok(false) | Err(ClientError::UnknownTrainer { .. }) => {
-                    if let Err(error) = self.renew().await {
-                        tracing::warn!(%error, "registering again failed; retrying");
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "trainer heartbeat failed"),
+            // The client may wait for a leader without limit: stopping must not wait for it.
+            tokio::select! {
+                () = self.beat(tasks_done) => {}
+                _ = stop.wait_for(|stop| *stop) => return,
             }
+        }
+    }
+
+    /// One heartbeat; registers again if the master forgot this trainer.
+    async fn beat(&self, tasks_done: u64) {
+        match self.master.heartbeat(self.id(), tasks_done).await {
+            Ok(true) => {}
+            Ok(false) | Err(ClientError::UnknownTrainer { .. }) => {
+                if let Err(error) = self.renew().await {
+                    tracing::warn!(%error, "registering again failed; retrying");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "trainer heartbeat failed"),
         }
     }
 }

@@ -158,7 +158,7 @@ async fn wait_for_leader(masters: &mut Masters) -> anyhow::Result<usize> {
 }
 
 async fn leader_index(addrs: &[String], call_deadline: Duration) -> anyhow::Result<usize> {
-    let options = ClientOptions { call_deadline, ..ClientOptions::default() };
+    let options = ClientOptions { call_deadline: Some(call_deadline), ..ClientOptions::default() };
     let client = MasterClient::new(addrs, options)?;
     let status = client.status().await?;
     let leader = status.cluster.context("status names the cluster")?.leader_id;
@@ -168,7 +168,7 @@ async fn leader_index(addrs: &[String], call_deadline: Duration) -> anyhow::Resu
 
 async fn report(addrs: &[String], dataset: &str) -> anyhow::Result<()> {
     let options = ClientOptions {
-        call_deadline: Duration::from_secs(600),
+        call_deadline: Some(Duration::from_secs(600)),
         rpc_timeout: Duration::from_secs(120),
         ..ClientOptions::default()
     };

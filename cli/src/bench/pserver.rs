@@ -122,7 +122,7 @@ impl Cluster {
     /// Push+pull rounds of a `params`-parameter model: GB/s of f32 payload both ways.
     async fn throughput(&self, params: u64, rounds: u32) -> anyhow::Result<f64> {
         let (client, layout) = (self.client(), layout(params, self.count));
-        client.wait_for_slots(Duration::from_secs(30)).await?;
+        client.wait_for_slots(Some(Duration::from_secs(30))).await?;
         let values = vec![0.5_f32; params as usize];
         client.init_or_wait(&layout, &[("weight", &values)]).await?;
         let gradient = vec![0.001_f32; params as usize];
@@ -150,7 +150,7 @@ impl Cluster {
     async fn replacements(mut self, count: u32, root: &Path) -> anyhow::Result<Table> {
         let mut table = Table::new(&["replacement", "kill -9 to serving (ms)", "lease (ms)"]);
         let (client, layout) = (self.client(), layout(1_000_000, self.count));
-        client.wait_for_slots(Duration::from_secs(30)).await?;
+        client.wait_for_slots(Some(Duration::from_secs(30))).await?;
         client.init_or_wait(&layout, &[("weight", &vec![0.5; 1_000_000])]).await?;
         for round in 0..2 * count {
             client.push(&layout, &[("weight", &vec![0.001; 1_000_000])]).await?;

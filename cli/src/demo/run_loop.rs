@@ -28,7 +28,7 @@ pub async fn run(
     let started = Instant::now();
     let options = ClientOptions {
         rpc_timeout: Duration::from_secs(1),
-        call_deadline: Duration::from_secs(2),
+        call_deadline: Some(Duration::from_secs(2)),
         security,
         ..ClientOptions::default()
     };

@@ -41,7 +41,7 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         let options = ClientOptions {
-            call_deadline: Duration::from_millis(args.timeout_ms),
+            call_deadline: Some(Duration::from_millis(args.timeout_ms)),
             security: Security::load(&args.security)?,
             ..ClientOptions::default()
         };

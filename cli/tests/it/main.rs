@@ -28,5 +28,6 @@ mod security;
 mod status;
 mod synth;
 mod task_consumer;
+mod trainer_outages;
 mod training;
 mod training_job;

@@ -142,8 +142,10 @@ impl MasterGroup {
     }
 
     pub fn client(&self) -> MasterClient {
-        let options =
-            ClientOptions { call_deadline: Duration::from_secs(60), ..ClientOptions::default() };
+        let options = ClientOptions {
+            call_deadline: Some(Duration::from_secs(60)),
+            ..ClientOptions::default()
+        };
         MasterClient::new(&self.addrs, options).expect("valid master addresses")
     }
 

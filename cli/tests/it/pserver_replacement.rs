@@ -81,7 +81,7 @@ async fn pservers_are_fenced_replaced_and_restored_bit_for_bit() {
     let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 2);
     let (first, second) = (processes.spawn(), processes.spawn());
     let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
-    client.wait_for_slots(Duration::from_secs(30)).await.expect("both slots held");
+    client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("both slots held");
 
     tracing::info!("--- the first trainer initializes; pushes apply; checkpoints cover them");
     client.init_or_wait(&layout(), &tensors(&initial())).await.expect("init");
@@ -173,7 +173,7 @@ async fn a_pserver_rides_out_a_master_failover_longer_than_its_lease() {
     let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 1);
     let only = processes.spawn();
     let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
-    client.wait_for_slots(Duration::from_secs(30)).await.expect("the slot held");
+    client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("the slot held");
     let layout = JobLayout { slot_count: 1, ..layout() };
     client.init_or_wait(&layout, &tensors(&initial())).await.expect("init");
     let (_, generation) = slot_held_by(&group, &processes.addrs[only]).await;

@@ -90,7 +90,8 @@ pub fn secure_group(files: [&SecurityFiles; 3]) -> (MasterGroup, String) {
 
 pub fn client(addrs: &[String], files: &SecurityFiles, deadline: Duration) -> MasterClient {
     let security = Security::load(files).expect("the test's files load");
-    let options = ClientOptions { call_deadline: deadline, security, ..ClientOptions::default() };
+    let options =
+        ClientOptions { call_deadline: Some(deadline), security, ..ClientOptions::default() };
     MasterClient::new(addrs, options).expect("valid addresses")
 }
 

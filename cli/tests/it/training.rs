@@ -226,7 +226,7 @@ async fn a_job_survives_a_killed_trainer_a_newcomer_and_a_killed_leader() {
 }
 
 /// Waits until the master counts `done` finished tasks in all.
-async fn wait_for_done(job: &TrainingJob, done: u64) {
+pub(crate) async fn wait_for_done(job: &TrainingJob, done: u64) {
     for _ in 0..1200 {
         let status = job.masters.client().status().await;
         let finished = |status: &proto::master::StatusReply| {

@@ -55,7 +55,12 @@ impl TrainingJob {
 
     /// Starts one more trainer; `model_out` is where it writes the model.
     pub fn spawn_trainer(&mut self) -> usize {
-        self.spawn_trainer_in(Command::new(env!("CARGO_BIN_EXE_raftrain")))
+        self.spawn_trainer_with(&[])
+    }
+
+    /// Starts one more trainer with `extra` flags after the job's own.
+    pub fn spawn_trainer_with(&mut self, extra: &[&str]) -> usize {
+        self.spawn_trainer_in(Command::new(env!("CARGO_BIN_EXE_raftrain")), extra)
     }
 
     /// Starts one more trainer that sees `replacement` at the path `original`: a bind mount in
@@ -76,10 +81,10 @@ impl TrainingJob {
             .arg(replacement)
             .arg(original)
             .arg(env!("CARGO_BIN_EXE_raftrain"));
-        self.spawn_trainer_in(command)
+        self.spawn_trainer_in(command, &[])
     }
 
-    fn spawn_trainer_in(&mut self, mut command: Command) -> usize {
+    fn spawn_trainer_in(&mut self, mut command: Command, extra: &[&str]) -> usize {
         let index = self.trainers.len();
         let log = std::fs::File::create(self.trainer_log_path(index)).expect("create the log");
         let model_out = self.model_path(index).display().to_string();
@@ -92,6 +97,7 @@ impl TrainingJob {
                 &model_out,
             ])
             .args(&self.trainer_args)
+            .args(extra)
             .env("RAFTRAIN_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -100,6 +106,26 @@ impl TrainingJob {
             .expect("start raftrain trainer");
         self.trainers.push(Some(child));
         index
+    }
+
+    /// Trainer `index`'s exit code if it exited (it is then no longer waited for), `None` while
+    /// it runs.
+    pub fn trainer_exit(&mut self, index: usize) -> Option<i32> {
+        let child = self.trainers[index].as_mut()?;
+        let status = child.try_wait().expect("poll the trainer")?;
+        self.trainers[index] = None;
+        Some(status.code().unwrap_or(-1))
+    }
+
+    /// Sends `signal` to trainer `index` (SIGTERM asks it to stop).
+    pub fn signal_trainer(&self, index: usize, signal: nix::sys::signal::Signal) {
+        let child = self.trainers[index].as_ref().expect("the trainer runs");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("signal the trainer");
+    }
+
+    pub fn trainer_log(&self, index: usize) -> String {
+        std::fs::read_to_string(self.trainer_log_path(index)).unwrap_or_default()
     }
 
     pub fn kill_trainer(&mut self, index: usize) {

@@ -10,6 +10,7 @@ mod token;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tonic::transport::Endpoint;
 
@@ -18,6 +19,22 @@ pub use files::SecurityFiles;
 pub use rpc_channel::RpcChannel;
 pub use tls::Tls;
 pub use token::{Token, TOKEN_BYTES_MAX, TOKEN_BYTES_MIN};
+
+/// How often a client pings each connection, idle or not (HTTP/2 PING). A master paused
+/// (SIGSTOP) or cut off without a reset keeps its TCP connections open for ever; only a ping
+/// that goes unanswered tells the client. 2 s: a failover elects a new leader within one
+/// election timeout (150-300 ms by default), so the 5 s of interval and timeout together is what
+/// a client on a dead connection loses, and it is no longer than the default trainer and
+/// pserver leases (5 s): a trainer whose `WatchPServers` stream sits on a paused leader learns
+/// of a standby's claim (possible only after the old holder's lease ends) at about the time it
+/// becomes possible. A ping is 17 bytes every 2 s per connection: nothing.
+pub const KEEPALIVE_INTERVAL_MS: u64 = 2_000;
+/// How long a ping may go unanswered before the connection is closed (and every call and
+/// stream on it fails with UNAVAILABLE). 3 s, not less: on a loaded machine a healthy peer
+/// answers within milliseconds, and one that cannot answer a ping in 3 s cannot serve a call
+/// within its 2 s attempt deadline either. Servers answer pings without limit (h2's server has
+/// no ping-abuse policy, and no raftrain server sets one).
+pub const KEEPALIVE_TIMEOUT_MS: u64 = 3_000;
 
 /// A security flag that cannot work, named with its file and the reason.
 #[derive(Debug, thiserror::Error)]
@@ -76,17 +93,22 @@ impl Security {
         self.token.as_deref()
     }
 
-    /// `http://addr` or, with TLS, `https://addr` configured with this process's certificates.
+    /// `http://addr` or, with TLS, `https://addr` configured with this process's certificates,
+    /// with HTTP/2 keepalive (`KEEPALIVE_INTERVAL_MS`, `KEEPALIVE_TIMEOUT_MS`), so that a call
+    /// or stream on a dead connection fails within seconds instead of waiting for ever.
     pub fn endpoint(&self, addr: &str) -> Result<Endpoint, SecurityError> {
         let endpoint_error =
             |reason: String| SecurityError::Endpoint { addr: addr.to_string(), reason };
-        let Some(tls) = &self.tls else {
-            return Endpoint::from_shared(format!("http://{addr}"))
-                .map_err(|error| endpoint_error(error.to_string()));
+        let endpoint = match &self.tls {
+            None => Endpoint::from_shared(format!("http://{addr}")),
+            Some(tls) => Endpoint::from_shared(format!("https://{addr}"))
+                .and_then(|endpoint| endpoint.tls_config(tls.client_config())),
         };
-        Endpoint::from_shared(format!("https://{addr}"))
-            .and_then(|endpoint| endpoint.tls_config(tls.client_config()))
-            .map_err(|error| endpoint_error(error.to_string()))
+        let endpoint = endpoint.map_err(|error| endpoint_error(error.to_string()))?;
+        Ok(endpoint
+            .http2_keep_alive_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
+            .keep_alive_timeout(Duration::from_millis(KEEPALIVE_TIMEOUT_MS))
+            .keep_alive_while_idle(true))
     }
 
     /// A lazily connecting channel to `endpoint` that sends the token on every call.

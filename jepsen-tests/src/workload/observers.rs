@@ -22,7 +22,7 @@ pub const DIGEST_PROCESS: u64 = u64::MAX - 3;
 
 fn client(masters: &[String], deadline: Duration) -> anyhow::Result<MasterClient> {
     let options = ClientOptions {
-        call_deadline: deadline,
+        call_deadline: Some(deadline),
         rpc_timeout: Duration::from_millis(500).min(deadline),
         ..ClientOptions::default()
     };

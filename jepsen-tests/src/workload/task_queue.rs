@@ -57,7 +57,7 @@ impl TaskQueue {
 
     fn client(&self) -> Result<MasterClient, ClientError> {
         let options = ClientOptions {
-            call_deadline: Duration::from_millis(CALL_DEADLINE_MS),
+            call_deadline: Some(Duration::from_millis(CALL_DEADLINE_MS)),
             rpc_timeout: Duration::from_millis(500),
             ..ClientOptions::default()
         };

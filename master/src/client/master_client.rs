@@ -1,17 +1,18 @@
 //! `MasterClient`: finds the master leader among the `--masters` addresses, follows
-//! "not leader" redirects, retries with backoff inside a deadline, and stamps every write with
+//! "not leader" redirects, retries with backoff inside a deadline (or, for a trainer, until a
+//! leader answers, however long that takes), and stamps every write with
 //! (client id, sequence number) so that a retry after a leader change is applied exactly once.
 
 use super::discovery::discover_leader;
 use super::error::ClientError;
 use super::options::{ClientOptions, Jitter, CONNECT_TIMEOUT_MS, MESSAGE_BYTES_MAX};
+use super::retrying::Retrying;
 use consensus::security::RpcChannel;
 use proto::master::master_service_client::MasterServiceClient;
 use proto::master::ClientStamp;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::time::Instant;
 use tonic::transport::Endpoint;
 
 /// Metadata key carrying the leader's address on an `UNAVAILABLE` reply from a follower.
@@ -29,6 +30,8 @@ pub struct MasterClient {
     /// per client, so a lower one arriving late would be refused as stale.
     writes: tokio::sync::Mutex<()>,
     jitter: Jitter,
+    /// Calls waiting for a leader now (see `waiting_for_leader`).
+    waiting: AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -77,12 +80,15 @@ impl MasterClient {
             next_seq: AtomicU64::new(1),
             leader: std::sync::Mutex::new(None),
             writes: tokio::sync::Mutex::new(()),
+            waiting: AtomicUsize::new(0),
         })
     }
 
-    /// A read or an unstamped call, retried on the leader until the deadline. Each attempt
-    /// must carry its own deadline (`timed`): the channel has none, so a long call (a dataset
-    /// report, a watch stream) is not cut at the ordinary attempt timeout.
+    /// A read or an unstamped call, retried on the leader until the deadline (without one if
+    /// `ClientOptions::call_deadline` is `None`). Each attempt must carry its own deadline
+    /// (`timed`): the channel has none, so a long call (a dataset report, a watch stream) is
+    /// not cut at the ordinary attempt timeout. Answers that are not about reaching a leader
+    /// (INVALID_ARGUMENT, NOT_FOUND, INTERNAL, ...) end the call at once.
     pub(crate) async fn call<T, F, Fut>(
         &self,
         call: &'static str,
@@ -92,24 +98,15 @@ impl MasterClient {
         F: FnMut(ServiceClient) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        let started = Instant::now();
-        let mut last_error = String::from("none yet");
+        let mut retrying = Retrying::new(call, self.options.call_deadline, &self.waiting);
         let mut unknown_count = 0;
-        for attempts in 1u32.. {
-            if attempts > 1 && started.elapsed() >= self.options.call_deadline {
-                let deadline = self.options.call_deadline;
-                return Err(ClientError::Deadline {
-                    call,
-                    deadline,
-                    attempts: attempts - 1,
-                    last_error,
-                });
-            }
+        loop {
+            let attempts = retrying.next_attempt()?;
             let leader = match self.leader().await {
                 Ok(leader) => leader,
                 Err(error) => {
                     tracing::debug!(call, attempts, %error, "no leader found; backing off");
-                    last_error = error;
+                    retrying.failed(error);
                     tokio::time::sleep(self.jitter.backoff(attempts)).await;
                     continue;
                 }
@@ -121,20 +118,29 @@ impl MasterClient {
                 }
                 Err(status) => status,
             };
-            last_error =
+            let error =
                 format!("{} answered {:?}: {}", leader.addr, status.code(), status.message());
-            tracing::debug!(call, attempts, error = %last_error, "attempt failed");
+            tracing::debug!(call, attempts, %error, "attempt failed");
             unknown_count += u32::from(status.code() == tonic::Code::Unknown);
             match next_step(&status, unknown_count) {
-                Next::Redirect(addr) if addr != leader.addr => self.follow(&addr)?,
+                Next::Redirect(addr) if addr != leader.addr => {
+                    retrying.last_error = error;
+                    self.follow(&addr)?;
+                }
                 Next::Redirect(_) | Next::Rediscover => {
+                    retrying.failed(error);
                     self.forget_leader();
                     tokio::time::sleep(self.jitter.backoff(attempts)).await;
                 }
                 Next::GiveUp => return Err(ClientError::from_status(call, &status)),
             }
         }
-        unreachable!("the attempt counter cannot run out before the deadline")
+    }
+
+    /// Whether some call of this client is waiting for a leader right now (its last attempt
+    /// found none, or none answered): what a trainer's `/readyz` reports.
+    pub fn waiting_for_leader(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed) > 0
     }
 
     /// A write: one stamp for the logical call, reused by every retry of it.
@@ -191,7 +197,9 @@ impl MasterClient {
         self.options.rpc_timeout
     }
 
-    pub(crate) fn forget_leader(&self) {
+    /// Forgets the cached leader: the next call looks for it afresh (a caller that gave up on
+    /// a call, say a heartbeat gone unanswered, knows something the client does not).
+    pub fn forget_leader(&self) {
         *self.leader.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
     }
 }

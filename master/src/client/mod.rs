@@ -1,6 +1,7 @@
 //! `MasterClient`: the typed API pservers, trainers and tools use to reach whichever master
 //! leads. `master_client` is the machinery (leader discovery, redirects, retries with jittered
-//! backoff inside a deadline, one stamp per logical write); `typed_calls` is the API, one
+//! backoff inside a deadline or without one, one stamp per logical write; `retrying` is one
+//! call's retry state); `typed_calls` is the API, one
 //! method per RPC; `types` are the values it answers and `conversions` the only place that
 //! turns protobuf into them; `watch` follows the pserver table across leader changes.
 
@@ -9,6 +10,7 @@ mod discovery;
 mod error;
 mod master_client;
 mod options;
+mod retrying;
 mod typed_calls;
 mod types;
 mod watch;
@@ -18,7 +20,7 @@ pub use error::{
     REFUSAL_STAMP_REUSED,
 };
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
-pub use options::{ClientOptions, Dialer};
+pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
 pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
 pub use types::{
     CheckpointMeta, CheckpointRecorded, ChunkRef, DatasetSizes, Fault, PServerEntry, PServerTable,

@@ -9,8 +9,11 @@ use rand::{Rng as _, SeedableRng as _};
 
 /// The deadline of one RPC attempt.
 pub const RPC_TIMEOUT_MS_DEFAULT: u64 = 2_000;
-/// How long one logical call keeps retrying across leader changes before it gives up.
+/// How long one logical call keeps retrying across leader changes before it gives up (tools
+/// and tests; a trainer waits without a deadline, see `ClientOptions::call_deadline`).
 pub const CALL_DEADLINE_MS_DEFAULT: u64 = 30_000;
+/// While a call finds no leader, it says so in the log this often (and not more).
+pub const WAITING_LOG_INTERVAL_MS: u64 = 10_000;
 /// The first pause after a failed attempt; doubled after every further failure.
 pub const BACKOFF_MS_MIN: u64 = 10;
 /// The longest pause between attempts. Short, because during an election every pause past the
@@ -25,7 +28,10 @@ pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     pub rpc_timeout: Duration,
-    pub call_deadline: Duration,
+    /// How long one logical call retries before it fails with `ClientError::Deadline`;
+    /// `None`: until a leader answers, however long the masters are out (a trainer waits out
+    /// an outage of any length; a write keeps its one stamp throughout, so it applies once).
+    pub call_deadline: Option<Duration>,
     /// TLS and token of every connection to a master.
     pub security: Security,
     /// How a master's address becomes a channel: `None` dials it over TCP; the simulation
@@ -40,7 +46,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         Self {
             rpc_timeout: Duration::from_millis(RPC_TIMEOUT_MS_DEFAULT),
-            call_deadline: Duration::from_millis(CALL_DEADLINE_MS_DEFAULT),
+            call_deadline: Some(Duration::from_millis(CALL_DEADLINE_MS_DEFAULT)),
             security: Security::default(),
             dialer: None,
             seed: None,

@@ -1,8 +1,9 @@
 //! `PServerWatch`: the pserver table now and after every change (the seeds' "broadcast pserver
 //! changes to trainers"). The master ends a watch stream with UNAVAILABLE when it stops
-//! leading; the watch then reconnects to whichever master leads, within the client's call
-//! deadline, and goes on. Only when no leader answers within that deadline does it yield the
-//! error and end. Dropping the watch stops it.
+//! leading, and a stream on a master that was paused or cut off fails when its connection's
+//! keepalive pings go unanswered; the watch then reconnects to whichever master leads, within
+//! the client's call deadline (without limit if it has none), and goes on. Only when no leader
+//! answers within that deadline does it yield the error and end. Dropping the watch stops it.
 
 use super::conversions::pserver_table;
 use super::error::ClientError;

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,13 +22,19 @@ use crate::status_mapping::refusal_of;
 
 /// Between attempts on a slot that is not served right now.
 pub(super) const RETRY_MS: u64 = 200;
+/// Failed requests to a slot's holder in a row before the table is re-read through the
+/// leader (the watch may be stale) ...
+const FAILURES_BEFORE_REREAD_COUNT: u32 = 3;
+/// ... or this long of failing, whichever comes first.
+const FAILING_BEFORE_REREAD_MS: u64 = 2_000;
 
 #[derive(Clone, Debug)]
 pub struct PServerClientOptions {
     /// The deadline of one request (multi-MB payloads included).
     pub rpc_timeout: Duration,
-    /// How long a slot may go unserved (a pserver being replaced) before a call fails.
-    pub replace_wait: Duration,
+    /// How long a slot may go unserved (a pserver being replaced) before a call fails; `None`
+    /// (the default): as long as it takes, since a replacement may take minutes to schedule.
+    pub replace_wait: Option<Duration>,
     /// How long to wait for another trainer's initialization.
     pub init_wait: Duration,
 }
@@ -36,7 +43,7 @@ impl Default for PServerClientOptions {
     fn default() -> Self {
         Self {
             rpc_timeout: Duration::from_secs(30),
-            replace_wait: Duration::from_secs(120),
+            replace_wait: None,
             init_wait: Duration::from_secs(300),
         }
     }
@@ -56,6 +63,24 @@ pub(super) struct Inner {
     /// Per slot, the newest values this client saw of its blocks (its init values, then each
     /// pull), as received payloads (no copy): what an empty replacement is initialized from.
     pub(super) cache: Mutex<BTreeMap<u32, Vec<Vec<pb::Block>>>>,
+    /// Calls waiting for a slot to be served right now (see `waiting_for_slot`).
+    pub(super) waiting: AtomicUsize,
+}
+
+/// Counts one call as waiting for a slot while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// What went wrong with one attempt, for the retry loop.
@@ -73,27 +98,36 @@ impl PServerClient {
             initializer,
             options,
             cache: Mutex::new(BTreeMap::new()),
+            waiting: AtomicUsize::new(0),
         };
         Self { inner: Arc::new(inner) }
     }
 
-    /// Waits until every desired slot is held; the table then.
+    /// Waits until every desired slot is held (for at most `timeout`, if given); the table
+    /// then.
     pub async fn wait_for_slots(
         &self,
-        timeout: Duration,
+        timeout: Option<Duration>,
     ) -> Result<PServerTable, PServerClientError> {
         let started = Instant::now();
+        let _waiting = Waiting::new(&self.inner.waiting);
         loop {
             let table = self.inner.routes.table();
             if table.desired > 0 && table.pservers.len() == table.desired as usize {
                 return Ok(table);
             }
-            if started.elapsed() >= timeout {
+            if let Some(waited) = timeout.filter(|timeout| started.elapsed() >= *timeout) {
                 let (held, desired) = (table.pservers.len(), table.desired);
-                return Err(PServerClientError::SlotsNotHeld { held, desired, waited: timeout });
+                return Err(PServerClientError::SlotsNotHeld { held, desired, waited });
             }
             self.inner.routes.changed(Duration::from_millis(RETRY_MS)).await;
         }
+    }
+
+    /// Whether some call is waiting for a pserver slot to be served right now (or for every
+    /// slot to be held): what a trainer's `/readyz` reports.
+    pub fn waiting_for_slot(&self) -> bool {
+        self.inner.waiting.load(Ordering::Relaxed) > 0
     }
 
     /// Offers `layout` and initial `values` to every slot; the first initializer of each slot
@@ -253,8 +287,9 @@ impl PServerClient {
         })
     }
 
-    /// One request to `slot`'s current holder, retried while the slot is being replaced.
-    /// `idempotent` requests are also retried after an answer that never came.
+    /// One request to `slot`'s current holder, retried while the slot is being replaced (for
+    /// at most `replace_wait`, if set). `idempotent` requests are also retried after an answer
+    /// that never came. When requests keep failing the table is re-read through the leader.
     pub(super) async fn on_slot<T, F, Fut>(
         &self,
         slot: u32,
@@ -267,7 +302,8 @@ impl PServerClient {
     {
         let started = Instant::now();
         let mut last_error = "the slot is not held".to_string();
-        loop {
+        let mut waiting = None;
+        for failures in 1u32.. {
             if let Some(route) = self.inner.routes.route(slot) {
                 match self
                     .timed(attempt(route))
@@ -279,16 +315,23 @@ impl PServerClient {
                     Err(failure) => return Err(failure),
                 }
             }
-            let waited = self.inner.options.replace_wait;
-            if started.elapsed() >= waited {
-                return Err(Failure::Fatal(PServerClientError::Unavailable {
-                    slot,
-                    waited,
-                    last_error,
-                }));
+            waiting.get_or_insert_with(|| Waiting::new(&self.inner.waiting));
+            if let Some(waited) = self.inner.options.replace_wait {
+                if started.elapsed() >= waited {
+                    return Err(Failure::Fatal(PServerClientError::Unavailable {
+                        slot,
+                        waited,
+                        last_error,
+                    }));
+                }
+            }
+            let failing = started.elapsed() >= Duration::from_millis(FAILING_BEFORE_REREAD_MS);
+            if failures >= FAILURES_BEFORE_REREAD_COUNT || failing {
+                self.inner.routes.reread(slot).await;
             }
             self.inner.routes.changed(Duration::from_millis(RETRY_MS)).await;
         }
+        unreachable!("the failure counter cannot run out while the slot is retried")
     }
 
     async fn timed<T>(

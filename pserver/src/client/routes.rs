@@ -1,9 +1,12 @@
 //! `Routes`: the pserver table, kept current by a task that follows the master's
-//! `WatchPServers` stream, and one lazily connected channel per slot holder.
+//! `WatchPServers` stream, and one lazily connected channel per slot holder. The watch can go
+//! stale (its stream on a master that was paused or cut off, until keepalive notices), so a
+//! caller whose route keeps failing asks for a re-read: a linearizable `ListPServers` through
+//! the leader, taken if it names a newer holder of the slot.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use consensus::security::{RpcChannel, Security};
 use master::client::{MasterClient, PServerTable};
@@ -15,6 +18,11 @@ use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
 /// Pause before a watch that ended is started again.
 const REWATCH_MS: u64 = 200;
 const CONNECT_TIMEOUT_MS: u64 = 1_000;
+/// Re-reads of the table at most this often, whichever of a trainer's many requests asks.
+const REREAD_MS_MIN: u64 = 2_000;
+/// How long one re-read may wait for a leader: a caller goes back to its retries (and the
+/// watch) meanwhile; the next failure asks again.
+const REREAD_TIMEOUT_MS: u64 = 5_000;
 
 /// Where one slot is served now.
 #[derive(Clone, Debug)]
@@ -28,6 +36,11 @@ pub struct Route {
 #[derive(Debug)]
 pub struct Routes {
     table: watch::Receiver<PServerTable>,
+    /// Shared with the follower: a re-read updates the table too.
+    sender: Arc<watch::Sender<PServerTable>>,
+    master: Arc<MasterClient>,
+    /// When the last re-read started (one at a time).
+    reread_at: tokio::sync::Mutex<Option<Instant>>,
     channels: Mutex<HashMap<(String, u64), PServerServiceClient<RpcChannel>>>,
     /// The TLS and token of every pserver connection: the master client's own.
     security: Security,
@@ -38,9 +51,50 @@ impl Routes {
     /// Starts following the master's pserver table.
     pub fn follow(master: Arc<MasterClient>) -> Self {
         let (sender, table) = watch::channel(PServerTable::default());
+        let sender = Arc::new(sender);
         let security = master.security().clone();
-        let follower = tokio::spawn(follow_table(master, sender));
-        Self { table, channels: Mutex::new(HashMap::new()), security, follower }
+        let follower = tokio::spawn(follow_table(master.clone(), sender.clone()));
+        Self {
+            table,
+            sender,
+            master,
+            reread_at: tokio::sync::Mutex::new(None),
+            channels: Mutex::new(HashMap::new()),
+            security,
+            follower,
+        }
+    }
+
+    /// Re-reads the table with a linearizable `ListPServers` (requests to `slot`'s holder keep
+    /// failing: the watch may be following a master that no longer leads) and takes it if it
+    /// holds `slot` under a newer generation than the table here (generations only grow). At
+    /// most one re-read per `REREAD_MS_MIN`, however many requests ask.
+    pub async fn reread(&self, slot: u32) {
+        // One re-read at a time: a caller that finds one under way goes back to its retries.
+        let Ok(mut reread_at) = self.reread_at.try_lock() else { return };
+        if reread_at.is_some_and(|at| at.elapsed() < Duration::from_millis(REREAD_MS_MIN)) {
+            return;
+        }
+        *reread_at = Some(Instant::now());
+        let timeout = Duration::from_millis(REREAD_TIMEOUT_MS);
+        let listed = match tokio::time::timeout(timeout, self.master.list_pservers()).await {
+            Ok(Ok(listed)) => listed,
+            Ok(Err(error)) => return tracing::debug!(slot, %error, "re-reading the table failed"),
+            Err(_) => return tracing::debug!(slot, "no leader answered the re-read in time"),
+        };
+        let generation = |table: &PServerTable| {
+            table.pservers.iter().find(|entry| entry.index == slot).map(|entry| entry.generation)
+        };
+        let taken = self.sender.send_if_modified(|table| {
+            let newer = generation(&listed) > generation(table);
+            if newer {
+                *table = listed.clone();
+            }
+            newer
+        });
+        if taken {
+            tracing::info!(slot, generation = ?generation(&listed), "re-read the pserver table: the slot has a new holder");
+        }
     }
 
     /// The table as last seen.
@@ -78,7 +132,7 @@ impl Drop for Routes {
 }
 
 /// Keeps `sender` at the master's latest table, restarting the watch whenever it ends.
-async fn follow_table(master: Arc<MasterClient>, sender: watch::Sender<PServerTable>) {
+async fn follow_table(master: Arc<MasterClient>, sender: Arc<watch::Sender<PServerTable>>) {
     loop {
         let mut stream = master.watch_pservers();
         while let Some(next) = stream.next().await {
