@@ -32,6 +32,12 @@ const LEASE_CHECK_MS: u64 = 20;
 /// and the rediscovery after it must both fit in the new leader's first lease (as short as
 /// 2 s), or the new leader frees a slot whose holder is alive.
 const MASTER_RPC_TIMEOUT_MS: u64 = 500;
+/// At shutdown, how long the last checkpoint (write, record through the masters, prune) may
+/// take: the masters may be gone, and a stop must end in bounded time.
+const LAST_CHECKPOINT_MS_MAX: u64 = 5_000;
+/// At shutdown, how long the server may take to finish the calls in flight before they are
+/// cut off.
+const DRAIN_MS_MAX: u64 = 3_000;
 
 /// Runs a pserver on `listener` (already bound: tests bind port 0) until `shutdown` resolves or
 /// the slot is lost (an error).
@@ -115,7 +121,15 @@ async fn serve_slot(
     let outcome =
         watch_lease(&held, checkpointer, config.checkpoint_interval(), stopped, shutdown).await;
     let _ = server_stop.send(true);
-    server.await.context("the pserver server panicked")??;
+    let drain = Duration::from_millis(DRAIN_MS_MAX);
+    let abort = server.abort_handle();
+    match tokio::time::timeout(drain, server).await {
+        Ok(served) => served.context("the pserver server panicked")??,
+        Err(_elapsed) => {
+            tracing::warn!(bound_ms = DRAIN_MS_MAX, "calls still open; cutting them off");
+            abort.abort();
+        }
+    }
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics server panicked")?;
     }
@@ -149,7 +163,15 @@ async fn watch_lease(
     }
     tracing::info!(slot = held.index(), "pserver shutting down; writing a last checkpoint");
     if held.check(Instant::now()).is_ok() {
-        checkpoint(&mut checkpointer).await?;
+        let bound = Duration::from_millis(LAST_CHECKPOINT_MS_MAX);
+        if tokio::time::timeout(bound, checkpoint(&mut checkpointer)).await.is_err() {
+            // The file may be written but not recorded: a replacement restores the newest
+            // recorded one. A stop must not wait on masters that may be gone.
+            tracing::warn!(
+                bound_ms = LAST_CHECKPOINT_MS_MAX,
+                "the last checkpoint did not finish; exiting without it"
+            );
+        }
     }
     Ok(())
 }

@@ -72,7 +72,12 @@ pub async fn keep(
         }
         let sent = Instant::now();
         let beat = master.slot_heartbeat(held.index(), &addr, held.generation());
-        match tokio::time::timeout(held.lease(), beat).await {
+        // A stop does not wait for a heartbeat to masters that may be gone.
+        let answered = tokio::select! {
+            answered = tokio::time::timeout(held.lease(), beat) => answered,
+            _ = stop.wait_for(|stop| *stop) => return,
+        };
+        match answered {
             Ok(Ok(true)) => held.renewed(sent),
             Ok(Ok(false)) => {
                 held.lose(format!(

@@ -203,3 +203,30 @@ async fn a_pserver_rides_out_a_master_failover_longer_than_its_lease() {
         "the same holder"
     );
 }
+
+/// SIGTERM reaches a pserver right after every master hung (SIGSTOP: connections stay open,
+/// nothing answers), while it still trusts its lease: its last checkpoint cannot be recorded,
+/// and it exits 0 within the shutdown bounds (5 s for the last checkpoint, 3 s for open calls)
+/// instead of waiting on the masters for its calls' whole deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pserver_stops_in_bounded_time_when_the_masters_are_gone() {
+    let group = MasterGroup::start(3, &["--pserver-lease-ms", "20000"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 1);
+    let only = processes.spawn();
+    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
+    client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("the slot held");
+    let layout = JobLayout { slot_count: 1, ..layout() };
+    client.init_or_wait(&layout, &tensors(&initial())).await.expect("init");
+    let gradient =
+        BTreeMap::from([("w".to_string(), vec![0.25; 300_000]), ("b".to_string(), vec![-1.0; 10])]);
+    client.push(&layout, &tensors(&gradient)).await.expect("push before the stop");
+
+    tracing::info!("--- every master hangs; the pserver still trusts its 20 s lease");
+    for index in 0..3 {
+        group.signal(index, nix::sys::signal::Signal::SIGSTOP);
+    }
+    processes.signal(only, nix::sys::signal::Signal::SIGTERM);
+    let exited = tokio::task::block_in_place(|| processes.wait_exit(only, Duration::from_secs(15)));
+    assert_eq!(exited, Some(0), "{}", processes.log(only));
+}
