@@ -53,6 +53,12 @@ impl BlockState {
         }
     }
 
+    /// Whether every value and optimizer state element is finite.
+    pub fn is_finite(&self) -> bool {
+        let finite = |values: &[f32]| values.iter().all(|value| value.is_finite());
+        finite(&self.values) && self.slots.iter().all(|slot| finite(slot))
+    }
+
     /// Whether the state vectors match the optimizer and the values' length (a restored
     /// block is checked with this).
     pub fn fits(&self, optimizer: &OptimizerConfig, length: usize) -> bool {

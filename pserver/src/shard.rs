@@ -76,16 +76,37 @@ impl Shard {
         self.element_count
     }
 
-    /// Applies one push: every block is decoded and checked first (known, served here, the
-    /// right length, finite, named once); then each is applied under its own lock.
+    /// Applies one push, all or nothing: every block is decoded and checked first (known,
+    /// served here, the right length, finite, named once); then the push's blocks are locked
+    /// in (name, index) order (so concurrent pushes cannot deadlock), each result is computed
+    /// aside and checked finite (finite gradients can still overflow a parameter to infinity),
+    /// and only if every one is finite are they stored.
     pub fn push(&self, gradients: &[(BlockId, &[u8])]) -> Result<u64, ShardError> {
-        let checked = self.check_all(gradients).inspect_err(|error| {
-            if matches!(error, ShardError::Payload { error: PayloadError::NotFinite { .. }, .. }) {
+        let refused = |error: ShardError| {
+            let nonfinite = matches!(
+                error,
+                ShardError::Payload { error: PayloadError::NotFinite { .. }, .. }
+                    | ShardError::NotFiniteResult { .. }
+            );
+            if nonfinite {
                 self.nonfinite_refused.fetch_add(1, Ordering::SeqCst);
             }
-        })?;
-        for (id, gradient) in checked {
-            lock(&self.blocks[id]).apply_bytes(&self.layout.optimizer, gradient);
+            error
+        };
+        let mut checked = self.check_all(gradients).map_err(refused)?;
+        checked.sort_by(|left, right| left.0.cmp(right.0));
+        let mut locked: Vec<_> = checked.iter().map(|(id, _)| lock(&self.blocks[*id])).collect();
+        let mut results = Vec::with_capacity(checked.len());
+        for ((id, gradient), block) in checked.iter().zip(&locked) {
+            let mut next = (**block).clone();
+            next.apply_bytes(&self.layout.optimizer, gradient);
+            if !next.is_finite() {
+                return Err(refused(ShardError::NotFiniteResult { id: (*id).clone() }));
+            }
+            results.push(next);
+        }
+        for (block, next) in locked.iter_mut().zip(results) {
+            **block = next;
         }
         Ok(self.step.fetch_add(1, Ordering::SeqCst) + 1)
     }

@@ -15,6 +15,12 @@ pub enum ShardError {
     NotOwned { id: BlockId, slot: u32 },
     #[error("block {}#{}: {error}", id.name, id.index)]
     Payload { id: BlockId, error: PayloadError },
+    #[error(
+        "block {}#{}: the push would leave a parameter or optimizer state that is not finite \
+         (an overflow); the whole push was refused",
+        id.name, id.index
+    )]
+    NotFiniteResult { id: BlockId },
     #[error("block {}#{} appears twice in one request", id.name, id.index)]
     DuplicateBlock { id: BlockId },
     #[error("block {}#{} does not have {want} elements with the optimizer's state", id.name, id.index)]

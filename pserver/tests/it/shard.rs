@@ -162,3 +162,31 @@ fn a_refused_init_changes_nothing() {
         assert!(matches!(cell.finish(666), Err(ShardError::NotInitializer { current: 7, .. })));
     }
 }
+
+/// Finite gradients can still overflow: with SGD at rate 1, pushes of -3e38 drive a parameter
+/// past f32::MAX. The push that would leave any value infinite is refused whole and counted;
+/// what was served before stays, finite.
+#[test]
+fn a_push_whose_result_would_overflow_is_refused_whole() {
+    use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+    let optimizer = OptimizerConfig { learning_rate: 1.0, kind: OptimizerKind::Sgd };
+    let layout = JobLayout { optimizer, ..layout() };
+    let blocks = layout
+        .blocks_of_slot(0)
+        .into_iter()
+        .map(|(id, length)| {
+            (id, pserver::block_state::BlockState::fresh(vec![1.0; length], &optimizer))
+        })
+        .collect();
+    let shard = pserver::shard::Shard::new(layout.clone(), 0, 0, blocks).expect("a shard");
+    let mut push = payloads(0, 0.0);
+    let last = push.last_mut().expect("blocks");
+    last.1 = f32_bytes::encode(&vec![-3e38; last.1.len() / 4]);
+    assert!(shard.push(&borrowed(&push)).is_ok(), "1 + 3e38 is finite");
+    let before = values(&shard);
+    let error = shard.push(&borrowed(&push)).expect_err("6e38 overflows f32");
+    assert!(matches!(error, ShardError::NotFiniteResult { .. }), "{error}");
+    assert_eq!(values(&shard), before, "nothing of the refused push was applied");
+    assert!(before.iter().all(|(_, block)| block.iter().all(|value| value.is_finite())));
+    assert_eq!((shard.nonfinite_refused(), shard.step()), (1, 1));
+}
