@@ -6,6 +6,7 @@
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 /// The suffix of a file still being written.
 pub const TEMP_SUFFIX: &str = ".tmp";
@@ -69,11 +70,28 @@ pub fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<PathBuf
 
 /// Removes the temporary files (`<prefix>*.tmp`) a crash mid-write left in `dir`.
 pub fn remove_temp_files(dir: &Path, prefix: &str) -> io::Result<Vec<PathBuf>> {
+    remove_stale_temp_files(dir, prefix, Duration::ZERO)
+}
+
+/// Removes the temporary files (`<prefix>*.tmp`) in `dir` that nobody has written to for
+/// `idle`: in a directory other processes write to as well, a younger one may be another
+/// writer's file in progress.
+pub fn remove_stale_temp_files(
+    dir: &Path,
+    prefix: &str,
+    idle: Duration,
+) -> io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
+    let now = SystemTime::now();
     for item in fs::read_dir(dir)? {
-        let name = item?.file_name();
+        let item = item?;
+        let name = item.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with(prefix) && name.ends_with(TEMP_SUFFIX) {
+        let written = item.metadata().and_then(|metadata| metadata.modified());
+        // A file that vanished meanwhile, or whose time is in the future, is not stale.
+        let stale =
+            written.is_ok_and(|written| now.duration_since(written).is_ok_and(|age| age >= idle));
+        if name.starts_with(prefix) && name.ends_with(TEMP_SUFFIX) && stale {
             let path = dir.join(name.as_ref());
             match fs::remove_file(&path) {
                 Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
@@ -100,5 +118,19 @@ mod tests {
         let path = write_durably(dir.path(), "a.bin", b"whole").expect("write");
         assert_eq!(fs::read(path).expect("read"), b"whole");
         assert!(remove_temp_files(dir.path(), "a").expect("clean").is_empty());
+    }
+
+    /// A temporary file written to recently (another writer's, in a shared directory) is
+    /// kept; one idle for longer than the bound is removed.
+    #[test]
+    fn only_idle_temp_files_are_stale() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut file = DurableFile::create(dir.path(), "a.bin").expect("create");
+        file.write_all(b"in progress").expect("write");
+        file.flush().expect("flush");
+        let idle = Duration::from_secs(600);
+        assert!(remove_stale_temp_files(dir.path(), "a", idle).expect("clean").is_empty());
+        let removed = remove_stale_temp_files(dir.path(), "a", Duration::ZERO).expect("clean");
+        assert_eq!(removed, vec![dir.path().join("a.bin.tmp")]);
     }
 }

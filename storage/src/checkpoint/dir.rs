@@ -8,10 +8,14 @@ use std::path::{Path, PathBuf};
 use super::error::CheckpointError;
 use super::writer::CheckpointWriter;
 use super::CheckpointHeader;
-use crate::durable_file::remove_temp_files;
+use crate::durable_file::remove_stale_temp_files;
 
 pub(crate) const FILE_PREFIX: &str = "slot-";
 pub(crate) const FILE_SUFFIX: &str = ".ckpt";
+/// A temporary checkpoint file nobody wrote to for this long was left by a crash. The
+/// directory is shared by every pserver of a job, and a younger one may be another pserver's
+/// write in progress (a checkpoint streams its blocks, so a live write's time keeps moving).
+pub const TEMP_IDLE_S_MIN: u64 = 600;
 
 /// A directory of checkpoint files.
 #[derive(Clone, Debug)]
@@ -28,11 +32,13 @@ struct NameParts {
 }
 
 impl CheckpointDir {
-    /// Opens (or creates) `dir` and removes files a crash left half-written.
+    /// Opens (or creates) `dir` and removes files a crash left half-written: temporary files
+    /// idle for [`TEMP_IDLE_S_MIN`] (never recorded, safe to drop), not another pserver's write
+    /// in progress.
     pub fn open(dir: &Path) -> Result<Self, CheckpointError> {
         fs::create_dir_all(dir).map_err(CheckpointError::io(dir))?;
-        // A temporary file is a write a crash interrupted: never recorded, safe to drop.
-        remove_temp_files(dir, FILE_PREFIX).map_err(CheckpointError::io(dir))?;
+        let idle = std::time::Duration::from_secs(TEMP_IDLE_S_MIN);
+        remove_stale_temp_files(dir, FILE_PREFIX, idle).map_err(CheckpointError::io(dir))?;
         Ok(Self { dir: dir.to_path_buf() })
     }
 

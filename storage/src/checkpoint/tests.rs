@@ -139,8 +139,12 @@ fn the_directory_lists_newest_first_and_cleans_up() {
     let temp = tempfile::tempdir().expect("temp");
     std::fs::write(temp.path().join(format!("{}.tmp", file_name(1, 99, 1))), b"half")
         .expect("leftover");
+    std::fs::write(temp.path().join(format!("{}.tmp", file_name(2, 7, 1))), b"half")
+        .expect("another pserver's write in progress");
     let dir = CheckpointDir::open(temp.path()).expect("open");
-    assert!(dir.list(1).expect("list").is_empty(), "the leftover is gone");
+    assert!(dir.list(1).expect("list").is_empty(), "the leftover is not listed");
+    let in_progress = temp.path().join(format!("{}.tmp", file_name(2, 7, 1)));
+    assert!(in_progress.exists(), "another pserver's write in progress survives an open");
     let few = &blocks()[1..];
     let paths: Vec<_> = [(5, 1), (12, 1), (12, 3), (3, 1)]
         .iter()
