@@ -338,17 +338,6 @@ impl<S: StateMachine> ConsensusNode<S> {
         }
     }
 
-    /// Whether this node leads and a quorum acknowledged it within the leader lease
-    /// (`election_timeout_max_ms`). A leader cut off from its quorum keeps believing it leads
-    /// (openraft 0.9 does not step down by itself); what it heard from lease holders meanwhile
-    /// was never confirmed, so it must judge no lease until a quorum answers again.
-    pub fn quorum_heard_recently(&self) -> bool {
-        let lease_ms = self.inner.config.election_timeout_max_ms;
-        let metrics = self.inner.raft.metrics();
-        let acked = metrics.borrow().millis_since_quorum_ack;
-        self.is_leader() && acked.is_some_and(|since_ms| since_ms <= lease_ms)
-    }
-
     /// Whether this node currently believes it leads.
     pub fn is_leader(&self) -> bool {
         let metrics = self.inner.raft.metrics();

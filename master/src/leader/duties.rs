@@ -179,12 +179,7 @@ pub(crate) async fn run_duties(
         // The term is read before leadership: if leadership changes in between, the
         // decisions of this tick carry the old term and are refused when applied.
         let term = node.term();
-        // A leader that has not heard its quorum for a lease judges nobody: holders could not
-        // renew with it meanwhile (every renewal needs a confirmed leadership). It forgets the
-        // leases, and when its quorum answers again every holder starts with a fresh one, as
-        // in a new term (a majority outage of a minute once freed a live pserver's slot the
-        // moment the others came back).
-        if node.quorum_heard_recently() {
+        if node.is_leader() {
             duties.tick(&proposer, term).await;
         } else {
             duties.step_down();
