@@ -29,6 +29,9 @@ impl From<ShardError> for Status {
     fn from(error: ShardError) -> Self {
         match error {
             ShardError::NotReady => refusal(Code::FailedPrecondition, "not-initialized", &error),
+            ShardError::NotFiniteResult { .. } => {
+                refusal(Code::InvalidArgument, "not-finite-result", &error)
+            }
             ShardError::NotInitializer { .. } => {
                 refusal(Code::FailedPrecondition, "not-initializer", &error)
             }

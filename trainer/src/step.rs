@@ -156,6 +156,10 @@ impl Stepper {
 fn push_outcome(pushed: Result<(), PServerClientError>) -> anyhow::Result<()> {
     match pushed {
         Ok(()) => Ok(()),
+        Err(PServerClientError::NotFiniteResult { slot, message }) => {
+            tracing::warn!(slot, %message, "a push would overflow a parameter to NaN or an infinity (the model diverges: lower --learning-rate?); dropped");
+            Ok(())
+        }
         Err(PServerClientError::OutcomeUnknown { slot, message }) => {
             tracing::warn!(slot, %message, "a push's outcome is unknown; not sending it again");
             Ok(())

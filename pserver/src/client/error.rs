@@ -8,6 +8,10 @@ pub enum PServerClientError {
     /// nothing.
     #[error("pserver slot {slot} refused the request: {message}")]
     Refused { slot: u32, message: String },
+    /// The push would have left a parameter that is not finite (its gradients, though finite,
+    /// overflow it): refused whole by that slot. The model diverges.
+    #[error("pserver slot {slot} refused a push that would overflow a parameter: {message}")]
+    NotFiniteResult { slot: u32, message: String },
     /// No holder of the slot answered within the wait.
     #[error(
         "pserver slot {slot}: no holder answered within {waited:?} (last error: {last_error})"

@@ -358,6 +358,9 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
     let message = status.message().to_string();
     match (status.code(), refusal_of(status)) {
         (Code::FailedPrecondition, Some("not-initialized")) => Failure::NotInitialized,
+        (_, Some("not-finite-result")) => {
+            Failure::Fatal(PServerClientError::NotFiniteResult { slot, message })
+        }
         // Refused before anything was touched: another holder, or this one lost its lease.
         (Code::FailedPrecondition, Some("wrong-generation"))
         | (_, Some("lease-lost" | "lease-unconfirmed")) => Failure::Retry(message),
