@@ -38,8 +38,7 @@ fn tensors(values: &BTreeMap<String, Vec<f32>>) -> Vec<(&str, &[f32])> {
 }
 
 async fn push_some(client: &PServerClient, count: usize) {
-    let gradient =
-        BTreeMap::from([("w".to_string(), vec![0.25; 300_000]), ("b".to_string(), vec![-1.0; 10])]);
+    let gradient = gradient();
     for _ in 0..count {
         client.push(&layout(), &tensors(&gradient)).await.expect("push");
     }
@@ -163,6 +162,25 @@ async fn refused_or_gone(addr: &str, fence: pb::Fence) {
     assert!(lease_lost || status.code() == tonic::Code::Unavailable, "{status:?}");
 }
 
+/// One pserver of a one-slot job, serving after a client initialized it.
+async fn one_serving_pserver(
+    group: &MasterGroup,
+    dir: &std::path::Path,
+) -> (PServerProcesses, PServerClient, JobLayout) {
+    let mut processes = PServerProcesses::new(&group.addrs, dir, 1);
+    processes.spawn();
+    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
+    client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("the slot held");
+    let layout = JobLayout { slot_count: 1, ..layout() };
+    client.init_or_wait(&layout, &tensors(&initial())).await.expect("init");
+    (processes, client, layout)
+}
+
+/// A gradient for every parameter of `layout()`.
+fn gradient() -> BTreeMap<String, Vec<f32>> {
+    BTreeMap::from([("w".to_string(), vec![0.25; 300_000]), ("b".to_string(), vec![-1.0; 10])])
+}
+
 /// A master failover longer than the pserver lease (500 ms here; an election takes over a
 /// second with these timeouts) suspends the pserver, never kills it: the new leader confirms its
 /// generation and it serves again, still holding its slot. (It exited before.)
@@ -170,12 +188,8 @@ async fn refused_or_gone(addr: &str, fence: pb::Fence) {
 async fn a_pserver_rides_out_a_master_failover_longer_than_its_lease() {
     let mut group = MasterGroup::start(3, &["--pserver-lease-ms", "500"]);
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 1);
-    let only = processes.spawn();
-    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
-    client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("the slot held");
-    let layout = JobLayout { slot_count: 1, ..layout() };
-    client.init_or_wait(&layout, &tensors(&initial())).await.expect("init");
+    let (mut processes, client, layout) = one_serving_pserver(&group, dir.path()).await;
+    let only = 0;
     let (_, generation) = slot_held_by(&group, &processes.addrs[only]).await;
 
     tracing::info!("--- kill the master leader; the election outlasts the pserver's lease");
@@ -193,8 +207,7 @@ async fn a_pserver_rides_out_a_master_failover_longer_than_its_lease() {
         log.contains("is not confirmed") || log.contains("no answer within the lease"),
         "the lease did run out: {log}"
     );
-    let gradient =
-        BTreeMap::from([("w".to_string(), vec![0.25; 300_000]), ("b".to_string(), vec![-1.0; 10])]);
+    let gradient = gradient();
     client.push(&layout, &tensors(&gradient)).await.expect("push after the failover");
     client.pull(&layout).await.expect("pull after the failover");
     assert_eq!(
@@ -212,14 +225,9 @@ async fn a_pserver_rides_out_a_master_failover_longer_than_its_lease() {
 async fn a_pserver_stops_in_bounded_time_when_the_masters_are_gone() {
     let group = MasterGroup::start(3, &["--pserver-lease-ms", "20000"]);
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 1);
-    let only = processes.spawn();
-    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
-    client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("the slot held");
-    let layout = JobLayout { slot_count: 1, ..layout() };
-    client.init_or_wait(&layout, &tensors(&initial())).await.expect("init");
-    let gradient =
-        BTreeMap::from([("w".to_string(), vec![0.25; 300_000]), ("b".to_string(), vec![-1.0; 10])]);
+    let (mut processes, client, layout) = one_serving_pserver(&group, dir.path()).await;
+    let only = 0;
+    let gradient = gradient();
     client.push(&layout, &tensors(&gradient)).await.expect("push before the stop");
 
     tracing::info!("--- every master hangs; the pserver still trusts its 20 s lease");
