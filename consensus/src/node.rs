@@ -338,6 +338,18 @@ impl<S: StateMachine> ConsensusNode<S> {
         }
     }
 
+    /// Whether this node leads and a quorum acknowledged it within the leader lease
+    /// (`election_timeout_max_ms`, from openraft's `millis_since_quorum_ack`, which the core
+    /// refreshes at least every 1.5 heartbeats). A leader cut off from its quorum keeps
+    /// believing it leads (openraft 0.9 does not step down by itself), and nothing a lease
+    /// holder sends it meanwhile can be confirmed.
+    pub fn quorum_heard_recently(&self) -> bool {
+        let lease_ms = self.inner.config.election_timeout_max_ms;
+        let metrics = self.inner.raft.metrics();
+        let acked = metrics.borrow().millis_since_quorum_ack;
+        self.is_leader() && acked.is_some_and(|since_ms| since_ms <= lease_ms)
+    }
+
     /// Whether this node currently believes it leads.
     pub fn is_leader(&self) -> bool {
         let metrics = self.inner.raft.metrics();

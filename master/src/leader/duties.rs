@@ -7,6 +7,7 @@ use crate::service::Proposer;
 use crate::state::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// How often the leader looks for lost holders and expired tasks.
 pub(crate) const DUTY_TICK_MS: u64 = 100;
@@ -25,6 +26,9 @@ pub(crate) struct LeaderDuties {
     lease_term: Mutex<Option<u64>>,
     /// Tasks each trainer says it finished (from its heartbeats; soft state for status).
     progress: Mutex<std::collections::BTreeMap<u64, u64>>,
+    /// When the last tick found this leader without word from its quorum, if the last tick
+    /// did: the leases are held from then on (see [`LeaderDuties::hold`]).
+    held_at: Mutex<Option<Instant>>,
 }
 
 impl LeaderDuties {
@@ -41,6 +45,7 @@ impl LeaderDuties {
             pservers: Mutex::new(LeaseTable::new(pserver_lease)),
             lease_term: Mutex::new(None),
             progress: Mutex::new(std::collections::BTreeMap::new()),
+            held_at: Mutex::new(None),
         }
     }
 
@@ -103,6 +108,23 @@ impl LeaderDuties {
         lock(&self.trainers).clear();
         lock(&self.pservers).clear();
         *lock(&self.lease_term) = None;
+        *lock(&self.held_at) = None;
+    }
+
+    /// A round on a leader that has not heard its quorum for a lease: nobody is judged, and
+    /// the time since the last such round does not count against any lease still running.
+    /// Holders cannot renew meanwhile (every renewal waits for a confirmed leadership), so
+    /// judging them would free a live pserver's slot, or return a live trainer's tasks, the
+    /// moment the quorum answers again (a majority outage of a minute did). A lease that ran
+    /// out before the quorum went quiet stays run out. Holding only delays a release, and a
+    /// leader elected elsewhere meanwhile starts from fresh leases of its own.
+    fn hold(&self, term: u64) {
+        let _term = self.enter_term(term);
+        let now = self.clock.now();
+        let since = lock(&self.held_at).replace(now).unwrap_or(now);
+        let by = now.saturating_duration_since(since);
+        lock(&self.trainers).hold(since, by);
+        lock(&self.pservers).hold(since, by);
     }
 
     /// Clears the tables if they were filled in an earlier term than `term`. Every read or
@@ -114,36 +136,33 @@ impl LeaderDuties {
     fn enter_term(&self, term: u64) -> MutexGuard<'_, Option<u64>> {
         let mut lease_term = lock(&self.lease_term);
         let newer = lease_term.is_none_or(|filled_in| term > filled_in);
-        if newer && !crate::planted::active("leases-across-terms") {
-            lock(&self.trainers).clear();
-            lock(&self.pservers).clear();
-            lock(&self.progress).clear();
+        if newer {
+            if !crate::planted::active("leases-across-terms") {
+                lock(&self.trainers).clear();
+                lock(&self.pservers).clear();
+                lock(&self.progress).clear();
+            }
             *lease_term = Some(term);
         }
         lease_term
     }
 
     /// One round of duties on the leader, whose leadership is in `term`. Every decision
-    /// carries `term`, so one computed before a leadership change is refused after it.
+    /// carries `term`, so one computed before a leadership change is refused after it. A round
+    /// may wait on its decisions for a while; each judgement reads the clock and the state
+    /// afresh, and the round ends if the tables were meanwhile renewed for a newer term.
     async fn tick(&self, proposer: &Proposer, term: u64) {
-        drop(self.enter_term(term));
-        let (now, now_ms) = (self.clock.now(), proposer.now_ms());
-        let (trainers, (_, slots), expired) = proposer
-            .node()
-            .read(|state| (state.trainer_ids(), state.pserver_slots(), state.has_expired(now_ms)));
-        let lost = {
-            let mut table = lock(&self.trainers);
-            table.sync(trainers, now);
-            table.expired(now)
-        };
+        *lock(&self.held_at) = None;
+        let trainers = proposer.node().read(|state| state.trainer_ids());
+        let Some(lost) = self.judge(term, &self.trainers, trainers) else { return };
         for trainer in lost {
             tracing::warn!(trainer, term, "trainer missed its lease; returning its tasks");
             decide(proposer, term, Command::TrainerLost { trainer }).await;
         }
-        let dead = {
-            let mut table = lock(&self.pservers);
-            table.sync(slots.iter().map(|(index, holder)| (*index, holder.generation)), now);
-            table.expired(now)
+        let (_, slots) = proposer.node().read(|state| state.pserver_slots());
+        let holders = slots.iter().map(|(index, holder)| (*index, holder.generation));
+        let Some(dead) = self.judge(term, &self.pservers, holders.collect::<Vec<_>>()) else {
+            return;
         };
         let is_dead = |index: &u32, generation: u64| dead.contains(&(*index, generation));
         for (index, holder) in slots.into_iter().filter(|(index, h)| is_dead(index, h.generation)) {
@@ -151,9 +170,29 @@ impl LeaderDuties {
             tracing::warn!(slot = index, %addr, generation, term, "pserver missed its lease; freeing its slot");
             decide(proposer, term, Command::ReleasePServerSlot { index, generation }).await;
         }
-        if expired {
+        let now_ms = proposer.now_ms();
+        if proposer.node().read(|state| state.has_expired(now_ms)) {
             decide(proposer, term, Command::ExpireTasks).await;
         }
+    }
+
+    /// Makes `table` hold exactly `known` (newcomers get a fresh lease) and returns whose
+    /// lease ran out, judged now in `term`; `None` if the tables already belong to a newer term
+    /// (a round that outlived its term must not fill the newer term's table with its leases).
+    fn judge<K: Ord + Copy>(
+        &self,
+        term: u64,
+        table: &Mutex<LeaseTable<K>>,
+        known: Vec<K>,
+    ) -> Option<Vec<K>> {
+        let lease_term = self.enter_term(term);
+        if *lease_term != Some(term) {
+            return None;
+        }
+        let now = self.clock.now();
+        let mut table = lock(table);
+        table.sync(known, now);
+        Some(table.expired(now))
     }
 }
 
@@ -179,8 +218,10 @@ pub(crate) async fn run_duties(
         // The term is read before leadership: if leadership changes in between, the
         // decisions of this tick carry the old term and are refused when applied.
         let term = node.term();
-        if node.is_leader() {
+        if node.quorum_heard_recently() {
             duties.tick(&proposer, term).await;
+        } else if node.is_leader() {
+            duties.hold(term);
         } else {
             duties.step_down();
         }

@@ -53,6 +53,15 @@ impl<K: Ord + Copy> LeaseTable<K> {
         true
     }
 
+    /// Moves every lease still running at `since` forward by `by`: time in which holders
+    /// could not renew does not count against them. A lease that ran out before `since` stays
+    /// run out (its release may already be on its way).
+    pub(crate) fn hold(&mut self, since: Instant, by: Duration) {
+        for expires_at in self.expires_at.values_mut().filter(|expires_at| **expires_at > since) {
+            *expires_at += by;
+        }
+    }
+
     /// Holders whose lease ran out by `now`, in key order.
     pub(crate) fn expired(&self, now: Instant) -> Vec<K> {
         self.expires_at
@@ -87,5 +96,19 @@ mod tests {
         assert!(!table.renew(3, start + 5 * second), "a lease that ran out is not renewed");
         assert_eq!(table.expired(start + 5 * second), vec![3, 4]);
         assert!(table.renew(9, start + 5 * second), "a holder not known yet gets a lease");
+    }
+
+    /// Holding leases moves only those still running forward; one that ran out stays out.
+    #[test]
+    fn held_leases_do_not_run_out_but_expired_ones_stay_expired() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut table = LeaseTable::new(2 * second);
+        table.sync([1], start);
+        table.grant(2, start + second);
+        table.hold(start + 2 * second, 10 * second);
+        assert_eq!(table.expired(start + 3 * second), vec![1], "1 ran out before the hold");
+        assert_eq!(table.expired(start + 12 * second), vec![1], "2 was held for 10 s");
+        assert_eq!(table.expired(start + 13 * second), vec![1, 2]);
     }
 }
