@@ -20,6 +20,7 @@ mod master_lost_disk;
 mod master_pause;
 mod master_service;
 mod metrics;
+mod pserver_forged_claims;
 mod pserver_hostile_input;
 mod pserver_processes;
 mod pserver_replacement;
