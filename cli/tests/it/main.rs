@@ -2,6 +2,7 @@
 
 mod bench_consensus;
 mod broken_mount;
+mod checkpoint_names;
 mod command;
 mod dashboard;
 mod data_root;
