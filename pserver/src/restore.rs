@@ -80,7 +80,7 @@ fn candidates(
             }
         }
     }
-    fallbacks.sort_by(|a, b| b.0.cmp(&a.0));
+    fallbacks.sort_by_key(|(parts, _)| std::cmp::Reverse(*parts));
     let mut paths = vec![(recorded.to_path_buf(), Some(meta.crc32))];
     paths.extend(fallbacks.into_iter().map(|(_, path)| (path, None)));
     Ok(paths)
