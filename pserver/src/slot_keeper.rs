@@ -31,6 +31,9 @@ pub async fn claim(
             Ok(Some(lease)) => {
                 let lease_time = Duration::from_millis(lease.lease_ms);
                 let held = HeldSlot::granted(lease.index, lease.generation, lease_time, sent);
+                // The shard restores at the recorded step: heartbeats report it from the
+                // first, so the first checkpoint record is not judged against step 0.
+                held.saw_step(lease.checkpoint.as_ref().map_or(0, |meta| meta.step));
                 return Ok(Some((Arc::new(held), lease)));
             }
             Ok(None) if !waiting_logged => {
