@@ -2,7 +2,7 @@
 //! each committed command, applies it, encodes the answer; snapshots are the state's encoding.
 //! It also offers the read-only queries the service and the leader's duties ask.
 
-use crate::state::{MasterState, SlotHolder, StatusView};
+use crate::state::{MasterState, SlotHolder, SlotSecret, StatusView};
 use consensus::{RestoreError, StateMachine};
 
 #[derive(Default)]
@@ -58,8 +58,15 @@ impl ReplicatedState {
         self.state.pserver_table_version()
     }
 
-    pub(crate) fn slot_held(&self, index: u32, generation: u64) -> bool {
-        self.state.slot_held(index, generation)
+    pub(crate) fn slot_held(&self, index: u32, generation: u64, secret: SlotSecret) -> bool {
+        self.state.slot_held(index, generation, secret)
+    }
+
+    /// The step of slot `index`'s recorded checkpoint (0 when none).
+    pub(crate) fn recorded_step(&self, index: u32) -> u64 {
+        let slots = self.state.pservers();
+        let slot = slots.get(index as usize);
+        slot.and_then(|slot| slot.checkpoint.as_ref()).map_or(0, |meta| meta.step)
     }
 
     pub(crate) fn has_expired(&self, now_ms: u64) -> bool {

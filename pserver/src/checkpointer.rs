@@ -1,15 +1,22 @@
-//! `Checkpointer`: writes the shard to a checkpoint file (temp file, fsync, rename, directory
-//! fsync), records it through the master with the slot generation, and only then deletes
-//! files older than the previous recorded one, so the two newest recorded checkpoints always
-//! exist on disk.
+//! `Checkpointer`: writes the shard to a checkpoint file (temp file, fsync, a link that never
+//! replaces a file, directory fsync), records it through the master with the slot generation
+//! and the claim's secret, and only then deletes files older than the previous recorded one,
+//! so the two newest recorded checkpoints always exist on disk.
+//!
+//! A file name (slot, step, generation) is used once: a master may have recorded a file whose
+//! answer never arrived, with its crc. When the name is taken, or the master answers `Stale`
+//! with a newer recorded step, the shard's step moves past it and the next round writes a new
+//! name.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use master::client::{CheckpointMeta, CheckpointRecorded, ClientError, MasterClient};
-use storage::checkpoint::{CheckpointDir, CheckpointHeader, ParamShape, WrittenCheckpoint};
+use master::client::{CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotLease};
+use storage::checkpoint::{
+    CheckpointDir, CheckpointError, CheckpointHeader, ParamShape, WrittenCheckpoint,
+};
 
 use crate::held_slot::HeldSlot;
 use crate::shard::Shard;
@@ -23,8 +30,15 @@ pub enum Round {
     Recorded {
         step: u64,
     },
-    /// The master already has this step or a newer one; the file stays.
+    /// The master already has this step or a newer one (`recorded_step`); the file stays,
+    /// and the shard's step moved past the recorded one.
     Stale {
+        step: u64,
+        recorded_step: u64,
+    },
+    /// A file of this step and generation was already on disk (never replaced); the shard's
+    /// step moved past it.
+    NameTaken {
         step: u64,
     },
 }
@@ -34,6 +48,8 @@ pub struct Checkpointer {
     dir: CheckpointDir,
     master: Arc<MasterClient>,
     held: Arc<HeldSlot>,
+    /// The claim: its generation and secret go with every record.
+    lease: SlotLease,
     cell: Arc<ShardCell>,
     /// The step of the newest checkpoint the master recorded for this slot (shown by Status).
     recorded_step: Arc<AtomicU64>,
@@ -46,11 +62,19 @@ impl Checkpointer {
         dir: CheckpointDir,
         master: Arc<MasterClient>,
         held: Arc<HeldSlot>,
+        lease: SlotLease,
         cell: Arc<ShardCell>,
         recorded_step: Arc<AtomicU64>,
     ) -> Self {
         let previous_step = recorded_step.load(Ordering::SeqCst);
-        Self { dir, master, held, cell, recorded_step, previous_step }
+        Self { dir, master, held, lease, cell, recorded_step, previous_step }
+    }
+
+    /// Tells the heartbeats the shard's step now.
+    pub fn note_step(&self) {
+        if let Ok(shard) = self.cell.ready() {
+            self.held.saw_step(shard.step());
+        }
     }
 
     /// Whether the slot is still this pserver's (a failed round that kept it, even with its
@@ -63,11 +87,19 @@ impl Checkpointer {
     pub async fn round(&mut self) -> anyhow::Result<Round> {
         let Ok(shard) = self.cell.ready() else { return Ok(Round::Skipped) };
         let step = shard.step();
+        self.held.saw_step(step);
         if step <= self.recorded_step.load(Ordering::SeqCst) {
             return Ok(Round::Skipped);
         }
         self.held.check(Instant::now())?;
-        let written = self.write(shard).await?;
+        let written = match self.write(shard.clone(), step).await {
+            Err(error) if name_taken(&error) => {
+                tracing::warn!(slot = self.held.index(), step, %error, "checkpoint name taken; moving past it");
+                shard.adopt_step(step + 1);
+                return Ok(Round::NameTaken { step });
+            }
+            written => written?,
+        };
         // A pserver paused during the write may have lost its slot: record nothing then.
         self.held.check(Instant::now())?;
         let meta = CheckpointMeta {
@@ -78,13 +110,15 @@ impl Checkpointer {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |since| since.as_millis() as u64),
         };
-        match self.master.record_checkpoint(self.held.index(), self.held.generation(), &meta).await
-        {
+        match self.master.record_checkpoint(&self.lease, &meta).await {
             Ok(CheckpointRecorded::Recorded) => {
                 self.recorded(step)?;
                 Ok(Round::Recorded { step })
             }
-            Ok(CheckpointRecorded::Stale) => Ok(Round::Stale { step }),
+            Ok(CheckpointRecorded::Stale { recorded_step }) => {
+                shard.adopt_step(recorded_step.saturating_add(1));
+                Ok(Round::Stale { step, recorded_step })
+            }
             Err(ClientError::NotHolder { message, .. }) => {
                 self.held.lose(format!("the master refused a checkpoint record: {message}"));
                 Err(anyhow::anyhow!("slot {} lost: {message}", self.held.index()))
@@ -106,11 +140,11 @@ impl Checkpointer {
         Ok(())
     }
 
-    /// Writes the shard's file on a blocking thread; each block is copied under its lock and
-    /// written without it.
-    async fn write(&self, shard: Arc<Shard>) -> anyhow::Result<WrittenCheckpoint> {
+    /// Writes the shard's file for `step` on a blocking thread; each block is copied under its
+    /// lock and written without it.
+    async fn write(&self, shard: Arc<Shard>, step: u64) -> anyhow::Result<WrittenCheckpoint> {
         let dir = self.dir.clone();
-        let header = header(&shard, self.held.index(), self.held.generation())?;
+        let header = header(&shard, self.held.index(), self.held.generation(), step)?;
         let written = tokio::task::spawn_blocking(move || -> anyhow::Result<WrittenCheckpoint> {
             let mut writer = dir.writer(&header)?;
             shard.visit_blocks(|id, block| {
@@ -123,8 +157,18 @@ impl Checkpointer {
     }
 }
 
-/// The file header for the shard at this moment.
-fn header(shard: &Shard, slot_index: u32, generation: u64) -> anyhow::Result<CheckpointHeader> {
+/// Whether a write failed only because its file name was already taken.
+fn name_taken(error: &anyhow::Error) -> bool {
+    matches!(error.downcast_ref::<CheckpointError>(), Some(CheckpointError::Exists { .. }))
+}
+
+/// The file header for the shard at `step` (the step the file is named and recorded with).
+fn header(
+    shard: &Shard,
+    slot_index: u32,
+    generation: u64,
+    step: u64,
+) -> anyhow::Result<CheckpointHeader> {
     let layout = shard.layout();
     let optimizer = bincode::serialize(&layout.optimizer).context("encode the optimizer")?;
     let params = layout
@@ -137,7 +181,7 @@ fn header(shard: &Shard, slot_index: u32, generation: u64) -> anyhow::Result<Che
         slot_count: layout.slot_count,
         block_elements: layout.block_elements,
         generation,
-        step: shard.step(),
+        step,
         optimizer,
         params,
     })

@@ -10,6 +10,7 @@
 //! confirmed) proves no other generation holds the slot, so serving resumes. The slot is *lost*
 //! for good only when the master says another generation holds it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,9 @@ pub struct HeldSlot {
     generation: u64,
     lease: Duration,
     state: Mutex<LeaseState>,
+    /// The highest update step the shard was seen at, reported in heartbeats: the master
+    /// refuses a checkpoint record far beyond it.
+    step_seen: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -49,7 +53,8 @@ impl HeldSlot {
     /// A slot granted by a claim sent at `claim_sent`, with the master's lease length.
     pub fn granted(index: u32, generation: u64, lease: Duration, claim_sent: Instant) -> Self {
         let valid_until = claim_sent + trusted(lease);
-        Self { index, generation, lease, state: Mutex::new(LeaseState { valid_until, lost: None }) }
+        let state = Mutex::new(LeaseState { valid_until, lost: None });
+        Self { index, generation, lease, state, step_seen: AtomicU64::new(0) }
     }
 
     pub fn index(&self) -> u32 {
@@ -62,6 +67,16 @@ impl HeldSlot {
 
     pub fn lease(&self) -> Duration {
         self.lease
+    }
+
+    /// The shard is at update `step` now (a lower step than seen before changes nothing).
+    pub fn saw_step(&self, step: u64) {
+        self.step_seen.fetch_max(step, Ordering::Relaxed);
+    }
+
+    /// The highest update step seen, for heartbeats.
+    pub fn step_seen(&self) -> u64 {
+        self.step_seen.load(Ordering::Relaxed)
     }
 
     /// A heartbeat sent at `sent` was answered "held".

@@ -73,6 +73,7 @@ pub async fn run(
     let keeper = tokio::spawn(slot_keeper::keep(
         master.clone(),
         held.clone(),
+        lease.clone(),
         addr.clone(),
         stopped.clone(),
     ));
@@ -104,7 +105,7 @@ async fn serve_slot(
 ) -> anyhow::Result<()> {
     let recorded_step =
         Arc::new(AtomicU64::new(lease.checkpoint.as_ref().map_or(0, |meta| meta.step)));
-    let cell = Arc::new(restored_cell(&held, &lease, config.num_pservers).await?);
+    let cell = Arc::new(restored_cell(&held, &lease, config.num_pservers, &dir).await?);
     let rpc = PServerRpc::new(cell.clone(), held.clone(), recorded_step.clone());
     let service = PServerServiceServer::new(rpc)
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
@@ -117,7 +118,7 @@ async fn serve_slot(
     });
     let server =
         tokio::spawn(serve(listeners.service, service, master.security().clone(), server_stopped));
-    let checkpointer = Checkpointer::new(dir, master, held.clone(), cell, recorded_step);
+    let checkpointer = Checkpointer::new(dir, master, held.clone(), lease, cell, recorded_step);
     let outcome =
         watch_lease(&held, checkpointer, config.checkpoint_interval(), stopped, shutdown).await;
     let _ = server_stop.send(true);
@@ -156,6 +157,7 @@ async fn watch_lease(
         if let Err(error @ FenceError::LeaseLost { .. }) = held.check(Instant::now()) {
             return Err(error.into());
         }
+        checkpointer.note_step();
         if tokio::time::Instant::now() >= next_checkpoint {
             checkpoint(&mut checkpointer).await?;
             next_checkpoint = tokio::time::Instant::now() + interval;
@@ -194,6 +196,7 @@ async fn restored_cell(
     held: &HeldSlot,
     lease: &SlotLease,
     slot_count: u32,
+    dir: &CheckpointDir,
 ) -> anyhow::Result<ShardCell> {
     let Some(meta) = lease.checkpoint.clone() else {
         tracing::info!(
@@ -202,8 +205,8 @@ async fn restored_cell(
         );
         return Ok(ShardCell::empty(held.index(), slot_count));
     };
-    let slot = held.index();
-    let (shard, path) = tokio::task::spawn_blocking(move || restore(slot, slot_count, &meta))
+    let (slot, dir) = (held.index(), dir.clone());
+    let (shard, path) = tokio::task::spawn_blocking(move || restore(slot, slot_count, &meta, &dir))
         .await
         .context("the restore panicked")??;
     tracing::info!(slot, path = %path.display(), step = shard.step(), "shard restored from its checkpoint");

@@ -63,6 +63,13 @@ impl Shard {
         self.step.load(Ordering::SeqCst)
     }
 
+    /// Moves the step up to at least `step` (never down): a master already recorded a
+    /// checkpoint of this slot at a step this shard has not reached (one whose answer was
+    /// lost, or a predecessor's), and the next checkpoint must be newer and named anew.
+    pub fn adopt_step(&self, step: u64) {
+        self.step.fetch_max(step, Ordering::SeqCst);
+    }
+
     pub fn nonfinite_refused(&self) -> u64 {
         self.nonfinite_refused.load(Ordering::SeqCst)
     }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use master::client::{ClientError, MasterClient, SlotLease};
+use master::client::{new_slot_secret, ClientError, MasterClient, SlotLease};
 use tokio::sync::watch;
 
 use crate::held_slot::HeldSlot;
@@ -26,10 +26,14 @@ pub async fn claim(
     let mut waiting_logged = false;
     loop {
         let sent = Instant::now();
-        match master.claim_slot(addr, desired).await {
+        // A fresh secret per claim: only this process ever learns it.
+        match master.claim_slot(addr, desired, new_slot_secret()).await {
             Ok(Some(lease)) => {
                 let lease_time = Duration::from_millis(lease.lease_ms);
                 let held = HeldSlot::granted(lease.index, lease.generation, lease_time, sent);
+                // The shard restores at the recorded step: heartbeats report it from the
+                // first, so the first checkpoint record is not judged against step 0.
+                held.saw_step(lease.checkpoint.as_ref().map_or(0, |meta| meta.step));
                 return Ok(Some((Arc::new(held), lease)));
             }
             Ok(None) if !waiting_logged => {
@@ -54,10 +58,12 @@ pub async fn claim(
 
 /// Renews the lease until `stop` turns true or the master says another generation holds the
 /// slot (then `held` is marked lost). A lease that ran out unanswered (a master failover) is
-/// renewed again as soon as a leader answers.
+/// renewed again as soon as a leader answers. Each heartbeat carries the claim's secret and
+/// the shard's step as last seen.
 pub async fn keep(
     master: Arc<MasterClient>,
     held: Arc<HeldSlot>,
+    lease: SlotLease,
     addr: String,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -71,7 +77,7 @@ pub async fn keep(
             return;
         }
         let sent = Instant::now();
-        let beat = master.slot_heartbeat(held.index(), &addr, held.generation());
+        let beat = master.slot_heartbeat(&lease, &addr, held.step_seen());
         // A stop does not wait for a heartbeat to masters that may be gone.
         let answered = tokio::select! {
             answered = tokio::time::timeout(held.lease(), beat) => answered,

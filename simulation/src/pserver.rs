@@ -2,12 +2,16 @@
 //! it every quarter lease, records a checkpoint now and then under its generation, stops
 //! serving when the master says it lost the slot or when no heartbeat was confirmed for most
 //! of a lease, and sometimes crashes and comes back (claiming again). What it is told of its
-//! slot goes to the slot checker; its checkpoint records to the client-visible checker.
+//! slot goes to the slot checker; its checkpoint records to the client-visible checker. Each
+//! claim carries a secret drawn from a stream of its own (so the other draws, and with them
+//! the schedules, stay as they were), and heartbeats and records carry it back.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use master::client::{CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotLease};
+use master::client::{
+    CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotLease, SlotSecret,
+};
 
 use crate::client::ClientContext;
 use crate::config::SimulationConfig;
@@ -24,6 +28,8 @@ const DOWN_MS: (u64, u64) = (100, 3_000);
 /// Every this many heartbeats, a checkpoint.
 const CHECKPOINT_EVERY: u64 = 8;
 const RETRY_MS: (u64, u64) = (50, 200);
+/// The random streams of the pservers' claim secrets, far from every other component's.
+const SECRET_STREAM_BASE: u64 = 1 << 40;
 
 /// One pserver process slot (it restarts under the same address).
 pub struct SimPServer {
@@ -31,6 +37,8 @@ pub struct SimPServer {
     addr: String,
     seq: u64,
     rng: SimRng,
+    /// Draws the claims' secrets.
+    secrets: SimRng,
     master: Arc<MasterClient>,
     context: ClientContext,
     slots: u32,
@@ -51,6 +59,7 @@ impl SimPServer {
             addr: format!("ps-{index}:9000"),
             seq: 0,
             rng: SimRng::derive(config.seed, 50 + index),
+            secrets: SimRng::derive(config.seed, SECRET_STREAM_BASE + index),
             master,
             context,
             slots: config.pserver_slots,
@@ -72,7 +81,9 @@ impl SimPServer {
     /// A granted slot, and when the claim was sent (the lease counts from then).
     async fn claim(&mut self) -> Option<(SlotLease, u64)> {
         let (master, invoked_ms) = (self.master.clone(), self.context.trace.now_ms());
-        let call = master.claim_slot(&self.addr, self.slots);
+        let bits =
+            (u128::from(self.secrets.next_u64()) << 64) | u128::from(self.secrets.next_u64());
+        let call = master.claim_slot(&self.addr, self.slots, SlotSecret::from_bits(bits));
         let what = format!("claim_slot {}", self.addr);
         let fact = |lease: &Option<SlotLease>| {
             lease
@@ -123,7 +134,7 @@ impl SimPServer {
 
     async fn heartbeat(&mut self, lease: &SlotLease) -> Option<bool> {
         let master = self.master.clone();
-        let call = master.slot_heartbeat(lease.index, &self.addr, lease.generation);
+        let call = master.slot_heartbeat(lease, &self.addr, self.step);
         let what = format!("slot_heartbeat {} generation {}", lease.index, lease.generation);
         self.context.call(self.id, &mut self.seq, what, call, |_| None).await.ok()
     }
@@ -133,13 +144,13 @@ impl SimPServer {
         self.step += 1;
         let (index, generation, step) = (lease.index, lease.generation, self.step);
         let meta = CheckpointMeta {
-            path: format!("ckpt/{index}-{step}-{generation}"),
+            path: format!("ckpt/{}", storage::checkpoint::file_name(index, step, generation)),
             step,
             crc32: 0,
             created_ms: self.context.trace.now_ms(),
         };
         let master = self.master.clone();
-        let call = master.record_checkpoint(index, generation, &meta);
+        let call = master.record_checkpoint(lease, &meta);
         let what = format!("record_checkpoint {index} generation {generation} step {step}");
         let fact = move |recorded: &CheckpointRecorded| {
             (*recorded == CheckpointRecorded::Recorded).then_some(Fact::CheckpointRecorded {

@@ -47,6 +47,25 @@ impl DurableFile {
     }
 }
 
+impl DurableFile {
+    /// Like [`DurableFile::commit`], but never replaces a file already under the final name:
+    /// that fails with `AlreadyExists` and removes the temporary file. The final name is a
+    /// hard link made while the name is free (`link` fails if it is taken; `rename` would
+    /// replace it), then the temporary name goes.
+    pub fn commit_new(self) -> io::Result<PathBuf> {
+        let file = self.writer.into_inner().map_err(|error| error.into_error())?;
+        file.sync_all()?;
+        drop(file);
+        if let Err(error) = fs::hard_link(&self.temp, &self.path) {
+            let _ = fs::remove_file(&self.temp);
+            return Err(error);
+        }
+        fs::remove_file(&self.temp)?;
+        File::open(&self.dir)?.sync_all()?;
+        Ok(self.path)
+    }
+}
+
 impl Write for DurableFile {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         self.writer.write(bytes)

@@ -2,6 +2,7 @@
 
 mod bench_consensus;
 mod broken_mount;
+mod checkpoint_names;
 mod command;
 mod dashboard;
 mod data_root;
@@ -20,6 +21,7 @@ mod master_lost_disk;
 mod master_pause;
 mod master_service;
 mod metrics;
+mod pserver_forged_claims;
 mod pserver_hostile_input;
 mod pserver_processes;
 mod pserver_replacement;

@@ -20,13 +20,21 @@ async fn a_leader_without_quorum_confirms_no_ownership() {
     // What a pserver partitioned with the old leader keeps talking to: that one master.
     let mut service = group.service(leader).await;
     let stamp = Some(ClientStamp { client_id: 77, seq: 1 });
-    let claim = ClaimPServerSlotRequest { stamp, addr: "127.0.0.1:7101".into(), desired: 1 };
+    let secret = vec![5; 16];
+    let claim = ClaimPServerSlotRequest {
+        stamp,
+        addr: "127.0.0.1:7101".into(),
+        desired: 1,
+        secret: secret.clone().into(),
+    };
     let lease = service.claim_p_server_slot(claim).await.expect("claim a slot").into_inner();
     assert!(lease.granted && lease.generation > 0, "{lease:?}");
     let heartbeat = PServerHeartbeatRequest {
         index: 0,
         addr: "127.0.0.1:7101".into(),
         generation: lease.generation,
+        secret: secret.into(),
+        step: 0,
     };
     let answer = service.p_server_heartbeat(heartbeat.clone()).await.expect("a heartbeat");
     assert!(answer.into_inner().holds_slot, "the leader confirms the holder while it has a quorum");

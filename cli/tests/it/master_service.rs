@@ -103,7 +103,8 @@ async fn watch_streams_pserver_changes() {
     let mut watch = client.watch_pservers();
     let first = watch.next().await.expect("a table").expect("the watch is open");
     assert!(first.pservers.is_empty());
-    let lease = client.claim_slot("127.0.0.1:7101", 2).await.expect("claim a slot");
+    let secret = master::client::new_slot_secret();
+    let lease = client.claim_slot("127.0.0.1:7101", 2, secret).await.expect("claim a slot");
     let lease = lease.expect("a free slot is granted");
     let next = tokio::time::timeout(Duration::from_secs(10), watch.next())
         .await
@@ -206,7 +207,9 @@ async fn repeated_reports_repeat_the_answer_until_a_file_changes() {
 /// with generations (a stale checkpoint and a wrong generation told apart), evals, the table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_typed_client_covers_every_call() {
-    use master::client::{CheckpointMeta, CheckpointRecorded, TaskOutcome};
+    use master::client::{
+        new_slot_secret, CheckpointMeta, CheckpointRecorded, SlotLease, TaskOutcome,
+    };
     let group = MasterGroup::start(3, &[]);
     let client = group.client();
     let dataset = write_dataset(group.dir.path(), 3);
@@ -230,23 +233,41 @@ async fn the_typed_client_covers_every_call() {
         .await
         .expect("fail"));
 
-    let lease = client.claim_slot("127.0.0.1:7101", 1).await.expect("claim").expect("granted");
+    let lease = client.claim_slot("127.0.0.1:7101", 1, new_slot_secret()).await.expect("claim");
+    let lease = lease.expect("granted");
     assert!(lease.generation > 0 && lease.checkpoint.is_none());
-    let holds = client.slot_heartbeat(0, "127.0.0.1:7101", lease.generation).await;
+    let holds = client.slot_heartbeat(&lease, "127.0.0.1:7101", 5).await;
     assert!(holds.expect("heartbeat"));
-    let wrong = client.slot_heartbeat(0, "127.0.0.1:7101", lease.generation + 1).await;
+    let other_generation = SlotLease { generation: lease.generation + 1, ..lease.clone() };
+    let wrong = client.slot_heartbeat(&other_generation, "127.0.0.1:7101", 5).await;
     assert!(!wrong.expect("heartbeat"), "another generation does not hold the slot");
-    let meta =
-        |step| CheckpointMeta { path: format!("ckpt-{step}"), step, crc32: 1, created_ms: 2 };
-    let record = |generation, step| {
-        let client = &client;
-        async move { client.record_checkpoint(0, generation, &meta(step)).await }
+    let other_secret = SlotLease { secret: new_slot_secret(), ..lease.clone() };
+    let wrong = client.slot_heartbeat(&other_secret, "127.0.0.1:7101", 5).await;
+    assert!(!wrong.expect("heartbeat"), "another secret does not hold the slot");
+    let meta = |lease: &SlotLease, step| CheckpointMeta {
+        path: format!("/ckpt/{}", storage::checkpoint::file_name(0, step, lease.generation)),
+        step,
+        crc32: 1,
+        created_ms: 2,
     };
-    assert_eq!(record(lease.generation, 5).await.expect("record"), CheckpointRecorded::Recorded);
-    assert_eq!(record(lease.generation, 4).await.expect("record"), CheckpointRecorded::Stale);
-    let refused = record(lease.generation + 1, 9).await.expect_err("a wrong generation");
+    let record = |lease: SlotLease, step| {
+        let client = &client;
+        async move { client.record_checkpoint(&lease, &meta(&lease, step)).await }
+    };
+    assert_eq!(record(lease.clone(), 5).await.expect("record"), CheckpointRecorded::Recorded);
+    let stale = record(lease.clone(), 4).await.expect("record");
+    assert_eq!(stale, CheckpointRecorded::Stale { recorded_step: 5 }, "names the master's step");
+    let refused = record(other_generation, 9).await.expect_err("a wrong generation");
     assert!(matches!(refused, ClientError::NotHolder { .. }), "{refused}");
-    assert!(client.claim_slot("127.0.0.1:7102", 1).await.expect("claim").is_none(), "full");
+    let refused = record(other_secret, 9).await.expect_err("a wrong secret");
+    assert!(matches!(refused, ClientError::NotHolder { .. }), "{refused}");
+    let refused = record(lease.clone(), 1 << 62).await.expect_err("far beyond the heartbeat");
+    assert!(matches!(refused, ClientError::InvalidArgument { .. }), "{refused}");
+    let unnamed = CheckpointMeta { path: "/nonexistent".into(), ..meta(&lease, 9) };
+    let refused = client.record_checkpoint(&lease, &unnamed).await.expect_err("not the naming");
+    assert!(matches!(refused, ClientError::InvalidArgument { .. }), "{refused}");
+    let full = client.claim_slot("127.0.0.1:7102", 1, new_slot_secret()).await.expect("claim");
+    assert!(full.is_none(), "full");
 
     client.record_eval(0, 0.5, 0.75).await.expect("eval");
     let refused = client.record_eval(0, 0.5, 1.5).await.expect_err("accuracy over 1");

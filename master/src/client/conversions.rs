@@ -3,8 +3,8 @@
 
 use super::error::ClientError;
 use super::types::{
-    CheckpointMeta, ChunkRef, DatasetSizes, PServerEntry, PServerTable, SlotLease, Task,
-    TaskOutcome,
+    CheckpointMeta, ChunkRef, DatasetSizes, PServerEntry, PServerTable, SlotLease, SlotSecret,
+    Task, TaskOutcome,
 };
 use proto::master as pb;
 use proto::master::get_task_reply::Outcome;
@@ -55,6 +55,7 @@ fn task_from_proto(task: pb::Task) -> Task {
 /// A claim's answer: `None` when every slot is held.
 pub(crate) fn slot_lease(
     reply: pb::ClaimPServerSlotReply,
+    secret: SlotSecret,
 ) -> Result<Option<SlotLease>, ClientError> {
     if !reply.granted {
         return Ok(None);
@@ -65,6 +66,7 @@ pub(crate) fn slot_lease(
     Ok(Some(SlotLease {
         index: reply.index,
         generation: reply.generation,
+        secret,
         lease_ms: reply.lease_ms,
         checkpoint: reply.checkpoint.map(checkpoint_from_proto),
     }))
@@ -131,9 +133,11 @@ mod tests {
             checkpoint: None,
             generation,
         };
-        assert!(slot_lease(claim(true, 0)).is_err(), "a granted slot without a generation");
-        assert_eq!(slot_lease(claim(false, 0)).expect("converts"), None);
-        let lease = slot_lease(claim(true, 7)).expect("converts").expect("granted");
+        let secret = SlotSecret::from_bits(9);
+        assert!(slot_lease(claim(true, 0), secret).is_err(), "a granted slot without a generation");
+        assert_eq!(slot_lease(claim(false, 0), secret).expect("converts"), None);
+        let lease = slot_lease(claim(true, 7), secret).expect("converts").expect("granted");
         assert_eq!((lease.index, lease.generation, lease.lease_ms), (1, 7, 5));
+        assert_eq!(lease.secret, secret, "the caller's own secret");
     }
 }

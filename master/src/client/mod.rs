@@ -22,8 +22,9 @@ pub use error::{
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
 pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
+pub use types::new_slot_secret;
 pub use types::{
     CheckpointMeta, CheckpointRecorded, ChunkRef, DatasetSizes, Fault, PServerEntry, PServerTable,
-    SlotLease, Task, TaskOutcome, TrainerRegistration,
+    SlotLease, SlotSecret, Task, TaskOutcome, TrainerRegistration,
 };
 pub use watch::PServerWatch;

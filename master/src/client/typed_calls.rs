@@ -8,11 +8,12 @@ use super::conversions::{
 use super::error::ClientError;
 use super::master_client::{service_client, timed, MasterClient};
 use super::types::{
-    CheckpointMeta, CheckpointRecorded, DatasetSizes, Fault, PServerTable, SlotLease, TaskOutcome,
-    TrainerRegistration,
+    CheckpointMeta, CheckpointRecorded, DatasetSizes, Fault, PServerTable, SlotLease, SlotSecret,
+    TaskOutcome, TrainerRegistration,
 };
 use super::watch::PServerWatch;
 use proto::master as pb;
+use proto::prost::bytes::Bytes;
 use std::time::Duration;
 
 /// One attempt of `report_dataset` may take this long: the leader scans every chunk header of
@@ -100,58 +101,83 @@ impl MasterClient {
         Ok(reply.accepted)
     }
 
-    /// Claims a pserver slot for `addr` (host:port); `None` when all `desired` are held.
+    /// Claims a pserver slot for `addr` (host:port) with `secret` (from [`super::new_slot_secret`];
+    /// heartbeats and checkpoint records of the slot must carry it); `None` when all `desired`
+    /// are held.
     pub async fn claim_slot(
         &self,
         addr: &str,
         desired: u32,
+        secret: SlotSecret,
     ) -> Result<Option<SlotLease>, ClientError> {
         let timeout = self.rpc_timeout();
         let reply = self
             .write("ClaimPServerSlot", |mut service, stamp| {
-                let request =
-                    pb::ClaimPServerSlotRequest { stamp: Some(stamp), addr: addr.into(), desired };
+                let request = pb::ClaimPServerSlotRequest {
+                    stamp: Some(stamp),
+                    addr: addr.into(),
+                    desired,
+                    secret: secret.to_bytes().into(),
+                };
                 async move { service.claim_p_server_slot(timed(request, timeout)).await }
             })
             .await?;
-        slot_lease(reply)
+        slot_lease(reply, secret)
     }
 
-    /// Renews the slot's lease; `false` when the slot is not held under `generation` any more
-    /// (the pserver must stop serving and exit).
+    /// Renews the lease of `lease`'s slot and reports the pserver's update `step`; `false`
+    /// when the slot is not held under its generation and secret any more (the pserver must
+    /// stop serving and exit).
     pub async fn slot_heartbeat(
         &self,
-        index: u32,
+        lease: &SlotLease,
         addr: &str,
-        generation: u64,
+        step: u64,
     ) -> Result<bool, ClientError> {
         let timeout = self.rpc_timeout();
+        let (index, generation, secret) =
+            (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()));
         let reply = self
             .call("PServerHeartbeat", |mut service| {
-                let request = pb::PServerHeartbeatRequest { index, addr: addr.into(), generation };
+                let request = pb::PServerHeartbeatRequest {
+                    index,
+                    addr: addr.into(),
+                    generation,
+                    secret: secret.clone(),
+                    step,
+                };
                 async move { service.p_server_heartbeat(timed(request, timeout)).await }
             })
             .await?;
         Ok(reply.holds_slot)
     }
 
-    /// Records the slot's checkpoint; `ClientError::NotHolder` if `generation` is not current.
+    /// Records the checkpoint of `lease`'s slot; `ClientError::NotHolder` if its generation is
+    /// not current (or its secret not the claim's).
     pub async fn record_checkpoint(
         &self,
-        index: u32,
-        generation: u64,
+        lease: &SlotLease,
         meta: &CheckpointMeta,
     ) -> Result<CheckpointRecorded, ClientError> {
         let timeout = self.rpc_timeout();
+        let (index, generation, secret) =
+            (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()));
         let reply = self
             .write("RecordCheckpoint", |mut service, stamp| {
-                let meta = Some(checkpoint_to_proto(meta));
-                let request =
-                    pb::RecordCheckpointRequest { stamp: Some(stamp), index, meta, generation };
+                let request = pb::RecordCheckpointRequest {
+                    stamp: Some(stamp),
+                    index,
+                    meta: Some(checkpoint_to_proto(meta)),
+                    generation,
+                    secret: secret.clone(),
+                };
                 async move { service.record_checkpoint(timed(request, timeout)).await }
             })
             .await?;
-        Ok(if reply.recorded { CheckpointRecorded::Recorded } else { CheckpointRecorded::Stale })
+        Ok(match reply.recorded {
+            true => CheckpointRecorded::Recorded,
+            false => CheckpointRecorded::Stale { recorded_step: reply.recorded_step },
+        })
     }
 
     /// Records an evaluation of the model after `pass` (accuracy in 0..=1), shown by status.

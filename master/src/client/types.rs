@@ -1,7 +1,13 @@
 //! What `MasterClient`'s typed calls answer: plain Rust values, so pservers and trainers never
 //! see protobuf. Conversions from the wire live in `conversions.rs`.
 
-pub use crate::state::{CheckpointMeta, ChunkRef, Fault};
+pub use crate::state::{CheckpointMeta, ChunkRef, Fault, SlotSecret};
+
+/// A fresh claim secret: 128 bits from the OS's random source, told to nobody but the master.
+pub fn new_slot_secret() -> SlotSecret {
+    use rand::Rng as _;
+    SlotSecret::from_bits(rand::rngs::OsRng.gen())
+}
 
 /// A trainer's registration: its id, and how often it must heartbeat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,12 +47,15 @@ pub enum TaskOutcome {
     UnknownTrainer,
 }
 
-/// A granted pserver slot: serve `index`, and put `generation` in every heartbeat and
-/// checkpoint record (trainers put it in every request to this pserver).
+/// A granted pserver slot: serve `index`, and put `generation` and `secret` in every heartbeat
+/// and checkpoint record (trainers put `generation`, never the secret, in every request to
+/// this pserver).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlotLease {
     pub index: u32,
     pub generation: u64,
+    /// The secret the claim carried (the caller's own; `Debug` does not print it).
+    pub secret: SlotSecret,
     pub lease_ms: u64,
     /// The slot's latest checkpoint, to restore from.
     pub checkpoint: Option<CheckpointMeta>,
@@ -57,8 +66,11 @@ pub struct SlotLease {
 pub enum CheckpointRecorded {
     Recorded,
     /// The slot already has a checkpoint at the same or a higher step; nothing changed, and
-    /// the files that one needs must stay.
-    Stale,
+    /// the files that one needs must stay. `recorded_step` is that checkpoint's step: the
+    /// caller moves its own step past it, so its next file gets a name never used.
+    Stale {
+        recorded_step: u64,
+    },
 }
 
 /// One held pserver slot.

@@ -1,6 +1,8 @@
 //! Conversions between the master's state types and protobuf messages, in one place.
 
-use crate::state::{CheckpointMeta, ChunkRef, ClientStamp, TaskAssignment};
+use crate::state::{
+    CheckpointMeta, ChunkRef, ClientStamp, SlotSecret, TaskAssignment, SLOT_SECRET_BYTES,
+};
 use proto::master as pb;
 use tonic::Status;
 
@@ -42,6 +44,18 @@ pub(crate) fn generation(generation: u64) -> Result<u64, Status> {
         ));
     }
     Ok(generation)
+}
+
+/// A claim's secret from a request: exactly [`SLOT_SECRET_BYTES`] bytes. An empty field is a
+/// pserver older than this master (it sends none) and must be upgraded.
+pub(crate) fn secret(bytes: &[u8]) -> Result<SlotSecret, Status> {
+    SlotSecret::from_bytes(bytes).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "secret: must be the {SLOT_SECRET_BYTES} bytes the pserver drew for its claim, got {} \
+             (a pserver older than this master sends none: upgrade it)",
+            bytes.len()
+        ))
+    })
 }
 
 pub(crate) fn checkpoint_to_proto(meta: &CheckpointMeta) -> pb::CheckpointMeta {

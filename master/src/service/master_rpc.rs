@@ -2,19 +2,22 @@
 //! (stamped with the leader's clock and the client's stamp), and maps the state machine's
 //! answer back to a reply. Reads are linearizable; heartbeats touch only leader soft state.
 
-use super::conversions::{checkpoint_from_proto, checkpoint_to_proto, generation, stamp, task};
+use super::conversions::{
+    checkpoint_from_proto, checkpoint_to_proto, generation, secret, stamp, task,
+};
 use super::dataset_report::{
     repeated_report, report_in_batches, scan_status, validate_patterns, DatasetReport,
     DatasetScanner,
 };
 use super::proposer::Proposer;
-use super::status_mapping::{not_leader, unexpected, write_error};
+use super::reported_steps::ReportedSteps;
+use super::status_mapping::{not_leader, unexpected, write_error, wrong_secret};
 use super::status_view::TrainerSoftState;
 use crate::dataset_scan::{DataRoot, ScanLimits};
 use crate::leader::LeaderDuties;
 use crate::replicated_state::ReplicatedState;
 use crate::state::{
-    check_pserver_addr, ClientStamp, Command, Fault, QueuePolicy, Response,
+    check_pserver_addr, ClientStamp, Command, Fault, QueuePolicy, Response, SlotSecret,
     FAILURE_REASON_BYTES_MAX,
 };
 use consensus::ConsensusNode;
@@ -34,6 +37,8 @@ pub struct MasterRpc {
     policy: QueuePolicy,
     /// Scans reported datasets, under `--data-root` when given.
     scanner: DatasetScanner,
+    /// The step each slot's holder last reported (leader soft state).
+    steps: Arc<ReportedSteps>,
 }
 
 impl MasterRpc {
@@ -44,7 +49,8 @@ impl MasterRpc {
         data_root: Option<DataRoot>,
     ) -> Self {
         let scanner = DatasetScanner::new(data_root, ScanLimits::default());
-        Self { node: proposer.node().clone(), proposer, duties, policy, scanner }
+        let steps = Arc::new(ReportedSteps::default());
+        Self { node: proposer.node().clone(), proposer, duties, policy, scanner, steps }
     }
 
     /// Replicates one command and returns the state machine's answer.
@@ -89,6 +95,19 @@ impl MasterRpc {
 
     async fn linearizable(&self) -> Result<(), Status> {
         self.node.ensure_linearizable().await.map_err(write_error)
+    }
+
+    /// Whether slot `index` is held under `generation` by the claimer of `secret`, judged by a
+    /// state that applied everything committed when the applied one says no (see
+    /// [`registered`]: a new leader may not have applied the claim yet).
+    async fn holder_with_secret(
+        &self,
+        index: u32,
+        generation: u64,
+        secret: SlotSecret,
+    ) -> Result<bool, Status> {
+        let read = || self.node.read(|state| state.slot_held(index, generation, secret));
+        registered(read, self.linearizable()).await
     }
 
     /// Whether `trainer` is registered (see [`registered`]).
@@ -279,8 +298,13 @@ impl pb::master_service_server::MasterService for MasterRpc {
         if request.desired == 0 {
             return Err(Status::invalid_argument("desired: must be at least 1"));
         }
+        let secret = secret(&request.secret)?;
         let lease_ms = self.duties.pserver_lease_ms();
-        let command = Command::ClaimPServerSlot { addr: request.addr, desired: request.desired };
+        let command = Command::ClaimPServerSlotWithSecret {
+            addr: request.addr,
+            desired: request.desired,
+            secret,
+        };
         let reply = match self.propose(Some(client), command).await? {
             Response::SlotClaimed { index, generation, checkpoint } => {
                 self.duties.pserver_granted(self.node.term(), index, generation);
@@ -305,14 +329,22 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::PServerHeartbeatReply> {
         let request = request.into_inner();
         let generation = generation(request.generation)?;
+        // No secret (a pserver older than this master) or a wrong one (a forgery from the
+        // public fields of `ListPServers`): not the holder, and no lease is renewed.
+        let Some(secret) = SlotSecret::from_bytes(&request.secret) else {
+            return Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot: false }));
+        };
         // The term is read before leadership is confirmed: a lease is judged in a term this
         // node led in at the confirmation or before, never in a later one it has not reached.
         let term = self.node.term();
         self.current_leader().await?;
-        let held = self.node.read(|state| state.slot_held(request.index, generation));
+        let held = self.node.read(|state| state.slot_held(request.index, generation, secret));
         // The lease is checked after the state: a slot whose lease ran out is not confirmed,
         // even while its release is still on its way through the log.
         let holds_slot = held && self.duties.pserver_alive(term, request.index, generation);
+        if holds_slot {
+            self.steps.heard(request.index, generation, request.step);
+        }
         Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot }))
     }
 
@@ -340,17 +372,23 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::RecordCheckpointReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        let command = Command::RecordCheckpoint {
-            index: request.index,
-            generation: generation(request.generation)?,
-            meta: checkpoint_from_proto(request.meta)?,
-        };
+        let (index, generation) = (request.index, generation(request.generation)?);
+        let meta = checkpoint_from_proto(request.meta)?;
+        let secret = secret(&request.secret)?;
+        // The secret is fixed for a generation, and the command carries the generation: a
+        // holder that changes between this check and the apply is fenced by the generation.
+        if !self.holder_with_secret(index, generation, secret).await? {
+            return Err(wrong_secret("RecordCheckpoint"));
+        }
+        self.steps.check(index, generation, meta.step).map_err(Status::invalid_argument)?;
+        let command = Command::RecordCheckpoint { index, generation, meta };
         let recorded = match self.propose(Some(client), command).await? {
             Response::Accepted => true,
             Response::Stale => false,
             other => return Err(unexpected("RecordCheckpoint", other)),
         };
-        Ok(tonic::Response::new(pb::RecordCheckpointReply { recorded }))
+        let recorded_step = self.node.read(|state| state.recorded_step(index));
+        Ok(tonic::Response::new(pb::RecordCheckpointReply { recorded, recorded_step }))
     }
 
     async fn record_eval(

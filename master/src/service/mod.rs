@@ -5,6 +5,7 @@ mod conversions;
 mod dataset_report;
 mod master_rpc;
 mod proposer;
+mod reported_steps;
 mod status_mapping;
 mod status_view;
 mod watch;

@@ -69,6 +69,18 @@ pub(crate) fn unexpected(call: &'static str, response: Response) -> Status {
     }
 }
 
+/// A slot call whose secret is not the one the slot's claim carried (or whose slot is not held
+/// under its generation at all): the caller is not the holder, and nothing changed.
+pub(crate) fn wrong_secret(call: &'static str) -> Status {
+    refusal(
+        Status::failed_precondition(format!(
+            "{call}: the slot is not held under this generation with this secret (only the \
+             pserver that claimed it knows the secret); nothing changed"
+        )),
+        REFUSAL_NOT_HOLDER,
+    )
+}
+
 /// Marks a FAILED_PRECONDITION with which refusal it is, for `MasterClient` to tell apart.
 fn refusal(mut status: Status, kind: &'static str) -> Status {
     status.metadata_mut().insert(REFUSAL_METADATA_KEY, MetadataValue::from_static(kind));

@@ -9,6 +9,7 @@ use super::chunk_list::ChunkList;
 use super::dataset::{ChunkRef, QueuePolicy};
 use super::fault::Fault;
 use super::pserver_slots::CheckpointMeta;
+use super::slot_secret::SlotSecret;
 
 /// One transition of the replicated master state.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -31,6 +32,8 @@ pub enum Command {
     /// The leader declared a trainer dead (its lease, leader soft state, ran out).
     TrainerLost { trainer: u64 },
     /// A pserver at `addr` asks for a slot; the first claim fixes how many slots there are.
+    /// What older builds proposed: the slot is held without a secret, and a holder without
+    /// one is confirmed by nothing (see `ClaimPServerSlotWithSecret`).
     ClaimPServerSlot { addr: String, desired: u32 },
     /// The holder of `generation` gives slot `index` back (or the leader took it from it).
     ReleasePServerSlot { index: u32, generation: u64 },
@@ -53,4 +56,7 @@ pub enum Command {
     /// A trainer could not process the task it got with this epoch, and says whose fault it
     /// was: the data's (`Content`) or its own view's (`Local`).
     TaskFailedWithFault { task: u64, epoch: u64, reason: String, fault: Fault },
+    /// A pserver at `addr` asks for a slot and sends the secret that its heartbeats and
+    /// checkpoint records will carry; the first claim fixes how many slots there are.
+    ClaimPServerSlotWithSecret { addr: String, desired: u32, secret: SlotSecret },
 }

@@ -42,6 +42,8 @@ pub enum InvariantViolation {
     SlotOutOfRange { index: u32, desired: Option<u32> },
     #[error("pserver {addr}: holds slots {first} and {second}; an address holds at most one")]
     AddressHoldsTwoSlots { addr: String, first: u32, second: u32 },
+    #[error("slot {index} keeps a claim secret but nobody holds it")]
+    SecretWithoutHolder { index: u32 },
     #[error("{count} client sessions kept, more than {count_max}")]
     TooManySessions { count: u64, count_max: u64 },
     #[error("task {task}: epoch went from {before} to {after}; epochs only grow")]
@@ -271,8 +273,11 @@ fn check_pass(job: &Job) -> Result<(), InvariantViolation> {
     Ok(())
 }
 
-/// Slots exist only below `desired`, and no address holds two.
+/// Slots exist only below `desired`, no address holds two, and a secret belongs to a holder.
 fn check_slots(slots: &PServerSlots) -> Result<(), InvariantViolation> {
+    if let Some(index) = slots.secrets.keys().find(|index| !slots.holders.contains_key(index)) {
+        return Err(Violation::SecretWithoutHolder { index: *index });
+    }
     let desired = slots.desired;
     let limit = desired.unwrap_or(0);
     let indices = slots.holders.keys().chain(slots.checkpoints.keys());

@@ -17,6 +17,7 @@ use super::pserver_slots::{
 use super::request::ClientStamp;
 use super::response::{Response, TaskAssignment};
 use super::sessions::{Sessions, SESSION_COUNT_MAX};
+use super::slot_secret::SlotSecret;
 use super::task::PendingTask;
 use super::task_queue::{TaskQueue, FAILURE_REASONS_BYTES_MAX, FAILURE_REASON_BYTES_MAX};
 use super::trainer_registry::{TRAINER_COUNT_MAX, TRAINER_NAME_BYTES_MAX};
@@ -93,6 +94,7 @@ fn largest_slots() -> PServerSlots {
         let addr = format!("{index:0width$}:1", width = PSERVER_ADDR_BYTES_MAX - 2);
         let generation = u64::MAX / 2 + u64::from(index);
         slots.holders.insert(index, SlotHolder { addr, generation });
+        slots.secrets.insert(index, SlotSecret::from_bits(u128::MAX));
         let path = "c".repeat(CHECKPOINT_PATH_BYTES_MAX);
         let meta = CheckpointMeta { path, step: u64::MAX, crc32: u32::MAX, created_ms: u64::MAX };
         slots.checkpoints.insert(index, meta);

@@ -15,6 +15,7 @@ use super::repeated_report::{AcceptedReport, ReportedFile};
 use super::request::{decode_request, Request};
 use super::response::{encode_response, Response};
 use super::sessions::{request_digest, Lookup, Sessions};
+use super::slot_secret::SlotSecret;
 use super::snapshot_layout;
 use super::status::{FailedTaskView, PServerSlotView, StatusView, TrainerView};
 use super::task_queue::{truncate, FAILURE_REASON_BYTES_MAX};
@@ -173,7 +174,12 @@ impl MasterState {
                 Err(reason) => Response::Rejected { reason },
             },
             Command::TrainerLost { trainer } => self.trainer_lost(*trainer),
-            Command::ClaimPServerSlot { addr, desired } => self.pservers.claim(addr, *desired),
+            Command::ClaimPServerSlot { addr, desired } => {
+                self.pservers.claim(addr, *desired, None)
+            }
+            Command::ClaimPServerSlotWithSecret { addr, desired, secret } => {
+                self.pservers.claim(addr, *desired, Some(*secret))
+            }
             Command::ReleasePServerSlot { index, generation } => {
                 self.pservers.release(*index, *generation)
             }
@@ -331,10 +337,10 @@ impl MasterState {
             .collect()
     }
 
-    /// Whether slot `index` is held under `generation` (the leader asks on every pserver
-    /// heartbeat).
-    pub fn slot_held(&self, index: u32, generation: u64) -> bool {
-        self.pservers.holds(index, generation)
+    /// Whether slot `index` is held under `generation` by the claimer that drew `secret` (the
+    /// leader asks on every pserver heartbeat and checkpoint record).
+    pub fn slot_held(&self, index: u32, generation: u64, secret: SlotSecret) -> bool {
+        self.pservers.holds_with_secret(index, generation, secret)
     }
 
     /// Changes whenever a slot changes holder (claims bump the generation counter, releases

@@ -67,6 +67,7 @@ mod repeated_report;
 mod request;
 mod response;
 mod sessions;
+mod slot_secret;
 mod snapshot_layout;
 mod status;
 mod task;
@@ -88,13 +89,14 @@ pub use invariant::InvariantViolation;
 pub use master_state::{MasterState, FAILED_TASKS_SHOWN_MAX, TIMED_OUT_REASON};
 pub use pserver_slots::check_addr as check_pserver_addr;
 pub use pserver_slots::{
-    CheckpointMeta, SlotHolder, CHECKPOINT_PATH_BYTES_MAX, PSERVER_ADDR_BYTES_MAX,
-    PSERVER_COUNT_MAX,
+    check_checkpoint_path, CheckpointMeta, SlotHolder, CHECKPOINT_PATH_BYTES_MAX,
+    PSERVER_ADDR_BYTES_MAX, PSERVER_COUNT_MAX,
 };
 pub use repeated_report::{AcceptedReport, ReportedFile};
 pub use request::{decode_request, encode_request, ClientStamp, Request};
 pub use response::{decode_response, encode_response, Response, TaskAssignment};
 pub use sessions::{SESSION_COUNT_MAX, SESSION_IDLE_MS_MAX, SESSION_RETRY_MS_MAX};
+pub use slot_secret::{SlotSecret, SLOT_SECRET_BYTES};
 pub use status::{FailedTaskView, PServerSlotView, StatusView, TrainerView};
 pub use task_queue::{
     truncate as truncate_reason, FAILURE_REASONS_BYTES_MAX, FAILURE_REASON_BYTES_MAX,

@@ -5,12 +5,19 @@
 //! one replicated counter, and every later act of the holder (heartbeat, checkpoint record,
 //! release) must carry it. A paused pserver whose slot was released and claimed again carries
 //! an older generation, so whatever it sends afterwards is refused.
+//!
+//! The generation is public (`ListPServers` shows it to trainers), so it does not prove who
+//! sends a request. Each claim also carries a [`SlotSecret`] the claimer drew and told nobody;
+//! the state keeps it beside the holder, and heartbeats and checkpoint records must present it
+//! (the service checks it against this state before it proposes anything). Releases need none:
+//! only the leader proposes them, when a lease runs out.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::response::Response;
+use super::slot_secret::SlotSecret;
 
 /// The most pservers a job may ask for.
 pub const PSERVER_COUNT_MAX: u32 = 1024;
@@ -53,6 +60,10 @@ pub(crate) struct PServerSlots {
     pub(crate) next_generation: u64,
     /// Bumped by every change of a holder (claim or release): what pserver watchers poll.
     pub(crate) version: u64,
+    /// Slot index to the secret its current holder's claim carried. A holder without one
+    /// claimed through an older build: nothing it sends is accepted, so it exits and its slot
+    /// goes to a pserver of this build when its lease runs out.
+    pub(crate) secrets: BTreeMap<u32, SlotSecret>,
 }
 
 impl Default for PServerSlots {
@@ -63,6 +74,7 @@ impl Default for PServerSlots {
             checkpoints: BTreeMap::new(),
             next_generation: 1,
             version: 0,
+            secrets: BTreeMap::new(),
         }
     }
 }
@@ -72,7 +84,12 @@ impl PServerSlots {
     /// new generation: a claim is a new incarnation of the holder (a pserver restarted on the
     /// same address), and the old one must be fenced off. A client's retry of the same claim
     /// is answered from its session, so it does not bump the generation again.
-    pub(crate) fn claim(&mut self, addr: &str, desired: u32) -> Response {
+    pub(crate) fn claim(
+        &mut self,
+        addr: &str,
+        desired: u32,
+        secret: Option<SlotSecret>,
+    ) -> Response {
         if let Some(reason) = self.claim_error(addr, desired) {
             return Response::Rejected { reason };
         }
@@ -89,6 +106,10 @@ impl PServerSlots {
         self.next_generation += 1;
         self.version += 1;
         self.holders.insert(index, SlotHolder { addr: addr.to_string(), generation });
+        match secret {
+            Some(secret) => self.secrets.insert(index, secret),
+            None => self.secrets.remove(&index),
+        };
         Response::SlotClaimed {
             index,
             generation,
@@ -128,27 +149,40 @@ impl PServerSlots {
         self.holders.get(&index).is_some_and(|holder| holder.generation == generation)
     }
 
+    /// Whether slot `index` is held under `generation` by the claimer that drew `secret`.
+    pub(crate) fn holds_with_secret(
+        &self,
+        index: u32,
+        generation: u64,
+        secret: SlotSecret,
+    ) -> bool {
+        self.holds(index, generation)
+            && self.secrets.get(&index).is_some_and(|kept| kept.matches(secret))
+    }
+
     /// Frees slot `index` if it is held under `generation`.
     pub(crate) fn release(&mut self, index: u32, generation: u64) -> Response {
         if !self.holds(index, generation) {
             return Response::SlotNotHeld;
         }
         self.holders.remove(&index);
+        self.secrets.remove(&index);
         self.version += 1;
         Response::Accepted
     }
 
     /// Records a checkpoint for `index` from its holder of `generation`, unless the slot
     /// already has one at the same or a higher step (a delayed or repeated report must not
-    /// roll the slot back: answered `Stale`). Anyone else is answered `SlotNotHeld`.
+    /// roll the slot back: answered `Stale`). Anyone else is answered `SlotNotHeld`. A path
+    /// that is not the file the checkpointer names for (slot, step, generation) is rejected:
+    /// a replacement could never restore from it.
     pub(crate) fn record_checkpoint(
         &mut self,
         index: u32,
         generation: u64,
         meta: &CheckpointMeta,
     ) -> Response {
-        if meta.path.is_empty() || meta.path.len() > CHECKPOINT_PATH_BYTES_MAX {
-            let reason = format!("checkpoint path must be 1 to {CHECKPOINT_PATH_BYTES_MAX} bytes");
+        if let Err(reason) = check_checkpoint_path(index, generation, meta) {
             return Response::Rejected { reason };
         }
         if !self.holds(index, generation) {
@@ -162,6 +196,30 @@ impl PServerSlots {
             }
         }
     }
+}
+
+/// A checkpoint path is at most [`CHECKPOINT_PATH_BYTES_MAX`] bytes, has no `..` component,
+/// and ends in the file name the checkpointer gives (slot, step, generation), so the record
+/// says exactly which file a replacement restores and that file's step is the recorded one.
+pub fn check_checkpoint_path(
+    index: u32,
+    generation: u64,
+    meta: &CheckpointMeta,
+) -> Result<(), String> {
+    let path = meta.path.as_str();
+    if path.is_empty() || path.len() > CHECKPOINT_PATH_BYTES_MAX {
+        return Err(format!("checkpoint path must be 1 to {CHECKPOINT_PATH_BYTES_MAX} bytes"));
+    }
+    let expected = storage::checkpoint::file_name(index, meta.step, generation);
+    let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+    if name != expected || parent.split('/').any(|part| part == "..") {
+        return Err(format!(
+            "checkpoint path {path:?} is not a file named {expected:?} for slot {index} at step {} \
+             under generation {generation} (no \"..\" allowed)",
+            meta.step
+        ));
+    }
+    Ok(())
 }
 
 /// A pserver address is `host:port`: a non-empty host without spaces and a port number, at
@@ -185,7 +243,30 @@ pub fn check_addr(addr: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::check_addr;
+    use super::{check_addr, check_checkpoint_path, CheckpointMeta};
+
+    /// Only the checkpointer's own name for (slot, step, generation) is a recordable path, in
+    /// any directory without `..`; `/nonexistent`, another step or slot, `..` are refused.
+    #[test]
+    fn checkpoint_paths_follow_the_slot_naming() {
+        let name = storage::checkpoint::file_name(1, 7, 3);
+        let cases = [
+            (format!("/ckpt/{name}"), 7, true),
+            (name.clone(), 7, true),
+            (format!("ckpt/sub/{name}"), 7, true),
+            ("/nonexistent".to_string(), 1 << 62, false),
+            (format!("/ckpt/{name}"), 8, false),
+            (format!("/ckpt/../etc/{name}"), 7, false),
+            (format!("/ckpt/{name}/"), 7, false),
+            (storage::checkpoint::file_name(2, 7, 3), 7, false),
+            (storage::checkpoint::file_name(1, 7, 4), 7, false),
+            (String::new(), 7, false),
+        ];
+        for (path, step, valid) in cases {
+            let meta = CheckpointMeta { path: path.clone(), step, crc32: 0, created_ms: 0 };
+            assert_eq!(check_checkpoint_path(1, 3, &meta).is_ok(), valid, "{path:?} at {step}");
+        }
+    }
 
     /// Addresses are host:port with a real port; anything else is refused with a reason.
     #[test]

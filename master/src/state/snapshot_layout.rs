@@ -1,6 +1,7 @@
-//! The snapshot's layouts: the current one behind a marker, and the unmarked one of older
-//! builds (sessions without request digests, task queues without the trainers that failed
-//! each task), read and converted so an upgrade keeps its snapshots.
+//! The snapshot's layouts: the current one behind a marker, the marked layout 2 (pserver slots
+//! without their claims' secrets), and the unmarked one of older builds (sessions without
+//! request digests, task queues without the trainers that failed each task), read and
+//! converted so an upgrade keeps its snapshots.
 //!
 //! bincode is not self-describing, so a layout change needs a way to tell layouts apart. The
 //! old layout begins with the state's clock as a varint, whose first byte is never 0xFF
@@ -18,7 +19,7 @@ use super::eval::EvalRecord;
 use super::failers::Failers;
 use super::job::Job;
 use super::master_state::MasterState;
-use super::pserver_slots::PServerSlots;
+use super::pserver_slots::{CheckpointMeta, PServerSlots, SlotHolder};
 use super::response::Response;
 use super::sessions::{Session, Sessions};
 use super::task::{PendingTask, Task};
@@ -27,9 +28,11 @@ use super::trainer_registry::TrainerRegistry;
 
 /// The first byte of a marked snapshot: no unmarked snapshot can begin with it.
 const SNAPSHOT_MARKER: u8 = 0xFF;
-/// The layout this build writes: 2 adds request digests to sessions and each task's failing
-/// trainers to the queue (1 is the unmarked one).
-const SNAPSHOT_LAYOUT_VERSION: u8 = 2;
+/// The layout this build writes: 2 added request digests to sessions and each task's failing
+/// trainers to the queue (1 is the unmarked one); 3 adds the secrets of pserver slot claims.
+const SNAPSHOT_LAYOUT_VERSION: u8 = 3;
+/// The marked layout before slot secrets.
+const SNAPSHOT_LAYOUT_VERSION_NO_SECRETS: u8 = 2;
 
 /// Encodes the state as a marked snapshot of the current layout.
 pub(crate) fn encode(state: &MasterState) -> Vec<u8> {
@@ -43,6 +46,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
     match bytes {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
             codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")
+        }
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_NO_SECRETS, body @ ..] => {
+            let state: StateWithoutSecrets = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
+            Ok(state.into())
         }
         [SNAPSHOT_MARKER, ..] => Err(DecodeError::Retired { what: "snapshot" }),
         unmarked => {
@@ -58,10 +65,56 @@ struct LegacyState {
     clock_ms: u64,
     job: Option<LegacyJob>,
     trainers: TrainerRegistry,
-    pservers: PServerSlots,
+    pservers: SlotsWithoutSecrets,
     eval: Option<EvalRecord>,
     sessions: LegacySessions,
     loading: Option<DatasetLoading>,
+}
+
+/// The state as layout 2 wrote it (field for field): pserver slots without secrets.
+#[derive(Serialize, Deserialize)]
+struct StateWithoutSecrets {
+    clock_ms: u64,
+    job: Option<Job>,
+    trainers: TrainerRegistry,
+    pservers: SlotsWithoutSecrets,
+    eval: Option<EvalRecord>,
+    sessions: Sessions,
+    loading: Option<DatasetLoading>,
+}
+
+/// Pserver slots before claims carried secrets (field for field). Their holders keep no
+/// secret, so none of them is confirmed again: each exits, its lease runs out, and a pserver
+/// of this build claims the slot (restoring the kept checkpoint).
+#[derive(Serialize, Deserialize)]
+struct SlotsWithoutSecrets {
+    desired: Option<u32>,
+    holders: BTreeMap<u32, SlotHolder>,
+    checkpoints: BTreeMap<u32, CheckpointMeta>,
+    next_generation: u64,
+    version: u64,
+}
+
+impl From<SlotsWithoutSecrets> for PServerSlots {
+    fn from(old: SlotsWithoutSecrets) -> Self {
+        let SlotsWithoutSecrets { desired, holders, checkpoints, next_generation, version } = old;
+        let secrets = BTreeMap::new();
+        PServerSlots { desired, holders, checkpoints, next_generation, version, secrets }
+    }
+}
+
+impl From<StateWithoutSecrets> for MasterState {
+    fn from(old: StateWithoutSecrets) -> Self {
+        MasterState {
+            clock_ms: old.clock_ms,
+            job: old.job,
+            trainers: old.trainers,
+            pservers: old.pservers.into(),
+            eval: old.eval,
+            sessions: old.sessions,
+            loading: old.loading,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -147,7 +200,7 @@ impl From<LegacyState> for MasterState {
             clock_ms: legacy.clock_ms,
             job: legacy.job.map(Job::from),
             trainers: legacy.trainers,
-            pservers: legacy.pservers,
+            pservers: legacy.pservers.into(),
             eval: legacy.eval,
             sessions: Sessions { sessions, by_age: legacy.sessions.by_age },
             loading: legacy.loading,
@@ -176,7 +229,7 @@ mod tests {
             clock_ms: 10,
             job: None,
             trainers: TrainerRegistry::default(),
-            pservers: PServerSlots::default(),
+            pservers: no_slots(),
             eval: None,
             sessions: LegacySessions {
                 sessions: legacy_sessions,
@@ -229,13 +282,51 @@ mod tests {
             clock_ms: 10,
             job: Some(LegacyJob { dataset: job.dataset.clone(), queue: legacy_queue }),
             trainers: TrainerRegistry::default(),
-            pservers: PServerSlots::default(),
+            pservers: no_slots(),
             eval: None,
             sessions: LegacySessions { sessions: BTreeMap::new(), by_age: BTreeSet::new() },
             loading: None,
         };
         let state = MasterState::decode(&codec::encode(&legacy)).expect("the old layout decodes");
         assert_eq!(state.job, Some(job), "the job comes back as it was, with no failers");
+    }
+
+    fn no_slots() -> SlotsWithoutSecrets {
+        SlotsWithoutSecrets {
+            desired: None,
+            holders: BTreeMap::new(),
+            checkpoints: BTreeMap::new(),
+            next_generation: 1,
+            version: 0,
+        }
+    }
+
+    /// A snapshot of layout 2 (slots without secrets) decodes with its holders and
+    /// checkpoints, and none of its holders is confirmed by any secret.
+    #[test]
+    fn a_layout_2_snapshot_without_slot_secrets_still_decodes() {
+        let mut slots = no_slots();
+        slots.desired = Some(2);
+        slots.holders.insert(1, SlotHolder { addr: "a:1".into(), generation: 3 });
+        slots.next_generation = 4;
+        let old = StateWithoutSecrets {
+            clock_ms: 10,
+            job: None,
+            trainers: TrainerRegistry::default(),
+            pservers: slots,
+            eval: None,
+            sessions: Sessions::default(),
+            loading: None,
+        };
+        let mut bytes = vec![SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_NO_SECRETS];
+        bytes.extend_from_slice(&codec::encode(&old));
+        let state = MasterState::decode(&bytes).expect("layout 2 decodes");
+        assert!(state.pservers.holds(1, 3), "the holder is kept");
+        let guess = crate::state::SlotSecret::from_bits(0);
+        assert!(!state.slot_held(1, 3, guess), "no secret confirms a holder without one");
+        let marked = state.encode();
+        assert_eq!(&marked[..2], &[SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION]);
+        assert_eq!(MasterState::decode(&marked).expect("the new layout decodes"), state);
     }
 
     /// A marked snapshot of a layout this build does not know is refused, not misread.

@@ -136,7 +136,8 @@ impl Driver {
                 self.leader(Command::ReleasePServerSlot { index, generation })
             }
             Op::Checkpoint { index, generation, step } => {
-                let meta = CheckpointMeta { path: "c".into(), step, crc32: 0, created_ms: 0 };
+                let path = storage::checkpoint::file_name(index, step, generation);
+                let meta = CheckpointMeta { path, step, crc32: 0, created_ms: 0 };
                 self.leader(Command::RecordCheckpoint { index, generation, meta })
             }
             Op::Advance { ms } => {

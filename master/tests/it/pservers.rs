@@ -1,6 +1,6 @@
 //! PServer slots, checkpoint metadata and the latest evaluation.
 
-use master::state::{CheckpointMeta, Command, PServerSlotView, Response, SlotHolder};
+use master::state::{CheckpointMeta, Command, PServerSlotView, Response, SlotHolder, SlotSecret};
 
 use crate::support::{at, is, policy, run, script, setup, Expect, Step};
 
@@ -12,20 +12,29 @@ fn release(index: u32, generation: u64) -> Command {
     Command::ReleasePServerSlot { index, generation }
 }
 
-fn meta(step: u64) -> CheckpointMeta {
-    CheckpointMeta { path: format!("ckpt/{step}"), step, crc32: 7, created_ms: step * 10 }
+/// The checkpoint of slot 0 the holder of `generation` wrote at `step`, named as the
+/// checkpointer names it.
+fn meta((generation, step): (u64, u64)) -> CheckpointMeta {
+    let path = format!("/ckpt/{}", storage::checkpoint::file_name(0, step, generation));
+    CheckpointMeta { path, step, crc32: 7, created_ms: step.saturating_mul(10) }
 }
 
 fn checkpoint(index: u32, generation: u64, step: u64) -> Command {
-    Command::RecordCheckpoint { index, generation, meta: meta(step) }
+    let path = format!("/ckpt/{}", storage::checkpoint::file_name(index, step, generation));
+    Command::RecordCheckpoint {
+        index,
+        generation,
+        meta: CheckpointMeta { path, ..meta((generation, step)) },
+    }
 }
 
-fn claimed(index: u32, generation: u64, checkpoint_step: Option<u64>) -> Expect {
-    is(Response::SlotClaimed { index, generation, checkpoint: checkpoint_step.map(meta) })
+/// `checkpoint`: the (generation, step) of the checkpoint the claim hands over.
+fn claimed(index: u32, generation: u64, checkpoint: Option<(u64, u64)>) -> Expect {
+    is(Response::SlotClaimed { index, generation, checkpoint: checkpoint.map(meta) })
 }
 
-/// A slot after a case: `(index, holder (addr, generation), checkpoint step)`.
-type Slot<'a> = (u32, Option<(&'a str, u64)>, Option<u64>);
+/// A slot after a case: `(index, holder (addr, generation), checkpoint (generation, step))`.
+type Slot<'a> = (u32, Option<(&'a str, u64)>, Option<(u64, u64)>);
 /// A case: what it proves, its script, and the slots after it.
 type Case<'a> = (&'a str, Vec<Step>, &'a [Slot<'a>]);
 
@@ -86,9 +95,9 @@ fn pserver_slots() {
                 at(0, release(0, 2), is(Response::SlotNotHeld)),
                 at(0, release(1, 1), is(Response::SlotNotHeld)),
                 at(0, release(0, 1), is(Response::Accepted)),
-                at(0, claim("c:1", 2), claimed(0, 2, Some(5))),
+                at(0, claim("c:1", 2), claimed(0, 2, Some((1, 5)))),
             ],
-            &[(0, Some(("c:1", 2)), Some(5)), (1, None, None)],
+            &[(0, Some(("c:1", 2)), Some((1, 5))), (1, None, None)],
         ),
         (
             "a paused holder whose slot was given away records nothing, whatever its step",
@@ -99,7 +108,7 @@ fn pserver_slots() {
                 at(0, checkpoint(0, 1, 1_000_000_000), is(Response::SlotNotHeld)),
                 at(0, checkpoint(0, 2, 3), is(Response::Accepted)),
             ],
-            &[(0, Some(("b:1", 2)), Some(3))],
+            &[(0, Some(("b:1", 2)), Some((2, 3)))],
         ),
         (
             "only a higher step replaces a slot's checkpoint; the rest is answered Stale",
@@ -110,7 +119,18 @@ fn pserver_slots() {
                 at(0, checkpoint(0, 1, 5), is(Response::Stale)),
                 at(0, checkpoint(0, 1, 9), is(Response::Accepted)),
             ],
-            &[(0, Some(("a:1", 1)), Some(9))],
+            &[(0, Some(("a:1", 1)), Some((1, 9)))],
+        ),
+        (
+            "a path that is not the checkpointer's name for (slot, step, generation) is rejected",
+            vec![
+                at(0, claim("a:1", 1), claimed(0, 1, None)),
+                at(0, unnamed("/nonexistent", 1 << 62), Expect::RejectedWith("is not a file named")),
+                at(0, unnamed(&name_at("/c/../etc", 5), 5), Expect::RejectedWith("is not a file")),
+                at(0, unnamed(&name_at("/c", 6), 5), Expect::RejectedWith("is not a file named")),
+                at(0, checkpoint(0, 1, 5), is(Response::Accepted)),
+            ],
+            &[(0, Some(("a:1", 1)), Some((1, 5)))],
         ),
         (
             "checkpoints for slots nobody holds are refused",
@@ -125,6 +145,39 @@ fn pserver_slots() {
     for (name, steps, slots) in cases {
         check(name, steps, slots);
     }
+}
+
+/// A record of slot 0 under generation 1 at `step` with `path`.
+fn unnamed(path: &str, step: u64) -> Command {
+    let meta = CheckpointMeta { path: path.to_string(), ..meta((1, step)) };
+    Command::RecordCheckpoint { index: 0, generation: 1, meta }
+}
+
+/// The name of slot 0's checkpoint at `step` under generation 1, in `dir`.
+fn name_at(dir: &str, step: u64) -> String {
+    format!("{dir}/{}", storage::checkpoint::file_name(0, step, 1))
+}
+
+/// Only the claim's secret confirms its holder: not another secret, not another generation,
+/// and nothing confirms a holder that claimed without one (an older build's claim).
+#[test]
+fn only_the_claims_secret_confirms_its_holder() {
+    let secret = SlotSecret::from_bits(0x5ec7e7);
+    let claim_with = |addr: &str| Command::ClaimPServerSlotWithSecret {
+        addr: addr.to_string(),
+        desired: 2,
+        secret,
+    };
+    let steps = vec![
+        at(0, claim_with("a:1"), claimed(0, 1, None)),
+        at(0, claim("b:1", 2), claimed(1, 2, None)),
+    ];
+    let state = run("one claim with a secret, one without", &steps);
+    assert!(state.slot_held(0, 1, secret));
+    assert!(!state.slot_held(0, 1, SlotSecret::from_bits(1)), "another secret");
+    assert!(!state.slot_held(0, 2, secret), "another generation");
+    assert!(!state.slot_held(1, 2, secret), "a claim without a secret");
+    assert!(!state.slot_held(1, 2, SlotSecret::from_bits(0)), "a claim without a secret");
 }
 
 /// The latest evaluation replaces the previous one and shows in status bit for bit; an

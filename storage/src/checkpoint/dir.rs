@@ -25,10 +25,10 @@ pub struct CheckpointDir {
 
 /// What a checkpoint's file name says.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct NameParts {
-    slot: u32,
-    step: u64,
-    generation: u64,
+pub(crate) struct NameParts {
+    pub(crate) slot: u32,
+    pub(crate) step: u64,
+    pub(crate) generation: u64,
 }
 
 impl CheckpointDir {
@@ -93,7 +93,7 @@ impl CheckpointDir {
 }
 
 /// `slot-00001-step-000...-gen-000....ckpt` -> its parts; anything else is not ours.
-fn parse_name(name: &str) -> Option<NameParts> {
+pub(crate) fn parse_name(name: &str) -> Option<NameParts> {
     let inner = name.strip_prefix(FILE_PREFIX)?.strip_suffix(FILE_SUFFIX)?;
     let mut parts = inner.split('-');
     let slot = parts.next()?.parse().ok()?;

@@ -12,6 +12,11 @@ pub enum CheckpointError {
     Corrupt { path: PathBuf, offset: u64, reason: String },
     #[error("{}: {reason}", path.display())]
     Invalid { path: PathBuf, reason: String },
+    /// A checkpoint of this slot, step and generation is already on disk: checkpoint files
+    /// are never replaced (a master may have recorded it, with its crc), so the writer must
+    /// move to a step of its own.
+    #[error("{}: a checkpoint with this name already exists; it is never replaced", path.display())]
+    Exists { path: PathBuf },
 }
 
 impl CheckpointError {

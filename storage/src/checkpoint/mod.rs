@@ -97,5 +97,10 @@ pub fn file_name(slot_index: u32, step: u64, generation: u64) -> String {
     )
 }
 
+/// What a checkpoint file's name says: (slot, step, generation); `None` for any other name.
+pub fn parse_file_name(name: &str) -> Option<(u32, u64, u64)> {
+    dir::parse_name(name).map(|parts| (parts.slot, parts.step, parts.generation))
+}
+
 #[cfg(test)]
 mod tests;

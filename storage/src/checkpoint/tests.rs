@@ -58,8 +58,8 @@ fn write(
 fn a_checkpoint_reads_back_exactly() {
     let temp = tempfile::tempdir().expect("temp");
     let dir = CheckpointDir::open(temp.path()).expect("open");
-    for optimizer in [Vec::new(), b"sgd".to_vec()] {
-        let header = CheckpointHeader { optimizer, ..header(1, 7, 2) };
+    for (step, optimizer) in [(7, Vec::new()), (8, b"sgd".to_vec())] {
+        let header = CheckpointHeader { optimizer, ..header(1, step, 2) };
         let written = write(&dir, &header, &blocks());
         assert_eq!(std::fs::metadata(&written.path).expect("meta").len(), written.file_bytes);
         let read = read_checkpoint(&written.path).expect("read");
@@ -160,4 +160,28 @@ fn the_directory_lists_newest_first_and_cleans_up() {
     assert_eq!(removed.len(), 2);
     assert_eq!(dir.list(1).expect("list"), vec![paths[2].clone(), paths[1].clone()]);
     assert_eq!(dir.list(2).expect("list").len(), 1, "another slot's files stay");
+}
+
+/// A second checkpoint under a name already on disk (same slot, step and generation, other
+/// contents: a round repeated after its record's answer was lost) is refused, and the first
+/// file, whose crc a master may have recorded, stays byte for byte; no temporary file stays.
+#[test]
+fn a_checkpoint_file_is_never_replaced() {
+    let temp = tempfile::tempdir().expect("temp");
+    let dir = CheckpointDir::open(temp.path()).expect("open");
+    let first = write(&dir, &header(1, 7, 2), &blocks());
+    let before = std::fs::read(&first.path).expect("read the first file");
+    let mut writer = dir.writer(&header(1, 7, 2)).expect("writer");
+    writer.write_block("b", 0, 1, &[4.0], &[]).expect("block");
+    let second = writer.finish();
+    assert!(
+        matches!(&second, Err(CheckpointError::Exists { path }) if *path == first.path),
+        "{second:?}"
+    );
+    assert_eq!(std::fs::read(&first.path).expect("read again"), before, "never replaced");
+    let names: Vec<_> = std::fs::read_dir(temp.path())
+        .expect("list")
+        .map(|entry| entry.expect("entry").file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "only the first file: {names:?}");
 }

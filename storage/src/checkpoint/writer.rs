@@ -85,7 +85,8 @@ impl CheckpointWriter {
         Ok(())
     }
 
-    /// Ends the body, writes the trailer and commits the file durably.
+    /// Ends the body, writes the trailer and commits the file durably under a name no file
+    /// had: [`CheckpointError::Exists`] if one did (that file stays as it was).
     pub fn finish(mut self) -> Result<WrittenCheckpoint, CheckpointError> {
         self.body(&[TAG_END])?;
         let crc32 = self.crc.clone().finalize();
@@ -95,7 +96,10 @@ impl CheckpointWriter {
         self.raw(&TRAILER_MAGIC)?;
         let file_bytes = (MAGIC.len() + super::TRAILER_BYTES) as u64 + body_bytes;
         let path = self.file.path().to_path_buf();
-        let path = self.file.commit().map_err(CheckpointError::io(&path))?;
+        let path = self.file.commit_new().map_err(|source| match source.kind() {
+            std::io::ErrorKind::AlreadyExists => CheckpointError::Exists { path: path.clone() },
+            _ => CheckpointError::Io { path: path.clone(), source },
+        })?;
         Ok(WrittenCheckpoint { path, crc32, file_bytes })
     }
 
