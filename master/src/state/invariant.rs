@@ -7,9 +7,8 @@ use std::collections::BTreeMap;
 
 use super::job::Job;
 use super::master_state::MasterState;
-use super::pserver_slots::PServerSlots;
 use super::members;
-use super::sessions::STRANGER_SESSION_COUNT_MAX;
+use super::pserver_slots::PServerSlots;
 use super::trainer_registry::TRAINER_COUNT_MAX;
 
 /// A broken safety rule.
@@ -128,29 +127,8 @@ impl MasterState {
             });
         }
         check_slots(&self.pservers)?;
-        // Counts only: checked after every apply, this must stay O(1) in the session count.
-        // `check_session_index` compares the indices entry by entry.
-        let sessions = &self.sessions;
-        if sessions.strangers_by_age.len() + sessions.by_member.len() != sessions.sessions.len() {
-            return Err(Violation::SessionIndexMismatch);
-        }
-        let stranger_count = sessions.strangers_by_age.len();
-        if stranger_count > STRANGER_SESSION_COUNT_MAX {
-            return Err(Violation::TooManySessions {
-                count: to_u64(stranger_count),
-                count_max: to_u64(STRANGER_SESSION_COUNT_MAX),
-            });
-        }
-        // One client per member, and only live members: the members' pool is bounded by the
-        // trainer and slot limits.
-        let alive = self.trainers.trainers.len() + self.pservers.holders.len();
-        if sessions.by_member.len() > alive {
-            return Err(Violation::TooManyMemberSessions {
-                bound: to_u64(sessions.by_member.len()),
-                alive: to_u64(alive),
-            });
-        }
-        Ok(())
+        // Counts only (checked after every apply); `check_session_index` checks entry by entry.
+        members::check_pool_counts(&self.sessions, &self.trainers, &self.pservers)
     }
 
     /// Checks that the sessions' indices list exactly the sessions, and that every bound member
@@ -160,14 +138,7 @@ impl MasterState {
         if !self.sessions.index_matches() {
             return Err(Violation::SessionIndexMismatch);
         }
-        let gone = self
-            .sessions
-            .members()
-            .find(|member| !members::is_alive(*member, &self.trainers, &self.pservers));
-        if let Some(member) = gone {
-            return Err(Violation::SessionOfGoneMember { member: format!("{member:?}") });
-        }
-        Ok(())
+        members::check_bindings(&self.sessions, &self.trainers, &self.pservers)
     }
 
     /// Checks the rules about one step: what may only grow, and what is fixed once set.

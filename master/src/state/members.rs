@@ -5,9 +5,10 @@
 //! the command and its answer), so every replica binds the same clients.
 
 use super::command::Command;
+use super::invariant::InvariantViolation;
 use super::pserver_slots::PServerSlots;
 use super::response::Response;
-use super::sessions::{Member, Sessions};
+use super::sessions::{Member, Sessions, STRANGER_SESSION_COUNT_MAX};
 use super::trainer_registry::TrainerRegistry;
 
 /// Whether `member` is still part of the job.
@@ -64,11 +65,57 @@ pub(crate) fn unbound_spoken_for(
 
 /// The members whose bindings `command` (answered `response`) may have ended: a lost trainer,
 /// every binding of a released or claimed slot. The caller keeps those still alive.
-pub(crate) fn maybe_gone(command: &Command, response: &Response, sessions: &Sessions) -> Vec<Member> {
+pub(crate) fn maybe_gone(
+    command: &Command,
+    response: &Response,
+    sessions: &Sessions,
+) -> Vec<Member> {
     match (command, response) {
         (Command::TrainerLost { trainer }, _) => vec![Member::Trainer(*trainer)],
         (Command::ReleasePServerSlot { index, .. }, _) => sessions.slot_members(*index),
         (_, Response::SlotClaimed { index, .. }) => sessions.slot_members(*index),
         _ => Vec::new(),
+    }
+}
+
+/// The pools' sizes, in O(1): the indices together count the sessions, strangers fill at most
+/// their pool, and no more clients are bound than members are alive (one client per member,
+/// live members only), so the members' pool is bounded by the trainer and slot limits.
+pub(crate) fn check_pool_counts(
+    sessions: &Sessions,
+    trainers: &TrainerRegistry,
+    slots: &PServerSlots,
+) -> Result<(), InvariantViolation> {
+    let (stranger_count, bound) = (sessions.strangers_by_age.len(), sessions.by_member.len());
+    if stranger_count + bound != sessions.sessions.len() {
+        return Err(InvariantViolation::SessionIndexMismatch);
+    }
+    if stranger_count > STRANGER_SESSION_COUNT_MAX {
+        return Err(InvariantViolation::TooManySessions {
+            count: stranger_count as u64,
+            count_max: STRANGER_SESSION_COUNT_MAX as u64,
+        });
+    }
+    let alive = trainers.trainers.len() + slots.holders.len();
+    if bound > alive {
+        return Err(InvariantViolation::TooManyMemberSessions {
+            bound: bound as u64,
+            alive: alive as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Every bound member is alive: O(members).
+pub(crate) fn check_bindings(
+    sessions: &Sessions,
+    trainers: &TrainerRegistry,
+    slots: &PServerSlots,
+) -> Result<(), InvariantViolation> {
+    match sessions.members().find(|member| !is_alive(*member, trainers, slots)) {
+        Some(member) => {
+            Err(InvariantViolation::SessionOfGoneMember { member: format!("{member:?}") })
+        }
+        None => Ok(()),
     }
 }

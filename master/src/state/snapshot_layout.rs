@@ -19,9 +19,9 @@ use super::eval::EvalRecord;
 use super::failers::Failers;
 use super::job::Job;
 use super::master_state::MasterState;
+use super::members;
 use super::pserver_slots::PServerSlots;
 use super::response::Response;
-use super::members;
 use super::sessions::{Session, Sessions, STRANGER_SESSION_COUNT_MAX};
 use super::task::{PendingTask, Task};
 use super::task_queue::TaskQueue;
@@ -228,7 +228,8 @@ fn into_pools(
             None => strangers.push((client_id, session)),
         }
     }
-    strangers.sort_by_key(|(client_id, session)| std::cmp::Reverse((session.last_seen_ms, *client_id)));
+    strangers
+        .sort_by_key(|(client_id, session)| std::cmp::Reverse((session.last_seen_ms, *client_id)));
     for (client_id, session) in strangers.into_iter().take(STRANGER_SESSION_COUNT_MAX) {
         pools.strangers_by_age.insert((session.last_seen_ms, client_id));
         pools.sessions.insert(client_id, session);
