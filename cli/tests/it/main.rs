@@ -25,6 +25,7 @@ mod pserver_processes;
 mod pserver_replacement;
 mod recordio;
 mod security;
+mod session_flood;
 mod status;
 mod synth;
 mod task_consumer;
