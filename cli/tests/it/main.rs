@@ -30,5 +30,6 @@ mod status;
 mod synth;
 mod task_consumer;
 mod trainer_outages;
+mod trainer_try_again;
 mod training;
 mod training_job;
