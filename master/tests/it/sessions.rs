@@ -47,6 +47,46 @@ fn crowd(newcomer_ms: u64, newcomer: Expect) -> Vec<Step> {
     steps
 }
 
+/// A member that ends (trainer lost, slot released or claimed again) unbinds its client,
+/// which keeps its last answer as a stranger; the client binds again by registering.
+fn members_leaving() -> Vec<(&'static str, Vec<Step>)> {
+    let lost = Command::TrainerLost { trainer: 1 };
+    let claim = || Command::ClaimPServerSlot { addr: "a:1".into(), desired: 1 };
+    // `check_crowd` checks at the end that every bound member is alive: generation 1 is not.
+    let claimed = |generation| Response::SlotClaimed { index: 0, generation, checkpoint: None };
+    let release = Command::ReleasePServerSlot { index: 0, generation: 1 };
+    vec![
+        (
+            "a lost trainer's client keeps its answer as a stranger, then registers again",
+            vec![
+                stamped(7, 1, 0, register("t"), registered(1)),
+                at(5, lost, is(Response::TrainerRemoved { requeued: Vec::new() })),
+                stamped(7, 1, 10, register("t"), registered(1)),
+                stamped(7, 2, 10, register("t"), registered(2)),
+                stamped(7, 2, 10, register("t"), registered(2)),
+            ],
+        ),
+        (
+            "a holder's own release is replayed after the slot is gone",
+            vec![
+                stamped(8, 1, 0, claim(), is(claimed(1))),
+                stamped(8, 2, 0, release.clone(), is(Response::Accepted)),
+                stamped(8, 2, 5, release, is(Response::Accepted)),
+            ],
+        ),
+        (
+            "a slot claimed again by its holder binds the new generation only",
+            vec![
+                stamped(8, 1, 0, claim(), is(claimed(1))),
+                stamped(8, 2, 0, claim(), is(claimed(2))),
+                stamped(8, 3, 0, Command::ReleasePServerSlot { index: 0, generation: 1 }, {
+                    is(Response::SlotNotHeld)
+                }),
+            ],
+        ),
+    ]
+}
+
 /// Replays, stale sequence numbers, stamps reused for another call, and how sessions end.
 #[test]
 fn client_sessions() {
@@ -86,6 +126,9 @@ fn client_sessions() {
         ("answers that changed nothing take no session", refusals_take_no_session),
     ];
     for (name, steps) in crowds {
+        check_crowd(name, steps);
+    }
+    for (name, steps) in members_leaving() {
         check_crowd(name, steps);
     }
     let cases: Vec<(&str, Vec<Step>)> = vec![
