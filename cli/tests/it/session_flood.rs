@@ -91,7 +91,7 @@ async fn a_flood_of_new_clients_does_not_lock_a_trainer_out() {
     let mut job = TrainingJob::start(3, 1, dir.path(), &args);
 
     tracing::info!("--- a tool reports the job, so strangers' evaluations are accepted");
-    let sizes = job.masters.client().report_dataset("job", &[train.clone()], 1).await;
+    let sizes = job.masters.client().report_dataset("job", std::slice::from_ref(&train), 1).await;
     sizes.expect("the dataset is accepted");
 
     tracing::info!("--- {FLOOD_COUNT} evaluations from fresh client ids");
