@@ -61,7 +61,8 @@ pub(crate) struct Session {
     pub(crate) seq: u64,
     /// [`request_digest`] of the command, so a stamp reused with another body is refused.
     /// `None` for sessions restored from a snapshot of a build that kept no digest: their
-    /// retries are replayed as before (they age out within `SESSION_IDLE_MS_MAX`).
+    /// retries are replayed as before (until the client's next write replaces them, or a
+    /// stranger's ages out within `SESSION_IDLE_MS_MAX`).
     pub(crate) digest: Option<u64>,
     pub(crate) response: Response,
     pub(crate) last_seen_ms: u64,
