@@ -10,6 +10,11 @@ pub const REFUSAL_STALE_REQUEST: &str = "stale-request";
 pub const REFUSAL_NOT_HOLDER: &str = "not-holder";
 /// The stamp (client id and sequence number) already answered a request with another body.
 pub const REFUSAL_STAMP_REUSED: &str = "stamp-reused";
+/// The strangers' session pool is full for now (RESOURCE_EXHAUSTED): nothing changed, and the
+/// same request may succeed later.
+pub const REFUSAL_TRY_AGAIN_LATER: &str = "try-again-later";
+/// Metadata key of a `try-again-later` refusal: in how many milliseconds a place frees up.
+pub const RETRY_AFTER_MS_METADATA_KEY: &str = "x-raftrain-retry-after-ms";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -34,6 +39,11 @@ pub enum ClientError {
     /// caller that reused a sequence number for a new request, or a forgery. Nothing changed.
     #[error("{call}: {message}")]
     StampReused { call: &'static str, message: String },
+    /// Every session for clients the masters do not know as a trainer or pserver is in use
+    /// (RESOURCE_EXHAUSTED, `try-again-later`), and the call's deadline came before a place
+    /// did. Nothing changed; the same call may succeed later.
+    #[error("{call}: {message}")]
+    TryAgainLater { call: &'static str, message: String },
     /// The connection failed below gRPC (no status came from a master): most often TLS or
     /// the token configured differently here and there.
     #[error("{call}: the connection to the master failed: {message} ({hint})")]
@@ -69,6 +79,9 @@ impl ClientError {
             }
             (tonic::Code::FailedPrecondition, Some(REFUSAL_NOT_HOLDER)) => {
                 Self::NotHolder { call, message }
+            }
+            (tonic::Code::ResourceExhausted, Some(REFUSAL_TRY_AGAIN_LATER)) => {
+                Self::TryAgainLater { call, message }
             }
             (code, _) => Self::Rejected { call, code, message },
         }

@@ -4,8 +4,13 @@
 //! (client id, sequence number) so that a retry after a leader change is applied exactly once.
 
 use super::discovery::discover_leader;
-use super::error::ClientError;
-use super::options::{ClientOptions, Jitter, CONNECT_TIMEOUT_MS, MESSAGE_BYTES_MAX};
+use super::error::{
+    ClientError, REFUSAL_METADATA_KEY, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
+};
+use super::options::{
+    ClientOptions, Jitter, CONNECT_TIMEOUT_MS, MESSAGE_BYTES_MAX, TRY_AGAIN_WAIT_MS_MAX,
+    TRY_AGAIN_WAIT_MS_MIN,
+};
 use super::retrying::Retrying;
 use consensus::security::RpcChannel;
 use proto::master::master_service_client::MasterServiceClient;
@@ -59,6 +64,9 @@ impl std::fmt::Debug for MasterClient {
 enum Next {
     Redirect(String),
     Rediscover,
+    /// The leader has no session for this client now (`try-again-later`): the same request
+    /// after this pause.
+    Wait(Duration),
     GiveUp,
 }
 
@@ -131,6 +139,14 @@ impl MasterClient {
                     retrying.failed(error);
                     self.forget_leader();
                     tokio::time::sleep(self.jitter.backoff(attempts)).await;
+                }
+                Next::Wait(pause) => {
+                    if !retrying.has_time_for(pause) {
+                        return Err(ClientError::from_status(call, &status));
+                    }
+                    tracing::warn!(call, attempts, wait_ms = pause.as_millis() as u64, %error, "the masters have no session for this client now; trying again");
+                    retrying.last_error = error;
+                    tokio::time::sleep(pause).await;
                 }
                 Next::GiveUp => return Err(ClientError::from_status(call, &status)),
             }
@@ -225,9 +241,24 @@ fn next_step(status: &tonic::Status, unknown_count: u32) -> Next {
         // Transport failures and timeouts: the leader may have died or moved.
         Code::DeadlineExceeded | Code::Cancelled | Code::Aborted => Next::Rediscover,
         Code::Unknown if unknown_count < UNKNOWN_ATTEMPTS_MAX => Next::Rediscover,
+        Code::ResourceExhausted if refusal(status) == Some(REFUSAL_TRY_AGAIN_LATER) => {
+            Next::Wait(try_again_wait(status))
+        }
         // INTERNAL is a bug, not a leader change: retrying for the whole deadline hides it.
         _ => Next::GiveUp,
     }
+}
+
+fn refusal(status: &tonic::Status) -> Option<&str> {
+    status.metadata().get(REFUSAL_METADATA_KEY).and_then(|value| value.to_str().ok())
+}
+
+/// The pause the master asked for, within `TRY_AGAIN_WAIT_MS_MIN..=TRY_AGAIN_WAIT_MS_MAX`.
+fn try_again_wait(status: &tonic::Status) -> Duration {
+    let asked = status.metadata().get(RETRY_AFTER_MS_METADATA_KEY);
+    let asked_ms = asked.and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    let wait_ms = asked_ms.unwrap_or(TRY_AGAIN_WAIT_MS_MAX);
+    Duration::from_millis(wait_ms.clamp(TRY_AGAIN_WAIT_MS_MIN, TRY_AGAIN_WAIT_MS_MAX))
 }
 
 /// An endpoint with the client's timeouts, nodelay and large-message windows.
@@ -271,7 +302,19 @@ mod tests {
         status
     }
 
-    /// Each gRPC code leads to the right step; UNKNOWN only a few times, INTERNAL never.
+    /// RESOURCE_EXHAUSTED marked `try-again-later`, asking for `retry_after_ms`.
+    fn try_again(retry_after_ms: &'static str) -> tonic::Status {
+        use tonic::metadata::MetadataValue;
+        let mut status = tonic::Status::resource_exhausted("test");
+        let metadata = status.metadata_mut();
+        metadata.insert(REFUSAL_METADATA_KEY, MetadataValue::from_static(REFUSAL_TRY_AGAIN_LATER));
+        metadata.insert(RETRY_AFTER_MS_METADATA_KEY, MetadataValue::from_static(retry_after_ms));
+        status
+    }
+
+    /// Each gRPC code leads to the right step; UNKNOWN only a few times, INTERNAL never; a
+    /// `try-again-later` refusal waits as long as the master asked, within bounds, and any
+    /// other RESOURCE_EXHAUSTED (a message too large) is final.
     #[test]
     fn next_step_per_code() {
         use tonic::Code;
@@ -285,6 +328,11 @@ mod tests {
             (status(Code::Unknown, None), UNKNOWN_ATTEMPTS_MAX, Next::GiveUp),
             (status(Code::Internal, None), 0, Next::GiveUp),
             (status(Code::InvalidArgument, None), 0, Next::GiveUp),
+            (try_again("3000"), 0, Next::Wait(Duration::from_secs(3))),
+            (try_again("0"), 0, Next::Wait(Duration::from_millis(TRY_AGAIN_WAIT_MS_MIN))),
+            (try_again("300001"), 0, Next::Wait(Duration::from_millis(TRY_AGAIN_WAIT_MS_MAX))),
+            (try_again("soon"), 0, Next::Wait(Duration::from_millis(TRY_AGAIN_WAIT_MS_MAX))),
+            (status(Code::ResourceExhausted, None), 0, Next::GiveUp),
         ];
         for (status, unknown_count, expected) in cases {
             assert_eq!(next_step(&status, unknown_count), expected, "{status:?}");

@@ -17,7 +17,7 @@ mod watch;
 
 pub use error::{
     ClientError, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST,
-    REFUSAL_STAMP_REUSED,
+    REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
 };
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};

@@ -20,6 +20,12 @@ pub const BACKOFF_MS_MIN: u64 = 10;
 /// moment a new leader is elected is failover time a trainer sees; an attempt is a handful of
 /// small RPCs, cheap enough to repeat ten times a second.
 pub const BACKOFF_MS_MAX: u64 = 100;
+/// The shortest and longest pause after a `try-again-later` refusal (the strangers' session
+/// pool is full): the master says when a place frees up, and the client asks again then,
+/// but at least this seldom (each ask is a log entry) and at most this late (another client
+/// may leave earlier than the master could promise).
+pub const TRY_AGAIN_WAIT_MS_MIN: u64 = 1_000;
+pub const TRY_AGAIN_WAIT_MS_MAX: u64 = 10_000;
 /// How long connecting to one master may take.
 pub const CONNECT_TIMEOUT_MS: u64 = 500;
 /// The largest reply accepted (status replies with many failed tasks can be large).

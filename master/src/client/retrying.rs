@@ -58,6 +58,11 @@ impl<'a> Retrying<'a> {
         Ok(self.attempts)
     }
 
+    /// Whether a pause of `pause` ends before the call's deadline (always, without one).
+    pub(crate) fn has_time_for(&self, pause: Duration) -> bool {
+        self.deadline.is_none_or(|deadline| self.started.elapsed() + pause < deadline)
+    }
+
     /// An attempt failed for want of a reachable leader: the call now counts as waiting, and
     /// says so in the log every `WAITING_LOG_INTERVAL_MS`.
     pub(crate) fn failed(&mut self, error: String) {

@@ -3,7 +3,7 @@
 
 use crate::client::{
     LEADER_METADATA_KEY, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST,
-    REFUSAL_STAMP_REUSED,
+    REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
 };
 use crate::state::Response;
 use consensus::WriteError;
@@ -65,6 +65,7 @@ pub(crate) fn unexpected(call: &'static str, response: Response) -> Status {
         Response::NoDataset => {
             Status::failed_precondition(format!("{call}: no dataset was reported yet"))
         }
+        Response::TryAgainLater { retry_after_ms } => try_again_later(call, retry_after_ms),
         other => Status::internal(format!("{call}: unexpected answer from the state machine: {other:?}")),
     }
 }
@@ -81,7 +82,20 @@ pub(crate) fn wrong_secret(call: &'static str) -> Status {
     )
 }
 
-/// Marks a FAILED_PRECONDITION with which refusal it is, for `MasterClient` to tell apart.
+/// RESOURCE_EXHAUSTED, refusal `try-again-later`, with when a place frees up.
+fn try_again_later(call: &'static str, retry_after_ms: u64) -> Status {
+    let status = Status::resource_exhausted(format!(
+        "{call}: too many clients: every session for clients that are neither a registered \
+         trainer nor a pserver is in use by a client that may still retry; nothing changed, \
+         try again in {} s",
+        retry_after_ms.div_ceil(1000)
+    ));
+    let mut status = refusal(status, REFUSAL_TRY_AGAIN_LATER);
+    status.metadata_mut().insert(RETRY_AFTER_MS_METADATA_KEY, MetadataValue::from(retry_after_ms));
+    status
+}
+
+/// Marks a refusal (FAILED_PRECONDITION, RESOURCE_EXHAUSTED) with which one it is, for `MasterClient` to tell apart.
 fn refusal(mut status: Status, kind: &'static str) -> Status {
     status.metadata_mut().insert(REFUSAL_METADATA_KEY, MetadataValue::from_static(kind));
     status

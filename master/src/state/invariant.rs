@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use super::job::Job;
 use super::master_state::MasterState;
+use super::members;
 use super::pserver_slots::PServerSlots;
-use super::sessions::SESSION_COUNT_MAX;
 use super::trainer_registry::TRAINER_COUNT_MAX;
 
 /// A broken safety rule.
@@ -44,7 +44,7 @@ pub enum InvariantViolation {
     AddressHoldsTwoSlots { addr: String, first: u32, second: u32 },
     #[error("slot {index} keeps a claim secret but nobody holds it")]
     SecretWithoutHolder { index: u32 },
-    #[error("{count} client sessions kept, more than {count_max}")]
+    #[error("{count} strangers' client sessions kept, more than {count_max}")]
     TooManySessions { count: u64, count_max: u64 },
     #[error("task {task}: epoch went from {before} to {after}; epochs only grow")]
     EpochDecreased { task: u64, before: u64, after: u64 },
@@ -68,8 +68,12 @@ pub enum InvariantViolation {
         "the next slot generation went from {before} to {after}; generations are never reused"
     )]
     GenerationReused { before: u64, after: u64 },
-    #[error("the client sessions' age index does not match the sessions")]
+    #[error("the client sessions' indices (strangers by age, members) do not match the sessions")]
     SessionIndexMismatch,
+    #[error("{bound} client sessions bound to members, but only {alive} members are alive")]
+    TooManyMemberSessions { bound: u64, alive: u64 },
+    #[error("a client session is bound to {member}, which is no longer part of the job")]
+    SessionOfGoneMember { member: String },
     #[error("trainer {trainer}: its held task {task} is not pending on it")]
     HeldTaskMismatch { trainer: u64, task: u64 },
     #[error("{pending} tasks pending but {held} held by trainers; a trainer holds one at a time")]
@@ -125,28 +129,18 @@ impl MasterState {
             });
         }
         check_slots(&self.pservers)?;
-        // Counts only: checked after every apply, this must stay O(1) in the session count.
-        // `check_session_index` compares the index entry by entry.
-        if self.sessions.by_age.len() != self.sessions.sessions.len() {
-            return Err(Violation::SessionIndexMismatch);
-        }
-        let session_count = self.sessions.sessions.len();
-        if session_count > SESSION_COUNT_MAX {
-            return Err(Violation::TooManySessions {
-                count: to_u64(session_count),
-                count_max: to_u64(SESSION_COUNT_MAX),
-            });
-        }
-        Ok(())
+        // Counts only (checked after every apply); `check_session_index` checks entry by entry.
+        members::check_pool_counts(&self.sessions, &self.trainers, &self.pservers)
     }
 
-    /// Checks that the sessions' age index lists exactly the sessions: O(n log n), so not run
-    /// after every apply (snapshot restore and the tests run it).
+    /// Checks that the sessions' indices list exactly the sessions, and that every bound member
+    /// is alive: O(n log n), so not run after every apply (snapshot restore and the tests run
+    /// it).
     pub fn check_session_index(&self) -> Result<(), InvariantViolation> {
         if !self.sessions.index_matches() {
             return Err(Violation::SessionIndexMismatch);
         }
-        Ok(())
+        members::check_bindings(&self.sessions, &self.trainers, &self.pservers)
     }
 
     /// Checks the rules about one step: what may only grow, and what is fixed once set.

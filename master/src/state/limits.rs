@@ -16,7 +16,7 @@ use super::pserver_slots::{
 };
 use super::request::ClientStamp;
 use super::response::{Response, TaskAssignment};
-use super::sessions::{Sessions, SESSION_COUNT_MAX};
+use super::sessions::{Member, Sessions, SESSION_COUNT_MAX, STRANGER_SESSION_COUNT_MAX};
 use super::slot_secret::SlotSecret;
 use super::task::PendingTask;
 use super::task_queue::{TaskQueue, FAILURE_REASONS_BYTES_MAX, FAILURE_REASON_BYTES_MAX};
@@ -103,19 +103,27 @@ fn largest_slots() -> PServerSlots {
     slots
 }
 
-/// Sessions whose kept answers are the largest a session keeps: a task assignment.
+/// Both pools full: a member session per trainer and per slot, and every stranger's, each
+/// keeping the largest answer a session keeps (a task assignment).
 fn largest_sessions() -> Sessions {
     let mut sessions = Sessions::default();
-    for client_id in 0..SESSION_COUNT_MAX as u64 {
-        let stamp = ClientStamp { client_id: u64::MAX - client_id, seq: u64::MAX };
-        let response = Response::Task(TaskAssignment {
-            task: u64::MAX,
-            epoch: u64::MAX,
-            pass: u32::MAX,
-            deadline_ms: u64::MAX,
-        });
-        sessions.record(stamp, u64::MAX, &response, u64::MAX / 2 + client_id);
+    let response = Response::Task(TaskAssignment {
+        task: u64::MAX,
+        epoch: u64::MAX,
+        pass: u32::MAX,
+        deadline_ms: u64::MAX,
+    });
+    let trainers = (1..=TRAINER_COUNT_MAX as u64).map(Member::Trainer);
+    let slots = (0..PSERVER_COUNT_MAX)
+        .map(|index| Member::Slot { index, generation: u64::MAX / 2 + u64::from(index) });
+    let members = trainers.chain(slots).map(Some);
+    let strangers = std::iter::repeat_n(None, STRANGER_SESSION_COUNT_MAX);
+    for (count, member) in members.chain(strangers).enumerate() {
+        let client_id = u64::MAX - count as u64;
+        let stamp = ClientStamp { client_id, seq: u64::MAX };
+        sessions.record(stamp, u64::MAX, &response, member, u64::MAX / 2 + count as u64);
     }
+    assert_eq!(sessions.sessions.len(), SESSION_COUNT_MAX, "both pools are full");
     sessions
 }
 

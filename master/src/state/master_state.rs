@@ -10,6 +10,7 @@ use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
 use super::eval::EvalRecord;
 use super::fault::Fault;
 use super::job::Job;
+use super::members;
 use super::pserver_slots::PServerSlots;
 use super::repeated_report::{AcceptedReport, ReportedFile};
 use super::request::{decode_request, Request};
@@ -82,24 +83,44 @@ impl MasterState {
             return Response::WrongTerm { decided, committed: entry_term };
         }
         let Some(stamp) = request.client else {
-            return self.execute(&request.command, now_ms);
+            return self.execute_and_unbind(&request.command, now_ms);
         };
-        let digest = request_digest(&request.command);
-        match self.sessions.lookup(stamp, digest, now_ms) {
+        let command = &request.command;
+        let digest = request_digest(command);
+        let joins = members::joins(command, &self.trainers, &self.pservers, &self.sessions);
+        match self.sessions.lookup(stamp, digest, joins, now_ms) {
             Lookup::Replay(response) => self.pservers.refill_checkpoint(response),
             Lookup::Stale { last_seq } => Response::StaleRequest { last_seq },
             Lookup::StampReused => Response::StampReused { seq: stamp.seq },
-            Lookup::Full => Response::Rejected {
-                reason: "too many clients: every session is in use by a client that may still \
-                         retry; try again in a few minutes"
-                    .to_string(),
-            },
+            Lookup::Full { retry_after_ms } => Response::TryAgainLater { retry_after_ms },
             Lookup::Apply => {
-                let response = self.execute(&request.command, now_ms);
-                self.sessions.record(stamp, digest, &response, now_ms);
+                let response = self.execute_and_unbind(command, now_ms);
+                let member = members::created(&response)
+                    .or_else(|| self.sessions.member_of(stamp.client_id))
+                    .or_else(|| {
+                        members::unbound_spoken_for(
+                            command,
+                            &self.trainers,
+                            &self.pservers,
+                            &self.sessions,
+                        )
+                    });
+                self.sessions.record(stamp, digest, &response, member, now_ms);
                 response
             }
         }
+    }
+
+    /// Executes `command`, then unbinds the clients of members it ended (a lost trainer, a
+    /// released or claimed-again slot), so the members' pool holds live members only.
+    fn execute_and_unbind(&mut self, command: &Command, now_ms: u64) -> Response {
+        let response = self.execute(command, now_ms);
+        for member in members::maybe_gone(command, &response, &self.sessions) {
+            if !members::is_alive(member, &self.trainers, &self.pservers) {
+                self.sessions.member_gone(member, now_ms);
+            }
+        }
+        response
     }
 
     /// Applies an encoded request committed in `entry_term` and encodes the response: the Raft

@@ -16,7 +16,8 @@
 //!   versioned wire forms (`encode_request`/`decode_request`, `encode_response`/...).
 //! - `master_state`: [`MasterState`], `apply`, snapshots and the leader's read-only queries.
 //! - `job` (dataset + queue, the task commands), `dataset`, `task_queue`, `task`: the queues.
-//! - `trainer_registry`, `pserver_slots`, `eval`, `sessions`: the other replicated registries.
+//! - `trainer_registry`, `pserver_slots`, `eval`, `sessions`: the other replicated registries;
+//!   `members`: which trainer or slot a stamped request's client is bound to.
 //! - `snapshot_layout`: the snapshot's layouts (the current one is marked and versioned; the
 //!   unmarked one of older builds is still read).
 //! - `status`: the views `status()` returns. `invariant`: the safety rules the tests, the
@@ -37,9 +38,12 @@
 //!   cannot move deadlines or session ages backwards. Leaders stamp the state's clock plus
 //!   their own monotonic time since they took over (`master/src/leader_clock.rs`), not their
 //!   wall clock, so a leader whose clock is hours off cannot move it.
-//! - Exactly-once replies last as long as the client's session: a session idle for an hour
-//!   (state clock) is forgotten, and one used within the last five minutes (longer than any
-//!   client retries) is never evicted; a new client is refused rather than evict it. Only
+//! - Exactly-once replies last as long as the client's session. Sessions come in two pools
+//!   (`sessions.rs`, `members.rs`): the client that registered a trainer or claimed a slot is
+//!   bound to it and always has a session while the member lives; every other client is a
+//!   stranger, in a pool of its own: a stranger idle for an hour (state clock) is forgotten,
+//!   one used within the last five minutes (longer than any client retries) is never
+//!   evicted, and a new stranger is told to try again later rather than evict it. Only
 //!   answers that changed the state take a session. A session keeps a digest of its request,
 //!   and a stamp reused with another body is refused (`StampReused`), never answered with the
 //!   first request's reply.
@@ -62,6 +66,7 @@ mod invariant;
 mod job;
 mod limits;
 mod master_state;
+mod members;
 mod pserver_slots;
 mod repeated_report;
 mod request;
@@ -69,6 +74,7 @@ mod response;
 mod sessions;
 mod slot_secret;
 mod snapshot_layout;
+mod snapshot_legacy_slots;
 mod status;
 mod task;
 mod task_queue;
@@ -95,7 +101,10 @@ pub use pserver_slots::{
 pub use repeated_report::{AcceptedReport, ReportedFile};
 pub use request::{decode_request, encode_request, ClientStamp, Request};
 pub use response::{decode_response, encode_response, Response, TaskAssignment};
-pub use sessions::{SESSION_COUNT_MAX, SESSION_IDLE_MS_MAX, SESSION_RETRY_MS_MAX};
+pub use sessions::{
+    MEMBER_SESSION_COUNT_MAX, SESSION_COUNT_MAX, SESSION_IDLE_MS_MAX, SESSION_RETRY_MS_MAX,
+    STRANGER_SESSION_COUNT_MAX,
+};
 pub use slot_secret::{SlotSecret, SLOT_SECRET_BYTES};
 pub use status::{FailedTaskView, PServerSlotView, StatusView, TrainerView};
 pub use task_queue::{

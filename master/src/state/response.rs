@@ -58,6 +58,10 @@ pub enum Response {
     /// retry must repeat its request exactly, and a new request needs a new number. Nothing
     /// changed.
     StampReused { seq: u64 },
+    /// A client the state does not know (neither a registered trainer's nor a slot holder's)
+    /// while every session of the strangers' pool is in use by a client that may still retry:
+    /// nothing changed; the same request may succeed after `retry_after_ms`.
+    TryAgainLater { retry_after_ms: u64 },
 }
 
 impl Response {
@@ -81,6 +85,7 @@ impl Response {
                 | Response::StaleRequest { .. }
                 | Response::WrongTerm { .. }
                 | Response::StampReused { .. }
+                | Response::TryAgainLater { .. }
         )
     }
 }

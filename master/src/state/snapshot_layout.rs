@@ -1,7 +1,7 @@
-//! The snapshot's layouts: the current one behind a marker, the marked layout 2 (pserver slots
-//! without their claims' secrets), and the unmarked one of older builds (sessions without
-//! request digests, task queues without the trainers that failed each task), read and
-//! converted so an upgrade keeps its snapshots.
+//! The snapshot's layouts: the current one behind a marker, the marked layout 2 (sessions in
+//! one pool, pserver slots without claim secrets) and the unmarked one of older builds
+//! (sessions without request digests, task queues without the trainers that failed each task),
+//! read and converted so an upgrade keeps its snapshots.
 //!
 //! bincode is not self-describing, so a layout change needs a way to tell layouts apart. The
 //! old layout begins with the state's clock as a varint, whose first byte is never 0xFF
@@ -19,9 +19,11 @@ use super::eval::EvalRecord;
 use super::failers::Failers;
 use super::job::Job;
 use super::master_state::MasterState;
-use super::pserver_slots::{CheckpointMeta, PServerSlots, SlotHolder};
+use super::members;
+use super::pserver_slots::PServerSlots;
 use super::response::Response;
-use super::sessions::{Session, Sessions};
+use super::sessions::{Session, Sessions, STRANGER_SESSION_COUNT_MAX};
+use super::snapshot_legacy_slots::SlotsWithoutSecrets;
 use super::task::{PendingTask, Task};
 use super::task_queue::TaskQueue;
 use super::trainer_registry::TrainerRegistry;
@@ -29,10 +31,11 @@ use super::trainer_registry::TrainerRegistry;
 /// The first byte of a marked snapshot: no unmarked snapshot can begin with it.
 const SNAPSHOT_MARKER: u8 = 0xFF;
 /// The layout this build writes: 2 added request digests to sessions and each task's failing
-/// trainers to the queue (1 is the unmarked one); 3 adds the secrets of pserver slot claims.
+/// trainers to the queue (1 is the unmarked one); 3 splits sessions into members and strangers
+/// and keeps the secret of each pserver slot's claim.
 const SNAPSHOT_LAYOUT_VERSION: u8 = 3;
-/// The marked layout before slot secrets.
-const SNAPSHOT_LAYOUT_VERSION_NO_SECRETS: u8 = 2;
+/// The layout with sessions in one pool and slots without secrets, still read.
+const SNAPSHOT_LAYOUT_VERSION_ONE_POOL: u8 = 2;
 
 /// Encodes the state as a marked snapshot of the current layout.
 pub(crate) fn encode(state: &MasterState) -> Vec<u8> {
@@ -47,9 +50,9 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
             codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")
         }
-        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_NO_SECRETS, body @ ..] => {
-            let state: StateWithoutSecrets = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
-            Ok(state.into())
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_ONE_POOL, body @ ..] => {
+            let one_pool: OnePoolState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
+            Ok(one_pool.into())
         }
         [SNAPSHOT_MARKER, ..] => Err(DecodeError::Retired { what: "snapshot" }),
         unmarked => {
@@ -69,52 +72,6 @@ struct LegacyState {
     eval: Option<EvalRecord>,
     sessions: LegacySessions,
     loading: Option<DatasetLoading>,
-}
-
-/// The state as layout 2 wrote it (field for field): pserver slots without secrets.
-#[derive(Serialize, Deserialize)]
-struct StateWithoutSecrets {
-    clock_ms: u64,
-    job: Option<Job>,
-    trainers: TrainerRegistry,
-    pservers: SlotsWithoutSecrets,
-    eval: Option<EvalRecord>,
-    sessions: Sessions,
-    loading: Option<DatasetLoading>,
-}
-
-/// Pserver slots before claims carried secrets (field for field). Their holders keep no
-/// secret, so none of them is confirmed again: each exits, its lease runs out, and a pserver
-/// of this build claims the slot (restoring the kept checkpoint).
-#[derive(Serialize, Deserialize)]
-struct SlotsWithoutSecrets {
-    desired: Option<u32>,
-    holders: BTreeMap<u32, SlotHolder>,
-    checkpoints: BTreeMap<u32, CheckpointMeta>,
-    next_generation: u64,
-    version: u64,
-}
-
-impl From<SlotsWithoutSecrets> for PServerSlots {
-    fn from(old: SlotsWithoutSecrets) -> Self {
-        let SlotsWithoutSecrets { desired, holders, checkpoints, next_generation, version } = old;
-        let secrets = BTreeMap::new();
-        PServerSlots { desired, holders, checkpoints, next_generation, version, secrets }
-    }
-}
-
-impl From<StateWithoutSecrets> for MasterState {
-    fn from(old: StateWithoutSecrets) -> Self {
-        MasterState {
-            clock_ms: old.clock_ms,
-            job: old.job,
-            trainers: old.trainers,
-            pservers: old.pservers.into(),
-            eval: old.eval,
-            sessions: old.sessions,
-            loading: old.loading,
-        }
-    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -187,31 +144,110 @@ struct LegacySession {
 
 impl From<LegacyState> for MasterState {
     fn from(legacy: LegacyState) -> Self {
-        let sessions = legacy
-            .sessions
-            .sessions
-            .into_iter()
-            .map(|(client_id, session)| {
-                let LegacySession { seq, method: _, response, last_seen_ms } = session;
-                (client_id, Session { seq, digest: None, response, last_seen_ms })
-            })
-            .collect();
+        let sessions = legacy.sessions.sessions.into_iter().map(|(client_id, session)| {
+            let LegacySession { seq, method: _, response, last_seen_ms } = session;
+            (client_id, Session { seq, digest: None, response, last_seen_ms, member: None })
+        });
+        let pservers = PServerSlots::from(legacy.pservers);
+        let sessions = into_pools(sessions, &legacy.trainers, &pservers);
         MasterState {
             clock_ms: legacy.clock_ms,
             job: legacy.job.map(Job::from),
             trainers: legacy.trainers,
-            pservers: legacy.pservers.into(),
+            pservers,
             eval: legacy.eval,
-            sessions: Sessions { sessions, by_age: legacy.sessions.by_age },
+            sessions,
             loading: legacy.loading,
         }
     }
 }
 
+/// The state as layout 2 wrote it (field for field): sessions in one pool, slots without
+/// secrets.
+#[derive(Serialize, Deserialize)]
+struct OnePoolState {
+    clock_ms: u64,
+    job: Option<Job>,
+    trainers: TrainerRegistry,
+    pservers: SlotsWithoutSecrets,
+    eval: Option<EvalRecord>,
+    sessions: OnePoolSessions,
+    loading: Option<DatasetLoading>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct OnePoolSessions {
+    sessions: BTreeMap<u64, OnePoolSession>,
+    by_age: BTreeSet<(u64, u64)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct OnePoolSession {
+    seq: u64,
+    digest: Option<u64>,
+    response: Response,
+    last_seen_ms: u64,
+}
+
+impl From<OnePoolState> for MasterState {
+    fn from(one_pool: OnePoolState) -> Self {
+        let sessions = one_pool.sessions.sessions.into_iter().map(|(client_id, session)| {
+            let OnePoolSession { seq, digest, response, last_seen_ms } = session;
+            (client_id, Session { seq, digest, response, last_seen_ms, member: None })
+        });
+        let pservers = PServerSlots::from(one_pool.pservers);
+        let sessions = into_pools(sessions, &one_pool.trainers, &pservers);
+        MasterState {
+            clock_ms: one_pool.clock_ms,
+            job: one_pool.job,
+            trainers: one_pool.trainers,
+            pservers,
+            eval: one_pool.eval,
+            sessions,
+            loading: one_pool.loading,
+        }
+    }
+}
+
+/// Splits sessions of one pool: a session whose kept answer made a member still alive (a
+/// registration, a claim) is bound to it; the others are strangers, of which the most recently
+/// used `STRANGER_SESSION_COUNT_MAX` are kept (the others' retries are applied again, as after
+/// an eviction; a live member without a binding is bound on its next request).
+fn into_pools(
+    sessions: impl Iterator<Item = (u64, Session)>,
+    trainers: &TrainerRegistry,
+    slots: &PServerSlots,
+) -> Sessions {
+    let mut pools = Sessions::default();
+    let mut strangers = Vec::new();
+    for (client_id, mut session) in sessions {
+        let member = members::created(&session.response)
+            .filter(|member| members::is_alive(*member, trainers, slots))
+            .filter(|member| !pools.is_bound(*member));
+        match member {
+            Some(member) => {
+                session.member = Some(member);
+                pools.by_member.insert(member, client_id);
+                pools.sessions.insert(client_id, session);
+            }
+            None => strangers.push((client_id, session)),
+        }
+    }
+    strangers
+        .sort_by_key(|(client_id, session)| std::cmp::Reverse((session.last_seen_ms, *client_id)));
+    for (client_id, session) in strangers.into_iter().take(STRANGER_SESSION_COUNT_MAX) {
+        pools.strangers_by_age.insert((session.last_seen_ms, client_id));
+        pools.sessions.insert(client_id, session);
+    }
+    pools
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::pserver_slots::SlotHolder;
     use crate::state::request::ClientStamp;
+    use crate::state::sessions::Member;
 
     /// A snapshot of the unmarked layout (sessions with method codes) decodes, its sessions
     /// replay retries as before, and the state re-encodes in the marked layout.
@@ -229,7 +265,7 @@ mod tests {
             clock_ms: 10,
             job: None,
             trainers: TrainerRegistry::default(),
-            pservers: no_slots(),
+            pservers: SlotsWithoutSecrets::none(),
             eval: None,
             sessions: LegacySessions {
                 sessions: legacy_sessions,
@@ -240,7 +276,7 @@ mod tests {
         let bytes = codec::encode(&legacy);
         assert_ne!(bytes[0], SNAPSHOT_MARKER);
         let mut state = MasterState::decode(&bytes).expect("the old layout decodes");
-        let replay = state.sessions.lookup(ClientStamp { client_id: 77, seq: 4 }, 123, 11);
+        let replay = state.sessions.lookup(ClientStamp { client_id: 77, seq: 4 }, 123, false, 11);
         assert!(matches!(replay, super::super::sessions::Lookup::Replay(_)), "{replay:?}");
         let marked = state.encode();
         assert_eq!(&marked[..2], &[SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION]);
@@ -282,7 +318,7 @@ mod tests {
             clock_ms: 10,
             job: Some(LegacyJob { dataset: job.dataset.clone(), queue: legacy_queue }),
             trainers: TrainerRegistry::default(),
-            pservers: no_slots(),
+            pservers: SlotsWithoutSecrets::none(),
             eval: None,
             sessions: LegacySessions { sessions: BTreeMap::new(), by_age: BTreeSet::new() },
             loading: None,
@@ -291,36 +327,43 @@ mod tests {
         assert_eq!(state.job, Some(job), "the job comes back as it was, with no failers");
     }
 
-    fn no_slots() -> SlotsWithoutSecrets {
-        SlotsWithoutSecrets {
-            desired: None,
-            holders: BTreeMap::new(),
-            checkpoints: BTreeMap::new(),
-            next_generation: 1,
-            version: 0,
-        }
-    }
-
-    /// A snapshot of layout 2 (slots without secrets) decodes with its holders and
-    /// checkpoints, and none of its holders is confirmed by any secret.
+    /// A snapshot of layout 2 (sessions in one pool, slots without secrets) decodes: the
+    /// session that registered a trainer still registered is bound to it, the others are
+    /// strangers, the slot's holder is kept but no secret confirms it, and the state re-encodes
+    /// in the current layout.
     #[test]
-    fn a_layout_2_snapshot_without_slot_secrets_still_decodes() {
-        let mut slots = no_slots();
-        slots.desired = Some(2);
-        slots.holders.insert(1, SlotHolder { addr: "a:1".into(), generation: 3 });
-        slots.next_generation = 4;
-        let old = StateWithoutSecrets {
-            clock_ms: 10,
+    fn a_one_pool_snapshot_of_layout_2_still_decodes() {
+        let mut trainers = TrainerRegistry::default();
+        let trainer = trainers.register("t").expect("room for a trainer");
+        let session = |response, last_seen_ms| OnePoolSession {
+            seq: 1,
+            digest: Some(5),
+            response,
+            last_seen_ms,
+        };
+        let sessions = BTreeMap::from([
+            (7, session(Response::TrainerRegistered { trainer }, 10)),
+            (8, session(Response::Accepted, 11)),
+        ]);
+        let mut pservers = SlotsWithoutSecrets::none();
+        pservers.desired = Some(2);
+        pservers.holders.insert(1, SlotHolder { addr: "a:1".into(), generation: 3 });
+        pservers.next_generation = 4;
+        let one_pool = OnePoolState {
+            clock_ms: 11,
             job: None,
-            trainers: TrainerRegistry::default(),
-            pservers: slots,
+            trainers,
+            pservers,
             eval: None,
-            sessions: Sessions::default(),
+            sessions: OnePoolSessions { sessions, by_age: BTreeSet::from([(10, 7), (11, 8)]) },
             loading: None,
         };
-        let mut bytes = vec![SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_NO_SECRETS];
-        bytes.extend_from_slice(&codec::encode(&old));
+        let mut bytes = vec![SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_ONE_POOL];
+        bytes.extend_from_slice(&codec::encode(&one_pool));
         let state = MasterState::decode(&bytes).expect("layout 2 decodes");
+        assert_eq!(state.sessions.member_of(7), Some(Member::Trainer(trainer)));
+        assert_eq!(state.sessions.member_of(8), None);
+        assert_eq!(state.sessions.strangers_by_age, BTreeSet::from([(11, 8)]));
         assert!(state.pservers.holds(1, 3), "the holder is kept");
         let guess = crate::state::SlotSecret::from_bits(0);
         assert!(!state.slot_held(1, 3, guess), "no secret confirms a holder without one");
