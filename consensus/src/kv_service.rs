@@ -18,7 +18,9 @@ use crate::kv::{KvCommand, KvStore};
 use crate::kv_stream::PutStream;
 use crate::network::{endpoint, raft_client, MESSAGE_BYTES_MAX};
 use crate::security::{RpcChannel, Security};
-use crate::{incoming, server_builder, ClusterInfo, ConsensusNode, NodeConfig, WriteError};
+use crate::{
+    incoming, server_builder, ClusterInfo, ConsensusNode, NodeConfig, PortLimits, WriteError,
+};
 
 /// Metadata key of the leader's address on an `UNAVAILABLE` answer from a follower.
 pub const LEADER_METADATA_KEY: &str = "x-raftrain-leader";
@@ -91,10 +93,11 @@ pub async fn run_node(
     node.bootstrap().await.context("bootstrap the group")?;
     let kv = KvServiceServer::new(KvServer { node: node.clone() })
         .max_decoding_message_size(MESSAGE_BYTES_MAX);
-    server_builder(node.security())?
+    let limits = PortLimits::default();
+    server_builder(node.security(), &limits)?
         .add_service(node.raft_service())
         .add_service(kv)
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming(listener, &limits), shutdown)
         .await
         .context("serve")?;
     node.shutdown().await.context("shut the node down")?;
