@@ -13,8 +13,6 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
-use crate::network::MESSAGE_BYTES_MAX;
-
 /// The gRPC message prefix: a compression flag and a big-endian u32 length.
 const PREFIX_BYTES: usize = 5;
 
@@ -82,8 +80,7 @@ impl<B> BudgetBody<B> {
 
     /// Takes `length` bytes from the budget for the message just announced.
     fn admit(&mut self, length: u32) -> Result<(), tonic::Status> {
-        // Longer than any service admits: the decoder refuses it before reserving anything.
-        if length == 0 || length as usize > MESSAGE_BYTES_MAX {
+        if length == 0 {
             return Ok(());
         }
         match self.budget.clone().try_acquire_many_owned(length) {

@@ -29,8 +29,8 @@ pub const IDLE_MS_DEFAULT: u64 = 6 * SERVER_KEEPALIVE_MS;
 /// only 2.2 MB/s. Responses (a `WatchPServers` stream) are not bounded by it.
 pub const REQUEST_BODY_MS_DEFAULT: u64 = 30_000;
 /// The most message bytes the calls of one server may have announced (in their 5-byte gRPC
-/// prefixes) and not yet received. Four of the largest messages; a call over the budget fails
-/// with `RESOURCE_EXHAUSTED`.
+/// prefixes) and not yet received. Four of the largest Raft messages (three of a pserver's
+/// 80 MiB ones); a call over the budget fails with `RESOURCE_EXHAUSTED`.
 pub const REQUEST_BYTES_IN_FLIGHT_DEFAULT: u64 = 4 * MESSAGE_BYTES_MAX as u64;
 /// The most concurrent HTTP/2 streams (calls) one connection may open; a raftrain client
 /// never has more than a few in flight.
@@ -87,12 +87,13 @@ impl Default for PortLimits {
 }
 
 impl PortLimits {
-    /// The rules between the limits, checked before anything is bound.
-    pub fn validate(&self) -> anyhow::Result<()> {
+    /// The rules between the limits, checked before anything is bound, for a process whose
+    /// services accept messages of up to `message_bytes_max`.
+    pub fn validate(&self, message_bytes_max: usize) -> anyhow::Result<()> {
         anyhow::ensure!(
-            self.request_bytes_in_flight >= MESSAGE_BYTES_MAX as u64
+            self.request_bytes_in_flight >= message_bytes_max as u64
                 && self.request_bytes_in_flight <= u64::from(u32::MAX),
-            "--request-bytes-in-flight {} must admit the largest message ({MESSAGE_BYTES_MAX} \
+            "--request-bytes-in-flight {} must admit the largest message ({message_bytes_max} \
              bytes) and stay below 4 GiB",
             self.request_bytes_in_flight
         );
@@ -150,6 +151,7 @@ mod tests {
         let cap = limits.connections() as u64;
         assert!(cap >= CONNECTIONS_DERIVED_MIN);
         assert!(cap * LISTENER_COUNT + FD_RESERVE_COUNT <= fd_limit().max(cap * 4));
-        assert!(limits.validate().is_ok());
+        assert!(limits.validate(MESSAGE_BYTES_MAX).is_ok());
+        assert!(limits.validate(REQUEST_BYTES_IN_FLIGHT_DEFAULT as usize + 1).is_err());
     }
 }

@@ -129,7 +129,7 @@ impl MasterConfig {
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
-        self.port_limits.validate()?;
+        self.port_limits.validate(consensus::network::MESSAGE_BYTES_MAX)?;
         let chunks_per_task_max = crate::state::CHUNKS_PER_TASK_MAX;
         anyhow::ensure!(
             (1..=chunks_per_task_max).contains(&self.chunks_per_task),

@@ -107,7 +107,7 @@ pub struct TrainerConfig {
 
 impl TrainerConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
-        self.port_limits.validate()?;
+        self.port_limits.validate(0)?;
         anyhow::ensure!(!self.dataset.is_empty(), "--dataset is empty");
         anyhow::ensure!(
             (1..=BATCH_SIZE_MAX).contains(&self.batch_size),
