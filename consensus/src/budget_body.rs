@@ -34,11 +34,15 @@ pub struct BudgetBody<B> {
 }
 
 impl<B> BudgetBody<B> {
-    pub(crate) fn new(inner: B, budget: Arc<Semaphore>, budget_bytes: u64, deadline: Sleep) -> Self {
-        let deadline_ms = deadline
-            .deadline()
-            .saturating_duration_since(tokio::time::Instant::now())
-            .as_millis() as u64;
+    pub(crate) fn new(
+        inner: B,
+        budget: Arc<Semaphore>,
+        budget_bytes: u64,
+        deadline: Sleep,
+    ) -> Self {
+        let deadline_ms =
+            deadline.deadline().saturating_duration_since(tokio::time::Instant::now()).as_millis()
+                as u64;
         Self {
             inner,
             budget,

@@ -63,7 +63,8 @@ where
         let layer = &self.layer;
         let request = request.map(|body| {
             let deadline = tokio::time::sleep(layer.deadline);
-            let budgeted = BudgetBody::new(body, layer.budget.clone(), layer.budget_bytes, deadline);
+            let budgeted =
+                BudgetBody::new(body, layer.budget.clone(), layer.budget_bytes, deadline);
             tonic::body::Body::new(budgeted)
         });
         self.inner.call(request)

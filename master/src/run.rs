@@ -40,7 +40,8 @@ pub async fn run(
     let stopped = replica.stopped();
     let listeners = (listener, peer_listener);
     let limits = &config.port_limits;
-    let servers = Servers::spawn(listeners, &node, replica.service(), (&security, limits), &stopped)?;
+    let servers =
+        Servers::spawn(listeners, &node, replica.service(), (&security, limits), &stopped)?;
     tracing::info!(
         id = config.id,
         listen = %config.listen,
@@ -49,8 +50,8 @@ pub async fn run(
         token = security.token().is_some(),
         "master serving"
     );
-    let metrics =
-        metrics_listener.map(|listener| serve_metrics(listener, limits, node.clone(), stopped.clone()));
+    let metrics = metrics_listener
+        .map(|listener| serve_metrics(listener, limits, node.clone(), stopped.clone()));
     node.bootstrap().await.context("bootstrap the master group")?;
     let core_stopped = tokio::select! {
         () = shutdown => None,

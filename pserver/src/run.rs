@@ -121,8 +121,7 @@ async fn serve_slot(
             server_stopped.clone(),
         )
     });
-    let server =
-        tokio::spawn(serve(
+    let server = tokio::spawn(serve(
         listeners.service,
         service,
         (master.security().clone(), config.port_limits.clone()),

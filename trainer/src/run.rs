@@ -78,8 +78,15 @@ pub async fn run(
     let progress = Progress::default();
     let heartbeats =
         tokio::spawn(session.clone().keep_alive(progress.metrics.clone(), stopped.clone()));
-    let metrics = metrics_listener
-        .map(|listener| serve_metrics(listener, &config.port_limits, progress.metrics.clone(), master.clone(), stopped));
+    let metrics = metrics_listener.map(|listener| {
+        serve_metrics(
+            listener,
+            &config.port_limits,
+            progress.metrics.clone(),
+            master.clone(),
+            stopped,
+        )
+    });
     let counters = progress.metrics.clone();
     // Every line the loop logs carries the trainer's id (and, within a task, the task's).
     let span = tracing::info_span!("trainer", trainer = session.id());
