@@ -167,3 +167,34 @@ where
         self.inner.size_hint()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(budget: &Arc<Semaphore>) -> BudgetBody<tonic::body::Body> {
+        let deadline = tokio::time::sleep(std::time::Duration::from_secs(60));
+        BudgetBody::new(tonic::body::Body::empty(), budget.clone(), 100, deadline)
+    }
+
+    /// A message holds its announced length from its prefix (even one split across frames)
+    /// until its last byte; a message longer than what is left is refused, naming the flag.
+    #[tokio::test]
+    async fn messages_hold_their_announced_length_until_they_arrive() {
+        let budget = Arc::new(Semaphore::new(100));
+        let mut body = body(&budget);
+        body.account(&[0, 0, 0]).expect("half a prefix");
+        assert_eq!(budget.available_permits(), 100);
+        body.account(&[0, 60, 1, 2]).expect("the rest of the prefix and two bytes");
+        assert_eq!(budget.available_permits(), 40);
+        body.account(&[0; 58]).expect("the rest of the message");
+        assert_eq!(budget.available_permits(), 100);
+        body.account(&[0, 0, 0, 0, 70]).expect("a second message");
+        let mut other = self::body(&budget);
+        let refused = other.account(&[0, 0, 0, 0, 31]).expect_err("31 bytes do not fit in 30");
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        assert!(refused.message().contains("--request-bytes-in-flight"), "{refused:?}");
+        drop(body);
+        assert_eq!(budget.available_permits(), 100, "a dropped call gives its bytes back");
+    }
+}

@@ -82,6 +82,9 @@ pub(crate) fn write_status(error: WriteError) -> Status {
     }
 }
 
+/// The request body deadline of the key-value service: a day, longer than any benchmark.
+const KV_REQUEST_BODY_MS: u64 = 24 * 3600 * 1000;
+
 /// Runs one key-value node: opens it, bootstraps, serves the Raft and key-value services on
 /// `listener` until `shutdown` completes, then shuts the node down.
 pub async fn run_node(
@@ -93,7 +96,8 @@ pub async fn run_node(
     node.bootstrap().await.context("bootstrap the group")?;
     let kv = KvServiceServer::new(KvServer { node: node.clone() })
         .max_decoding_message_size(MESSAGE_BYTES_MAX);
-    let limits = PortLimits::default();
+    // `PutStream` is a request stream as long as a benchmark runs: no body deadline for it.
+    let limits = PortLimits { request_body_ms: KV_REQUEST_BODY_MS, ..PortLimits::default() };
     server_builder(node.security(), &limits)?
         .add_service(node.raft_service())
         .add_service(kv)

@@ -26,7 +26,9 @@ pub const FIRST_BYTES_MS_DEFAULT: u64 = 10_000;
 pub const IDLE_MS_DEFAULT: u64 = 6 * SERVER_KEEPALIVE_MS;
 /// A request body (every message of it) must have arrived this long after the call started,
 /// or the call fails with `DEADLINE_EXCEEDED` and its bytes are released: a 64 MiB message needs
-/// only 2.2 MB/s. Responses (a `WatchPServers` stream) are not bounded by it.
+/// only 2.2 MB/s. Responses (a `WatchPServers` stream) are not bounded by it, and no master,
+/// pserver or Raft call streams its request (the key-value bench's `PutStream` does, and its
+/// server sets a day).
 pub const REQUEST_BODY_MS_DEFAULT: u64 = 30_000;
 /// The most message bytes the calls of one server may have announced (in their 5-byte gRPC
 /// prefixes) and not yet received. Four of the largest Raft messages (three of a pserver's

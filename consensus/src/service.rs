@@ -110,6 +110,8 @@ pub fn server_builder(
 ) -> Result<ServerBuilder, SecurityError> {
     let builder = match security.tls().and_then(|tls| tls.server_config()) {
         Some(config) => {
+            // A TLS handshake must finish as soon as a silent connection would be closed.
+            let config = config.timeout(limits.first_bytes());
             Server::builder().tls_config(config).map_err(|error| SecurityError::BadPem {
                 flags: "--tls-cert/--tls-key",
                 path: Default::default(),
