@@ -31,6 +31,9 @@ const RESIDENT_LEFTOVER_BYTES_MAX: u64 = 64 << 20;
 /// the flag still starts and fails the test instead).
 const REQUEST_BODY_MS: &str = "3000";
 const FIRST_BYTES_MS: &str = "2000";
+const IDLE_MS: &str = "2000";
+/// Sockets that send the start of a request and then nothing.
+const HALF_SPOKEN_SOCKET_COUNT: usize = 20;
 /// Idle sockets opened against a process allowed `FD_LIMIT` descriptors.
 const IDLE_SOCKET_COUNT: usize = 300;
 const FD_LIMIT: u64 = 256;
@@ -182,6 +185,15 @@ async fn idle_sockets(addr: &str, count: usize) -> Vec<TcpStream> {
     sockets
 }
 
+/// Opens `count` sockets to `addr` that send `start` and then nothing.
+async fn half_spoken_sockets(addr: &str, count: usize, start: &[u8]) -> Vec<TcpStream> {
+    let mut sockets = idle_sockets(addr, count).await;
+    for socket in &mut sockets {
+        socket.write_all(start).await.expect("send the start of a request");
+    }
+    sockets
+}
+
 /// How many of `sockets` the server has not closed within the bound (what it sends first, an
 /// HTTP/2 server's settings, is read and ignored).
 async fn still_open(sockets: Vec<TcpStream>) -> usize {
@@ -222,14 +234,15 @@ async fn healthz(addr: &str) -> Result<(), String> {
 }
 
 /// 300 silent sockets against a pserver allowed 256 file descriptors, on its gRPC port and
-/// then on its metrics port: real calls still succeed, and every silent socket is closed.
+/// then on its metrics port: real calls still succeed, and every silent socket is closed, as
+/// is every socket that sent the start of a request and then went silent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_sockets_beyond_the_fd_limit_do_not_stop_a_pserver() {
     let group = MasterGroup::start(1, &[]);
     let dir = tempfile::tempdir().expect("temp dir");
     let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 1);
     let metrics = free_loopback_addr();
-    let envs = [("RAFTRAIN_FIRST_BYTES_MS", FIRST_BYTES_MS)];
+    let envs = [("RAFTRAIN_FIRST_BYTES_MS", FIRST_BYTES_MS), ("RAFTRAIN_IDLE_MS", IDLE_MS)];
     let extra = ["--metrics-listen", metrics.as_str()];
     let index = processes.spawn_limited(&extra, &envs, Some(FD_LIMIT));
     wait_served(&group, &processes).await;
@@ -249,5 +262,12 @@ async fn silent_sockets_beyond_the_fd_limit_do_not_stop_a_pserver() {
     assert!(answered.is_ok(), "/healthz fails: {answered:?}\n{}", processes.logs());
     let open = still_open(sockets).await;
     assert_eq!(open, 0, "silent metrics sockets left open\n{}", processes.logs());
+
+    tracing::info!("--- sockets that send the start of a request, then nothing");
+    let preface = b"PRI * HTTP/2.0\r\n";
+    let grpc = half_spoken_sockets(&addr, HALF_SPOKEN_SOCKET_COUNT, preface).await;
+    let metrics = half_spoken_sockets(&metrics, HALF_SPOKEN_SOCKET_COUNT, b"GET /heal").await;
+    let open = still_open(grpc).await + still_open(metrics).await;
+    assert_eq!(open, 0, "half-spoken sockets left open\n{}", processes.logs());
     pserver_answers(&addr).await.expect("the pserver still answers");
 }
