@@ -2,6 +2,11 @@
 //! each message announces in its 5-byte prefix before the prefix reaches tonic's decoder (which
 //! reserves that length at once), gives it back when the message has arrived or the call ends,
 //! and fails the call if the whole body has not arrived by its deadline.
+//!
+//! A message that does not fit what is left of the budget waits (its prefix held back, so
+//! nothing is reserved for it) until earlier calls finish or fail at their deadline: a burst of
+//! real pushes queues instead of failing, and slow callers hold the budget only until their
+//! deadline. One longer than the whole budget is refused at once (`RESOURCE_EXHAUSTED`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,11 +15,19 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
-/// The gRPC message prefix: a compression flag and a big-endian u32 length.
-const PREFIX_BYTES: usize = 5;
+use crate::grpc_framing::GrpcFraming;
+
+type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
+type Polled = Poll<Option<Result<Frame<Bytes>, tonic::Status>>>;
+
+/// Bytes read from the client and not yet passed on: `bytes[..scanned]` are accounted for.
+struct Unsent {
+    bytes: Bytes,
+    scanned: usize,
+}
 
 /// A request body under its server's budget and deadline.
 pub struct BudgetBody<B> {
@@ -25,10 +38,10 @@ pub struct BudgetBody<B> {
     deadline_ms: u64,
     /// True once the body ended (or failed): no deadline after that.
     finished: bool,
-    prefix: [u8; PREFIX_BYTES],
-    prefix_len: usize,
-    /// Bytes of the current message still to come.
-    message_left: u64,
+    framing: GrpcFraming,
+    unsent: Option<Unsent>,
+    /// Waiting for the budget to admit the message just announced.
+    acquiring: Option<Acquire>,
     /// The current message's share of the budget.
     held: Option<OwnedSemaphorePermit>,
 }
@@ -50,61 +63,124 @@ impl<B> BudgetBody<B> {
             deadline: Box::pin(deadline),
             deadline_ms,
             finished: false,
-            prefix: [0; PREFIX_BYTES],
-            prefix_len: 0,
-            message_left: 0,
+            framing: GrpcFraming::default(),
+            unsent: None,
+            acquiring: None,
             held: None,
         }
     }
 
-    /// Follows the messages through `data`, taking each announced length from the budget.
-    fn account(&mut self, data: &[u8]) -> Result<(), tonic::Status> {
-        let mut at = 0;
-        while at < data.len() {
-            if self.message_left > 0 {
-                let take = self.message_left.min((data.len() - at) as u64);
-                self.message_left -= take;
-                at += take as usize;
-                if self.message_left == 0 {
-                    self.held = None;
-                }
+    /// Accounts for the unsent bytes: all of them when every message they announce is
+    /// admitted (returned to pass on), else those before the prefix that must wait (returned,
+    /// if any), the rest kept with `acquiring` set.
+    fn admit_unsent(&mut self) -> Result<Option<Bytes>, tonic::Status> {
+        let Some(mut unsent) = self.unsent.take() else { return Ok(None) };
+        while let Some((at, length)) =
+            self.framing.next_announcement(&unsent.bytes[unsent.scanned..])
+        {
+            // A new prefix means the previous message has fully arrived.
+            self.held = None;
+            let completing = unsent.scanned + at;
+            unsent.scanned = completing + 1;
+            if u64::from(length) > self.budget_bytes {
+                return Err(self.too_large(length));
+            }
+            if let Ok(permit) = self.budget.clone().try_acquire_many_owned(length) {
+                self.held = Some(permit);
                 continue;
             }
-            self.prefix[self.prefix_len] = data[at];
-            self.prefix_len += 1;
-            at += 1;
-            if self.prefix_len == PREFIX_BYTES {
-                self.prefix_len = 0;
-                let [_, length @ ..] = self.prefix;
-                self.admit(u32::from_be_bytes(length))?;
-            }
+            self.acquiring = Some(Box::pin(self.budget.clone().acquire_many_owned(length)));
+            // The prefix's last byte stays back, so the decoder reserves nothing yet.
+            let ready = unsent.bytes.split_to(completing);
+            unsent.scanned -= completing;
+            self.unsent = Some(unsent);
+            return Ok((!ready.is_empty()).then_some(ready));
         }
-        Ok(())
+        if self.framing.between_messages() {
+            self.held = None;
+        }
+        Ok(Some(unsent.bytes))
     }
 
-    /// Takes `length` bytes from the budget for the message just announced.
-    fn admit(&mut self, length: u32) -> Result<(), tonic::Status> {
-        if length == 0 {
-            return Ok(());
-        }
-        match self.budget.clone().try_acquire_many_owned(length) {
-            Ok(permit) => {
-                self.held = Some(permit);
-                self.message_left = u64::from(length);
-                Ok(())
-            }
-            Err(_) => Err(tonic::Status::resource_exhausted(format!(
-                "the server already holds {} bytes of unfinished requests \
-                 (--request-bytes-in-flight); a {length}-byte message does not fit; try again",
-                self.budget_bytes
-            ))),
-        }
+    fn too_large(&self, length: u32) -> tonic::Status {
+        tonic::Status::resource_exhausted(format!(
+            "a {length}-byte message is more than the {} bytes of unfinished requests this \
+             server admits (--request-bytes-in-flight)",
+            self.budget_bytes
+        ))
     }
 
-    fn fail(&mut self, status: tonic::Status) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+    fn fail(&mut self, status: tonic::Status) -> Polled {
         self.finished = true;
         self.held = None;
+        self.acquiring = None;
+        self.unsent = None;
         Poll::Ready(Some(Err(status)))
+    }
+
+    /// `Ready` with the failure once the deadline has passed.
+    fn poll_deadline(&mut self, context: &mut Context<'_>) -> Polled {
+        if self.deadline.as_mut().poll(context).is_pending() {
+            return Poll::Pending;
+        }
+        let waiting = if self.acquiring.is_some() {
+            " while waiting for room under --request-bytes-in-flight"
+        } else {
+            ""
+        };
+        let message = format!(
+            "the request did not arrive within {} ms (--request-body-ms){waiting}",
+            self.deadline_ms
+        );
+        self.fail(tonic::Status::deadline_exceeded(message))
+    }
+}
+
+impl<B> BudgetBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<tonic::Status>,
+{
+    /// One step: wait for the budget, pass on admitted bytes, or read more.
+    fn poll_step(&mut self, context: &mut Context<'_>) -> Option<Polled> {
+        if let Some(acquiring) = self.acquiring.as_mut() {
+            match acquiring.as_mut().poll(context) {
+                Poll::Pending => return Some(self.poll_deadline(context)),
+                Poll::Ready(Ok(permit)) => {
+                    self.acquiring = None;
+                    self.held = Some(permit);
+                }
+                Poll::Ready(Err(closed)) => {
+                    return Some(self.fail(tonic::Status::unavailable(closed.to_string())));
+                }
+            }
+        }
+        if self.unsent.is_some() {
+            return match self.admit_unsent() {
+                Ok(Some(ready)) => Some(Poll::Ready(Some(Ok(Frame::data(ready))))),
+                Ok(None) => None,
+                Err(status) => Some(self.fail(status)),
+            };
+        }
+        match Pin::new(&mut self.inner).poll_frame(context) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(bytes) => {
+                    self.unsent = Some(Unsent { bytes, scanned: 0 });
+                    None
+                }
+                Err(trailers) => {
+                    self.finished = true;
+                    Some(Poll::Ready(Some(Ok(trailers))))
+                }
+            },
+            Poll::Ready(Some(Err(error))) => Some(self.fail(error.into())),
+            Poll::Ready(None) => {
+                self.finished = true;
+                self.held = None;
+                Some(Poll::Ready(None))
+            }
+            Poll::Pending => Some(self.poll_deadline(context)),
+        }
     }
 }
 
@@ -116,51 +192,20 @@ where
     type Data = Bytes;
     type Error = tonic::Status;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(self: Pin<&mut Self>, context: &mut Context<'_>) -> Polled {
         let this = self.get_mut();
         if this.finished {
             return Pin::new(&mut this.inner).poll_frame(context).map_err(Into::into);
         }
-        match Pin::new(&mut this.inner).poll_frame(context) {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    if let Err(status) = this.account(data) {
-                        return this.fail(status);
-                    }
-                }
-                if frame.is_trailers() {
-                    this.finished = true;
-                }
-                Poll::Ready(Some(Ok(frame)))
+        loop {
+            if let Some(polled) = this.poll_step(context) {
+                return polled;
             }
-            Poll::Ready(Some(Err(error))) => {
-                this.finished = true;
-                this.held = None;
-                Poll::Ready(Some(Err(error.into())))
-            }
-            Poll::Ready(None) => {
-                this.finished = true;
-                this.held = None;
-                Poll::Ready(None)
-            }
-            Poll::Pending => match this.deadline.as_mut().poll(context) {
-                Poll::Ready(()) => {
-                    let message = format!(
-                        "the request did not arrive within {} ms (--request-body-ms)",
-                        this.deadline_ms
-                    );
-                    this.fail(tonic::Status::deadline_exceeded(message))
-                }
-                Poll::Pending => Poll::Pending,
-            },
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.unsent.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -172,29 +217,72 @@ where
 mod tests {
     use super::*;
 
-    fn body(budget: &Arc<Semaphore>) -> BudgetBody<tonic::body::Body> {
-        let deadline = tokio::time::sleep(std::time::Duration::from_secs(60));
-        BudgetBody::new(tonic::body::Body::empty(), budget.clone(), 100, deadline)
+    /// A body that yields `frames` and then ends.
+    struct Frames(Vec<Bytes>);
+
+    impl Body for Frames {
+        type Data = Bytes;
+        type Error = tonic::Status;
+
+        fn poll_frame(mut self: Pin<&mut Self>, _context: &mut Context<'_>) -> Polled {
+            if self.0.is_empty() {
+                return Poll::Ready(None);
+            }
+            Poll::Ready(Some(Ok(Frame::data(self.0.remove(0)))))
+        }
     }
 
-    /// A message holds its announced length from its prefix (even one split across frames)
-    /// until its last byte; a message longer than what is left is refused, naming the flag.
+    fn body(budget: &Arc<Semaphore>, frames: &[&[u8]]) -> BudgetBody<Frames> {
+        let deadline = tokio::time::sleep(std::time::Duration::from_secs(60));
+        let frames = Frames(frames.iter().map(|frame| Bytes::copy_from_slice(frame)).collect());
+        BudgetBody::new(frames, budget.clone(), 100, deadline)
+    }
+
+    async fn next(body: &mut BudgetBody<Frames>) -> Polled {
+        std::future::poll_fn(|context| match Pin::new(&mut *body).poll_frame(context) {
+            Poll::Pending => Poll::Ready(Poll::Pending),
+            ready => Poll::Ready(ready),
+        })
+        .await
+    }
+
+    fn data(polled: Polled) -> Vec<u8> {
+        match polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                frame.into_data().map(|data| data.to_vec()).unwrap_or_default()
+            }
+            other => panic!("expected data, got {other:?}"),
+        }
+    }
+
+    /// A message holds its announced length from its prefix (split across frames) until its
+    /// last byte; one that does not fit waits with its prefix's last byte held back and goes
+    /// on when room frees; one longer than the whole budget is refused, naming the flag.
     #[tokio::test]
     async fn messages_hold_their_announced_length_until_they_arrive() {
         let budget = Arc::new(Semaphore::new(100));
-        let mut body = body(&budget);
-        body.account(&[0, 0, 0]).expect("half a prefix");
-        assert_eq!(budget.available_permits(), 100);
-        body.account(&[0, 60, 1, 2]).expect("the rest of the prefix and two bytes");
+        let mut first = body(&budget, &[&[0, 0, 0], &[0, 60, 1, 2], &[0; 58]]);
+        assert_eq!(data(next(&mut first).await), [0, 0, 0]);
+        assert_eq!(data(next(&mut first).await), [0, 60, 1, 2]);
         assert_eq!(budget.available_permits(), 40);
-        body.account(&[0; 58]).expect("the rest of the message");
-        assert_eq!(budget.available_permits(), 100);
-        body.account(&[0, 0, 0, 0, 70]).expect("a second message");
-        let mut other = self::body(&budget);
-        let refused = other.account(&[0, 0, 0, 0, 31]).expect_err("31 bytes do not fit in 30");
-        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
-        assert!(refused.message().contains("--request-bytes-in-flight"), "{refused:?}");
-        drop(body);
+
+        let mut second = body(&budget, &[&[0, 0, 0, 0, 50, 7]]);
+        assert_eq!(data(next(&mut second).await), [0, 0, 0, 0], "the last prefix byte waits");
+        assert!(next(&mut second).await.is_pending(), "50 bytes do not fit in 40");
+        assert_eq!(data(next(&mut first).await), [0; 58]);
+        assert!(matches!(next(&mut first).await, Poll::Ready(None)));
+        assert_eq!(data(next(&mut second).await), [50, 7], "room freed: the prefix goes on");
+        assert_eq!(budget.available_permits(), 50);
+
+        let mut third = body(&budget, &[&[0, 0, 0, 0, 101]]);
+        match next(&mut third).await {
+            Poll::Ready(Some(Err(refused))) => {
+                assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+                assert!(refused.message().contains("--request-bytes-in-flight"), "{refused:?}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        drop(second);
         assert_eq!(budget.available_permits(), 100, "a dropped call gives its bytes back");
     }
 }

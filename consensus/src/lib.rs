@@ -44,6 +44,7 @@ mod codec;
 pub mod config;
 mod error;
 mod flusher;
+mod grpc_framing;
 mod grpc_handoff;
 mod guarded_listener;
 mod guarded_stream;
