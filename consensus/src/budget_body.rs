@@ -4,9 +4,11 @@
 //! and fails the call if the whole body has not arrived by its deadline.
 //!
 //! A message that does not fit what is left of the budget waits (its prefix held back, so
-//! nothing is reserved for it) until earlier calls finish or fail at their deadline: a burst of
-//! real pushes queues instead of failing, and slow callers hold the budget only until their
-//! deadline. One longer than the whole budget is refused at once (`RESOURCE_EXHAUSTED`).
+//! nothing is reserved for it) for room, at most `BUDGET_WAIT_MS`, then the call is refused
+//! (`RESOURCE_EXHAUSTED`, before any service saw it, so a client may retry). The wait is short
+//! because a waiting call's unread bytes hold its connection's HTTP/2 flow-control window: a
+//! long wait could starve the very calls whose end would make room. One message longer than
+//! the whole budget is refused at once.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,7 +22,12 @@ use tokio::time::Sleep;
 
 use crate::grpc_framing::GrpcFraming;
 
-type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
+/// How long a message waits for room under the budget before its call is refused: a burst of
+/// real requests finishing on a working network makes room within milliseconds.
+const BUDGET_WAIT_MS: u64 = 1_000;
+
+type Waited = Result<Result<OwnedSemaphorePermit, AcquireError>, tokio::time::error::Elapsed>;
+type Acquire = Pin<Box<dyn Future<Output = Waited> + Send>>;
 type Polled = Poll<Option<Result<Frame<Bytes>, tonic::Status>>>;
 
 /// Bytes read from the client and not yet passed on: `bytes[..scanned]` are accounted for.
@@ -89,7 +96,9 @@ impl<B> BudgetBody<B> {
                 self.held = Some(permit);
                 continue;
             }
-            self.acquiring = Some(Box::pin(self.budget.clone().acquire_many_owned(length)));
+            let wait = std::time::Duration::from_millis(BUDGET_WAIT_MS);
+            let acquire = self.budget.clone().acquire_many_owned(length);
+            self.acquiring = Some(Box::pin(tokio::time::timeout(wait, acquire)));
             // The prefix's last byte stays back, so the decoder reserves nothing yet.
             let ready = unsent.bytes.split_to(completing);
             unsent.scanned -= completing;
@@ -106,6 +115,14 @@ impl<B> BudgetBody<B> {
         tonic::Status::resource_exhausted(format!(
             "a {length}-byte message is more than the {} bytes of unfinished requests this \
              server admits (--request-bytes-in-flight)",
+            self.budget_bytes
+        ))
+    }
+
+    fn no_room(&self) -> tonic::Status {
+        tonic::Status::resource_exhausted(format!(
+            "no room for this message within {BUDGET_WAIT_MS} ms: the server holds \
+             {} bytes of unfinished requests (--request-bytes-in-flight); try again",
             self.budget_bytes
         ))
     }
@@ -146,12 +163,16 @@ where
         if let Some(acquiring) = self.acquiring.as_mut() {
             match acquiring.as_mut().poll(context) {
                 Poll::Pending => return Some(self.poll_deadline(context)),
-                Poll::Ready(Ok(permit)) => {
+                Poll::Ready(Ok(Ok(permit))) => {
                     self.acquiring = None;
                     self.held = Some(permit);
                 }
-                Poll::Ready(Err(closed)) => {
+                Poll::Ready(Ok(Err(closed))) => {
                     return Some(self.fail(tonic::Status::unavailable(closed.to_string())));
+                }
+                Poll::Ready(Err(_elapsed)) => {
+                    let status = self.no_room();
+                    return Some(self.fail(status));
                 }
             }
         }
@@ -257,7 +278,8 @@ mod tests {
 
     /// A message holds its announced length from its prefix (split across frames) until its
     /// last byte; one that does not fit waits with its prefix's last byte held back and goes
-    /// on when room frees; one longer than the whole budget is refused, naming the flag.
+    /// on when room frees, or is refused when none frees in time; one longer than the whole
+    /// budget is refused at once, naming the flag.
     #[tokio::test]
     async fn messages_hold_their_announced_length_until_they_arrive() {
         let budget = Arc::new(Semaphore::new(100));
@@ -281,6 +303,21 @@ mod tests {
                 assert!(refused.message().contains("--request-bytes-in-flight"), "{refused:?}");
             }
             other => panic!("expected a refusal, got {other:?}"),
+        }
+        let mut fourth = body(&budget, &[&[0, 0, 0, 0, 51]]);
+        assert_eq!(data(next(&mut fourth).await), [0, 0, 0, 0]);
+        tokio::time::pause();
+        match next(&mut fourth).await {
+            Poll::Pending => {}
+            other => panic!("expected a wait, got {other:?}"),
+        }
+        tokio::time::advance(std::time::Duration::from_millis(BUDGET_WAIT_MS + 1)).await;
+        match next(&mut fourth).await {
+            Poll::Ready(Some(Err(refused))) => {
+                assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+                assert!(refused.message().contains("try again"), "{refused:?}");
+            }
+            other => panic!("expected a refusal after the wait, got {other:?}"),
         }
         drop(second);
         assert_eq!(budget.available_permits(), 100, "a dropped call gives its bytes back");

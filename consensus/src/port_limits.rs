@@ -31,10 +31,11 @@ pub const IDLE_MS_DEFAULT: u64 = 6 * SERVER_KEEPALIVE_MS;
 /// server sets a day).
 pub const REQUEST_BODY_MS_DEFAULT: u64 = 30_000;
 /// The most message bytes the calls of one server may have announced (in their 5-byte gRPC
-/// prefixes) and not yet received. Four of the largest Raft messages (three of a pserver's
-/// 80 MiB ones); a message that does not fit waits for room until its body deadline, one
-/// longer than the whole budget fails with `RESOURCE_EXHAUSTED`.
-pub const REQUEST_BYTES_IN_FLIGHT_DEFAULT: u64 = 4 * MESSAGE_BYTES_MAX as u64;
+/// prefixes) and not yet received: sixteen of the largest Raft messages, room for a whole push
+/// of a 100M-parameter model to one pserver (400 MB in 4 MiB requests sent at once). A message
+/// that does not fit waits a moment for room, then fails with `RESOURCE_EXHAUSTED`. What it
+/// bounds is mostly reserved address space: a slow call's resident cost is about 2 MB.
+pub const REQUEST_BYTES_IN_FLIGHT_DEFAULT: u64 = 16 * MESSAGE_BYTES_MAX as u64;
 /// The most concurrent HTTP/2 streams (calls) one connection may open; a raftrain client
 /// never has more than a few in flight.
 pub const STREAMS_PER_CONNECTION_MAX: u32 = 256;
@@ -71,8 +72,9 @@ pub struct PortLimits {
     #[arg(long, env = "RAFTRAIN_REQUEST_BODY_MS", default_value_t = REQUEST_BODY_MS_DEFAULT)]
     pub request_body_ms: u64,
     /// The most request message bytes a gRPC server admits announced but not yet received,
-    /// over all its calls; a message beyond it waits for room until --request-body-ms. At
-    /// least the largest message (64 MiB for Raft, 80 MiB for a pserver).
+    /// over all its calls; a message beyond it waits up to a second for room, then its call
+    /// fails (RESOURCE_EXHAUSTED). At least the largest message (64 MiB for Raft, 80 MiB for
+    /// a pserver), below 4 GiB.
     #[arg(long, env = "RAFTRAIN_REQUEST_BYTES_IN_FLIGHT", default_value_t = REQUEST_BYTES_IN_FLIGHT_DEFAULT)]
     pub request_bytes_in_flight: u64,
 }

@@ -366,6 +366,9 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
         | (_, Some("lease-lost" | "lease-unconfirmed")) => Failure::Retry(message),
         // Connection refused or reset: the holder is gone; its state goes with it.
         (Code::Unavailable, _) => Failure::Retry(message),
+        // The server had no room for the request under its --request-bytes-in-flight budget:
+        // refused before any service saw it, so nothing was applied.
+        (Code::ResourceExhausted, _) => Failure::Retry(message),
         (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) if idempotent => {
             Failure::Retry(message)
         }
