@@ -427,3 +427,18 @@ async fn join_all<T: 'static>(
     }
     first_error.map_or(Ok(results), Err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A push the server had no room for (its byte budget) is retried, not reported as
+    /// refused: the server refused it before any service saw it.
+    #[test]
+    fn no_room_under_the_byte_budget_is_retried() {
+        let status = Status::resource_exhausted("no room for this message; try again");
+        assert!(matches!(classify(0, false, &status), Failure::Retry(_)));
+        let status = Status::invalid_argument("a bad block");
+        assert!(matches!(classify(0, false, &status), Failure::Fatal(_)));
+    }
+}
