@@ -255,6 +255,8 @@ async fn silent_sockets_beyond_the_fd_limit_do_not_stop_a_pserver() {
     assert!(answered.is_ok(), "real calls fail: {answered:?}\n{}", processes.logs());
     let open = still_open(sockets).await;
     assert_eq!(open, 0, "silent gRPC sockets left open\n{}", processes.logs());
+    let refusal = "the port already holds --connections-max connections";
+    assert!(processes.log(index).contains(refusal), "no refusal logged\n{}", processes.logs());
 
     tracing::info!("--- 300 silent sockets on the metrics port");
     let sockets = idle_sockets(&metrics, IDLE_SOCKET_COUNT).await;
