@@ -18,7 +18,9 @@ use crate::kv::{KvCommand, KvStore};
 use crate::kv_stream::PutStream;
 use crate::network::{endpoint, raft_client, MESSAGE_BYTES_MAX};
 use crate::security::{RpcChannel, Security};
-use crate::{incoming, server_builder, ClusterInfo, ConsensusNode, NodeConfig, WriteError};
+use crate::{
+    incoming, server_builder, ClusterInfo, ConsensusNode, NodeConfig, PortLimits, WriteError,
+};
 
 /// Metadata key of the leader's address on an `UNAVAILABLE` answer from a follower.
 pub const LEADER_METADATA_KEY: &str = "x-raftrain-leader";
@@ -80,6 +82,9 @@ pub(crate) fn write_status(error: WriteError) -> Status {
     }
 }
 
+/// The request body deadline of the key-value service: a day, longer than any benchmark.
+const KV_REQUEST_BODY_MS: u64 = 24 * 3600 * 1000;
+
 /// Runs one key-value node: opens it, bootstraps, serves the Raft and key-value services on
 /// `listener` until `shutdown` completes, then shuts the node down.
 pub async fn run_node(
@@ -91,10 +96,12 @@ pub async fn run_node(
     node.bootstrap().await.context("bootstrap the group")?;
     let kv = KvServiceServer::new(KvServer { node: node.clone() })
         .max_decoding_message_size(MESSAGE_BYTES_MAX);
-    server_builder(node.security())?
+    // `PutStream` is a request stream as long as a benchmark runs: no body deadline for it.
+    let limits = PortLimits { request_body_ms: KV_REQUEST_BODY_MS, ..PortLimits::default() };
+    server_builder(node.security(), &limits)?
         .add_service(node.raft_service())
         .add_service(kv)
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming(listener, &limits), shutdown)
         .await
         .context("serve")?;
     node.shutdown().await.context("shut the node down")?;

@@ -15,6 +15,8 @@ use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 
+use crate::{GuardedListener, PortLimits};
+
 /// The Prometheus text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -42,9 +44,12 @@ pub async fn bind(addr: Option<SocketAddr>) -> anyhow::Result<Option<TcpListener
     Ok(Some(listener))
 }
 
-/// Serves `endpoints` on `listener` until `shutdown` completes.
+/// Serves `endpoints` on `listener` until `shutdown` completes, with `limits`' connection cap
+/// and silence bounds (a scrape is one short request; a Prometheus connection kept open
+/// between scrapes is heard every scrape interval, far below the idle bound).
 pub async fn serve(
     listener: TcpListener,
+    limits: &PortLimits,
     endpoints: Endpoints,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
@@ -53,6 +58,7 @@ pub async fn serve(
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .with_state(endpoints);
+    let listener = GuardedListener::new(listener, limits);
     if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
         tracing::warn!(%error, "the metrics endpoint stopped");
     }
@@ -61,13 +67,14 @@ pub async fn serve(
 /// Serves `endpoints` on a task of its own until `stopped` turns true.
 pub fn spawn(
     listener: TcpListener,
+    limits: PortLimits,
     endpoints: Endpoints,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let shutdown = async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
-    tokio::spawn(serve(listener, endpoints, shutdown))
+    tokio::spawn(async move { serve(listener, &limits, endpoints, shutdown).await })
 }
 
 async fn metrics(State(endpoints): State<Endpoints>) -> impl IntoResponse {

@@ -8,14 +8,15 @@ use proto::raft::raft_service_server::{RaftService, RaftServiceServer};
 use proto::raft::{ClusterInfoReply, ClusterInfoRequest, RaftReply, RaftRequest};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::net::{TcpListener, TcpStream};
-use tokio_stream::wrappers::TcpListenerStream;
-use tokio_stream::{Stream, StreamExt};
+use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tower::layer::util::{Identity, Stack};
 
 use tonic::{Request, Response, Status};
 
+use crate::guarded_listener::incoming;
+use crate::port_limits::{PortLimits, SERVER_KEEPALIVE_MS, STREAMS_PER_CONNECTION_MAX};
+use crate::request_budget::RequestBudgetLayer;
 use crate::rpc_metrics::RpcMetricsLayer;
 use crate::security::{AuthLayer, Security, SecurityError};
 
@@ -23,9 +24,6 @@ use crate::cluster_info::{cluster_info_reply, ClusterInfo};
 use crate::network::{CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
 use crate::rpc_handler::RpcHandler;
 use crate::{codec, ConsensusNode, StateMachine};
-
-/// How long an idle HTTP/2 connection is kept alive with pings.
-const KEEPALIVE_MS: u64 = 10_000;
 
 /// The `RaftService` implementation for one node.
 pub struct RaftServer {
@@ -97,14 +95,23 @@ impl RaftService for RaftServer {
     }
 }
 
-/// Every raftrain gRPC server: calls are measured, then their token is checked.
-pub type ServerBuilder = Server<Stack<AuthLayer, Stack<RpcMetricsLayer, Identity>>>;
+/// Every raftrain gRPC server: calls are measured, then their token is checked, then their
+/// request body is put under the server's byte budget and deadline.
+pub type ServerBuilder =
+    Server<Stack<RequestBudgetLayer, Stack<AuthLayer, Stack<RpcMetricsLayer, Identity>>>>;
 
 /// A tonic server builder with the HTTP/2 windows multi-megabyte snapshot chunks need, every
-/// call measured ([`RpcMetricsLayer`]), and `security`'s TLS and token check ([`AuthLayer`]).
-pub fn server_builder(security: &Security) -> Result<ServerBuilder, SecurityError> {
+/// call measured ([`RpcMetricsLayer`]), `security`'s TLS and token check ([`AuthLayer`]), and
+/// `limits`' bounds on streams per connection and unfinished request bytes
+/// ([`RequestBudgetLayer`]). Serve it with [`incoming`] for the connection bounds.
+pub fn server_builder(
+    security: &Security,
+    limits: &PortLimits,
+) -> Result<ServerBuilder, SecurityError> {
     let builder = match security.tls().and_then(|tls| tls.server_config()) {
         Some(config) => {
+            // A TLS handshake must finish as soon as a silent connection would be closed.
+            let config = config.timeout(limits.first_bytes());
             Server::builder().tls_config(config).map_err(|error| SecurityError::BadPem {
                 flags: "--tls-cert/--tls-key",
                 path: Default::default(),
@@ -116,32 +123,24 @@ pub fn server_builder(security: &Security) -> Result<ServerBuilder, SecurityErro
     Ok(builder
         .initial_stream_window_size(STREAM_WINDOW_BYTES)
         .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
-        .http2_keepalive_interval(Some(Duration::from_millis(KEEPALIVE_MS)))
+        .http2_keepalive_interval(Some(Duration::from_millis(SERVER_KEEPALIVE_MS)))
+        .max_concurrent_streams(STREAMS_PER_CONNECTION_MAX)
         .layer(RpcMetricsLayer)
-        .layer(security.auth_layer()))
-}
-
-/// The accepted connections of `listener` with `TCP_NODELAY` set on each: tonic's
-/// `serve_with_incoming` ignores the server's own nodelay setting, and without it small RPCs
-/// wait 40 ms for delayed ACKs.
-pub fn incoming(listener: TcpListener) -> impl Stream<Item = std::io::Result<TcpStream>> {
-    TcpListenerStream::new(listener).map(|accepted| {
-        let stream = accepted?;
-        stream.set_nodelay(true)?;
-        Ok(stream)
-    })
+        .layer(security.auth_layer())
+        .layer(RequestBudgetLayer::new(limits)))
 }
 
 /// Serves the node's Raft service (only) on `listener` until `shutdown` completes, with the
-/// node's own security settings.
+/// node's own security settings and `limits`.
 pub async fn serve<S: StateMachine>(
     listener: TcpListener,
     node: ConsensusNode<S>,
+    limits: PortLimits,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    server_builder(node.security())?
+    server_builder(node.security(), &limits)?
         .add_service(node.raft_service())
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming(listener, &limits), shutdown)
         .await?;
     Ok(())
 }

@@ -67,6 +67,8 @@ pub struct MasterConfig {
     pub peer_addrs: Option<String>,
     #[command(flatten)]
     pub security: SecurityFiles,
+    #[command(flatten)]
+    pub port_limits: consensus::PortLimits,
     /// Raft heartbeat interval; also each AppendEntries RPC's timeout, so it must exceed a
     /// follower's fsync plus a round trip: raise it (with the election timeouts) on disks whose
     /// fsync takes more than a few milliseconds.
@@ -127,6 +129,7 @@ impl MasterConfig {
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
+        self.port_limits.validate(consensus::network::MESSAGE_BYTES_MAX)?;
         let chunks_per_task_max = crate::state::CHUNKS_PER_TASK_MAX;
         anyhow::ensure!(
             (1..=chunks_per_task_max).contains(&self.chunks_per_task),

@@ -4,7 +4,7 @@
 
 use crate::clock::Clock;
 use crate::config::MasterConfig;
-use crate::dataset_scan::DataRoot;
+use crate::dataset_scan::{DataRoot, PATTERN_BYTES_MAX, PATTERN_COUNT_MAX};
 use crate::leader::{run_duties, LeaderDuties};
 use crate::replicated_state::ReplicatedState;
 use crate::service::{MasterRpc, Proposer};
@@ -15,8 +15,18 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// The largest message the master service accepts or sends.
+/// The largest message the master service sends (a `Status` reply listing a large job).
 const MESSAGE_BYTES_MAX: usize = 64 << 20;
+
+/// Protobuf framing of one repeated string: its tag and a length varint (4096 takes two bytes).
+const PATTERN_FRAMING_BYTES: usize = 8;
+/// Room for every field of a request besides its patterns (stamp, job name, passes).
+const REQUEST_FIELDS_BYTES: usize = 64 << 10;
+/// The largest message the master service accepts: the largest legitimate request is a dataset
+/// report of the most patterns, each the longest (about 4 MiB); a longer announced message is
+/// refused before anything is reserved for it.
+pub(crate) const REQUEST_MESSAGE_BYTES_MAX: usize =
+    PATTERN_COUNT_MAX * (PATTERN_BYTES_MAX + PATTERN_FRAMING_BYTES) + REQUEST_FIELDS_BYTES;
 
 /// One master replica's service and duties.
 pub struct Replica {
@@ -40,7 +50,7 @@ impl Replica {
         let proposer = Proposer::new(node, clock);
         let rpc = MasterRpc::new(proposer.clone(), duties.clone(), config.policy(), data_root);
         let service = MasterServiceServer::new(rpc)
-            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_decoding_message_size(REQUEST_MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX);
         let (stop, stopped) = watch::channel(false);
         let duty_loop = tokio::spawn(run_duties(proposer, duties, stopped));
@@ -76,4 +86,25 @@ fn open_data_root(config: &MasterConfig) -> anyhow::Result<Option<DataRoot>> {
     let root = DataRoot::open(given)?;
     tracing::info!(data_root = %root.path().display(), "datasets are read only under --data-root");
     Ok(Some(root))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message as _;
+    use proto::master::{ClientStamp, ReportDatasetRequest};
+
+    /// The largest dataset report the scan admits fits the service's message limit.
+    #[test]
+    fn largest_report_fits_the_request_limit() {
+        let stamp = ClientStamp { client_id: u64::MAX, seq: u64::MAX };
+        let request = ReportDatasetRequest {
+            stamp: Some(stamp),
+            job: "j".repeat(crate::state::JOB_NAME_BYTES_MAX),
+            patterns: vec!["p".repeat(PATTERN_BYTES_MAX); PATTERN_COUNT_MAX],
+            passes: u32::MAX,
+        };
+        let encoded = request.encoded_len();
+        assert!(encoded <= REQUEST_MESSAGE_BYTES_MAX, "{encoded} > {REQUEST_MESSAGE_BYTES_MAX}");
+    }
 }

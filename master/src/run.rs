@@ -9,7 +9,7 @@ use crate::service::MasterRpc;
 use anyhow::Context as _;
 use consensus::metrics_http::{Endpoints, Ready, Render};
 use consensus::security::Security;
-use consensus::{ConsensusNode, Handoff};
+use consensus::{ConsensusNode, Handoff, PortLimits};
 use proto::master::master_service_server::MasterServiceServer;
 use std::future::Future;
 use std::sync::Arc;
@@ -39,7 +39,9 @@ pub async fn run(
     let replica = Replica::start(node.clone(), &config, Arc::new(SystemClock))?;
     let stopped = replica.stopped();
     let listeners = (listener, peer_listener);
-    let servers = Servers::spawn(listeners, &node, replica.service(), &security, &stopped)?;
+    let limits = &config.port_limits;
+    let servers =
+        Servers::spawn(listeners, &node, replica.service(), (&security, limits), &stopped)?;
     tracing::info!(
         id = config.id,
         listen = %config.listen,
@@ -48,8 +50,8 @@ pub async fn run(
         token = security.token().is_some(),
         "master serving"
     );
-    let metrics =
-        metrics_listener.map(|listener| serve_metrics(listener, node.clone(), stopped.clone()));
+    let metrics = metrics_listener
+        .map(|listener| serve_metrics(listener, limits, node.clone(), stopped.clone()));
     node.bootstrap().await.context("bootstrap the master group")?;
     let core_stopped = tokio::select! {
         () = shutdown => None,
@@ -129,20 +131,20 @@ impl Servers {
         (listener, peer_listener): (TcpListener, Option<TcpListener>),
         node: &ConsensusNode<ReplicatedState>,
         master_service: MasterServiceServer<MasterRpc>,
-        security: &Security,
+        (security, limits): (&Security, &PortLimits),
         stopped: &watch::Receiver<bool>,
     ) -> anyhow::Result<Self> {
-        let mut router = consensus::server_builder(security)?;
+        let mut router = consensus::server_builder(security, limits)?;
         let (router, peer) = match peer_listener {
             Some(peer_listener) => {
                 let shutdown = wait_for_stop(stopped.clone());
-                let peers = consensus::serve(peer_listener, node.clone(), shutdown);
+                let peers = consensus::serve(peer_listener, node.clone(), limits.clone(), shutdown);
                 (router.add_service(master_service), Some(tokio::spawn(peers)))
             }
             None => (router.add_service(node.raft_service()).add_service(master_service), None),
         };
         let shutdown = wait_for_stop(stopped.clone());
-        let incoming = consensus::incoming(listener);
+        let incoming = consensus::incoming(listener, limits);
         let main = tokio::spawn(async move {
             router.serve_with_incoming_shutdown(incoming, shutdown).await?;
             Ok(())
@@ -183,6 +185,7 @@ impl Servers {
 /// ready while the node knows a leader.
 fn serve_metrics(
     listener: TcpListener,
+    limits: &PortLimits,
     node: ConsensusNode<ReplicatedState>,
     stopped: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
@@ -192,5 +195,5 @@ fn serve_metrics(
         None => Err("no leader known".to_string()),
         Some(_) => Ok(()),
     });
-    consensus::metrics_http::spawn(listener, Endpoints { render, ready }, stopped)
+    consensus::metrics_http::spawn(listener, limits.clone(), Endpoints { render, ready }, stopped)
 }

@@ -48,11 +48,14 @@ pub struct PServerConfig {
     pub metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
     pub security: SecurityFiles,
+    #[command(flatten)]
+    pub port_limits: consensus::PortLimits,
 }
 
 impl PServerConfig {
     /// The rules between fields, checked before anything is bound or claimed.
     pub fn validate(&self) -> anyhow::Result<()> {
+        self.port_limits.validate(crate::limits::MESSAGE_BYTES_MAX)?;
         anyhow::ensure!(!self.masters.is_empty(), "--masters is empty");
         anyhow::ensure!(
             (1..=SLOT_COUNT_MAX).contains(&self.num_pservers),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use consensus::security::Security;
+use consensus::PortLimits;
 use master::client::{ClientOptions, MasterClient, SlotLease};
 use proto::pserver::p_server_service_server::PServerServiceServer;
 use storage::checkpoint::CheckpointDir;
@@ -114,10 +115,19 @@ async fn serve_slot(
     let metrics = listeners.metrics.map(|listener| {
         let endpoints =
             crate::metrics::endpoints(held.clone(), cell.clone(), recorded_step.clone());
-        consensus::metrics_http::spawn(listener, endpoints, server_stopped.clone())
+        consensus::metrics_http::spawn(
+            listener,
+            config.port_limits.clone(),
+            endpoints,
+            server_stopped.clone(),
+        )
     });
-    let server =
-        tokio::spawn(serve(listeners.service, service, master.security().clone(), server_stopped));
+    let server = tokio::spawn(serve(
+        listeners.service,
+        service,
+        (master.security().clone(), config.port_limits.clone()),
+        server_stopped,
+    ));
     let checkpointer = Checkpointer::new(dir, master, held.clone(), lease, cell, recorded_step);
     let outcome =
         watch_lease(&held, checkpointer, config.checkpoint_interval(), stopped, shutdown).await;
@@ -216,13 +226,13 @@ async fn restored_cell(
 async fn serve(
     listener: TcpListener,
     service: PServerServiceServer<PServerRpc>,
-    security: Security,
+    (security, limits): (Security, PortLimits),
     mut stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    consensus::server_builder(&security)?
+    consensus::server_builder(&security, &limits)?
         .max_frame_size(FRAME_BYTES_MAX)
         .add_service(service)
-        .serve_with_incoming_shutdown(consensus::incoming(listener), async move {
+        .serve_with_incoming_shutdown(consensus::incoming(listener, &limits), async move {
             let _ = stopped.wait_for(|stop| *stop).await;
         })
         .await

@@ -101,10 +101,13 @@ pub struct TrainerConfig {
     pub metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
     pub security: SecurityFiles,
+    #[command(flatten)]
+    pub port_limits: consensus::PortLimits,
 }
 
 impl TrainerConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
+        self.port_limits.validate(0)?;
         anyhow::ensure!(!self.dataset.is_empty(), "--dataset is empty");
         anyhow::ensure!(
             (1..=BATCH_SIZE_MAX).contains(&self.batch_size),

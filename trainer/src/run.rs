@@ -78,8 +78,15 @@ pub async fn run(
     let progress = Progress::default();
     let heartbeats =
         tokio::spawn(session.clone().keep_alive(progress.metrics.clone(), stopped.clone()));
-    let metrics = metrics_listener
-        .map(|listener| serve_metrics(listener, progress.metrics.clone(), master.clone(), stopped));
+    let metrics = metrics_listener.map(|listener| {
+        serve_metrics(
+            listener,
+            &config.port_limits,
+            progress.metrics.clone(),
+            master.clone(),
+            stopped,
+        )
+    });
     let counters = progress.metrics.clone();
     // Every line the loop logs carries the trainer's id (and, within a task, the task's).
     let span = tracing::info_span!("trainer", trainer = session.id());
@@ -397,6 +404,7 @@ async fn infer_features(patterns: &[String]) -> anyhow::Result<usize> {
 /// `TrainerMetrics::readiness`).
 fn serve_metrics(
     listener: tokio::net::TcpListener,
+    limits: &consensus::PortLimits,
     metrics: Arc<TrainerMetrics>,
     master: Arc<MasterClient>,
     stopped: watch::Receiver<bool>,
@@ -406,6 +414,7 @@ fn serve_metrics(
     let ready: consensus::metrics_http::Ready = Arc::new(move || ready_metrics.readiness(&master));
     consensus::metrics_http::spawn(
         listener,
+        limits.clone(),
         consensus::metrics_http::Endpoints { render, ready },
         stopped,
     )

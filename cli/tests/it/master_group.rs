@@ -149,6 +149,11 @@ impl MasterGroup {
         MasterClient::new(&self.addrs, options).expect("valid master addresses")
     }
 
+    /// Process id of replica `index`, while it runs.
+    pub fn pid(&self, index: usize) -> Option<u32> {
+        self.processes.pid(index)
+    }
+
     /// The linearizable status, through whichever master leads.
     pub async fn status(&self) -> StatusReply {
         self.client().status().await.expect("status")

@@ -39,6 +39,41 @@ impl PServerProcesses {
 
     /// Starts one more pserver with `extra` flags.
     pub fn spawn_with(&mut self, extra: &[&str]) -> usize {
+        let (name, args) = self.next_args(extra);
+        self.processes.add(&name, args).expect("start raftrain pserver")
+    }
+
+    /// Starts one more pserver with `extra` flags and `envs` environment variables, at most
+    /// `nofile` file descriptors open (`prlimit`) when given.
+    pub fn spawn_limited(
+        &mut self,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+        nofile: Option<u64>,
+    ) -> usize {
+        let (name, mut args) = self.next_args(extra);
+        if let Some(nofile) = nofile {
+            let exe = env!("CARGO_BIN_EXE_raftrain").to_string();
+            args.splice(0..0, [format!("--nofile={nofile}:{nofile}"), exe]);
+        }
+        let index = self.processes.add_stopped(&name, args);
+        if nofile.is_some() {
+            self.processes.set_program(index, PathBuf::from("prlimit"));
+        }
+        for (name, value) in envs {
+            self.processes.set_env(index, name, value);
+        }
+        self.processes.spawn(index).expect("start raftrain pserver");
+        index
+    }
+
+    /// Process id of pserver `index`, while it runs.
+    pub fn pid(&self, index: usize) -> Option<u32> {
+        self.processes.pid(index)
+    }
+
+    /// The process name and arguments of the next pserver; its address is recorded.
+    fn next_args(&mut self, extra: &[&str]) -> (String, Vec<String>) {
         let addr = free_loopback_addr();
         let mut args: Vec<String> = [
             "pserver",
@@ -58,9 +93,8 @@ impl PServerProcesses {
         .collect();
         args.extend(extra.iter().map(|arg| arg.to_string()));
         let name = format!("pserver-{}", self.addrs.len());
-        let index = self.processes.add(&name, args).expect("start raftrain pserver");
         self.addrs.push(addr);
-        index
+        (name, args)
     }
 
     pub fn kill(&mut self, index: usize) {

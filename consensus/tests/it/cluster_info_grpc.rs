@@ -98,9 +98,14 @@ async fn start_group(
         let config = test_config(id, &peers, root.join(format!("d{id}")));
         let node = ConsensusNode::open(config, KvStore::default()).await?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(consensus::serve(listener, node.clone(), async move {
-            let _ = stopped.await;
-        }));
+        let server = tokio::spawn(consensus::serve(
+            listener,
+            node.clone(),
+            Default::default(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         nodes.insert(id, GrpcNode { node, stop, server });
     }
     Ok((peers, nodes))

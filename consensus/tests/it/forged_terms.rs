@@ -115,9 +115,10 @@ async fn forged_terms_are_refused_over_grpc() -> anyhow::Result<()> {
         ConsensusNode::open(test_config(1, &peers, root.path().join("d1")), KvStore::default())
             .await?;
     let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(consensus::serve(listener, node.clone(), async move {
-        let _ = stopped.await;
-    }));
+    let server =
+        tokio::spawn(consensus::serve(listener, node.clone(), Default::default(), async move {
+            let _ = stopped.await;
+        }));
     node.bootstrap().await?;
     node.raft()
         .wait(Some(std::time::Duration::from_secs(10)))

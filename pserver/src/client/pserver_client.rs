@@ -366,6 +366,9 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
         | (_, Some("lease-lost" | "lease-unconfirmed")) => Failure::Retry(message),
         // Connection refused or reset: the holder is gone; its state goes with it.
         (Code::Unavailable, _) => Failure::Retry(message),
+        // The server had no room for the request under its --request-bytes-in-flight budget:
+        // refused before any service saw it, so nothing was applied.
+        (Code::ResourceExhausted, _) => Failure::Retry(message),
         (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) if idempotent => {
             Failure::Retry(message)
         }
@@ -423,4 +426,19 @@ async fn join_all<T: 'static>(
         }
     }
     first_error.map_or(Ok(results), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A push the server had no room for (its byte budget) is retried, not reported as
+    /// refused: the server refused it before any service saw it.
+    #[test]
+    fn no_room_under_the_byte_budget_is_retried() {
+        let status = Status::resource_exhausted("no room for this message; try again");
+        assert!(matches!(classify(0, false, &status), Failure::Retry(_)));
+        let status = Status::invalid_argument("a bad block");
+        assert!(matches!(classify(0, false, &status), Failure::Fatal(_)));
+    }
 }
