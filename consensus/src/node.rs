@@ -51,7 +51,7 @@ struct Inner<S> {
     /// leader no more (no writes, confirmations or linearizable reads).
     leaving: Arc<AtomicBool>,
     /// When this node last became leader (seen from its metrics), while it leads.
-    leading_since: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+    leading_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
 }
 
 impl<S> Clone for ConsensusNode<S> {
@@ -268,9 +268,15 @@ impl<S: StateMachine> ConsensusNode<S> {
         self.inner.leaving.store(true, Ordering::SeqCst);
         // A node about to stop must not campaign either: it would win back what it hands off.
         self.inner.raft.runtime_config().elect(false);
-        let since = *self.inner.leading_since.lock().unwrap_or_else(|poison| poison.into_inner());
+        let since = self.leading_since().map(|(_term, since)| since);
         let lease = Duration::from_millis(self.inner.config.election_timeout_max_ms);
         crate::handoff::hand_off(&self.inner.raft, transport, bound, lease, since).await
+    }
+
+    /// The term this node leads and when it began leading it (as its metrics first showed),
+    /// if it leads.
+    pub fn leading_since(&self) -> Option<(u64, tokio::time::Instant)> {
+        *self.inner.leading_since.lock().unwrap_or_else(|poison| poison.into_inner())
     }
 
     /// The gRPC transport of a handoff, dialling peers as this node's Raft network does.
@@ -396,7 +402,7 @@ impl<S: StateMachine> ConsensusNode<S> {
 /// when this node began leading (`leading_since`, for a handoff) until the node stops.
 async fn count_leader_changes(
     mut watched: tokio::sync::watch::Receiver<crate::Metrics>,
-    leading_since: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+    leading_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
 ) {
     let mut leader = None;
     loop {
@@ -409,7 +415,7 @@ async fn count_leader_changes(
             if now.is_some() {
                 metrics::counter!("raftrain_raft_leader_changes_total").increment(1);
             }
-            let since = leads.then(tokio::time::Instant::now);
+            let since = now.filter(|_| leads).map(|(_, term)| (term, tokio::time::Instant::now()));
             *leading_since.lock().unwrap_or_else(|poison| poison.into_inner()) = since;
         }
         leader = now;

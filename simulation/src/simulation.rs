@@ -237,6 +237,10 @@ impl Run {
                 id: node.id,
                 incarnation: node.incarnation,
                 metrics: node.metrics(),
+                leading_since_ms: node
+                    .node
+                    .leading_since()
+                    .map(|(term, since)| (term, self.trace.ms_at(since))),
                 core_running: node.core_running(),
                 log: node.disk.summary(),
                 purged: node.disk.purged(),

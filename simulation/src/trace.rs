@@ -65,6 +65,12 @@ impl Trace {
         u64::try_from(elapsed).unwrap_or(u64::MAX)
     }
 
+    /// Simulated milliseconds from the trace's start to `instant` (0 if before it).
+    pub fn ms_at(&self, instant: Instant) -> u64 {
+        let elapsed = instant.saturating_duration_since(self.state().start).as_millis();
+        u64::try_from(elapsed).unwrap_or(u64::MAX)
+    }
+
     /// Appends one event, stamped with the simulated time.
     pub fn record(&self, event: impl AsRef<str>) {
         let now_ms = self.now_ms();

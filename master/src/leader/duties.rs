@@ -57,7 +57,7 @@ impl LeaderDuties {
     /// or the grant at the start of the term).
     pub(crate) fn trainer_heard_ago(&self, term: u64, trainer: u64) -> Option<Duration> {
         let now = self.clock.now();
-        let _term = self.enter_term(term);
+        let _term = self.in_term(term)?;
         lock(&self.trainers)
             .granted_at(trainer)
             .map(|granted| now.saturating_duration_since(granted))
@@ -69,34 +69,34 @@ impl LeaderDuties {
 
     /// `trainer` was heard from by this node leading in `term`: a fresh lease.
     pub(crate) fn trainer_alive(&self, term: u64, trainer: u64) {
-        let _term = self.enter_term(term);
+        let Some(_term) = self.in_term(term) else { return };
         lock(&self.trainers).grant(trainer, self.clock.now());
     }
 
     /// What `trainer`'s heartbeat in `term` said of its progress (soft state, like its lease).
     pub(crate) fn trainer_progress(&self, term: u64, trainer: u64, tasks_done: u64) {
-        let _term = self.enter_term(term);
+        let Some(_term) = self.in_term(term) else { return };
         lock(&self.progress).insert(trainer, tasks_done);
     }
 
     /// Tasks `trainer` said it finished, as its latest heartbeat to this leader in `term` said.
     pub(crate) fn trainer_tasks_done(&self, term: u64, trainer: u64) -> Option<u64> {
-        let _term = self.enter_term(term);
+        let _term = self.in_term(term)?;
         lock(&self.progress).get(&trainer).copied()
     }
 
     /// A pserver claimed slot `index` from this node leading in `term`: a fresh lease.
     pub(crate) fn pserver_granted(&self, term: u64, index: u32, generation: u64) {
-        let _term = self.enter_term(term);
+        let Some(_term) = self.in_term(term) else { return };
         lock(&self.pservers).grant((index, generation), self.clock.now());
     }
 
     /// Slot `index`'s holder under `generation` heartbeated to this node leading in `term`:
     /// renews its lease, unless the lease already ran out in this term (then the slot's release
-    /// may already be proposed, and the holder must stop). A lease of an older term is void:
-    /// the holder gets a fresh one, as every holder does when a term starts.
+    /// may already be proposed, and the holder must stop). In a term whose first round has not
+    /// run yet, the holder will get a fresh lease in that round, as every holder does.
     pub(crate) fn pserver_alive(&self, term: u64, index: u32, generation: u64) -> bool {
-        let _term = self.enter_term(term);
+        let Some(_term) = self.in_term(term) else { return true };
         lock(&self.pservers).renew((index, generation), self.clock.now())
     }
 
@@ -127,12 +127,23 @@ impl LeaderDuties {
         lock(&self.pservers).hold(since, by);
     }
 
-    /// Clears the tables if they were filled in an earlier term than `term`. Every read or
-    /// write of a lease enters its term first and holds the returned guard meanwhile, so no
-    /// lease outlives the term it was granted in, even when this node leads again before its
-    /// next tick. A caller late with an older term than the tables' acts on the newer tables
-    /// (terms only grow; clearing them again would renew a lease that ran out in the newer
-    /// term). (Lock order: `lease_term`, then a table.)
+    /// The tables' term guard, if the tables belong to `term` or a newer one. Heartbeats,
+    /// grants and status reads act only on tables the duty loop entered: only it enters a term
+    /// (its rounds run while this node leads in it), and its first round in a term grants every
+    /// holder a fresh lease. A caller with a newer term changes nothing (its term comes from
+    /// `node.term()` read after the fact, perhaps while this node is a candidate: entering it
+    /// then would date leases before the term's leadership began); a caller late with an older
+    /// term acts on the newer tables (renewing with the clock of now). (Lock order:
+    /// `lease_term`, then a table.)
+    fn in_term(&self, term: u64) -> Option<MutexGuard<'_, Option<u64>>> {
+        let lease_term = lock(&self.lease_term);
+        lease_term.is_some_and(|filled_in| filled_in >= term).then_some(lease_term)
+    }
+
+    /// Clears the tables if they were filled in an earlier term than `term`; only the duty
+    /// loop calls it, in a term in which this node leads. Every judgement holds the returned
+    /// guard, so no lease outlives the term it was granted in, even when this node leads again
+    /// before its next tick. (Lock order: `lease_term`, then a table.)
     fn enter_term(&self, term: u64) -> MutexGuard<'_, Option<u64>> {
         let mut lease_term = lock(&self.lease_term);
         let newer = lease_term.is_none_or(|filled_in| term > filled_in);
@@ -301,11 +312,11 @@ mod tests {
         assert!(duties.pserver_alive(1, 0, 2), "the new generation renews");
     }
 
-    /// Every lease read enters the current term first: a node that leads again before its next
-    /// tick judges nobody on a lease of its previous term, whether that lease ran out (the
-    /// holder gets a fresh one) or is still running (the trainer was not heard in this term).
+    /// Only the duty loop enters a term: a node that leads again judges nobody on a lease of
+    /// its previous term (the first round of the new term grants everyone a fresh one), and a
+    /// heartbeat or status read with a term the loop has not entered changes nothing.
     #[tokio::test(start_paused = true)]
-    async fn lease_reads_enter_the_current_term() {
+    async fn only_the_duty_loop_enters_a_term() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
         let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
         drop(duties.enter_term(3));
@@ -314,15 +325,19 @@ mod tests {
         duties.trainer_progress(3, 7, 12);
         tokio::time::advance(Duration::from_millis(1_500)).await;
         assert!(!duties.pserver_alive(3, 0, 1), "ran out in term 3: not renewed in term 3");
-        tracing::info!("--- the node leads again in term 5 before its next tick");
-        assert!(duties.pserver_alive(5, 0, 1), "term 3's lease is void: a fresh one in term 5");
-        assert_eq!(duties.trainer_tasks_done(5, 7), None, "term 3's progress is forgotten");
+        tracing::info!("--- heard in term 5 before the loop entered it");
+        assert!(duties.pserver_alive(5, 0, 1), "term 5's first round grants a fresh lease");
+        duties.trainer_alive(5, 8);
+        assert_eq!(duties.trainer_heard_ago(5, 8), None, "nothing recorded for term 5 yet");
+        assert_eq!(duties.trainer_tasks_done(3, 7), Some(12), "term 3's tables are untouched");
+        tracing::info!("--- the loop enters term 6");
+        assert_eq!(duties.judge(6, &duties.pservers, vec![(0, 1)]), Some(vec![]));
+        assert_eq!(duties.trainer_tasks_done(6, 7), None, "term 3's progress is forgotten");
         duties.trainer_alive(6, 8);
-        assert_eq!(duties.trainer_heard_ago(6, 7), None, "not heard from in term 6");
         assert_eq!(duties.trainer_heard_ago(6, 8), Some(Duration::ZERO));
         tracing::info!("--- a caller late with an older term acts on the newer tables");
         duties.trainer_alive(5, 9);
-        assert_eq!(duties.trainer_heard_ago(6, 8), Some(Duration::ZERO), "term 6 kept");
         assert_eq!(duties.trainer_heard_ago(6, 9), Some(Duration::ZERO));
+        assert_eq!(duties.judge(5, &duties.trainers, vec![8, 9]), None, "a round of term 5 ends");
     }
 }

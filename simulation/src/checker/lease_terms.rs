@@ -1,7 +1,8 @@
 //! Leases start afresh in every term: leases are the leader's soft state, so a node that starts
 //! leading a term (even one that led before) must grant every holder a full lease before it
 //! judges anyone. No `TrainerLost` or `ReleasePServerSlot` decided in term T may take effect
-//! sooner than (nearly) a lease after T's leader was first seen. The margin covers clock
+//! sooner than (nearly) a lease after T's leader was first seen (or, if earlier, since it
+//! noted it began leading: the checkers may look only after a pause). The margin covers clock
 //! drift and the checkers' step.
 
 use std::collections::BTreeMap;
@@ -40,7 +41,11 @@ impl LeaseTerms {
         now_ms: u64,
     ) -> Result<(), Violation> {
         for node in nodes.iter().filter(|node| node.metrics.state == ServerState::Leader) {
-            self.term_seen_ms.entry(node.metrics.current_term).or_insert(now_ms);
+            let term = node.metrics.current_term;
+            let since_ms = node.leading_since_ms.filter(|(led, _)| *led == term);
+            let seen_ms = since_ms.map_or(now_ms, |(_, since_ms)| since_ms.min(now_ms));
+            let first = self.term_seen_ms.entry(term).or_insert(seen_ms);
+            *first = (*first).min(seen_ms);
         }
         for applied in self.cursor.read(canonical).into_iter().filter(|applied| !applied.replay) {
             let (request, response) = (applied.request, applied.response);

@@ -39,6 +39,9 @@ pub struct NodeView {
     pub id: u64,
     pub incarnation: u64,
     pub metrics: Metrics,
+    /// The term this node leads and when (simulated ms) it began leading it, as the node
+    /// itself noted: the checkers may look only after a pause (a graceful stop is awaited).
+    pub leading_since_ms: Option<(u64, u64)>,
     /// Whether openraft's core task still runs (it stops on a panic or a fatal error).
     pub core_running: bool,
     /// Index -> (log id, payload hash) of the entries its disk holds.
