@@ -86,8 +86,17 @@ pub(crate) async fn hand_off(
         tokio::time::sleep_until(since + lease).await;
     }
     let request = TimeoutNow { term, leader_id: id };
-    if let Err(reason) = transport.timeout_now(target.0, &target.1, request).await {
-        return Handoff::Failed { reason: format!("member {} refused: {reason}", target.0) };
+    // Bounded here whatever the transport does: a paused member never answers.
+    let asked = transport.timeout_now(target.0, &target.1, request);
+    match tokio::time::timeout(bound.saturating_sub(started.elapsed()), asked).await {
+        Ok(Ok(())) => {}
+        Ok(Err(reason)) => {
+            return Handoff::Failed { reason: format!("member {} refused: {reason}", target.0) };
+        }
+        Err(_elapsed) => {
+            let reason = format!("member {} did not answer within {bound:?}", target.0);
+            return Handoff::Failed { reason };
+        }
     }
     let remaining = bound.saturating_sub(started.elapsed());
     let moved = raft
