@@ -344,16 +344,23 @@ impl<S: StateMachine> ConsensusNode<S> {
         }
     }
 
+    /// If this node leads: how long ago the newest heartbeat a quorum acknowledged was sent
+    /// (openraft's `millis_since_quorum_ack`), plus two heartbeat intervals for how stale
+    /// those metrics may be (the core refreshes them at least every 1.5 heartbeats), so the
+    /// age is never understated. `None` if this node does not lead or no quorum acknowledged
+    /// it yet. A leader cut off from its quorum keeps believing it leads (openraft 0.9 does not
+    /// step down by itself), and nothing a lease holder sends it meanwhile can be confirmed.
+    pub fn quorum_ack_age(&self) -> Option<Duration> {
+        let acked_ms = self.inner.raft.metrics().borrow().millis_since_quorum_ack?;
+        let stale_ms = 2 * self.inner.config.heartbeat_ms;
+        self.is_leader().then(|| Duration::from_millis(acked_ms.saturating_add(stale_ms)))
+    }
+
     /// Whether this node leads and a quorum acknowledged it within the leader lease
-    /// (`election_timeout_max_ms`, from openraft's `millis_since_quorum_ack`, which the core
-    /// refreshes at least every 1.5 heartbeats). A leader cut off from its quorum keeps
-    /// believing it leads (openraft 0.9 does not step down by itself), and nothing a lease
-    /// holder sends it meanwhile can be confirmed.
+    /// (`election_timeout_max_ms`; see [`ConsensusNode::quorum_ack_age`]).
     pub fn quorum_heard_recently(&self) -> bool {
-        let lease_ms = self.inner.config.election_timeout_max_ms;
-        let metrics = self.inner.raft.metrics();
-        let acked = metrics.borrow().millis_since_quorum_ack;
-        self.is_leader() && acked.is_some_and(|since_ms| since_ms <= lease_ms)
+        let lease = Duration::from_millis(self.inner.config.election_timeout_max_ms);
+        self.quorum_ack_age().is_some_and(|age| age <= lease)
     }
 
     /// Whether this node currently believes it leads.

@@ -117,11 +117,14 @@ impl LeaderDuties {
     /// judging them would free a live pserver's slot, or return a live trainer's tasks, the
     /// moment the quorum answers again (a majority outage of a minute did). A lease that ran
     /// out before the quorum went quiet stays run out. Holding only delays a release, and a
-    /// leader elected elsewhere meanwhile starts from fresh leases of its own.
-    fn hold(&self, term: u64) {
+    /// leader elected elsewhere meanwhile starts from fresh leases of its own. The first such
+    /// round holds from the newest heartbeat the quorum acknowledged (`ack_age` ago), the
+    /// next ones from the round before.
+    fn hold(&self, term: u64, ack_age: Option<Duration>) {
         let _term = self.enter_term(term);
         let now = self.clock.now();
-        let since = lock(&self.held_at).replace(now).unwrap_or(now);
+        let quiet_since = ack_age.and_then(|age| now.checked_sub(age)).unwrap_or(now);
+        let since = lock(&self.held_at).replace(now).unwrap_or(quiet_since);
         let by = now.saturating_duration_since(since);
         lock(&self.trainers).hold(since, by);
         lock(&self.pservers).hold(since, by);
@@ -165,16 +168,16 @@ impl LeaderDuties {
     async fn tick(&self, proposer: &Proposer, term: u64) {
         *lock(&self.held_at) = None;
         let trainers = proposer.node().read(|state| state.trainer_ids());
-        let Some(lost) = self.judge(term, &self.trainers, trainers) else { return };
+        let ack_age = || proposer.node().quorum_ack_age();
+        let Some(lost) = self.judge(term, &self.trainers, trainers, ack_age()) else { return };
         for trainer in lost {
             tracing::warn!(trainer, term, "trainer missed its lease; returning its tasks");
             decide(proposer, term, Command::TrainerLost { trainer }).await;
         }
         let (_, slots) = proposer.node().read(|state| state.pserver_slots());
         let holders = slots.iter().map(|(index, holder)| (*index, holder.generation));
-        let Some(dead) = self.judge(term, &self.pservers, holders.collect::<Vec<_>>()) else {
-            return;
-        };
+        let holders = holders.collect::<Vec<_>>();
+        let Some(dead) = self.judge(term, &self.pservers, holders, ack_age()) else { return };
         let is_dead = |index: &u32, generation: u64| dead.contains(&(*index, generation));
         for (index, holder) in slots.into_iter().filter(|(index, h)| is_dead(index, h.generation)) {
             let (addr, generation) = (holder.addr, holder.generation);
@@ -190,11 +193,16 @@ impl LeaderDuties {
     /// Makes `table` hold exactly `known` (newcomers get a fresh lease) and returns whose
     /// lease ran out, judged now in `term`; `None` if the tables already belong to a newer term
     /// (a round that outlived its term must not fill the newer term's table with its leases).
+    /// Only a lease that ran out before the newest heartbeat a quorum acknowledged (`ack_age`
+    /// ago) is judged: a holder could renew until then, not since (every renewal waits for a
+    /// confirmed leadership), so a lease ending just as the quorum went quiet is held, not
+    /// freed when the quorum answers again.
     fn judge<K: Ord + Copy>(
         &self,
         term: u64,
         table: &Mutex<LeaseTable<K>>,
         known: Vec<K>,
+        ack_age: Option<Duration>,
     ) -> Option<Vec<K>> {
         let lease_term = self.enter_term(term);
         if *lease_term != Some(term) {
@@ -203,7 +211,8 @@ impl LeaderDuties {
         let now = self.clock.now();
         let mut table = lock(table);
         table.sync(known, now);
-        Some(table.expired(now))
+        let acked_at = ack_age.and_then(|age| now.checked_sub(age));
+        Some(acked_at.map_or_else(Vec::new, |acked_at| table.expired(acked_at)))
     }
 }
 
@@ -232,7 +241,7 @@ pub(crate) async fn run_duties(
         if node.quorum_heard_recently() {
             duties.tick(&proposer, term).await;
         } else if node.is_leader() {
-            duties.hold(term);
+            duties.hold(term, node.quorum_ack_age());
         } else {
             duties.step_down();
         }
@@ -331,13 +340,30 @@ mod tests {
         assert_eq!(duties.trainer_heard_ago(5, 8), None, "nothing recorded for term 5 yet");
         assert_eq!(duties.trainer_tasks_done(3, 7), Some(12), "term 3's tables are untouched");
         tracing::info!("--- the loop enters term 6");
-        assert_eq!(duties.judge(6, &duties.pservers, vec![(0, 1)]), Some(vec![]));
+        let now = Some(Duration::ZERO);
+        assert_eq!(duties.judge(6, &duties.pservers, vec![(0, 1)], now), Some(vec![]));
         assert_eq!(duties.trainer_tasks_done(6, 7), None, "term 3's progress is forgotten");
         duties.trainer_alive(6, 8);
         assert_eq!(duties.trainer_heard_ago(6, 8), Some(Duration::ZERO));
         tracing::info!("--- a caller late with an older term acts on the newer tables");
         duties.trainer_alive(5, 9);
         assert_eq!(duties.trainer_heard_ago(6, 9), Some(Duration::ZERO));
-        assert_eq!(duties.judge(5, &duties.trainers, vec![8, 9]), None, "a round of term 5 ends");
+        assert_eq!(duties.judge(5, &duties.trainers, vec![8, 9], now), None, "term 5 is over");
+    }
+
+    /// A lease is judged only if it ran out before the newest heartbeat the quorum
+    /// acknowledged: one that ran out after (the quorum went quiet first) is held instead.
+    #[tokio::test(start_paused = true)]
+    async fn only_leases_that_ran_out_before_the_quorum_last_answered_are_judged() {
+        let clock = std::sync::Arc::new(crate::clock::SystemClock);
+        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
+        let (slot, ms) = ((0, 1), Duration::from_millis);
+        assert_eq!(duties.judge(1, &duties.pservers, vec![slot], Some(ms(0))), Some(vec![]));
+        tokio::time::advance(ms(1_500)).await;
+        let quiet_first = duties.judge(1, &duties.pservers, vec![slot], Some(ms(800)));
+        assert_eq!(quiet_first, Some(vec![]), "the quorum last answered before the lease ended");
+        assert_eq!(duties.judge(1, &duties.pservers, vec![slot], None), Some(vec![]));
+        let ran_out = duties.judge(1, &duties.pservers, vec![slot], Some(ms(400)));
+        assert_eq!(ran_out, Some(vec![slot]), "the quorum answered after the lease ended");
     }
 }

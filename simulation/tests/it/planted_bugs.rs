@@ -57,7 +57,7 @@ fn heartbeats_answered_by_a_deposed_leader_are_caught() -> anyhow::Result<()> {
 /// judged by leases it granted in an old term.
 #[test]
 fn leases_carried_across_terms_are_caught() -> anyhow::Result<()> {
-    check(0, production(&["leases-across-terms"]), "lease terms")
+    check(3, production(&["leases-across-terms"]), "lease terms")
 }
 
 /// A batcher whose entries wait for openraft's answer only (no end at a leadership change or
