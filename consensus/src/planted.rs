@@ -23,10 +23,21 @@ thread_local! {
 /// Whether `bug` is switched on (never, without the `planted-bugs` feature).
 #[cfg(feature = "planted-bugs")]
 pub fn active(bug: &str) -> bool {
-    let on_thread = THREAD_BUGS.with(|bugs| bugs.borrow().iter().any(|name| name == bug));
-    on_thread
-        || std::env::var(PLANTED_BUG_ENV)
-            .is_ok_and(|bugs| bugs.split(',').any(|name| name.trim() == bug))
+    THREAD_BUGS.with(|bugs| bugs.borrow().iter().any(|name| name == bug)) || named_in_env(bug)
+}
+
+/// Whether `RAFTRAIN_PLANTED_BUG` names `bug`: only in a binary built for the harness's proof
+/// runs (`planted-bugs-env`, which `cli`'s `planted-bugs` turns on). The simulation needs only
+/// its thread's switch, so a whole-workspace build (whose features unify with the
+/// simulation's) gives a `raftrain` that obeys no environment variable.
+#[cfg(feature = "planted-bugs-env")]
+fn named_in_env(bug: &str) -> bool {
+    std::env::var(PLANTED_BUG_ENV).is_ok_and(|bugs| bugs.split(',').any(|name| name.trim() == bug))
+}
+
+#[cfg(all(feature = "planted-bugs", not(feature = "planted-bugs-env")))]
+fn named_in_env(_bug: &str) -> bool {
+    false
 }
 
 /// Switches exactly `bugs` on for code running on this thread (the simulation's).
