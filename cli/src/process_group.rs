@@ -1,11 +1,11 @@
-//! The process supervisor (`jepsen_tests::supervisor`, shared with the fault harness) and the
+//! The process supervisor (`supervisor`, shared with the fault harness) and the
 //! measuring helpers the benchmarks use with it.
 
 use anyhow::Context as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-pub(crate) use jepsen_tests::supervisor::{exit_with_parent, free_loopback_addrs, ProcessGroup};
+pub(crate) use supervisor::{exit_with_parent, free_loopback_addrs, ProcessGroup};
 
 /// Runs this executable once with `args` (a tool step such as `recordio synth`) and waits for
 /// it; its standard output is discarded, its errors name the step.

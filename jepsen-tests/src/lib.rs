@@ -12,5 +12,7 @@ pub mod netns;
 pub mod proxy;
 pub mod report;
 pub mod run;
-pub mod supervisor;
+/// The process supervisor, now a crate of its own (`supervisor`), kept at this path for the
+/// harness's modules.
+pub use ::supervisor;
 pub mod workload;

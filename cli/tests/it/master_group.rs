@@ -1,13 +1,13 @@
 //! A group of real `raftrain master` processes on loopback, for end-to-end tests: start, kill -9
 //! and restart replicas, find the leader. Every process is killed when the group is dropped
-//! (the processes run under the workspace's one supervisor, `jepsen_tests::supervisor`).
+//! (the processes run under the workspace's one supervisor, `supervisor`).
 
-use jepsen_tests::supervisor::ProcessGroup;
 use master::client::{ClientOptions, MasterClient};
 use proto::master::master_service_client::MasterServiceClient;
 use proto::master::StatusReply;
 use std::path::PathBuf;
 use std::time::Duration;
+use supervisor::ProcessGroup;
 use tonic::transport::Channel;
 
 /// Every replica's election timeouts (min, max), heartbeats every 100 ms.

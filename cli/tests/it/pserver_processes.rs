@@ -1,11 +1,11 @@
 //! Real `raftrain pserver` processes on loopback for end-to-end tests: start, pause, kill -9,
 //! read their logs. Every process is killed when the set is dropped (they run under the
-//! workspace's one supervisor, `jepsen_tests::supervisor`).
+//! workspace's one supervisor, `supervisor`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use jepsen_tests::supervisor::ProcessGroup;
+use supervisor::ProcessGroup;
 
 use crate::master_group::free_loopback_addr;
 
