@@ -245,21 +245,45 @@ async fn a_pserver_stops_in_bounded_time_when_the_masters_are_gone() {
 /// that was alive all along, and the pserver serves again under the same generation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_pserver_keeps_its_slot_through_a_majority_outage() {
+    keeps_its_slot_through(Outage::Killed).await;
+}
+
+/// The same with both followers paused (SIGSTOP) for five leases, then resumed: their
+/// connections stay open and nothing answers, as on a hung host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_pserver_keeps_its_slot_while_the_followers_hang() {
+    keeps_its_slot_through(Outage::Paused).await;
+}
+
+/// How the followers are taken away for the outage.
+#[derive(Clone, Copy, Debug)]
+enum Outage {
+    Killed,
+    Paused,
+}
+
+async fn keeps_its_slot_through(outage: Outage) {
     let mut group = MasterGroup::start(3, &["--pserver-lease-ms", "1000"]);
     let dir = tempfile::tempdir().expect("temp dir");
     let (mut processes, client, layout) = one_serving_pserver(&group, dir.path()).await;
     let only = 0;
     let held = slot_held_by(&group, &processes.addrs[only]).await;
 
-    tracing::info!("--- both followers down for 5 s; the leader stays up without a quorum");
+    tracing::info!(?outage, "--- both followers gone for 5 s; the leader stays up alone");
     let leader = group.leader_index().await;
     let followers: Vec<usize> = (0..3).filter(|index| *index != leader).collect();
     for index in &followers {
-        group.kill(*index);
+        match outage {
+            Outage::Killed => group.kill(*index),
+            Outage::Paused => group.signal(*index, nix::sys::signal::Signal::SIGSTOP),
+        }
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
     for index in &followers {
-        group.spawn(*index);
+        match outage {
+            Outage::Killed => group.spawn(*index),
+            Outage::Paused => group.signal(*index, nix::sys::signal::Signal::SIGCONT),
+        }
     }
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
