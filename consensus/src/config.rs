@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::security::Security;
+use platform::security::Security;
 
 /// Leaders send a heartbeat (an empty AppendEntries) this often. Each AppendEntries RPC also
 /// times out after this long in openraft 0.9, so it must exceed a disk flush plus a round trip.
@@ -175,7 +175,7 @@ const SNAPSHOT_CHUNK_BYTES_MAX: u64 = 3 * 1024 * 1024;
 // A chunk plus its request (vote, meta with the membership) fits one gRPC message, and a whole
 // snapshot is at most what a receiver accepts (`rpc_bounds`) and decodes (`snapshot_file`).
 const _: () =
-    assert!(SNAPSHOT_CHUNK_BYTES_MAX + 1024 * 1024 <= crate::network::MESSAGE_BYTES_MAX as u64);
+    assert!(SNAPSHOT_CHUNK_BYTES_MAX + 1024 * 1024 <= platform::MESSAGE_BYTES_MAX as u64);
 const _: () = assert!(
     crate::snapshot_file::STATE_SNAPSHOT_BYTES_MAX as u64
         <= crate::snapshot_file::SNAPSHOT_BYTES_MAX

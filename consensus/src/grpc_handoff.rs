@@ -9,7 +9,7 @@ use proto::raft::RaftRequest;
 use crate::codec;
 use crate::handoff::{HandoffTransport, SendFuture, TimeoutNow};
 use crate::network::{endpoint, raft_client};
-use crate::security::Security;
+use platform::security::Security;
 
 /// One attempt to reach the follower may take this long: a handoff has a few seconds in all.
 const TIMEOUT_NOW_RPC_MS: u64 = 1_000;

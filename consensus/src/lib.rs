@@ -17,8 +17,8 @@
 //! - `network` (client) and `service` (server): the `RaftService` transport; `cluster_info`:
 //!   the only conversions to and from protobuf. `rpc_handler` is where every received RPC
 //!   goes; `rpc_bounds` refuses forged terms, log ids and snapshot offsets there.
-//! - `kv`, `kv_service` and `kv_stream`: a key-value machine and its gRPC front (unary and
-//!   streamed writes), for tests and benchmarks.
+//! - `kv`: a key-value machine, the smallest application, for tests and the consensus
+//!   benchmark (whose gRPC front lives beside it in `cli`).
 //!
 //! Architecture invariants:
 //! - Nothing is acknowledged before it is durable: `append` calls back and `save_vote` returns
@@ -38,58 +38,43 @@
 pub mod apply_observer;
 mod batch_pace;
 mod batcher;
-mod budget_body;
 mod cluster_info;
 mod codec;
 pub mod config;
 mod error;
 mod flusher;
-mod grpc_framing;
 mod grpc_handoff;
-mod guarded_listener;
-mod guarded_stream;
 pub mod handoff;
 pub mod kv;
-mod kv_load;
-pub mod kv_service;
-pub mod kv_stream;
 mod leadership;
 mod leadership_ends;
 pub mod log_store;
 mod log_store_closed;
-pub mod metrics_http;
 pub mod network;
 mod node;
 pub mod planted;
-pub mod port_limits;
 pub mod raft_log;
-mod request_budget;
+pub mod raft_metrics;
 mod rpc_bounds;
 mod rpc_handler;
-pub mod rpc_metrics;
-pub mod security;
 mod service;
 pub mod snapshot_file;
 pub mod snapshot_store;
 mod state_machine;
 pub mod state_machine_store;
 mod step_up;
-pub mod telemetry;
 mod type_config;
 
 pub use cluster_info::{cluster_info_reply, ClusterInfo, Member, Role};
 pub use config::{parse_peers, ConfigError, NodeConfig};
 pub use error::{format_peers, ShutdownError, StartError, WriteError};
 pub use grpc_handoff::GrpcHandoff;
-pub use guarded_listener::{incoming, GuardedListener};
-pub use guarded_stream::GuardedStream;
 pub use handoff::{Handoff, HandoffTransport, TimeoutNow};
 pub use log_store_closed::{LogStoreClosed, OpenHandle};
 pub use node::{ConsensusNode, COMMAND_BYTES_MAX};
-pub use port_limits::PortLimits;
 pub use raft_log::{NodeStorage, PurgeGuard, RaftLog};
 pub use rpc_handler::RpcHandler;
-pub use service::{serve, server_builder, RaftServer, ServerBuilder};
+pub use service::{serve, RaftServer};
 pub use snapshot_file::STATE_SNAPSHOT_BYTES_MAX;
 pub use state_machine::{RestoreError, StateMachine};
 pub use type_config::{Commands, Entry, Metrics, Raft, Responses, TypeConfig};

@@ -314,31 +314,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 }
 
-/// The benchmark's baseline: one writer doing sled `insert` + `flush` + `sync_data` of
-/// `value_bytes` values in a fresh database in `dir` for `duration`. Returns the latency of
-/// every write, the best any durable log on this disk can do one write at a time.
-pub fn measure_raw_sync_writes(
-    dir: &Path,
-    duration: std::time::Duration,
-    value_bytes: usize,
-) -> anyhow::Result<Vec<std::time::Duration>> {
-    let db = sled::Config::new().path(dir).flush_every_ms(None).open()?;
-    let db_file = File::open(dir.join("db"))?;
-    let value = vec![0x5a; value_bytes];
-    let mut latencies = Vec::new();
-    let start = std::time::Instant::now();
-    let mut index = 0u64;
-    while start.elapsed() < duration {
-        let write_start = std::time::Instant::now();
-        db.insert(log_key(index), value.as_slice())?;
-        db.flush()?;
-        db_file.sync_data()?;
-        latencies.push(write_start.elapsed());
-        index += 1;
-    }
-    Ok(latencies)
-}
-
 /// The vote a node restarts with. A committed vote for itself (it was the established leader)
 /// comes back uncommitted, same term and candidate. openraft 0.9.25 restarts such a node as the
 /// leader of the same term, reusing that term's old no-op log id, so `ensure_linearizable`

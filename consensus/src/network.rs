@@ -22,15 +22,10 @@ use serde::Serialize;
 use tonic::transport::Endpoint;
 
 use crate::codec;
-use crate::security::{RpcChannel, Security, SecurityError};
 use crate::TypeConfig;
+use platform::security::{RpcChannel, Security, SecurityError};
+use platform::MESSAGE_BYTES_MAX;
 
-/// A gRPC message (request or reply) may be at most this large; snapshot chunks are smaller.
-pub const MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
-/// HTTP/2 flow-control window per stream, so a multi-megabyte chunk is not throttled.
-pub const STREAM_WINDOW_BYTES: u32 = 16 * 1024 * 1024;
-/// HTTP/2 flow-control window per connection.
-pub const CONNECTION_WINDOW_BYTES: u32 = 64 * 1024 * 1024;
 /// Giving up on a TCP connect after this long makes the peer `Unreachable`.
 const CONNECT_TIMEOUT_MS: u64 = 1_000;
 
@@ -91,12 +86,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 
 /// The tonic endpoint every Raft client uses: nodelay, bounded connect, large windows.
 pub fn endpoint(security: &Security, addr: &str) -> Result<Endpoint, SecurityError> {
-    Ok(security
-        .endpoint(addr)?
-        .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
-        .tcp_nodelay(true)
-        .initial_stream_window_size(STREAM_WINDOW_BYTES)
-        .initial_connection_window_size(CONNECTION_WINDOW_BYTES))
+    platform::endpoint(security, addr, Duration::from_millis(CONNECT_TIMEOUT_MS))
 }
 
 /// A Raft service client with this crate's message limits.

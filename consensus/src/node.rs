@@ -373,7 +373,7 @@ impl<S: StateMachine> ConsensusNode<S> {
     }
 
     /// The TLS and token settings its Raft traffic uses, for servers that serve it.
-    pub fn security(&self) -> &crate::security::Security {
+    pub fn security(&self) -> &platform::security::Security {
         &self.inner.config.security
     }
 

@@ -2,26 +2,16 @@
 //! `INVALID_ARGUMENT`, never a panic), hands them to openraft, and answers `ClusterInfo`.
 
 use std::future::Future;
-use std::time::Duration;
 
+use platform::{incoming, server_builder, PortLimits, MESSAGE_BYTES_MAX};
 use proto::raft::raft_service_server::{RaftService, RaftServiceServer};
 use proto::raft::{ClusterInfoReply, ClusterInfoRequest, RaftReply, RaftRequest};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::net::TcpListener;
-use tonic::transport::Server;
-use tower::layer::util::{Identity, Stack};
-
 use tonic::{Request, Response, Status};
 
-use crate::guarded_listener::incoming;
-use crate::port_limits::{PortLimits, SERVER_KEEPALIVE_MS, STREAMS_PER_CONNECTION_MAX};
-use crate::request_budget::RequestBudgetLayer;
-use crate::rpc_metrics::RpcMetricsLayer;
-use crate::security::{AuthLayer, Security, SecurityError};
-
 use crate::cluster_info::{cluster_info_reply, ClusterInfo};
-use crate::network::{CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
 use crate::rpc_handler::RpcHandler;
 use crate::{codec, ConsensusNode, StateMachine};
 
@@ -93,41 +83,6 @@ impl RaftService for RaftServer {
         let info = ClusterInfo::from_metrics(&self.handler.raft().metrics().borrow());
         Ok(Response::new(cluster_info_reply(&info)))
     }
-}
-
-/// Every raftrain gRPC server: calls are measured, then their token is checked, then their
-/// request body is put under the server's byte budget and deadline.
-pub type ServerBuilder =
-    Server<Stack<RequestBudgetLayer, Stack<AuthLayer, Stack<RpcMetricsLayer, Identity>>>>;
-
-/// A tonic server builder with the HTTP/2 windows multi-megabyte snapshot chunks need, every
-/// call measured ([`RpcMetricsLayer`]), `security`'s TLS and token check ([`AuthLayer`]), and
-/// `limits`' bounds on streams per connection and unfinished request bytes
-/// ([`RequestBudgetLayer`]). Serve it with [`incoming`] for the connection bounds.
-pub fn server_builder(
-    security: &Security,
-    limits: &PortLimits,
-) -> Result<ServerBuilder, SecurityError> {
-    let builder = match security.tls().and_then(|tls| tls.server_config()) {
-        Some(config) => {
-            // A TLS handshake must finish as soon as a silent connection would be closed.
-            let config = config.timeout(limits.first_bytes());
-            Server::builder().tls_config(config).map_err(|error| SecurityError::BadPem {
-                flags: "--tls-cert/--tls-key",
-                path: Default::default(),
-                reason: error.to_string(),
-            })?
-        }
-        None => Server::builder(),
-    };
-    Ok(builder
-        .initial_stream_window_size(STREAM_WINDOW_BYTES)
-        .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
-        .http2_keepalive_interval(Some(Duration::from_millis(SERVER_KEEPALIVE_MS)))
-        .max_concurrent_streams(STREAMS_PER_CONNECTION_MAX)
-        .layer(RpcMetricsLayer)
-        .layer(security.auth_layer())
-        .layer(RequestBudgetLayer::new(limits)))
 }
 
 /// Serves the node's Raft service (only) on `listener` until `shutdown` completes, with the

@@ -4,7 +4,7 @@
 use crate::state::QueuePolicy;
 use anyhow::Context as _;
 use clap::Args;
-use consensus::security::SecurityFiles;
+use platform::security::SecurityFiles;
 
 use consensus::{parse_peers, NodeConfig};
 use std::net::SocketAddr;
@@ -68,7 +68,7 @@ pub struct MasterConfig {
     #[command(flatten)]
     pub security: SecurityFiles,
     #[command(flatten)]
-    pub port_limits: consensus::PortLimits,
+    pub port_limits: platform::PortLimits,
     /// Raft heartbeat interval; also each AppendEntries RPC's timeout, so it must exceed a
     /// follower's fsync plus a round trip: raise it (with the election timeouts) on disks whose
     /// fsync takes more than a few milliseconds.
@@ -129,7 +129,7 @@ impl MasterConfig {
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
-        self.port_limits.validate(consensus::network::MESSAGE_BYTES_MAX)?;
+        self.port_limits.validate(platform::MESSAGE_BYTES_MAX)?;
         let chunks_per_task_max = crate::state::CHUNKS_PER_TASK_MAX;
         anyhow::ensure!(
             (1..=chunks_per_task_max).contains(&self.chunks_per_task),

@@ -7,9 +7,10 @@ use crate::replica::Replica;
 use crate::replicated_state::ReplicatedState;
 use crate::service::MasterRpc;
 use anyhow::Context as _;
-use consensus::metrics_http::{Endpoints, Ready, Render};
-use consensus::security::Security;
-use consensus::{ConsensusNode, Handoff, PortLimits};
+use consensus::{ConsensusNode, Handoff};
+use platform::metrics_http::{Endpoints, Ready, Render};
+use platform::security::Security;
+use platform::PortLimits;
 use proto::master::master_service_server::MasterServiceServer;
 use std::future::Future;
 use std::sync::Arc;
@@ -28,10 +29,13 @@ pub async fn run(
     let security = Security::load_for_server(&config.security)?;
     node_config.security = security.clone();
     // Bound before anything is opened, so a bad address fails with nothing to undo.
-    let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
+    let metrics_listener = platform::metrics_http::bind(config.metrics_listen).await?;
     let peer_listener = bind_peer_listen(&config).await?;
     if metrics_listener.is_some() {
-        consensus::telemetry::install();
+        platform::telemetry::install(&[
+            consensus::raft_metrics::describe,
+            crate::metrics::describe,
+        ]);
     }
     let node = ConsensusNode::open(node_config, ReplicatedState::default())
         .await
@@ -134,7 +138,7 @@ impl Servers {
         (security, limits): (&Security, &PortLimits),
         stopped: &watch::Receiver<bool>,
     ) -> anyhow::Result<Self> {
-        let mut router = consensus::server_builder(security, limits)?;
+        let mut router = platform::server_builder(security, limits)?;
         let (router, peer) = match peer_listener {
             Some(peer_listener) => {
                 let shutdown = wait_for_stop(stopped.clone());
@@ -144,7 +148,7 @@ impl Servers {
             None => (router.add_service(node.raft_service()).add_service(master_service), None),
         };
         let shutdown = wait_for_stop(stopped.clone());
-        let incoming = consensus::incoming(listener, limits);
+        let incoming = platform::incoming(listener, limits);
         let main = tokio::spawn(async move {
             router.serve_with_incoming_shutdown(incoming, shutdown).await?;
             Ok(())
@@ -195,5 +199,5 @@ fn serve_metrics(
         None => Err("no leader known".to_string()),
         Some(_) => Ok(()),
     });
-    consensus::metrics_http::spawn(listener, limits.clone(), Endpoints { render, ready }, stopped)
+    platform::metrics_http::spawn(listener, limits.clone(), Endpoints { render, ready }, stopped)
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use consensus::security::SecurityFiles;
+use platform::security::SecurityFiles;
 
 use crate::layout::SLOT_COUNT_MAX;
 
@@ -49,7 +49,7 @@ pub struct PServerConfig {
     #[command(flatten)]
     pub security: SecurityFiles,
     #[command(flatten)]
-    pub port_limits: consensus::PortLimits,
+    pub port_limits: platform::PortLimits,
 }
 
 impl PServerConfig {

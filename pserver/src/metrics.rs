@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use consensus::metrics_http::{Endpoints, Ready, Render};
+use platform::metrics_http::{Endpoints, Ready, Render};
 
 use crate::held_slot::HeldSlot;
 use crate::shard_cell::ShardCell;
@@ -42,5 +42,29 @@ pub fn render(held: &HeldSlot, cell: &ShardCell, recorded_step: &Arc<AtomicU64>)
         .set(recorded_step.load(Ordering::SeqCst) as f64);
     let refused = shard.as_ref().map_or(0, |shard| shard.nonfinite_refused());
     metrics::counter!("raftrain_pserver_nonfinite_pushes_refused_total").absolute(refused);
-    consensus::telemetry::render()
+    platform::telemetry::render()
+}
+
+/// The HELP lines of the pserver's metrics (`raftrain_pserver_*`), for
+/// `platform::telemetry::install`.
+pub fn describe() {
+    use metrics::{describe_counter, describe_gauge};
+    describe_counter!("raftrain_pserver_bytes_pushed_total", "Gradient payload bytes applied.");
+    describe_counter!("raftrain_pserver_bytes_pulled_total", "Parameter payload bytes served.");
+    describe_counter!(
+        "raftrain_pserver_nonfinite_pushes_refused_total",
+        "Pushes refused for NaN or infinite gradients."
+    );
+    describe_gauge!(
+        "raftrain_pserver_info",
+        "Always 1; slot and generation labels name what this pserver serves."
+    );
+    describe_gauge!("raftrain_pserver_lease_held", "1 while the slot's lease is confirmed.");
+    describe_gauge!("raftrain_pserver_ready", "1 once the shard serves (initialized or restored).");
+    describe_gauge!("raftrain_pserver_step", "Pushes applied in all.");
+    describe_gauge!("raftrain_pserver_elements", "Parameter elements this shard holds.");
+    describe_gauge!(
+        "raftrain_pserver_checkpoint_step",
+        "The step of the newest recorded checkpoint."
+    );
 }

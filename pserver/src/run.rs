@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use consensus::security::Security;
-use consensus::PortLimits;
 use master::client::{ClientOptions, MasterClient, SlotLease};
+use platform::security::Security;
+use platform::PortLimits;
 use proto::pserver::p_server_service_server::PServerServiceServer;
 use storage::checkpoint::CheckpointDir;
 use tokio::net::TcpListener;
@@ -51,9 +51,9 @@ pub async fn run(
     let security = Security::load_for_server(&config.security)?;
     let addr = advertised(&config, &listener)?;
     // Bound before anything is claimed, so a bad address fails with nothing to undo.
-    let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
+    let metrics_listener = platform::metrics_http::bind(config.metrics_listen).await?;
     if metrics_listener.is_some() {
-        consensus::telemetry::install();
+        platform::telemetry::install(&[crate::metrics::describe]);
     }
     let dir = CheckpointDir::open(&absolute(&config.checkpoint_dir)?)
         .with_context(|| format!("open --checkpoint-dir {}", config.checkpoint_dir.display()))?;
@@ -115,7 +115,7 @@ async fn serve_slot(
     let metrics = listeners.metrics.map(|listener| {
         let endpoints =
             crate::metrics::endpoints(held.clone(), cell.clone(), recorded_step.clone());
-        consensus::metrics_http::spawn(
+        platform::metrics_http::spawn(
             listener,
             config.port_limits.clone(),
             endpoints,
@@ -229,10 +229,10 @@ async fn serve(
     (security, limits): (Security, PortLimits),
     mut stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    consensus::server_builder(&security, &limits)?
+    platform::server_builder(&security, &limits)?
         .max_frame_size(FRAME_BYTES_MAX)
         .add_service(service)
-        .serve_with_incoming_shutdown(consensus::incoming(listener, &limits), async move {
+        .serve_with_incoming_shutdown(platform::incoming(listener, &limits), async move {
             let _ = stopped.wait_for(|stop| *stop).await;
         })
         .await

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use consensus::security::RpcChannel;
 use master::client::Dialer;
+use platform::security::RpcChannel;
 use tonic::body::Body;
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, ServiceExt as _};

@@ -1,7 +1,7 @@
 //! `TrainerConfig`: the flags of `raftrain trainer`. Doc comments are the `--help` text;
 //! defaults are named constants; `validate` checks the rules between fields.
 
-use consensus::security::SecurityFiles;
+use platform::security::SecurityFiles;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -102,7 +102,7 @@ pub struct TrainerConfig {
     #[command(flatten)]
     pub security: SecurityFiles,
     #[command(flatten)]
-    pub port_limits: consensus::PortLimits,
+    pub port_limits: platform::PortLimits,
 }
 
 impl TrainerConfig {

@@ -58,6 +58,23 @@ impl TrainerMetrics {
             .set(f64::from_bits(load(&self.eval_loss_bits)));
         metrics::gauge!("raftrain_trainer_eval_accuracy")
             .set(f64::from_bits(load(&self.eval_accuracy_bits)));
-        consensus::telemetry::render()
+        platform::telemetry::render()
     }
+}
+
+/// The HELP lines of the trainer's metrics (`raftrain_trainer_*`), for
+/// `platform::telemetry::install`.
+pub fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!("raftrain_trainer_examples_total", "Examples trained on.");
+    describe_counter!("raftrain_trainer_tasks_done_total", "Tasks trained and reported finished.");
+    describe_counter!("raftrain_trainer_tasks_failed_total", "Tasks reported failed for bad data.");
+    describe_gauge!("raftrain_trainer_pass", "The pass this trainer works on.");
+    describe_gauge!("raftrain_trainer_eval_loss", "The latest evaluation's loss.");
+    describe_gauge!("raftrain_trainer_eval_accuracy", "The latest evaluation's accuracy.");
+    describe_histogram!(
+        "raftrain_trainer_task_seconds",
+        Unit::Seconds,
+        "From taking a task to reporting it."
+    );
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use consensus::security::Security;
 use master::client::{ClientOptions, Fault, MasterClient, Task, TaskOutcome};
+use platform::security::Security;
 use pserver::client::{PServerClient, PServerClientOptions};
 use pserver::layout::{JobLayout, ParamSpec};
 use tokio::sync::watch;
@@ -55,9 +55,9 @@ pub async fn run(
 ) -> anyhow::Result<Summary> {
     config.validate()?;
     // Bound before anything is registered, so a bad address fails with nothing to undo.
-    let metrics_listener = consensus::metrics_http::bind(config.metrics_listen).await?;
+    let metrics_listener = platform::metrics_http::bind(config.metrics_listen).await?;
     if metrics_listener.is_some() {
-        consensus::telemetry::install();
+        platform::telemetry::install(&[crate::metrics::describe]);
     }
     let features = match config.features {
         Some(features) => features,
@@ -404,18 +404,18 @@ async fn infer_features(patterns: &[String]) -> anyhow::Result<usize> {
 /// `TrainerMetrics::readiness`).
 fn serve_metrics(
     listener: tokio::net::TcpListener,
-    limits: &consensus::PortLimits,
+    limits: &platform::PortLimits,
     metrics: Arc<TrainerMetrics>,
     master: Arc<MasterClient>,
     stopped: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let ready_metrics = metrics.clone();
-    let render: consensus::metrics_http::Render = Arc::new(move || metrics.render());
-    let ready: consensus::metrics_http::Ready = Arc::new(move || ready_metrics.readiness(&master));
-    consensus::metrics_http::spawn(
+    let render: platform::metrics_http::Render = Arc::new(move || metrics.render());
+    let ready: platform::metrics_http::Ready = Arc::new(move || ready_metrics.readiness(&master));
+    platform::metrics_http::spawn(
         listener,
         limits.clone(),
-        consensus::metrics_http::Endpoints { render, ready },
+        platform::metrics_http::Endpoints { render, ready },
         stopped,
     )
 }

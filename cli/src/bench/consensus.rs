@@ -7,9 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ::consensus::kv_service::{
-    cluster_info, KvClient, KEYS_PER_WRITER, VALUE_BYTES_MAX, WRITERS_MAX,
-};
+use super::kv::service::{cluster_info, KvClient, KEYS_PER_WRITER, VALUE_BYTES_MAX, WRITERS_MAX};
 use anyhow::Context as _;
 use clap::Args;
 
@@ -96,7 +94,7 @@ async fn bench(args: &ConsensusBenchArgs, root: &Path) -> anyhow::Result<()> {
     let baseline_dir = root.join("baseline");
     let value_bytes = args.value_bytes;
     let baseline = tokio::task::spawn_blocking(move || {
-        ::consensus::log_store::measure_raw_sync_writes(&baseline_dir, duration, value_bytes)
+        super::raw_sync::measure_raw_sync_writes(&baseline_dir, duration, value_bytes)
     })
     .await
     .context("join the baseline")?

@@ -51,6 +51,6 @@ pub fn run(args: &ConsensusNodeArgs) -> anyhow::Result<()> {
         let shutdown = async {
             let _ = stopped.await;
         };
-        ::consensus::kv_service::run_node(config, listener, shutdown).await
+        super::kv::service::run_node(config, listener, shutdown).await
     })
 }

@@ -3,12 +3,14 @@
 
 mod consensus;
 mod consensus_node;
+mod kv;
 mod master;
 mod master_dataset;
 mod master_load;
 mod master_snapshot;
 mod pserver;
 mod pserver_baseline;
+mod raw_sync;
 mod recordio;
 mod table;
 mod trainer;

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use consensus::security::SecurityFiles;
+use platform::security::SecurityFiles;
 
 use crate::process_group::{free_loopback_addrs, ProcessGroup};
 

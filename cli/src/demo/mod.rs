@@ -12,7 +12,7 @@ mod run_loop;
 
 use anyhow::Context as _;
 use clap::Args;
-use consensus::security::SecurityFiles;
+use platform::security::SecurityFiles;
 
 use cluster::{DemoCluster, Job};
 
@@ -82,7 +82,7 @@ fn demo(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<()> {
         false => args.security.clone(),
     };
     // Checked here, before any child starts, so a bad file is named once.
-    let client_security = consensus::security::Security::load(&security)?;
+    let client_security = platform::security::Security::load(&security)?;
     let (pservers, trainers) = (args.pservers as usize, args.trainers as usize);
     let cluster = DemoCluster::start(work, pservers, trainers, &job, &security)?;
     println!("started {} masters, {} pservers and {} trainers; training {kind} on {} examples for {} passes", cluster::MASTER_COUNT, args.pservers, args.trainers, args.examples, args.passes);

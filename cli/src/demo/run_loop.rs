@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use consensus::security::Security;
 use master::client::{ClientOptions, MasterClient};
+use platform::security::Security;
 use proto::master::StatusReply;
 
 use super::cluster::{DemoCluster, Job};

@@ -10,8 +10,8 @@ mod view;
 use std::time::Duration;
 
 use clap::Args;
-use consensus::security::{Security, SecurityFiles};
 use master::client::{ClientOptions, MasterClient};
+use platform::security::{Security, SecurityFiles};
 
 use view::{snapshot_json, snapshot_text, Snapshot};
 

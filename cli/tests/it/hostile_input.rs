@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use consensus::security::Security;
 use http::uri::PathAndQuery;
+use platform::security::Security;
 use proto::master::{ClientStamp, RegisterTrainerReply, RegisterTrainerRequest};
 use proto::raft::RaftRequest;
 use tonic::client::Grpc;

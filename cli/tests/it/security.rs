@@ -8,9 +8,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use bincode::Options as _;
-use consensus::security::{Security, SecurityFiles};
 use master::client::{ClientOptions, MasterClient};
 use openraft::{CommittedLeaderId, LogId, Vote};
+use platform::security::{Security, SecurityFiles};
 use proto::pserver::p_server_service_client::PServerServiceClient;
 use proto::raft::raft_service_client::RaftServiceClient;
 

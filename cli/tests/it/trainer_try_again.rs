@@ -104,7 +104,7 @@ async fn fake_master() -> (String, Arc<AtomicU64>) {
     let fake = FakeMaster { addr: addr.clone(), registrations: registrations.clone() };
     let server = tonic::transport::Server::builder()
         .add_service(MasterServiceServer::new(fake))
-        .serve_with_incoming(consensus::incoming(listener, &consensus::PortLimits::default()));
+        .serve_with_incoming(platform::incoming(listener, &platform::PortLimits::default()));
     tokio::spawn(server);
     (addr, registrations)
 }

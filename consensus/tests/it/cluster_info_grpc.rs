@@ -1,7 +1,7 @@
 //! Three nodes over the real tonic network: a follower redirects writes to the leader's
 //! address, and `ClusterInfo` over gRPC reports the leader, the term and every member.
 
-use consensus::security::Security;
+use platform::security::Security;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;

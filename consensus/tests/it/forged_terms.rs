@@ -3,7 +3,7 @@
 //! and the group keeps committing. Through the `RpcHandler` (as the in-memory router delivers)
 //! and through the gRPC service with a raw tonic client.
 
-use consensus::security::Security;
+use platform::security::Security;
 use std::collections::BTreeMap;
 
 use bincode::Options;

@@ -8,7 +8,6 @@ mod confirm_leadership;
 mod election;
 mod forged_terms;
 mod handoff;
-mod kv_load;
 mod leader_crash;
 mod leader_isolation;
 mod lossy_links;

@@ -11,7 +11,7 @@ const CONSTRUCTORS: [&str; 3] =
 
 /// The files allowed to call them (they are how everything else gets TLS and the token).
 const ALLOWED: [&str; 3] =
-    ["consensus/src/security/mod.rs", "consensus/src/security/tls.rs", "consensus/src/service.rs"];
+    ["platform/src/security/mod.rs", "platform/src/security/tls.rs", "platform/src/server_builder.rs"];
 
 /// Every crate's production sources (`*/src/**/*.rs`), relative to the workspace root.
 fn production_sources(root: &Path) -> Vec<PathBuf> {
@@ -53,7 +53,7 @@ fn every_server_and_endpoint_goes_through_security() {
                 assert!(
                     !line.contains(constructor),
                     "{name}:{}: {constructor} bypasses TLS and the token; use \
-                     consensus::server_builder(&security) or Security::endpoint",
+                     platform::server_builder(&security) or Security::endpoint",
                     number + 1
                 );
             }

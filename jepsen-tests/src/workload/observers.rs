@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use consensus::security::Security;
 use master::client::{ClientOptions, MasterClient};
+use platform::security::Security;
 use proto::pserver::p_server_service_client::PServerServiceClient;
 use tokio::sync::watch;
 

@@ -12,7 +12,7 @@ use super::options::{
     TRY_AGAIN_WAIT_MS_MIN,
 };
 use super::retrying::Retrying;
-use consensus::security::RpcChannel;
+use platform::security::RpcChannel;
 use proto::master::master_service_client::MasterServiceClient;
 use proto::master::ClientStamp;
 use std::future::Future;
@@ -200,7 +200,7 @@ impl MasterClient {
     }
 
     /// The TLS and token this client connects with (other clients of the job reuse them).
-    pub fn security(&self) -> &consensus::security::Security {
+    pub fn security(&self) -> &platform::security::Security {
         &self.options.security
     }
 

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use consensus::security::{RpcChannel, Security};
+use platform::security::{RpcChannel, Security};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 

@@ -32,11 +32,11 @@ async fn serve_held(held: Arc<HeldSlot>) -> PServerServiceClient<Channel> {
         PServerRpc::new(Arc::new(ShardCell::empty(SLOT, 2)), held, Arc::new(AtomicU64::new(0)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let limits = consensus::PortLimits::default();
-    let router = consensus::server_builder(&Default::default(), &limits)
+    let limits = platform::PortLimits::default();
+    let router = platform::server_builder(&Default::default(), &limits)
         .expect("an open server needs no files")
         .add_service(PServerServiceServer::new(rpc));
-    tokio::spawn(router.serve_with_incoming(consensus::incoming(listener, &limits)));
+    tokio::spawn(router.serve_with_incoming(platform::incoming(listener, &limits)));
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .expect("uri")
         .connect_lazy();

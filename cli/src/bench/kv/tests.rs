@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use consensus::kv_service::{run_node, KvClient, WRITERS_MAX};
+use super::service::{run_node, KvClient, WRITERS_MAX};
 use consensus::{NodeConfig, COMMAND_BYTES_MAX};
 use tokio::net::TcpListener;
 
@@ -57,7 +57,6 @@ struct SingleNode {
 
 impl SingleNode {
     async fn start() -> anyhow::Result<Self> {
-        crate::init_tracing();
         let root = tempfile::tempdir()?;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -74,7 +73,7 @@ impl SingleNode {
     async fn client(&self) -> anyhow::Result<KvClient> {
         let client = KvClient::connect(&self.addr).await?;
         for _ in 0..100 {
-            let info = consensus::kv_service::cluster_info(&self.addr).await?;
+            let info = super::service::cluster_info(&self.addr).await?;
             if info.leader_id == Some(1) {
                 return Ok(client);
             }

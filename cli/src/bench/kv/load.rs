@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use proto::kv::{LoadReply, LoadRequest};
 use tonic::Status;
 
-use crate::kv::{KvCommand, KvStore};
-use crate::kv_service::{KEYS_PER_WRITER, VALUE_BYTES_MAX, WRITERS_MAX};
-use crate::ConsensusNode;
+use super::service::{KEYS_PER_WRITER, VALUE_BYTES_MAX, WRITERS_MAX};
+use consensus::kv::{KvCommand, KvStore};
+use consensus::ConsensusNode;
 
 /// A load runs for ten minutes at most.
 const MILLIS_MAX: u32 = 600_000;

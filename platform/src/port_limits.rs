@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::network::MESSAGE_BYTES_MAX;
+use crate::endpoint::MESSAGE_BYTES_MAX;
 
 /// How often a server pings an HTTP/2 client that has been quiet: its pong is what a silent
 /// but live connection is heard by.

@@ -95,23 +95,6 @@ pub fn push_metric(text: &mut String, name: &str, kind: &str, help: &str, value:
     let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
 }
 
-/// Sets the Raft gauges of one node (`raftrain_raft_*`, and `raftrain_raft_info{node_id}`)
-/// from its metrics, at scrape time.
-pub fn record_raft_gauges(raft: &crate::Metrics) {
-    let leader = raft.current_leader.map_or(0.0, |id| id as f64);
-    let is_leader = raft.state == openraft::ServerState::Leader;
-    metrics::gauge!("raftrain_raft_info", "node_id" => raft.id.to_string()).set(1.0);
-    metrics::gauge!("raftrain_raft_term").set(raft.current_term as f64);
-    metrics::gauge!("raftrain_raft_leader_id").set(leader);
-    metrics::gauge!("raftrain_raft_is_leader").set(f64::from(u8::from(is_leader)));
-    metrics::gauge!("raftrain_raft_last_log_index")
-        .set(raft.last_log_index.map_or(0.0, |index| index as f64));
-    metrics::gauge!("raftrain_raft_last_applied_index")
-        .set(raft.last_applied.map_or(0.0, |log_id| log_id.index as f64));
-    metrics::gauge!("raftrain_raft_snapshot_index")
-        .set(raft.snapshot.map_or(0.0, |log_id| log_id.index as f64));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

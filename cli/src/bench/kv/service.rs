@@ -1,4 +1,4 @@
-//! A gRPC front for the key-value machine ([`crate::kv`]): the consensus benchmark runs it in
+//! A gRPC front for the key-value machine ([`consensus::kv`]): the consensus benchmark runs it in
 //! each node process beside the Raft service, and drives it with [`KvClient`].
 
 use std::future::Future;
@@ -14,13 +14,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::kv::{KvCommand, KvStore};
-use crate::kv_stream::PutStream;
-use crate::network::{endpoint, raft_client, MESSAGE_BYTES_MAX};
-use crate::security::{RpcChannel, Security};
-use crate::{
-    incoming, server_builder, ClusterInfo, ConsensusNode, NodeConfig, PortLimits, WriteError,
-};
+use super::stream::PutStream;
+use consensus::kv::{KvCommand, KvStore};
+use consensus::network::{endpoint, raft_client};
+use consensus::{ClusterInfo, ConsensusNode, NodeConfig, WriteError};
+use platform::security::{RpcChannel, Security};
+use platform::MESSAGE_BYTES_MAX;
+use platform::{incoming, server_builder, PortLimits};
 
 /// Metadata key of the leader's address on an `UNAVAILABLE` answer from a follower.
 pub const LEADER_METADATA_KEY: &str = "x-raftrain-leader";
@@ -54,12 +54,12 @@ impl KvService for KvServer {
         &self,
         request: Request<Streaming<PutRequest>>,
     ) -> Result<Response<Self::PutStreamStream>, Status> {
-        let replies = crate::kv_stream::serve(self.node.clone(), request.into_inner());
+        let replies = super::stream::serve(self.node.clone(), request.into_inner());
         Ok(Response::new(replies))
     }
 
     async fn load(&self, request: Request<LoadRequest>) -> Result<Response<LoadReply>, Status> {
-        crate::kv_load::run(&self.node, request.into_inner()).await.map(Response::new)
+        super::load::run(&self.node, request.into_inner()).await.map(Response::new)
     }
 }
 

@@ -13,9 +13,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Status, Streaming};
 
-use crate::kv::{KvCommand, KvStore};
-use crate::kv_service::write_status;
-use crate::ConsensusNode;
+use super::service::write_status;
+use consensus::kv::{KvCommand, KvStore};
+use consensus::ConsensusNode;
 
 /// Answers the requests of one stream in order; the first failed write ends the stream with
 /// its status, as does a request that does not decode.

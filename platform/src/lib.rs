@@ -1,0 +1,41 @@
+//! The RPC platform every raftrain process stands on: who may connect and how, how much a
+//! connection may make a server hold, and what every server measures. Nothing here knows Raft,
+//! tasks or parameters.
+//!
+//! Code map:
+//! - `security`: TLS on every connection and the cluster token on every call ([`Security`],
+//!   loaded once from the command line's files).
+//! - `endpoint` and `server_builder`: the only ways a client dials and a server is built, with
+//!   the message and HTTP/2 window sizes they agree on. A tidy test keeps tonic's own
+//!   constructors out of every other file.
+//! - `port_limits` ([`PortLimits`]) bounds what a peer can make a server hold: connections
+//!   (`guarded_listener`, `guarded_stream`: connection count, first bytes, idle time), and the
+//!   bytes of unfinished requests (`request_budget`, `budget_body`, `grpc_framing`).
+//! - `rpc_metrics`: every call's latency and errors; `telemetry`: the process's Prometheus
+//!   recorder; `metrics_http`: the `/metrics`, `/healthz` and `/readyz` server.
+//!
+//! Architecture invariants:
+//! - No server is built and no endpoint dialled except through [`server_builder`] and
+//!   [`endpoint`] (or `Security::endpoint`), so nothing skips TLS, the token or the limits.
+//! - Each crate describes the metrics it records next to its own code; this crate describes
+//!   only the build's and the RPC layer's.
+
+mod budget_body;
+pub mod endpoint;
+mod grpc_framing;
+mod guarded_listener;
+mod guarded_stream;
+pub mod metrics_http;
+pub mod port_limits;
+mod request_budget;
+pub mod rpc_metrics;
+pub mod security;
+mod server_builder;
+pub mod telemetry;
+
+pub use endpoint::{endpoint, CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
+pub use guarded_listener::{incoming, GuardedListener};
+pub use guarded_stream::GuardedStream;
+pub use port_limits::PortLimits;
+pub use security::Security;
+pub use server_builder::{server_builder, ServerBuilder};
