@@ -174,8 +174,7 @@ const SNAPSHOT_CHUNK_BYTES_MAX: u64 = 3 * 1024 * 1024;
 
 // A chunk plus its request (vote, meta with the membership) fits one gRPC message, and a whole
 // snapshot is at most what a receiver accepts (`rpc_bounds`) and decodes (`snapshot_file`).
-const _: () =
-    assert!(SNAPSHOT_CHUNK_BYTES_MAX + 1024 * 1024 <= platform::MESSAGE_BYTES_MAX as u64);
+const _: () = assert!(SNAPSHOT_CHUNK_BYTES_MAX + 1024 * 1024 <= platform::MESSAGE_BYTES_MAX as u64);
 const _: () = assert!(
     crate::snapshot_file::STATE_SNAPSHOT_BYTES_MAX as u64
         <= crate::snapshot_file::SNAPSHOT_BYTES_MAX

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use master::client::{ClientOptions, MasterClient};
+use client::{ClientOptions, MasterClient};
 
 use crate::history::{History, OpKind, Operation, Value, SUPERVISOR_PROCESS};
 use crate::netns::Namespaces;

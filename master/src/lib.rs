@@ -5,7 +5,6 @@
 //! into `consensus`; `service` and `leader` run on every replica and act only while it leads;
 //! `replica` starts them on one node and `run` serves that on a port.
 
-pub mod client;
 pub mod clock;
 mod config;
 mod dataset_scan;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use master::client::{CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotLease};
+use client::{CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotLease};
 use storage::checkpoint::{
     CheckpointDir, CheckpointError, CheckpointHeader, ParamShape, WrittenCheckpoint,
 };

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use master::client::CheckpointMeta;
+use client::CheckpointMeta;
 use storage::checkpoint::{parse_file_name, read_checkpoint, Checkpoint, CheckpointDir};
 
 use crate::block_state::BlockState;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use master::client::{ClientOptions, MasterClient, SlotLease};
+use client::{ClientOptions, MasterClient, SlotLease};
 use platform::security::Security;
 use platform::PortLimits;
 use proto::pserver::p_server_service_server::PServerServiceServer;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use master::client::{new_slot_secret, ClientError, MasterClient, SlotLease};
+use client::{new_slot_secret, ClientError, MasterClient, SlotLease};
 use tokio::sync::watch;
 
 use crate::held_slot::HeldSlot;

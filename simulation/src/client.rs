@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use master::client::{ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome};
+use client::{ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome};
 
 use crate::config::SimulationConfig;
 use crate::history::{AckedWrite, Fact, History, OperationType};

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use master::client::Dialer;
+use client::Dialer;
 use platform::security::RpcChannel;
 use tonic::body::Body;
 use tower::util::BoxCloneSyncService;

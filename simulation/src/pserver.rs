@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use master::client::{
+use client::{
     CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotLease, SlotSecret,
 };
 

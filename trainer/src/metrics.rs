@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use master::client::MasterClient;
+use client::MasterClient;
 use pserver::client::PServerClient;
 
 /// Counters and gauges of one trainer.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use master::client::{ClientOptions, Fault, MasterClient, Task, TaskOutcome};
+use client::{ClientOptions, Fault, MasterClient, Task, TaskOutcome};
 use platform::security::Security;
 use pserver::client::{PServerClient, PServerClientOptions};
 use pserver::layout::{JobLayout, ParamSpec};

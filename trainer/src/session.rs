@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use master::client::{ClientError, MasterClient};
+use client::{ClientError, MasterClient};
 use tokio::sync::watch;
 
 use crate::metrics::TrainerMetrics;

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use anyhow::Context as _;
-use master::client::Task;
+use client::Task;
 use pserver::client::{PServerClient, PServerClientError};
 use pserver::layout::JobLayout;
 

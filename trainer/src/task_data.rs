@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use master::client::{ChunkRef, Fault};
+use client::{ChunkRef, Fault};
 use storage::recordio::{read_expected_chunk, DecodedChunk, ErrorKind, RecordIoError};
 
 use crate::batch::{Batch, BatchBuilder};

@@ -9,7 +9,7 @@ use super::table::Table;
 use crate::process_group::{free_loopback_addrs, percentile_ms, resident_bytes, ProcessGroup};
 use anyhow::Context as _;
 use clap::Args;
-use master::client::{ClientOptions, MasterClient};
+use client::{ClientOptions, MasterClient};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! group allows, and the probe that times a failover from the kill to the first GetTask.
 
 use anyhow::Context as _;
-use master::client::{ClientOptions, MasterClient, TaskOutcome};
+use client::{ClientOptions, MasterClient, TaskOutcome};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
-use master::client::{ClientOptions, MasterClient};
+use client::{ClientOptions, MasterClient};
 use pserver::client::{PServerClient, PServerClientOptions};
 use pserver::layout::{JobLayout, ParamSpec, BLOCK_ELEMENTS_DEFAULT};
 use pserver::optimizer::{OptimizerConfig, OptimizerKind};

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use master::client::{ClientOptions, MasterClient};
+use client::{ClientOptions, MasterClient};
 use platform::security::Security;
 use proto::master::StatusReply;
 

@@ -10,7 +10,7 @@ mod view;
 use std::time::Duration;
 
 use clap::Args;
-use master::client::{ClientOptions, MasterClient};
+use client::{ClientOptions, MasterClient};
 use platform::security::{Security, SecurityFiles};
 
 use view::{snapshot_json, snapshot_text, Snapshot};

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use master::client::{new_slot_secret, CheckpointMeta, CheckpointRecorded};
+use client::{new_slot_secret, CheckpointMeta, CheckpointRecorded};
 use pserver::block_state::BlockState;
 use pserver::checkpointer::{Checkpointer, Round};
 use pserver::held_slot::HeldSlot;

@@ -4,7 +4,7 @@
 
 use crate::master_group::MasterGroup;
 use crate::task_consumer::{report_dataset, write_dataset};
-use master::client::{ClientError, DatasetSizes, MasterClient};
+use client::{ClientError, DatasetSizes, MasterClient};
 
 /// Reports `patterns` as job "job" through the client.
 async fn report(client: &MasterClient, patterns: Vec<String>) -> Result<DatasetSizes, ClientError> {

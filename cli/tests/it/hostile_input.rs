@@ -25,7 +25,8 @@ where
     Message: prost::Message + Send + Sync + 'static,
     Reply: prost::Message + Default + Send + Sync + 'static,
 {
-    let endpoint = consensus::network::endpoint(security, addr).expect("an endpoint");
+    let endpoint =
+        platform::endpoint(security, addr, std::time::Duration::from_secs(1)).expect("an endpoint");
     let mut grpc = Grpc::new(security.channel(&endpoint));
     grpc.ready().await.map_err(|error| tonic::Status::unavailable(error.to_string()))?;
     let mut request = tonic::Request::new(message);

@@ -2,7 +2,7 @@
 //! and restart replicas, find the leader. Every process is killed when the group is dropped
 //! (the processes run under the workspace's one supervisor, `supervisor`).
 
-use master::client::{ClientOptions, MasterClient};
+use client::{ClientOptions, MasterClient};
 use proto::master::master_service_client::MasterServiceClient;
 use proto::master::StatusReply;
 use std::path::PathBuf;

@@ -4,7 +4,7 @@
 use crate::command::{raftrain, raftrain_ok};
 use crate::master_group::MasterGroup;
 use crate::task_consumer::write_dataset;
-use master::client::{ClientError, Fault, LEADER_METADATA_KEY};
+use client::{ClientError, Fault, LEADER_METADATA_KEY};
 use proto::master::{ClientStamp, ReportDatasetRequest};
 use std::time::Duration;
 
@@ -103,7 +103,7 @@ async fn watch_streams_pserver_changes() {
     let mut watch = client.watch_pservers();
     let first = watch.next().await.expect("a table").expect("the watch is open");
     assert!(first.pservers.is_empty());
-    let secret = master::client::new_slot_secret();
+    let secret = client::new_slot_secret();
     let lease = client.claim_slot("127.0.0.1:7101", 2, secret).await.expect("claim a slot");
     let lease = lease.expect("a free slot is granted");
     let next = tokio::time::timeout(Duration::from_secs(10), watch.next())
@@ -207,9 +207,7 @@ async fn repeated_reports_repeat_the_answer_until_a_file_changes() {
 /// with generations (a stale checkpoint and a wrong generation told apart), evals, the table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_typed_client_covers_every_call() {
-    use master::client::{
-        new_slot_secret, CheckpointMeta, CheckpointRecorded, SlotLease, TaskOutcome,
-    };
+    use client::{new_slot_secret, CheckpointMeta, CheckpointRecorded, SlotLease, TaskOutcome};
     let group = MasterGroup::start(3, &[]);
     let client = group.client();
     let dataset = write_dataset(group.dir.path(), 3);

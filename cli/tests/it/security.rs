@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use bincode::Options as _;
-use master::client::{ClientOptions, MasterClient};
+use client::{ClientOptions, MasterClient};
 use openraft::{CommittedLeaderId, LogId, Vote};
 use platform::security::{Security, SecurityFiles};
 use proto::pserver::p_server_service_client::PServerServiceClient;
@@ -169,7 +169,8 @@ async fn masters_refuse_outsiders() {
 /// security; asserts it is refused as UNAUTHENTICATED.
 async fn forged_vote(addr: &str, files: &SecurityFiles, term: u64) {
     let security = Security::load(files).expect("the test's files load");
-    let endpoint = consensus::network::endpoint(&security, addr).expect("an endpoint");
+    let endpoint = platform::endpoint(&security, addr, std::time::Duration::from_secs(1))
+        .expect("an endpoint");
     let mut raft = RaftServiceClient::new(security.channel(&endpoint));
     let last_log_id = Some(LogId::new(CommittedLeaderId::new(term, 3), 1_000_000));
     let vote = openraft::raft::VoteRequest { vote: Vote::new(term, 3), last_log_id };
@@ -242,7 +243,8 @@ async fn pservers_refuse_outsiders() {
 
 async fn pserver_status(addr: &str, files: &SecurityFiles) -> Result<(), tonic::Status> {
     let security = Security::load(files).expect("the test's files load");
-    let endpoint = consensus::network::endpoint(&security, addr).expect("an endpoint");
+    let endpoint = platform::endpoint(&security, addr, std::time::Duration::from_secs(1))
+        .expect("an endpoint");
     let mut client = PServerServiceClient::new(security.channel(&endpoint));
     let mut request = tonic::Request::new(proto::pserver::StatusRequest {});
     request.set_timeout(Duration::from_secs(2));
@@ -280,7 +282,8 @@ async fn raft_on_its_own_port() {
     tracing::info!("--- the client port has no Raft service; the peer port has no master service");
     let security = Security::load(&pki.cluster).expect("the test's files load");
     let raft_at = |addr: &str| {
-        let endpoint = consensus::network::endpoint(&security, addr).expect("an endpoint");
+        let endpoint = platform::endpoint(&security, addr, std::time::Duration::from_secs(1))
+            .expect("an endpoint");
         RaftServiceClient::new(security.channel(&endpoint))
     };
     let leader_index = leader as usize - 1;

@@ -1,7 +1,7 @@
 //! A simulated trainer for end-to-end tests: registers, then fetches and finishes tasks through
 //! `MasterClient` until the job finishes, recording every accepted completion.
 
-use master::client::{MasterClient, Task, TaskOutcome};
+use client::{MasterClient, Task, TaskOutcome};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -10,8 +10,11 @@ const CONSTRUCTORS: [&str; 3] =
     ["Server::builder()", "Endpoint::from_shared", "Endpoint::from_static"];
 
 /// The files allowed to call them (they are how everything else gets TLS and the token).
-const ALLOWED: [&str; 3] =
-    ["platform/src/security/mod.rs", "platform/src/security/tls.rs", "platform/src/server_builder.rs"];
+const ALLOWED: [&str; 3] = [
+    "platform/src/security/mod.rs",
+    "platform/src/security/tls.rs",
+    "platform/src/server_builder.rs",
+];
 
 /// Every crate's production sources (`*/src/**/*.rs`), relative to the workspace root.
 fn production_sources(root: &Path) -> Vec<PathBuf> {

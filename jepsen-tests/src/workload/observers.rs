@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use master::client::{ClientOptions, MasterClient};
+use client::{ClientOptions, MasterClient};
 use platform::security::Security;
 use proto::pserver::p_server_service_client::PServerServiceClient;
 use tokio::sync::watch;
@@ -99,7 +99,7 @@ pub async fn poll_pservers(history: &History, pservers: &[String]) {
 
 async fn pserver_slot(addr: &str) -> Result<(u32, u64), tonic::Status> {
     let security = Security::default();
-    let endpoint = consensus::network::endpoint(&security, addr)
+    let endpoint = platform::endpoint(&security, addr, std::time::Duration::from_secs(1))
         .map_err(|error| tonic::Status::invalid_argument(error.to_string()))?;
     let mut client = PServerServiceClient::new(security.channel(&endpoint));
     let mut request = tonic::Request::new(proto::pserver::StatusRequest {});

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use master::client::{ClientError, ClientOptions, Fault, MasterClient, TaskOutcome};
+use client::{ClientError, ClientOptions, Fault, MasterClient, TaskOutcome};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 use tokio::sync::watch;

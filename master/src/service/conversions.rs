@@ -58,15 +58,6 @@ pub(crate) fn secret(bytes: &[u8]) -> Result<SlotSecret, Status> {
     })
 }
 
-pub(crate) fn checkpoint_to_proto(meta: &CheckpointMeta) -> pb::CheckpointMeta {
-    pb::CheckpointMeta {
-        path: meta.path.clone(),
-        step: meta.step,
-        crc32: meta.crc32,
-        created_ms: meta.created_ms,
-    }
-}
-
 pub(crate) fn checkpoint_from_proto(
     meta: Option<pb::CheckpointMeta>,
 ) -> Result<CheckpointMeta, Status> {

@@ -2,9 +2,9 @@
 //! (stamped with the leader's clock and the client's stamp), and maps the state machine's
 //! answer back to a reply. Reads are linearizable; heartbeats touch only leader soft state.
 
-use super::conversions::{
-    checkpoint_from_proto, checkpoint_to_proto, generation, secret, stamp, task,
-};
+use client::checkpoint_to_proto;
+
+use super::conversions::{checkpoint_from_proto, generation, secret, stamp, task};
 use super::dataset_report::{
     repeated_report, report_in_batches, scan_status, validate_patterns, DatasetReport,
     DatasetScanner,

@@ -10,6 +10,5 @@ mod status_mapping;
 mod status_view;
 mod watch;
 
-pub(crate) use conversions::checkpoint_to_proto;
 pub use master_rpc::MasterRpc;
 pub(crate) use proposer::Proposer;

@@ -1,11 +1,11 @@
 //! The one mapping from master outcomes to gRPC statuses. "Not the leader" is `UNAVAILABLE`
 //! with the leader's address in `x-raftrain-leader`, which `MasterClient` follows.
 
-use crate::client::{
+use crate::state::Response;
+use client::{
     LEADER_METADATA_KEY, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST,
     REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
 };
-use crate::state::Response;
 use consensus::WriteError;
 use tonic::metadata::MetadataValue;
 use tonic::Status;

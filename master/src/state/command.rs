@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::chunk_list::ChunkList;
 use super::dataset::{ChunkRef, QueuePolicy};
-use super::fault::Fault;
 use super::pserver_slots::CheckpointMeta;
-use super::slot_secret::SlotSecret;
+use client::Fault;
+use client::SlotSecret;
 
 /// One transition of the replicated master state.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

@@ -18,18 +18,7 @@ pub const DATASET_PATH_BYTES_MAX: u64 = 32 << 20;
 /// sessions keep) whatever the leader's flags say.
 pub const CHUNKS_PER_TASK_MAX: u32 = 1024;
 
-/// One RecordIO chunk, located by the leader's scan of chunk headers.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct ChunkRef {
-    /// The RecordIO file holding the chunk.
-    pub path: String,
-    /// Where the chunk header starts in the file.
-    pub offset: u64,
-    /// The payload size from the header, so a reader can check it before reading.
-    pub compressed_size: u32,
-    /// The record count from the header, for progress and sanity checks.
-    pub record_count: u32,
-}
+pub use client::ChunkRef;
 
 /// How the queue cuts, times and retries tasks. Stamped by the leader from its flags into the
 /// first dataset report, then fixed for the job so every replica agrees.

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::fault::Fault;
 use super::invariant::InvariantViolation;
+use client::Fault;
 
 /// The most (task, trainer) pairs the job remembers. Past it, a content failure from a trainer
 /// not remembered spends the budget (the rule before trainers were told apart) and a local one

@@ -3,9 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::dataset::Dataset;
-use super::fault::Fault;
 use super::response::{Response, TaskAssignment};
 use super::task_queue::{Report, TaskQueue};
+use client::Fault;
 
 /// A reported dataset together with the queue cut from it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

@@ -17,10 +17,10 @@ use super::pserver_slots::{
 use super::request::ClientStamp;
 use super::response::{Response, TaskAssignment};
 use super::sessions::{Member, Sessions, SESSION_COUNT_MAX, STRANGER_SESSION_COUNT_MAX};
-use super::slot_secret::SlotSecret;
 use super::task::PendingTask;
 use super::task_queue::{TaskQueue, FAILURE_REASONS_BYTES_MAX, FAILURE_REASON_BYTES_MAX};
 use super::trainer_registry::{TRAINER_COUNT_MAX, TRAINER_NAME_BYTES_MAX};
+use client::SlotSecret;
 
 /// One file per chunk (so file indices take their widest varints), with paths that use the
 /// whole path budget, and offsets, sizes and counts at their widest.

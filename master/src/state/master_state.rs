@@ -8,7 +8,6 @@ use super::command::Command;
 use super::dataset::{chunks_digest, ChunkRef, QueuePolicy};
 use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
 use super::eval::EvalRecord;
-use super::fault::Fault;
 use super::job::Job;
 use super::members;
 use super::pserver_slots::PServerSlots;
@@ -16,11 +15,12 @@ use super::repeated_report::{AcceptedReport, ReportedFile};
 use super::request::{decode_request, Request};
 use super::response::{encode_response, Response};
 use super::sessions::{request_digest, Lookup, Sessions};
-use super::slot_secret::SlotSecret;
 use super::snapshot_layout;
 use super::status::{FailedTaskView, PServerSlotView, StatusView, TrainerView};
 use super::task_queue::{truncate, FAILURE_REASON_BYTES_MAX};
 use super::trainer_registry::TrainerRegistry;
+use client::Fault;
+use client::SlotSecret;
 
 /// The failure reason recorded for a task that missed its deadline.
 pub const TIMED_OUT_REASON: &str = "timed out";

@@ -61,7 +61,6 @@ mod dataset;
 mod dataset_loading;
 mod eval;
 mod failers;
-mod fault;
 mod invariant;
 mod job;
 mod limits;
@@ -72,7 +71,6 @@ mod repeated_report;
 mod request;
 mod response;
 mod sessions;
-mod slot_secret;
 mod snapshot_layout;
 mod snapshot_legacy_slots;
 mod status;
@@ -81,6 +79,8 @@ mod task_queue;
 mod trainer_registry;
 
 pub use chunk_list::{ChunkList, ChunkSpan};
+pub use client::Fault;
+pub use client::{SlotSecret, SLOT_SECRET_BYTES};
 pub use codec::{DecodeError, REQUEST_BYTES_MAX, SNAPSHOT_BYTES_MAX};
 pub use command::Command;
 pub use dataset::{
@@ -90,7 +90,6 @@ pub use dataset::{
 pub use dataset_loading::LOADING_IDLE_MS_MAX;
 pub use eval::EvalRecord;
 pub use failers::FAILERS_COUNT_MAX;
-pub use fault::Fault;
 pub use invariant::InvariantViolation;
 pub use master_state::{MasterState, FAILED_TASKS_SHOWN_MAX, TIMED_OUT_REASON};
 pub use pserver_slots::check_addr as check_pserver_addr;
@@ -105,7 +104,6 @@ pub use sessions::{
     MEMBER_SESSION_COUNT_MAX, SESSION_COUNT_MAX, SESSION_IDLE_MS_MAX, SESSION_RETRY_MS_MAX,
     STRANGER_SESSION_COUNT_MAX,
 };
-pub use slot_secret::{SlotSecret, SLOT_SECRET_BYTES};
 pub use status::{FailedTaskView, PServerSlotView, StatusView, TrainerView};
 pub use task_queue::{
     truncate as truncate_reason, FAILURE_REASONS_BYTES_MAX, FAILURE_REASON_BYTES_MAX,

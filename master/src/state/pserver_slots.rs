@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::response::Response;
-use super::slot_secret::SlotSecret;
+use client::SlotSecret;
 
 /// The most pservers a job may ask for.
 pub const PSERVER_COUNT_MAX: u32 = 1024;
@@ -26,18 +26,7 @@ pub const PSERVER_ADDR_BYTES_MAX: usize = 256;
 /// The longest checkpoint path accepted.
 pub const CHECKPOINT_PATH_BYTES_MAX: usize = 4096;
 
-/// Where a slot's latest checkpoint file is and how to check it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct CheckpointMeta {
-    /// The checkpoint file, as the pserver wrote it.
-    pub path: String,
-    /// The pserver's update step at the checkpoint; a higher step is newer.
-    pub step: u64,
-    /// crc32 of the file, checked before restoring.
-    pub crc32: u32,
-    /// When the pserver wrote it (its clock), for people reading status.
-    pub created_ms: u64,
-}
+pub use client::CheckpointMeta;
 
 /// Who holds a slot, and under which generation.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

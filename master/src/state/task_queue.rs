@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::dataset::QueuePolicy;
 use super::failers::Failers;
-use super::fault::Fault;
 use super::task::{PendingTask, Task};
+use client::Fault;
 
 /// The longest failure reason kept for one task; longer ones are cut (on a character
 /// boundary): the reason is for a person and must not bloat the state.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use master::client::{MasterClient, PServerTable};
+use client::{MasterClient, PServerTable};
 use proto::pserver as pb;
 use tokio::task::JoinSet;
 use tonic::{Code, Status};

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use master::client::{MasterClient, PServerTable};
+use client::{MasterClient, PServerTable};
 use platform::security::{RpcChannel, Security};
 use proto::pserver::p_server_service_client::PServerServiceClient;
 use tokio::sync::watch;

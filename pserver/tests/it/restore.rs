@@ -1,7 +1,7 @@
 //! Restore takes the recorded checkpoint, falls back to an older file of the slot when the
 //! newest is damaged or missing, and never serves zeros when none is usable.
 
-use master::client::CheckpointMeta;
+use client::CheckpointMeta;
 use pserver::restore::restore;
 use pserver::shard::Shard;
 use storage::checkpoint::{CheckpointDir, CheckpointHeader, ParamShape, WrittenCheckpoint};

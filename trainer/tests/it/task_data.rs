@@ -1,7 +1,7 @@
 //! A task's chunks are checked against what the master recorded, and bad records are refused
 //! naming the file, the chunk and the record.
 
-use master::client::{ChunkRef, Fault};
+use client::{ChunkRef, Fault};
 use proto::example::Example;
 use proto::Message as _;
 use storage::recordio::{FileIndex, Writer, WriterOptions};

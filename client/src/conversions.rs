@@ -82,7 +82,15 @@ pub(crate) fn checkpoint_from_proto(meta: pb::CheckpointMeta) -> CheckpointMeta 
 }
 
 /// The request form of a checkpoint: the service's conversion, the same in both directions.
-pub(crate) use crate::service::checkpoint_to_proto;
+/// The wire form of checkpoint metadata (the master's replies and the pserver's records).
+pub fn checkpoint_to_proto(meta: &CheckpointMeta) -> pb::CheckpointMeta {
+    pb::CheckpointMeta {
+        path: meta.path.clone(),
+        step: meta.step,
+        crc32: meta.crc32,
+        created_ms: meta.created_ms,
+    }
+}
 
 pub(crate) fn pserver_table(reply: pb::ListPServersReply) -> PServerTable {
     let pservers = reply

@@ -1,7 +1,38 @@
 //! What `MasterClient`'s typed calls answer: plain Rust values, so pservers and trainers never
-//! see protobuf. Conversions from the wire live in `conversions.rs`.
+//! see protobuf. Conversions from the wire live in `conversions.rs`. `ChunkRef`,
+//! `CheckpointMeta`, `Fault` and `SlotSecret` are also what the master's replicated state holds:
+//! their serde form is inside every snapshot, so their fields never change order or type.
 
-pub use crate::state::{CheckpointMeta, ChunkRef, Fault, SlotSecret};
+use serde::{Deserialize, Serialize};
+
+pub use crate::fault::Fault;
+pub use crate::slot_secret::SlotSecret;
+
+/// One RecordIO chunk, located by the leader's scan of chunk headers.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ChunkRef {
+    /// The RecordIO file holding the chunk.
+    pub path: String,
+    /// Where the chunk header starts in the file.
+    pub offset: u64,
+    /// The payload size from the header, so a reader can check it before reading.
+    pub compressed_size: u32,
+    /// The record count from the header, for progress and sanity checks.
+    pub record_count: u32,
+}
+
+/// Where a slot's latest checkpoint file is and how to check it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointMeta {
+    /// The checkpoint file, as the pserver wrote it.
+    pub path: String,
+    /// The pserver's update step at the checkpoint; a higher step is newer.
+    pub step: u64,
+    /// crc32 of the file, checked before restoring.
+    pub crc32: u32,
+    /// When the pserver wrote it (its clock), for people reading status.
+    pub created_ms: u64,
+}
 
 /// A fresh claim secret: 128 bits from the OS's random source, told to nobody but the master.
 pub fn new_slot_secret() -> SlotSecret {

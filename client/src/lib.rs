@@ -1,0 +1,38 @@
+//! The client of a raftrain master group: `MasterClient`, the typed API pservers, trainers,
+//! tools and the Python package use to reach whichever master leads, and the values it hands
+//! out. It links neither openraft nor sled: it speaks to the masters only over the wire.
+//!
+//! Code map: `master_client` is the machinery (leader discovery, redirects, retries with
+//! jittered backoff inside a deadline or without one, one stamp per logical write; `retrying`
+//! is one call's retry state; `discovery` asks members who leads); `typed_calls` is the API,
+//! one method per RPC; `types`, `fault`, `slot_secret` and `status` are the values it answers,
+//! and `conversions` the only place that turns protobuf into them; `watch` follows the pserver
+//! table across leader changes.
+
+mod conversions;
+mod discovery;
+mod error;
+mod fault;
+mod master_client;
+mod options;
+mod retrying;
+mod slot_secret;
+mod typed_calls;
+mod types;
+mod watch;
+
+pub use conversions::checkpoint_to_proto;
+pub use error::{
+    ClientError, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST,
+    REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
+};
+pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
+pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
+pub use slot_secret::SLOT_SECRET_BYTES;
+pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
+pub use types::new_slot_secret;
+pub use types::{
+    CheckpointMeta, CheckpointRecorded, ChunkRef, DatasetSizes, Fault, PServerEntry, PServerTable,
+    SlotLease, SlotSecret, Task, TaskOutcome, TrainerRegistration,
+};
+pub use watch::PServerWatch;
