@@ -17,6 +17,8 @@ mod master_client;
 mod options;
 mod retrying;
 mod slot_secret;
+mod status;
+mod status_conversions;
 mod typed_calls;
 mod types;
 mod watch;
@@ -29,6 +31,10 @@ pub use error::{
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
 pub use slot_secret::SLOT_SECRET_BYTES;
+pub use status::{
+    CheckpointStatus, EvalStatus, FailedTask, GroupView, JobStatus, Member, PServerStatus,
+    TrainerStatus,
+};
 pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
 pub use types::new_slot_secret;
 pub use types::{

@@ -7,6 +7,8 @@ use super::conversions::{
 };
 use super::error::ClientError;
 use super::master_client::{service_client, timed, MasterClient};
+use super::status::{GroupView, JobStatus};
+use super::status_conversions::{group_view, job_status};
 use super::types::{
     CheckpointMeta, CheckpointRecorded, DatasetSizes, Fault, PServerTable, SlotLease, SlotSecret,
     TaskOutcome, TrainerRegistration,
@@ -236,27 +238,25 @@ impl MasterClient {
         Ok(dataset_sizes(reply))
     }
 
-    /// The job and cluster state (linearizable), as the master's status reply.
-    pub async fn status(&self) -> Result<pb::StatusReply, ClientError> {
+    /// The job and the group as the leader sees them (a linearizable read).
+    pub async fn status(&self) -> Result<JobStatus, ClientError> {
         let timeout = self.rpc_timeout();
-        self.call("Status", |mut service| async move {
-            service.status(timed(pb::StatusRequest {}, timeout)).await
-        })
-        .await
+        let reply = self
+            .call("Status", |mut service| async move {
+                service.status(timed(pb::StatusRequest {}, timeout)).await
+            })
+            .await?;
+        Ok(job_status(reply))
     }
 
-    /// The cluster as the leader sees it.
     /// One master's own view of the group, asked of `addr` directly (no leader needed, no
     /// redirect): what `status` shows for each member, also without a quorum.
-    pub async fn member_info(
-        &self,
-        addr: &str,
-    ) -> Result<proto::raft::ClusterInfoReply, ClientError> {
+    pub async fn member_info(&self, addr: &str) -> Result<GroupView, ClientError> {
         let mut service = service_client(addr, self.options())?;
         let request = timed(proto::raft::ClusterInfoRequest::default(), self.rpc_timeout());
         let reply = service.cluster_info(request).await;
         reply
-            .map(tonic::Response::into_inner)
+            .map(|reply| group_view(reply.into_inner()))
             .map_err(|status| ClientError::from_status("ClusterInfo", &status))
     }
 

@@ -230,8 +230,9 @@ impl Cluster {
         let mut best: Option<(u64, u64)> = None;
         for addr in &self.master_addrs {
             let Ok(info) = client.member_info(addr).await else { continue };
-            if info.leader_id != 0 && best.is_none_or(|(term, _)| info.term > term) {
-                best = Some((info.term, info.leader_id));
+            let Some(leader_id) = info.leader_id else { continue };
+            if best.is_none_or(|(term, _)| info.term > term) {
+                best = Some((info.term, leader_id));
             }
         }
         best.map(|(_, leader)| leader as usize - 1)
@@ -285,7 +286,9 @@ impl Cluster {
         let Ok(member) = client.member_info(&self.master_addrs[index]).await else {
             return false;
         };
-        let Some(leader) = (member.leader_id as usize).checked_sub(1) else { return false };
+        let Some(leader) = member.leader_id.and_then(|id| (id as usize).checked_sub(1)) else {
+            return false;
+        };
         let Some(leader_addr) = self.master_addrs.get(leader) else { return false };
         let Ok(leading) = client.member_info(leader_addr).await else { return false };
         let agreed = leading.leader_id == member.leader_id && leading.term == member.term;

@@ -161,8 +161,8 @@ async fn leader_index(addrs: &[String], call_deadline: Duration) -> anyhow::Resu
     let options = ClientOptions { call_deadline: Some(call_deadline), ..ClientOptions::default() };
     let client = MasterClient::new(addrs, options)?;
     let status = client.status().await?;
-    let leader = status.cluster.context("status names the cluster")?.leader_id;
-    anyhow::ensure!(leader >= 1, "status came from no leader");
+    let leader = status.group.leader_id.context("status came from no leader")?;
+    anyhow::ensure!(leader >= 1, "status names leader 0");
     Ok(leader as usize - 1)
 }
 

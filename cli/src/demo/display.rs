@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
+use client::JobStatus;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use proto::master::StatusReply;
 
 pub struct Display {
     bars: MultiProgress,
@@ -40,12 +40,11 @@ impl Display {
         }
     }
 
-    pub fn update(&self, status: &StatusReply, finished_tasks: u64) {
+    pub fn update(&self, status: &JobStatus, finished_tasks: u64) {
         let per_pass = status.todo + status.pending + status.done + status.failed;
         let rate = finished_tasks as f64 * self.examples_per_task
             / self.started.elapsed().as_secs_f64().max(1e-3);
-        let cluster = status.cluster.as_ref();
-        let (leader, term) = cluster.map_or((0, 0), |cluster| (cluster.leader_id, cluster.term));
+        let (leader, term) = (status.group.leader_id.unwrap_or(0), status.group.term);
         let eval = status.eval.as_ref().map_or_else(String::new, |eval| {
             format!(" | eval loss {:.3} acc {:.3}", eval.loss, eval.accuracy)
         });

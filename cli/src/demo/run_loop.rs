@@ -5,9 +5,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use client::JobStatus;
 use client::{ClientOptions, MasterClient};
 use platform::security::Security;
-use proto::master::StatusReply;
 
 use super::cluster::{DemoCluster, Job};
 use super::display::Display;
@@ -57,7 +57,7 @@ pub async fn run(
             )
         });
         display.update(&status, progress.finished);
-        let term = status.cluster.as_ref().map_or(0, |cluster| cluster.term);
+        let term = status.group.term;
         records.iter_mut().for_each(|record| record.observe(progress.finished, term));
         if let Some(&(fault, share)) = plan.get(records.len()) {
             if progress.finished as f64 >= share * progress.total as f64 && !status.job_finished {
@@ -83,7 +83,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn of(status: &StatusReply, passes: u32) -> Option<Self> {
+    fn of(status: &JobStatus, passes: u32) -> Option<Self> {
         let per_pass = status.todo + status.pending + status.done + status.failed;
         if per_pass == 0 {
             return None;
@@ -102,11 +102,10 @@ impl Progress {
 fn strike(
     fault: Fault,
     cluster: &mut DemoCluster,
-    status: &StatusReply,
+    status: &JobStatus,
     finished: u64,
 ) -> anyhow::Result<FaultRecord> {
-    let (leader, term) =
-        status.cluster.as_ref().map_or((0, 0), |cluster| (cluster.leader_id, cluster.term));
+    let (leader, term) = (status.group.leader_id.unwrap_or(0), status.group.term);
     let (process, detail) = match fault {
         Fault::Leader => (
             cluster.master_process(leader.saturating_sub(1) as usize),

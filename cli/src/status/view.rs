@@ -1,8 +1,7 @@
 //! How `raftrain status` shows a `Snapshot`: one JSON object (the contract scripts and tests
 //! rely on: every key always present, `null` for what is unknown) or text for a person.
 
-use proto::master::StatusReply;
-use proto::raft::ClusterInfoReply;
+use client::{GroupView, JobStatus};
 use serde_json::{json, Value};
 
 use super::terminal_text::escaped;
@@ -10,27 +9,27 @@ use super::terminal_text::escaped;
 /// What one `status` call learned: the linearizable status if a leader answered, and each
 /// listed master's own view (or why it did not answer).
 pub(crate) struct Snapshot {
-    pub status: Option<StatusReply>,
-    pub members: Vec<(String, Result<ClusterInfoReply, String>)>,
+    pub status: Option<JobStatus>,
+    pub members: Vec<(String, Result<GroupView, String>)>,
 }
 
 /// The `--json` view of a snapshot: the status's keys (from the leader's answer, or empty when
 /// none answered) plus `linearizable` and each member's own view.
 pub(crate) fn snapshot_json(snapshot: &Snapshot) -> Value {
-    let reply = snapshot
-        .status
-        .clone()
-        .unwrap_or_else(|| StatusReply { cluster: best_view(snapshot), ..StatusReply::default() });
-    let mut value = to_json(&reply);
+    let reply = snapshot.status.clone().unwrap_or_else(|| JobStatus {
+        group: best_view(snapshot).unwrap_or_default(),
+        ..JobStatus::default()
+    });
+    let mut value = reply.to_json();
     value["linearizable"] = json!(snapshot.status.is_some());
     value["members"] = json!(member_views(&reply, snapshot));
     value
 }
 
 /// Each member of the group (as the answering node knows it) with its own view.
-fn member_views(reply: &StatusReply, snapshot: &Snapshot) -> Vec<Value> {
-    let cluster = reply.cluster.clone().unwrap_or_default();
-    cluster
+fn member_views(reply: &JobStatus, snapshot: &Snapshot) -> Vec<Value> {
+    reply
+        .group
         .members
         .iter()
         .map(|member| {
@@ -48,62 +47,13 @@ fn member_views(reply: &StatusReply, snapshot: &Snapshot) -> Vec<Value> {
 }
 
 /// Without a leader's answer, the membership as the most advanced reachable member sees it.
-fn best_view(snapshot: &Snapshot) -> Option<ClusterInfoReply> {
+fn best_view(snapshot: &Snapshot) -> Option<GroupView> {
     snapshot
         .members
         .iter()
         .filter_map(|(_, view)| view.as_ref().ok())
         .max_by_key(|view| (view.term, view.last_log_index))
         .cloned()
-}
-
-/// The `--json` contract: every key is always present; absent values are `null`.
-pub(crate) fn to_json(reply: &StatusReply) -> Value {
-    let cluster = reply.cluster.clone().unwrap_or_default();
-    let members: Vec<Value> = cluster
-        .members
-        .iter()
-        .map(|member| json!({"id": member.id, "addr": member.addr, "role": member.role}))
-        .collect();
-    let trainers: Vec<Value> = reply
-        .trainers
-        .iter()
-        .map(|trainer| json!({"id": trainer.id, "name": trainer.name, "last_heartbeat_ms_ago": trainer.last_heartbeat_ms_ago, "tasks_done": trainer.tasks_done}))
-        .collect();
-    let pservers: Vec<Value> = reply
-        .pservers
-        .iter()
-        .map(|pserver| json!({"index": pserver.index, "addr": pserver.addr, "generation": pserver.generation, "checkpoint_step": pserver.checkpoint_step, "checkpoint_created_ms": pserver.checkpoint_step.map(|_| pserver.checkpoint_created_ms)}))
-        .collect();
-    let failed_tasks: Vec<Value> = reply
-        .failed_tasks
-        .iter()
-        .map(|task| json!({"task": task.task_id, "reason": task.reason}))
-        .collect();
-    let eval = reply.eval.as_ref().map_or(
-        Value::Null,
-        |eval| json!({"pass": eval.pass, "loss": eval.loss, "accuracy": eval.accuracy}),
-    );
-    json!({
-        "leader": (cluster.leader_id != 0).then_some(cluster.leader_id),
-        "leader_addr": (!cluster.leader_addr.is_empty()).then_some(cluster.leader_addr.clone()),
-        "term": cluster.term,
-        "members": members,
-        "job": (!reply.job.is_empty()).then_some(reply.job.clone()),
-        "pass": reply.pass,
-        "passes": reply.passes,
-        "todo": reply.todo,
-        "pending": reply.pending,
-        "done": reply.done,
-        "failed": reply.failed,
-        "failed_tasks": failed_tasks,
-        "trainers": trainers,
-        "pservers_desired": reply.pservers_desired,
-        "pservers": pservers,
-        "eval": eval,
-        "job_finished": reply.job_finished,
-        "dispatched": reply.dispatched,
-    })
 }
 
 /// The text view of a snapshot.
@@ -117,7 +67,7 @@ pub(crate) fn snapshot_text(snapshot: &Snapshot) -> String {
                     escaped(addr),
                     view.node_id,
                     view.term,
-                    view.leader_id,
+                    view.leader_id.unwrap_or(0),
                     view.last_log_index,
                     view.last_applied_index
                 ),
@@ -131,14 +81,14 @@ pub(crate) fn snapshot_text(snapshot: &Snapshot) -> String {
     to_text(reply, &member_views(reply, snapshot))
 }
 
-fn to_text(reply: &StatusReply, members: &[Value]) -> String {
-    let cluster = reply.cluster.clone().unwrap_or_default();
+fn to_text(reply: &JobStatus, members: &[Value]) -> String {
+    let group = &reply.group;
     let mut out = String::new();
-    let leader = match cluster.leader_id {
-        0 => "none".to_string(),
-        id => format!("{id} ({})", escaped(&cluster.leader_addr)),
+    let leader = match group.leader_id {
+        None => "none".to_string(),
+        Some(id) => format!("{id} ({})", escaped(group.leader_addr.as_deref().unwrap_or(""))),
     };
-    out += &format!("leader {leader}, term {}\n", cluster.term);
+    out += &format!("leader {leader}, term {}\n", group.term);
     for member in members {
         let progress = match member["reachable"].as_bool() {
             Some(true) => format!(
@@ -154,10 +104,9 @@ fn to_text(reply: &StatusReply, members: &[Value]) -> String {
             escaped(member["role"].as_str().unwrap_or(""))
         );
     }
-    let job = if reply.job.is_empty() {
-        "(no dataset reported yet)".to_string()
-    } else {
-        escaped(&reply.job)
+    let job = match &reply.job {
+        None => "(no dataset reported yet)".to_string(),
+        Some(job) => escaped(job),
     };
     out += &format!(
         "job {job}: pass {} of {}{}\n",
@@ -184,9 +133,9 @@ fn to_text(reply: &StatusReply, members: &[Value]) -> String {
     }
     out += &format!("pservers: {} of {}\n", reply.pservers.len(), reply.pservers_desired);
     for pserver in &reply.pservers {
-        let checkpoint = pserver.checkpoint_step.map_or_else(
+        let checkpoint = pserver.checkpoint.map_or_else(
             || "no checkpoint yet".to_string(),
-            |step| format!("checkpoint at step {step}"),
+            |checkpoint| format!("checkpoint at step {}", checkpoint.step),
         );
         out += &format!(
             "  pserver {} {} (generation {}): {checkpoint}\n",
@@ -204,7 +153,7 @@ fn to_text(reply: &StatusReply, members: &[Value]) -> String {
     out
 }
 
-fn finished(reply: &StatusReply) -> &'static str {
+fn finished(reply: &JobStatus) -> &'static str {
     if reply.job_finished {
         " (job finished)"
     } else {
@@ -215,38 +164,7 @@ fn finished(reply: &StatusReply) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proto::raft::{ClusterInfoReply, Member};
-
-    /// The JSON view has every contract key, with null for what is unknown.
-    #[test]
-    fn json_has_every_contract_key() {
-        let empty = to_json(&StatusReply::default());
-        for key in [
-            "leader",
-            "term",
-            "members",
-            "pass",
-            "todo",
-            "pending",
-            "done",
-            "failed",
-            "trainers",
-            "pservers",
-            "eval",
-            "job_finished",
-        ] {
-            assert!(empty.get(key).is_some(), "missing {key}");
-        }
-        assert_eq!(empty["leader"], Value::Null);
-        assert_eq!(empty["eval"], Value::Null);
-        let member = Member { id: 2, addr: "127.0.0.1:7002".into(), role: "leader".into() };
-        let cluster =
-            ClusterInfoReply { leader_id: 2, term: 5, members: vec![member], ..Default::default() };
-        let full = to_json(&StatusReply { cluster: Some(cluster), todo: 3, ..Default::default() });
-        assert_eq!(full["leader"], json!(2));
-        assert_eq!(full["members"][0]["role"], json!("leader"));
-        assert_eq!(full["todo"], json!(3));
-    }
+    use client::{FailedTask, TrainerStatus};
 
     /// Control characters and bidi overrides in names and reasons (ESC, an OSC title
     /// sequence, CR, NUL, a newline, U+202E) reach the terminal escaped: the text view has
@@ -255,11 +173,10 @@ mod tests {
     fn text_escapes_control_characters_from_the_master() {
         let hostile =
             "a\u{1b}[2J\u{1b}]0;owned\u{7}b\rc\0d\ntrainer 9 forged: heard 1 ms ago\u{202e}e";
-        let trainer =
-            proto::master::Trainer { id: 1, name: hostile.to_string(), ..Default::default() };
-        let failed = proto::master::FailedTask { task_id: 2, reason: hostile.to_string() };
-        let reply = StatusReply {
-            job: hostile.to_string(),
+        let trainer = TrainerStatus { id: 1, name: hostile.to_string(), ..Default::default() };
+        let failed = FailedTask { task_id: 2, reason: hostile.to_string() };
+        let reply = JobStatus {
+            job: Some(hostile.to_string()),
             trainers: vec![trainer],
             failed_tasks: vec![failed],
             ..Default::default()
@@ -270,6 +187,6 @@ mod tests {
         assert!(!text.chars().any(raw), "{text:?}");
         assert!(text.contains(r"a\x1b[2J\x1b]0;owned\x07b\rc\0d\ntrainer 9"), "{text}");
         assert!(text.contains(r"\u{202e}e"), "{text}");
-        assert_eq!(to_json(&reply)["trainers"][0]["name"], json!(hostile));
+        assert_eq!(reply.to_json()["trainers"][0]["name"], json!(hostile));
     }
 }

@@ -168,6 +168,6 @@ async fn retry_after_leader_change_is_exactly_once() {
 }
 
 /// The replicated part of the trainer list (ids and names; heartbeats are leader soft state).
-fn registry(trainers: &[proto::master::Trainer]) -> Vec<(u64, String)> {
+fn registry(trainers: &[client::TrainerStatus]) -> Vec<(u64, String)> {
     trainers.iter().map(|trainer| (trainer.id, trainer.name.clone())).collect()
 }

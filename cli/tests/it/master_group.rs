@@ -2,9 +2,9 @@
 //! and restart replicas, find the leader. Every process is killed when the group is dropped
 //! (the processes run under the workspace's one supervisor, `supervisor`).
 
+use client::JobStatus;
 use client::{ClientOptions, MasterClient};
 use proto::master::master_service_client::MasterServiceClient;
-use proto::master::StatusReply;
 use std::path::PathBuf;
 use std::time::Duration;
 use supervisor::ProcessGroup;
@@ -155,7 +155,7 @@ impl MasterGroup {
     }
 
     /// The linearizable status, through whichever master leads.
-    pub async fn status(&self) -> StatusReply {
+    pub async fn status(&self) -> JobStatus {
         self.client().status().await.expect("status")
     }
 
@@ -179,7 +179,7 @@ impl MasterGroup {
     /// The index (id - 1) of the current leader, as the linearizable status reports it.
     pub async fn leader_index(&self) -> usize {
         let status = self.status().await;
-        let leader = status.cluster.expect("status names the cluster").leader_id;
+        let leader = status.group.leader_id.expect("a status answer names its leader");
         assert!(leader >= 1, "a status answer comes from a leader");
         leader as usize - 1
     }

@@ -60,8 +60,8 @@ async fn a_master_that_lost_its_disk_rejoins_and_catches_up() {
         let (applied, _) = converged(&group).await;
         assert!(applied > 60, "caught up past the writes it missed: {applied}");
         let status = client.status().await.expect("status");
-        let cluster = status.cluster.expect("status names the cluster");
-        assert_eq!(cluster.members.len(), 3, "one group of three, not a new one: {cluster:?}");
+        let group = &status.group;
+        assert_eq!(group.members.len(), 3, "one group of three, not a new one: {group:?}");
     }
     tracing::info!("--- the group still commits, and every master holds the same state");
     client.register_trainer("after").await.expect("register after");

@@ -59,7 +59,7 @@ async fn bad_datasets_are_refused_with_file_and_offset() {
         assert!(invalid && message.contains(&expected), "{message}");
     }
     let status = group.status().await;
-    assert!(status.job.is_empty() && status.todo == 0, "nothing was applied: {status:?}");
+    assert!(status.job.is_none() && status.todo == 0, "nothing was applied: {status:?}");
 }
 
 /// `raftrain status --json` prints one object with every contract key, naming the leader.
@@ -170,7 +170,7 @@ async fn large_dataset_is_reported_in_batches() {
     assert_eq!(task_count, 20_000);
     assert_eq!(crate::task_consumer::report_dataset(&group.client(), &dataset, 1).await, 20_000);
     let status = group.status().await;
-    assert_eq!((status.todo, status.job.as_str()), (20_000, "e2e"));
+    assert_eq!((status.todo, status.job.as_deref()), (20_000, Some("e2e")));
 }
 
 /// A repeated report of the same files is answered with the accepted counts, also after a

@@ -229,7 +229,7 @@ async fn a_job_survives_a_killed_trainer_a_newcomer_and_a_killed_leader() {
 pub(crate) async fn wait_for_done(job: &TrainingJob, done: u64) {
     for _ in 0..1200 {
         let status = job.masters.client().status().await;
-        let finished = |status: &proto::master::StatusReply| {
+        let finished = |status: &client::JobStatus| {
             let per_pass = status.todo + status.pending + status.done + status.failed;
             status.done + u64::from(status.pass) * per_pass
         };

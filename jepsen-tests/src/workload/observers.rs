@@ -43,11 +43,10 @@ pub async fn read_status(history: &History, masters: &[String]) -> anyhow::Resul
     Ok(())
 }
 
-fn snapshot(reply: &proto::master::StatusReply) -> StatusSnapshot {
-    let cluster = reply.cluster.clone().unwrap_or_default();
+fn snapshot(reply: &client::JobStatus) -> StatusSnapshot {
     StatusSnapshot {
-        term: cluster.term,
-        applied_index: cluster.last_applied_index,
+        term: reply.group.term,
+        applied_index: reply.group.last_applied_index,
         pass: reply.pass,
         todo: reply.todo,
         pending: reply.pending,

@@ -1,0 +1,75 @@
+//! The protobuf status and cluster-info replies as `status`'s typed values. Every field has a
+//! typed form, so nothing here can fail: an empty string or a 0 id is "none".
+
+use proto::master as pb;
+use proto::raft::ClusterInfoReply;
+
+use crate::status::{
+    CheckpointStatus, EvalStatus, FailedTask, GroupView, JobStatus, Member, PServerStatus,
+    TrainerStatus,
+};
+
+/// A master's `ClusterInfo` answer.
+pub(crate) fn group_view(reply: ClusterInfoReply) -> GroupView {
+    GroupView {
+        node_id: reply.node_id,
+        leader_id: (reply.leader_id != 0).then_some(reply.leader_id),
+        leader_addr: (!reply.leader_addr.is_empty()).then_some(reply.leader_addr),
+        term: reply.term,
+        members: reply
+            .members
+            .into_iter()
+            .map(|member| Member { id: member.id, addr: member.addr, role: member.role })
+            .collect(),
+        last_log_index: reply.last_log_index,
+        last_applied_index: reply.last_applied_index,
+    }
+}
+
+/// The leader's `Status` answer.
+pub(crate) fn job_status(reply: pb::StatusReply) -> JobStatus {
+    JobStatus {
+        group: reply.cluster.map(group_view).unwrap_or_default(),
+        job: (!reply.job.is_empty()).then_some(reply.job),
+        pass: reply.pass,
+        passes: reply.passes,
+        todo: reply.todo,
+        pending: reply.pending,
+        done: reply.done,
+        failed: reply.failed,
+        failed_tasks: reply
+            .failed_tasks
+            .into_iter()
+            .map(|task| FailedTask { task_id: task.task_id, reason: task.reason })
+            .collect(),
+        trainers: reply.trainers.into_iter().map(trainer).collect(),
+        pservers_desired: reply.pservers_desired,
+        pservers: reply.pservers.into_iter().map(pserver).collect(),
+        eval: reply.eval.map(|eval| EvalStatus {
+            pass: eval.pass,
+            loss: eval.loss,
+            accuracy: eval.accuracy,
+        }),
+        job_finished: reply.job_finished,
+        dispatched: reply.dispatched,
+    }
+}
+
+fn trainer(trainer: pb::Trainer) -> TrainerStatus {
+    TrainerStatus {
+        id: trainer.id,
+        name: trainer.name,
+        last_heartbeat_ms_ago: trainer.last_heartbeat_ms_ago,
+        tasks_done: trainer.tasks_done,
+    }
+}
+
+fn pserver(pserver: pb::PServer) -> PServerStatus {
+    let created_ms = pserver.checkpoint_created_ms;
+    PServerStatus {
+        index: pserver.index,
+        addr: pserver.addr,
+        generation: pserver.generation,
+        checkpoint: pserver.checkpoint_step.map(|step| CheckpointStatus { step, created_ms }),
+    }
+}
