@@ -1,0 +1,50 @@
+"""raftrain from Python: a fault-tolerant task queue for training jobs.
+
+- `TaskClient` / `Task`: take a job's tasks across passes from the replicated master group,
+  read their RecordIO chunks (checked), report them finished or failed.
+- `recordio.Reader` / `recordio.Writer`, `Example`: the dataset format.
+- `PServerClient`: the job's model on raftrain's parameter servers.
+- `raftrain.torch.TaskDataset` (imported on its own; needs PyTorch): the task queue as a
+  `torch.utils.data.IterableDataset`.
+
+Errors are `raftrain.Error` subclasses carrying the gRPC status (`code`) and the server's
+message. Importing `raftrain` needs NumPy only.
+"""
+
+from . import errors, recordio
+from .errors import (
+    DataError,
+    DeadlineExceeded,
+    Error,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+)
+from .example import Example
+from .pserver import PServerClient
+from .task_client import Task, TaskClient
+
+__all__ = [
+    "DataError",
+    "DeadlineExceeded",
+    "Error",
+    "Example",
+    "FailedPrecondition",
+    "Internal",
+    "InvalidArgument",
+    "NotFound",
+    "PermissionDenied",
+    "PServerClient",
+    "ResourceExhausted",
+    "Task",
+    "TaskClient",
+    "Unauthenticated",
+    "Unavailable",
+    "errors",
+    "recordio",
+]

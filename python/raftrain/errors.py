@@ -1,0 +1,96 @@
+"""raftrain's exceptions: one class per gRPC status a call can end in, all under `Error`.
+
+Every exception carries `code`, the gRPC status name ("UNAVAILABLE", "INVALID_ARGUMENT", ...),
+and `message`, the text of the answer (the server's message for an answer from a master or a
+pserver, with the call's name). The Rust extension makes them through `from_native`; nothing
+panics into Python: a bug in the extension is `Internal`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class Error(Exception):
+    """Base of every raftrain error."""
+
+    def __init__(self, message: str, code: str = "UNKNOWN"):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class InvalidArgument(Error, ValueError):
+    """The request is wrong (bad input, an address that is not one): retrying changes nothing."""
+
+
+class NotFound(Error, LookupError):
+    """The master does not know the trainer (it registers again by itself)."""
+
+
+class FailedPrecondition(Error):
+    """The call does not fit the state: a stale request, a layout that differs, a closed writer,
+    an object made in another process."""
+
+
+class ResourceExhausted(Error):
+    """The masters have no room for this client now; the same call may succeed later."""
+
+
+class Unavailable(Error, ConnectionError):
+    """No master (or pserver) could be reached: none runs, no quorum, TLS or token differ."""
+
+
+class DeadlineExceeded(Unavailable, TimeoutError):
+    """No leader answered within the call's deadline. A write's outcome is unknown: it may
+    have been applied (once: its stamp makes a later retry harmless)."""
+
+
+class Unauthenticated(Error, PermissionError):
+    """The cluster demands a token this client does not have (or another one)."""
+
+
+class PermissionDenied(Error, PermissionError):
+    """The caller may not do this."""
+
+
+class Internal(Error):
+    """A bug: in a server, or in this extension (a caught panic)."""
+
+
+class DataError(Error):
+    """A dataset's bytes are unusable: a RecordIO chunk that does not match the master's record
+    or its CRC, a record that is no Example. `fault` says whose: "content" (the data is bad for
+    everyone) or "local" (this process cannot read it: a missing or truncated copy)."""
+
+    def __init__(self, message: str, code: str = "DATA_LOSS", fault: Optional[str] = None):
+        super().__init__(message, code)
+        self.fault = fault or "content"
+
+
+CODES = {
+    "INVALID_ARGUMENT": InvalidArgument,
+    "OUT_OF_RANGE": InvalidArgument,
+    "NOT_FOUND": NotFound,
+    "FAILED_PRECONDITION": FailedPrecondition,
+    "RESOURCE_EXHAUSTED": ResourceExhausted,
+    "UNAVAILABLE": Unavailable,
+    "CANCELLED": Unavailable,
+    "ABORTED": Unavailable,
+    "DEADLINE_EXCEEDED": DeadlineExceeded,
+    "UNAUTHENTICATED": Unauthenticated,
+    "PERMISSION_DENIED": PermissionDenied,
+    "INTERNAL": Internal,
+    "DATA_LOSS": DataError,
+}
+
+
+def from_native(code: str, message: str, fault: Optional[str] = None) -> Error:
+    """The exception for a status name and message (called by the Rust extension)."""
+    cls = CODES.get(code, Error)
+    if cls is DataError:
+        return DataError(message, code, fault)
+    return cls(message, code)

@@ -1,0 +1,85 @@
+"""`PServerClient`: a job's model on raftrain's parameter servers, as NumPy float32 arrays.
+
+It is the Rust `pserver::client::PServerClient`: it follows the master's pserver table, splits
+tensors into blocks per slot, sends to every pserver in parallel, and rides out a replaced
+pserver (waiting for the new holder, re-initializing one that came up empty from the newest
+values this client saw). Tensors cross into Rust as whole buffers: no Python work per element.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Dict, Mapping, Optional
+
+import numpy as np
+
+from . import _native
+from .errors import InvalidArgument
+from .task_client import DEADLINE_S_DEFAULT, Masters, _path, master_list
+
+#: Parameters are cut into blocks of this many elements, spread over the pserver slots.
+BLOCK_ELEMENTS_DEFAULT = 65_536
+
+
+class PServerClient:
+    """`init(params)`, then `push(grads)` and `pull()`; the optimizer runs on the pservers."""
+
+    def __init__(
+        self,
+        masters: Masters,
+        *,
+        initializer: Optional[int] = None,
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+        token_file=None,
+        deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
+    ):
+        self._native = _native.PServerClient(
+            master_list(masters),
+            initializer if initializer is not None else random.getrandbits(63) + 1,
+            tls_ca=_path(tls_ca),
+            tls_cert=_path(tls_cert),
+            tls_key=_path(tls_key),
+            token_file=_path(token_file),
+            deadline_s=deadline_s,
+        )
+
+    def init(
+        self,
+        params: Mapping[str, np.ndarray],
+        optimizer: str = "sgd",
+        *,
+        learning_rate: float = 0.01,
+        block_elements: int = BLOCK_ELEMENTS_DEFAULT,
+    ) -> None:
+        """Waits for every pserver slot to be held, then offers the layout (names, shapes,
+        `optimizer` in sgd, momentum, adam, adagrad) and initial values. The first
+        initializer's values win; every other client must offer the same layout."""
+        tensors = [(name, list(array.shape), array.tobytes()) for name, array in _float32(params).items()]
+        self._native.init(tensors, optimizer, float(learning_rate), int(block_elements))
+
+    def push(self, grads: Mapping[str, np.ndarray]) -> None:
+        """Applies gradients (every parameter or some) on the pservers, at most once."""
+        self._native.push([(name, array.tobytes()) for name, array in _float32(grads).items()])
+
+    def pull(self) -> Dict[str, np.ndarray]:
+        """The whole model, each block a consistent copy, as float32 arrays of their shapes."""
+        return {
+            name: np.frombuffer(values, dtype="<f4").reshape(shape)
+            for name, shape, values in self._native.pull()
+        }
+
+
+def _float32(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    if not isinstance(tensors, Mapping):
+        raise InvalidArgument(f"expected a dict of name -> array, got {type(tensors).__name__}")
+    converted = {}
+    for name, array in tensors.items():
+        if hasattr(array, "detach"):  # a torch tensor
+            array = array.detach().cpu().numpy()
+        converted[str(name)] = np.ascontiguousarray(array, dtype="<f4")
+    return converted
+
+
+__all__ = ["PServerClient", "BLOCK_ELEMENTS_DEFAULT"]

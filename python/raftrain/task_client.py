@@ -1,0 +1,193 @@
+"""`TaskClient` and `Task`: a Python trainer of a raftrain job.
+
+A `TaskClient` is one registered trainer. It heartbeats in the background (on the Rust
+runtime, so a training step that holds the GIL for long does not starve it), takes tasks across
+passes until the job finishes, and reports each one finished or failed. Every call goes through
+the Rust `MasterClient`: leader discovery, redirects, retries inside `deadline_s`, one stamp per
+logical write reused by its retries (a report retried across a leader change is applied once),
+TLS and the token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
+
+from . import _native
+from .errors import DataError, InvalidArgument
+from .example import Example, decode_dense
+
+#: The deadline of one logical call, retries across leader changes included: a failover takes
+#: well under a second; 60 s rides out a restart of every master. `None` waits without limit,
+#: as the Rust trainer does by default.
+DEADLINE_S_DEFAULT = 60.0
+
+Masters = Union[str, Sequence[str]]
+
+
+def master_list(masters: Masters) -> List[str]:
+    """`"a:1,b:2"` or `["a:1", "b:2"]` as a list of addresses."""
+    if isinstance(masters, str):
+        masters = masters.split(",")
+    addresses = [str(address).strip() for address in masters if str(address).strip()]
+    if not addresses:
+        raise InvalidArgument("no master addresses given", "INVALID_ARGUMENT")
+    return addresses
+
+
+def _path(value) -> Optional[str]:
+    return None if value is None else os.fspath(value)
+
+
+class TaskClient:
+    """One trainer of a job: `report_dataset`, `tasks()`, `record_eval`, `status()`."""
+
+    def __init__(
+        self,
+        masters: Masters,
+        *,
+        name: Optional[str] = None,
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+        token_file=None,
+        deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
+    ):
+        self._native = _native.TaskClient(
+            master_list(masters),
+            name or f"python-{socket.gethostname()}-{os.getpid()}",
+            tls_ca=_path(tls_ca),
+            tls_cert=_path(tls_cert),
+            tls_key=_path(tls_key),
+            token_file=_path(token_file),
+            deadline_s=deadline_s,
+        )
+
+    @property
+    def trainer_id(self) -> int:
+        """The id the master knows this trainer by (a new one if it had to register again)."""
+        return self._native.trainer_id
+
+    @property
+    def pass_index(self) -> int:
+        """The pass this trainer takes tasks of."""
+        return self._native.pass_index
+
+    def report_dataset(self, patterns, *, passes: int, job: Optional[str] = None) -> dict:
+        """Reports the job's RecordIO files (paths or globs, as the masters see them) to be
+        read `passes` times. The first report wins; a repeat answers the accepted sizes."""
+        if isinstance(patterns, (str, os.PathLike)):
+            patterns = [patterns]
+        patterns = [os.fspath(pattern) for pattern in patterns]
+        job = job or "python"
+        tasks, chunks, records = self._native.report_dataset(job, patterns, int(passes))
+        return {"tasks": tasks, "chunks": chunks, "records": records}
+
+    def next_task(self) -> Optional["Task"]:
+        """The next task (waiting while none is free, moving through passes), or `None` once
+        the job finished. Until it is reported, the master answers the same task again."""
+        native = self._native.next_task()
+        return None if native is None else Task(self, native)
+
+    def tasks(self) -> Iterator["Task"]:
+        """Every task this trainer gets, across passes, until the job finishes. Report each
+        (`finish`, `fail`, or use it as a context manager) before taking the next."""
+        while True:
+            task = self.next_task()
+            if task is None:
+                return
+            yield task
+
+    def record_eval(self, pass_index: int, loss: float, accuracy: float) -> None:
+        """Records an evaluation of the model after pass `pass_index` (accuracy in 0..1)."""
+        self._native.record_eval(int(pass_index), float(loss), float(accuracy))
+
+    def status(self) -> dict:
+        """The job as the leader sees it: the keys of `raftrain status --json`."""
+        return json.loads(self._native.status_json())
+
+    def close(self) -> None:
+        """Stops heartbeating; a task still held goes back to the queue when its lease ends."""
+        self._native.close()
+
+    def __enter__(self) -> "TaskClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Task:
+    """A task from the master: RecordIO chunks to read once and report.
+
+    As a context manager it is reported finished on a normal exit and failed, with the
+    exception's text, otherwise (a `DataError` with its fault, anything else as the data's
+    fault: the master gives a task that keeps failing up after its failure budget)."""
+
+    def __init__(self, client: TaskClient, native):
+        self._client = client
+        self.id: int = native.id
+        self.epoch: int = native.epoch
+        self.pass_index: int = native.pass_index
+        #: (path, offset, compressed_size, record_count) of each chunk, as the master recorded it.
+        self.chunks: List[Tuple[str, int, int, int]] = list(native.chunks)
+        self.deadline_ms: int = native.deadline_ms
+        self.reported: Optional[str] = None
+
+    @property
+    def record_count(self) -> int:
+        return sum(chunk[3] for chunk in self.chunks)
+
+    def records(self) -> Iterator[bytes]:
+        """Every record of the task's chunks, each chunk checked against the master's record
+        (payload size, record count) and its CRC before any of its records is yielded."""
+        for path, offset, compressed_size, record_count in self.chunks:
+            yield from _native.read_task_chunk(path, offset, compressed_size, record_count)
+
+    def examples(self) -> Iterator[Example]:
+        """The task's records decoded as `Example`s (NumPy arrays)."""
+        for index, record in enumerate(self.records()):
+            try:
+                yield Example.decode(record)
+            except DataError as error:
+                raise DataError(f"task {self.id} record {index}: {error.message}", fault="content") from None
+
+    def arrays(self):
+        """The task's dense Examples as (features float32 [n, d], labels float32 [n])."""
+        return decode_dense(self.records())
+
+    def finish(self) -> bool:
+        """Reports the task done; `False` if the master had taken it back meanwhile (its
+        lease ran out), in which case another trainer gets it."""
+        accepted = self._client._native.finish(self.id, self.epoch)
+        self.reported = "finished"
+        return accepted
+
+    def fail(self, reason: str, *, fault: str = "content") -> bool:
+        """Reports the task failed: `fault="content"` when the data is bad (spends the task's
+        failure budget), `"local"` when only this process could not read it."""
+        accepted = self._client._native.fail(self.id, self.epoch, str(reason), fault)
+        self.reported = "failed"
+        return accepted
+
+    def __enter__(self) -> "Task":
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> bool:
+        if self.reported is not None:
+            return False
+        if exc is None:
+            self.finish()
+        elif isinstance(exc, DataError):
+            self.fail(str(exc), fault=exc.fault)
+        elif isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+            # Not the data's fault: the task goes back when this trainer's lease ends.
+            pass
+        else:
+            self.fail(f"{exc_type.__name__}: {exc}")
+        return False
+
+    def __repr__(self) -> str:
+        return f"Task(id={self.id}, epoch={self.epoch}, pass_index={self.pass_index}, chunks={len(self.chunks)})"

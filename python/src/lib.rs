@@ -1,0 +1,53 @@
+//! `raftrain._native`: the Rust half of the `raftrain` Python package. It wraps the Rust
+//! crates, so a Python trainer behaves exactly as a Rust one: `client::MasterClient` (leader
+//! discovery, redirects, retries inside a deadline, one stamp per logical write, TLS and the
+//! token), the trainer's `Session` (registration, heartbeats), `storage`'s RecordIO and
+//! `pserver::client::PServerClient`. The Python modules in `raftrain/` are the API; this
+//! module is not meant to be used directly.
+//!
+//! Code map: `runtime` is the per-process tokio runtime and `wait` (GIL released, signals
+//! checked); `errors` maps every error to a `raftrain.errors` exception and catches panics;
+//! `connection` turns the constructors' arguments into client options; `process_bound` refuses
+//! an object used after `fork`; `task_client` and `task` are the task queue; `recordio` and
+//! `example` the data; `pserver_client` the parameter servers.
+
+mod connection;
+mod errors;
+mod example;
+mod process_bound;
+mod pserver_client;
+mod recordio;
+mod runtime;
+mod task;
+mod task_client;
+
+use pyo3::prelude::*;
+
+/// The environment variable naming what the Rust code logs to standard error (a `tracing`
+/// filter such as `warn` or `client=debug`); `warn` when unset.
+const LOG_ENV: &str = "RAFTRAIN_LOG";
+
+#[pymodule]
+fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    install_logging();
+    module.add_class::<task_client::TaskClient>()?;
+    module.add_class::<task::Task>()?;
+    module.add_class::<recordio::ChunkReader>()?;
+    module.add_class::<recordio::ChunkWriter>()?;
+    module.add_class::<pserver_client::PServerClient>()?;
+    module.add_function(wrap_pyfunction!(recordio::read_task_chunk, module)?)?;
+    module.add_function(wrap_pyfunction!(example::encode_example, module)?)?;
+    module.add_function(wrap_pyfunction!(example::decode_example, module)?)?;
+    module.add_function(wrap_pyfunction!(example::decode_dense, module)?)?;
+    module.add("SIGNAL_CHECK_MS", runtime::SIGNAL_CHECK_MS)?;
+    Ok(())
+}
+
+/// The Rust side's warnings (a call waiting for a leader, a heartbeat failing) go to standard
+/// error, as the Rust trainer's do; a process that already installed a subscriber keeps it.
+fn install_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_ENV)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

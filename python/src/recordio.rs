@@ -1,0 +1,168 @@
+//! RecordIO for Python on the Rust code: reading one chunk a task names (checked against the
+//! master's record: size, record count, CRC), scanning files and globs a chunk at a time, and
+//! a writer whose file appears whole or not at all.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use storage::durable_file::DurableFile;
+use storage::recordio::{ChunkScanner, Compressor, DecodedChunk, Writer, WriterOptions};
+
+use crate::errors::{guarded, Failure};
+
+/// The records of one chunk a task names, checked against what the master recorded: the
+/// header's payload size and record count, then the payload's CRC. Fails with
+/// `raftrain.DataError` naming the file and offset, and whose fault it is.
+#[pyfunction]
+pub fn read_task_chunk<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    offset: u64,
+    compressed_size: u32,
+    record_count: u32,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    guarded("read_task_chunk", || {
+        let mut chunk = DecodedChunk::default();
+        py.detach(|| {
+            storage::recordio::read_expected_chunk(
+                &path,
+                offset,
+                compressed_size,
+                record_count,
+                &mut chunk,
+            )
+        })
+        .map_err(Failure::from)?;
+        Ok(records(py, &chunk))
+    })
+}
+
+fn records<'py>(py: Python<'py>, chunk: &DecodedChunk) -> Vec<Bound<'py, PyBytes>> {
+    chunk.records().map(|record| PyBytes::new(py, record)).collect()
+}
+
+/// Every record of some files (paths or globs, in the order `raftrain recordio cat` reads
+/// them), a chunk at a time.
+#[pyclass(module = "raftrain._native", frozen)]
+pub struct ChunkReader {
+    scanner: Mutex<ChunkScanner>,
+}
+
+#[pymethods]
+impl ChunkReader {
+    #[new]
+    fn new(patterns: Vec<String>) -> PyResult<Self> {
+        guarded("Reader", || {
+            let scanner = ChunkScanner::open(&patterns).map_err(Failure::from)?;
+            Ok(Self { scanner: Mutex::new(scanner) })
+        })
+    }
+
+    /// The next chunk's records; `None` after the last.
+    fn next_chunk<'py>(&self, py: Python<'py>) -> PyResult<Option<Vec<Bound<'py, PyBytes>>>> {
+        guarded("Reader", || {
+            let mut scanner = self.scanner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let scanner = &mut *scanner;
+            match py.detach(|| scanner.next_chunk().map(|chunk| chunk.map(drop))) {
+                None => Ok(None),
+                Some(Err(error)) => Err(Failure::from(error).into()),
+                Some(Ok(())) => Ok(Some(records(py, scanner.current()))),
+            }
+        })
+    }
+}
+
+/// Writes records into chunks; the file appears under its name only at `close`.
+#[pyclass(module = "raftrain._native", frozen)]
+pub struct ChunkWriter {
+    path: PathBuf,
+    writer: Mutex<Option<Writer<DurableFile>>>,
+}
+
+#[pymethods]
+impl ChunkWriter {
+    #[new]
+    #[pyo3(signature = (path, compressor="none", max_chunk_bytes=storage::recordio::DEFAULT_MAX_CHUNK_BYTES))]
+    fn new(path: PathBuf, compressor: &str, max_chunk_bytes: usize) -> PyResult<Self> {
+        guarded("Writer", || {
+            let compressor: Compressor =
+                compressor.parse().map_err(|error: storage::recordio::ParseCompressorError| {
+                    Failure::invalid(error.to_string())
+                })?;
+            if max_chunk_bytes == 0 {
+                return Err(Failure::invalid("max_chunk_bytes must be at least 1").into());
+            }
+            let file = create(&path)?;
+            let writer = Writer::new(file, WriterOptions { compressor, max_chunk_bytes });
+            Ok(Self { path, writer: Mutex::new(Some(writer)) })
+        })
+    }
+
+    /// Adds one record.
+    fn write(&self, record: &[u8]) -> PyResult<()> {
+        guarded("Writer.write", || {
+            let mut writer = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let writer = writer.as_mut().ok_or_else(|| self.closed())?;
+            writer.write_record(record).map_err(|error| self.io_failure(&error))?;
+            Ok(())
+        })
+    }
+
+    /// Writes the last chunk and puts the file in place (temp file, fsync, rename).
+    fn close(&self) -> PyResult<()> {
+        guarded("Writer.close", || {
+            let taken = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+            let Some(writer) = taken else { return Ok(()) };
+            let file = writer.finish().map_err(|error| self.io_failure(&error))?;
+            file.commit().map_err(|error| self.io_failure(&error))?;
+            Ok(())
+        })
+    }
+
+    /// Drops what was written: no file appears (the temporary one is removed).
+    fn abort(&self) {
+        let taken = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        if taken.is_some() {
+            let _ = std::fs::remove_file(temp_path(&self.path));
+        }
+    }
+}
+
+impl ChunkWriter {
+    fn closed(&self) -> Failure {
+        Failure::new(
+            "FAILED_PRECONDITION",
+            format!("{}: the writer is closed", self.path.display()),
+        )
+    }
+
+    fn io_failure(&self, error: &std::io::Error) -> Failure {
+        let code = match error.kind() {
+            std::io::ErrorKind::InvalidInput => "INVALID_ARGUMENT",
+            _ => "UNKNOWN",
+        };
+        Failure::new(code, format!("{}: {error}", self.path.display()))
+    }
+}
+
+/// A `DurableFile` for `path` (written as `path.tmp` until committed).
+fn create(path: &Path) -> Result<DurableFile, Failure> {
+    let name = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .ok_or_else(|| Failure::invalid(format!("{}: not a file name", path.display())))?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    DurableFile::create(dir, name)
+        .map_err(|error| Failure::new("UNKNOWN", format!("{}: {error}", path.display())))
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(storage::durable_file::TEMP_SUFFIX);
+    PathBuf::from(temp)
+}

@@ -1,0 +1,33 @@
+//! `Task` (native half): what the master handed out, as plain fields. The Python `Task`
+//! wraps it with `records()`, `examples()`, `finish()`, `fail()` and the context manager.
+
+use pyo3::prelude::*;
+
+#[pyclass(module = "raftrain._native", frozen, get_all)]
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub id: u64,
+    pub epoch: u64,
+    pub pass_index: u32,
+    /// Each chunk as (path, offset, compressed_size, record_count), as the master recorded it.
+    pub chunks: Vec<(String, u64, u32, u32)>,
+    /// When the master takes the task back (the state's clock, in ms; for display).
+    pub deadline_ms: u64,
+}
+
+impl From<client::Task> for Task {
+    fn from(task: client::Task) -> Self {
+        let chunks = task
+            .chunks
+            .into_iter()
+            .map(|chunk| (chunk.path, chunk.offset, chunk.compressed_size, chunk.record_count))
+            .collect();
+        Self {
+            id: task.id,
+            epoch: task.epoch,
+            pass_index: task.pass,
+            chunks,
+            deadline_ms: task.deadline_ms,
+        }
+    }
+}
