@@ -27,7 +27,7 @@ from .errors import (
 )
 from .example import Example
 from .pserver import PServerClient
-from .task_client import Task, TaskClient
+from .task_client import Task, TaskClient, status
 
 __all__ = [
     "DataError",
@@ -47,4 +47,5 @@ __all__ = [
     "Unavailable",
     "errors",
     "recordio",
+    "status",
 ]

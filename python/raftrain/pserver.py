@@ -78,7 +78,7 @@ def _float32(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     for name, array in tensors.items():
         if hasattr(array, "detach"):  # a torch tensor
             array = array.detach().cpu().numpy()
-        converted[str(name)] = np.ascontiguousarray(array, dtype="<f4")
+        converted[str(name)] = np.asarray(array, dtype="<f4", order="C")
     return converted
 
 

@@ -41,6 +41,37 @@ def _path(value) -> Optional[str]:
     return None if value is None else os.fspath(value)
 
 
+def status(
+    masters: Masters,
+    *,
+    tls_ca=None,
+    tls_cert=None,
+    tls_key=None,
+    token_file=None,
+    deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
+) -> dict:
+    """The job as the leader sees it (the keys of `raftrain status --json`), without
+    registering a trainer."""
+    text = _native.status_json(
+        master_list(masters),
+        tls_ca=_path(tls_ca),
+        tls_cert=_path(tls_cert),
+        tls_key=_path(tls_key),
+        token_file=_path(token_file),
+        deadline_s=deadline_s,
+    )
+    return _status(text)
+
+
+def _status(text: str) -> dict:
+    """The leader's status JSON with `linearizable` as `raftrain status --json` adds it: always
+    true here, since only a leader's answer is returned (no leader raises `Unavailable`).
+    `members` lists id, addr and role; the command line adds each member's own view."""
+    status = json.loads(text)
+    status["linearizable"] = True
+    return status
+
+
 class TaskClient:
     """One trainer of a job: `report_dataset`, `tasks()`, `record_eval`, `status()`."""
 
@@ -106,7 +137,7 @@ class TaskClient:
 
     def status(self) -> dict:
         """The job as the leader sees it: the keys of `raftrain status --json`."""
-        return json.loads(self._native.status_json())
+        return _status(self._native.status_json())
 
     def close(self) -> None:
         """Stops heartbeating; a task still held goes back to the queue when its lease ends."""

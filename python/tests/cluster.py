@@ -1,0 +1,176 @@
+"""Real `raftrain` processes for the tests: a group of masters on loopback ports (kill -9,
+restart, find the leader), pservers, and the `raftrain` command-line tools. Every process is
+killed when its group is stopped, and each dies with the test process (`PR_SET_PDEATHSIG` is
+not reachable from Python, so the fixtures stop them in `finally` blocks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import raftrain
+
+#: The repository's root (python/tests/ is two levels below it).
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Every replica's election timeouts and heartbeats, as the Rust CLI tests use them.
+HEARTBEAT_MS = 100
+ELECTION_TIMEOUT_MS = (400, 800)
+#: How long the tests wait for a cluster to elect, answer or finish before they fail.
+SETTLE_S = 30.0
+
+
+def binary() -> str:
+    """The `raftrain` binary: `RAFTRAIN_BIN`, or the workspace's debug build."""
+    path = os.environ.get("RAFTRAIN_BIN") or str(ROOT / "target" / "debug" / "raftrain")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(
+            f"no raftrain binary at {path}: run `cargo build -p cli` or set RAFTRAIN_BIN"
+        )
+    return path
+
+
+def free_addr() -> str:
+    """A loopback address nothing listens on right now (the kernel picked the port)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def run_tool(*args: str, input: Optional[bytes] = None) -> bytes:
+    """Runs a `raftrain` subcommand to its end; its standard output."""
+    done = subprocess.run([binary(), *args], input=input, capture_output=True, timeout=120)
+    if done.returncode != 0:
+        raise AssertionError(f"raftrain {' '.join(args)} failed: {done.stderr.decode(errors='replace')}")
+    return done.stdout
+
+
+class Processes:
+    """Named child processes, each logging to its own file under `dir`."""
+
+    def __init__(self, dir: Path):
+        self.dir = dir
+        self.children: Dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, args: Sequence[str]) -> None:
+        log = open(self.dir / f"{name}.log", "ab")
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
+        self.children[name] = subprocess.Popen(
+            [binary(), *args], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        log.close()
+
+    def kill(self, name: str) -> None:
+        child = self.children.get(name)
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=10)
+
+    def running(self, name: str) -> bool:
+        child = self.children.get(name)
+        return child is not None and child.poll() is None
+
+    def log(self, name: str) -> str:
+        path = self.dir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop_all(self) -> None:
+        for name in list(self.children):
+            self.kill(name)
+
+
+class MasterGroup:
+    """Three (or `count`) `raftrain master` replicas on loopback."""
+
+    def __init__(self, dir: Path, count: int = 3, extra_args: Sequence[str] = (), security=None):
+        self.dir = dir
+        self.processes = Processes(dir)
+        self.addrs = [free_addr() for _ in range(count)]
+        self.peers = ",".join(f"{index + 1}={addr}" for index, addr in enumerate(self.addrs))
+        self.extra_args = list(extra_args)
+        #: Keyword arguments for clients of this group (TLS files, token).
+        self.security: Dict[str, str] = dict(security or {})
+        for index in range(count):
+            self.spawn(index)
+
+    @property
+    def masters(self) -> str:
+        return ",".join(self.addrs)
+
+    def spawn(self, index: int) -> None:
+        """Starts (or restarts, on its data directory) replica `index` (id `index + 1`)."""
+        args = [
+            "master",
+            "--id", str(index + 1),
+            "--listen", self.addrs[index],
+            "--peers", self.peers,
+            "--data-dir", str(self.dir / f"master-{index + 1}"),
+            "--heartbeat-ms", str(HEARTBEAT_MS),
+            "--election-timeout-min-ms", str(ELECTION_TIMEOUT_MS[0]),
+            "--election-timeout-max-ms", str(ELECTION_TIMEOUT_MS[1]),
+            *self.security_args(),
+            *self.extra_args,
+        ]
+        self.processes.start(f"master-{index + 1}", args)
+
+    def security_args(self) -> List[str]:
+        flags = {"tls_ca": "--tls-ca", "tls_cert": "--tls-cert", "tls_key": "--tls-key", "token_file": "--token-file"}
+        return [item for key, value in self.security.items() for item in (flags[key], str(value))]
+
+    def kill(self, index: int) -> None:
+        self.processes.kill(f"master-{index + 1}")
+
+    def status(self, deadline_s: float = SETTLE_S) -> dict:
+        return raftrain.status(self.masters, deadline_s=deadline_s, **self.security)
+
+    def leader_index(self) -> int:
+        """The index (id - 1) of the leader the linearizable status names."""
+        leader = self.status()["leader"]
+        assert leader is not None and leader >= 1, "a status answer names its leader"
+        return leader - 1
+
+    def logs(self) -> str:
+        return "".join(
+            f"--- master {index + 1}\n{self.processes.log(f'master-{index + 1}')}" for index in range(len(self.addrs))
+        )
+
+    def stop(self) -> None:
+        self.processes.stop_all()
+
+
+class PServers:
+    """`count` `raftrain pserver` processes of one job, each claiming a slot."""
+
+    def __init__(self, dir: Path, masters: str, count: int):
+        self.processes = Processes(dir)
+        checkpoints = dir / "checkpoints"
+        checkpoints.mkdir(exist_ok=True)
+        for index in range(count):
+            args = [
+                "pserver",
+                "--masters", masters,
+                "--listen", free_addr(),
+                "--checkpoint-dir", str(checkpoints),
+                "--num-pservers", str(count),
+            ]
+            self.processes.start(f"pserver-{index}", args)
+
+    def stop(self) -> None:
+        self.processes.stop_all()
+
+
+def wait_until(condition, what: str, timeout_s: float = SETTLE_S, every_s: float = 0.1):
+    """Polls `condition` until it returns something true; fails naming `what`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(every_s)

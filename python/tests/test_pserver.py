@@ -1,0 +1,55 @@
+"""The pserver client from Python: init with NumPy arrays, pull them back, push gradients
+(SGD on the pservers), a second client of the same job sees the same model, and misuse is a
+clear exception."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import raftrain
+
+
+
+def test_init_push_pull_round_trip(masters, start_pservers):
+    start_pservers(masters.masters, 2)
+    client = raftrain.PServerClient(masters.masters)
+    rng = np.random.default_rng(7)
+    params = {
+        "weights": rng.normal(size=(40, 30)).astype(np.float32),
+        "bias": np.arange(30, dtype=np.float32),
+        "scale": np.float32(2.0).reshape(()),
+    }
+    client.init(params, "sgd", learning_rate=0.5, block_elements=256)
+    pulled = client.pull()
+    assert set(pulled) == set(params)
+    for name, values in params.items():
+        assert pulled[name].dtype == np.float32 and pulled[name].shape == values.shape
+        np.testing.assert_array_equal(pulled[name], values)
+    grads = {"weights": np.ones((40, 30), dtype=np.float32), "bias": np.full(30, 2.0, dtype=np.float32)}
+    client.push(grads)
+    after = client.pull()
+    np.testing.assert_allclose(after["weights"], params["weights"] - 0.5)
+    np.testing.assert_allclose(after["bias"], params["bias"] - 1.0)
+    np.testing.assert_array_equal(after["scale"], params["scale"])
+    other = raftrain.PServerClient(masters.masters)
+    other.init({name: np.zeros_like(values) for name, values in params.items()}, "sgd", learning_rate=0.5, block_elements=256)
+    # The first initializer's values won: the second sees the trained model, not its zeros.
+    np.testing.assert_allclose(other.pull()["weights"], after["weights"])
+
+
+def test_misuse_is_refused_clearly(masters, start_pservers):
+    start_pservers(masters.masters, 1)
+    client = raftrain.PServerClient(masters.masters)
+    with pytest.raises(raftrain.FailedPrecondition, match="init"):
+        client.pull()
+    with pytest.raises(raftrain.InvalidArgument, match="optimizer"):
+        client.init({"w": np.zeros(3)}, "rmsprop")
+    client.init({"w": np.zeros(3)}, "adam", learning_rate=0.1)
+    with pytest.raises(raftrain.InvalidArgument, match="not a parameter"):
+        client.push({"nope": np.zeros(3)})
+    with pytest.raises(raftrain.InvalidArgument, match="values"):
+        client.push({"w": np.zeros(4)})
+    other = raftrain.PServerClient(masters.masters)
+    with pytest.raises(raftrain.FailedPrecondition, match="layout"):
+        other.init({"w": np.zeros(5)}, "adam", learning_rate=0.1)

@@ -1,0 +1,123 @@
+"""A RecordIO job from Python against three real masters: every record is read once per
+pass, each task checked and reported; failures go back to the master with their fault; the
+status has the `raftrain status --json` keys; the evaluation is recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import raftrain
+
+from cluster import run_tool, wait_until
+from data import FEATURES, write_blobs
+
+
+def test_a_recordio_job_runs_every_pass_to_the_end(masters, tmp_path):
+    """Two clients share a two-pass job: each task's examples arrive checked and decoded,
+    every record is trained on exactly once per pass, and the job finishes."""
+    examples = write_blobs(tmp_path / "train.recordio", 600, seed=1, max_chunk_bytes=2000)
+    first = raftrain.TaskClient(masters.masters, name="first")
+    second = raftrain.TaskClient(masters.masters.split(","), name="second")
+    sizes = first.report_dataset(str(tmp_path / "*.recordio"), passes=2, job="blobs")
+    assert sizes["records"] == 600 and sizes["tasks"] > 4
+    assert second.report_dataset(str(tmp_path / "*.recordio"), passes=2, job="blobs") == sizes
+    seen = {0: [], 1: []}
+    lock = threading.Lock()
+
+    def train(client: raftrain.TaskClient) -> None:
+        for task in client.tasks():
+            with task:
+                features, labels = task.arrays()
+                assert features.shape == (task.record_count, FEATURES)
+                decoded = list(task.examples())
+                assert all(np.array_equal(row, example.dense) for row, example in zip(features, decoded))
+                with lock:
+                    seen[task.pass_index].extend(labels.tolist())
+            assert task.reported == "finished"
+
+    threads = [threading.Thread(target=train, args=(client,)) for client in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    expected = sorted(example.label for example in examples)
+    assert sorted(seen[0]) == expected and sorted(seen[1]) == expected
+    first.record_eval(1, 0.25, 0.9)
+    status = first.status()
+    assert status["job_finished"] and status["failed"] == 0
+    assert status["eval"]["pass"] == 1 and abs(status["eval"]["accuracy"] - 0.9) < 1e-6
+    assert {trainer["name"] for trainer in status["trainers"]} >= {"first", "second"}
+    assert first.next_task() is None, "a finished job has no tasks"
+
+
+def test_status_has_the_keys_of_the_command_line(masters, tmp_path):
+    """`TaskClient.status()` and `raftrain.status()` answer the keys `raftrain status --json`
+    prints, from the same leader."""
+    client = raftrain.TaskClient(masters.masters)
+    printed = json.loads(run_tool("status", "--json", "--masters", masters.masters))
+    assert set(client.status()) == set(printed)
+    assert set(raftrain.status(masters.masters)) == set(printed)
+    assert client.status()["leader"] == printed["leader"]
+
+
+def test_a_failing_block_reports_the_task_failed_and_it_is_retried(masters, tmp_path):
+    """An exception inside `with task:` reports the task failed with the exception's text; the
+    master hands it out again (its failure budget is not spent up) and the job still ends."""
+    write_blobs(tmp_path / "train.recordio", 100, seed=2, max_chunk_bytes=100_000)
+    client = raftrain.TaskClient(masters.masters)
+    client.report_dataset(str(tmp_path / "train.recordio"), passes=1)
+    task = client.next_task()
+    with pytest.raises(RuntimeError):
+        with task:
+            raise RuntimeError("the model diverged")
+    assert task.reported == "failed"
+    again = client.next_task()
+    assert again.id == task.id and again.epoch > task.epoch
+    with again:
+        assert len(list(again.records())) == 100
+    assert client.next_task() is None
+    assert client.status()["failed"] == 0
+
+
+def test_a_truncated_file_fails_the_task_as_this_trainers_fault(masters, tmp_path):
+    """A file cut short after the master scanned it: the task's read raises `DataError`, the
+    context manager reports it failed as a local fault, and the task goes back to the queue."""
+    path = tmp_path / "train.recordio"
+    write_blobs(path, 200, seed=3, max_chunk_bytes=1000)
+    client = raftrain.TaskClient(masters.masters)
+    client.report_dataset(str(path), passes=1)
+    os.truncate(path, path.stat().st_size // 2)
+    failures = 0
+    for task in client.tasks():
+        try:
+            with task:
+                list(task.records())
+        except raftrain.DataError as error:
+            assert error.fault == "local" and str(path) in error.message
+            assert task.reported == "failed"
+            failures += 1
+            break
+    assert failures == 1
+    status = client.status()
+    assert not status["job_finished"] and status["todo"] + status["pending"] >= 1
+
+
+def test_a_task_held_by_a_dead_trainer_is_handed_out_again(masters, tmp_path):
+    """A trainer that stops heartbeating with a task (a killed process) loses it when its lease
+    ends; another trainer gets it with a newer epoch, and the late report is refused."""
+    write_blobs(tmp_path / "train.recordio", 50, seed=4, max_chunk_bytes=100_000)
+    dying = raftrain.TaskClient(masters.masters, name="dying")
+    dying.report_dataset(str(tmp_path / "train.recordio"), passes=1)
+    lost = dying.next_task()
+    dying.close()
+    survivor = raftrain.TaskClient(masters.masters, name="survivor")
+    task = wait_until(lambda: survivor.next_task(), "the task to come back", timeout_s=60)
+    assert task.id == lost.id and task.epoch > lost.epoch
+    assert lost.finish() is False, "the dead trainer's report is fenced off"
+    assert task.finish() is True
