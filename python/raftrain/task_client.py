@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _native
@@ -23,6 +24,9 @@ from .example import Example, decode_dense
 #: well under a second; 60 s rides out a restart of every master. `None` waits without limit,
 #: as the Rust trainer does by default.
 DEADLINE_S_DEFAULT = 60.0
+
+#: Between asks while no task is free (as the Rust trainer waits).
+IDLE_S = 0.2
 
 Masters = Union[str, Sequence[str]]
 
@@ -95,6 +99,7 @@ class TaskClient:
             token_file=_path(token_file),
             deadline_s=deadline_s,
         )
+        self._pass = 0
 
     @property
     def trainer_id(self) -> int:
@@ -104,7 +109,7 @@ class TaskClient:
     @property
     def pass_index(self) -> int:
         """The pass this trainer takes tasks of."""
-        return self._native.pass_index
+        return self._pass
 
     def report_dataset(self, patterns, *, passes: int, job: Optional[str] = None) -> dict:
         """Reports the job's RecordIO files (paths or globs, as the masters see them) to be
@@ -119,8 +124,24 @@ class TaskClient:
     def next_task(self) -> Optional["Task"]:
         """The next task (waiting while none is free, moving through passes), or `None` once
         the job finished. Until it is reported, the master answers the same task again."""
-        native = self._native.next_task()
-        return None if native is None else Task(self, native)
+        while True:
+            outcome, current, task = self.ask(self._pass)
+            if outcome == "task":
+                return task
+            if outcome == "job_finished":
+                return None
+            if outcome in ("pass_before", "pass_after"):
+                self._pass = current
+                continue
+            time.sleep(IDLE_S)  # no_more_available, no_dataset: ask again soon
+
+    def ask(self, pass_index: int) -> "Tuple[str, int, Optional[Task]]":
+        """One ask for a task of `pass_index`, without waiting: `(outcome, current_pass,
+        task)`, outcome one of `task`, `pass_before` (that pass is over), `pass_after` (it has
+        not begun), `no_more_available` (the rest are held elsewhere), `no_dataset`,
+        `job_finished`."""
+        outcome, current, native = self._native.get_task(int(pass_index))
+        return outcome, current, None if native is None else Task(self, native)
 
     def tasks(self) -> Iterator["Task"]:
         """Every task this trainer gets, across passes, until the job finishes. Report each

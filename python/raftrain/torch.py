@@ -24,11 +24,23 @@ task. So, with any `num_workers` and `prefetch_factor`:
   previous task's last batches wait in the prefetch queue;
 - a task must be consumed before the master's task timeout (`--task-timeout-min-ms`, 20 s by
   default, scaled by the task's size), or the master hands it to another trainer as well; the
-  late report is then refused (logged) and the task trained twice.
+  late report is then refused (counted in `TaskLoader.refused`, and warned) and the task is
+  trained twice.
+
+One iteration of a `TaskLoader` is one pass as this process sees it: it ends when the pass is
+over, or when nothing has been free for this process for `PASS_END_IDLE_S` (the pass's last
+tasks are held by other processes). The master starts the next pass only when every task of
+this one is finished, so a training loop is
+
+    while not loader.job_finished:
+        for features, labels in loader:
+            ...
 
 Several training processes (torchrun): each makes its own `TaskDataset` and `TaskLoader`; the
-master spreads tasks among all their workers, so processes get different numbers of batches.
-With DistributedDataParallel use `torch.distributed.algorithms.Join` for the uneven ends.
+master spreads tasks among all their workers, so processes get different numbers of batches in
+a pass. With DistributedDataParallel wrap each pass in `torch.distributed.algorithms.Join` (a
+process whose pass ended shadows the others' steps until theirs end too), and decide to go on
+together (an all-reduce of `loader.job_finished`): see `python/tests/torch_training.py`.
 """
 
 from __future__ import annotations
@@ -49,6 +61,9 @@ from .task_client import DEADLINE_S_DEFAULT, Masters, TaskClient, master_list
 REGISTRATIONS_PER_WORKER = 2
 #: Between asks while every registration of a worker holds an unreported task.
 HELD_POLL_S = 0.05
+#: A worker ends its pass once nothing was free for it this long: the pass's last tasks are
+#: held elsewhere (by another process's workers, which may wait in DDP for this one).
+PASS_END_IDLE_S = 1.0
 
 Receipt = Tuple[int, int]
 
@@ -88,10 +103,18 @@ class TaskDataset(IterableDataset):
         self.transform = transform
         self.name = name or f"torch-{socket.gethostname()}-{os.getpid()}"
         self.client_options = dict(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token_file=token_file, deadline_s=deadline_s)
+        self._registered: List[_Registration] = []
+        self._registered_pid: Optional[int] = None
 
     def client(self, suffix: str) -> TaskClient:
         """A client of this job's masters, registered as `<name>-<suffix>`."""
         return TaskClient(self.masters, name=f"{self.name}-{suffix}", **self.client_options)
+
+    def __getstate__(self) -> dict:
+        # Registrations belong to the process that made them (a spawned worker makes its own).
+        state = dict(self.__dict__)
+        state["_registered"], state["_registered_pid"] = [], None
+        return state
 
     def loader(self, **dataloader_options) -> "TaskLoader":
         """A `TaskLoader` over this dataset (DataLoader options: num_workers, prefetch_factor,
@@ -99,20 +122,51 @@ class TaskDataset(IterableDataset):
         return TaskLoader(self, **dataloader_options)
 
     def __iter__(self) -> Iterator[Tuple[object, List[Receipt]]]:
-        worker = get_worker_info()
-        worker_name = f"w{worker.id}" if worker is not None else "main"
-        clients = [self.client(f"{worker_name}-{index}") for index in range(REGISTRATIONS_PER_WORKER)]
-        try:
-            clients[0].report_dataset(self.records, passes=self.passes, job=self.job)
-            held: List[Optional[Receipt]] = [None] * len(clients)
-            while True:
-                task = _next_task(clients, held)
-                if task is None:
-                    return
+        """One pass as this worker sees it: tasks until the pass is over after it yielded
+        some, or until nothing is free for `PASS_END_IDLE_S` (the rest are held elsewhere), or
+        the job finished."""
+        registrations = self._registrations()
+        registrations[0].client.report_dataset(self.records, passes=self.passes, job=self.job)
+        pass_index = 0
+        yielded = False
+        idle_since: Optional[float] = None
+        while True:
+            answers = []
+            for registration in registrations:
+                outcome, current, task = registration.client.ask(pass_index)
+                answers.append(outcome)
+                if outcome == "task" and registration.held != (task.id, task.epoch):
+                    break
+                if outcome in ("pass_before", "pass_after", "job_finished"):
+                    break
+            if outcome == "job_finished" or (outcome == "pass_before" and yielded):
+                return
+            if outcome in ("pass_before", "pass_after"):
+                pass_index = current
+                continue
+            if outcome == "task" and registration.held != (task.id, task.epoch):
+                registration.held = (task.id, task.epoch)
                 yield from self._batches(task)
-        finally:
-            for client in clients:
-                client.close()
+                yielded, idle_since = True, None
+                continue
+            idle_since = idle_since or time.monotonic()
+            waiting_for_dataset = all(answer == "no_dataset" for answer in answers)
+            if not waiting_for_dataset and time.monotonic() - idle_since >= PASS_END_IDLE_S:
+                return
+            time.sleep(HELD_POLL_S)
+
+    def _registrations(self) -> "List[_Registration]":
+        """This process's registrations, made on first use and kept for later passes: a worker
+        keeps heartbeating until it exits, so a task it yielded stays its own until the
+        training loop reports it."""
+        if self._registered_pid != os.getpid():
+            worker = get_worker_info()
+            worker_name = f"w{worker.id}" if worker is not None else "main"
+            self._registered = [
+                _Registration(self.client(f"{worker_name}-{index}")) for index in range(REGISTRATIONS_PER_WORKER)
+            ]
+            self._registered_pid = os.getpid()
+        return self._registered
 
     def _batches(self, task) -> Iterator[Tuple[object, List[Receipt]]]:
         features, labels = task.arrays()
@@ -130,25 +184,19 @@ class TaskDataset(IterableDataset):
         return torch.from_numpy(np.array(features)), torch.from_numpy(np.array(labels))
 
 
-def _next_task(clients: List[TaskClient], held: List[Optional[Receipt]]):
-    """The next task through a registration whose last task was reported; `None` once the job
-    finished. A registration the master answers with the task it already handed out still
-    holds it unreported: the training loop has not consumed it yet."""
-    while True:
-        for index, client in enumerate(clients):
-            task = client.next_task()
-            if task is None:
-                return None
-            if held[index] == (task.id, task.epoch):
-                continue
-            held[index] = (task.id, task.epoch)
-            return task
-        time.sleep(HELD_POLL_S)
+class _Registration:
+    """One registration of a worker, and the task it last handed out (held until reported: the
+    master answers a trainer that holds a task with that task)."""
+
+    def __init__(self, client: TaskClient):
+        self.client = client
+        self.held: Optional[Receipt] = None
 
 
 class TaskLoader:
-    """Iterates a `TaskDataset` through a DataLoader and reports each task finished once the
-    training loop has consumed its last batch (see the module's documentation)."""
+    """Iterates a `TaskDataset` through a DataLoader, one pass per iteration, and reports
+    each task finished once the training loop has consumed its last batch (see the module's
+    documentation). Loop `while not loader.job_finished: for batch in loader: ...`."""
 
     def __init__(self, dataset: TaskDataset, **dataloader_options):
         if dataloader_options.pop("batch_size", None) is not None:
@@ -158,25 +206,30 @@ class TaskLoader:
         #: Tasks this loader reported finished, and reports the master refused (taken back).
         self.finished = 0
         self.refused = 0
+        self._reporter: Optional[TaskClient] = None
 
     def __iter__(self) -> Iterator[object]:
-        reporter: Optional[TaskClient] = None
-        try:
-            for batch, receipts in self.dataloader:
-                yield batch
-                # The loop asked for the next batch: it has consumed this one.
-                if receipts:
-                    reporter = reporter or self.dataset.client("reporter")
-                    self._report(reporter, receipts)
-        finally:
-            if reporter is not None:
-                reporter.close()
+        for batch, receipts in self.dataloader:
+            yield batch
+            # The loop asked for the next batch: it has consumed this one.
+            for task_id, epoch in receipts:
+                self._report(int(task_id), int(epoch))
 
-    def _report(self, reporter: TaskClient, receipts: List[Receipt]) -> None:
-        for task_id, epoch in receipts:
-            if reporter._native.finish(int(task_id), int(epoch)):
-                self.finished += 1
-            else:
-                self.refused += 1
-                warnings.warn(f"task {task_id} (epoch {epoch}) was taken back before it was consumed; it is trained again elsewhere")
-        receipts.clear()
+    @property
+    def job_finished(self) -> bool:
+        """Whether the job finished (a linearizable read through the leader)."""
+        return bool(self._reporter_client().status()["job_finished"])
+
+    def _reporter_client(self) -> TaskClient:
+        if self._reporter is None:
+            self._reporter = self.dataset.client("reporter")
+        return self._reporter
+
+    def _report(self, task_id: int, epoch: int) -> None:
+        if self._reporter_client()._native.finish(task_id, epoch):
+            self.finished += 1
+            return
+        self.refused += 1
+        warnings.warn(
+            f"task {task_id} (epoch {epoch}) was taken back before it was consumed; it is trained again elsewhere"
+        )

@@ -1,11 +1,10 @@
 //! `TaskClient` (native half): one registered trainer of a job. It registers, heartbeats on
 //! the runtime (the trainer's own `Session`: it registers again when the master forgot it),
-//! takes tasks across passes until the job finishes, and reports them. The Python class in
+//! asks for tasks (the Python side walks the passes) and reports them. The Python class in
 //! `raftrain/task_client.py` adds iteration, `Task` objects and the context manager.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use client::{ClientError, Fault, MasterClient, TaskOutcome};
 use pyo3::prelude::*;
@@ -19,16 +18,13 @@ use crate::process_bound::ProcessBound;
 use crate::runtime::{runtime, wait};
 use crate::task::Task;
 
-/// Between asks while no task is available (as the Rust trainer waits).
-const IDLE_MS: u64 = 200;
-
 #[pyclass(module = "raftrain._native", frozen)]
 pub struct TaskClient {
     process: ProcessBound,
     master: Arc<MasterClient>,
     session: Arc<Session>,
     counters: Arc<TrainerMetrics>,
-    /// The pass this trainer asks tasks of; moves as the master answers.
+    /// The pass this trainer last asked tasks of.
     pass: Arc<AtomicU32>,
     stop: watch::Sender<bool>,
 }
@@ -100,16 +96,34 @@ impl TaskClient {
         })
     }
 
-    /// The next task, waiting while none is available and moving to later passes; `None`
-    /// once the job finished. A trainer holds one task at a time: until it is reported, the
-    /// master answers it again.
-    fn next_task(&self, py: Python<'_>) -> PyResult<Option<Task>> {
-        guarded("next_task", || {
+    /// One ask for a task of pass `pass_index`: `(outcome, current_pass, task)` where
+    /// outcome is `task`, `pass_before` (the pass is over; `current_pass` runs), `pass_after`
+    /// (it has not begun), `no_more_available` (the rest are pending elsewhere), `no_dataset`
+    /// or `job_finished`. A trainer the master forgot registers again and asks once more. A
+    /// trainer holds one task at a time: until it is reported, the master answers it again.
+    fn get_task(
+        &self,
+        py: Python<'_>,
+        pass_index: u32,
+    ) -> PyResult<(&'static str, u32, Option<Task>)> {
+        guarded("get_task", || {
             self.process.check("TaskClient")?;
-            let (master, session, pass) =
-                (self.master.clone(), self.session.clone(), self.pass.clone());
-            let next = wait(py, next_task(master, session, pass))?;
-            Ok(next.map_err(Failure::from)?.map(Task::from))
+            let (master, session) = (self.master.clone(), self.session.clone());
+            let outcome = wait(py, get_task(master, session, pass_index))?;
+            let outcome = outcome.map_err(Failure::from)?;
+            self.pass.store(pass_index, Ordering::SeqCst);
+            Ok(match outcome {
+                TaskOutcome::Task(task) => ("task", pass_index, Some(Task::from(task))),
+                TaskOutcome::PassBefore { current } => ("pass_before", current, None),
+                TaskOutcome::PassAfter { current } => ("pass_after", current, None),
+                TaskOutcome::NoMoreAvailable => ("no_more_available", pass_index, None),
+                TaskOutcome::NoDataset => ("no_dataset", pass_index, None),
+                TaskOutcome::JobFinished => ("job_finished", pass_index, None),
+                TaskOutcome::UnknownTrainer => {
+                    let call = "GetTask";
+                    return Err(Failure::from(ClientError::UnknownTrainer { call }).into());
+                }
+            })
         })
     }
 
@@ -195,24 +209,19 @@ impl Drop for TaskClient {
     }
 }
 
-async fn next_task(
+async fn get_task(
     master: Arc<MasterClient>,
     session: Arc<Session>,
-    pass: Arc<AtomicU32>,
-) -> Result<Option<client::Task>, ClientError> {
-    loop {
-        match master.get_task(session.id(), pass.load(Ordering::SeqCst)).await? {
-            TaskOutcome::Task(task) => return Ok(Some(task)),
-            TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
-                pass.store(current, Ordering::SeqCst)
+    pass_index: u32,
+) -> Result<TaskOutcome, ClientError> {
+    match master.get_task(session.id(), pass_index).await? {
+        TaskOutcome::UnknownTrainer => {
+            session.renew().await?;
+            match master.get_task(session.id(), pass_index).await? {
+                TaskOutcome::UnknownTrainer => Err(ClientError::UnknownTrainer { call: "GetTask" }),
+                outcome => Ok(outcome),
             }
-            TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset => {
-                tokio::time::sleep(Duration::from_millis(IDLE_MS)).await
-            }
-            TaskOutcome::UnknownTrainer => {
-                session.renew().await?;
-            }
-            TaskOutcome::JobFinished => return Ok(None),
         }
+        outcome => Ok(outcome),
     }
 }

@@ -1,0 +1,158 @@
+"""`raftrain.torch` with PyTorch: a task is reported finished exactly when the training loop
+has consumed its last batch, with DataLoader workers prefetching; a training process killed
+mid-task leaves its tasks to be handed out again; and two DDP processes train an MLP through
+`TaskDataset` while the master leader is killed mid-pass, finishing every task of every pass
+once, to the accuracy of one plain PyTorch process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import torch  # noqa: E402  (the CI environment installs it; a missing torch must fail, not skip)
+
+import raftrain  # noqa: E402
+from raftrain.torch import TaskDataset  # noqa: E402
+
+from cluster import free_addr, wait_until  # noqa: E402
+from data import blobs, write_blobs  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_importing_raftrain_does_not_import_torch():
+    """`import raftrain` needs NumPy only."""
+    code = "import sys, raftrain; assert 'torch' not in sys.modules, 'torch was imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=HERE)
+
+
+def test_a_task_is_reported_only_after_its_last_batch_is_consumed(masters, tmp_path):
+    """Two workers prefetching two batches each: while the loop trains on its k-th batch
+    (one task each here), exactly k - 1 tasks are done, whatever the workers read ahead."""
+    write_blobs(tmp_path / "train.recordio", 400, seed=8, max_chunk_bytes=1000)
+    dataset = TaskDataset(masters.masters, records=[str(tmp_path / "train.recordio")], passes=1, batch_size=1000)
+    loader = dataset.loader(num_workers=2, prefetch_factor=2)
+    consumed = 0
+    records = 0
+    for features, labels in loader:
+        assert masters.status()["done"] == consumed, "a task was reported before it was consumed"
+        consumed += 1
+        records += len(labels)
+        time.sleep(0.05)  # let the workers run ahead
+    status = masters.status()
+    assert records == 400 and status["job_finished"] and status["done"] == consumed == loader.finished
+
+
+def test_a_killed_process_leaves_its_tasks_to_be_handed_out_again(masters, tmp_path):
+    """A training process killed (SIGKILL) in the middle of the job: its tasks, read but not
+    reported, come back once its workers' leases end, and a new process finishes the job,
+    every task reported once."""
+    write_blobs(tmp_path / "train.recordio", 900, seed=9, max_chunk_bytes=1000)
+    records = str(tmp_path / "train.recordio")
+    out = tmp_path / "killed.pt"
+    script = [sys.executable, str(HERE / "torch_training.py"), "--masters", masters.masters, "--records", records, "--passes", "1", "--workers", "2", "--out", str(out)]
+    victim = subprocess.Popen(script, env=_env(), cwd=HERE)
+    wait_until(lambda: _running(victim) and masters.status()["done"] >= 3, "the first process to finish some tasks", timeout_s=120)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=30)
+    held = masters.status()
+    assert not held["job_finished"]
+    survivor = subprocess.run(script, env=_env(), cwd=HERE, timeout=300)
+    assert survivor.returncode == 0
+    status = masters.status()
+    assert status["job_finished"] and status["failed"] == 0
+    assert status["done"] + held["done"] >= status["done"]
+    summary = json.loads(Path(f"{out}.rank0.json").read_text())
+    assert summary["finished"] == status["done"] - held["done"], summary
+    assert status["dispatched"] > status["done"], "the killed process's tasks were handed out again"
+
+
+def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(masters, tmp_path):
+    """Two DDP processes (gloo) with a DataLoader worker each train an MLP for three passes
+    while the leader is killed and restarted mid-pass; every task of every pass is finished
+    once and the model is as accurate (within 0.02) as the same model trained by one plain
+    PyTorch process on the same data."""
+    sizes_written = write_blobs(tmp_path / "train.recordio", 3000, seed=10, max_chunk_bytes=5000)
+    out = tmp_path / "model.pt"
+    port = free_addr().split(":")[1]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "torch_training.py"), "--masters", masters.masters, "--records", str(tmp_path / "train.recordio"),
+             "--passes", "3", "--rank", str(rank), "--world-size", "2", "--port", port, "--workers", "1", "--out", str(out)],
+            env=_env(), cwd=HERE,
+        )
+        for rank in range(2)
+    ]
+    try:
+        wait_until(lambda: all(map(_running, ranks)) and masters.status()["pass"] >= 1, "the second pass to start", timeout_s=300)
+        leader = masters.leader_index()
+        masters.kill(leader)
+        time.sleep(1.0)
+        masters.spawn(leader)
+        for process in ranks:
+            assert process.wait(timeout=600) == 0
+    finally:
+        for process in ranks:
+            if process.poll() is None:
+                process.kill()
+    status = masters.status()
+    tasks_per_pass = status["done"]
+    summaries = [json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in range(2)]
+    assert status["job_finished"] and status["failed"] == 0 and status["passes"] == 3
+    assert sum(summary["finished"] for summary in summaries) == 3 * tasks_per_pass, summaries
+    assert sum(summary["refused"] for summary in summaries) == 0, summaries
+    assert status["dispatched"] == 3 * tasks_per_pass, "no task was handed out twice"
+    assert len(sizes_written) == 3000
+    sys.path.insert(0, str(HERE))
+    from torch_training import model as make_model
+
+    trained = make_model()
+    trained.load_state_dict(torch.load(out))
+    baseline = _plain_pytorch(make_model())
+    accuracy, baseline_accuracy = _accuracy(trained), _accuracy(baseline)
+    assert abs(accuracy - baseline_accuracy) <= 0.02, (accuracy, baseline_accuracy)
+    assert baseline_accuracy > 0.9
+
+
+def _plain_pytorch(net):
+    """The same model, data and passes in one process: batches of 64 (DDP's 2 x 32), shuffled."""
+    from torch_training import LEARNING_RATE
+
+    points, labels = blobs(3000, seed=10)
+    dataset = torch.utils.data.TensorDataset(torch.from_numpy(points), torch.from_numpy(labels))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(0))
+    optimizer = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
+    for _ in range(3):
+        for features, target in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(net(features), target.long()).backward()
+            optimizer.step()
+    return net
+
+
+def _accuracy(net) -> float:
+    points, labels = blobs(2000, seed=11)
+    with torch.no_grad():
+        predicted = net(torch.from_numpy(points)).argmax(dim=1).numpy()
+    return float(np.mean(predicted == labels.astype(np.int64)))
+
+
+def _running(process: subprocess.Popen) -> bool:
+    """True while `process` runs; fails the test at once if it exited."""
+    code = process.poll()
+    assert code is None, f"the training process exited early with {code}"
+    return True
+
+
+def _env() -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    return env

@@ -1,0 +1,90 @@
+"""One training process of the PyTorch end-to-end test: an MLP trained on a raftrain job through
+`TaskDataset`, with DistributedDataParallel over gloo (`Join` for each pass's uneven end, since
+the master spreads tasks unevenly), or alone. Run as a script:
+
+    python torch_training.py --masters A,B,C --records GLOB --rank R --world-size W --out PATH
+
+Rank 0 writes the trained model's state_dict to `--out`; every rank writes a JSON summary of
+what its loader reported next to it."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.join import Join
+from torch.nn.parallel import DistributedDataParallel
+
+from raftrain.torch import TaskDataset
+
+FEATURES = 8
+CLASSES = 3
+HIDDEN = 32
+LEARNING_RATE = 0.1
+#: Per process: with W processes DDP averages W batches, so the step is one of W * BATCH.
+BATCH = 32
+
+
+def model(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, CLASSES))
+
+
+def job_running(loader, world_size: int) -> bool:
+    """Whether any process still sees the job running: every process decides alike."""
+    running = torch.tensor([0 if loader.job_finished else 1])
+    if world_size > 1:
+        dist.all_reduce(running, op=dist.ReduceOp.MAX)
+    return bool(running.item())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--masters", required=True)
+    parser.add_argument("--records", required=True)
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--rank", type=int, default=0)
+    parser.add_argument("--world-size", type=int, default=1)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    net = model()
+    if args.world_size > 1:
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=args.world_size
+        )
+        net = DistributedDataParallel(net)
+    dataset = TaskDataset(
+        args.masters, records=[args.records], passes=args.passes, batch_size=BATCH, job="e2e", name=f"rank{args.rank}"
+    )
+    loader = dataset.loader(num_workers=args.workers)
+    optimizer = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    batches = 0
+    while job_running(loader, args.world_size):
+        # One pass: a process whose pass ends first shadows the others' steps (Join).
+        with Join([net]) if args.world_size > 1 else contextlib.nullcontext():
+            for features, labels in loader:
+                optimizer.zero_grad()
+                loss_fn(net(features), labels.long()).backward()
+                optimizer.step()
+                batches += 1
+    plain = net.module if args.world_size > 1 else net
+    if args.rank == 0:
+        torch.save(plain.state_dict(), args.out)
+    summary = {"rank": args.rank, "batches": batches, "finished": loader.finished, "refused": loader.refused}
+    with open(f"{args.out}.rank{args.rank}.json", "w") as file:
+        json.dump(summary, file)
+    if args.world_size > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
