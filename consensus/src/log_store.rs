@@ -264,7 +264,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let mut batch = sled::Batch::default();
+        let mut previous: Option<u64> = None;
         for entry in entries {
+            // Cheap, and everything after relies on it: a gap would be read back as a log.
+            let index = entry.log_id.index;
+            assert!(
+                previous.is_none_or(|previous| index == previous + 1),
+                "openraft appends consecutive entries: {index} after {previous:?}"
+            );
+            previous = Some(index);
             let bytes =
                 codec::encode(&entry).map_err(|error| StorageIOError::write_logs(&error))?;
             if bytes.len() > ENTRY_BYTES_MAX {

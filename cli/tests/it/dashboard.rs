@@ -24,10 +24,11 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 /// The `raftrain_*` names in the Rust sources of every crate.
 fn exported() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    let mut dirs: Vec<std::path::PathBuf> = ["consensus", "master", "pserver", "trainer"]
-        .iter()
-        .map(|name| Path::new(WORKSPACE).join(name).join("src"))
-        .collect();
+    let mut dirs: Vec<std::path::PathBuf> =
+        ["platform", "consensus", "master", "pserver", "trainer"]
+            .iter()
+            .map(|name| Path::new(WORKSPACE).join(name).join("src"))
+            .collect();
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).expect("a source directory") {
             let path = entry.expect("an entry").path();

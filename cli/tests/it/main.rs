@@ -33,6 +33,7 @@ mod slow_streams;
 mod status;
 mod synth;
 mod task_consumer;
+mod tidy_layers;
 mod trainer_outages;
 mod trainer_try_again;
 mod training;

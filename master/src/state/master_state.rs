@@ -66,7 +66,9 @@ impl MasterState {
     /// was already applied is answered from the client's session instead of being applied
     /// twice; a leader decision from another term is not applied at all.
     pub fn apply_in_term(&mut self, request: &Request, entry_term: u64) -> Response {
+        let clock_before = self.clock_ms;
         let response = self.apply_unchecked(request, entry_term);
+        self.assert_cheap_invariants(clock_before);
         // Every transition must keep the invariants; in debug builds (all tests, the simulator)
         // a broken one stops here, at the step that broke it, rather than steps later. The
         // check is O(tasks): past a size only tests of the limits reach, it is left to them.

@@ -67,6 +67,7 @@ mod limits;
 mod master_state;
 mod members;
 mod pserver_slots;
+mod release_checks;
 mod repeated_report;
 mod request;
 mod response;
