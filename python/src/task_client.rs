@@ -3,7 +3,7 @@
 //! asks for tasks (the Python side walks the passes) and reports them. The Python class in
 //! `raftrain/task_client.py` adds iteration, `Task` objects and the context manager.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use client::{ClientError, Fault, MasterClient, TaskOutcome};
@@ -24,8 +24,6 @@ pub struct TaskClient {
     master: Arc<MasterClient>,
     session: Arc<Session>,
     counters: Arc<TrainerMetrics>,
-    /// The pass this trainer last asked tasks of.
-    pass: Arc<AtomicU32>,
     stop: watch::Sender<bool>,
 }
 
@@ -55,14 +53,7 @@ impl TaskClient {
             let (stop, stopped) = watch::channel(false);
             let runtime = runtime().map_err(|error| Failure::new("INTERNAL", error.to_string()))?;
             runtime.spawn(session.clone().keep_alive(counters.clone(), stopped));
-            Ok(Self {
-                process: ProcessBound::here(),
-                master,
-                session,
-                counters,
-                pass: Arc::new(AtomicU32::new(0)),
-                stop,
-            })
+            Ok(Self { process: ProcessBound::here(), master, session, counters, stop })
         })
     }
 
@@ -70,12 +61,6 @@ impl TaskClient {
     #[getter]
     fn trainer_id(&self) -> u64 {
         self.session.id()
-    }
-
-    /// The pass this client takes tasks of.
-    #[getter]
-    fn pass_index(&self) -> u32 {
-        self.pass.load(Ordering::SeqCst)
     }
 
     /// Reports a RecordIO dataset; answers (tasks, chunks, records) of the accepted one.
@@ -111,7 +96,6 @@ impl TaskClient {
             let (master, session) = (self.master.clone(), self.session.clone());
             let outcome = wait(py, get_task(master, session, pass_index))?;
             let outcome = outcome.map_err(Failure::from)?;
-            self.pass.store(pass_index, Ordering::SeqCst);
             Ok(match outcome {
                 TaskOutcome::Task(task) => ("task", pass_index, Some(Task::from(task))),
                 TaskOutcome::PassBefore { current } => ("pass_before", current, None),
