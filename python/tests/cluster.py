@@ -1,10 +1,11 @@
 """Real `raftrain` processes for the tests: a group of masters on loopback ports (kill -9,
 restart, find the leader), pservers, and the `raftrain` command-line tools. Every process is
-killed when its group is stopped, and each dies with the test process (`PR_SET_PDEATHSIG` is
-not reachable from Python, so the fixtures stop them in `finally` blocks)."""
+killed when its group is stopped (the fixtures do it in `finally` blocks), and the kernel
+kills each one if the test process dies first (`PR_SET_PDEATHSIG`)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -42,6 +43,15 @@ def free_addr() -> str:
         return f"127.0.0.1:{sock.getsockname()[1]}"
 
 
+#: prctl(2)'s option that makes the kernel signal a child when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the test process dies."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def run_tool(*args: str, input: Optional[bytes] = None) -> bytes:
     """Runs a `raftrain` subcommand to its end; its standard output."""
     done = subprocess.run([binary(), *args], input=input, capture_output=True, timeout=120)
@@ -61,7 +71,7 @@ class Processes:
         log = open(self.dir / f"{name}.log", "ab")
         env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
         self.children[name] = subprocess.Popen(
-            [binary(), *args], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            [binary(), *args], stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent
         )
         log.close()
 

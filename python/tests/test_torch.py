@@ -15,15 +15,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
+import torch  # the test environment installs it: a missing torch fails, never skips
 
-import torch  # noqa: E402  (the CI environment installs it; a missing torch must fail, not skip)
+from raftrain.torch import TaskDataset
 
-import raftrain  # noqa: E402
-from raftrain.torch import TaskDataset  # noqa: E402
-
-from cluster import free_addr, wait_until  # noqa: E402
-from data import blobs, write_blobs  # noqa: E402
+from cluster import free_addr, wait_until
+from data import blobs, write_blobs
 
 HERE = Path(__file__).resolve().parent
 
@@ -69,7 +66,6 @@ def test_a_killed_process_leaves_its_tasks_to_be_handed_out_again(masters, tmp_p
     assert survivor.returncode == 0
     status = masters.status()
     assert status["job_finished"] and status["failed"] == 0
-    assert status["done"] + held["done"] >= status["done"]
     summary = json.loads(Path(f"{out}.rank0.json").read_text())
     assert summary["finished"] == status["done"] - held["done"], summary
     assert status["dispatched"] > status["done"], "the killed process's tasks were handed out again"
@@ -80,7 +76,7 @@ def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(
     while the leader is killed and restarted mid-pass; every task of every pass is finished
     once and the model is as accurate (within 0.02) as the same model trained by one plain
     PyTorch process on the same data."""
-    sizes_written = write_blobs(tmp_path / "train.recordio", 3000, seed=10, max_chunk_bytes=5000)
+    write_blobs(tmp_path / "train.recordio", 3000, seed=10, max_chunk_bytes=5000)
     out = tmp_path / "model.pt"
     port = free_addr().split(":")[1]
     ranks = [
@@ -110,7 +106,6 @@ def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(
     assert sum(summary["finished"] for summary in summaries) == 3 * tasks_per_pass, summaries
     assert sum(summary["refused"] for summary in summaries) == 0, summaries
     assert status["dispatched"] == 3 * tasks_per_pass, "no task was handed out twice"
-    assert len(sizes_written) == 3000
     sys.path.insert(0, str(HERE))
     from torch_training import model as make_model
 
