@@ -5,6 +5,7 @@ kills each one if the test process dies first (`PR_SET_PDEATHSIG`)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import os
 import signal
@@ -52,6 +53,17 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+#: The one thread every child is started from. The kernel's "parent death" is the death of the
+#: thread that forked the child, so children started from a test's short-lived thread (a
+#: nemesis restarting a master) would be killed when it ends; this thread lives as long as
+#: the test process.
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
+
+
+def _spawn(args, **options) -> subprocess.Popen:
+    return _SPAWNER.submit(subprocess.Popen, args, preexec_fn=_die_with_parent, **options).result()
+
+
 def run_tool(*args: str, input: Optional[bytes] = None) -> bytes:
     """Runs a `raftrain` subcommand to its end; its standard output."""
     done = subprocess.run([binary(), *args], input=input, capture_output=True, timeout=120)
@@ -70,9 +82,7 @@ class Processes:
     def start(self, name: str, args: Sequence[str]) -> None:
         log = open(self.dir / f"{name}.log", "ab")
         env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
-        self.children[name] = subprocess.Popen(
-            [binary(), *args], stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent
-        )
+        self.children[name] = _spawn([binary(), *args], stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
 
     def kill(self, name: str) -> None:
