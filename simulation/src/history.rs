@@ -111,6 +111,20 @@ impl History {
         state.operations.push(Operation { time_ms, client, seq, kind, summary });
     }
 
+    /// Call `seq` of `client` stopped waiting for its answer (the client crashed, or gave up
+    /// at a bound of its own): its outcome stays unknown (info), but it is not one of the calls
+    /// the masters must complete in time after the heal. Nothing if it was never invoked.
+    pub fn abandon(&self, client: u64, seq: u64) {
+        let time_ms = self.trace.now_ms();
+        let mut state = self.state();
+        if state.open.remove(&(client, seq)).is_none() {
+            return;
+        }
+        let (kind, summary) = (OperationType::Info, "abandoned".to_string());
+        self.trace.record(format!("client {client} seq {seq} {kind:?} {summary}"));
+        state.operations.push(Operation { time_ms, client, seq, kind, summary });
+    }
+
     /// Remembers an acknowledged write for the checker.
     pub fn acked(&self, write: AckedWrite) {
         self.state().unchecked_acks.push(write);
