@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use crate::client::ClientContext;
 use crate::clock::{ClockSkew, SimClock};
 use crate::config::SimulationConfig;
+use crate::history::{SlotEvent, SlotEventKind};
 use crate::recorded_master::RecordedMaster;
 use crate::rng::SimRng;
 
@@ -145,7 +146,7 @@ impl SimPServer {
                     self.context.trace.record(format!("pserver {} lost its slot", self.id));
                     break Ended::Lost;
                 }
-                checked => self.serving_changed(&mut serving, checked.is_ok()),
+                checked => self.saw_lease(&mut serving, checked.is_ok(), &lease),
             }
             if checks.is_multiple_of(CHECKPOINT_EVERY) {
                 step = self.checkpoint(&held, &lease, step).await;
@@ -156,8 +157,20 @@ impl SimPServer {
         ended
     }
 
-    /// Traces when the pserver stops serving (its lease unconfirmed) and when it serves again.
-    fn serving_changed(&self, serving: &mut bool, now_serving: bool) {
+    /// Tells the slot checker the pserver serves `lease`'s slot now, if it does, and traces
+    /// when it stops (its lease unconfirmed) and when it serves again.
+    fn saw_lease(&self, serving: &mut bool, now_serving: bool, lease: &SlotLease) {
+        if now_serving {
+            let now_ms = self.context.trace.now_ms();
+            self.context.history.slot_event(SlotEvent {
+                index: lease.index,
+                generation: lease.generation,
+                pserver: self.id,
+                invoked_ms: now_ms,
+                answered_ms: now_ms,
+                kind: SlotEventKind::Serving,
+            });
+        }
         if *serving != now_serving {
             let what = if now_serving { "serves again" } else { "stops serving" };
             self.context.trace.record(format!("pserver {} {what}", self.id));

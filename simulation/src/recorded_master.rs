@@ -17,7 +17,7 @@ use master::client::{
 use pserver::slot_master::SlotMaster;
 
 use crate::client::ClientContext;
-use crate::history::{Fact, History, SlotEvent};
+use crate::history::{Fact, History, SlotEvent, SlotEventKind};
 use crate::rng::SimRng;
 
 /// One simulated pserver's master calls.
@@ -58,14 +58,14 @@ impl RecordedMaster {
     }
 
     /// The pserver was told, by a call sent at `invoked_ms`, that `lease` holds its slot.
-    fn told(&self, lease: &SlotLease, invoked_ms: u64, granted: bool) {
+    fn told(&self, lease: &SlotLease, invoked_ms: u64, kind: SlotEventKind) {
         self.context.history.slot_event(SlotEvent {
             index: lease.index,
             generation: lease.generation,
             pserver: self.pserver,
             invoked_ms,
             answered_ms: self.context.trace.now_ms(),
-            granted,
+            kind,
         });
     }
 }
@@ -85,7 +85,7 @@ impl SlotMaster for RecordedMaster {
         let call = self.master.claim_slot(addr, desired, secret);
         let lease = self.call(format!("claim_slot {addr}"), call, fact).await?;
         if let Some(lease) = &lease {
-            self.told(lease, invoked_ms, true);
+            self.told(lease, invoked_ms, SlotEventKind::Granted);
         }
         Ok(lease)
     }
@@ -101,7 +101,7 @@ impl SlotMaster for RecordedMaster {
         let call = self.master.slot_heartbeat(lease, addr, step);
         let held = self.call(what, call, |_| None).await?;
         if held {
-            self.told(lease, invoked_ms, false);
+            self.told(lease, invoked_ms, SlotEventKind::Confirmed);
         }
         Ok(held)
     }
