@@ -12,6 +12,8 @@
 //!   skewed, drifting clock.
 //! - `network`: openraft's `RaftNetworkFactory` over the simulated network; `master_link`:
 //!   the `MasterClient` dialer that calls a node's master service through it.
+//! - `planted`: the production code's planted bugs, switched on for a run's thread (only with
+//!   the `planted-bugs` feature).
 //! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers; `pserver`:
 //!   simulated pservers of the slot API. `nemesis`: faults.
 //!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
@@ -45,6 +47,7 @@ pub mod master_link;
 pub mod nemesis;
 pub mod network;
 pub mod observer;
+pub mod planted;
 pub mod pserver;
 pub mod rng;
 pub mod runner;
