@@ -6,7 +6,8 @@
 /// How to get a simulation that can plant the production code's bugs.
 pub const FEATURE_NEEDED: &str = "the production code's planted bugs are compiled in only \
     with the simulation's `planted-bugs` feature: cargo run -p simulation --release \
-    --features planted-bugs -- ... (tests: cargo test -p simulation --features planted-bugs)";
+    --features planted-bugs -- ... (its tests: cargo test -p simulation --features planted-bugs \
+    --profile planted planted_bugs)";
 
 /// Refuses `production` bugs this build cannot plant: any, without the `planted-bugs` feature.
 pub fn check_available(production: &[&str]) -> anyhow::Result<()> {

@@ -3,22 +3,21 @@
 //! their tests (`planted_bugs.rs`) in a nested build with the simulation's `planted-bugs`
 //! feature. (A build with the feature runs them directly, and not this.)
 //!
-//! The nested build has a target directory of its own, `planted/` beside this build's profile
-//! directory (`target/planted` by default, where README's planted `raftrain` for the fault
-//! harness goes too): in this build's directory it would replace the simulation runner this
-//! build's tests start (`CARGO_BIN_EXE_simulation`) with one that carries the planted code.
-//! Cargo releases the outer build's lock before it runs the tests, so sharing it would not
-//! deadlock; the price of a directory of its own is compiling the simulation's dependencies
-//! once more, the first time.
+//! The nested build uses the workspace's `planted` profile, whose output directory
+//! (`target/planted/`) is its own: in this build's `target/debug/` it would replace the
+//! simulation runner this build's tests start (`CARGO_BIN_EXE_simulation`) with one that
+//! carries the planted code. (Cargo releases the outer build's lock before it runs the tests,
+//! so a shared directory would not deadlock.) The price of a directory of its own is compiling
+//! the simulation's dependencies once more, the first time.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where the nested build goes: `<target>/planted` for this build's `<target>/<profile>/`.
-fn planted_target_dir() -> PathBuf {
+/// This build's target directory: the runner lies in `<target>/<profile>/`.
+fn target_dir() -> PathBuf {
     let runner = Path::new(env!("CARGO_BIN_EXE_simulation"));
     let target = runner.ancestors().nth(2).expect("the runner lies in <target>/<profile>/");
-    target.join("planted")
+    target.to_path_buf()
 }
 
 /// Clears the variables cargo set for this test (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, ...),
@@ -46,9 +45,9 @@ fn the_planted_bugs_are_caught_in_a_build_with_them() -> anyhow::Result<()> {
     without_this_packages_variables(&mut command);
     command
         .current_dir(workspace)
-        .args(["test", "-p", "simulation", "--features", "planted-bugs", "--locked", "--offline"])
-        .arg("--target-dir")
-        .arg(planted_target_dir())
+        .args(["test", "-p", "simulation", "--features", "planted-bugs", "--profile", "planted"])
+        .args(["--locked", "--offline", "--target-dir"])
+        .arg(target_dir())
         .args(["--test", "it", "--", "planted_bugs::"]);
     let output = command.output()?;
     let stdout = String::from_utf8_lossy(&output.stdout);
