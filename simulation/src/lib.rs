@@ -12,6 +12,8 @@
 //!   and pserver's skewed, drifting clock.
 //! - `network`: openraft's `RaftNetworkFactory` over the simulated network; `master_link`:
 //!   the `MasterClient` dialer that calls a node's master service through it.
+//! - `planted`: the production code's planted bugs, switched on for a run's thread (only with
+//!   the `planted-bugs` feature).
 //! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers; `pserver`: pserver
 //!   processes running the production slot keeper, reaching the masters through
 //!   `recorded_master`. `nemesis`: faults.
@@ -46,6 +48,7 @@ pub mod master_link;
 pub mod nemesis;
 pub mod network;
 pub mod observer;
+pub mod planted;
 pub mod pserver;
 pub mod recorded_master;
 pub mod rng;
