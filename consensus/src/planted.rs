@@ -1,6 +1,7 @@
 //! Bugs planted on purpose in the replicated log, to show the fault harness (`jepsen-tests`)
 //! catches them. They exist only with the `planted-bugs` feature (which the master's feature of
-//! the same name turns on, and release builds never do), and each is switched on by name in
+//! the same name turns on, and with it the simulation's and `cli`'s; no default build of any
+//! workspace member does), and each is switched on by name in
 //! `RAFTRAIN_PLANTED_BUG` (comma-separated), like the master's (`master/src/planted.rs`):
 //!
 //! - `jammed-batcher`: a proposed entry's writers wait for openraft's answer only, with no end
@@ -15,14 +16,33 @@
 /// The environment variable naming the planted bugs to switch on.
 pub const PLANTED_BUG_ENV: &str = "RAFTRAIN_PLANTED_BUG";
 
+/// Words only a build with the planted bugs carries (in [`active`]'s assertion, which every
+/// planted bug's call site reaches): tests look for them in binaries to prove a default build
+/// carries no planted code (`cli/tests/it/planted_bugs.rs`) and that one built with the
+/// feature does (`simulation/tests/it/planted_bugs.rs`).
+pub const COMPILED_IN_MARKER: &str = "raftrain built with planted bugs";
+
+/// Every planted bug, by name: the log's and the master's (`master/src/planted.rs`).
+#[cfg(feature = "planted-bugs")]
+const BUG_NAMES: &[&str] = &[
+    "jammed-batcher",
+    "skip-epoch-check",
+    "answer-before-commit",
+    "stale-status",
+    "deposed-heartbeats",
+    "leases-across-terms",
+];
+
 #[cfg(feature = "planted-bugs")]
 thread_local! {
     static THREAD_BUGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Whether `bug` is switched on (never, without the `planted-bugs` feature).
+/// Whether `bug` is switched on (never, without the `planted-bugs` feature). A name that is
+/// no planted bug is a typo at the call site, which would leave that bug for ever off.
 #[cfg(feature = "planted-bugs")]
 pub fn active(bug: &str) -> bool {
+    assert!(BUG_NAMES.contains(&bug), "{COMPILED_IN_MARKER}, but none named {bug:?}");
     THREAD_BUGS.with(|bugs| bugs.borrow().iter().any(|name| name == bug)) || named_in_env(bug)
 }
 
@@ -43,6 +63,8 @@ fn named_in_env(_bug: &str) -> bool {
 /// Switches exactly `bugs` on for code running on this thread (the simulation's).
 #[cfg(feature = "planted-bugs")]
 pub fn plant_on_this_thread(bugs: &[&str]) {
+    let unknown: Vec<&&str> = bugs.iter().filter(|bug| !BUG_NAMES.contains(bug)).collect();
+    assert!(unknown.is_empty(), "no planted bug is named {unknown:?}");
     THREAD_BUGS
         .with(|planted| *planted.borrow_mut() = bugs.iter().map(|bug| bug.to_string()).collect());
 }

@@ -1,6 +1,7 @@
 //! Bugs planted on purpose, to show the fault harness (`jepsen-tests`) catches them. They
-//! exist only in a build with the `planted-bugs` feature, which release builds never enable,
-//! and each is switched on by name in `RAFTRAIN_PLANTED_BUG` (comma-separated):
+//! exist only in a build with the `planted-bugs` feature, which no default build of any
+//! workspace member enables (the simulation's and `cli`'s features of that name do), and each
+//! is switched on by name in `RAFTRAIN_PLANTED_BUG` (comma-separated):
 //!
 //! - `skip-epoch-check`: `TaskFinished` is applied under the task's current epoch, whatever
 //!   epoch the trainer reported (PaddlePaddle's master accepted late reports).

@@ -10,7 +10,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use client::{CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotLease};
@@ -21,6 +20,7 @@ use storage::checkpoint::{
 use crate::held_slot::HeldSlot;
 use crate::shard::Shard;
 use crate::shard_cell::ShardCell;
+use crate::slot_master::SlotMaster;
 
 /// What one checkpoint round did.
 #[derive(Debug, PartialEq, Eq)]
@@ -91,7 +91,7 @@ impl Checkpointer {
         if step <= self.recorded_step.load(Ordering::SeqCst) {
             return Ok(Round::Skipped);
         }
-        self.held.check(Instant::now())?;
+        self.held.check()?;
         let written = match self.write(shard.clone(), step).await {
             Err(error) if name_taken(&error) => {
                 tracing::warn!(slot = self.held.index(), step, %error, "checkpoint name taken; moving past it");
@@ -100,31 +100,16 @@ impl Checkpointer {
             }
             written => written?,
         };
-        // A pserver paused during the write may have lost its slot: record nothing then.
-        self.held.check(Instant::now())?;
-        let meta = CheckpointMeta {
-            path: written.path.to_string_lossy().into_owned(),
-            step,
-            crc32: written.crc32,
-            created_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |since| since.as_millis() as u64),
-        };
-        match self.master.record_checkpoint(&self.lease, &meta).await {
-            Ok(CheckpointRecorded::Recorded) => {
+        let path = written.path.to_string_lossy().into_owned();
+        let lease = &self.lease;
+        match record(&*self.master, &self.held, lease, path, step, written.crc32).await? {
+            CheckpointRecorded::Recorded => {
                 self.recorded(step)?;
                 Ok(Round::Recorded { step })
             }
-            Ok(CheckpointRecorded::Stale { recorded_step }) => {
+            CheckpointRecorded::Stale { recorded_step } => {
                 shard.adopt_step(recorded_step.saturating_add(1));
                 Ok(Round::Stale { step, recorded_step })
-            }
-            Err(ClientError::NotHolder { message, .. }) => {
-                self.held.lose(format!("the master refused a checkpoint record: {message}"));
-                Err(anyhow::anyhow!("slot {} lost: {message}", self.held.index()))
-            }
-            Err(error) => {
-                Err(anyhow::Error::new(error).context(format!("record checkpoint {}", meta.path)))
             }
         }
     }
@@ -154,6 +139,34 @@ impl Checkpointer {
             Ok(writer.finish()?)
         });
         written.await.context("the checkpoint writer panicked")?
+    }
+}
+
+/// Records the checkpoint file at `path` (of `step`, with `crc32`) through the masters under
+/// the claim's generation and secret, stamped with the pserver's wall clock. Nothing is
+/// recorded unless the lease holds now: a pserver paused since it wrote the file may have lost
+/// its slot. The master saying another generation holds the slot marks `held` lost. The record
+/// step of `Checkpointer::round`, and the simulation's (which writes no files).
+pub async fn record(
+    master: &impl SlotMaster,
+    held: &HeldSlot,
+    lease: &SlotLease,
+    path: String,
+    step: u64,
+    crc32: u32,
+) -> anyhow::Result<CheckpointRecorded> {
+    held.check()?;
+    let created_ms = held.clock().wall_ms();
+    let meta = CheckpointMeta { path, step, crc32, created_ms };
+    match master.record_checkpoint(lease, &meta).await {
+        Ok(recorded) => Ok(recorded),
+        Err(ClientError::NotHolder { message, .. }) => {
+            held.lose(format!("the master refused a checkpoint record: {message}"));
+            Err(anyhow::anyhow!("slot {} lost: {message}", held.index()))
+        }
+        Err(error) => {
+            Err(anyhow::Error::new(error).context(format!("record checkpoint {}", meta.path)))
+        }
     }
 }
 

@@ -9,12 +9,19 @@
 //! leader grants every holder a fresh lease. A heartbeat answered "held" (by a leader a quorum
 //! confirmed) proves no other generation holds the slot, so serving resumes. The slot is *lost*
 //! for good only when the master says another generation holds it.
+//!
+//! The lease is judged on one clock only, the one the slot was granted with (`clock.rs`): the
+//! send times come from it, and every check reads it, so an instant of another clock never
+//! meets this one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use thiserror::Error;
+use tokio::time::Instant;
+
+use crate::clock::Clock;
 
 /// The share of the master's lease this pserver trusts; the rest absorbs clock drift and the
 /// time between the master's answer and its arrival.
@@ -37,6 +44,8 @@ pub struct HeldSlot {
     index: u32,
     generation: u64,
     lease: Duration,
+    /// The clock the lease is judged on.
+    clock: Arc<dyn Clock>,
     state: Mutex<LeaseState>,
     /// The highest update step the shard was seen at, reported in heartbeats: the master
     /// refuses a checkpoint record far beyond it.
@@ -50,11 +59,23 @@ struct LeaseState {
 }
 
 impl HeldSlot {
-    /// A slot granted by a claim sent at `claim_sent`, with the master's lease length.
-    pub fn granted(index: u32, generation: u64, lease: Duration, claim_sent: Instant) -> Self {
+    /// A slot granted by a claim sent at `claim_sent` (read from `clock`), with the master's
+    /// lease length.
+    pub fn granted(
+        index: u32,
+        generation: u64,
+        lease: Duration,
+        clock: Arc<dyn Clock>,
+        claim_sent: Instant,
+    ) -> Self {
         let valid_until = claim_sent + trusted(lease);
         let state = Mutex::new(LeaseState { valid_until, lost: None });
-        Self { index, generation, lease, state, step_seen: AtomicU64::new(0) }
+        Self { index, generation, lease, clock, state, step_seen: AtomicU64::new(0) }
+    }
+
+    /// The clock the lease is judged on: a heartbeat's send time is read from it.
+    pub fn clock(&self) -> &dyn Clock {
+        &*self.clock
     }
 
     pub fn index(&self) -> u32 {
@@ -95,9 +116,10 @@ impl HeldSlot {
         }
     }
 
-    /// Ok while the lease holds at `now`; `LeaseUnconfirmed` past it until a heartbeat is
+    /// Ok while the lease holds now; `LeaseUnconfirmed` past it until a heartbeat is
     /// answered; `LeaseLost` for good once the master gave the slot to another generation.
-    pub fn check(&self, now: Instant) -> Result<(), FenceError> {
+    pub fn check(&self) -> Result<(), FenceError> {
+        let now = self.clock.now();
         let state = self.lock();
         let (slot, generation) = (self.index, self.generation);
         if let Some(reason) = &state.lost {
@@ -116,13 +138,8 @@ impl HeldSlot {
     }
 
     /// Ok if the lease holds and the request is meant for this slot and generation.
-    pub fn admit(
-        &self,
-        asked_slot: u32,
-        asked_generation: u64,
-        now: Instant,
-    ) -> Result<(), FenceError> {
-        self.check(now)?;
+    pub fn admit(&self, asked_slot: u32, asked_generation: u64) -> Result<(), FenceError> {
+        self.check()?;
         if asked_slot != self.index || asked_generation != self.generation {
             return Err(FenceError::WrongGeneration {
                 slot: self.index,
@@ -146,38 +163,81 @@ fn trusted(lease: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::SystemClock;
 
-    #[test]
-    fn the_lease_runs_from_the_send_and_ends_before_the_masters() {
+    /// A slot granted now, on the system clock (which a paused test runtime drives).
+    fn granted(index: u32, generation: u64) -> (HeldSlot, Instant) {
         let start = Instant::now();
-        let slot = HeldSlot::granted(2, 7, Duration::from_millis(1000), start);
-        assert_eq!(slot.admit(2, 7, start + Duration::from_millis(799)), Ok(()));
-        let late = start + Duration::from_millis(800);
-        assert!(matches!(slot.check(late), Err(FenceError::LeaseUnconfirmed { .. })));
+        let lease = Duration::from_millis(1000);
+        (HeldSlot::granted(index, generation, lease, Arc::new(SystemClock), start), start)
+    }
+
+    /// Moves the paused clock to `start + at_ms`.
+    async fn at(start: Instant, at_ms: u64) {
+        tokio::time::advance((start + Duration::from_millis(at_ms)) - Instant::now()).await;
+    }
+
+    /// The lease counts from the claim's send, ends at 80% of it, comes back with an answered
+    /// heartbeat, and never comes back once lost.
+    #[tokio::test(start_paused = true)]
+    async fn the_lease_runs_from_the_send_and_ends_before_the_masters() {
+        let (slot, start) = granted(2, 7);
+        at(start, 799).await;
+        assert_eq!(slot.admit(2, 7), Ok(()));
+        at(start, 800).await;
+        assert!(matches!(slot.check(), Err(FenceError::LeaseUnconfirmed { .. })));
         // A heartbeat answered after a failover confirms the slot again.
         slot.renewed(start + Duration::from_millis(900));
-        assert_eq!(slot.check(start + Duration::from_millis(901)), Ok(()));
+        at(start, 901).await;
+        assert_eq!(slot.check(), Ok(()));
         // Lost stays lost, even if a late heartbeat answer arrives.
         slot.lose("slot 2 is held by generation 8".into());
         slot.renewed(start + Duration::from_millis(950));
-        let after = start + Duration::from_millis(951);
-        assert!(matches!(slot.check(after), Err(FenceError::LeaseLost { .. })));
+        at(start, 951).await;
+        assert!(matches!(slot.check(), Err(FenceError::LeaseLost { .. })));
         assert!(slot.is_lost());
     }
 
-    #[test]
-    fn renewals_extend_and_requests_for_others_are_refused() {
-        let start = Instant::now();
-        let slot = HeldSlot::granted(0, 3, Duration::from_millis(1000), start);
+    /// A renewal moves the end to 80% past its send; requests for another slot or generation
+    /// are refused, and everything is once the slot is lost.
+    #[tokio::test(start_paused = true)]
+    async fn renewals_extend_and_requests_for_others_are_refused() {
+        let (slot, start) = granted(0, 3);
         slot.renewed(start + Duration::from_millis(500));
-        assert_eq!(slot.check(start + Duration::from_millis(1200)), Ok(()));
-        let now = start + Duration::from_millis(1);
-        assert!(matches!(
-            slot.admit(0, 2, now),
-            Err(FenceError::WrongGeneration { generation: 3, .. })
-        ));
-        assert!(matches!(slot.admit(1, 3, now), Err(FenceError::WrongGeneration { .. })));
+        at(start, 1200).await;
+        assert_eq!(slot.check(), Ok(()));
+        assert!(matches!(slot.admit(0, 2), Err(FenceError::WrongGeneration { generation: 3, .. })));
+        assert!(matches!(slot.admit(1, 3), Err(FenceError::WrongGeneration { .. })));
         slot.lose("slot 0 is held by generation 4".into());
-        assert!(matches!(slot.admit(0, 3, now), Err(FenceError::LeaseLost { .. })));
+        assert!(matches!(slot.admit(0, 3), Err(FenceError::LeaseLost { .. })));
+    }
+
+    /// A clock running 25% fast since `origin`.
+    #[derive(Debug)]
+    struct FastClock {
+        origin: Instant,
+    }
+
+    impl Clock for FastClock {
+        fn now(&self) -> Instant {
+            self.origin + (Instant::now() - self.origin) * 5 / 4
+        }
+
+        fn wall_ms(&self) -> u64 {
+            0
+        }
+    }
+
+    /// The lease is judged on the slot's own clock: on one running 25% fast, the trusted 800 ms
+    /// of a 1 s lease end after 640 ms of true time.
+    #[tokio::test(start_paused = true)]
+    async fn the_lease_is_judged_on_the_slots_clock() {
+        let start = Instant::now();
+        let clock = Arc::new(FastClock { origin: start });
+        let slot = HeldSlot::granted(1, 4, Duration::from_millis(1000), clock, start);
+        at(start, 639).await;
+        assert_eq!(slot.check(), Ok(()));
+        at(start, 640).await;
+        assert!(matches!(slot.check(), Err(FenceError::LeaseUnconfirmed { .. })));
     }
 }

@@ -3,11 +3,13 @@
 //! shard so that a replacement restores it.
 //!
 //! `placement`, `optimizer`, `layout` and `shard` are pure; `service` is the gRPC edge;
-//! `slot_lease` holds the slot through the master; `checkpointer` writes and records
-//! checkpoints; `run` wires them to one port. `client` is `PServerClient`, which trainers use.
+//! `slot_keeper` and `held_slot` hold the slot through the master (`slot_master`) on the
+//! pserver's `clock`; `checkpointer` writes and records checkpoints; `run` wires them to one
+//! port. `client` is `PServerClient`, which trainers use.
 
 pub mod block_state;
 pub mod checkpointer;
+pub mod clock;
 pub mod config;
 pub mod conversions;
 pub mod f32_bytes;
@@ -23,6 +25,7 @@ pub mod shard;
 pub mod shard_cell;
 pub mod shard_error;
 pub mod slot_keeper;
+pub mod slot_master;
 pub mod status_mapping;
 
 pub use config::PServerConfig;

@@ -2,7 +2,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use platform::metrics_http::{Endpoints, Ready, Render};
 
@@ -19,7 +18,7 @@ pub fn endpoints(
     let (ready_held, ready_cell) = (held.clone(), cell.clone());
     let render: Render = Arc::new(move || render(&held, &cell, &recorded_step));
     let ready: Ready = Arc::new(move || {
-        ready_held.check(Instant::now()).map_err(|error| error.to_string())?;
+        ready_held.check().map_err(|error| error.to_string())?;
         ready_cell.ready().map(drop).map_err(|error| error.to_string())
     });
     Endpoints { render, ready }
@@ -31,8 +30,7 @@ pub fn endpoints(
 pub fn render(held: &HeldSlot, cell: &ShardCell, recorded_step: &Arc<AtomicU64>) -> String {
     let (_, shard, _) = cell.describe();
     metrics::gauge!("raftrain_pserver_info", "slot" => held.index().to_string(), "generation" => held.generation().to_string()).set(1.0);
-    metrics::gauge!("raftrain_pserver_lease_held")
-        .set(f64::from(u8::from(held.check(Instant::now()).is_ok())));
+    metrics::gauge!("raftrain_pserver_lease_held").set(f64::from(u8::from(held.check().is_ok())));
     metrics::gauge!("raftrain_pserver_ready").set(f64::from(u8::from(shard.is_some())));
     metrics::gauge!("raftrain_pserver_step")
         .set(shard.as_ref().map_or(0.0, |shard| shard.step() as f64));

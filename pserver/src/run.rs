@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use client::{ClientOptions, MasterClient, SlotLease};
@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::checkpointer::Checkpointer;
+use crate::clock::SystemClock;
 use crate::config::PServerConfig;
 use crate::held_slot::{FenceError, HeldSlot};
 use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
@@ -66,7 +67,7 @@ pub async fn run(
     let (stop, mut stopped) = watch::channel(false);
     tokio::pin!(shutdown);
     let claimed = tokio::select! {
-        claimed = slot_keeper::claim(&master, &addr, config.num_pservers, &mut stopped) => claimed?,
+        claimed = slot_keeper::claim(&*master, Arc::new(SystemClock), &addr, config.num_pservers, &mut stopped) => claimed?,
         () = &mut shutdown => None,
     };
     let Some((held, lease)) = claimed else { return Ok(()) };
@@ -164,7 +165,7 @@ async fn watch_lease(
             _ = stopped.wait_for(|stop| *stop) => break,
             _ = tokio::time::sleep(Duration::from_millis(LEASE_CHECK_MS)) => {}
         }
-        if let Err(error @ FenceError::LeaseLost { .. }) = held.check(Instant::now()) {
+        if let Err(error @ FenceError::LeaseLost { .. }) = held.check() {
             return Err(error.into());
         }
         checkpointer.note_step();
@@ -174,7 +175,7 @@ async fn watch_lease(
         }
     }
     tracing::info!(slot = held.index(), "pserver shutting down; writing a last checkpoint");
-    if held.check(Instant::now()).is_ok() {
+    if held.check().is_ok() {
         let bound = Duration::from_millis(LAST_CHECKPOINT_MS_MAX);
         if tokio::time::timeout(bound, checkpoint(&mut checkpointer)).await.is_err() {
             // The file may be written but not recorded: a replacement restores the newest

@@ -31,7 +31,7 @@ impl PServerRpc {
 
     fn admit(&self, fence: Option<pb::Fence>) -> Result<(), Status> {
         let (slot, generation) = fence_from_proto(fence)?;
-        Ok(self.slot.admit(slot, generation, Instant::now())?)
+        Ok(self.slot.admit(slot, generation)?)
     }
 }
 
@@ -127,7 +127,7 @@ impl PServerService for PServerRpc {
         &self,
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusReply>, Status> {
-        self.slot.check(Instant::now())?;
+        self.slot.check()?;
         let (layout, shard, initializing) = self.cell.describe();
         let state = match (&shard, initializing) {
             (Some(_), _) => pb::ShardState::Ready,

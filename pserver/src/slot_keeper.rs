@@ -1,36 +1,42 @@
 //! Claiming a slot through the master and keeping it: the claim waits while every slot is
 //! held (a standby takes over when a holder's lease ends), and the heartbeat loop renews the
 //! lease until the master says another generation holds the slot or no answer comes in time.
+//! Both read time from the pserver's `Clock` and reach the masters through `SlotMaster`, so the
+//! simulation runs them as they are.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use client::{new_slot_secret, ClientError, MasterClient, SlotLease};
+use client::{ClientError, SlotLease};
 use tokio::sync::watch;
 
+use crate::clock::Clock;
 use crate::held_slot::HeldSlot;
+use crate::slot_master::SlotMaster;
 
 /// Between claims while every slot is held.
 const CLAIM_RETRY_MS: u64 = 250;
 /// Heartbeats per lease: three may be lost before the lease (trusted at 80%) runs out.
 const HEARTBEATS_PER_LEASE: u32 = 5;
 
-/// Claims the lowest free slot below `desired` for `addr`, waiting while all are held.
-/// `None` if `stop` turned true first.
+/// Claims the lowest free slot below `desired` for `addr`, waiting while all are held; the
+/// slot's lease is judged on `clock`. `None` if `stop` turned true first.
 pub async fn claim(
-    master: &MasterClient,
+    master: &impl SlotMaster,
+    clock: Arc<dyn Clock>,
     addr: &str,
     desired: u32,
     stop: &mut watch::Receiver<bool>,
 ) -> anyhow::Result<Option<(Arc<HeldSlot>, SlotLease)>> {
     let mut waiting_logged = false;
     loop {
-        let sent = Instant::now();
+        let sent = clock.now();
         // A fresh secret per claim: only this process ever learns it.
-        match master.claim_slot(addr, desired, new_slot_secret()).await {
+        match master.claim_slot(addr, desired, master.new_secret()).await {
             Ok(Some(lease)) => {
                 let lease_time = Duration::from_millis(lease.lease_ms);
-                let held = HeldSlot::granted(lease.index, lease.generation, lease_time, sent);
+                let (index, generation) = (lease.index, lease.generation);
+                let held = HeldSlot::granted(index, generation, lease_time, clock, sent);
                 // The shard restores at the recorded step: heartbeats report it from the
                 // first, so the first checkpoint record is not judged against step 0.
                 held.saw_step(lease.checkpoint.as_ref().map_or(0, |meta| meta.step));
@@ -49,9 +55,12 @@ pub async fn claim(
             }
             Err(error) => return Err(anyhow::Error::new(error).context("claim a pserver slot")),
         }
+        // Biased, stop first: a stop wins a tie, and the simulation replays a seed exactly
+        // (an unbiased select draws from tokio's unseeded RNG).
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(CLAIM_RETRY_MS)) => {}
+            biased;
             _ = stop.wait_for(|stop| *stop) => return Ok(None),
+            _ = tokio::time::sleep(Duration::from_millis(CLAIM_RETRY_MS)) => {}
         }
     }
 }
@@ -61,7 +70,7 @@ pub async fn claim(
 /// renewed again as soon as a leader answers. Each heartbeat carries the claim's secret and
 /// the shard's step as last seen.
 pub async fn keep(
-    master: Arc<MasterClient>,
+    master: Arc<impl SlotMaster>,
     held: Arc<HeldSlot>,
     lease: SlotLease,
     addr: String,
@@ -70,18 +79,20 @@ pub async fn keep(
     let interval = (held.lease() / HEARTBEATS_PER_LEASE).max(Duration::from_millis(10));
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            biased;
             _ = stop.wait_for(|stop| *stop) => return,
+            _ = tokio::time::sleep(interval) => {}
         }
         if held.is_lost() {
             return;
         }
-        let sent = Instant::now();
+        let sent = held.clock().now();
         let beat = master.slot_heartbeat(&lease, &addr, held.step_seen());
         // A stop does not wait for a heartbeat to masters that may be gone.
         let answered = tokio::select! {
-            answered = tokio::time::timeout(held.lease(), beat) => answered,
+            biased;
             _ = stop.wait_for(|stop| *stop) => return,
+            answered = tokio::time::timeout(held.lease(), beat) => answered,
         };
         match answered {
             Ok(Ok(true)) => held.renewed(sent),

@@ -1,13 +1,17 @@
-//! Each simulated master's own clock (`master::clock::Clock`): the simulation's paused tokio
-//! time, offset by a seeded amount (hours either way) and drifting by a seeded rate, the way
-//! machines' clocks disagree. Production must not care: leader stamps come from the state's
-//! clock, and leases from each leader's own monotonic time.
+//! Each simulated master's and pserver's own clock (`master::clock::Clock`,
+//! `pserver::clock::Clock`): the simulation's paused tokio time, offset by a seeded amount
+//! (hours either way) and drifting by a seeded rate, the way machines' clocks disagree.
+//! Production must not care: leader stamps come from the state's clock, leases from each
+//! leader's own monotonic time, and a pserver trusts only 80% of its lease, counted on its own
+//! clock from the heartbeat's send.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use master::clock::Clock;
 use tokio::time::Instant;
+
+use crate::rng::SimRng;
 
 /// Where every simulated wall clock starts before its offset: 2026-01-01T00:00:00Z.
 const EPOCH_WALL_MS: u64 = 1_767_225_600_000;
@@ -21,8 +25,21 @@ pub struct ClockSkew {
     pub drift_ppm: i64,
 }
 
+impl ClockSkew {
+    /// A clock offset of up to a few hours either way and a drift of up to 5%, for a third
+    /// of the draws; the rest keep true time.
+    pub fn draw(rng: &mut SimRng) -> Self {
+        if !rng.percent(33) {
+            return Self::default();
+        }
+        let offset_ms = rng.range(0, 4 * 3_600_000) as i64 - 2 * 3_600_000;
+        let drift_ppm = rng.range(0, 100_001) as i64 - 50_000;
+        Self { offset_ms, drift_ppm }
+    }
+}
+
 /// A node's clock. Clones share the skew, which the nemesis may change.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct SimClock {
     origin: Instant,
     skew: Arc<Mutex<ClockSkew>>,
@@ -58,6 +75,17 @@ impl Clock for SimClock {
 
     fn now(&self) -> Instant {
         self.origin + self.elapsed()
+    }
+}
+
+/// A pserver reads the same clock a master would.
+impl pserver::clock::Clock for SimClock {
+    fn now(&self) -> Instant {
+        Clock::now(self)
+    }
+
+    fn wall_ms(&self) -> u64 {
+        Clock::wall_ms(self)
     }
 }
 

@@ -171,7 +171,7 @@ impl Cluster {
             ConsensusNode::open_with(node_config, ReplicatedState::default(), factory, storage)
                 .await?;
         let clock = SimClock::new(self.origin);
-        let skew = self.draw_skew();
+        let skew = ClockSkew::draw(&mut self.rng);
         clock.set_skew(skew);
         if skew != ClockSkew::default() {
             self.trace.tally("skewed clock");
@@ -187,17 +187,6 @@ impl Cluster {
         self.replicas.insert(id, replica);
         self.running.insert(id, RunningNode { id, incarnation, node, observer, disk });
         Ok(())
-    }
-
-    /// A clock offset of up to a few hours either way and a drift of up to 5%, for a third
-    /// of the incarnations; the rest keep true time.
-    fn draw_skew(&mut self) -> ClockSkew {
-        if !self.rng.percent(33) {
-            return ClockSkew::default();
-        }
-        let offset_ms = self.rng.range(0, 4 * 3_600_000) as i64 - 2 * 3_600_000;
-        let drift_ppm = self.rng.range(0, 100_001) as i64 - 50_000;
-        ClockSkew { offset_ms, drift_ppm }
     }
 
     /// SIGTERM: node `id` hands leadership off as `raftrain master` does (see

@@ -41,18 +41,30 @@ pub enum Fact {
     CheckpointRecorded { index: u32, generation: u64, step: u64 },
 }
 
-/// A pserver was told it holds a slot: granted by a claim, or confirmed by a heartbeat.
+/// A pserver was told it holds a slot (granted by a claim, or confirmed by a heartbeat), or
+/// found on its own clock that it may serve it.
 #[derive(Clone, Copy, Debug)]
 pub struct SlotEvent {
     pub index: u32,
     pub generation: u64,
     /// Which simulated pserver.
     pub pserver: u64,
-    /// When the claim or heartbeat was sent, and when its answer came.
+    /// When the claim or heartbeat was sent, and when its answer came (for `Serving`, both
+    /// are when the pserver looked).
     pub invoked_ms: u64,
     pub answered_ms: u64,
-    /// A claim's grant (not a heartbeat's confirmation).
-    pub granted: bool,
+    pub kind: SlotEventKind,
+}
+
+/// What a `SlotEvent` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotEventKind {
+    /// A claim's grant.
+    Granted,
+    /// A heartbeat answered "held".
+    Confirmed,
+    /// The pserver's lease (production `HeldSlot`) held: it would have served requests.
+    Serving,
 }
 
 /// A write the cluster acknowledged, and when.
@@ -108,6 +120,20 @@ impl History {
                 state.open.remove(&(client, seq));
             }
         }
+        state.operations.push(Operation { time_ms, client, seq, kind, summary });
+    }
+
+    /// Call `seq` of `client` stopped waiting for its answer (the client crashed, or gave up
+    /// at a bound of its own): its outcome stays unknown (info), but it is not one of the calls
+    /// the masters must complete in time after the heal. Nothing if it was never invoked.
+    pub fn abandon(&self, client: u64, seq: u64) {
+        let time_ms = self.trace.now_ms();
+        let mut state = self.state();
+        if state.open.remove(&(client, seq)).is_none() {
+            return;
+        }
+        let (kind, summary) = (OperationType::Info, "abandoned".to_string());
+        self.trace.record(format!("client {client} seq {seq} {kind:?} {summary}"));
         state.operations.push(Operation { time_ms, client, seq, kind, summary });
     }
 

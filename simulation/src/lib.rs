@@ -9,11 +9,14 @@
 //! - `disk`, `flusher`, `log_store`, `snapshots`: the simulated disk (durable image, unflushed
 //!   writes, snapshot files, slow and stalled states) and the `RaftLog` and `SnapshotStore`
 //!   over it. `observer`: the tap recording what each node applied. `clock`: each master's
-//!   skewed, drifting clock.
+//!   and pserver's skewed, drifting clock.
 //! - `network`: openraft's `RaftNetworkFactory` over the simulated network; `master_link`:
 //!   the `MasterClient` dialer that calls a node's master service through it.
-//! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers; `pserver`:
-//!   simulated pservers of the slot API. `nemesis`: faults.
+//! - `planted`: the production code's planted bugs, switched on for a run's thread (only with
+//!   the `planted-bugs` feature).
+//! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers; `pserver`: pserver
+//!   processes running the production slot keeper, reaching the masters through
+//!   `recorded_master`. `nemesis`: faults.
 //!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
 //!   (fault phase, heal, liveness phase). `runner`: many seeds.
 //!
@@ -45,7 +48,9 @@ pub mod master_link;
 pub mod nemesis;
 pub mod network;
 pub mod observer;
+pub mod planted;
 pub mod pserver;
+pub mod recorded_master;
 pub mod rng;
 pub mod runner;
 pub mod simulation;

@@ -1,6 +1,6 @@
 //! The simulation runner: `cargo run -p simulation --release -- --seeds 10000 [--start-seed S]
 //! [--forever]` runs schedules and prints each failing seed as `--seed N`; `--seed N` replays
-//! one schedule and prints its trace tail.
+//! one schedule and prints its trace tail. `--plant BUG` needs `--features planted-bugs`.
 
 use clap::Parser;
 use simulation::{run, PlantedBugs, SimulationConfig};
@@ -25,7 +25,7 @@ struct Args {
     plant_ack_before_durable: bool,
     /// Plant a bug of the production code by name (to see it caught); repeatable. One of
     /// `jammed-batcher`, `skip-epoch-check`, `answer-before-commit`, `deposed-heartbeats`,
-    /// `leases-across-terms`.
+    /// `leases-across-terms`. Only in a build with `--features planted-bugs`.
     #[arg(long = "plant", value_name = "BUG", value_parser = clap::builder::PossibleValuesParser::new(simulation::config::PRODUCTION_BUGS))]
     plant: Vec<String>,
     /// With --seed: trace every applied command and its answer.
@@ -54,6 +54,7 @@ fn main() -> anyhow::Result<()> {
         // The run's bugs live as long as the process.
         production: Vec::leak(args.plant.into_iter().map(|bug| &*String::leak(bug)).collect()),
     };
+    simulation::planted::check_available(bugs.production)?;
     if let Some(seed) = args.seed {
         let default = SimulationConfig::new(seed);
         let config = SimulationConfig {

@@ -1,49 +1,63 @@
-//! A simulated pserver, on the production `MasterClient`'s slot API: claims a slot, heartbeats
-//! it every quarter lease, records a checkpoint now and then under its generation, stops
-//! serving when the master says it lost the slot or when no heartbeat was confirmed for most
-//! of a lease, and sometimes crashes and comes back (claiming again). What it is told of its
-//! slot goes to the slot checker; its checkpoint records to the client-visible checker. Each
-//! claim carries a secret drawn from a stream of its own (so the other draws, and with them
-//! the schedules, stay as they were), and heartbeats and records carry it back.
+//! A simulated pserver process, running the production slot keeping: `pserver::slot_keeper`
+//! claims a slot and heartbeats it, `pserver::held_slot::HeldSlot` judges the lease (on a
+//! clock of the pserver's own, skewed like the masters'), and `pserver::checkpointer::record`
+//! records a checkpoint now and then under the claim's generation and secret (no file is
+//! written: the simulation has no shard). Only the process around them is simulated: it
+//! watches its lease as the production serving loop does, sometimes crashes and comes back
+//! (claiming again, on a fresh clock), and starts over when the master gave its slot to
+//! another generation, as a production pserver exits to be restarted. What it is told of its
+//! slot, and its checkpoint records, reach the checkers through `RecordedMaster`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{
-    CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotLease, SlotSecret,
-};
+use client::{CheckpointRecorded, SlotLease};
+use pserver::checkpointer;
+use pserver::held_slot::{FenceError, HeldSlot};
+use pserver::slot_keeper;
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::client::ClientContext;
+use crate::clock::{ClockSkew, SimClock};
 use crate::config::SimulationConfig;
-use crate::history::{Fact, SlotEvent};
+use crate::history::{SlotEvent, SlotEventKind};
+use crate::recorded_master::RecordedMaster;
 use crate::rng::SimRng;
 
 /// Ids of pservers in the history start here.
 pub const PSERVER_ID_BASE: u64 = 2_000;
-/// A pserver that heard no confirmation for this part of a lease stops serving.
-const SELF_FENCE_PERCENT: u64 = 80;
-/// Chance per heartbeat that the pserver crashes, and how long it stays down.
-const CRASH_PERCENT: u64 = 2;
+/// How often the process looks at its lease, as the production serving loop does.
+const LEASE_CHECK_MS: u64 = 50;
+/// Chance per lease check, in thousandths, that the pserver crashes, and how long it stays
+/// down.
+const CRASH_PER_MILLE: u64 = 4;
 const DOWN_MS: (u64, u64) = (100, 3_000);
-/// Every this many heartbeats, a checkpoint.
-const CHECKPOINT_EVERY: u64 = 8;
+/// Every this many lease checks, a checkpoint.
+const CHECKPOINT_EVERY: u64 = 40;
+/// After a claim failed with an error (not a wait for a free slot), before the next.
 const RETRY_MS: (u64, u64) = (50, 200);
-/// The random streams of the pservers' claim secrets, far from every other component's.
+/// The random streams of the pservers' claim secrets and clocks, far from every other
+/// component's.
 const SECRET_STREAM_BASE: u64 = 1 << 40;
+const CLOCK_STREAM_BASE: u64 = 1 << 41;
 
 /// One pserver process slot (it restarts under the same address).
 pub struct SimPServer {
     id: u64,
     addr: String,
-    seq: u64,
     rng: SimRng,
-    /// Draws the claims' secrets.
-    secrets: SimRng,
-    master: Arc<MasterClient>,
+    /// Draws each incarnation's clock skew.
+    clocks: SimRng,
+    master: Arc<RecordedMaster>,
     context: ClientContext,
     slots: u32,
-    lease_ms: u64,
-    step: u64,
+}
+
+/// How a served slot ended.
+enum Ended {
+    Crashed,
+    Lost,
 }
 
 impl SimPServer {
@@ -53,125 +67,134 @@ impl SimPServer {
         config: &SimulationConfig,
         context: ClientContext,
     ) -> anyhow::Result<Self> {
-        let master = Arc::new(context.master_client(config, config.seed ^ (0x9e55 + index))?);
+        let id = PSERVER_ID_BASE + index;
+        let client = context.master_client(config, config.seed ^ (0x9e55 + index))?;
+        let secrets = SimRng::derive(config.seed, SECRET_STREAM_BASE + index);
+        let master = Arc::new(RecordedMaster::new(id, client, context.clone(), secrets));
         Ok(Self {
-            id: PSERVER_ID_BASE + index,
+            id,
             addr: format!("ps-{index}:9000"),
-            seq: 0,
             rng: SimRng::derive(config.seed, 50 + index),
-            secrets: SimRng::derive(config.seed, SECRET_STREAM_BASE + index),
+            clocks: SimRng::derive(config.seed, CLOCK_STREAM_BASE + index),
             master,
             context,
             slots: config.pserver_slots,
-            lease_ms: config.master.pserver_lease_ms,
-            step: 0,
         })
     }
 
     /// Claims and serves until the run ends.
     pub async fn run(mut self) {
         loop {
-            match self.claim().await {
-                Some((lease, claimed_ms)) => self.serve(lease, claimed_ms).await,
-                None => self.pause(RETRY_MS).await,
+            let clock = self.start_clock();
+            // Never sent: a simulated pserver ends by crashing, or with the run.
+            let (_stop, mut stopped) = watch::channel(false);
+            let claim =
+                slot_keeper::claim(&*self.master, clock, &self.addr, self.slots, &mut stopped);
+            match claim.await {
+                Ok(Some((held, lease))) => {
+                    if let Ended::Crashed = self.serve(held, lease, stopped).await {
+                        self.pause(DOWN_MS).await;
+                    }
+                }
+                Ok(None) => unreachable!("the stop signal is never sent"),
+                Err(error) => {
+                    self.context
+                        .trace
+                        .record(format!("pserver {} claim failed: {error:#}", self.id));
+                    self.pause(RETRY_MS).await;
+                }
             }
         }
     }
 
-    /// A granted slot, and when the claim was sent (the lease counts from then).
-    async fn claim(&mut self) -> Option<(SlotLease, u64)> {
-        let (master, invoked_ms) = (self.master.clone(), self.context.trace.now_ms());
-        let bits =
-            (u128::from(self.secrets.next_u64()) << 64) | u128::from(self.secrets.next_u64());
-        let call = master.claim_slot(&self.addr, self.slots, SlotSecret::from_bits(bits));
-        let what = format!("claim_slot {}", self.addr);
-        let fact = |lease: &Option<SlotLease>| {
-            lease
-                .as_ref()
-                .map(|lease| Fact::SlotGranted { index: lease.index, generation: lease.generation })
-        };
-        let lease = self.context.call(self.id, &mut self.seq, what, call, fact).await.ok()??;
-        self.told(&lease, invoked_ms, true);
-        // A grant that took most of a lease to arrive may already have been given away.
-        let late = self.context.trace.now_ms() - invoked_ms > self.fence_ms();
-        (!late).then_some((lease, invoked_ms))
+    /// A fresh process's clock, skewed like a master's.
+    fn start_clock(&mut self) -> Arc<SimClock> {
+        let clock = SimClock::new(Instant::now());
+        let skew = ClockSkew::draw(&mut self.clocks);
+        clock.set_skew(skew);
+        if skew != ClockSkew::default() {
+            self.context.trace.tally("skewed pserver clock");
+        }
+        self.context.trace.record(format!("pserver {} starts, clock {skew:?}", self.id));
+        Arc::new(clock)
     }
 
-    /// A pserver serves for this long after sending a heartbeat the master confirmed.
-    fn fence_ms(&self) -> u64 {
-        self.lease_ms * SELF_FENCE_PERCENT / 100
-    }
-
-    /// Serves `lease` until the slot is lost, a crash, or self-fencing: trusts each
-    /// confirmation from when its heartbeat (at first, the claim) was sent.
-    async fn serve(&mut self, lease: SlotLease, claimed_ms: u64) {
-        let mut confirmed_ms = claimed_ms;
-        for beat in 1.. {
-            tokio::time::sleep(Duration::from_millis(self.lease_ms / 4)).await;
-            if self.rng.percent(CRASH_PERCENT) {
+    /// Keeps `lease` with the production heartbeat loop and watches it until the pserver
+    /// crashes or the slot is lost; checkpoints every `CHECKPOINT_EVERY` checks.
+    async fn serve(
+        &mut self,
+        held: Arc<HeldSlot>,
+        lease: SlotLease,
+        stopped: watch::Receiver<bool>,
+    ) -> Ended {
+        let (master, addr) = (self.master.clone(), self.addr.clone());
+        let keeper =
+            tokio::spawn(slot_keeper::keep(master, held.clone(), lease.clone(), addr, stopped));
+        // The shard restores at the recorded step.
+        let mut step = lease.checkpoint.as_ref().map_or(0, |meta| meta.step);
+        let mut serving = true;
+        let mut checks: u64 = 0;
+        let ended = loop {
+            checks += 1;
+            tokio::time::sleep(Duration::from_millis(LEASE_CHECK_MS)).await;
+            if self.rng.range(0, 1_000) < CRASH_PER_MILLE {
                 self.context.trace.record(format!("pserver {} crashes", self.id));
-                self.pause(DOWN_MS).await;
-                return;
+                break Ended::Crashed;
             }
-            let invoked_ms = self.context.trace.now_ms();
-            match self.heartbeat(&lease).await {
-                Some(true) => {
-                    self.told(&lease, invoked_ms, false);
-                    confirmed_ms = invoked_ms;
+            match held.check() {
+                Err(FenceError::LeaseLost { .. }) => {
+                    self.context.trace.record(format!("pserver {} lost its slot", self.id));
+                    break Ended::Lost;
                 }
-                Some(false) => return,
-                None if self.context.trace.now_ms() - confirmed_ms > self.fence_ms() => {
-                    self.context.trace.record(format!("pserver {} stops serving", self.id));
-                    return;
-                }
-                None => {}
+                checked => self.saw_lease(&mut serving, checked.is_ok(), &lease),
             }
-            if beat % CHECKPOINT_EVERY == 0 && !self.checkpoint(&lease).await {
-                return;
+            if checks.is_multiple_of(CHECKPOINT_EVERY) {
+                step = self.checkpoint(&held, &lease, step).await;
             }
+        };
+        // A process that ends stops its heartbeats mid-call, whatever they were doing.
+        keeper.abort();
+        ended
+    }
+
+    /// Tells the slot checker the pserver serves `lease`'s slot now, if it does, and traces
+    /// when it stops (its lease unconfirmed) and when it serves again.
+    fn saw_lease(&self, serving: &mut bool, now_serving: bool, lease: &SlotLease) {
+        if now_serving {
+            let now_ms = self.context.trace.now_ms();
+            self.context.history.slot_event(SlotEvent {
+                index: lease.index,
+                generation: lease.generation,
+                pserver: self.id,
+                invoked_ms: now_ms,
+                answered_ms: now_ms,
+                kind: SlotEventKind::Serving,
+            });
+        }
+        if *serving != now_serving {
+            let what = if now_serving { "serves again" } else { "stops serving" };
+            self.context.trace.record(format!("pserver {} {what}", self.id));
+            *serving = now_serving;
         }
     }
 
-    async fn heartbeat(&mut self, lease: &SlotLease) -> Option<bool> {
-        let master = self.master.clone();
-        let call = master.slot_heartbeat(lease, &self.addr, self.step);
-        let what = format!("slot_heartbeat {} generation {}", lease.index, lease.generation);
-        self.context.call(self.id, &mut self.seq, what, call, |_| None).await.ok()
-    }
-
-    /// Records a checkpoint; false once the master says the slot is not ours.
-    async fn checkpoint(&mut self, lease: &SlotLease) -> bool {
-        self.step += 1;
-        let (index, generation, step) = (lease.index, lease.generation, self.step);
-        let meta = CheckpointMeta {
-            path: format!("ckpt/{}", storage::checkpoint::file_name(index, step, generation)),
-            step,
-            crc32: 0,
-            created_ms: self.context.trace.now_ms(),
-        };
-        let master = self.master.clone();
-        let call = master.record_checkpoint(lease, &meta);
-        let what = format!("record_checkpoint {index} generation {generation} step {step}");
-        let fact = move |recorded: &CheckpointRecorded| {
-            (*recorded == CheckpointRecorded::Recorded).then_some(Fact::CheckpointRecorded {
-                index,
-                generation,
-                step,
-            })
-        };
-        let answered = self.context.call(self.id, &mut self.seq, what, call, fact).await;
-        !matches!(answered, Err(ClientError::NotHolder { .. }))
-    }
-
-    fn told(&self, lease: &SlotLease, invoked_ms: u64, granted: bool) {
-        self.context.history.slot_event(SlotEvent {
-            index: lease.index,
-            generation: lease.generation,
-            pserver: self.id,
-            invoked_ms,
-            answered_ms: self.context.trace.now_ms(),
-            granted,
-        });
+    /// The shard moved one step past `step`; records its checkpoint through the production
+    /// record path. The step to go on from.
+    async fn checkpoint(&mut self, held: &HeldSlot, lease: &SlotLease, step: u64) -> u64 {
+        let step = step + 1;
+        held.saw_step(step);
+        let name = storage::checkpoint::file_name(lease.index, step, lease.generation);
+        let path = format!("ckpt/{name}");
+        match checkpointer::record(&*self.master, held, lease, path, step, 0).await {
+            Ok(CheckpointRecorded::Recorded) => step,
+            // The master has a newer one: the shard moves past it, as the production one does.
+            Ok(CheckpointRecorded::Stale { recorded_step }) => step.max(recorded_step),
+            Err(error) => {
+                let id = self.id;
+                self.context.trace.record(format!("pserver {id} checkpoint {step}: {error:#}"));
+                step
+            }
+        }
     }
 
     async fn pause(&mut self, range: (u64, u64)) {

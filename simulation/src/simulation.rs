@@ -46,13 +46,13 @@ impl SimulationReport {
 }
 
 /// Runs one simulation on its own paused-clock runtime, with the run's planted bugs switched
-/// on for this thread only.
+/// on for this thread only; refuses production bugs a build without them cannot plant.
 pub fn run(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build()?;
-    master::planted::plant_on_this_thread(config.bugs.production);
+    crate::planted::plant_on_this_thread(config.bugs.production)?;
     let report = runtime.block_on(drive(config));
-    master::planted::plant_on_this_thread(&[]);
+    crate::planted::plant_on_this_thread(&[])?;
     report
 }
 

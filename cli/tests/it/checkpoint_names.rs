@@ -6,11 +6,12 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use client::{new_slot_secret, CheckpointMeta, CheckpointRecorded};
 use pserver::block_state::BlockState;
 use pserver::checkpointer::{Checkpointer, Round};
+use pserver::clock::{Clock as _, SystemClock};
 use pserver::held_slot::HeldSlot;
 use pserver::layout::{JobLayout, ParamSpec};
 use pserver::optimizer::{OptimizerConfig, OptimizerKind};
@@ -47,7 +48,9 @@ async fn a_checkpoint_name_is_used_once() {
     let lease = master.claim_slot("127.0.0.1:7101", 1, new_slot_secret()).await.expect("claim");
     let lease = lease.expect("granted");
     let lease_time = Duration::from_millis(lease.lease_ms);
-    let held = Arc::new(HeldSlot::granted(0, lease.generation, lease_time, Instant::now()));
+    let clock = Arc::new(SystemClock);
+    let held =
+        Arc::new(HeldSlot::granted(0, lease.generation, lease_time, clock, SystemClock.now()));
     let temp = tempfile::tempdir().expect("temp dir");
     let dir = CheckpointDir::open(temp.path()).expect("checkpoint dir");
     let cell = Arc::new(ShardCell::restored(0, shard(5)));

@@ -21,6 +21,7 @@ mod master_lost_disk;
 mod master_pause;
 mod master_service;
 mod metrics;
+mod planted_bugs;
 mod port_limits;
 mod pserver_forged_claims;
 mod pserver_hostile_input;

@@ -280,20 +280,3 @@ async fn the_typed_client_covers_every_call() {
     assert!(reason_bytes.unwrap_or(0) <= master::state::FAILURE_REASON_BYTES_MAX);
     assert!(client.cluster_info().await.expect("cluster").leader_id >= 1);
 }
-
-/// A `raftrain` built along with the whole workspace (whose features unify with the
-/// simulation's planted bugs, as in `cargo test --workspace`) obeys no `RAFTRAIN_PLANTED_BUG`:
-/// with `stale-status` named, a follower still refuses `Status` instead of answering from its
-/// own state.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_planted_bug_variable_switches_nothing_on() {
-    let envs: Vec<(usize, &str, &str)> =
-        (0..3).map(|index| (index, "RAFTRAIN_PLANTED_BUG", "stale-status")).collect();
-    let group = MasterGroup::start_with_env(3, &[], &envs);
-    let leader = group.leader_index().await;
-    let follower = (leader + 1) % 3;
-    let mut service = group.service(follower).await;
-    let request = proto::master::StatusRequest {};
-    let status = service.status(request).await.expect_err("a follower refuses Status");
-    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
-}

@@ -18,7 +18,7 @@ const MAY_DEPEND_ON: [(&str, &[&str]); 12] = [
     ("master", &["proto", "storage", "platform", "client", "consensus"]),
     ("pserver", &["proto", "storage", "platform", "client"]),
     ("trainer", &["proto", "storage", "platform", "client", "pserver"]),
-    ("simulation", &["proto", "storage", "platform", "client", "consensus", "master"]),
+    ("simulation", &["proto", "storage", "platform", "client", "consensus", "master", "pserver"]),
     // The fault harness reaches Raft and the master only over the wire.
     ("jepsen-tests", &["proto", "platform", "client", "pserver", "trainer", "supervisor"]),
     (

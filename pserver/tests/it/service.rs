@@ -3,11 +3,12 @@
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proto::pserver as pb;
 use proto::pserver::p_server_service_client::PServerServiceClient;
 use proto::pserver::p_server_service_server::PServerServiceServer;
+use pserver::clock::{Clock as _, SystemClock};
 use pserver::conversions::layout_to_proto;
 use pserver::f32_bytes;
 use pserver::held_slot::HeldSlot;
@@ -24,7 +25,12 @@ const GENERATION: u64 = 5;
 
 /// Serves an empty slot-0 shard under a lease of `lease`; a client to it.
 async fn serve(lease: Duration) -> PServerServiceClient<Channel> {
-    serve_held(Arc::new(HeldSlot::granted(SLOT, GENERATION, lease, Instant::now()))).await
+    serve_held(Arc::new(granted(lease))).await
+}
+
+/// Slot 0 generation 5, granted now on the system clock for `lease`.
+fn granted(lease: Duration) -> HeldSlot {
+    HeldSlot::granted(SLOT, GENERATION, lease, Arc::new(SystemClock), SystemClock.now())
 }
 
 async fn serve_held(held: Arc<HeldSlot>) -> PServerServiceClient<Channel> {
@@ -154,8 +160,7 @@ async fn bad_requests_are_refused_clearly_and_change_nothing() {
 /// slot the master gave away serves nothing for good.
 #[tokio::test]
 async fn a_pserver_whose_lease_ran_out_serves_nothing() {
-    let held =
-        Arc::new(HeldSlot::granted(SLOT, GENERATION, Duration::from_millis(50), Instant::now()));
+    let held = Arc::new(granted(Duration::from_millis(50)));
     let mut client = serve_held(held.clone()).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let pull = || pb::PullParamsRequest { fence: fence(GENERATION), blocks: Vec::new() };

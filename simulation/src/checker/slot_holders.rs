@@ -5,6 +5,9 @@
 //!   may be granted to another pserver inside such a window (a pserver that restarts claims
 //!   its slot again at once, under a new generation), and no older generation may be
 //!   confirmed after a newer one was granted.
+//! - A pserver's own judgement of its lease (production `HeldSlot`, on the pserver's skewed
+//!   clock) lets it serve only inside such a window: it never trusts a lease longer than the
+//!   master may honour it.
 //! - No checkpoint is recorded under a generation that does not hold its slot (read from the
 //!   applied log in order).
 
@@ -14,7 +17,7 @@ use master::state::{Command, Response};
 
 use super::state_machine_safety::LogCursor;
 use super::{CanonicalLog, Violation};
-use crate::history::SlotEvent;
+use crate::history::{SlotEvent, SlotEventKind};
 
 /// Of a lease, the part a confirmed holder may serve for after sending its heartbeat.
 const SERVE_PART_PERCENT: u64 = 85;
@@ -51,13 +54,16 @@ impl SlotHolders {
     fn event(&mut self, event: &SlotEvent) -> Result<(), Violation> {
         let serve_ms = self.lease_ms * SERVE_PART_PERCENT / 100;
         let violation = |detail: String| Err(Violation::new("slot holders", detail));
-        let SlotEvent { index, generation, pserver, invoked_ms, answered_ms, granted } = *event;
+        let SlotEvent { index, generation, pserver, invoked_ms, answered_ms, kind } = *event;
+        if kind == SlotEventKind::Serving {
+            return self.served(index, generation, pserver, answered_ms);
+        }
         if answered_ms >= invoked_ms + serve_ms {
             // Answered too late to serve on: the pserver does not (and `serve` below would
             // hold an empty window).
             return Ok(());
         }
-        if granted {
+        if kind == SlotEventKind::Granted {
             let windows = self.serving.entry(index).or_default();
             let overlapping = windows.iter().find(|(other, (until, holder))| {
                 **other != generation && *holder != pserver && *until > answered_ms
@@ -86,6 +92,28 @@ impl SlotHolders {
         Ok(())
     }
 
+    /// `pserver` found at `at_ms` that it may serve slot `index` as `generation`.
+    fn served(
+        &self,
+        index: u32,
+        generation: u64,
+        pserver: u64,
+        at_ms: u64,
+    ) -> Result<(), Violation> {
+        let window = self.serving.get(&index).and_then(|windows| windows.get(&generation));
+        let until = window.filter(|(_, holder)| *holder == pserver).map(|(until, _)| *until);
+        if until.is_some_and(|until| at_ms < until) {
+            return Ok(());
+        }
+        Err(Violation::new(
+            "slot holders",
+            format!(
+                "pserver {pserver} would serve slot {index} as generation {generation} at \
+                 {at_ms} ms, but what it was told lets it serve until {until:?} ms"
+            ),
+        ))
+    }
+
     fn read_log(&mut self, canonical: &CanonicalLog) -> Result<(), Violation> {
         for applied in self.cursor.read(canonical).into_iter().filter(|applied| !applied.replay) {
             let (request, response) = (applied.request, applied.response);
@@ -108,5 +136,53 @@ impl SlotHolders {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE_MS: u64 = 1_000;
+
+    /// Slot 0 generation `generation`, told to or seen by `pserver`.
+    fn event(
+        kind: SlotEventKind,
+        generation: u64,
+        pserver: u64,
+        times_ms: (u64, u64),
+    ) -> SlotEvent {
+        let (invoked_ms, answered_ms) = times_ms;
+        SlotEvent { index: 0, generation, pserver, invoked_ms, answered_ms, kind }
+    }
+
+    fn serving(generation: u64, pserver: u64, at_ms: u64) -> SlotEvent {
+        event(SlotEventKind::Serving, generation, pserver, (at_ms, at_ms))
+    }
+
+    /// Whether `events`, in order, keep the invariants.
+    fn check(events: &[SlotEvent]) -> bool {
+        let mut holders = SlotHolders::new(LEASE_MS);
+        events.iter().all(|event| holders.event(event).is_ok())
+    }
+
+    /// A pserver serves only inside what it was told: from a grant or confirmation until 85%
+    /// of a lease after its send, under its own generation.
+    #[test]
+    fn serving_is_held_to_what_the_pserver_was_told() {
+        use SlotEventKind::{Confirmed, Granted};
+        let granted = event(Granted, 3, 7, (100, 150));
+        let confirmed = event(Confirmed, 3, 7, (600, 620));
+        let cases: [(&str, Vec<SlotEvent>, bool); 6] = [
+            ("inside the grant's window", vec![granted, serving(3, 7, 949)], true),
+            ("at the window's end", vec![granted, serving(3, 7, 950)], false),
+            ("after a renewal", vec![granted, confirmed, serving(3, 7, 1_449)], true),
+            ("past the renewal's window", vec![granted, confirmed, serving(3, 7, 1_450)], false),
+            ("under a generation never told", vec![granted, serving(4, 7, 200)], false),
+            ("another pserver's generation", vec![granted, serving(3, 8, 200)], false),
+        ];
+        for (case, events, holds) in cases {
+            assert_eq!(check(&events), holds, "{case}");
+        }
     }
 }
