@@ -13,7 +13,8 @@
 //! - `network`: openraft's `RaftNetworkFactory` over the simulated network; `master_link`:
 //!   the `MasterClient` dialer that calls a node's master service through it.
 //! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers; `pserver`:
-//!   simulated pservers of the slot API. `nemesis`: faults.
+//!   simulated pservers of the slot API. `dataset`: the job's dataset, a RecordIO file or
+//!   (for some seeds) an index range, and what each task must cover. `nemesis`: faults.
 //!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
 //!   (fault phase, heal, liveness phase). `runner`: many seeds.
 //!
@@ -37,6 +38,7 @@ pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod dataset;
 pub mod disk;
 pub mod flusher;
 pub mod history;
