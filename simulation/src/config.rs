@@ -131,6 +131,12 @@ impl SimulationConfig {
         self
     }
 
+    /// The same run over `dataset` instead of the one the seed draws.
+    pub fn with_dataset(mut self, dataset: SimDataset) -> Self {
+        self.dataset = dataset;
+        self
+    }
+
     /// Node ids, lowest first.
     pub fn node_ids(&self) -> Vec<u64> {
         (1..=self.node_count).collect()

@@ -163,7 +163,10 @@ async fn report_dataset(
     let sizes = tokio::time::timeout(Duration::from_millis(SETUP_MS_MAX), report)
         .await
         .map_err(|_| anyhow::anyhow!("the dataset report did not finish in {SETUP_MS_MAX} ms"))??;
-    context.trace.record(format!("dataset reported: {sizes:?}"));
+    context.trace.record(format!("dataset reported: {:?} {sizes:?}", config.dataset));
+    if let SimDataset::IndexRange { .. } = config.dataset {
+        context.trace.tally("index-range job");
+    }
     Ok(())
 }
 
