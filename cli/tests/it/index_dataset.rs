@@ -12,7 +12,7 @@ use client::{ClientError, TaskData};
 
 use crate::command::raftrain;
 use crate::master_group::MasterGroup;
-use crate::task_consumer::{completions_reach, consume, History};
+use crate::task_consumer::{completions_reach, consume, write_dataset, History};
 
 const POLICY: [&str; 4] = ["--task-timeout-min-ms", "60000", "--trainer-lease-ms", "10000"];
 /// 1,003 samples in shards of 25: 41 tasks, the last one 3 samples long.
@@ -50,8 +50,8 @@ async fn an_index_job_loses_no_range_through_a_leader_kill() {
     group.kill(leader);
     let repeat = client.report_index_dataset("index-e2e", SIZE, SHARD_SIZE, passes).await;
     assert_eq!(repeat.expect("an identical repeat is answered"), sizes);
-    let recordio = client.report_dataset("index-e2e", &["/nonexistent/*.rio".into()], passes);
-    match recordio.await {
+    let recordio_files = [write_dataset(group.dir.path(), 3)];
+    match client.report_dataset("index-e2e", &recordio_files, passes).await {
         Err(ClientError::InvalidArgument { message, .. }) => {
             assert!(message.contains("index range (size 1003, shard size 25)"), "{message}")
         }
