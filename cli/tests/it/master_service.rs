@@ -87,12 +87,16 @@ async fn status_json_contract() {
         "pservers",
         "eval",
         "job_finished",
+        "dataset_kind",
+        "dataset_size",
+        "shard_size",
     ] {
         assert!(json.get(key).is_some(), "missing {key} in {output}");
     }
     assert_eq!(json["leader"], serde_json::json!(leader + 1));
     assert_eq!(json["members"].as_array().map(Vec::len), Some(3));
     assert_eq!(json["eval"], serde_json::Value::Null);
+    assert_eq!(json["dataset_kind"], serde_json::Value::Null, "no dataset reported yet");
 }
 
 /// `WatchPServers` sends the table at once and again when a pserver claims a slot.
