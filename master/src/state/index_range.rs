@@ -63,11 +63,13 @@ impl IndexRange {
 mod tests {
     use super::*;
 
-    /// Cuts `size` by `shard_size` and compares every task's range.
-    fn check(size: u64, shard_size: u64, expected: &[Range<u64>]) {
+    /// Cuts `size` by `shard_size` and compares every task's range, as (start, end).
+    fn check(size: u64, shard_size: u64, expected: &[(u64, u64)]) {
         let range = IndexRange::new(size, shard_size).expect("a valid range");
-        let actual: Vec<Range<u64>> =
-            (0..range.task_count()).map(|task| range.task_range(task)).collect();
+        let actual: Vec<(u64, u64)> = (0..range.task_count())
+            .map(|task| range.task_range(task))
+            .map(|indices| (indices.start, indices.end))
+            .collect();
         assert_eq!(actual, expected, "{size} by {shard_size}");
     }
 
@@ -75,16 +77,13 @@ mod tests {
     /// not a multiple of the shard size.
     #[test]
     fn tasks_cut_the_range_in_order() {
-        check(1, 1, &[0..1]);
-        check(10, 5, &[0..5, 5..10]);
-        check(11, 5, &[0..5, 5..10, 10..11]);
-        check(3, 100, &[0..3]);
-        check(u64::MAX, u64::MAX, &[0..u64::MAX]);
-        check(
-            u64::MAX,
-            u64::MAX / 2,
-            &[0..u64::MAX / 2, u64::MAX / 2..u64::MAX - 1, u64::MAX - 1..u64::MAX],
-        );
+        let max = u64::MAX;
+        check(1, 1, &[(0, 1)]);
+        check(10, 5, &[(0, 5), (5, 10)]);
+        check(11, 5, &[(0, 5), (5, 10), (10, 11)]);
+        check(3, 100, &[(0, 3)]);
+        check(max, max, &[(0, max)]);
+        check(max, max / 2, &[(0, max / 2), (max / 2, max - 1), (max - 1, max)]);
     }
 
     /// The largest admitted ranges: exactly the task limit, and sizes near `u64::MAX` with the
