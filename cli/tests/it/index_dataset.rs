@@ -153,3 +153,30 @@ async fn a_recordio_trainer_refuses_an_index_job_clearly() {
     let _ = trainer.kill();
     panic!("the trainer did not end within a minute\n{}", read_log());
 }
+
+/// Malformed index reports are refused (INVALID_ARGUMENT) naming the field to fix, by the
+/// service (empty name, zero size, shard size or passes) or the state (too many tasks), and
+/// leave the job undefined: a valid report afterwards wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_index_reports_name_the_field() {
+    let group = MasterGroup::start(1, &POLICY);
+    let client = group.client();
+    let cases: [(&str, u64, u64, u32, &str); 5] = [
+        ("", 10, 1, 1, "job:"),
+        ("job", 0, 1, 1, "size:"),
+        ("job", 10, 0, 1, "shard_size:"),
+        ("job", 10, 1, 0, "passes:"),
+        ("job", u64::MAX, 1, 1, "use a shard_size of at least"),
+    ];
+    for (job, size, shard_size, passes, field) in cases {
+        match client.report_index_dataset(job, size, shard_size, passes).await {
+            Err(ClientError::InvalidArgument { message, .. }) => {
+                assert!(message.contains(field), "{field}: {message}")
+            }
+            other => panic!("{job:?} {size} {shard_size} {passes}: refused, not {other:?}"),
+        }
+    }
+    assert_eq!(group.status().await.dataset, None, "nothing was defined");
+    let sizes = client.report_index_dataset("job", 10, 3, 1).await.expect("a valid report");
+    assert_eq!(sizes.task_count, 4);
+}
