@@ -4,7 +4,7 @@
 use super::error::ClientError;
 use super::types::{
     CheckpointMeta, ChunkRef, DatasetSizes, PServerEntry, PServerTable, SlotLease, SlotSecret,
-    Task, TaskOutcome,
+    Task, TaskData, TaskOutcome,
 };
 use proto::master as pb;
 use proto::master::get_task_reply::Outcome;
@@ -20,7 +20,7 @@ pub(crate) fn task_outcome(reply: pb::GetTaskReply) -> Result<TaskOutcome, Clien
     Ok(match outcome {
         Outcome::Task => {
             let task = reply.task.ok_or_else(|| malformed("GetTask", "TASK without a task"))?;
-            TaskOutcome::Task(task_from_proto(task))
+            TaskOutcome::Task(task_from_proto(task)?)
         }
         Outcome::PassBefore => TaskOutcome::PassBefore { current },
         Outcome::PassAfter => TaskOutcome::PassAfter { current },
@@ -32,24 +32,45 @@ pub(crate) fn task_outcome(reply: pb::GetTaskReply) -> Result<TaskOutcome, Clien
     })
 }
 
-fn task_from_proto(task: pb::Task) -> Task {
-    let chunks = task
-        .chunks
-        .into_iter()
-        .map(|chunk| ChunkRef {
-            path: chunk.path,
-            offset: chunk.offset,
-            compressed_size: chunk.compressed_size,
-            record_count: chunk.record_count,
-        })
-        .collect();
-    Task {
+/// A task as the master sent it: a chunk task carries chunks, a range task a non-empty range
+/// and no chunks; anything else is malformed.
+fn task_from_proto(task: pb::Task) -> Result<Task, ClientError> {
+    let kind = pb::task::Kind::try_from(task.kind)
+        .map_err(|_| malformed("GetTask", format!("task of unknown kind {}", task.kind)))?;
+    let data = match kind {
+        pb::task::Kind::Chunks => TaskData::Chunks(task.chunks.into_iter().map(chunk).collect()),
+        pb::task::Kind::IndexRange => index_range(&task)?,
+    };
+    Ok(Task {
         id: task.task_id,
         epoch: task.epoch,
         pass: task.pass,
-        chunks,
+        data,
         deadline_ms: task.deadline_ms,
+    })
+}
+
+fn chunk(chunk: pb::Chunk) -> ChunkRef {
+    ChunkRef {
+        path: chunk.path,
+        offset: chunk.offset,
+        compressed_size: chunk.compressed_size,
+        record_count: chunk.record_count,
     }
+}
+
+fn index_range(task: &pb::Task) -> Result<TaskData, ClientError> {
+    let (start, end) = (task.range_start, task.range_end);
+    if start >= end {
+        return Err(malformed(
+            "GetTask",
+            format!("index range task with empty range {start}..{end}"),
+        ));
+    }
+    if !task.chunks.is_empty() {
+        return Err(malformed("GetTask", "index range task with chunks"));
+    }
+    Ok(TaskData::IndexRange { start, end })
 }
 
 /// A claim's answer: `None` when every slot is held.
@@ -130,9 +151,10 @@ mod tests {
         assert!(task_outcome(reply(Outcome::Task as i32, None)).is_err(), "TASK without a task");
         let pass_after = task_outcome(reply(Outcome::PassAfter as i32, None)).expect("converts");
         assert_eq!(pass_after, TaskOutcome::PassAfter { current: 3 });
-        let task = pb::Task { task_id: 4, epoch: 2, pass: 3, chunks: vec![], deadline_ms: 9 };
+        let task = pb::Task { task_id: 4, epoch: 2, pass: 3, deadline_ms: 9, ..Default::default() };
         let converted = task_outcome(reply(Outcome::Task as i32, Some(task))).expect("converts");
-        let expected = Task { id: 4, epoch: 2, pass: 3, chunks: vec![], deadline_ms: 9 };
+        let data = TaskData::Chunks(vec![]);
+        let expected = Task { id: 4, epoch: 2, pass: 3, data, deadline_ms: 9 };
         assert_eq!(converted, TaskOutcome::Task(expected));
         let claim = |granted, generation| pb::ClaimPServerSlotReply {
             granted,
@@ -147,5 +169,32 @@ mod tests {
         let lease = slot_lease(claim(true, 7), secret).expect("converts").expect("granted");
         assert_eq!((lease.index, lease.generation, lease.lease_ms), (1, 7, 5));
         assert_eq!(lease.secret, secret, "the caller's own secret");
+    }
+
+    /// A range task converts to its range; one with an empty or inverted range, with chunks
+    /// beside its range, or of a kind this client does not know is malformed. A task from a
+    /// master that sends no kind is a chunk task.
+    #[test]
+    fn index_range_tasks_convert_and_malformed_ones_are_refused() {
+        let range_kind = pb::task::Kind::IndexRange as i32;
+        let task = |kind, range_start, range_end, chunks: Vec<pb::Chunk>| pb::Task {
+            task_id: 1,
+            epoch: 1,
+            kind,
+            range_start,
+            range_end,
+            chunks,
+            ..Default::default()
+        };
+        let convert = |task| task_from_proto(task).map(|task| task.data);
+        let range = convert(task(range_kind, 10, 20, vec![])).expect("converts");
+        assert_eq!(range, TaskData::IndexRange { start: 10, end: 20 });
+        let chunk = pb::Chunk { path: "a".into(), offset: 0, compressed_size: 1, record_count: 1 };
+        let old_master = convert(task(0, 0, 0, vec![chunk.clone()])).expect("converts");
+        assert!(matches!(old_master, TaskData::Chunks(chunks) if chunks.len() == 1));
+        assert!(convert(task(range_kind, 5, 5, vec![])).is_err(), "an empty range");
+        assert!(convert(task(range_kind, 6, 5, vec![])).is_err(), "an inverted range");
+        assert!(convert(task(range_kind, 0, 5, vec![chunk])).is_err(), "a range with chunks");
+        assert!(convert(task(7, 0, 5, vec![])).is_err(), "an unknown kind");
     }
 }

@@ -32,13 +32,13 @@ pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
 pub use slot_secret::SLOT_SECRET_BYTES;
 pub use status::{
-    CheckpointStatus, EvalStatus, FailedTask, GroupView, JobStatus, Member, PServerStatus,
-    TrainerStatus,
+    CheckpointStatus, DatasetKind, EvalStatus, FailedTask, GroupView, JobStatus, Member,
+    PServerStatus, TrainerStatus,
 };
 pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
 pub use types::new_slot_secret;
 pub use types::{
     CheckpointMeta, CheckpointRecorded, ChunkRef, DatasetSizes, Fault, PServerEntry, PServerTable,
-    SlotLease, SlotSecret, Task, TaskOutcome, TrainerRegistration,
+    SlotLease, SlotSecret, Task, TaskData, TaskOutcome, TrainerRegistration,
 };
 pub use watch::PServerWatch;

@@ -33,6 +33,8 @@ pub struct JobStatus {
     pub group: GroupView,
     /// The job's name; `None` until a dataset is reported.
     pub job: Option<String>,
+    /// What the job's dataset is; `None` until a dataset is reported.
+    pub dataset: Option<DatasetKind>,
     /// The running pass (from 0) and how many the job runs.
     pub pass: u32,
     pub passes: u32,
@@ -52,6 +54,25 @@ pub struct JobStatus {
     pub job_finished: bool,
     /// Tasks handed out over the whole job, retries included.
     pub dispatched: u64,
+}
+
+/// What a job's dataset is, as status shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatasetKind {
+    /// RecordIO files the masters scanned; tasks are runs of chunks.
+    RecordIo,
+    /// The indices `[0, size)`, in tasks of `shard_size` indices (the last possibly shorter).
+    IndexRange { size: u64, shard_size: u64 },
+}
+
+impl DatasetKind {
+    /// The kind's name in the `--json` view.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DatasetKind::RecordIo => "recordio",
+            DatasetKind::IndexRange { .. } => "index_range",
+        }
+    }
 }
 
 /// A task that failed for good in the running pass, and the last reason given.
@@ -110,6 +131,9 @@ impl JobStatus {
             "term": group.term,
             "members": members,
             "job": self.job,
+            "dataset_kind": self.dataset.map(|kind| kind.name()),
+            "dataset_size": self.index_range().map(|(size, _)| size),
+            "shard_size": self.index_range().map(|(_, shard_size)| shard_size),
             "pass": self.pass,
             "passes": self.passes,
             "todo": self.todo,
@@ -124,6 +148,16 @@ impl JobStatus {
             "job_finished": self.job_finished,
             "dispatched": self.dispatched,
         })
+    }
+}
+
+impl JobStatus {
+    /// An index dataset's `(size, shard_size)`; `None` for RecordIO or before a report.
+    pub fn index_range(&self) -> Option<(u64, u64)> {
+        match self.dataset? {
+            DatasetKind::IndexRange { size, shard_size } => Some((size, shard_size)),
+            DatasetKind::RecordIo => None,
+        }
     }
 }
 
@@ -151,7 +185,8 @@ impl PServerStatus {
 mod tests {
     use super::*;
 
-    /// The JSON view has every contract key, with null for what is unknown.
+    /// The JSON view has every contract key, with null for what is unknown: the dataset's
+    /// kind before a report, its size and shard size unless it is an index range.
     #[test]
     fn json_has_every_contract_key() {
         let empty = JobStatus::default().to_json();
@@ -161,6 +196,9 @@ mod tests {
             "term",
             "members",
             "job",
+            "dataset_kind",
+            "dataset_size",
+            "shard_size",
             "pass",
             "passes",
             "todo",
@@ -195,5 +233,17 @@ mod tests {
         assert_eq!(full["todo"], json!(3));
         assert_eq!(full["pservers"][0]["checkpoint_step"], json!(7));
         assert_eq!(full["pservers"][0]["checkpoint_created_ms"], json!(9));
+        assert_eq!((&full["dataset_kind"], &full["dataset_size"]), (&Value::Null, &Value::Null));
+        let recordio = JobStatus { dataset: Some(DatasetKind::RecordIo), ..Default::default() };
+        let recordio = recordio.to_json();
+        assert_eq!(recordio["dataset_kind"], json!("recordio"));
+        assert_eq!(
+            (&recordio["dataset_size"], &recordio["shard_size"]),
+            (&Value::Null, &Value::Null)
+        );
+        let kind = DatasetKind::IndexRange { size: 1001, shard_size: 100 };
+        let index = JobStatus { dataset: Some(kind), ..Default::default() }.to_json();
+        assert_eq!(index["dataset_kind"], json!("index_range"));
+        assert_eq!((&index["dataset_size"], &index["shard_size"]), (&json!(1001), &json!(100)));
     }
 }

@@ -5,8 +5,8 @@ use proto::master as pb;
 use proto::raft::ClusterInfoReply;
 
 use crate::status::{
-    CheckpointStatus, EvalStatus, FailedTask, GroupView, JobStatus, Member, PServerStatus,
-    TrainerStatus,
+    CheckpointStatus, DatasetKind, EvalStatus, FailedTask, GroupView, JobStatus, Member,
+    PServerStatus, TrainerStatus,
 };
 
 /// A master's `ClusterInfo` answer.
@@ -28,8 +28,10 @@ pub(crate) fn group_view(reply: ClusterInfoReply) -> GroupView {
 
 /// The leader's `Status` answer.
 pub(crate) fn job_status(reply: pb::StatusReply) -> JobStatus {
+    let dataset = dataset_kind(&reply);
     JobStatus {
         group: reply.cluster.map(group_view).unwrap_or_default(),
+        dataset,
         job: (!reply.job.is_empty()).then_some(reply.job),
         pass: reply.pass,
         passes: reply.passes,
@@ -55,6 +57,19 @@ pub(crate) fn job_status(reply: pb::StatusReply) -> JobStatus {
     }
 }
 
+/// The dataset's kind: none before a report; a master from before kinds (it sends none with
+/// a job) knew RecordIO only; a kind this client does not know is shown as none.
+fn dataset_kind(reply: &pb::StatusReply) -> Option<DatasetKind> {
+    use pb::status_reply::DatasetKind as Kind;
+    match Kind::try_from(reply.dataset_kind).ok()? {
+        Kind::Unspecified => (!reply.job.is_empty()).then_some(DatasetKind::RecordIo),
+        Kind::Recordio => Some(DatasetKind::RecordIo),
+        Kind::IndexRange => {
+            Some(DatasetKind::IndexRange { size: reply.dataset_size, shard_size: reply.shard_size })
+        }
+    }
+}
+
 fn trainer(trainer: pb::Trainer) -> TrainerStatus {
     TrainerStatus {
         id: trainer.id,
@@ -71,5 +86,35 @@ fn pserver(pserver: pb::PServer) -> PServerStatus {
         addr: pserver.addr,
         generation: pserver.generation,
         checkpoint: pserver.checkpoint_step.map(|step| CheckpointStatus { step, created_ms }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dataset's kind as status shows it: none before a report, RecordIO from a master
+    /// that sends no kind with its job, an index range with its size and shard size.
+    #[test]
+    fn dataset_kinds_convert() {
+        use pb::status_reply::DatasetKind as Kind;
+        let reply = |job: &str, kind: Kind| pb::StatusReply {
+            job: job.to_string(),
+            dataset_kind: kind as i32,
+            dataset_size: 1001,
+            shard_size: 100,
+            ..Default::default()
+        };
+        let index = DatasetKind::IndexRange { size: 1001, shard_size: 100 };
+        let cases = [
+            (reply("", Kind::Unspecified), None),
+            (reply("job", Kind::Unspecified), Some(DatasetKind::RecordIo)),
+            (reply("job", Kind::Recordio), Some(DatasetKind::RecordIo)),
+            (reply("job", Kind::IndexRange), Some(index)),
+            (pb::StatusReply { dataset_kind: 9, ..reply("job", Kind::Recordio) }, None),
+        ];
+        for (reply, expected) in cases {
+            assert_eq!(job_status(reply.clone()).dataset, expected, "{reply:?}");
+        }
     }
 }

@@ -238,6 +238,34 @@ impl MasterClient {
         Ok(dataset_sizes(reply))
     }
 
+    /// Reports the job's dataset as the index range `[0, size)` in tasks of `shard_size`
+    /// indices (task i covers `[i * shard_size, min(size, (i + 1) * shard_size))`), for data
+    /// the trainers index themselves and the masters never read. The first report of either
+    /// kind wins; a repeat answers the accepted sizes (no chunks, no records), a different one
+    /// is `InvalidArgument` naming what differs.
+    pub async fn report_index_dataset(
+        &self,
+        job: &str,
+        size: u64,
+        shard_size: u64,
+        passes: u32,
+    ) -> Result<DatasetSizes, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("ReportIndexDataset", |mut service, stamp| {
+                let request = pb::ReportIndexDatasetRequest {
+                    stamp: Some(stamp),
+                    job: job.into(),
+                    size,
+                    shard_size,
+                    passes,
+                };
+                async move { service.report_index_dataset(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(dataset_sizes(reply))
+    }
+
     /// The job and the group as the leader sees them (a linearizable read).
     pub async fn status(&self) -> Result<JobStatus, ClientError> {
         let timeout = self.rpc_timeout();

@@ -53,9 +53,22 @@ pub struct Task {
     pub id: u64,
     pub epoch: u64,
     pub pass: u32,
-    pub chunks: Vec<ChunkRef>,
+    /// What the task covers: the job's dataset kind decides which.
+    pub data: TaskData,
     /// When the master takes the task back (the state's clock; for display).
     pub deadline_ms: u64,
+}
+
+/// What one task covers. An enum rather than a chunk list beside an optional range: a task
+/// is one or the other, and a caller that trains one kind must say what it does with the
+/// other (the Rust trainer refuses index ranges; the Python package reads them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskData {
+    /// RecordIO chunks, read from the files the masters scanned.
+    Chunks(Vec<ChunkRef>),
+    /// The indices `start..end` of an index dataset (never empty; the last task of a job may
+    /// be shorter than the others).
+    IndexRange { start: u64, end: u64 },
 }
 
 /// The answer to `get_task`.

@@ -1,8 +1,10 @@
 //! A simulated trainer, on the production `MasterClient` (leader discovery, redirects, retries
-//! with backoff, exactly-once stamps) over the simulated network: registers, heartbeats, takes
+//! with backoff, exactly-once stamps) over the simulated network: in an index job reports the
+//! dataset first (as each of the Python package's workers does), registers, heartbeats, takes
 //! tasks, "works" for a seeded time (sometimes past the task's deadline), and reports them
 //! finished or failed until the job is over. Every call lands in the history as invoke, then
-//! ok or info (a failed call's outcome is unknown: a stamped write may still have happened).
+//! ok or info (a failed call's outcome is unknown: a stamped write may still have happened);
+//! what it is told about the dataset also lands there, for the dataset-answers checker.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,7 +13,8 @@ use std::time::Duration;
 use client::{ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome};
 
 use crate::config::SimulationConfig;
-use crate::history::{AckedWrite, Fact, History, OperationType};
+use crate::dataset::{SimDataset, SIMULATED_JOB};
+use crate::history::{AckedWrite, DatasetEvent, Fact, History, OperationType};
 use crate::master_link::master_addr;
 use crate::network::SimNetwork;
 use crate::rng::SimRng;
@@ -92,6 +95,8 @@ pub struct SimTrainer {
     master: Arc<MasterClient>,
     context: ClientContext,
     lease_ms: u64,
+    dataset: SimDataset,
+    passes: u32,
 }
 
 impl SimTrainer {
@@ -104,11 +109,16 @@ impl SimTrainer {
         let rng = SimRng::derive(config.seed, 10 + index);
         let master = Arc::new(context.master_client(config, config.seed ^ (0x7a11 + index))?);
         let lease_ms = config.master.trainer_lease_ms;
-        Ok(Self { client: CLIENT_ID_BASE + index, seq: 0, rng, master, context, lease_ms })
+        let (dataset, passes) = (config.dataset, config.passes);
+        let client = CLIENT_ID_BASE + index;
+        Ok(Self { client, seq: 0, rng, master, context, lease_ms, dataset, passes })
     }
 
     /// Runs the trainer until the job is finished.
     pub async fn run(mut self) {
+        if let SimDataset::IndexRange { size, shard_size } = self.dataset {
+            self.report_index_dataset(size, shard_size).await;
+        }
         loop {
             let Some(trainer) = self.register().await else {
                 self.pause().await;
@@ -128,6 +138,28 @@ impl SimTrainer {
             if finished {
                 return;
             }
+        }
+    }
+
+    /// Reports the job's index dataset until a master answers (an answer or a refusal, which
+    /// the checker judges; not reaching a leader is retried).
+    async fn report_index_dataset(&mut self, size: u64, shard_size: u64) {
+        loop {
+            let master = self.master.clone();
+            let call = master.report_index_dataset(SIMULATED_JOB, size, shard_size, self.passes);
+            let what = format!("report_index_dataset size {size} shard_size {shard_size}");
+            let answer =
+                match self.context.call(self.client, &mut self.seq, what, call, |_| None).await {
+                    Ok(sizes) => Ok(sizes.task_count),
+                    Err(error) if is_answer(&error) => Err(error.to_string()),
+                    Err(_) => {
+                        self.pause().await;
+                        continue;
+                    }
+                };
+            let event = DatasetEvent::Reported { client: self.client, answer };
+            self.context.history.dataset_event(event);
+            return;
         }
     }
 
@@ -169,8 +201,16 @@ impl SimTrainer {
                         _ => None,
                     },
                 );
-            match outcome.await.ok() {
+            let outcome = outcome.await;
+            if let Err(ClientError::Malformed { reason, .. }) = &outcome {
+                let event = DatasetEvent::Malformed { client: self.client, reason: reason.clone() };
+                self.context.history.dataset_event(event);
+            }
+            match outcome.ok() {
                 Some(TaskOutcome::Task(task)) => {
+                    let (client, task_id, data) = (self.client, task.id, task.data.clone());
+                    let event = DatasetEvent::Handed { client, task_id, data };
+                    self.context.history.dataset_event(event);
                     self.work(&task, alive).await;
                     done.fetch_add(1, Ordering::SeqCst);
                 }
@@ -223,6 +263,17 @@ impl SimTrainer {
         let pause_ms = self.rng.range(RETRY_MS.0, RETRY_MS.1);
         tokio::time::sleep(Duration::from_millis(pause_ms)).await;
     }
+}
+
+/// Whether `error` is a master's answer (a refusal, or an answer this client cannot read)
+/// rather than a failure to reach a leader, which the caller retries.
+fn is_answer(error: &ClientError) -> bool {
+    matches!(
+        error,
+        ClientError::InvalidArgument { .. }
+            | ClientError::Rejected { .. }
+            | ClientError::Malformed { .. }
+    )
 }
 
 /// Heartbeats every `interval_ms` while `alive`; a master that no longer knows the trainer

@@ -1,5 +1,7 @@
-//! What one simulated run does: the seed, the size of the job, how long each phase lasts, and
-//! the test-only switches that plant bugs.
+//! What one simulated run does: the seed, the size and kind of the job, how long each phase
+//! lasts, and the test-only switches that plant bugs.
+
+use crate::dataset::SimDataset;
 
 /// Bugs planted on purpose, to prove the checkers find them. Off in every real run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,8 +57,10 @@ pub struct SimulationConfig {
     /// Simulated pservers, competing for `pserver_slots` slots.
     pub pserver_count: u64,
     pub pserver_slots: u32,
-    /// One chunk per task.
+    /// One chunk per task, or one shard per task.
     pub task_count: u64,
+    /// What the job trains on, drawn from the seed.
+    pub dataset: SimDataset,
     pub passes: u32,
     /// How long faults are injected (simulated time).
     pub fault_phase_ms: u64,
@@ -96,6 +100,7 @@ impl SimulationConfig {
             pserver_count: 3,
             pserver_slots: 2,
             task_count: 20,
+            dataset: SimDataset::draw(seed, 20),
             passes: 2,
             fault_phase_ms: FAULT_PHASES[tempo].0,
             fault_interval_ms: FAULT_PHASES[tempo].1,
@@ -124,6 +129,12 @@ impl SimulationConfig {
     /// The same run with `bugs` planted.
     pub fn with_bugs(mut self, bugs: PlantedBugs) -> Self {
         self.bugs = bugs;
+        self
+    }
+
+    /// The same run over `dataset` instead of the one the seed draws.
+    pub fn with_dataset(mut self, dataset: SimDataset) -> Self {
+        self.dataset = dataset;
         self
     }
 

@@ -41,6 +41,18 @@ pub enum Fact {
     CheckpointRecorded { index: u32, generation: u64, step: u64 },
 }
 
+/// What a client was told about the run's dataset (the dataset-answers checker judges it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DatasetEvent {
+    /// A report of the run's dataset was answered: the job's task count, or a refusal (an
+    /// answer from a master, not a failure to reach one).
+    Reported { client: u64, answer: Result<u64, String> },
+    /// Task `task_id` was handed out covering `data`.
+    Handed { client: u64, task_id: u64, data: client::TaskData },
+    /// An answer the client could not read.
+    Malformed { client: u64, reason: String },
+}
+
 /// A pserver was told it holds a slot (granted by a claim, or confirmed by a heartbeat), or
 /// found on its own clock that it may serve it.
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +103,7 @@ struct HistoryState {
     /// Calls whose outcome stayed unknown (info), with their invoke time.
     unknown: Vec<(u64, u64, u64)>,
     slot_events: Vec<SlotEvent>,
+    dataset_events: Vec<DatasetEvent>,
 }
 
 impl History {
@@ -145,6 +158,16 @@ impl History {
     /// Remembers what a pserver was told of its slot.
     pub fn slot_event(&self, event: SlotEvent) {
         self.state().slot_events.push(event);
+    }
+
+    /// Remembers what a client was told about the dataset.
+    pub fn dataset_event(&self, event: DatasetEvent) {
+        self.state().dataset_events.push(event);
+    }
+
+    /// Dataset events not yet handed to the checker.
+    pub fn take_dataset_events(&self) -> Vec<DatasetEvent> {
+        std::mem::take(&mut self.state().dataset_events)
     }
 
     /// Slot events not yet handed to the checker.

@@ -16,7 +16,8 @@
 //!   the `planted-bugs` feature).
 //! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers; `pserver`: pserver
 //!   processes running the production slot keeper, reaching the masters through
-//!   `recorded_master`. `nemesis`: faults.
+//!   `recorded_master`. `dataset`: the job's dataset, a RecordIO file or (for some seeds)
+//!   an index range, and what each task must cover. `nemesis`: faults.
 //!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
 //!   (fault phase, heal, liveness phase). `runner`: many seeds.
 //!
@@ -40,6 +41,7 @@ pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod dataset;
 pub mod disk;
 pub mod flusher;
 pub mod history;

@@ -11,6 +11,7 @@ use crate::checker::{Checkers, NodeView, Observation, Violation};
 use crate::client::{ClientContext, SimTrainer, CLIENT_ID_BASE};
 use crate::cluster::Cluster;
 use crate::config::SimulationConfig;
+use crate::dataset::{SimDataset, SIMULATED_JOB};
 use crate::history::History;
 use crate::nemesis::Nemesis;
 use crate::network::SimNetwork;
@@ -71,11 +72,14 @@ struct Run {
 async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     let trace = Trace::new(config.trace_lines);
     let network = SimNetwork::new(SimRng::derive(config.seed, 2), trace.clone());
-    let dataset_path = write_dataset(config.task_count)?;
+    let dataset_path = match config.dataset {
+        SimDataset::RecordIo => Some(write_dataset(config.task_count)?),
+        SimDataset::IndexRange { .. } => None,
+    };
     let cluster = Cluster::start(config, network.clone(), trace.clone()).await?;
     let history = History::new(trace.clone());
     let context = ClientContext { network, history: history.clone(), trace: trace.clone() };
-    report_dataset(config, &context, &dataset_path).await?;
+    report_dataset(config, &context, dataset_path.as_deref()).await?;
     let mut clients = Vec::new();
     for index in 0..config.client_count {
         clients.push(tokio::spawn(SimTrainer::new(index, config, context.clone())?.run()));
@@ -91,7 +95,11 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         cluster,
         history,
         clients,
-        checkers: Checkers::new(trainer_lease_ms, pserver_lease_ms),
+        checkers: Checkers::new(
+            (trainer_lease_ms, pserver_lease_ms),
+            config.dataset,
+            config.task_count,
+        ),
         trainers: config.client_count as usize,
     };
     let violation = run.phases().await?.err();
@@ -134,19 +142,31 @@ fn write_dataset(tasks: u64) -> anyhow::Result<String> {
 }
 
 /// The job's submitter reports the dataset through the master service, before the trainers
-/// start and before any fault.
+/// start and before any fault: the RecordIO file at `path`, or the seed's index range.
 async fn report_dataset(
     config: &SimulationConfig,
     context: &ClientContext,
-    path: &str,
+    path: Option<&str>,
 ) -> anyhow::Result<()> {
     let master = context.master_client(config, config.seed ^ 0x5eed)?;
-    let patterns = [path.to_string()];
-    let report = master.report_dataset("simulated", &patterns, config.passes);
+    let patterns: Vec<String> = path.map(str::to_string).into_iter().collect();
+    let report = async {
+        match config.dataset {
+            SimDataset::RecordIo => {
+                master.report_dataset(SIMULATED_JOB, &patterns, config.passes).await
+            }
+            SimDataset::IndexRange { size, shard_size } => {
+                master.report_index_dataset(SIMULATED_JOB, size, shard_size, config.passes).await
+            }
+        }
+    };
     let sizes = tokio::time::timeout(Duration::from_millis(SETUP_MS_MAX), report)
         .await
         .map_err(|_| anyhow::anyhow!("the dataset report did not finish in {SETUP_MS_MAX} ms"))??;
-    context.trace.record(format!("dataset reported: {sizes:?}"));
+    context.trace.record(format!("dataset reported: {:?} {sizes:?}", config.dataset));
+    if let SimDataset::IndexRange { .. } = config.dataset {
+        context.trace.tally("index-range job");
+    }
     Ok(())
 }
 
@@ -250,7 +270,8 @@ impl Run {
         }
         let now_ms = self.trace.now_ms();
         let (acked, slot_events) = (self.history.take_acked(), self.history.take_slot_events());
-        Observation { nodes, applied, acked, slot_events, now_ms }
+        let dataset_events = self.history.take_dataset_events();
+        Observation { nodes, applied, acked, slot_events, dataset_events, now_ms }
     }
 
     /// Every trainer saw `JobFinished`, and so does the leader's state.

@@ -1,4 +1,5 @@
-//! `run`: one trainer. Registers, waits for every pserver slot, reports the dataset, offers its
+//! `run`: one trainer. Registers, makes sure the job is not an index-range job (this trainer
+//! reads RecordIO only), waits for every pserver slot, reports the dataset, offers its
 //! initial parameters (the first trainer's win), then takes tasks until the job finishes:
 //! read and check the task's chunks, train on its batches (pushing every n, pulling every m),
 //! report it done (or failed, with the reason). After each pass it evaluates and records the
@@ -180,6 +181,8 @@ async fn join(
     session: &Session,
     progress: &Progress,
 ) -> anyhow::Result<Stepper> {
+    // Before waiting for pservers, which an index job may never have.
+    refuse_index_job(master).await?;
     let options =
         PServerClientOptions { replace_wait: config.pserver_wait(), ..Default::default() };
     let pservers = PServerClient::new(master.clone(), session.id(), options);
@@ -188,10 +191,15 @@ async fn join(
     let table =
         pservers.wait_for_slots(config.pserver_wait()).await.context("wait for the pservers")?;
     tracing::info!(pservers = table.desired, "pservers ready");
-    let sizes = master
-        .report_dataset(&config.job, &config.dataset, config.passes)
-        .await
-        .context("report the dataset")?;
+    let reported = master.report_dataset(&config.job, &config.dataset, config.passes).await;
+    let sizes = match reported {
+        Ok(sizes) => sizes,
+        Err(error) => {
+            // An index job reported meanwhile refuses this report: say so plainly.
+            refuse_index_job(master).await?;
+            return Err(error).context("report the dataset");
+        }
+    };
     tracing::info!(tasks = sizes.task_count, records = sizes.record_count, "dataset accepted");
     let layout = layout(config, &model, table.desired);
     let initial = model.init(config.seed);
@@ -199,6 +207,20 @@ async fn join(
     let mut stepper = Stepper::new(model, layout, pservers, config);
     stepper.pull().await?;
     Ok(stepper)
+}
+
+/// Fails when the job is an index-range job: this trainer reads RecordIO only.
+async fn refuse_index_job(master: &MasterClient) -> anyhow::Result<()> {
+    let status = master.status().await.context("ask the master what the job is")?;
+    match status.index_range() {
+        Some((size, shard_size)) => anyhow::bail!(
+            "job {:?} is an index-range job (size {size}, shard size {shard_size}): its tasks \
+             are index ranges the trainers read themselves, and `raftrain trainer` trains \
+             RecordIO datasets only; train this job with the Python package",
+            status.job.unwrap_or_default()
+        ),
+        None => Ok(()),
+    }
 }
 
 /// `work`'s output, or `None` if `shutdown` comes first.

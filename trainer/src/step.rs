@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use anyhow::Context as _;
-use client::Task;
+use client::{Task, TaskData};
 use pserver::client::{PServerClient, PServerClientError};
 use pserver::layout::JobLayout;
 
@@ -66,9 +66,20 @@ impl Stepper {
         Ok(())
     }
 
-    /// The task's batches, or why its data is unusable (the reason `TaskFailed` carries).
+    /// The task's batches, or why its data is unusable (the reason `TaskFailed` carries). A
+    /// task of an index range is an error: this trainer reads RecordIO chunks only (it joined
+    /// a RecordIO job, whose report the master accepted, so it never gets one).
     pub async fn read(&self, task: &Task) -> anyhow::Result<Result<Vec<Batch>, DataError>> {
-        let (model, chunks, batch_size) = (self.model, task.chunks.clone(), self.batch_size);
+        let chunks = match &task.data {
+            TaskData::Chunks(chunks) => chunks.clone(),
+            TaskData::IndexRange { start, end } => anyhow::bail!(
+                "task {} covers the indices {start}..{end} of an index-range job: \
+                 `raftrain trainer` trains RecordIO datasets only; train this job with the \
+                 Python package",
+                task.id
+            ),
+        };
+        let (model, batch_size) = (self.model, self.batch_size);
         let read = tokio::task::spawn_blocking(move || read_task(&model, &chunks, batch_size));
         read.await.context("reading a task panicked")
     }

@@ -1,7 +1,7 @@
 //! How `raftrain status` shows a `Snapshot`: one JSON object (the contract scripts and tests
 //! rely on: every key always present, `null` for what is unknown) or text for a person.
 
-use client::{GroupView, JobStatus};
+use client::{DatasetKind, GroupView, JobStatus};
 use serde_json::{json, Value};
 
 use super::terminal_text::escaped;
@@ -114,6 +114,9 @@ fn to_text(reply: &JobStatus, members: &[Value]) -> String {
         reply.passes.max(1),
         finished(reply)
     );
+    if let Some(kind) = reply.dataset {
+        out += &dataset_line(kind);
+    }
     out += &format!(
         "tasks: {} todo, {} pending, {} done, {} failed\n",
         reply.todo, reply.pending, reply.done, reply.failed
@@ -153,6 +156,16 @@ fn to_text(reply: &JobStatus, members: &[Value]) -> String {
     out
 }
 
+/// What the job's tasks cover: an index job's size and shard size.
+fn dataset_line(kind: DatasetKind) -> String {
+    match kind {
+        DatasetKind::RecordIo => "dataset: RecordIO files\n".to_string(),
+        DatasetKind::IndexRange { size, shard_size } => {
+            format!("dataset: index range, size {size}, shard size {shard_size}\n")
+        }
+    }
+}
+
 fn finished(reply: &JobStatus) -> &'static str {
     if reply.job_finished {
         " (job finished)"
@@ -188,5 +201,16 @@ mod tests {
         assert!(text.contains(r"a\x1b[2J\x1b]0;owned\x07b\rc\0d\ntrainer 9"), "{text}");
         assert!(text.contains(r"\u{202e}e"), "{text}");
         assert_eq!(reply.to_json()["trainers"][0]["name"], json!(hostile));
+    }
+
+    /// The text view says what the job's tasks cover: an index job's size and shard size.
+    #[test]
+    fn text_shows_an_index_jobs_size_and_shard_size() {
+        let kind = DatasetKind::IndexRange { size: 1_000_003, shard_size: 1000 };
+        let reply = JobStatus { job: Some("j".into()), dataset: Some(kind), ..Default::default() };
+        let text = to_text(&reply, &[]);
+        assert!(text.contains("dataset: index range, size 1000003, shard size 1000\n"), "{text}");
+        let reply = JobStatus { dataset: Some(DatasetKind::RecordIo), ..reply };
+        assert!(to_text(&reply, &[]).contains("dataset: RecordIO files\n"));
     }
 }

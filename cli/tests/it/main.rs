@@ -9,6 +9,7 @@ mod data_root;
 mod demo;
 mod help;
 mod hostile_input;
+mod index_dataset;
 mod jepsen_smoke;
 mod logging;
 mod manifests;

@@ -87,12 +87,16 @@ async fn status_json_contract() {
         "pservers",
         "eval",
         "job_finished",
+        "dataset_kind",
+        "dataset_size",
+        "shard_size",
     ] {
         assert!(json.get(key).is_some(), "missing {key} in {output}");
     }
     assert_eq!(json["leader"], serde_json::json!(leader + 1));
     assert_eq!(json["members"].as_array().map(Vec::len), Some(3));
     assert_eq!(json["eval"], serde_json::Value::Null);
+    assert_eq!(json["dataset_kind"], serde_json::Value::Null, "no dataset reported yet");
 }
 
 /// `WatchPServers` sends the table at once and again when a pserver claims a slot.
@@ -207,7 +211,9 @@ async fn repeated_reports_repeat_the_answer_until_a_file_changes() {
 /// with generations (a stale checkpoint and a wrong generation told apart), evals, the table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_typed_client_covers_every_call() {
-    use client::{new_slot_secret, CheckpointMeta, CheckpointRecorded, SlotLease, TaskOutcome};
+    use client::{
+        new_slot_secret, CheckpointMeta, CheckpointRecorded, SlotLease, TaskData, TaskOutcome,
+    };
     let group = MasterGroup::start(3, &[]);
     let client = group.client();
     let dataset = write_dataset(group.dir.path(), 3);
@@ -218,7 +224,7 @@ async fn the_typed_client_covers_every_call() {
     let TaskOutcome::Task(task) = client.get_task(trainer, 0).await.expect("get") else {
         panic!("a task is handed out");
     };
-    assert_eq!(task.chunks.len(), 1);
+    assert!(matches!(&task.data, TaskData::Chunks(chunks) if chunks.len() == 1), "{task:?}");
     assert!(client.task_finished(task.id, task.epoch).await.expect("finish"));
     assert!(!client.task_finished(task.id, task.epoch).await.expect("again"), "stale");
     let TaskOutcome::Task(next) = client.get_task(trainer, 0).await.expect("get") else {

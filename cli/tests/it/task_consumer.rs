@@ -1,7 +1,7 @@
 //! A simulated trainer for end-to-end tests: registers, then fetches and finishes tasks through
 //! `MasterClient` until the job finishes, recording every accepted completion.
 
-use client::{MasterClient, Task, TaskOutcome};
+use client::{MasterClient, Task, TaskData, TaskOutcome};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,6 +11,8 @@ pub type Completion = (u32, u64, u64);
 #[derive(Default)]
 pub struct History {
     pub completions: Vec<Completion>,
+    /// What each accepted completion covered, in the same order: (task, its data).
+    pub covered: Vec<(u64, TaskData)>,
 }
 
 /// Writes a RecordIO file of `chunk_count` one-record chunks and returns its path.
@@ -68,7 +70,9 @@ pub async fn consume(
                 tokio::time::sleep(work).await;
                 if finish(&client, task.id, task.epoch).await {
                     let completion = (task.pass, task.id, task.epoch);
-                    history.lock().expect("history lock").completions.push(completion);
+                    let mut history = history.lock().expect("history lock");
+                    history.completions.push(completion);
+                    history.covered.push((task.id, task.data));
                 }
             }
             TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {

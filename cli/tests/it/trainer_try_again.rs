@@ -46,6 +46,7 @@ macro_rules! fake_master_service {
 
 fake_master_service! {
     report_dataset(ReportDatasetRequest) -> ReportDatasetReply;
+    report_index_dataset(ReportIndexDatasetRequest) -> ReportDatasetReply;
     heartbeat(HeartbeatRequest) -> HeartbeatReply;
     get_task(GetTaskRequest) -> GetTaskReply;
     task_finished(TaskFinishedRequest) -> TaskReportReply;

@@ -3,6 +3,7 @@
 use crate::state::{
     CheckpointMeta, ChunkRef, ClientStamp, SlotSecret, TaskAssignment, SLOT_SECRET_BYTES,
 };
+use client::TaskData;
 use proto::master as pb;
 use tonic::Status;
 
@@ -25,13 +26,25 @@ pub(crate) fn chunk(chunk: &ChunkRef) -> pb::Chunk {
     }
 }
 
-pub(crate) fn task(assignment: &TaskAssignment, chunks: &[ChunkRef]) -> pb::Task {
+/// A task assignment with what it covers: its chunks, or its index range (and no chunks).
+pub(crate) fn task(assignment: &TaskAssignment, data: &TaskData) -> pb::Task {
+    let (kind, chunks, (range_start, range_end)) = match data {
+        TaskData::Chunks(chunks) => {
+            (pb::task::Kind::Chunks, chunks.iter().map(chunk).collect(), (0, 0))
+        }
+        TaskData::IndexRange { start, end } => {
+            (pb::task::Kind::IndexRange, Vec::new(), (*start, *end))
+        }
+    };
     pb::Task {
         task_id: assignment.task,
         epoch: assignment.epoch,
         pass: assignment.pass,
-        chunks: chunks.iter().map(chunk).collect(),
+        chunks,
         deadline_ms: assignment.deadline_ms,
+        kind: kind as i32,
+        range_start,
+        range_end,
     }
 }
 

@@ -30,8 +30,23 @@ pub(crate) struct DatasetReport {
     pub(crate) chunks: ChunkList,
 }
 
+/// Refuses a report without a job name, patterns or passes, or with too many or too long
+/// patterns, before anything is looked at.
+pub(crate) fn validate_report(request: &pb::ReportDatasetRequest) -> Result<(), Status> {
+    if request.job.is_empty() {
+        return Err(Status::invalid_argument("job: must name the job"));
+    }
+    if request.patterns.is_empty() {
+        return Err(Status::invalid_argument("patterns: name at least one RecordIO file or glob"));
+    }
+    if request.passes == 0 {
+        return Err(Status::invalid_argument("passes: must be at least 1"));
+    }
+    validate_patterns(&request.patterns)
+}
+
 /// Refuses a report with too many or too long patterns before anything is looked at.
-pub(crate) fn validate_patterns(patterns: &[String]) -> Result<(), Status> {
+fn validate_patterns(patterns: &[String]) -> Result<(), Status> {
     if patterns.len() > PATTERN_COUNT_MAX {
         let count = patterns.len();
         let message = format!("patterns: {count} given, at most {PATTERN_COUNT_MAX} accepted");

@@ -6,9 +6,9 @@ use client::checkpoint_to_proto;
 
 use super::conversions::{checkpoint_from_proto, generation, secret, stamp, task};
 use super::dataset_report::{
-    repeated_report, report_in_batches, scan_status, validate_patterns, DatasetReport,
-    DatasetScanner,
+    repeated_report, report_in_batches, scan_status, validate_report, DatasetReport, DatasetScanner,
 };
+use super::index_report::report_index_dataset;
 use super::proposer::Proposer;
 use super::reported_steps::ReportedSteps;
 use super::status_mapping::{not_leader, unexpected, write_error, wrong_secret};
@@ -143,7 +143,6 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let request = request.into_inner();
         stamp(request.stamp)?;
         validate_report(&request)?;
-        validate_patterns(&request.patterns)?;
         self.require_leader()?;
         let (policy, scanner) = (&self.policy, &self.scanner);
         if let Some(reply) = repeated_report(&self.node, policy, scanner, &request).await {
@@ -170,6 +169,15 @@ impl pb::master_service_server::MasterService for MasterRpc {
             }
             other => Err(unexpected("ReportDataset", other)),
         }
+    }
+
+    async fn report_index_dataset(
+        &self,
+        request: tonic::Request<pb::ReportIndexDatasetRequest>,
+    ) -> Reply<pb::ReportDatasetReply> {
+        let request = request.into_inner();
+        let reply = report_index_dataset(&self.proposer, self.policy, request).await?;
+        Ok(tonic::Response::new(reply))
     }
 
     async fn register_trainer(
@@ -222,8 +230,10 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let reply = match response {
             Response::Task(assignment) => {
                 metrics::counter!("raftrain_master_tasks_dispatched_total").increment(1);
-                let chunks = self.node.read(|state| state.state().task_chunks(assignment.task));
-                reply(Outcome::Task, Some(task(&assignment, &chunks)), assignment.pass)
+                let data = self.node.read(|state| state.state().task_data(assignment.task));
+                // The dataset is fixed once accepted, and a task answer needs one.
+                let data = data.ok_or_else(|| unexpected("GetTask", Response::NoDataset))?;
+                reply(Outcome::Task, Some(task(&assignment, &data)), assignment.pass)
             }
             Response::PassBefore { current } => reply(Outcome::PassBefore, None, current),
             Response::PassAfter { current } => reply(Outcome::PassAfter, None, current),
@@ -437,19 +447,6 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let reply = self.node.read(|state| super::status_view::status_reply(state, cluster, soft));
         Ok(tonic::Response::new(reply))
     }
-}
-
-fn validate_report(request: &pb::ReportDatasetRequest) -> Result<(), Status> {
-    if request.job.is_empty() {
-        return Err(Status::invalid_argument("job: must name the job"));
-    }
-    if request.patterns.is_empty() {
-        return Err(Status::invalid_argument("patterns: name at least one RecordIO file or glob"));
-    }
-    if request.passes == 0 {
-        return Err(Status::invalid_argument("passes: must be at least 1"));
-    }
-    Ok(())
 }
 
 fn task_report(call: &'static str, response: Response) -> Reply<pb::TaskReportReply> {

@@ -3,6 +3,7 @@
 
 mod conversions;
 mod dataset_report;
+mod index_report;
 mod master_rpc;
 mod proposer;
 mod reported_steps;

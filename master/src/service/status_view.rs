@@ -1,6 +1,7 @@
 //! The `Status` reply: the applied state's status view plus the cluster as Raft sees it.
 
 use crate::replicated_state::ReplicatedState;
+use crate::state::{DatasetKindView, StatusView};
 use proto::master as pb;
 
 /// What the leader knows of a trainer beyond the replicated state (its lease table and the
@@ -54,6 +55,7 @@ pub(crate) fn status_reply(
         loss: eval.loss(),
         accuracy: eval.accuracy(),
     });
+    let (dataset_kind, dataset_size, shard_size) = dataset_kind(&view);
     pb::StatusReply {
         cluster: Some(cluster),
         job: view.job.clone().unwrap_or_default(),
@@ -70,5 +72,20 @@ pub(crate) fn status_reply(
         eval,
         job_finished: view.job_finished,
         dispatched: view.dispatched_count,
+        dataset_kind: dataset_kind as i32,
+        dataset_size,
+        shard_size,
+    }
+}
+
+/// The dataset's kind, and an index dataset's size and shard size (0 for RecordIO).
+fn dataset_kind(view: &StatusView) -> (pb::status_reply::DatasetKind, u64, u64) {
+    use pb::status_reply::DatasetKind as Kind;
+    match view.dataset {
+        None => (Kind::Unspecified, 0, 0),
+        Some(DatasetKindView::RecordIo) => (Kind::Recordio, 0, 0),
+        Some(DatasetKindView::IndexRange { size, shard_size }) => {
+            (Kind::IndexRange, size, shard_size)
+        }
     }
 }

@@ -59,4 +59,8 @@ pub enum Command {
     /// A pserver at `addr` asks for a slot and sends the secret that its heartbeats and
     /// checkpoint records will carry; the first claim fixes how many slots there are.
     ClaimPServerSlotWithSecret { addr: String, desired: u32, secret: SlotSecret },
+    /// Defines the job as the indices `[0, size)` in tasks of `shard_size` (the last one
+    /// possibly shorter). The first report of either kind wins; the leader stamped `policy`
+    /// from its flags (its `chunks_per_task` means nothing here).
+    ReportIndexDataset { job: String, size: u64, shard_size: u64, passes: u32, policy: QueuePolicy },
 }

@@ -1,13 +1,20 @@
-//! The job's dataset as first reported: its chunks, pass count and queue policy.
+//! The job's dataset as first reported: its name, pass count and queue policy, and its kind:
+//! RecordIO chunks the leader scanned, or an index range the trainers read themselves.
 
 use serde::{Deserialize, Serialize};
 
 use super::chunk_list::{ChunkList, ChunkSpan};
+use super::index_range::IndexRange;
+use client::TaskData;
 
 /// The longest job name accepted.
 pub const JOB_NAME_BYTES_MAX: usize = 256;
 /// The most chunks one dataset may list; keeps a dataset report (one Raft entry) bounded.
 pub const CHUNK_COUNT_MAX: usize = 1 << 20;
+/// The most tasks a job may have, whatever its kind: the queue stores a record per task, and
+/// `limits.rs` measures the largest state with this many. A RecordIO job reaches it with one
+/// chunk per task.
+pub const TASK_COUNT_MAX: u64 = CHUNK_COUNT_MAX as u64;
 /// The longest chunk file path accepted.
 pub const CHUNK_PATH_BYTES_MAX: usize = 4096;
 /// The most bytes of file paths one dataset may store (each file's path is stored once per
@@ -24,7 +31,8 @@ pub use client::ChunkRef;
 /// first dataset report, then fixed for the job so every replica agrees.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueuePolicy {
-    /// How many consecutive chunks make one task; at least one.
+    /// How many consecutive chunks make one task; at least one. Meaningless for an index
+    /// dataset, whose report names its own shard size.
     pub chunks_per_task: u32,
     /// No task times out sooner than this after dispatch.
     pub task_timeout_min_ms: u64,
@@ -36,15 +44,26 @@ pub struct QueuePolicy {
     pub retry_failed_next_pass: bool,
 }
 
-/// The accepted dataset. Tasks are ranges of `chunks`, so chunks are stored once.
+/// The accepted dataset. Tasks are derived from it by id, so what they cover is stored once.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub(crate) struct Dataset {
     pub(crate) job: String,
-    pub(crate) chunks: ChunkList,
     pub(crate) passes: u32,
     pub(crate) policy: QueuePolicy,
-    /// [`chunks_digest`] of `chunks`: lets a repeated batched report be checked in O(1).
-    pub(crate) digest: u64,
+    pub(crate) kind: DatasetKind,
+}
+
+/// What a dataset's tasks cover.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub(crate) enum DatasetKind {
+    /// RecordIO chunks the leader scanned; task i is chunks `i * chunks_per_task` onwards.
+    RecordIo {
+        chunks: ChunkList,
+        /// [`chunks_digest`] of `chunks`: lets a repeated batched report be checked in O(1).
+        digest: u64,
+    },
+    /// The indices `[0, size)` in shards; the masters never read the data.
+    IndexRange(IndexRange),
 }
 
 /// A 64-bit FNV-1a digest of a chunk list: the leader computes it over the whole list and every
@@ -85,29 +104,47 @@ fn digest_of<'a>(chunks: impl Iterator<Item = (&'a str, ChunkSpan)>) -> u64 {
     digest
 }
 
-/// Checks what a report says about the job as a whole; the error says what a person must fix.
+/// Checks what a RecordIO report says about the job as a whole; the error says what a person
+/// must fix.
 pub(crate) fn check_spec(
     job: &str,
     chunk_count: u64,
     passes: u32,
     policy: &QueuePolicy,
 ) -> Result<(), String> {
-    if job.len() > JOB_NAME_BYTES_MAX {
-        return Err(format!("job name is longer than {JOB_NAME_BYTES_MAX} bytes"));
-    }
     if chunk_count == 0 {
         return Err("the dataset has no chunks".to_string());
     }
     if chunk_count > CHUNK_COUNT_MAX as u64 {
         return Err(format!("{chunk_count} chunks, more than the {CHUNK_COUNT_MAX} allowed"));
     }
-    if passes == 0 {
-        return Err("passes must be at least 1".to_string());
-    }
+    check_job(job, passes)?;
     if policy.chunks_per_task == 0 || policy.chunks_per_task > CHUNKS_PER_TASK_MAX {
         return Err(format!("chunks_per_task must be 1 to {CHUNKS_PER_TASK_MAX}"));
     }
     Ok(())
+}
+
+/// Checks what a report of either kind says about the job: its name and pass count.
+pub(crate) fn check_job(job: &str, passes: u32) -> Result<(), String> {
+    if job.len() > JOB_NAME_BYTES_MAX {
+        return Err(format!("job name is longer than {JOB_NAME_BYTES_MAX} bytes"));
+    }
+    if passes == 0 {
+        return Err("passes must be at least 1".to_string());
+    }
+    Ok(())
+}
+
+/// What differs between the accepted dataset's name and passes and a report's, if anything.
+pub(crate) fn spec_difference(dataset: &Dataset, job: &str, passes: u32) -> Option<String> {
+    if dataset.job != job {
+        return Some(format!("job name {job:?} differs from the reported {:?}", dataset.job));
+    }
+    if dataset.passes != passes {
+        return Some(format!("passes {passes} differ from the reported {}", dataset.passes));
+    }
+    None
 }
 
 /// Checks the chunks of a report (or of one batch of it): well formed, paths bounded.
@@ -136,8 +173,8 @@ pub(crate) fn check_path_bytes(path_bytes: u64) -> Result<(), String> {
 }
 
 impl Dataset {
-    /// Validates a report; the error says what a person must fix.
-    pub(crate) fn new(
+    /// Validates a RecordIO report; the error says what a person must fix.
+    pub(crate) fn recordio(
         job: &str,
         chunks: ChunkList,
         passes: u32,
@@ -146,26 +183,69 @@ impl Dataset {
         check_spec(job, chunks.len() as u64, passes, &policy)?;
         check_chunks(&chunks)?;
         let digest = list_digest(&chunks);
-        Ok(Self { job: job.to_string(), chunks, passes, policy, digest })
+        let kind = DatasetKind::RecordIo { chunks, digest };
+        Ok(Self { job: job.to_string(), passes, policy, kind })
     }
 
-    /// How many tasks the chunks make: groups of `chunks_per_task`, the last one possibly short.
+    /// Validates an index report; the error names the field a person must fix.
+    pub(crate) fn index_range(
+        job: &str,
+        size: u64,
+        shard_size: u64,
+        passes: u32,
+        policy: QueuePolicy,
+    ) -> Result<Self, String> {
+        check_job(job, passes)?;
+        let kind = DatasetKind::IndexRange(IndexRange::new(size, shard_size)?);
+        Ok(Self { job: job.to_string(), passes, policy, kind })
+    }
+
+    /// How many tasks the dataset makes: groups of `chunks_per_task` chunks or shards of
+    /// indices, the last one possibly short.
     pub(crate) fn task_count(&self) -> u64 {
-        let per_task = self.chunks_per_task();
-        u64::try_from(self.chunks.len().div_ceil(per_task)).expect("chunk count fits in u64")
+        match &self.kind {
+            DatasetKind::RecordIo { chunks, .. } => {
+                let per_task = self.chunks_per_task();
+                u64::try_from(chunks.len().div_ceil(per_task)).expect("chunk count fits in u64")
+            }
+            DatasetKind::IndexRange(range) => range.task_count(),
+        }
     }
 
-    /// The chunks of one task, `task < task_count()`.
-    pub(crate) fn task_chunks(&self, task: u64) -> Vec<ChunkRef> {
-        let per_task = self.chunks_per_task();
-        let first = usize::try_from(task).map_or(usize::MAX, |task| task.saturating_mul(per_task));
-        let first = first.min(self.chunks.len());
-        let end = first.saturating_add(per_task).min(self.chunks.len());
-        self.chunks.refs(first..end)
+    /// What task `task < task_count()` covers: its chunks, or its indices.
+    pub(crate) fn task_data(&self, task: u64) -> TaskData {
+        match &self.kind {
+            DatasetKind::RecordIo { chunks, .. } => {
+                let per_task = self.chunks_per_task();
+                let first =
+                    usize::try_from(task).map_or(usize::MAX, |task| task.saturating_mul(per_task));
+                let first = first.min(chunks.len());
+                let end = first.saturating_add(per_task).min(chunks.len());
+                TaskData::Chunks(chunks.refs(first..end))
+            }
+            DatasetKind::IndexRange(range) => {
+                let indices = range.task_range(task);
+                TaskData::IndexRange { start: indices.start, end: indices.end }
+            }
+        }
     }
 
     fn chunks_per_task(&self) -> usize {
         usize::try_from(self.policy.chunks_per_task).expect("u32 fits in usize")
+    }
+}
+
+impl DatasetKind {
+    /// The kind for a person, in refusals that name what differs.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            DatasetKind::RecordIo { chunks, .. } => {
+                format!("RecordIO files ({} chunks)", chunks.len())
+            }
+            DatasetKind::IndexRange(range) => {
+                format!("an index range (size {}, shard size {})", range.size, range.shard_size())
+            }
+        }
     }
 }
 
@@ -197,10 +277,13 @@ mod tests {
     /// Cuts `chunk_count` chunks by `chunks_per_task` and compares each task's chunk offsets.
     fn check(chunk_count: u64, chunks_per_task: u32, expected: &[&[u64]]) {
         let list = ChunkList::from_refs(&chunks(chunk_count));
-        let dataset = Dataset::new("job", list, 1, policy(chunks_per_task)).expect("valid dataset");
-        let actual: Vec<Vec<u64>> = (0..dataset.task_count())
-            .map(|task| dataset.task_chunks(task).iter().map(|chunk| chunk.offset).collect())
-            .collect();
+        let dataset =
+            Dataset::recordio("job", list, 1, policy(chunks_per_task)).expect("valid dataset");
+        let offsets = |task| match dataset.task_data(task) {
+            TaskData::Chunks(chunks) => chunks.iter().map(|chunk| chunk.offset).collect(),
+            other => panic!("a RecordIO task covers chunks, not {other:?}"),
+        };
+        let actual: Vec<Vec<u64>> = (0..dataset.task_count()).map(offsets).collect();
         assert_eq!(actual, expected, "{chunk_count} chunks by {chunks_per_task}");
     }
 
@@ -230,7 +313,7 @@ mod tests {
         ];
         for (what, chunks, passes, policy) in cases {
             let list = ChunkList::from_refs(chunks);
-            assert!(Dataset::new("job", list, passes, policy).is_err(), "{what}");
+            assert!(Dataset::recordio("job", list, passes, policy).is_err(), "{what}");
         }
     }
 }

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::chunk_list::ChunkList;
 use super::dataset::{
-    check_chunks, check_path_bytes, check_spec, list_digest, Dataset, QueuePolicy,
+    check_chunks, check_path_bytes, check_spec, list_digest, spec_difference, Dataset, DatasetKind,
+    QueuePolicy,
 };
 use super::job::Job;
 use super::response::Response;
@@ -83,8 +84,7 @@ pub(crate) fn apply_batch(
 /// batch starts a report of its own.
 fn abandon_if_idle(loading: &mut Option<DatasetLoading>, batch: &Batch<'_>, now_ms: u64) {
     let Some(current) = loading else { return };
-    let idle_ms = now_ms.saturating_sub(current.last_batch_ms);
-    if batch.first_chunk == 0 && !current.same_spec(batch) && idle_ms > LOADING_IDLE_MS_MAX {
+    if batch.first_chunk == 0 && !current.same_spec(batch) && current.is_idle(now_ms) {
         *loading = None;
     }
 }
@@ -117,19 +117,16 @@ fn repeat_of_accepted(existing: &Job, batch: &Batch<'_>) -> Response {
 /// What differs between the accepted dataset and a batch, naming the first differing chunk
 /// of the batch when there is one, else the digest of the whole list.
 fn difference(dataset: &Dataset, batch: &Batch<'_>) -> Option<String> {
-    if dataset.job != batch.job {
+    let DatasetKind::RecordIo { chunks, digest } = &dataset.kind else {
         return Some(format!(
-            "job name {:?} differs from the reported {:?}",
-            batch.job, dataset.job
+            "the job's dataset is {}, and this report lists RecordIO files",
+            dataset.kind.describe()
         ));
+    };
+    if let Some(difference) = spec_difference(dataset, batch.job, batch.passes) {
+        return Some(difference);
     }
-    if dataset.passes != batch.passes {
-        return Some(format!(
-            "passes {} differ from the reported {}",
-            batch.passes, dataset.passes
-        ));
-    }
-    let reported = dataset.chunks.len() as u64;
+    let reported = chunks.len() as u64;
     if reported != batch.total_chunks {
         return Some(format!("{} chunks differ from the {reported} reported", batch.total_chunks));
     }
@@ -138,11 +135,11 @@ fn difference(dataset: &Dataset, batch: &Batch<'_>) -> Option<String> {
         .chunks
         .iter()
         .enumerate()
-        .find(|(index, chunk)| !dataset.chunks.matches(first.saturating_add(*index), *chunk));
+        .find(|(index, chunk)| !chunks.matches(first.saturating_add(*index), *chunk));
     if let Some((index, (path, _))) = differing {
         return Some(format!("chunk {} ({path:?}) differs from the reported one", first + index));
     }
-    (dataset.digest != batch.digest)
+    (*digest != batch.digest)
         .then(|| "the chunk list differs (its digest does not match)".to_string())
 }
 
@@ -155,7 +152,7 @@ fn seal(job: &mut Option<Job>, complete: DatasetLoading) -> Response {
         );
         return Response::Rejected { reason };
     }
-    match Dataset::new(&complete.job, complete.chunks, complete.passes, complete.policy) {
+    match Dataset::recordio(&complete.job, complete.chunks, complete.passes, complete.policy) {
         Ok(dataset) => job.insert(Job::new(dataset)).accepted(),
         Err(reason) => Response::Rejected { reason },
     }
@@ -174,6 +171,21 @@ impl DatasetLoading {
         }
     }
 
+    /// Whether no batch arrived for longer than [`LOADING_IDLE_MS_MAX`] of state time: a
+    /// different report may then take its place.
+    pub(crate) fn is_idle(&self, now_ms: u64) -> bool {
+        now_ms.saturating_sub(self.last_batch_ms) > LOADING_IDLE_MS_MAX
+    }
+
+    /// Why a different report is refused while this one loads.
+    pub(crate) fn in_progress(&self) -> String {
+        format!(
+            "another dataset is being reported: job {:?}, {} passes, {} chunks; it is \
+             abandoned once no batch of it arrives for {LOADING_IDLE_MS_MAX} ms",
+            self.job, self.passes, self.total_chunks
+        )
+    }
+
     fn same_spec(&self, batch: &Batch<'_>) -> bool {
         self.job == batch.job
             && self.passes == batch.passes
@@ -185,11 +197,7 @@ impl DatasetLoading {
     /// Adds the batch's chunks that are new; the ones already stored must be equal.
     fn append(&mut self, batch: &Batch<'_>, now_ms: u64) -> Result<(), String> {
         if !self.same_spec(batch) {
-            return Err(format!(
-                "another dataset is being reported: job {:?}, {} passes, {} chunks; it is \
-                 abandoned once no batch of it arrives for {LOADING_IDLE_MS_MAX} ms",
-                self.job, self.passes, self.total_chunks
-            ));
+            return Err(self.in_progress());
         }
         let received = self.chunks.len() as u64;
         if batch.first_chunk > received {

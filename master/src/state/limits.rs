@@ -1,12 +1,16 @@
 //! The largest state the admission limits allow, built field by field and measured: every
 //! limit must agree with the snapshot limit, or the group would accept a job and then fail to
-//! snapshot it (which stopped every replica for good before the limits were derived).
+//! snapshot it (which stopped every replica for good before the limits were derived). Both
+//! kinds of job are measured: a RecordIO job stores its chunks besides its queue, an index
+//! job only its queue, with the same task limit.
 
 #![cfg(test)]
 
 use super::chunk_list::ChunkList;
 use super::codec::SNAPSHOT_BYTES_MAX;
-use super::dataset::{ChunkRef, Dataset, QueuePolicy, CHUNK_COUNT_MAX, DATASET_PATH_BYTES_MAX};
+use super::dataset::{
+    ChunkRef, Dataset, QueuePolicy, CHUNK_COUNT_MAX, DATASET_PATH_BYTES_MAX, TASK_COUNT_MAX,
+};
 use super::failers::FAILERS_COUNT_MAX;
 use super::job::Job;
 use super::master_state::MasterState;
@@ -127,9 +131,22 @@ fn largest_sessions() -> Sessions {
     sessions
 }
 
-fn largest_state() -> MasterState {
-    let dataset = Dataset::new("j".repeat(256).as_str(), largest_chunks(), u32::MAX, policy())
-        .expect("the largest admitted dataset is valid");
+/// The largest RecordIO dataset: every chunk its own task.
+fn largest_recordio_dataset() -> Dataset {
+    Dataset::recordio(&"j".repeat(256), largest_chunks(), u32::MAX, policy())
+        .expect("the largest admitted dataset is valid")
+}
+
+/// The largest index dataset: the task limit reached with the widest size.
+fn largest_index_dataset() -> Dataset {
+    let shard_size = u64::MAX.div_ceil(TASK_COUNT_MAX);
+    let dataset = Dataset::index_range(&"j".repeat(256), u64::MAX, shard_size, u32::MAX, policy())
+        .expect("the largest admitted index dataset is valid");
+    assert_eq!(dataset.task_count(), TASK_COUNT_MAX, "the index dataset reaches the task limit");
+    dataset
+}
+
+fn largest_state(dataset: Dataset) -> MasterState {
     let queue = largest_queue(dataset.task_count());
     let mut state = MasterState::new();
     state.clock_ms = u64::MAX / 2;
@@ -142,15 +159,27 @@ fn largest_state() -> MasterState {
     state
 }
 
-/// The largest admitted state encodes below the snapshot limit, and decodes back whole.
-#[test]
-fn the_largest_admitted_state_fits_a_snapshot() {
-    let state = largest_state();
+/// Checks that `state` is valid, encodes below the snapshot limit and decodes back whole;
+/// its size in bytes.
+fn check_fits(kind: &str, state: &MasterState) -> u64 {
     state.check_invariants().expect("the largest state is a valid one");
     let bytes = state.encode();
     let size = bytes.len() as u64;
-    assert!(size <= SNAPSHOT_BYTES_MAX, "{size} bytes > SNAPSHOT_BYTES_MAX {SNAPSHOT_BYTES_MAX}");
-    eprintln!("the largest admitted state encodes to {size} bytes");
+    assert!(
+        size <= SNAPSHOT_BYTES_MAX,
+        "{kind}: {size} bytes > SNAPSHOT_BYTES_MAX {SNAPSHOT_BYTES_MAX}"
+    );
+    eprintln!("the largest admitted state of {kind} encodes to {size} bytes");
     let decoded = MasterState::decode(&bytes).expect("the largest state decodes");
-    assert_eq!(decoded, state);
+    assert_eq!(&decoded, state);
+    size
+}
+
+/// The largest admitted state of either kind of job encodes below the snapshot limit, and
+/// decodes back whole; an index job's is the smaller (the same queue, no chunks).
+#[test]
+fn the_largest_admitted_state_fits_a_snapshot() {
+    let recordio = check_fits("a RecordIO job", &largest_state(largest_recordio_dataset()));
+    let index = check_fits("an index job", &largest_state(largest_index_dataset()));
+    assert!(index < recordio, "an index job ({index} bytes) outgrew a RecordIO one ({recordio})");
 }

@@ -5,9 +5,10 @@ use serde::{Deserialize, Serialize};
 use super::chunk_list::ChunkList;
 use super::codec::DecodeError;
 use super::command::Command;
-use super::dataset::{chunks_digest, ChunkRef, QueuePolicy};
+use super::dataset::{chunks_digest, DatasetKind, QueuePolicy};
 use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
 use super::eval::EvalRecord;
+use super::index_report::{apply_index_report, IndexReport};
 use super::job::Job;
 use super::members;
 use super::pserver_slots::PServerSlots;
@@ -16,11 +17,12 @@ use super::request::{decode_request, Request};
 use super::response::{encode_response, Response};
 use super::sessions::{request_digest, Lookup, Sessions};
 use super::snapshot_layout;
-use super::status::{FailedTaskView, PServerSlotView, StatusView, TrainerView};
+use super::status::{DatasetKindView, FailedTaskView, PServerSlotView, StatusView, TrainerView};
 use super::task_queue::{truncate, FAILURE_REASON_BYTES_MAX};
 use super::trainer_registry::TrainerRegistry;
 use client::Fault;
 use client::SlotSecret;
+use client::TaskData;
 
 /// The failure reason recorded for a task that missed its deadline.
 pub const TIMED_OUT_REASON: &str = "timed out";
@@ -170,6 +172,16 @@ impl MasterState {
                     chunks,
                 };
                 apply_batch(&mut self.job, &mut self.loading, &batch, now_ms)
+            }
+            Command::ReportIndexDataset { job, size, shard_size, passes, policy } => {
+                let report = IndexReport {
+                    job,
+                    size: *size,
+                    shard_size: *shard_size,
+                    passes: *passes,
+                    policy: *policy,
+                };
+                apply_index_report(&mut self.job, &mut self.loading, &report, now_ms)
             }
             Command::GetTask { trainer, pass } => {
                 if !self.trainers.contains(*trainer) {
@@ -372,10 +384,10 @@ impl MasterState {
         self.pservers.version
     }
 
-    /// The chunks of `task` of the accepted dataset (empty without one, or past the end):
-    /// what a task assignment hands the trainer.
-    pub fn task_chunks(&self, task: u64) -> Vec<ChunkRef> {
-        self.job.as_ref().map(|job| job.dataset.task_chunks(task)).unwrap_or_default()
+    /// What `task` of the accepted dataset covers, its chunks or its indices (`None` without
+    /// a dataset): what a task assignment hands the trainer.
+    pub fn task_data(&self, task: u64) -> Option<TaskData> {
+        self.job.as_ref().map(|job| job.dataset.task_data(task))
     }
 
     /// The state's clock: the largest `now_ms` applied.
@@ -392,6 +404,7 @@ impl MasterState {
     pub fn status(&self) -> StatusView {
         let mut status = StatusView {
             job: None,
+            dataset: None,
             pass: 0,
             passes: 0,
             task_count: 0,
@@ -410,6 +423,12 @@ impl MasterState {
         let Some(job) = &self.job else { return status };
         let queue = &job.queue;
         status.job = Some(job.dataset.job.clone());
+        status.dataset = Some(match &job.dataset.kind {
+            DatasetKind::RecordIo { .. } => DatasetKindView::RecordIo,
+            DatasetKind::IndexRange(range) => {
+                DatasetKindView::IndexRange { size: range.size, shard_size: range.shard_size() }
+            }
+        });
         status.pass = queue.pass;
         status.passes = job.dataset.passes;
         status.task_count = job.dataset.task_count();

@@ -16,10 +16,12 @@
 //!   versioned wire forms (`encode_request`/`decode_request`, `encode_response`/...).
 //! - `master_state`: [`MasterState`], `apply`, snapshots and the leader's read-only queries.
 //! - `job` (dataset + queue, the task commands), `dataset`, `task_queue`, `task`: the queues.
+//!   A dataset is of one of two kinds: RecordIO chunks (`chunk_list`, reported in batches by
+//!   `dataset_loading`) or an index range (`index_range`, reported whole by `index_report`).
 //! - `trainer_registry`, `pserver_slots`, `eval`, `sessions`: the other replicated registries;
 //!   `members`: which trainer or slot a stamped request's client is bound to.
-//! - `snapshot_layout`: the snapshot's layouts (the current one is marked and versioned; the
-//!   unmarked one of older builds is still read).
+//! - `snapshot_layout`: the snapshot's layouts (the current one is marked and versioned;
+//!   older ones are still read and converted, `snapshot_legacy_*`).
 //! - `status`: the views `status()` returns. `invariant`: the safety rules the tests, the
 //!   simulator and snapshot restore check.
 //!
@@ -52,7 +54,11 @@
 //! - Pserver slot ownership is fenced by generations (`pserver_slots.rs`).
 //! - Everything is bounded so the largest admitted state fits a snapshot: chunk paths are
 //!   stored once per file (`chunk_list.rs`), failure reasons share one budget, sessions keep
-//!   answers without task chunks (see `limits` in the tests).
+//!   answers without task chunks (see `limits` in the tests). Either kind of job has at most
+//!   `TASK_COUNT_MAX` tasks; an index job stores two numbers for its data.
+//! - What a task covers is derived from its id and the immutable dataset, never stored per
+//!   task or per answer: a RecordIO task's chunks, an index task's range
+//!   `[id * shard_size, min(size, (id + 1) * shard_size))`.
 
 mod chunk_list;
 mod codec;
@@ -61,6 +67,8 @@ mod dataset;
 mod dataset_loading;
 mod eval;
 mod failers;
+mod index_range;
+mod index_report;
 mod invariant;
 mod job;
 mod limits;
@@ -73,6 +81,7 @@ mod request;
 mod response;
 mod sessions;
 mod snapshot_layout;
+mod snapshot_legacy_dataset;
 mod snapshot_legacy_slots;
 mod status;
 mod task;
@@ -86,7 +95,7 @@ pub use codec::{DecodeError, REQUEST_BYTES_MAX, SNAPSHOT_BYTES_MAX};
 pub use command::Command;
 pub use dataset::{
     chunks_digest, ChunkRef, QueuePolicy, CHUNKS_PER_TASK_MAX, CHUNK_COUNT_MAX,
-    CHUNK_PATH_BYTES_MAX, DATASET_PATH_BYTES_MAX, JOB_NAME_BYTES_MAX,
+    CHUNK_PATH_BYTES_MAX, DATASET_PATH_BYTES_MAX, JOB_NAME_BYTES_MAX, TASK_COUNT_MAX,
 };
 pub use dataset_loading::LOADING_IDLE_MS_MAX;
 pub use eval::EvalRecord;
@@ -105,7 +114,7 @@ pub use sessions::{
     MEMBER_SESSION_COUNT_MAX, SESSION_COUNT_MAX, SESSION_IDLE_MS_MAX, SESSION_RETRY_MS_MAX,
     STRANGER_SESSION_COUNT_MAX,
 };
-pub use status::{FailedTaskView, PServerSlotView, StatusView, TrainerView};
+pub use status::{DatasetKindView, FailedTaskView, PServerSlotView, StatusView, TrainerView};
 pub use task_queue::{
     truncate as truncate_reason, FAILURE_REASONS_BYTES_MAX, FAILURE_REASON_BYTES_MAX,
 };

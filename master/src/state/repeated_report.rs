@@ -8,7 +8,7 @@
 use storage::recordio::HEADER_BYTES;
 
 use super::chunk_list::ChunkList;
-use super::dataset::{Dataset, QueuePolicy};
+use super::dataset::{Dataset, DatasetKind, QueuePolicy};
 
 /// A file a report names, after glob expansion, with its size in bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,14 +33,16 @@ pub(crate) fn repeated_report(
     policy: &QueuePolicy,
     files: &[ReportedFile],
 ) -> Option<AcceptedReport> {
+    // An index dataset is no repeat of any RecordIO report: the full path refuses it.
+    let DatasetKind::RecordIo { chunks, .. } = &dataset.kind else { return None };
     let same_spec = dataset.job == job && dataset.passes == passes && dataset.policy == *policy;
-    if !same_spec || !files_end_where_chunks_end(&dataset.chunks, files) {
+    if !same_spec || !files_end_where_chunks_end(chunks, files) {
         return None;
     }
     Some(AcceptedReport {
         task_count: dataset.task_count(),
-        chunk_count: dataset.chunks.len() as u64,
-        record_count: dataset.chunks.record_count(),
+        chunk_count: chunks.len() as u64,
+        record_count: chunks.record_count(),
     })
 }
 
@@ -89,7 +91,8 @@ mod tests {
 
     fn dataset() -> Dataset {
         let chunks = [chunk("a", 0, 80), chunk("a", 100, 30), chunk("b", 0, 5)];
-        Dataset::new("job", ChunkList::from_refs(&chunks), 2, policy()).expect("a valid dataset")
+        Dataset::recordio("job", ChunkList::from_refs(&chunks), 2, policy())
+            .expect("a valid dataset")
     }
 
     /// The same files, ending where their chunks end, under the same spec: the accepted answer.
@@ -128,8 +131,17 @@ mod tests {
     fn chunks_must_be_back_to_back() {
         let chunks = [chunk("a", 0, 80), chunk("a", 120, 10)];
         let gapped =
-            Dataset::new("job", ChunkList::from_refs(&chunks), 1, policy()).expect("valid");
+            Dataset::recordio("job", ChunkList::from_refs(&chunks), 1, policy()).expect("valid");
         let files = [file("a", 150)];
         assert_eq!(repeated_report(&gapped, "job", 1, &policy(), &files), None);
+    }
+
+    /// A RecordIO report is no repeat of an index dataset: it takes the full path (where the
+    /// state refuses it, naming both kinds).
+    #[test]
+    fn an_index_dataset_is_never_repeated_by_files() {
+        let index = Dataset::index_range("job", 150, 50, 2, policy()).expect("a valid dataset");
+        let files = [file("a", 150)];
+        assert_eq!(repeated_report(&index, "job", 2, &policy(), &files), None);
     }
 }

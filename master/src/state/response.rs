@@ -90,9 +90,10 @@ impl Response {
     }
 }
 
-/// A task handed to a trainer. Its chunks are not part of the answer (a task may hold
+/// A task handed to a trainer. What it covers is not part of the answer (a task may hold
 /// 1,024 chunks with long paths, and clients' sessions keep answers): the accepted dataset
-/// never changes, so the service reads them with [`super::MasterState::task_chunks`].
+/// never changes, so the service derives its chunks or its index range from the task id with
+/// [`super::MasterState::task_data`].
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct TaskAssignment {
     /// The task id, `0..task_count`.

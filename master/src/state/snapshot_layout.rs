@@ -1,7 +1,8 @@
-//! The snapshot's layouts: the current one behind a marker, the marked layout 2 (sessions in
-//! one pool, pserver slots without claim secrets) and the unmarked one of older builds
-//! (sessions without request digests, task queues without the trainers that failed each task),
-//! read and converted so an upgrade keeps its snapshots.
+//! The snapshot's layouts: the current one behind a marker, the marked layouts 3 (RecordIO
+//! datasets only, `snapshot_legacy_dataset.rs`) and 2 (also sessions in one pool, pserver
+//! slots without claim secrets) and the unmarked one of older builds (also sessions without
+//! request digests, task queues without the trainers that failed each task), read and
+//! converted so an upgrade keeps its snapshots.
 //!
 //! bincode is not self-describing, so a layout change needs a way to tell layouts apart. The
 //! old layout begins with the state's clock as a varint, whose first byte is never 0xFF
@@ -13,7 +14,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::codec::{self, DecodeError, SNAPSHOT_BYTES_MAX};
-use super::dataset::Dataset;
 use super::dataset_loading::DatasetLoading;
 use super::eval::EvalRecord;
 use super::failers::Failers;
@@ -23,6 +23,7 @@ use super::members;
 use super::pserver_slots::PServerSlots;
 use super::response::Response;
 use super::sessions::{Session, Sessions, STRANGER_SESSION_COUNT_MAX};
+use super::snapshot_legacy_dataset::{ChunksOnlyDataset, ChunksOnlyJob, ChunksOnlyState};
 use super::snapshot_legacy_slots::SlotsWithoutSecrets;
 use super::task::{PendingTask, Task};
 use super::task_queue::TaskQueue;
@@ -32,8 +33,11 @@ use super::trainer_registry::TrainerRegistry;
 const SNAPSHOT_MARKER: u8 = 0xFF;
 /// The layout this build writes: 2 added request digests to sessions and each task's failing
 /// trainers to the queue (1 is the unmarked one); 3 splits sessions into members and strangers
-/// and keeps the secret of each pserver slot's claim.
-const SNAPSHOT_LAYOUT_VERSION: u8 = 3;
+/// and keeps the secret of each pserver slot's claim; 4 gives the dataset a kind (RecordIO
+/// chunks or an index range).
+const SNAPSHOT_LAYOUT_VERSION: u8 = 4;
+/// The layout with RecordIO datasets only, still read.
+const SNAPSHOT_LAYOUT_VERSION_CHUNKS_ONLY: u8 = 3;
 /// The layout with sessions in one pool and slots without secrets, still read.
 const SNAPSHOT_LAYOUT_VERSION_ONE_POOL: u8 = 2;
 
@@ -49,6 +53,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
     match bytes {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
             codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")
+        }
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_CHUNKS_ONLY, body @ ..] => {
+            let chunks_only: ChunksOnlyState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
+            Ok(chunks_only.into())
         }
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_ONE_POOL, body @ ..] => {
             let one_pool: OnePoolState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
@@ -76,7 +84,7 @@ struct LegacyState {
 
 #[derive(Serialize, Deserialize)]
 struct LegacyJob {
-    dataset: Dataset,
+    dataset: ChunksOnlyDataset,
     queue: LegacyTaskQueue,
 }
 
@@ -123,7 +131,7 @@ impl From<LegacyJob> for Job {
             reason_bytes,
             failers: Failers::default(),
         };
-        Job { dataset: legacy.dataset, queue }
+        Job { dataset: legacy.dataset.into(), queue }
     }
 }
 
@@ -167,7 +175,7 @@ impl From<LegacyState> for MasterState {
 #[derive(Serialize, Deserialize)]
 struct OnePoolState {
     clock_ms: u64,
-    job: Option<Job>,
+    job: Option<ChunksOnlyJob>,
     trainers: TrainerRegistry,
     pservers: SlotsWithoutSecrets,
     eval: Option<EvalRecord>,
@@ -199,7 +207,7 @@ impl From<OnePoolState> for MasterState {
         let sessions = into_pools(sessions, &one_pool.trainers, &pservers);
         MasterState {
             clock_ms: one_pool.clock_ms,
-            job: one_pool.job,
+            job: one_pool.job.map(Job::from),
             trainers: one_pool.trainers,
             pservers,
             eval: one_pool.eval,
@@ -288,7 +296,7 @@ mod tests {
     #[test]
     fn an_unmarked_job_of_an_older_build_still_decodes() {
         use crate::state::chunk_list::ChunkList;
-        use crate::state::dataset::QueuePolicy;
+        use crate::state::dataset::{Dataset, QueuePolicy};
         use crate::state::ChunkRef;
         let chunk =
             |offset| ChunkRef { path: "a".into(), offset, compressed_size: 8, record_count: 1 };
@@ -300,7 +308,10 @@ mod tests {
             retry_failed_next_pass: false,
         };
         let chunks = ChunkList::from_refs(&[chunk(0), chunk(100)]);
-        let job = Job::new(Dataset::new("job", chunks, 2, policy).expect("a valid dataset"));
+        let dataset = Dataset::recordio("job", chunks.clone(), 2, policy).expect("a valid dataset");
+        let job = Job::new(dataset);
+        let digest = chunks.digest();
+        let dataset = ChunksOnlyDataset { job: "job".into(), chunks, passes: 2, policy, digest };
         let queue = job.queue.clone();
         let legacy_queue = LegacyTaskQueue {
             tasks: queue.tasks,
@@ -316,7 +327,7 @@ mod tests {
         };
         let legacy = LegacyState {
             clock_ms: 10,
-            job: Some(LegacyJob { dataset: job.dataset.clone(), queue: legacy_queue }),
+            job: Some(LegacyJob { dataset, queue: legacy_queue }),
             trainers: TrainerRegistry::default(),
             pservers: SlotsWithoutSecrets::none(),
             eval: None,

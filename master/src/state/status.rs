@@ -10,6 +10,8 @@ use super::pserver_slots::{CheckpointMeta, SlotHolder};
 pub struct StatusView {
     /// The job name, `None` before a dataset was reported.
     pub job: Option<String>,
+    /// What the job's dataset is, `None` before a dataset was reported.
+    pub dataset: Option<DatasetKindView>,
     /// The running pass (the last one once the job finished).
     pub pass: u32,
     pub passes: u32,
@@ -30,6 +32,15 @@ pub struct StatusView {
     /// The latest evaluation reported.
     pub eval: Option<EvalRecord>,
     pub job_finished: bool,
+}
+
+/// What the job's dataset is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatasetKindView {
+    /// RecordIO files the leader scanned.
+    RecordIo,
+    /// The indices `[0, size)` in tasks of `shard_size`.
+    IndexRange { size: u64, shard_size: u64 },
 }
 
 /// A task in `failed`.

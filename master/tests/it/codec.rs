@@ -27,6 +27,13 @@ fn requests_round_trip() {
         Command::TaskFailed { task: 1, epoch: 2, reason: "é".to_string() },
         Command::ExpireTasks,
         Command::RecordEval { pass: 1, loss: 0.5, accuracy: 1.0 },
+        Command::ReportIndexDataset {
+            job: "job".to_string(),
+            size: u64::MAX,
+            shard_size: 1 << 50,
+            passes: 2,
+            policy: policy(),
+        },
     ];
     for command in commands {
         check(Request { client, now_ms: 12, term: None, command: command.clone() });

@@ -6,6 +6,7 @@ mod dataset_batches;
 mod dispatch;
 mod expiry;
 mod faults;
+mod index_datasets;
 mod liveness;
 mod passes;
 mod properties;

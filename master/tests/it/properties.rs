@@ -1,7 +1,9 @@
 //! Random command sequences: invariants after every step, determinism and snapshot round trips.
 
+use client::TaskData;
 use master::state::{
-    CheckpointMeta, ChunkRef, ClientStamp, Command, MasterState, QueuePolicy, Request, Response,
+    CheckpointMeta, ChunkRef, ClientStamp, Command, DatasetKindView, MasterState, QueuePolicy,
+    Request, Response,
 };
 use proptest::prelude::*;
 
@@ -11,6 +13,7 @@ use crate::support::checked;
 #[derive(Debug, Clone)]
 enum Op {
     Report { chunk_count: u64, passes: u32, chunks_per_task: u32, max_failures: u32, retry: bool },
+    IndexReport { size: u64, shard_size: u64, passes: u32 },
     Register { client: u64 },
     Get { client: u64, trainer: u64, pass_offset: u32 },
     Finish { client: u64, pick: usize, stale: bool },
@@ -32,6 +35,8 @@ fn op() -> impl Strategy<Value = Op> {
                 Op::Report { chunk_count, passes, chunks_per_task, max_failures, retry }
             }
         ),
+        1 => (1u64..40, 1u64..8, 1u32..4)
+            .prop_map(|(size, shard_size, passes)| Op::IndexReport { size, shard_size, passes }),
         3 => client.clone().prop_map(|client| Op::Register { client }),
         8 => (client.clone(), 0u64..5, 0u32..3)
             .prop_map(|(client, trainer, pass_offset)| Op::Get { client, trainer, pass_offset }),
@@ -106,6 +111,17 @@ impl Driver {
                 let command = Command::ReportDataset { job: "job".into(), chunks, passes, policy };
                 self.stamped(1, command)
             }
+            Op::IndexReport { size, shard_size, passes } => {
+                let policy = QueuePolicy {
+                    chunks_per_task: 1,
+                    task_timeout_min_ms: 1000,
+                    timeout_factor: 2,
+                    max_task_failures: 1,
+                    retry_failed_next_pass: true,
+                };
+                let job = "job".into();
+                self.leader(Command::ReportIndexDataset { job, size, shard_size, passes, policy })
+            }
             Op::Register { client } => {
                 self.stamped(client, Command::RegisterTrainer { name: "t".into() })
             }
@@ -171,6 +187,36 @@ impl Driver {
     }
 }
 
+/// Checks what `task` covers against its id, independently of the master's arithmetic: a
+/// RecordIO task's chunks are consecutive from chunk `task * chunks_per_task` (the test's
+/// chunks have offsets equal to their positions; task 0 is a whole group), an index task's
+/// range is `[task * shard_size, min(size, (task + 1) * shard_size))`.
+fn check_covered(state: &MasterState, task: u64) -> Result<(), String> {
+    let data = |task| state.task_data(task).ok_or("no dataset, yet a task was handed out");
+    match data(task)? {
+        TaskData::Chunks(chunks) => {
+            let TaskData::Chunks(group) = data(0)? else { return Err("task 0 differs".into()) };
+            let first = task * group.len() as u64;
+            let offsets: Vec<u64> = chunks.iter().map(|chunk| chunk.offset).collect();
+            let expected: Vec<u64> = (first..first + offsets.len() as u64).collect();
+            let whole = !chunks.is_empty() && chunks.len() <= group.len();
+            (whole && offsets == expected)
+                .then_some(())
+                .ok_or(format!("task {task} covers chunks {offsets:?}"))
+        }
+        TaskData::IndexRange { start, end } => {
+            let Some(DatasetKindView::IndexRange { size, shard_size }) = state.status().dataset
+            else {
+                return Err(format!("task {task} covers {start}..{end} of a RecordIO job"));
+            };
+            let expected = task * shard_size..((task + 1) * shard_size).min(size);
+            ((start..end) == expected)
+                .then_some(())
+                .ok_or(format!("task {task} covers {start}..{end}, not {expected:?}"))
+        }
+    }
+}
+
 /// What a replay must repeat: a claim's slot and generation (its checkpoint is the slot's
 /// latest at the replay, by design), every other answer whole.
 fn replayed(response: &Response) -> Response {
@@ -186,19 +232,22 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// Any sequence of commands keeps every invariant, two replicas stay byte-identical, retries
-    /// are answered exactly once, and a snapshot decodes to an equal state.
+    /// are answered exactly once, a snapshot decodes to an equal state, and every task handed
+    /// out covers what its id names.
     #[test]
     fn random_sequences_keep_invariants(
         started in any::<bool>(),
+        index_job in any::<bool>(),
         ops in proptest::collection::vec(op(), 1..200),
     ) {
-        // Half the runs start with trainers and a dataset, so most of their steps move tasks;
-        // the other half also explore what happens before either exists.
-        let start = [
-            Op::Register { client: 1 },
-            Op::Register { client: 2 },
-            Op::Report { chunk_count: 6, passes: 2, chunks_per_task: 1, max_failures: 1, retry: true },
-        ];
+        // Half the runs start with trainers and a dataset of either kind, so most of their
+        // steps move tasks; the other half also explore what happens before either exists.
+        let dataset = if index_job {
+            Op::IndexReport { size: 11, shard_size: 2, passes: 2 }
+        } else {
+            Op::Report { chunk_count: 6, passes: 2, chunks_per_task: 1, max_failures: 1, retry: true }
+        };
+        let start = [Op::Register { client: 1 }, Op::Register { client: 2 }, dataset];
         let ops: Vec<Op> = start.into_iter().filter(|_| started).chain(ops).collect();
         let mut driver = Driver::default();
         let mut replica = MasterState::new();
@@ -209,6 +258,9 @@ proptest! {
             let response = replica.apply(&request);
             checked("random sequence", index, &before, &replica);
             prop_assert_eq!(&other.apply(&request), &response);
+            if let Response::Task(assignment) = &response {
+                prop_assert_eq!(check_covered(&replica, assignment.task), Ok(()));
+            }
             driver.observe(op, &request, &response);
         }
         let bytes = replica.encode();

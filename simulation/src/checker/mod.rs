@@ -6,6 +6,7 @@
 //! which every other apply must equal); `client_visible` and `epoch_fencing` read it in order.
 
 mod client_visible;
+mod dataset_answers;
 mod election_safety;
 mod epoch_fencing;
 mod leader_completeness;
@@ -22,10 +23,12 @@ use consensus::Metrics;
 use master::state::MasterState;
 use openraft::LogId;
 
-use crate::history::{AckedWrite, SlotEvent};
+use crate::dataset::SimDataset;
+use crate::history::{AckedWrite, DatasetEvent, SlotEvent};
 use crate::observer::AppliedEntry;
 
 pub use client_visible::ClientVisible;
+pub use dataset_answers::DatasetAnswers;
 pub use election_safety::ElectionSafety;
 pub use epoch_fencing::EpochFencing;
 pub use leader_completeness::LeaderCompleteness;
@@ -62,6 +65,8 @@ pub struct Observation {
     pub acked: Vec<AckedWrite>,
     /// What pservers were told of their slots since the last step.
     pub slot_events: Vec<SlotEvent>,
+    /// What trainers were told of the dataset since the last step.
+    pub dataset_events: Vec<DatasetEvent>,
     /// Simulated time of the observation.
     pub now_ms: u64,
 }
@@ -97,11 +102,17 @@ pub struct Checkers {
     epoch_fencing: EpochFencing,
     lease_terms: LeaseTerms,
     slot_holders: SlotHolders,
+    dataset_answers: DatasetAnswers,
 }
 
 impl Checkers {
-    /// Checkers for masters with these trainer and pserver leases.
-    pub fn new(trainer_lease_ms: u64, pserver_lease_ms: u64) -> Self {
+    /// Checkers for masters with these trainer and pserver leases, running a job of
+    /// `task_count` tasks over `dataset`.
+    pub fn new(
+        (trainer_lease_ms, pserver_lease_ms): (u64, u64),
+        dataset: SimDataset,
+        task_count: u64,
+    ) -> Self {
         Self {
             election: ElectionSafety::default(),
             state_machine: StateMachineSafety::default(),
@@ -111,6 +122,7 @@ impl Checkers {
             epoch_fencing: EpochFencing::default(),
             lease_terms: LeaseTerms::new(trainer_lease_ms, pserver_lease_ms),
             slot_holders: SlotHolders::new(pserver_lease_ms),
+            dataset_answers: DatasetAnswers::new(dataset, task_count),
         }
     }
 
@@ -131,6 +143,7 @@ impl Checkers {
         self.client_visible.check(&observation.acked, canonical, observation.now_ms)?;
         self.lease_terms.check(&observation.nodes, canonical, observation.now_ms)?;
         self.slot_holders.check(&observation.slot_events, canonical)?;
+        self.dataset_answers.check(&observation.dataset_events)?;
         Ok(())
     }
 }
