@@ -17,7 +17,7 @@ import time
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _native
-from .errors import DataError, InvalidArgument
+from .errors import DataError, FailedPrecondition, InvalidArgument
 from .example import Example, decode_dense
 
 #: The deadline of one logical call, retries across leader changes included: a failover takes
@@ -121,6 +121,14 @@ class TaskClient:
         tasks, chunks, records = self._native.report_dataset(job, patterns, int(passes))
         return {"tasks": tasks, "chunks": chunks, "records": records}
 
+    def report_index_dataset(self, name: str, size: int, shard_size: int, *, passes: int) -> dict:
+        """Reports a dataset the masters never read: the indices `[0, size)` in tasks of
+        `shard_size` (Parquet row groups, a Hugging Face dataset, webdataset shards, a table:
+        anything this process can index). Each task is a range `task.start`..`task.end`. The
+        first report of either kind wins; a repeat answers the accepted sizes."""
+        tasks = self._native.report_index_dataset(str(name), int(size), int(shard_size), int(passes))
+        return {"tasks": tasks, "size": int(size), "shard_size": int(shard_size)}
+
     def next_task(self) -> Optional["Task"]:
         """The next task (waiting while none is free, moving through passes), or `None` once
         the job finished. Until it is reported, the master answers the same task again."""
@@ -172,7 +180,8 @@ class TaskClient:
 
 
 class Task:
-    """A task from the master: RecordIO chunks to read once and report.
+    """A task from the master: RecordIO chunks to read, or (index datasets) the range
+    `start`..`end` of indices, to train on once and report.
 
     As a context manager it is reported finished on a normal exit and failed, with the
     exception's text, otherwise (a `DataError` with its fault, anything else as the data's
@@ -185,16 +194,34 @@ class Task:
         self.pass_index: int = native.pass_index
         #: (path, offset, compressed_size, record_count) of each chunk, as the master recorded it.
         self.chunks: List[Tuple[str, int, int, int]] = list(native.chunks)
+        #: The index range `[start, end)` of an index task; `None` for a RecordIO task.
+        self.start: Optional[int] = native.start
+        self.end: Optional[int] = native.end
         self.deadline_ms: int = native.deadline_ms
         self.reported: Optional[str] = None
 
     @property
     def record_count(self) -> int:
+        """Records (RecordIO) or indices (index task) the task covers."""
+        if self.start is not None:
+            return self.end - self.start
         return sum(chunk[3] for chunk in self.chunks)
+
+    @property
+    def indices(self) -> range:
+        """The indices of an index task."""
+        if self.start is None:
+            raise FailedPrecondition(f"task {self.id} is RecordIO chunks, not an index range", "FAILED_PRECONDITION")
+        return range(self.start, self.end)
 
     def records(self) -> Iterator[bytes]:
         """Every record of the task's chunks, each chunk checked against the master's record
         (payload size, record count) and its CRC before any of its records is yielded."""
+        if self.start is not None:
+            raise FailedPrecondition(
+                f"task {self.id} is the index range [{self.start}, {self.end}): read those indices yourself",
+                "FAILED_PRECONDITION",
+            )
         for path, offset, compressed_size, record_count in self.chunks:
             yield from _native.read_task_chunk(path, offset, compressed_size, record_count)
 
@@ -242,4 +269,5 @@ class Task:
         return False
 
     def __repr__(self) -> str:
-        return f"Task(id={self.id}, epoch={self.epoch}, pass_index={self.pass_index}, chunks={len(self.chunks)})"
+        covers = f"start={self.start}, end={self.end}" if self.start is not None else f"chunks={len(self.chunks)}"
+        return f"Task(id={self.id}, epoch={self.epoch}, pass_index={self.pass_index}, {covers})"

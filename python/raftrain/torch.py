@@ -55,6 +55,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from .errors import InvalidArgument
 from .task_client import DEADLINE_S_DEFAULT, Masters, TaskClient, master_list
 
 #: Registrations per worker: one task in flight to the training loop, one being read.
@@ -71,8 +72,11 @@ Receipt = Tuple[int, int]
 class TaskDataset(IterableDataset):
     """A job's tasks as an IterableDataset of `(batch, receipts)`; use it through `loader()`.
 
-    `records`: the job's RecordIO files (paths or globs, as the masters see them) of dense
-    `Example`s; each batch is `(features float32 [n, d], labels float32 [n])` as tensors, or
+    Either `index=(name, size, shard_size)` with `read`: an index dataset the masters never
+    read (tasks are ranges of `shard_size` indices of `[0, size)`), each batch being
+    `read(start, end)` for a range of at most `batch_size` indices of a task;
+    or `records`: the job's RecordIO files (paths or globs, as the masters see them) of dense
+    `Example`s, each batch `(features float32 [n, d], labels float32 [n])` as tensors, or
     `transform(features, labels)` of those NumPy arrays.
     """
 
@@ -80,7 +84,9 @@ class TaskDataset(IterableDataset):
         self,
         masters: Masters,
         *,
-        records: Sequence[str],
+        index: Optional[Tuple[str, int, int]] = None,
+        read: Optional[Callable[[int, int], object]] = None,
+        records: Optional[Sequence[str]] = None,
         passes: int = 1,
         batch_size: int = 64,
         job: str = "python",
@@ -94,9 +100,17 @@ class TaskDataset(IterableDataset):
     ):
         super().__init__()
         if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+            raise InvalidArgument("batch_size must be at least 1")
+        if (index is None) == (records is None):
+            raise InvalidArgument("give either index=(name, size, shard_size) with read, or records")
+        if index is not None and read is None:
+            raise InvalidArgument("an index dataset needs read(start, end) -> batch")
         self.masters = master_list(masters)
-        self.records = [os.fspath(pattern) for pattern in ([records] if isinstance(records, (str, os.PathLike)) else records)]
+        self.index = None if index is None else (str(index[0]), int(index[1]), int(index[2]))
+        self.read = read
+        if isinstance(records, (str, os.PathLike)):
+            records = [records]
+        self.records = None if records is None else [os.fspath(pattern) for pattern in records]
         self.passes = int(passes)
         self.batch_size = int(batch_size)
         self.job = job
@@ -126,7 +140,7 @@ class TaskDataset(IterableDataset):
         some, or until nothing is free for `PASS_END_IDLE_S` (the rest are held elsewhere), or
         the job finished."""
         registrations = self._registrations()
-        registrations[0].client.report_dataset(self.records, passes=self.passes, job=self.job)
+        self._report(registrations[0].client)
         pass_index = 0
         yielded = False
         idle_since: Optional[float] = None
@@ -155,6 +169,14 @@ class TaskDataset(IterableDataset):
                 return
             time.sleep(HELD_POLL_S)
 
+    def _report(self, client: TaskClient) -> None:
+        """Reports the job's dataset (the first report wins; repeats are answered alike)."""
+        if self.index is not None:
+            name, size, shard_size = self.index
+            client.report_index_dataset(name, size, shard_size, passes=self.passes)
+        else:
+            client.report_dataset(self.records, passes=self.passes, job=self.job)
+
     def _registrations(self) -> "List[_Registration]":
         """This process's registrations, made on first use and kept for later passes: a worker
         keeps heartbeating until it exits, so a task it yielded stays its own until the
@@ -169,6 +191,11 @@ class TaskDataset(IterableDataset):
         return self._registered
 
     def _batches(self, task) -> Iterator[Tuple[object, List[Receipt]]]:
+        if task.start is not None:
+            for start in range(task.start, task.end, self.batch_size):
+                end = min(start + self.batch_size, task.end)
+                yield self.read(start, end), [(task.id, task.epoch)] if end == task.end else []
+            return
         features, labels = task.arrays()
         count = len(labels)
         for start in range(0, count, self.batch_size):

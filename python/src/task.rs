@@ -1,5 +1,6 @@
-//! `Task` (native half): what the master handed out, as plain fields. The Python `Task`
-//! wraps it with `records()`, `examples()`, `finish()`, `fail()` and the context manager.
+//! `Task` (native half): what the master handed out, as plain fields: RecordIO chunks, or an
+//! index range `[start, end)` of an index dataset. The Python `Task` wraps it with
+//! `records()`, `examples()`, `finish()`, `fail()` and the context manager.
 
 use pyo3::prelude::*;
 
@@ -9,24 +10,37 @@ pub struct Task {
     pub id: u64,
     pub epoch: u64,
     pub pass_index: u32,
-    /// Each chunk as (path, offset, compressed_size, record_count), as the master recorded it.
+    /// Each chunk as (path, offset, compressed_size, record_count), as the master recorded it
+    /// (empty for an index task).
     pub chunks: Vec<(String, u64, u32, u32)>,
+    /// The index range `[start, end)` of an index task (`None` for a RecordIO task).
+    pub start: Option<u64>,
+    pub end: Option<u64>,
     /// When the master takes the task back (the state's clock, in ms; for display).
     pub deadline_ms: u64,
 }
 
 impl From<client::Task> for Task {
     fn from(task: client::Task) -> Self {
-        let chunks = task
-            .chunks
-            .into_iter()
-            .map(|chunk| (chunk.path, chunk.offset, chunk.compressed_size, chunk.record_count))
-            .collect();
+        let (chunks, start, end) = match task.data {
+            client::TaskData::Chunks(chunks) => {
+                let chunks = chunks
+                    .into_iter()
+                    .map(|chunk| {
+                        (chunk.path, chunk.offset, chunk.compressed_size, chunk.record_count)
+                    })
+                    .collect();
+                (chunks, None, None)
+            }
+            client::TaskData::IndexRange { start, end } => (Vec::new(), Some(start), Some(end)),
+        };
         Self {
             id: task.id,
             epoch: task.epoch,
             pass_index: task.pass,
             chunks,
+            start,
+            end,
             deadline_ms: task.deadline_ms,
         }
     }

@@ -81,6 +81,26 @@ impl TaskClient {
         })
     }
 
+    /// Reports an index dataset: `[0, size)` in tasks of `shard_size` indices, which the
+    /// masters never read; answers the accepted job's task count.
+    fn report_index_dataset(
+        &self,
+        py: Python<'_>,
+        job: String,
+        size: u64,
+        shard_size: u64,
+        passes: u32,
+    ) -> PyResult<u64> {
+        guarded("report_index_dataset", || {
+            self.process.check("TaskClient")?;
+            let master = self.master.clone();
+            let reported = wait(py, async move {
+                master.report_index_dataset(&job, size, shard_size, passes).await
+            })?;
+            Ok(reported.map_err(Failure::from)?.task_count)
+        })
+    }
+
     /// One ask for a task of pass `pass_index`: `(outcome, current_pass, task)` where
     /// outcome is `task`, `pass_before` (the pass is over; `current_pass` runs), `pass_after`
     /// (it has not begun), `no_more_available` (the rest are pending elsewhere), `no_dataset`

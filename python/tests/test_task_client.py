@@ -121,3 +121,26 @@ def test_a_task_held_by_a_dead_trainer_is_handed_out_again(masters, tmp_path):
     assert task.id == lost.id and task.epoch > lost.epoch
     assert lost.finish() is False, "the dead trainer's report is fenced off"
     assert task.finish() is True
+
+
+def test_an_index_job_covers_every_index_once_per_pass(masters):
+    """An index dataset (the masters read nothing): every index of `[0, size)` is handed out
+    exactly once per pass, in ranges of `shard_size` (the last one shorter); a range has no
+    records to read; status names the kind, size and shard size."""
+    client = raftrain.TaskClient(masters.masters, name="rows")
+    sizes = client.report_index_dataset("rows", 1000, 64, passes=2)
+    assert sizes["tasks"] == 16
+    assert client.report_index_dataset("rows", 1000, 64, passes=2) == sizes, "a repeat is answered alike"
+    with pytest.raises(raftrain.InvalidArgument):
+        client.report_index_dataset("rows", 999, 64, passes=2)
+    seen = {0: [], 1: []}
+    for task in client.tasks():
+        with task:
+            assert task.chunks == [] and task.end - task.start <= 64
+            seen[task.pass_index].extend(task.indices)
+            with pytest.raises(raftrain.FailedPrecondition, match="index range"):
+                next(task.records())
+    assert sorted(seen[0]) == sorted(seen[1]) == list(range(1000))
+    status = client.status()
+    assert status["job_finished"] and status["failed"] == 0
+    assert (status["dataset_kind"], status["dataset_size"], status["shard_size"]) == ("index_range", 1000, 64)

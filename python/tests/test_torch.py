@@ -73,15 +73,14 @@ def test_a_killed_process_leaves_its_tasks_to_be_handed_out_again(masters, tmp_p
 
 def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(masters, tmp_path):
     """Two DDP processes (gloo) with a DataLoader worker each train an MLP for three passes
-    while the leader is killed and restarted mid-pass; every task of every pass is finished
-    once and the model is as accurate (within 0.02) as the same model trained by one plain
-    PyTorch process on the same data."""
-    write_blobs(tmp_path / "train.recordio", 3000, seed=10, max_chunk_bytes=5000)
+    over a generated index-range dataset while the leader is killed and restarted mid-pass;
+    every task of every pass is finished once and the model is as accurate (within 0.02) as
+    the same model trained by one plain PyTorch process on the same data."""
     out = tmp_path / "model.pt"
     port = free_addr().split(":")[1]
     ranks = [
         subprocess.Popen(
-            [sys.executable, str(HERE / "torch_training.py"), "--masters", masters.masters, "--records", str(tmp_path / "train.recordio"),
+            [sys.executable, str(HERE / "torch_training.py"), "--masters", masters.masters, "--index", "3000",
              "--passes", "3", "--rank", str(rank), "--world-size", "2", "--port", port, "--workers", "1", "--out", str(out)],
             env=_env(), cwd=HERE,
         )
@@ -103,6 +102,7 @@ def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(
     tasks_per_pass = status["done"]
     summaries = [json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in range(2)]
     assert status["job_finished"] and status["failed"] == 0 and status["passes"] == 3
+    assert status["dataset_kind"] == "index_range" and tasks_per_pass == 30
     assert sum(summary["finished"] for summary in summaries) == 3 * tasks_per_pass, summaries
     assert sum(summary["refused"] for summary in summaries) == 0, summaries
     assert status["dispatched"] == 3 * tasks_per_pass, "no task was handed out twice"

@@ -21,12 +21,16 @@ from torch.nn.parallel import DistributedDataParallel
 
 from raftrain.torch import TaskDataset
 
+from data import blobs
+
 FEATURES = 8
 CLASSES = 3
 HIDDEN = 32
 LEARNING_RATE = 0.1
 #: Per process: with W processes DDP averages W batches, so the step is one of W * BATCH.
 BATCH = 32
+#: Indices per task of an index dataset.
+SHARD = 100
 
 
 def model(seed: int = 0) -> torch.nn.Module:
@@ -45,7 +49,8 @@ def job_running(loader, world_size: int) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--masters", required=True)
-    parser.add_argument("--records", required=True)
+    parser.add_argument("--records", help="RecordIO files of dense Examples (or --index)")
+    parser.add_argument("--index", type=int, help="an index dataset of this many generated blobs")
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--rank", type=int, default=0)
     parser.add_argument("--world-size", type=int, default=1)
@@ -60,9 +65,14 @@ def main() -> None:
             "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=args.world_size
         )
         net = DistributedDataParallel(net)
-    dataset = TaskDataset(
-        args.masters, records=[args.records], passes=args.passes, batch_size=BATCH, job="e2e", name=f"rank{args.rank}"
-    )
+    common = dict(passes=args.passes, batch_size=BATCH, name=f"rank{args.rank}")
+    if args.index:
+        rows, targets = (torch.from_numpy(array) for array in blobs(args.index, seed=10))
+        dataset = TaskDataset(
+            args.masters, index=("e2e", args.index, SHARD), read=lambda start, end: (rows[start:end], targets[start:end]), **common
+        )
+    else:
+        dataset = TaskDataset(args.masters, records=[args.records], job="e2e", **common)
     loader = dataset.loader(num_workers=args.workers)
     optimizer = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
     loss_fn = torch.nn.CrossEntropyLoss()
