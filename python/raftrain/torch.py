@@ -6,7 +6,8 @@ How it works
 ------------
 Each DataLoader worker (or the training process itself with `num_workers=0`) is a trainer of
 the job: it registers with the masters (twice: see below), takes tasks, reads each task's
-samples and yields them in batches. Batches never span two tasks: a task's last batch may be
+samples (`read(start, end)` over an index task's range, or the RecordIO task's checked
+chunks) and yields them in batches. Batches never span two tasks: a task's last batch may be
 short. The batch holding a task's last sample carries a *receipt* (task id, epoch).
 
 `TaskLoader` wraps `DataLoader(dataset, batch_size=None, ...)` in the training process. It
