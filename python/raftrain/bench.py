@@ -5,6 +5,9 @@ measured in the same run on the same machine (ratios, not absolute figures, on a
   same uncompressed file (zlib's CRC), and `raftrain recordio cat` into /dev/null.
 - The task queue: task transitions per second (a GetTask and its TaskFinished count as two) of
   one `TaskClient` against `raftrain bench master` with one Rust client, on three masters.
+- `raftrain.torch` (when PyTorch is installed): milliseconds per training step of a small MLP
+  fed by `TaskLoader` over an index-range job against the same loop fed by a plain in-memory
+  `DataLoader` of the same tensors and batch size.
 
 Needs the `raftrain` binary (`RAFTRAIN_BIN`, or `raftrain` on PATH). Prints Markdown tables.
 """
@@ -12,6 +15,7 @@ Needs the `raftrain` binary (`RAFTRAIN_BIN`, or `raftrain` on PATH). Prints Mark
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import socket
@@ -84,7 +88,9 @@ def free_addr() -> str:
         return f"127.0.0.1:{sock.getsockname()[1]}"
 
 
-def bench_tasks(binary: str, directory: Path, tasks: int, seconds: float) -> None:
+@contextlib.contextmanager
+def three_masters(binary: str, directory: Path):
+    """Three `raftrain master` processes on loopback, killed on exit; yields their addresses."""
     addrs = [free_addr() for _ in range(3)]
     peers = ",".join(f"{index + 1}={addr}" for index, addr in enumerate(addrs))
     masters = []
@@ -93,6 +99,15 @@ def bench_tasks(binary: str, directory: Path, tasks: int, seconds: float) -> Non
             args = [binary, "master", "--id", str(index + 1), "--listen", addr, "--peers", peers, "--data-dir", str(directory / f"m{index}")]
             masters.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         status(addrs)
+        yield addrs
+    finally:
+        for master in masters:
+            master.kill()
+            master.wait()
+
+
+def bench_tasks(binary: str, directory: Path, tasks: int, seconds: float) -> None:
+    with three_masters(binary, directory / "tasks") as addrs:
         path = directory / "tasks.recordio"
         with Writer(path, max_chunk_bytes=1) as writer:  # one record, one chunk, one task each
             for index in range(tasks):
@@ -106,10 +121,6 @@ def bench_tasks(binary: str, directory: Path, tasks: int, seconds: float) -> Non
             task.finish()
             transitions += 2
         python_rate = transitions / (time.perf_counter() - started)
-    finally:
-        for master in masters:
-            master.kill()
-            master.wait()
     print(f"\nTask queue: one client, {tasks} tasks of one chunk, three masters, {seconds:.0f} s\n")
     print(f"| client | transitions/s |\n| --- | ---: |\n| TaskClient (Python) | {python_rate:,.0f} |")
     print("\nThe Rust client on the same machine (`raftrain bench master`, 1 client row):\n", flush=True)
@@ -119,11 +130,50 @@ def bench_tasks(binary: str, directory: Path, tasks: int, seconds: float) -> Non
     )
 
 
+def bench_torch(binary: str, directory: Path, samples: int, shard: int) -> None:
+    try:
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        from .torch import TaskDataset
+    except ImportError:
+        print("\nraftrain.torch: PyTorch is not installed; skipped")
+        return
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    features, hidden, classes, batch = 256, 256, 10, 100
+    rows = torch.randn(samples, features)
+    labels = torch.randint(0, classes, (samples,))
+
+    def train(batches) -> float:
+        net = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, classes))
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+        steps, started = 0, time.perf_counter()
+        for x, y in batches:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            optimizer.step()
+            steps += 1
+        return (time.perf_counter() - started) * 1000 / max(steps, 1)
+
+    plain = train(DataLoader(TensorDataset(rows, labels), batch_size=batch))
+    with three_masters(binary, directory / "torch") as addrs:
+        dataset = TaskDataset(addrs, index=("bench", samples, shard), read=lambda start, end: (rows[start:end], labels[start:end]), batch_size=batch)
+        loader = dataset.loader(num_workers=0)
+        through_tasks = train(loader)
+    print(f"\nraftrain.torch: an MLP {features}-{hidden}-{classes}, {samples} samples in tasks of {shard}, batches of {batch}, one pass, no DataLoader workers\n")
+    print("| fed by | ms per step | vs plain |\n| --- | ---: | ---: |")
+    print(f"| DataLoader over the in-memory tensors | {plain:.2f} | 1.00 |")
+    print(f"| TaskLoader over an index-range job | {through_tasks:.2f} | {through_tasks / plain:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m raftrain.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--megabytes", type=int, default=64, help="size of the RecordIO file read")
     parser.add_argument("--tasks", type=int, default=1000, help="tasks of the task-queue job")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of task-queue load")
+    parser.add_argument("--samples", type=int, default=50_000, help="samples of the PyTorch job")
+    parser.add_argument("--shard", type=int, default=1_000, help="samples per task of the PyTorch job")
     args = parser.parse_args()
     binary = os.environ.get("RAFTRAIN_BIN") or shutil.which("raftrain")
     if not binary:
@@ -131,6 +181,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         bench_reader(binary, Path(directory), args.megabytes)
         bench_tasks(binary, Path(directory), args.tasks, args.seconds)
+        bench_torch(binary, Path(directory), args.samples, args.shard)
 
 
 if __name__ == "__main__":
