@@ -12,7 +12,7 @@ use client::{ClientError, TaskData};
 
 use crate::command::raftrain;
 use crate::master_group::MasterGroup;
-use crate::task_consumer::{completions_reach, consume, write_dataset, History};
+use crate::task_consumer::{completions_reach, spawn_consumers, write_dataset, History};
 
 const POLICY: [&str; 4] = ["--task-timeout-min-ms", "60000", "--trainer-lease-ms", "10000"];
 /// 1,003 samples in shards of 25: 41 tasks, the last one 3 samples long.
@@ -33,16 +33,8 @@ async fn an_index_job_loses_no_range_through_a_leader_kill() {
     let sizes = sizes.expect("report the index dataset");
     assert_eq!((sizes.task_count, sizes.chunk_count, sizes.record_count), (TASK_COUNT, 0, 0));
     let history = Arc::new(Mutex::new(History::default()));
-    let consumers: Vec<_> = (0..3)
-        .map(|index| {
-            tokio::spawn(consume(
-                group.client(),
-                format!("index-consumer-{index}"),
-                Duration::from_millis(40),
-                history.clone(),
-            ))
-        })
-        .collect();
+    let work = Duration::from_millis(40);
+    let consumers = spawn_consumers(3, "index-consumer-", work, &history, || group.client());
 
     tracing::info!("--- kill -9 the leader once some ranges are done; repeats still answer");
     completions_reach(&history, 20, || group.logs()).await;

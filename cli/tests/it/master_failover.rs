@@ -3,7 +3,8 @@
 
 use crate::master_group::MasterGroup;
 use crate::task_consumer::{
-    completions_reach, consume, finish, register, report_dataset, take_task, write_dataset, History,
+    completions_reach, finish, register, report_dataset, spawn_consumers, take_task, write_dataset,
+    History,
 };
 use proto::master::get_task_reply::Outcome;
 use std::collections::BTreeMap;
@@ -22,16 +23,8 @@ async fn leader_and_follower_killed_mid_stream_lose_no_task() {
     let task_count = report_dataset(&group.client(), &dataset, passes).await;
     assert_eq!(task_count, 40);
     let history = Arc::new(Mutex::new(History::default()));
-    let consumers: Vec<_> = (0..4)
-        .map(|index| {
-            tokio::spawn(consume(
-                group.client(),
-                format!("consumer-{index}"),
-                Duration::from_millis(60),
-                history.clone(),
-            ))
-        })
-        .collect();
+    let work = Duration::from_millis(60);
+    let consumers = spawn_consumers(4, "consumer-", work, &history, || group.client());
 
     tracing::info!("--- kill -9 the leader once some tasks are done");
     completions_reach(&history, 15, || group.logs()).await;

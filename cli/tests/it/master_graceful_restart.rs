@@ -3,7 +3,9 @@
 //! it; a follower's SIGTERM is as harmless; a rolling restart of all three loses no task.
 
 use crate::master_group::MasterGroup;
-use crate::task_consumer::{completions_reach, consume, report_dataset, write_dataset, History};
+use crate::task_consumer::{
+    completions_reach, report_dataset, spawn_consumers, write_dataset, History,
+};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,12 +50,8 @@ async fn sigterm_restarts_of_leader_follower_and_all_lose_no_task() {
     let task_count = report_dataset(&group.client(), &dataset, passes).await;
     let history = Arc::new(Mutex::new(History::default()));
     let watches = watchers(&group, 3);
-    let consumers: Vec<_> = (0..3)
-        .map(|index| {
-            let (client, name) = (group.client(), format!("consumer-{index}"));
-            tokio::spawn(consume(client, name, Duration::from_millis(40), history.clone()))
-        })
-        .collect();
+    let work = Duration::from_millis(40);
+    let consumers = spawn_consumers(3, "consumer-", work, &history, || group.client());
 
     tracing::info!("--- SIGTERM the leader while watch streams are open on it");
     completions_reach(&history, 10, || group.logs()).await;

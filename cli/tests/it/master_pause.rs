@@ -5,7 +5,7 @@
 //! committing for good.)
 
 use crate::master_group::MasterGroup;
-use crate::task_consumer::{consume, report_dataset, write_dataset, History};
+use crate::task_consumer::{report_dataset, spawn_consumers, write_dataset, History};
 use nix::sys::signal::Signal;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,12 +56,8 @@ async fn a_paused_leader_commits_again_when_it_leads_again() {
     let dataset = write_dataset(group.dir.path(), 40);
     report_dataset(&group.client(), &dataset, 100_000).await;
     let history = Arc::new(Mutex::new(History::default()));
-    let consumers: Vec<_> = (0..CONSUMER_COUNT)
-        .map(|index| {
-            let (client, history) = (group.client(), history.clone());
-            tokio::spawn(consume(client, format!("t{index}"), Duration::ZERO, history))
-        })
-        .collect();
+    let consumers =
+        spawn_consumers(CONSUMER_COUNT, "t", Duration::ZERO, &history, || group.client());
     progress(&group, &history, 50, "before the pause").await;
 
     tracing::info!("--- pause the leader mid-write; the others go on past several snapshots");

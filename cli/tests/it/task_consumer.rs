@@ -88,6 +88,22 @@ pub async fn consume(
     }
 }
 
+/// Starts `count` consumers (`consume`), named `{prefix}{index}`, each with its own client from
+/// `client`, all recording into `history`.
+pub fn spawn_consumers(
+    count: usize,
+    prefix: &str,
+    work: Duration,
+    history: &Arc<Mutex<History>>,
+    client: impl Fn() -> MasterClient,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..count)
+        .map(|index| {
+            tokio::spawn(consume(client(), format!("{prefix}{index}"), work, history.clone()))
+        })
+        .collect()
+}
+
 /// Waits until `history` holds `count` completions; after a minute fails with `logs()`.
 pub async fn completions_reach(
     history: &Arc<Mutex<History>>,
