@@ -11,6 +11,7 @@
 //! - `port_limits` ([`PortLimits`]) bounds what a peer can make a server hold: connections
 //!   (`guarded_listener`, `guarded_stream`: connection count, first bytes, idle time), and the
 //!   bytes of unfinished requests (`request_budget`, `budget_body`, `grpc_framing`).
+//! - `clock`: where a master or a pserver reads time (a seam the simulation fills).
 //! - `rpc_metrics`: every call's latency and errors; `telemetry`: the process's Prometheus
 //!   recorder; `metrics_http`: the `/metrics`, `/healthz` and `/readyz` server.
 //!
@@ -21,6 +22,7 @@
 //!   only the build's and the RPC layer's.
 
 mod budget_body;
+pub mod clock;
 pub mod endpoint;
 mod grpc_framing;
 mod guarded_listener;

@@ -78,17 +78,6 @@ impl Clock for SimClock {
     }
 }
 
-/// A pserver reads the same clock a master would.
-impl pserver::clock::Clock for SimClock {
-    fn now(&self) -> Instant {
-        Clock::now(self)
-    }
-
-    fn wall_ms(&self) -> u64 {
-        Clock::wall_ms(self)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
