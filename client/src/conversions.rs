@@ -28,6 +28,7 @@ pub(crate) fn task_outcome(reply: pb::GetTaskReply) -> Result<TaskOutcome, Clien
         Outcome::JobFinished => TaskOutcome::JobFinished,
         Outcome::NoDataset => TaskOutcome::NoDataset,
         Outcome::UnknownTrainer => TaskOutcome::UnknownTrainer,
+        Outcome::JobCancelled => TaskOutcome::JobCancelled,
         Outcome::Unspecified => return Err(malformed("GetTask", "no outcome")),
     })
 }

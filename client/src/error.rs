@@ -13,6 +13,10 @@ pub const REFUSAL_STAMP_REUSED: &str = "stamp-reused";
 /// The strangers' session pool is full for now (RESOURCE_EXHAUSTED): nothing changed, and the
 /// same request may succeed later.
 pub const REFUSAL_TRY_AGAIN_LATER: &str = "try-again-later";
+/// No job has the name the request gave (NOT_FOUND): never submitted, or removed.
+pub const REFUSAL_NO_SUCH_JOB: &str = "no-such-job";
+/// The job was cancelled (FAILED_PRECONDITION): its members stop and exit 0.
+pub const REFUSAL_JOB_CANCELLED: &str = "job-cancelled";
 /// Metadata key of a `try-again-later` refusal: in how many milliseconds a place frees up.
 pub const RETRY_AFTER_MS_METADATA_KEY: &str = "x-raftrain-retry-after-ms";
 
@@ -44,6 +48,14 @@ pub enum ClientError {
     /// did. Nothing changed; the same call may succeed later.
     #[error("{call}: {message}")]
     TryAgainLater { call: &'static str, message: String },
+    /// No job has the name the call gave (NOT_FOUND, `no-such-job`): never submitted, or
+    /// ended and removed.
+    #[error("{call}: {message}")]
+    NoSuchJob { call: &'static str, message: String },
+    /// The job was cancelled (FAILED_PRECONDITION, `job-cancelled`): its trainers and
+    /// pservers stop and exit 0.
+    #[error("{call}: the job was cancelled")]
+    JobCancelled { call: &'static str },
     /// The connection failed below gRPC (no status came from a master): most often TLS or
     /// the token configured differently here and there.
     #[error("{call}: the connection to the master failed: {message} ({hint})")]
@@ -70,7 +82,11 @@ impl ClientError {
         let refusal = status.metadata().get(REFUSAL_METADATA_KEY).and_then(|v| v.to_str().ok());
         match (status.code(), refusal) {
             (tonic::Code::InvalidArgument, _) => Self::InvalidArgument { call, message },
+            (tonic::Code::NotFound, Some(REFUSAL_NO_SUCH_JOB)) => Self::NoSuchJob { call, message },
             (tonic::Code::NotFound, _) => Self::UnknownTrainer { call },
+            (tonic::Code::FailedPrecondition, Some(REFUSAL_JOB_CANCELLED)) => {
+                Self::JobCancelled { call }
+            }
             (tonic::Code::FailedPrecondition, Some(REFUSAL_STALE_REQUEST)) => {
                 Self::StaleRequest { call, message }
             }

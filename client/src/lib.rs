@@ -13,6 +13,8 @@ mod conversions;
 mod discovery;
 mod error;
 mod fault;
+mod job_calls;
+mod jobs;
 mod master_client;
 mod options;
 mod retrying;
@@ -25,8 +27,13 @@ mod watch;
 
 pub use conversions::checkpoint_to_proto;
 pub use error::{
-    ClientError, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST,
+    ClientError, REFUSAL_JOB_CANCELLED, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER,
+    REFUSAL_NO_SUCH_JOB, REFUSAL_STALE_REQUEST,
     REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
+};
+pub use jobs::{
+    JobDataset, JobList, JobSpec, JobState, JobSummary, PolicyOverrides, ProgressCheckpoint,
+    RestoredProgress,
 };
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
@@ -39,6 +46,7 @@ pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
 pub use types::new_slot_secret;
 pub use types::{
     CheckpointMeta, CheckpointRecorded, ChunkRef, DatasetSizes, Fault, PServerEntry, PServerTable,
-    SlotLease, SlotSecret, Task, TaskData, TaskOutcome, TrainerRegistration,
+    SlotHeartbeat, SlotLease, SlotSecret, Task, TaskData, TaskOutcome, TrainerHeartbeat,
+    TrainerRegistration,
 };
 pub use watch::PServerWatch;

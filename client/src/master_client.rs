@@ -209,6 +209,11 @@ impl MasterClient {
     }
 
     /// The deadline of one ordinary attempt.
+    /// The job this client's job-scoped calls name (empty: the group's only job).
+    pub fn job(&self) -> &str {
+        &self.options.job
+    }
+
     pub(crate) fn rpc_timeout(&self) -> Duration {
         self.options.rpc_timeout
     }

@@ -46,6 +46,9 @@ pub struct ClientOptions {
     /// Draws the client id and the backoff jitter from this seed instead of the OS (the
     /// simulation replays a seed exactly).
     pub seed: Option<u64>,
+    /// The job every job-scoped call names (a trainer's, a pserver's); empty: the group's
+    /// only job.
+    pub job: String,
 }
 
 impl Default for ClientOptions {
@@ -56,6 +59,7 @@ impl Default for ClientOptions {
             security: Security::default(),
             dialer: None,
             seed: None,
+            job: String::new(),
         }
     }
 }

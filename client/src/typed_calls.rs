@@ -10,8 +10,8 @@ use super::master_client::{service_client, timed, MasterClient};
 use super::status::{GroupView, JobStatus};
 use super::status_conversions::{group_view, job_status};
 use super::types::{
-    CheckpointMeta, CheckpointRecorded, DatasetSizes, Fault, PServerTable, SlotLease, SlotSecret,
-    TaskOutcome, TrainerRegistration,
+    CheckpointMeta, CheckpointRecorded, DatasetSizes, Fault, PServerTable, SlotHeartbeat,
+    SlotLease, SlotSecret, TaskOutcome, TrainerHeartbeat, TrainerRegistration,
 };
 use super::watch::PServerWatch;
 use proto::master as pb;
@@ -29,7 +29,8 @@ impl MasterClient {
         let timeout = self.rpc_timeout();
         let reply = self
             .write("RegisterTrainer", |mut service, stamp| {
-                let request = pb::RegisterTrainerRequest { stamp: Some(stamp), name: name.into() };
+                let job = self.job().to_string();
+                let request = pb::RegisterTrainerRequest { stamp: Some(stamp), name: name.into(), job };
                 async move { service.register_trainer(timed(request, timeout)).await }
             })
             .await?;
@@ -37,41 +38,52 @@ impl MasterClient {
     }
 
     /// Renews the trainer's lease and says how many tasks it finished since it registered
-    /// (shown by status); `false` when the master no longer knows it.
-    pub async fn heartbeat(&self, trainer_id: u64, tasks_done: u64) -> Result<bool, ClientError> {
+    /// (shown by status); whether the master still knows it, or its job ended.
+    pub async fn heartbeat(
+        &self,
+        trainer_id: u64,
+        tasks_done: u64,
+    ) -> Result<TrainerHeartbeat, ClientError> {
         let timeout = self.rpc_timeout();
         let reply = self
-            .call("Heartbeat", |mut service| async move {
-                service
-                    .heartbeat(timed(pb::HeartbeatRequest { trainer_id, tasks_done }, timeout))
-                    .await
+            .call("Heartbeat", |mut service| {
+                let job = self.job().to_string();
+                let request = pb::HeartbeatRequest { trainer_id, tasks_done, job };
+                async move { service.heartbeat(timed(request, timeout)).await }
             })
             .await?;
-        Ok(reply.known)
+        Ok(match (reply.job_ended, reply.known) {
+            (true, _) => TrainerHeartbeat::JobEnded,
+            (false, true) => TrainerHeartbeat::Known,
+            (false, false) => TrainerHeartbeat::Unknown,
+        })
     }
 
     /// The next task of `pass` for the trainer, or why there is none.
     pub async fn get_task(&self, trainer_id: u64, pass: u32) -> Result<TaskOutcome, ClientError> {
         let timeout = self.rpc_timeout();
         let reply = self
-            .write("GetTask", |mut service, stamp| async move {
-                let request = pb::GetTaskRequest { stamp: Some(stamp), trainer_id, pass };
-                service.get_task(timed(request, timeout)).await
+            .write("GetTask", |mut service, stamp| {
+                let job = self.job().to_string();
+                let request = pb::GetTaskRequest { stamp: Some(stamp), trainer_id, pass, job };
+                async move { service.get_task(timed(request, timeout)).await }
             })
             .await?;
         task_outcome(reply)
     }
 
-    /// Reports a task done; `false` when its epoch is no longer the pending one (fenced off).
+    /// Reports a task done; `false` when its epoch is no longer the pending one (fenced off);
+    /// `ClientError::JobCancelled` when the job was cancelled.
     pub async fn task_finished(&self, task_id: u64, epoch: u64) -> Result<bool, ClientError> {
         let timeout = self.rpc_timeout();
         let reply = self
-            .write("TaskFinished", |mut service, stamp| async move {
-                let request = pb::TaskFinishedRequest { stamp: Some(stamp), task_id, epoch };
-                service.task_finished(timed(request, timeout)).await
+            .write("TaskFinished", |mut service, stamp| {
+                let job = self.job().to_string();
+                let request = pb::TaskFinishedRequest { stamp: Some(stamp), task_id, epoch, job };
+                async move { service.task_finished(timed(request, timeout)).await }
             })
             .await?;
-        Ok(reply.accepted)
+        task_reported("TaskFinished", &reply)
     }
 
     /// Reports a task failed with `reason` (cut by the master if long) and whose `fault` it
@@ -96,11 +108,12 @@ impl MasterClient {
                     epoch,
                     reason: reason.into(),
                     fault: fault as i32,
+                    job: self.job().to_string(),
                 };
                 async move { service.task_failed(timed(request, timeout)).await }
             })
             .await?;
-        Ok(reply.accepted)
+        task_reported("TaskFailed", &reply)
     }
 
     /// Claims a pserver slot for `addr` (host:port) with `secret` (from [`super::new_slot_secret`];
@@ -120,6 +133,7 @@ impl MasterClient {
                     addr: addr.into(),
                     desired,
                     secret: secret.to_bytes().into(),
+                    job: self.job().to_string(),
                 };
                 async move { service.claim_p_server_slot(timed(request, timeout)).await }
             })
@@ -127,15 +141,15 @@ impl MasterClient {
         slot_lease(reply, secret)
     }
 
-    /// Renews the lease of `lease`'s slot and reports the pserver's update `step`; `false`
-    /// when the slot is not held under its generation and secret any more (the pserver must
-    /// stop serving and exit).
+    /// Renews the lease of `lease`'s slot and reports the pserver's update `step`: whether the
+    /// slot is still held under its generation and secret (if not, the pserver must stop
+    /// serving and exit), or its job ended (the pserver stops and exits 0).
     pub async fn slot_heartbeat(
         &self,
         lease: &SlotLease,
         addr: &str,
         step: u64,
-    ) -> Result<bool, ClientError> {
+    ) -> Result<SlotHeartbeat, ClientError> {
         let timeout = self.rpc_timeout();
         let (index, generation, secret) =
             (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()));
@@ -147,11 +161,16 @@ impl MasterClient {
                     generation,
                     secret: secret.clone(),
                     step,
+                    job: self.job().to_string(),
                 };
                 async move { service.p_server_heartbeat(timed(request, timeout)).await }
             })
             .await?;
-        Ok(reply.holds_slot)
+        Ok(match (reply.job_ended, reply.holds_slot) {
+            (true, _) => SlotHeartbeat::JobEnded,
+            (false, true) => SlotHeartbeat::Held,
+            (false, false) => SlotHeartbeat::NotHeld,
+        })
     }
 
     /// Records the checkpoint of `lease`'s slot; `ClientError::NotHolder` if its generation is
@@ -172,6 +191,7 @@ impl MasterClient {
                     meta: Some(checkpoint_to_proto(meta)),
                     generation,
                     secret: secret.clone(),
+                    job: self.job().to_string(),
                 };
                 async move { service.record_checkpoint(timed(request, timeout)).await }
             })
@@ -190,9 +210,10 @@ impl MasterClient {
         accuracy: f32,
     ) -> Result<(), ClientError> {
         let timeout = self.rpc_timeout();
-        self.write("RecordEval", |mut service, stamp| async move {
-            let request = pb::RecordEvalRequest { stamp: Some(stamp), pass, loss, accuracy };
-            service.record_eval(timed(request, timeout)).await
+        self.write("RecordEval", |mut service, stamp| {
+            let job = self.job().to_string();
+            let request = pb::RecordEvalRequest { stamp: Some(stamp), pass, loss, accuracy, job };
+            async move { service.record_eval(timed(request, timeout)).await }
         })
         .await?;
         Ok(())
@@ -202,8 +223,9 @@ impl MasterClient {
     pub async fn list_pservers(&self) -> Result<PServerTable, ClientError> {
         let timeout = self.rpc_timeout();
         let reply = self
-            .call("ListPServers", |mut service| async move {
-                service.list_p_servers(timed(pb::ListPServersRequest {}, timeout)).await
+            .call("ListPServers", |mut service| {
+                let request = pb::ListPServersRequest { job: self.job().to_string() };
+                async move { service.list_p_servers(timed(request, timeout)).await }
             })
             .await?;
         Ok(pserver_table(reply))
@@ -266,12 +288,18 @@ impl MasterClient {
         Ok(dataset_sizes(reply))
     }
 
-    /// The job and the group as the leader sees them (a linearizable read).
+    /// The client's job and the group as the leader sees them (a linearizable read).
     pub async fn status(&self) -> Result<JobStatus, ClientError> {
+        self.status_of(self.job()).await
+    }
+
+    /// Job `job` (the empty name: the only job) and the group as the leader sees them.
+    pub async fn status_of(&self, job: &str) -> Result<JobStatus, ClientError> {
         let timeout = self.rpc_timeout();
         let reply = self
-            .call("Status", |mut service| async move {
-                service.status(timed(pb::StatusRequest {}, timeout)).await
+            .call("Status", |mut service| {
+                let request = pb::StatusRequest { job: job.to_string() };
+                async move { service.status(timed(request, timeout)).await }
             })
             .await?;
         Ok(job_status(reply))
@@ -306,5 +334,13 @@ impl MasterClient {
             service.cluster_info(timed(proto::raft::ClusterInfoRequest::default(), timeout)).await
         })
         .await
+    }
+}
+
+/// A task report's answer: accepted or fenced off, or the job was cancelled.
+fn task_reported(call: &'static str, reply: &pb::TaskReportReply) -> Result<bool, ClientError> {
+    match reply.job_cancelled {
+        true => Err(ClientError::JobCancelled { call }),
+        false => Ok(reply.accepted),
     }
 }

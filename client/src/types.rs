@@ -89,6 +89,30 @@ pub enum TaskOutcome {
     NoDataset,
     /// The master no longer knows this trainer: register again.
     UnknownTrainer,
+    /// The job was cancelled: stop and exit 0.
+    JobCancelled,
+}
+
+/// What a trainer's heartbeat learned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrainerHeartbeat {
+    /// Its lease was renewed.
+    Known,
+    /// The master no longer knows it: register again.
+    Unknown,
+    /// Its job was cancelled or removed: stop and exit 0.
+    JobEnded,
+}
+
+/// What a pserver's heartbeat learned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotHeartbeat {
+    /// The slot is still held under the lease's generation: keep serving.
+    Held,
+    /// It is not: stop serving and exit.
+    NotHeld,
+    /// Its job was cancelled or removed: stop and exit 0.
+    JobEnded,
 }
 
 /// A granted pserver slot: serve `index`, and put `generation` and `secret` in every heartbeat

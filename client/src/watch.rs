@@ -55,8 +55,9 @@ async fn watch(
     let client = MasterClient::new(masters, options)?;
     loop {
         let mut stream = client
-            .call("WatchPServers", |mut service| async move {
-                service.watch_p_servers(pb::ListPServersRequest {}).await
+            .call("WatchPServers", |mut service| {
+                let request = pb::ListPServersRequest { job: client.job().to_string() };
+                async move { service.watch_p_servers(request).await }
             })
             .await?;
         while let Ok(Some(table)) = stream.message().await {

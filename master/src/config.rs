@@ -31,6 +31,9 @@ pub const TIMEOUT_FACTOR_DEFAULT: u32 = 3;
 pub const MAX_TASK_FAILURES_DEFAULT: u32 = 3;
 pub const TRAINER_LEASE_MS_DEFAULT: u64 = 5_000;
 pub const PSERVER_LEASE_MS_DEFAULT: u64 = 5_000;
+/// A day: time to read a finished job's status and evaluations, short enough that the group's
+/// job limit is not filled by old jobs.
+pub const JOB_RETENTION_SECS_DEFAULT: u64 = 24 * 60 * 60;
 
 #[derive(Debug, Clone, Args)]
 pub struct MasterConfig {
@@ -109,6 +112,10 @@ pub struct MasterConfig {
     /// A pserver that sends no heartbeat for this long loses its slot.
     #[arg(long, env = "RAFTRAIN_PSERVER_LEASE_MS", default_value_t = PSERVER_LEASE_MS_DEFAULT)]
     pub pserver_lease_ms: u64,
+    /// Keep a finished or cancelled job (its status, evaluations and progress checkpoints) for
+    /// this long, then remove it so the group's state stays bounded.
+    #[arg(long, env = "RAFTRAIN_JOB_RETENTION_SECS", default_value_t = JOB_RETENTION_SECS_DEFAULT)]
+    pub job_retention_secs: u64,
 }
 
 impl MasterConfig {
@@ -157,5 +164,9 @@ impl MasterConfig {
 
     pub(crate) fn pserver_lease(&self) -> Duration {
         Duration::from_millis(self.pserver_lease_ms)
+    }
+
+    pub(crate) fn job_retention(&self) -> Duration {
+        Duration::from_secs(self.job_retention_secs)
     }
 }

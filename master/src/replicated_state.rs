@@ -1,8 +1,9 @@
 //! `ReplicatedState`: the master's task-queue state plugged into the replicated log. Decodes
 //! each committed command, applies it, encodes the answer; snapshots are the state's encoding.
-//! It also offers the read-only queries the service and the leader's duties ask.
+//! It also offers the read-only queries the service and the leader's duties ask, each about
+//! one job (by the id the group gave it) or about every job.
 
-use crate::state::{MasterState, SlotHolder, SlotSecret, StatusView};
+use crate::state::{JobState, MasterState, SlotHolder, SlotSecret, StatusView};
 use consensus::{RestoreError, StateMachine};
 
 #[derive(Default)]
@@ -26,50 +27,79 @@ impl StateMachine for ReplicatedState {
     }
 }
 
+/// A held slot of some job: (job id, slot index, holder).
+pub(crate) type HeldSlot = (u64, u32, SlotHolder);
+
 impl ReplicatedState {
     pub fn state(&self) -> &MasterState {
         &self.state
     }
 
-    pub(crate) fn status(&self) -> StatusView {
-        self.state.status()
+    /// The job with this id, if it (still) exists.
+    pub(crate) fn job(&self, job: u64) -> Option<&JobState> {
+        self.state.job(job)
     }
 
-    pub(crate) fn knows_trainer(&self, trainer: u64) -> bool {
-        self.state.is_trainer_registered(trainer)
+    pub(crate) fn status(&self, job: u64) -> Option<StatusView> {
+        self.job(job).map(JobState::status)
     }
 
-    pub(crate) fn trainer_ids(&self) -> Vec<u64> {
-        self.state.trainer_ids()
+    pub(crate) fn knows_trainer(&self, job: u64, trainer: u64) -> bool {
+        self.job(job).is_some_and(|state| state.is_trainer_registered(trainer))
     }
 
-    /// The desired slot count and the held slots with their holders, by index.
-    pub(crate) fn pserver_slots(&self) -> (u32, Vec<(u32, SlotHolder)>) {
+    /// Every registered trainer of every job, as (job, trainer).
+    pub(crate) fn trainer_ids(&self) -> Vec<(u64, u64)> {
+        let jobs = self.state.jobs();
+        jobs.flat_map(|(job, state)| state.trainer_ids().into_iter().map(move |id| (job, id)))
+            .collect()
+    }
+
+    /// A job's desired slot count and its held slots with their holders, by index.
+    pub(crate) fn pserver_slots(&self, job: u64) -> (u32, Vec<(u32, SlotHolder)>) {
+        let Some(state) = self.job(job) else { return (0, Vec::new()) };
         // `pservers` lists every slot below `desired`, held or free.
-        let slots = self.state.pservers();
+        let slots = state.pservers();
         let desired = slots.len() as u32;
         let held = slots.into_iter().filter_map(|slot| Some((slot.index, slot.holder?))).collect();
         (desired, held)
     }
 
-    /// A number that changes whenever a slot's holder does, so watchers rebuild the pserver
-    /// table only then.
-    pub(crate) fn pserver_table_version(&self) -> u64 {
-        self.state.pserver_table_version()
+    /// Every held slot of every job.
+    pub(crate) fn held_slots(&self) -> Vec<HeldSlot> {
+        let jobs = self.state.jobs().map(|(job, _)| job).collect::<Vec<_>>();
+        let held = jobs.into_iter().flat_map(|job| {
+            self.pserver_slots(job).1.into_iter().map(move |(index, holder)| (job, index, holder))
+        });
+        held.collect()
     }
 
-    pub(crate) fn slot_held(&self, index: u32, generation: u64, secret: SlotSecret) -> bool {
-        self.state.slot_held(index, generation, secret)
+    /// A number that changes whenever a slot's holder in `job` does (or the job goes), so
+    /// watchers rebuild the pserver table only then.
+    pub(crate) fn pserver_table_version(&self, job: u64) -> Option<u64> {
+        self.job(job).map(JobState::pserver_table_version)
     }
 
-    /// The step of slot `index`'s recorded checkpoint (0 when none).
-    pub(crate) fn recorded_step(&self, index: u32) -> u64 {
-        let slots = self.state.pservers();
+    pub(crate) fn slot_held(
+        &self,
+        job: u64,
+        index: u32,
+        generation: u64,
+        secret: SlotSecret,
+    ) -> bool {
+        self.job(job).is_some_and(|state| state.slot_held(index, generation, secret))
+    }
+
+    /// The step of slot `index`'s recorded checkpoint in `job` (0 when none).
+    pub(crate) fn recorded_step(&self, job: u64, index: u32) -> u64 {
+        let slots = self.job(job).map(JobState::pservers).unwrap_or_default();
         let slot = slots.get(index as usize);
         slot.and_then(|slot| slot.checkpoint.as_ref()).map_or(0, |meta| meta.step)
     }
 
-    pub(crate) fn has_expired(&self, now_ms: u64) -> bool {
-        self.state.has_expired(now_ms)
+    /// Jobs with a pending deadline at or before `now_ms`.
+    pub(crate) fn jobs_expired(&self, now_ms: u64) -> Vec<u64> {
+        let jobs = self.state.jobs();
+        jobs.filter(|(_, state)| state.has_expired(now_ms)).map(|(job, _)| job).collect()
     }
 }

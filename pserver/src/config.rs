@@ -37,6 +37,11 @@ pub struct PServerConfig {
     /// or waits until one frees.
     #[arg(long, env = "RAFTRAIN_NUM_PSERVERS")]
     pub num_pservers: u32,
+    /// The job whose model this pserver serves (a job of the masters' group, submitted with
+    /// `raftrain job submit` or by a trainer's dataset report; the pserver waits until it
+    /// exists). Empty: the group's only job.
+    #[arg(long, env = "RAFTRAIN_JOB", default_value = "")]
+    pub job: String,
     /// Seconds between checkpoints (values, optimizer state and step; recorded through the
     /// master). A replacement resumes from the newest one: this is the most training a pserver
     /// death can lose.

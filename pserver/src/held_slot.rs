@@ -14,7 +14,7 @@
 //! send times come from it, and every check reads it, so an instant of another clock never
 //! meets this one.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,6 +50,8 @@ pub struct HeldSlot {
     /// The highest update step the shard was seen at, reported in heartbeats: the master
     /// refuses a checkpoint record far beyond it.
     step_seen: AtomicU64,
+    /// The masters said the slot's job was cancelled or removed: the pserver stops (exit 0).
+    job_ended: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -70,7 +72,8 @@ impl HeldSlot {
     ) -> Self {
         let valid_until = claim_sent + trusted(lease);
         let state = Mutex::new(LeaseState { valid_until, lost: None });
-        Self { index, generation, lease, clock, state, step_seen: AtomicU64::new(0) }
+        let (step_seen, job_ended) = (AtomicU64::new(0), AtomicBool::new(false));
+        Self { index, generation, lease, clock, state, step_seen, job_ended }
     }
 
     /// The clock the lease is judged on: a heartbeat's send time is read from it.
@@ -106,6 +109,16 @@ impl HeldSlot {
         if state.lost.is_none() {
             state.valid_until = state.valid_until.max(sent + trusted(self.lease));
         }
+    }
+
+    /// The masters said the slot's job ended (cancelled, or removed after it ended).
+    pub fn end_job(&self) {
+        self.job_ended.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the slot's job ended: the pserver stops as for a shutdown.
+    pub fn is_job_ended(&self) -> bool {
+        self.job_ended.load(Ordering::Relaxed)
     }
 
     /// The slot is gone for good: another generation holds it.

@@ -61,6 +61,7 @@ pub async fn run(
     let options = ClientOptions {
         security: security.clone(),
         rpc_timeout: Duration::from_millis(MASTER_RPC_TIMEOUT_MS),
+        job: config.job.clone(),
         ..ClientOptions::default()
     };
     let master = Arc::new(MasterClient::new(&config.masters, options)?);
@@ -167,6 +168,10 @@ async fn watch_lease(
         }
         if let Err(error @ FenceError::LeaseLost { .. }) = held.check() {
             return Err(error.into());
+        }
+        if held.is_job_ended() {
+            tracing::info!(slot = held.index(), "the job ended (cancelled or removed)");
+            break;
         }
         checkpointer.note_step();
         if tokio::time::Instant::now() >= next_checkpoint {

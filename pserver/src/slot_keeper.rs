@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{ClientError, SlotLease};
+use client::{ClientError, SlotHeartbeat, SlotLease};
 use tokio::sync::watch;
 
 use crate::clock::Clock;
@@ -53,6 +53,16 @@ pub async fn claim(
             Err(error @ ClientError::Deadline { .. }) => {
                 tracing::warn!(%error, "claiming a slot; retrying")
             }
+            // A pserver may start before its job is submitted: it waits for it.
+            Err(error @ ClientError::NoSuchJob { .. }) if !waiting_logged => {
+                tracing::info!(%error, "waiting for the job to be submitted");
+                waiting_logged = true;
+            }
+            Err(ClientError::NoSuchJob { .. }) => {}
+            Err(ClientError::JobCancelled { .. }) => {
+                tracing::info!("the job was cancelled; not claiming a slot");
+                return Ok(None);
+            }
             Err(error) => return Err(anyhow::Error::new(error).context("claim a pserver slot")),
         }
         // Biased, stop first: a stop wins a tie, and the simulation replays a seed exactly
@@ -65,8 +75,8 @@ pub async fn claim(
     }
 }
 
-/// Renews the lease until `stop` turns true or the master says another generation holds the
-/// slot (then `held` is marked lost). A lease that ran out unanswered (a master failover) is
+/// Renews the lease until `stop` turns true, the master says another generation holds the
+/// slot (then `held` is marked lost), or that the slot's job ended (then `held` says so). A lease that ran out unanswered (a master failover) is
 /// renewed again as soon as a leader answers. Each heartbeat carries the claim's secret and
 /// the shard's step as last seen.
 pub async fn keep(
@@ -95,8 +105,13 @@ pub async fn keep(
             answered = tokio::time::timeout(held.lease(), beat) => answered,
         };
         match answered {
-            Ok(Ok(true)) => held.renewed(sent),
-            Ok(Ok(false)) => {
+            Ok(Ok(SlotHeartbeat::Held)) => held.renewed(sent),
+            Ok(Ok(SlotHeartbeat::JobEnded)) => {
+                tracing::info!(slot = held.index(), "the slot's job ended; stopping");
+                held.end_job();
+                return;
+            }
+            Ok(Ok(SlotHeartbeat::NotHeld)) => {
                 held.lose(format!(
                     "the master says slot {} is no longer held under generation {}",
                     held.index(),

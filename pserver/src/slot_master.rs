@@ -8,8 +8,8 @@
 use std::future::Future;
 
 use client::{
-    new_slot_secret, CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotLease,
-    SlotSecret,
+    new_slot_secret, CheckpointMeta, CheckpointRecorded, ClientError, MasterClient,
+    SlotHeartbeat, SlotLease, SlotSecret,
 };
 
 /// What a pserver asks of the masters about its slot.
@@ -22,13 +22,14 @@ pub trait SlotMaster: Send + Sync + 'static {
         secret: SlotSecret,
     ) -> impl Future<Output = Result<Option<SlotLease>, ClientError>> + Send;
 
-    /// Renews `lease`, reporting the shard's `step`; false once another generation holds it.
+    /// Renews `lease`, reporting the shard's `step`: whether the slot is still held, or its
+    /// job ended.
     fn slot_heartbeat(
         &self,
         lease: &SlotLease,
         addr: &str,
         step: u64,
-    ) -> impl Future<Output = Result<bool, ClientError>> + Send;
+    ) -> impl Future<Output = Result<SlotHeartbeat, ClientError>> + Send;
 
     /// Records a checkpoint under `lease`'s generation and secret.
     fn record_checkpoint(
@@ -59,7 +60,7 @@ impl SlotMaster for MasterClient {
         lease: &SlotLease,
         addr: &str,
         step: u64,
-    ) -> impl Future<Output = Result<bool, ClientError>> + Send {
+    ) -> impl Future<Output = Result<SlotHeartbeat, ClientError>> + Send {
         MasterClient::slot_heartbeat(self, lease, addr, step)
     }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome};
+use client::{ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome, TrainerHeartbeat};
 
 use crate::config::SimulationConfig;
 use crate::dataset::{SimDataset, SIMULATED_JOB};
@@ -219,7 +219,7 @@ impl SimTrainer {
                     pass = current;
                     self.pause().await;
                 }
-                Some(TaskOutcome::JobFinished) => return true,
+                Some(TaskOutcome::JobFinished | TaskOutcome::JobCancelled) => return true,
                 Some(TaskOutcome::UnknownTrainer) => return false,
                 Some(TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset) | None => {
                     self.pause().await
@@ -290,7 +290,9 @@ async fn heartbeats(
         if !alive.load(Ordering::SeqCst) {
             return;
         }
-        if let Ok(false) = master.heartbeat(trainer, done.load(Ordering::SeqCst)).await {
+        if let Ok(TrainerHeartbeat::Unknown | TrainerHeartbeat::JobEnded) =
+            master.heartbeat(trainer, done.load(Ordering::SeqCst)).await
+        {
             alive.store(false, Ordering::SeqCst);
             return;
         }

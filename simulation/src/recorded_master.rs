@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use client::{
-    CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotLease, SlotSecret,
+    CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotHeartbeat, SlotLease,
+    SlotSecret,
 };
 use pserver::slot_master::SlotMaster;
 
@@ -95,15 +96,15 @@ impl SlotMaster for RecordedMaster {
         lease: &SlotLease,
         addr: &str,
         step: u64,
-    ) -> Result<bool, ClientError> {
+    ) -> Result<SlotHeartbeat, ClientError> {
         let invoked_ms = self.context.trace.now_ms();
         let what = format!("slot_heartbeat {} generation {}", lease.index, lease.generation);
         let call = self.master.slot_heartbeat(lease, addr, step);
-        let held = self.call(what, call, |_| None).await?;
-        if held {
+        let answer = self.call(what, call, |_| None).await?;
+        if answer == SlotHeartbeat::Held {
             self.told(lease, invoked_ms, SlotEventKind::Confirmed);
         }
-        Ok(held)
+        Ok(answer)
     }
 
     async fn record_checkpoint(

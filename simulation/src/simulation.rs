@@ -278,7 +278,7 @@ impl Run {
     fn finished(&self) -> bool {
         let clients_done = self.clients[..self.trainers].iter().all(JoinHandle::is_finished);
         let leader_done =
-            self.cluster.leader().is_some_and(|leader| leader.master_state().job_finished());
+            self.cluster.leader().is_some_and(|leader| leader.master_state().sole().job_finished());
         clients_done && leader_done
     }
 

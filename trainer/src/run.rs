@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use client::{ClientOptions, Fault, MasterClient, Task, TaskOutcome};
+use client::{ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome};
 use platform::security::Security;
 use pserver::client::{PServerClient, PServerClientOptions};
 use pserver::layout::{JobLayout, ParamSpec};
@@ -67,14 +67,29 @@ pub async fn run(
     let model = config.model_config(features)?;
     let security = Security::load(&config.security)?;
     // No deadline unless --master-wait-s asks for one: a trainer waits out a master outage.
-    let options =
-        ClientOptions { security, call_deadline: config.master_wait(), ..ClientOptions::default() };
+    let options = ClientOptions {
+        security,
+        call_deadline: config.master_wait(),
+        job: config.job.clone(),
+        ..ClientOptions::default()
+    };
     let master = Arc::new(MasterClient::new(&config.masters, options)?);
     let name = config.name.clone().unwrap_or_else(default_name);
     tokio::pin!(shutdown);
+    // The report comes first: it submits the job when none of its name exists yet, and the
+    // registration and the pservers' claims name that job.
+    let Some(reported) = unless_shutdown(report(&config, &master), shutdown.as_mut()).await else {
+        return Ok(Progress::default().summary());
+    };
+    if let Err(error) = reported {
+        return cancelled_or(error, Progress::default());
+    }
     let registered = unless_shutdown(Session::register(master.clone(), name), shutdown.as_mut());
     let Some(session) = registered.await else { return Ok(Progress::default().summary()) };
-    let session = session.context("register with the master")?;
+    let session = match session {
+        Err(ClientError::JobCancelled { .. }) => return cancelled(Progress::default()),
+        registered => registered.context("register with the master")?,
+    };
     let (stop, stopped) = watch::channel(false);
     let progress = Progress::default();
     let heartbeats =
@@ -139,10 +154,12 @@ async fn train(
                 let started = std::time::Instant::now();
                 let stopping = shutdown.as_mut();
                 let faults = &mut local_faults;
-                if !work_or_stop(&master, &mut stepper, &task, (&mut progress, faults), stopping)
-                    .await?
-                {
-                    return Ok(progress.summary());
+                let worked =
+                    work_or_stop(&master, &mut stepper, &task, (&mut progress, faults), stopping);
+                match worked.await {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(progress.summary()),
+                    Err(error) => return cancelled_or(error, progress),
                 }
                 progress.task_time(started.elapsed());
                 metrics::histogram!("raftrain_trainer_task_seconds")
@@ -166,6 +183,7 @@ async fn train(
                 session.renew().await?;
             }
             TaskOutcome::JobFinished => break,
+            TaskOutcome::JobCancelled => return cancelled(progress),
         }
     }
     finish(config, &master, &mut stepper, pass, &mut progress).await?;
@@ -191,22 +209,46 @@ async fn join(
     let table =
         pservers.wait_for_slots(config.pserver_wait()).await.context("wait for the pservers")?;
     tracing::info!(pservers = table.desired, "pservers ready");
-    let reported = master.report_dataset(&config.job, &config.dataset, config.passes).await;
-    let sizes = match reported {
-        Ok(sizes) => sizes,
-        Err(error) => {
-            // An index job reported meanwhile refuses this report: say so plainly.
-            refuse_index_job(master).await?;
-            return Err(error).context("report the dataset");
-        }
-    };
-    tracing::info!(tasks = sizes.task_count, records = sizes.record_count, "dataset accepted");
     let layout = layout(config, &model, table.desired);
     let initial = model.init(config.seed);
     pservers.init_or_wait(&layout, &tensors(&initial)).await.context("initialize the pservers")?;
     let mut stepper = Stepper::new(model, layout, pservers, config);
     stepper.pull().await?;
     Ok(stepper)
+}
+
+/// Reports the job's dataset: submits the job when none of its name exists, or checks that
+/// the job reads this dataset.
+async fn report(config: &TrainerConfig, master: &MasterClient) -> anyhow::Result<()> {
+    let reported = master.report_dataset(&config.job, &config.dataset, config.passes).await;
+    let sizes = match reported {
+        Ok(sizes) => sizes,
+        Err(error @ ClientError::JobCancelled { .. }) => return Err(error.into()),
+        Err(error) => {
+            // An index job of this name refuses this report: say so plainly.
+            refuse_index_job(master).await?;
+            return Err(error).context("report the dataset");
+        }
+    };
+    tracing::info!(tasks = sizes.task_count, records = sizes.record_count, "dataset accepted");
+    Ok(())
+}
+
+/// The end of a trainer whose job was cancelled: exit 0, with what it did.
+fn cancelled(progress: Progress) -> anyhow::Result<Summary> {
+    tracing::info!("the job was cancelled; stopping");
+    Ok(progress.summary())
+}
+
+/// `error`, unless it says the job was cancelled (then the trainer stops as for `cancelled`).
+fn cancelled_or(error: anyhow::Error, progress: Progress) -> anyhow::Result<Summary> {
+    let job_cancelled = error.chain().any(|cause| {
+        matches!(cause.downcast_ref::<ClientError>(), Some(ClientError::JobCancelled { .. }))
+    });
+    match job_cancelled {
+        true => cancelled(progress),
+        false => Err(error),
+    }
 }
 
 /// Fails when the job is an index-range job: this trainer reads RecordIO only.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{ClientError, MasterClient};
+use client::{ClientError, MasterClient, TrainerHeartbeat};
 use tokio::sync::watch;
 
 use crate::metrics::TrainerMetrics;
@@ -73,8 +73,10 @@ impl Session {
     /// One heartbeat; registers again if the master forgot this trainer.
     async fn beat(&self, tasks_done: u64) {
         match self.master.heartbeat(self.id(), tasks_done).await {
-            Ok(true) => {}
-            Ok(false) | Err(ClientError::UnknownTrainer { .. }) => {
+            Ok(TrainerHeartbeat::Known) => {}
+            // The training loop learns it from its next call to the master, and stops.
+            Ok(TrainerHeartbeat::JobEnded) => tracing::info!("the master says the job ended"),
+            Ok(TrainerHeartbeat::Unknown) | Err(ClientError::UnknownTrainer { .. }) => {
                 if let Err(error) = self.renew().await {
                     tracing::warn!(%error, "registering again failed; retrying");
                 }

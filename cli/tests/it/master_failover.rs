@@ -141,6 +141,7 @@ async fn retry_after_leader_change_is_exactly_once() {
         stamp: Some(ClientStamp { client_id: 4242, seq: 1 }),
         trainer_id: trainer,
         pass: 0,
+        job: String::new(),
     };
     // A raw request with a stamp of the test's own, sent to whichever master leads: the
     // typed client would draw a new stamp for a new call.
@@ -148,7 +149,7 @@ async fn retry_after_leader_change_is_exactly_once() {
         let mut service = group.leader_service().await;
         service.get_task(request).await.expect("GetTask").into_inner()
     }
-    let first = get(&group, request).await;
+    let first = get(&group, request.clone()).await;
     assert_eq!(first.outcome, Outcome::Task as i32);
 
     tracing::info!("--- kill -9 the leader, then send the very same request to the new one");

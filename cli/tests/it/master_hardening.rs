@@ -26,6 +26,7 @@ async fn a_leader_without_quorum_confirms_no_ownership() {
         addr: "127.0.0.1:7101".into(),
         desired: 1,
         secret: secret.clone().into(),
+        job: String::new(),
     };
     let lease = service.claim_p_server_slot(claim).await.expect("claim a slot").into_inner();
     assert!(lease.granted && lease.generation > 0, "{lease:?}");
@@ -35,6 +36,7 @@ async fn a_leader_without_quorum_confirms_no_ownership() {
         generation: lease.generation,
         secret: secret.into(),
         step: 0,
+        job: String::new(),
     };
     let answer = service.p_server_heartbeat(heartbeat.clone()).await.expect("a heartbeat");
     assert!(answer.into_inner().holds_slot, "the leader confirms the holder while it has a quorum");
@@ -47,7 +49,7 @@ async fn a_leader_without_quorum_confirms_no_ownership() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pserver = service.p_server_heartbeat(heartbeat).await;
     let trainer_answer =
-        service.heartbeat(HeartbeatRequest { trainer_id: trainer, tasks_done: 0 }).await;
+        service.heartbeat(HeartbeatRequest { trainer_id: trainer, tasks_done: 0, job: String::new() }).await;
     for follower in &followers {
         group.signal(*follower, Signal::SIGCONT);
     }

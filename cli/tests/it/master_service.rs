@@ -212,13 +212,14 @@ async fn repeated_reports_repeat_the_answer_until_a_file_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_typed_client_covers_every_call() {
     use client::{
-        new_slot_secret, CheckpointMeta, CheckpointRecorded, SlotLease, TaskData, TaskOutcome,
+        new_slot_secret, CheckpointMeta, CheckpointRecorded, SlotHeartbeat, SlotLease, TaskData,
+        TaskOutcome, TrainerHeartbeat,
     };
     let group = MasterGroup::start(3, &[]);
     let client = group.client();
     let dataset = write_dataset(group.dir.path(), 3);
     let trainer = client.register_trainer("typed").await.expect("register").trainer_id;
-    assert!(client.heartbeat(trainer, 0).await.expect("heartbeat"));
+    assert_eq!(client.heartbeat(trainer, 0).await.expect("heartbeat"), TrainerHeartbeat::Known);
     let sizes = client.report_dataset("job", &[dataset], 1).await.expect("report");
     assert_eq!((sizes.task_count, sizes.chunk_count), (3, 3));
     let TaskOutcome::Task(task) = client.get_task(trainer, 0).await.expect("get") else {
@@ -241,13 +242,13 @@ async fn the_typed_client_covers_every_call() {
     let lease = lease.expect("granted");
     assert!(lease.generation > 0 && lease.checkpoint.is_none());
     let holds = client.slot_heartbeat(&lease, "127.0.0.1:7101", 5).await;
-    assert!(holds.expect("heartbeat"));
+    assert_eq!(holds.expect("heartbeat"), SlotHeartbeat::Held);
     let other_generation = SlotLease { generation: lease.generation + 1, ..lease.clone() };
     let wrong = client.slot_heartbeat(&other_generation, "127.0.0.1:7101", 5).await;
-    assert!(!wrong.expect("heartbeat"), "another generation does not hold the slot");
+    assert_eq!(wrong.expect("heartbeat"), SlotHeartbeat::NotHeld, "another generation");
     let other_secret = SlotLease { secret: new_slot_secret(), ..lease.clone() };
     let wrong = client.slot_heartbeat(&other_secret, "127.0.0.1:7101", 5).await;
-    assert!(!wrong.expect("heartbeat"), "another secret does not hold the slot");
+    assert_eq!(wrong.expect("heartbeat"), SlotHeartbeat::NotHeld, "another secret");
     let meta = |lease: &SlotLease, step| CheckpointMeta {
         path: format!("/ckpt/{}", storage::checkpoint::file_name(0, step, lease.generation)),
         step,

@@ -88,6 +88,7 @@ async fn a_forged_heartbeat_with_public_fields_holds_nothing() {
             generation: entry.generation,
             secret: secret.into(),
             step: 0,
+            job: String::new(),
         };
         let answer = service.p_server_heartbeat(forged).await.map(|reply| reply.into_inner());
         assert!(
@@ -131,6 +132,7 @@ async fn a_forged_checkpoint_record_does_not_make_a_slot_unrecoverable() {
             meta: Some(meta),
             generation: entry.generation,
             secret: secret.into(),
+            job: String::new(),
         };
         let answer = service.record_checkpoint(forged).await.map(|reply| reply.into_inner());
         assert!(

@@ -83,7 +83,7 @@ pub async fn consume(
             }
             // Declared lost while the group had no quorum for too long: join again.
             TaskOutcome::UnknownTrainer => trainer = register(&client, &name).await,
-            TaskOutcome::JobFinished => return,
+            TaskOutcome::JobFinished | TaskOutcome::JobCancelled => return,
         }
     }
 }

@@ -115,6 +115,7 @@ impl TaskQueue {
                 }
                 TaskOutcome::UnknownTrainer => anyhow::bail!("the master forgot trainer {trainer}"),
                 TaskOutcome::JobFinished => anyhow::bail!("the job finished"),
+                TaskOutcome::JobCancelled => anyhow::bail!("the job was cancelled"),
                 TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
@@ -233,5 +234,6 @@ fn outcome_value(outcome: &TaskOutcome) -> Value {
         TaskOutcome::JobFinished => no_task("job-finished", 0),
         TaskOutcome::NoDataset => no_task("no-dataset", 0),
         TaskOutcome::UnknownTrainer => no_task("unknown-trainer", 0),
+        TaskOutcome::JobCancelled => no_task("job-cancelled", 0),
     }
 }

@@ -4,7 +4,7 @@
 use super::lease_table::LeaseTable;
 use crate::clock::Clock;
 use crate::service::Proposer;
-use crate::state::Command;
+use crate::state::{Command, JobRef};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -12,23 +12,30 @@ use tokio::time::Instant;
 /// How often the leader looks for lost holders and expired tasks.
 pub(crate) const DUTY_TICK_MS: u64 = 100;
 
+/// A trainer of a job: (job id, trainer id). Trainer ids are a job's own.
+pub(crate) type TrainerKey = (u64, u64);
+/// A slot's holder in a job: (job id, slot index, generation).
+pub(crate) type SlotKey = (u64, u32, u64);
+
 pub(crate) struct LeaderDuties {
     clock: std::sync::Arc<dyn Clock>,
     trainer_lease: Duration,
     pserver_lease: Duration,
-    trainers: Mutex<LeaseTable<u64>>,
-    /// Keyed by (slot, generation): a new holder of a slot never inherits the lease (expired,
-    /// perhaps) of the one before it, even between its claim and the next tick.
-    pservers: Mutex<LeaseTable<(u32, u64)>>,
+    trainers: Mutex<LeaseTable<TrainerKey>>,
+    /// Keyed by (job, slot, generation): a new holder of a slot never inherits the lease
+    /// (expired, perhaps) of the one before it, even between its claim and the next tick.
+    pservers: Mutex<LeaseTable<SlotKey>>,
     /// The term the lease tables were filled in. Leases are soft state of one leadership:
     /// when the term changes (even if this node leads again, and even between two ticks),
     /// everyone gets a fresh lease before anyone is judged.
     lease_term: Mutex<Option<u64>>,
     /// Tasks each trainer says it finished (from its heartbeats; soft state for status).
-    progress: Mutex<std::collections::BTreeMap<u64, u64>>,
+    progress: Mutex<std::collections::BTreeMap<TrainerKey, u64>>,
     /// When the last tick found this leader without word from its quorum, if the last tick
     /// did: the leases are held from then on (see [`LeaderDuties::hold`]).
     held_at: Mutex<Option<Instant>>,
+    /// How long an ended job is kept before the leader removes it.
+    job_retention: Duration,
 }
 
 impl LeaderDuties {
@@ -36,6 +43,7 @@ impl LeaderDuties {
         clock: std::sync::Arc<dyn Clock>,
         trainer_lease: Duration,
         pserver_lease: Duration,
+        job_retention: Duration,
     ) -> Self {
         Self {
             clock,
@@ -46,6 +54,7 @@ impl LeaderDuties {
             lease_term: Mutex::new(None),
             progress: Mutex::new(std::collections::BTreeMap::new()),
             held_at: Mutex::new(None),
+            job_retention,
         }
     }
 
@@ -55,7 +64,7 @@ impl LeaderDuties {
 
     /// How long ago this leader last renewed `trainer`'s lease in `term` (its last heartbeat,
     /// or the grant at the start of the term).
-    pub(crate) fn trainer_heard_ago(&self, term: u64, trainer: u64) -> Option<Duration> {
+    pub(crate) fn trainer_heard_ago(&self, term: u64, trainer: TrainerKey) -> Option<Duration> {
         let now = self.clock.now();
         let _term = self.in_term(term)?;
         lock(&self.trainers)
@@ -63,41 +72,46 @@ impl LeaderDuties {
             .map(|granted| now.saturating_duration_since(granted))
     }
 
+    /// How long an ended job is kept before it is removed.
+    pub(crate) fn job_retention_ms(&self) -> u64 {
+        self.job_retention.as_millis() as u64
+    }
+
     pub(crate) fn pserver_lease_ms(&self) -> u64 {
         self.pserver_lease.as_millis() as u64
     }
 
     /// `trainer` was heard from by this node leading in `term`: a fresh lease.
-    pub(crate) fn trainer_alive(&self, term: u64, trainer: u64) {
+    pub(crate) fn trainer_alive(&self, term: u64, trainer: TrainerKey) {
         let Some(_term) = self.in_term(term) else { return };
         lock(&self.trainers).grant(trainer, self.clock.now());
     }
 
     /// What `trainer`'s heartbeat in `term` said of its progress (soft state, like its lease).
-    pub(crate) fn trainer_progress(&self, term: u64, trainer: u64, tasks_done: u64) {
+    pub(crate) fn trainer_progress(&self, term: u64, trainer: TrainerKey, tasks_done: u64) {
         let Some(_term) = self.in_term(term) else { return };
         lock(&self.progress).insert(trainer, tasks_done);
     }
 
     /// Tasks `trainer` said it finished, as its latest heartbeat to this leader in `term` said.
-    pub(crate) fn trainer_tasks_done(&self, term: u64, trainer: u64) -> Option<u64> {
+    pub(crate) fn trainer_tasks_done(&self, term: u64, trainer: TrainerKey) -> Option<u64> {
         let _term = self.in_term(term)?;
         lock(&self.progress).get(&trainer).copied()
     }
 
-    /// A pserver claimed slot `index` from this node leading in `term`: a fresh lease.
-    pub(crate) fn pserver_granted(&self, term: u64, index: u32, generation: u64) {
+    /// A pserver claimed a slot from this node leading in `term`: a fresh lease.
+    pub(crate) fn pserver_granted(&self, term: u64, slot: SlotKey) {
         let Some(_term) = self.in_term(term) else { return };
-        lock(&self.pservers).grant((index, generation), self.clock.now());
+        lock(&self.pservers).grant(slot, self.clock.now());
     }
 
     /// Slot `index`'s holder under `generation` heartbeated to this node leading in `term`:
     /// renews its lease, unless the lease already ran out in this term (then the slot's release
     /// may already be proposed, and the holder must stop). In a term whose first round has not
     /// run yet, the holder will get a fresh lease in that round, as every holder does.
-    pub(crate) fn pserver_alive(&self, term: u64, index: u32, generation: u64) -> bool {
+    pub(crate) fn pserver_alive(&self, term: u64, slot: SlotKey) -> bool {
         let Some(_term) = self.in_term(term) else { return true };
-        lock(&self.pservers).renew((index, generation), self.clock.now())
+        lock(&self.pservers).renew(slot, self.clock.now())
     }
 
     /// Forgets all leases: the next time this node leads, everyone starts with a fresh lease.
@@ -170,23 +184,31 @@ impl LeaderDuties {
         let trainers = proposer.node().read(|state| state.trainer_ids());
         let ack_age = || proposer.node().quorum_ack_age();
         let Some(lost) = self.judge(term, &self.trainers, trainers, ack_age()) else { return };
-        for trainer in lost {
-            tracing::warn!(trainer, term, "trainer missed its lease; returning its tasks");
-            decide(proposer, term, Command::TrainerLost { trainer }).await;
+        for (job, trainer) in lost {
+            tracing::warn!(job, trainer, term, "trainer missed its lease; returning its tasks");
+            decide(proposer, term, in_job(job, Command::TrainerLost { trainer })).await;
         }
-        let (_, slots) = proposer.node().read(|state| state.pserver_slots());
-        let holders = slots.iter().map(|(index, holder)| (*index, holder.generation));
+        let slots = proposer.node().read(|state| state.held_slots());
+        let holders = slots.iter().map(|(job, index, holder)| (*job, *index, holder.generation));
         let holders = holders.collect::<Vec<_>>();
         let Some(dead) = self.judge(term, &self.pservers, holders, ack_age()) else { return };
-        let is_dead = |index: &u32, generation: u64| dead.contains(&(*index, generation));
-        for (index, holder) in slots.into_iter().filter(|(index, h)| is_dead(index, h.generation)) {
+        for (job, index, holder) in slots {
             let (addr, generation) = (holder.addr, holder.generation);
-            tracing::warn!(slot = index, %addr, generation, term, "pserver missed its lease; freeing its slot");
-            decide(proposer, term, Command::ReleasePServerSlot { index, generation }).await;
+            if !dead.contains(&(job, index, generation)) {
+                continue;
+            }
+            tracing::warn!(job, slot = index, %addr, generation, term, "pserver missed its lease; freeing its slot");
+            let release = Command::ReleasePServerSlot { index, generation };
+            decide(proposer, term, in_job(job, release)).await;
         }
         let now_ms = proposer.now_ms();
-        if proposer.node().read(|state| state.has_expired(now_ms)) {
-            decide(proposer, term, Command::ExpireTasks).await;
+        for job in proposer.node().read(|state| state.jobs_expired(now_ms)) {
+            decide(proposer, term, in_job(job, Command::ExpireTasks)).await;
+        }
+        let retention_ms = self.job_retention.as_millis() as u64;
+        for job in proposer.node().read(|state| state.state().jobs_past_retention(retention_ms)) {
+            tracing::info!(job, term, "removing an ended job after its retention");
+            decide(proposer, term, Command::RemoveJob { job }).await;
         }
     }
 
@@ -274,6 +296,11 @@ async fn decide(proposer: &Proposer, term: u64, command: Command) {
     }
 }
 
+/// `command` for job `job`, named by id: a decision never reaches a newer job of its name.
+fn in_job(job: u64, command: Command) -> Command {
+    Command::InJob { job: JobRef::Id(job), command: Box::new(command) }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // The tables stay consistent whatever panicked while holding them: every method leaves
     // them whole.
@@ -290,13 +317,13 @@ mod tests {
     #[test]
     fn leases_reset_when_the_term_changes() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
-        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
+        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1), Duration::ZERO);
         drop(duties.enter_term(3));
-        duties.trainer_alive(3, 7);
-        duties.pserver_granted(3, 0, 1);
+        duties.trainer_alive(3, (1, 7));
+        duties.pserver_granted(3, (1, 0, 1));
         drop(duties.enter_term(3));
         let later = Instant::now() + Duration::from_secs(2);
-        assert_eq!(lock(&duties.trainers).expired(later), vec![7], "same term: kept");
+        assert_eq!(lock(&duties.trainers).expired(later), vec![(1, 7)], "same term: kept");
         drop(duties.enter_term(5));
         assert!(lock(&duties.trainers).expired(later).is_empty(), "new term: forgotten");
         assert!(lock(&duties.pservers).expired(later).is_empty(), "new term: forgotten");
@@ -308,17 +335,17 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_new_slot_generation_has_its_own_lease() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
-        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
+        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1), Duration::ZERO);
         drop(duties.enter_term(1));
-        duties.pserver_granted(1, 0, 1);
+        duties.pserver_granted(1, (1, 0, 1));
         tokio::time::advance(Duration::from_millis(1_500)).await;
-        assert!(!duties.pserver_alive(1, 0, 1), "a lease that ran out is not renewed");
-        duties.pserver_granted(1, 0, 2);
+        assert!(!duties.pserver_alive(1, (1, 0, 1)), "a lease that ran out is not renewed");
+        duties.pserver_granted(1, (1, 0, 2));
         let now = Instant::now();
-        assert_eq!(lock(&duties.pservers).expired(now), vec![(0, 1)], "only the old generation");
-        lock(&duties.pservers).sync([(0, 2)], now);
+        assert_eq!(lock(&duties.pservers).expired(now), vec![(1, 0, 1)], "only the old generation");
+        lock(&duties.pservers).sync([(1, 0, 2)], now);
         assert!(lock(&duties.pservers).expired(now).is_empty());
-        assert!(duties.pserver_alive(1, 0, 2), "the new generation renews");
+        assert!(duties.pserver_alive(1, (1, 0, 2)), "the new generation renews");
     }
 
     /// Only the duty loop enters a term: a node that leads again judges nobody on a lease of
@@ -327,28 +354,28 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn only_the_duty_loop_enters_a_term() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
-        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
+        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1), Duration::ZERO);
         drop(duties.enter_term(3));
-        duties.pserver_granted(3, 0, 1);
-        duties.trainer_alive(3, 7);
-        duties.trainer_progress(3, 7, 12);
+        duties.pserver_granted(3, (1, 0, 1));
+        duties.trainer_alive(3, (1, 7));
+        duties.trainer_progress(3, (1, 7), 12);
         tokio::time::advance(Duration::from_millis(1_500)).await;
-        assert!(!duties.pserver_alive(3, 0, 1), "ran out in term 3: not renewed in term 3");
+        assert!(!duties.pserver_alive(3, (1, 0, 1)), "ran out in term 3: not renewed in term 3");
         tracing::info!("--- heard in term 5 before the loop entered it");
-        assert!(duties.pserver_alive(5, 0, 1), "term 5's first round grants a fresh lease");
-        duties.trainer_alive(5, 8);
-        assert_eq!(duties.trainer_heard_ago(5, 8), None, "nothing recorded for term 5 yet");
-        assert_eq!(duties.trainer_tasks_done(3, 7), Some(12), "term 3's tables are untouched");
+        assert!(duties.pserver_alive(5, (1, 0, 1)), "term 5's first round grants a fresh lease");
+        duties.trainer_alive(5, (1, 8));
+        assert_eq!(duties.trainer_heard_ago(5, (1, 8)), None, "nothing recorded for term 5 yet");
+        assert_eq!(duties.trainer_tasks_done(3, (1, 7)), Some(12), "term 3's tables are untouched");
         tracing::info!("--- the loop enters term 6");
         let now = Some(Duration::ZERO);
-        assert_eq!(duties.judge(6, &duties.pservers, vec![(0, 1)], now), Some(vec![]));
-        assert_eq!(duties.trainer_tasks_done(6, 7), None, "term 3's progress is forgotten");
-        duties.trainer_alive(6, 8);
-        assert_eq!(duties.trainer_heard_ago(6, 8), Some(Duration::ZERO));
+        assert_eq!(duties.judge(6, &duties.pservers, vec![(1, 0, 1)], now), Some(vec![]));
+        assert_eq!(duties.trainer_tasks_done(6, (1, 7)), None, "term 3's progress is forgotten");
+        duties.trainer_alive(6, (1, 8));
+        assert_eq!(duties.trainer_heard_ago(6, (1, 8)), Some(Duration::ZERO));
         tracing::info!("--- a caller late with an older term acts on the newer tables");
-        duties.trainer_alive(5, 9);
-        assert_eq!(duties.trainer_heard_ago(6, 9), Some(Duration::ZERO));
-        assert_eq!(duties.judge(5, &duties.trainers, vec![8, 9], now), None, "term 5 is over");
+        duties.trainer_alive(5, (1, 9));
+        assert_eq!(duties.trainer_heard_ago(6, (1, 9)), Some(Duration::ZERO));
+        assert_eq!(duties.judge(5, &duties.trainers, vec![(1, 8), (1, 9)], now), None, "term 5 is over");
     }
 
     /// A lease is judged only if it ran out before the newest heartbeat the quorum
@@ -356,8 +383,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn only_leases_that_ran_out_before_the_quorum_last_answered_are_judged() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
-        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1));
-        let (slot, ms) = ((0, 1), Duration::from_millis);
+        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1), Duration::ZERO);
+        let (slot, ms) = ((1, 0, 1), Duration::from_millis);
         assert_eq!(duties.judge(1, &duties.pservers, vec![slot], Some(ms(0))), Some(vec![]));
         tokio::time::advance(ms(1_500)).await;
         let quiet_first = duties.judge(1, &duties.pservers, vec![slot], Some(ms(800)));

@@ -140,6 +140,33 @@ impl DatasetScanner {
     }
 }
 
+/// A RecordIO dataset report (`ReportDataset`, or `SubmitJob` with RecordIO files) on the
+/// leader, its request already validated: answered from the state when it repeats the
+/// accepted dataset, else scanned and proposed in batches under `policy`.
+pub(crate) async fn report_dataset(
+    proposer: &Proposer,
+    scanner: &DatasetScanner,
+    request: pb::ReportDatasetRequest,
+    policy: QueuePolicy,
+) -> Result<pb::ReportDatasetReply, Status> {
+    if let Some(reply) = repeated_report(proposer.node(), &policy, scanner, &request).await {
+        return Ok(reply);
+    }
+    // Dropping this future (the client went away) stops the scan: see `DatasetScanner`.
+    let scanned = scanner.scan(request.patterns.clone()).await.map_err(scan_status)?;
+    let (chunk_count, record_count) = (scanned.chunks.len() as u64, scanned.record_count);
+    // The stamp is checked but not replicated: batches are idempotent by themselves, and one
+    // stamp cannot answer several entries.
+    let report =
+        DatasetReport { job: request.job, passes: request.passes, policy, chunks: scanned.chunks };
+    match report_in_batches(proposer, report).await? {
+        Response::DatasetAccepted { task_count, .. } => {
+            Ok(pb::ReportDatasetReply { task_count, chunk_count, record_count })
+        }
+        other => Err(super::status_mapping::unexpected("ReportDataset", other)),
+    }
+}
+
 /// The status a client gets for a refused scan.
 pub(crate) fn scan_status(error: ScanError) -> Status {
     match error {
@@ -158,14 +185,18 @@ pub(crate) async fn repeated_report(
     request: &pb::ReportDatasetRequest,
 ) -> Option<pb::ReportDatasetReply> {
     // The first report scans anyway; listing its files first would only repeat the glob.
-    if !node.read(|replicated| replicated.state().dataset_accepted()) {
+    let accepted = |replicated: &ReplicatedState| {
+        replicated.state().job_named(&request.job).is_some_and(|job| job.dataset_accepted())
+    };
+    if !node.read(accepted) {
         return None;
     }
     // A listing that fails (outside the root, a cap passed) takes the full path, which
     // refuses it with the reason.
     let files = scanner.files(request.patterns.clone()).await.ok()?;
     let accepted = node.read(|replicated| {
-        replicated.state().repeated_report(&request.job, request.passes, policy, &files)
+        let job = replicated.state().job_named(&request.job)?;
+        job.repeated_report(&request.job, request.passes, policy, &files)
     })?;
     Some(pb::ReportDatasetReply {
         task_count: accepted.task_count,
@@ -181,9 +212,10 @@ pub(crate) async fn report_in_batches(
 ) -> Result<Response, Status> {
     let total_chunks = report.chunks.len() as u64;
     let digest = report.chunks.digest();
-    let stored = proposer
-        .node()
-        .read(|replicated| replicated.state().loading_received(&report.job, total_chunks, digest));
+    let stored = proposer.node().read(|replicated| {
+        let job = replicated.state().job_named(&report.job);
+        job.map_or(0, |job| job.loading_received(&report.job, total_chunks, digest))
+    });
     let mut response = Response::Rejected { reason: "the dataset has no chunks".to_string() };
     // Batches the state already holds are skipped; the first one proposed may overlap them,
     // which the state checks and skips.

@@ -5,10 +5,9 @@
 use client::checkpoint_to_proto;
 
 use super::conversions::{checkpoint_from_proto, generation, secret, stamp, task};
-use super::dataset_report::{
-    repeated_report, report_in_batches, scan_status, validate_report, DatasetReport, DatasetScanner,
-};
+use super::dataset_report::{report_dataset, validate_report, DatasetScanner};
 use super::index_report::report_index_dataset;
+use super::job_scope::{existing_job, for_job, job_id};
 use super::proposer::Proposer;
 use super::reported_steps::ReportedSteps;
 use super::status_mapping::{not_leader, unexpected, write_error, wrong_secret};
@@ -17,7 +16,7 @@ use crate::dataset_scan::{DataRoot, ScanLimits};
 use crate::leader::LeaderDuties;
 use crate::replicated_state::ReplicatedState;
 use crate::state::{
-    check_pserver_addr, ClientStamp, Command, Fault, QueuePolicy, Response, SlotSecret,
+    check_pserver_addr, ClientStamp, Command, Fault, JobRef, QueuePolicy, Response, SlotSecret,
     FAILURE_REASON_BYTES_MAX,
 };
 use consensus::ConsensusNode;
@@ -102,18 +101,37 @@ impl MasterRpc {
     /// [`registered`]: a new leader may not have applied the claim yet).
     async fn holder_with_secret(
         &self,
-        index: u32,
-        generation: u64,
+        job: u64,
+        (index, generation): (u32, u64),
         secret: SlotSecret,
     ) -> Result<bool, Status> {
-        let read = || self.node.read(|state| state.slot_held(index, generation, secret));
+        let read = || self.node.read(|state| state.slot_held(job, index, generation, secret));
         registered(read, self.linearizable()).await
     }
 
-    /// Whether `trainer` is registered (see [`registered`]).
-    async fn known_trainer(&self, trainer: u64) -> Result<bool, Status> {
-        let read = || self.node.read(|state| state.knows_trainer(trainer));
+    /// Whether `trainer` is registered in `job` (see [`registered`]).
+    async fn known_trainer(&self, job: u64, trainer: u64) -> Result<bool, Status> {
+        let read = || self.node.read(|state| state.knows_trainer(job, trainer));
         registered(read, self.linearizable()).await
+    }
+
+    /// The id of the job a request named, in the applied state.
+    fn job_id(&self, call: &'static str, name: &str) -> Result<u64, Status> {
+        job_id(&self.node, call, name)
+    }
+
+    /// The queue policy a dataset report of job `name` is stamped with: the job's own once it
+    /// has one (a shortcut report repeats whatever the job was submitted with), else the
+    /// leader's flags.
+    fn job_policy(&self, name: &str) -> QueuePolicy {
+        let accepted = |state: &ReplicatedState| state.state().job_named(name)?.policy();
+        self.node.read(accepted).unwrap_or(self.policy)
+    }
+
+    /// Whether the job (by id) was cancelled or no longer exists.
+    fn job_ended(&self, job: Option<u64>) -> bool {
+        let cancelled = |job| self.node.read(|state| state.job(job).is_none_or(|j| j.is_cancelled()));
+        job.is_none_or(cancelled)
     }
 }
 
@@ -144,31 +162,8 @@ impl pb::master_service_server::MasterService for MasterRpc {
         stamp(request.stamp)?;
         validate_report(&request)?;
         self.require_leader()?;
-        let (policy, scanner) = (&self.policy, &self.scanner);
-        if let Some(reply) = repeated_report(&self.node, policy, scanner, &request).await {
-            return Ok(tonic::Response::new(reply));
-        }
-        // Dropping this future (the client went away) stops the scan: see `DatasetScanner`.
-        let scanned = self.scanner.scan(request.patterns.clone()).await.map_err(scan_status)?;
-        let (chunk_count, record_count) = (scanned.chunks.len() as u64, scanned.record_count);
-        // The stamp is checked but not replicated: batches are idempotent by themselves (see
-        // `dataset_report`), and one stamp cannot answer several entries.
-        let report = DatasetReport {
-            job: request.job,
-            passes: request.passes,
-            policy: self.policy,
-            chunks: scanned.chunks,
-        };
-        match report_in_batches(&self.proposer, report).await? {
-            Response::DatasetAccepted { task_count, .. } => {
-                Ok(tonic::Response::new(pb::ReportDatasetReply {
-                    task_count,
-                    chunk_count,
-                    record_count,
-                }))
-            }
-            other => Err(unexpected("ReportDataset", other)),
-        }
+        let policy = self.job_policy(&request.job);
+        report_dataset(&self.proposer, &self.scanner, request, policy).await.map(tonic::Response::new)
     }
 
     async fn report_index_dataset(
@@ -176,7 +171,8 @@ impl pb::master_service_server::MasterService for MasterRpc {
         request: tonic::Request<pb::ReportIndexDatasetRequest>,
     ) -> Reply<pb::ReportDatasetReply> {
         let request = request.into_inner();
-        let reply = report_index_dataset(&self.proposer, self.policy, request).await?;
+        let policy = self.job_policy(&request.job);
+        let reply = report_index_dataset(&self.proposer, policy, request).await?;
         Ok(tonic::Response::new(reply))
     }
 
@@ -186,9 +182,11 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::RegisterTrainerReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        match self.propose(Some(client), Command::RegisterTrainer { name: request.name }).await? {
+        let command = for_job(&request.job, Command::RegisterTrainer { name: request.name });
+        match self.propose(Some(client), command).await? {
             Response::TrainerRegistered { trainer } => {
-                self.duties.trainer_alive(self.node.term(), trainer);
+                let job = self.job_id("RegisterTrainer", &request.job)?;
+                self.duties.trainer_alive(self.node.term(), (job, trainer));
                 let lease_ms = self.duties.trainer_lease_ms();
                 Ok(tonic::Response::new(pb::RegisterTrainerReply { trainer_id: trainer, lease_ms }))
             }
@@ -203,12 +201,17 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let request = request.into_inner();
         let trainer = request.trainer_id;
         let term = self.confirmed_leader().await?;
-        let known = self.known_trainer(trainer).await?;
-        if known {
-            self.duties.trainer_alive(term, trainer);
-            self.duties.trainer_progress(term, trainer, request.tasks_done);
+        let job = existing_job(&self.node, "Heartbeat", &request.job)?;
+        if self.job_ended(job) {
+            return Ok(tonic::Response::new(pb::HeartbeatReply { known: false, job_ended: true }));
         }
-        Ok(tonic::Response::new(pb::HeartbeatReply { known }))
+        let job = job.unwrap_or_default();
+        let known = self.known_trainer(job, trainer).await?;
+        if known {
+            self.duties.trainer_alive(term, (job, trainer));
+            self.duties.trainer_progress(term, (job, trainer), request.tasks_done);
+        }
+        Ok(tonic::Response::new(pb::HeartbeatReply { known, job_ended: false }))
     }
 
     async fn get_task(
@@ -218,9 +221,10 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
         let command = Command::GetTask { trainer: request.trainer_id, pass: request.pass };
-        let response = self.propose(Some(client), command).await?;
-        if !matches!(response, Response::UnknownTrainer) {
-            self.duties.trainer_alive(self.node.term(), request.trainer_id);
+        let response = self.propose(Some(client), for_job(&request.job, command)).await?;
+        let job = || self.job_id("GetTask", &request.job);
+        if !matches!(response, Response::UnknownTrainer | Response::NoDataset) {
+            self.duties.trainer_alive(self.node.term(), (job()?, request.trainer_id));
         }
         let reply = |outcome: Outcome, task, current_pass| pb::GetTaskReply {
             outcome: outcome as i32,
@@ -230,7 +234,8 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let reply = match response {
             Response::Task(assignment) => {
                 metrics::counter!("raftrain_master_tasks_dispatched_total").increment(1);
-                let data = self.node.read(|state| state.state().task_data(assignment.task));
+                let job = job()?;
+                let data = self.node.read(|state| state.job(job)?.task_data(assignment.task));
                 // The dataset is fixed once accepted, and a task answer needs one.
                 let data = data.ok_or_else(|| unexpected("GetTask", Response::NoDataset))?;
                 reply(Outcome::Task, Some(task(&assignment, &data)), assignment.pass)
@@ -241,6 +246,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
             Response::JobFinished => reply(Outcome::JobFinished, None, request.pass),
             Response::NoDataset => reply(Outcome::NoDataset, None, 0),
             Response::UnknownTrainer => reply(Outcome::UnknownTrainer, None, 0),
+            Response::JobCancelled => reply(Outcome::JobCancelled, None, request.pass),
             other => return Err(unexpected("GetTask", other)),
         };
         Ok(tonic::Response::new(reply))
@@ -254,14 +260,17 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let client = stamp(request.stamp)?;
         let mut epoch = request.epoch;
         if crate::planted::active("skip-epoch-check") {
-            let pending = self.node.read(|state| state.state().pending_epoch(request.task_id));
+            let job = self.job_id("TaskFinished", &request.job)?;
+            let pending =
+                self.node.read(|state| state.job(job)?.pending_epoch(request.task_id));
             epoch = pending.unwrap_or(epoch);
         }
-        let command = Command::TaskFinished { task: request.task_id, epoch };
+        let command = for_job(&request.job, Command::TaskFinished { task: request.task_id, epoch });
         if crate::planted::active("answer-before-commit") {
             let proposer = self.proposer.clone();
             tokio::spawn(async move { proposer.propose(Some(client), command).await });
-            return Ok(tonic::Response::new(pb::TaskReportReply { accepted: true }));
+            let reply = pb::TaskReportReply { accepted: true, job_cancelled: false };
+            return Ok(tonic::Response::new(reply));
         }
         let reply = task_report("TaskFinished", self.propose(Some(client), command).await?)?;
         if reply.get_ref().accepted {
@@ -290,7 +299,8 @@ impl pb::master_service_server::MasterService for MasterRpc {
             reason: crate::state::truncate_reason(&request.reason, FAILURE_REASON_BYTES_MAX),
             fault,
         };
-        let reply = task_report("TaskFailed", self.propose(Some(client), command).await?)?;
+        let response = self.propose(Some(client), for_job(&request.job, command)).await?;
+        let reply = task_report("TaskFailed", response)?;
         if reply.get_ref().accepted {
             metrics::counter!("raftrain_master_tasks_failed_total").increment(1);
         }
@@ -315,9 +325,10 @@ impl pb::master_service_server::MasterService for MasterRpc {
             desired: request.desired,
             secret,
         };
-        let reply = match self.propose(Some(client), command).await? {
+        let reply = match self.propose(Some(client), for_job(&request.job, command)).await? {
             Response::SlotClaimed { index, generation, checkpoint } => {
-                self.duties.pserver_granted(self.node.term(), index, generation);
+                let job = self.job_id("ClaimPServerSlot", &request.job)?;
+                self.duties.pserver_granted(self.node.term(), (job, index, generation));
                 let checkpoint = checkpoint.as_ref().map(checkpoint_to_proto);
                 pb::ClaimPServerSlotReply { granted: true, index, lease_ms, checkpoint, generation }
             }
@@ -339,41 +350,50 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::PServerHeartbeatReply> {
         let request = request.into_inner();
         let generation = generation(request.generation)?;
+        let not_held = |job_ended| {
+            Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot: false, job_ended }))
+        };
         // No secret (a pserver older than this master) or a wrong one (a forgery from the
         // public fields of `ListPServers`): not the holder, and no lease is renewed.
-        let Some(secret) = SlotSecret::from_bytes(&request.secret) else {
-            return Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot: false }));
-        };
+        let Some(secret) = SlotSecret::from_bytes(&request.secret) else { return not_held(false) };
         // The term is read before leadership is confirmed: a lease is judged in a term this
         // node led in at the confirmation or before, never in a later one it has not reached.
         let term = self.node.term();
         self.current_leader().await?;
-        let held = self.node.read(|state| state.slot_held(request.index, generation, secret));
+        let job = existing_job(&self.node, "PServerHeartbeat", &request.job)?;
+        if self.job_ended(job) {
+            return not_held(true);
+        }
+        let (job, index) = (job.unwrap_or_default(), request.index);
+        let held = self.node.read(|state| state.slot_held(job, index, generation, secret));
         // The lease is checked after the state: a slot whose lease ran out is not confirmed,
         // even while its release is still on its way through the log.
-        let holds_slot = held && self.duties.pserver_alive(term, request.index, generation);
+        let holds_slot = held && self.duties.pserver_alive(term, (job, index, generation));
         if holds_slot {
-            self.steps.heard(request.index, generation, request.step);
+            self.steps.heard((job, index), generation, request.step);
+            self.steps.forget_gone_jobs(|job| self.node.read(|state| state.job(job).is_some()));
         }
-        Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot }))
+        Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot, job_ended: false }))
     }
 
     async fn list_p_servers(
         &self,
-        _request: tonic::Request<pb::ListPServersRequest>,
+        request: tonic::Request<pb::ListPServersRequest>,
     ) -> Reply<pb::ListPServersReply> {
         self.linearizable().await?;
-        Ok(tonic::Response::new(self.node.read(super::watch::pserver_table)))
+        let job = self.job_id("ListPServers", &request.get_ref().job)?;
+        Ok(tonic::Response::new(self.node.read(|state| super::watch::pserver_table(state, job))))
     }
 
     type WatchPServersStream = super::watch::PServerStream;
 
     async fn watch_p_servers(
         &self,
-        _request: tonic::Request<pb::ListPServersRequest>,
+        request: tonic::Request<pb::ListPServersRequest>,
     ) -> Reply<Self::WatchPServersStream> {
         self.linearizable().await?;
-        Ok(tonic::Response::new(super::watch::watch_pservers(self.node.clone())))
+        let job = self.job_id("WatchPServers", &request.get_ref().job)?;
+        Ok(tonic::Response::new(super::watch::watch_pservers(self.node.clone(), job)))
     }
 
     async fn record_checkpoint(
@@ -385,19 +405,22 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let (index, generation) = (request.index, generation(request.generation)?);
         let meta = checkpoint_from_proto(request.meta)?;
         let secret = secret(&request.secret)?;
+        let job = self.job_id("RecordCheckpoint", &request.job)?;
         // The secret is fixed for a generation, and the command carries the generation: a
         // holder that changes between this check and the apply is fenced by the generation.
-        if !self.holder_with_secret(index, generation, secret).await? {
+        if !self.holder_with_secret(job, (index, generation), secret).await? {
             return Err(wrong_secret("RecordCheckpoint"));
         }
-        self.steps.check(index, generation, meta.step).map_err(Status::invalid_argument)?;
+        let steps = &self.steps;
+        steps.check((job, index), generation, meta.step).map_err(Status::invalid_argument)?;
         let command = Command::RecordCheckpoint { index, generation, meta };
+        let command = Command::InJob { job: JobRef::Id(job), command: Box::new(command) };
         let recorded = match self.propose(Some(client), command).await? {
             Response::Accepted => true,
             Response::Stale => false,
             other => return Err(unexpected("RecordCheckpoint", other)),
         };
-        let recorded_step = self.node.read(|state| state.recorded_step(index));
+        let recorded_step = self.node.read(|state| state.recorded_step(job, index));
         Ok(tonic::Response::new(pb::RecordCheckpointReply { recorded, recorded_step }))
     }
 
@@ -412,7 +435,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
             loss: request.loss,
             accuracy: request.accuracy,
         };
-        match self.propose(Some(client), command).await? {
+        match self.propose(Some(client), for_job(&request.job, command)).await? {
             Response::Accepted => Ok(tonic::Response::new(pb::RecordEvalReply {})),
             other => Err(unexpected("RecordEval", other)),
         }
@@ -431,11 +454,17 @@ impl pb::master_service_server::MasterService for MasterRpc {
         Ok(tonic::Response::new(reply))
     }
 
-    async fn status(&self, _request: tonic::Request<pb::StatusRequest>) -> Reply<pb::StatusReply> {
+    async fn status(&self, request: tonic::Request<pb::StatusRequest>) -> Reply<pb::StatusReply> {
         if !crate::planted::active("stale-status") {
             self.linearizable().await?;
         }
         let cluster = consensus::cluster_info_reply(&self.node.cluster_info());
+        // Before any job exists the group still has a status: its cluster, no job.
+        let job = match self.job_id("Status", &request.get_ref().job) {
+            Ok(job) => Some(job),
+            Err(status) if status.code() == tonic::Code::FailedPrecondition => None,
+            Err(status) => return Err(status),
+        };
         let term = cluster.term;
         let soft = |trainer| TrainerSoftState {
             last_heartbeat_ms_ago: self
@@ -444,15 +473,82 @@ impl pb::master_service_server::MasterService for MasterRpc {
                 .map(|ago| ago.as_millis() as u64),
             tasks_done: self.duties.trainer_tasks_done(term, trainer),
         };
-        let reply = self.node.read(|state| super::status_view::status_reply(state, cluster, soft));
+        let reply =
+            self.node.read(|state| super::status_view::status_reply(state, job, cluster, soft));
         Ok(tonic::Response::new(reply))
+    }
+
+    async fn submit_job(
+        &self,
+        request: tonic::Request<pb::SubmitJobRequest>,
+    ) -> Reply<pb::ReportDatasetReply> {
+        let request = request.into_inner();
+        super::job_rpc::submit_job(&self.proposer, &self.scanner, self.policy, request)
+            .await
+            .map(tonic::Response::new)
+    }
+
+    async fn list_jobs(
+        &self,
+        _request: tonic::Request<pb::ListJobsRequest>,
+    ) -> Reply<pb::ListJobsReply> {
+        self.linearizable().await?;
+        let retention_ms = self.duties.job_retention_ms();
+        let reply = self.node.read(|state| super::job_rpc::list_jobs(state, retention_ms));
+        Ok(tonic::Response::new(reply))
+    }
+
+    async fn cancel_job(
+        &self,
+        request: tonic::Request<pb::CancelJobRequest>,
+    ) -> Reply<pb::CancelJobReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        match self.propose(Some(client), for_job(&request.job, Command::CancelJob)).await? {
+            Response::Accepted => Ok(tonic::Response::new(pb::CancelJobReply {})),
+            other => Err(unexpected("CancelJob", other)),
+        }
+    }
+
+    async fn checkpoint_job(
+        &self,
+        request: tonic::Request<pb::CheckpointJobRequest>,
+    ) -> Reply<pb::CheckpointJobReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        match self.propose(Some(client), for_job(&request.job, Command::CheckpointJob)).await? {
+            Response::ProgressCheckpointed { id, pass, done } => {
+                let reply = pb::CheckpointJobReply { checkpoint_id: id, pass, done };
+                Ok(tonic::Response::new(reply))
+            }
+            other => Err(unexpected("CheckpointJob", other)),
+        }
+    }
+
+    async fn restore_job(
+        &self,
+        request: tonic::Request<pb::RestoreJobRequest>,
+    ) -> Reply<pb::RestoreJobReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        let command = Command::RestoreJob { checkpoint: request.checkpoint_id };
+        match self.propose(Some(client), for_job(&request.job, command)).await? {
+            Response::ProgressRestored { pass, todo } => {
+                Ok(tonic::Response::new(pb::RestoreJobReply { pass, todo }))
+            }
+            other => Err(unexpected("RestoreJob", other)),
+        }
     }
 }
 
 fn task_report(call: &'static str, response: Response) -> Reply<pb::TaskReportReply> {
+    let reply = |accepted, job_cancelled| {
+        Ok(tonic::Response::new(pb::TaskReportReply { accepted, job_cancelled }))
+    };
     match response {
-        Response::Accepted => Ok(tonic::Response::new(pb::TaskReportReply { accepted: true })),
-        Response::Stale => Ok(tonic::Response::new(pb::TaskReportReply { accepted: false })),
+        Response::Accepted => reply(true, false),
+        Response::Stale => reply(false, false),
+        Response::JobCancelled => reply(false, true),
         other => Err(unexpected(call, other)),
     }
 }

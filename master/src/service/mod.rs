@@ -4,6 +4,8 @@
 mod conversions;
 mod dataset_report;
 mod index_report;
+mod job_rpc;
+mod job_scope;
 mod master_rpc;
 mod proposer;
 mod reported_steps;

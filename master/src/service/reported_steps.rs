@@ -11,16 +11,20 @@ use std::sync::Mutex;
 /// step) would make every genuine record after it `Stale`.
 pub const CHECKPOINT_STEP_AHEAD_MAX: u64 = 1 << 24;
 
+/// A slot of a job: (job id, slot index).
+pub(crate) type SlotOf = (u64, u32);
+
 /// The latest step heard per slot, with the generation that reported it. At most one entry
-/// per slot (`PSERVER_COUNT_MAX` in all): a new generation's report replaces the old one.
+/// per slot of a job: a new generation's report replaces the old one, and slots of jobs that
+/// are gone are dropped once there are more entries than the group has slots.
 #[derive(Debug, Default)]
 pub(crate) struct ReportedSteps {
-    by_slot: Mutex<BTreeMap<u32, (u64, u64)>>,
+    by_slot: Mutex<BTreeMap<SlotOf, (u64, u64)>>,
 }
 
 impl ReportedSteps {
     /// The holder of `index` under `generation` (its secret checked) reported `step`.
-    pub(crate) fn heard(&self, index: u32, generation: u64, step: u64) {
+    pub(crate) fn heard(&self, index: SlotOf, generation: u64, step: u64) {
         let mut by_slot = self.lock();
         let entry = by_slot.entry(index).or_insert((generation, step));
         if entry.0 != generation {
@@ -32,7 +36,7 @@ impl ReportedSteps {
     /// Why a checkpoint record at `step` is refused, if the holder of `index` under
     /// `generation` reported a step it runs far ahead of. A leader that has heard nothing from
     /// this holder yet (just elected) cannot tell, and lets the record through.
-    pub(crate) fn check(&self, index: u32, generation: u64, step: u64) -> Result<(), String> {
+    pub(crate) fn check(&self, index: SlotOf, generation: u64, step: u64) -> Result<(), String> {
         let Some(&(heard_generation, heard)) = self.lock().get(&index) else { return Ok(()) };
         if heard_generation != generation || step <= heard.saturating_add(CHECKPOINT_STEP_AHEAD_MAX)
         {
@@ -40,11 +44,21 @@ impl ReportedSteps {
         }
         Err(format!(
             "meta.step: {step} is more than {CHECKPOINT_STEP_AHEAD_MAX} beyond step {heard} that \
-             slot {index} (generation {generation}) last reported"
+             slot {} (generation {generation}) last reported",
+            index.1
         ))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, (u64, u64)>> {
+    /// Keeps the entries of `live` jobs only, once there are more entries than slots a group
+    /// may have.
+    pub(crate) fn forget_gone_jobs(&self, live: impl Fn(u64) -> bool) {
+        let mut by_slot = self.lock();
+        if by_slot.len() > crate::state::PSERVER_COUNT_MAX as usize {
+            by_slot.retain(|(job, _), _| live(*job));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<SlotOf, (u64, u64)>> {
         self.by_slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
@@ -58,16 +72,16 @@ mod tests {
     #[test]
     fn a_step_far_beyond_the_last_heartbeat_is_refused() {
         let steps = ReportedSteps::default();
-        assert!(steps.check(0, 1, 1 << 62).is_ok(), "nothing heard: cannot tell");
-        steps.heard(0, 1, 100);
-        steps.heard(0, 1, 50);
-        assert!(steps.check(0, 1, 100 + CHECKPOINT_STEP_AHEAD_MAX).is_ok());
-        let refused = steps.check(0, 1, 101 + CHECKPOINT_STEP_AHEAD_MAX);
+        assert!(steps.check((1, 0), 1, 1 << 62).is_ok(), "nothing heard: cannot tell");
+        steps.heard((1, 0), 1, 100);
+        steps.heard((1, 0), 1, 50);
+        assert!(steps.check((1, 0), 1, 100 + CHECKPOINT_STEP_AHEAD_MAX).is_ok());
+        let refused = steps.check((1, 0), 1, 101 + CHECKPOINT_STEP_AHEAD_MAX);
         assert!(refused.is_err_and(|reason| reason.contains("step 100")), "the maximum is kept");
-        assert!(steps.check(0, 1, 1 << 62).is_err());
-        assert!(steps.check(0, 2, 1 << 62).is_ok(), "another generation: not judged by 1's");
-        steps.heard(0, 2, 1 << 40);
-        assert!(steps.check(0, 2, 1 << 40).is_ok(), "a restored step is adopted");
-        assert!(steps.check(1, 1, 1 << 62).is_ok(), "another slot");
+        assert!(steps.check((1, 0), 1, 1 << 62).is_err());
+        assert!(steps.check((1, 0), 2, 1 << 62).is_ok(), "another generation: not judged by 1's");
+        steps.heard((1, 0), 2, 1 << 40);
+        assert!(steps.check((1, 0), 2, 1 << 40).is_ok(), "a restored step is adopted");
+        assert!(steps.check((1, 1), 1, 1 << 62).is_ok(), "another slot");
     }
 }

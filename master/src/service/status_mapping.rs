@@ -3,8 +3,9 @@
 
 use crate::state::Response;
 use client::{
-    LEADER_METADATA_KEY, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER, REFUSAL_STALE_REQUEST,
-    REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
+    LEADER_METADATA_KEY, REFUSAL_JOB_CANCELLED, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER,
+    REFUSAL_NO_SUCH_JOB, REFUSAL_STALE_REQUEST, REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER,
+    RETRY_AFTER_MS_METADATA_KEY,
 };
 use consensus::WriteError;
 use tonic::metadata::MetadataValue;
@@ -66,6 +67,17 @@ pub(crate) fn unexpected(call: &'static str, response: Response) -> Status {
             Status::failed_precondition(format!("{call}: no dataset was reported yet"))
         }
         Response::TryAgainLater { retry_after_ms } => try_again_later(call, retry_after_ms),
+        Response::NoSuchJob { job } => refusal(
+            Status::not_found(format!(
+                "{call}: no job named {job:?} (it was never submitted, or it ended and was \
+                 removed); `raftrain job list` shows the group's jobs"
+            )),
+            REFUSAL_NO_SUCH_JOB,
+        ),
+        Response::JobCancelled => refusal(
+            Status::failed_precondition(format!("{call}: the job was cancelled")),
+            REFUSAL_JOB_CANCELLED,
+        ),
         other => Status::internal(format!("{call}: unexpected answer from the state machine: {other:?}")),
     }
 }

@@ -11,13 +11,16 @@ pub(crate) struct TrainerSoftState {
     pub tasks_done: Option<u64>,
 }
 
-/// `soft` gives the leader's soft state of each trainer.
+/// The status of `job` (`None`: no job exists yet, an empty one); `soft` gives the leader's
+/// soft state of each trainer, by (job, trainer).
 pub(crate) fn status_reply(
     state: &ReplicatedState,
+    job: Option<u64>,
     cluster: proto::raft::ClusterInfoReply,
-    soft: impl Fn(u64) -> TrainerSoftState,
+    soft: impl Fn((u64, u64)) -> TrainerSoftState,
 ) -> pb::StatusReply {
-    let view = state.status();
+    let job_id = job.unwrap_or_default();
+    let view = job.and_then(|job| state.status(job)).unwrap_or_else(|| state.state().status());
     let failed_tasks = view
         .failed_tasks
         .iter()
@@ -27,7 +30,7 @@ pub(crate) fn status_reply(
         .trainers
         .iter()
         .map(|trainer| {
-            let soft = soft(trainer.trainer);
+            let soft = soft((job_id, trainer.trainer));
             pb::Trainer {
                 id: trainer.trainer,
                 name: trainer.name.clone(),

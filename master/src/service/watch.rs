@@ -16,9 +16,9 @@ const WATCH_BUFFER_COUNT: usize = 16;
 
 pub(crate) type PServerStream = ReceiverStream<Result<pb::ListPServersReply, Status>>;
 
-/// The current pserver table of the applied state.
-pub(crate) fn pserver_table(state: &ReplicatedState) -> pb::ListPServersReply {
-    let (desired, slots) = state.pserver_slots();
+/// The current pserver table of `job` in the applied state (empty once the job is gone).
+pub(crate) fn pserver_table(state: &ReplicatedState, job: u64) -> pb::ListPServersReply {
+    let (desired, slots) = state.pserver_slots(job);
     let pservers = slots
         .into_iter()
         .map(|(index, holder)| pb::PServer {
@@ -32,7 +32,7 @@ pub(crate) fn pserver_table(state: &ReplicatedState) -> pb::ListPServersReply {
     pb::ListPServersReply { desired, pservers }
 }
 
-pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>) -> PServerStream {
+pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>, job: u64) -> PServerStream {
     let (sender, receiver) = tokio::sync::mpsc::channel(WATCH_BUFFER_COUNT);
     tokio::spawn(async move {
         let mut metrics = node.metrics();
@@ -44,9 +44,9 @@ pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>) -> PServerStr
             }
             // Every applied entry wakes this loop; the table is rebuilt only when a holder
             // changed (an O(1) check), not on every task transition.
-            let version = node.read(ReplicatedState::pserver_table_version);
+            let version = node.read(|state| state.pserver_table_version(job));
             if last_sent != Some(version) {
-                let table = node.read(pserver_table);
+                let table = node.read(|state| pserver_table(state, job));
                 if sender.send(Ok(table)).await.is_err() {
                     return;
                 }

@@ -63,4 +63,41 @@ pub enum Command {
     /// possibly shorter). The first report of either kind wins; the leader stamped `policy`
     /// from its flags (its `chunks_per_task` means nothing here).
     ReportIndexDataset { job: String, size: u64, shard_size: u64, passes: u32, policy: QueuePolicy },
+    /// A command for one job of the group, named or by id: every client command since jobs
+    /// have names. A command sent without this envelope (every entry of a log written before
+    /// jobs had names) is for the group's only job.
+    InJob { job: JobRef, command: Box<Command> },
+    /// Cancels the job: its trainers are told so by every later task call and its pservers by
+    /// their heartbeats, and the job is removed once its retention has passed.
+    CancelJob,
+    /// Records the job's progress (pass and done tasks) as a progress checkpoint.
+    CheckpointJob,
+    /// Puts the job's queue back to the progress of checkpoint `checkpoint`.
+    RestoreJob { checkpoint: u64 },
+    /// The leader removes a finished or cancelled job whose retention has passed (a leader
+    /// decision, by id: a new job of the same name is never removed by it).
+    RemoveJob { job: u64 },
+}
+
+/// Which job a command is for.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum JobRef {
+    /// By name, as clients say it; the empty name means the group's only job.
+    Name(String),
+    /// By the id the group gave it, as the leader's decisions say it.
+    Id(u64),
+}
+
+impl Command {
+    /// Whether a cancelled job still applies this command: what the leader does to wind its
+    /// members down, and a repeated cancel. Everything else is answered `JobCancelled`.
+    pub(crate) fn runs_after_cancel(&self) -> bool {
+        matches!(
+            self,
+            Command::TrainerLost { .. }
+                | Command::ReleasePServerSlot { .. }
+                | Command::ExpireTasks
+                | Command::CancelJob
+        )
+    }
 }

@@ -212,6 +212,22 @@ impl Dataset {
         }
     }
 
+    /// How many RecordIO chunks the dataset stores (none for an index range).
+    pub(crate) fn chunk_count(&self) -> u64 {
+        match &self.kind {
+            DatasetKind::RecordIo { chunks, .. } => chunks.len() as u64,
+            DatasetKind::IndexRange(_) => 0,
+        }
+    }
+
+    /// The bytes of file paths the dataset stores (none for an index range).
+    pub(crate) fn path_bytes(&self) -> u64 {
+        match &self.kind {
+            DatasetKind::RecordIo { chunks, .. } => chunks.path_bytes(),
+            DatasetKind::IndexRange(_) => 0,
+        }
+    }
+
     /// What task `task < task_count()` covers: its chunks, or its indices.
     pub(crate) fn task_data(&self, task: u64) -> TaskData {
         match &self.kind {

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// An evaluation result. The floats are stored as their bits: the state machine only copies
-/// them, and bit equality keeps `MasterState: PartialEq` exact even for NaN.
+/// them, and bit equality keeps `JobState: PartialEq` exact even for NaN.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EvalRecord {
     /// The pass the model was evaluated after.

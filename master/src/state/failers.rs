@@ -14,13 +14,16 @@ use client::Fault;
 /// never does: the state stays bounded whatever trainers report, and the bound is counted in
 /// the largest admitted state (`limits.rs`).
 pub const FAILERS_COUNT_MAX: u64 = 1 << 16;
+/// The fewest pairs a job may remember, however few tasks it has: each job remembers its share
+/// of [`FAILERS_COUNT_MAX`] (`TaskQueue::failers_count_max`).
+pub const FAILERS_COUNT_FLOOR: u64 = 1024;
 
 /// The trainers that failed each task, by task id; cleared per task when it finishes and for
 /// all when a pass starts.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub(crate) struct Failers {
     pub(crate) by_task: BTreeMap<u64, BTreeSet<u64>>,
-    /// The pairs in `by_task`, at most [`FAILERS_COUNT_MAX`].
+    /// The pairs in `by_task`, at most the job's share of [`FAILERS_COUNT_MAX`].
     pub(crate) count: u64,
 }
 
@@ -37,10 +40,11 @@ impl Failers {
         (task, trainer): (u64, u64),
         fault: Fault,
         registered: impl IntoIterator<Item = u64>,
+        count_max: u64,
     ) -> bool {
         let failers = self.by_task.entry(task).or_default();
         let first = !failers.contains(&trainer);
-        if first && self.count < FAILERS_COUNT_MAX {
+        if first && self.count < count_max {
             failers.insert(trainer);
             self.count += 1;
         }
@@ -72,12 +76,11 @@ impl Failers {
         self.by_task.values().map(|failers| failers.len() as u64).sum()
     }
 
-    /// The invariant: the pairs are counted exactly, within their bound, and name tasks of a
-    /// job of `task_count` tasks.
-    pub(crate) fn check(&self, task_count: u64) -> Result<(), InvariantViolation> {
+    /// The invariant: the pairs are counted exactly, within their bound `count_max`, and name
+    /// tasks of a job of `task_count` tasks.
+    pub(crate) fn check(&self, task_count: u64, count_max: u64) -> Result<(), InvariantViolation> {
         let (actual, counted) = (self.counted(), self.count);
-        if actual != counted || counted > FAILERS_COUNT_MAX {
-            let count_max = FAILERS_COUNT_MAX;
+        if actual != counted || counted > count_max {
             return Err(InvariantViolation::FailersMismatch { actual, counted, count_max });
         }
         match self.by_task.keys().find(|task| **task >= task_count) {
@@ -101,15 +104,15 @@ mod tests {
     fn budget_spent_once_per_distinct_trainer() {
         let mut failers = Failers::default();
         let (content, local) = (Fault::Content, Fault::Local);
-        assert!(!failers.spends_budget((3, 1), local, [1, 2]), "trainer 2 may read it");
-        assert!(!failers.spends_budget((3, 1), local, [1, 2]), "still");
-        assert!(failers.spends_budget((3, 2), local, [1, 2]), "nobody can read it");
-        assert!(failers.spends_budget((4, 1), content, [1, 2]), "trainer 1's first failure");
-        assert!(!failers.spends_budget((4, 1), content, [1, 2]), "trainer 2 has not tried yet");
-        assert!(failers.spends_budget((4, 2), content, [1, 2]), "trainer 2's first failure");
-        assert!(failers.spends_budget((4, 1), content, [1, 2]), "both tried: nobody else is left");
-        assert!(failers.spends_budget((5, 1), content, [1]), "a lone trainer's first failure");
-        assert!(failers.spends_budget((5, 1), content, [1]), "a lone trainer spends every failure");
+        assert!(!failers.spends_budget((3, 1), local, [1, 2], FAILERS_COUNT_MAX), "trainer 2 may read it");
+        assert!(!failers.spends_budget((3, 1), local, [1, 2], FAILERS_COUNT_MAX), "still");
+        assert!(failers.spends_budget((3, 2), local, [1, 2], FAILERS_COUNT_MAX), "nobody can read it");
+        assert!(failers.spends_budget((4, 1), content, [1, 2], FAILERS_COUNT_MAX), "trainer 1's first failure");
+        assert!(!failers.spends_budget((4, 1), content, [1, 2], FAILERS_COUNT_MAX), "trainer 2 has not tried yet");
+        assert!(failers.spends_budget((4, 2), content, [1, 2], FAILERS_COUNT_MAX), "trainer 2's first failure");
+        assert!(failers.spends_budget((4, 1), content, [1, 2], FAILERS_COUNT_MAX), "both tried: nobody else is left");
+        assert!(failers.spends_budget((5, 1), content, [1], FAILERS_COUNT_MAX), "a lone trainer's first failure");
+        assert!(failers.spends_budget((5, 1), content, [1], FAILERS_COUNT_MAX), "a lone trainer spends every failure");
         assert_eq!((failers.count, failers.counted()), (5, 5));
         failers.forget(4);
         assert_eq!((failers.count, failers.counted()), (3, 3));

@@ -6,87 +6,16 @@
 use std::collections::BTreeMap;
 
 use super::job::Job;
-use super::master_state::MasterState;
+use super::job_state::JobState;
 use super::members;
 use super::pserver_slots::PServerSlots;
 use super::trainer_registry::TRAINER_COUNT_MAX;
 
-/// A broken safety rule.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvariantViolation {
-    #[error("task {task}: in {queue}, but the job has only {task_count} tasks")]
-    TaskIdOutOfRange { task: u64, queue: &'static str, task_count: u64 },
-    #[error("task {task}: in both {first} and {second}; a task is in exactly one queue")]
-    TaskQueuedTwice { task: u64, first: &'static str, second: &'static str },
-    #[error("task {task}: in no queue; a task is in exactly one of todo, pending, done, failed")]
-    TaskLost { task: u64 },
-    #[error("queues hold {queued} tasks but the dataset makes {task_count}")]
-    TaskCountMismatch { queued: u64, task_count: u64 },
-    #[error("task {task}: pending with epoch {pending_epoch} but its epoch is {task_epoch}")]
-    PendingEpochMismatch { task: u64, pending_epoch: u64, task_epoch: u64 },
-    #[error("task {task}: pending on trainer {trainer}, which is not registered")]
-    PendingTrainerUnknown { task: u64, trainer: u64 },
-    #[error("task {task}: deadline {deadline_ms} before its dispatch at {dispatched_at_ms}")]
-    DeadlineBeforeDispatch { task: u64, dispatched_at_ms: u64, deadline_ms: u64 },
-    #[error("pass {pass} is not below the {passes} passes of an unfinished job")]
-    PassOutOfRange { pass: u32, passes: u32 },
-    #[error("pass {pass}: todo and pending are empty but the job is not finished (it would hang)")]
-    JobStalled { pass: u32 },
-    #[error("the job is finished but {todo} tasks are in todo and {pending} pending")]
-    FinishedWithWork { todo: u64, pending: u64 },
-    #[error("trainer {trainer}: registered but ids below {next_trainer_id} only were issued")]
-    TrainerIdNotIssued { trainer: u64, next_trainer_id: u64 },
-    #[error("{count} trainers registered, more than {count_max}")]
-    TooManyTrainers { count: u64, count_max: u64 },
-    #[error("pserver slot {index}: held or checkpointed but the job has {desired:?} slots")]
-    SlotOutOfRange { index: u32, desired: Option<u32> },
-    #[error("pserver {addr}: holds slots {first} and {second}; an address holds at most one")]
-    AddressHoldsTwoSlots { addr: String, first: u32, second: u32 },
-    #[error("slot {index} keeps a claim secret but nobody holds it")]
-    SecretWithoutHolder { index: u32 },
-    #[error("{count} strangers' client sessions kept, more than {count_max}")]
-    TooManySessions { count: u64, count_max: u64 },
-    #[error("task {task}: epoch went from {before} to {after}; epochs only grow")]
-    EpochDecreased { task: u64, before: u64, after: u64 },
-    #[error("pass went from {before} to {after}; the pass only grows")]
-    PassDecreased { before: u32, after: u32 },
-    #[error("the job was finished and is not any more")]
-    JobUnfinished,
-    #[error("the dataset changed after it was accepted; the first report wins")]
-    DatasetChanged,
-    #[error("the next trainer id went from {before} to {after}; ids are never reused")]
-    TrainerIdReused { before: u64, after: u64 },
-    #[error("the pserver slot count changed from {before:?} to {after:?}")]
-    DesiredPServersChanged { before: Option<u32>, after: Option<u32> },
-    #[error("the state clock went from {before} to {after}; it never goes back")]
-    ClockWentBack { before: u64, after: u64 },
-    #[error("a dataset report is loading ({received} of {total} chunks) while {state}")]
-    LoadingInconsistent { received: u64, total: u64, state: &'static str },
-    #[error("pserver slot {index}: generation {generation} was never issued (next is {next})")]
-    GenerationNotIssued { index: u32, generation: u64, next: u64 },
-    #[error(
-        "the next slot generation went from {before} to {after}; generations are never reused"
-    )]
-    GenerationReused { before: u64, after: u64 },
-    #[error("the client sessions' indices (strangers by age, members) do not match the sessions")]
-    SessionIndexMismatch,
-    #[error("{bound} client sessions bound to members, but only {alive} members are alive")]
-    TooManyMemberSessions { bound: u64, alive: u64 },
-    #[error("a client session is bound to {member}, which is no longer part of the job")]
-    SessionOfGoneMember { member: String },
-    #[error("trainer {trainer}: its held task {task} is not pending on it")]
-    HeldTaskMismatch { trainer: u64, task: u64 },
-    #[error("{pending} tasks pending but {held} held by trainers; a trainer holds one at a time")]
-    HeldCountMismatch { pending: u64, held: u64 },
-    #[error("failure reasons take {actual} bytes, the queue counts {counted}")]
-    ReasonBytesMismatch { actual: u64, counted: u64 },
-    #[error("{actual} (task, trainer) content failers kept, the queue counts {counted} (at most {count_max})")]
-    FailersMismatch { actual: u64, counted: u64, count_max: u64 },
-}
+pub use super::violation::InvariantViolation;
 
 use InvariantViolation as Violation;
 
-impl MasterState {
+impl JobState {
     /// Checks every rule a single state must satisfy.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         if let Some(loading) = &self.loading {
@@ -171,23 +100,28 @@ impl MasterState {
                 after: desired_after,
             });
         }
+        let restored = before.progress.restores != after.progress.restores;
         match (&before.job, &after.job) {
             (None, _) => Ok(()),
             (Some(_), None) => Err(Violation::DatasetChanged),
-            (Some(job_before), Some(job_after)) => check_job_transition(job_before, job_after),
+            (Some(job_before), Some(job_after)) => {
+                check_job_transition(job_before, job_after, restored)
+            }
         }
     }
 }
 
-fn check_job_transition(before: &Job, after: &Job) -> Result<(), InvariantViolation> {
+/// `restored`: a restore happened in between, which may move the pass back and run a
+/// finished job again (never the epochs).
+fn check_job_transition(before: &Job, after: &Job, restored: bool) -> Result<(), InvariantViolation> {
     if before.dataset != after.dataset {
         return Err(Violation::DatasetChanged);
     }
     let (pass_before, pass_after) = (before.queue.pass, after.queue.pass);
-    if pass_after < pass_before {
+    if pass_after < pass_before && !restored {
         return Err(Violation::PassDecreased { before: pass_before, after: pass_after });
     }
-    if before.queue.job_finished && !after.queue.job_finished {
+    if before.queue.job_finished && !after.queue.job_finished && !restored {
         return Err(Violation::JobUnfinished);
     }
     let epochs = before.queue.tasks.iter().zip(&after.queue.tasks);
@@ -319,7 +253,7 @@ fn check_held_and_reasons(job: &Job) -> Result<(), InvariantViolation> {
     if actual != queue.reason_bytes {
         return Err(Violation::ReasonBytesMismatch { actual, counted: queue.reason_bytes });
     }
-    queue.failers.check(job.dataset.task_count())
+    queue.failers.check(job.dataset.task_count(), queue.failers_count_max())
 }
 
 fn to_u64(length: usize) -> u64 {
@@ -338,7 +272,7 @@ mod tests {
 
     /// Trainer 1 registered, three one-chunk tasks over two passes, task 0 pending on trainer 1,
     /// and two pserver slots with slot 0 held.
-    fn base() -> MasterState {
+    fn base() -> JobState {
         let policy = QueuePolicy {
             chunks_per_task: 1,
             task_timeout_min_ms: 1000,
@@ -359,7 +293,7 @@ mod tests {
             Command::GetTask { trainer: 1, pass: 0 },
             Command::ClaimPServerSlot { addr: "a:1".into(), desired: 2 },
         ];
-        let mut state = MasterState::new();
+        let mut state = JobState::new();
         for command in commands {
             state.apply(&Request { client: None, now_ms: 10, term: None, command });
         }
@@ -367,17 +301,23 @@ mod tests {
         state
     }
 
-    fn job(state: &mut MasterState) -> &mut Job {
+    fn job(state: &mut JobState) -> &mut Job {
         state.job.as_mut().expect("the base state has a job")
     }
 
     /// Corrupts the base state and compares the violation found, and that a snapshot of the
     /// corrupted state is refused.
-    fn check(corrupt: fn(&mut MasterState), expected: InvariantViolation) {
+    fn check(corrupt: fn(&mut JobState), expected: InvariantViolation) {
         let mut state = base();
         corrupt(&mut state);
         assert_eq!(state.check_invariants(), Err(expected.clone()));
-        match MasterState::decode(&state.encode()) {
+        let named = JobState { name: "j".to_string(), ..state.clone() };
+        let group = crate::state::MasterState {
+            clock_ms: state.clock_ms,
+            jobs: std::collections::BTreeMap::from([(1, named)]),
+            next_job_id: 2,
+        };
+        match crate::state::MasterState::decode(&group.encode()) {
             Err(DecodeError::Inconsistent(violation)) => assert_eq!(violation, expected),
             other => panic!("a corrupted snapshot decoded as {other:?}"),
         }
@@ -449,11 +389,11 @@ mod tests {
     }
 
     /// Changes the base state and compares the transition violation found.
-    fn check_step(change: fn(&mut MasterState), expected: InvariantViolation) {
+    fn check_step(change: fn(&mut JobState), expected: InvariantViolation) {
         let before = base();
         let mut after = before.clone();
         change(&mut after);
-        assert_eq!(MasterState::check_transition(&before, &after), Err(expected));
+        assert_eq!(JobState::check_transition(&before, &after), Err(expected));
     }
 
     /// Each step that moves something backwards, or changes what is fixed, is caught.
@@ -477,13 +417,13 @@ mod tests {
         let mut finished = base();
         job(&mut finished).queue.job_finished = true;
         assert_eq!(
-            MasterState::check_transition(&finished, &base()),
+            JobState::check_transition(&finished, &base()),
             Err(Violation::JobUnfinished)
         );
         let mut later = base();
         job(&mut later).queue.pass = 1;
         assert_eq!(
-            MasterState::check_transition(&later, &base()),
+            JobState::check_transition(&later, &base()),
             Err(Violation::PassDecreased { before: 1, after: 0 })
         );
     }

@@ -2,34 +2,38 @@
 //! limit must agree with the snapshot limit, or the group would accept a job and then fail to
 //! snapshot it (which stopped every replica for good before the limits were derived). Both
 //! kinds of job are measured: a RecordIO job stores its chunks besides its queue, an index
-//! job only its queue, with the same task limit.
+//! job only its queue, with the same task limit. The group holds [`JOB_COUNT_MAX`] jobs: one
+//! takes what the group's limits leave after the others, each of which holds what any job
+//! holds however small (its stranger sessions, its floors of failure reasons and failers,
+//! its progress checkpoints).
 
 #![cfg(test)]
 
 use super::chunk_list::ChunkList;
 use super::codec::SNAPSHOT_BYTES_MAX;
 use super::dataset::{
-    ChunkRef, Dataset, QueuePolicy, CHUNK_COUNT_MAX, DATASET_PATH_BYTES_MAX, TASK_COUNT_MAX,
+    ChunkRef, Dataset, QueuePolicy, DATASET_PATH_BYTES_MAX, JOB_NAME_BYTES_MAX, TASK_COUNT_MAX,
 };
-use super::failers::FAILERS_COUNT_MAX;
 use super::job::Job;
-use super::master_state::MasterState;
+use super::job_state::JobState;
+use super::master_state::{MasterState, JOB_COUNT_MAX};
+use super::progress::{DoneSet, PROGRESS_CHECKPOINTS_KEPT};
+use std::collections::BTreeMap;
 use super::pserver_slots::{
     CheckpointMeta, PServerSlots, SlotHolder, CHECKPOINT_PATH_BYTES_MAX, PSERVER_ADDR_BYTES_MAX,
     PSERVER_COUNT_MAX,
 };
 use super::request::ClientStamp;
 use super::response::{Response, TaskAssignment};
-use super::sessions::{Member, Sessions, SESSION_COUNT_MAX, STRANGER_SESSION_COUNT_MAX};
+use super::sessions::{Member, Sessions, STRANGER_SESSION_COUNT_MAX};
 use super::task::PendingTask;
-use super::task_queue::{TaskQueue, FAILURE_REASONS_BYTES_MAX, FAILURE_REASON_BYTES_MAX};
+use super::task_queue::{TaskQueue, FAILURE_REASONS_BYTES_FLOOR, FAILURE_REASON_BYTES_MAX};
 use super::trainer_registry::{TRAINER_COUNT_MAX, TRAINER_NAME_BYTES_MAX};
 use client::SlotSecret;
 
 /// One file per chunk (so file indices take their widest varints), with paths that use the
 /// whole path budget, and offsets, sizes and counts at their widest.
-fn largest_chunks() -> ChunkList {
-    let chunk_count = CHUNK_COUNT_MAX as u64;
+fn largest_chunks(chunk_count: u64) -> ChunkList {
     let path_bytes = usize::try_from(DATASET_PATH_BYTES_MAX / chunk_count).expect("small");
     let mut list = ChunkList::default();
     for index in 0..chunk_count {
@@ -57,10 +61,10 @@ fn policy() -> QueuePolicy {
 
 /// Every task with the widest counters, the reason budget spent, and one pending task per
 /// trainer.
-fn largest_queue(task_count: u64) -> TaskQueue {
+fn largest_queue(task_count: u64, trainers: u64) -> TaskQueue {
     let mut queue = TaskQueue::new(task_count);
     let reason = "r".repeat(FAILURE_REASON_BYTES_MAX);
-    let reasons = FAILURE_REASONS_BYTES_MAX / FAILURE_REASON_BYTES_MAX as u64;
+    let reasons = queue.reasons_bytes_max() / FAILURE_REASON_BYTES_MAX as u64;
     for (index, task) in queue.tasks.iter_mut().enumerate() {
         task.epoch = u64::MAX / 2;
         task.failures = u32::MAX;
@@ -70,7 +74,7 @@ fn largest_queue(task_count: u64) -> TaskQueue {
         }
     }
     queue.reason_bytes = reasons * FAILURE_REASON_BYTES_MAX as u64;
-    for trainer in 1..=TRAINER_COUNT_MAX as u64 {
+    for trainer in 1..=trainers {
         let task = queue.todo.pop_front().expect("more tasks than trainers");
         let pending = PendingTask {
             epoch: u64::MAX / 2,
@@ -82,11 +86,12 @@ fn largest_queue(task_count: u64) -> TaskQueue {
         queue.held.insert(trainer, task);
     }
     // One pair per task spends the most bytes: a key and a set length for every pair.
-    for pair in 0..FAILERS_COUNT_MAX {
+    let failers = queue.failers_count_max();
+    for pair in 0..failers {
         let trainer = u64::MAX - pair;
-        queue.failers.by_task.entry(pair).or_default().insert(trainer);
+        queue.failers.by_task.entry(pair % task_count).or_default().insert(trainer);
     }
-    queue.failers.count = FAILERS_COUNT_MAX;
+    queue.failers.count = failers;
     queue.completion_ms_average = Some(u64::MAX);
     queue.pass = u32::MAX - 1;
     queue
@@ -109,7 +114,7 @@ fn largest_slots() -> PServerSlots {
 
 /// Both pools full: a member session per trainer and per slot, and every stranger's, each
 /// keeping the largest answer a session keeps (a task assignment).
-fn largest_sessions() -> Sessions {
+fn largest_sessions(members: bool) -> Sessions {
     let mut sessions = Sessions::default();
     let response = Response::Task(TaskAssignment {
         task: u64::MAX,
@@ -120,43 +125,72 @@ fn largest_sessions() -> Sessions {
     let trainers = (1..=TRAINER_COUNT_MAX as u64).map(Member::Trainer);
     let slots = (0..PSERVER_COUNT_MAX)
         .map(|index| Member::Slot { index, generation: u64::MAX / 2 + u64::from(index) });
-    let members = trainers.chain(slots).map(Some);
+    let members = trainers.chain(slots).map(Some).filter(|_| members);
     let strangers = std::iter::repeat_n(None, STRANGER_SESSION_COUNT_MAX);
     for (count, member) in members.chain(strangers).enumerate() {
         let client_id = u64::MAX - count as u64;
         let stamp = ClientStamp { client_id, seq: u64::MAX };
         sessions.record(stamp, u64::MAX, &response, member, u64::MAX / 2 + count as u64);
     }
-    assert_eq!(sessions.sessions.len(), SESSION_COUNT_MAX, "both pools are full");
     sessions
+}
+
+/// The tasks each of the group's other jobs has: enough to hold the floor of failure reasons.
+const SMALL_JOB_TASKS: u64 = FAILURE_REASONS_BYTES_FLOOR / FAILURE_REASON_BYTES_MAX as u64;
+/// What the group's task limit leaves the largest job.
+const LARGEST_JOB_TASKS: u64 = TASK_COUNT_MAX - SMALL_JOB_TASKS * (JOB_COUNT_MAX as u64 - 1);
+
+/// A job name of the widest length, distinct per `index`.
+fn job_name(index: usize) -> String {
+    format!("{index:0width$}", width = JOB_NAME_BYTES_MAX)
 }
 
 /// The largest RecordIO dataset: every chunk its own task.
 fn largest_recordio_dataset() -> Dataset {
-    Dataset::recordio(&"j".repeat(256), largest_chunks(), u32::MAX, policy())
+    Dataset::recordio(&job_name(0), largest_chunks(LARGEST_JOB_TASKS), u32::MAX, policy())
         .expect("the largest admitted dataset is valid")
 }
 
-/// The largest index dataset: the task limit reached with the widest size.
-fn largest_index_dataset() -> Dataset {
-    let shard_size = u64::MAX.div_ceil(TASK_COUNT_MAX);
-    let dataset = Dataset::index_range(&"j".repeat(256), u64::MAX, shard_size, u32::MAX, policy())
+/// The largest index dataset of `task_count` tasks, with the widest size.
+fn index_dataset(index: usize, task_count: u64) -> Dataset {
+    let shard_size = u64::MAX.div_ceil(task_count);
+    let dataset = Dataset::index_range(&job_name(index), u64::MAX, shard_size, u32::MAX, policy())
         .expect("the largest admitted index dataset is valid");
-    assert_eq!(dataset.task_count(), TASK_COUNT_MAX, "the index dataset reaches the task limit");
+    assert_eq!(dataset.task_count(), task_count, "the index dataset has its tasks");
     dataset
 }
 
-fn largest_state(dataset: Dataset) -> MasterState {
-    let queue = largest_queue(dataset.task_count());
-    let mut state = MasterState::new();
+/// A job with `dataset`; with `members`, every trainer and slot the group admits.
+fn largest_job(dataset: Dataset, members: bool) -> JobState {
+    let trainers = if members { TRAINER_COUNT_MAX as u64 } else { 0 };
+    let queue = largest_queue(dataset.task_count(), trainers);
+    let task_count = dataset.task_count();
+    let mut state = JobState::new();
+    state.name = dataset.job.clone();
     state.clock_ms = u64::MAX / 2;
     state.job = Some(Job { dataset, queue });
     let name = "n".repeat(TRAINER_NAME_BYTES_MAX);
-    state.trainers.trainers = (1..=TRAINER_COUNT_MAX as u64).map(|id| (id, name.clone())).collect();
+    state.trainers.trainers = (1..=trainers).map(|id| (id, name.clone())).collect();
     state.trainers.next_trainer_id = u64::MAX;
-    state.pservers = largest_slots();
-    state.sessions = largest_sessions();
+    if members {
+        state.pservers = largest_slots();
+    }
+    state.sessions = largest_sessions(members);
+    let done = DoneSet::new(task_count, 0..task_count);
+    for _ in 0..PROGRESS_CHECKPOINTS_KEPT {
+        state.progress.record(u32::MAX - 1, done.clone(), u64::MAX / 2);
+    }
     state
+}
+
+/// The largest group: the largest job of `first`'s kind, and every other job.
+fn largest_state(first: Dataset) -> MasterState {
+    let mut jobs = BTreeMap::from([(1, largest_job(first, true))]);
+    for index in 1..JOB_COUNT_MAX {
+        let job = largest_job(index_dataset(index, SMALL_JOB_TASKS), false);
+        jobs.insert(index as u64 + 1, job);
+    }
+    MasterState { clock_ms: u64::MAX / 2, jobs, next_job_id: u64::MAX }
 }
 
 /// Checks that `state` is valid, encodes below the snapshot limit and decodes back whole;
@@ -180,6 +214,6 @@ fn check_fits(kind: &str, state: &MasterState) -> u64 {
 #[test]
 fn the_largest_admitted_state_fits_a_snapshot() {
     let recordio = check_fits("a RecordIO job", &largest_state(largest_recordio_dataset()));
-    let index = check_fits("an index job", &largest_state(largest_index_dataset()));
+    let index = check_fits("an index job", &largest_state(index_dataset(0, LARGEST_JOB_TASKS)));
     assert!(index < recordio, "an index job ({index} bytes) outgrew a RecordIO one ({recordio})");
 }

@@ -1,59 +1,46 @@
-//! The whole replicated master state and `apply`, the one way it changes.
+//! The whole replicated master state: the group's named jobs, each a [`JobState`], and
+//! `apply`, the one way it changes. Every client command names its job (`Command::InJob`);
+//! `routing.rs` finds it, `group_limits.rs` admits what the whole group can hold, and the job
+//! applies the command. The leader removes ended jobs once their retention passed
+//! (`Command::RemoveJob`).
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::chunk_list::ChunkList;
 use super::codec::DecodeError;
-use super::command::Command;
-use super::dataset::{chunks_digest, DatasetKind, QueuePolicy};
-use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
-use super::eval::EvalRecord;
-use super::index_report::{apply_index_report, IndexReport};
-use super::job::Job;
-use super::members;
-use super::pserver_slots::PServerSlots;
-use super::repeated_report::{AcceptedReport, ReportedFile};
-use super::request::{decode_request, Request};
+use super::command::{Command, JobRef};
+use super::job_state::JobState;
+use super::request::{decode_request, Envelope, Request};
 use super::response::{encode_response, Response};
-use super::sessions::{request_digest, Lookup, Sessions};
+use super::routing::{reference_of, Target};
 use super::snapshot_layout;
-use super::status::{DatasetKindView, FailedTaskView, PServerSlotView, StatusView, TrainerView};
-use super::task_queue::{truncate, FAILURE_REASON_BYTES_MAX};
-use super::trainer_registry::TrainerRegistry;
-use client::Fault;
-use client::SlotSecret;
-use client::TaskData;
+use super::status::StatusView;
 
-/// The failure reason recorded for a task that missed its deadline.
-pub const TIMED_OUT_REASON: &str = "timed out";
-/// Debug builds check every invariant after every apply only while the job has at most this
-/// many tasks (the check is O(tasks)); tests of the largest jobs check them themselves.
-const INVARIANT_CHECK_TASKS_MAX: u64 = 100_000;
-/// `status` lists at most this many failed tasks (the lowest ids); the count is always whole.
-pub const FAILED_TASKS_SHOWN_MAX: usize = 100;
+/// The most jobs a group holds at once, running or ended and not yet removed: `limits.rs`
+/// measures the largest state with this many.
+pub const JOB_COUNT_MAX: usize = 32;
 
-/// Everything the seeds kept in etcd. Replicas that apply the same requests encode to the same
-/// bytes.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+/// Everything the seeds kept in etcd, for every job of the group. Replicas that apply the same
+/// requests encode to the same bytes.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct MasterState {
-    /// The latest `now_ms` applied. Leaders' clocks differ, so a new leader may stamp an earlier
-    /// time; the state machine uses the maximum so its time never goes backwards.
+    /// The latest `now_ms` applied (each job keeps its own, never later than this one).
     pub(crate) clock_ms: u64,
-    /// The first valid dataset report and its queue; `None` until then.
-    pub(crate) job: Option<Job>,
-    /// Trainers that registered and were not declared lost.
-    pub(crate) trainers: TrainerRegistry,
-    pub(crate) pservers: PServerSlots,
-    /// The evaluation of the highest pass reported (the latest of that pass), only for status.
-    pub(crate) eval: Option<EvalRecord>,
-    /// The last reply per client, for exactly-once retries.
-    pub(crate) sessions: Sessions,
-    /// A batched dataset report still arriving; `None` once the job is defined.
-    pub(crate) loading: Option<DatasetLoading>,
+    /// The jobs by id. Ids come from `next_job_id`, so every replica assigns the same one,
+    /// and are never reused: a decision about a removed job never touches a newer one.
+    pub(crate) jobs: BTreeMap<u64, JobState>,
+    pub(crate) next_job_id: u64,
+}
+
+impl Default for MasterState {
+    fn default() -> Self {
+        Self { clock_ms: 0, jobs: BTreeMap::new(), next_job_id: 1 }
+    }
 }
 
 impl MasterState {
-    /// An empty state: no job, no trainers, no slots.
+    /// An empty group: no jobs.
     pub fn new() -> Self {
         Self::default()
     }
@@ -64,66 +51,19 @@ impl MasterState {
         self.apply_in_term(request, request.term.unwrap_or(0))
     }
 
-    /// Applies one request committed in a log entry of `entry_term`. A stamped request that
-    /// was already applied is answered from the client's session instead of being applied
-    /// twice; a leader decision from another term is not applied at all.
+    /// Applies one request committed in a log entry of `entry_term`.
     pub fn apply_in_term(&mut self, request: &Request, entry_term: u64) -> Response {
         let clock_before = self.clock_ms;
-        let response = self.apply_unchecked(request, entry_term);
-        self.assert_cheap_invariants(clock_before);
-        // Every transition must keep the invariants; in debug builds (all tests, the simulator)
-        // a broken one stops here, at the step that broke it, rather than steps later. The
-        // check is O(tasks): past a size only tests of the limits reach, it is left to them.
-        if cfg!(debug_assertions) && self.task_count() <= INVARIANT_CHECK_TASKS_MAX {
-            assert_eq!(self.check_invariants(), Ok(()), "after applying {request:?}");
-        }
-        response
-    }
-
-    fn apply_unchecked(&mut self, request: &Request, entry_term: u64) -> Response {
         self.clock_ms = self.clock_ms.max(request.now_ms);
-        let now_ms = self.clock_ms;
-        if let Some(decided) = request.term.filter(|decided| *decided != entry_term) {
-            return Response::WrongTerm { decided, committed: entry_term };
-        }
-        let Some(stamp) = request.client else {
-            return self.execute_and_unbind(&request.command, now_ms);
+        let envelope = request.envelope();
+        let response = match &request.command {
+            Command::RemoveJob { job } => self.remove_job(envelope, entry_term, *job),
+            Command::InJob { job, command } => {
+                self.route(job, envelope.with_command(command), entry_term)
+            }
+            command => self.route(&reference_of(command), envelope, entry_term),
         };
-        let command = &request.command;
-        let digest = request_digest(command);
-        let joins = members::joins(command, &self.trainers, &self.pservers, &self.sessions);
-        match self.sessions.lookup(stamp, digest, joins, now_ms) {
-            Lookup::Replay(response) => self.pservers.refill_checkpoint(response),
-            Lookup::Stale { last_seq } => Response::StaleRequest { last_seq },
-            Lookup::StampReused => Response::StampReused { seq: stamp.seq },
-            Lookup::Full { retry_after_ms } => Response::TryAgainLater { retry_after_ms },
-            Lookup::Apply => {
-                let response = self.execute_and_unbind(command, now_ms);
-                let member = members::created(&response)
-                    .or_else(|| self.sessions.member_of(stamp.client_id))
-                    .or_else(|| {
-                        members::unbound_spoken_for(
-                            command,
-                            &self.trainers,
-                            &self.pservers,
-                            &self.sessions,
-                        )
-                    });
-                self.sessions.record(stamp, digest, &response, member, now_ms);
-                response
-            }
-        }
-    }
-
-    /// Executes `command`, then unbinds the clients of members it ended (a lost trainer, a
-    /// released or claimed-again slot), so the members' pool holds live members only.
-    fn execute_and_unbind(&mut self, command: &Command, now_ms: u64) -> Response {
-        let response = self.execute(command, now_ms);
-        for member in members::maybe_gone(command, &response, &self.sessions) {
-            if !members::is_alive(member, &self.trainers, &self.pservers) {
-                self.sessions.member_gone(member, now_ms);
-            }
-        }
+        self.assert_group_invariants(clock_before);
         response
     }
 
@@ -138,133 +78,76 @@ impl MasterState {
         encode_response(&response)
     }
 
-    fn execute(&mut self, command: &Command, now_ms: u64) -> Response {
-        match command {
-            Command::ReportDataset { job, chunks, passes, policy } => {
-                let list = ChunkList::from_refs(chunks);
-                let batch = Batch {
-                    job,
-                    passes: *passes,
-                    policy: *policy,
-                    total_chunks: chunks.len() as u64,
-                    digest: chunks_digest(chunks),
-                    first_chunk: 0,
-                    chunks: &list,
-                };
-                apply_batch(&mut self.job, &mut self.loading, &batch, now_ms)
-            }
-            Command::ReportDatasetBatch {
-                job,
-                passes,
-                policy,
-                total_chunks,
-                digest,
-                first_chunk,
-                chunks,
-            } => {
-                let batch = Batch {
-                    job,
-                    passes: *passes,
-                    policy: *policy,
-                    total_chunks: *total_chunks,
-                    digest: *digest,
-                    first_chunk: *first_chunk,
-                    chunks,
-                };
-                apply_batch(&mut self.job, &mut self.loading, &batch, now_ms)
-            }
-            Command::ReportIndexDataset { job, size, shard_size, passes, policy } => {
-                let report = IndexReport {
-                    job,
-                    size: *size,
-                    shard_size: *shard_size,
-                    passes: *passes,
-                    policy: *policy,
-                };
-                apply_index_report(&mut self.job, &mut self.loading, &report, now_ms)
-            }
-            Command::GetTask { trainer, pass } => {
-                if !self.trainers.contains(*trainer) {
-                    return Response::UnknownTrainer;
-                }
-                let Some(job) = &mut self.job else { return Response::NoDataset };
-                job.get_task(*trainer, *pass, now_ms)
-            }
-            Command::TaskFinished { task, epoch } => {
-                let Some(job) = &mut self.job else { return Response::NoDataset };
-                job.task_finished(*task, *epoch, now_ms)
-            }
-            Command::TaskFailed { task, epoch, reason } => {
-                self.task_failed((*task, *epoch), reason, Fault::Content)
-            }
-            Command::TaskFailedWithFault { task, epoch, reason, fault } => {
-                self.task_failed((*task, *epoch), reason, *fault)
-            }
-            Command::ExpireTasks => {
-                let Some(job) = &mut self.job else { return Response::NoDataset };
-                job.expire(now_ms, TIMED_OUT_REASON)
-            }
-            Command::RegisterTrainer { name } => match self.trainers.register(name) {
-                Ok(trainer) => Response::TrainerRegistered { trainer },
-                Err(reason) => Response::Rejected { reason },
-            },
-            Command::TrainerLost { trainer } => self.trainer_lost(*trainer),
-            Command::ClaimPServerSlot { addr, desired } => {
-                self.pservers.claim(addr, *desired, None)
-            }
-            Command::ClaimPServerSlotWithSecret { addr, desired, secret } => {
-                self.pservers.claim(addr, *desired, Some(*secret))
-            }
-            Command::ReleasePServerSlot { index, generation } => {
-                self.pservers.release(*index, *generation)
-            }
-            Command::RecordCheckpoint { index, generation, meta } => {
-                self.pservers.record_checkpoint(*index, *generation, meta)
-            }
-            Command::RecordEval { pass, loss, accuracy } => {
-                self.record_eval(*pass, *loss, *accuracy)
-            }
-        }
-    }
-
-    /// Keeps an evaluation for status: accuracy is a fraction, the pass one of the job's. The
-    /// loss may be anything a model produced (a diverged one reports NaN or infinity). Only the
-    /// highest pass is kept: a slow trainer's report of an earlier pass is acknowledged and
-    /// changes nothing, as a report for an older epoch does.
-    fn record_eval(&mut self, pass: u32, loss: f32, accuracy: f32) -> Response {
-        if !(0.0..=1.0).contains(&accuracy) {
-            let reason = format!("accuracy {accuracy} is not between 0 and 1");
+    /// Hands `request` to the job `job` names (created when a report or a join makes one),
+    /// once the group admits what it would add.
+    fn route(&mut self, job: &JobRef, request: Envelope<'_>, entry_term: u64) -> Response {
+        if matches!(request.command, Command::InJob { .. } | Command::RemoveJob { .. }) {
+            let reason = "a job's command cannot name a job again or remove one".to_string();
             return Response::Rejected { reason };
         }
-        let Some(job) = &self.job else { return Response::NoDataset };
-        if pass >= job.dataset.passes {
-            let passes = job.dataset.passes;
-            let reason = format!("pass {pass} is not one of the job's passes 0 to {}", passes - 1);
-            return Response::Rejected { reason };
-        }
-        if self.eval.is_some_and(|kept| kept.pass > pass) {
-            return Response::Accepted;
-        }
-        self.eval = Some(EvalRecord::new(pass, loss, accuracy));
-        Response::Accepted
-    }
-
-    fn task_failed(&mut self, (task, epoch): (u64, u64), reason: &str, fault: Fault) -> Response {
-        let Some(job) = &mut self.job else { return Response::NoDataset };
-        let reason = truncate(reason, FAILURE_REASON_BYTES_MAX);
-        let registered = self.trainers.trainers.keys().copied();
-        job.task_failed((task, epoch), &reason, fault, registered)
-    }
-
-    fn trainer_lost(&mut self, trainer: u64) -> Response {
-        if !self.trainers.remove(trainer) {
-            return Response::UnknownTrainer;
-        }
-        let requeued = match &mut self.job {
-            Some(job) => job.trainer_lost(trainer),
-            None => Vec::new(),
+        let target = match self.resolve(job, request.command) {
+            Ok(target) => target,
+            Err(response) => return response,
         };
-        Response::TrainerRemoved { requeued }
+        if let Err(reason) = self.admits(&target, request.command) {
+            return Response::Rejected { reason };
+        }
+        let id = self.target_id(&target);
+        let state = self.jobs.entry(id).or_default();
+        let response = state.apply_envelope(request, entry_term);
+        self.settle(target, id, &response);
+        response
+    }
+
+    /// The id a target has or gets.
+    fn target_id(&mut self, target: &Target) -> u64 {
+        match target {
+            Target::Existing(id) => *id,
+            Target::New => {
+                let id = self.next_job_id;
+                self.next_job_id += 1;
+                id
+            }
+        }
+    }
+
+    /// After a job applied a command: a job made for a report or a join that it refused is
+    /// dropped (nothing half-applied), and an unnamed job a report was accepted for takes the
+    /// report's name.
+    fn settle(&mut self, target: Target, id: u64, response: &Response) {
+        let Some(state) = self.jobs.get_mut(&id) else { return };
+        let took = matches!(
+            response,
+            Response::DatasetAccepted { .. }
+                | Response::DatasetLoading { .. }
+                | Response::TrainerRegistered { .. }
+                | Response::SlotClaimed { .. }
+        );
+        if matches!(target, Target::New) && !took {
+            self.jobs.remove(&id);
+            return;
+        }
+        if state.name.is_empty() {
+            if let Some(name) = state.reported_name() {
+                state.name = name;
+            }
+        }
+    }
+
+    /// Removes an ended job (a leader decision, applied only in the term it was made in).
+    fn remove_job(&mut self, request: Envelope<'_>, entry_term: u64, id: u64) -> Response {
+        if let Some(decided) = request.term.filter(|decided| *decided != entry_term) {
+            return Response::WrongTerm { decided, committed: entry_term };
+        }
+        let Some(state) = self.jobs.get(&id) else {
+            return Response::NoSuchJob { job: format!("#{id}") };
+        };
+        if state.ended().is_none() {
+            let reason = format!("job {:?} is still running; only ended jobs are removed", state.name);
+            return Response::Rejected { reason };
+        }
+        self.jobs.remove(&id);
+        Response::JobRemoved
     }
 
     /// The snapshot: the state in the shared bincode configuration, behind a layout marker
@@ -281,113 +164,43 @@ impl MasterState {
         Ok(state)
     }
 
-    /// Whether some pending task's deadline is at or before `now_ms`: the leader proposes
-    /// `ExpireTasks` only then, so idle ticks do not fill the log.
-    pub fn has_expired(&self, now_ms: u64) -> bool {
-        self.next_deadline_ms().is_some_and(|deadline_ms| deadline_ms <= now_ms)
+    /// The job with this id.
+    pub fn job(&self, id: u64) -> Option<&JobState> {
+        self.jobs.get(&id)
     }
 
-    /// The earliest pending deadline, for the leader's expiry timer.
-    pub fn next_deadline_ms(&self) -> Option<u64> {
-        let job = self.job.as_ref()?;
-        job.queue.pending.values().map(|pending| pending.deadline_ms).min()
+    /// Every job with its id, in id order.
+    pub fn jobs(&self) -> impl Iterator<Item = (u64, &JobState)> + '_ {
+        self.jobs.iter().map(|(id, state)| (*id, state))
     }
 
-    fn task_count(&self) -> u64 {
-        self.job.as_ref().map_or(0, |job| job.dataset.task_count())
+    /// The job named `name` (never the unnamed one).
+    pub fn job_named(&self, name: &str) -> Option<&JobState> {
+        self.by_name(name).and_then(|id| self.jobs.get(&id))
     }
 
-    /// How many chunks of an unfinished report of this spec the state already holds: a report
-    /// started over (a client's retry, a new leader) proposes only the rest.
-    pub fn loading_received(&self, job: &str, total_chunks: u64, digest: u64) -> u64 {
-        match &self.loading {
-            Some(loading)
-                if loading.job == job
-                    && loading.total_chunks == total_chunks
-                    && loading.digest == digest =>
-            {
-                loading.chunks.len() as u64
-            }
-            _ => 0,
+    /// The id of the job a client's `name` means (the empty name: the only job), or the
+    /// answer a command for it would get.
+    pub fn job_id(&self, name: &str) -> Result<u64, Response> {
+        match self.resolve(&JobRef::Name(name.to_string()), &Command::CancelJob)? {
+            Target::Existing(id) => Ok(id),
+            Target::New => Err(Response::NoDataset),
         }
     }
 
-    /// Whether a dataset was accepted (a later report can only repeat or contradict it).
-    pub fn dataset_accepted(&self) -> bool {
-        self.job.is_some()
+    /// The only job, or an empty one when there is none or several: what a state of the
+    /// single-job era shows (its tests and tools).
+    pub fn sole(&self) -> &JobState {
+        static EMPTY: std::sync::OnceLock<JobState> = std::sync::OnceLock::new();
+        match self.jobs.values().next() {
+            Some(state) if self.jobs.len() == 1 => state,
+            _ => EMPTY.get_or_init(JobState::default),
+        }
     }
 
-    /// The accepted answer to a repeated dataset report of `files`, when it surely repeats the
-    /// accepted spec (`repeated_report.rs`); `None` means: scan and propose as usual.
-    pub fn repeated_report(
-        &self,
-        job: &str,
-        passes: u32,
-        policy: &QueuePolicy,
-        files: &[ReportedFile],
-    ) -> Option<AcceptedReport> {
-        let accepted = &self.job.as_ref()?.dataset;
-        super::repeated_report::repeated_report(accepted, job, passes, policy, files)
-    }
-
-    /// Whether every pass is over.
-    pub fn job_finished(&self) -> bool {
-        self.job.as_ref().is_some_and(|job| job.queue.job_finished)
-    }
-
-    /// The epoch `task` is pending under, if it is pending.
-    pub fn pending_epoch(&self, task: u64) -> Option<u64> {
-        self.job.as_ref()?.queue.pending.get(&task).map(|pending| pending.epoch)
-    }
-
-    /// Registered trainers in id order.
-    pub fn trainers(&self) -> Vec<TrainerView> {
-        let trainers = &self.trainers.trainers;
-        trainers
-            .iter()
-            .map(|(trainer, name)| TrainerView { trainer: *trainer, name: name.clone() })
-            .collect()
-    }
-
-    /// Whether `trainer` is registered, without building the trainer list (the leader asks on
-    /// every heartbeat).
-    pub fn is_trainer_registered(&self, trainer: u64) -> bool {
-        self.trainers.contains(trainer)
-    }
-
-    /// How many pserver slots the job has; `None` before the first claim fixed it.
-    pub fn pservers_desired(&self) -> Option<u32> {
-        self.pservers.desired
-    }
-
-    /// Every slot below `desired` (none before the first claim), held or free.
-    pub fn pservers(&self) -> Vec<PServerSlotView> {
-        let slots = &self.pservers;
-        (0..slots.desired.unwrap_or(0))
-            .map(|index| PServerSlotView {
-                index,
-                holder: slots.holders.get(&index).cloned(),
-                checkpoint: slots.checkpoints.get(&index).cloned(),
-            })
-            .collect()
-    }
-
-    /// Whether slot `index` is held under `generation` by the claimer that drew `secret` (the
-    /// leader asks on every pserver heartbeat and checkpoint record).
-    pub fn slot_held(&self, index: u32, generation: u64, secret: SlotSecret) -> bool {
-        self.pservers.holds_with_secret(index, generation, secret)
-    }
-
-    /// Changes whenever a slot changes holder (claims bump the generation counter, releases
-    /// shrink the holders), so a watcher can tell that the table moved in O(1).
-    pub fn pserver_table_version(&self) -> u64 {
-        self.pservers.version
-    }
-
-    /// What `task` of the accepted dataset covers, its chunks or its indices (`None` without
-    /// a dataset): what a task assignment hands the trainer.
-    pub fn task_data(&self, task: u64) -> Option<TaskData> {
-        self.job.as_ref().map(|job| job.dataset.task_data(task))
+    /// [`JobState::status`] of the only job (see [`MasterState::sole`]).
+    pub fn status(&self) -> StatusView {
+        self.sole().status()
     }
 
     /// The state's clock: the largest `now_ms` applied.
@@ -395,65 +208,26 @@ impl MasterState {
         self.clock_ms
     }
 
-    /// Registered trainer ids in order, without their names.
-    pub fn trainer_ids(&self) -> Vec<u64> {
-        self.trainers.trainers.keys().copied().collect()
+    /// Whether some job has a pending deadline at or before `now_ms`.
+    pub fn has_expired(&self, now_ms: u64) -> bool {
+        self.jobs.values().any(|state| state.has_expired(now_ms))
     }
 
-    /// Everything `raftrain status` shows from the replicated state.
-    pub fn status(&self) -> StatusView {
-        let mut status = StatusView {
-            job: None,
-            dataset: None,
-            pass: 0,
-            passes: 0,
-            task_count: 0,
-            todo_count: 0,
-            pending_count: 0,
-            done_count: 0,
-            failed_count: 0,
-            dispatched_count: 0,
-            failed_tasks: Vec::new(),
-            trainers: self.trainers(),
-            pservers_desired: self.pservers.desired,
-            pservers: self.pservers(),
-            eval: self.eval,
-            job_finished: false,
+    /// Ended jobs whose retention of `retention_ms` has passed by the state's clock, by id.
+    pub fn jobs_past_retention(&self, retention_ms: u64) -> Vec<u64> {
+        let due = |state: &JobState| {
+            state.ended().is_some_and(|end| end.at_ms.saturating_add(retention_ms) <= self.clock_ms)
         };
-        let Some(job) = &self.job else { return status };
-        let queue = &job.queue;
-        status.job = Some(job.dataset.job.clone());
-        status.dataset = Some(match &job.dataset.kind {
-            DatasetKind::RecordIo { .. } => DatasetKindView::RecordIo,
-            DatasetKind::IndexRange(range) => {
-                DatasetKindView::IndexRange { size: range.size, shard_size: range.shard_size() }
-            }
-        });
-        status.pass = queue.pass;
-        status.passes = job.dataset.passes;
-        status.task_count = job.dataset.task_count();
-        status.todo_count = count(queue.todo.len());
-        status.pending_count = count(queue.pending.len());
-        status.done_count = count(queue.done.len());
-        status.dispatched_count = queue.tasks.iter().map(|task| task.epoch).sum();
-        status.failed_count = count(queue.failed.len());
-        status.failed_tasks = queue
-            .failed
-            .iter()
-            .take(FAILED_TASKS_SHOWN_MAX)
-            .map(|task| failed_view(job, *task))
-            .collect();
-        status.job_finished = queue.job_finished;
-        status
+        self.jobs.iter().filter(|(_, state)| due(state)).map(|(id, _)| *id).collect()
     }
-}
 
-fn failed_view(job: &Job, task: u64) -> FailedTaskView {
-    let record = usize::try_from(task).ok().and_then(|index| job.queue.tasks.get(index));
-    let reason = record.and_then(|record| record.last_failure.clone()).unwrap_or_default();
-    FailedTaskView { task, reason }
-}
-
-fn count(length: usize) -> u64 {
-    u64::try_from(length).expect("collection lengths fit in u64")
+    /// Panics if an apply broke a cheap group invariant (see `release_checks.rs`).
+    fn assert_group_invariants(&self, clock_before: u64) {
+        assert!(self.clock_ms >= clock_before, "the state's clock went back from {clock_before}");
+        assert!(self.jobs.len() <= JOB_COUNT_MAX, "jobs over their limit");
+        assert!(
+            self.jobs.last_key_value().is_none_or(|(id, _)| *id < self.next_job_id),
+            "a job id at or above the next one to be drawn"
+        );
+    }
 }

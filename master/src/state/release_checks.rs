@@ -3,13 +3,13 @@
 //! of serving, snapshotting and replicating a wrong state. The full, O(tasks) check is
 //! `invariant.rs`, run after every apply in debug builds.
 
-use super::master_state::MasterState;
+use super::job_state::JobState;
 use super::pserver_slots::PSERVER_COUNT_MAX;
 use super::sessions::{MEMBER_SESSION_COUNT_MAX, SESSION_COUNT_MAX, STRANGER_SESSION_COUNT_MAX};
-use super::task_queue::{TaskQueue, FAILURE_REASONS_BYTES_MAX};
+use super::task_queue::TaskQueue;
 use super::trainer_registry::TRAINER_COUNT_MAX;
 
-impl MasterState {
+impl JobState {
     /// Panics if an apply that started at state clock `clock_before` broke a cheap invariant.
     pub(crate) fn assert_cheap_invariants(&self, clock_before: u64) {
         assert!(self.clock_ms >= clock_before, "the state's clock went back from {clock_before}");
@@ -41,6 +41,6 @@ impl TaskQueue {
         let queued = self.todo.len() + self.pending.len() + self.done.len() + self.failed.len();
         assert_eq!(queued, self.tasks.len(), "tasks gained or lost between queues");
         assert!(self.held.len() <= self.pending.len(), "a trainer holds a task not pending");
-        assert!(self.reason_bytes <= FAILURE_REASONS_BYTES_MAX, "failure reasons over budget");
+        assert!(self.reason_bytes <= self.reasons_bytes_max(), "failure reasons over budget");
     }
 }

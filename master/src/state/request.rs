@@ -22,6 +22,35 @@ pub struct Request {
     pub command: Command,
 }
 
+impl Request {
+    /// The request's parts, its command borrowed.
+    pub(crate) fn envelope(&self) -> Envelope<'_> {
+        Envelope {
+            client: self.client,
+            now_ms: self.now_ms,
+            term: self.term,
+            command: &self.command,
+        }
+    }
+}
+
+/// A request's parts with its command borrowed: how the group hands a job the command inside
+/// an `InJob` envelope without copying it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Envelope<'a> {
+    pub(crate) client: Option<ClientStamp>,
+    pub(crate) now_ms: u64,
+    pub(crate) term: Option<u64>,
+    pub(crate) command: &'a Command,
+}
+
+impl<'a> Envelope<'a> {
+    /// The same envelope around `command`.
+    pub(crate) fn with_command(self, command: &'a Command) -> Self {
+        Self { command, ..self }
+    }
+}
+
 /// A client's identity and its per-client sequence number. A client retries with the same
 /// `seq` and moves to the next one only after it saw a response.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

@@ -62,6 +62,16 @@ pub enum Response {
     /// while every session of the strangers' pool is in use by a client that may still retry:
     /// nothing changed; the same request may succeed after `retry_after_ms`.
     TryAgainLater { retry_after_ms: u64 },
+    /// The job was cancelled: its trainers and pservers stop (exit 0).
+    JobCancelled,
+    /// No job has this name (or id): it was never submitted, or it was removed.
+    NoSuchJob { job: String },
+    /// A progress checkpoint `id` was recorded at `pass` with `done` tasks done.
+    ProgressCheckpointed { id: u64, pass: u32, done: u64 },
+    /// The queue is back at `pass` with `todo` tasks to do again.
+    ProgressRestored { pass: u32, todo: u64 },
+    /// The job and everything it held are gone.
+    JobRemoved,
 }
 
 impl Response {
@@ -86,6 +96,8 @@ impl Response {
                 | Response::WrongTerm { .. }
                 | Response::StampReused { .. }
                 | Response::TryAgainLater { .. }
+                | Response::JobCancelled
+                | Response::NoSuchJob { .. }
         )
     }
 }
@@ -93,7 +105,7 @@ impl Response {
 /// A task handed to a trainer. What it covers is not part of the answer (a task may hold
 /// 1,024 chunks with long paths, and clients' sessions keep answers): the accepted dataset
 /// never changes, so the service derives its chunks or its index range from the task id with
-/// [`super::MasterState::task_data`].
+/// [`super::JobState::task_data`].
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct TaskAssignment {
     /// The task id, `0..task_count`.

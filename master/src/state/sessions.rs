@@ -299,7 +299,7 @@ impl Sessions {
 mod tests {
     use super::*;
     use crate::state::dataset::{ChunkRef, QueuePolicy};
-    use crate::state::master_state::MasterState;
+    use crate::state::job_state::JobState;
     use crate::state::request::Request;
 
     /// The flood of the issue: this many stamped writes from fresh client ids.
@@ -332,7 +332,7 @@ mod tests {
     /// again later, with nothing changed.
     #[test]
     fn strangers_fill_their_pool_and_members_still_get_sessions() {
-        let mut state = MasterState::new();
+        let mut state = JobState::new();
         let report = Request { client: None, now_ms: 0, term: None, command: job() };
         assert!(matches!(state.apply(&report), Response::DatasetAccepted { .. }));
         let eval = Command::RecordEval { pass: 0, loss: 1.0, accuracy: 0.5 };

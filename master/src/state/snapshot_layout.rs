@@ -19,6 +19,7 @@ use super::eval::EvalRecord;
 use super::failers::Failers;
 use super::job::Job;
 use super::master_state::MasterState;
+use super::snapshot_legacy_single_job::SingleJobState;
 use super::members;
 use super::pserver_slots::PServerSlots;
 use super::response::Response;
@@ -34,8 +35,10 @@ const SNAPSHOT_MARKER: u8 = 0xFF;
 /// The layout this build writes: 2 added request digests to sessions and each task's failing
 /// trainers to the queue (1 is the unmarked one); 3 splits sessions into members and strangers
 /// and keeps the secret of each pserver slot's claim; 4 gives the dataset a kind (RecordIO
-/// chunks or an index range).
-const SNAPSHOT_LAYOUT_VERSION: u8 = 4;
+/// chunks or an index range); 5 holds named jobs, each with its end and progress checkpoints.
+const SNAPSHOT_LAYOUT_VERSION: u8 = 5;
+/// The layout with one unnamed job, still read (`snapshot_legacy_single_job.rs`).
+const SNAPSHOT_LAYOUT_VERSION_SINGLE_JOB: u8 = 4;
 /// The layout with RecordIO datasets only, still read.
 const SNAPSHOT_LAYOUT_VERSION_CHUNKS_ONLY: u8 = 3;
 /// The layout with sessions in one pool and slots without secrets, still read.
@@ -50,24 +53,28 @@ pub(crate) fn encode(state: &MasterState) -> Vec<u8> {
 
 /// Decodes either layout; the caller checks the invariants.
 pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
-    match bytes {
+    let single: SingleJobState = match bytes {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
-            codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")
+            return codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot");
+        }
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_SINGLE_JOB, body @ ..] => {
+            codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?
         }
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_CHUNKS_ONLY, body @ ..] => {
             let chunks_only: ChunksOnlyState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
-            Ok(chunks_only.into())
+            chunks_only.into()
         }
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_ONE_POOL, body @ ..] => {
             let one_pool: OnePoolState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
-            Ok(one_pool.into())
+            one_pool.into()
         }
-        [SNAPSHOT_MARKER, ..] => Err(DecodeError::Retired { what: "snapshot" }),
+        [SNAPSHOT_MARKER, ..] => return Err(DecodeError::Retired { what: "snapshot" }),
         unmarked => {
             let legacy: LegacyState = codec::decode(unmarked, SNAPSHOT_BYTES_MAX, "snapshot")?;
-            Ok(legacy.into())
+            legacy.into()
         }
-    }
+    };
+    Ok(single.into())
 }
 
 /// The state as builds before request digests wrote it (field for field).
@@ -150,7 +157,7 @@ struct LegacySession {
     last_seen_ms: u64,
 }
 
-impl From<LegacyState> for MasterState {
+impl From<LegacyState> for SingleJobState {
     fn from(legacy: LegacyState) -> Self {
         let sessions = legacy.sessions.sessions.into_iter().map(|(client_id, session)| {
             let LegacySession { seq, method: _, response, last_seen_ms } = session;
@@ -158,7 +165,7 @@ impl From<LegacyState> for MasterState {
         });
         let pservers = PServerSlots::from(legacy.pservers);
         let sessions = into_pools(sessions, &legacy.trainers, &pservers);
-        MasterState {
+        SingleJobState {
             clock_ms: legacy.clock_ms,
             job: legacy.job.map(Job::from),
             trainers: legacy.trainers,
@@ -197,7 +204,7 @@ struct OnePoolSession {
     last_seen_ms: u64,
 }
 
-impl From<OnePoolState> for MasterState {
+impl From<OnePoolState> for SingleJobState {
     fn from(one_pool: OnePoolState) -> Self {
         let sessions = one_pool.sessions.sessions.into_iter().map(|(client_id, session)| {
             let OnePoolSession { seq, digest, response, last_seen_ms } = session;
@@ -205,7 +212,7 @@ impl From<OnePoolState> for MasterState {
         });
         let pservers = PServerSlots::from(one_pool.pservers);
         let sessions = into_pools(sessions, &one_pool.trainers, &pservers);
-        MasterState {
+        SingleJobState {
             clock_ms: one_pool.clock_ms,
             job: one_pool.job.map(Job::from),
             trainers: one_pool.trainers,
@@ -283,12 +290,13 @@ mod tests {
         };
         let bytes = codec::encode(&legacy);
         assert_ne!(bytes[0], SNAPSHOT_MARKER);
-        let mut state = MasterState::decode(&bytes).expect("the old layout decodes");
+        let decoded = MasterState::decode(&bytes).expect("the old layout decodes");
+        let mut state = decoded.sole().clone();
         let replay = state.sessions.lookup(ClientStamp { client_id: 77, seq: 4 }, 123, false, 11);
         assert!(matches!(replay, super::super::sessions::Lookup::Replay(_)), "{replay:?}");
-        let marked = state.encode();
+        let marked = decoded.encode();
         assert_eq!(&marked[..2], &[SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION]);
-        assert_eq!(MasterState::decode(&marked).expect("the new layout decodes"), state);
+        assert_eq!(MasterState::decode(&marked).expect("the new layout decodes"), decoded);
     }
 
     /// A job of the unmarked layout (a queue without failing trainers) decodes as it was, with
@@ -335,7 +343,8 @@ mod tests {
             loading: None,
         };
         let state = MasterState::decode(&codec::encode(&legacy)).expect("the old layout decodes");
-        assert_eq!(state.job, Some(job), "the job comes back as it was, with no failers");
+        assert_eq!(state.sole().job, Some(job), "the job comes back as it was, with no failers");
+        assert_eq!(state.sole().name(), "job", "named by its dataset report");
     }
 
     /// A snapshot of layout 2 (sessions in one pool, slots without secrets) decodes: the
@@ -371,16 +380,18 @@ mod tests {
         };
         let mut bytes = vec![SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_ONE_POOL];
         bytes.extend_from_slice(&codec::encode(&one_pool));
-        let state = MasterState::decode(&bytes).expect("layout 2 decodes");
+        let decoded = MasterState::decode(&bytes).expect("layout 2 decodes");
+        let state = decoded.sole();
         assert_eq!(state.sessions.member_of(7), Some(Member::Trainer(trainer)));
         assert_eq!(state.sessions.member_of(8), None);
         assert_eq!(state.sessions.strangers_by_age, BTreeSet::from([(11, 8)]));
         assert!(state.pservers.holds(1, 3), "the holder is kept");
         let guess = crate::state::SlotSecret::from_bits(0);
         assert!(!state.slot_held(1, 3, guess), "no secret confirms a holder without one");
-        let marked = state.encode();
+        assert_eq!(state.name(), "", "unnamed: no dataset was reported yet");
+        let marked = decoded.encode();
         assert_eq!(&marked[..2], &[SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION]);
-        assert_eq!(MasterState::decode(&marked).expect("the new layout decodes"), state);
+        assert_eq!(MasterState::decode(&marked).expect("the new layout decodes"), decoded);
     }
 
     /// A marked snapshot of a layout this build does not know is refused, not misread.

@@ -9,7 +9,7 @@ use super::dataset::{Dataset, DatasetKind, QueuePolicy};
 use super::dataset_loading::DatasetLoading;
 use super::eval::EvalRecord;
 use super::job::Job;
-use super::master_state::MasterState;
+use super::snapshot_legacy_single_job::SingleJobState;
 use super::pserver_slots::PServerSlots;
 use super::sessions::Sessions;
 use super::task_queue::TaskQueue;
@@ -57,11 +57,11 @@ pub(super) struct ChunksOnlyState {
     pub(super) loading: Option<DatasetLoading>,
 }
 
-impl From<ChunksOnlyState> for MasterState {
+impl From<ChunksOnlyState> for SingleJobState {
     fn from(old: ChunksOnlyState) -> Self {
         let ChunksOnlyState { clock_ms, job, trainers, pservers, eval, sessions, loading } = old;
         let job = job.map(Job::from);
-        MasterState { clock_ms, job, trainers, pservers, eval, sessions, loading }
+        SingleJobState { clock_ms, job, trainers, pservers, eval, sessions, loading }
     }
 }
 
@@ -70,7 +70,7 @@ mod tests {
     use super::*;
     use crate::state::codec;
     use crate::state::request::{ClientStamp, Request};
-    use crate::state::{ChunkRef, Command, Response};
+    use crate::state::{ChunkRef, Command, MasterState, Response};
 
     fn policy() -> QueuePolicy {
         QueuePolicy {
@@ -93,11 +93,12 @@ mod tests {
             Command::ReportDataset { job: "job".into(), chunks, passes: 2, policy: policy() },
             Command::GetTask { trainer: 1, pass: 0 },
         ];
-        let mut state = MasterState::new();
+        let mut group = MasterState::new();
         for (seq, command) in (1..).zip(commands) {
             let client = Some(ClientStamp { client_id: 7, seq });
-            state.apply(&Request { client, now_ms: 10, term: None, command });
+            group.apply(&Request { client, now_ms: 10, term: None, command });
         }
+        let state = group.sole();
         let job = state.job.clone().expect("the dataset was accepted");
         let DatasetKind::RecordIo { chunks, digest } = job.dataset.kind else {
             panic!("a RecordIO report makes a RecordIO dataset")
@@ -118,7 +119,7 @@ mod tests {
             sessions: state.sessions.clone(),
             loading: state.loading.clone(),
         };
-        (state, old)
+        (group.clone(), old)
     }
 
     /// A snapshot of layout 3 (a job of RecordIO chunks, before dataset kinds) decodes to the

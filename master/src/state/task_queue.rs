@@ -4,18 +4,29 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::dataset::QueuePolicy;
-use super::failers::Failers;
+use super::dataset::{QueuePolicy, TASK_COUNT_MAX};
+use super::failers::{Failers, FAILERS_COUNT_FLOOR, FAILERS_COUNT_MAX};
 use super::task::{PendingTask, Task};
 use client::Fault;
 
 /// The longest failure reason kept for one task; longer ones are cut (on a character
 /// boundary): the reason is for a person and must not bloat the state.
 pub const FAILURE_REASON_BYTES_MAX: usize = 1024;
-/// The most bytes of failure reasons the whole job keeps: a million tasks each failed with a
-/// long reason would otherwise take a gigabyte of state. Past it, new reasons are cut to what
-/// is left; a finished task's reason is dropped, which frees its bytes.
+/// The most bytes of failure reasons the whole group keeps: a million tasks each failed with a
+/// long reason would otherwise take a gigabyte of state. Each job keeps its share (in
+/// proportion to its tasks, [`share_of`]); past it, new reasons are cut to what is left; a
+/// finished task's reason is dropped, which frees its bytes.
 pub const FAILURE_REASONS_BYTES_MAX: u64 = 8 << 20;
+/// The smallest share of the reason budget a job gets, however few tasks it has.
+pub const FAILURE_REASONS_BYTES_FLOOR: u64 = 64 << 10;
+
+/// A job's share of a group-wide budget `total`: in proportion to its tasks among the
+/// [`TASK_COUNT_MAX`] the group admits, never below `floor` nor above `total`. The shares of
+/// all jobs together stay below `total` plus one floor per job.
+pub(crate) fn share_of(total: u64, task_count: u64, floor: u64) -> u64 {
+    let share = u128::from(total) * u128::from(task_count) / u128::from(TASK_COUNT_MAX);
+    u64::try_from(share).unwrap_or(u64::MAX).max(floor).min(total)
+}
 
 /// Every task is in exactly one of `todo`, `pending`, `done` or `failed`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -39,7 +50,8 @@ pub(crate) struct TaskQueue {
     /// The task each trainer holds (pending on it): a trainer holds at most one, and asking
     /// again gives it the same one.
     pub(crate) held: BTreeMap<u64, u64>,
-    /// The bytes of every task's `last_failure` together, at most [`FAILURE_REASONS_BYTES_MAX`].
+    /// The bytes of every task's `last_failure` together, at most the job's share
+    /// ([`TaskQueue::reasons_bytes_max`]).
     pub(crate) reason_bytes: u64,
     /// Who failed which task in this pass: one trainer alone never spends a task's failure
     /// budget more than once.
@@ -81,6 +93,16 @@ impl TaskQueue {
             reason_bytes: 0,
             failers: Failers::default(),
         }
+    }
+
+    /// The job's share of the failure reason budget.
+    pub(crate) fn reasons_bytes_max(&self) -> u64 {
+        share_of(FAILURE_REASONS_BYTES_MAX, self.tasks.len() as u64, FAILURE_REASONS_BYTES_FLOOR)
+    }
+
+    /// The job's share of the (task, trainer) failers the group remembers.
+    pub(crate) fn failers_count_max(&self) -> u64 {
+        share_of(FAILERS_COUNT_MAX, self.tasks.len() as u64, FAILERS_COUNT_FLOOR)
     }
 
     /// The task `trainer` holds, with its pending dispatch.
@@ -154,7 +176,9 @@ impl TaskQueue {
             return self.not_pending(task);
         };
         self.set_reason(task, Some(reason));
-        let spends = self.failers.spends_budget((task, pending.trainer), fault, registered);
+        let count_max = self.failers_count_max();
+        let spends =
+            self.failers.spends_budget((task, pending.trainer), fault, registered, count_max);
         if !spends {
             self.todo.push_back(task);
             return Report::Applied;
@@ -266,7 +290,7 @@ impl TaskQueue {
         let old = self.task_mut(task).last_failure.take();
         self.reason_bytes -= old.map_or(0, |old| old.len() as u64);
         let Some(reason) = reason else { return };
-        let left = FAILURE_REASONS_BYTES_MAX.saturating_sub(self.reason_bytes);
+        let left = self.reasons_bytes_max().saturating_sub(self.reason_bytes);
         let bytes_max = FAILURE_REASON_BYTES_MAX.min(usize::try_from(left).unwrap_or(usize::MAX));
         let kept = truncate(reason, bytes_max);
         self.reason_bytes += kept.len() as u64;
@@ -318,19 +342,31 @@ mod tests {
     /// Reasons are cut per task and by the job's budget, and a finished task frees its bytes.
     #[test]
     fn failure_reasons_stay_within_the_budget() {
-        let count = FAILURE_REASONS_BYTES_MAX / FAILURE_REASON_BYTES_MAX as u64 + 2;
+        let budget = FAILURE_REASONS_BYTES_FLOOR;
+        let count = budget / FAILURE_REASON_BYTES_MAX as u64 + 2;
         let mut queue = TaskQueue::new(count);
+        assert_eq!(queue.reasons_bytes_max(), budget, "a small job gets the floor");
         let long = "x".repeat(FAILURE_REASON_BYTES_MAX * 2);
         for task in 0..count {
             queue.set_reason(task, Some(&long));
         }
-        assert_eq!(queue.reason_bytes, FAILURE_REASONS_BYTES_MAX);
+        assert_eq!(queue.reason_bytes, budget);
         assert_eq!(
             queue.tasks[0].last_failure.as_ref().map(String::len),
             Some(FAILURE_REASON_BYTES_MAX)
         );
         assert_eq!(queue.tasks[count as usize - 1].last_failure.as_deref(), Some(""));
         queue.set_reason(0, None);
-        assert_eq!(queue.reason_bytes, FAILURE_REASONS_BYTES_MAX - FAILURE_REASON_BYTES_MAX as u64);
+        assert_eq!(queue.reason_bytes, budget - FAILURE_REASON_BYTES_MAX as u64);
+    }
+
+    /// A job's share grows with its tasks, from the floor to the whole budget.
+    #[test]
+    fn shares_follow_the_task_count() {
+        let total = FAILURE_REASONS_BYTES_MAX;
+        assert_eq!(share_of(total, 1, FAILURE_REASONS_BYTES_FLOOR), FAILURE_REASONS_BYTES_FLOOR);
+        assert_eq!(share_of(total, TASK_COUNT_MAX / 2, 0), total / 2);
+        assert_eq!(share_of(total, TASK_COUNT_MAX, 0), total);
+        assert_eq!(share_of(total, u64::MAX, 0), total);
     }
 }

@@ -47,10 +47,9 @@ fn dataset_reports() {
             vec![at(0, report(3, 2, policy()), accepted(3, 2)), at(0, report(3, 2, by_two), accepted(3, 2))],
         ),
         (
-            "a different job name, pass count, chunk count or chunk is rejected and named",
+            "a different pass count, chunk count or chunk is rejected and named",
             vec![
                 at(0, named("job", 3, 2), accepted(3, 2)),
-                at(0, named("other", 3, 2), Expect::RejectedWith("job name")),
                 at(0, named("job", 3, 4), Expect::RejectedWith("passes 4")),
                 at(0, named("job", 4, 2), Expect::RejectedWith("4 chunks")),
                 at(

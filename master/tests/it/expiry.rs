@@ -12,7 +12,7 @@ fn expired(requeued: &[u64], failed: &[u64]) -> crate::support::Expect {
 
 fn check(name: &str, steps: Vec<Step>, deadline_ms: Option<u64>) {
     let state = run(name, &steps);
-    assert_eq!(state.next_deadline_ms(), deadline_ms, "{name}: next deadline");
+    assert_eq!(state.sole().next_deadline_ms(), deadline_ms, "{name}: next deadline");
 }
 
 /// Tasks are taken back exactly when their deadline is at or before the request's now_ms.

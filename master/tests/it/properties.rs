@@ -192,7 +192,7 @@ impl Driver {
 /// chunks have offsets equal to their positions; task 0 is a whole group), an index task's
 /// range is `[task * shard_size, min(size, (task + 1) * shard_size))`.
 fn check_covered(state: &MasterState, task: u64) -> Result<(), String> {
-    let data = |task| state.task_data(task).ok_or("no dataset, yet a task was handed out");
+    let data = |task| state.sole().task_data(task).ok_or("no dataset, yet a task was handed out");
     match data(task)? {
         TaskData::Chunks(chunks) => {
             let TaskData::Chunks(group) = data(0)? else { return Err("task 0 differs".into()) };

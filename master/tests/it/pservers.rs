@@ -49,10 +49,10 @@ fn check(name: &str, steps: Vec<Step>, slots: &[Slot<'_>]) {
             checkpoint: step.map(meta),
         })
         .collect();
-    assert_eq!(state.pservers(), expected, "{name}: slots");
+    assert_eq!(state.sole().pservers(), expected, "{name}: slots");
     assert_eq!(state.status().pservers, expected, "{name}: status slots");
     let desired = u32::try_from(expected.len()).expect("few slots");
-    assert_eq!(state.pservers_desired().unwrap_or(0), desired, "{name}: desired");
+    assert_eq!(state.sole().pservers_desired().unwrap_or(0), desired, "{name}: desired");
 }
 
 /// Claims take the lowest free slot once `desired` is fixed, every claim gets a new
@@ -173,11 +173,11 @@ fn only_the_claims_secret_confirms_its_holder() {
         at(0, claim("b:1", 2), claimed(1, 2, None)),
     ];
     let state = run("one claim with a secret, one without", &steps);
-    assert!(state.slot_held(0, 1, secret));
-    assert!(!state.slot_held(0, 1, SlotSecret::from_bits(1)), "another secret");
-    assert!(!state.slot_held(0, 2, secret), "another generation");
-    assert!(!state.slot_held(1, 2, secret), "a claim without a secret");
-    assert!(!state.slot_held(1, 2, SlotSecret::from_bits(0)), "a claim without a secret");
+    assert!(state.sole().slot_held(0, 1, secret));
+    assert!(!state.sole().slot_held(0, 1, SlotSecret::from_bits(1)), "another secret");
+    assert!(!state.sole().slot_held(0, 2, secret), "another generation");
+    assert!(!state.sole().slot_held(1, 2, secret), "a claim without a secret");
+    assert!(!state.sole().slot_held(1, 2, SlotSecret::from_bits(0)), "a claim without a secret");
 }
 
 /// The latest evaluation replaces the previous one and shows in status bit for bit; an

@@ -23,11 +23,11 @@ fn check(name: &str, steps: Vec<Step>, trainers: &[(u64, &str)]) {
         .iter()
         .map(|(trainer, name)| TrainerView { trainer: *trainer, name: name.to_string() })
         .collect();
-    assert_eq!(state.trainers(), expected, "{name}: trainers");
+    assert_eq!(state.sole().trainers(), expected, "{name}: trainers");
     assert_eq!(state.status().trainers, expected, "{name}: status trainers");
     for trainer in 0..5 {
         let registered = expected.iter().any(|view| view.trainer == trainer);
-        assert_eq!(state.is_trainer_registered(trainer), registered, "{name}: trainer {trainer}");
+        assert_eq!(state.sole().is_trainer_registered(trainer), registered, "{name}: trainer {trainer}");
     }
 }
 

@@ -1,0 +1,81 @@
+//! `MasterClient`'s job calls: submit, list, cancel, and the progress checkpoints. Each names
+//! its job explicitly (a tool manages many jobs), unlike the member calls, which name the
+//! client's own (`ClientOptions::job`).
+
+use super::conversions::dataset_sizes;
+use super::error::ClientError;
+use super::jobs::{JobList, JobSpec, ProgressCheckpoint, RestoredProgress};
+use super::master_client::{timed, MasterClient};
+use super::typed_calls::REPORT_RPC_TIMEOUT_MS;
+use super::types::DatasetSizes;
+use proto::master as pb;
+use std::time::Duration;
+
+impl MasterClient {
+    /// Submits a job; a retry of the same spec answers the job's sizes again, another spec
+    /// under a name in use is `InvalidArgument` naming what differs. Each attempt may take
+    /// [`REPORT_RPC_TIMEOUT_MS`] (a RecordIO dataset is scanned).
+    pub async fn submit_job(&self, spec: &JobSpec) -> Result<DatasetSizes, ClientError> {
+        let timeout = Duration::from_millis(REPORT_RPC_TIMEOUT_MS);
+        let reply = self
+            .write("SubmitJob", |mut service, stamp| {
+                let request = spec.to_proto(stamp);
+                async move { service.submit_job(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(dataset_sizes(reply))
+    }
+
+    /// Every job the group holds (a linearizable read).
+    pub async fn list_jobs(&self) -> Result<JobList, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .call("ListJobs", |mut service| async move {
+                service.list_jobs(timed(pb::ListJobsRequest {}, timeout)).await
+            })
+            .await?;
+        Ok(JobList::from_proto(reply))
+    }
+
+    /// Cancels job `job`: its trainers and pservers stop and exit 0. A repeat changes nothing.
+    pub async fn cancel_job(&self, job: &str) -> Result<(), ClientError> {
+        let timeout = self.rpc_timeout();
+        self.write("CancelJob", |mut service, stamp| {
+            let request = pb::CancelJobRequest { stamp: Some(stamp), job: job.to_string() };
+            async move { service.cancel_job(timed(request, timeout)).await }
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Records job `job`'s progress (pass and done tasks) as one replicated entry.
+    pub async fn checkpoint_job(&self, job: &str) -> Result<ProgressCheckpoint, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("CheckpointJob", |mut service, stamp| {
+                let request = pb::CheckpointJobRequest { stamp: Some(stamp), job: job.to_string() };
+                async move { service.checkpoint_job(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(ProgressCheckpoint { id: reply.checkpoint_id, pass: reply.pass, done: reply.done })
+    }
+
+    /// Puts job `job`'s queue back to progress checkpoint `checkpoint`: what was done after it
+    /// is done again.
+    pub async fn restore_job(
+        &self,
+        job: &str,
+        checkpoint: u64,
+    ) -> Result<RestoredProgress, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("RestoreJob", |mut service, stamp| {
+                let job = job.to_string();
+                let request =
+                    pb::RestoreJobRequest { stamp: Some(stamp), job, checkpoint_id: checkpoint };
+                async move { service.restore_job(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(RestoredProgress { pass: reply.pass, todo: reply.todo })
+    }
+}

@@ -1,0 +1,179 @@
+//! The values of the job calls: a job's spec (what `raftrain job submit` and its TOML file
+//! say), a summary of each job the group holds, and progress checkpoints.
+
+use proto::master as pb;
+
+/// What a job reads: RecordIO files, or an index range the trainers read themselves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobDataset {
+    /// Paths or glob patterns of RecordIO files, as the masters see them.
+    RecordIo { patterns: Vec<String> },
+    /// The indices `[0, size)` in tasks of `shard_size`.
+    Index { size: u64, shard_size: u64 },
+}
+
+/// Which of the masters' queue policy flags a job overrides (`None`: the masters' flag).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PolicyOverrides {
+    pub chunks_per_task: Option<u32>,
+    pub task_timeout_min_ms: Option<u64>,
+    pub timeout_factor: Option<u32>,
+    pub max_task_failures: Option<u32>,
+    pub retry_failed_next_pass: Option<bool>,
+}
+
+/// A job to submit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobSpec {
+    pub name: String,
+    pub dataset: JobDataset,
+    pub passes: u32,
+    pub policy: PolicyOverrides,
+}
+
+impl JobSpec {
+    pub(crate) fn to_proto(&self, stamp: pb::ClientStamp) -> pb::SubmitJobRequest {
+        let dataset = match &self.dataset {
+            JobDataset::RecordIo { patterns } => pb::submit_job_request::Dataset::Recordio(
+                pb::RecordIoDataset { patterns: patterns.clone() },
+            ),
+            JobDataset::Index { size, shard_size } => pb::submit_job_request::Dataset::Index(
+                pb::IndexDataset { size: *size, shard_size: *shard_size },
+            ),
+        };
+        let policy = &self.policy;
+        pb::SubmitJobRequest {
+            stamp: Some(stamp),
+            name: self.name.clone(),
+            passes: self.passes,
+            dataset: Some(dataset),
+            policy: Some(pb::QueuePolicyOverrides {
+                chunks_per_task: policy.chunks_per_task,
+                task_timeout_min_ms: policy.task_timeout_min_ms,
+                timeout_factor: policy.timeout_factor,
+                max_task_failures: policy.max_task_failures,
+                retry_failed_next_pass: policy.retry_failed_next_pass,
+            }),
+        }
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobState {
+    /// Members joined before any dataset was reported.
+    Waiting,
+    Running,
+    Finished,
+    Cancelled,
+}
+
+impl JobState {
+    /// The word `job list` prints and its JSON carries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Waiting => "waiting",
+            JobState::Running => "running",
+            JobState::Finished => "finished",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One job of the group, as `ListJobs` sums it up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSummary {
+    pub name: String,
+    pub state: JobState,
+    pub pass: u32,
+    pub passes: u32,
+    pub task_count: u64,
+    pub done: u64,
+    pub failed: u64,
+    pub trainers: u32,
+    pub pservers: u32,
+    /// How long ago it ended (by the masters' clock), `None` while it runs.
+    pub ended_ms_ago: Option<u64>,
+    /// Its newest progress checkpoint.
+    pub newest_checkpoint: Option<u64>,
+    /// The latest evaluation: (pass, loss, accuracy).
+    pub eval: Option<(u32, f32, f32)>,
+}
+
+/// Every job, and how long the masters keep an ended one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobList {
+    pub jobs: Vec<JobSummary>,
+    pub retention_ms: u64,
+}
+
+impl JobList {
+    pub(crate) fn from_proto(reply: pb::ListJobsReply) -> Self {
+        let jobs = reply.jobs.into_iter().map(summary).collect();
+        JobList { jobs, retention_ms: reply.retention_ms }
+    }
+
+    /// The `raftrain job list --json` contract: one object per job.
+    pub fn to_json(&self) -> serde_json::Value {
+        let jobs = self.jobs.iter().map(|job| {
+            serde_json::json!({
+                "name": job.name,
+                "state": job.state.as_str(),
+                "pass": job.pass,
+                "passes": job.passes,
+                "tasks": job.task_count,
+                "done": job.done,
+                "failed": job.failed,
+                "trainers": job.trainers,
+                "pservers": job.pservers,
+                "ended_ms_ago": job.ended_ms_ago,
+                "newest_checkpoint": job.newest_checkpoint,
+                "eval": job.eval.map(|(pass, loss, accuracy)| serde_json::json!({
+                    "pass": pass, "loss": loss, "accuracy": accuracy,
+                })),
+            })
+        });
+        serde_json::json!({ "jobs": jobs.collect::<Vec<_>>(), "retention_ms": self.retention_ms })
+    }
+}
+
+fn summary(job: pb::JobSummary) -> JobSummary {
+    use pb::job_summary::State;
+    let state = match State::try_from(job.state) {
+        Ok(State::Waiting) => JobState::Waiting,
+        Ok(State::Finished) => JobState::Finished,
+        Ok(State::Cancelled) => JobState::Cancelled,
+        Ok(State::Running | State::Unspecified) | Err(_) => JobState::Running,
+    };
+    let ended = matches!(state, JobState::Finished | JobState::Cancelled);
+    JobSummary {
+        name: job.name,
+        state,
+        pass: job.pass,
+        passes: job.passes,
+        task_count: job.task_count,
+        done: job.done,
+        failed: job.failed,
+        trainers: job.trainers,
+        pservers: job.pservers,
+        ended_ms_ago: ended.then_some(job.ended_ms_ago),
+        newest_checkpoint: (job.newest_checkpoint != 0).then_some(job.newest_checkpoint),
+        eval: job.eval.map(|eval| (eval.pass, eval.loss, eval.accuracy)),
+    }
+}
+
+/// A recorded data position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgressCheckpoint {
+    pub id: u64,
+    pub pass: u32,
+    /// Tasks done in that pass when it was taken.
+    pub done: u64,
+}
+
+/// Where a restore put the job: `todo` tasks to do again in `pass`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RestoredProgress {
+    pub pass: u32,
+    pub todo: u64,
+}

@@ -1,0 +1,87 @@
+//! The job RPCs that are more than one command: `SubmitJob` (a spec checked field by field,
+//! then the same report paths as `ReportDataset` and `ReportIndexDataset` under the spec's
+//! policy) and `ListJobs` (a summary of every job from the applied state).
+
+use super::dataset_report::{report_dataset, validate_report, DatasetScanner};
+use super::index_report::report_index_dataset;
+use super::proposer::Proposer;
+use crate::replicated_state::ReplicatedState;
+use crate::state::{JobState, QueuePolicy};
+use proto::master as pb;
+use tonic::Status;
+
+/// Submits a job: its dataset reported under the masters' policy with the spec's overrides.
+pub(crate) async fn submit_job(
+    proposer: &Proposer,
+    scanner: &DatasetScanner,
+    flags: QueuePolicy,
+    request: pb::SubmitJobRequest,
+) -> Result<pb::ReportDatasetReply, Status> {
+    let policy = with_overrides(flags, request.policy.as_ref());
+    let (job, stamp, passes) = (request.name, request.stamp, request.passes);
+    match request.dataset {
+        Some(pb::submit_job_request::Dataset::Recordio(dataset)) => {
+            let report = pb::ReportDatasetRequest { stamp, job, patterns: dataset.patterns, passes };
+            super::conversions::stamp(report.stamp)?;
+            validate_report(&report)?;
+            report_dataset(proposer, scanner, report, policy).await
+        }
+        Some(pb::submit_job_request::Dataset::Index(dataset)) => {
+            let (size, shard_size) = (dataset.size, dataset.shard_size);
+            let report = pb::ReportIndexDatasetRequest { stamp, job, size, shard_size, passes };
+            report_index_dataset(proposer, policy, report).await
+        }
+        None => Err(Status::invalid_argument(
+            "dataset: give RecordIO files (recordio.patterns) or an index range (index.size)",
+        )),
+    }
+}
+
+/// The masters' policy with what the spec overrides.
+fn with_overrides(flags: QueuePolicy, overrides: Option<&pb::QueuePolicyOverrides>) -> QueuePolicy {
+    let Some(spec) = overrides else { return flags };
+    QueuePolicy {
+        chunks_per_task: spec.chunks_per_task.unwrap_or(flags.chunks_per_task),
+        task_timeout_min_ms: spec.task_timeout_min_ms.unwrap_or(flags.task_timeout_min_ms),
+        timeout_factor: spec.timeout_factor.unwrap_or(flags.timeout_factor),
+        max_task_failures: spec.max_task_failures.unwrap_or(flags.max_task_failures),
+        retry_failed_next_pass: spec.retry_failed_next_pass.unwrap_or(flags.retry_failed_next_pass),
+    }
+}
+
+/// Every job of the applied state, in id order.
+pub(crate) fn list_jobs(state: &ReplicatedState, retention_ms: u64) -> pb::ListJobsReply {
+    let clock_ms = state.state().clock_ms();
+    let jobs = state.state().jobs().map(|(_, job)| summary(job, clock_ms)).collect();
+    pb::ListJobsReply { jobs, retention_ms }
+}
+
+fn summary(job: &JobState, clock_ms: u64) -> pb::JobSummary {
+    use pb::job_summary::State;
+    let status = job.status();
+    let state = match job.ended() {
+        Some(end) if end.cancelled => State::Cancelled,
+        Some(_) => State::Finished,
+        None if status.dataset.is_none() => State::Waiting,
+        None => State::Running,
+    };
+    let eval = status.eval.as_ref().map(|eval| pb::Eval {
+        pass: eval.pass,
+        loss: eval.loss(),
+        accuracy: eval.accuracy(),
+    });
+    pb::JobSummary {
+        name: job.name().to_string(),
+        state: state as i32,
+        pass: status.pass,
+        passes: status.passes,
+        task_count: status.task_count,
+        done: status.done_count,
+        failed: status.failed_count,
+        trainers: status.trainers.len() as u32,
+        pservers: status.pservers.iter().filter(|slot| slot.holder.is_some()).count() as u32,
+        ended_ms_ago: job.ended().map_or(0, |end| clock_ms.saturating_sub(end.at_ms)),
+        newest_checkpoint: job.newest_progress_checkpoint().unwrap_or(0),
+        eval,
+    }
+}

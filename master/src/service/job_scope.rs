@@ -1,0 +1,39 @@
+//! How the service names a job: commands go into the log wrapped for the job the client named
+//! (the state finds it when it applies them, `state/routing.rs`), and reads resolve the name to
+//! the job's id in the applied state.
+
+use super::status_mapping::unexpected;
+use crate::replicated_state::ReplicatedState;
+use crate::state::{Command, JobRef};
+use consensus::ConsensusNode;
+use tonic::Status;
+
+/// `command` for the job a client named (the empty name: the group's only job).
+pub(crate) fn for_job(job: &str, command: Command) -> Command {
+    Command::InJob { job: JobRef::Name(job.to_string()), command: Box::new(command) }
+}
+
+/// The id of the job `name` means in the applied state, or the status a client gets:
+/// NOT_FOUND for a name no job has, FAILED_PRECONDITION before any job exists,
+/// INVALID_ARGUMENT for the empty name among several jobs.
+pub(crate) fn job_id(
+    node: &ConsensusNode<ReplicatedState>,
+    call: &'static str,
+    name: &str,
+) -> Result<u64, Status> {
+    node.read(|state| state.state().job_id(name)).map_err(|response| unexpected(call, response))
+}
+
+/// The job's id if it exists; `None` when it does not (never submitted, or removed): what a
+/// member's heartbeat learns its job ended from. Other refusals are the client's error.
+pub(crate) fn existing_job(
+    node: &ConsensusNode<ReplicatedState>,
+    call: &'static str,
+    name: &str,
+) -> Result<Option<u64>, Status> {
+    match job_id(node, call, name) {
+        Ok(id) => Ok(Some(id)),
+        Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+        Err(status) => Err(status),
+    }
+}

@@ -1,0 +1,115 @@
+//! Which job a command is for.
+//!
+//! - By id (the leader's decisions): that job, or `NoSuchJob` once it was removed.
+//! - A dataset report names its job itself: the job of that name; or else the unnamed job,
+//!   which the report adopts (see below); or else a new job.
+//! - By name: the job of that name, or `NoSuchJob`.
+//! - By the empty name (a client that names no job, and every entry of a log written before
+//!   jobs had names): the group's only job. With none, the command goes to a new, unnamed
+//!   job: a join (a trainer's registration, a pserver's claim) keeps it, and the first report
+//!   then adopts it, as the single job of earlier builds was named by its first report;
+//!   anything else changes nothing there and the job is dropped, so the answer is the one an
+//!   empty state of those builds gave. A cancel is answered `NoDataset`. With several jobs,
+//!   the client must name one.
+
+use super::command::{Command, JobRef};
+use super::master_state::{MasterState, JOB_COUNT_MAX};
+use super::response::Response;
+
+/// Where a command goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    Existing(u64),
+    /// A job made for it (kept only if the command takes effect).
+    New,
+}
+
+/// The job a command sent without an `InJob` envelope is for: a report's own name, or the
+/// only job.
+pub(crate) fn reference_of(command: &Command) -> JobRef {
+    JobRef::Name(reported_name(command).unwrap_or_default().to_string())
+}
+
+/// The job name a dataset report carries.
+fn reported_name(command: &Command) -> Option<&str> {
+    match command {
+        Command::ReportDataset { job, .. }
+        | Command::ReportDatasetBatch { job, .. }
+        | Command::ReportIndexDataset { job, .. } => Some(job),
+        _ => None,
+    }
+}
+
+impl MasterState {
+    /// The job `job` means for `command`, or the answer when there is none.
+    pub(crate) fn resolve(&self, job: &JobRef, command: &Command) -> Result<Target, Response> {
+        let name = match job {
+            JobRef::Id(id) => return self.by_id(*id),
+            JobRef::Name(name) => name,
+        };
+        match reported_name(command) {
+            Some(reported) if !name.is_empty() && reported != name => Err(Response::Rejected {
+                reason: format!("the report names job {reported:?} but was sent for job {name:?}"),
+            }),
+            Some(reported) => self.for_report(reported),
+            None if name.is_empty() => self.only_job(command),
+            None => self.by_name(name).map(Target::Existing).ok_or_else(|| no_such_job(name)),
+        }
+    }
+
+    fn by_id(&self, id: u64) -> Result<Target, Response> {
+        match self.jobs.contains_key(&id) {
+            true => Ok(Target::Existing(id)),
+            false => Err(no_such_job(&format!("#{id}"))),
+        }
+    }
+
+    /// The id of the job named `name` (never the unnamed one).
+    pub(crate) fn by_name(&self, name: &str) -> Option<u64> {
+        let named = |state: &super::JobState| !name.is_empty() && state.name == name;
+        self.jobs.iter().find(|(_, state)| named(state)).map(|(id, _)| *id)
+    }
+
+    fn for_report(&self, name: &str) -> Result<Target, Response> {
+        if name.is_empty() {
+            return Err(Response::Rejected { reason: "a job needs a name".to_string() });
+        }
+        if let Some(id) = self.by_name(name) {
+            return Ok(Target::Existing(id));
+        }
+        let adoptable = |state: &super::JobState| state.name.is_empty() && !state.has_report();
+        if let Some((id, _)) = self.jobs.iter().find(|(_, state)| adoptable(state)) {
+            return Ok(Target::Existing(*id));
+        }
+        self.new_job()
+    }
+
+    fn only_job(&self, command: &Command) -> Result<Target, Response> {
+        let mut ids = self.jobs.keys();
+        match (ids.next(), ids.next()) {
+            (Some(id), None) => Ok(Target::Existing(*id)),
+            (None, _) if matches!(command, Command::CancelJob) => Err(Response::NoDataset),
+            (None, _) => self.new_job(),
+            (Some(_), Some(_)) => {
+                let names: Vec<&str> = self.jobs.values().map(|state| state.name.as_str()).collect();
+                let reason = format!("the group runs {} jobs {names:?}: name one", names.len());
+                Err(Response::Rejected { reason })
+            }
+        }
+    }
+
+    fn new_job(&self) -> Result<Target, Response> {
+        if self.jobs.len() >= JOB_COUNT_MAX {
+            let reason = format!(
+                "the group holds {JOB_COUNT_MAX} jobs, the most it keeps: cancel one, or wait \
+                 until an ended one is removed after its retention"
+            );
+            return Err(Response::Rejected { reason });
+        }
+        Ok(Target::New)
+    }
+}
+
+fn no_such_job(name: &str) -> Response {
+    Response::NoSuchJob { job: name.to_string() }
+}
