@@ -34,12 +34,17 @@ pub struct JobSpec {
 impl JobSpec {
     pub(crate) fn to_proto(&self, stamp: pb::ClientStamp) -> pb::SubmitJobRequest {
         let dataset = match &self.dataset {
-            JobDataset::RecordIo { patterns } => pb::submit_job_request::Dataset::Recordio(
-                pb::RecordIoDataset { patterns: patterns.clone() },
-            ),
-            JobDataset::Index { size, shard_size } => pb::submit_job_request::Dataset::Index(
-                pb::IndexDataset { size: *size, shard_size: *shard_size },
-            ),
+            JobDataset::RecordIo { patterns } => {
+                pb::submit_job_request::Dataset::Recordio(pb::RecordIoDataset {
+                    patterns: patterns.clone(),
+                })
+            }
+            JobDataset::Index { size, shard_size } => {
+                pb::submit_job_request::Dataset::Index(pb::IndexDataset {
+                    size: *size,
+                    shard_size: *shard_size,
+                })
+            }
         };
         let policy = &self.policy;
         pb::SubmitJobRequest {

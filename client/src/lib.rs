@@ -28,8 +28,8 @@ mod watch;
 pub use conversions::checkpoint_to_proto;
 pub use error::{
     ClientError, REFUSAL_JOB_CANCELLED, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER,
-    REFUSAL_NO_SUCH_JOB, REFUSAL_STALE_REQUEST,
-    REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
+    REFUSAL_NO_SUCH_JOB, REFUSAL_STALE_REQUEST, REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER,
+    RETRY_AFTER_MS_METADATA_KEY,
 };
 pub use jobs::{
     JobDataset, JobList, JobSpec, JobState, JobSummary, PolicyOverrides, ProgressCheckpoint,

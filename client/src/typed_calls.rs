@@ -30,7 +30,8 @@ impl MasterClient {
         let reply = self
             .write("RegisterTrainer", |mut service, stamp| {
                 let job = self.job().to_string();
-                let request = pb::RegisterTrainerRequest { stamp: Some(stamp), name: name.into(), job };
+                let request =
+                    pb::RegisterTrainerRequest { stamp: Some(stamp), name: name.into(), job };
                 async move { service.register_trainer(timed(request, timeout)).await }
             })
             .await?;

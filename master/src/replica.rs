@@ -44,13 +44,12 @@ impl Replica {
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         let data_root = open_data_root(config)?;
-        let duties =
-            LeaderDuties::new(
-                clock.clone(),
-                config.trainer_lease(),
-                config.pserver_lease(),
-                config.job_retention(),
-            );
+        let duties = LeaderDuties::new(
+            clock.clone(),
+            config.trainer_lease(),
+            config.pserver_lease(),
+            config.job_retention(),
+        );
         let duties = Arc::new(duties);
         let proposer = Proposer::new(node, clock);
         let rpc = MasterRpc::new(proposer.clone(), duties.clone(), config.policy(), data_root);

@@ -8,8 +8,8 @@
 use std::future::Future;
 
 use client::{
-    new_slot_secret, CheckpointMeta, CheckpointRecorded, ClientError, MasterClient,
-    SlotHeartbeat, SlotLease, SlotSecret,
+    new_slot_secret, CheckpointMeta, CheckpointRecorded, ClientError, MasterClient, SlotHeartbeat,
+    SlotLease, SlotSecret,
 };
 
 /// What a pserver asks of the masters about its slot.

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome, TrainerHeartbeat};
+use client::{
+    ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome, TrainerHeartbeat,
+};
 
 use crate::config::SimulationConfig;
 use crate::dataset::{SimDataset, SIMULATED_JOB};

@@ -72,7 +72,8 @@ async fn hostile_input_is_refused_and_changes_nothing() {
     assert!(malformed.message().contains("decode"), "{malformed:?}");
 
     tracing::info!("--- a message over the 64 MiB limit: refused before it is decoded");
-    let huge = RegisterTrainerRequest { stamp: None, name: "x".repeat(65 << 20), job: String::new() };
+    let huge =
+        RegisterTrainerRequest { stamp: None, name: "x".repeat(65 << 20), job: String::new() };
     let oversized: Result<proto::master::RegisterTrainerReply, _> =
         call(&security, &addr, REGISTER, huge).await;
     let oversized = oversized.expect_err("oversized");
@@ -80,7 +81,8 @@ async fn hostile_input_is_refused_and_changes_nothing() {
     assert!(oversized.message().contains("decoded message length too large"), "{oversized:?}");
 
     tracing::info!("--- an absurd field (a 1 MiB trainer name): refused by the master's limits");
-    let absurd = RegisterTrainerRequest { stamp: None, name: "x".repeat(1 << 20), job: String::new() };
+    let absurd =
+        RegisterTrainerRequest { stamp: None, name: "x".repeat(1 << 20), job: String::new() };
     let absurd: Result<proto::master::RegisterTrainerReply, _> =
         call(&security, &addr, REGISTER, absurd).await;
     let absurd = absurd.expect_err("absurd");
@@ -99,7 +101,13 @@ async fn register_stamped(
     name: &str,
 ) -> Result<RegisterTrainerReply, tonic::Status> {
     let stamp = Some(ClientStamp { client_id, seq: 1 });
-    call(security, addr, REGISTER, RegisterTrainerRequest { stamp, name: name.to_string(), job: String::new() }).await
+    call(
+        security,
+        addr,
+        REGISTER,
+        RegisterTrainerRequest { stamp, name: name.to_string(), job: String::new() },
+    )
+    .await
 }
 
 /// A stamp reused with another request body is refused (FAILED_PRECONDITION, refusal

@@ -48,8 +48,9 @@ async fn a_leader_without_quorum_confirms_no_ownership() {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pserver = service.p_server_heartbeat(heartbeat).await;
-    let trainer_answer =
-        service.heartbeat(HeartbeatRequest { trainer_id: trainer, tasks_done: 0, job: String::new() }).await;
+    let trainer_answer = service
+        .heartbeat(HeartbeatRequest { trainer_id: trainer, tasks_done: 0, job: String::new() })
+        .await;
     for follower in &followers {
         group.signal(*follower, Signal::SIGCONT);
     }

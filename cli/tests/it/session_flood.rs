@@ -36,7 +36,8 @@ async fn record_eval(
     client_id: u64,
 ) -> Result<(), tonic::Status> {
     let stamp = Some(ClientStamp { client_id, seq: 1 });
-    let request = RecordEvalRequest { stamp, pass: 0, loss: 1.0, accuracy: 0.5, job: String::new() };
+    let request =
+        RecordEvalRequest { stamp, pass: 0, loss: 1.0, accuracy: 0.5, job: String::new() };
     service.record_eval(request).await.map(|_| ())
 }
 

@@ -317,7 +317,12 @@ mod tests {
     #[test]
     fn leases_reset_when_the_term_changes() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
-        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1), Duration::ZERO);
+        let duties = LeaderDuties::new(
+            clock,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            Duration::ZERO,
+        );
         drop(duties.enter_term(3));
         duties.trainer_alive(3, (1, 7));
         duties.pserver_granted(3, (1, 0, 1));
@@ -335,7 +340,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_new_slot_generation_has_its_own_lease() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
-        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1), Duration::ZERO);
+        let duties = LeaderDuties::new(
+            clock,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            Duration::ZERO,
+        );
         drop(duties.enter_term(1));
         duties.pserver_granted(1, (1, 0, 1));
         tokio::time::advance(Duration::from_millis(1_500)).await;
@@ -354,7 +364,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn only_the_duty_loop_enters_a_term() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
-        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1), Duration::ZERO);
+        let duties = LeaderDuties::new(
+            clock,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            Duration::ZERO,
+        );
         drop(duties.enter_term(3));
         duties.pserver_granted(3, (1, 0, 1));
         duties.trainer_alive(3, (1, 7));
@@ -375,7 +390,11 @@ mod tests {
         tracing::info!("--- a caller late with an older term acts on the newer tables");
         duties.trainer_alive(5, (1, 9));
         assert_eq!(duties.trainer_heard_ago(6, (1, 9)), Some(Duration::ZERO));
-        assert_eq!(duties.judge(5, &duties.trainers, vec![(1, 8), (1, 9)], now), None, "term 5 is over");
+        assert_eq!(
+            duties.judge(5, &duties.trainers, vec![(1, 8), (1, 9)], now),
+            None,
+            "term 5 is over"
+        );
     }
 
     /// A lease is judged only if it ran out before the newest heartbeat the quorum
@@ -383,7 +402,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn only_leases_that_ran_out_before_the_quorum_last_answered_are_judged() {
         let clock = std::sync::Arc::new(crate::clock::SystemClock);
-        let duties = LeaderDuties::new(clock, Duration::from_secs(1), Duration::from_secs(1), Duration::ZERO);
+        let duties = LeaderDuties::new(
+            clock,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            Duration::ZERO,
+        );
         let (slot, ms) = ((1, 0, 1), Duration::from_millis);
         assert_eq!(duties.judge(1, &duties.pservers, vec![slot], Some(ms(0))), Some(vec![]));
         tokio::time::advance(ms(1_500)).await;

@@ -21,7 +21,8 @@ pub(crate) async fn submit_job(
     let (job, stamp, passes) = (request.name, request.stamp, request.passes);
     match request.dataset {
         Some(pb::submit_job_request::Dataset::Recordio(dataset)) => {
-            let report = pb::ReportDatasetRequest { stamp, job, patterns: dataset.patterns, passes };
+            let report =
+                pb::ReportDatasetRequest { stamp, job, patterns: dataset.patterns, passes };
             super::conversions::stamp(report.stamp)?;
             validate_report(&report)?;
             report_dataset(proposer, scanner, report, policy).await

@@ -130,7 +130,8 @@ impl MasterRpc {
 
     /// Whether the job (by id) was cancelled or no longer exists.
     fn job_ended(&self, job: Option<u64>) -> bool {
-        let cancelled = |job| self.node.read(|state| state.job(job).is_none_or(|j| j.is_cancelled()));
+        let cancelled =
+            |job| self.node.read(|state| state.job(job).is_none_or(|j| j.is_cancelled()));
         job.is_none_or(cancelled)
     }
 }
@@ -163,7 +164,9 @@ impl pb::master_service_server::MasterService for MasterRpc {
         validate_report(&request)?;
         self.require_leader()?;
         let policy = self.job_policy(&request.job);
-        report_dataset(&self.proposer, &self.scanner, request, policy).await.map(tonic::Response::new)
+        report_dataset(&self.proposer, &self.scanner, request, policy)
+            .await
+            .map(tonic::Response::new)
     }
 
     async fn report_index_dataset(
@@ -261,8 +264,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let mut epoch = request.epoch;
         if crate::planted::active("skip-epoch-check") {
             let job = self.job_id("TaskFinished", &request.job)?;
-            let pending =
-                self.node.read(|state| state.job(job)?.pending_epoch(request.task_id));
+            let pending = self.node.read(|state| state.job(job)?.pending_epoch(request.task_id));
             epoch = pending.unwrap_or(epoch);
         }
         let command = for_job(&request.job, Command::TaskFinished { task: request.task_id, epoch });

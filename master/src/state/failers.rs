@@ -104,15 +104,39 @@ mod tests {
     fn budget_spent_once_per_distinct_trainer() {
         let mut failers = Failers::default();
         let (content, local) = (Fault::Content, Fault::Local);
-        assert!(!failers.spends_budget((3, 1), local, [1, 2], FAILERS_COUNT_MAX), "trainer 2 may read it");
+        assert!(
+            !failers.spends_budget((3, 1), local, [1, 2], FAILERS_COUNT_MAX),
+            "trainer 2 may read it"
+        );
         assert!(!failers.spends_budget((3, 1), local, [1, 2], FAILERS_COUNT_MAX), "still");
-        assert!(failers.spends_budget((3, 2), local, [1, 2], FAILERS_COUNT_MAX), "nobody can read it");
-        assert!(failers.spends_budget((4, 1), content, [1, 2], FAILERS_COUNT_MAX), "trainer 1's first failure");
-        assert!(!failers.spends_budget((4, 1), content, [1, 2], FAILERS_COUNT_MAX), "trainer 2 has not tried yet");
-        assert!(failers.spends_budget((4, 2), content, [1, 2], FAILERS_COUNT_MAX), "trainer 2's first failure");
-        assert!(failers.spends_budget((4, 1), content, [1, 2], FAILERS_COUNT_MAX), "both tried: nobody else is left");
-        assert!(failers.spends_budget((5, 1), content, [1], FAILERS_COUNT_MAX), "a lone trainer's first failure");
-        assert!(failers.spends_budget((5, 1), content, [1], FAILERS_COUNT_MAX), "a lone trainer spends every failure");
+        assert!(
+            failers.spends_budget((3, 2), local, [1, 2], FAILERS_COUNT_MAX),
+            "nobody can read it"
+        );
+        assert!(
+            failers.spends_budget((4, 1), content, [1, 2], FAILERS_COUNT_MAX),
+            "trainer 1's first failure"
+        );
+        assert!(
+            !failers.spends_budget((4, 1), content, [1, 2], FAILERS_COUNT_MAX),
+            "trainer 2 has not tried yet"
+        );
+        assert!(
+            failers.spends_budget((4, 2), content, [1, 2], FAILERS_COUNT_MAX),
+            "trainer 2's first failure"
+        );
+        assert!(
+            failers.spends_budget((4, 1), content, [1, 2], FAILERS_COUNT_MAX),
+            "both tried: nobody else is left"
+        );
+        assert!(
+            failers.spends_budget((5, 1), content, [1], FAILERS_COUNT_MAX),
+            "a lone trainer's first failure"
+        );
+        assert!(
+            failers.spends_budget((5, 1), content, [1], FAILERS_COUNT_MAX),
+            "a lone trainer spends every failure"
+        );
         assert_eq!((failers.count, failers.counted()), (5, 5));
         failers.forget(4);
         assert_eq!((failers.count, failers.counted()), (3, 3));

@@ -25,9 +25,8 @@ impl MasterState {
         if others().next().is_none() {
             return Ok(());
         }
-        let others_sum = |count: fn(&JobState) -> u64| -> u64 {
-            others().map(|(_, state)| count(state)).sum()
-        };
+        let others_sum =
+            |count: fn(&JobState) -> u64| -> u64 { others().map(|(_, state)| count(state)).sum() };
         match command {
             Command::RegisterTrainer { .. } => {
                 let registered: u64 = self.jobs.values().map(JobState::trainer_count).sum();
@@ -46,7 +45,9 @@ impl MasterState {
                 let tasks = size.div_ceil(*shard_size);
                 within(others_sum(JobState::task_units) + tasks, TASK_COUNT_MAX, "tasks")
             }
-            Command::ReportDataset { chunks, .. } if this.is_none_or(|state| state.job.is_none()) => {
+            Command::ReportDataset { chunks, .. }
+                if this.is_none_or(|state| state.job.is_none()) =>
+            {
                 let list = super::chunk_list::ChunkList::from_refs(chunks);
                 self.admits_chunks(this, others_sum, (chunks.len() as u64, list.path_bytes()))
             }

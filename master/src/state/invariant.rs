@@ -113,7 +113,11 @@ impl JobState {
 
 /// `restored`: a restore happened in between, which may move the pass back and run a
 /// finished job again (never the epochs).
-fn check_job_transition(before: &Job, after: &Job, restored: bool) -> Result<(), InvariantViolation> {
+fn check_job_transition(
+    before: &Job,
+    after: &Job,
+    restored: bool,
+) -> Result<(), InvariantViolation> {
     if before.dataset != after.dataset {
         return Err(Violation::DatasetChanged);
     }
@@ -416,10 +420,7 @@ mod tests {
         );
         let mut finished = base();
         job(&mut finished).queue.job_finished = true;
-        assert_eq!(
-            JobState::check_transition(&finished, &base()),
-            Err(Violation::JobUnfinished)
-        );
+        assert_eq!(JobState::check_transition(&finished, &base()), Err(Violation::JobUnfinished));
         let mut later = base();
         job(&mut later).queue.pass = 1;
         assert_eq!(

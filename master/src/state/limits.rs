@@ -18,7 +18,6 @@ use super::job::Job;
 use super::job_state::JobState;
 use super::master_state::{MasterState, JOB_COUNT_MAX};
 use super::progress::{DoneSet, PROGRESS_CHECKPOINTS_KEPT};
-use std::collections::BTreeMap;
 use super::pserver_slots::{
     CheckpointMeta, PServerSlots, SlotHolder, CHECKPOINT_PATH_BYTES_MAX, PSERVER_ADDR_BYTES_MAX,
     PSERVER_COUNT_MAX,
@@ -30,6 +29,7 @@ use super::task::PendingTask;
 use super::task_queue::{TaskQueue, FAILURE_REASONS_BYTES_FLOOR, FAILURE_REASON_BYTES_MAX};
 use super::trainer_registry::{TRAINER_COUNT_MAX, TRAINER_NAME_BYTES_MAX};
 use client::SlotSecret;
+use std::collections::BTreeMap;
 
 /// One file per chunk (so file indices take their widest varints), with paths that use the
 /// whole path budget, and offsets, sizes and counts at their widest.

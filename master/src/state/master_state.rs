@@ -143,7 +143,8 @@ impl MasterState {
             return Response::NoSuchJob { job: format!("#{id}") };
         };
         if state.ended().is_none() {
-            let reason = format!("job {:?} is still running; only ended jobs are removed", state.name);
+            let reason =
+                format!("job {:?} is still running; only ended jobs are removed", state.name);
             return Response::Rejected { reason };
         }
         self.jobs.remove(&id);

@@ -83,9 +83,9 @@ mod pserver_slots;
 mod queue_restore;
 mod release_checks;
 mod repeated_report;
-mod routing;
 mod request;
 mod response;
+mod routing;
 mod sessions;
 mod snapshot_layout;
 mod snapshot_legacy_dataset;
@@ -102,9 +102,6 @@ pub use client::Fault;
 pub use client::{SlotSecret, SLOT_SECRET_BYTES};
 pub use codec::{DecodeError, REQUEST_BYTES_MAX, SNAPSHOT_BYTES_MAX};
 pub use command::{Command, JobRef};
-pub use job_lifecycle::JobEnd;
-pub use job_state::JobState;
-pub use progress::PROGRESS_CHECKPOINTS_KEPT;
 pub use dataset::{
     chunks_digest, ChunkRef, QueuePolicy, CHUNKS_PER_TASK_MAX, CHUNK_COUNT_MAX,
     CHUNK_PATH_BYTES_MAX, DATASET_PATH_BYTES_MAX, JOB_NAME_BYTES_MAX, TASK_COUNT_MAX,
@@ -113,8 +110,11 @@ pub use dataset_loading::LOADING_IDLE_MS_MAX;
 pub use eval::EvalRecord;
 pub use failers::FAILERS_COUNT_MAX;
 pub use invariant::InvariantViolation;
+pub use job_lifecycle::JobEnd;
+pub use job_state::JobState;
 pub use job_state::{FAILED_TASKS_SHOWN_MAX, TIMED_OUT_REASON};
 pub use master_state::{MasterState, JOB_COUNT_MAX};
+pub use progress::PROGRESS_CHECKPOINTS_KEPT;
 pub use pserver_slots::check_addr as check_pserver_addr;
 pub use pserver_slots::{
     check_checkpoint_path, CheckpointMeta, SlotHolder, CHECKPOINT_PATH_BYTES_MAX,

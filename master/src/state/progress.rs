@@ -35,7 +35,9 @@ impl DoneSet {
 
     pub(crate) fn contains(&self, task: u64) -> bool {
         let index = usize::try_from(task / 64).ok();
-        index.and_then(|index| self.words.get(index)).is_some_and(|word| word & (1 << (task % 64)) != 0)
+        index
+            .and_then(|index| self.words.get(index))
+            .is_some_and(|word| word & (1 << (task % 64)) != 0)
     }
 
     /// How many tasks are in the set.

@@ -91,7 +91,8 @@ impl MasterState {
             (None, _) if matches!(command, Command::CancelJob) => Err(Response::NoDataset),
             (None, _) => self.new_job(),
             (Some(_), Some(_)) => {
-                let names: Vec<&str> = self.jobs.values().map(|state| state.name.as_str()).collect();
+                let names: Vec<&str> =
+                    self.jobs.values().map(|state| state.name.as_str()).collect();
                 let reason = format!("the group runs {} jobs {names:?}: name one", names.len());
                 Err(Response::Rejected { reason })
             }

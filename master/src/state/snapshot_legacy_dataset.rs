@@ -9,9 +9,9 @@ use super::dataset::{Dataset, DatasetKind, QueuePolicy};
 use super::dataset_loading::DatasetLoading;
 use super::eval::EvalRecord;
 use super::job::Job;
-use super::snapshot_legacy_single_job::SingleJobState;
 use super::pserver_slots::PServerSlots;
 use super::sessions::Sessions;
+use super::snapshot_legacy_single_job::SingleJobState;
 use super::task_queue::TaskQueue;
 use super::trainer_registry::TrainerRegistry;
 

@@ -7,6 +7,7 @@ mod dispatch;
 mod expiry;
 mod faults;
 mod index_datasets;
+mod jobs;
 mod liveness;
 mod passes;
 mod properties;

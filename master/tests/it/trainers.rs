@@ -27,7 +27,11 @@ fn check(name: &str, steps: Vec<Step>, trainers: &[(u64, &str)]) {
     assert_eq!(state.status().trainers, expected, "{name}: status trainers");
     for trainer in 0..5 {
         let registered = expected.iter().any(|view| view.trainer == trainer);
-        assert_eq!(state.sole().is_trainer_registered(trainer), registered, "{name}: trainer {trainer}");
+        assert_eq!(
+            state.sole().is_trainer_registered(trainer),
+            registered,
+            "{name}: trainer {trainer}"
+        );
     }
 }
 
