@@ -5,6 +5,7 @@ mod bench;
 mod certs;
 mod demo;
 mod eval_command;
+mod job;
 mod logging;
 mod master_command;
 mod process_group;
@@ -50,8 +51,11 @@ enum Command {
     Trainer(trainer_command::TrainerArgs),
     /// Evaluate a saved model (safetensors) on a dataset, without a cluster.
     Eval(eval_command::EvalArgs),
-    /// Show the job and cluster state, asked of any reachable master.
+    /// Show the cluster and a job's state (or a summary of every job), asked of any
+    /// reachable master.
     Status(status::StatusArgs),
+    /// Submit, list and cancel the group's jobs; record and restore a job's progress.
+    Job(job::JobArgs),
     /// Write, read, index, convert and inspect RecordIO datasets (PaddlePaddle-compatible).
     Recordio(recordio::RecordioArgs),
     /// Write a throwaway CA, one certificate and key, and a cluster token, for a test or
@@ -72,6 +76,7 @@ fn main() {
         Command::Trainer(args) => trainer_command::run(args),
         Command::Eval(args) => eval_command::run(&args),
         Command::Status(args) => status::run(&args),
+        Command::Job(args) => job::run(&args),
         Command::Recordio(args) => recordio::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Certs(args) => certs::run(&args),

@@ -1,5 +1,6 @@
-//! `raftrain status`: the job and the cluster, asked of the masters. The job comes from the
-//! leader (linearizable); every listed master is also asked for its own view (term, last log
+//! `raftrain status`: the cluster and a job, asked of the masters: the job `--job` names, or
+//! the group's only one; with several jobs and no `--job`, a summary of every job. The job
+//! comes from the leader (linearizable); every listed master is also asked for its own view (term, last log
 //! and applied index), so a dead or lagging replica shows as such, and without a quorum the
 //! members' own views are still shown, marked as not linearizable. Exits with
 //! [`NO_MASTER_EXIT_CODE`] when no master answers at all.
@@ -13,6 +14,7 @@ use clap::Args;
 use client::{ClientOptions, MasterClient};
 use platform::security::{Security, SecurityFiles};
 
+pub(crate) use terminal_text::escaped;
 use view::{snapshot_json, snapshot_text, Snapshot};
 
 /// The exit status when not one of the given masters answers.
@@ -24,6 +26,9 @@ pub(crate) struct StatusArgs {
     /// Master addresses (any subset of the group), comma-separated.
     #[arg(long, env = "RAFTRAIN_MASTERS", value_delimiter = ',', required = true)]
     masters: Vec<String>,
+    /// The job to show (without it: the group's only job, or a summary of every job).
+    #[arg(long)]
+    job: Option<String>,
     /// Print one JSON object instead of the human view (with --watch, one per refresh).
     #[arg(long)]
     json: bool,
@@ -47,7 +52,7 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<()> {
         };
         let client = MasterClient::new(&args.masters, options)?;
         loop {
-            let snapshot = fetch(&client, &args.masters).await;
+            let snapshot = fetch(&client, &args.masters, args.job.as_deref()).await;
             if snapshot.status.is_none() && snapshot.members.iter().all(|(_, view)| view.is_err()) {
                 let reasons: Vec<String> = snapshot
                     .members
@@ -71,8 +76,18 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn fetch(client: &MasterClient, masters: &[String]) -> Snapshot {
-    let status = client.status().await.ok();
+async fn fetch(client: &MasterClient, masters: &[String], job: Option<&str>) -> Snapshot {
+    let status = client.status_of(job.unwrap_or_default()).await;
+    if let (Err(error), Some(job)) = (&status, job) {
+        if matches!(error, client::ClientError::NoSuchJob { .. }) {
+            eprintln!("error: no job named {job:?} in the group");
+        }
+    }
+    let status = status.ok();
+    let jobs = match status {
+        Some(_) => client.list_jobs().await.ok(),
+        None => None,
+    };
     let mut members = Vec::with_capacity(masters.len());
     for addr in masters {
         members.push((
@@ -80,7 +95,7 @@ async fn fetch(client: &MasterClient, masters: &[String]) -> Snapshot {
             client.member_info(addr).await.map_err(|error| error.to_string()),
         ));
     }
-    Snapshot { status, members }
+    Snapshot { status, members, jobs, one_job: job.is_some() }
 }
 
 fn show(args: &StatusArgs, snapshot: &Snapshot) {

@@ -1,7 +1,7 @@
 //! How `raftrain status` shows a `Snapshot`: one JSON object (the contract scripts and tests
 //! rely on: every key always present, `null` for what is unknown) or text for a person.
 
-use client::{DatasetKind, GroupView, JobStatus};
+use client::{DatasetKind, GroupView, JobList, JobStatus};
 use serde_json::{json, Value};
 
 use super::terminal_text::escaped;
@@ -11,6 +11,10 @@ use super::terminal_text::escaped;
 pub(crate) struct Snapshot {
     pub status: Option<JobStatus>,
     pub members: Vec<(String, Result<GroupView, String>)>,
+    /// Every job of the group, when the leader answered.
+    pub jobs: Option<JobList>,
+    /// Whether one job was asked for (`--job`): no summary of the others then.
+    pub one_job: bool,
 }
 
 /// The `--json` view of a snapshot: the status's keys (from the leader's answer, or empty when
@@ -23,6 +27,7 @@ pub(crate) fn snapshot_json(snapshot: &Snapshot) -> Value {
     let mut value = reply.to_json();
     value["linearizable"] = json!(snapshot.status.is_some());
     value["members"] = json!(member_views(&reply, snapshot));
+    value["jobs"] = snapshot.jobs.as_ref().map_or(json!([]), |jobs| jobs.to_json()["jobs"].clone());
     value
 }
 
@@ -78,7 +83,18 @@ pub(crate) fn snapshot_text(snapshot: &Snapshot) -> String {
         }
         return out;
     };
-    to_text(reply, &member_views(reply, snapshot))
+    let text = to_text(reply, &member_views(reply, snapshot));
+    match &snapshot.jobs {
+        // Several jobs and none asked for: the group, then every job.
+        Some(jobs) if !snapshot.one_job && jobs.jobs.len() > 1 => {
+            let group_lines = text.lines().take_while(|line| !line.starts_with("job "));
+            let mut out: String = group_lines.map(|line| format!("{line}\n")).collect();
+            out += &crate::job::jobs_table(jobs);
+            out += "(raftrain status --job NAME shows one)\n";
+            out
+        }
+        _ => text,
+    }
 }
 
 fn to_text(reply: &JobStatus, members: &[Value]) -> String {

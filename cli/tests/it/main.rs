@@ -22,6 +22,7 @@ mod master_lost_disk;
 mod master_pause;
 mod master_service;
 mod metrics;
+mod named_jobs;
 mod planted_bugs;
 mod port_limits;
 mod pserver_forged_claims;

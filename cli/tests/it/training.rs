@@ -63,7 +63,7 @@ pub(crate) fn synth(
 }
 
 /// The accuracy of the same model trained in one process over the same data.
-fn local_accuracy(train: &str, eval: &str) -> f64 {
+pub(crate) fn local_accuracy(train: &str, eval: &str) -> f64 {
     let model = ModelConfig { kind: ModelKind::Softmax, features: 8, classes: 3, hidden: 64 };
     let optimizer = pserver::optimizer::OptimizerConfig {
         learning_rate: 0.05,

@@ -461,10 +461,13 @@ impl pb::master_service_server::MasterService for MasterRpc {
             self.linearizable().await?;
         }
         let cluster = consensus::cluster_info_reply(&self.node.cluster_info());
-        // Before any job exists the group still has a status: its cluster, no job.
-        let job = match self.job_id("Status", &request.get_ref().job) {
+        // Before any job exists, or with several and none named, the group still has a
+        // status: its cluster, and no job (`ListJobs` sums up each).
+        let name = &request.get_ref().job;
+        let job = match self.job_id("Status", name) {
             Ok(job) => Some(job),
             Err(status) if status.code() == tonic::Code::FailedPrecondition => None,
+            Err(status) if name.is_empty() && status.code() == tonic::Code::InvalidArgument => None,
             Err(status) => return Err(status),
         };
         let term = cluster.term;

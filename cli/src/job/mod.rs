@@ -1,0 +1,154 @@
+//! `raftrain job`: the group's jobs — submit one from flags or a TOML spec, list them, cancel
+//! one, and record or restore a job's progress (a progress checkpoint: its pass and done
+//! tasks, one replicated entry, whose id a model checkpoint can carry).
+
+mod spec;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use client::{ClientOptions, JobList, MasterClient};
+use platform::security::{Security, SecurityFiles};
+
+use spec::SpecFields;
+
+#[derive(Debug, Args)]
+pub(crate) struct JobArgs {
+    #[command(subcommand)]
+    command: JobCommand,
+    /// Master addresses (any subset of the group), comma-separated.
+    #[arg(long, global = true, env = "RAFTRAIN_MASTERS", value_delimiter = ',')]
+    masters: Vec<String>,
+    /// Give up when no leader answered within this many milliseconds.
+    #[arg(long, global = true, default_value_t = 30_000)]
+    timeout_ms: u64,
+    #[command(flatten)]
+    security: SecurityFiles,
+}
+
+#[derive(Debug, Subcommand)]
+enum JobCommand {
+    /// Submit a job: its dataset, passes and queue policy (flags, or --spec FILE). Submitting
+    /// the same spec again changes nothing; another spec under a name in use is refused.
+    Submit {
+        /// A TOML file with the same fields as the flags (name, dataset or index and
+        /// shard-size, passes, chunks-per-task, ...).
+        #[arg(long, conflicts_with_all = ["name", "dataset", "index", "shard_size", "passes"])]
+        spec: Option<PathBuf>,
+        #[command(flatten)]
+        fields: SpecFields,
+    },
+    /// List the group's jobs: running, finished and cancelled ones not yet removed.
+    List {
+        /// One JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a job: its trainers and pservers stop (exit 0); it is removed after the
+    /// masters' --job-retention-secs.
+    Cancel { name: String },
+    /// Record the job's progress (pass and done tasks); prints the checkpoint's id.
+    Checkpoint {
+        name: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put the job's queue back to a progress checkpoint: the tasks done after it are done
+    /// again (at least once).
+    Restore {
+        name: String,
+        #[arg(long)]
+        checkpoint: u64,
+    },
+}
+
+pub(crate) fn run(args: &JobArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(!args.masters.is_empty(), "--masters: give at least one master address");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let options = ClientOptions {
+            call_deadline: Some(Duration::from_millis(args.timeout_ms)),
+            security: Security::load(&args.security)?,
+            ..ClientOptions::default()
+        };
+        let client = MasterClient::new(&args.masters, options)?;
+        execute(&client, &args.command).await
+    })
+}
+
+async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<()> {
+    match command {
+        JobCommand::Submit { spec, fields } => {
+            let fields = match spec {
+                Some(path) => SpecFields::from_file(path)?,
+                None => fields.clone(),
+            };
+            let spec = fields.to_spec()?;
+            let sizes = client.submit_job(&spec).await?;
+            println!(
+                "job {:?} submitted: {} tasks ({} chunks, {} records)",
+                spec.name, sizes.task_count, sizes.chunk_count, sizes.record_count
+            );
+        }
+        JobCommand::List { json } => {
+            let jobs = client.list_jobs().await?;
+            match json {
+                true => println!("{}", jobs.to_json()),
+                false => print!("{}", jobs_table(&jobs)),
+            }
+        }
+        JobCommand::Cancel { name } => {
+            client.cancel_job(name).await?;
+            println!("job {name:?} cancelled");
+        }
+        JobCommand::Checkpoint { name, json } => {
+            let taken = client.checkpoint_job(name).await?;
+            match json {
+                true => println!(
+                    "{}",
+                    serde_json::json!({"job": name, "checkpoint": taken.id, "pass": taken.pass, "done": taken.done})
+                ),
+                false => println!(
+                    "progress checkpoint {} of job {name:?}: pass {}, {} tasks done",
+                    taken.id, taken.pass, taken.done
+                ),
+            }
+        }
+        JobCommand::Restore { name, checkpoint } => {
+            let restored = client.restore_job(name, *checkpoint).await?;
+            println!(
+                "job {name:?} restored to progress checkpoint {checkpoint}: pass {}, {} tasks to do",
+                restored.pass, restored.todo
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The text table of `job list` (and of `status` with several jobs).
+pub(crate) fn jobs_table(jobs: &JobList) -> String {
+    if jobs.jobs.is_empty() {
+        return "no jobs\n".to_string();
+    }
+    let mut out = format!(
+        "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}\n",
+        "job", "state", "pass", "done/tasks", "failed", "trainers", "pservers"
+    );
+    for job in &jobs.jobs {
+        let name =
+            crate::status::escaped(if job.name.is_empty() { "(unnamed)" } else { &job.name });
+        out += &format!(
+            "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}\n",
+            name,
+            job.state.as_str(),
+            format!("{}/{}", job.pass + 1, job.passes.max(1)),
+            format!("{}/{}", job.done, job.task_count),
+            job.failed,
+            job.trainers,
+            job.pservers,
+        );
+    }
+    out
+}
