@@ -52,6 +52,8 @@ pub struct JobStatus {
     /// The newest evaluation a trainer recorded.
     pub eval: Option<EvalStatus>,
     pub job_finished: bool,
+    /// The job was cancelled.
+    pub job_cancelled: bool,
     /// Tasks handed out over the whole job, retries included.
     pub dispatched: u64,
 }
@@ -146,6 +148,7 @@ impl JobStatus {
             "pservers": self.pservers.iter().map(PServerStatus::to_json).collect::<Vec<_>>(),
             "eval": self.eval.map(|eval| json!({"pass": eval.pass, "loss": eval.loss, "accuracy": eval.accuracy})),
             "job_finished": self.job_finished,
+            "job_cancelled": self.job_cancelled,
             "dispatched": self.dispatched,
         })
     }
@@ -211,6 +214,7 @@ mod tests {
             "pservers",
             "eval",
             "job_finished",
+            "job_cancelled",
             "dispatched",
         ] {
             assert!(empty.get(key).is_some(), "missing {key}");

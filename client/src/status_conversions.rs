@@ -53,6 +53,7 @@ pub(crate) fn job_status(reply: pb::StatusReply) -> JobStatus {
             accuracy: eval.accuracy,
         }),
         job_finished: reply.job_finished,
+        job_cancelled: reply.job_cancelled,
         dispatched: reply.dispatched,
     }
 }

@@ -22,13 +22,15 @@ BLOCK_ELEMENTS_DEFAULT = 65_536
 
 
 class PServerClient:
-    """`init(params)`, then `push(grads)` and `pull()`; the optimizer runs on the pservers."""
+    """`init(params)`, then `push(grads)` and `pull()`; the optimizer runs on the pservers of
+    job `job` (by default the group's only job)."""
 
     def __init__(
         self,
         masters: Masters,
         *,
         initializer: Optional[int] = None,
+        job: Optional[str] = None,
         tls_ca=None,
         tls_cert=None,
         tls_key=None,
@@ -38,6 +40,7 @@ class PServerClient:
         self._native = _native.PServerClient(
             master_list(masters),
             initializer if initializer is not None else random.getrandbits(63) + 1,
+            job=job or "",
             tls_ca=_path(tls_ca),
             tls_cert=_path(tls_cert),
             tls_key=_path(tls_key),

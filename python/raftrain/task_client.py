@@ -48,16 +48,18 @@ def _path(value) -> Optional[str]:
 def status(
     masters: Masters,
     *,
+    job: Optional[str] = None,
     tls_ca=None,
     tls_cert=None,
     tls_key=None,
     token_file=None,
     deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
 ) -> dict:
-    """The job as the leader sees it (the keys of `raftrain status --json`), without
-    registering a trainer."""
+    """Job `job` (by default the group's only job) as the leader sees it (the keys of
+    `raftrain status --json`), without registering a trainer."""
     text = _native.status_json(
         master_list(masters),
+        job=job or "",
         tls_ca=_path(tls_ca),
         tls_cert=_path(tls_cert),
         tls_key=_path(tls_key),
@@ -77,22 +79,31 @@ def _status(text: str) -> dict:
 
 
 class TaskClient:
-    """One trainer of a job: `report_dataset`, `tasks()`, `record_eval`, `status()`."""
+    """One trainer of a job: `report_dataset`, `tasks()`, `record_eval`, `status()`,
+    `checkpoint()` and `restore()`.
+
+    `job` names the job (one of several a master group runs; `raftrain job submit` makes one,
+    and so does this client's first dataset report); by default, the group's only job. The
+    trainer registers when it first asks for a task (or reads `trainer_id`), so a process may
+    report the dataset, and so submit its job, first."""
 
     def __init__(
         self,
         masters: Masters,
         *,
         name: Optional[str] = None,
+        job: Optional[str] = None,
         tls_ca=None,
         tls_cert=None,
         tls_key=None,
         token_file=None,
         deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
     ):
+        self.job: Optional[str] = job
         self._native = _native.TaskClient(
             master_list(masters),
             name or f"python-{socket.gethostname()}-{os.getpid()}",
+            job=job or "",
             tls_ca=_path(tls_ca),
             tls_cert=_path(tls_cert),
             tls_key=_path(tls_key),
@@ -113,11 +124,12 @@ class TaskClient:
 
     def report_dataset(self, patterns, *, passes: int, job: Optional[str] = None) -> dict:
         """Reports the job's RecordIO files (paths or globs, as the masters see them) to be
-        read `passes` times. The first report wins; a repeat answers the accepted sizes."""
+        read `passes` times, as job `job` (default: this client's job, else "python"): it
+        submits the job when none of that name exists; a repeat answers the accepted sizes."""
         if isinstance(patterns, (str, os.PathLike)):
             patterns = [patterns]
         patterns = [os.fspath(pattern) for pattern in patterns]
-        job = job or "python"
+        job = job or self.job or "python"
         tasks, chunks, records = self._native.report_dataset(job, patterns, int(passes))
         return {"tasks": tasks, "chunks": chunks, "records": records}
 
@@ -136,7 +148,7 @@ class TaskClient:
             outcome, current, task = self.ask(self._pass)
             if outcome == "task":
                 return task
-            if outcome == "job_finished":
+            if outcome in ("job_finished", "job_cancelled"):
                 return None
             if outcome in ("pass_before", "pass_after"):
                 self._pass = current
@@ -147,7 +159,7 @@ class TaskClient:
         """One ask for a task of `pass_index`, without waiting: `(outcome, current_pass,
         task)`, outcome one of `task`, `pass_before` (that pass is over), `pass_after` (it has
         not begun), `no_more_available` (the rest are held elsewhere), `no_dataset`,
-        `job_finished`."""
+        `job_finished`, `job_cancelled`."""
         outcome, current, native = self._native.get_task(int(pass_index))
         return outcome, current, None if native is None else Task(self, native)
 
@@ -167,6 +179,20 @@ class TaskClient:
     def status(self) -> dict:
         """The job as the leader sees it: the keys of `raftrain status --json`."""
         return _status(self._native.status_json())
+
+    def checkpoint(self) -> int:
+        """Records the job's progress (its pass and which of its tasks are done) as one
+        replicated entry and returns its id: keep it with your model checkpoint, and
+        `restore(id)` puts the data position back with the model."""
+        checkpoint_id, _pass, _done = self._native.checkpoint()
+        return checkpoint_id
+
+    def restore(self, checkpoint_id: int) -> dict:
+        """Puts the job's queue back to progress checkpoint `checkpoint_id`: the tasks done
+        after it are done again (at least once). Returns `{"pass_index", "todo"}`."""
+        pass_index, todo = self._native.restore(int(checkpoint_id))
+        self._pass = pass_index
+        return {"pass_index": pass_index, "todo": todo}
 
     def close(self) -> None:
         """Stops heartbeating; a task still held goes back to the queue when its lease ends."""

@@ -122,8 +122,9 @@ class TaskDataset(IterableDataset):
         self._registered_pid: Optional[int] = None
 
     def client(self, suffix: str) -> TaskClient:
-        """A client of this job's masters, registered as `<name>-<suffix>`."""
-        return TaskClient(self.masters, name=f"{self.name}-{suffix}", **self.client_options)
+        """A client of this job, registered as `<name>-<suffix>`."""
+        job = self.index[0] if self.index is not None else (self.job or "python")
+        return TaskClient(self.masters, name=f"{self.name}-{suffix}", job=job, **self.client_options)
 
     def __getstate__(self) -> dict:
         # Registrations belong to the process that made them (a spawned worker makes its own).
@@ -152,9 +153,9 @@ class TaskDataset(IterableDataset):
                 answers.append(outcome)
                 if outcome == "task" and registration.held != (task.id, task.epoch):
                     break
-                if outcome in ("pass_before", "pass_after", "job_finished"):
+                if outcome in ("pass_before", "pass_after", "job_finished", "job_cancelled"):
                     break
-            if outcome == "job_finished" or (outcome == "pass_before" and yielded):
+            if outcome in ("job_finished", "job_cancelled") or (outcome == "pass_before" and yielded):
                 return
             if outcome in ("pass_before", "pass_after"):
                 pass_index = current
@@ -245,8 +246,10 @@ class TaskLoader:
 
     @property
     def job_finished(self) -> bool:
-        """Whether the job finished (a linearizable read through the leader)."""
-        return bool(self._reporter_client().status()["job_finished"])
+        """Whether the job finished, or was cancelled (a linearizable read through the
+        leader): the training loop ends either way."""
+        status = self._reporter_client().status()
+        return bool(status["job_finished"] or status.get("job_cancelled"))
 
     def _reporter_client(self) -> TaskClient:
         if self._reporter is None:

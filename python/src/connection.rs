@@ -24,6 +24,8 @@ pub struct Connection {
     pub token_file: Option<PathBuf>,
     /// Seconds a call retries across leader changes; `None`: until a leader answers.
     pub deadline_s: Option<f64>,
+    /// The job the client's calls name (empty: the group's only job).
+    pub job: String,
 }
 
 impl Connection {
@@ -48,7 +50,8 @@ impl Connection {
             )))
             }
         };
-        Ok(ClientOptions { security, call_deadline, ..ClientOptions::default() })
+        let job = self.job.clone();
+        Ok(ClientOptions { security, call_deadline, job, ..ClientOptions::default() })
     }
 
     /// A master client on these settings (it connects on its first call).

@@ -62,8 +62,9 @@ impl From<ClientError> for Failure {
             | ClientError::InvalidArgument { .. } => "INVALID_ARGUMENT",
             ClientError::NotHolder { .. }
             | ClientError::StaleRequest { .. }
-            | ClientError::StampReused { .. } => "FAILED_PRECONDITION",
-            ClientError::UnknownTrainer { .. } => "NOT_FOUND",
+            | ClientError::StampReused { .. }
+            | ClientError::JobCancelled { .. } => "FAILED_PRECONDITION",
+            ClientError::UnknownTrainer { .. } | ClientError::NoSuchJob { .. } => "NOT_FOUND",
             ClientError::TryAgainLater { .. } => "RESOURCE_EXHAUSTED",
             ClientError::Connection { .. } => "UNAVAILABLE",
             ClientError::Rejected { code, .. } => code_name(*code),

@@ -35,11 +35,12 @@ pub struct PServerClient {
 #[pymethods]
 impl PServerClient {
     #[new]
-    #[pyo3(signature = (masters, initializer, tls_ca=None, tls_cert=None, tls_key=None, token_file=None, deadline_s=None))]
+    #[pyo3(signature = (masters, initializer, job=String::new(), tls_ca=None, tls_cert=None, tls_key=None, token_file=None, deadline_s=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         masters: Vec<String>,
         initializer: u64,
+        job: String,
         tls_ca: Option<std::path::PathBuf>,
         tls_cert: Option<std::path::PathBuf>,
         tls_key: Option<std::path::PathBuf>,
@@ -48,7 +49,7 @@ impl PServerClient {
     ) -> PyResult<Self> {
         guarded("PServerClient", || {
             let connection =
-                Connection { masters, tls_ca, tls_cert, tls_key, token_file, deadline_s };
+                Connection { masters, tls_ca, tls_cert, tls_key, token_file, deadline_s, job };
             let master = connection.master_client()?;
             let slots_wait = connection.options()?.call_deadline;
             let options = PServerClientOptions { replace_wait: slots_wait, ..Default::default() };

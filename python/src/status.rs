@@ -1,4 +1,5 @@
-//! `status`: the job as the leader sees it, without registering a trainer (what
+//! `status`: a job (by name, or the group's only one) as the leader sees it, without
+//! registering a trainer (what
 //! `raftrain status --json` prints, through the same typed client).
 
 use std::path::PathBuf;
@@ -11,10 +12,12 @@ use crate::runtime::wait;
 
 /// The job's status as JSON text, with the keys of `raftrain status --json`.
 #[pyfunction]
-#[pyo3(signature = (masters, tls_ca=None, tls_cert=None, tls_key=None, token_file=None, deadline_s=None))]
+#[pyo3(signature = (masters, job=String::new(), tls_ca=None, tls_cert=None, tls_key=None, token_file=None, deadline_s=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn status_json(
     py: Python<'_>,
     masters: Vec<String>,
+    job: String,
     tls_ca: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
@@ -22,9 +25,21 @@ pub fn status_json(
     deadline_s: Option<f64>,
 ) -> PyResult<String> {
     guarded("status", || {
-        let connection = Connection { masters, tls_ca, tls_cert, tls_key, token_file, deadline_s };
+        let connection =
+            Connection { masters, tls_ca, tls_cert, tls_key, token_file, deadline_s, job };
         let master = connection.master_client()?;
-        let status = wait(py, async move { master.status().await })?;
-        Ok(status.map_err(Failure::from)?.to_json().to_string())
+        let status = wait(py, async move { status_with_jobs(&master).await })?;
+        Ok(status.map_err(Failure::from)?)
     })
+}
+
+/// The client's job's status as `raftrain status --json` prints it (without the members' own
+/// views, which the command line asks each master for): the job's keys and every job, as
+/// JSON text.
+pub async fn status_with_jobs(
+    master: &client::MasterClient,
+) -> Result<String, client::ClientError> {
+    let mut value = master.status().await?.to_json();
+    value["jobs"] = master.list_jobs().await?.to_json()["jobs"].clone();
+    Ok(value.to_string())
 }

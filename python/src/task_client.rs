@@ -1,10 +1,12 @@
-//! `TaskClient` (native half): one registered trainer of a job. It registers, heartbeats on
+//! `TaskClient` (native half): one trainer of a named job. It registers when it first needs
+//! to (after the process may have submitted the job by reporting its dataset), heartbeats on
 //! the runtime (the trainer's own `Session`: it registers again when the master forgot it),
-//! asks for tasks (the Python side walks the passes) and reports them. The Python class in
+//! asks for tasks (the Python side walks the passes) and reports them, and records and
+//! restores the job's progress checkpoints. The Python class in
 //! `raftrain/task_client.py` adds iteration, `Task` objects and the context manager.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use client::{ClientError, Fault, MasterClient, TaskOutcome};
 use pyo3::prelude::*;
@@ -22,21 +24,26 @@ use crate::task::Task;
 pub struct TaskClient {
     process: ProcessBound,
     master: Arc<MasterClient>,
-    session: Arc<Session>,
+    name: String,
+    /// Registered on first use; two threads racing there may each register (the loser's
+    /// trainer, never heartbeated, is dropped by the master when its lease ends).
+    session: OnceLock<Arc<Session>>,
     counters: Arc<TrainerMetrics>,
     stop: watch::Sender<bool>,
+    stopped: watch::Receiver<bool>,
 }
 
 #[pymethods]
 impl TaskClient {
-    /// Registers as trainer `name` and starts heartbeating.
+    /// A trainer named `name` of job `job` (empty: the group's only job); it registers on
+    /// first use.
     #[new]
-    #[pyo3(signature = (masters, name, tls_ca=None, tls_cert=None, tls_key=None, token_file=None, deadline_s=None))]
+    #[pyo3(signature = (masters, name, job=String::new(), tls_ca=None, tls_cert=None, tls_key=None, token_file=None, deadline_s=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        py: Python<'_>,
         masters: Vec<String>,
         name: String,
+        job: String,
         tls_ca: Option<std::path::PathBuf>,
         tls_cert: Option<std::path::PathBuf>,
         tls_key: Option<std::path::PathBuf>,
@@ -45,22 +52,51 @@ impl TaskClient {
     ) -> PyResult<Self> {
         guarded("TaskClient", || {
             let connection =
-                Connection { masters, tls_ca, tls_cert, tls_key, token_file, deadline_s };
+                Connection { masters, tls_ca, tls_cert, tls_key, token_file, deadline_s, job };
             let master = connection.master_client()?;
-            let registered = wait(py, Session::register(master.clone(), name))?;
-            let session = registered.map_err(Failure::from)?;
             let counters = Arc::new(TrainerMetrics::default());
             let (stop, stopped) = watch::channel(false);
-            let runtime = runtime().map_err(|error| Failure::new("INTERNAL", error.to_string()))?;
-            runtime.spawn(session.clone().keep_alive(counters.clone(), stopped));
-            Ok(Self { process: ProcessBound::here(), master, session, counters, stop })
+            Ok(Self {
+                process: ProcessBound::here(),
+                master,
+                name,
+                session: OnceLock::new(),
+                counters,
+                stop,
+                stopped,
+            })
         })
     }
 
-    /// The trainer id the master knows this client by now (it changes if it registers again).
+    /// The trainer id the master knows this client by now (it registers first if it has not
+    /// yet; the id changes if it registers again).
     #[getter]
-    fn trainer_id(&self) -> u64 {
-        self.session.id()
+    fn trainer_id(&self, py: Python<'_>) -> PyResult<u64> {
+        guarded("trainer_id", || Ok(self.session(py)?.id()))
+    }
+
+    /// Records the job's progress (its pass and done tasks) as one replicated entry:
+    /// `(checkpoint_id, pass_index, done)`.
+    fn checkpoint(&self, py: Python<'_>) -> PyResult<(u64, u32, u64)> {
+        guarded("checkpoint", || {
+            self.process.check("TaskClient")?;
+            let master = self.master.clone();
+            let taken = wait(py, async move { master.checkpoint_job(master.job()).await })?;
+            let taken = taken.map_err(Failure::from)?;
+            Ok((taken.id, taken.pass, taken.done))
+        })
+    }
+
+    /// Puts the job's queue back to progress checkpoint `checkpoint_id`: `(pass_index, todo)`.
+    fn restore(&self, py: Python<'_>, checkpoint_id: u64) -> PyResult<(u32, u64)> {
+        guarded("restore", || {
+            self.process.check("TaskClient")?;
+            let master = self.master.clone();
+            let restored =
+                wait(py, async move { master.restore_job(master.job(), checkpoint_id).await })?;
+            let restored = restored.map_err(Failure::from)?;
+            Ok((restored.pass, restored.todo))
+        })
     }
 
     /// Reports a RecordIO dataset; answers (tasks, chunks, records) of the accepted one.
@@ -113,7 +149,7 @@ impl TaskClient {
     ) -> PyResult<(&'static str, u32, Option<Task>)> {
         guarded("get_task", || {
             self.process.check("TaskClient")?;
-            let (master, session) = (self.master.clone(), self.session.clone());
+            let (master, session) = (self.master.clone(), self.session(py)?);
             let outcome = wait(py, get_task(master, session, pass_index))?;
             let outcome = outcome.map_err(Failure::from)?;
             Ok(match outcome {
@@ -123,6 +159,7 @@ impl TaskClient {
                 TaskOutcome::NoMoreAvailable => ("no_more_available", pass_index, None),
                 TaskOutcome::NoDataset => ("no_dataset", pass_index, None),
                 TaskOutcome::JobFinished => ("job_finished", pass_index, None),
+                TaskOutcome::JobCancelled => ("job_cancelled", pass_index, None),
                 TaskOutcome::UnknownTrainer => {
                     let call = "GetTask";
                     return Err(Failure::from(ClientError::UnknownTrainer { call }).into());
@@ -131,13 +168,14 @@ impl TaskClient {
         })
     }
 
-    /// Reports a task done; `False` when the master had taken it back (its epoch is stale).
+    /// Reports a task done; `False` when the master had taken it back (its epoch is stale) or
+    /// the job was cancelled (the next ask says so).
     fn finish(&self, py: Python<'_>, task_id: u64, epoch: u64) -> PyResult<bool> {
         guarded("finish", || {
             self.process.check("TaskClient")?;
             let master = self.master.clone();
             let finished = wait(py, async move { master.task_finished(task_id, epoch).await })?;
-            let accepted = finished.map_err(Failure::from)?;
+            let accepted = not_if_cancelled(finished).map_err(Failure::from)?;
             if accepted {
                 self.counters.tasks_done.fetch_add(1, Ordering::Relaxed);
             }
@@ -170,7 +208,7 @@ impl TaskClient {
             let master = self.master.clone();
             let failed =
                 wait(py, async move { master.task_failed(task_id, epoch, &reason, fault).await })?;
-            Ok(failed.map_err(Failure::from)?)
+            Ok(not_if_cancelled(failed).map_err(Failure::from)?)
         })
     }
 
@@ -196,14 +234,29 @@ impl TaskClient {
         guarded("status", || {
             self.process.check("TaskClient")?;
             let master = self.master.clone();
-            let status = wait(py, async move { master.status().await })?;
-            Ok(status.map_err(Failure::from)?.to_json().to_string())
+            let status = wait(py, async move { crate::status::status_with_jobs(&master).await })?;
+            Ok(status.map_err(Failure::from)?)
         })
     }
 
     /// Stops heartbeating: the master takes a held task back once the lease runs out.
     fn close(&self) {
         let _ = self.stop.send(true);
+    }
+}
+
+impl TaskClient {
+    /// This trainer's registration, made now if it was not yet (and its heartbeats started).
+    fn session(&self, py: Python<'_>) -> Result<Arc<Session>, PyErr> {
+        if let Some(session) = self.session.get() {
+            return Ok(session.clone());
+        }
+        let registered = wait(py, Session::register(self.master.clone(), self.name.clone()))?;
+        let session = registered.map_err(Failure::from)?;
+        let runtime = runtime().map_err(|error| Failure::new("INTERNAL", error.to_string()))?;
+        let session = self.session.get_or_init(|| session).clone();
+        runtime.spawn(session.clone().keep_alive(self.counters.clone(), self.stopped.clone()));
+        Ok(session)
     }
 }
 
@@ -227,5 +280,14 @@ async fn get_task(
             }
         }
         outcome => Ok(outcome),
+    }
+}
+
+/// A task report of a cancelled job is not an error: it was not accepted, and the trainer's
+/// next ask learns the job was cancelled.
+fn not_if_cancelled(reported: Result<bool, ClientError>) -> Result<bool, ClientError> {
+    match reported {
+        Err(ClientError::JobCancelled { .. }) => Ok(false),
+        other => other,
     }
 }

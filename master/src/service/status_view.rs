@@ -74,6 +74,7 @@ pub(crate) fn status_reply(
         pservers,
         eval,
         job_finished: view.job_finished,
+        job_cancelled: view.job_cancelled,
         dispatched: view.dispatched_count,
         dataset_kind: dataset_kind as i32,
         dataset_size,

@@ -444,6 +444,7 @@ impl JobState {
             pservers: self.pservers(),
             eval: self.eval,
             job_finished: false,
+            job_cancelled: self.is_cancelled(),
         };
         let Some(job) = &self.job else { return status };
         let queue = &job.queue;

@@ -32,6 +32,8 @@ pub struct StatusView {
     /// The latest evaluation reported.
     pub eval: Option<EvalRecord>,
     pub job_finished: bool,
+    /// The job was cancelled.
+    pub job_cancelled: bool,
 }
 
 /// What the job's dataset is.

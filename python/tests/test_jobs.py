@@ -1,0 +1,74 @@
+"""Named jobs from Python: `TaskClient(job=...)` joins one job of a group that runs several,
+progress checkpoints taken and restored from Python, and a cancelled job ends a client's
+`tasks()` loop."""
+
+from __future__ import annotations
+
+import json
+
+import raftrain
+
+from cluster import run_tool
+
+
+def covered(client: raftrain.TaskClient) -> dict:
+    """Trains `client`'s job to its end: the indices each pass covered, in order."""
+    seen: dict = {}
+    for task in client.tasks():
+        with task:
+            seen.setdefault(task.pass_index, []).extend(task.indices)
+    return seen
+
+
+def test_two_jobs_of_one_group_each_get_their_own_tasks(masters):
+    """Two index jobs side by side: each client gets only its job's ranges, every index of
+    its job once per pass, and each job's status is its own."""
+    first = raftrain.TaskClient(masters.masters, name="first", job="a")
+    second = raftrain.TaskClient(masters.masters, name="second", job="b")
+    assert first.report_index_dataset("a", 20, 3, passes=2)["tasks"] == 7
+    assert second.report_index_dataset("b", 9, 4, passes=1)["tasks"] == 3
+    assert {pass_index: sorted(indices) for pass_index, indices in covered(first).items()} == {
+        0: list(range(20)),
+        1: list(range(20)),
+    }
+    assert {pass_index: sorted(indices) for pass_index, indices in covered(second).items()} == {0: list(range(9))}
+    assert first.status()["job"] == "a" and first.status()["dataset_size"] == 20
+    assert raftrain.status(masters.masters, job="b")["dataset_size"] == 9
+    listed = json.loads(run_tool("job", "list", "--masters", masters.masters, "--json"))
+    assert sorted(job["name"] for job in listed["jobs"]) == ["a", "b"]
+
+
+def test_a_restored_checkpoint_gives_back_the_tasks_done_after_it(masters):
+    """A checkpoint id taken from Python (as a model checkpoint would carry it) puts the data
+    position back: the tasks done after it come again, the ones before do not."""
+    client = raftrain.TaskClient(masters.masters, name="steady", job="r")
+    client.report_index_dataset("r", 10, 1, passes=1)
+    before, after = [], []
+    tasks = client.tasks()
+    for done in (before, after):
+        for _ in range(4):
+            task = next(tasks)
+            task.finish()
+            done.append(task.start)
+        if done is before:
+            checkpoint_id = client.checkpoint()
+    assert client.restore(checkpoint_id) == {"pass_index": 0, "todo": 6}
+    redone = sorted(index for indices in covered(client).values() for index in indices)
+    assert redone == sorted(set(range(10)) - set(before))
+    assert set(after) <= set(redone)
+
+
+def test_a_cancelled_job_ends_the_loop(masters):
+    """`raftrain job cancel` stops a Python trainer: its `tasks()` ends, and the status says
+    the job was cancelled."""
+    client = raftrain.TaskClient(masters.masters, name="cancelled", job="c")
+    client.report_index_dataset("c", 100, 1, passes=3)
+    taken = 0
+    for task in client.tasks():
+        with task:
+            taken += 1
+            if taken == 3:
+                run_tool("job", "cancel", "c", "--masters", masters.masters)
+    assert taken == 3, "the loop ended at the cancel"
+    status = client.status()
+    assert status["job_cancelled"] is True and status["job_finished"] is False
