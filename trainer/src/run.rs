@@ -74,40 +74,52 @@ pub async fn run(
         ..ClientOptions::default()
     };
     let master = Arc::new(MasterClient::new(&config.masters, options)?);
-    let name = config.name.clone().unwrap_or_else(default_name);
+    // Metrics and readiness are served from the start: a trainer waiting for the masters or
+    // its job answers its probes (503 on /readyz) instead of looking dead.
+    let progress = Progress::default();
+    let (stop, stopped) = watch::channel(false);
+    let metrics = metrics_listener.map(|listener| {
+        serve_metrics(listener, &config.port_limits, progress.metrics.clone(), master.clone(), stopped)
+    });
+    let trained = join_and_train(&config, model, master, progress, shutdown).await;
+    let _ = stop.send(true);
+    if let Some(metrics) = metrics {
+        metrics.await.context("the metrics server panicked")?;
+    }
+    trained
+}
+
+/// Reports the dataset (submitting the job when none of its name exists: the registration
+/// and the pservers' claims name that job), registers, heartbeats, and trains until the job
+/// ends or `shutdown` resolves.
+async fn join_and_train(
+    config: &TrainerConfig,
+    model: ModelConfig,
+    master: Arc<MasterClient>,
+    progress: Progress,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<Summary> {
     tokio::pin!(shutdown);
-    // The report comes first: it submits the job when none of its name exists yet, and the
-    // registration and the pservers' claims name that job.
-    let Some(reported) = unless_shutdown(report(&config, &master), shutdown.as_mut()).await else {
-        return Ok(Progress::default().summary());
+    let Some(reported) = unless_shutdown(report(config, &master), shutdown.as_mut()).await else {
+        return Ok(progress.summary());
     };
     if let Err(error) = reported {
-        return cancelled_or(error, Progress::default());
+        return cancelled_or(error, progress);
     }
+    let name = config.name.clone().unwrap_or_else(default_name);
     let registered = unless_shutdown(Session::register(master.clone(), name), shutdown.as_mut());
-    let Some(session) = registered.await else { return Ok(Progress::default().summary()) };
+    let Some(session) = registered.await else { return Ok(progress.summary()) };
     let session = match session {
-        Err(ClientError::JobCancelled { .. }) => return cancelled(Progress::default()),
+        Err(ClientError::JobCancelled { .. }) => return cancelled(progress),
         registered => registered.context("register with the master")?,
     };
     let (stop, stopped) = watch::channel(false);
-    let progress = Progress::default();
-    let heartbeats =
-        tokio::spawn(session.clone().keep_alive(progress.metrics.clone(), stopped.clone()));
-    let metrics = metrics_listener.map(|listener| {
-        serve_metrics(
-            listener,
-            &config.port_limits,
-            progress.metrics.clone(),
-            master.clone(),
-            stopped,
-        )
-    });
+    let heartbeats = tokio::spawn(session.clone().keep_alive(progress.metrics.clone(), stopped));
     let counters = progress.metrics.clone();
     // Every line the loop logs carries the trainer's id (and, within a task, the task's).
     let span = tracing::info_span!("trainer", trainer = session.id());
     let trained = tracing::Instrument::instrument(
-        train(&config, model, master.clone(), session.clone(), progress, shutdown.as_mut()),
+        train(config, model, master.clone(), session.clone(), progress, shutdown.as_mut()),
         span,
     )
     .await;
@@ -122,9 +134,6 @@ pub async fn run(
         Err(_) => tracing::debug!("the last heartbeat was not answered in time"),
     }
     heartbeats.await.context("the heartbeat loop panicked")?;
-    if let Some(metrics) = metrics {
-        metrics.await.context("the metrics server panicked")?;
-    }
     trained
 }
 

@@ -105,17 +105,12 @@ async fn pservers_and_trainers_serve_metrics() {
         "{not_ready}"
     );
 
+    // A dataset that exists: the trainer reports it (submitting the job), then waits for the
+    // second pserver slot, which nobody claims.
+    let dataset = crate::task_consumer::write_dataset(dir.path(), 4);
     let trainer_metrics = free_loopback_addr();
     let mut trainer = std::process::Command::new(env!("CARGO_BIN_EXE_raftrain"))
-        .args([
-            "trainer",
-            "--masters",
-            &group.addrs[0],
-            "--dataset",
-            "/nonexistent",
-            "--features",
-            "2",
-        ])
+        .args(["trainer", "--masters", &group.addrs[0], "--dataset", &dataset, "--features", "2"])
         .args(["--model", "logistic", "--metrics-listen", &trainer_metrics])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -383,8 +383,12 @@ impl pb::master_service_server::MasterService for MasterRpc {
         request: tonic::Request<pb::ListPServersRequest>,
     ) -> Reply<pb::ListPServersReply> {
         self.linearizable().await?;
-        let job = self.job_id("ListPServers", &request.get_ref().job)?;
-        Ok(tonic::Response::new(self.node.read(|state| super::watch::pserver_table(state, job))))
+        let name = &request.get_ref().job;
+        let table = self.node.read(|state| {
+            let job = super::watch::watched_job(state, name)?;
+            Ok::<_, Status>(super::watch::pserver_table(state, job))
+        })?;
+        Ok(tonic::Response::new(table))
     }
 
     type WatchPServersStream = super::watch::PServerStream;
@@ -394,8 +398,9 @@ impl pb::master_service_server::MasterService for MasterRpc {
         request: tonic::Request<pb::ListPServersRequest>,
     ) -> Reply<Self::WatchPServersStream> {
         self.linearizable().await?;
-        let job = self.job_id("WatchPServers", &request.get_ref().job)?;
-        Ok(tonic::Response::new(super::watch::watch_pservers(self.node.clone(), job)))
+        let name = request.into_inner().job;
+        self.node.read(|state| super::watch::watched_job(state, &name))?;
+        Ok(tonic::Response::new(super::watch::watch_pservers(self.node.clone(), name)))
     }
 
     async fn record_checkpoint(

@@ -9,6 +9,7 @@ use crate::replicated_state::ReplicatedState;
 use consensus::ConsensusNode;
 use proto::master as pb;
 use tokio_stream::wrappers::ReceiverStream;
+use crate::state::Response;
 use tonic::Status;
 
 /// Tables a slow watcher may fall behind by before the sender waits for it.
@@ -16,9 +17,10 @@ const WATCH_BUFFER_COUNT: usize = 16;
 
 pub(crate) type PServerStream = ReceiverStream<Result<pb::ListPServersReply, Status>>;
 
-/// The current pserver table of `job` in the applied state (empty once the job is gone).
-pub(crate) fn pserver_table(state: &ReplicatedState, job: u64) -> pb::ListPServersReply {
-    let (desired, slots) = state.pserver_slots(job);
+/// The current pserver table of `job` in the applied state (empty before the job exists and
+/// once it is gone).
+pub(crate) fn pserver_table(state: &ReplicatedState, job: Option<u64>) -> pb::ListPServersReply {
+    let (desired, slots) = job.map(|job| state.pserver_slots(job)).unwrap_or_default();
     let pservers = slots
         .into_iter()
         .map(|(index, holder)| pb::PServer {
@@ -32,7 +34,17 @@ pub(crate) fn pserver_table(state: &ReplicatedState, job: u64) -> pb::ListPServe
     pb::ListPServersReply { desired, pservers }
 }
 
-pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>, job: u64) -> PServerStream {
+/// The job a watcher named, as the applied state resolves it now: `Ok(None)` while no job
+/// exists yet (pservers and trainers may start first), the client's error otherwise.
+pub(crate) fn watched_job(state: &ReplicatedState, name: &str) -> Result<Option<u64>, Status> {
+    match state.state().job_id(name) {
+        Ok(job) => Ok(Some(job)),
+        Err(Response::NoDataset) => Ok(None),
+        Err(response) => Err(super::status_mapping::unexpected("WatchPServers", response)),
+    }
+}
+
+pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>, name: String) -> PServerStream {
     let (sender, receiver) = tokio::sync::mpsc::channel(WATCH_BUFFER_COUNT);
     tokio::spawn(async move {
         let mut metrics = node.metrics();
@@ -44,7 +56,15 @@ pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>, job: u64) -> 
             }
             // Every applied entry wakes this loop; the table is rebuilt only when a holder
             // changed (an O(1) check), not on every task transition.
-            let version = node.read(|state| state.pserver_table_version(job));
+            // The job is resolved afresh each time: it may be submitted after the watch began.
+            let job = match node.read(|state| watched_job(state, &name)) {
+                Ok(job) => job,
+                Err(status) => {
+                    let _ = sender.send(Err(status)).await;
+                    return;
+                }
+            };
+            let version = node.read(|state| (job, job.and_then(|job| state.pserver_table_version(job))));
             if last_sent != Some(version) {
                 let table = node.read(|state| pserver_table(state, job));
                 if sender.send(Ok(table)).await.is_err() {

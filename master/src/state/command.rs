@@ -89,6 +89,15 @@ pub enum JobRef {
 }
 
 impl Command {
+    /// The job a command names (`None`: sent without an envelope, for the only job) and the
+    /// command itself, out of its `InJob` envelope: what checkers that read the log look at.
+    pub fn scoped(&self) -> (Option<&JobRef>, &Command) {
+        match self {
+            Command::InJob { job, command } => (Some(job), command),
+            command => (None, command),
+        }
+    }
+
     /// Whether a cancelled job still applies this command: what the leader does to wind its
     /// members down, and a repeated cancel. Everything else is answered `JobCancelled`.
     pub(crate) fn runs_after_cancel(&self) -> bool {

@@ -53,9 +53,13 @@ impl ClientVisible {
 
     fn read_log(&mut self, canonical: &CanonicalLog) -> Result<(), Violation> {
         for applied in self.cursor.read(canonical) {
-            self.facts.extend(fact(&applied.request.command, applied.response));
+            self.facts.extend(fact(applied.request.command.scoped().1, applied.response));
             if !applied.replay {
-                self.completions(&applied.request.command, applied.response, applied.log_id)?;
+                self.completions(
+                    applied.request.command.scoped().1,
+                    applied.response,
+                    applied.log_id,
+                )?;
             }
         }
         Ok(())

@@ -25,7 +25,7 @@ impl EpochFencing {
             }
             let (Command::TaskFinished { task, epoch }
             | Command::TaskFailed { task, epoch, .. }
-            | Command::TaskFailedWithFault { task, epoch, .. }) = &request.command
+            | Command::TaskFailedWithFault { task, epoch, .. }) = request.command.scoped().1
             else {
                 continue;
             };

@@ -49,7 +49,8 @@ impl LeaseTerms {
         }
         for applied in self.cursor.read(canonical).into_iter().filter(|applied| !applied.replay) {
             let (request, response) = (applied.request, applied.response);
-            let (Some(term), Some(lease_ms)) = (request.term, self.lease_ms(&request.command))
+            let (Some(term), Some(lease_ms)) =
+                (request.term, self.lease_ms(request.command.scoped().1))
             else {
                 continue;
             };

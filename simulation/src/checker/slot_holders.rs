@@ -120,7 +120,8 @@ impl SlotHolders {
             if let Response::SlotClaimed { index, generation, .. } = response {
                 self.holder.insert(*index, *generation);
             }
-            let Command::RecordCheckpoint { index, generation, .. } = &request.command else {
+            let Command::RecordCheckpoint { index, generation, .. } = request.command.scoped().1
+            else {
                 continue;
             };
             let holder = self.holder.get(index).copied();
