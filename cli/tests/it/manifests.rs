@@ -11,6 +11,10 @@ use std::process::Command;
 
 use serde_yaml::Value;
 
+/// The ports raftrain's processes listen on (README, Operations): clear of the Prometheus
+/// exporters' 9100-9999, node_exporter's 9100 first of all.
+const PORT_RANGE: std::ops::RangeInclusive<u64> = 7000..=7299;
+
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
 }
@@ -158,6 +162,12 @@ fn ports_probes_and_mounts_agree() {
         for container in containers(document) {
             let (_, flags) = raftrain_flags(&words(container)).expect("runs raftrain");
             let ports = container_ports(container);
+            for (port_name, port) in &ports {
+                assert!(
+                    PORT_RANGE.contains(port),
+                    "{file}: port {port_name} {port} is outside raftrain's {PORT_RANGE:?}"
+                );
+            }
             for flag in ["--listen", "--metrics-listen"] {
                 if let Some(addr) = flags.get(flag) {
                     assert!(
