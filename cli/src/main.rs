@@ -61,9 +61,27 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
+impl Command {
+    /// The process's role in the logs, and its name within the role when the flags give one.
+    fn identity(&self) -> logging::ProcessIdentity {
+        let (role, id) = match self {
+            Command::Demo(_) => ("demo", None),
+            Command::Master(args) => ("master", Some(args.id())),
+            Command::Pserver(args) => ("pserver", Some(args.id())),
+            Command::Trainer(args) => ("trainer", args.id()),
+            Command::Eval(_) => ("eval", None),
+            Command::Status(_) => ("status", None),
+            Command::Recordio(_) => ("recordio", None),
+            Command::Certs(_) => ("certs", None),
+            Command::Bench(_) => ("bench", None),
+        };
+        logging::ProcessIdentity { role, id }
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
-    logging::init(cli.log_format);
+    logging::init(cli.log_format, &cli.command.identity());
     process_group::exit_with_parent();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),

@@ -14,6 +14,13 @@ pub(crate) struct MasterArgs {
     runtime: RuntimeArgs,
 }
 
+impl MasterArgs {
+    /// The master's `--id`, its name in the logs.
+    pub(crate) fn id(&self) -> String {
+        self.config.id.to_string()
+    }
+}
+
 pub(crate) fn run(args: MasterArgs) -> anyhow::Result<()> {
     args.config.validate()?;
     let runtime = args.runtime.build()?;

@@ -15,6 +15,14 @@ pub(crate) struct PServerArgs {
     runtime: RuntimeArgs,
 }
 
+impl PServerArgs {
+    /// The address the pserver registers (`--advertise`, else `--listen`), its name in the
+    /// logs: its slot is known only once claimed, and the masters know its holder by address.
+    pub(crate) fn id(&self) -> String {
+        self.config.advertise.clone().unwrap_or_else(|| self.config.listen.to_string())
+    }
+}
+
 pub(crate) fn run(args: PServerArgs) -> anyhow::Result<()> {
     args.config.validate()?;
     let runtime = args.runtime.build()?;

@@ -14,6 +14,14 @@ pub(crate) struct TrainerArgs {
     runtime: RuntimeArgs,
 }
 
+impl TrainerArgs {
+    /// The trainer's `--name`, its name in the logs (when not given, the trainer makes one up
+    /// at start, after logging began).
+    pub(crate) fn id(&self) -> Option<String> {
+        self.config.name.clone()
+    }
+}
+
 pub(crate) fn run(args: TrainerArgs) -> anyhow::Result<()> {
     args.config.validate()?;
     let runtime = args.runtime.build()?;

@@ -46,8 +46,8 @@ pub async fn run(
     let limits = &config.port_limits;
     let servers =
         Servers::spawn(listeners, &node, replica.service(), (&security, limits), &stopped)?;
+    // No `id` field: a JSON log line carries the process's id already (`cli/src/logging.rs`).
     tracing::info!(
-        id = config.id,
         listen = %config.listen,
         peer_listen = ?config.peer_listen,
         tls = security.tls().is_some(),
@@ -63,10 +63,10 @@ pub async fn run(
     };
     match &core_stopped {
         None => {
-            tracing::info!(id = config.id, "master shutting down");
+            tracing::info!("master shutting down");
             hand_off(&node).await;
         }
-        Some(reason) => tracing::error!(id = config.id, %reason, "the Raft core stopped; exiting"),
+        Some(reason) => tracing::error!(%reason, "the Raft core stopped; exiting"),
     }
     replica.stop().await?;
     let served = servers.join(Duration::from_millis(DRAIN_MS_MAX)).await;
