@@ -5,6 +5,7 @@ mod bench;
 mod certs;
 mod demo;
 mod eval_command;
+mod exit_code;
 mod logging;
 mod master_command;
 mod process_group;
@@ -43,10 +44,11 @@ enum Command {
     /// Run one replica of the master group (Raft + the task queue), until SIGINT or SIGTERM.
     Master(master_command::MasterArgs),
     /// Run one parameter server: claim a slot through the masters, serve its shard of the
-    /// model, checkpoint it; exits when the slot is lost.
+    /// model, checkpoint it; exits when the slot is lost (status 3).
     Pserver(pserver_command::PServerArgs),
     /// Run one trainer: take tasks from the masters, train on them, push to the pservers;
-    /// exits 0 when the job finishes.
+    /// exits 0 when the job finishes, 2 on a configuration error, 75 when the masters or a
+    /// pserver stayed out of reach past --master-wait-s or --pserver-wait-s.
     Trainer(trainer_command::TrainerArgs),
     /// Evaluate a saved model (safetensors) on a dataset, without a cluster.
     Eval(eval_command::EvalArgs),
@@ -96,6 +98,6 @@ fn main() {
     };
     if let Err(error) = result {
         eprintln!("error: {error:#}");
-        std::process::exit(1);
+        std::process::exit(exit_code::exit_status(&error));
     }
 }

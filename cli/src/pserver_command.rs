@@ -1,10 +1,11 @@
 //! `raftrain pserver`: one parameter server, serving its slot until SIGINT or SIGTERM (after a
-//! last checkpoint) or until it loses the slot (exit status 1).
+//! last checkpoint) or until it loses the slot (exit status 3, `exit_code::LOST_SLOT`).
 
 use anyhow::Context as _;
 use clap::Args;
 use pserver::PServerConfig;
 
+use crate::exit_code::Configuration;
 use crate::runtime_args::RuntimeArgs;
 
 #[derive(Debug, Args)]
@@ -24,7 +25,7 @@ impl PServerArgs {
 }
 
 pub(crate) fn run(args: PServerArgs) -> anyhow::Result<()> {
-    args.config.validate()?;
+    args.config.validate().context(Configuration)?;
     let runtime = args.runtime.build()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.config.listen)

@@ -7,6 +7,8 @@ mod command;
 mod dashboard;
 mod data_root;
 mod demo;
+mod exit_codes;
+mod grpc_conventions;
 mod help;
 mod hostile_input;
 mod index_dataset;
