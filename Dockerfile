@@ -17,8 +17,9 @@ RUN apt-get update \
 COPY --from=build /out/raftrain /usr/local/bin/raftrain
 USER 10001:10001
 WORKDIR /var/lib/raftrain
-# 7000: masters (gRPC), 7001: masters' Raft with --peer-listen, 7100: pservers, 9100: metrics
-# and health on --metrics-listen.
-EXPOSE 7000 7001 7100 9100
+# raftrain's ports are 7000-7299, below the Prometheus exporters' 9100-9999 (node_exporter's
+# 9100): 7000 masters (gRPC), 7001 masters' Raft with --peer-listen, 7090 masters' metrics and
+# health (--metrics-listen), 7100 pservers (gRPC), 7190 pservers' metrics, 7290 trainers'.
+EXPOSE 7000 7001 7090 7100 7190 7290
 ENTRYPOINT ["raftrain"]
 CMD ["--help"]

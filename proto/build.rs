@@ -14,9 +14,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for file in files {
         println!("cargo:rerun-if-changed={file}");
     }
+    let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()
         // Every `bytes` field becomes `bytes::Bytes`: payloads are handed on without a copy.
         .bytes(".")
+        // The encoded descriptors of every file, for gRPC server reflection (`grpcurl list`).
+        .file_descriptor_set_path(out_dir.join("raftrain_descriptor.bin"))
         .compile_protos(&files, &["proto"])?;
     Ok(())
 }

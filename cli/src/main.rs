@@ -5,6 +5,7 @@ mod bench;
 mod certs;
 mod demo;
 mod eval_command;
+mod exit_code;
 mod job;
 mod logging;
 mod master_command;
@@ -44,10 +45,11 @@ enum Command {
     /// Run one replica of the master group (Raft + the task queue), until SIGINT or SIGTERM.
     Master(master_command::MasterArgs),
     /// Run one parameter server: claim a slot through the masters, serve its shard of the
-    /// model, checkpoint it; exits when the slot is lost.
+    /// model, checkpoint it; exits when the slot is lost (status 3).
     Pserver(pserver_command::PServerArgs),
     /// Run one trainer: take tasks from the masters, train on them, push to the pservers;
-    /// exits 0 when the job finishes.
+    /// exits 0 when the job finishes, 2 on a configuration error, 75 when the masters or a
+    /// pserver stayed out of reach past --master-wait-s or --pserver-wait-s.
     Trainer(trainer_command::TrainerArgs),
     /// Evaluate a saved model (safetensors) on a dataset, without a cluster.
     Eval(eval_command::EvalArgs),
@@ -65,9 +67,28 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
+impl Command {
+    /// The process's role in the logs, and its name within the role when the flags give one.
+    fn identity(&self) -> logging::ProcessIdentity {
+        let (role, id) = match self {
+            Command::Demo(_) => ("demo", None),
+            Command::Master(args) => ("master", Some(args.id())),
+            Command::Pserver(args) => ("pserver", Some(args.id())),
+            Command::Trainer(args) => ("trainer", args.id()),
+            Command::Eval(_) => ("eval", None),
+            Command::Status(_) => ("status", None),
+            Command::Job(_) => ("job", None),
+            Command::Recordio(_) => ("recordio", None),
+            Command::Certs(_) => ("certs", None),
+            Command::Bench(_) => ("bench", None),
+        };
+        logging::ProcessIdentity { role, id }
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
-    logging::init(cli.log_format);
+    logging::init(cli.log_format, &cli.command.identity());
     process_group::exit_with_parent();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
@@ -83,6 +104,6 @@ fn main() {
     };
     if let Err(error) = result {
         eprintln!("error: {error:#}");
-        std::process::exit(1);
+        std::process::exit(exit_code::exit_status(&error));
     }
 }

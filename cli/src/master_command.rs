@@ -4,6 +4,7 @@ use anyhow::Context as _;
 use clap::Args;
 use master::MasterConfig;
 
+use crate::exit_code::Configuration;
 use crate::runtime_args::RuntimeArgs;
 
 #[derive(Debug, Args)]
@@ -14,8 +15,15 @@ pub(crate) struct MasterArgs {
     runtime: RuntimeArgs,
 }
 
+impl MasterArgs {
+    /// The master's `--id`, its name in the logs.
+    pub(crate) fn id(&self) -> String {
+        self.config.id.to_string()
+    }
+}
+
 pub(crate) fn run(args: MasterArgs) -> anyhow::Result<()> {
-    args.config.validate()?;
+    args.config.validate().context(Configuration)?;
     let runtime = args.runtime.build()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.config.listen)

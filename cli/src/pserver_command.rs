@@ -1,10 +1,11 @@
 //! `raftrain pserver`: one parameter server, serving its slot until SIGINT or SIGTERM (after a
-//! last checkpoint) or until it loses the slot (exit status 1).
+//! last checkpoint) or until it loses the slot (exit status 3, `exit_code::LOST_SLOT`).
 
 use anyhow::Context as _;
 use clap::Args;
 use pserver::PServerConfig;
 
+use crate::exit_code::Configuration;
 use crate::runtime_args::RuntimeArgs;
 
 #[derive(Debug, Args)]
@@ -15,8 +16,16 @@ pub(crate) struct PServerArgs {
     runtime: RuntimeArgs,
 }
 
+impl PServerArgs {
+    /// The address the pserver registers (`--advertise`, else `--listen`), its name in the
+    /// logs: its slot is known only once claimed, and the masters know its holder by address.
+    pub(crate) fn id(&self) -> String {
+        self.config.advertise.clone().unwrap_or_else(|| self.config.listen.to_string())
+    }
+}
+
 pub(crate) fn run(args: PServerArgs) -> anyhow::Result<()> {
-    args.config.validate()?;
+    args.config.validate().context(Configuration)?;
     let runtime = args.runtime.build()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.config.listen)

@@ -1,9 +1,12 @@
 //! `raftrain trainer`: one trainer, until the job finishes (exit 0) or SIGINT/SIGTERM (it stops
-//! after its current task; the master gives unreported work to others).
+//! after its current task; the master gives unreported work to others). Its other exit
+//! statuses are in `exit_code.rs`.
 
+use anyhow::Context as _;
 use clap::Args;
 use trainer::TrainerConfig;
 
+use crate::exit_code::Configuration;
 use crate::runtime_args::RuntimeArgs;
 
 #[derive(Debug, Args)]
@@ -14,8 +17,16 @@ pub(crate) struct TrainerArgs {
     runtime: RuntimeArgs,
 }
 
+impl TrainerArgs {
+    /// The trainer's `--name`, its name in the logs (when not given, the trainer makes one up
+    /// at start, after logging began).
+    pub(crate) fn id(&self) -> Option<String> {
+        self.config.name.clone()
+    }
+}
+
 pub(crate) fn run(args: TrainerArgs) -> anyhow::Result<()> {
-    args.config.validate()?;
+    check_configuration(&args.config).context(Configuration)?;
     let runtime = args.runtime.build()?;
     let summary =
         runtime.block_on(trainer::run(args.config, crate::shutdown::signal_received()))?;
@@ -31,5 +42,14 @@ pub(crate) fn run(args: TrainerArgs) -> anyhow::Result<()> {
         "trained on {} examples in {} tasks ({} failed), {seconds:.2} s on tasks ({rate:.0} examples/s){eval}",
         summary.examples, summary.tasks_done, summary.tasks_failed
     );
+    Ok(())
+}
+
+/// The checks a trainer's flags must pass before it starts, so that each fails with the
+/// configuration status: the rules between flags, and the model's sizes (with one feature when
+/// the count is left to the dataset, which the trainer reads only once started).
+fn check_configuration(config: &TrainerConfig) -> anyhow::Result<()> {
+    config.validate()?;
+    config.model_config(config.features.unwrap_or(1))?;
     Ok(())
 }

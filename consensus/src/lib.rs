@@ -74,7 +74,7 @@ pub use log_store_closed::{LogStoreClosed, OpenHandle};
 pub use node::{ConsensusNode, COMMAND_BYTES_MAX};
 pub use raft_log::{NodeStorage, PurgeGuard, RaftLog};
 pub use rpc_handler::RpcHandler;
-pub use service::{serve, RaftServer};
+pub use service::{serve, RaftServer, RAFT_SERVICE};
 pub use snapshot_file::STATE_SNAPSHOT_BYTES_MAX;
 pub use state_machine::{RestoreError, StateMachine};
 pub use type_config::{Commands, Entry, Metrics, Raft, Responses, TypeConfig};

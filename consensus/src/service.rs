@@ -3,12 +3,15 @@
 
 use std::future::Future;
 
-use platform::{incoming, server_builder, PortLimits, MESSAGE_BYTES_MAX};
+use platform::{
+    conventional_router, incoming, server_builder, GrpcHealth, PortLimits, MESSAGE_BYTES_MAX,
+};
 use proto::raft::raft_service_server::{RaftService, RaftServiceServer};
 use proto::raft::{ClusterInfoReply, ClusterInfoRequest, RaftReply, RaftRequest};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::net::TcpListener;
+use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 use crate::cluster_info::{cluster_info_reply, ClusterInfo};
@@ -85,15 +88,22 @@ impl RaftService for RaftServer {
     }
 }
 
-/// Serves the node's Raft service (only) on `listener` until `shutdown` completes, with the
-/// node's own security settings and `limits`.
+/// The Raft service's full name, as health and reflection know it.
+pub const RAFT_SERVICE: &str = <RaftServiceServer<RaftServer> as NamedService>::NAME;
+
+/// Serves the node's Raft service on `listener` until `shutdown` completes, with the node's
+/// own security settings and `limits`; beside it health (the Raft service SERVING while the
+/// port serves) and reflection.
 pub async fn serve<S: StateMachine>(
     listener: TcpListener,
     node: ConsensusNode<S>,
     limits: PortLimits,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    server_builder(node.security(), &limits)?
+    let health = GrpcHealth::default();
+    health.set(RAFT_SERVICE, true).await;
+    let mut builder = server_builder(node.security(), &limits)?;
+    conventional_router(&mut builder, &health, &[RAFT_SERVICE], proto::FILE_DESCRIPTOR_SET)?
         .add_service(node.raft_service())
         .serve_with_incoming_shutdown(incoming(listener, &limits), shutdown)
         .await?;

@@ -8,6 +8,7 @@
 pub mod clock;
 mod config;
 mod dataset_scan;
+mod health;
 mod leader;
 mod leader_clock;
 mod metrics;

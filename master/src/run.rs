@@ -1,5 +1,6 @@
 //! `run`: one master replica. Opens the replicated log, serves the Raft and master services on
-//! one port, bootstraps the group, and does the leader's duties until shutdown.
+//! one port (with gRPC health and reflection), bootstraps the group, and does the leader's
+//! duties until shutdown.
 
 use crate::clock::SystemClock;
 use crate::config::MasterConfig;
@@ -10,7 +11,7 @@ use anyhow::Context as _;
 use consensus::{ConsensusNode, Handoff};
 use platform::metrics_http::{Endpoints, Ready, Render};
 use platform::security::Security;
-use platform::PortLimits;
+use platform::{GrpcHealth, PortLimits};
 use proto::master::master_service_server::MasterServiceServer;
 use std::future::Future;
 use std::sync::Arc;
@@ -42,12 +43,20 @@ pub async fn run(
         .with_context(|| format!("open master {} in {}", config.id, config.data_dir.display()))?;
     let replica = Replica::start(node.clone(), &config, Arc::new(SystemClock))?;
     let stopped = replica.stopped();
+    let raft_on_its_own_port = peer_listener.is_some();
+    let health = crate::health::initial(raft_on_its_own_port).await;
     let listeners = (listener, peer_listener);
     let limits = &config.port_limits;
-    let servers =
-        Servers::spawn(listeners, &node, replica.service(), (&security, limits), &stopped)?;
+    let servers = Servers::spawn(
+        listeners,
+        &node,
+        replica.service(),
+        (&security, limits, &health),
+        &stopped,
+    )?;
+    let health_keeper = crate::health::spawn_keeper(&node, health.clone(), stopped.clone());
+    // No `id` field: a JSON log line carries the process's id already (`cli/src/logging.rs`).
     tracing::info!(
-        id = config.id,
         listen = %config.listen,
         peer_listen = ?config.peer_listen,
         tls = security.tls().is_some(),
@@ -55,7 +64,7 @@ pub async fn run(
         "master serving"
     );
     let metrics = metrics_listener
-        .map(|listener| serve_metrics(listener, limits, node.clone(), stopped.clone()));
+        .map(|listener| serve_metrics(listener, limits, (node.clone(), health), stopped.clone()));
     node.bootstrap().await.context("bootstrap the master group")?;
     let core_stopped = tokio::select! {
         () = shutdown => None,
@@ -63,13 +72,14 @@ pub async fn run(
     };
     match &core_stopped {
         None => {
-            tracing::info!(id = config.id, "master shutting down");
+            tracing::info!("master shutting down");
             hand_off(&node).await;
         }
-        Some(reason) => tracing::error!(id = config.id, %reason, "the Raft core stopped; exiting"),
+        Some(reason) => tracing::error!(%reason, "the Raft core stopped; exiting"),
     }
     replica.stop().await?;
     let served = servers.join(Duration::from_millis(DRAIN_MS_MAX)).await;
+    health_keeper.await.context("the health keeper panicked")?;
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics server panicked")?;
     }
@@ -135,10 +145,17 @@ impl Servers {
         (listener, peer_listener): (TcpListener, Option<TcpListener>),
         node: &ConsensusNode<ReplicatedState>,
         master_service: MasterServiceServer<MasterRpc>,
-        (security, limits): (&Security, &PortLimits),
+        (security, limits, health): (&Security, &PortLimits, &GrpcHealth),
         stopped: &watch::Receiver<bool>,
     ) -> anyhow::Result<Self> {
-        let mut router = platform::server_builder(security, limits)?;
+        let mut builder = platform::server_builder(security, limits)?;
+        let services = crate::health::client_port_services(peer_listener.is_some());
+        let router = platform::conventional_router(
+            &mut builder,
+            health,
+            &services,
+            proto::FILE_DESCRIPTOR_SET,
+        )?;
         let (router, peer) = match peer_listener {
             Some(peer_listener) => {
                 let shutdown = wait_for_stop(stopped.clone());
@@ -186,11 +203,11 @@ impl Servers {
 }
 
 /// Serves the master's metrics on the `--metrics-listen` listener until `stopped` turns true;
-/// ready while the node knows a leader.
+/// ready while the node knows a leader; `health` answers `grpc.health.v1` there too.
 fn serve_metrics(
     listener: TcpListener,
     limits: &PortLimits,
-    node: ConsensusNode<ReplicatedState>,
+    (node, health): (ConsensusNode<ReplicatedState>, GrpcHealth),
     stopped: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let (rendered, asked) = (node.clone(), node);
@@ -199,5 +216,12 @@ fn serve_metrics(
         None => Err("no leader known".to_string()),
         Some(_) => Ok(()),
     });
-    platform::metrics_http::spawn(listener, limits.clone(), Endpoints { render, ready }, stopped)
+    let endpoints = Endpoints { render, ready };
+    platform::metrics_http::spawn_with_health(
+        listener,
+        limits.clone(),
+        endpoints,
+        Some(health),
+        stopped,
+    )
 }

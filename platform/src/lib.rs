@@ -11,6 +11,8 @@
 //! - `port_limits` ([`PortLimits`]) bounds what a peer can make a server hold: connections
 //!   (`guarded_listener`, `guarded_stream`: connection count, first bytes, idle time), and the
 //!   bytes of unfinished requests (`request_budget`, `budget_body`, `grpc_framing`).
+//! - `grpc_conventions`: `grpc.health.v1` ([`GrpcHealth`]) and server reflection, mounted on
+//!   every server ([`conventional_router`]) and health also on the metrics port.
 //! - `clock`: where a master or a pserver reads time (a seam the simulation fills).
 //! - `rpc_metrics`: every call's latency and errors; `telemetry`: the process's Prometheus
 //!   recorder; `metrics_http`: the `/metrics`, `/healthz` and `/readyz` server.
@@ -24,6 +26,7 @@
 mod budget_body;
 pub mod clock;
 pub mod endpoint;
+pub mod grpc_conventions;
 mod grpc_framing;
 mod guarded_listener;
 mod guarded_stream;
@@ -36,8 +39,9 @@ mod server_builder;
 pub mod telemetry;
 
 pub use endpoint::{endpoint, CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
+pub use grpc_conventions::{conventional_router, GrpcHealth, ServerRouter};
 pub use guarded_listener::{incoming, GuardedListener};
 pub use guarded_stream::GuardedStream;
 pub use port_limits::PortLimits;
 pub use security::Security;
-pub use server_builder::{server_builder, ServerBuilder};
+pub use server_builder::{server_builder, ServerBuilder, ServerLayers};

@@ -2,6 +2,9 @@
 //! `GET /metrics` (Prometheus text), `GET /healthz` (the process runs) and `GET /readyz`
 //! (it can do its job: a master knows a leader, a pserver serves its slot, a trainer has
 //! joined its job; 503 with the reason otherwise). Other paths are 404, other methods 405.
+//! A master's and a pserver's also answer `grpc.health.v1.Health` (HTTP/2 without TLS, as
+//! Kubernetes' `grpc:` probes speak it; their gRPC ports may need TLS, which those probes
+//! cannot do) from the same statuses as their gRPC port's.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,7 +18,8 @@ use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 
-use crate::{GuardedListener, PortLimits};
+use crate::grpc_conventions::HEALTH_SERVICE;
+use crate::{GrpcHealth, GuardedListener, PortLimits};
 
 /// The Prometheus text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -53,11 +57,28 @@ pub async fn serve(
     endpoints: Endpoints,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let router = Router::new()
+    serve_with_health(listener, limits, endpoints, None, shutdown).await
+}
+
+/// Like [`serve`], and with `health`, `grpc.health.v1.Health` too.
+pub async fn serve_with_health(
+    listener: TcpListener,
+    limits: &PortLimits,
+    endpoints: Endpoints,
+    health: Option<GrpcHealth>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let mut router = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .with_state(endpoints);
+    if let Some(health) = health {
+        for method in ["Check", "Watch"] {
+            let path = format!("/{HEALTH_SERVICE}/{method}");
+            router = router.route_service(&path, health.service());
+        }
+    }
     let listener = GuardedListener::new(listener, limits);
     if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
         tracing::warn!(%error, "the metrics endpoint stopped");
@@ -69,12 +90,25 @@ pub fn spawn(
     listener: TcpListener,
     limits: PortLimits,
     endpoints: Endpoints,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    spawn_with_health(listener, limits, endpoints, None, stopped)
+}
+
+/// Like [`spawn`], and with `health`, `grpc.health.v1.Health` too.
+pub fn spawn_with_health(
+    listener: TcpListener,
+    limits: PortLimits,
+    endpoints: Endpoints,
+    health: Option<GrpcHealth>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let shutdown = async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
-    tokio::spawn(async move { serve(listener, &limits, endpoints, shutdown).await })
+    tokio::spawn(
+        async move { serve_with_health(listener, &limits, endpoints, health, shutdown).await },
+    )
 }
 
 async fn metrics(State(endpoints): State<Endpoints>) -> impl IntoResponse {

@@ -12,10 +12,13 @@ use crate::request_budget::RequestBudgetLayer;
 use crate::rpc_metrics::RpcMetricsLayer;
 use crate::security::{AuthLayer, Security, SecurityError};
 
-/// Every raftrain gRPC server: calls are measured, then their token is checked, then their
-/// request body is put under the server's byte budget and deadline.
-pub type ServerBuilder =
-    Server<Stack<RequestBudgetLayer, Stack<AuthLayer, Stack<RpcMetricsLayer, Identity>>>>;
+/// The layers of every raftrain gRPC server: calls are measured, then their token is checked,
+/// then their request body is put under the server's byte budget and deadline.
+pub type ServerLayers =
+    Stack<RequestBudgetLayer, Stack<AuthLayer, Stack<RpcMetricsLayer, Identity>>>;
+
+/// Every raftrain gRPC server (see [`ServerLayers`]).
+pub type ServerBuilder = Server<ServerLayers>;
 
 /// A tonic server builder with the HTTP/2 windows multi-megabyte messages need, every call
 /// measured ([`RpcMetricsLayer`]), `security`'s TLS and token check ([`AuthLayer`]), and

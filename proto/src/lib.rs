@@ -48,3 +48,7 @@ pub use raftrain::raft::v1 as raft;
 
 pub use prost;
 pub use prost::Message;
+
+/// Every raftrain `.proto` file as an encoded `FileDescriptorSet`, for gRPC server reflection:
+/// `grpcurl` lists and calls raftrain's services without the `.proto` files.
+pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("raftrain_descriptor");

@@ -1,6 +1,7 @@
 //! `run`: one pserver. Claims a slot through the master, keeps its lease, restores the slot's
-//! checkpoint if it has one, serves the shard, checkpoints every interval, and stops serving
-//! the moment the lease is lost (returning an error, so the process exits non-zero).
+//! checkpoint if it has one, serves the shard (with gRPC health and reflection), checkpoints
+//! every interval, and stops serving the moment the lease is lost (returning an error, so the
+//! process exits non-zero).
 
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use client::{ClientOptions, MasterClient, SlotLease};
 use platform::security::Security;
-use platform::PortLimits;
+use platform::{GrpcHealth, PortLimits};
 use proto::pserver::p_server_service_server::PServerServiceServer;
 use storage::checkpoint::CheckpointDir;
 use tokio::net::TcpListener;
@@ -25,6 +26,11 @@ use crate::restore::restore;
 use crate::service::PServerRpc;
 use crate::shard_cell::ShardCell;
 use crate::slot_keeper;
+
+/// The pserver service's full name, as health and reflection know it: SERVING while this
+/// process holds its slot under a confirmed lease and has restored the shard.
+pub const PSERVER_SERVICE: &str =
+    <PServerServiceServer<PServerRpc> as tonic::server::NamedService>::NAME;
 
 /// How often the serving loop looks at the lease.
 const LEASE_CHECK_MS: u64 = 20;
@@ -114,25 +120,30 @@ async fn serve_slot(
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
     let (server_stop, server_stopped) = watch::channel(false);
+    // Restored: the service is SERVING while the lease holds (`watch_lease` keeps it current).
+    let health = GrpcHealth::default();
+    health.set(PSERVER_SERVICE, held.check().is_ok()).await;
     let metrics = listeners.metrics.map(|listener| {
         let endpoints =
             crate::metrics::endpoints(held.clone(), cell.clone(), recorded_step.clone());
-        platform::metrics_http::spawn(
+        platform::metrics_http::spawn_with_health(
             listener,
             config.port_limits.clone(),
             endpoints,
+            Some(health.clone()),
             server_stopped.clone(),
         )
     });
     let server = tokio::spawn(serve(
         listeners.service,
         service,
-        (master.security().clone(), config.port_limits.clone()),
+        (master.security().clone(), config.port_limits.clone(), health.clone()),
         server_stopped,
     ));
     let checkpointer = Checkpointer::new(dir, master, held.clone(), lease, cell, recorded_step);
-    let outcome =
-        watch_lease(&held, checkpointer, config.checkpoint_interval(), stopped, shutdown).await;
+    let interval = config.checkpoint_interval();
+    let outcome = watch_lease(&held, &health, checkpointer, interval, stopped, shutdown).await;
+    health.set(PSERVER_SERVICE, false).await;
     let _ = server_stop.send(true);
     let drain = Duration::from_millis(DRAIN_MS_MAX);
     let abort = server.abort_handle();
@@ -153,6 +164,7 @@ async fn serve_slot(
 /// the lease is lost (an error).
 async fn watch_lease(
     held: &HeldSlot,
+    health: &GrpcHealth,
     mut checkpointer: Checkpointer,
     interval: Duration,
     mut stopped: watch::Receiver<bool>,
@@ -160,14 +172,20 @@ async fn watch_lease(
 ) -> anyhow::Result<()> {
     tokio::pin!(shutdown);
     let mut next_checkpoint = tokio::time::Instant::now() + interval;
+    let mut serving = held.check().is_ok();
     loop {
         tokio::select! {
             () = &mut shutdown => break,
             _ = stopped.wait_for(|stop| *stop) => break,
             _ = tokio::time::sleep(Duration::from_millis(LEASE_CHECK_MS)) => {}
         }
-        if let Err(error @ FenceError::LeaseLost { .. }) = held.check() {
+        let checked = held.check();
+        if let Err(error @ FenceError::LeaseLost { .. }) = checked {
             return Err(error.into());
+        }
+        if serving != checked.is_ok() {
+            serving = checked.is_ok();
+            health.set(PSERVER_SERVICE, serving).await;
         }
         if held.is_job_ended() {
             tracing::info!(slot = held.index(), "the job ended (cancelled or removed)");
@@ -229,14 +247,16 @@ async fn restored_cell(
     Ok(ShardCell::restored(slot, shard))
 }
 
+/// Serves the shard's service, with health and reflection beside it, until `stopped`.
 async fn serve(
     listener: TcpListener,
     service: PServerServiceServer<PServerRpc>,
-    (security, limits): (Security, PortLimits),
+    (security, limits, health): (Security, PortLimits, GrpcHealth),
     mut stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    platform::server_builder(&security, &limits)?
-        .max_frame_size(FRAME_BYTES_MAX)
+    let mut builder = platform::server_builder(&security, &limits)?.max_frame_size(FRAME_BYTES_MAX);
+    let services = [PSERVER_SERVICE];
+    platform::conventional_router(&mut builder, &health, &services, proto::FILE_DESCRIPTOR_SET)?
         .add_service(service)
         .serve_with_incoming_shutdown(platform::incoming(listener, &limits), async move {
             let _ = stopped.wait_for(|stop| *stop).await;

@@ -79,7 +79,13 @@ pub async fn run(
     let progress = Progress::default();
     let (stop, stopped) = watch::channel(false);
     let metrics = metrics_listener.map(|listener| {
-        serve_metrics(listener, &config.port_limits, progress.metrics.clone(), master.clone(), stopped)
+        serve_metrics(
+            listener,
+            &config.port_limits,
+            progress.metrics.clone(),
+            master.clone(),
+            stopped,
+        )
     });
     let trained = join_and_train(&config, model, master, progress, shutdown).await;
     let _ = stop.send(true);

@@ -1,19 +1,21 @@
-//! Saved models in the safetensors format, by hand (no extra crate): an 8-byte little-endian
-//! header length, a JSON header naming each tensor's dtype, shape and byte range (plus
-//! `__metadata__`), then the little-endian data. Loadable with Python's `safetensors.numpy`.
+//! Saved models in the safetensors format, read and written with the `safetensors` crate (the
+//! format's reference implementation, which validates an untrusted header: its length, the
+//! JSON, every tensor's byte range against its shape and dtype, ranges that overlap or leave
+//! gaps, a data section longer or shorter than the tensors). This file adds what a raftrain
+//! model needs on top: f32 tensors only, a durable write (temporary file, fsync, rename), and
+//! errors that name the file and say what is wrong in words. Loadable with Python's
+//! `safetensors.numpy`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Map, Value};
+use safetensors::tensor::TensorView;
+use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
 use crate::model::Params;
 
-/// A header larger than this is refused (safetensors' own limit is 100 MB).
-const HEADER_BYTES_MAX: u64 = 100_000_000;
-
-/// A saved model that does not read; names the file and what is wrong.
+/// A saved model that does not read or write; names the file and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum SafetensorsError {
     #[error("{}: {source}", path.display())]
@@ -35,41 +37,28 @@ pub fn write_safetensors(
     tensors: &[NamedTensor<'_>],
     metadata: &BTreeMap<String, String>,
 ) -> Result<(), SafetensorsError> {
-    let io = |source| SafetensorsError::Io { path: path.to_path_buf(), source };
-    let mut header = Map::new();
-    header.insert("__metadata__".into(), json!(metadata));
-    let mut offset = 0_usize;
-    for tensor in tensors {
-        assert_eq!(
-            tensor.shape.iter().product::<usize>(),
-            tensor.values.len(),
-            "{}: shape and values agree",
-            tensor.name
-        );
-        let end = offset + tensor.values.len() * 4;
-        header.insert(
-            tensor.name.to_string(),
-            json!({"dtype": "F32", "shape": tensor.shape, "data_offsets": [offset, end]}),
-        );
-        offset = end;
+    let invalid = |reason: String| SafetensorsError::Invalid { path: path.to_path_buf(), reason };
+    let bytes: Vec<Vec<u8>> = tensors
+        .iter()
+        .map(|tensor| tensor.values.iter().flat_map(|value| value.to_le_bytes()).collect())
+        .collect();
+    let mut views = Vec::with_capacity(tensors.len());
+    for (tensor, data) in tensors.iter().zip(&bytes) {
+        let view = TensorView::new(Dtype::F32, tensor.shape.to_vec(), data)
+            .map_err(|error| invalid(format!("tensor {}: {}", tensor.name, reason(&error))))?;
+        views.push((tensor.name, view));
     }
-    let mut header = Value::Object(header).to_string().into_bytes();
-    // Pad with spaces so the data starts 8-byte aligned, as the format recommends.
-    header.resize(header.len().div_ceil(8) * 8, b' ');
+    let info: HashMap<String, String> = metadata.clone().into_iter().collect();
+    // The crate pads the header with spaces so the data starts 8-byte aligned.
+    let serialized =
+        safetensors::serialize(views, Some(info)).map_err(|error| invalid(reason(&error)))?;
     let dir =
         path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| SafetensorsError::Invalid {
-        path: path.to_path_buf(),
-        reason: "not a file name".into(),
-    })?;
+    let name = path.file_name().ok_or_else(|| invalid("not a file name".into()))?;
+    let io = |source| SafetensorsError::Io { path: path.to_path_buf(), source };
     let mut file =
         storage::durable_file::DurableFile::create(dir, &name.to_string_lossy()).map_err(io)?;
-    file.write_all(&(header.len() as u64).to_le_bytes()).map_err(io)?;
-    file.write_all(&header).map_err(io)?;
-    for tensor in tensors {
-        let bytes: Vec<u8> = tensor.values.iter().flat_map(|value| value.to_le_bytes()).collect();
-        file.write_all(&bytes).map_err(io)?;
-    }
+    file.write_all(&serialized).map_err(io)?;
     file.commit().map_err(io)?;
     Ok(())
 }
@@ -82,88 +71,58 @@ pub struct SavedTensors {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// Reads a saved model.
+/// Reads a saved model; every tensor must be F32.
 pub fn read_safetensors(path: &Path) -> Result<SavedTensors, SafetensorsError> {
     let bytes = std::fs::read(path)
         .map_err(|source| SafetensorsError::Io { path: path.to_path_buf(), source })?;
     let invalid = |reason: String| SafetensorsError::Invalid { path: path.to_path_buf(), reason };
-    let length = bytes
-        .get(..8)
-        .map(|word| u64::from_le_bytes(word.try_into().expect("8 bytes")))
-        .ok_or_else(|| invalid("shorter than the 8-byte header length".into()))?;
-    if length > HEADER_BYTES_MAX || 8 + length > bytes.len() as u64 {
-        return Err(invalid(format!(
-            "header length {length} does not fit the {}-byte file",
-            bytes.len()
-        )));
-    }
-    let header: Map<String, Value> = serde_json::from_slice(&bytes[8..8 + length as usize])
-        .map_err(|error| invalid(format!("header is not a JSON object: {error}")))?;
-    let data = &bytes[8 + length as usize..];
-    let mut params = Params::new();
-    let mut shapes = BTreeMap::new();
-    let mut metadata = BTreeMap::new();
-    let mut ranges = Vec::new();
-    for (name, entry) in header {
-        if name == "__metadata__" {
-            metadata = serde_json::from_value(entry)
-                .map_err(|error| invalid(format!("__metadata__: {error}")))?;
-            continue;
+    let (_, header) =
+        SafeTensors::read_metadata(&bytes).map_err(|error| invalid(reason(&error)))?;
+    let file = SafeTensors::deserialize(&bytes).map_err(|error| invalid(reason(&error)))?;
+    let mut saved = SavedTensors {
+        metadata: header.metadata().clone().unwrap_or_default().into_iter().collect(),
+        ..SavedTensors::default()
+    };
+    for (name, view) in file.iter() {
+        if view.dtype() != Dtype::F32 {
+            return Err(invalid(format!("tensor {name}: dtype {} is not F32", view.dtype())));
         }
-        let (shape, begin, end) = tensor_entry(&entry, data.len())
-            .map_err(|reason| invalid(format!("tensor {name}: {reason}")))?;
-        let values = data[begin..end]
+        let values = view
+            .data()
             .chunks_exact(4)
-            .map(|word| f32::from_le_bytes([word[0], word[1], word[2], word[3]]))
-            .collect();
-        ranges.push((begin, end, name.clone()));
-        shapes.insert(name.clone(), shape);
-        params.insert(name, values);
+            .map(|word| f32::from_le_bytes([word[0], word[1], word[2], word[3]]));
+        saved.params.insert(name.to_string(), values.collect());
+        saved.shapes.insert(name.to_string(), view.shape().to_vec());
     }
-    check_ranges(ranges, data.len()).map_err(invalid)?;
-    Ok(SavedTensors { params, shapes, metadata })
+    Ok(saved)
 }
 
-/// A tensor's shape and byte range, checked against the data section.
-fn tensor_entry(entry: &Value, data_bytes: usize) -> Result<(Vec<usize>, usize, usize), String> {
-    if entry["dtype"] != "F32" {
-        return Err(format!("dtype {} is not F32", entry["dtype"]));
-    }
-    let shape: Vec<usize> = serde_json::from_value(entry["shape"].clone())
-        .map_err(|error| format!("shape: {error}"))?;
-    let offsets: [usize; 2] = serde_json::from_value(entry["data_offsets"].clone())
-        .map_err(|error| format!("data_offsets: {error}"))?;
-    let [begin, end] = offsets;
-    if begin > end || end > data_bytes {
-        return Err(format!("data_offsets [{begin}, {end}] outside the {data_bytes}-byte data"));
-    }
-    let elements = shape
-        .iter()
-        .try_fold(1_usize, |count, &dim| count.checked_mul(dim))
-        .ok_or("shape overflows")?;
-    if elements.checked_mul(4) != Some(end - begin) {
-        return Err(format!(
-            "shape {shape:?} needs {elements} values, the range holds {} bytes",
-            end - begin
-        ));
-    }
-    Ok((shape, begin, end))
-}
-
-/// The tensors' ranges cover the data exactly, without overlap.
-fn check_ranges(mut ranges: Vec<(usize, usize, String)>, data_bytes: usize) -> Result<(), String> {
-    ranges.sort();
-    let mut next = 0;
-    for (begin, end, name) in ranges {
-        if begin != next {
-            return Err(format!(
-                "tensor {name} starts at {begin}, expected {next} (gap or overlap)"
-            ));
+/// What `error` means for a file, in words.
+fn reason(error: &SafeTensorError) -> String {
+    match error {
+        SafeTensorError::HeaderTooSmall => "shorter than the 8-byte header length".into(),
+        SafeTensorError::HeaderTooLarge => {
+            "the header length does not fit: over the format's 100,000,000-byte limit".into()
         }
-        next = end;
+        SafeTensorError::InvalidHeaderLength => {
+            "the header length does not fit: past the end of the file".into()
+        }
+        SafeTensorError::InvalidHeader(error) => format!("the header is not UTF-8: {error}"),
+        SafeTensorError::InvalidHeaderDeserialization(error) => {
+            format!("the header is not a JSON object of tensors: {error}")
+        }
+        SafeTensorError::InvalidOffset(name) => format!(
+            "tensor {name}: its data_offsets overlap another tensor's, leave a gap, or run \
+             backwards"
+        ),
+        SafeTensorError::MetadataIncompleteBuffer => "the tensors' byte ranges do not cover \
+             the data section exactly (the file was cut short or has bytes after the last \
+             tensor)"
+            .into(),
+        SafeTensorError::TensorInvalidInfo => {
+            "a tensor's byte range is not the size its shape and dtype make".into()
+        }
+        SafeTensorError::ValidationOverflow => "a tensor's shape overflows".into(),
+        other => other.to_string(),
     }
-    if next != data_bytes {
-        return Err(format!("{} bytes after the last tensor", data_bytes - next));
-    }
-    Ok(())
 }

@@ -60,7 +60,8 @@ pub(crate) fn run(args: &MasterBenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(bench(args, root.path()));
     if args.keep {
-        println!("data directories and logs kept in {}", root.keep().display());
+        // Standard error: standard output holds the tables alone.
+        eprintln!("data directories and logs kept in {}", root.keep().display());
     }
     result
 }

@@ -8,6 +8,7 @@ mod master;
 mod master_dataset;
 mod master_load;
 mod master_snapshot;
+mod process_logs;
 mod pserver;
 mod pserver_baseline;
 mod raw_sync;

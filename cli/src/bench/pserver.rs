@@ -14,6 +14,7 @@ use pserver::client::{PServerClient, PServerClientOptions};
 use pserver::layout::{JobLayout, ParamSpec, BLOCK_ELEMENTS_DEFAULT};
 use pserver::optimizer::{OptimizerConfig, OptimizerKind};
 
+use super::process_logs::ProcessLogs;
 use super::pserver_baseline::{checkpoint_rows, raw_tcp_gbps};
 use super::table::Table;
 use crate::process_group::{free_loopback_addrs, ProcessGroup};
@@ -32,6 +33,11 @@ pub(crate) struct PServerBenchArgs {
     /// Kill -9 / replacement measurements (0 skips them).
     #[arg(long, default_value_t = 3)]
     replacements: u32,
+    /// Where the master and pserver processes log, one subdirectory per cluster, kept after
+    /// the run (default: a new directory under the system's temporary directory; either is
+    /// named on standard error, which standard output's tables never mix with).
+    #[arg(long)]
+    log_dir: Option<std::path::PathBuf>,
 }
 
 /// The masters' pserver lease in the benchmark: a killed pserver's slot frees after this.
@@ -43,17 +49,19 @@ pub(crate) fn run(args: &PServerBenchArgs) -> anyhow::Result<()> {
         "--params and --pservers need values"
     );
     let root = tempfile::tempdir().context("create a temporary directory")?;
+    let mut logs = ProcessLogs::create("pserver", args.log_dir.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(bench(args, root.path()))
+    runtime.block_on(bench(args, root.path(), &mut logs))
 }
 
-async fn bench(args: &PServerBenchArgs, root: &Path) -> anyhow::Result<()> {
+async fn bench(args: &PServerBenchArgs, root: &Path, logs: &mut ProcessLogs) -> anyhow::Result<()> {
     let mut table =
         Table::new(&["params", "pservers", "push+pull GB/s", "raw TCP GB/s", "vs raw TCP"]);
     for &params in &args.params {
         let raw = raw_tcp_gbps(params as usize * 4)?;
         for &count in &args.pservers {
-            let cluster = Cluster::start(root, count).await?;
+            let label = format!("params-{params}-pservers-{count}");
+            let cluster = Cluster::start(root, count, &logs.cluster(&label)?).await?;
             let gbps = cluster.throughput(params, args.rounds).await?;
             table.row(vec![
                 params.to_string(),
@@ -70,7 +78,7 @@ async fn bench(args: &PServerBenchArgs, root: &Path) -> anyhow::Result<()> {
         checkpoint_rows(root, *args.params.iter().max().expect("checked non-empty"))?.render()
     );
     if args.replacements > 0 {
-        let cluster = Cluster::start(root, 2).await?;
+        let cluster = Cluster::start(root, 2, &logs.cluster("replacements")?).await?;
         let dir = cluster.dir.clone();
         println!("{}", cluster.replacements(args.replacements, &dir).await?.render());
     }
@@ -89,7 +97,8 @@ struct Cluster {
 }
 
 impl Cluster {
-    async fn start(root: &Path, count: u32) -> anyhow::Result<Self> {
+    /// Data under `root` (deleted with it), logs in `log_dir` (kept).
+    async fn start(root: &Path, count: u32, log_dir: &Path) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir_in(root)?.keep();
         let addrs = free_loopback_addrs(1 + count as usize)?;
         let master = vec![
@@ -109,7 +118,7 @@ impl Cluster {
         for addr in &addrs[1..] {
             commands.push(pserver_command(&addrs[0], addr, &dir, count));
         }
-        let processes = ProcessGroup::start(commands, &dir)?;
+        let processes = ProcessGroup::start(commands, log_dir)?;
         let master = Arc::new(MasterClient::new(&addrs[..1], ClientOptions::default())?);
         let pserver_addrs = addrs[1..].to_vec();
         Ok(Self { processes, master, master_addr: addrs[0].clone(), pserver_addrs, dir, count })

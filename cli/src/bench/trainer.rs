@@ -11,6 +11,7 @@ use pserver::optimizer::{OptimizerConfig, OptimizerKind};
 use trainer::local::{load_batches, train_locally};
 use trainer::model::{ModelConfig, ModelKind};
 
+use super::process_logs::ProcessLogs;
 use super::table::Table;
 use crate::process_group::{free_loopback_addrs, run_raftrain, ProcessGroup};
 
@@ -30,6 +31,11 @@ pub(crate) struct TrainerBenchArgs {
     every: usize,
     #[arg(long, default_value_t = 64)]
     batch_size: usize,
+    /// Where each run's master and pserver log, one subdirectory per run, kept after the
+    /// benchmark (default: a new directory under the system's temporary directory; either is
+    /// named on standard error). The trainers log to standard error.
+    #[arg(long)]
+    log_dir: Option<std::path::PathBuf>,
 }
 
 const FEATURES: usize = 100;
@@ -41,6 +47,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 
 pub(crate) fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
     let root = tempfile::tempdir().context("create a temporary directory")?;
+    let mut logs = ProcessLogs::create("trainer", args.log_dir.as_deref())?;
     let data = root.path().join("data");
     let (examples, out, features, classes) = (
         args.examples.to_string(),
@@ -84,7 +91,9 @@ pub(crate) fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         let local = local_rate(&model, &train, args)?;
         for &trainers in &args.trainers {
             for every in [1, args.every] {
-                let rate = distributed_rate(&model, &train, args, trainers, every, root.path())?;
+                let label = format!("{}-trainers-{trainers}-every-{every}", kind.name());
+                let places = (root.path(), logs.cluster(&label)?);
+                let rate = distributed_rate(&model, &train, args, (trainers, every), places)?;
                 let cells = [
                     kind.name().to_string(),
                     trainers.to_string(),
@@ -115,9 +124,8 @@ fn distributed_rate(
     model: &ModelConfig,
     train: &str,
     args: &TrainerBenchArgs,
-    trainers: usize,
-    every: usize,
-    root: &Path,
+    (trainers, every): (usize, usize),
+    (root, log_dir): (&Path, std::path::PathBuf),
 ) -> anyhow::Result<f64> {
     let dir = tempfile::tempdir_in(root)?;
     let addrs = free_loopback_addrs(2)?;
@@ -144,7 +152,7 @@ fn distributed_rate(
         &dir.path().join("c").display().to_string(),
     ];
     let strings = |args: &[&str]| args.iter().map(|arg| arg.to_string()).collect::<Vec<_>>();
-    let _cluster = ProcessGroup::start(vec![strings(&master), strings(&pserver)], dir.path())?;
+    let _cluster = ProcessGroup::start(vec![strings(&master), strings(&pserver)], &log_dir)?;
     let exe = std::env::current_exe()?;
     let children: Vec<_> = (0..trainers)
         .map(|_| {

@@ -1,27 +1,8 @@
-//! Text forms of `raftrain.example.v1.Example`: parsing CSV and LibSVM lines into examples,
-//! and printing a stored example as one JSON object.
+//! Text forms of `raftrain.example.v1.Example`: parsing LibSVM lines into examples (CSV has
+//! its own reader, `csv_input.rs`), and printing a stored example as one JSON object.
 
 use proto::example::Example;
 use proto::Message as _;
-
-/// Parses one CSV line of numbers; `label_column` is 0-based, `None` means the last column.
-/// The error names the 1-based column and the text that is wrong.
-pub(crate) fn parse_csv_line(line: &str, label_column: Option<usize>) -> Result<Example, String> {
-    let mut values = Vec::new();
-    for (column_index, field) in line.split(',').enumerate() {
-        values.push(parse_number(field.trim(), column_index + 1)?);
-    }
-    let label_index = label_column.unwrap_or(values.len() - 1);
-    if label_index >= values.len() {
-        return Err(format!(
-            "label column {} does not exist: the line has {} columns",
-            label_index + 1,
-            values.len()
-        ));
-    }
-    let label = values.remove(label_index);
-    Ok(Example { dense: values, label, ..Example::default() })
-}
 
 /// Parses one LibSVM line: `label index:value index:value ...`, indices strictly ascending,
 /// the label and every value finite. The error names the 1-based column (whitespace-separated
@@ -86,26 +67,6 @@ mod tests {
 
     fn dense(values: &[f32], label: f32) -> Example {
         Example { dense: values.to_vec(), label, ..Example::default() }
-    }
-
-    /// CSV lines become dense examples with the chosen label column; bad lines name the column.
-    #[test]
-    fn csv_lines() {
-        let check = |line: &str, label_column, expected: Result<Example, &str>| {
-            assert_eq!(
-                parse_csv_line(line, label_column),
-                expected.map_err(str::to_string),
-                "{line}"
-            );
-        };
-        check("1,2,3", None, Ok(dense(&[1.0, 2.0], 3.0)));
-        check(" 1 , 2.5 ,-3e1", None, Ok(dense(&[1.0, 2.5], -30.0)));
-        check("7,2,3", Some(0), Ok(dense(&[2.0, 3.0], 7.0)));
-        check("4", None, Ok(dense(&[], 4.0)));
-        check("1,x,3", None, Err("column 2: \"x\" is not a finite number"));
-        check("1,,3", None, Err("column 2: \"\" is not a finite number"));
-        check("1,NaN", None, Err("column 2: \"NaN\" is not a finite number"));
-        check("1,2", Some(5), Err("label column 6 does not exist: the line has 2 columns"));
     }
 
     /// LibSVM lines become sparse examples; bad tokens and unordered indices are named.

@@ -2,7 +2,9 @@
 //! file; this one only routes.
 
 mod cat;
+mod class_names;
 mod convert;
+mod csv_input;
 mod example_format;
 mod hex;
 mod index;

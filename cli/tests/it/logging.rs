@@ -1,5 +1,6 @@
-//! Logs: `--log-format json` writes one JSON object per line; text logs carry no colour codes
-//! when standard error is not a terminal; openraft's INFO lines are off by default.
+//! Logs: `--log-format json` writes one flat JSON object per line (the event's fields at the
+//! top level, with the process's role and id); text logs carry no colour codes when standard
+//! error is not a terminal; openraft's INFO lines are off by default.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -33,9 +34,18 @@ fn json_logs_are_one_object_per_line_and_text_logs_have_no_colour_in_a_pipe() {
     for line in json.lines() {
         let object: serde_json::Value =
             serde_json::from_str(line).unwrap_or_else(|error| panic!("{line}: {error}"));
-        assert!(object["level"].is_string() && object["fields"]["message"].is_string(), "{line}");
+        assert!(object["level"].is_string() && object["message"].is_string(), "{line}");
+        assert!(object.get("fields").is_none(), "event fields are flattened: {line}");
+        assert_eq!((object["role"].as_str(), object["id"].as_str()), (Some("master"), Some("1")));
     }
-    assert!(json.contains("\"target\":\"master::run\""), "{json}");
+    let serving = json
+        .lines()
+        .find(|line| line.contains("\"master serving\""))
+        .unwrap_or_else(|| panic!("no serving line: {json}"));
+    assert_eq!(serving.matches("\"id\":").count(), 1, "no key twice: {serving}");
+    let serving: serde_json::Value = serde_json::from_str(serving).expect("JSON");
+    assert_eq!(serving["target"], "master::run", "{serving}");
+    assert_eq!(serving["tls"], false, "an event field at the top level: {serving}");
     let text = master_log(&[]);
     assert!(text.contains("master serving") && !text.contains('\u{1b}'), "{text}");
     assert!(!text.contains("openraft::"), "openraft INFO is off by default: {text}");

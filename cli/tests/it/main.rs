@@ -1,12 +1,15 @@
 //! Integration tests for the `raftrain` binary, run as real processes the way a user runs them.
 
 mod bench_consensus;
+mod bench_pserver;
 mod broken_mount;
 mod checkpoint_names;
 mod command;
 mod dashboard;
 mod data_root;
 mod demo;
+mod exit_codes;
+mod grpc_conventions;
 mod help;
 mod hostile_input;
 mod index_dataset;

@@ -11,6 +11,10 @@ use std::process::Command;
 
 use serde_yaml::Value;
 
+/// The ports raftrain's processes listen on (README, Operations): clear of the Prometheus
+/// exporters' 9100-9999, node_exporter's 9100 first of all.
+const PORT_RANGE: std::ops::RangeInclusive<u64> = 7000..=7299;
+
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
 }
@@ -158,6 +162,12 @@ fn ports_probes_and_mounts_agree() {
         for container in containers(document) {
             let (_, flags) = raftrain_flags(&words(container)).expect("runs raftrain");
             let ports = container_ports(container);
+            for (port_name, port) in &ports {
+                assert!(
+                    PORT_RANGE.contains(port),
+                    "{file}: port {port_name} {port} is outside raftrain's {PORT_RANGE:?}"
+                );
+            }
             for flag in ["--listen", "--metrics-listen"] {
                 if let Some(addr) = flags.get(flag) {
                     assert!(
@@ -166,21 +176,54 @@ fn ports_probes_and_mounts_agree() {
                     );
                 }
             }
-            let metrics = flags.get("--metrics-listen").map(|addr| port_of(addr));
-            for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
-                let get = &container[probe]["httpGet"];
-                assert_eq!(get["path"].as_str(), Some(path), "{file}: {probe}");
-                let port = get["port"]
-                    .as_str()
-                    .and_then(|name| ports.get(name).copied())
-                    .or(get["port"].as_u64());
-                assert_eq!(port, metrics, "{file}: {probe} is not on the metrics port");
-            }
+            check_probes(file, container, &flags, &ports);
             check_mounts(file, document, container, &flags);
         }
         if kind(document) == "Service" {
             check_service(file, document, &documents);
         }
+    }
+}
+
+/// The gRPC service whose health tells whether each subcommand is ready, where a `grpc:`
+/// probe fits (the process serves gRPC); other subcommands are probed over HTTP.
+const READY_SERVICES: [(&str, &str); 2] = [
+    ("master", "raftrain.master.v1.MasterService"),
+    ("pserver", "raftrain.pserver.v1.PServerService"),
+];
+
+/// Probes go to the metrics port (plain: kubelet's gRPC probes cannot speak the gRPC port's
+/// TLS): `grpc:` probes where the process serves gRPC, readiness asking for its service,
+/// liveness for the whole server; `/readyz` and `/healthz` elsewhere.
+fn check_probes(
+    file: &str,
+    container: &Value,
+    flags: &BTreeMap<String, String>,
+    ports: &BTreeMap<String, u64>,
+) {
+    let (subcommand, _) = raftrain_flags(&words(container)).expect("runs raftrain");
+    let metrics = flags.get("--metrics-listen").map(|addr| port_of(addr));
+    let ready_service = READY_SERVICES.iter().find(|(name, _)| *name == subcommand);
+    for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
+        let probe_spec = &container[probe];
+        let port = match ready_service {
+            Some((_, service)) => {
+                let grpc = &probe_spec["grpc"];
+                let asked = grpc["service"].as_str().unwrap_or_default();
+                let expected = if probe == "readinessProbe" { *service } else { "" };
+                assert_eq!(asked, expected, "{file}: {probe} asks for the wrong service");
+                grpc["port"].as_u64()
+            }
+            None => {
+                let get = &probe_spec["httpGet"];
+                assert_eq!(get["path"].as_str(), Some(path), "{file}: {probe}");
+                get["port"]
+                    .as_str()
+                    .and_then(|name| ports.get(name).copied())
+                    .or(get["port"].as_u64())
+            }
+        };
+        assert_eq!(port, metrics, "{file}: {probe} is not on the metrics port");
     }
 }
 
@@ -300,4 +343,48 @@ fn the_dockerfile_builds_the_binary_and_runs_it_unprivileged() {
     let user = text.lines().rfind(|line| line.starts_with("USER ")).expect("a USER line");
     assert!(!user.contains("root") && !user.contains(" 0"), "runs as non-root: {user}");
     assert!(text.contains(r#"ENTRYPOINT ["raftrain"]"#), "the binary is the entrypoint");
+}
+
+/// Trainers are an Indexed Job whose pod failure policy tells the trainer's exit statuses
+/// apart (`cli/src/exit_code.rs`): 2 fails the Job, 75 is retried without counting, and each
+/// trainer is named after its completion index.
+#[test]
+fn trainers_are_an_indexed_job_that_reads_exit_statuses() {
+    let documents = documents();
+    let (_, job) = documents
+        .iter()
+        .find(|(file, _)| file == "trainers.yaml")
+        .expect("trainers.yaml has a document");
+    assert_eq!((kind(job), job["apiVersion"].as_str()), ("Job", Some("batch/v1")));
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"].as_str(), Some("Indexed"));
+    assert!(spec["completions"].as_u64() >= Some(1) && spec["parallelism"].as_u64() >= Some(1));
+    assert_eq!(
+        spec["template"]["spec"]["restartPolicy"].as_str(),
+        Some("Never"),
+        "the policy needs it"
+    );
+    let container = containers(job)[0];
+    let rule_for = |code: u64| {
+        let rules =
+            spec["podFailurePolicy"]["rules"].as_sequence().expect("podFailurePolicy rules");
+        rules.iter().find_map(|rule| {
+            let codes = &rule["onExitCodes"];
+            let listed =
+                codes["values"].as_sequence()?.iter().any(|value| value.as_u64() == Some(code));
+            let ours = codes["containerName"] == container["name"] && codes["operator"] == "In";
+            (listed && ours).then(|| rule["action"].as_str().unwrap_or_default().to_string())
+        })
+    };
+    assert_eq!(rule_for(2).as_deref(), Some("FailJob"), "a configuration error fails the Job");
+    assert_eq!(rule_for(75).as_deref(), Some("Ignore"), "a retryable exit is retried freely");
+    assert_eq!(rule_for(0), None);
+    let (_, flags) = raftrain_flags(&words(container)).expect("runs raftrain");
+    assert!(flags["--name"].contains("$(JOB_COMPLETION_INDEX)"), "named by index: {flags:?}");
+    let declared = container["env"].as_sequence().into_iter().flatten().any(|variable| {
+        variable["name"] == "JOB_COMPLETION_INDEX"
+            && variable["valueFrom"]["fieldRef"]["fieldPath"]
+                == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    });
+    assert!(declared, "JOB_COMPLETION_INDEX comes from the Job's annotation");
 }

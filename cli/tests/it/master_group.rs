@@ -36,6 +36,18 @@ impl MasterGroup {
 
     /// Like `start`, with `(index, name, value)` environment variables for single replicas.
     pub fn start_with_env(count: usize, extra_args: &[&str], envs: &[(usize, &str, &str)]) -> Self {
+        let mut group = Self::prepare(count, extra_args);
+        for (index, name, value) in envs {
+            group.processes.set_env(*index, name, value);
+        }
+        for index in 0..count {
+            group.spawn(index);
+        }
+        group
+    }
+
+    /// A group of `count` masters with `extra_args`, none of them started yet (`spawn` each).
+    pub fn prepare(count: usize, extra_args: &[&str]) -> Self {
         let addrs: Vec<String> = (0..count).map(|_| free_loopback_addr()).collect();
         let peers: Vec<String> =
             addrs.iter().enumerate().map(|(index, addr)| format!("{}={addr}", index + 1)).collect();
@@ -53,12 +65,6 @@ impl MasterGroup {
         };
         for index in 0..count {
             group.processes.add_stopped(&format!("master-{}", index + 1), Vec::new());
-        }
-        for (index, name, value) in envs {
-            group.processes.set_env(*index, name, value);
-        }
-        for index in 0..count {
-            group.spawn(index);
         }
         group
     }

@@ -159,3 +159,47 @@ fn convert_refuses_non_finite_libsvm_and_ragged_csv() {
         assert!(!out.exists(), "{name} left output");
     }
 }
+
+/// A spreadsheet's export converts as written: a byte-order mark, CRLF line ends, a header,
+/// quoted fields, and text labels mapped to class ids with the mapping written beside the
+/// output; an evaluation split reuses that mapping, and a label outside it fails the
+/// conversion naming file, line and column, leaving neither file behind.
+#[test]
+fn convert_csv_with_text_labels_writes_the_class_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = dir.path().join("train.csv");
+    let text = "\u{feff}\"width\",\"height\",species\r\n1.5,\"2\",setosa\r\n3,4,\"virginica, tall\"\r\n5,6,setosa\r\n";
+    std::fs::write(&train, text).unwrap();
+    let out = dir.path().join("train.recordio");
+    let args = ["recordio", "convert", "--from", "csv", "--header", "--text-labels"];
+    let paths = [&path_text(&train), "--out", &path_text(&out)];
+    let all: Vec<&str> = args.iter().chain(paths.iter()).copied().collect();
+    raftrain_ok(&all, b"");
+    let labels: Vec<String> = raftrain_ok(&["recordio", "cat", "--example", &path_text(&out)], b"")
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["label"].to_string())
+        .collect();
+    assert_eq!(labels, ["0.0", "1.0", "0.0"]);
+    let classes = dir.path().join("train.recordio.classes.json");
+    let mapping: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&classes).unwrap()).unwrap();
+    assert_eq!(mapping, serde_json::json!({"classes": ["setosa", "virginica, tall"]}));
+
+    let eval = dir.path().join("eval.csv");
+    std::fs::write(&eval, "width,height,species\n1,2,virginica, tall\n").unwrap();
+    let eval_out = dir.path().join("eval.recordio");
+    let classes_from = path_text(&classes);
+    let args =
+        ["recordio", "convert", "--from", "csv", "--header", "--classes-from", &classes_from];
+    let paths = [&path_text(&eval), "--out", &path_text(&eval_out)];
+    let all: Vec<&str> = args.iter().chain(paths.iter()).copied().collect();
+    let output = raftrain(&all, b"");
+    assert!(!output.success, "an unquoted comma makes a fourth column");
+    assert!(output.stderr.contains("eval.csv:2: column 4"), "{}", output.stderr);
+    std::fs::write(&eval, "width,height,species\n1,2,\"virginica, tall\"\n3,4,rosa\n").unwrap();
+    let output = raftrain(&all, b"");
+    assert!(!output.success);
+    let expected = "eval.csv:3: column 3 (\"species\"): label \"rosa\" is not one of the --classes-from classes";
+    assert!(output.stderr.contains(expected), "{}", output.stderr);
+    assert!(!eval_out.exists() && !dir.path().join("eval.recordio.classes.json").exists());
+}

@@ -6,10 +6,10 @@
 
 use super::status_mapping::write_error;
 use crate::replicated_state::ReplicatedState;
+use crate::state::Response;
 use consensus::ConsensusNode;
 use proto::master as pb;
 use tokio_stream::wrappers::ReceiverStream;
-use crate::state::Response;
 use tonic::Status;
 
 /// Tables a slow watcher may fall behind by before the sender waits for it.
@@ -64,7 +64,8 @@ pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>, name: String)
                     return;
                 }
             };
-            let version = node.read(|state| (job, job.and_then(|job| state.pserver_table_version(job))));
+            let version =
+                node.read(|state| (job, job.and_then(|job| state.pserver_table_version(job))));
             if last_sent != Some(version) {
                 let table = node.read(|state| pserver_table(state, job));
                 if sender.send(Ok(table)).await.is_err() {

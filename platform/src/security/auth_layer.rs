@@ -1,5 +1,6 @@
 //! `AuthLayer`: a tower layer on every raftrain gRPC server that refuses, before any service
-//! sees it, a call whose `authorization` header is not the cluster token. A refused call is
+//! sees it, a call whose `authorization` header is not the cluster token (health checks
+//! excepted, see `HEALTH_PATH_PREFIX`). A refused call is
 //! `UNAUTHENTICATED`, counted in `raftrain_rpc_unauthenticated_total{method}`, and changes
 //! nothing.
 
@@ -71,9 +72,18 @@ where
     }
 }
 
+/// The path prefix of `grpc.health.v1.Health` calls, which pass without the token: a
+/// Kubernetes gRPC probe sends no metadata, and a status (SERVING or not, per service name)
+/// reveals nothing a probe of the port would not. Reflection, which lists every method, needs
+/// the token like any other service.
+const HEALTH_PATH_PREFIX: &str = "/grpc.health.v1.Health/";
+
 /// Why `request` may not pass, or `None` when it may.
 fn refusal<B>(token: Option<&Token>, request: &http::Request<B>) -> Option<tonic::Status> {
     let token = token?;
+    if request.uri().path().starts_with(HEALTH_PATH_PREFIX) {
+        return None;
+    }
     match request.headers().get(AUTHORIZATION) {
         None => Some(tonic::Status::unauthenticated(
             "no cluster token: this server needs `authorization: Bearer <token>` (--token-file)",

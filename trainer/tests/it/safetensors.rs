@@ -49,11 +49,60 @@ fn replace(bytes: &mut [u8], from: &str, to: &str) {
 fn damaged_files_are_refused_naming_the_problem() {
     check(|bytes| bytes.truncate(4), "shorter than the 8-byte header length");
     check(|bytes| bytes[..8].copy_from_slice(&u64::MAX.to_le_bytes()), "does not fit");
-    check(|bytes| bytes.truncate(bytes.len() - 4), "outside the");
-    check(|bytes| bytes.extend_from_slice(&[0; 4]), "bytes after the last tensor");
-    check(|bytes| replace(bytes, "\"F32\"", "\"F16\""), "is not F32");
+    check(|bytes| bytes.truncate(bytes.len() - 4), "do not cover the data section exactly");
+    check(|bytes| bytes.extend_from_slice(&[0; 4]), "do not cover the data section exactly");
+    check(|bytes| replace(bytes, "\"F32\"", "\"I32\""), "dtype I32 is not F32");
     check(|bytes| bytes[9] = b'!', "not a JSON object");
     check(|bytes| replace(bytes, "\"mlp\"", "\"xyz\""), "unknown model");
+}
+
+/// A file made of `header` (JSON text) and `data_bytes` zero bytes.
+fn hostile(header: &str, data_bytes: usize) -> Vec<u8> {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.resize(bytes.len() + data_bytes, 0);
+    bytes
+}
+
+/// Headers written to attack the reader, not by any writer, are refused with their reason
+/// and the file's name, never a panic or a huge allocation: lengths far past the file or the
+/// format's limit, shapes whose size overflows, ranges that overlap or run past the data,
+/// another dtype.
+#[test]
+fn hostile_headers_are_refused() {
+    let temp = tempfile::tempdir().expect("temp");
+    let path = temp.path().join("hostile.safetensors");
+    let tensor = |name: &str, dtype: &str, shape: &str, offsets: &str| {
+        format!(r#""{name}":{{"dtype":"{dtype}","shape":{shape},"data_offsets":{offsets}}}"#)
+    };
+    let mut huge_length = hostile("{}", 0);
+    huge_length[..8].copy_from_slice(&(1_u64 << 40).to_le_bytes());
+    let mut past_the_end = hostile("{}", 0);
+    past_the_end[..8].copy_from_slice(&4096_u64.to_le_bytes());
+    let overflow = tensor("w", "F32", "[4611686018427387904,4611686018427387904]", "[0,8]");
+    let overlapping =
+        [tensor("a", "F32", "[2]", "[0,8]"), tensor("b", "F32", "[2]", "[4,12]")].join(",");
+    let past_the_data = tensor("w", "F32", "[4]", "[0,16]");
+    let wrong_size = tensor("w", "F32", "[3]", "[0,8]");
+    let wrong_dtype = tensor("w", "F64", "[1]", "[0,8]");
+    let cases: [(Vec<u8>, &str); 8] = [
+        (huge_length, "over the format's 100,000,000-byte limit"),
+        (past_the_end, "past the end of the file"),
+        (hostile(&format!("{{{overflow}}}"), 8), "shape overflows"),
+        (hostile(&format!("{{{overlapping}}}"), 12), "tensor b: its data_offsets overlap"),
+        (hostile(&format!("{{{past_the_data}}}"), 8), "do not cover the data section exactly"),
+        (hostile(&format!("{{{wrong_size}}}"), 8), "not the size its shape and dtype make"),
+        (hostile(&format!("{{{wrong_dtype}}}"), 8), "dtype F64 is not F32"),
+        (hostile("[1,2,3]", 0), "not a JSON object of tensors"),
+    ];
+    for (bytes, want) in cases {
+        std::fs::write(&path, &bytes).expect("write");
+        let error = read_safetensors(&path).expect_err("refused").to_string();
+        assert!(
+            error.contains(want) && error.contains("hostile.safetensors"),
+            "{error} lacks {want}"
+        );
+    }
 }
 
 #[test]

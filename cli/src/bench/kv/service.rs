@@ -20,7 +20,7 @@ use consensus::network::{endpoint, raft_client};
 use consensus::{ClusterInfo, ConsensusNode, NodeConfig, WriteError};
 use platform::security::{RpcChannel, Security};
 use platform::MESSAGE_BYTES_MAX;
-use platform::{incoming, server_builder, PortLimits};
+use platform::{conventional_router, incoming, server_builder, GrpcHealth, PortLimits};
 
 /// Metadata key of the leader's address on an `UNAVAILABLE` answer from a follower.
 pub const LEADER_METADATA_KEY: &str = "x-raftrain-leader";
@@ -98,7 +98,15 @@ pub async fn run_node(
         .max_decoding_message_size(MESSAGE_BYTES_MAX);
     // `PutStream` is a request stream as long as a benchmark runs: no body deadline for it.
     let limits = PortLimits { request_body_ms: KV_REQUEST_BODY_MS, ..PortLimits::default() };
-    server_builder(node.security(), &limits)?
+    // Health (both services SERVING while the node serves) and reflection, as on every port.
+    let kv_service = <KvServiceServer<KvServer> as tonic::server::NamedService>::NAME;
+    let health = GrpcHealth::default();
+    for service in [consensus::RAFT_SERVICE, kv_service] {
+        health.set(service, true).await;
+    }
+    let mut builder = server_builder(node.security(), &limits)?;
+    let services = [consensus::RAFT_SERVICE, kv_service];
+    conventional_router(&mut builder, &health, &services, proto::FILE_DESCRIPTOR_SET)?
         .add_service(node.raft_service())
         .add_service(kv)
         .serve_with_incoming_shutdown(incoming(listener, &limits), shutdown)
