@@ -24,6 +24,38 @@ pub fn endpoints(
     Endpoints { render, ready }
 }
 
+/// What the metrics of a held slot read, set once the slot is claimed and restored.
+pub struct SlotMetrics {
+    pub held: Arc<HeldSlot>,
+    pub cell: Arc<ShardCell>,
+    pub recorded_step: Arc<AtomicU64>,
+}
+
+/// The endpoints of a pserver from its start: before it holds a slot (a standby, or a pserver
+/// waiting for its job to be submitted) it is alive but not ready; once `slot` is set they
+/// are the slot's (`endpoints`).
+pub fn endpoints_from_start(slot: Arc<std::sync::OnceLock<SlotMetrics>>) -> Endpoints {
+    let ready_slot = slot.clone();
+    let render: Render = Arc::new(move || match slot.get() {
+        Some(slot) => render(&slot.held, &slot.cell, &slot.recorded_step),
+        None => {
+            metrics::gauge!("raftrain_pserver_lease_held").set(0.0);
+            metrics::gauge!("raftrain_pserver_ready").set(0.0);
+            platform::telemetry::render()
+        }
+    });
+    let ready: Ready =
+        Arc::new(move || match ready_slot.get() {
+            Some(slot) => {
+                slot.held.check().map_err(|error| error.to_string())?;
+                slot.cell.ready().map(drop).map_err(|error| error.to_string())
+            }
+            None => Err("no pserver slot yet: every slot is held, or the job is not submitted yet"
+                .to_string()),
+        });
+    Endpoints { render, ready }
+}
+
 /// The metrics text at this moment: the gauges are set from the shard, then everything
 /// recorded is rendered (`raftrain_pserver_bytes_pushed_total` and `_pulled_total` come from
 /// the service, `raftrain_rpc_*` from the server).

@@ -22,6 +22,7 @@ use crate::clock::SystemClock;
 use crate::config::PServerConfig;
 use crate::held_slot::{FenceError, HeldSlot};
 use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
+use crate::metrics::SlotMetrics;
 use crate::restore::restore;
 use crate::service::PServerRpc;
 use crate::shard_cell::ShardCell;
@@ -71,6 +72,40 @@ pub async fn run(
         ..ClientOptions::default()
     };
     let master = Arc::new(MasterClient::new(&config.masters, options)?);
+    // Metrics, readiness and gRPC health are served from the start: a standby, or a pserver
+    // waiting for its job, is alive (probes answer) but not ready.
+    let health = GrpcHealth::default();
+    let slot_metrics = Arc::new(std::sync::OnceLock::new());
+    let (metrics_stop, metrics_stopped) = watch::channel(false);
+    let metrics = metrics_listener.map(|listener| {
+        platform::metrics_http::spawn_with_health(
+            listener,
+            config.port_limits.clone(),
+            crate::metrics::endpoints_from_start(slot_metrics.clone()),
+            Some(health.clone()),
+            metrics_stopped,
+        )
+    });
+    let served =
+        claim_and_serve(&config, listener, (dir, addr), master, (&health, &slot_metrics), shutdown)
+            .await;
+    let _ = metrics_stop.send(true);
+    if let Some(metrics) = metrics {
+        metrics.await.context("the metrics server panicked")?;
+    }
+    served
+}
+
+/// Claims a slot (waiting while all are held or the job is not submitted yet), then keeps it
+/// and serves it until shutdown or a lost lease.
+async fn claim_and_serve(
+    config: &PServerConfig,
+    listener: TcpListener,
+    (dir, addr): (CheckpointDir, String),
+    master: Arc<MasterClient>,
+    (health, slot_metrics): (&GrpcHealth, &Arc<std::sync::OnceLock<SlotMetrics>>),
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let (stop, mut stopped) = watch::channel(false);
     tokio::pin!(shutdown);
     let claimed = tokio::select! {
@@ -86,29 +121,27 @@ pub async fn run(
         addr.clone(),
         stopped.clone(),
     ));
-    let listeners = Listeners { service: listener, metrics: metrics_listener };
-    let served =
-        serve_slot(&config, listeners, dir, master, held.clone(), lease, stopped, shutdown).await;
+    let served = serve_slot(
+        config,
+        listener,
+        (dir, master, held.clone(), lease),
+        (health, slot_metrics),
+        stopped,
+        shutdown,
+    )
+    .await;
     let _ = stop.send(true);
     keeper.await.context("the heartbeat loop panicked")?;
     served
 }
 
-/// The bound listeners: the service's and, with --metrics-listen, the metrics'.
-struct Listeners {
-    service: TcpListener,
-    metrics: Option<TcpListener>,
-}
-
-/// Restores, serves and checkpoints until shutdown or a lost lease.
-#[allow(clippy::too_many_arguments)]
+/// Restores, serves and checkpoints until shutdown or a lost lease; the metrics show the slot
+/// from its restore on.
 async fn serve_slot(
     config: &PServerConfig,
-    listeners: Listeners,
-    dir: CheckpointDir,
-    master: Arc<MasterClient>,
-    held: Arc<HeldSlot>,
-    lease: SlotLease,
+    listener: TcpListener,
+    (dir, master, held, lease): (CheckpointDir, Arc<MasterClient>, Arc<HeldSlot>, SlotLease),
+    (health, slot_metrics): (&GrpcHealth, &Arc<std::sync::OnceLock<SlotMetrics>>),
     stopped: watch::Receiver<bool>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
@@ -121,28 +154,22 @@ async fn serve_slot(
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
     let (server_stop, server_stopped) = watch::channel(false);
     // Restored: the service is SERVING while the lease holds (`watch_lease` keeps it current).
-    let health = GrpcHealth::default();
     health.set(PSERVER_SERVICE, held.check().is_ok()).await;
-    let metrics = listeners.metrics.map(|listener| {
-        let endpoints =
-            crate::metrics::endpoints(held.clone(), cell.clone(), recorded_step.clone());
-        platform::metrics_http::spawn_with_health(
-            listener,
-            config.port_limits.clone(),
-            endpoints,
-            Some(health.clone()),
-            server_stopped.clone(),
-        )
-    });
+    let shown = SlotMetrics {
+        held: held.clone(),
+        cell: cell.clone(),
+        recorded_step: recorded_step.clone(),
+    };
+    let _ = slot_metrics.set(shown);
     let server = tokio::spawn(serve(
-        listeners.service,
+        listener,
         service,
         (master.security().clone(), config.port_limits.clone(), health.clone()),
         server_stopped,
     ));
     let checkpointer = Checkpointer::new(dir, master, held.clone(), lease, cell, recorded_step);
     let interval = config.checkpoint_interval();
-    let outcome = watch_lease(&held, &health, checkpointer, interval, stopped, shutdown).await;
+    let outcome = watch_lease(&held, health, checkpointer, interval, stopped, shutdown).await;
     health.set(PSERVER_SERVICE, false).await;
     let _ = server_stop.send(true);
     let drain = Duration::from_millis(DRAIN_MS_MAX);
@@ -153,9 +180,6 @@ async fn serve_slot(
             tracing::warn!(bound_ms = DRAIN_MS_MAX, "calls still open; cutting them off");
             abort.abort();
         }
-    }
-    if let Some(metrics) = metrics {
-        metrics.await.context("the metrics server panicked")?;
     }
     outcome
 }

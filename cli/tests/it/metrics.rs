@@ -128,3 +128,21 @@ async fn pservers_and_trainers_serve_metrics() {
     let _ = trainer.wait();
     assert_eq!(sample(&response, "raftrain_trainer_examples_total"), 0.0, "{response}");
 }
+
+/// A pserver without a slot yet (its job is not submitted) answers its probes: alive, with
+/// metrics, but not ready, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pserver_waiting_for_its_job_answers_its_probes() {
+    let group = MasterGroup::start(1, &[]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut pservers = crate::pserver_processes::PServerProcesses::new(&group.addrs, dir.path(), 1);
+    let metrics = free_loopback_addr();
+    pservers.spawn_with(&["--job", "later", "--metrics-listen", &metrics]);
+    let get = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let response = http(&metrics, get);
+    assert_eq!(sample(&response, "raftrain_pserver_lease_held"), 0.0, "{response}");
+    let ready = http(&metrics, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(ready.starts_with("HTTP/1.1 503") && ready.contains("no pserver slot yet"), "{ready}");
+    let alive = http(&metrics, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(alive.starts_with("HTTP/1.1 200"), "{alive}\n{}", pservers.logs());
+}
