@@ -17,11 +17,16 @@ use spec::SpecFields;
 pub(crate) struct JobArgs {
     #[command(subcommand)]
     command: JobCommand,
+}
+
+/// How every job subcommand reaches the masters.
+#[derive(Debug, Args)]
+struct Connection {
     /// Master addresses (any subset of the group), comma-separated.
-    #[arg(long, global = true, env = "RAFTRAIN_MASTERS", value_delimiter = ',')]
+    #[arg(long, env = "RAFTRAIN_MASTERS", value_delimiter = ',', required = true)]
     masters: Vec<String>,
     /// Give up when no leader answered within this many milliseconds.
-    #[arg(long, global = true, default_value_t = 30_000)]
+    #[arg(long, default_value_t = 30_000)]
     timeout_ms: u64,
     #[command(flatten)]
     security: SecurityFiles,
@@ -32,6 +37,8 @@ enum JobCommand {
     /// Submit a job: its dataset, passes and queue policy (flags, or --spec FILE). Submitting
     /// the same spec again changes nothing; another spec under a name in use is refused.
     Submit {
+        #[command(flatten)]
+        connection: Connection,
         /// A TOML file with the same fields as the flags (name, dataset or index and
         /// shard-size, passes, chunks-per-task, ...).
         #[arg(long, conflicts_with_all = ["name", "dataset", "index", "shard_size", "passes"])]
@@ -41,15 +48,23 @@ enum JobCommand {
     },
     /// List the group's jobs: running, finished and cancelled ones not yet removed.
     List {
+        #[command(flatten)]
+        connection: Connection,
         /// One JSON object instead of the table.
         #[arg(long)]
         json: bool,
     },
     /// Cancel a job: its trainers and pservers stop (exit 0); it is removed after the
     /// masters' --job-retention-secs.
-    Cancel { name: String },
+    Cancel {
+        name: String,
+        #[command(flatten)]
+        connection: Connection,
+    },
     /// Record the job's progress (pass and done tasks); prints the checkpoint's id.
     Checkpoint {
+        #[command(flatten)]
+        connection: Connection,
         name: String,
         /// Print one JSON object.
         #[arg(long)]
@@ -58,6 +73,8 @@ enum JobCommand {
     /// Put the job's queue back to a progress checkpoint: the tasks done after it are done
     /// again (at least once).
     Restore {
+        #[command(flatten)]
+        connection: Connection,
         name: String,
         #[arg(long)]
         checkpoint: u64,
@@ -65,22 +82,28 @@ enum JobCommand {
 }
 
 pub(crate) fn run(args: &JobArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(!args.masters.is_empty(), "--masters: give at least one master address");
+    let connection = match &args.command {
+        JobCommand::Submit { connection, .. }
+        | JobCommand::List { connection, .. }
+        | JobCommand::Cancel { connection, .. }
+        | JobCommand::Checkpoint { connection, .. }
+        | JobCommand::Restore { connection, .. } => connection,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         let options = ClientOptions {
-            call_deadline: Some(Duration::from_millis(args.timeout_ms)),
-            security: Security::load(&args.security)?,
+            call_deadline: Some(Duration::from_millis(connection.timeout_ms)),
+            security: Security::load(&connection.security)?,
             ..ClientOptions::default()
         };
-        let client = MasterClient::new(&args.masters, options)?;
+        let client = MasterClient::new(&connection.masters, options)?;
         execute(&client, &args.command).await
     })
 }
 
 async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<()> {
     match command {
-        JobCommand::Submit { spec, fields } => {
+        JobCommand::Submit { spec, fields, .. } => {
             let fields = match spec {
                 Some(path) => SpecFields::from_file(path)?,
                 None => fields.clone(),
@@ -92,18 +115,18 @@ async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<
                 spec.name, sizes.task_count, sizes.chunk_count, sizes.record_count
             );
         }
-        JobCommand::List { json } => {
+        JobCommand::List { json, .. } => {
             let jobs = client.list_jobs().await?;
             match json {
                 true => println!("{}", jobs.to_json()),
                 false => print!("{}", jobs_table(&jobs)),
             }
         }
-        JobCommand::Cancel { name } => {
+        JobCommand::Cancel { name, .. } => {
             client.cancel_job(name).await?;
             println!("job {name:?} cancelled");
         }
-        JobCommand::Checkpoint { name, json } => {
+        JobCommand::Checkpoint { name, json, .. } => {
             let taken = client.checkpoint_job(name).await?;
             match json {
                 true => println!(
@@ -116,7 +139,7 @@ async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<
                 ),
             }
         }
-        JobCommand::Restore { name, checkpoint } => {
+        JobCommand::Restore { name, checkpoint, .. } => {
             let restored = client.restore_job(name, *checkpoint).await?;
             println!(
                 "job {name:?} restored to progress checkpoint {checkpoint}: pass {}, {} tasks to do",

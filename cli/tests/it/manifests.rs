@@ -43,13 +43,14 @@ fn documents() -> Vec<(String, Value)> {
 
 use serde::Deserialize as _;
 
-/// `raftrain <subcommand> --help`, run once per subcommand.
+/// `raftrain <subcommand> --help` (a nested one as "job submit"), run once per subcommand.
 fn help(subcommand: &str, cache: &mut BTreeMap<String, String>) -> String {
     cache
         .entry(subcommand.to_string())
         .or_insert_with(|| {
             let output = Command::new(env!("CARGO_BIN_EXE_raftrain"))
-                .args([subcommand, "--help"])
+                .args(subcommand.split_whitespace())
+                .arg("--help")
                 .output()
                 .expect("run raftrain --help");
             assert!(output.status.success(), "raftrain {subcommand} --help failed");
@@ -89,15 +90,21 @@ fn words(container: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The flags given to `raftrain <subcommand>` with their values (the next word).
+/// The flags given to `raftrain <subcommand>` with their values (the next word); a nested
+/// subcommand (`job submit`) is the two words.
 fn raftrain_flags(words: &[String]) -> Option<(String, BTreeMap<String, String>)> {
     let start = words.iter().position(|word| word == "raftrain").map_or(0, |at| at + 1);
-    let subcommand = words.get(start)?.clone();
+    let mut subcommand = words.get(start)?.clone();
     if subcommand.starts_with('-') {
         return None;
     }
+    let mut first_flag = start + 1;
+    if let Some(nested) = words.get(start + 1).filter(|word| !word.starts_with('-')) {
+        subcommand = format!("{subcommand} {nested}");
+        first_flag += 1;
+    }
     let mut flags = BTreeMap::new();
-    for (index, word) in words.iter().enumerate().skip(start + 1) {
+    for (index, word) in words.iter().enumerate().skip(first_flag) {
         if word.starts_with("--") {
             flags.insert(word.clone(), words.get(index + 1).cloned().unwrap_or_default());
         }
@@ -185,6 +192,9 @@ fn ports_probes_and_mounts_agree() {
     }
 }
 
+/// Subcommands that run to their end and serve nothing.
+const ONE_SHOT: [&str; 1] = ["job submit"];
+
 /// The gRPC service whose health tells whether each subcommand is ready, where a `grpc:`
 /// probe fits (the process serves gRPC); other subcommands are probed over HTTP.
 const READY_SERVICES: [(&str, &str); 2] = [
@@ -203,6 +213,11 @@ fn check_probes(
 ) {
     let (subcommand, _) = raftrain_flags(&words(container)).expect("runs raftrain");
     let metrics = flags.get("--metrics-listen").map(|addr| port_of(addr));
+    // A one-shot tool (`job submit`) serves nothing and is not probed.
+    if ONE_SHOT.contains(&subcommand.as_str()) {
+        assert!(container["readinessProbe"].is_null() && metrics.is_none(), "{file}: probed");
+        return;
+    }
     let ready_service = READY_SERVICES.iter().find(|(name, _)| *name == subcommand);
     for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
         let probe_spec = &container[probe];
@@ -266,21 +281,36 @@ fn check_mounts(file: &str, document: &Value, container: &Value, flags: &BTreeMa
         "--data-dir",
         "--checkpoint-dir",
         "--data-root",
+        "--spec",
     ] {
         let Some(path) = flags.get(flag) else { continue };
         let mount = mounts.iter().find(|(_, at)| Path::new(path).starts_with(at));
         let (volume, at) =
             mount.unwrap_or_else(|| panic!("{file}: {flag} {path} is on no mounted volume"));
+        let key = path.trim_start_matches(at).trim_start_matches('/');
+        if let Some(map) =
+            volumes.get(volume).and_then(|volume| volume["configMap"]["name"].as_str())
+        {
+            assert!(
+                config_map_has_key(map, key),
+                "{file}: {flag} {path}: config map {map} has no key {key}"
+            );
+        }
         if let Some(secret) =
             volumes.get(volume).and_then(|volume| volume["secret"]["secretName"].as_str())
         {
-            let key = path.trim_start_matches(at).trim_start_matches('/');
             assert!(
                 secret_has_key(secret, key),
                 "{file}: {flag} {path}: secret {secret} has no key {key}"
             );
         }
     }
+}
+
+fn config_map_has_key(map: &str, key: &str) -> bool {
+    documents().iter().any(|(_, document)| {
+        kind(document) == "ConfigMap" && name(document) == map && !document["data"][key].is_null()
+    })
 }
 
 fn secret_has_key(secret: &str, key: &str) -> bool {
@@ -387,4 +417,52 @@ fn trainers_are_an_indexed_job_that_reads_exit_statuses() {
                 == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
     });
     assert!(declared, "JOB_COMPLETION_INDEX comes from the Job's annotation");
+}
+
+/// `job.yaml` submits a spec the binary accepts, and the pservers and trainers join that job
+/// by its name; the trainers read the job's dataset.
+#[test]
+fn the_submitted_job_is_the_one_pservers_and_trainers_join() {
+    let documents = documents();
+    let spec_text = documents
+        .iter()
+        .find(|(_, document)| kind(document) == "ConfigMap" && name(document) == "raftrain-job")
+        .and_then(|(_, document)| document["data"]["job.toml"].as_str().map(str::to_string))
+        .expect("job.yaml holds the spec");
+    let spec: toml::Table = toml::from_str(&spec_text).expect("the spec is TOML");
+    let job_name = spec["name"].as_str().expect("the spec names its job").to_string();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("job.toml");
+    std::fs::write(&path, &spec_text).expect("write the spec");
+    // Without masters the submit fails at connecting, after the spec was read and checked.
+    let submitted = crate::command::raftrain(
+        &[
+            "job",
+            "submit",
+            "--masters",
+            "127.0.0.1:1",
+            "--timeout-ms",
+            "200",
+            "--spec",
+            &path.display().to_string(),
+        ],
+        b"",
+    );
+    assert!(!submitted.stderr.contains("job spec"), "the spec is valid: {}", submitted.stderr);
+    let mut joined = Vec::new();
+    for (file, document) in &documents {
+        for container in containers(document) {
+            let Some((subcommand, flags)) = raftrain_flags(&words(container)) else { continue };
+            if subcommand == "pserver" || subcommand == "trainer" {
+                assert_eq!(flags.get("--job"), Some(&job_name), "{file}: joins another job");
+                joined.push(subcommand.clone());
+            }
+            if subcommand == "trainer" {
+                let dataset = spec["dataset"].as_array().and_then(|d| d[0].as_str());
+                assert_eq!(flags.get("--dataset").map(String::as_str), dataset, "{file}");
+            }
+        }
+    }
+    joined.sort();
+    assert_eq!(joined, ["pserver", "trainer"], "both join the submitted job");
 }
