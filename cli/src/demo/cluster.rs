@@ -1,5 +1,5 @@
-//! `DemoCluster`: the demo's masters, pservers and trainers as child processes on free loopback
-//! ports, each logging to `<work>/logs/<role>-<n>.log`.
+//! `DemoCluster`: the demo's masters and, per job, its pservers and trainers as child
+//! processes on free loopback ports, each logging to `<work>/logs/<name>.log`.
 
 use std::path::Path;
 
@@ -15,15 +15,17 @@ pub const MASTER_COUNT: usize = 3;
 pub struct DemoCluster {
     pub processes: ProcessGroup,
     pub master_addrs: Vec<String>,
+    pub job_count: usize,
     pub pserver_count: usize,
     pub trainer_count: usize,
 }
 
-/// What the trainers train.
-pub struct Job<'a> {
-    pub train: &'a str,
-    pub eval: &'a str,
-    pub model: &'a str,
+/// What one job's trainers train.
+pub struct Job {
+    pub name: String,
+    pub train: String,
+    pub eval: String,
+    pub model: String,
     pub classes: u32,
     pub passes: u32,
 }
@@ -33,12 +35,12 @@ impl DemoCluster {
         work: &Path,
         pserver_count: usize,
         trainer_count: usize,
-        job: &Job<'_>,
+        jobs: &[Job],
         security: &SecurityFiles,
     ) -> anyhow::Result<Self> {
         let logs = work.join("logs");
         std::fs::create_dir_all(&logs).context("create the logs directory")?;
-        let addrs = free_loopback_addrs(MASTER_COUNT + pserver_count)?;
+        let addrs = free_loopback_addrs(MASTER_COUNT + pserver_count * jobs.len())?;
         let (master_addrs, pserver_addrs) = addrs.split_at(MASTER_COUNT);
         let peers: Vec<String> = master_addrs
             .iter()
@@ -49,40 +51,52 @@ impl DemoCluster {
         for (index, addr) in master_addrs.iter().enumerate() {
             commands.push(master(index, addr, &peers.join(","), work));
         }
-        for addr in pserver_addrs {
-            commands.push(pserver(addr, master_addrs, pserver_count, work));
-        }
-        for index in 0..trainer_count {
-            commands.push(trainer(index, master_addrs, job, work));
+        let mut names: Vec<String> =
+            (0..MASTER_COUNT).map(|n| format!("master-{}", n + 1)).collect();
+        for (job, addrs) in jobs.iter().zip(pserver_addrs.chunks(pserver_count)) {
+            let dir = work.join(&job.name);
+            for (index, addr) in addrs.iter().enumerate() {
+                commands.push(pserver(addr, master_addrs, (pserver_count, &job.name), &dir));
+                names.push(format!("{}-pserver-{index}", job.name));
+            }
+            for index in 0..trainer_count {
+                commands.push(trainer(index, master_addrs, job, &dir));
+                names.push(format!("{}-trainer-{index}", job.name));
+            }
         }
         for command in &mut commands {
             command.extend(security.to_args());
         }
-        let names = (0..MASTER_COUNT)
-            .map(|n| format!("master-{}", n + 1))
-            .chain((0..pserver_count).map(|n| format!("pserver-{n}")))
-            .chain((0..trainer_count).map(|n| format!("trainer-{n}")));
-        let processes = ProcessGroup::start_named(commands, names.collect(), &logs)?;
-        Ok(Self { processes, master_addrs: master_addrs.to_vec(), pserver_count, trainer_count })
+        let processes = ProcessGroup::start_named(commands, names, &logs)?;
+        let master_addrs = master_addrs.to_vec();
+        let job_count = jobs.len();
+        Ok(Self { processes, master_addrs, job_count, pserver_count, trainer_count })
     }
 
     pub fn master_process(&self, index: usize) -> usize {
         index
     }
 
-    pub fn pserver_process(&self, index: usize) -> usize {
-        MASTER_COUNT + index
+    /// The processes of job `job`: its pservers, then its trainers.
+    fn job_base(&self, job: usize) -> usize {
+        MASTER_COUNT + job * (self.pserver_count + self.trainer_count)
     }
 
-    pub fn trainer_process(&self, index: usize) -> usize {
-        MASTER_COUNT + self.pserver_count + index
+    pub fn pserver_process(&self, job: usize, index: usize) -> usize {
+        self.job_base(job) + index
     }
 
-    /// Whether every trainer has exited successfully (the job is over for them).
+    pub fn trainer_process(&self, job: usize, index: usize) -> usize {
+        self.job_base(job) + self.pserver_count + index
+    }
+
+    /// Whether every trainer of every job has exited successfully (its job is over).
     pub fn trainers_done(&mut self) -> anyhow::Result<bool> {
         let mut done = true;
-        for index in 0..self.trainer_count {
-            let process = self.trainer_process(index);
+        let trainers = (0..self.job_count)
+            .flat_map(|job| (0..self.trainer_count).map(move |index| (job, index)));
+        for (job, index) in trainers.collect::<Vec<_>>() {
+            let process = self.trainer_process(job, index);
             match self.processes.exit_status(process)? {
                 Some(status) if !status.success() => anyhow::bail!(
                     "trainer {index} failed ({status}); see {}",
@@ -122,12 +136,14 @@ fn master(index: usize, addr: &str, peers: &str, work: &Path) -> Vec<String> {
     ])
 }
 
-fn pserver(addr: &str, masters: &[String], count: usize, work: &Path) -> Vec<String> {
-    let checkpoints = work.join("checkpoints").display().to_string();
+fn pserver(addr: &str, masters: &[String], (count, job): (usize, &str), dir: &Path) -> Vec<String> {
+    let checkpoints = dir.join("checkpoints").display().to_string();
     strings(&[
         "pserver",
         "--masters",
         &masters.join(","),
+        "--job",
+        job,
         "--listen",
         addr,
         "--checkpoint-dir",
@@ -141,19 +157,21 @@ fn pserver(addr: &str, masters: &[String], count: usize, work: &Path) -> Vec<Str
     ])
 }
 
-fn trainer(index: usize, masters: &[String], job: &Job<'_>, work: &Path) -> Vec<String> {
-    let model_out = work.join(format!("model-{index}.safetensors")).display().to_string();
+fn trainer(index: usize, masters: &[String], job: &Job, dir: &Path) -> Vec<String> {
+    let model_out = dir.join(format!("model-{index}.safetensors")).display().to_string();
     let (classes, passes) = (job.classes.to_string(), job.passes.to_string());
     strings(&[
         "trainer",
         "--masters",
         &masters.join(","),
+        "--job",
+        &job.name,
         "--dataset",
-        job.train,
+        &job.train,
         "--eval-dataset",
-        job.eval,
+        &job.eval,
         "--model",
-        job.model,
+        &job.model,
         "--classes",
         &classes,
         "--passes",
@@ -165,7 +183,7 @@ fn trainer(index: usize, masters: &[String], job: &Job<'_>, work: &Path) -> Vec<
         "--model-out",
         &model_out,
         "--name",
-        &format!("trainer-{index}"),
+        &format!("{}-trainer-{index}", job.name),
         "--worker-threads",
         "1",
     ])

@@ -1,5 +1,6 @@
-//! What the demo shows while it runs: a bar per pass (done of the pass's tasks, with pending and
-//! todo), examples/s, the latest evaluation, the leader and term; and every fault as a line.
+//! What the demo shows while it runs: for each job, a bar per pass (done of the pass's tasks,
+//! with pending and todo), examples/s, the latest evaluation, the leader and term; and every
+//! fault as a line. Jobs trained at once are shown side by side, one block of bars each.
 
 use std::time::Instant;
 
@@ -14,12 +15,23 @@ pub struct Display {
 }
 
 impl Display {
-    pub fn new(passes: u32, tasks_per_pass: u64, examples_per_task: f64) -> Self {
-        let bars = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-        let style =
-            ProgressStyle::with_template("pass {prefix:>2} [{bar:30}] {pos:>4}/{len} tasks {msg}")
-                .expect("a valid template")
-                .progress_chars("=> ");
+    /// The one set of bars every job of the demo draws into.
+    pub fn bars() -> MultiProgress {
+        MultiProgress::with_draw_target(ProgressDrawTarget::stderr())
+    }
+
+    /// The bars of one job (`label` before each, empty when the demo trains one job).
+    pub fn new(
+        bars: &MultiProgress,
+        label: &str,
+        passes: u32,
+        (tasks_per_pass, examples_per_task): (u64, f64),
+    ) -> Self {
+        let template =
+            format!("{label}pass {{prefix:>2}} [{{bar:30}}] {{pos:>4}}/{{len}} tasks {{msg}}");
+        let style = ProgressStyle::with_template(&template)
+            .expect("a valid template")
+            .progress_chars("=> ");
         let passes = (0..passes)
             .map(|pass| {
                 let bar = bars.add(ProgressBar::new(tasks_per_pass));
@@ -28,7 +40,7 @@ impl Display {
                 bar
             })
             .collect();
-        Self { bars, passes, started: Instant::now(), examples_per_task }
+        Self { bars: bars.clone(), passes, started: Instant::now(), examples_per_task }
     }
 
     /// Prints a line above the bars (or plainly, when stderr is not a terminal).

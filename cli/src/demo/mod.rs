@@ -1,9 +1,10 @@
 //! `raftrain demo`: the whole promise in one command. Writes the embedded default dataset
-//! (`recordio synth` blobs), starts 3 masters, the pservers and the trainers as child processes
-//! on loopback, kills the master leader, a trainer and a pserver while they train (announcing
-//! each and restarting it), shows the job's progress, and ends with the accuracy against a
-//! single-process run on the same data, each fault's recovery time, and where the logs and the
-//! model are. Ctrl-C or SIGTERM stops every child.
+//! (`recordio synth` blobs; one per job with `--jobs N`, each of its own seed), starts 3
+//! masters and, per job, its pservers and trainers as child processes on loopback, kills the
+//! master leader and the first job's trainer and pserver while they train (announcing each and
+//! restarting it), shows every job's progress side by side, and ends with each job's accuracy
+//! against a single-process run on its data, each fault's recovery time, and where the logs
+//! and the models are. Ctrl-C or SIGTERM stops every child.
 
 mod cluster;
 mod display;
@@ -36,6 +37,10 @@ pub(crate) struct DemoArgs {
     examples: u64,
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     passes: u32,
+    /// Jobs trained at once on the one master group, each with its own dataset, pservers
+    /// (--pservers of them) and trainers (--trainers).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
+    jobs: u32,
     /// Run with TLS (a throwaway CA and certificate) and a cluster token on every connection,
     /// generated into the work directory's `secure/`.
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_ca", "token_file"])]
@@ -48,7 +53,7 @@ pub(crate) struct DemoArgs {
 const FEATURES: u32 = 10;
 const CLASSES: u32 = 3;
 const NOISE: &str = "2.5";
-const SEED: &str = "7";
+const SEED: u64 = 7;
 
 pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let work = tempfile::Builder::new()
@@ -60,7 +65,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     if args.keep || result.is_err() {
         let kept = work.keep();
         println!(
-            "work directory kept: {} (logs in logs/, the model in model-0.safetensors)",
+            "work directory kept: {} (logs in logs/, each job's model in <job>/model-0.safetensors)",
             kept.display()
         );
     } else {
@@ -70,10 +75,14 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
 }
 
 fn demo(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<()> {
-    let (train, eval) = write_dataset(args, work)?;
     let kind = args.model.as_str();
     let classes = if matches!(kind, "logistic" | "linear") { 2 } else { CLASSES };
-    let job = Job { train: &train, eval: &eval, model: kind, classes, passes: args.passes };
+    let mut jobs = Vec::new();
+    for index in 0..args.jobs {
+        let name = job_name(args.jobs, index);
+        let (train, eval) = write_dataset(args, &work.join(&name), u64::from(index))?;
+        jobs.push(Job { name, train, eval, model: kind.to_string(), classes, passes: args.passes });
+    }
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let security = match args.secure {
@@ -84,14 +93,36 @@ fn demo(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<()> {
     // Checked here, before any child starts, so a bad file is named once.
     let client_security = platform::security::Security::load(&security)?;
     let (pservers, trainers) = (args.pservers as usize, args.trainers as usize);
-    let cluster = DemoCluster::start(work, pservers, trainers, &job, &security)?;
-    println!("started {} masters, {} pservers and {} trainers; training {kind} on {} examples for {} passes", cluster::MASTER_COUNT, args.pservers, args.trainers, args.examples, args.passes);
-    runtime.block_on(run_loop::run(args, cluster, &job, work, client_security))
+    let cluster = DemoCluster::start(work, pservers, trainers, &jobs, &security)?;
+    println!(
+        "started {} masters and, for each of {} job(s), {} pservers and {} trainers; training {kind} on {} examples for {} passes",
+        cluster::MASTER_COUNT,
+        jobs.len(),
+        args.pservers,
+        args.trainers,
+        args.examples,
+        args.passes
+    );
+    runtime.block_on(run_loop::run(args, cluster, &jobs, work, client_security))
 }
 
-/// `recordio synth` into `<work>/data`; the train and eval file paths.
-fn write_dataset(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<(String, String)> {
-    let data = work.join("data");
+/// Job `index` of `count`: `job` alone (the trainers' default), `job-1`, `job-2`, ... together.
+fn job_name(count: u32, index: u32) -> String {
+    match count {
+        1 => "job".to_string(),
+        _ => format!("job-{}", index + 1),
+    }
+}
+
+/// `recordio synth` into `<dir>/data`, with the embedded seed moved by `seed_offset`; the train
+/// and eval file paths.
+fn write_dataset(
+    args: &DemoArgs,
+    dir: &std::path::Path,
+    seed_offset: u64,
+) -> anyhow::Result<(String, String)> {
+    let data = dir.join("data");
+    let seed = (SEED + seed_offset).to_string();
     let kind = if args.model == "linear" { "linear" } else { "blobs" };
     let classes = if args.model == "logistic" { 2 } else { CLASSES };
     let (examples, features, classes, out) = (
@@ -114,7 +145,7 @@ fn write_dataset(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<(Str
         "--noise",
         NOISE,
         "--seed",
-        SEED,
+        &seed,
         "--out",
         &out,
     ];

@@ -21,7 +21,7 @@ const POLL_MS: u64 = 100;
 pub async fn run(
     args: &DemoArgs,
     mut cluster: DemoCluster,
-    job: &Job<'_>,
+    jobs: &[Job],
     work: &Path,
     security: Security,
 ) -> anyhow::Result<()> {
@@ -33,10 +33,11 @@ pub async fn run(
         ..ClientOptions::default()
     };
     let master = MasterClient::new(&cluster.master_addrs, options)?;
-    let baseline = baseline(job);
+    let baselines: Vec<_> = jobs.iter().map(baseline).collect();
     let plan: Vec<(Fault, f64)> = if args.no_faults { Vec::new() } else { Fault::PLAN.to_vec() };
     let mut records: Vec<FaultRecord> = Vec::new();
-    let mut display: Option<Display> = None;
+    let bars = Display::bars();
+    let mut displays: Vec<Option<Display>> = jobs.iter().map(|_| None).collect();
     let shutdown = crate::shutdown::signal_received();
     tokio::pin!(shutdown);
     loop {
@@ -47,32 +48,59 @@ pub async fn run(
             }
             () = tokio::time::sleep(Duration::from_millis(POLL_MS)) => {}
         }
-        let Ok(status) = master.status().await else { continue };
-        let Some(progress) = Progress::of(&status, job.passes) else { continue };
-        let display = display.get_or_insert_with(|| {
-            Display::new(
-                job.passes,
-                progress.per_pass,
-                args.examples as f64 / progress.per_pass as f64,
-            )
-        });
-        display.update(&status, progress.finished);
-        let term = status.group.term;
-        records.iter_mut().for_each(|record| record.observe(progress.finished, term));
-        if let Some(&(fault, share)) = plan.get(records.len()) {
-            if progress.finished as f64 >= share * progress.total as f64 && !status.job_finished {
-                let record = strike(fault, &mut cluster, &status, progress.finished)?;
-                display.announce(&format!("fault: {} ({})", fault.describe(), record.detail));
-                records.push(record);
+        let mut first = None;
+        for (index, job) in jobs.iter().enumerate() {
+            let Ok(status) = master.status_of(&job.name).await else { continue };
+            let Some(progress) = Progress::of(&status, job.passes) else { continue };
+            let display = displays[index].get_or_insert_with(|| {
+                let per_task = args.examples as f64 / progress.per_pass as f64;
+                Display::new(&bars, &label(jobs, job), job.passes, (progress.per_pass, per_task))
+            });
+            display.update(&status, progress.finished);
+            if index == 0 {
+                first = Some((status, progress));
+            }
+        }
+        // The faults strike the first job (and the group's leader), by its progress.
+        if let (Some((status, progress)), Some(display)) = (first, displays[0].as_ref()) {
+            let term = status.group.term;
+            records.iter_mut().for_each(|record| record.observe(progress.finished, term));
+            if let Some(&(fault, share)) = plan.get(records.len()) {
+                if progress.finished as f64 >= share * progress.total as f64 && !status.job_finished
+                {
+                    let record = strike(fault, &mut cluster, &status, progress.finished)?;
+                    display.announce(&format!("fault: {} ({})", fault.describe(), record.detail));
+                    records.push(record);
+                }
             }
         }
         if cluster.trainers_done()? {
-            display.finish();
+            displays.iter().flatten().for_each(Display::finish);
             break;
         }
     }
-    summary(&master, baseline.await.context("the baseline panicked")??, &records, work, started)
-        .await
+    let seconds = started.elapsed().as_secs_f64();
+    match jobs.len() {
+        1 => println!("\njob finished in {seconds:.1} s"),
+        count => println!("\nall {count} jobs finished in {seconds:.1} s"),
+    }
+    for (job, baseline) in jobs.iter().zip(baselines) {
+        let baseline = baseline.await.context("the baseline panicked")??;
+        summary(&master, job, baseline, work).await?;
+    }
+    for record in &records {
+        println!("fault: {}", record.summary());
+    }
+    println!("logs: {}", work.join("logs").display());
+    Ok(())
+}
+
+/// What a job's bars are labelled with: its name when the demo trains several.
+fn label(jobs: &[Job], job: &Job) -> String {
+    match jobs.len() {
+        1 => String::new(),
+        _ => format!("{:<6} ", job.name),
+    }
 }
 
 /// The job's size and progress as the status shows it.
@@ -98,7 +126,8 @@ impl Progress {
     }
 }
 
-/// Breaks what `fault` names and starts it again; the record to watch its recovery.
+/// Breaks what `fault` names (in the first job) and starts it again; the record to watch its
+/// recovery.
 fn strike(
     fault: Fault,
     cluster: &mut DemoCluster,
@@ -111,23 +140,18 @@ fn strike(
             cluster.master_process(leader.saturating_sub(1) as usize),
             format!("master {leader}, term {term}"),
         ),
-        Fault::Trainer => (cluster.trainer_process(0), "trainer 0".to_string()),
-        Fault::Pserver => (cluster.pserver_process(0), "pserver 0".to_string()),
+        Fault::Trainer => (cluster.trainer_process(0, 0), "trainer 0".to_string()),
+        Fault::Pserver => (cluster.pserver_process(0, 0), "pserver 0".to_string()),
     };
     cluster.processes.kill(process);
     cluster.processes.spawn(process)?;
     Ok(FaultRecord::new(fault, detail, finished, term))
 }
 
-/// The single-process run's accuracy on the same data, computed while the cluster trains.
-fn baseline(job: &Job<'_>) -> tokio::task::JoinHandle<anyhow::Result<Evaluation>> {
-    let (train, eval, model, classes, passes) = (
-        job.train.to_string(),
-        job.eval.to_string(),
-        job.model.to_string(),
-        job.classes as usize,
-        job.passes,
-    );
+/// The single-process run's accuracy on the job's data, computed while the cluster trains.
+fn baseline(job: &Job) -> tokio::task::JoinHandle<anyhow::Result<Evaluation>> {
+    let (train, eval, model, classes, passes) =
+        (job.train.clone(), job.eval.clone(), job.model.clone(), job.classes as usize, job.passes);
     tokio::task::spawn_blocking(move || {
         let kind = model.parse().map_err(anyhow::Error::msg)?;
         let config = trainer::model::ModelConfig {
@@ -146,20 +170,24 @@ fn baseline(job: &Job<'_>) -> tokio::task::JoinHandle<anyhow::Result<Evaluation>
     })
 }
 
+/// One job's result: its passes, retries, and accuracy against one process on its data.
 async fn summary(
     master: &MasterClient,
+    job: &Job,
     baseline: Evaluation,
-    records: &[FaultRecord],
     work: &Path,
-    started: Instant,
 ) -> anyhow::Result<()> {
-    let status = master.status().await.context("read the final status")?;
-    anyhow::ensure!(status.job_finished, "the trainers exited but the job is not finished");
+    let status = master.status_of(&job.name).await.context("read the final status")?;
+    anyhow::ensure!(
+        status.job_finished,
+        "the trainers exited but job {} is not finished",
+        job.name
+    );
     let per_pass = status.done + status.failed;
     let retried = status.dispatched.saturating_sub(per_pass * u64::from(status.passes));
     println!(
-        "\njob finished in {:.1} s: {} passes of {per_pass} tasks; {} dispatched, {retried} of them retries (timed out, failed or a killed trainer's); {} failed",
-        started.elapsed().as_secs_f64(),
+        "job {}: {} passes of {per_pass} tasks; {} dispatched, {retried} of them retries (timed out, failed or a killed trainer's); {} failed",
+        job.name,
         status.passes,
         status.dispatched,
         status.failed
@@ -167,24 +195,20 @@ async fn summary(
     match (status.eval.as_ref(), baseline.accuracy()) {
         (Some(eval), Some(local)) => {
             let points = 100.0 * (f64::from(eval.accuracy) - local);
-            println!("accuracy {:.4} (loss {:.4}); one process, same model and data: {local:.4} ({points:+.2} points)", eval.accuracy, eval.loss);
+            println!("  accuracy {:.4} (loss {:.4}); one process, same model and data: {local:.4} ({points:+.2} points)", eval.accuracy, eval.loss);
         }
         (Some(eval), None) => println!(
-            "loss {:.4}; one process, same model and data: {:.4} (regression: no accuracy)",
+            "  loss {:.4}; one process, same model and data: {:.4} (regression: no accuracy)",
             eval.loss, baseline.loss
         ),
-        (None, _) => println!("no evaluation was recorded"),
+        (None, _) => println!("  no evaluation was recorded"),
     }
-    for record in records {
-        println!("fault: {}", record.summary());
-    }
-    let model = work.join("model-0.safetensors");
+    let model = work.join(&job.name).join("model-0.safetensors");
     println!(
-        "model: {} (raftrain eval --model {} --dataset {})",
+        "  model: {} (raftrain eval --model {} --dataset {})",
         model.display(),
         model.display(),
-        work.join("data/eval.recordio").display()
+        job.eval
     );
-    println!("logs: {}", work.join("logs").display());
     Ok(())
 }

@@ -33,6 +33,32 @@ fn the_demo_trains_through_its_faults() {
     assert!(points.abs() <= 2.0, "within 2 points of one process: {stdout}");
 }
 
+/// `demo --jobs 2`: two jobs on one master group, each with its own data, pservers and
+/// trainers, shown side by side; both finish through the faults, each within 2 points of one
+/// process on its own data.
+#[test]
+fn two_demo_jobs_train_side_by_side() {
+    let output = Command::new(env!("CARGO_BIN_EXE_raftrain"))
+        .args(["demo", "--jobs", "2", "--examples", "20000", "--passes", "2", "--trainers", "2"])
+        .env("RAFTRAIN_LOG", "warn")
+        .output()
+        .expect("run the demo");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("all 2 jobs finished"), "{stdout}");
+    for job in ["job-1", "job-2"] {
+        let result = stdout.lines().skip_while(|line| !line.starts_with(&format!("job {job}:")));
+        let accuracy = result.clone().nth(1).unwrap_or_else(|| panic!("{job}: {stdout}"));
+        let points: f64 = accuracy
+            .split(" points)")
+            .next()
+            .and_then(|before| before.rsplit('(').next())
+            .and_then(|number| number.parse().ok())
+            .unwrap_or_else(|| panic!("{job}: no accuracy comparison in {stdout}"));
+        assert!(points.abs() <= 2.0, "{job} within 2 points of one process: {stdout}");
+    }
+}
+
 /// The pids of `pid`'s children.
 /// `demo --secure`: a throwaway CA and token, every master, pserver and trainer (and the demo's
 /// own client) on TLS with the token, and the job still trains; the logs show the servers
