@@ -35,8 +35,11 @@ const BROKEN_DATA_FRACTION: u64 = 2;
 #[derive(Clone, Debug)]
 pub struct ClusterOptions {
     pub pserver_slots: u32,
-    /// Pservers started (more than the slots: the rest wait as standbys).
+    /// Pservers started per job (more than the slots: the rest wait as standbys).
     pub pservers: usize,
+    /// The jobs the pservers serve (`--job`), `pservers` each; empty: one set that names no
+    /// job (the group's only one).
+    pub jobs: Vec<String>,
     /// Flags given to every master (queue policy, leases).
     pub master_args: Vec<String>,
     /// Give each master a network namespace and cut links with routes (needs root) instead
@@ -73,7 +76,11 @@ impl Cluster {
     ) -> anyhow::Result<Self> {
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs)?;
-        let addrs = free_loopback_addrs(2 * MASTER_COUNT + options.pservers)?;
+        let jobs: Vec<Option<&str>> = match options.jobs.is_empty() {
+            true => vec![None],
+            false => options.jobs.iter().map(|job| Some(job.as_str())).collect(),
+        };
+        let addrs = free_loopback_addrs(2 * MASTER_COUNT + options.pservers * jobs.len())?;
         let (loopback, rest) = addrs.split_at(MASTER_COUNT);
         let (raft_addrs, pserver_addrs) = rest.split_at(MASTER_COUNT);
         let namespaces = options.netns.then(|| Namespaces::create(MASTER_COUNT)).transpose()?;
@@ -107,8 +114,9 @@ impl Cluster {
         for index in 0..MASTER_COUNT {
             cluster.add_master(index, &binary, raft_addrs, &options.master_args)?;
         }
-        for (index, addr) in pserver_addrs.iter().enumerate() {
-            let args = cluster.pserver_args(addr, options.pserver_slots);
+        let pserver_jobs = jobs.iter().flat_map(|job| std::iter::repeat_n(*job, options.pservers));
+        for (index, (addr, job)) in pserver_addrs.iter().zip(pserver_jobs).enumerate() {
+            let args = cluster.pserver_args(addr, options.pserver_slots, job);
             let process = cluster.processes.add(&format!("pserver-{index}"), args)?;
             cluster.pservers.push(process);
         }
@@ -192,9 +200,14 @@ impl Cluster {
         args
     }
 
-    fn pserver_args(&self, addr: &str, slots: u32) -> Vec<String> {
-        let checkpoints = self.dir.join("checkpoints").display().to_string();
-        [
+    fn pserver_args(&self, addr: &str, slots: u32, job: Option<&str>) -> Vec<String> {
+        let checkpoints = match job {
+            Some(job) => self.dir.join(job).join("checkpoints"),
+            None => self.dir.join("checkpoints"),
+        };
+        let checkpoints = checkpoints.display().to_string();
+        let job_args = job.map(|job| ["--job".to_string(), job.to_string()]);
+        let args: Vec<String> = [
             "pserver",
             "--masters",
             &self.master_addrs.join(","),
@@ -211,7 +224,8 @@ impl Cluster {
         ]
         .iter()
         .map(|arg| arg.to_string())
-        .collect()
+        .collect();
+        args.into_iter().chain(job_args.into_iter().flatten()).collect()
     }
 
     /// A client of the whole group with `deadline` per logical call.

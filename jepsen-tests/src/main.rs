@@ -35,6 +35,10 @@ struct Args {
     /// Concurrent task-queue clients.
     #[arg(long, default_value_t = 8)]
     clients: usize,
+    /// With --workload training: jobs trained at once on the one master group, each with its
+    /// own data, pservers and trainers, each checked against one process on its data.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4))]
+    jobs: u64,
     /// Where the processes' data, logs and the report go (default: a new directory, kept).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -85,6 +89,7 @@ fn main() -> anyhow::Result<()> {
         workload: args.workload,
         netns: args.netns,
         snapshot_every: args.snapshot_every,
+        jobs: usize::try_from(args.jobs).unwrap_or(1),
         clients: args.clients,
         check: CheckOptions::default(),
     };
@@ -149,7 +154,7 @@ fn check_again(dir: &std::path::Path) -> anyhow::Result<()> {
         serde_json::from_slice(&read("report.json")?).context("report.json")?;
     let mut report =
         jepsen_tests::checker::check_all(&ops, &earlier.schedule, &CheckOptions::default());
-    if let Some(training) = earlier.training {
+    for training in earlier.training {
         report = report.with_training(training);
     }
     print!("{}", report.summary());

@@ -26,8 +26,10 @@ pub struct Report {
     pub violations: Vec<Violation>,
     pub unknown: Vec<String>,
     pub recovery: RecoverySummary,
-    /// The training workload's accuracy against the single-process run.
-    pub training: Option<TrainingResult>,
+    /// The training workload's accuracy against the single-process run, per job (reports of
+    /// one-job builds hold one result or none).
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub training: Vec<TrainingResult>,
     /// Faults injected, by name (and how, where there is more than one way): `"half-open
     /// (proxy-stall)" -> 2`.
     #[serde(default)]
@@ -58,7 +60,7 @@ impl Report {
             violations,
             unknown,
             recovery,
-            training: None,
+            training: Vec::new(),
             fault_counts: fault_counts(ops),
             exits: Vec::new(),
             rejoins: rejoins(ops),
@@ -66,19 +68,23 @@ impl Report {
         }
     }
 
-    /// Adds the training result; one below its bound is a violation.
+    /// Adds a job's training result; one below its bound is a violation.
     pub fn with_training(mut self, result: TrainingResult) -> Self {
+        let job = match result.job.as_str() {
+            "" => String::new(),
+            job => format!("job {job}: "),
+        };
         if !result.model_written {
-            let message = "no trainer wrote the model: the job did not finish".to_string();
+            let message = format!("{job}no trainer wrote the model: the job did not finish");
             self.violations.push(Violation::new("training", message, Vec::new()));
         } else if !result.within_bound() {
             let message = format!(
-                "the trained model's accuracy {:.4} is more than {:.2} below the single-process run's {:.4}",
+                "{job}the trained model's accuracy {:.4} is more than {:.2} below the single-process run's {:.4}",
                 result.accuracy, result.bound, result.baseline_accuracy
             );
             self.violations.push(Violation::new("training", message, Vec::new()));
         }
-        self.training = Some(result);
+        self.training.push(result);
         self
     }
 
@@ -121,10 +127,14 @@ impl Report {
             let recovery = recovery.map_or("never".to_string(), |ms| format!("{ms} ms"));
             let _ = writeln!(text, "  {start_ms:>7} ms {name:<16} {recovery}");
         }
-        if let Some(training) = &self.training {
+        for training in &self.training {
+            let job = match training.job.as_str() {
+                "" => String::new(),
+                job => format!(" (job {job})"),
+            };
             let _ = writeln!(
                 text,
-                "training: accuracy {:.4}, single process {:.4} (bound {:.2})",
+                "training{job}: accuracy {:.4}, single process {:.4} (bound {:.2})",
                 training.accuracy, training.baseline_accuracy, training.bound
             );
         }
@@ -230,4 +240,46 @@ fn fault_windows(ops: &[Op]) -> Vec<(String, Vec<u64>, u64, u64)> {
         }
     }
     windows
+}
+
+/// A report's training results: a list, or (reports of one-job builds) one result or null.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<TrainingResult>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        Many(Vec<TrainingResult>),
+        One(Option<TrainingResult>),
+    }
+    Ok(match OneOrMany::deserialize(deserializer)? {
+        OneOrMany::Many(results) => results,
+        OneOrMany::One(result) => result.into_iter().collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of a one-job build (one training result, or null) still reads, as one result
+    /// or none; a list reads as it is.
+    #[test]
+    fn training_results_read_from_either_layout() {
+        let result = r#"{"job": "a", "accuracy": 0.9, "baseline_accuracy": 0.91, "bound": 0.02}"#;
+        let read = |training: &str| -> Vec<TrainingResult> {
+            #[derive(Deserialize)]
+            struct Part {
+                #[serde(default, deserialize_with = "one_or_many")]
+                training: Vec<TrainingResult>,
+            }
+            let text = format!(r#"{{"training": {training}}}"#);
+            serde_json::from_str::<Part>(&text).expect("reads").training
+        };
+        assert!(read("null").is_empty());
+        assert_eq!(read(result).len(), 1);
+        let old = read(r#"{"accuracy": 0.9, "baseline_accuracy": 0.91, "bound": 0.02}"#);
+        assert_eq!((old[0].job.as_str(), old[0].model_written), ("", true));
+        assert_eq!(read(&format!("[{result}, {result}]")).len(), 2);
+    }
 }

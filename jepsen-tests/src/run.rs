@@ -53,6 +53,9 @@ pub struct RunOptions {
     /// Masters snapshot after this many entries (their `--snapshot-logs-since-last`), so a
     /// replica left behind by a pause or a partition catches up by snapshot install.
     pub snapshot_every: Option<u64>,
+    /// Jobs trained at once by the training workload, each with its own data, pservers and
+    /// trainers, on the one master group.
+    pub jobs: usize,
 }
 
 /// The training job may fall this far below the single-process accuracy.
@@ -107,12 +110,14 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         Workload::TaskQueue => ClusterOptions {
             pserver_slots: 1,
             pservers: 2,
+            jobs: Vec::new(),
             master_args: master_args("1500", TASK_FAILURES_MAX),
             netns: options.netns,
         },
         Workload::Training => ClusterOptions {
             pserver_slots: 2,
             pservers: 3,
+            jobs: training::job_names(options.jobs).into_iter().flatten().collect(),
             master_args: master_args("5000", training_task_failures_max(&options.schedule)),
             netns: options.netns,
         },
@@ -121,7 +126,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         Cluster::start(options.binary.clone(), &options.dir, &cluster_options).await?;
     let outcome = match options.workload {
         Workload::TaskQueue => {
-            drive_task_queue(&mut cluster, options).await.map(|history| (history, None))
+            drive_task_queue(&mut cluster, options).await.map(|history| (history, Vec::new()))
         }
         Workload::Training => drive_training(&mut cluster, options).await,
     };
@@ -130,8 +135,8 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
     cluster.record_exits(&history);
     let ops = history.ops();
     let mut report = checker::check_all(&ops, &options.schedule, &options.check);
-    if let Some(training) = training {
-        report = report.with_training(training);
+    for result in training {
+        report = report.with_training(result);
     }
     report.write(&options.dir, &ops, &cluster.log_paths())?;
     Ok(report)
@@ -188,26 +193,33 @@ fn spawn_observers(
     tokio::spawn(observers::observe(history.clone(), masters, pservers, stopped))
 }
 
-/// The training job under the schedule: trainers until they finish, then the model's
-/// accuracy against one process's.
+/// The training job (or each of `options.jobs` jobs at once) under the schedule: trainers
+/// until they finish, then each job's model accuracy against one process's on its data.
 async fn drive_training(
     cluster: &mut Cluster,
     options: &RunOptions,
-) -> anyhow::Result<(Arc<History>, Option<TrainingResult>)> {
+) -> anyhow::Result<(Arc<History>, Vec<TrainingResult>)> {
     let passes = training::passes_for(options.schedule.end_ms());
-    let data = training::write_dataset(&options.binary, &options.dir, passes)?;
-    let baseline = tokio::task::spawn_blocking({
-        let data =
+    let jobs = training::job_names(options.jobs);
+    let mut datasets = Vec::new();
+    for (offset, job) in (0..).zip(&jobs) {
+        let dir = training::job_dir(&options.dir, job.as_deref());
+        let data = training::write_dataset(&options.binary, &dir, passes, offset)?;
+        let copy =
             training::TrainingData { train: data.train.clone(), eval: data.eval.clone(), passes };
-        move || training::baseline_accuracy(&data)
-    });
+        let baseline = tokio::task::spawn_blocking(move || training::baseline_accuracy(&copy));
+        datasets.push((job.clone(), dir, data, baseline));
+    }
     wait_for_leader(cluster, Duration::from_secs(60)).await?;
     // A trainer's view of the data can break only if it has a mount namespace of its own.
     let private_mounts =
         options.schedule.steps.iter().any(|step| step.fault == Fault::BreakTrainerData);
-    for index in 0..training::TRAINERS {
-        let args = training::trainer_args(index, &cluster.master_addrs, &data, &options.dir);
-        cluster.add_trainer(args, private_mounts)?;
+    for (job, dir, data, _) in &datasets {
+        for index in 0..training::TRAINERS {
+            let args =
+                training::trainer_args((index, job.as_deref()), &cluster.master_addrs, data, dir);
+            cluster.add_trainer(args, private_mounts)?;
+        }
     }
     let history = Arc::new(History::new());
     let (stop, stopped) = watch::channel(false);
@@ -223,21 +235,42 @@ async fn drive_training(
     faults?;
     finished?;
     final_reads(cluster, &history).await;
-    let baseline_accuracy = baseline.await.context("the baseline panicked")??;
+    let mut results = Vec::new();
+    for (job, dir, data, baseline) in datasets {
+        let baseline_accuracy = baseline.await.context("the baseline panicked")??;
+        results.push(evaluate_job(
+            options,
+            job.unwrap_or_default(),
+            &dir,
+            &data,
+            baseline_accuracy,
+        )?);
+    }
+    Ok((history, results))
+}
+
+/// A job's result: the first model its trainers wrote, evaluated on its held-out set.
+fn evaluate_job(
+    options: &RunOptions,
+    job: String,
+    dir: &std::path::Path,
+    data: &training::TrainingData,
+    baseline_accuracy: f64,
+) -> anyhow::Result<TrainingResult> {
     let model = (0..training::TRAINERS)
-        .map(|index| training::model_path(&options.dir, index))
+        .map(|index| training::model_path(dir, index))
         .find(|path| path.is_file());
     let accuracy = match model {
         Some(model) => Some(training::evaluate(&options.binary, &model, &data.eval)?),
         None => None,
     };
-    let result = TrainingResult {
+    Ok(TrainingResult {
+        job,
         accuracy: accuracy.unwrap_or(0.0),
         baseline_accuracy,
         bound: TRAINING_ACCURACY_BOUND,
         model_written: accuracy.is_some(),
-    };
-    Ok((history, Some(result)))
+    })
 }
 
 async fn wait_for_leader(cluster: &Cluster, limit: Duration) -> anyhow::Result<usize> {

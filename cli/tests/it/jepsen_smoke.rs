@@ -26,6 +26,7 @@ async fn smoke_schedule_finds_no_violation() {
         check: CheckOptions::default(),
         netns: false,
         snapshot_every: None,
+        jobs: 1,
     };
     let report = tokio::time::timeout(Duration::from_secs(170), run(&options))
         .await

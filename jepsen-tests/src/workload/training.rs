@@ -1,6 +1,7 @@
 //! The training workload: a whole job (real `raftrain trainer` processes against the
-//! cluster's pservers) under the nemesis, then the trained model's accuracy on the held-out
-//! set against a single-process run on the same data (the fault-free answer).
+//! cluster's pservers), or several named jobs at once on the one master group (`--jobs`),
+//! under the nemesis, then each trained model's accuracy on its held-out set against a
+//! single-process run on the same data (the fault-free answer).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,6 +25,9 @@ const BATCH_SIZE: usize = 32;
 /// The training checker's inputs and verdict.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainingResult {
+    /// The job (empty: the only job of a one-job run).
+    #[serde(default)]
+    pub job: String,
     pub accuracy: f64,
     pub baseline_accuracy: f64,
     /// The accuracy may fall at most this far below the baseline.
@@ -51,13 +55,34 @@ pub struct TrainingData {
     pub passes: u32,
 }
 
-/// `recordio synth` blobs with a held-out set under `<dir>/data`.
-pub fn write_dataset(binary: &Path, dir: &Path, passes: u32) -> anyhow::Result<TrainingData> {
+/// The jobs of a run of `count` jobs: none named (the group's only job, as before named jobs)
+/// for one, `train-1`, `train-2`, ... for several.
+pub fn job_names(count: usize) -> Vec<Option<String>> {
+    match count {
+        0 | 1 => vec![None],
+        _ => (1..=count).map(|job| Some(format!("train-{job}"))).collect(),
+    }
+}
+
+/// The directory of a job's data, trainers' models and pservers' checkpoints.
+pub fn job_dir(dir: &Path, job: Option<&str>) -> PathBuf {
+    job.map_or_else(|| dir.to_path_buf(), |job| dir.join(job))
+}
+
+/// `recordio synth` blobs with a held-out set under `<dir>/data`, from the embedded seed moved
+/// by `seed_offset` (each job of a run has its own data).
+pub fn write_dataset(
+    binary: &Path,
+    dir: &Path,
+    passes: u32,
+    seed_offset: u64,
+) -> anyhow::Result<TrainingData> {
     let data = dir.join("data");
+    let seed = (7 + seed_offset).to_string();
     let status = Command::new(binary)
         .args(["recordio", "synth", "--kind", "blobs", "--examples", EXAMPLES, "--features"])
         .arg(FEATURES.to_string())
-        .args(["--classes", &CLASSES.to_string(), "--noise", "2.5", "--seed", "7", "--out"])
+        .args(["--classes", &CLASSES.to_string(), "--noise", "2.5", "--seed", &seed, "--out"])
         .arg(&data)
         .stdout(std::process::Stdio::null())
         .status()
@@ -72,15 +97,16 @@ pub fn passes_for(end_ms: u64) -> u32 {
     u32::try_from(end_ms / 1_000).unwrap_or(PASSES_MAX).clamp(PASSES_MIN, PASSES_MAX)
 }
 
-/// The arguments of trainer `index`.
+/// The arguments of trainer `index` of `job` (`None`: the group's only job).
 pub fn trainer_args(
-    index: usize,
+    (index, job): (usize, Option<&str>),
     masters: &[String],
     data: &TrainingData,
     dir: &Path,
 ) -> Vec<String> {
     let model_out = model_path(dir, index).display().to_string();
-    [
+    let job_args = job.map(|job| ["--job".to_string(), job.to_string()]);
+    let args: Vec<String> = [
         "trainer",
         "--masters",
         &masters.join(","),
@@ -105,7 +131,8 @@ pub fn trainer_args(
     ]
     .iter()
     .map(|arg| arg.to_string())
-    .collect()
+    .collect();
+    args.into_iter().chain(job_args.into_iter().flatten()).collect()
 }
 
 pub fn model_path(dir: &Path, index: usize) -> PathBuf {
@@ -182,6 +209,7 @@ mod tests {
         let schedule = Schedule::smoke(1);
         let report = |accuracy| {
             let result = TrainingResult {
+                job: String::new(),
                 accuracy,
                 baseline_accuracy: 0.97,
                 bound: 0.02,
