@@ -45,7 +45,7 @@ fn task_from_proto(task: pb::Task) -> Result<Task, ClientError> {
     Ok(Task {
         id: task.task_id,
         epoch: task.epoch,
-        pass: task.pass,
+        pass: task.pass_index,
         data,
         deadline_ms: task.deadline_ms,
     })
@@ -152,7 +152,8 @@ mod tests {
         assert!(task_outcome(reply(Outcome::Task as i32, None)).is_err(), "TASK without a task");
         let pass_after = task_outcome(reply(Outcome::PassAfter as i32, None)).expect("converts");
         assert_eq!(pass_after, TaskOutcome::PassAfter { current: 3 });
-        let task = pb::Task { task_id: 4, epoch: 2, pass: 3, deadline_ms: 9, ..Default::default() };
+        let task =
+            pb::Task { task_id: 4, epoch: 2, pass_index: 3, deadline_ms: 9, ..Default::default() };
         let converted = task_outcome(reply(Outcome::Task as i32, Some(task))).expect("converts");
         let data = TaskData::Chunks(vec![]);
         let expected = Task { id: 4, epoch: 2, pass: 3, data, deadline_ms: 9 };

@@ -57,7 +57,7 @@ impl MasterClient {
                 async move { service.checkpoint_job(timed(request, timeout)).await }
             })
             .await?;
-        Ok(ProgressCheckpoint { id: reply.checkpoint_id, pass: reply.pass, done: reply.done })
+        Ok(ProgressCheckpoint { id: reply.checkpoint_id, pass: reply.pass_index, done: reply.done })
     }
 
     /// Puts job `job`'s queue back to progress checkpoint `checkpoint`: what was done after it
@@ -76,6 +76,6 @@ impl MasterClient {
                 async move { service.restore_job(timed(request, timeout)).await }
             })
             .await?;
-        Ok(RestoredProgress { pass: reply.pass, todo: reply.todo })
+        Ok(RestoredProgress { pass: reply.pass_index, todo: reply.todo })
     }
 }

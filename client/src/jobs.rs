@@ -154,7 +154,7 @@ fn summary(job: pb::JobSummary) -> JobSummary {
     JobSummary {
         name: job.name,
         state,
-        pass: job.pass,
+        pass: job.pass_index,
         passes: job.passes,
         task_count: job.task_count,
         done: job.done,
@@ -163,7 +163,7 @@ fn summary(job: pb::JobSummary) -> JobSummary {
         pservers: job.pservers,
         ended_ms_ago: ended.then_some(job.ended_ms_ago),
         newest_checkpoint: (job.newest_checkpoint != 0).then_some(job.newest_checkpoint),
-        eval: job.eval.map(|eval| (eval.pass, eval.loss, eval.accuracy)),
+        eval: job.eval.map(|eval| (eval.pass_index, eval.loss, eval.accuracy)),
     }
 }
 

@@ -33,7 +33,7 @@ pub(crate) fn job_status(reply: pb::StatusReply) -> JobStatus {
         group: reply.cluster.map(group_view).unwrap_or_default(),
         dataset,
         job: (!reply.job.is_empty()).then_some(reply.job),
-        pass: reply.pass,
+        pass: reply.pass_index,
         passes: reply.passes,
         todo: reply.todo,
         pending: reply.pending,
@@ -48,7 +48,7 @@ pub(crate) fn job_status(reply: pb::StatusReply) -> JobStatus {
         pservers_desired: reply.pservers_desired,
         pservers: reply.pservers.into_iter().map(pserver).collect(),
         eval: reply.eval.map(|eval| EvalStatus {
-            pass: eval.pass,
+            pass: eval.pass_index,
             loss: eval.loss,
             accuracy: eval.accuracy,
         }),

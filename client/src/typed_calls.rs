@@ -66,7 +66,8 @@ impl MasterClient {
         let reply = self
             .write("GetTask", |mut service, stamp| {
                 let job = self.job().to_string();
-                let request = pb::GetTaskRequest { stamp: Some(stamp), trainer_id, pass, job };
+                let request =
+                    pb::GetTaskRequest { stamp: Some(stamp), trainer_id, pass_index: pass, job };
                 async move { service.get_task(timed(request, timeout)).await }
             })
             .await?;
@@ -213,7 +214,8 @@ impl MasterClient {
         let timeout = self.rpc_timeout();
         self.write("RecordEval", |mut service, stamp| {
             let job = self.job().to_string();
-            let request = pb::RecordEvalRequest { stamp: Some(stamp), pass, loss, accuracy, job };
+            let request =
+                pb::RecordEvalRequest { stamp: Some(stamp), pass_index: pass, loss, accuracy, job };
             async move { service.record_eval(timed(request, timeout)).await }
         })
         .await?;

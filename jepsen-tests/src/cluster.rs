@@ -61,6 +61,8 @@ pub struct Cluster {
     masters: Vec<usize>,
     pub pservers: Vec<usize>,
     pub pserver_addrs: Vec<String>,
+    /// Each pserver's job (empty: the group's only job).
+    pub pserver_jobs: Vec<String>,
     /// The process index of each trainer (training workload only).
     pub trainers: Vec<usize>,
     /// Each trainer's `--dataset`, the file a broken view replaces.
@@ -108,6 +110,7 @@ impl Cluster {
             masters: Vec::new(),
             pservers: Vec::new(),
             pserver_addrs: pserver_addrs.to_vec(),
+            pserver_jobs: Vec::new(),
             trainers: Vec::new(),
             trainer_datasets: Vec::new(),
         };
@@ -117,6 +120,7 @@ impl Cluster {
         let pserver_jobs = jobs.iter().flat_map(|job| std::iter::repeat_n(*job, options.pservers));
         for (index, (addr, job)) in pserver_addrs.iter().zip(pserver_jobs).enumerate() {
             let args = cluster.pserver_args(addr, options.pserver_slots, job);
+            cluster.pserver_jobs.push(job.unwrap_or_default().to_string());
             let process = cluster.processes.add(&format!("pserver-{index}"), args)?;
             cluster.pservers.push(process);
         }

@@ -100,8 +100,11 @@ pub enum Value {
         applied_index: u64,
         digest: u64,
     },
-    /// A pserver serving `slot` under `generation` (or not serving: `serving: false`).
+    /// A pserver of `job` (empty: the only job) serving `slot` under `generation` (or not
+    /// serving: `serving: false`). Slots and generations are a job's own.
     Slot {
+        #[serde(default)]
+        job: String,
         slot: u32,
         generation: u64,
         serving: bool,

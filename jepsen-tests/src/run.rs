@@ -189,7 +189,9 @@ fn spawn_observers(
     history: &Arc<History>,
     stopped: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    let (masters, pservers) = (cluster.master_addrs.clone(), cluster.pserver_addrs.clone());
+    let masters = cluster.master_addrs.clone();
+    let pservers = cluster.pserver_addrs.iter().cloned().zip(cluster.pserver_jobs.iter().cloned());
+    let pservers = pservers.collect();
     tokio::spawn(observers::observe(history.clone(), masters, pservers, stopped))
 }
 
@@ -211,6 +213,16 @@ async fn drive_training(
         datasets.push((job.clone(), dir, data, baseline));
     }
     wait_for_leader(cluster, Duration::from_secs(60)).await?;
+    // Named jobs are submitted before anything watches or trains, so every status read sees
+    // all of them (the trainers' reports then repeat their job's dataset).
+    let submitter = cluster.client(Duration::from_secs(60))?;
+    for (job, _, data, _) in &datasets {
+        let Some(name) = job else { continue };
+        let dataset = client::JobDataset::RecordIo { patterns: vec![data.train.clone()] };
+        let spec =
+            client::JobSpec { name: name.clone(), dataset, passes, policy: Default::default() };
+        submitter.submit_job(&spec).await.with_context(|| format!("submit job {name}"))?;
+    }
     // A trainer's view of the data can break only if it has a mount namespace of its own.
     let private_mounts =
         options.schedule.steps.iter().any(|step| step.fault == Fault::BreakTrainerData);

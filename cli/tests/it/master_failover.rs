@@ -140,7 +140,7 @@ async fn retry_after_leader_change_is_exactly_once() {
     let request = GetTaskRequest {
         stamp: Some(ClientStamp { client_id: 4242, seq: 1 }),
         trainer_id: trainer,
-        pass: 0,
+        pass_index: 0,
         job: String::new(),
     };
     // A raw request with a stamp of the test's own, sent to whichever master leads: the

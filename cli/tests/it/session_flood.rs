@@ -37,7 +37,7 @@ async fn record_eval(
 ) -> Result<(), tonic::Status> {
     let stamp = Some(ClientStamp { client_id, seq: 1 });
     let request =
-        RecordEvalRequest { stamp, pass: 0, loss: 1.0, accuracy: 0.5, job: String::new() };
+        RecordEvalRequest { stamp, pass_index: 0, loss: 1.0, accuracy: 0.5, job: String::new() };
     service.record_eval(request).await.map(|_| ())
 }
 

@@ -134,13 +134,15 @@ fn done_twice_in_a_pass(pairs: &[Completed<'_>]) -> Vec<Violation> {
     violations
 }
 
-/// Per slot, the newest generation seen serving so far (by completion); a later read of an
-/// older one serving is a violation.
+/// Per slot of a job, the newest generation seen serving so far (by completion); a later read
+/// of an older one serving is a violation.
 fn slots(pairs: &[Completed<'_>]) -> Vec<Violation> {
-    let mut observations: Vec<(&Completed<'_>, u32, u64)> = pairs
+    let mut observations: Vec<(&Completed<'_>, (&str, u32), u64)> = pairs
         .iter()
-        .filter_map(|pair| match pair.complete.value {
-            Value::Slot { slot, generation, serving: true } => Some((pair, slot, generation)),
+        .filter_map(|pair| match &pair.complete.value {
+            Value::Slot { job, slot, generation, serving: true } => {
+                Some((pair, (job.as_str(), *slot), *generation))
+            }
             _ => None,
         })
         .collect();
@@ -154,7 +156,9 @@ fn slots(pairs: &[Completed<'_>]) -> Vec<Violation> {
                     && earlier.complete.index < later.invoke.index
             });
         if let Some((earlier, _, newer_generation)) = newer {
-            let message = format!("slot {slot} was served by generation {generation} after generation {newer_generation} served it");
+            let (job, slot) = slot;
+            let job = if job.is_empty() { String::new() } else { format!("job {job} ") };
+            let message = format!("{job}slot {slot} was served by generation {generation} after generation {newer_generation} served it");
             violations.push(Violation::new(
                 NAME,
                 message,
@@ -236,7 +240,13 @@ mod tests {
 
     fn served(builder: Builder, times: (u64, u64), generation: u64) -> Builder {
         let f = Operation::PserverStatus { pserver: generation };
-        builder.call(times, 700, f, OpKind::Ok, Value::Slot { slot: 0, generation, serving: true })
+        builder.call(
+            times,
+            700,
+            f,
+            OpKind::Ok,
+            Value::Slot { job: String::new(), slot: 0, generation, serving: true },
+        )
     }
 
     #[test]

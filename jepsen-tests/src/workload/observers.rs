@@ -107,14 +107,15 @@ pub async fn read_digests(history: &History, masters: &[String]) -> anyhow::Resu
 
 /// Asks every pserver what it serves, recording those that answer (a pserver answers only
 /// while it holds a confirmed slot); a refusal or silence is recorded as a failure.
-pub async fn poll_pservers(history: &History, pservers: &[String]) {
-    for (index, addr) in pservers.iter().enumerate() {
+pub async fn poll_pservers(history: &History, pservers: &[(String, String)]) {
+    for (index, (addr, job)) in pservers.iter().enumerate() {
         let f = Operation::PserverStatus { pserver: index as u64 };
         history
             .call(PSERVER_PROCESS, f, async {
                 match pserver_slot(addr).await {
                     Ok((slot, generation)) => {
-                        (OpKind::Ok, Value::Slot { slot, generation, serving: true }, ())
+                        let job = job.clone();
+                        (OpKind::Ok, Value::Slot { job, slot, generation, serving: true }, ())
                     }
                     Err(status) => {
                         (OpKind::Fail, Value::Error { message: status.message().to_string() }, ())
@@ -140,7 +141,7 @@ async fn pserver_slot(addr: &str) -> Result<(u32, u64), tonic::Status> {
 pub async fn observe(
     history: Arc<History>,
     masters: Vec<String>,
-    pservers: Vec<String>,
+    pservers: Vec<(String, String)>,
     mut stop: watch::Receiver<bool>,
 ) {
     // Each read starts at the next master, as a user's `raftrain status --masters X` would: a

@@ -39,7 +39,7 @@ pub(crate) fn task(assignment: &TaskAssignment, data: &TaskData) -> pb::Task {
     pb::Task {
         task_id: assignment.task,
         epoch: assignment.epoch,
-        pass: assignment.pass,
+        pass_index: assignment.pass,
         chunks,
         deadline_ms: assignment.deadline_ms,
         kind: kind as i32,

@@ -67,14 +67,14 @@ fn summary(job: &JobState, clock_ms: u64) -> pb::JobSummary {
         None => State::Running,
     };
     let eval = status.eval.as_ref().map(|eval| pb::Eval {
-        pass: eval.pass,
+        pass_index: eval.pass,
         loss: eval.loss(),
         accuracy: eval.accuracy(),
     });
     pb::JobSummary {
         name: job.name().to_string(),
         state: state as i32,
-        pass: status.pass,
+        pass_index: status.pass,
         passes: status.passes,
         task_count: status.task_count,
         done: status.done_count,

@@ -223,7 +223,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::GetTaskReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        let command = Command::GetTask { trainer: request.trainer_id, pass: request.pass };
+        let command = Command::GetTask { trainer: request.trainer_id, pass: request.pass_index };
         let response = self.propose(Some(client), for_job(&request.job, command)).await?;
         let job = || self.job_id("GetTask", &request.job);
         if !matches!(response, Response::UnknownTrainer | Response::NoDataset) {
@@ -245,11 +245,11 @@ impl pb::master_service_server::MasterService for MasterRpc {
             }
             Response::PassBefore { current } => reply(Outcome::PassBefore, None, current),
             Response::PassAfter { current } => reply(Outcome::PassAfter, None, current),
-            Response::NoMoreAvailable => reply(Outcome::NoMoreAvailable, None, request.pass),
-            Response::JobFinished => reply(Outcome::JobFinished, None, request.pass),
+            Response::NoMoreAvailable => reply(Outcome::NoMoreAvailable, None, request.pass_index),
+            Response::JobFinished => reply(Outcome::JobFinished, None, request.pass_index),
             Response::NoDataset => reply(Outcome::NoDataset, None, 0),
             Response::UnknownTrainer => reply(Outcome::UnknownTrainer, None, 0),
-            Response::JobCancelled => reply(Outcome::JobCancelled, None, request.pass),
+            Response::JobCancelled => reply(Outcome::JobCancelled, None, request.pass_index),
             other => return Err(unexpected("GetTask", other)),
         };
         Ok(tonic::Response::new(reply))
@@ -438,7 +438,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
         let command = Command::RecordEval {
-            pass: request.pass,
+            pass: request.pass_index,
             loss: request.loss,
             accuracy: request.accuracy,
         };
@@ -528,7 +528,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let client = stamp(request.stamp)?;
         match self.propose(Some(client), for_job(&request.job, Command::CheckpointJob)).await? {
             Response::ProgressCheckpointed { id, pass, done } => {
-                let reply = pb::CheckpointJobReply { checkpoint_id: id, pass, done };
+                let reply = pb::CheckpointJobReply { checkpoint_id: id, pass_index: pass, done };
                 Ok(tonic::Response::new(reply))
             }
             other => Err(unexpected("CheckpointJob", other)),
@@ -544,7 +544,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let command = Command::RestoreJob { checkpoint: request.checkpoint_id };
         match self.propose(Some(client), for_job(&request.job, command)).await? {
             Response::ProgressRestored { pass, todo } => {
-                Ok(tonic::Response::new(pb::RestoreJobReply { pass, todo }))
+                Ok(tonic::Response::new(pb::RestoreJobReply { pass_index: pass, todo }))
             }
             other => Err(unexpected("RestoreJob", other)),
         }

@@ -54,7 +54,7 @@ pub(crate) fn status_reply(
         })
         .collect();
     let eval = view.eval.as_ref().map(|eval| pb::Eval {
-        pass: eval.pass,
+        pass_index: eval.pass,
         loss: eval.loss(),
         accuracy: eval.accuracy(),
     });
@@ -62,7 +62,7 @@ pub(crate) fn status_reply(
     pb::StatusReply {
         cluster: Some(cluster),
         job: view.job.clone().unwrap_or_default(),
-        pass: view.pass,
+        pass_index: view.pass,
         passes: view.passes,
         todo: view.todo_count,
         pending: view.pending_count,
