@@ -122,7 +122,9 @@ async fn pservers_and_trainers_serve_metrics() {
     trainer.kill().expect("kill the trainer");
     assert!(
         not_ready.starts_with("HTTP/1.1 503")
-            && (not_ready.contains("not training yet") || not_ready.contains("pserver slot")),
+            && (not_ready.contains("not training yet")
+                || not_ready.contains("pserver slot")
+                || not_ready.contains("master leader")),
         "{not_ready}"
     );
     let _ = trainer.wait();
