@@ -92,7 +92,8 @@ async fn pservers_and_trainers_serve_metrics() {
     let get = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut response = http(&pserver_metrics, get);
-    while !response.contains("raftrain_pserver_lease_held 1") && Instant::now() < deadline {
+    // Served from the start: lease_held reads 0 until the slot is claimed.
+    while sample(&response, "raftrain_pserver_lease_held") != 1.0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
         response = http(&pserver_metrics, get);
     }
