@@ -236,6 +236,7 @@ class TaskLoader:
         self.finished = 0
         self.refused = 0
         self._reporter: Optional[TaskClient] = None
+        self._job_reported = False
 
     def __iter__(self) -> Iterator[object]:
         for batch, receipts in self.dataloader:
@@ -248,7 +249,12 @@ class TaskLoader:
     def job_finished(self) -> bool:
         """Whether the job finished, or was cancelled (a linearizable read through the
         leader): the training loop ends either way."""
-        status = self._reporter_client().status()
+        client = self._reporter_client()
+        if not self._job_reported:
+            # The job exists once reported (the report submits it when none of its name does).
+            self.dataset._report(client)
+            self._job_reported = True
+        status = client.status()
         return bool(status["job_finished"] or status.get("job_cancelled"))
 
     def _reporter_client(self) -> TaskClient:

@@ -37,8 +37,9 @@ def test_no_quorum_is_unavailable_within_the_deadline(start_masters):
     group.status()
     group.kill(0)
     group.kill(1)
+    client = raftrain.TaskClient(group.masters, deadline_s=2.0)  # registers on first use
     with pytest.raises(raftrain.Unavailable) as raised:
-        raftrain.TaskClient(group.masters, deadline_s=2.0)
+        client.trainer_id
     assert isinstance(raised.value, raftrain.DeadlineExceeded) and isinstance(raised.value, TimeoutError)
     assert raised.value.code == "DEADLINE_EXCEEDED" and "no master leader answered within 2s" in raised.value.message
 
