@@ -9,10 +9,17 @@ use simulation::dataset::SimDataset;
 use simulation::{run, PlantedBugs, SimulationConfig};
 
 /// Runs `seed` without and with `bugs`; the clean run must pass and the buggy one must break
-/// `invariant`. The seeds were found running RecordIO jobs, so that is what they run here
-/// (some draw an index job, whose schedule differs).
+/// `invariant`. The seeds were found running one RecordIO job, so that is what they run here
+/// (some draw an index job, or two jobs, whose schedules differ).
 fn check(seed: u64, bugs: PlantedBugs, invariant: &str) -> anyhow::Result<()> {
-    let config = SimulationConfig::new(seed).with_dataset(SimDataset::RecordIo);
+    let config =
+        SimulationConfig::new(seed).with_job_count(1).with_dataset(SimDataset::RecordIo);
+    check_config(config, bugs, invariant)
+}
+
+/// Runs `config` without and with `bugs`, as `check` does.
+fn check_config(config: SimulationConfig, bugs: PlantedBugs, invariant: &str) -> anyhow::Result<()> {
+    let seed = config.seed;
     let clean = run(&config)?;
     assert_eq!(clean.violation, None, "--seed {seed} fails without the planted bug");
     let broken = run(&config.with_bugs(bugs))?;
