@@ -53,8 +53,9 @@ impl SimDataset {
             (SimDataset::RecordIo, TaskData::Chunks(chunks))
                 if chunks.len() == 1 && chunks[0].record_count == 1 =>
             {
-                (chunks[0].path != recordio_path)
-                    .then(|| format!("a chunk of {}, not of the job's {recordio_path}", chunks[0].path))
+                (chunks[0].path != recordio_path).then(|| {
+                    format!("a chunk of {}, not of the job's {recordio_path}", chunks[0].path)
+                })
             }
             (SimDataset::IndexRange { size, shard_size }, TaskData::IndexRange { start, end }) => {
                 let expected = shard(*size, *shard_size, task_id);

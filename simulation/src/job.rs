@@ -15,14 +15,17 @@ pub const TWO_JOBS_PERCENT: u64 = 40;
 /// The run's trainers and pservers, shared out between its jobs.
 pub const TRAINER_COUNT: u64 = 3;
 pub const PSERVER_COUNT: u64 = 3;
+/// A two-job run has one trainer more, two per job: a job of one trainer never has two
+/// trainers race for a task (a late report of a task handed to another), which the fencing
+/// checkers are there to judge.
+pub const TWO_JOB_TRAINER_COUNT: u64 = 4;
 /// The first job's size, as every run had before runs had two jobs.
 const TASK_COUNT: u64 = 20;
 const PASSES: u32 = 2;
 /// The second job's task count and passes are drawn in these ranges (end excluded). Its task
 /// count is below the first's, so that an answer of one job given to the other shows; its
-/// size is kept small because it has a single trainer, which must finish within the
-/// liveness bound after the heal (32 tasks in 3 passes, 96 tasks for one trainer, did not
-/// always finish in 30 s).
+/// size is kept small enough for its trainers to finish within the liveness bound after the
+/// heal (a single trainer did not always finish 32 tasks in 3 passes in 30 s).
 const SECOND_TASK_COUNT: (u64, u64) = (5, 17);
 const SECOND_PASSES: (u64, u64) = (1, 3);
 const _: () = assert!(SECOND_TASK_COUNT.1 <= TASK_COUNT, "the second job is the smaller");
@@ -64,12 +67,13 @@ impl SimJob {
     pub fn draw_all(seed: u64, count: usize) -> Vec<SimJob> {
         assert!((1..=2).contains(&count), "a run has one or two jobs, not {count}");
         let count = count as u64;
+        let trainer_count = if count == 2 { TWO_JOB_TRAINER_COUNT } else { TRAINER_COUNT };
         let mut jobs = vec![SimJob {
             name: SIMULATED_JOB.to_string(),
             dataset: SimDataset::draw(seed, TASK_COUNT),
             task_count: TASK_COUNT,
             passes: PASSES,
-            trainers: share(TRAINER_COUNT, count, 0),
+            trainers: share(trainer_count, count, 0),
             pservers: share(PSERVER_COUNT, count, 0),
             pserver_slots: 0,
         }];
@@ -85,15 +89,15 @@ impl SimJob {
                 dataset: SimDataset::draw_from(&mut dataset_rng, task_count),
                 task_count,
                 passes,
-                trainers: share(TRAINER_COUNT, count, 1),
+                trainers: share(trainer_count, count, 1),
                 pservers: share(PSERVER_COUNT, count, 1),
                 pserver_slots: 0,
             });
         }
         for job in &mut jobs {
             let pservers = job.pservers.end - job.pservers.start;
-            job.pserver_slots = u32::try_from(pservers.saturating_sub(1).max(1))
-                .expect("a handful of pservers");
+            job.pserver_slots =
+                u32::try_from(pservers.saturating_sub(1).max(1)).expect("a handful of pservers");
         }
         jobs
     }
@@ -111,9 +115,10 @@ fn share(total: u64, parts: u64, part: u64) -> Range<u64> {
 mod tests {
     use super::*;
 
-    /// A one-job run is the run of before (every trainer and pserver, two slots, 20 tasks in
-    /// 2 passes); some seeds draw two jobs, which share the trainers and pservers without
-    /// overlap, each with a standby pserver or one slot, the second of another size.
+    /// A one-job run is the run of before (3 trainers and 3 pservers, two slots, 20 tasks in
+    /// 2 passes); some seeds draw two jobs, which share 4 trainers and the pservers without
+    /// overlap, each with two trainers and a standby pserver or one slot, the second of
+    /// another size.
     #[test]
     fn seeds_draw_one_or_two_jobs_that_share_the_run() {
         let one = SimJob::draw_all(5, 1);
@@ -125,7 +130,7 @@ mod tests {
         assert!((20..60).contains(&two), "{two} of 100 seeds run two jobs");
         for seed in 0..100 {
             let jobs = SimJob::draw_all(seed, 2);
-            assert_eq!((jobs[0].trainers.clone(), jobs[1].trainers.clone()), (0..2, 2..3));
+            assert_eq!((jobs[0].trainers.clone(), jobs[1].trainers.clone()), (0..2, 2..4));
             assert_eq!((jobs[0].pservers.clone(), jobs[1].pservers.clone()), (0..2, 2..3));
             assert_eq!((jobs[0].pserver_slots, jobs[1].pserver_slots), (1, 1));
             assert_ne!(jobs[0].name, jobs[1].name);
@@ -140,7 +145,8 @@ mod tests {
     #[test]
     fn shares_cover_the_whole() {
         for (total, parts) in [(3, 1), (3, 2), (5, 2), (4, 3)] {
-            let shares: Vec<Range<u64>> = (0..parts).map(|part| share(total, parts, part)).collect();
+            let shares: Vec<Range<u64>> =
+                (0..parts).map(|part| share(total, parts, part)).collect();
             assert_eq!(shares.first().map(|range| range.start), Some(0));
             assert_eq!(shares.last().map(|range| range.end), Some(total));
             assert!(shares.windows(2).all(|pair| pair[0].end == pair[1].start), "{shares:?}");

@@ -138,7 +138,8 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
 fn write_dataset(job: &str, tasks: u64) -> anyhow::Result<String> {
     use storage::recordio::{Writer, WriterOptions};
     let path = recordio_path(job, tasks);
-    let dir = path.parent().ok_or_else(|| anyhow::anyhow!("{} has no directory", path.display()))?;
+    let dir =
+        path.parent().ok_or_else(|| anyhow::anyhow!("{} has no directory", path.display()))?;
     std::fs::create_dir_all(dir)?;
     let temp = tempfile::NamedTempFile::new_in(dir)?;
     let options = WriterOptions { max_chunk_bytes: 1, ..Default::default() };
@@ -175,7 +176,9 @@ async fn report_dataset(
     };
     let sizes = tokio::time::timeout(Duration::from_millis(SETUP_MS_MAX), report)
         .await
-        .map_err(|_| anyhow::anyhow!("the report of job {name} did not finish in {SETUP_MS_MAX} ms"))?
+        .map_err(|_| {
+            anyhow::anyhow!("the report of job {name} did not finish in {SETUP_MS_MAX} ms")
+        })?
         .map_err(|error| error.context(format!("report job {name}")))?;
     // A one-job run traces as it did before runs had two jobs.
     let of_job = if config.jobs.len() > 1 { format!(" of job {name}") } else { String::new() };
@@ -297,7 +300,8 @@ impl Run {
         let Some(state) = self.cluster.leader().map(|leader| leader.master_state()) else {
             return false;
         };
-        let job_done = |job: &SimJob| state.job_named(&job.name).is_some_and(|job| job.job_finished());
+        let job_done =
+            |job: &SimJob| state.job_named(&job.name).is_some_and(|job| job.job_finished());
         trainers_done && self.config.jobs.iter().all(job_done)
     }
 

@@ -57,7 +57,9 @@ impl ClientVisible {
         self.read_log(canonical, jobs)?;
         self.waiting.extend(acked.iter().cloned());
         let facts = &self.facts;
-        let shown = |write: &AckedWrite| facts.get(&write.job).is_some_and(|facts| facts.contains(&write.fact));
+        let shown = |write: &AckedWrite| {
+            facts.get(&write.job).is_some_and(|facts| facts.contains(&write.fact))
+        };
         self.waiting.retain(|write| !shown(write));
         match self.waiting.iter().find(|write| now_ms.saturating_sub(write.time_ms) > SHOW_MS_MAX) {
             None => Ok(()),
@@ -78,7 +80,10 @@ impl ClientVisible {
             dispatched: completions.dispatched_pass.len() as u64,
             finished: completions.finished.len() as u64,
         };
-        self.completions.iter().map(|(job, completions)| (job.to_string(), seen(completions))).collect()
+        self.completions
+            .iter()
+            .map(|(job, completions)| (job.to_string(), seen(completions)))
+            .collect()
     }
 
     fn read_log(&mut self, canonical: &CanonicalLog, jobs: &JobDirectory) -> Result<(), Violation> {

@@ -50,15 +50,14 @@ impl DatasetAnswers {
             return Some("the run has no such job".to_string());
         };
         match &event.told {
-            DatasetTold::Reported { answer: Ok(task_count) } => {
-                (*task_count != job.task_count).then(|| {
-                    format!(
-                        "a report of the job's dataset was answered with {task_count} tasks; it \
-                         makes {}",
-                        job.task_count
-                    )
-                })
+            DatasetTold::Reported { answer: Ok(task_count) } if *task_count != job.task_count => {
+                Some(format!(
+                    "a report of the job's dataset was answered with {task_count} tasks; it makes \
+                     {}",
+                    job.task_count
+                ))
             }
+            DatasetTold::Reported { answer: Ok(_) } => None,
             DatasetTold::Reported { answer: Err(refusal) } => {
                 Some(format!("a report of the job's own dataset was refused: {refusal}"))
             }

@@ -39,7 +39,11 @@ impl JobDirectory {
                 if known != state.name() {
                     return Err(Violation::new(
                         "job identity",
-                        format!("node {} shows job #{id} as {:?}, seen as {known:?} before", node.id, state.name()),
+                        format!(
+                            "node {} shows job #{id} as {:?}, seen as {known:?} before",
+                            node.id,
+                            state.name()
+                        ),
                     ));
                 }
             }

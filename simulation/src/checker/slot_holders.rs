@@ -168,7 +168,12 @@ mod tests {
     }
 
     /// The same in job "a".
-    fn event(kind: SlotEventKind, generation: u64, pserver: u64, times_ms: (u64, u64)) -> SlotEvent {
+    fn event(
+        kind: SlotEventKind,
+        generation: u64,
+        pserver: u64,
+        times_ms: (u64, u64),
+    ) -> SlotEvent {
         event_in("a", kind, generation, pserver, times_ms)
     }
 
@@ -193,7 +198,11 @@ mod tests {
             ("inside the grant's window", vec![granted(), serving(3, 7, 949)], true),
             ("at the window's end", vec![granted(), serving(3, 7, 950)], false),
             ("after a renewal", vec![granted(), confirmed(), serving(3, 7, 1_449)], true),
-            ("past the renewal's window", vec![granted(), confirmed(), serving(3, 7, 1_450)], false),
+            (
+                "past the renewal's window",
+                vec![granted(), confirmed(), serving(3, 7, 1_450)],
+                false,
+            ),
             ("under a generation never told", vec![granted(), serving(4, 7, 200)], false),
             ("another pserver's generation", vec![granted(), serving(3, 8, 200)], false),
         ];
