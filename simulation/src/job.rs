@@ -13,12 +13,12 @@ pub const SECOND_JOB: &str = "simulated-2";
 /// Seeds that run two jobs instead of one.
 pub const TWO_JOBS_PERCENT: u64 = 40;
 /// The run's trainers and pservers, shared out between its jobs.
-pub const TRAINER_COUNT: u64 = 3;
-pub const PSERVER_COUNT: u64 = 3;
+const TRAINER_COUNT: u64 = 3;
+const PSERVER_COUNT: u64 = 3;
 /// A two-job run has one trainer more, two per job: a job of one trainer never has two
 /// trainers race for a task (a late report of a task handed to another), which the fencing
 /// checkers are there to judge.
-pub const TWO_JOB_TRAINER_COUNT: u64 = 4;
+const TWO_JOB_TRAINER_COUNT: u64 = 4;
 /// The first job's size, as every run had before runs had two jobs.
 const TASK_COUNT: u64 = 20;
 const PASSES: u32 = 2;
@@ -29,8 +29,9 @@ const PASSES: u32 = 2;
 const SECOND_TASK_COUNT: (u64, u64) = (5, 17);
 const SECOND_PASSES: (u64, u64) = (1, 3);
 const _: () = assert!(SECOND_TASK_COUNT.1 <= TASK_COUNT, "the second job is the smaller");
-/// The seed streams that draw the job count and the second job (far from the components'
-/// streams: see `rng.rs`).
+/// The seed streams that draw the job count and the second job: streams no component draws
+/// from (1 to 6 are the cluster's, the network's, the nemesis's, the tempo's, the graceful
+/// stops' and the first dataset's; 10 and above the trainers', pservers' and nodes').
 const JOBS_STREAM: u64 = 7;
 const SECOND_DATASET_STREAM: u64 = 8;
 
