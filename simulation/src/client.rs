@@ -1,10 +1,12 @@
-//! A simulated trainer, on the production `MasterClient` (leader discovery, redirects, retries
-//! with backoff, exactly-once stamps) over the simulated network: in an index job reports the
-//! dataset first (as each of the Python package's workers does), registers, heartbeats, takes
-//! tasks, "works" for a seeded time (sometimes past the task's deadline), and reports them
-//! finished or failed until the job is over. Every call lands in the history as invoke, then
+//! A simulated trainer of one job, on the production `MasterClient` (leader discovery,
+//! redirects, retries with backoff, exactly-once stamps) over the simulated network: in an
+//! index job reports the dataset first (as each of the Python package's workers does),
+//! registers, heartbeats, takes tasks, "works" for a seeded time (sometimes past the task's
+//! deadline), and reports them finished or failed until the job is over. Every call names
+//! its job in a run of several (`ClientOptions::job`) and lands in the history as invoke, then
 //! ok or info (a failed call's outcome is unknown: a stamped write may still have happened);
-//! what it is told about the dataset also lands there, for the dataset-answers checker.
+//! what it is told about the dataset also lands there, for the dataset-answers checker, and
+//! both are the job's.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,8 +17,9 @@ use client::{
 };
 
 use crate::config::SimulationConfig;
-use crate::dataset::{SimDataset, SIMULATED_JOB};
-use crate::history::{AckedWrite, DatasetEvent, Fact, History, OperationType};
+use crate::dataset::SimDataset;
+use crate::history::{AckedWrite, DatasetEvent, DatasetTold, Fact, History, OperationType};
+use crate::job::SimJob;
 use crate::master_link::master_addr;
 use crate::network::SimNetwork;
 use crate::rng::SimRng;
@@ -34,16 +37,34 @@ const STALL_PERCENT: u64 = 2;
 /// Ids of the clients in the history start here.
 pub const CLIENT_ID_BASE: u64 = 1_000;
 
-/// What every client of a run shares.
+/// What every client of a run shares, and the job a client works for.
 #[derive(Clone)]
 pub struct ClientContext {
     pub network: SimNetwork,
     pub history: History,
     pub trace: Trace,
+    /// The client's job: its acknowledged facts and its events are that job's (empty for the
+    /// submitter, whose reports name their jobs themselves).
+    pub job: String,
+    /// The job its calls name (`ClientOptions::job`): its job in a run of several; empty, the
+    /// group's only job, in a run of one (as clients did before runs had two jobs).
+    pub named_job: String,
 }
 
 impl ClientContext {
-    /// A `MasterClient` of the run's masters over the simulated network, seeded by `seed`.
+    /// The context of the submitter, which reports every job's dataset.
+    pub fn new(network: SimNetwork, history: History, trace: Trace) -> Self {
+        Self { network, history, trace, job: String::new(), named_job: String::new() }
+    }
+
+    /// The context of a client of `job`.
+    pub fn in_job(&self, job: &SimJob, config: &SimulationConfig) -> Self {
+        let named_job = if config.clients_name_jobs() { job.name.clone() } else { String::new() };
+        Self { job: job.name.clone(), named_job, ..self.clone() }
+    }
+
+    /// A `MasterClient` of the run's masters over the simulated network, seeded by `seed`,
+    /// naming the client's job.
     pub fn master_client(
         &self,
         config: &SimulationConfig,
@@ -55,6 +76,7 @@ impl ClientContext {
             call_deadline: Some(Duration::from_millis(config.client_call_deadline_ms)),
             dialer: Some(self.network.dialer()),
             seed: Some(seed),
+            job: self.named_job.clone(),
             ..ClientOptions::default()
         };
         Ok(MasterClient::new(&masters, options)?)
@@ -76,8 +98,8 @@ impl ClientContext {
                 let acked = fact(&value);
                 self.history.record(client, *seq, OperationType::Ok, format!("{acked:?}"));
                 if let Some(fact) = acked {
-                    let time_ms = self.trace.now_ms();
-                    self.history.acked(AckedWrite { client, time_ms, fact });
+                    let (time_ms, job) = (self.trace.now_ms(), self.job.clone());
+                    self.history.acked(AckedWrite { client, job, time_ms, fact });
                 }
                 Ok(value)
             }
@@ -89,7 +111,7 @@ impl ClientContext {
     }
 }
 
-/// One trainer.
+/// One trainer of one job.
 pub struct SimTrainer {
     client: u64,
     seq: u64,
@@ -102,16 +124,18 @@ pub struct SimTrainer {
 }
 
 impl SimTrainer {
-    /// Trainer number `index` of the run.
+    /// Trainer number `index` of the run, one of `job`'s.
     pub fn new(
         index: u64,
+        job: &SimJob,
         config: &SimulationConfig,
-        context: ClientContext,
+        context: &ClientContext,
     ) -> anyhow::Result<Self> {
+        let context = context.in_job(job, config);
         let rng = SimRng::derive(config.seed, 10 + index);
         let master = Arc::new(context.master_client(config, config.seed ^ (0x7a11 + index))?);
         let lease_ms = config.master.trainer_lease_ms;
-        let (dataset, passes) = (config.dataset, config.passes);
+        let (dataset, passes) = (job.dataset, job.passes);
         let client = CLIENT_ID_BASE + index;
         Ok(Self { client, seq: 0, rng, master, context, lease_ms, dataset, passes })
     }
@@ -148,7 +172,8 @@ impl SimTrainer {
     async fn report_index_dataset(&mut self, size: u64, shard_size: u64) {
         loop {
             let master = self.master.clone();
-            let call = master.report_index_dataset(SIMULATED_JOB, size, shard_size, self.passes);
+            let job = &self.context.job;
+            let call = master.report_index_dataset(job, size, shard_size, self.passes);
             let what = format!("report_index_dataset size {size} shard_size {shard_size}");
             let answer =
                 match self.context.call(self.client, &mut self.seq, what, call, |_| None).await {
@@ -159,8 +184,7 @@ impl SimTrainer {
                         continue;
                     }
                 };
-            let event = DatasetEvent::Reported { client: self.client, answer };
-            self.context.history.dataset_event(event);
+            self.told(DatasetTold::Reported { answer });
             return;
         }
     }
@@ -205,14 +229,11 @@ impl SimTrainer {
                 );
             let outcome = outcome.await;
             if let Err(ClientError::Malformed { reason, .. }) = &outcome {
-                let event = DatasetEvent::Malformed { client: self.client, reason: reason.clone() };
-                self.context.history.dataset_event(event);
+                self.told(DatasetTold::Malformed { reason: reason.clone() });
             }
             match outcome.ok() {
                 Some(TaskOutcome::Task(task)) => {
-                    let (client, task_id, data) = (self.client, task.id, task.data.clone());
-                    let event = DatasetEvent::Handed { client, task_id, data };
-                    self.context.history.dataset_event(event);
+                    self.told(DatasetTold::Handed { task_id: task.id, data: task.data.clone() });
                     self.work(&task, alive).await;
                     done.fetch_add(1, Ordering::SeqCst);
                 }
@@ -228,6 +249,12 @@ impl SimTrainer {
                 }
             }
         }
+    }
+
+    /// Remembers what the trainer was told about its job's dataset.
+    fn told(&self, told: DatasetTold) {
+        let (job, client) = (self.context.job.clone(), self.client);
+        self.context.history.dataset_event(DatasetEvent { job, client, told });
     }
 
     async fn work(&mut self, task: &Task, alive: &AtomicBool) {

@@ -1,7 +1,8 @@
-//! What one simulated run does: the seed, the size and kind of the job, how long each phase
-//! lasts, and the test-only switches that plant bugs.
+//! What one simulated run does: the seed, its jobs (their sizes, kinds, trainers and
+//! pservers), how long each phase lasts, and the test-only switches that plant bugs.
 
 use crate::dataset::SimDataset;
+use crate::job::SimJob;
 
 /// Bugs planted on purpose, to prove the checkers find them. Off in every real run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,16 +53,9 @@ pub struct SimulationConfig {
     pub seed: u64,
     /// Master nodes; ids are `1..=node_count`.
     pub node_count: u64,
-    /// Simulated trainers.
-    pub client_count: u64,
-    /// Simulated pservers, competing for `pserver_slots` slots.
-    pub pserver_count: u64,
-    pub pserver_slots: u32,
-    /// One chunk per task, or one shard per task.
-    pub task_count: u64,
-    /// What the job trains on, drawn from the seed.
-    pub dataset: SimDataset,
-    pub passes: u32,
+    /// The jobs the group runs at once, drawn from the seed (one, or two), each with its own
+    /// dataset, trainers and pservers.
+    pub jobs: Vec<SimJob>,
     /// How long faults are injected (simulated time).
     pub fault_phase_ms: u64,
     /// How often the fault injector acts during the fault phase.
@@ -96,12 +90,7 @@ impl SimulationConfig {
         Self {
             seed,
             node_count: 3,
-            client_count: 3,
-            pserver_count: 3,
-            pserver_slots: 2,
-            task_count: 20,
-            dataset: SimDataset::draw(seed, 20),
-            passes: 2,
+            jobs: SimJob::draw_all(seed, SimJob::drawn_count(seed)),
             fault_phase_ms: FAULT_PHASES[tempo].0,
             fault_interval_ms: FAULT_PHASES[tempo].1,
             liveness_ms_max: 30_000,
@@ -132,10 +121,25 @@ impl SimulationConfig {
         self
     }
 
-    /// The same run over `dataset` instead of the one the seed draws.
+    /// The same run with its first job over `dataset` instead of the one the seed draws.
     pub fn with_dataset(mut self, dataset: SimDataset) -> Self {
-        self.dataset = dataset;
+        self.jobs[0].dataset = dataset;
         self
+    }
+
+    /// The same run with `count` jobs (one or two) instead of as many as the seed draws; the
+    /// first job's dataset stays. Seeds found before runs had two jobs ran one.
+    pub fn with_job_count(mut self, count: usize) -> Self {
+        let first_dataset = self.jobs[0].dataset;
+        self.jobs = SimJob::draw_all(self.seed, count);
+        self.jobs[0].dataset = first_dataset;
+        self
+    }
+
+    /// Whether every client call names its job: in a run of several jobs. In a run of one,
+    /// clients name none (the group's only job), as they did before runs had two.
+    pub fn clients_name_jobs(&self) -> bool {
+        self.jobs.len() > 1
     }
 
     /// Node ids, lowest first.

@@ -1,14 +1,15 @@
-//! What a simulated job trains on, drawn from the seed: a RecordIO file (the masters scan
-//! it) or, for some seeds, an index range (two numbers; the masters read nothing), and what
-//! each task of it must cover.
+//! What a simulated job trains on, drawn from the seed: a RecordIO file of its own (the
+//! masters scan it) or, for some seeds, an index range (two numbers; the masters read
+//! nothing), and what each task of it must cover.
 
 use std::ops::Range;
+use std::path::PathBuf;
 
 use client::TaskData;
 
 use crate::rng::SimRng;
 
-/// The job's name in every report of a run.
+/// The name of a run's first (in most runs, only) job.
 pub const SIMULATED_JOB: &str = "simulated";
 /// The seed stream that draws the dataset.
 const DATASET_STREAM: u64 = 6;
@@ -28,9 +29,13 @@ pub enum SimDataset {
 }
 
 impl SimDataset {
-    /// The dataset of `seed`'s run, of `task_count` tasks (at least one).
+    /// The dataset of `seed`'s (first) job, of `task_count` tasks (at least one).
     pub fn draw(seed: u64, task_count: u64) -> Self {
-        let mut rng = SimRng::derive(seed, DATASET_STREAM);
+        Self::draw_from(&mut SimRng::derive(seed, DATASET_STREAM), task_count)
+    }
+
+    /// A dataset of `task_count` tasks (at least one) drawn from `rng`.
+    pub fn draw_from(rng: &mut SimRng, task_count: u64) -> Self {
         if !rng.percent(INDEX_RANGE_PERCENT) {
             return SimDataset::RecordIo;
         }
@@ -40,14 +45,17 @@ impl SimDataset {
         SimDataset::IndexRange { size, shard_size }
     }
 
-    /// Why `data`, handed out as task `task_id`, is not what that task covers; `None` when it
-    /// is: one one-record chunk of a RecordIO job, the task's shard of an index job.
-    pub fn wrong_data(&self, task_id: u64, data: &TaskData) -> Option<String> {
+    /// Why `data`, handed out as task `task_id` of a job whose RecordIO file (if it has one)
+    /// is `recordio_path`, is not what that task covers; `None` when it is: one one-record
+    /// chunk of the job's own file, the task's shard of an index job.
+    pub fn wrong_data(&self, recordio_path: &str, task_id: u64, data: &TaskData) -> Option<String> {
         match (self, data) {
             (SimDataset::RecordIo, TaskData::Chunks(chunks))
                 if chunks.len() == 1 && chunks[0].record_count == 1 =>
             {
-                None
+                (chunks[0].path != recordio_path).then(|| {
+                    format!("a chunk of {}, not of the job's {recordio_path}", chunks[0].path)
+                })
             }
             (SimDataset::IndexRange { size, shard_size }, TaskData::IndexRange { start, end }) => {
                 let expected = shard(*size, *shard_size, task_id);
@@ -57,6 +65,14 @@ impl SimDataset {
             (dataset, data) => Some(format!("{data:?} in a job of {dataset:?}")),
         }
     }
+}
+
+/// Where a RecordIO job named `job` of `task_count` tasks keeps its file: a path that depends
+/// only on these (it is in the replicated dataset report, and a replayed seed must replicate
+/// the same bytes).
+pub fn recordio_path(job: &str, task_count: u64) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("raftrain-simulation-{task_count}-tasks"));
+    dir.join(format!("{job}.recordio"))
 }
 
 /// Task `task_id`'s shard: `[id * shard_size, min(size, (id + 1) * shard_size))`, computed
@@ -91,20 +107,23 @@ mod tests {
     }
 
     /// The right data passes; another shard, a chunk in an index job, a range in a RecordIO
-    /// job and a chunk list of the wrong length are named.
+    /// job, a chunk of another job's file and a chunk list of the wrong length are named.
     #[test]
     fn wrong_data_is_named() {
         let index = SimDataset::IndexRange { size: 25, shard_size: 10 };
         let range = |start, end| TaskData::IndexRange { start, end };
         let chunk = ChunkRef { path: "f".into(), offset: 0, compressed_size: 8, record_count: 1 };
-        assert_eq!(index.wrong_data(0, &range(0, 10)), None);
-        assert_eq!(index.wrong_data(2, &range(20, 25)), None, "the short last shard");
-        assert!(index.wrong_data(2, &range(20, 30)).is_some(), "past the size");
-        assert!(index.wrong_data(1, &range(0, 10)).is_some(), "another task's shard");
-        assert!(index.wrong_data(0, &TaskData::Chunks(vec![chunk.clone()])).is_some());
+        let wrong = |dataset: SimDataset, task_id, data| dataset.wrong_data("f", task_id, &data);
+        assert_eq!(wrong(index, 0, range(0, 10)), None);
+        assert_eq!(wrong(index, 2, range(20, 25)), None, "the short last shard");
+        assert!(wrong(index, 2, range(20, 30)).is_some(), "past the size");
+        assert!(wrong(index, 1, range(0, 10)).is_some(), "another task's shard");
+        assert!(wrong(index, 0, TaskData::Chunks(vec![chunk.clone()])).is_some());
         let recordio = SimDataset::RecordIo;
-        assert_eq!(recordio.wrong_data(3, &TaskData::Chunks(vec![chunk.clone()])), None);
-        assert!(recordio.wrong_data(3, &TaskData::Chunks(vec![chunk.clone(), chunk])).is_some());
-        assert!(recordio.wrong_data(3, &range(0, 1)).is_some());
+        assert_eq!(wrong(recordio, 3, TaskData::Chunks(vec![chunk.clone()])), None);
+        let elsewhere = recordio.wrong_data("g", 3, &TaskData::Chunks(vec![chunk.clone()]));
+        assert!(elsewhere.is_some(), "another job's file");
+        assert!(wrong(recordio, 3, TaskData::Chunks(vec![chunk.clone(), chunk])).is_some());
+        assert!(wrong(recordio, 3, range(0, 1)).is_some());
     }
 }

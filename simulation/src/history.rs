@@ -41,22 +41,33 @@ pub enum Fact {
     CheckpointRecorded { index: u32, generation: u64, step: u64 },
 }
 
-/// What a client was told about the run's dataset (the dataset-answers checker judges it).
+/// What a client of job `job` was told about its job's dataset (the dataset-answers checker
+/// judges it).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DatasetEvent {
-    /// A report of the run's dataset was answered: the job's task count, or a refusal (an
-    /// answer from a master, not a failure to reach one).
-    Reported { client: u64, answer: Result<u64, String> },
-    /// Task `task_id` was handed out covering `data`.
-    Handed { client: u64, task_id: u64, data: client::TaskData },
-    /// An answer the client could not read.
-    Malformed { client: u64, reason: String },
+pub struct DatasetEvent {
+    pub job: String,
+    pub client: u64,
+    pub told: DatasetTold,
 }
 
-/// A pserver was told it holds a slot (granted by a claim, or confirmed by a heartbeat), or
-/// found on its own clock that it may serve it.
-#[derive(Clone, Copy, Debug)]
+/// What a `DatasetEvent` is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DatasetTold {
+    /// A report of the job's dataset was answered: its task count, or a refusal (an answer
+    /// from a master, not a failure to reach one).
+    Reported { answer: Result<u64, String> },
+    /// Task `task_id` was handed out covering `data`.
+    Handed { task_id: u64, data: client::TaskData },
+    /// An answer the client could not read.
+    Malformed { reason: String },
+}
+
+/// A pserver was told it holds a slot of its job (granted by a claim, or confirmed by a
+/// heartbeat), or found on its own clock that it may serve it.
+#[derive(Clone, Debug)]
 pub struct SlotEvent {
+    /// The pserver's job: slot indices and generations are a job's own.
+    pub job: String,
     pub index: u32,
     pub generation: u64,
     /// Which simulated pserver.
@@ -83,6 +94,8 @@ pub enum SlotEventKind {
 #[derive(Clone, Debug)]
 pub struct AckedWrite {
     pub client: u64,
+    /// The client's job: task ids, trainer ids and slot generations are a job's own.
+    pub job: String,
     pub time_ms: u64,
     pub fact: Fact,
 }
@@ -160,7 +173,7 @@ impl History {
         self.state().slot_events.push(event);
     }
 
-    /// Remembers what a client was told about the dataset.
+    /// Remembers what a client was told about its job's dataset.
     pub fn dataset_event(&self, event: DatasetEvent) {
         self.state().dataset_events.push(event);
     }

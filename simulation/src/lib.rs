@@ -1,8 +1,9 @@
 //! Deterministic simulation of the master group (tier 3): three masters of production code
 //! (`ConsensusNode` with its batcher, `master::Replica` with the master service and the
-//! leader's duties) and trainers on the production `MasterClient`, in one process, over a
-//! simulated network, disk and clock, with every delay, drop, duplication, partition, pause,
-//! disk stall, clock skew, crash and restart drawn from one seed.
+//! leader's duties) running one job or two at once, and each job's trainers and pservers on
+//! the production `MasterClient`, in one process, over a simulated network, disk and clock,
+//! with every delay, drop, duplication, partition, pause, disk stall, clock skew, crash and
+//! restart drawn from one seed.
 //!
 //! Code map:
 //! - `rng`: the seeded random streams. `trace`: the hashed event trace of a run.
@@ -16,7 +17,8 @@
 //!   the `planted-bugs` feature).
 //! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers; `pserver`: pserver
 //!   processes running the production slot keeper, reaching the masters through
-//!   `recorded_master`. `dataset`: the job's dataset, a RecordIO file or (for some seeds)
+//!   `recorded_master`. `job`: the run's jobs (one, or for some seeds two), each with its
+//!   trainers and pservers. `dataset`: a job's dataset, a RecordIO file or (for some seeds)
 //!   an index range, and what each task must cover. `nemesis`: faults.
 //!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
 //!   (fault phase, heal, liveness phase). `runner`: many seeds.
@@ -45,6 +47,7 @@ pub mod dataset;
 pub mod disk;
 pub mod flusher;
 pub mod history;
+pub mod job;
 pub mod log_store;
 pub mod master_link;
 pub mod nemesis;

@@ -1,6 +1,7 @@
 //! The simulation runner: `cargo run -p simulation --release -- --seeds 10000 [--start-seed S]
 //! [--forever]` runs schedules and prints each failing seed as `--seed N`; `--seed N` replays
-//! one schedule and prints its trace tail. `--plant BUG` needs `--features planted-bugs`.
+//! one schedule and prints its trace tail and what each job did; `--jobs 1|2` overrides how
+//! many jobs the seeds draw. `--plant BUG` needs `--features planted-bugs`.
 
 use clap::Parser;
 use simulation::{run, PlantedBugs, SimulationConfig};
@@ -38,6 +39,24 @@ struct Args {
     /// (Default: drawn per seed.)
     #[arg(long)]
     fault_phase_ms: Option<u64>,
+    /// How many jobs each schedule runs at once, 1 or 2 (to replay a seed with one job, as
+    /// seeds found before runs had two did). (Default: drawn per seed.)
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
+    jobs: Option<u8>,
+}
+
+impl Args {
+    /// `config` with the flags that override what a seed draws.
+    fn configure(&self, config: SimulationConfig) -> SimulationConfig {
+        let config = match self.jobs {
+            Some(count) => config.with_job_count(usize::from(count)),
+            None => config,
+        };
+        SimulationConfig {
+            fault_phase_ms: self.fault_phase_ms.unwrap_or(config.fault_phase_ms),
+            ..config
+        }
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,19 +71,23 @@ fn main() -> anyhow::Result<()> {
     let bugs = PlantedBugs {
         ack_before_durable: args.plant_ack_before_durable,
         // The run's bugs live as long as the process.
-        production: Vec::leak(args.plant.into_iter().map(|bug| &*String::leak(bug)).collect()),
+        production: Vec::leak(args.plant.iter().map(|bug| &*String::leak(bug.clone())).collect()),
     };
     simulation::planted::check_available(bugs.production)?;
     if let Some(seed) = args.seed {
-        let default = SimulationConfig::new(seed);
         let config = SimulationConfig {
-            fault_phase_ms: args.fault_phase_ms.unwrap_or(default.fault_phase_ms),
             verbose: args.verbose,
             trace_lines: args.trace_lines,
-            ..default
+            ..args.configure(SimulationConfig::new(seed))
         };
         let report = run(&config.with_bugs(bugs))?;
         report.trace_tail.iter().for_each(|line| println!("{line}"));
+        for (job, seen) in &report.tasks_seen {
+            println!(
+                "seed {seed}: job {job}: {} tasks dispatched, {} finished",
+                seen.dispatched, seen.finished
+            );
+        }
         println!(
             "seed {seed}: trace hash {:016x}, {} events, {} simulated ms",
             report.trace_hash, report.event_count, report.simulated_ms
@@ -77,10 +100,7 @@ fn main() -> anyhow::Result<()> {
     }
     let mut start = args.start_seed;
     loop {
-        let configure = |config: SimulationConfig| SimulationConfig {
-            fault_phase_ms: args.fault_phase_ms.unwrap_or(config.fault_phase_ms),
-            ..config.with_bugs(bugs)
-        };
+        let configure = |config: SimulationConfig| args.configure(config).with_bugs(bugs);
         let summary = simulation::runner::sweep(start, args.seeds, configure, |report| {
             if let Some(violation) = &report.violation {
                 println!(

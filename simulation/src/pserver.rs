@@ -1,4 +1,4 @@
-//! A simulated pserver process, running the production slot keeping: `pserver::slot_keeper`
+//! A simulated pserver process of one job, running the production slot keeping: `pserver::slot_keeper`
 //! claims a slot and heartbeats it, `pserver::held_slot::HeldSlot` judges the lease (on a
 //! clock of the pserver's own, skewed like the masters'), and `pserver::checkpointer::record`
 //! records a checkpoint now and then under the claim's generation and secret (no file is
@@ -22,6 +22,7 @@ use crate::client::ClientContext;
 use crate::clock::{ClockSkew, SimClock};
 use crate::config::SimulationConfig;
 use crate::history::{SlotEvent, SlotEventKind};
+use crate::job::SimJob;
 use crate::recorded_master::RecordedMaster;
 use crate::rng::SimRng;
 
@@ -61,12 +62,14 @@ enum Ended {
 }
 
 impl SimPServer {
-    /// Pserver number `index` of the run.
+    /// Pserver number `index` of the run, one of `job`'s.
     pub fn new(
         index: u64,
+        job: &SimJob,
         config: &SimulationConfig,
-        context: ClientContext,
+        context: &ClientContext,
     ) -> anyhow::Result<Self> {
+        let context = context.in_job(job, config);
         let id = PSERVER_ID_BASE + index;
         let client = context.master_client(config, config.seed ^ (0x9e55 + index))?;
         let secrets = SimRng::derive(config.seed, SECRET_STREAM_BASE + index);
@@ -78,7 +81,7 @@ impl SimPServer {
             clocks: SimRng::derive(config.seed, CLOCK_STREAM_BASE + index),
             master,
             context,
-            slots: config.pserver_slots,
+            slots: job.pserver_slots,
         })
     }
 
@@ -163,6 +166,7 @@ impl SimPServer {
         if now_serving {
             let now_ms = self.context.trace.now_ms();
             self.context.history.slot_event(SlotEvent {
+                job: self.context.job.clone(),
                 index: lease.index,
                 generation: lease.generation,
                 pserver: self.id,

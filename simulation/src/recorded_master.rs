@@ -61,6 +61,7 @@ impl RecordedMaster {
     /// The pserver was told, by a call sent at `invoked_ms`, that `lease` holds its slot.
     fn told(&self, lease: &SlotLease, invoked_ms: u64, kind: SlotEventKind) {
         self.context.history.slot_event(SlotEvent {
+            job: self.context.job.clone(),
             index: lease.index,
             generation: lease.generation,
             pserver: self.pserver,

@@ -1,25 +1,26 @@
-//! One simulated run: start the group, report the dataset and start the trainers on a
-//! paused-clock current-thread runtime, inject faults while checking every invariant after
-//! every step, then heal and require every call to complete within a bound and the job to
-//! finish within a bounded simulated time.
+//! One simulated run: start the group, report every job's dataset and start each job's
+//! trainers and pservers on a paused-clock current-thread runtime, inject faults while checking
+//! every invariant after every step, then heal and require every call to complete within a
+//! bound and every job to finish within a bounded simulated time.
 
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::checker::{Checkers, NodeView, Observation, Violation};
+use crate::checker::{Checkers, NodeView, Observation, TasksSeen, Violation};
 use crate::client::{ClientContext, SimTrainer, CLIENT_ID_BASE};
 use crate::cluster::Cluster;
 use crate::config::SimulationConfig;
-use crate::dataset::{SimDataset, SIMULATED_JOB};
+use crate::dataset::{recordio_path, SimDataset};
 use crate::history::History;
+use crate::job::SimJob;
 use crate::nemesis::Nemesis;
 use crate::network::SimNetwork;
 use crate::pserver::SimPServer;
 use crate::rng::SimRng;
 use crate::trace::Trace;
 
-/// How long the group may take to elect its first leader and take the dataset.
+/// How long the group may take to elect its first leader and take a job's dataset.
 const SETUP_MS_MAX: u64 = 30_000;
 
 /// What a run found.
@@ -37,6 +38,8 @@ pub struct SimulationReport {
     pub trace_tail: Vec<String>,
     /// How often each kind of fault and rare event happened.
     pub tallies: std::collections::BTreeMap<&'static str, u64>,
+    /// Per job, the distinct tasks the checkers saw it dispatch and finish.
+    pub tasks_seen: std::collections::BTreeMap<String, TasksSeen>,
 }
 
 impl SimulationReport {
@@ -63,52 +66,59 @@ struct Run {
     trace: Trace,
     cluster: Cluster,
     history: History,
-    /// Trainers first, then pservers (which serve until the run ends).
-    clients: Vec<JoinHandle<()>>,
+    /// Each job's trainers, with their job and id in the history.
+    trainers: Vec<RunningTrainer>,
+    /// The pservers, which serve until the run ends.
+    pservers: Vec<JoinHandle<()>>,
     checkers: Checkers,
-    trainers: usize,
+}
+
+/// A trainer's task, and whose it is.
+struct RunningTrainer {
+    job: String,
+    client: u64,
+    task: JoinHandle<()>,
 }
 
 async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     let trace = Trace::new(config.trace_lines);
     let network = SimNetwork::new(SimRng::derive(config.seed, 2), trace.clone());
-    let dataset_path = match config.dataset {
-        SimDataset::RecordIo => Some(write_dataset(config.task_count)?),
-        SimDataset::IndexRange { .. } => None,
-    };
     let cluster = Cluster::start(config, network.clone(), trace.clone()).await?;
     let history = History::new(trace.clone());
-    let context = ClientContext { network, history: history.clone(), trace: trace.clone() };
-    report_dataset(config, &context, dataset_path.as_deref()).await?;
-    let mut clients = Vec::new();
-    for index in 0..config.client_count {
-        clients.push(tokio::spawn(SimTrainer::new(index, config, context.clone())?.run()));
+    let context = ClientContext::new(network, history.clone(), trace.clone());
+    for job in &config.jobs {
+        report_dataset(config, job, &context).await?;
     }
-    for index in 0..config.pserver_count {
-        clients.push(tokio::spawn(SimPServer::new(index, config, context.clone())?.run()));
+    if config.jobs.len() > 1 {
+        trace.tally("two-job run");
     }
-    let (trainer_lease_ms, pserver_lease_ms) =
-        (config.master.trainer_lease_ms, config.master.pserver_lease_ms);
+    let (mut trainers, mut pservers) = (Vec::new(), Vec::new());
+    for job in &config.jobs {
+        for index in job.trainers.clone() {
+            let trainer = SimTrainer::new(index, job, config, &context)?;
+            let (job, client) = (job.name.clone(), CLIENT_ID_BASE + index);
+            trainers.push(RunningTrainer { job, client, task: tokio::spawn(trainer.run()) });
+        }
+        for index in job.pservers.clone() {
+            pservers.push(tokio::spawn(SimPServer::new(index, job, config, &context)?.run()));
+        }
+    }
+    let leases_ms = (config.master.trainer_lease_ms, config.master.pserver_lease_ms);
     let mut run = Run {
         config: config.clone(),
         trace: trace.clone(),
         cluster,
         history,
-        clients,
-        checkers: Checkers::new(
-            (trainer_lease_ms, pserver_lease_ms),
-            config.dataset,
-            config.task_count,
-        ),
-        trainers: config.client_count as usize,
+        trainers,
+        pservers,
+        checkers: Checkers::new(leases_ms, &config.jobs),
     };
     let violation = run.phases().await?.err();
     if let Some(violation) = &violation {
         trace.record(format!("violation {violation}"));
     }
-    for client in &run.clients {
-        client.abort();
-    }
+    run.trainers.iter().for_each(|trainer| trainer.task.abort());
+    run.pservers.iter().for_each(JoinHandle::abort);
     run.cluster.stop_all().await;
     Ok(SimulationReport {
         seed: config.seed,
@@ -118,19 +128,20 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         violation,
         trace_tail: trace.tail(),
         tallies: trace.tallies(),
+        tasks_seen: run.checkers.tasks_seen(),
     })
 }
 
-/// A RecordIO file of `tasks` one-record chunks (with one chunk per task, one task each), at
-/// a path that depends only on `tasks`: the path is in the replicated dataset report, and a
-/// replayed seed must replicate the same bytes. Written to a temp file and renamed into
-/// place, so runs in parallel threads never see half a file.
-fn write_dataset(tasks: u64) -> anyhow::Result<String> {
+/// Job `job`'s RecordIO file of `tasks` one-record chunks (with one chunk per task, one task
+/// each), at a path that depends only on these (see `recordio_path`). Written to a temp file
+/// and renamed into place, so runs in parallel threads never see half a file.
+fn write_dataset(job: &str, tasks: u64) -> anyhow::Result<String> {
     use storage::recordio::{Writer, WriterOptions};
-    let dir = std::env::temp_dir().join(format!("raftrain-simulation-{tasks}-tasks"));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("simulated.recordio");
-    let temp = tempfile::NamedTempFile::new_in(&dir)?;
+    let path = recordio_path(job, tasks);
+    let dir =
+        path.parent().ok_or_else(|| anyhow::anyhow!("{} has no directory", path.display()))?;
+    std::fs::create_dir_all(dir)?;
+    let temp = tempfile::NamedTempFile::new_in(dir)?;
     let options = WriterOptions { max_chunk_bytes: 1, ..Default::default() };
     let mut writer = Writer::new(temp.as_file(), options);
     for task in 0..tasks {
@@ -141,30 +152,38 @@ fn write_dataset(tasks: u64) -> anyhow::Result<String> {
     Ok(path.display().to_string())
 }
 
-/// The job's submitter reports the dataset through the master service, before the trainers
-/// start and before any fault: the RecordIO file at `path`, or the seed's index range.
+/// The submitter reports job `job`'s dataset through the master service (which makes the
+/// job), before the trainers start and before any fault: its RecordIO file, or the seed's index
+/// range.
 async fn report_dataset(
     config: &SimulationConfig,
+    job: &SimJob,
     context: &ClientContext,
-    path: Option<&str>,
 ) -> anyhow::Result<()> {
     let master = context.master_client(config, config.seed ^ 0x5eed)?;
-    let patterns: Vec<String> = path.map(str::to_string).into_iter().collect();
+    let (name, passes) = (job.name.as_str(), job.passes);
     let report = async {
-        match config.dataset {
+        let sizes = match job.dataset {
             SimDataset::RecordIo => {
-                master.report_dataset(SIMULATED_JOB, &patterns, config.passes).await
+                let patterns = [write_dataset(name, job.task_count)?];
+                master.report_dataset(name, &patterns, passes).await?
             }
             SimDataset::IndexRange { size, shard_size } => {
-                master.report_index_dataset(SIMULATED_JOB, size, shard_size, config.passes).await
+                master.report_index_dataset(name, size, shard_size, passes).await?
             }
-        }
+        };
+        Ok::<_, anyhow::Error>(sizes)
     };
     let sizes = tokio::time::timeout(Duration::from_millis(SETUP_MS_MAX), report)
         .await
-        .map_err(|_| anyhow::anyhow!("the dataset report did not finish in {SETUP_MS_MAX} ms"))??;
-    context.trace.record(format!("dataset reported: {:?} {sizes:?}", config.dataset));
-    if let SimDataset::IndexRange { .. } = config.dataset {
+        .map_err(|_| {
+            anyhow::anyhow!("the report of job {name} did not finish in {SETUP_MS_MAX} ms")
+        })?
+        .map_err(|error| error.context(format!("report job {name}")))?;
+    // A one-job run traces as it did before runs had two jobs.
+    let of_job = if config.jobs.len() > 1 { format!(" of job {name}") } else { String::new() };
+    context.trace.record(format!("dataset{of_job} reported: {:?} {sizes:?}", job.dataset));
+    if let SimDataset::IndexRange { .. } = job.dataset {
         context.trace.tally("index-range job");
     }
     Ok(())
@@ -274,37 +293,58 @@ impl Run {
         Observation { nodes, applied, acked, slot_events, dataset_events, now_ms }
     }
 
-    /// Every trainer saw `JobFinished`, and so does the leader's state.
+    /// Every job finished: each of its trainers saw `JobFinished`, and so does the leader's
+    /// state.
     fn finished(&self) -> bool {
-        let clients_done = self.clients[..self.trainers].iter().all(JoinHandle::is_finished);
-        let leader_done =
-            self.cluster.leader().is_some_and(|leader| leader.master_state().sole().job_finished());
-        clients_done && leader_done
+        let trainers_done = self.trainers.iter().all(|trainer| trainer.task.is_finished());
+        let Some(state) = self.cluster.leader().map(|leader| leader.master_state()) else {
+            return false;
+        };
+        let job_done =
+            |job: &SimJob| state.job_named(&job.name).is_some_and(|job| job.job_finished());
+        trainers_done && self.config.jobs.iter().all(job_done)
     }
 
+    /// The liveness violation, naming every unfinished job: its unfinished trainers and its
+    /// queue as the leader's state shows it.
     fn liveness_violation(&self) -> Violation {
-        let leader = self.cluster.leader().map(|leader| leader.id);
-        let unfinished: Vec<u64> = (0..)
-            .zip(&self.clients[..self.trainers])
-            .filter(|(_, client)| !client.is_finished())
-            .map(|(index, _)| CLIENT_ID_BASE + index)
-            .collect();
-        let status = self.cluster.leader().map(|leader| {
-            let status = leader.master_state().status();
-            format!(
-                "pass {} todo {} pending {} done {} failed {}",
-                status.pass,
-                status.todo_count,
-                status.pending_count,
-                status.done_count,
-                status.failed_count
-            )
-        });
+        let leader = self.cluster.leader();
+        let state = leader.as_ref().map(|leader| leader.master_state());
+        let mut unfinished = Vec::new();
+        for job in &self.config.jobs {
+            let trainers: Vec<u64> = self
+                .trainers
+                .iter()
+                .filter(|trainer| trainer.job == job.name && !trainer.task.is_finished())
+                .map(|trainer| trainer.client)
+                .collect();
+            let job_state = state.as_ref().and_then(|state| state.job_named(&job.name));
+            if trainers.is_empty() && job_state.is_some_and(|job| job.job_finished()) {
+                continue;
+            }
+            let status = job_state.map(|job| {
+                let status = job.status();
+                format!(
+                    "pass {} todo {} pending {} done {} failed {}",
+                    status.pass,
+                    status.todo_count,
+                    status.pending_count,
+                    status.done_count,
+                    status.failed_count
+                )
+            });
+            unfinished.push(format!(
+                "job {:?} unfinished: trainers {trainers:?} unfinished, {status:?}",
+                job.name
+            ));
+        }
         Violation::new(
             "liveness",
             format!(
-                "{} ms after the faults healed: leader {leader:?}, trainers {unfinished:?} unfinished, {status:?}",
-                self.config.liveness_ms_max
+                "{} ms after the faults healed: leader {:?}, {}",
+                self.config.liveness_ms_max,
+                leader.map(|leader| leader.id),
+                unfinished.join("; ")
             ),
         )
     }

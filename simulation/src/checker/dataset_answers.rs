@@ -1,28 +1,44 @@
-//! Dataset answers: what a client was told about the run's dataset is that dataset. Every
-//! report of it (in an index job each trainer repeats the submitter's report, as the Python
-//! package's workers do) is accepted with the job's task count, never refused; every task
-//! handed out covers what its id names (one one-record chunk of a RecordIO job, the task's
-//! own shard of an index job, computed here apart from the master); no answer is malformed.
+//! Dataset answers: what a client was told about its job's dataset is that job's dataset.
+//! Every report of it (in an index job each trainer repeats the submitter's report, as the
+//! Python package's workers do) is accepted with the job's task count, never refused; every
+//! task handed out covers what its id names in that job (one one-record chunk of the job's own
+//! RecordIO file, the task's own shard of an index job, computed here apart from the master);
+//! no answer is malformed.
 
-use crate::dataset::SimDataset;
-use crate::history::DatasetEvent;
+use std::collections::BTreeMap;
+
+use crate::dataset::{recordio_path, SimDataset};
+use crate::history::{DatasetEvent, DatasetTold};
+use crate::job::SimJob;
 
 use super::Violation;
 
-/// The run's dataset and how many tasks it makes.
+/// Per job, its dataset, how many tasks it makes and where its RecordIO file would be.
 pub struct DatasetAnswers {
+    jobs: BTreeMap<String, JobDataset>,
+}
+
+struct JobDataset {
     dataset: SimDataset,
     task_count: u64,
+    recordio_path: String,
 }
 
 impl DatasetAnswers {
-    pub fn new(dataset: SimDataset, task_count: u64) -> Self {
-        Self { dataset, task_count }
+    pub fn new(jobs: &[SimJob]) -> Self {
+        let dataset = |job: &SimJob| JobDataset {
+            dataset: job.dataset,
+            task_count: job.task_count,
+            recordio_path: recordio_path(&job.name, job.task_count).display().to_string(),
+        };
+        Self { jobs: jobs.iter().map(|job| (job.name.clone(), dataset(job))).collect() }
     }
 
     pub fn check(&self, events: &[DatasetEvent]) -> Result<(), Violation> {
         for event in events {
             if let Some(detail) = self.wrong(event) {
+                let DatasetEvent { job, client, .. } = event;
+                let detail = format!("client {client} of job {job:?}: {detail}");
                 return Err(Violation::new("dataset answers", detail));
             }
         }
@@ -30,26 +46,26 @@ impl DatasetAnswers {
     }
 
     fn wrong(&self, event: &DatasetEvent) -> Option<String> {
-        match event {
-            DatasetEvent::Reported { client, answer: Ok(task_count) } => {
-                (*task_count != self.task_count).then(|| {
-                    format!(
-                        "client {client}: a report of the job's dataset was answered with \
-                         {task_count} tasks; it makes {}",
-                        self.task_count
-                    )
-                })
+        let Some(job) = self.jobs.get(&event.job) else {
+            return Some("the run has no such job".to_string());
+        };
+        match &event.told {
+            DatasetTold::Reported { answer: Ok(task_count) } if *task_count != job.task_count => {
+                Some(format!(
+                    "a report of the job's dataset was answered with {task_count} tasks; it makes \
+                     {}",
+                    job.task_count
+                ))
             }
-            DatasetEvent::Reported { client, answer: Err(refusal) } => Some(format!(
-                "client {client}: a report of the job's own dataset was refused: {refusal}"
-            )),
-            DatasetEvent::Handed { client, task_id, data } => {
-                let wrong = self.dataset.wrong_data(*task_id, data)?;
-                Some(format!("client {client} was handed task {task_id} covering {wrong}"))
+            DatasetTold::Reported { answer: Ok(_) } => None,
+            DatasetTold::Reported { answer: Err(refusal) } => {
+                Some(format!("a report of the job's own dataset was refused: {refusal}"))
             }
-            DatasetEvent::Malformed { client, reason } => {
-                Some(format!("client {client} got a malformed answer: {reason}"))
+            DatasetTold::Handed { task_id, data } => {
+                let wrong = job.dataset.wrong_data(&job.recordio_path, *task_id, data)?;
+                Some(format!("handed task {task_id} covering {wrong}"))
             }
+            DatasetTold::Malformed { reason } => Some(format!("a malformed answer: {reason}")),
         }
     }
 }
@@ -59,27 +75,51 @@ mod tests {
     use super::*;
     use client::TaskData;
 
-    /// Right answers pass; a wrong task count, a refusal, another shard and a malformed
-    /// answer are each a violation.
+    /// A job "a" of 3 index shards, and a job "b" of 5 shards of another size.
+    fn checker() -> DatasetAnswers {
+        let job = |name: &str, size, shard_size, task_count| SimJob {
+            name: name.to_string(),
+            dataset: SimDataset::IndexRange { size, shard_size },
+            task_count,
+            passes: 1,
+            trainers: 0..1,
+            pservers: 0..1,
+            pserver_slots: 1,
+        };
+        DatasetAnswers::new(&[job("a", 25, 10, 3), job("b", 9, 2, 5)])
+    }
+
+    fn event(job: &str, told: DatasetTold) -> DatasetEvent {
+        DatasetEvent { job: job.to_string(), client: 1, told }
+    }
+
+    /// Right answers pass in each job; a wrong task count, a refusal, another shard, another
+    /// job's count or shard and a malformed answer are each a violation.
     #[test]
     fn wrong_answers_are_violations() {
-        let checker = DatasetAnswers::new(SimDataset::IndexRange { size: 25, shard_size: 10 }, 3);
-        let handed = |task_id, start, end| DatasetEvent::Handed {
-            client: 1,
-            task_id,
-            data: TaskData::IndexRange { start, end },
+        let handed = |job, task_id, start, end| {
+            event(job, DatasetTold::Handed { task_id, data: TaskData::IndexRange { start, end } })
         };
-        let reported = |answer| DatasetEvent::Reported { client: 1, answer };
-        let good = [reported(Ok(3)), handed(0, 0, 10), handed(2, 20, 25)];
-        assert_eq!(checker.check(&good), Ok(()));
+        let reported = |job, answer| event(job, DatasetTold::Reported { answer });
+        let good = [
+            reported("a", Ok(3)),
+            handed("a", 0, 0, 10),
+            handed("a", 2, 20, 25),
+            reported("b", Ok(5)),
+            handed("b", 2, 4, 6),
+        ];
+        assert_eq!(checker().check(&good), Ok(()));
         let bad = [
-            reported(Ok(4)),
-            reported(Err("a different dataset was already reported".into())),
-            handed(1, 0, 10),
-            DatasetEvent::Malformed { client: 1, reason: "empty range".into() },
+            reported("a", Ok(4)),
+            reported("a", Ok(5)),
+            reported("a", Err("a different dataset was already reported".into())),
+            handed("a", 1, 0, 10),
+            handed("b", 0, 0, 10),
+            handed("c", 0, 0, 10),
+            event("a", DatasetTold::Malformed { reason: "empty range".into() }),
         ];
         for event in bad {
-            assert!(checker.check(std::slice::from_ref(&event)).is_err(), "{event:?}");
+            assert!(checker().check(std::slice::from_ref(&event)).is_err(), "{event:?}");
         }
     }
 }

@@ -1,27 +1,36 @@
 //! Epoch fencing: a `TaskFinished` or `TaskFailed` is accepted only for the task's latest
-//! dispatch. Read from the canonical log in order: each dispatch answer (`Response::Task`) sets
-//! the task's epoch; an accepted report with any other epoch is a stale report let through.
+//! dispatch in its job. Read from the canonical log in order: each dispatch answer
+//! (`Response::Task`) sets the task's epoch in the job the `GetTask` was for; an accepted report
+//! with any other epoch is a stale report let through. Task ids and epochs are a job's own.
 
 use std::collections::BTreeMap;
 
 use master::state::{Command, Response};
 
+use super::job_directory::JobDirectory;
+use super::per_job::PerJob;
 use super::state_machine_safety::LogCursor;
 use super::{CanonicalLog, Violation};
 
-/// The latest dispatched epoch per task, and how far the canonical log was read.
+/// Per job, the latest dispatched epoch per task, and how far the canonical log was read.
 #[derive(Default)]
 pub struct EpochFencing {
-    latest_epoch: BTreeMap<u64, u64>,
+    latest_epoch: PerJob<BTreeMap<u64, u64>>,
     cursor: LogCursor,
 }
 
 impl EpochFencing {
-    pub fn check(&mut self, canonical: &CanonicalLog) -> Result<(), Violation> {
+    pub fn check(
+        &mut self,
+        canonical: &CanonicalLog,
+        jobs: &JobDirectory,
+    ) -> Result<(), Violation> {
         for applied in self.cursor.read(canonical).into_iter().filter(|applied| !applied.replay) {
             let (request, response) = (applied.request, applied.response);
+            let Some(job) = jobs.job_of(&request.command)? else { continue };
+            let latest_epoch = self.latest_epoch.of(job);
             if let Response::Task(assignment) = response {
-                self.latest_epoch.insert(assignment.task, assignment.epoch);
+                latest_epoch.insert(assignment.task, assignment.epoch);
             }
             let (Command::TaskFinished { task, epoch }
             | Command::TaskFailed { task, epoch, .. }
@@ -29,13 +38,13 @@ impl EpochFencing {
             else {
                 continue;
             };
-            let latest = self.latest_epoch.get(task).copied();
+            let latest = latest_epoch.get(task).copied();
             if *response == Response::Accepted && latest != Some(*epoch) {
                 return Err(Violation::new(
                     "epoch fencing",
                     format!(
-                        "entry {} accepted a report for task {task} epoch {epoch}, but its \
-                         latest dispatch is epoch {latest:?}",
+                        "entry {} accepted a report for task {task} epoch {epoch} of job \
+                         {job:?}, but its latest dispatch is epoch {latest:?}",
                         applied.log_id
                     ),
                 ));

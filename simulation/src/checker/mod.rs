@@ -3,15 +3,25 @@
 //! machine applied, and the task-queue state; plus the clients' acknowledged writes.
 //!
 //! `state_machine_safety` also builds the canonical log (the first entry applied at each index,
-//! which every other apply must equal); `client_visible` and `epoch_fencing` read it in order.
+//! which every other apply must equal); `client_visible`, `epoch_fencing`, `slot_holders` and
+//! `lease_terms` read it in order.
+//!
+//! The group runs one job or several at once. The Raft checkers, state machine safety, lease
+//! terms and the task-queue invariants (on the whole `MasterState`) are the group's; the
+//! checkers of what is keyed by task id, trainer id, slot or generation (epoch fencing,
+//! client-visible safety, slot holders, dataset answers) keep their memory per job
+//! (`per_job.rs`): an entry is its job's by `job_directory.rs`, a client's fact or event by the
+//! client's job.
 
 mod client_visible;
 mod dataset_answers;
 mod election_safety;
 mod epoch_fencing;
+mod job_directory;
 mod leader_completeness;
 mod lease_terms;
 mod log_matching;
+mod per_job;
 mod raft_core;
 mod slot_holders;
 mod state_machine_safety;
@@ -23,14 +33,15 @@ use consensus::Metrics;
 use master::state::MasterState;
 use openraft::LogId;
 
-use crate::dataset::SimDataset;
 use crate::history::{AckedWrite, DatasetEvent, SlotEvent};
+use crate::job::SimJob;
 use crate::observer::AppliedEntry;
 
-pub use client_visible::ClientVisible;
+pub use client_visible::{ClientVisible, TasksSeen};
 pub use dataset_answers::DatasetAnswers;
 pub use election_safety::ElectionSafety;
 pub use epoch_fencing::EpochFencing;
+pub use job_directory::JobDirectory;
 pub use leader_completeness::LeaderCompleteness;
 pub use lease_terms::LeaseTerms;
 pub use slot_holders::SlotHolders;
@@ -65,7 +76,7 @@ pub struct Observation {
     pub acked: Vec<AckedWrite>,
     /// What pservers were told of their slots since the last step.
     pub slot_events: Vec<SlotEvent>,
-    /// What trainers were told of the dataset since the last step.
+    /// What trainers were told of their jobs' datasets since the last step.
     pub dataset_events: Vec<DatasetEvent>,
     /// Simulated time of the observation.
     pub now_ms: u64,
@@ -94,6 +105,7 @@ impl Violation {
 
 /// Every checker with the memory it keeps between steps.
 pub struct Checkers {
+    jobs: JobDirectory,
     election: ElectionSafety,
     state_machine: StateMachineSafety,
     leader_completeness: LeaderCompleteness,
@@ -106,14 +118,10 @@ pub struct Checkers {
 }
 
 impl Checkers {
-    /// Checkers for masters with these trainer and pserver leases, running a job of
-    /// `task_count` tasks over `dataset`.
-    pub fn new(
-        (trainer_lease_ms, pserver_lease_ms): (u64, u64),
-        dataset: SimDataset,
-        task_count: u64,
-    ) -> Self {
+    /// Checkers for masters with these trainer and pserver leases, running `jobs`.
+    pub fn new((trainer_lease_ms, pserver_lease_ms): (u64, u64), jobs: &[SimJob]) -> Self {
         Self {
+            jobs: JobDirectory::new(jobs.iter().map(|job| job.name.clone()).collect()),
             election: ElectionSafety::default(),
             state_machine: StateMachineSafety::default(),
             leader_completeness: LeaderCompleteness::default(),
@@ -122,7 +130,7 @@ impl Checkers {
             epoch_fencing: EpochFencing::default(),
             lease_terms: LeaseTerms::new(trainer_lease_ms, pserver_lease_ms),
             slot_holders: SlotHolders::new(pserver_lease_ms),
-            dataset_answers: DatasetAnswers::new(dataset, task_count),
+            dataset_answers: DatasetAnswers::new(jobs),
         }
     }
 
@@ -139,11 +147,19 @@ impl Checkers {
             self.election.highest_term(),
         )?;
         self.task_queue.check(&observation.nodes)?;
-        self.epoch_fencing.check(canonical)?;
-        self.client_visible.check(&observation.acked, canonical, observation.now_ms)?;
+        self.jobs.learn(&observation.nodes)?;
+        let jobs = &self.jobs;
+        self.epoch_fencing.check(canonical, jobs)?;
+        self.client_visible.check(&observation.acked, canonical, jobs, observation.now_ms)?;
         self.lease_terms.check(&observation.nodes, canonical, observation.now_ms)?;
-        self.slot_holders.check(&observation.slot_events, canonical)?;
+        self.slot_holders.check(&observation.slot_events, canonical, jobs)?;
         self.dataset_answers.check(&observation.dataset_events)?;
         Ok(())
+    }
+
+    /// Per job, the distinct tasks the canonical log showed dispatched and accepted as
+    /// finished in it, as client-visible safety attributed them.
+    pub fn tasks_seen(&self) -> BTreeMap<String, TasksSeen> {
+        self.client_visible.tasks_seen()
     }
 }

@@ -1,6 +1,6 @@
 //! The simulation crate's tests: the simulated store against openraft's storage contract, the
-//! seed sweep, determinism, and the planted bugs the checkers must catch (the production
-//! code's in a nested build with the `planted-bugs` feature).
+//! seed sweep, determinism, two jobs at once, and the planted bugs the checkers must catch
+//! (the production code's in a nested build with the `planted-bugs` feature).
 
 mod core_restart;
 mod determinism;
@@ -11,3 +11,4 @@ mod planted_bugs;
 mod planted_build;
 mod seed_sweep;
 mod storage_suite;
+mod two_jobs;

@@ -5,14 +5,25 @@
 //! planted_bugs`, which a build without it runs nested: `planted_build.rs`). Without it, a run that names one
 //! is refused.
 
+use simulation::checker::Violation;
 use simulation::dataset::SimDataset;
 use simulation::{run, PlantedBugs, SimulationConfig};
 
 /// Runs `seed` without and with `bugs`; the clean run must pass and the buggy one must break
-/// `invariant`. The seeds were found running RecordIO jobs, so that is what they run here
-/// (some draw an index job, whose schedule differs).
+/// `invariant`. The seeds were found running one RecordIO job, so that is what they run here
+/// (some draw an index job, or two jobs, whose schedules differ).
 fn check(seed: u64, bugs: PlantedBugs, invariant: &str) -> anyhow::Result<()> {
-    let config = SimulationConfig::new(seed).with_dataset(SimDataset::RecordIo);
+    let config = SimulationConfig::new(seed).with_job_count(1).with_dataset(SimDataset::RecordIo);
+    check_config(config, bugs, invariant).map(drop)
+}
+
+/// Runs `config` without and with `bugs`, as `check` does; the violation found.
+fn check_config(
+    config: SimulationConfig,
+    bugs: PlantedBugs,
+    invariant: &str,
+) -> anyhow::Result<Violation> {
+    let seed = config.seed;
     let clean = run(&config)?;
     assert_eq!(clean.violation, None, "--seed {seed} fails without the planted bug");
     let broken = run(&config.with_bugs(bugs))?;
@@ -20,7 +31,7 @@ fn check(seed: u64, bugs: PlantedBugs, invariant: &str) -> anyhow::Result<()> {
         .violation
         .ok_or_else(|| anyhow::anyhow!("--seed {seed}: {bugs:?} went unnoticed"))?;
     assert_eq!(violation.invariant, invariant, "--seed {seed}: {violation}");
-    Ok(())
+    Ok(violation)
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -37,6 +48,17 @@ fn acknowledging_before_durable_is_caught() -> anyhow::Result<()> {
     check(27, bugs, "leader completeness")
 }
 
+/// The same with two jobs at once: seed 27 draws two jobs (`--plant-ack-before-durable --jobs
+/// 2 --seeds 60` finds 27, 29 and 44), passes clean and loses an acknowledged entry with the
+/// bug.
+#[test]
+fn acknowledging_before_durable_is_caught_with_two_jobs() -> anyhow::Result<()> {
+    let config = SimulationConfig::new(27);
+    assert_eq!(config.jobs.len(), 2, "seed 27 no longer draws two jobs: find another seed");
+    let bugs = PlantedBugs { ack_before_durable: true, ..PlantedBugs::default() };
+    check_config(config, bugs, "leader completeness").map(drop)
+}
+
 /// A master service that applies `TaskFinished` under the task's current epoch, whatever
 /// epoch the trainer reported, tells a trainer the task was taken from that its late report
 /// was accepted: the log shows another epoch's report, never the one the trainer was told of.
@@ -44,6 +66,22 @@ fn acknowledging_before_durable_is_caught() -> anyhow::Result<()> {
 #[cfg(feature = "planted-bugs")]
 fn skipping_the_epoch_check_is_caught() -> anyhow::Result<()> {
     check(1, production(&["skip-epoch-check"]), "client-visible safety")
+}
+
+/// The same with two jobs at once, caught in the second job, whose task ids and epochs are
+/// the first job's too: at seed 4 (which draws two jobs) a trainer of job "simulated-2" is
+/// told its report of task 5 epoch 1 was accepted and that job's log never shows it, while
+/// the first job's log shows an accepted report of its own task 5 epoch 1, which a checker
+/// that did not keep jobs apart would have taken for it.
+#[test]
+#[cfg(feature = "planted-bugs")]
+fn skipping_the_epoch_check_is_caught_in_the_second_of_two_jobs() -> anyhow::Result<()> {
+    let config = SimulationConfig::new(4);
+    assert_eq!(config.jobs.len(), 2, "seed 4 no longer draws two jobs: find another seed");
+    let bugs = production(&["skip-epoch-check"]);
+    let violation = check_config(config, bugs, "client-visible safety")?;
+    assert!(violation.detail.contains("of job \"simulated-2\""), "--seed 4: {violation}");
+    Ok(())
 }
 
 /// A master that answers `TaskFinished` before the report is committed tells a trainer of a
