@@ -11,6 +11,8 @@
 //! - `port_limits` ([`PortLimits`]) bounds what a peer can make a server hold: connections
 //!   (`guarded_listener`, `guarded_stream`: connection count, first bytes, idle time), and the
 //!   bytes of unfinished requests (`request_budget`, `budget_body`, `grpc_framing`).
+//! - `unary`: unary calls whose large messages go to h2 and come from it as `Bytes` pieces,
+//!   without tonic's codec buffers (the pservers' data plane).
 //! - `clock`: where a master or a pserver reads time (a seam the simulation fills).
 //! - `rpc_metrics`: every call's latency and errors; `telemetry`: the process's Prometheus
 //!   recorder; `metrics_http`: the `/metrics`, `/healthz` and `/readyz` server.
@@ -34,6 +36,7 @@ pub mod rpc_metrics;
 pub mod security;
 mod server_builder;
 pub mod telemetry;
+pub mod unary;
 
 pub use endpoint::{endpoint, CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
 pub use guarded_listener::{incoming, GuardedListener};

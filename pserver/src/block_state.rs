@@ -1,10 +1,7 @@
 //! `BlockState`: one block's values, its optimizer state vectors and its update count.
 
-use crate::f32_bytes;
 use crate::optimizer::{self, OptimizerConfig};
-
-/// Gradient elements converted from bytes at a time (16 KiB on the stack).
-const APPLY_CHUNK_ELEMENTS: usize = 4096;
+use crate::payload::{Payload, VISIT_CHUNK_ELEMENTS};
 
 /// One block as a pserver holds it; guarded by its own lock inside the shard.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,18 +28,23 @@ impl BlockState {
     }
 
     /// Applies one gradient given as little-endian bytes (already checked: the block's length,
-    /// finite), converting a stack buffer at a time instead of allocating the whole gradient.
-    pub fn apply_bytes(&mut self, optimizer: &OptimizerConfig, gradient: &[u8]) {
-        assert_eq!(gradient.len(), self.values.len() * 4, "a gradient matches its block");
+    /// finite), decoding a stack buffer at a time from wherever the bytes are (a push is
+    /// applied straight from the frames it arrived in) instead of allocating the gradient.
+    pub fn apply_payload(&mut self, optimizer: &OptimizerConfig, gradient: &impl Payload) {
+        assert_eq!(gradient.byte_len(), self.values.len() * 4, "a gradient matches its block");
         self.updates += 1;
-        let mut buffer = [0.0_f32; APPLY_CHUNK_ELEMENTS];
-        for (chunk, bytes) in gradient.chunks(APPLY_CHUNK_ELEMENTS * 4).enumerate() {
-            let start = chunk * APPLY_CHUNK_ELEMENTS;
-            let part = &mut buffer[..bytes.len() / 4];
-            f32_bytes::decode_into(bytes, part).expect("lengths were checked");
-            let end = start + part.len();
+        let mut buffer = [0.0_f32; VISIT_CHUNK_ELEMENTS];
+        let mut reader = gradient.reader();
+        let mut start = 0;
+        loop {
+            let read = reader.read(&mut buffer);
+            if read == 0 {
+                break;
+            }
+            let end = start + read;
             let mut slots: Vec<&mut [f32]> =
                 self.slots.iter_mut().map(|slot| &mut slot[start..end]).collect();
+            let part = &buffer[..read];
             optimizer::apply(
                 optimizer,
                 &mut self.values[start..end],
@@ -50,6 +52,7 @@ impl BlockState {
                 part,
                 self.updates,
             );
+            start = end;
         }
     }
 

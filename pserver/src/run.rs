@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use client::{ClientOptions, MasterClient, SlotLease};
 use platform::security::Security;
 use platform::PortLimits;
-use proto::pserver::p_server_service_server::PServerServiceServer;
 use storage::checkpoint::CheckpointDir;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -19,8 +18,9 @@ use tokio::sync::watch;
 use crate::checkpointer::Checkpointer;
 use crate::clock::SystemClock;
 use crate::config::PServerConfig;
+use crate::data_plane::server::DataPlaneServer;
 use crate::held_slot::{FenceError, HeldSlot};
-use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
+use crate::limits::FRAME_BYTES_MAX;
 use crate::restore::restore;
 use crate::service::PServerRpc;
 use crate::shard_cell::ShardCell;
@@ -109,9 +109,7 @@ async fn serve_slot(
         Arc::new(AtomicU64::new(lease.checkpoint.as_ref().map_or(0, |meta| meta.step)));
     let cell = Arc::new(restored_cell(&held, &lease, config.num_pservers, &dir).await?);
     let rpc = PServerRpc::new(cell.clone(), held.clone(), recorded_step.clone());
-    let service = PServerServiceServer::new(rpc)
-        .max_decoding_message_size(MESSAGE_BYTES_MAX)
-        .max_encoding_message_size(MESSAGE_BYTES_MAX);
+    let service = DataPlaneServer::new(rpc);
     let (server_stop, server_stopped) = watch::channel(false);
     let metrics = listeners.metrics.map(|listener| {
         let endpoints =
@@ -226,7 +224,7 @@ async fn restored_cell(
 
 async fn serve(
     listener: TcpListener,
-    service: PServerServiceServer<PServerRpc>,
+    service: DataPlaneServer,
     (security, limits): (Security, PortLimits),
     mut stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::block_state::BlockState;
-use crate::f32_bytes::{self, PayloadError};
+use crate::f32_bytes::PayloadError;
 use crate::layout::JobLayout;
+use crate::payload::{self, Payload};
 use crate::placement::{slot_of, BlockId};
 use crate::shard_error::ShardError;
 
@@ -88,7 +89,7 @@ impl Shard {
     /// in (name, index) order (so concurrent pushes cannot deadlock), each result is computed
     /// aside and checked finite (finite gradients can still overflow a parameter to infinity),
     /// and only if every one is finite are they stored.
-    pub fn push(&self, gradients: &[(BlockId, &[u8])]) -> Result<u64, ShardError> {
+    pub fn push<P: Payload>(&self, gradients: &[(BlockId, P)]) -> Result<u64, ShardError> {
         let refused = |error: ShardError| {
             let nonfinite = matches!(
                 error,
@@ -106,7 +107,7 @@ impl Shard {
         let mut results = Vec::with_capacity(checked.len());
         for ((id, gradient), block) in checked.iter().zip(&locked) {
             let mut next = (**block).clone();
-            next.apply_bytes(&self.layout.optimizer, gradient);
+            next.apply_payload(&self.layout.optimizer, *gradient);
             if !next.is_finite() {
                 return Err(refused(ShardError::NotFiniteResult { id: (*id).clone() }));
             }
@@ -175,10 +176,10 @@ impl Shard {
 
     /// Checks every block of a push (served here, the right length, finite, named once)
     /// without copying any.
-    fn check_all<'a>(
+    fn check_all<'a, P: Payload>(
         &self,
-        gradients: &'a [(BlockId, &'a [u8])],
-    ) -> Result<Vec<(&'a BlockId, &'a [u8])>, ShardError> {
+        gradients: &'a [(BlockId, P)],
+    ) -> Result<Vec<(&'a BlockId, &'a P)>, ShardError> {
         let mut seen = HashSet::with_capacity(gradients.len());
         let mut checked = Vec::with_capacity(gradients.len());
         for (id, bytes) in gradients {
@@ -186,9 +187,9 @@ impl Shard {
             if !seen.insert(id) {
                 return Err(ShardError::DuplicateBlock { id: id.clone() });
             }
-            f32_bytes::check_finite(bytes, length)
+            payload::check_finite(bytes, length)
                 .map_err(|error| ShardError::Payload { id: id.clone(), error })?;
-            checked.push((id, *bytes));
+            checked.push((id, bytes));
         }
         Ok(checked)
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use client::{ClientOptions, MasterClient};
-use pserver::client::{PServerClient, PServerClientOptions};
+use pserver::client::{PServerClient, PServerClientOptions, Tensors};
 use pserver::layout::{JobLayout, ParamSpec, BLOCK_ELEMENTS_DEFAULT};
 use pserver::optimizer::{OptimizerConfig, OptimizerKind};
 
@@ -125,13 +125,15 @@ impl Cluster {
         client.wait_for_slots(Some(Duration::from_secs(30))).await?;
         let values = vec![0.5_f32; params as usize];
         client.init_or_wait(&layout, &[("weight", &values)]).await?;
-        let gradient = vec![0.001_f32; params as usize];
+        // Shared, as a trainer hands its gradient over: each push sends views of it.
+        let gradient =
+            Arc::new(Tensors::from([("weight".to_string(), vec![0.001_f32; params as usize])]));
         let mut pulled = std::collections::BTreeMap::new();
         let started = Instant::now();
         let mut done = 0;
         while done < rounds || started.elapsed() < Duration::from_secs(1) {
             let push_started = Instant::now();
-            client.push(&layout, &[("weight", &gradient)]).await?;
+            client.push_shared(&layout, gradient.clone()).await?;
             let pull_started = Instant::now();
             client.pull_into(&layout, &mut pulled).await?;
             tracing::debug!(

@@ -7,6 +7,8 @@ mod error;
 mod init;
 mod pserver_client;
 mod routes;
+mod tensor_bytes;
 
 pub use error::PServerClientError;
 pub use pserver_client::{PServerClient, PServerClientOptions};
+pub use tensor_bytes::Tensors;

@@ -9,15 +9,24 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use client::{MasterClient, PServerTable};
+use platform::unary::{call, small_message, Segments};
 use proto::pserver as pb;
+use proto::Message as _;
 use tokio::task::JoinSet;
 use tonic::{Code, Status};
 
 use super::batches::{blocks_by_slot, empty_tensors, ids_by_slot, place};
 use super::error::PServerClientError;
 use super::routes::{Route, Routes};
+use super::tensor_bytes::{shared_bytes, Tensors};
+use crate::data_plane::SMALL_MESSAGE_BYTES_MAX;
+use crate::data_plane::{pull_message, push_message, PULL_PARAMS_PATH, PUSH_GRADS_PATH};
+use crate::f32_bytes;
 use crate::layout::JobLayout;
+use crate::limits::MESSAGE_BYTES_MAX;
+use crate::placement::BlockId;
 use crate::status_mapping::refusal_of;
 
 /// Between attempts on a slot that is not served right now.
@@ -62,7 +71,7 @@ pub(super) struct Inner {
     pub(super) options: PServerClientOptions,
     /// Per slot, the newest values this client saw of its blocks (its init values, then each
     /// pull), as received payloads (no copy): what an empty replacement is initialized from.
-    pub(super) cache: Mutex<BTreeMap<u32, Vec<Vec<pb::Block>>>>,
+    pub(super) cache: Mutex<BTreeMap<u32, Vec<Vec<CachedBlock>>>>,
     /// Calls waiting for a slot to be served right now (see `waiting_for_slot`).
     pub(super) waiting: AtomicUsize,
 }
@@ -82,6 +91,9 @@ impl Drop for Waiting<'_> {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
+
+/// A block's id and values as this client last saw them.
+pub(super) type CachedBlock = (BlockId, Segments);
 
 /// What went wrong with one attempt, for the retry loop.
 pub(super) enum Failure {
@@ -138,7 +150,7 @@ impl PServerClient {
         layout: &JobLayout,
         values: &[(&str, &[f32])],
     ) -> Result<(), PServerClientError> {
-        let requests = blocks_by_slot(layout, values);
+        let requests = blocks_by_slot(layout, values, encoded);
         let mut tasks = JoinSet::new();
         for slot in 0..layout.slot_count {
             let client = self.clone();
@@ -147,20 +159,47 @@ impl PServerClient {
             tasks.spawn(async move { client.init_slot(slot, &layout, batches).await });
         }
         join_all(tasks).await?;
-        *self.cache() = requests;
+        *self.cache() = requests
+            .into_iter()
+            .map(|(slot, batches)| (slot, batches.into_iter().map(cached).collect()))
+            .collect();
         Ok(())
     }
 
     /// Applies `gradients` (name -> flat values, every tensor of the layout or some) on every
-    /// slot, in parallel. A gradient is applied at most once.
+    /// slot, in parallel. A gradient is applied at most once. The values are copied once, as
+    /// they are encoded; [`PServerClient::push_shared`] copies nothing.
     pub async fn push(
         &self,
         layout: &JobLayout,
         gradients: &[(&str, &[f32])],
     ) -> Result<(), PServerClientError> {
         check_tensors(layout, gradients)?;
+        self.push_requests(layout, blocks_by_slot(layout, gradients, encoded)).await
+    }
+
+    /// Like [`PServerClient::push`], handing each block of `gradients` to the connection where
+    /// it lies (a trainer gives its gradient away once it is computed).
+    pub async fn push_shared(
+        &self,
+        layout: &JobLayout,
+        gradients: Arc<Tensors>,
+    ) -> Result<(), PServerClientError> {
+        let borrowed: Vec<(&str, &[f32])> =
+            gradients.iter().map(|(name, values)| (name.as_str(), values.as_slice())).collect();
+        check_tensors(layout, &borrowed)?;
+        let view = |name: &str, range, _: &[f32]| shared_bytes(&gradients, name, range);
+        let requests = blocks_by_slot(layout, &borrowed, view);
+        self.push_requests(layout, requests).await
+    }
+
+    async fn push_requests(
+        &self,
+        layout: &JobLayout,
+        requests: BTreeMap<u32, Vec<Vec<pb::Block>>>,
+    ) -> Result<(), PServerClientError> {
         let mut tasks = JoinSet::new();
-        for (slot, batches) in blocks_by_slot(layout, gradients) {
+        for (slot, batches) in requests {
             for blocks in batches {
                 let (client, layout) = (self.clone(), layout.clone());
                 tasks.spawn(async move { client.push_batch(slot, &layout, blocks).await });
@@ -199,10 +238,10 @@ impl PServerClient {
                 tasks.spawn(async move { client.pull_batch(slot, &layout, ids).await });
             }
         }
-        let mut pulled: BTreeMap<u32, Vec<Vec<pb::Block>>> = BTreeMap::new();
+        let mut pulled: BTreeMap<u32, Vec<Vec<CachedBlock>>> = BTreeMap::new();
         for (slot, blocks) in join_all(tasks).await? {
-            for block in &blocks {
-                place(layout, tensors, block)
+            for (id, values) in &blocks {
+                place(layout, tensors, id, values)
                     .map_err(|message| PServerClientError::Refused { slot, message })?;
             }
             pulled.entry(slot).or_default().push(blocks);
@@ -235,9 +274,20 @@ impl PServerClient {
         loop {
             let answer = self
                 .on_slot(slot, false, |mut route| {
-                    let request =
-                        pb::PushGradsRequest { fence: Some(fence(&route)), blocks: blocks.clone() };
-                    async move { route.client.push_grads(request).await }
+                    let message = push_message::encode(fence(&route), &blocks);
+                    async move {
+                        let reply = call(
+                            &mut route.channel,
+                            PUSH_GRADS_PATH,
+                            message,
+                            SMALL_MESSAGE_BYTES_MAX,
+                        )
+                        .await?;
+                        let reply = pb::PushGradsReply::decode(reply).map_err(|error| {
+                            Status::internal(format!("the PushGrads reply: {error}"))
+                        })?;
+                        Ok(tonic::Response::new(reply))
+                    }
                 })
                 .await;
             match answer {
@@ -263,7 +313,7 @@ impl PServerClient {
         slot: u32,
         layout: &JobLayout,
         ids: Vec<crate::placement::BlockId>,
-    ) -> Result<(u32, Vec<pb::Block>), PServerClientError> {
+    ) -> Result<(u32, Vec<CachedBlock>), PServerClientError> {
         let ids: Vec<pb::BlockId> =
             ids.into_iter().map(|id| pb::BlockId { name: id.name, index: id.index }).collect();
         for _ in 0..2 {
@@ -271,7 +321,13 @@ impl PServerClient {
                 .on_slot(slot, true, |mut route| {
                     let request =
                         pb::PullParamsRequest { fence: Some(fence(&route)), blocks: ids.clone() };
-                    async move { route.client.pull_params(request).await }
+                    let message = small_message(&request);
+                    async move {
+                        let reply =
+                            call(&mut route.channel, PULL_PARAMS_PATH, message, MESSAGE_BYTES_MAX)
+                                .await?;
+                        Ok(tonic::Response::new(pull_message::decode(reply)?))
+                    }
                 })
                 .await;
             match answer {
@@ -344,9 +400,22 @@ impl PServerClient {
         }
     }
 
-    pub(super) fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Vec<Vec<pb::Block>>>> {
+    pub(super) fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Vec<Vec<CachedBlock>>>> {
         self.inner.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// A block's values encoded (a copy).
+fn encoded(_name: &str, _range: std::ops::Range<usize>, values: &[f32]) -> Bytes {
+    Bytes::from(f32_bytes::encode(values))
+}
+
+/// Blocks of a request as the cache keeps them (the payloads shared, not copied).
+fn cached(blocks: Vec<pb::Block>) -> Vec<CachedBlock> {
+    blocks
+        .into_iter()
+        .map(|block| (BlockId { name: block.name, index: block.index }, block.values.into()))
+        .collect()
 }
 
 pub(super) fn fence(route: &Route) -> pb::Fence {

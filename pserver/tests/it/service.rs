@@ -1,5 +1,6 @@
-//! The gRPC service over a real socket: every bad request gets a clear status naming what is
-//! wrong (and the refusal kind clients act on), and a refused request changes nothing.
+//! The gRPC service over a real socket, as a pserver serves it (the data plane's calls
+//! included) and as a generated client calls it: every bad request gets a clear status naming
+//! what is wrong (and the refusal kind clients act on), and a refused request changes nothing.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -7,9 +8,9 @@ use std::time::Duration;
 
 use proto::pserver as pb;
 use proto::pserver::p_server_service_client::PServerServiceClient;
-use proto::pserver::p_server_service_server::PServerServiceServer;
 use pserver::clock::{Clock as _, SystemClock};
 use pserver::conversions::layout_to_proto;
+use pserver::data_plane::server::DataPlaneServer;
 use pserver::f32_bytes;
 use pserver::held_slot::HeldSlot;
 use pserver::service::PServerRpc;
@@ -41,7 +42,7 @@ async fn serve_held(held: Arc<HeldSlot>) -> PServerServiceClient<Channel> {
     let limits = platform::PortLimits::default();
     let router = platform::server_builder(&Default::default(), &limits)
         .expect("an open server needs no files")
-        .add_service(PServerServiceServer::new(rpc));
+        .add_service(DataPlaneServer::new(rpc));
     tokio::spawn(router.serve_with_incoming(platform::incoming(listener, &limits)));
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .expect("uri")
