@@ -9,6 +9,7 @@
 //! port. `client` is `PServerClient`, which trainers use.
 
 pub mod block_state;
+pub mod buffer_pool;
 pub mod checkpointer;
 pub mod clock;
 pub mod config;

@@ -8,6 +8,8 @@ use crate::layout::BLOCK_ELEMENTS_MAX;
 pub const PAYLOAD_BYTES_MAX: usize = 64 << 20;
 /// The largest message either end accepts: the payload plus names and framing.
 pub const MESSAGE_BYTES_MAX: usize = PAYLOAD_BYTES_MAX + (16 << 20);
+/// Idle pull buffers a pserver keeps for reuse (`BufferPool`): a round of requests in flight.
+pub const PULL_BUFFER_BYTES_MAX: usize = 64 << 20;
 /// What a client packs into one request before starting the next (several go in parallel).
 pub const REQUEST_PAYLOAD_BYTES_TARGET: usize = 4 << 20;
 

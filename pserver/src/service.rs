@@ -12,12 +12,12 @@ use proto::pserver as pb;
 use proto::pserver::p_server_service_server::PServerService;
 use tonic::{Request, Response, Status};
 
+use crate::buffer_pool::BufferPool;
 use crate::conversions::{
     blocks_from_proto, fence_from_proto, ids_from_proto, layout_from_proto, layout_to_proto,
 };
-use crate::f32_bytes;
 use crate::held_slot::HeldSlot;
-use crate::limits::PAYLOAD_BYTES_MAX;
+use crate::limits::{PAYLOAD_BYTES_MAX, PULL_BUFFER_BYTES_MAX};
 use crate::payload::Payload;
 use crate::placement::BlockId;
 use crate::shard_cell::{InitAnswer, ShardCell};
@@ -28,11 +28,14 @@ pub struct PServerRpc {
     cell: Arc<ShardCell>,
     slot: Arc<HeldSlot>,
     checkpoint_step: Arc<AtomicU64>,
+    /// What pulls are encoded into.
+    buffers: Arc<BufferPool>,
 }
 
 impl PServerRpc {
     pub fn new(cell: Arc<ShardCell>, slot: Arc<HeldSlot>, checkpoint_step: Arc<AtomicU64>) -> Self {
-        Self { cell, slot, checkpoint_step }
+        let buffers = BufferPool::new(PULL_BUFFER_BYTES_MAX);
+        Self { cell, slot, checkpoint_step, buffers }
     }
 
     fn admit(&self, fence: Option<pb::Fence>) -> Result<(), Status> {
@@ -76,7 +79,7 @@ impl PServerRpc {
                 "{bytes} bytes in all is over the {PAYLOAD_BYTES_MAX}-byte reply limit: ask for fewer blocks"
             )));
         }
-        let copies = shard.pull_with(ids, |values| Bytes::from(f32_bytes::encode(values)))?;
+        let copies = shard.pull_with(ids, |values| self.buffers.encode(values))?;
         metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
         Ok((copies, shard.step()))
     }
