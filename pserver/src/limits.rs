@@ -8,6 +8,9 @@ use crate::layout::BLOCK_ELEMENTS_MAX;
 pub const PAYLOAD_BYTES_MAX: usize = 64 << 20;
 /// The largest message either end accepts: the payload plus names and framing.
 pub const MESSAGE_BYTES_MAX: usize = PAYLOAD_BYTES_MAX + (16 << 20);
+/// A push of at most this many payload bytes is applied on the task that received it (tens of
+/// microseconds), a larger one on a blocking thread.
+pub const INLINE_PUSH_BYTES_MAX: usize = 256 << 10;
 /// Idle pull buffers a pserver keeps for reuse (`BufferPool`): a round of requests in flight.
 pub const PULL_BUFFER_BYTES_MAX: usize = 64 << 20;
 /// What a client packs into one request before starting the next (several go in parallel).

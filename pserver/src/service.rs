@@ -17,9 +17,10 @@ use crate::conversions::{
     blocks_from_proto, fence_from_proto, ids_from_proto, layout_from_proto, layout_to_proto,
 };
 use crate::held_slot::HeldSlot;
-use crate::limits::{PAYLOAD_BYTES_MAX, PULL_BUFFER_BYTES_MAX};
+use crate::limits::{INLINE_PUSH_BYTES_MAX, PAYLOAD_BYTES_MAX, PULL_BUFFER_BYTES_MAX};
 use crate::payload::Payload;
 use crate::placement::BlockId;
+use crate::shard::Shard;
 use crate::shard_cell::{InitAnswer, ShardCell};
 
 /// The service over one held slot's shard.
@@ -55,13 +56,28 @@ impl PServerRpc {
     {
         self.admit(fence)?;
         let shard = self.cell.ready()?;
-        let bytes: usize = blocks.iter().map(|(_, values)| values.byte_len()).sum();
-        // The optimizer runs on a blocking thread: a large push must not stall the reactor.
-        let step = tokio::task::spawn_blocking(move || shard.push(&blocks))
-            .await
-            .map_err(|error| Status::internal(format!("applying the push panicked: {error}")))??;
-        metrics::counter!("raftrain_pserver_bytes_pushed_total").increment(bytes as u64);
-        Ok(step)
+        apply(shard, blocks).await
+    }
+
+    /// `PushPull`: lease and fence once, the pull's size checked, then the push applied whole
+    /// or not at all and the pull answered from the same shard (no check left to fail after
+    /// the push is applied, so a client never sees an error for a push that happened).
+    pub async fn push_pull<P>(
+        &self,
+        fence: Option<pb::Fence>,
+        blocks: Vec<(BlockId, P)>,
+        ids: &[BlockId],
+    ) -> Result<(Vec<(BlockId, Bytes)>, u64), Status>
+    where
+        P: Payload + Send + 'static,
+    {
+        self.admit(fence)?;
+        let shard = self.cell.ready()?;
+        let bytes = pull_size(&shard, ids)?;
+        let step = apply(shard.clone(), blocks).await?;
+        let copies = shard.pull_with(ids, |values| self.buffers.encode(values))?;
+        metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
+        Ok((copies, step))
     }
 
     /// `PullParams`: lease and fence, then a copy of each block (every block of the slot when
@@ -73,16 +89,42 @@ impl PServerRpc {
     ) -> Result<(Vec<(BlockId, Bytes)>, u64), Status> {
         self.admit(fence)?;
         let shard = self.cell.ready()?;
-        let bytes = shard.pull_bytes(ids)?;
-        if ids.len() != 1 && bytes > PAYLOAD_BYTES_MAX {
-            return Err(Status::invalid_argument(format!(
-                "{bytes} bytes in all is over the {PAYLOAD_BYTES_MAX}-byte reply limit: ask for fewer blocks"
-            )));
-        }
+        let bytes = pull_size(&shard, ids)?;
         let copies = shard.pull_with(ids, |values| self.buffers.encode(values))?;
         metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
         Ok((copies, shard.step()))
     }
+}
+
+/// The payload bytes a pull of `ids` answers, within the reply limit (a single block always
+/// fits).
+fn pull_size(shard: &Shard, ids: &[BlockId]) -> Result<usize, Status> {
+    let bytes = shard.pull_bytes(ids)?;
+    if ids.len() != 1 && bytes > PAYLOAD_BYTES_MAX {
+        return Err(Status::invalid_argument(format!(
+            "{bytes} bytes in all is over the {PAYLOAD_BYTES_MAX}-byte reply limit: ask for fewer blocks"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Applies a push; the new step. A small push is applied on the calling task (handing it to a
+/// blocking thread and back cost more than the arithmetic), a large one on a blocking thread
+/// so it does not stall the reactor.
+async fn apply<P>(shard: Arc<Shard>, blocks: Vec<(BlockId, P)>) -> Result<u64, Status>
+where
+    P: Payload + Send + 'static,
+{
+    let bytes: usize = blocks.iter().map(|(_, values)| values.byte_len()).sum();
+    let step = if bytes <= INLINE_PUSH_BYTES_MAX {
+        shard.push(&blocks)?
+    } else {
+        tokio::task::spawn_blocking(move || shard.push(&blocks))
+            .await
+            .map_err(|error| Status::internal(format!("applying the push panicked: {error}")))??
+    };
+    metrics::counter!("raftrain_pserver_bytes_pushed_total").increment(bytes as u64);
+    Ok(step)
 }
 
 #[tonic::async_trait]
@@ -144,6 +186,25 @@ impl PServerService for PServerRpc {
         let request = request.into_inner();
         let ids = ids_from_proto(request.blocks);
         let (copies, step) = self.pull_blocks(request.fence, &ids)?;
+        let blocks = copies
+            .into_iter()
+            .map(|(id, values)| pb::Block { name: id.name, index: id.index, values })
+            .collect();
+        Ok(Response::new(pb::PullParamsReply { blocks, step }))
+    }
+
+    async fn push_pull(
+        &self,
+        request: Request<pb::PushPullRequest>,
+    ) -> Result<Response<pb::PullParamsReply>, Status> {
+        let request = request.into_inner();
+        let blocks = request
+            .blocks
+            .into_iter()
+            .map(|block| (BlockId { name: block.name, index: block.index }, block.values))
+            .collect();
+        let ids = ids_from_proto(request.pull);
+        let (copies, step) = self.push_pull(request.fence, blocks, &ids).await?;
         let blocks = copies
             .into_iter()
             .map(|(id, values)| pb::Block { name: id.name, index: id.index, values })

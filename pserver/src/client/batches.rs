@@ -71,6 +71,17 @@ pub fn empty_tensors(layout: &JobLayout) -> BTreeMap<String, Vec<f32>> {
         .collect()
 }
 
+/// Makes `tensors` one zeroed flat buffer per parameter of the layout unless they are that
+/// already (a trainer pulling every few batches reuses its buffers).
+pub fn size_tensors(layout: &JobLayout, tensors: &mut BTreeMap<String, Vec<f32>>) {
+    let sized = layout.params.iter().all(|param| {
+        tensors.get(&param.name).is_some_and(|values| values.len() as u64 == param.elements())
+    }) && tensors.len() == layout.params.len();
+    if !sized {
+        *tensors = empty_tensors(layout);
+    }
+}
+
 /// Decodes a pulled block straight into its tensor (from the frames it arrived in); the error
 /// names the block.
 pub fn place(

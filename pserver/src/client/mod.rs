@@ -3,7 +3,9 @@
 //! replaced waits for the new holder and goes on instead of failing.
 
 mod batches;
+mod calls;
 mod error;
+mod exchange;
 mod init;
 mod pserver_client;
 mod routes;

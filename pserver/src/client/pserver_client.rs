@@ -11,21 +11,17 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use client::{MasterClient, PServerTable};
-use platform::unary::{call, small_message, Segments};
+use platform::unary::Segments;
 use proto::pserver as pb;
-use proto::Message as _;
 use tokio::task::JoinSet;
 use tonic::{Code, Status};
 
-use super::batches::{blocks_by_slot, empty_tensors, ids_by_slot, place};
+use super::batches::{blocks_by_slot, empty_tensors, ids_by_slot, place, size_tensors};
 use super::error::PServerClientError;
 use super::routes::{Route, Routes};
 use super::tensor_bytes::{shared_bytes, Tensors};
-use crate::data_plane::SMALL_MESSAGE_BYTES_MAX;
-use crate::data_plane::{pull_message, push_message, PULL_PARAMS_PATH, PUSH_GRADS_PATH};
 use crate::f32_bytes;
 use crate::layout::JobLayout;
-use crate::limits::MESSAGE_BYTES_MAX;
 use crate::placement::BlockId;
 use crate::status_mapping::refusal_of;
 
@@ -193,7 +189,7 @@ impl PServerClient {
         self.push_requests(layout, requests).await
     }
 
-    async fn push_requests(
+    pub(super) async fn push_requests(
         &self,
         layout: &JobLayout,
         requests: BTreeMap<u32, Vec<Vec<pb::Block>>>,
@@ -225,12 +221,7 @@ impl PServerClient {
         layout: &JobLayout,
         tensors: &mut BTreeMap<String, Vec<f32>>,
     ) -> Result<(), PServerClientError> {
-        let sized = layout.params.iter().all(|param| {
-            tensors.get(&param.name).is_some_and(|values| values.len() as u64 == param.elements())
-        });
-        if !sized {
-            *tensors = empty_tensors(layout);
-        }
+        size_tensors(layout, tensors);
         let mut tasks = JoinSet::new();
         for (slot, batches) in ids_by_slot(layout) {
             for ids in batches {
@@ -262,85 +253,6 @@ impl PServerClient {
             answers.push((entry.index, answer));
         }
         answers
-    }
-
-    async fn push_batch(
-        &self,
-        slot: u32,
-        layout: &JobLayout,
-        blocks: Vec<pb::Block>,
-    ) -> Result<(), PServerClientError> {
-        let mut reinitialized = false;
-        loop {
-            let answer = self
-                .on_slot(slot, false, |mut route| {
-                    let message = push_message::encode(fence(&route), &blocks);
-                    async move {
-                        let reply = call(
-                            &mut route.channel,
-                            PUSH_GRADS_PATH,
-                            message,
-                            SMALL_MESSAGE_BYTES_MAX,
-                        )
-                        .await?;
-                        let reply = pb::PushGradsReply::decode(reply).map_err(|error| {
-                            Status::internal(format!("the PushGrads reply: {error}"))
-                        })?;
-                        Ok(tonic::Response::new(reply))
-                    }
-                })
-                .await;
-            match answer {
-                Ok(_) => return Ok(()),
-                Err(Failure::NotInitialized) if !reinitialized => {
-                    self.reinit_slot(slot, layout).await?;
-                    reinitialized = true;
-                }
-                Err(Failure::NotInitialized) => {
-                    return Err(PServerClientError::Refused {
-                        slot,
-                        message: "still not initialized after re-initializing it".into(),
-                    })
-                }
-                Err(Failure::Fatal(error)) => return Err(error),
-                Err(Failure::Retry(_)) => unreachable!("on_slot retries these itself"),
-            }
-        }
-    }
-
-    async fn pull_batch(
-        &self,
-        slot: u32,
-        layout: &JobLayout,
-        ids: Vec<crate::placement::BlockId>,
-    ) -> Result<(u32, Vec<CachedBlock>), PServerClientError> {
-        let ids: Vec<pb::BlockId> =
-            ids.into_iter().map(|id| pb::BlockId { name: id.name, index: id.index }).collect();
-        for _ in 0..2 {
-            let answer = self
-                .on_slot(slot, true, |mut route| {
-                    let request =
-                        pb::PullParamsRequest { fence: Some(fence(&route)), blocks: ids.clone() };
-                    let message = small_message(&request);
-                    async move {
-                        let reply =
-                            call(&mut route.channel, PULL_PARAMS_PATH, message, MESSAGE_BYTES_MAX)
-                                .await?;
-                        Ok(tonic::Response::new(pull_message::decode(reply)?))
-                    }
-                })
-                .await;
-            match answer {
-                Ok(reply) => return Ok((slot, reply.blocks)),
-                Err(Failure::NotInitialized) => self.reinit_slot(slot, layout).await?,
-                Err(Failure::Fatal(error)) => return Err(error),
-                Err(Failure::Retry(_)) => unreachable!("on_slot retries these itself"),
-            }
-        }
-        Err(PServerClientError::Refused {
-            slot,
-            message: "still not initialized after re-initializing it".into(),
-        })
     }
 
     /// One request to `slot`'s current holder, retried while the slot is being replaced (for
@@ -459,7 +371,10 @@ pub(super) fn fatal(slot: u32, failure: Failure) -> PServerClientError {
 }
 
 /// Every tensor must be a parameter of the layout with its element count.
-fn check_tensors(layout: &JobLayout, tensors: &[(&str, &[f32])]) -> Result<(), PServerClientError> {
+pub(super) fn check_tensors(
+    layout: &JobLayout,
+    tensors: &[(&str, &[f32])],
+) -> Result<(), PServerClientError> {
     for (name, values) in tensors {
         let Some(param) = layout.param(name) else {
             return Err(PServerClientError::Refused {
@@ -481,7 +396,7 @@ fn check_tensors(layout: &JobLayout, tensors: &[(&str, &[f32])]) -> Result<(), P
 }
 
 /// Every task's result; the first error wins (the rest are still awaited).
-async fn join_all<T: 'static>(
+pub(super) async fn join_all<T: 'static>(
     mut tasks: JoinSet<Result<T, PServerClientError>>,
 ) -> Result<Vec<T>, PServerClientError> {
     let mut results = Vec::new();

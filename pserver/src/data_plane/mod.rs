@@ -1,5 +1,6 @@
-//! The data plane: `PushGrads` and `PullParams`, the two calls that move parameters, served and
-//! called without tonic's codec so a payload is copied as few times as the kernel allows.
+//! The data plane: `PushGrads`, `PullParams` and `PushPull`, the calls that move parameters,
+//! served and called without tonic's codec so a payload is copied as few times as the kernel
+//! allows.
 //!
 //! With tonic's generated code each direction copied a payload about five times: f32 to bytes,
 //! into prost's encode buffer, the kernel twice, h2's frames into tonic's decode buffer (and a
@@ -15,8 +16,8 @@
 //! same server layers (TLS, token, request budget, metrics) and then the same checks as any
 //! other (lease and fence first, then the shard's whole-push validation).
 //!
-//! `server.rs` routes the two calls to this module and every other to the generated service;
-//! `push_message.rs` and `pull_message.rs` are the two messages' wire forms.
+//! `server.rs` routes these calls to this module and every other to the generated service;
+//! `push_message.rs` and `pull_message.rs` are the messages' wire forms.
 
 pub mod pull_message;
 pub mod push_message;
@@ -24,9 +25,10 @@ pub mod server;
 
 use tonic::Status;
 
-/// The paths of the two calls served here.
+/// The paths of the calls served here.
 pub const PUSH_GRADS_PATH: &str = "/raftrain.pserver.v1.PServerService/PushGrads";
 pub const PULL_PARAMS_PATH: &str = "/raftrain.pserver.v1.PServerService/PullParams";
+pub const PUSH_PULL_PATH: &str = "/raftrain.pserver.v1.PServerService/PushPull";
 
 /// A small reply (`PushGradsReply`) or request (`PullParamsRequest`, block names only) is
 /// at most this large.

@@ -1,4 +1,5 @@
-//! `PushGradsRequest` on the wire: written with each block's payload handed on as the caller's
+//! `PushGradsRequest` and `PushPullRequest` on the wire (the second is the first with the
+//! pull's block ids as field 3): written with each block's payload handed on as the caller's
 //! `Bytes`, read with each payload left in the frames it arrived in.
 
 use bytes::Bytes;
@@ -17,18 +18,26 @@ use crate::placement::BlockId;
 pub struct PushRequest {
     pub fence: Option<pb::Fence>,
     pub blocks: Vec<(BlockId, Segments)>,
+    /// A `PushPullRequest`'s pull (empty for a `PushGradsRequest`).
+    pub pull: Vec<pb::BlockId>,
 }
 
 /// The message's pieces (`platform::unary::call` sends them): `blocks`' values are not copied.
-pub fn encode(fence: pb::Fence, blocks: &[pb::Block]) -> Vec<Bytes> {
+/// With `pull`, a `PushPullRequest`.
+pub fn encode(fence: pb::Fence, blocks: &[pb::Block], pull: &[pb::BlockId]) -> Vec<Bytes> {
     let fence = fence.encode_to_vec();
+    let pull: Vec<Vec<u8>> = pull.iter().map(|id| id.encode_to_vec()).collect();
     let message_len = length_delimited_len(1, fence.len())
-        + blocks.iter().map(|block| length_delimited_len(2, block_len(block))).sum::<usize>();
+        + blocks.iter().map(|block| length_delimited_len(2, block_len(block))).sum::<usize>()
+        + pull.iter().map(|id| length_delimited_len(3, id.len())).sum::<usize>();
     let mut writer = MessageWriter::new(message_len);
     writer.bytes_field(1, &fence);
     for block in blocks {
         writer.message_header(2, block_len(block));
         write_block(&mut writer, block);
+    }
+    for id in &pull {
+        writer.bytes_field(3, id);
     }
     writer.finish()
 }
@@ -55,11 +64,12 @@ pub(super) fn block_len(block: &pb::Block) -> usize {
     name + index + values
 }
 
-/// Reads a push; `INVALID_ARGUMENT` naming what is wrong when it is not a `PushGradsRequest`.
-pub fn decode(mut message: Segments) -> Result<PushRequest, Status> {
-    let what = "the PushGrads request";
+/// Reads a push (a `PushPullRequest` if `with_pull`, a `PushGradsRequest` otherwise, whose
+/// field 3 is unknown and skipped); `INVALID_ARGUMENT` naming what is wrong.
+pub fn decode(mut message: Segments, with_pull: bool) -> Result<PushRequest, Status> {
+    let what = if with_pull { "the PushPull request" } else { "the PushGrads request" };
     let mut fence: Option<pb::Fence> = None;
-    let mut blocks = Vec::new();
+    let (mut blocks, mut pull) = (Vec::new(), Vec::new());
     while let Some((field, value)) = next_field(&mut message).map_err(|e| malformed(what, e))? {
         match field {
             1 => {
@@ -72,10 +82,14 @@ pub fn decode(mut message: Segments) -> Result<PushRequest, Status> {
                 let bytes = value.length_delimited(2).map_err(|e| malformed(what, e))?;
                 blocks.push(decode_block(bytes).map_err(|e| malformed(what, e))?);
             }
+            3 if with_pull => {
+                let bytes = value.length_delimited(3).map_err(|e| malformed(what, e))?;
+                pull.push(pb::BlockId::decode(bytes).map_err(|error| malformed(what, error))?);
+            }
             _ => {}
         }
     }
-    Ok(PushRequest { fence, blocks })
+    Ok(PushRequest { fence, blocks, pull })
 }
 
 /// A `Block`'s id and its values, left where they are.
@@ -117,12 +131,20 @@ mod tests {
             pb::Block { name: "w".into(), index: 0, values: Bytes::from_static(&[1, 2, 3, 4]) },
             pb::Block { name: "b".into(), index: 300, values: Bytes::new() },
         ];
-        let generated = pb::PushGradsRequest { fence: Some(fence), blocks: blocks.clone() };
-        let pieces = encode(fence, &blocks);
+        let pull = vec![pb::BlockId { name: "w".into(), index: 1 }];
+        let generated =
+            pb::PushPullRequest { fence: Some(fence), blocks: blocks.clone(), pull: pull.clone() };
+        let pieces = encode(fence, &blocks, &pull);
         let ours: Vec<u8> = pieces.iter().flat_map(|piece| piece.iter().copied()).collect();
         assert_eq!(ours[5..], generated.encode_to_vec(), "byte for byte");
-        let read = decode(Segments::from(Bytes::from(generated.encode_to_vec()))).expect("valid");
-        assert_eq!(read.fence, Some(fence));
+        let push_only = encode(fence, &blocks, &[]);
+        let push_only: Vec<u8> = push_only.iter().flat_map(|piece| piece.iter().copied()).collect();
+        let generated_push = pb::PushGradsRequest { fence: Some(fence), blocks: blocks.clone() };
+        assert_eq!(push_only[5..], generated_push.encode_to_vec(), "a PushGradsRequest");
+        let bytes = Segments::from(Bytes::from(generated.encode_to_vec()));
+        let read = decode(bytes.clone(), true).expect("valid");
+        assert_eq!((read.fence, read.pull), (Some(fence), pull));
+        assert!(decode(bytes, false).expect("valid").pull.is_empty(), "field 3 is unknown");
         let read: Vec<_> =
             read.blocks.into_iter().map(|(id, values)| (id, values.into_contiguous())).collect();
         let expected: Vec<_> = blocks
@@ -141,7 +163,8 @@ mod tests {
             (&[0x0a, 0x02, 0x08], "the PushGrads request"),
         ];
         for (bytes, text) in cases {
-            let status = decode(Segments::from(Bytes::from_static(bytes))).expect_err("refused");
+            let message = Segments::from(Bytes::from_static(bytes));
+            let status = decode(message, false).expect_err("refused");
             assert_eq!(status.code(), tonic::Code::InvalidArgument);
             assert!(status.message().contains(text), "{bytes:?}: {}", status.message());
         }

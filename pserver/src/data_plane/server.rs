@@ -1,6 +1,7 @@
-//! `DataPlaneServer`: the pserver's one gRPC service as the server mounts it. `PushGrads` and
-//! `PullParams` are served here without tonic's codec; every other call goes to the generated
-//! service. Both paths end in the same `PServerRpc` methods, so the checks are the same.
+//! `DataPlaneServer`: the pserver's one gRPC service as the server mounts it. `PushGrads`,
+//! `PullParams` and `PushPull` are served here without tonic's codec; every other call goes to
+//! the generated service. Both paths end in the same `PServerRpc` methods, so the checks are
+//! the same.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,7 +18,7 @@ use tonic::Status;
 use tower::Service;
 
 use super::{malformed, pull_message, push_message, SMALL_MESSAGE_BYTES_MAX};
-use super::{PULL_PARAMS_PATH, PUSH_GRADS_PATH};
+use super::{PULL_PARAMS_PATH, PUSH_GRADS_PATH, PUSH_PULL_PATH};
 use crate::conversions::ids_from_proto;
 use crate::limits::MESSAGE_BYTES_MAX;
 use crate::service::PServerRpc;
@@ -59,6 +60,7 @@ impl Service<http::Request<tonic::body::Body>> for DataPlaneServer {
         match request.uri().path() {
             PUSH_GRADS_PATH => Box::pin(async move { Ok(reply(push(rpc, request).await)) }),
             PULL_PARAMS_PATH => Box::pin(async move { Ok(reply(pull(rpc, request).await)) }),
+            PUSH_PULL_PATH => Box::pin(async move { Ok(reply(push_pull(rpc, request).await)) }),
             _ => Box::pin(self.generated.call(request)),
         }
     }
@@ -69,9 +71,20 @@ async fn push(
     request: http::Request<tonic::body::Body>,
 ) -> Result<Vec<Bytes>, Status> {
     let message = read_request(request, MESSAGE_BYTES_MAX).await?;
-    let push = push_message::decode(message)?;
+    let push = push_message::decode(message, false)?;
     let step = rpc.push_blocks(push.fence, push.blocks).await?;
     Ok(small_message(&pb::PushGradsReply { step }))
+}
+
+async fn push_pull(
+    rpc: PServerRpc,
+    request: http::Request<tonic::body::Body>,
+) -> Result<Vec<Bytes>, Status> {
+    let message = read_request(request, MESSAGE_BYTES_MAX).await?;
+    let push = push_message::decode(message, true)?;
+    let ids = ids_from_proto(push.pull);
+    let (blocks, step) = rpc.push_pull(push.fence, push.blocks, &ids).await?;
+    Ok(pull_message::encode(blocks, step))
 }
 
 async fn pull(
