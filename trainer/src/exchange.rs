@@ -16,7 +16,12 @@ use crate::model::Params;
 pub struct Exchanged {
     pub pushed: Result<(), PServerClientError>,
     pub pulled: Option<Result<Params, PServerClientError>>,
+    /// The gradient held NaN or an infinity and was not pushed.
+    pub nonfinite_dropped: bool,
 }
+
+/// Gradients summed over some batches, and how many.
+pub type Accumulated = (Params, usize);
 
 /// An exchange under way.
 pub struct InFlight {
@@ -24,29 +29,31 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    /// Starts pushing `gradient` (if any), then pulling into `pull_into` (if given; its
-    /// buffers are reused when they fit the layout).
+    /// Starts pushing the average of `accumulated` (if any, and if it is finite), then pulling
+    /// into `pull_into` (if given; its buffers are reused when they fit the layout). The
+    /// averaging and the check run in the task too, off the path of the next batch.
     pub fn start(
         pservers: &PServerClient,
         layout: &Arc<JobLayout>,
-        gradient: Option<Arc<Params>>,
+        accumulated: Option<Accumulated>,
         pull_into: Option<Params>,
     ) -> Self {
         let (pservers, layout) = (pservers.clone(), layout.clone());
         let task = tokio::spawn(async move {
-            match (gradient, pull_into) {
+            let gradient = accumulated.map(averaged);
+            let nonfinite_dropped = gradient.as_ref().is_some_and(Option::is_none);
+            let gradient = gradient.flatten().map(Arc::new);
+            let (pushed, pulled) = match (gradient, pull_into) {
                 (gradient, Some(mut params)) => {
                     match pservers.exchange(&layout, gradient, &mut params).await {
-                        Ok(pushed) => Exchanged { pushed, pulled: Some(Ok(params)) },
-                        Err(error) => Exchanged { pushed: Ok(()), pulled: Some(Err(error)) },
+                        Ok(pushed) => (pushed, Some(Ok(params))),
+                        Err(error) => (Ok(()), Some(Err(error))),
                     }
                 }
-                (Some(gradient), None) => Exchanged {
-                    pushed: pservers.push_shared(&layout, gradient).await,
-                    pulled: None,
-                },
-                (None, None) => Exchanged { pushed: Ok(()), pulled: None },
-            }
+                (Some(gradient), None) => (pservers.push_shared(&layout, gradient).await, None),
+                (None, None) => (Ok(()), None),
+            };
+            Exchanged { pushed, pulled, nonfinite_dropped }
         });
         Self { task }
     }
@@ -55,4 +62,14 @@ impl InFlight {
     pub async fn finish(self) -> anyhow::Result<Exchanged> {
         self.task.await.context("an exchange with the pservers panicked")
     }
+}
+
+/// The summed gradient averaged over its batches, or `None` if it is not finite: a diverging
+/// model yields NaN or infinite gradients, which the pservers would refuse (and count).
+fn averaged((mut sum, count): Accumulated) -> Option<Params> {
+    if count > 1 {
+        let scale = 1.0 / count as f32;
+        sum.values_mut().flatten().for_each(|value| *value *= scale);
+    }
+    sum.values().flatten().all(|value| value.is_finite()).then_some(sum)
 }

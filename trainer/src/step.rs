@@ -150,8 +150,8 @@ impl Stepper {
     /// 1 the exchange runs while the next batch computes (on parameters that lack this push)
     /// and the next exchange waits for it.
     async fn exchange(&mut self, push: bool, pull: bool) -> anyhow::Result<()> {
-        let gradient = if push { self.finite_gradient() } else { None };
-        if gradient.is_none() && !pull {
+        let accumulated = if push { self.accumulated.take() } else { None };
+        if accumulated.is_none() && !pull {
             return Ok(());
         }
         self.settle().await?;
@@ -159,8 +159,8 @@ impl Stepper {
         if pull {
             self.batches_since_pull = 0;
         }
-        let gradient = gradient.map(Arc::new);
-        self.in_flight = Some(InFlight::start(&self.pservers, &self.layout, gradient, pull_into));
+        let (pservers, layout) = (&self.pservers, &self.layout);
+        self.in_flight = Some(InFlight::start(pservers, layout, accumulated, pull_into));
         if self.staleness == 0 {
             self.settle().await?;
         }
@@ -172,29 +172,15 @@ impl Stepper {
     async fn settle(&mut self) -> anyhow::Result<()> {
         let Some(in_flight) = self.in_flight.take() else { return Ok(()) };
         let exchanged = in_flight.finish().await?;
+        if exchanged.nonfinite_dropped {
+            tracing::warn!("a gradient holds NaN or an infinity (the model diverges: lower --learning-rate?); not pushed");
+            self.nonfinite_dropped += 1;
+        }
         if let Some(pulled) = exchanged.pulled {
             let pulled = pulled?;
             self.spare = Some(std::mem::replace(&mut self.params, pulled));
         }
         push_outcome(exchanged.pushed)
-    }
-
-    /// The accumulated gradient averaged over its batches (the accumulator starts over), if
-    /// it is finite. A diverging model yields NaN or infinite gradients; the pservers would
-    /// refuse them (and count them), so they are dropped here with a warning instead of
-    /// ending the task.
-    fn finite_gradient(&mut self) -> Option<Params> {
-        let (mut sum, count) = self.accumulated.take()?;
-        if count > 1 {
-            let scale = 1.0 / count as f32;
-            sum.values_mut().flatten().for_each(|value| *value *= scale);
-        }
-        if !sum.values().flatten().all(|value| value.is_finite()) {
-            tracing::warn!("a gradient holds NaN or an infinity (the model diverges: lower --learning-rate?); not pushed");
-            self.nonfinite_dropped += 1;
-            return None;
-        }
-        Some(sum)
     }
 }
 

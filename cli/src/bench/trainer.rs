@@ -48,12 +48,13 @@ const TOY_FEATURES: usize = 100;
 const TOY_HIDDEN: usize = 64;
 /// The wide MLP: 300 inputs and 300 hidden units cost about a millisecond a batch of 64 on
 /// the development machine (the table prints the measured time).
-const WIDE_FEATURES: usize = 300;
-const WIDE_HIDDEN: usize = 300;
-/// 1 MiB chunks: about 2,000 toy examples a task, so a task's two master writes are amortized
-/// as in a real job (the default 16 KiB chunks of `synth` make 33-example tasks, which measure
-/// the master's write latency instead).
-const CHUNK_BYTES: usize = 1 << 20;
+const WIDE_FEATURES: usize = 500;
+const WIDE_HIDDEN: usize = 500;
+/// 1 MiB chunks of 100 features (more for more features): about 2,000 examples a task for
+/// every model, so a task's two master writes are amortized as in a real job (the default
+/// 16 KiB chunks of `synth` make 33-example tasks, which measure the master's write latency
+/// instead).
+const CHUNK_BYTES_PER_100_FEATURES: usize = 1 << 20;
 
 /// One model of the table and the dataset it trains on.
 struct BenchModel {
@@ -135,7 +136,7 @@ fn synthesize(out: &Path, features: usize, examples: u64) -> anyhow::Result<()> 
         "--out".into(),
         out.display().to_string(),
         "--max-chunk-bytes".into(),
-        CHUNK_BYTES.to_string(),
+        (CHUNK_BYTES_PER_100_FEATURES * features / 100).to_string(),
     ];
     run_raftrain(&synth)
 }
