@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 
 use super::batches::{blocks_by_slot, ids_by_slot, place, size_tensors};
 use super::error::PServerClientError;
-use super::pserver_client::{check_tensors, join_all, CachedBlock, PServerClient};
+use super::pserver_client::{check_tensors, join_all, slot_permits, CachedBlock, PServerClient};
 use super::tensor_bytes::{shared_bytes, Tensors};
 use crate::layout::JobLayout;
 use crate::placement::BlockId;
@@ -90,10 +90,13 @@ impl PServerClient {
             return Ok(SlotExchanged { slot, pushed, pulled: vec![blocks] });
         }
         let pushed = self.push_requests(layout, BTreeMap::from([(slot, pushes)])).await;
-        let mut tasks = JoinSet::new();
+        let (mut tasks, permits) = (JoinSet::new(), slot_permits());
         for ids in pulls {
-            let (client, layout) = (self.clone(), layout.clone());
-            tasks.spawn(async move { client.pull_batch(slot, &layout, ids).await });
+            let (client, layout, permits) = (self.clone(), layout.clone(), permits.clone());
+            tasks.spawn(async move {
+                let _permit = permits.acquire_owned().await.expect("never closed");
+                client.pull_batch(slot, &layout, ids).await
+            });
         }
         let pulled = join_all(tasks).await?.into_iter().map(|(_, blocks)| blocks).collect();
         Ok(SlotExchanged { slot, pushed, pulled })

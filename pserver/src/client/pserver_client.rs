@@ -13,6 +13,7 @@ use bytes::Bytes;
 use client::{MasterClient, PServerTable};
 use platform::unary::Segments;
 use proto::pserver as pb;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tonic::{Code, Status};
 
@@ -22,6 +23,7 @@ use super::routes::{Route, Routes};
 use super::tensor_bytes::{shared_bytes, Tensors};
 use crate::f32_bytes;
 use crate::layout::JobLayout;
+use crate::limits::REQUESTS_IN_FLIGHT_PER_SLOT_MAX;
 use crate::placement::BlockId;
 use crate::status_mapping::refusal_of;
 
@@ -196,9 +198,13 @@ impl PServerClient {
     ) -> Result<(), PServerClientError> {
         let mut tasks = JoinSet::new();
         for (slot, batches) in requests {
+            let permits = slot_permits();
             for blocks in batches {
-                let (client, layout) = (self.clone(), layout.clone());
-                tasks.spawn(async move { client.push_batch(slot, &layout, blocks).await });
+                let (client, layout, permits) = (self.clone(), layout.clone(), permits.clone());
+                tasks.spawn(async move {
+                    let _permit = permits.acquire_owned().await.expect("never closed");
+                    client.push_batch(slot, &layout, blocks).await
+                });
             }
         }
         join_all(tasks).await.map(drop)
@@ -224,9 +230,13 @@ impl PServerClient {
         size_tensors(layout, tensors);
         let mut tasks = JoinSet::new();
         for (slot, batches) in ids_by_slot(layout) {
+            let permits = slot_permits();
             for ids in batches {
-                let (client, layout) = (self.clone(), layout.clone());
-                tasks.spawn(async move { client.pull_batch(slot, &layout, ids).await });
+                let (client, layout, permits) = (self.clone(), layout.clone(), permits.clone());
+                tasks.spawn(async move {
+                    let _permit = permits.acquire_owned().await.expect("never closed");
+                    client.pull_batch(slot, &layout, ids).await
+                });
             }
         }
         let mut pulled: BTreeMap<u32, Vec<Vec<CachedBlock>>> = BTreeMap::new();
@@ -315,6 +325,11 @@ impl PServerClient {
     pub(super) fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Vec<Vec<CachedBlock>>>> {
         self.inner.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The requests of one call that may be in flight to one slot at a time.
+pub(super) fn slot_permits() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(REQUESTS_IN_FLIGHT_PER_SLOT_MAX))
 }
 
 /// A block's values encoded (a copy).
