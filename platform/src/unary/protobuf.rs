@@ -15,6 +15,9 @@ use super::segments::Segments;
 /// The gRPC prefix: a compression flag and a big-endian u32 length.
 pub const GRPC_PREFIX_BYTES: usize = 5;
 
+/// A shared `bytes` field at most this long is copied into the message's gathered bytes.
+const COPIED_FIELD_BYTES_MAX: usize = 16 << 10;
+
 /// One field's value as it is on the wire.
 #[derive(Debug, PartialEq)]
 pub enum WireValue {
@@ -188,8 +191,12 @@ impl MessageWriter {
         self.written += value.len();
     }
 
-    /// A `bytes` field handed on without a copy.
+    /// A `bytes` field handed on without a copy; a small one is copied into the gathered
+    /// bytes instead (a DATA frame of its own would cost more than the copy).
     pub fn shared_bytes_field(&mut self, field: u32, value: Bytes) {
+        if value.len() <= COPIED_FIELD_BYTES_MAX {
+            return self.bytes_field(field, &value);
+        }
         self.message_header(field, value.len());
         if !self.head.is_empty() {
             self.parts.push(self.head.split().freeze());
@@ -227,27 +234,35 @@ mod tests {
     /// Writes fields, cuts the bytes at every point into two pieces, and reads them back.
     #[test]
     fn fields_read_back_however_the_message_is_cut() {
-        let payload = Bytes::from_static(&[7; 300]);
+        let payload = Bytes::from(vec![7; COPIED_FIELD_BYTES_MAX + 1]);
+        let small = Bytes::from_static(&[9; 5]);
         let len = varint_field_len(1, 300)
             + length_delimited_len(2, 3)
-            + length_delimited_len(3, payload.len());
+            + length_delimited_len(3, payload.len())
+            + length_delimited_len(4, small.len());
         let mut writer = MessageWriter::new(len);
         writer.varint_field(1, 300);
         writer.bytes_field(2, b"abc");
         writer.shared_bytes_field(3, payload.clone());
+        writer.shared_bytes_field(4, small.clone());
         let parts = writer.finish();
         assert!(parts.iter().any(|part| part.as_ptr() == payload.as_ptr()), "shared, not copied");
+        assert!(parts.iter().all(|part| part.as_ptr() != small.as_ptr()), "small: copied");
         let joined: Vec<u8> = parts.iter().flat_map(|part| part.iter().copied()).collect();
-        assert_eq!(joined[..GRPC_PREFIX_BYTES], [0, 0, 0, 1, 55]);
+        let mut prefix = [0_u8; GRPC_PREFIX_BYTES];
+        prefix[1..].copy_from_slice(&(len as u32).to_be_bytes());
+        assert_eq!(joined[..GRPC_PREFIX_BYTES], prefix, "no compression, then the length");
         let body = Bytes::from(joined).slice(GRPC_PREFIX_BYTES..);
-        for cut in 0..body.len() {
+        // Every cut among the keys and lengths at either end, and some inside the payload.
+        let ends = (0..64).chain(body.len() - 64..body.len());
+        for cut in ends.chain((64..body.len() - 64).step_by(997)) {
             let mut message = Segments::from(body.slice(..cut));
             message.push(body.slice(cut..));
             let mut fields = Vec::new();
             while let Some(field) = next_field(&mut message).expect("a valid message") {
                 fields.push(field);
             }
-            assert_eq!(fields.len(), 3, "cut at {cut}");
+            assert_eq!(fields.len(), 4, "cut at {cut}");
             assert_eq!(fields[0], (1, WireValue::Varint(300)));
             let (_, second) = fields.remove(1);
             let second = second.length_delimited(2).expect("bytes");
