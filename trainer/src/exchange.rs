@@ -15,7 +15,7 @@ use crate::model::Params;
 /// What an exchange did: the push's outcome and, if it pulled, the buffer it pulled into.
 pub struct Exchanged {
     pub pushed: Result<(), PServerClientError>,
-    pub pulled: Option<Result<Params, PServerClientError>>,
+    pub pulled: Option<Result<Arc<Params>, PServerClientError>>,
     /// The gradient held NaN or an infinity and was not pushed.
     pub nonfinite_dropped: bool,
 }
@@ -44,9 +44,9 @@ impl InFlight {
             let nonfinite_dropped = gradient.as_ref().is_some_and(Option::is_none);
             let gradient = gradient.flatten().map(Arc::new);
             let (pushed, pulled) = match (gradient, pull_into) {
-                (gradient, Some(mut params)) => {
-                    match pservers.exchange(&layout, gradient, &mut params).await {
-                        Ok(pushed) => (pushed, Some(Ok(params))),
+                (gradient, Some(params)) => {
+                    match pservers.exchange(&layout, gradient, params).await {
+                        Ok(exchanged) => (exchanged.pushed, Some(Ok(exchanged.pulled))),
                         Err(error) => (Ok(()), Some(Err(error))),
                     }
                 }

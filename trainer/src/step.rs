@@ -21,8 +21,9 @@ pub struct Stepper {
     model: ModelConfig,
     layout: Arc<JobLayout>,
     pservers: PServerClient,
-    /// The parameters batches are computed on.
-    params: Params,
+    /// The parameters batches are computed on (shared with the pserver client, which keeps the
+    /// newest it pulled).
+    params: Arc<Params>,
     /// The buffer the next pull fills while batches are computed on `params`.
     spare: Option<Params>,
     /// The exchange under way (staleness 1 only), which the next one waits for.
@@ -49,7 +50,7 @@ impl Stepper {
             model,
             layout: Arc::new(layout),
             pservers,
-            params: Params::new(),
+            params: Arc::new(Params::new()),
             spare: None,
             in_flight: None,
             batch_size: config.batch_size,
@@ -73,7 +74,9 @@ impl Stepper {
     /// Fresh parameters from the pservers (after the exchange under way, if any).
     pub async fn pull(&mut self) -> anyhow::Result<()> {
         self.settle().await?;
-        self.pservers.pull_into(&self.layout, &mut self.params).await?;
+        let into = self.spare.take().unwrap_or_default();
+        let pulled = self.pservers.pull_shared(&self.layout, into).await?;
+        self.take_params(pulled);
         self.batches_since_pull = 0;
         Ok(())
     }
@@ -167,8 +170,15 @@ impl Stepper {
         Ok(())
     }
 
+    /// `pulled` become the parameters batches compute on; the replaced ones are pulled into
+    /// next time (nothing else holds them once a newer pull replaced them in the client).
+    fn take_params(&mut self, pulled: Arc<Params>) {
+        let replaced = std::mem::replace(&mut self.params, pulled);
+        self.spare = Arc::try_unwrap(replaced).ok();
+    }
+
     /// Waits for the exchange under way, if any: its pulled parameters become the current
-    /// ones (the replaced buffer is pulled into next time).
+    /// ones.
     async fn settle(&mut self) -> anyhow::Result<()> {
         let Some(in_flight) = self.in_flight.take() else { return Ok(()) };
         let exchanged = in_flight.finish().await?;
@@ -177,8 +187,7 @@ impl Stepper {
             self.nonfinite_dropped += 1;
         }
         if let Some(pulled) = exchanged.pulled {
-            let pulled = pulled?;
-            self.spare = Some(std::mem::replace(&mut self.params, pulled));
+            self.take_params(pulled?);
         }
         push_outcome(exchanged.pushed)
     }

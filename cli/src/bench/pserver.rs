@@ -128,14 +128,19 @@ impl Cluster {
         // Shared, as a trainer hands its gradient over: each push sends views of it.
         let gradient =
             Arc::new(Tensors::from([("weight".to_string(), vec![0.001_f32; params as usize])]));
-        let mut pulled = std::collections::BTreeMap::new();
+        // Pulled as a trainer pulls: into shared tensors, the buffers of the pull before the
+        // last reused (the client keeps the last one).
+        let (mut pulled, mut spare): (Option<Arc<Tensors>>, Tensors) = (None, Tensors::new());
         let started = Instant::now();
         let mut done = 0;
         while done < rounds || started.elapsed() < Duration::from_secs(1) {
             let push_started = Instant::now();
             client.push_shared(&layout, gradient.clone()).await?;
             let pull_started = Instant::now();
-            client.pull_into(&layout, &mut pulled).await?;
+            let latest = client.pull_shared(&layout, std::mem::take(&mut spare)).await?;
+            if let Some(replaced) = pulled.replace(latest) {
+                spare = Arc::try_unwrap(replaced).unwrap_or_default();
+            }
             tracing::debug!(
                 push_ms = (pull_started - push_started).as_millis() as u64,
                 pull_ms = pull_started.elapsed().as_millis() as u64,

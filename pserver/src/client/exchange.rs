@@ -1,104 +1,151 @@
-//! `PServerClient::exchange`: a push and the pull after it, slot by slot in parallel. A slot's
-//! pull is sent once its push is answered, so the parameters pulled hold the push; where a
-//! slot's push and pull each fit one request they travel as one (`PushPull`), so a small model
-//! pays one round trip a step instead of two.
+//! `PServerClient::exchange`: a push and the pull after it, as `PushPull` requests: each pushes
+//! some blocks of the gradient and pulls the same blocks back, so every block pulled holds the
+//! push. Requests are small (`EXCHANGE_REQUEST_PAYLOAD_BYTES_TARGET`) and several are in flight
+//! to each slot, so one's transfer overlaps another's update on the pserver: a model of a few
+//! megabytes pays about one round trip a step, not a push's and then a pull's.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use proto::pserver as pb;
 use tokio::task::JoinSet;
 
-use super::batches::{blocks_by_slot, ids_by_slot, place, size_tensors};
+use super::batches::{place, size_tensors};
+use super::cache::Cache;
 use super::error::PServerClientError;
 use super::pserver_client::{check_tensors, join_all, slot_permits, CachedBlock, PServerClient};
 use super::tensor_bytes::{shared_bytes, Tensors};
 use crate::layout::JobLayout;
-use crate::placement::BlockId;
+use crate::limits::EXCHANGE_REQUEST_PAYLOAD_BYTES_TARGET;
+use crate::placement::{block_range, BlockId};
 
-/// What one slot's part of an exchange did.
-struct SlotExchanged {
-    slot: u32,
-    pushed: Result<(), PServerClientError>,
-    pulled: Vec<Vec<CachedBlock>>,
+/// What an exchange did.
+#[derive(Debug)]
+pub struct Exchanged {
+    /// The push's outcome (`Ok` when there was none).
+    pub pushed: Result<(), PServerClientError>,
+    /// The whole model as pulled after the push, which this client also keeps (to initialize
+    /// an empty replacement from).
+    pub pulled: Arc<Tensors>,
 }
 
+/// The tensors an exchange decodes into, shared by its slots' tasks: each request's blocks are
+/// decoded as soon as it is answered, and the frames they came in freed.
+type Target = Arc<Mutex<Tensors>>;
+
 impl PServerClient {
-    /// Pushes `gradients` (if any) and then pulls the whole model into `tensors`. The pull
-    /// failing fails the exchange; the push's own outcome is returned inside (a push whose
-    /// outcome is unknown is never sent again, and the pull is made anyway).
+    /// Pushes `gradients` (if any) and then pulls the whole model into `into` (its buffers are
+    /// reused when they fit the layout). The pull failing fails the exchange; the push's own
+    /// outcome is returned beside the pulled model (a push whose outcome is unknown is never
+    /// sent again, and the pull is made anyway).
     pub async fn exchange(
         &self,
         layout: &JobLayout,
         gradients: Option<Arc<Tensors>>,
-        tensors: &mut Tensors,
-    ) -> Result<Result<(), PServerClientError>, PServerClientError> {
-        let mut pushes = match &gradients {
-            Some(gradients) => {
-                let borrowed: Vec<(&str, &[f32])> = gradients
-                    .iter()
-                    .map(|(name, values)| (name.as_str(), values.as_slice()))
-                    .collect();
-                check_tensors(layout, &borrowed)?;
-                let view = |name: &str, range, _: &[f32]| shared_bytes(gradients, name, range);
-                blocks_by_slot(layout, &borrowed, view)
-            }
-            None => BTreeMap::new(),
-        };
-        let mut tasks = JoinSet::new();
-        for (slot, pulls) in ids_by_slot(layout) {
-            let (client, layout) = (self.clone(), layout.clone());
-            let pushes = pushes.remove(&slot).unwrap_or_default();
-            tasks.spawn(async move { client.exchange_slot(slot, &layout, pushes, pulls).await });
+        mut into: Tensors,
+    ) -> Result<Exchanged, PServerClientError> {
+        if let Some(gradients) = &gradients {
+            let borrowed: Vec<(&str, &[f32])> =
+                gradients.iter().map(|(name, values)| (name.as_str(), values.as_slice())).collect();
+            check_tensors(layout, &borrowed)?;
         }
-        size_tensors(layout, tensors);
-        let (mut pushed, mut cache) = (Ok(()), BTreeMap::new());
-        for exchanged in join_all(tasks).await? {
-            for (id, values) in exchanged.pulled.iter().flatten() {
-                place(layout, tensors, id, values).map_err(|message| {
-                    PServerClientError::Refused { slot: exchanged.slot, message }
-                })?;
+        size_tensors(layout, &mut into);
+        let target = Arc::new(Mutex::new(into));
+        let mut tasks = JoinSet::new();
+        for slot in 0..layout.slot_count {
+            let permits = slot_permits();
+            for (push, pull) in exchange_batches(layout, slot, gradients.as_ref()) {
+                let (client, layout, target) = (self.clone(), layout.clone(), target.clone());
+                let permits = permits.clone();
+                tasks.spawn(async move {
+                    let _permit = permits.acquire_owned().await.expect("never closed");
+                    client.exchange_batch(slot, &layout, (push, pull), &target).await
+                });
             }
-            cache.insert(exchanged.slot, exchanged.pulled);
-            if let (Ok(()), Err(error)) = (&pushed, exchanged.pushed) {
+        }
+        let mut pushed = Ok(());
+        for batch_pushed in join_all(tasks).await? {
+            if let (Ok(()), Err(error)) = (&pushed, batch_pushed) {
                 pushed = Err(error);
             }
         }
-        *self.cache() = cache;
-        Ok(pushed)
+        let target = Arc::try_unwrap(target).expect("the batches' tasks have ended");
+        let pulled = Arc::new(target.into_inner().unwrap_or_else(PoisonError::into_inner));
+        *self.cache() = Cache::Tensors(pulled.clone());
+        Ok(Exchanged { pushed, pulled })
     }
 
-    /// One slot: its push batches, then its pull batches; as one `PushPull` when there is one
-    /// of each. An `Err` is the pull's failure.
-    async fn exchange_slot(
+    /// The whole model pulled into `into` (as [`PServerClient::exchange`] without a push).
+    pub async fn pull_shared(
+        &self,
+        layout: &JobLayout,
+        into: Tensors,
+    ) -> Result<Arc<Tensors>, PServerClientError> {
+        Ok(self.exchange(layout, None, into).await?.pulled)
+    }
+
+    /// One request: `push` applied, then `pull` decoded into `target` (a `PushPull`, or a pull
+    /// when there is nothing to push). The push's outcome; an `Err` is the pull's failure.
+    async fn exchange_batch(
         &self,
         slot: u32,
         layout: &JobLayout,
-        mut pushes: Vec<Vec<pb::Block>>,
-        mut pulls: Vec<Vec<BlockId>>,
-    ) -> Result<SlotExchanged, PServerClientError> {
-        if pushes.len() == 1 && pulls.len() == 1 {
-            let (push, pull) = (pushes.remove(0), pulls.remove(0));
-            let pushed = match self.push_pull_batch(slot, layout, push, pull.clone()).await {
-                Ok(blocks) => {
-                    return Ok(SlotExchanged { slot, pushed: Ok(()), pulled: vec![blocks] })
-                }
+        (push, pull): (Vec<pb::Block>, Vec<BlockId>),
+        target: &Target,
+    ) -> Result<Result<(), PServerClientError>, PServerClientError> {
+        let pushed = if push.is_empty() {
+            Ok(())
+        } else {
+            match self.push_pull_batch(slot, layout, push, pull.clone()).await {
+                Ok(blocks) => return place_into(target, layout, slot, &blocks).map(Ok),
                 // Not applied, or not known to be: the pull goes alone.
                 Err(error) => Err(error),
-            };
-            let (_, blocks) = self.pull_batch(slot, layout, pull).await?;
-            return Ok(SlotExchanged { slot, pushed, pulled: vec![blocks] });
-        }
-        let pushed = self.push_requests(layout, BTreeMap::from([(slot, pushes)])).await;
-        let (mut tasks, permits) = (JoinSet::new(), slot_permits());
-        for ids in pulls {
-            let (client, layout, permits) = (self.clone(), layout.clone(), permits.clone());
-            tasks.spawn(async move {
-                let _permit = permits.acquire_owned().await.expect("never closed");
-                client.pull_batch(slot, &layout, ids).await
-            });
-        }
-        let pulled = join_all(tasks).await?.into_iter().map(|(_, blocks)| blocks).collect();
-        Ok(SlotExchanged { slot, pushed, pulled })
+            }
+        };
+        let (_, blocks) = self.pull_batch(slot, layout, pull).await?;
+        place_into(target, layout, slot, &blocks).map(|()| pushed)
     }
+}
+
+/// `slot`'s blocks in requests of about `EXCHANGE_REQUEST_PAYLOAD_BYTES_TARGET`: each the
+/// blocks to pull and, of those, the ones `gradients` has, to push first (views, no copy).
+fn exchange_batches(
+    layout: &JobLayout,
+    slot: u32,
+    gradients: Option<&Arc<Tensors>>,
+) -> Vec<(Vec<pb::Block>, Vec<BlockId>)> {
+    let mut batches: Vec<(Vec<pb::Block>, Vec<BlockId>)> = Vec::new();
+    let mut size = 0;
+    for (id, length) in layout.blocks_of_slot(slot) {
+        if batches.is_empty() || size + length * 4 > EXCHANGE_REQUEST_PAYLOAD_BYTES_TARGET {
+            batches.push((Vec::new(), Vec::new()));
+            size = 0;
+        }
+        size += length * 4;
+        let (push, pull) = batches.last_mut().expect("pushed above");
+        let gradient = gradients.filter(|gradients| gradients.contains_key(&id.name));
+        if let Some(gradients) = gradient {
+            let elements = gradients[&id.name].len() as u64;
+            let range = block_range(elements, layout.block_elements, id.index);
+            let values = shared_bytes(gradients, &id.name, range);
+            push.push(pb::Block { name: id.name.clone(), index: id.index, values });
+        }
+        pull.push(id);
+    }
+    batches
+}
+
+/// Decodes one request's pulled blocks into the exchange's tensors.
+fn place_into(
+    target: &Target,
+    layout: &JobLayout,
+    slot: u32,
+    blocks: &[CachedBlock],
+) -> Result<(), PServerClientError> {
+    // Placing is plain copying: a panic cannot leave the map half-changed.
+    let mut tensors = target.lock().unwrap_or_else(PoisonError::into_inner);
+    for (id, values) in blocks {
+        place(layout, &mut tensors, id, values)
+            .map_err(|message| PServerClientError::Refused { slot, message })?;
+    }
+    Ok(())
 }

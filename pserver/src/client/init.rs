@@ -4,14 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use platform::unary::Segments;
 use proto::pserver as pb;
 
 use super::error::PServerClientError;
 use super::pserver_client::{fatal, fence, PServerClient, RETRY_MS};
 use crate::conversions::{layout_from_proto, layout_to_proto};
 use crate::layout::JobLayout;
-use crate::placement::BlockId;
 
 impl PServerClient {
     /// Initializes `slot` from the cached model (a replacement that came up empty).
@@ -20,20 +18,10 @@ impl PServerClient {
         slot: u32,
         layout: &JobLayout,
     ) -> Result<(), PServerClientError> {
-        let cached =
-            self.cache().get(&slot).cloned().ok_or(PServerClientError::NothingToReinit { slot })?;
-        // The pulled values may lie in several frames: joined here, on this rare path.
-        let batches = cached
-            .into_iter()
-            .map(|blocks| {
-                let block = |(id, values): (BlockId, Segments)| pb::Block {
-                    name: id.name,
-                    index: id.index,
-                    values: values.into_contiguous(),
-                };
-                blocks.into_iter().map(block).collect()
-            })
-            .collect();
+        let batches = self
+            .cache()
+            .batches(slot, layout)
+            .ok_or(PServerClientError::NothingToReinit { slot })?;
         tracing::warn!(slot, "pserver slot came up without a checkpoint; re-initializing it from this trainer's latest values");
         self.init_slot(slot, layout, batches).await
     }

@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 use tonic::{Code, Status};
 
 use super::batches::{blocks_by_slot, empty_tensors, ids_by_slot, place, size_tensors};
+use super::cache::Cache;
 use super::error::PServerClientError;
 use super::routes::{Route, Routes};
 use super::tensor_bytes::{shared_bytes, Tensors};
@@ -67,9 +68,8 @@ pub(super) struct Inner {
     pub(super) routes: Routes,
     pub(super) initializer: u64,
     pub(super) options: PServerClientOptions,
-    /// Per slot, the newest values this client saw of its blocks (its init values, then each
-    /// pull), as received payloads (no copy): what an empty replacement is initialized from.
-    pub(super) cache: Mutex<BTreeMap<u32, Vec<Vec<CachedBlock>>>>,
+    /// The newest values this client saw: what an empty replacement is initialized from.
+    pub(super) cache: Mutex<Cache>,
     /// Calls waiting for a slot to be served right now (see `waiting_for_slot`).
     pub(super) waiting: AtomicUsize,
 }
@@ -107,7 +107,7 @@ impl PServerClient {
             routes: Routes::follow(master),
             initializer,
             options,
-            cache: Mutex::new(BTreeMap::new()),
+            cache: Mutex::new(Cache::Empty),
             waiting: AtomicUsize::new(0),
         };
         Self { inner: Arc::new(inner) }
@@ -157,10 +157,12 @@ impl PServerClient {
             tasks.spawn(async move { client.init_slot(slot, &layout, batches).await });
         }
         join_all(tasks).await?;
-        *self.cache() = requests
-            .into_iter()
-            .map(|(slot, batches)| (slot, batches.into_iter().map(cached).collect()))
-            .collect();
+        *self.cache() = Cache::Blocks(
+            requests
+                .into_iter()
+                .map(|(slot, batches)| (slot, batches.into_iter().map(cached).collect()))
+                .collect(),
+        );
         Ok(())
     }
 
@@ -247,7 +249,7 @@ impl PServerClient {
             }
             pulled.entry(slot).or_default().push(blocks);
         }
-        *self.cache() = pulled;
+        *self.cache() = Cache::Blocks(pulled);
         Ok(())
     }
 
@@ -322,7 +324,7 @@ impl PServerClient {
         }
     }
 
-    pub(super) fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Vec<Vec<CachedBlock>>>> {
+    pub(super) fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.inner.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
