@@ -15,10 +15,6 @@ pub const INLINE_PUSH_BYTES_MAX: usize = 256 << 10;
 pub const PULL_BUFFER_BYTES_MAX: usize = 64 << 20;
 /// What a client packs into one request before starting the next (several go in parallel).
 pub const REQUEST_PAYLOAD_BYTES_TARGET: usize = 4 << 20;
-/// What one `PushPull` request of an exchange carries each way: small enough that the
-/// requests in flight to a slot pipeline (one's update on the pserver overlaps another's
-/// transfer) and each is applied on its receiving task (`INLINE_PUSH_BYTES_MAX`).
-pub const EXCHANGE_REQUEST_PAYLOAD_BYTES_TARGET: usize = INLINE_PUSH_BYTES_MAX;
 /// Requests of one push or pull a client has in flight to one slot: enough to keep a
 /// connection busy (16 MiB), few enough that a pull of a large shard does not make the
 /// pserver encode all of it at once (its pull buffers are then reused, not faulted in anew).
