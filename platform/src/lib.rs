@@ -13,6 +13,8 @@
 //!   bytes of unfinished requests (`request_budget`, `budget_body`, `grpc_framing`).
 //! - `grpc_conventions`: `grpc.health.v1` ([`GrpcHealth`]) and server reflection, mounted on
 //!   every server ([`conventional_router`]) and health also on the metrics port.
+//! - `unary`: unary calls whose large messages go to h2 and come from it as `Bytes` pieces,
+//!   without tonic's codec buffers (the pservers' data plane).
 //! - `clock`: where a master or a pserver reads time (a seam the simulation fills).
 //! - `rpc_metrics`: every call's latency and errors; `telemetry`: the process's Prometheus
 //!   recorder; `metrics_http`: the `/metrics`, `/healthz` and `/readyz` server.
@@ -37,6 +39,7 @@ pub mod rpc_metrics;
 pub mod security;
 mod server_builder;
 pub mod telemetry;
+pub mod unary;
 
 pub use endpoint::{endpoint, CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
 pub use grpc_conventions::{conventional_router, GrpcHealth, ServerRouter};

@@ -87,6 +87,11 @@ pub fn blocks_from_proto(blocks: &[pb::Block]) -> Vec<(BlockId, &[u8])> {
         .collect()
 }
 
+/// The block ids a pull asks for.
+pub fn ids_from_proto(ids: Vec<pb::BlockId>) -> Vec<BlockId> {
+    ids.into_iter().map(|id| BlockId { name: id.name, index: id.index }).collect()
+}
+
 /// The fence of a request; `INVALID_ARGUMENT` when it is missing.
 pub fn fence_from_proto(fence: Option<pb::Fence>) -> Result<(u32, u64), Status> {
     let fence =

@@ -15,12 +15,21 @@ pub enum PayloadError {
 
 /// The little-endian bytes of `values`.
 pub fn encode(values: &[f32]) -> Vec<u8> {
-    let mut bytes = vec![0_u8; values.len() * 4];
-    // Fixed-size chunks let the compiler turn this into plain vector copies.
-    for (word, value) in bytes.chunks_exact_mut(4).zip(values) {
-        word.copy_from_slice(&value.to_le_bytes());
-    }
+    let mut bytes = Vec::with_capacity(values.len() * 4);
+    encode_into(values, &mut bytes);
     bytes
+}
+
+/// Appends the little-endian bytes of `values` to `bytes`: one copy on a little-endian
+/// machine (no zeroing first).
+pub fn encode_into(values: &[f32], bytes: &mut Vec<u8>) {
+    #[cfg(target_endian = "little")]
+    {
+        use zerocopy::IntoBytes as _;
+        bytes.extend_from_slice(values.as_bytes());
+    }
+    #[cfg(not(target_endian = "little"))]
+    bytes.extend(values.iter().flat_map(|value| value.to_le_bytes()));
 }
 
 /// Decodes `bytes` into `into`, which must hold exactly as many values.

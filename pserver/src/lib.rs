@@ -2,21 +2,25 @@
 //! its slot), applies the gradients trainers push with the job's optimizer, and checkpoints its
 //! shard so that a replacement restores it.
 //!
-//! `placement`, `optimizer`, `layout` and `shard` are pure; `service` is the gRPC edge;
+//! `placement`, `optimizer`, `layout` and `shard` are pure; `service` is the gRPC edge, and
+//! `data_plane` serves its two calls that move parameters without tonic's codec buffers;
 //! `slot_keeper` and `held_slot` hold the slot through the master (`slot_master`) on the
 //! pserver's `clock`; `checkpointer` writes and records checkpoints; `run` wires them to one
 //! port. `client` is `PServerClient`, which trainers use.
 
 pub mod block_state;
+pub mod buffer_pool;
 pub mod checkpointer;
 pub mod clock;
 pub mod config;
 pub mod conversions;
+pub mod data_plane;
 pub mod f32_bytes;
 pub mod held_slot;
 pub mod layout;
 pub mod limits;
 pub mod optimizer;
+pub mod payload;
 pub mod placement;
 pub mod restore;
 pub mod run;

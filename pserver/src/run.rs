@@ -20,8 +20,9 @@ use tokio::sync::watch;
 use crate::checkpointer::Checkpointer;
 use crate::clock::SystemClock;
 use crate::config::PServerConfig;
+use crate::data_plane::server::DataPlaneServer;
 use crate::held_slot::{FenceError, HeldSlot};
-use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
+use crate::limits::FRAME_BYTES_MAX;
 use crate::metrics::SlotMetrics;
 use crate::restore::restore;
 use crate::service::PServerRpc;
@@ -149,9 +150,7 @@ async fn serve_slot(
         Arc::new(AtomicU64::new(lease.checkpoint.as_ref().map_or(0, |meta| meta.step)));
     let cell = Arc::new(restored_cell(&held, &lease, config.num_pservers, &dir).await?);
     let rpc = PServerRpc::new(cell.clone(), held.clone(), recorded_step.clone());
-    let service = PServerServiceServer::new(rpc)
-        .max_decoding_message_size(MESSAGE_BYTES_MAX)
-        .max_encoding_message_size(MESSAGE_BYTES_MAX);
+    let service = DataPlaneServer::new(rpc);
     let (server_stop, server_stopped) = watch::channel(false);
     // Restored: the service is SERVING while the lease holds (`watch_lease` keeps it current).
     health.set(PSERVER_SERVICE, held.check().is_ok()).await;
@@ -274,7 +273,7 @@ async fn restored_cell(
 /// Serves the shard's service, with health and reflection beside it, until `stopped`.
 async fn serve(
     listener: TcpListener,
-    service: PServerServiceServer<PServerRpc>,
+    service: DataPlaneServer,
     (security, limits, health): (Security, PortLimits, GrpcHealth),
     mut stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {

@@ -1,19 +1,26 @@
 //! `PServerRpc`: the `raftrain.pserver.v1` service. Every call first checks the lease and the
-//! fence (slot and generation), then acts on the shard.
+//! fence (slot and generation), then acts on the shard. Pushes and pulls come in through the
+//! data plane (`data_plane/server.rs`) as well as through the generated service; both end in
+//! [`PServerRpc::push_blocks`] and [`PServerRpc::pull_blocks`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use proto::pserver as pb;
 use proto::pserver::p_server_service_server::PServerService;
 use tonic::{Request, Response, Status};
 
-use crate::conversions::{blocks_from_proto, fence_from_proto, layout_from_proto, layout_to_proto};
-use crate::f32_bytes;
+use crate::buffer_pool::BufferPool;
+use crate::conversions::{
+    blocks_from_proto, fence_from_proto, ids_from_proto, layout_from_proto, layout_to_proto,
+};
 use crate::held_slot::HeldSlot;
-use crate::limits::PAYLOAD_BYTES_MAX;
+use crate::limits::{INLINE_PUSH_BYTES_MAX, PAYLOAD_BYTES_MAX, PULL_BUFFER_BYTES_MAX};
+use crate::payload::Payload;
 use crate::placement::BlockId;
+use crate::shard::Shard;
 use crate::shard_cell::{InitAnswer, ShardCell};
 
 /// The service over one held slot's shard.
@@ -22,17 +29,102 @@ pub struct PServerRpc {
     cell: Arc<ShardCell>,
     slot: Arc<HeldSlot>,
     checkpoint_step: Arc<AtomicU64>,
+    /// What pulls are encoded into.
+    buffers: Arc<BufferPool>,
 }
 
 impl PServerRpc {
     pub fn new(cell: Arc<ShardCell>, slot: Arc<HeldSlot>, checkpoint_step: Arc<AtomicU64>) -> Self {
-        Self { cell, slot, checkpoint_step }
+        let buffers = BufferPool::new(PULL_BUFFER_BYTES_MAX);
+        Self { cell, slot, checkpoint_step, buffers }
     }
 
     fn admit(&self, fence: Option<pb::Fence>) -> Result<(), Status> {
         let (slot, generation) = fence_from_proto(fence)?;
         Ok(self.slot.admit(slot, generation)?)
     }
+
+    /// `PushGrads`: lease and fence, then the shard applies the push whole or not at all. The
+    /// new step.
+    pub async fn push_blocks<P>(
+        &self,
+        fence: Option<pb::Fence>,
+        blocks: Vec<(BlockId, P)>,
+    ) -> Result<u64, Status>
+    where
+        P: Payload + Send + 'static,
+    {
+        self.admit(fence)?;
+        let shard = self.cell.ready()?;
+        apply(shard, blocks).await
+    }
+
+    /// `PushPull`: lease and fence once, the pull's size checked, then the push applied whole
+    /// or not at all and the pull answered from the same shard (no check left to fail after
+    /// the push is applied, so a client never sees an error for a push that happened).
+    pub async fn push_pull<P>(
+        &self,
+        fence: Option<pb::Fence>,
+        blocks: Vec<(BlockId, P)>,
+        ids: &[BlockId],
+    ) -> Result<(Vec<(BlockId, Bytes)>, u64), Status>
+    where
+        P: Payload + Send + 'static,
+    {
+        self.admit(fence)?;
+        let shard = self.cell.ready()?;
+        let bytes = pull_size(&shard, ids)?;
+        let step = apply(shard.clone(), blocks).await?;
+        let copies = shard.pull_with(ids, |values| self.buffers.encode(values))?;
+        metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
+        Ok((copies, step))
+    }
+
+    /// `PullParams`: lease and fence, then a copy of each block (every block of the slot when
+    /// `ids` is empty) taken whole under its lock, as little-endian bytes; and the step.
+    pub fn pull_blocks(
+        &self,
+        fence: Option<pb::Fence>,
+        ids: &[BlockId],
+    ) -> Result<(Vec<(BlockId, Bytes)>, u64), Status> {
+        self.admit(fence)?;
+        let shard = self.cell.ready()?;
+        let bytes = pull_size(&shard, ids)?;
+        let copies = shard.pull_with(ids, |values| self.buffers.encode(values))?;
+        metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
+        Ok((copies, shard.step()))
+    }
+}
+
+/// The payload bytes a pull of `ids` answers, within the reply limit (a single block always
+/// fits).
+fn pull_size(shard: &Shard, ids: &[BlockId]) -> Result<usize, Status> {
+    let bytes = shard.pull_bytes(ids)?;
+    if ids.len() != 1 && bytes > PAYLOAD_BYTES_MAX {
+        return Err(Status::invalid_argument(format!(
+            "{bytes} bytes in all is over the {PAYLOAD_BYTES_MAX}-byte reply limit: ask for fewer blocks"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Applies a push; the new step. A small push is applied on the calling task (handing it to a
+/// blocking thread and back cost more than the arithmetic), a large one on a blocking thread
+/// so it does not stall the reactor.
+async fn apply<P>(shard: Arc<Shard>, blocks: Vec<(BlockId, P)>) -> Result<u64, Status>
+where
+    P: Payload + Send + 'static,
+{
+    let bytes: usize = blocks.iter().map(|(_, values)| values.byte_len()).sum();
+    let step = if bytes <= INLINE_PUSH_BYTES_MAX {
+        shard.push(&blocks)?
+    } else {
+        tokio::task::spawn_blocking(move || shard.push(&blocks))
+            .await
+            .map_err(|error| Status::internal(format!("applying the push panicked: {error}")))??
+    };
+    metrics::counter!("raftrain_pserver_bytes_pushed_total").increment(bytes as u64);
+    Ok(step)
 }
 
 #[tonic::async_trait]
@@ -78,17 +170,12 @@ impl PServerService for PServerRpc {
         request: Request<pb::PushGradsRequest>,
     ) -> Result<Response<pb::PushGradsReply>, Status> {
         let request = request.into_inner();
-        self.admit(request.fence)?;
-        let shard = self.cell.ready()?;
-        let bytes: usize = request.blocks.iter().map(|block| block.values.len()).sum();
-        // The optimizer runs on a blocking thread: a large push must not stall the reactor.
-        let step =
-            tokio::task::spawn_blocking(move || shard.push(&blocks_from_proto(&request.blocks)))
-                .await
-                .map_err(|error| {
-                    Status::internal(format!("applying the push panicked: {error}"))
-                })??;
-        metrics::counter!("raftrain_pserver_bytes_pushed_total").increment(bytes as u64);
+        let blocks = request
+            .blocks
+            .into_iter()
+            .map(|block| (BlockId { name: block.name, index: block.index }, block.values))
+            .collect();
+        let step = self.push_blocks(request.fence, blocks).await?;
         Ok(Response::new(pb::PushGradsReply { step }))
     }
 
@@ -97,30 +184,32 @@ impl PServerService for PServerRpc {
         request: Request<pb::PullParamsRequest>,
     ) -> Result<Response<pb::PullParamsReply>, Status> {
         let request = request.into_inner();
-        self.admit(request.fence)?;
-        let shard = self.cell.ready()?;
-        let ids: Vec<BlockId> = request
-            .blocks
-            .into_iter()
-            .map(|id| BlockId { name: id.name, index: id.index })
-            .collect();
-        let bytes = shard.pull_bytes(&ids)?;
-        if ids.len() != 1 && bytes > PAYLOAD_BYTES_MAX {
-            return Err(Status::invalid_argument(format!(
-                "{bytes} bytes in all is over the {PAYLOAD_BYTES_MAX}-byte reply limit: ask for fewer blocks"
-            )));
-        }
-        let copies = shard.pull_with(&ids, f32_bytes::encode)?;
-        metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
+        let ids = ids_from_proto(request.blocks);
+        let (copies, step) = self.pull_blocks(request.fence, &ids)?;
         let blocks = copies
             .into_iter()
-            .map(|(id, encoded)| pb::Block {
-                name: id.name,
-                index: id.index,
-                values: encoded.into(),
-            })
+            .map(|(id, values)| pb::Block { name: id.name, index: id.index, values })
             .collect();
-        Ok(Response::new(pb::PullParamsReply { blocks, step: shard.step() }))
+        Ok(Response::new(pb::PullParamsReply { blocks, step }))
+    }
+
+    async fn push_pull(
+        &self,
+        request: Request<pb::PushPullRequest>,
+    ) -> Result<Response<pb::PullParamsReply>, Status> {
+        let request = request.into_inner();
+        let blocks = request
+            .blocks
+            .into_iter()
+            .map(|block| (BlockId { name: block.name, index: block.index }, block.values))
+            .collect();
+        let ids = ids_from_proto(request.pull);
+        let (copies, step) = self.push_pull(request.fence, blocks, &ids).await?;
+        let blocks = copies
+            .into_iter()
+            .map(|(id, values)| pb::Block { name: id.name, index: id.index, values })
+            .collect();
+        Ok(Response::new(pb::PullParamsReply { blocks, step }))
     }
 
     async fn status(

@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::block_state::BlockState;
-use crate::f32_bytes::{self, PayloadError};
+use crate::block_state::{BlockState, UpdateRefusal};
+use crate::f32_bytes::PayloadError;
 use crate::layout::JobLayout;
+use crate::payload::{self, Payload};
 use crate::placement::{slot_of, BlockId};
 use crate::shard_error::ShardError;
 
@@ -83,12 +84,12 @@ impl Shard {
         self.element_count
     }
 
-    /// Applies one push, all or nothing: every block is decoded and checked first (known,
-    /// served here, the right length, finite, named once); then the push's blocks are locked
-    /// in (name, index) order (so concurrent pushes cannot deadlock), each result is computed
-    /// aside and checked finite (finite gradients can still overflow a parameter to infinity),
-    /// and only if every one is finite are they stored.
-    pub fn push(&self, gradients: &[(BlockId, &[u8])]) -> Result<u64, ShardError> {
+    /// Applies one push, all or nothing: every block is checked first (known, served here,
+    /// the right length, named once); then the push's blocks are locked in (name, index)
+    /// order (so concurrent pushes cannot deadlock), each gradient is checked finite and so is
+    /// the result it would leave (finite gradients can still overflow a parameter to
+    /// infinity), and only if every block passes is any applied.
+    pub fn push<P: Payload>(&self, gradients: &[(BlockId, P)]) -> Result<u64, ShardError> {
         let refused = |error: ShardError| {
             let nonfinite = matches!(
                 error,
@@ -103,17 +104,19 @@ impl Shard {
         let mut checked = self.check_all(gradients).map_err(refused)?;
         checked.sort_by(|left, right| left.0.cmp(right.0));
         let mut locked: Vec<_> = checked.iter().map(|(id, _)| lock(&self.blocks[*id])).collect();
-        let mut results = Vec::with_capacity(checked.len());
+        let optimizer = &self.layout.optimizer;
         for ((id, gradient), block) in checked.iter().zip(&locked) {
-            let mut next = (**block).clone();
-            next.apply_bytes(&self.layout.optimizer, gradient);
-            if !next.is_finite() {
-                return Err(refused(ShardError::NotFiniteResult { id: (*id).clone() }));
-            }
-            results.push(next);
+            block.check_update(optimizer, *gradient).map_err(|refusal| {
+                let id = (*id).clone();
+                refused(match refusal {
+                    UpdateRefusal::Gradient(error) => ShardError::Payload { id, error },
+                    UpdateRefusal::Result => ShardError::NotFiniteResult { id },
+                })
+            })?;
         }
-        for (block, next) in locked.iter_mut().zip(results) {
-            **block = next;
+        for ((_, gradient), block) in checked.iter().zip(locked.iter_mut()) {
+            block.apply_payload(optimizer, *gradient);
+            debug_assert!(block.is_finite(), "the checked update left the block finite");
         }
         Ok(self.step.fetch_add(1, Ordering::SeqCst) + 1)
     }
@@ -173,12 +176,12 @@ impl Shard {
         Ok(())
     }
 
-    /// Checks every block of a push (served here, the right length, finite, named once)
-    /// without copying any.
-    fn check_all<'a>(
+    /// Checks every block of a push (served here, the right length, named once) without
+    /// reading its values: those are checked under the blocks' locks, with the update.
+    fn check_all<'a, P: Payload>(
         &self,
-        gradients: &'a [(BlockId, &'a [u8])],
-    ) -> Result<Vec<(&'a BlockId, &'a [u8])>, ShardError> {
+        gradients: &'a [(BlockId, P)],
+    ) -> Result<Vec<(&'a BlockId, &'a P)>, ShardError> {
         let mut seen = HashSet::with_capacity(gradients.len());
         let mut checked = Vec::with_capacity(gradients.len());
         for (id, bytes) in gradients {
@@ -186,9 +189,9 @@ impl Shard {
             if !seen.insert(id) {
                 return Err(ShardError::DuplicateBlock { id: id.clone() });
             }
-            f32_bytes::check_finite(bytes, length)
+            payload::check_length(bytes, length)
                 .map_err(|error| ShardError::Payload { id: id.clone(), error })?;
-            checked.push((id, *bytes));
+            checked.push((id, bytes));
         }
         Ok(checked)
     }

@@ -14,6 +14,11 @@ use crate::model::{ModelConfig, ModelKind};
 
 pub const BATCH_SIZE_DEFAULT: usize = 64;
 pub const BATCH_SIZE_MAX: usize = 1 << 20;
+/// A batch is computed while the previous one's push and pull are in flight.
+pub const STALENESS_DEFAULT: u32 = 1;
+/// More would need a queue of exchanges; one in flight already hides a round trip behind a
+/// batch that takes as long.
+pub const STALENESS_MAX: u32 = 1;
 /// Consecutive tasks this trainer may fail to read (its own fault, not the data's) before it
 /// gives up: a trainer whose view of the data stays broken exits rather than churn the queue.
 pub const LOCAL_FAILURES_MAX_DEFAULT: u32 = 10;
@@ -55,6 +60,12 @@ pub struct TrainerConfig {
     /// Pull fresh parameters every m batches.
     #[arg(long, env = "RAFTRAIN_PULL_EVERY", default_value_t = 1)]
     pub pull_every: usize,
+    /// Pushes this trainer may have in flight while it computes: 1 (the default) sends a
+    /// batch's gradient, then pulls, while the next batch computes, so that batch's parameters
+    /// lack this trainer's latest push (a staleness of one step); 0 waits for each push and
+    /// pull before the next batch.
+    #[arg(long, env = "RAFTRAIN_STALENESS", default_value_t = STALENESS_DEFAULT)]
+    pub staleness: u32,
     /// Passes over the dataset (the first report fixes it for the job).
     #[arg(long, env = "RAFTRAIN_PASSES", default_value_t = 1)]
     pub passes: u32,
@@ -117,6 +128,11 @@ impl TrainerConfig {
         anyhow::ensure!(
             self.push_every >= 1 && self.pull_every >= 1,
             "--push-every and --pull-every must be at least 1"
+        );
+        anyhow::ensure!(
+            self.staleness <= STALENESS_MAX,
+            "--staleness {} is over {STALENESS_MAX}",
+            self.staleness
         );
         anyhow::ensure!(self.passes >= 1, "--passes must be at least 1");
         anyhow::ensure!(self.local_failures_max >= 1, "--local-failures-max must be at least 1");

@@ -10,6 +10,7 @@ pub mod batch;
 pub mod config;
 pub mod evaluation;
 pub mod example_input;
+pub mod exchange;
 pub mod model;
 pub mod progress;
 pub mod run;

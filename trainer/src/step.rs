@@ -1,28 +1,37 @@
 //! `Stepper`: the trainer's model state between the pservers and the data: the parameters it
-//! last pulled, the gradient it has accumulated since its last push, and the cadence of pushes
-//! and pulls.
+//! last pulled, the gradient it has accumulated since its last push, the cadence of pushes
+//! and pulls, and the exchange in flight while the next batch computes (`--staleness 1`).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
 use client::{Task, TaskData};
 use pserver::client::{PServerClient, PServerClientError};
 use pserver::layout::JobLayout;
+use tokio::runtime::RuntimeFlavor;
 
 use crate::batch::Batch;
 use crate::config::TrainerConfig;
+use crate::exchange::InFlight;
 use crate::model::{ModelConfig, Params};
-use crate::run::tensors;
 use crate::task_data::{read_task, DataError};
 
 pub struct Stepper {
     model: ModelConfig,
-    layout: JobLayout,
+    layout: Arc<JobLayout>,
     pservers: PServerClient,
-    params: Params,
+    /// The parameters batches are computed on (shared with the pserver client, which keeps the
+    /// newest it pulled).
+    params: Arc<Params>,
+    /// The buffer the next pull fills while batches are computed on `params`.
+    spare: Option<Params>,
+    /// The exchange under way (staleness 1 only), which the next one waits for.
+    in_flight: Option<InFlight>,
     batch_size: usize,
     push_every: usize,
     pull_every: usize,
+    staleness: u32,
     /// The summed gradients since the last push, and how many batches they hold.
     accumulated: Option<(Params, usize)>,
     batches_since_pull: usize,
@@ -39,12 +48,15 @@ impl Stepper {
     ) -> Self {
         Self {
             model,
-            layout,
+            layout: Arc::new(layout),
             pservers,
-            params: Params::new(),
+            params: Arc::new(Params::new()),
+            spare: None,
+            in_flight: None,
             batch_size: config.batch_size,
             push_every: config.push_every,
             pull_every: config.pull_every,
+            staleness: config.staleness,
             accumulated: None,
             batches_since_pull: 0,
             nonfinite_dropped: 0,
@@ -59,9 +71,12 @@ impl Stepper {
         &self.params
     }
 
-    /// Fresh parameters from the pservers.
-    pub async fn pull(&mut self) -> Result<(), PServerClientError> {
-        self.pservers.pull_into(&self.layout, &mut self.params).await?;
+    /// Fresh parameters from the pservers (after the exchange under way, if any).
+    pub async fn pull(&mut self) -> anyhow::Result<()> {
+        self.settle().await?;
+        let into = self.spare.take().unwrap_or_default();
+        let pulled = self.pservers.pull_shared(&self.layout, into).await?;
+        self.take_params(pulled);
         self.batches_since_pull = 0;
         Ok(())
     }
@@ -84,14 +99,13 @@ impl Stepper {
         read.await.context("reading a task panicked")
     }
 
-    /// Trains on the batches; the examples seen. A push whose outcome is unknown is logged and
-    /// dropped (never sent twice).
+    /// Trains on the batches; the examples seen. Every gradient of the task is pushed (or
+    /// dropped, see `push_outcome`) before this returns, so the task can be reported.
     pub async fn train(&mut self, batches: &[Batch]) -> anyhow::Result<u64> {
         let started = Instant::now();
         let mut examples = 0;
         for batch in batches {
-            let (_, gradient) =
-                self.model.loss_and_gradient(&self.params, batch).map_err(anyhow::Error::msg)?;
+            let gradient = self.gradient(batch)?;
             self.accumulate(gradient);
             examples += batch.len() as u64;
             self.batches_since_pull += 1;
@@ -101,8 +115,25 @@ impl Stepper {
             self.exchange(push_due, pull_due).await?;
         }
         self.exchange(true, false).await?;
+        self.settle().await?;
         tracing::debug!(examples, ms = started.elapsed().as_millis() as u64, "task trained");
         Ok(examples)
+    }
+
+    /// The batch's gradient on the current parameters. While an exchange is in flight the
+    /// computation leaves this worker thread's other tasks (the exchange among them) to
+    /// another thread, so they go on meanwhile.
+    fn gradient(&self, batch: &Batch) -> anyhow::Result<Params> {
+        let compute = || self.model.loss_and_gradient(&self.params, batch);
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
+        let (_, gradient) = if self.in_flight.is_some() && multi_thread {
+            tokio::task::block_in_place(compute)
+        } else {
+            compute()
+        }
+        .map_err(anyhow::Error::msg)?;
+        Ok(gradient)
     }
 
     fn accumulate(&mut self, gradient: Params) {
@@ -117,49 +148,48 @@ impl Stepper {
         }
     }
 
-    /// Pushes the averaged accumulated gradient (if `push` and there is one) and pulls fresh
-    /// parameters (if `pull`), both at once: one round trip instead of two. The pull may or
-    /// may not see this push, as with any other trainer's (asynchronous SGD).
+    /// Pushes the averaged accumulated gradient (if `push` and there is one), then pulls fresh
+    /// parameters (if `pull`). With staleness 0 the next batch waits for both; with staleness
+    /// 1 the exchange runs while the next batch computes (on parameters that lack this push)
+    /// and the next exchange waits for it.
     async fn exchange(&mut self, push: bool, pull: bool) -> anyhow::Result<()> {
-        let gradient = if push { self.averaged_gradient() } else { None };
-        // A diverging model yields NaN or infinite gradients; the pservers would refuse them
-        // (and count them), so they are dropped here with a warning instead of ending the task.
-        let gradient = gradient.filter(|sum| {
-            let finite = sum.values().flatten().all(|value| value.is_finite());
-            if !finite {
-                tracing::warn!("a gradient holds NaN or an infinity (the model diverges: lower --learning-rate?); not pushed");
-                self.nonfinite_dropped += 1;
-            }
-            finite
-        });
-        let pushed = async {
-            match &gradient {
-                Some(sum) => self.pservers.push(&self.layout, &tensors(sum)).await,
-                None => Ok(()),
-            }
-        };
-        let pulled = async {
-            if pull {
-                self.pservers.pull_into(&self.layout, &mut self.params).await?;
-            }
-            Ok::<_, PServerClientError>(())
-        };
-        let (pushed, pulled) = tokio::join!(pushed, pulled);
-        pulled?;
+        let accumulated = if push { self.accumulated.take() } else { None };
+        if accumulated.is_none() && !pull {
+            return Ok(());
+        }
+        self.settle().await?;
+        let pull_into = pull.then(|| self.spare.take().unwrap_or_default());
         if pull {
             self.batches_since_pull = 0;
         }
-        push_outcome(pushed)
+        let (pservers, layout) = (&self.pservers, &self.layout);
+        self.in_flight = Some(InFlight::start(pservers, layout, accumulated, pull_into));
+        if self.staleness == 0 {
+            self.settle().await?;
+        }
+        Ok(())
     }
 
-    /// The accumulated gradient averaged over its batches; the accumulator starts over.
-    fn averaged_gradient(&mut self) -> Option<Params> {
-        let (mut sum, count) = self.accumulated.take()?;
-        if count > 1 {
-            let scale = 1.0 / count as f32;
-            sum.values_mut().flatten().for_each(|value| *value *= scale);
+    /// `pulled` become the parameters batches compute on; the replaced ones are pulled into
+    /// next time (nothing else holds them once a newer pull replaced them in the client).
+    fn take_params(&mut self, pulled: Arc<Params>) {
+        let replaced = std::mem::replace(&mut self.params, pulled);
+        self.spare = Arc::try_unwrap(replaced).ok();
+    }
+
+    /// Waits for the exchange under way, if any: its pulled parameters become the current
+    /// ones.
+    async fn settle(&mut self) -> anyhow::Result<()> {
+        let Some(in_flight) = self.in_flight.take() else { return Ok(()) };
+        let exchanged = in_flight.finish().await?;
+        if exchanged.nonfinite_dropped {
+            tracing::warn!("a gradient holds NaN or an infinity (the model diverges: lower --learning-rate?); not pushed");
+            self.nonfinite_dropped += 1;
         }
-        Some(sum)
+        if let Some(pulled) = exchanged.pulled {
+            self.take_params(pulled?);
+        }
+        push_outcome(exchanged.pushed)
     }
 }
 

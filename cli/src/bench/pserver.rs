@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use client::{ClientOptions, MasterClient};
-use pserver::client::{PServerClient, PServerClientOptions};
+use pserver::client::{PServerClient, PServerClientOptions, Tensors};
 use pserver::layout::{JobLayout, ParamSpec, BLOCK_ELEMENTS_DEFAULT};
 use pserver::optimizer::{OptimizerConfig, OptimizerKind};
 
@@ -128,26 +128,21 @@ impl Cluster {
         PServerClient::new(self.master.clone(), 1, PServerClientOptions::default())
     }
 
-    /// Push+pull rounds of a `params`-parameter model: GB/s of f32 payload both ways.
+    /// Push+pull rounds of a `params`-parameter model: GB/s of f32 payload both ways. Two
+    /// rounds go first, untimed: they fault in the client's two pull buffers and the
+    /// pservers' first, which a trainer does once.
     async fn throughput(&self, params: u64, rounds: u32) -> anyhow::Result<f64> {
         let (client, layout) = (self.client(), layout(params, self.count));
         client.wait_for_slots(Some(Duration::from_secs(30))).await?;
         let values = vec![0.5_f32; params as usize];
         client.init_or_wait(&layout, &[("weight", &values)]).await?;
-        let gradient = vec![0.001_f32; params as usize];
-        let mut pulled = std::collections::BTreeMap::new();
+        let mut round = Round::new(client, layout, params);
+        round.once().await?;
+        round.once().await?;
         let started = Instant::now();
         let mut done = 0;
         while done < rounds || started.elapsed() < Duration::from_secs(1) {
-            let push_started = Instant::now();
-            client.push(&layout, &[("weight", &gradient)]).await?;
-            let pull_started = Instant::now();
-            client.pull_into(&layout, &mut pulled).await?;
-            tracing::debug!(
-                push_ms = (pull_started - push_started).as_millis() as u64,
-                pull_ms = pull_started.elapsed().as_millis() as u64,
-                "round"
-            );
+            round.once().await?;
             done += 1;
         }
         Ok(2.0 * done as f64 * params as f64 * 4.0 / started.elapsed().as_secs_f64() / 1e9)
@@ -200,6 +195,43 @@ impl Cluster {
             .position(|addr| *addr == entry.addr)
             .context("a known pserver holds it")?;
         Ok((process + 1, entry.generation))
+    }
+}
+
+/// One push and one pull of the whole model, as a trainer makes them.
+struct Round {
+    client: PServerClient,
+    layout: JobLayout,
+    /// Shared, as a trainer hands its gradient over: each push sends views of it.
+    gradient: Arc<Tensors>,
+    /// Pulled as a trainer pulls, into shared tensors: the last pull (which the client keeps
+    /// too) and the buffers of the one before, pulled into next.
+    pulled: Option<Arc<Tensors>>,
+    spare: Tensors,
+}
+
+impl Round {
+    fn new(client: PServerClient, layout: JobLayout, params: u64) -> Self {
+        let gradient = vec![0.001_f32; params as usize];
+        let gradient = Arc::new(Tensors::from([("weight".to_string(), gradient)]));
+        Self { client, layout, gradient, pulled: None, spare: Tensors::new() }
+    }
+
+    async fn once(&mut self) -> anyhow::Result<()> {
+        let push_started = Instant::now();
+        self.client.push_shared(&self.layout, self.gradient.clone()).await?;
+        let pull_started = Instant::now();
+        let into = std::mem::take(&mut self.spare);
+        let latest = self.client.pull_shared(&self.layout, into).await?;
+        if let Some(replaced) = self.pulled.replace(latest) {
+            self.spare = Arc::try_unwrap(replaced).unwrap_or_default();
+        }
+        tracing::debug!(
+            push_ms = (pull_started - push_started).as_millis() as u64,
+            pull_ms = pull_started.elapsed().as_millis() as u64,
+            "round"
+        );
+        Ok(())
     }
 }
 

@@ -2,20 +2,24 @@
 //! putting pulled blocks back into flat tensors.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
-use proto::prost::bytes::Bytes;
+use bytes::Bytes;
+use platform::unary::Segments;
 use proto::pserver as pb;
 
-use crate::f32_bytes;
 use crate::layout::JobLayout;
 use crate::limits::REQUEST_PAYLOAD_BYTES_TARGET;
+use crate::payload;
 use crate::placement::{block_count, block_range, slot_of, BlockId};
 
-/// Per slot, the blocks of `tensors` (name -> flat values) in requests of bounded size.
-/// Tensors the layout does not name are refused by the caller before this.
+/// Per slot, the blocks of `tensors` (name -> flat values) in requests of bounded size, each
+/// block's payload made by `payload_of(name, range, values)`: an encoded copy, or a view of
+/// shared tensors. Tensors the layout does not name are refused by the caller before this.
 pub fn blocks_by_slot(
     layout: &JobLayout,
     tensors: &[(&str, &[f32])],
+    payload_of: impl Fn(&str, Range<usize>, &[f32]) -> Bytes,
 ) -> BTreeMap<u32, Vec<Vec<pb::Block>>> {
     let mut by_slot: BTreeMap<u32, Vec<Vec<pb::Block>>> = BTreeMap::new();
     let mut sizes: BTreeMap<u32, usize> = BTreeMap::new();
@@ -24,7 +28,7 @@ pub fn blocks_by_slot(
         for index in 0..block_count(elements, layout.block_elements) {
             let slot = slot_of(name, index, layout.slot_count);
             let range = block_range(elements, layout.block_elements, index);
-            let bytes = Bytes::from(f32_bytes::encode(&values[range]));
+            let bytes = payload_of(name, range.clone(), &values[range]);
             let requests = by_slot.entry(slot).or_default();
             let size = sizes.entry(slot).or_default();
             if requests.is_empty() || *size + bytes.len() > REQUEST_PAYLOAD_BYTES_TARGET {
@@ -67,22 +71,35 @@ pub fn empty_tensors(layout: &JobLayout) -> BTreeMap<String, Vec<f32>> {
         .collect()
 }
 
-/// Copies a pulled block into its tensor; the error names the block.
+/// Makes `tensors` one zeroed flat buffer per parameter of the layout unless they are that
+/// already (a trainer pulling every few batches reuses its buffers).
+pub fn size_tensors(layout: &JobLayout, tensors: &mut BTreeMap<String, Vec<f32>>) {
+    let sized = layout.params.iter().all(|param| {
+        tensors.get(&param.name).is_some_and(|values| values.len() as u64 == param.elements())
+    }) && tensors.len() == layout.params.len();
+    if !sized {
+        *tensors = empty_tensors(layout);
+    }
+}
+
+/// Decodes a pulled block straight into its tensor (from the frames it arrived in); the error
+/// names the block.
 pub fn place(
     layout: &JobLayout,
     tensors: &mut BTreeMap<String, Vec<f32>>,
-    block: &pb::Block,
+    id: &BlockId,
+    values: &Segments,
 ) -> Result<(), String> {
-    let id = BlockId { name: block.name.clone(), index: block.index };
     let length = layout
-        .block_length(&id)
+        .block_length(id)
         .ok_or_else(|| format!("block {}#{} is not in the layout", id.name, id.index))?;
-    let values = f32_bytes::decode(&block.values, length)
-        .map_err(|error| format!("block {}#{}: {error}", id.name, id.index))?;
     let tensor = tensors.get_mut(&id.name).expect("the layout names the tensor");
     let range = block_range(tensor.len() as u64, layout.block_elements, id.index);
-    tensor[range].copy_from_slice(&values);
-    Ok(())
+    if range.len() != length {
+        return Err(format!("block {}#{} does not fit its tensor", id.name, id.index));
+    }
+    payload::decode_into(values, &mut tensor[range])
+        .map_err(|error| format!("block {}#{}: {error}", id.name, id.index))
 }
 
 #[cfg(test)]
@@ -103,10 +120,13 @@ mod tests {
         let b = [7.0, 8.0, 9.0];
         let mut rebuilt = empty_tensors(&layout);
         let tensors: [(&str, &[f32]); 2] = [("w", &w), ("b", &b)];
-        for (slot, requests) in blocks_by_slot(&layout, &tensors) {
+        let encode = |_: &str, _, values: &[f32]| Bytes::from(crate::f32_bytes::encode(values));
+        for (slot, requests) in blocks_by_slot(&layout, &tensors, encode) {
             for block in requests.iter().flatten() {
                 assert_eq!(slot_of(&block.name, block.index, 3), slot);
-                place(&layout, &mut rebuilt, block).expect("placed");
+                let id = BlockId { name: block.name.clone(), index: block.index };
+                place(&layout, &mut rebuilt, &id, &Segments::from(block.values.clone()))
+                    .expect("placed");
             }
         }
         assert_eq!(rebuilt["w"], w);

@@ -18,8 +18,10 @@ impl PServerClient {
         slot: u32,
         layout: &JobLayout,
     ) -> Result<(), PServerClientError> {
-        let batches =
-            self.cache().get(&slot).cloned().ok_or(PServerClientError::NothingToReinit { slot })?;
+        let batches = self
+            .cache()
+            .batches(slot, layout)
+            .ok_or(PServerClientError::NothingToReinit { slot })?;
         tracing::warn!(slot, "pserver slot came up without a checkpoint; re-initializing it from this trainer's latest values");
         self.init_slot(slot, layout, batches).await
     }

@@ -3,10 +3,16 @@
 //! replaced waits for the new holder and goes on instead of failing.
 
 mod batches;
+mod cache;
+mod calls;
 mod error;
+mod exchange;
 mod init;
 mod pserver_client;
 mod routes;
+mod tensor_bytes;
 
 pub use error::PServerClientError;
+pub use exchange::Exchanged;
 pub use pserver_client::{PServerClient, PServerClientOptions};
+pub use tensor_bytes::Tensors;

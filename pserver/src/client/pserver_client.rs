@@ -9,15 +9,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use client::{MasterClient, PServerTable};
+use platform::unary::Segments;
 use proto::pserver as pb;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tonic::{Code, Status};
 
-use super::batches::{blocks_by_slot, empty_tensors, ids_by_slot, place};
+use super::batches::{blocks_by_slot, empty_tensors, ids_by_slot, place, size_tensors};
+use super::cache::Cache;
 use super::error::PServerClientError;
 use super::routes::{Route, Routes};
+use super::tensor_bytes::{shared_bytes, Tensors};
+use crate::f32_bytes;
 use crate::layout::JobLayout;
+use crate::limits::REQUESTS_IN_FLIGHT_PER_SLOT_MAX;
+use crate::placement::BlockId;
 use crate::status_mapping::refusal_of;
 
 /// Between attempts on a slot that is not served right now.
@@ -60,9 +68,8 @@ pub(super) struct Inner {
     pub(super) routes: Routes,
     pub(super) initializer: u64,
     pub(super) options: PServerClientOptions,
-    /// Per slot, the newest values this client saw of its blocks (its init values, then each
-    /// pull), as received payloads (no copy): what an empty replacement is initialized from.
-    pub(super) cache: Mutex<BTreeMap<u32, Vec<Vec<pb::Block>>>>,
+    /// The newest values this client saw: what an empty replacement is initialized from.
+    pub(super) cache: Mutex<Cache>,
     /// Calls waiting for a slot to be served right now (see `waiting_for_slot`).
     pub(super) waiting: AtomicUsize,
 }
@@ -83,6 +90,9 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// A block's id and values as this client last saw them.
+pub(super) type CachedBlock = (BlockId, Segments);
+
 /// What went wrong with one attempt, for the retry loop.
 pub(super) enum Failure {
     Retry(String),
@@ -97,7 +107,7 @@ impl PServerClient {
             routes: Routes::follow(master),
             initializer,
             options,
-            cache: Mutex::new(BTreeMap::new()),
+            cache: Mutex::new(Cache::Empty),
             waiting: AtomicUsize::new(0),
         };
         Self { inner: Arc::new(inner) }
@@ -138,7 +148,7 @@ impl PServerClient {
         layout: &JobLayout,
         values: &[(&str, &[f32])],
     ) -> Result<(), PServerClientError> {
-        let requests = blocks_by_slot(layout, values);
+        let requests = blocks_by_slot(layout, values, encoded);
         let mut tasks = JoinSet::new();
         for slot in 0..layout.slot_count {
             let client = self.clone();
@@ -147,23 +157,56 @@ impl PServerClient {
             tasks.spawn(async move { client.init_slot(slot, &layout, batches).await });
         }
         join_all(tasks).await?;
-        *self.cache() = requests;
+        *self.cache() = Cache::Blocks(
+            requests
+                .into_iter()
+                .map(|(slot, batches)| (slot, batches.into_iter().map(cached).collect()))
+                .collect(),
+        );
         Ok(())
     }
 
     /// Applies `gradients` (name -> flat values, every tensor of the layout or some) on every
-    /// slot, in parallel. A gradient is applied at most once.
+    /// slot, in parallel. A gradient is applied at most once. The values are copied once, as
+    /// they are encoded; [`PServerClient::push_shared`] copies nothing.
     pub async fn push(
         &self,
         layout: &JobLayout,
         gradients: &[(&str, &[f32])],
     ) -> Result<(), PServerClientError> {
         check_tensors(layout, gradients)?;
+        self.push_requests(layout, blocks_by_slot(layout, gradients, encoded)).await
+    }
+
+    /// Like [`PServerClient::push`], handing each block of `gradients` to the connection where
+    /// it lies (a trainer gives its gradient away once it is computed).
+    pub async fn push_shared(
+        &self,
+        layout: &JobLayout,
+        gradients: Arc<Tensors>,
+    ) -> Result<(), PServerClientError> {
+        let borrowed: Vec<(&str, &[f32])> =
+            gradients.iter().map(|(name, values)| (name.as_str(), values.as_slice())).collect();
+        check_tensors(layout, &borrowed)?;
+        let view = |name: &str, range, _: &[f32]| shared_bytes(&gradients, name, range);
+        let requests = blocks_by_slot(layout, &borrowed, view);
+        self.push_requests(layout, requests).await
+    }
+
+    pub(super) async fn push_requests(
+        &self,
+        layout: &JobLayout,
+        requests: BTreeMap<u32, Vec<Vec<pb::Block>>>,
+    ) -> Result<(), PServerClientError> {
         let mut tasks = JoinSet::new();
-        for (slot, batches) in blocks_by_slot(layout, gradients) {
+        for (slot, batches) in requests {
+            let permits = slot_permits();
             for blocks in batches {
-                let (client, layout) = (self.clone(), layout.clone());
-                tasks.spawn(async move { client.push_batch(slot, &layout, blocks).await });
+                let (client, layout, permits) = (self.clone(), layout.clone(), permits.clone());
+                tasks.spawn(async move {
+                    let _permit = permits.acquire_owned().await.expect("never closed");
+                    client.push_batch(slot, &layout, blocks).await
+                });
             }
         }
         join_all(tasks).await.map(drop)
@@ -186,28 +229,27 @@ impl PServerClient {
         layout: &JobLayout,
         tensors: &mut BTreeMap<String, Vec<f32>>,
     ) -> Result<(), PServerClientError> {
-        let sized = layout.params.iter().all(|param| {
-            tensors.get(&param.name).is_some_and(|values| values.len() as u64 == param.elements())
-        });
-        if !sized {
-            *tensors = empty_tensors(layout);
-        }
+        size_tensors(layout, tensors);
         let mut tasks = JoinSet::new();
         for (slot, batches) in ids_by_slot(layout) {
+            let permits = slot_permits();
             for ids in batches {
-                let (client, layout) = (self.clone(), layout.clone());
-                tasks.spawn(async move { client.pull_batch(slot, &layout, ids).await });
+                let (client, layout, permits) = (self.clone(), layout.clone(), permits.clone());
+                tasks.spawn(async move {
+                    let _permit = permits.acquire_owned().await.expect("never closed");
+                    client.pull_batch(slot, &layout, ids).await
+                });
             }
         }
-        let mut pulled: BTreeMap<u32, Vec<Vec<pb::Block>>> = BTreeMap::new();
+        let mut pulled: BTreeMap<u32, Vec<Vec<CachedBlock>>> = BTreeMap::new();
         for (slot, blocks) in join_all(tasks).await? {
-            for block in &blocks {
-                place(layout, tensors, block)
+            for (id, values) in &blocks {
+                place(layout, tensors, id, values)
                     .map_err(|message| PServerClientError::Refused { slot, message })?;
             }
             pulled.entry(slot).or_default().push(blocks);
         }
-        *self.cache() = pulled;
+        *self.cache() = Cache::Blocks(pulled);
         Ok(())
     }
 
@@ -223,68 +265,6 @@ impl PServerClient {
             answers.push((entry.index, answer));
         }
         answers
-    }
-
-    async fn push_batch(
-        &self,
-        slot: u32,
-        layout: &JobLayout,
-        blocks: Vec<pb::Block>,
-    ) -> Result<(), PServerClientError> {
-        let mut reinitialized = false;
-        loop {
-            let answer = self
-                .on_slot(slot, false, |mut route| {
-                    let request =
-                        pb::PushGradsRequest { fence: Some(fence(&route)), blocks: blocks.clone() };
-                    async move { route.client.push_grads(request).await }
-                })
-                .await;
-            match answer {
-                Ok(_) => return Ok(()),
-                Err(Failure::NotInitialized) if !reinitialized => {
-                    self.reinit_slot(slot, layout).await?;
-                    reinitialized = true;
-                }
-                Err(Failure::NotInitialized) => {
-                    return Err(PServerClientError::Refused {
-                        slot,
-                        message: "still not initialized after re-initializing it".into(),
-                    })
-                }
-                Err(Failure::Fatal(error)) => return Err(error),
-                Err(Failure::Retry(_)) => unreachable!("on_slot retries these itself"),
-            }
-        }
-    }
-
-    async fn pull_batch(
-        &self,
-        slot: u32,
-        layout: &JobLayout,
-        ids: Vec<crate::placement::BlockId>,
-    ) -> Result<(u32, Vec<pb::Block>), PServerClientError> {
-        let ids: Vec<pb::BlockId> =
-            ids.into_iter().map(|id| pb::BlockId { name: id.name, index: id.index }).collect();
-        for _ in 0..2 {
-            let answer = self
-                .on_slot(slot, true, |mut route| {
-                    let request =
-                        pb::PullParamsRequest { fence: Some(fence(&route)), blocks: ids.clone() };
-                    async move { route.client.pull_params(request).await }
-                })
-                .await;
-            match answer {
-                Ok(reply) => return Ok((slot, reply.blocks)),
-                Err(Failure::NotInitialized) => self.reinit_slot(slot, layout).await?,
-                Err(Failure::Fatal(error)) => return Err(error),
-                Err(Failure::Retry(_)) => unreachable!("on_slot retries these itself"),
-            }
-        }
-        Err(PServerClientError::Refused {
-            slot,
-            message: "still not initialized after re-initializing it".into(),
-        })
     }
 
     /// One request to `slot`'s current holder, retried while the slot is being replaced (for
@@ -344,9 +324,27 @@ impl PServerClient {
         }
     }
 
-    pub(super) fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Vec<Vec<pb::Block>>>> {
+    pub(super) fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.inner.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The requests of one call that may be in flight to one slot at a time.
+pub(super) fn slot_permits() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(REQUESTS_IN_FLIGHT_PER_SLOT_MAX))
+}
+
+/// A block's values encoded (a copy).
+fn encoded(_name: &str, _range: std::ops::Range<usize>, values: &[f32]) -> Bytes {
+    Bytes::from(f32_bytes::encode(values))
+}
+
+/// Blocks of a request as the cache keeps them (the payloads shared, not copied).
+fn cached(blocks: Vec<pb::Block>) -> Vec<CachedBlock> {
+    blocks
+        .into_iter()
+        .map(|block| (BlockId { name: block.name, index: block.index }, block.values.into()))
+        .collect()
 }
 
 pub(super) fn fence(route: &Route) -> pb::Fence {
@@ -390,7 +388,10 @@ pub(super) fn fatal(slot: u32, failure: Failure) -> PServerClientError {
 }
 
 /// Every tensor must be a parameter of the layout with its element count.
-fn check_tensors(layout: &JobLayout, tensors: &[(&str, &[f32])]) -> Result<(), PServerClientError> {
+pub(super) fn check_tensors(
+    layout: &JobLayout,
+    tensors: &[(&str, &[f32])],
+) -> Result<(), PServerClientError> {
     for (name, values) in tensors {
         let Some(param) = layout.param(name) else {
             return Err(PServerClientError::Refused {
@@ -412,7 +413,7 @@ fn check_tensors(layout: &JobLayout, tensors: &[(&str, &[f32])]) -> Result<(), P
 }
 
 /// Every task's result; the first error wins (the rest are still awaited).
-async fn join_all<T: 'static>(
+pub(super) async fn join_all<T: 'static>(
     mut tasks: JoinSet<Result<T, PServerClientError>>,
 ) -> Result<Vec<T>, PServerClientError> {
     let mut results = Vec::new();

@@ -29,7 +29,17 @@ const REREAD_TIMEOUT_MS: u64 = 5_000;
 pub struct Route {
     pub slot: u32,
     pub generation: u64,
+    /// The generated client, for the control calls (init, status).
     pub client: PServerServiceClient<RpcChannel>,
+    /// The same connection, for the data plane's calls (`platform::unary::call`).
+    pub channel: RpcChannel,
+}
+
+/// One connection to a holder, as both clients use it.
+#[derive(Clone, Debug)]
+struct Connection {
+    client: PServerServiceClient<RpcChannel>,
+    channel: RpcChannel,
 }
 
 /// The table and the channels to its holders.
@@ -41,7 +51,7 @@ pub struct Routes {
     master: Arc<MasterClient>,
     /// When the last re-read started (one at a time).
     reread_at: tokio::sync::Mutex<Option<Instant>>,
-    channels: Mutex<HashMap<(String, u64), PServerServiceClient<RpcChannel>>>,
+    channels: Mutex<HashMap<(String, u64), Connection>>,
     /// The TLS and token of every pserver connection: the master client's own.
     security: Security,
     follower: tokio::task::JoinHandle<()>,
@@ -121,7 +131,8 @@ impl Routes {
             });
             channels.insert(key.clone(), connect(&self.security, &entry.addr)?);
         }
-        Some(Route { slot, generation: entry.generation, client: channels[&key].clone() })
+        let Connection { client, channel } = channels[&key].clone();
+        Some(Route { slot, generation: entry.generation, client, channel })
     }
 }
 
@@ -150,7 +161,7 @@ async fn follow_table(master: Arc<MasterClient>, sender: Arc<watch::Sender<PServ
 }
 
 /// A lazily connected client with the windows and message limits of multi-MB payloads.
-fn connect(security: &Security, addr: &str) -> Option<PServerServiceClient<RpcChannel>> {
+fn connect(security: &Security, addr: &str) -> Option<Connection> {
     let endpoint = match security.endpoint(addr) {
         Ok(endpoint) => endpoint,
         Err(error) => {
@@ -165,9 +176,8 @@ fn connect(security: &Security, addr: &str) -> Option<PServerServiceClient<RpcCh
         .initial_connection_window_size(64 << 20)
         .max_frame_size(FRAME_BYTES_MAX);
     let channel = security.channel(&endpoint);
-    Some(
-        PServerServiceClient::new(channel)
-            .max_decoding_message_size(MESSAGE_BYTES_MAX)
-            .max_encoding_message_size(MESSAGE_BYTES_MAX),
-    )
+    let client = PServerServiceClient::new(channel.clone())
+        .max_decoding_message_size(MESSAGE_BYTES_MAX)
+        .max_encoding_message_size(MESSAGE_BYTES_MAX);
+    Some(Connection { client, channel })
 }

@@ -1,5 +1,6 @@
-//! The gRPC service over a real socket: every bad request gets a clear status naming what is
-//! wrong (and the refusal kind clients act on), and a refused request changes nothing.
+//! The gRPC service over a real socket, as a pserver serves it (the data plane's calls
+//! included) and as a generated client calls it: every bad request gets a clear status naming
+//! what is wrong (and the refusal kind clients act on), and a refused request changes nothing.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -7,9 +8,9 @@ use std::time::Duration;
 
 use proto::pserver as pb;
 use proto::pserver::p_server_service_client::PServerServiceClient;
-use proto::pserver::p_server_service_server::PServerServiceServer;
 use pserver::clock::{Clock as _, SystemClock};
 use pserver::conversions::layout_to_proto;
+use pserver::data_plane::server::DataPlaneServer;
 use pserver::f32_bytes;
 use pserver::held_slot::HeldSlot;
 use pserver::service::PServerRpc;
@@ -41,7 +42,7 @@ async fn serve_held(held: Arc<HeldSlot>) -> PServerServiceClient<Channel> {
     let limits = platform::PortLimits::default();
     let router = platform::server_builder(&Default::default(), &limits)
         .expect("an open server needs no files")
-        .add_service(PServerServiceServer::new(rpc));
+        .add_service(DataPlaneServer::new(rpc));
     tokio::spawn(router.serve_with_incoming(platform::incoming(listener, &limits)));
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .expect("uri")
@@ -184,4 +185,59 @@ async fn a_pserver_whose_lease_ran_out_serves_nothing() {
         Some("lease-lost"),
         "no longer holds slot 0",
     );
+}
+
+/// `PushPull` answers with the pushed values applied (one round trip, the pull sees the push),
+/// and one whose pull cannot be answered is refused before the push is applied.
+#[tokio::test]
+async fn push_pull_sees_its_push_and_a_refused_one_changes_nothing() {
+    let mut client = serve(Duration::from_secs(600)).await;
+    let init = pb::InitParamsRequest {
+        fence: fence(GENERATION),
+        initializer: 1,
+        layout: Some(layout_to_proto(&layout())),
+        blocks: blocks(1.0),
+    };
+    client.init_params(init).await.expect("init");
+    client
+        .finish_init(pb::FinishInitRequest { fence: fence(GENERATION), initializer: 1 })
+        .await
+        .expect("finish");
+    let ids: Vec<pb::BlockId> = blocks(0.0)
+        .into_iter()
+        .map(|block| pb::BlockId { name: block.name, index: block.index })
+        .collect();
+    let push_pull = |pull: Vec<pb::BlockId>| pb::PushPullRequest {
+        fence: fence(GENERATION),
+        blocks: blocks(0.5),
+        pull,
+    };
+    let reply = client.push_pull(push_pull(ids.clone())).await.expect("push and pull");
+    let reply = reply.into_inner();
+    assert_eq!(reply.step, 1);
+    assert_eq!(reply.blocks.len(), ids.len());
+    for block in &reply.blocks {
+        let values = f32_bytes::decode(&block.values, block.values.len() / 4).expect("values");
+        // Adam's first step moves every value by the learning rate against the gradient.
+        assert!(values.iter().all(|value| (value - 0.9).abs() < 1e-4), "{values:?}");
+    }
+
+    let before = client
+        .pull_params(pb::PullParamsRequest { fence: fence(GENERATION), blocks: Vec::new() })
+        .await
+        .expect("pull")
+        .into_inner();
+    let unknown = vec![pb::BlockId { name: "missing".into(), index: 0 }];
+    check(
+        client.push_pull(push_pull(unknown)).await,
+        Code::InvalidArgument,
+        None,
+        "block missing#0",
+    );
+    let after = client
+        .pull_params(pb::PullParamsRequest { fence: fence(GENERATION), blocks: Vec::new() })
+        .await
+        .expect("pull")
+        .into_inner();
+    assert_eq!(after, before, "the refused push was not applied");
 }

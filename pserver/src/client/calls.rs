@@ -1,0 +1,120 @@
+//! The data plane's requests from `PServerClient`, one slot and one batch each: a push, a pull,
+//! and a push with the pull after it (`PushPull`), each sent through `platform::unary::call`
+//! and retried as `on_slot` says (a push only where it surely was not applied); a slot that
+//! came up empty is re-initialized once from this client's cache and the request sent again.
+
+use std::future::Future;
+
+use platform::unary::{call, small_message};
+use proto::pserver as pb;
+use proto::Message as _;
+use tonic::Status;
+
+use super::error::PServerClientError;
+use super::pserver_client::{fence, CachedBlock, Failure, PServerClient};
+use super::routes::Route;
+use crate::data_plane::{pull_message, push_message, SMALL_MESSAGE_BYTES_MAX};
+use crate::data_plane::{PULL_PARAMS_PATH, PUSH_GRADS_PATH, PUSH_PULL_PATH};
+use crate::layout::JobLayout;
+use crate::limits::MESSAGE_BYTES_MAX;
+use crate::placement::BlockId;
+
+impl PServerClient {
+    /// Applies one batch of blocks on `slot`, at most once.
+    pub(super) async fn push_batch(
+        &self,
+        slot: u32,
+        layout: &JobLayout,
+        blocks: Vec<pb::Block>,
+    ) -> Result<(), PServerClientError> {
+        let attempt = |mut route: Route| {
+            let message = push_message::encode(fence(&route), &blocks, &[]);
+            async move {
+                let reply =
+                    call(&mut route.channel, PUSH_GRADS_PATH, message, SMALL_MESSAGE_BYTES_MAX)
+                        .await?;
+                let reply = pb::PushGradsReply::decode(reply)
+                    .map_err(|error| Status::internal(format!("the PushGrads reply: {error}")))?;
+                Ok(tonic::Response::new(reply))
+            }
+        };
+        self.with_reinit(slot, layout, false, attempt).await.map(drop)
+    }
+
+    /// Copies of `ids` from `slot`, each block's values left in the frames they arrived in.
+    pub(super) async fn pull_batch(
+        &self,
+        slot: u32,
+        layout: &JobLayout,
+        ids: Vec<BlockId>,
+    ) -> Result<(u32, Vec<CachedBlock>), PServerClientError> {
+        let ids = ids_to_proto(ids);
+        let attempt = |mut route: Route| {
+            let request = pb::PullParamsRequest { fence: Some(fence(&route)), blocks: ids.clone() };
+            let message = small_message(&request);
+            async move {
+                let reply =
+                    call(&mut route.channel, PULL_PARAMS_PATH, message, MESSAGE_BYTES_MAX).await?;
+                Ok(tonic::Response::new(pull_message::decode(reply)?))
+            }
+        };
+        let reply = self.with_reinit(slot, layout, true, attempt).await?;
+        Ok((slot, reply.blocks))
+    }
+
+    /// Applies `blocks` on `slot` (at most once), then copies `ids`, in one round trip.
+    pub(super) async fn push_pull_batch(
+        &self,
+        slot: u32,
+        layout: &JobLayout,
+        blocks: Vec<pb::Block>,
+        ids: Vec<BlockId>,
+    ) -> Result<Vec<CachedBlock>, PServerClientError> {
+        let ids = ids_to_proto(ids);
+        let attempt = |mut route: Route| {
+            let message = push_message::encode(fence(&route), &blocks, &ids);
+            async move {
+                let reply =
+                    call(&mut route.channel, PUSH_PULL_PATH, message, MESSAGE_BYTES_MAX).await?;
+                Ok(tonic::Response::new(pull_message::decode(reply)?))
+            }
+        };
+        Ok(self.with_reinit(slot, layout, false, attempt).await?.blocks)
+    }
+
+    /// `on_slot`, and once more after re-initializing a slot that came up empty.
+    async fn with_reinit<T, F, Fut>(
+        &self,
+        slot: u32,
+        layout: &JobLayout,
+        idempotent: bool,
+        mut attempt: F,
+    ) -> Result<T, PServerClientError>
+    where
+        F: FnMut(Route) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let mut reinitialized = false;
+        loop {
+            match self.on_slot(slot, idempotent, &mut attempt).await {
+                Ok(value) => return Ok(value),
+                Err(Failure::NotInitialized) if !reinitialized => {
+                    self.reinit_slot(slot, layout).await?;
+                    reinitialized = true;
+                }
+                Err(Failure::NotInitialized) => {
+                    return Err(PServerClientError::Refused {
+                        slot,
+                        message: "still not initialized after re-initializing it".into(),
+                    })
+                }
+                Err(Failure::Fatal(error)) => return Err(error),
+                Err(Failure::Retry(_)) => unreachable!("on_slot retries these itself"),
+            }
+        }
+    }
+}
+
+fn ids_to_proto(ids: Vec<BlockId>) -> Vec<pb::BlockId> {
+    ids.into_iter().map(|id| pb::BlockId { name: id.name, index: id.index }).collect()
+}
