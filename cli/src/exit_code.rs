@@ -43,7 +43,10 @@ impl std::fmt::Display for Configuration {
 /// The exit status for `error`, from the first cause in it that one of the codes names.
 pub(crate) fn exit_status(error: &anyhow::Error) -> i32 {
     // A context marker is found by anyhow through every context layer above it.
-    if error.downcast_ref::<Configuration>().is_some() || find::<SecurityError>(error).is_some() {
+    let configuration = error.downcast_ref::<Configuration>().is_some()
+        || find::<SecurityError>(error).is_some()
+        || find::<trainer::run::IndexJobRefused>(error).is_some();
+    if configuration {
         return CONFIGURATION;
     }
     if let Some(FenceError::LeaseLost { .. }) = find::<FenceError>(error) {

@@ -270,14 +270,26 @@ fn cancelled_or(error: anyhow::Error, progress: Progress) -> anyhow::Result<Summ
 async fn refuse_index_job(master: &MasterClient) -> anyhow::Result<()> {
     let status = master.status().await.context("ask the master what the job is")?;
     match status.index_range() {
-        Some((size, shard_size)) => anyhow::bail!(
-            "job {:?} is an index-range job (size {size}, shard size {shard_size}): its tasks \
-             are index ranges the trainers read themselves, and `raftrain trainer` trains \
-             RecordIO datasets only; train this job with the Python package",
-            status.job.unwrap_or_default()
-        ),
+        Some((size, shard_size)) => {
+            let job = status.job.unwrap_or_default();
+            Err(IndexJobRefused { job, size, shard_size }.into())
+        }
         None => Ok(()),
     }
+}
+
+/// The trainer was pointed at an index-range job, which it cannot train: a configuration
+/// that no retry fixes (its own exit status says so).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "job {job:?} is an index-range job (size {size}, shard size {shard_size}): its tasks are \
+     index ranges the trainers read themselves, and `raftrain trainer` trains RecordIO \
+     datasets only; train this job with the Python package"
+)]
+pub struct IndexJobRefused {
+    pub job: String,
+    pub size: u64,
+    pub shard_size: u64,
 }
 
 /// `work`'s output, or `None` if `shutdown` comes first.

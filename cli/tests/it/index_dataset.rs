@@ -134,6 +134,7 @@ async fn a_recordio_trainer_refuses_an_index_job_clearly() {
     for _ in 0..1200 {
         if let Some(status) = trainer.try_wait().expect("poll the trainer") {
             assert!(!status.success(), "the trainer must fail\n{}", read_log());
+            assert_eq!(status.code(), Some(2), "a configuration error's status\n{}", read_log());
             let log = read_log();
             assert!(log.contains("is an index-range job (size 1003, shard size 25)"), "{log}");
             assert!(log.contains("trains RecordIO datasets only"), "{log}");
