@@ -86,7 +86,11 @@ pub async fn run(
     }
     for (job, baseline) in jobs.iter().zip(baselines) {
         let baseline = baseline.await.context("the baseline panicked")??;
-        summary(&master, job, baseline, work).await?;
+        let named = match jobs.len() {
+            1 => "the job".to_string(),
+            _ => format!("job {}", job.name),
+        };
+        summary(&master, (job, &named), baseline, work).await?;
     }
     for record in &records {
         println!("fault: {}", record.summary());
@@ -173,7 +177,7 @@ fn baseline(job: &Job) -> tokio::task::JoinHandle<anyhow::Result<Evaluation>> {
 /// One job's result: its passes, retries, and accuracy against one process on its data.
 async fn summary(
     master: &MasterClient,
-    job: &Job,
+    (job, named): (&Job, &str),
     baseline: Evaluation,
     work: &Path,
 ) -> anyhow::Result<()> {
@@ -186,8 +190,7 @@ async fn summary(
     let per_pass = status.done + status.failed;
     let retried = status.dispatched.saturating_sub(per_pass * u64::from(status.passes));
     println!(
-        "job {}: {} passes of {per_pass} tasks; {} dispatched, {retried} of them retries (timed out, failed or a killed trainer's); {} failed",
-        job.name,
+        "{named}: {} passes of {per_pass} tasks; {} dispatched, {retried} of them retries (timed out, failed or a killed trainer's); {} failed",
         status.passes,
         status.dispatched,
         status.failed
