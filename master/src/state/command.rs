@@ -98,6 +98,17 @@ impl Command {
         }
     }
 
+    /// The job name a dataset report carries (`None` for every other command): a report names
+    /// its job itself.
+    pub fn reported_job(&self) -> Option<&str> {
+        match self {
+            Command::ReportDataset { job, .. }
+            | Command::ReportDatasetBatch { job, .. }
+            | Command::ReportIndexDataset { job, .. } => Some(job),
+            _ => None,
+        }
+    }
+
     /// Whether a cancelled job still applies this command: what the leader does to wind its
     /// members down, and a repeated cancel. Everything else is answered `JobCancelled`.
     pub(crate) fn runs_after_cancel(&self) -> bool {

@@ -27,17 +27,7 @@ pub(crate) enum Target {
 /// The job a command sent without an `InJob` envelope is for: a report's own name, or the
 /// only job.
 pub(crate) fn reference_of(command: &Command) -> JobRef {
-    JobRef::Name(reported_name(command).unwrap_or_default().to_string())
-}
-
-/// The job name a dataset report carries.
-fn reported_name(command: &Command) -> Option<&str> {
-    match command {
-        Command::ReportDataset { job, .. }
-        | Command::ReportDatasetBatch { job, .. }
-        | Command::ReportIndexDataset { job, .. } => Some(job),
-        _ => None,
-    }
+    JobRef::Name(command.reported_job().unwrap_or_default().to_string())
 }
 
 impl MasterState {
@@ -47,7 +37,7 @@ impl MasterState {
             JobRef::Id(id) => return self.by_id(*id),
             JobRef::Name(name) => name,
         };
-        match reported_name(command) {
+        match command.reported_job() {
             Some(reported) if !name.is_empty() && reported != name => Err(Response::Rejected {
                 reason: format!("the report names job {reported:?} but was sent for job {name:?}"),
             }),

@@ -63,7 +63,7 @@ impl JobDirectory {
                     format!("{command:?} names job #{id}, which no node's state has shown"),
                 )),
             },
-            (None, command) => Ok(reported_name(command).or_else(|| self.only_job())),
+            (None, command) => Ok(command.reported_job().or_else(|| self.only_job())),
         }
     }
 
@@ -73,16 +73,6 @@ impl JobDirectory {
             [only] => Some(only),
             _ => None,
         }
-    }
-}
-
-/// The job a dataset report names.
-fn reported_name(command: &Command) -> Option<&str> {
-    match command {
-        Command::ReportDataset { job, .. }
-        | Command::ReportDatasetBatch { job, .. }
-        | Command::ReportIndexDataset { job, .. } => Some(job),
-        _ => None,
     }
 }
 
