@@ -35,6 +35,12 @@ pub mod raftrain {
     }
 }
 
+/// `etcdserverpb`: the few etcd v3 messages the consensus benchmark drives its etcd anchor with.
+#[allow(clippy::all, missing_docs)]
+pub mod etcd {
+    tonic::include_proto!("etcdserverpb");
+}
+
 /// `raftrain.example.v1`: the training example stored in dataset records.
 pub use raftrain::example::v1 as example;
 /// `raftrain.kv.v1`: the key-value write service of the consensus benchmark.

@@ -2,7 +2,8 @@
 //! writes from 1, 16, 64 and 256 concurrent clients (unary `Put` calls, then one `PutStream`
 //! per client) for a fixed time each; a table of
 //! writes/s and commit latency against a same-run baseline of raw sled
-//! `insert + flush + sync_data`, one write at a time, on the same disk.
+//! `insert + flush + sync_data`, one write at a time, on the same disk, and, when an `etcd`
+//! binary is found, against a three-member etcd group driven the same way in the same run.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -11,6 +12,7 @@ use super::kv::service::{cluster_info, KvClient, KEYS_PER_WRITER, VALUE_BYTES_MA
 use anyhow::Context as _;
 use clap::Args;
 
+use super::etcd::{find_etcd, EtcdClient, EtcdGroup};
 use super::table::Table;
 use crate::process_group::{directory_bytes, free_loopback_addrs, percentile_ms, ProcessGroup};
 
@@ -49,6 +51,14 @@ pub struct ConsensusBenchArgs {
     /// call per write; `stream` is one `PutStream` per client, still one write outstanding.
     #[arg(long, value_delimiter = ',', default_value = "unary,stream")]
     pub rpc: Vec<ClientRpc>,
+    /// The etcd binary of the anchor group (etcd 3.4's flags); without it, `etcd` on `PATH`.
+    /// Each client count is then also written to a three-member etcd group with unary `Put`
+    /// calls, and raftrain's client rows say how they compare ("vs etcd").
+    #[arg(long)]
+    pub etcd: Option<PathBuf>,
+    /// Do not run the etcd anchor even if etcd is found.
+    #[arg(long)]
+    pub no_etcd: bool,
 }
 
 /// How a benchmark client sends its writes.
@@ -60,8 +70,34 @@ pub enum ClientRpc {
     Stream,
 }
 
+/// The group a benchmark client writes to, and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    Raftrain(ClientRpc),
+    /// The etcd anchor, one unary `KV/Put` per write.
+    Etcd,
+}
+
+/// One client's connection to the group under test.
+#[derive(Clone)]
+enum Connection {
+    Raftrain(KvClient),
+    Etcd(EtcdClient),
+}
+
+impl Connection {
+    async fn open(target: Target, addr: &str) -> anyhow::Result<Self> {
+        Ok(match target {
+            Target::Raftrain(_) => Self::Raftrain(KvClient::connect(addr).await?),
+            Target::Etcd => Self::Etcd(EtcdClient::connect(addr).await?),
+        })
+    }
+}
+
 struct Row {
     label: String,
+    /// The clients of a client row and whom they wrote to; `None` for other rows.
+    clients: Option<(usize, Target)>,
     writes: usize,
     elapsed: Duration,
     latencies: Vec<Duration>,
@@ -101,19 +137,27 @@ async fn bench(args: &ConsensusBenchArgs, root: &Path) -> anyhow::Result<()> {
     .context("measure raw sled writes")?;
     let baseline = Row {
         label: "raw sled fsync (1 writer)".to_string(),
+        clients: None,
         writes: baseline.len(),
         elapsed: duration,
         latencies: baseline,
     };
     let mut group = Group::spawn(root, args.replica_threads)?;
     let leader = group.wait_for_leader().await?;
+    let mut etcd = start_etcd(args, root).await?;
     let mut rows = Vec::new();
     for &clients in &args.clients {
         for &rpc in &args.rpc {
-            rows.push(drive(&leader, clients, rpc, duration, args.value_bytes).await?);
+            let target = Target::Raftrain(rpc);
+            rows.push(drive(&leader, clients, target, duration, args.value_bytes).await?);
             group.check_alive()?;
         }
+        if let Some((etcd, etcd_leader)) = &mut etcd {
+            rows.push(drive(etcd_leader, clients, Target::Etcd, duration, args.value_bytes).await?);
+            etcd.check_alive()?;
+        }
     }
+    drop(etcd);
     for &writers in &args.in_process {
         rows.push(drive_in_process(&leader, writers, duration, args.value_bytes).await?);
         group.check_alive()?;
@@ -131,18 +175,43 @@ async fn bench(args: &ConsensusBenchArgs, root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The etcd anchor group and its leader's client address, when etcd is found and wanted;
+/// otherwise says in one line why there are no etcd rows.
+async fn start_etcd(
+    args: &ConsensusBenchArgs,
+    root: &Path,
+) -> anyhow::Result<Option<(EtcdGroup, String)>> {
+    if args.no_etcd {
+        println!("etcd anchor: off (--no-etcd)");
+        return Ok(None);
+    }
+    let Some(etcd) = find_etcd(args.etcd.as_deref()) else {
+        match &args.etcd {
+            Some(path) => println!("etcd anchor: {} is not a file; no etcd rows", path.display()),
+            None => println!("etcd anchor: no `etcd` on PATH (give --etcd); no etcd rows"),
+        }
+        return Ok(None);
+    };
+    let etcd_root = root.join("etcd");
+    std::fs::create_dir_all(&etcd_root)
+        .with_context(|| format!("create {}", etcd_root.display()))?;
+    let mut group = EtcdGroup::spawn(&etcd, &etcd_root)?;
+    let leader = group.wait_for_leader().await?;
+    Ok(Some((group, leader)))
+}
+
 /// `clients` tasks writing as fast as they can through the leader for `duration`.
 async fn drive(
     leader: &str,
     clients: usize,
-    rpc: ClientRpc,
+    target: Target,
     duration: Duration,
     value_bytes: usize,
 ) -> anyhow::Result<Row> {
     let connection_count = clients.div_ceil(CLIENTS_PER_CONNECTION);
     let mut connections = Vec::with_capacity(connection_count);
     for _ in 0..connection_count {
-        connections.push(KvClient::connect(leader).await?);
+        connections.push(Connection::open(target, leader).await?);
     }
     let value = "v".repeat(value_bytes);
     let start = Instant::now();
@@ -151,37 +220,44 @@ async fn drive(
     for client in 0..clients {
         let connection = connections[client % connection_count].clone();
         let value = value.clone();
-        tasks.push(tokio::spawn(client_writes(connection, rpc, client, deadline, value)));
+        tasks.push(tokio::spawn(client_writes(connection, target, client, deadline, value)));
     }
     let mut latencies = Vec::new();
     for task in tasks {
         latencies.extend(task.await.context("join a client")?.context("a client's write failed")?);
     }
     let elapsed = start.elapsed();
-    let label = format!("{clients} {}", rpc_name(rpc));
-    Ok(Row { label, writes: latencies.len(), elapsed, latencies })
+    let label = match target {
+        Target::Raftrain(rpc) => format!("{clients} {}", rpc_name(rpc)),
+        Target::Etcd => format!("etcd, {clients} unary"),
+    };
+    let clients = Some((clients, target));
+    Ok(Row { label, clients, writes: latencies.len(), elapsed, latencies })
 }
 
 /// One client: writes one at a time until `deadline`; returns each write's latency.
 async fn client_writes(
-    mut connection: KvClient,
-    rpc: ClientRpc,
+    mut connection: Connection,
+    target: Target,
     client: usize,
     deadline: Instant,
     value: String,
 ) -> anyhow::Result<Vec<Duration>> {
-    let mut stream = match rpc {
-        ClientRpc::Unary => None,
-        ClientRpc::Stream => Some(connection.open_stream().await?),
+    let mut stream = match (&mut connection, target) {
+        (Connection::Raftrain(kv), Target::Raftrain(ClientRpc::Stream)) => {
+            Some(kv.open_stream().await?)
+        }
+        _ => None,
     };
     let mut latencies = Vec::new();
     let mut sequence = 0u64;
     while Instant::now() < deadline {
         let key = format!("client-{client}-{}", sequence % KEYS_PER_WRITER);
         let write_start = Instant::now();
-        match &mut stream {
-            Some(stream) => stream.put(key, value.clone()).await?,
-            None => connection.put(key, value.clone()).await?,
+        match (&mut stream, &mut connection) {
+            (Some(stream), _) => stream.put(key, value.clone()).await?,
+            (None, Connection::Raftrain(kv)) => kv.put(key, value.clone()).await?,
+            (None, Connection::Etcd(etcd)) => etcd.put(key, value.clone()).await?,
         }
         latencies.push(write_start.elapsed());
         sequence += 1;
@@ -207,26 +283,58 @@ async fn drive_in_process(
     let mut client = KvClient::connect(leader).await?;
     let (latencies, elapsed) = client.load(writers, duration, value_bytes).await?;
     let label = format!("{writers} in the leader");
-    Ok(Row { label, writes: latencies.len(), elapsed, latencies })
+    Ok(Row { label, clients: None, writes: latencies.len(), elapsed, latencies })
 }
 
 fn print_table(baseline: &Row, rows: &[Row]) {
-    let mut table =
-        Table::new(&["clients", "writes", "writes/s", "vs raw sled", "p50 ms", "p99 ms"]);
+    let mut table = Table::new(&[
+        "clients",
+        "writes",
+        "writes/s",
+        "vs raw sled",
+        "vs etcd",
+        "p50 ms",
+        "p99 ms",
+        "etcd p50/p99 ms",
+    ]);
     let baseline_rate = rate(baseline);
     for row in std::iter::once(baseline).chain(rows) {
-        let mut latencies = row.latencies.clone();
-        latencies.sort_unstable();
+        let etcd = etcd_row(row, rows);
+        let (vs_etcd, etcd_latency) = match etcd {
+            Some(etcd) => {
+                let ratio = format!("{:.2}x", rate(row) / rate(etcd).max(f64::MIN_POSITIVE));
+                let (p50, p99) = p50_p99(etcd);
+                (ratio, format!("{p50:.2} / {p99:.2}"))
+            }
+            None => ("-".to_string(), "-".to_string()),
+        };
+        let (p50, p99) = p50_p99(row);
         table.row(vec![
             row.label.clone(),
             row.writes.to_string(),
             format!("{:.0}", rate(row)),
             format!("{:.2}x", rate(row) / baseline_rate.max(f64::MIN_POSITIVE)),
-            format!("{:.2}", percentile_ms(&latencies, 0.50)),
-            format!("{:.2}", percentile_ms(&latencies, 0.99)),
+            vs_etcd,
+            format!("{p50:.2}"),
+            format!("{p99:.2}"),
+            etcd_latency,
         ]);
     }
     print!("{}", table.render());
+}
+
+/// The etcd row with as many clients as raftrain client row `row`, if both exist.
+fn etcd_row<'a>(row: &Row, rows: &'a [Row]) -> Option<&'a Row> {
+    let (clients, Target::Raftrain(_)) = row.clients? else {
+        return None;
+    };
+    rows.iter().find(|etcd| etcd.clients == Some((clients, Target::Etcd)))
+}
+
+fn p50_p99(row: &Row) -> (f64, f64) {
+    let mut latencies = row.latencies.clone();
+    latencies.sort_unstable();
+    (percentile_ms(&latencies, 0.50), percentile_ms(&latencies, 0.99))
 }
 
 fn rate(row: &Row) -> f64 {

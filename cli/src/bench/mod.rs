@@ -3,6 +3,7 @@
 
 mod consensus;
 mod consensus_node;
+mod etcd;
 mod kv;
 mod master;
 mod master_dataset;
