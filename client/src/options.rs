@@ -17,9 +17,10 @@ pub const WAITING_LOG_INTERVAL_MS: u64 = 10_000;
 /// The first pause after a failed attempt; doubled after every further failure.
 pub const BACKOFF_MS_MIN: u64 = 10;
 /// The longest pause between attempts. Short, because during an election every pause past the
-/// moment a new leader is elected is failover time a trainer sees; an attempt is a handful of
-/// small RPCs, cheap enough to repeat ten times a second.
-pub const BACKOFF_MS_MAX: u64 = 100;
+/// moment a new leader is elected is failover time a trainer sees (at 100 ms, 40-100 ms of a
+/// 300-400 ms failover); an attempt is a handful of small RPCs, cheap enough to repeat twenty
+/// times a second.
+pub const BACKOFF_MS_MAX: u64 = 50;
 /// The shortest and longest pause after a `try-again-later` refusal (the strangers' session
 /// pool is full): the master says when a place frees up, and the client asks again then,
 /// but at least this seldom (each ask is a log entry) and at most this late (another client
@@ -117,10 +118,10 @@ mod tests {
     #[test]
     fn backoff_doubles_caps_and_jitters() {
         let steps: Vec<u64> = (0..8).map(super::backoff_step_ms).collect();
-        assert_eq!(steps, [10, 20, 40, 80, 100, 100, 100, 100]);
+        assert_eq!(steps, [10, 20, 40, 50, 50, 50, 50, 50]);
         let jitter = super::Jitter::new(None);
         let pauses: Vec<u64> = (0..200).map(|_| jitter.backoff(6).as_millis() as u64).collect();
-        assert!(pauses.iter().all(|pause| (50..=100).contains(pause)), "{pauses:?}");
+        assert!(pauses.iter().all(|pause| (25..=50).contains(pause)), "{pauses:?}");
         assert!(pauses.iter().any(|pause| *pause != pauses[0]), "jittered");
         let seeded = |seed| {
             let jitter = super::Jitter::new(Some(seed));

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use crate::batch_pace::BatchPace;
 use crate::cluster_info::ClusterInfo;
+use crate::handoff::successor;
 use crate::leadership_ends::LeadershipEnds;
 use crate::{Commands, Raft, TypeConfig, WriteError};
 
@@ -51,13 +52,16 @@ struct Pending {
 /// The sending side of the batching task; the task ends when every sender is dropped.
 pub(crate) struct Batcher {
     requests: mpsc::Sender<Pending>,
+    /// One permit per entry that may be in flight; all free means none is.
+    in_flight: Arc<Semaphore>,
 }
 
 impl Batcher {
     /// Starts the batching task for `raft`; entries hold at most `batch_bytes_max` command bytes,
     /// and an entry's writers are answered at the latest `write_timeout_ms` after it is proposed.
     /// Once `leaving` is set (the node hands leadership off), nothing more is proposed: queued
-    /// writes are told `ForwardToLeader`, so the log stops growing and a follower can catch up.
+    /// writes are told `ForwardToLeader` (the successor, once it leads), so the log stops
+    /// growing and a follower can catch up.
     pub(crate) fn start(
         raft: Raft,
         batch_bytes_max: usize,
@@ -66,8 +70,19 @@ impl Batcher {
     ) -> Self {
         let (requests, receiver) = mpsc::channel(QUEUE_LENGTH_MAX);
         let limits = Limits { batch_bytes_max, write_timeout_ms };
-        tokio::spawn(run(raft, receiver, limits, leaving));
-        Self { requests }
+        let in_flight = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT_MAX));
+        tokio::spawn(run(raft, receiver, limits, leaving, Arc::clone(&in_flight)));
+        Self { requests, in_flight }
+    }
+
+    /// Returns once no proposed entry awaits its answer. Once the node is leaving nothing more
+    /// is proposed, so from then on the leader's log grows no further: a follower found caught
+    /// up stays caught up (a handoff target with a shorter log would be refused the vote).
+    pub(crate) async fn drained(&self) {
+        let all = u32::try_from(BATCHES_IN_FLIGHT_MAX).expect("a small constant");
+        let permits =
+            self.in_flight.acquire_many(all).await.expect("the semaphore is never closed");
+        drop(permits);
     }
 
     /// Replicates `command` in some batch and returns its response.
@@ -92,9 +107,9 @@ async fn run(
     mut receiver: mpsc::Receiver<Pending>,
     limits: Limits,
     leaving: Arc<AtomicBool>,
+    in_flight: Arc<Semaphore>,
 ) {
     let leadership = LeadershipEnds::start(raft.metrics());
-    let in_flight = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT_MAX));
     let pace = Arc::new(Mutex::new(BatchPace::default()));
     let mut carried: Option<Pending> = None;
     loop {
@@ -117,8 +132,8 @@ async fn run(
         let started = Instant::now();
         let (commands, replies) = batch.split();
         if leaving.load(Ordering::SeqCst) {
-            let leaving = WriteError::ForwardToLeader { leader_id: None, leader_addr: None };
-            deliver(Err(leaving), replies);
+            let raft = raft.clone();
+            tokio::spawn(async move { deliver(Err(successor(&raft).await), replies) });
             continue;
         }
         // Read before proposing: if the node leads now, the entry can only be proposed in this

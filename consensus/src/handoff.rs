@@ -20,11 +20,13 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use openraft::error::ForwardToLeader;
 use openraft::ServerState;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::Raft;
+use crate::batcher::forward_to_leader;
+use crate::{Raft, WriteError};
 
 /// What a leader about to stop sends the follower it hands leadership to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +116,31 @@ pub(crate) async fn hand_off(
         Err(error) => {
             Handoff::Failed { reason: format!("no new leader within {bound:?}: {error}") }
         }
+    }
+}
+
+/// Where a caller of a leaving node goes: the member that leads once one other than this node
+/// does (it learns so from the new leader's first AppendEntries), or, if none does within a
+/// lease and an election timeout (by then the followers have elected one even if the handoff
+/// failed), nobody known (the caller rediscovers). Holding callers until then, instead of
+/// refusing them at once with no leader named, lets a client follow the redirect without a
+/// backoff pause, and lands it on a leader that can already serve it.
+pub(crate) async fn successor(raft: &Raft) -> WriteError {
+    let bound = Duration::from_millis(2 * raft.config().election_timeout_max);
+    let id = raft.metrics().borrow().id;
+    let moved = raft
+        .wait(Some(bound))
+        .metrics(
+            |metrics| metrics.current_leader.is_some_and(|leader| leader != id),
+            "another member leads",
+        )
+        .await;
+    match moved {
+        Ok(metrics) => {
+            let forward = ForwardToLeader { leader_id: metrics.current_leader, leader_node: None };
+            forward_to_leader(raft, forward)
+        }
+        Err(_) => WriteError::ForwardToLeader { leader_id: None, leader_addr: None },
     }
 }
 

@@ -127,7 +127,7 @@ impl<S: StateMachine> ConsensusNode<S> {
         let timeout_ms = config.write_timeout_ms;
         let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX, timeout_ms, leaving.clone());
         let lease = Duration::from_millis(config.election_timeout_max_ms);
-        let rpc_handler = RpcHandler::new(raft.clone(), lease);
+        let rpc_handler = RpcHandler::new(raft.clone(), lease, leaving.clone());
         let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
         let leading_since = Arc::new(std::sync::Mutex::new(None));
         tokio::spawn(count_leader_changes(raft.metrics(), leading_since.clone()));
@@ -204,7 +204,7 @@ impl<S: StateMachine> ConsensusNode<S> {
                 size_bytes_max: COMMAND_BYTES_MAX,
             });
         }
-        self.refuse_if_leaving()?;
+        self.redirect_if_leaving().await?;
         let timeout_ms = self.inner.config.write_timeout_ms;
         let started = std::time::Instant::now();
         let write = self.inner.batcher.write(command);
@@ -227,7 +227,7 @@ impl<S: StateMachine> ConsensusNode<S> {
     /// before the call, so a following [`ConsensusNode::read`] is linearizable.
     #[tracing::instrument(level = "debug", skip_all, fields(node = self.inner.config.id, term = self.term()))]
     pub async fn ensure_linearizable(&self) -> Result<(), WriteError> {
-        self.refuse_if_leaving()?;
+        self.redirect_if_leaving().await?;
         let timeout_ms = self.inner.config.write_timeout_ms;
         let check = self.inner.raft.ensure_linearizable();
         match tokio::time::timeout(Duration::from_millis(timeout_ms), check).await {
@@ -252,7 +252,7 @@ impl<S: StateMachine> ConsensusNode<S> {
     /// A leader cut off from the majority answers `Err` within twice that bound. Unlike
     /// [`ConsensusNode::ensure_linearizable`], it does not wait for the state to be applied.
     pub async fn confirm_leadership(&self) -> Result<u64, WriteError> {
-        self.refuse_if_leaving()?;
+        self.redirect_if_leaving().await?;
         self.inner.leadership.confirm().await
     }
 
@@ -268,6 +268,12 @@ impl<S: StateMachine> ConsensusNode<S> {
         self.inner.leaving.store(true, Ordering::SeqCst);
         // A node about to stop must not campaign either: it would win back what it hands off.
         self.inner.raft.runtime_config().elect(false);
+        // Entries proposed before the flag was set still reach the log: pick the follower to
+        // hand off to only once they have (each is answered within the write timeout).
+        let drained = self.inner.batcher.drained();
+        if tokio::time::timeout(bound, drained).await.is_err() {
+            return Handoff::Failed { reason: format!("writes still in flight after {bound:?}") };
+        }
         let since = self.leading_since().map(|(_term, since)| since);
         let lease = Duration::from_millis(self.inner.config.election_timeout_max_ms);
         crate::handoff::hand_off(&self.inner.raft, transport, bound, lease, since).await
@@ -290,11 +296,13 @@ impl<S: StateMachine> ConsensusNode<S> {
         self.inner.leaving.load(Ordering::SeqCst)
     }
 
-    fn refuse_if_leaving(&self) -> Result<(), WriteError> {
-        if self.is_leaving() {
-            return Err(WriteError::ForwardToLeader { leader_id: None, leader_addr: None });
+    /// While this node hands leadership off, holds the caller until another member leads,
+    /// then sends it there (see `handoff::successor`).
+    async fn redirect_if_leaving(&self) -> Result<(), WriteError> {
+        if !self.is_leaving() {
+            return Ok(());
         }
-        Ok(())
+        Err(crate::handoff::successor(&self.inner.raft).await)
     }
 
     /// How long a confirmation of [`ConsensusNode::confirm_leadership`] is trusted:

@@ -3,6 +3,7 @@
 //! AppendEntries and votes. The gRPC service and the tests' in-memory router both go through
 //! here, so the tests exercise the same handling as the wire.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,10 +29,11 @@ pub struct RpcHandler {
 }
 
 impl RpcHandler {
-    /// The handler of `raft`, whose leader lease (`election_timeout_max`) is `leader_lease`.
-    /// Every transport of the node must share this one handler (clones of it).
-    pub fn new(raft: Raft, leader_lease: Duration) -> Self {
-        let step_up = Arc::new(StepUp::new(leader_lease));
+    /// The handler of `raft`, whose leader lease (`election_timeout_max`) is `leader_lease`;
+    /// once `leaving` is set (the node hands leadership off before it stops) it never steps up
+    /// to campaign. Every transport of the node must share this one handler (clones of it).
+    pub(crate) fn new(raft: Raft, leader_lease: Duration, leaving: Arc<AtomicBool>) -> Self {
+        let step_up = Arc::new(StepUp::new(leader_lease, leaving));
         Self { raft, step_up, timeout_now: Arc::default() }
     }
 

@@ -15,7 +15,8 @@
 //! changes *when* an election starts, which Raft's safety never depends on; a live leader's
 //! heartbeats keep `last_heard` fresh, so it is not disturbed.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 // tokio's clock, so a simulation with a paused clock stays deterministic.
@@ -35,11 +36,15 @@ pub(crate) struct StepUp {
     last_heard: Mutex<Instant>,
     /// The leader lease: silence this long means the leader may be gone.
     silence: Duration,
+    /// Set when the node hands leadership off before it stops: it must not campaign then, or
+    /// it wins back what it hands off (seen in `bench master`: a leaving leader refused its
+    /// successor's vote for a shorter log, stepped up, and led again until it exited).
+    leaving: Arc<AtomicBool>,
 }
 
 impl StepUp {
-    pub(crate) fn new(silence: Duration) -> Self {
-        Self { last_heard: Mutex::new(Instant::now()), silence }
+    pub(crate) fn new(silence: Duration, leaving: Arc<AtomicBool>) -> Self {
+        Self { last_heard: Mutex::new(Instant::now()), silence, leaving }
     }
 
     /// Notes an AppendEntries result: any answer but "higher vote" came from a current leader.
@@ -62,6 +67,9 @@ impl StepUp {
     ) {
         let behind = response.last_log_id > request.last_log_id;
         if response.vote_granted || !behind || self.heard_within_lease() || is_leader(raft) {
+            return;
+        }
+        if self.leaving.load(Ordering::SeqCst) {
             return;
         }
         // Counts as a fresh start: a second refusal within the lease does not elect again.

@@ -11,7 +11,8 @@ const BOUND: Duration = Duration::from_secs(5);
 
 /// Right after the writes, the leader hands off: another member leads within the bound (the
 /// leader's own vote lease delays it at most a lease), with every write; the old leader
-/// refuses writes from the start of the handoff and never campaigns again.
+/// refuses writes from the start of the handoff, naming its successor, and never campaigns
+/// again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_hands_off_to_a_caught_up_follower() -> anyhow::Result<()> {
     crate::init_tracing();
@@ -26,7 +27,7 @@ async fn leader_hands_off_to_a_caught_up_follower() -> anyhow::Result<()> {
     let Handoff::Done { to, .. } = outcome else { panic!("no handoff: {outcome:?}") };
     assert_ne!(to, leader);
     let refused = put(cluster.node(leader), "late", "v").await;
-    assert!(matches!(refused, Err(WriteError::ForwardToLeader { .. })), "{refused:?}");
+    assert_redirected_to(&cluster, refused, to);
     assert!(!cluster.node(leader).is_leader());
 
     tracing::info!(to, "--- the new leader has every write and serves");
@@ -38,6 +39,44 @@ async fn leader_hands_off_to_a_caught_up_follower() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(cluster.leader().await?, to, "the leaving node never took it back");
     cluster.stop_all().await
+}
+
+/// A write that reaches the leader while it hands off is held, then sent to the successor by
+/// name and address, so its client can follow at once instead of rediscovering with backoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_during_the_handoff_is_sent_to_the_successor() -> anyhow::Result<()> {
+    crate::init_tracing();
+    let mut cluster = Cluster::start(3, |config| config).await?;
+    let leader = cluster.leader().await?;
+    put(cluster.node(leader), "k", "v").await?;
+
+    tracing::info!(leader, "--- hand off, and write to the leaving leader meanwhile");
+    let leaving = cluster.node(leader).clone();
+    let router = cluster.router.clone();
+    let handoff = tokio::spawn(async move { leaving.hand_off_leadership(&router, BOUND).await });
+    while !cluster.node(leader).is_leaving() {
+        tokio::task::yield_now().await;
+    }
+    let during = put(cluster.node(leader), "during", "v").await;
+    let outcome = handoff.await?;
+    let Handoff::Done { to, .. } = outcome else { panic!("no handoff: {outcome:?}") };
+    assert_redirected_to(&cluster, during, to);
+    cluster.stop_all().await
+}
+
+/// `outcome` is a refusal naming member `to` and its address.
+fn assert_redirected_to<T: std::fmt::Debug>(
+    cluster: &Cluster,
+    outcome: Result<T, WriteError>,
+    to: u64,
+) {
+    let addr = cluster.config(to).peers.get(&to).cloned();
+    match outcome {
+        Err(WriteError::ForwardToLeader { leader_id, leader_addr }) => {
+            assert_eq!((leader_id, leader_addr), (Some(to), addr), "redirected to the successor");
+        }
+        other => panic!("expected a redirect to member {to}, got {other:?}"),
+    }
 }
 
 /// `TimeoutNow` is honoured only from the followed leader, in its term, once per term: a
