@@ -46,9 +46,13 @@ impl EtcdGroup {
     pub(crate) fn spawn(etcd: &Path, root: &Path) -> anyhow::Result<Self> {
         let addrs = free_loopback_addrs(2 * MEMBER_COUNT)?;
         let (client_addrs, peer_addrs) = addrs.split_at(MEMBER_COUNT);
-        let names: Vec<String> = (1..=MEMBER_COUNT).map(|member| format!("etcd-{member}")).collect();
-        let cluster: Vec<String> =
-            names.iter().zip(peer_addrs).map(|(name, peer)| format!("{name}=http://{peer}")).collect();
+        let names: Vec<String> =
+            (1..=MEMBER_COUNT).map(|member| format!("etcd-{member}")).collect();
+        let cluster: Vec<String> = names
+            .iter()
+            .zip(peer_addrs)
+            .map(|(name, peer)| format!("{name}=http://{peer}"))
+            .collect();
         let cluster = cluster.join(",");
         let mut processes = ProcessGroup::new(etcd.to_path_buf(), root);
         for (member, name) in names.iter().enumerate() {
@@ -56,12 +60,28 @@ impl EtcdGroup {
             let client = format!("http://{}", client_addrs[member]);
             let peer = format!("http://{}", peer_addrs[member]);
             let args = [
-                "--name", name, "--data-dir", &data_dir,
-                "--listen-client-urls", &client, "--advertise-client-urls", &client,
-                "--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer,
-                "--initial-cluster", &cluster, "--initial-cluster-state", "new",
-                "--initial-cluster-token", "raftrain-bench",
-                "--logger", "zap", "--log-level", "warn",
+                "--name",
+                name,
+                "--data-dir",
+                &data_dir,
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+                "--initial-cluster",
+                &cluster,
+                "--initial-cluster-state",
+                "new",
+                "--initial-cluster-token",
+                "raftrain-bench",
+                "--logger",
+                "zap",
+                "--log-level",
+                "warn",
             ];
             processes.add(name, args.iter().map(|arg| arg.to_string()).collect())?;
         }
