@@ -8,7 +8,8 @@
 //!   writes into one log entry (group commit), `batch_pace` says how long to wait for them,
 //!   `leadership_ends` tells its in-flight entries when this node stops leading;
 //!   `leadership` caches quorum confirmations of leadership (`confirm_leadership`);
-//!   `handoff` hands leadership to a caught-up follower before a planned stop.
+//!   `handoff` hands leadership to a caught-up follower before a planned stop;
+//!   `election_timer` starts a follower's election when its timer runs out, not at a tick.
 //! - `log_store` (sled) and `flusher`: the Raft log, vote, committed and purged ids, and the
 //!   bootstrap record; `durable_log` says how far it is durable, for the leader's parallel
 //!   flush, and `durable_commits` wraps the network to announce only durable commits. `state_machine_store` and `snapshot_file`: the application state and its
@@ -48,6 +49,7 @@ mod codec;
 pub mod config;
 mod durable_commits;
 pub mod durable_log;
+mod election_timer;
 mod error;
 mod flusher;
 mod grpc_handoff;

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::batcher::{forward_to_leader, Batcher};
 use crate::cluster_info::ClusterInfo;
 use crate::durable_commits::DurableCommits;
+use crate::election_timer::{self, ElectionTiming};
 use crate::error::ShutdownError;
 use crate::grpc_handoff::GrpcHandoff;
 use crate::handoff::{Handoff, HandoffTransport};
@@ -129,6 +130,12 @@ impl<S: StateMachine> ConsensusNode<S> {
         let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX, timeout_ms, leaving.clone());
         let lease = Duration::from_millis(config.election_timeout_max_ms);
         let rpc_handler = RpcHandler::new(raft.clone(), lease, leaving.clone());
+        let timing = ElectionTiming {
+            id: config.id,
+            timeout_min_ms: config.election_timeout_min_ms,
+            timeout_max_ms: config.election_timeout_max_ms,
+        };
+        election_timer::start(raft.clone(), rpc_handler.step_up(), timing, leaving.clone());
         let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
         let leading_since = Arc::new(std::sync::Mutex::new(None));
         tokio::spawn(count_leader_changes(raft.metrics(), leading_since.clone()));

@@ -37,6 +37,11 @@ impl RpcHandler {
         Self { raft, step_up, timeout_now: Arc::default() }
     }
 
+    /// When this node last heard from a leader (for the election timer).
+    pub(crate) fn step_up(&self) -> Arc<StepUp> {
+        Arc::clone(&self.step_up)
+    }
+
     pub async fn append_entries(
         &self,
         request: AppendEntriesRequest<TypeConfig>,

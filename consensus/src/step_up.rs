@@ -40,11 +40,14 @@ pub(crate) struct StepUp {
     /// it wins back what it hands off (seen in `bench master`: a leaving leader refused its
     /// successor's vote for a shorter log, stepped up, and led again until it exited).
     leaving: Arc<AtomicBool>,
+    /// When this node last granted a vote.
+    granted: Mutex<Instant>,
 }
 
 impl StepUp {
     pub(crate) fn new(silence: Duration, leaving: Arc<AtomicBool>) -> Self {
-        Self { last_heard: Mutex::new(Instant::now()), silence, leaving }
+        let now = Instant::now();
+        Self { last_heard: Mutex::new(now), silence, leaving, granted: Mutex::new(now) }
     }
 
     /// Notes an AppendEntries result: any answer but "higher vote" came from a current leader.
@@ -65,6 +68,9 @@ impl StepUp {
         request: &VoteRequest<u64>,
         response: &VoteResponse<u64>,
     ) {
+        if response.vote_granted {
+            self.granted_now();
+        }
         let behind = response.last_log_id > request.last_log_id;
         if response.vote_granted || !behind || self.heard_within_lease() || is_leader(raft) {
             return;
@@ -78,6 +84,17 @@ impl StepUp {
         tracing::info!(candidate_term, "refused a candidate with a shorter log; campaigning");
         let raft = raft.clone();
         tokio::spawn(async move { campaign_above(&raft, candidate_term).await });
+    }
+
+    /// When this node last accepted an AppendEntries from a leader, or granted a vote (an
+    /// election is under way then): what the election timer counts from.
+    pub(crate) fn last_heard(&self) -> Instant {
+        (*self.lock()).max(*self.granted.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    /// Notes a vote granted now.
+    fn granted_now(&self) {
+        *self.granted.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
     }
 
     fn heard_within_lease(&self) -> bool {
