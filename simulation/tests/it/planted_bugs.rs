@@ -40,12 +40,14 @@ fn production(bug: &'static [&'static str]) -> PlantedBugs {
 }
 
 /// A log store that acknowledges appends before they are durable loses acknowledged entries in
-/// a crash: at seeds 23 and 27 a node elected later lacks an entry committed before.
+/// a crash: at seeds 23 and 45 a node elected later lacks an entry committed before. (Seed 27
+/// caught it until the leader's parallel flush and the election timer changed its schedule;
+/// `--plant-ack-before-durable --jobs 1 --seeds 100` finds 45.)
 #[test]
 fn acknowledging_before_durable_is_caught() -> anyhow::Result<()> {
     let bugs = PlantedBugs { ack_before_durable: true, ..PlantedBugs::default() };
     check(23, bugs, "leader completeness")?;
-    check(27, bugs, "leader completeness")
+    check(45, bugs, "leader completeness")
 }
 
 /// The same with two jobs at once: seed 27 draws two jobs (`--plant-ack-before-durable --jobs
