@@ -130,8 +130,10 @@ impl<S: StateMachine> ConsensusNode<S> {
         let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX, timeout_ms, leaving.clone());
         let lease = Duration::from_millis(config.election_timeout_max_ms);
         let rpc_handler = RpcHandler::new(raft.clone(), lease, leaving.clone());
+        let rank = config.peers.keys().position(|id| *id == config.id).unwrap_or(0);
         let timing = ElectionTiming {
-            id: config.id,
+            rank: rank as u64,
+            members: config.peers.len() as u64,
             timeout_min_ms: config.election_timeout_min_ms,
             timeout_max_ms: config.election_timeout_max_ms,
         };
