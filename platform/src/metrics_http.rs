@@ -60,12 +60,33 @@ pub async fn serve(
     serve_with_health(listener, limits, endpoints, None, shutdown).await
 }
 
+/// What a process serves on the port besides its metrics and probes.
+#[derive(Clone, Default)]
+pub struct Extras {
+    /// `grpc.health.v1.Health`, from the same statuses as the process's gRPC port.
+    pub health: Option<GrpcHealth>,
+    /// More routes (a master's dashboard), behind the same connection limits.
+    pub routes: Option<Router>,
+}
+
 /// Like [`serve`], and with `health`, `grpc.health.v1.Health` too.
 pub async fn serve_with_health(
     listener: TcpListener,
     limits: &PortLimits,
     endpoints: Endpoints,
     health: Option<GrpcHealth>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let extras = Extras { health, routes: None };
+    serve_with_extras(listener, limits, endpoints, extras, shutdown).await
+}
+
+/// Like [`serve`], and with `extras`.
+pub async fn serve_with_extras(
+    listener: TcpListener,
+    limits: &PortLimits,
+    endpoints: Endpoints,
+    Extras { health, routes }: Extras,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let mut router = Router::new()
@@ -78,6 +99,9 @@ pub async fn serve_with_health(
             let path = format!("/{HEALTH_SERVICE}/{method}");
             router = router.route_service(&path, health.service());
         }
+    }
+    if let Some(routes) = routes {
+        router = router.merge(routes);
     }
     let listener = GuardedListener::new(listener, limits);
     if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
@@ -101,13 +125,24 @@ pub fn spawn_with_health(
     limits: PortLimits,
     endpoints: Endpoints,
     health: Option<GrpcHealth>,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    spawn_with_extras(listener, limits, endpoints, Extras { health, routes: None }, stopped)
+}
+
+/// Like [`spawn`], and with `extras`.
+pub fn spawn_with_extras(
+    listener: TcpListener,
+    limits: PortLimits,
+    endpoints: Endpoints,
+    extras: Extras,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let shutdown = async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
     tokio::spawn(
-        async move { serve_with_health(listener, &limits, endpoints, health, shutdown).await },
+        async move { serve_with_extras(listener, &limits, endpoints, extras, shutdown).await },
     )
 }
 
