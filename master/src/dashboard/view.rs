@@ -287,7 +287,8 @@ mod tests {
         let member = |id: u64| {
             let error = Err(worst_text(FAILURE_REASON_BYTES_MAX));
             let view = Ok(GroupView { term: u64::MAX, ..GroupView::default() });
-            (id, (worst_text(PSERVER_ADDR_BYTES_MAX), if id % 2 == 0 { error } else { view }))
+            let answer = if id.is_multiple_of(2) { error } else { view };
+            (id, (worst_text(PSERVER_ADDR_BYTES_MAX), answer))
         };
         let members = (0..MEMBERS_SHOWN_MAX as u64 * 2).map(member).collect();
         let fetched = Fetched { jobs: Ok((list, statuses)), members, at: Instant::now() };

@@ -24,6 +24,10 @@ function show(value) {
   return value === null || value === undefined ? "–" : String(value);
 }
 
+function fixed(value) {
+  return value === null || value === undefined ? null : value.toFixed(4);
+}
+
 function time(ms) {
   return ms ? new Date(ms).toLocaleTimeString() : "–";
 }
@@ -132,7 +136,7 @@ function renderJob(job) {
   box.appendChild(el("p", "job-summary", summary));
   box.append(...progressBar(job));
   box.appendChild(charts(job));
-  const evals = job.evals.map((e) => [e.pass, e.loss, e.accuracy]);
+  const evals = job.evals.map((e) => [e.pass, fixed(e.loss), fixed(e.accuracy)]);
   box.appendChild(el("h3", null, "Evaluations"));
   box.appendChild(table(["pass", "loss", "accuracy"], evals));
   box.appendChild(el("h3", null, `Trainers (${job.trainers.length} of ${job.trainers_total})`));
@@ -184,6 +188,15 @@ async function poll() {
   }
   render(view);
 }
+
+// Errors the page met, counted where a test (or a curious operator) can read them.
+let pageErrors = 0;
+function countError() {
+  pageErrors += 1;
+  document.body.dataset.errors = String(pageErrors);
+}
+window.addEventListener("error", countError);
+window.addEventListener("unhandledrejection", countError);
 
 poll();
 setInterval(poll, POLL_MS);
