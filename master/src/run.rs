@@ -240,7 +240,8 @@ fn serve_metrics(
             (Some(routes), Some(recorder))
         }
     };
-    let extras = Extras { health: Some(health), routes };
+    let tls = security.tls().and_then(platform::security::Tls::https_config);
+    let extras = Extras { health: Some(health), routes, tls };
     let limits = config.port_limits.clone();
     let server =
         platform::metrics_http::spawn_with_extras(listener, limits, endpoints, extras, stopped);
