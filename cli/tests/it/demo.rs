@@ -59,21 +59,51 @@ fn two_demo_jobs_train_side_by_side() {
     }
 }
 
-/// The pids of `pid`'s children.
 /// `demo --secure`: a throwaway CA and token, every master, pserver and trainer (and the demo's
 /// own client) on TLS with the token, and the job still trains; the logs show the servers
-/// refused nothing of their own cluster.
+/// refused nothing of their own cluster. With `--keep` it prints the dashboard's `https://`
+/// address, keeps it up after the run (its view, over TLS, names the leader) until SIGINT,
+/// then stops every child and keeps the work directory.
 #[test]
 fn the_secure_demo_trains_over_tls_with_the_token() {
-    let output = Command::new(env!("CARGO_BIN_EXE_raftrain"))
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_raftrain"))
         .args(["demo", "--secure", "--no-faults", "--keep", "--examples", "20000", "--passes", "1"])
         .env("RAFTRAIN_LOG", "warn")
         .env("RAFTRAIN_BENCH_LOG", "info")
-        .output()
-        .expect("run the demo");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the demo");
+    let mut lines = BufReader::new(demo.stdout.take().expect("piped")).lines();
+    let mut stdout = String::new();
+    for line in lines.by_ref().map_while(Result::ok) {
+        stdout.push_str(&line);
+        stdout.push('\n');
+        if line.starts_with("dashboard kept up") {
+            break;
+        }
+    }
     assert!(stdout.contains("job finished"), "{stdout}");
+    let work = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("raftrain demo: work directory "))
+        .unwrap_or_else(|| panic!("no work directory in {stdout}"));
+    let dashboard = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("dashboard: https://"))
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no https dashboard address in {stdout}"));
+    let ca = std::path::Path::new(work).join("secure/ca.pem");
+    let view = crate::dashboard_tls::https_get(dashboard, &ca, "/api/v1/view");
+    assert!(view.starts_with("HTTP/1.1 200") && view.contains("\"leader\":"), "{view}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(demo.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("interrupt the demo");
+    stdout.extend(lines.map_while(Result::ok).map(|line| line + "\n"));
+    let status = demo.wait().expect("wait for the demo");
+    assert!(status.success(), "{stdout}");
     let kept = stdout
         .lines()
         .find_map(|line| line.strip_prefix("work directory kept: "))
@@ -88,6 +118,7 @@ fn the_secure_demo_trains_over_tls_with_the_token() {
     let _ = std::fs::remove_dir_all(kept);
 }
 
+/// The pids of `pid`'s children.
 fn children(pid: u32) -> Vec<i32> {
     let list =
         std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
