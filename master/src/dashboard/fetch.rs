@@ -31,6 +31,8 @@ pub(crate) struct Fetched {
     pub members: BTreeMap<u64, (String, Result<GroupView, String>)>,
     /// When it was fetched.
     pub at: Instant,
+    /// Each trainer's tasks per second since the fetch before, by (job, trainer id).
+    pub trainer_rates: BTreeMap<(String, u64), f64>,
 }
 
 /// Fetches, one at a time, and keeps the newest answer.
@@ -61,14 +63,16 @@ impl LeaderFetcher {
         if let Some(kept) = newest.as_ref().filter(|kept| kept.at.elapsed() < fresh) {
             return kept.clone();
         }
-        let fetched = Arc::new(self.fetch().await);
+        let mut fetched = self.fetch().await;
+        fetched.trainer_rates = trainer_rates(newest.as_deref(), &fetched);
+        let fetched = Arc::new(fetched);
         *newest = Some(fetched.clone());
         fetched
     }
 
     async fn fetch(&self) -> Fetched {
         let (jobs, members) = tokio::join!(self.jobs(), self.members());
-        Fetched { jobs, members, at: Instant::now() }
+        Fetched { jobs, members, at: Instant::now(), trainer_rates: BTreeMap::new() }
     }
 
     /// Every job, and each one's status, from the leader.
@@ -104,5 +108,78 @@ impl LeaderFetcher {
             }
         }
         members
+    }
+}
+
+/// Tasks per second of each trainer from `before` to `after`, by the tasks done its heartbeats
+/// reported (a trainer absent from either, or without a figure, has none).
+fn trainer_rates(before: Option<&Fetched>, after: &Fetched) -> BTreeMap<(String, u64), f64> {
+    let (Some(before), Ok((_, statuses))) = (before, &after.jobs) else { return BTreeMap::new() };
+    let Ok((_, statuses_before)) = &before.jobs else { return BTreeMap::new() };
+    let seconds = after.at.saturating_duration_since(before.at).as_secs_f64();
+    if seconds <= 0.0 {
+        return BTreeMap::new();
+    }
+    let done_before = tasks_done(statuses_before);
+    tasks_done(statuses)
+        .into_iter()
+        .filter_map(|(key, done)| {
+            let then = *done_before.get(&key)?;
+            Some((key, done.saturating_sub(then) as f64 / seconds))
+        })
+        .collect()
+}
+
+/// Every trainer's tasks done, by (job, trainer id).
+fn tasks_done(statuses: &[JobStatus]) -> BTreeMap<(String, u64), u64> {
+    let trainers = statuses.iter().flat_map(|status| {
+        let job = status.job.clone().unwrap_or_default();
+        let done =
+            status.trainers.iter().filter_map(|trainer| Some((trainer.id, trainer.tasks_done?)));
+        done.map(move |(id, done)| ((job.clone(), id), done))
+    });
+    trainers.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use client::{JobList, TrainerStatus};
+
+    use super::*;
+
+    fn fetched(at: Instant, done: &[(u64, Option<u64>)]) -> Fetched {
+        let trainers = done
+            .iter()
+            .map(|(id, tasks_done)| TrainerStatus {
+                id: *id,
+                tasks_done: *tasks_done,
+                ..TrainerStatus::default()
+            })
+            .collect();
+        let status = JobStatus { job: Some("j".into()), trainers, ..JobStatus::default() };
+        let list = JobList { jobs: Vec::new(), retention_ms: 0 };
+        Fetched {
+            jobs: Ok((list, vec![status])),
+            members: BTreeMap::new(),
+            at,
+            trainer_rates: BTreeMap::new(),
+        }
+    }
+
+    /// A trainer's rate is its tasks done since the fetch before over the time between; one
+    /// new, silent or without a figure has none, and a count that went back (a new leader's
+    /// soft state) is no negative rate.
+    #[test]
+    fn trainer_rates_count_tasks_between_fetches() {
+        let start = Instant::now();
+        let before = fetched(start, &[(1, Some(10)), (2, Some(5)), (3, None), (4, Some(9))]);
+        let after = fetched(
+            start + Duration::from_secs(2),
+            &[(1, Some(14)), (2, None), (3, Some(1)), (4, Some(3)), (5, Some(1))],
+        );
+        let rates = trainer_rates(Some(&before), &after);
+        let expected = BTreeMap::from([(("j".to_string(), 1), 2.0), (("j".to_string(), 4), 0.0)]);
+        assert_eq!(rates, expected);
+        assert!(trainer_rates(None, &after).is_empty());
     }
 }

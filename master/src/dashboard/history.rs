@@ -102,6 +102,14 @@ impl History {
         }
     }
 
+    /// Takes in each job's newest evaluation, by job id, between two observations: the state
+    /// keeps only the newest, and passes may end faster than observations come.
+    pub(crate) fn observe_evals(&mut self, evals: &BTreeMap<u64, (u32, f32, f32)>) {
+        for (id, eval) in evals {
+            self.jobs.entry(*id).or_default().add_eval(*eval);
+        }
+    }
+
     /// The leader known now and since when this master has seen it: `(leader, term, since)`.
     pub(crate) fn leader_since(&self) -> Option<(Option<u64>, u64, u64)> {
         self.leader
@@ -144,13 +152,18 @@ impl JobHistory {
             }
             events = replacements(last, job);
         }
-        if let Some((pass, loss, accuracy)) = job.eval {
-            if self.evals.back().is_none_or(|newest| newest.pass < pass) {
-                push_bounded(&mut self.evals, EvalPoint { pass, loss, accuracy }, EVALS_MAX);
-            }
+        if let Some(eval) = job.eval {
+            self.add_eval(eval);
         }
         self.last = Some((now_ms, job.clone()));
         events
+    }
+
+    /// Keeps `(pass, loss, accuracy)` if its pass is newer than the newest kept.
+    fn add_eval(&mut self, (pass, loss, accuracy): (u32, f32, f32)) {
+        if self.evals.back().is_none_or(|newest| newest.pass < pass) {
+            push_bounded(&mut self.evals, EvalPoint { pass, loss, accuracy }, EVALS_MAX);
+        }
     }
 }
 
@@ -213,8 +226,9 @@ mod tests {
         Observation { leader_id, term, jobs: BTreeMap::from([(1, one)]) }
     }
 
-    /// Rates count tasks across a pass boundary, evaluations are kept once per pass, and a
-    /// leader change or a slot's new generation lands on the timeline once.
+    /// Rates count tasks across a pass boundary, evaluations are kept once per pass (also
+    /// those seen between observations), and a leader change or a slot's new generation lands
+    /// on the timeline once.
     #[test]
     fn rates_evals_and_timeline_follow_the_observations() {
         let mut history = History::default();
@@ -225,8 +239,10 @@ mod tests {
         let rates: Vec<f64> =
             history.jobs[&1].rates.iter().map(|sample| sample.tasks_per_second).collect();
         assert_eq!(rates, vec![4.0, 5.0, 0.0]);
+        history.observe_evals(&BTreeMap::from([(1, (1, 0.5, 0.75))]));
+        history.observe_evals(&BTreeMap::from([(1, (0, 0.5, 0.75))]));
         let passes: Vec<u32> = history.jobs[&1].evals.iter().map(|eval| eval.pass).collect();
-        assert_eq!(passes, vec![0]);
+        assert_eq!(passes, vec![0, 1]);
         let events: Vec<&Event> = history.timeline.iter().map(|entry| &entry.event).collect();
         let replaced = Event::SlotHolder { job: "j".into(), slot: 0, from: Some(5), to: 9 };
         assert_eq!(

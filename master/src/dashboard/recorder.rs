@@ -1,7 +1,9 @@
 //! The recorder: once a second, looks at this master's own replica (its Raft metrics and its
-//! applied state, no RPC) and feeds what it saw to the [`History`] the dashboard shows. Every
-//! master records for itself, so a follower's timeline holds the leader changes it saw, and a
-//! master restarted starts its history afresh.
+//! applied state, no RPC) and feeds what it saw to the [`History`] the dashboard shows; and
+//! whenever the replica applies something, at most every [`EVAL_LOOK_MS`], it looks at each
+//! job's newest evaluation alone, so no pass's evaluation is missed when passes end faster
+//! than once a second. Every master records for itself, so a follower's timeline holds the
+//! leader changes it saw, and a master restarted starts its history afresh.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -17,6 +19,9 @@ use crate::state::StatusView;
 /// How often the replica is looked at: the rate chart's resolution.
 pub(crate) const SAMPLE_INTERVAL_MS: u64 = 1_000;
 
+/// The least time between two looks at the evaluations (reading them is a few fields per job).
+pub(crate) const EVAL_LOOK_MS: u64 = 20;
+
 /// The history, shared between the recorder and the dashboard's handlers.
 pub(crate) type SharedHistory = Arc<Mutex<History>>;
 
@@ -29,13 +34,39 @@ pub(crate) fn spawn(
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(Duration::from_millis(SAMPLE_INTERVAL_MS));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut applied = node.metrics();
         loop {
-            tokio::select! {
-                _ = ticks.tick() => record(&node, &history),
+            let applied_changed = tokio::select! {
+                _ = ticks.tick() => false,
+                changed = applied.changed() => match changed {
+                    Ok(()) => true,
+                    Err(_) => return,
+                },
                 _ = stopped.wait_for(|stop| *stop) => return,
+            };
+            match applied_changed {
+                false => record(&node, &history),
+                true => {
+                    record_evals(&node, &history);
+                    tokio::time::sleep(Duration::from_millis(EVAL_LOOK_MS)).await;
+                }
             }
         }
     })
+}
+
+/// Each job's newest evaluation, into the history.
+fn record_evals(node: &ConsensusNode<ReplicatedState>, history: &SharedHistory) {
+    let evals = node.read(|state| {
+        let jobs = state.state().jobs();
+        let evals = jobs.filter_map(|(id, job)| {
+            let eval = job.eval?;
+            Some((id, (eval.pass, eval.loss(), eval.accuracy())))
+        });
+        evals.collect::<BTreeMap<_, _>>()
+    });
+    let mut history = history.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    history.observe_evals(&evals);
 }
 
 /// One look at the replica, recorded at the wall clock's now.

@@ -4,6 +4,8 @@
 //! list is cut to a share of a group-wide budget and every user-supplied text to a length, so
 //! the largest group's view stays below [`VIEW_BYTES_MAX`] (`tests::largest_view_is_bounded`).
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Map, Value};
 
 use client::{JobStatus, JobSummary};
@@ -42,7 +44,9 @@ pub(crate) fn render(answering: &Answering<'_>, fetched: &Fetched) -> Value {
         None => "no_leader",
     };
     let (jobs, leader_error) = match &fetched.jobs {
-        Ok((list, statuses)) => (jobs_json(&list.jobs, statuses, answering.history), Value::Null),
+        Ok((list, statuses)) => {
+            (jobs_json(fetched, &list.jobs, statuses, answering.history), Value::Null)
+        }
         Err(reason) => (Vec::new(), json!(cut(reason, REASON_CHARS_MAX))),
     };
     json!({
@@ -85,7 +89,12 @@ fn group_json(answering: &Answering<'_>, fetched: &Fetched) -> Value {
     json!({"leader": local.leader_id, "term": local.term, "leader_since_ms": since_ms, "members": members})
 }
 
-fn jobs_json(summaries: &[JobSummary], statuses: &[JobStatus], history: &History) -> Vec<Value> {
+fn jobs_json(
+    fetched: &Fetched,
+    summaries: &[JobSummary],
+    statuses: &[JobStatus],
+    history: &History,
+) -> Vec<Value> {
     let share = |budget: usize| (budget / summaries.len().max(1)).max(SHOWN_PER_JOB_MIN);
     let shares =
         (share(TRAINERS_SHOWN_MAX), share(PSERVERS_SHOWN_MAX), share(FAILED_TASKS_SHOWN_MAX));
@@ -95,7 +104,9 @@ fn jobs_json(summaries: &[JobSummary], statuses: &[JobStatus], history: &History
         .map(|(summary, status)| {
             let job_history =
                 history.jobs.values().find(|job| job.name() == Some(summary.name.as_str()));
-            job_json(summary, status, job_history, shares)
+            let mut job = job_json(summary, status, job_history, shares);
+            add_trainer_rates(&mut job, &summary.name, &fetched.trainer_rates);
+            job
         })
         .collect()
 }
@@ -138,6 +149,18 @@ fn job_json(
     object.insert("rates".into(), rates_json(history));
     object.insert("evals".into(), evals_json(history));
     Value::Object(object)
+}
+
+/// Adds each shown trainer's `tasks_per_second` (`null` until two fetches saw its count).
+fn add_trainer_rates(job: &mut Value, name: &str, rates: &BTreeMap<(String, u64), f64>) {
+    let Some(trainers) = job.get_mut("trainers").and_then(Value::as_array_mut) else { return };
+    for trainer in trainers {
+        let id = trainer["id"].as_u64().unwrap_or_default();
+        let rate = rates.get(&(name.to_string(), id)).map(|rate| (rate * 100.0).round() / 100.0);
+        if let Some(object) = trainer.as_object_mut() {
+            object.insert("tasks_per_second".into(), json!(rate));
+        }
+    }
 }
 
 /// `[[at_ms, tasks per second], ...]`, oldest first.
@@ -189,7 +212,6 @@ fn cut(text: &str, chars_max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::time::Instant;
 
     use client::{
@@ -291,7 +313,14 @@ mod tests {
             (id, (worst_text(PSERVER_ADDR_BYTES_MAX), answer))
         };
         let members = (0..MEMBERS_SHOWN_MAX as u64 * 2).map(member).collect();
-        let fetched = Fetched { jobs: Ok((list, statuses)), members, at: Instant::now() };
+        // Every trainer of the largest status has the id u64::MAX.
+        let rates = names.iter().map(|name| ((name.clone(), u64::MAX), f64::MAX));
+        let fetched = Fetched {
+            jobs: Ok((list, statuses)),
+            members,
+            at: Instant::now(),
+            trainer_rates: rates.collect(),
+        };
         let history = full_history(&names);
         let local = ClusterInfo {
             node_id: 1,

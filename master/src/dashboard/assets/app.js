@@ -140,8 +140,8 @@ function renderJob(job) {
   box.appendChild(el("h3", null, "Evaluations"));
   box.appendChild(table(["pass", "loss", "accuracy"], evals));
   box.appendChild(el("h3", null, `Trainers (${job.trainers.length} of ${job.trainers_total})`));
-  box.appendChild(table(["id", "name", "last heartbeat (ms ago)", "tasks done"],
-    job.trainers.map((t) => [t.id, t.name, t.last_heartbeat_ms_ago, t.tasks_done])));
+  box.appendChild(table(["id", "name", "last heartbeat (ms ago)", "tasks done", "tasks/s"],
+    job.trainers.map((t) => [t.id, t.name, t.last_heartbeat_ms_ago, t.tasks_done, t.tasks_per_second])));
   box.appendChild(el("h3", null, `Pservers (${job.pservers.length} of ${job.pservers_desired} slots held)`));
   box.appendChild(table(["slot", "address", "generation", "checkpoint step", "checkpoint at"],
     job.pservers.map((p) => [p.index, p.addr, p.generation, p.checkpoint_step, time(p.checkpoint_created_ms)])));
