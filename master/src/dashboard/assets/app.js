@@ -47,7 +47,8 @@ function table(headings, rows) {
 function renderServedBy(view) {
   const servedBy = document.getElementById("served-by");
   const self = view.served_by;
-  let text = `master ${self.id}: ${self.role}`;
+  const roles = { leader: "leader", follower: "follower", no_leader: "knows no leader" };
+  let text = `master ${self.id}: ${roles[self.role] || self.role}`;
   servedBy.className = self.role === "leader" ? "leader" : "follower";
   if (self.role === "follower") text += `, showing the view of leader ${self.leader}`;
   if (!view.leader_reachable) {
