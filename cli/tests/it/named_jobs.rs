@@ -76,7 +76,7 @@ impl JobProcesses {
 }
 
 /// `raftrain job list --json` through the masters.
-fn job_list(group: &MasterGroup) -> serde_json::Value {
+pub(crate) fn job_list(group: &MasterGroup) -> serde_json::Value {
     let masters = group.addrs.join(",");
     let listed = raftrain_ok(&["job", "list", "--masters", &masters, "--json"], b"");
     serde_json::from_str(listed.trim()).expect("job list --json")
@@ -177,7 +177,7 @@ async fn two_jobs_train_at_once_while_a_third_is_cancelled() {
 }
 
 /// A client of the group's job `name`, for the in-process trainers.
-fn client_of(group: &MasterGroup, name: &str) -> MasterClient {
+pub(crate) fn client_of(group: &MasterGroup, name: &str) -> MasterClient {
     let options = ClientOptions {
         call_deadline: Some(Duration::from_secs(60)),
         job: name.to_string(),
@@ -187,7 +187,7 @@ fn client_of(group: &MasterGroup, name: &str) -> MasterClient {
 }
 
 /// The tasks completed in `pass` from `history`, in order.
-fn completed_in(history: &Arc<Mutex<History>>, pass: u32) -> Vec<u64> {
+pub(crate) fn completed_in(history: &Arc<Mutex<History>>, pass: u32) -> Vec<u64> {
     let history = history.lock().expect("history lock");
     history.completions.iter().filter(|(done_pass, ..)| *done_pass == pass).map(|c| c.1).collect()
 }
@@ -247,7 +247,11 @@ async fn a_restored_progress_checkpoint_redoes_exactly_what_came_after_it() {
 
 /// One trainer that takes and finishes tasks until `history` holds `count` completions, every
 /// report answered before it stops.
-async fn train_until(client: &MasterClient, history: &Arc<Mutex<History>>, count: usize) {
+pub(crate) async fn train_until(
+    client: &MasterClient,
+    history: &Arc<Mutex<History>>,
+    count: usize,
+) {
     use crate::task_consumer::{finish, register, take_task};
     let mut trainer = register(client, "steady").await;
     let mut pass = 0;
@@ -271,7 +275,11 @@ async fn train_until(client: &MasterClient, history: &Arc<Mutex<History>>, count
 }
 
 /// Polls `done` every 200 ms until it holds; panics after `timeout`, with `logs()`.
-fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool, logs: impl Fn() -> String) {
+pub(crate) fn wait_until(
+    timeout: Duration,
+    mut done: impl FnMut() -> bool,
+    logs: impl Fn() -> String,
+) {
     let deadline = std::time::Instant::now() + timeout;
     while !done() {
         assert!(std::time::Instant::now() < deadline, "not within {timeout:?}\n{}", logs());
