@@ -224,6 +224,14 @@ async fn watch_lease(
             next_checkpoint = tokio::time::Instant::now() + interval;
         }
     }
+    if held.is_job_ended() {
+        // A cancelled or removed job records nothing more: its model is no longer wanted.
+        tracing::info!(
+            slot = held.index(),
+            "pserver shutting down; its job ended, no last checkpoint"
+        );
+        return Ok(());
+    }
     tracing::info!(slot = held.index(), "pserver shutting down; writing a last checkpoint");
     if held.check().is_ok() {
         let bound = Duration::from_millis(LAST_CHECKPOINT_MS_MAX);

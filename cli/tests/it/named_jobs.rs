@@ -142,14 +142,21 @@ async fn two_jobs_train_at_once_while_a_third_is_cancelled() {
         job.spawn_trainer();
     }
     cancelled.spawn_trainer();
+    cancelled.spawn_trainer();
 
-    tracing::info!("--- cancel c once it trains");
+    tracing::info!("--- cancel c once it trains, one of its trainers stopped (SIGSTOP) meanwhile");
     let c_done = || job_status(&group, "c")["done"].as_u64().is_some_and(|done| done >= 2);
     wait_until(Duration::from_secs(90), c_done, || cancelled.logs() + &group.logs());
+    let (stop, resume) = (nix::sys::signal::Signal::SIGSTOP, nix::sys::signal::Signal::SIGCONT);
+    cancelled.trainers.signal(1, stop).expect("stop a trainer");
     raftrain_ok(&["job", "cancel", "c", "--masters", &masters], b"");
     assert_eq!(cancelled.trainer_exit(0, Duration::from_secs(30)), 0, "{}", cancelled.logs());
     let pserver_exit = cancelled.pservers.wait_exit(0, Duration::from_secs(30));
     assert_eq!(pserver_exit, Some(0), "{}", cancelled.logs());
+    // Resumed after its pserver left, mid-push most likely: it learns of the cancel from its
+    // heartbeat and exits 0, rather than waiting for that pserver without limit.
+    cancelled.trainers.signal(1, resume).expect("resume the trainer");
+    assert_eq!(cancelled.trainer_exit(1, Duration::from_secs(30)), 0, "{}", cancelled.logs());
     assert_eq!(state_of(&job_list(&group), "c").as_deref(), Some("cancelled"));
 
     tracing::info!("--- a and b finish, each as well as one process on its data");
