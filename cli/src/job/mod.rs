@@ -2,6 +2,7 @@
 //! one, and record or restore a job's progress (a progress checkpoint: its pass and done
 //! tasks, one replicated entry, whose id a model checkpoint can carry).
 
+mod progress;
 mod spec;
 
 use std::path::PathBuf;
@@ -61,7 +62,8 @@ enum JobCommand {
         #[command(flatten)]
         connection: Connection,
     },
-    /// Record the job's progress (pass and done tasks); prints the checkpoint's id.
+    /// Record the job's progress (pass and done tasks); prints the checkpoint's id. The job's
+    /// pservers record checkpoints of their own under the same id.
     Checkpoint {
         #[command(flatten)]
         connection: Connection,
@@ -70,14 +72,22 @@ enum JobCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Put the job's queue back to a progress checkpoint: the tasks done after it are done
-    /// again (at least once).
+    /// Put the job back to a progress checkpoint: the pservers' model first (their
+    /// checkpoints for it; no task is handed out until every pserver reloaded), then the
+    /// queue: the tasks done after it are done again (at least once).
     Restore {
         #[command(flatten)]
         connection: Connection,
         name: String,
         #[arg(long)]
         checkpoint: u64,
+        /// Restore the data position only and leave the pservers' model as it is (also the
+        /// way out of a restore whose pservers cannot reload).
+        #[arg(long)]
+        data_only: bool,
+        /// Wait this many seconds for the pservers to reload.
+        #[arg(long, default_value_t = 60)]
+        wait_secs: u64,
     },
 }
 
@@ -127,24 +137,11 @@ async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<
             println!("job {name:?} cancelled");
         }
         JobCommand::Checkpoint { name, json, .. } => {
-            let taken = client.checkpoint_job(name).await?;
-            match json {
-                true => println!(
-                    "{}",
-                    serde_json::json!({"job": name, "checkpoint": taken.id, "pass": taken.pass, "done": taken.done})
-                ),
-                false => println!(
-                    "progress checkpoint {} of job {name:?}: pass {}, {} tasks done",
-                    taken.id, taken.pass, taken.done
-                ),
-            }
+            progress::checkpoint(client, name, *json).await?
         }
-        JobCommand::Restore { name, checkpoint, .. } => {
-            let restored = client.restore_job(name, *checkpoint).await?;
-            println!(
-                "job {name:?} restored to progress checkpoint {checkpoint}: pass {}, {} tasks to do",
-                restored.pass, restored.todo
-            );
+        JobCommand::Restore { name, checkpoint, data_only, wait_secs, .. } => {
+            let wait = Duration::from_secs(*wait_secs);
+            progress::restore(client, (name, *checkpoint), *data_only, wait).await?
         }
     }
     Ok(())

@@ -130,8 +130,9 @@ fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
 }
 
-/// Starts a long demo and waits until its 8 children run; the demo and their pids.
-fn running_demo() -> (std::process::Child, Vec<i32>) {
+/// Starts a long demo and waits until its 8 children run; the demo, their pids, and its work
+/// directory (an interrupted demo keeps it, with its logs: the test removes it).
+fn running_demo() -> (std::process::Child, Vec<i32>, WorkDir) {
     let mut demo = Command::new(env!("CARGO_BIN_EXE_raftrain"))
         .args(["demo", "--no-faults", "--examples", "100000", "--passes", "100"])
         .env("RAFTRAIN_LOG", "warn")
@@ -140,6 +141,9 @@ fn running_demo() -> (std::process::Child, Vec<i32>) {
         .spawn()
         .expect("start the demo");
     let mut lines = BufReader::new(demo.stdout.take().expect("piped")).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let work = first.strip_prefix("raftrain demo: work directory ").expect("the work directory");
+    let work = WorkDir(work.into());
     let started =
         lines.by_ref().map_while(Result::ok).any(|line| line.starts_with("started 3 masters"));
     assert!(started, "the demo started its cluster");
@@ -150,7 +154,16 @@ fn running_demo() -> (std::process::Child, Vec<i32>) {
         spawned = children(demo.id());
     }
     assert_eq!(spawned.len(), 8, "3 masters, 2 pservers, 3 trainers");
-    (demo, spawned)
+    (demo, spawned, work)
+}
+
+/// A demo's work directory, removed when the test is done with it.
+struct WorkDir(std::path::PathBuf);
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Waits up to 10 s for every pid to be gone; those still running.
@@ -166,19 +179,20 @@ fn survivors(pids: Vec<i32>) -> Vec<i32> {
 
 #[test]
 fn sigterm_stops_the_demo_and_every_child() {
-    let (mut demo, spawned) = running_demo();
+    let (mut demo, spawned, work) = running_demo();
     let pid = nix::unistd::Pid::from_raw(demo.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal the demo");
     let status = demo.wait().expect("the demo exits");
     assert!(!status.success(), "an interrupted demo reports it");
     assert_eq!(survivors(spawned), Vec::<i32>::new(), "children left running");
+    assert!(work.0.join("logs").is_dir(), "an interrupted demo keeps its logs");
 }
 
 /// Even a SIGKILLed demo leaves no orphans: each child asked the kernel for SIGTERM when its
 /// parent dies.
 #[test]
 fn sigkill_of_the_demo_leaves_no_orphans() {
-    let (mut demo, spawned) = running_demo();
+    let (mut demo, spawned, _work) = running_demo();
     demo.kill().expect("kill -9 the demo");
     let _ = demo.wait();
     assert_eq!(survivors(spawned), Vec::<i32>::new(), "children left running");

@@ -28,6 +28,7 @@ mod master_lost_disk;
 mod master_pause;
 mod master_service;
 mod metrics;
+mod model_checkpoints;
 mod named_jobs;
 mod planted_bugs;
 mod port_limits;

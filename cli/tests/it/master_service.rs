@@ -242,7 +242,7 @@ async fn the_typed_client_covers_every_call() {
     let lease = lease.expect("granted");
     assert!(lease.generation > 0 && lease.checkpoint.is_none());
     let holds = client.slot_heartbeat(&lease, "127.0.0.1:7101", 5).await;
-    assert_eq!(holds.expect("heartbeat"), SlotHeartbeat::Held);
+    assert!(matches!(holds.expect("heartbeat"), SlotHeartbeat::Held(_)));
     let other_generation = SlotLease { generation: lease.generation + 1, ..lease.clone() };
     let wrong = client.slot_heartbeat(&other_generation, "127.0.0.1:7101", 5).await;
     assert_eq!(wrong.expect("heartbeat"), SlotHeartbeat::NotHeld, "another generation");
