@@ -270,6 +270,8 @@ mod tests {
             ended_ms_ago: Some(u64::MAX),
             newest_checkpoint: Some(u64::MAX),
             eval: Some((u32::MAX, f32::MAX, f32::MAX)),
+            newest_model_checkpoint: Some(u64::MAX),
+            reloads_waiting: u32::MAX,
         }
     }
 
