@@ -7,6 +7,7 @@ mod checkpoint_names;
 mod command;
 mod dashboard;
 mod dashboard_browser;
+mod dashboard_escaping;
 mod dashboard_tls;
 mod data_root;
 mod demo;
