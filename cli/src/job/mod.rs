@@ -153,14 +153,14 @@ pub(crate) fn jobs_table(jobs: &JobList) -> String {
         return "no jobs\n".to_string();
     }
     let mut out = format!(
-        "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}\n",
-        "job", "state", "pass", "done/tasks", "failed", "trainers", "pservers"
+        "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}  {}\n",
+        "job", "state", "pass", "done/tasks", "failed", "trainers", "pservers", "checkpoint"
     );
     for job in &jobs.jobs {
         let name =
             crate::status::escaped(if job.name.is_empty() { "(unnamed)" } else { &job.name });
         out += &format!(
-            "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}\n",
+            "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}  {}\n",
             name,
             job.state.as_str(),
             format!("{}/{}", job.pass + 1, job.passes.max(1)),
@@ -168,7 +168,23 @@ pub(crate) fn jobs_table(jobs: &JobList) -> String {
             job.failed,
             job.trainers,
             job.pservers,
+            checkpoint_column(job),
         );
     }
     out
+}
+
+/// The newest progress checkpoint, the newest one every pserver backs with its own, and a
+/// restore waiting for pservers to reload.
+fn checkpoint_column(job: &client::JobSummary) -> String {
+    let mut column = match (job.newest_checkpoint, job.newest_model_checkpoint) {
+        (None, _) => "-".to_string(),
+        (Some(newest), Some(model)) if model == newest => format!("{newest} (with model)"),
+        (Some(newest), Some(model)) => format!("{newest} (with model: {model})"),
+        (Some(newest), None) => newest.to_string(),
+    };
+    if job.reloads_waiting > 0 {
+        column += &format!(", restoring: {} pservers reloading", job.reloads_waiting);
+    }
+    column
 }

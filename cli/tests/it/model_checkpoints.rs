@@ -81,6 +81,8 @@ async fn a_restore_brings_the_model_back_with_the_data() {
     let id = taken["checkpoint"].as_u64().expect("an id");
     let tagged = || listed(&group, "m")["newest_model_checkpoint"].as_u64() == Some(id);
     wait_until(Duration::from_secs(30), tagged, || pservers.logs());
+    let table = raftrain_ok(&["job", "list", "--masters", &masters], b"");
+    assert!(table.contains(&format!("{id} (with model)")), "{table}");
     let at_checkpoint = client.pull(&layout()).await.expect("pull");
     let kept = progress_dirs(dir.path(), id);
     assert_eq!(kept, 1, "the files taken for it are kept in its own directory");
