@@ -75,6 +75,9 @@ fn the_secure_demo_trains_over_tls_with_the_token() {
         .spawn()
         .expect("start the demo");
     let mut lines = BufReader::new(demo.stdout.take().expect("piped")).lines();
+    // With --keep the demo waits for Ctrl-C: a failing check must not leave it running.
+    let mut demo = KilledOnDrop(demo);
+    let demo = &mut demo.0;
     let mut stdout = String::new();
     for line in lines.by_ref().map_while(Result::ok) {
         stdout.push_str(&line);
@@ -116,6 +119,16 @@ fn the_secure_demo_trains_over_tls_with_the_token() {
     let master_log = std::fs::read_to_string(kept.join("logs/master-1.log")).expect("a master log");
     assert!(master_log.contains("tls=true token=true"), "{master_log}");
     let _ = std::fs::remove_dir_all(kept);
+}
+
+/// A child process killed (SIGKILL; its own children die with it) when the test lets go of it.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The pids of `pid`'s children.
