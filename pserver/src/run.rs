@@ -64,8 +64,10 @@ pub async fn run(
     if metrics_listener.is_some() {
         platform::telemetry::install(&[crate::metrics::describe]);
     }
-    let dir = CheckpointDir::open(&absolute(&config.checkpoint_dir)?)
-        .with_context(|| format!("open --checkpoint-dir {}", config.checkpoint_dir.display()))?;
+    let job_dir =
+        crate::job_dir::job_checkpoint_dir(&absolute(&config.checkpoint_dir)?, &config.job);
+    let dir = CheckpointDir::open(&job_dir)
+        .with_context(|| format!("open --checkpoint-dir {}", job_dir.display()))?;
     let options = ClientOptions {
         security: security.clone(),
         rpc_timeout: Duration::from_millis(MASTER_RPC_TIMEOUT_MS),

@@ -35,13 +35,21 @@ async fn follower_redirects_to_the_leader() {
     ))
     .await
     .expect("connect to a follower");
-    let status = service
-        .report_dataset(report(vec!["x".into()], 1))
-        .await
-        .expect_err("a follower refuses writes");
-    assert_eq!(status.code(), tonic::Code::Unavailable);
-    let named =
-        status.metadata().get(LEADER_METADATA_KEY).expect("the leader is named").to_str().unwrap();
+    // A follower names the leader once it heard from it (a new leader's first heartbeat may
+    // not have reached it yet on a loaded machine); until then it refuses without a name.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let named = loop {
+        let status = service
+            .report_dataset(report(vec!["x".into()], 1))
+            .await
+            .expect_err("a follower refuses writes");
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        if let Some(named) = status.metadata().get(LEADER_METADATA_KEY) {
+            break named.to_str().expect("an address").to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "the follower never named the leader");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     assert_eq!(named, group.addrs[leader]);
 }
 

@@ -133,12 +133,13 @@ async fn a_restore_brings_the_model_back_with_the_data() {
     wait_until(Duration::from_secs(30), gone, || pservers.logs());
 }
 
-/// How many directories of progress checkpoint `id` the pservers keep under `dir`.
+/// How many directories of progress checkpoint `id` job m's pservers keep under `dir`.
 fn progress_dirs(dir: &std::path::Path, id: u64) -> usize {
-    let entries = std::fs::read_dir(dir.join("checkpoints")).expect("the checkpoint directory");
-    let suffix = format!("-{id}");
+    let job_dir = pserver::job_dir::job_checkpoint_dir(&dir.join("checkpoints"), "m");
+    let entries = std::fs::read_dir(job_dir).expect("the job's checkpoint directory");
+    let name = format!("progress-{id}");
     entries
         .filter_map(Result::ok)
-        .filter(|entry| entry.file_name().to_string_lossy().ends_with(&suffix))
+        .filter(|entry| entry.file_name().to_string_lossy() == name)
         .count()
 }

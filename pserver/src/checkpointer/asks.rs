@@ -13,14 +13,14 @@ use storage::checkpoint::{read_checkpoint, CheckpointDir, WrittenCheckpoint};
 
 use super::{name_taken, Checkpointer};
 
-/// Progress directories are named `progress-<job>-<id>`, `<job>` a hash of the job's name:
-/// jobs whose pservers share a checkpoint directory keep theirs apart.
+/// Progress directories are named `progress-<id>`, in the job's checkpoint directory
+/// (`job_dir.rs`).
 const PROGRESS_DIR_PREFIX: &str = "progress-";
 
 /// What this holder did of what was asked.
 #[derive(Debug)]
 pub(super) struct Followed {
-    /// `progress-<job>-`: this job's progress directories begin with it.
+    /// This job's progress directories begin with it.
     dir_prefix: String,
     /// The newest progress checkpoint this holder recorded a checkpoint for.
     tagged: u64,
@@ -29,9 +29,8 @@ pub(super) struct Followed {
 }
 
 impl Followed {
-    pub(super) fn new(job: &str) -> Self {
-        let dir_prefix = format!("{PROGRESS_DIR_PREFIX}{:016x}-", fnv1a64(job.as_bytes()));
-        Self { dir_prefix, tagged: 0, reloaded: 0 }
+    pub(super) fn new() -> Self {
+        Self { dir_prefix: PROGRESS_DIR_PREFIX.to_string(), tagged: 0, reloaded: 0 }
     }
 
     /// This job's progress directories under `root`, with their progress checkpoint ids.
@@ -175,11 +174,4 @@ impl Checkpointer {
 fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     let file = std::fs::File::open(dir).with_context(|| format!("open {}", dir.display()))?;
     file.sync_all().with_context(|| format!("sync {}", dir.display()))
-}
-
-/// FNV-1a, 64 bits: names a job's directories, not a defence against anything.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
