@@ -2,6 +2,7 @@
 //! in one place. An answer that does not convert is `ClientError::Malformed`, never a panic.
 
 use super::error::ClientError;
+use super::slot_asks::{SlotAsks, SlotReload};
 use super::types::{
     CheckpointMeta, ChunkRef, DatasetSizes, PServerEntry, PServerTable, SlotLease, SlotSecret,
     Task, TaskData, TaskOutcome,
@@ -112,6 +113,16 @@ pub fn checkpoint_to_proto(meta: &CheckpointMeta) -> pb::CheckpointMeta {
         crc32: meta.crc32,
         created_ms: meta.created_ms,
     }
+}
+
+/// What a heartbeat reply of a holder asks of it.
+pub(crate) fn slot_asks(reply: pb::PServerHeartbeatReply) -> SlotAsks {
+    let reload = match (reply.reload_restore, reply.reload_from) {
+        (0, _) | (_, None) => None,
+        (restore, Some(from)) => Some(SlotReload { restore, from: checkpoint_from_proto(from) }),
+    };
+    let tag_for = (reply.checkpoint_for_progress != 0).then_some(reply.checkpoint_for_progress);
+    SlotAsks { tag_for, reload, tags_from: reply.tags_from }
 }
 
 pub(crate) fn pserver_table(reply: pb::ListPServersReply) -> PServerTable {

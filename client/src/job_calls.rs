@@ -57,25 +57,41 @@ impl MasterClient {
                 async move { service.checkpoint_job(timed(request, timeout)).await }
             })
             .await?;
-        Ok(ProgressCheckpoint { id: reply.checkpoint_id, pass: reply.pass_index, done: reply.done })
+        Ok(ProgressCheckpoint {
+            id: reply.checkpoint_id,
+            pass: reply.pass_index,
+            done: reply.done,
+            pservers_asked: reply.pservers_asked,
+        })
     }
 
     /// Puts job `job`'s queue back to progress checkpoint `checkpoint`: what was done after it
-    /// is done again.
+    /// is done again. Unless `data_only`, a job with pservers gets their checkpoints for it
+    /// back first (the queue goes back once every pserver reloaded: `reloading` says how many
+    /// were asked).
     pub async fn restore_job(
         &self,
         job: &str,
         checkpoint: u64,
+        data_only: bool,
     ) -> Result<RestoredProgress, ClientError> {
         let timeout = self.rpc_timeout();
         let reply = self
             .write("RestoreJob", |mut service, stamp| {
                 let job = job.to_string();
-                let request =
-                    pb::RestoreJobRequest { stamp: Some(stamp), job, checkpoint_id: checkpoint };
+                let request = pb::RestoreJobRequest {
+                    stamp: Some(stamp),
+                    job,
+                    checkpoint_id: checkpoint,
+                    data_only,
+                };
                 async move { service.restore_job(timed(request, timeout)).await }
             })
             .await?;
-        Ok(RestoredProgress { pass: reply.pass_index, todo: reply.todo })
+        Ok(RestoredProgress {
+            pass: reply.pass_index,
+            todo: reply.todo,
+            reloading: reply.reloading,
+        })
     }
 }

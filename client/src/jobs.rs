@@ -103,6 +103,10 @@ pub struct JobSummary {
     pub newest_checkpoint: Option<u64>,
     /// The latest evaluation: (pass, loss, accuracy).
     pub eval: Option<(u32, f32, f32)>,
+    /// The newest progress checkpoint every pserver recorded its own checkpoint for.
+    pub newest_model_checkpoint: Option<u64>,
+    /// Pservers a restore with the model still waits for.
+    pub reloads_waiting: u32,
 }
 
 /// Every job, and how long the masters keep an ended one.
@@ -133,6 +137,8 @@ impl JobList {
                 "pservers": job.pservers,
                 "ended_ms_ago": job.ended_ms_ago,
                 "newest_checkpoint": job.newest_checkpoint,
+                "newest_model_checkpoint": job.newest_model_checkpoint,
+                "reloads_waiting": job.reloads_waiting,
                 "eval": job.eval.map(|(pass, loss, accuracy)| serde_json::json!({
                     "pass": pass, "loss": loss, "accuracy": accuracy,
                 })),
@@ -164,6 +170,9 @@ fn summary(job: pb::JobSummary) -> JobSummary {
         ended_ms_ago: ended.then_some(job.ended_ms_ago),
         newest_checkpoint: (job.newest_checkpoint != 0).then_some(job.newest_checkpoint),
         eval: job.eval.map(|eval| (eval.pass_index, eval.loss, eval.accuracy)),
+        newest_model_checkpoint: (job.newest_model_checkpoint != 0)
+            .then_some(job.newest_model_checkpoint),
+        reloads_waiting: job.reloads_waiting,
     }
 }
 
@@ -174,11 +183,15 @@ pub struct ProgressCheckpoint {
     pub pass: u32,
     /// Tasks done in that pass when it was taken.
     pub done: u64,
+    /// Whether the job's pservers were asked to record their checkpoints for it.
+    pub pservers_asked: bool,
 }
 
-/// Where a restore put the job: `todo` tasks to do again in `pass`.
+/// Where a restore put the job: `todo` tasks to do again in `pass`; or, while `reloading`
+/// pservers reload the checkpoint's model first, where it will put it once they have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RestoredProgress {
     pub pass: u32,
     pub todo: u64,
+    pub reloading: u32,
 }

@@ -18,6 +18,7 @@ mod jobs;
 mod master_client;
 mod options;
 mod retrying;
+mod slot_asks;
 mod slot_secret;
 mod status;
 mod status_conversions;
@@ -37,6 +38,7 @@ pub use jobs::{
 };
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
+pub use slot_asks::{SlotAsks, SlotReload};
 pub use slot_secret::SLOT_SECRET_BYTES;
 pub use status::{
     CheckpointStatus, DatasetKind, EvalStatus, FailedTask, GroupView, JobStatus, Member,

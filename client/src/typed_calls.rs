@@ -3,7 +3,7 @@
 //! attempt carries its own deadline (`timed`).
 
 use super::conversions::{
-    checkpoint_to_proto, dataset_sizes, pserver_table, slot_lease, task_outcome,
+    checkpoint_to_proto, dataset_sizes, pserver_table, slot_asks, slot_lease, task_outcome,
 };
 use super::error::ClientError;
 use super::master_client::{service_client, timed, MasterClient};
@@ -170,7 +170,7 @@ impl MasterClient {
             .await?;
         Ok(match (reply.job_ended, reply.holds_slot) {
             (true, _) => SlotHeartbeat::JobEnded,
-            (false, true) => SlotHeartbeat::Held,
+            (false, true) => SlotHeartbeat::Held(slot_asks(reply)),
             (false, false) => SlotHeartbeat::NotHeld,
         })
     }
@@ -181,6 +181,52 @@ impl MasterClient {
         &self,
         lease: &SlotLease,
         meta: &CheckpointMeta,
+    ) -> Result<CheckpointRecorded, ClientError> {
+        self.record_slot_file(lease, meta, 0).await
+    }
+
+    /// Records `meta` as `lease`'s slot's checkpoint for progress checkpoint `progress` (a
+    /// heartbeat asked for it); whether it was recorded (`false`: the slot changed hands).
+    pub async fn tag_checkpoint(
+        &self,
+        lease: &SlotLease,
+        progress: u64,
+        meta: &CheckpointMeta,
+    ) -> Result<bool, ClientError> {
+        let recorded = self.record_slot_file(lease, meta, progress).await?;
+        Ok(recorded == CheckpointRecorded::Recorded)
+    }
+
+    /// Reports that `lease`'s slot reloaded its shard for restore `restore`.
+    pub async fn report_reloaded(
+        &self,
+        lease: &SlotLease,
+        restore: u64,
+    ) -> Result<(), ClientError> {
+        let timeout = self.rpc_timeout();
+        let (index, generation, secret) =
+            (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()));
+        self.write("ReportReloaded", |mut service, stamp| {
+            let request = pb::ReportReloadedRequest {
+                stamp: Some(stamp),
+                job: self.job().to_string(),
+                index,
+                generation,
+                secret: secret.clone(),
+                restore,
+            };
+            async move { service.report_reloaded(timed(request, timeout)).await }
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// `RecordCheckpoint` of `meta` for progress checkpoint `for_progress` (0: the newest).
+    async fn record_slot_file(
+        &self,
+        lease: &SlotLease,
+        meta: &CheckpointMeta,
+        for_progress: u64,
     ) -> Result<CheckpointRecorded, ClientError> {
         let timeout = self.rpc_timeout();
         let (index, generation, secret) =
@@ -194,6 +240,7 @@ impl MasterClient {
                     generation,
                     secret: secret.clone(),
                     job: self.job().to_string(),
+                    for_progress,
                 };
                 async move { service.record_checkpoint(timed(request, timeout)).await }
             })

@@ -105,10 +105,11 @@ pub enum TrainerHeartbeat {
 }
 
 /// What a pserver's heartbeat learned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SlotHeartbeat {
-    /// The slot is still held under the lease's generation: keep serving.
-    Held,
+    /// The slot is still held under the lease's generation: keep serving, and do what the
+    /// masters ask.
+    Held(crate::SlotAsks),
     /// It is not: stop serving and exit.
     NotHeld,
     /// Its job was cancelled or removed: stop and exit 0.

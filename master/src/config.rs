@@ -56,6 +56,10 @@ pub struct MasterConfig {
     /// (host:port; port 0 picks a free one, logged at start). Off when not given.
     #[arg(long, env = "RAFTRAIN_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve no dashboard at `/` on --metrics-listen (the page and its JSON show job names,
+    /// trainer names and failure reasons to whoever reaches that port).
+    #[arg(long, env = "RAFTRAIN_NO_DASHBOARD")]
+    pub no_dashboard: bool,
     /// Read reported datasets only under this directory: every pattern (a relative one is
     /// taken relative to it) and every file it names must lie under it once `..` and symbolic
     /// links are resolved, or the report is refused without the file being opened. Without

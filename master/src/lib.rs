@@ -7,6 +7,7 @@
 
 pub mod clock;
 mod config;
+mod dashboard;
 mod dataset_scan;
 mod health;
 mod leader;

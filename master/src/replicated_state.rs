@@ -90,6 +90,12 @@ impl ReplicatedState {
         self.job(job).is_some_and(|state| state.slot_held(index, generation, secret))
     }
 
+    /// Whether job `name`'s progress checkpoint `id` asked its pservers for their checkpoints.
+    pub(crate) fn pservers_asked(&self, name: &str, id: u64) -> bool {
+        let job = self.state.job_id(name).ok().and_then(|job| self.job(job));
+        job.is_some_and(|job| job.asks_pservers(id))
+    }
+
     /// The step of slot `index`'s recorded checkpoint in `job` (0 when none).
     pub(crate) fn recorded_step(&self, job: u64, index: u32) -> u64 {
         let slots = self.job(job).map(JobState::pservers).unwrap_or_default();

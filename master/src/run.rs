@@ -9,7 +9,7 @@ use crate::replicated_state::ReplicatedState;
 use crate::service::MasterRpc;
 use anyhow::Context as _;
 use consensus::{ConsensusNode, Handoff};
-use platform::metrics_http::{Endpoints, Ready, Render};
+use platform::metrics_http::{Endpoints, Extras, Ready, Render};
 use platform::security::Security;
 use platform::{GrpcHealth, PortLimits};
 use proto::master::master_service_server::MasterServiceServer;
@@ -63,8 +63,15 @@ pub async fn run(
         token = security.token().is_some(),
         "master serving"
     );
-    let metrics = metrics_listener
-        .map(|listener| serve_metrics(listener, limits, (node.clone(), health), stopped.clone()));
+    let metrics = match metrics_listener {
+        Some(listener) => Some(serve_metrics(
+            listener,
+            (&config, &security),
+            (node.clone(), health),
+            stopped.clone(),
+        )?),
+        None => None,
+    };
     node.bootstrap().await.context("bootstrap the master group")?;
     let core_stopped = tokio::select! {
         () = shutdown => None,
@@ -80,8 +87,11 @@ pub async fn run(
     replica.stop().await?;
     let served = servers.join(Duration::from_millis(DRAIN_MS_MAX)).await;
     health_keeper.await.context("the health keeper panicked")?;
-    if let Some(metrics) = metrics {
+    if let Some((metrics, recorder)) = metrics {
         metrics.await.context("the metrics server panicked")?;
+        if let Some(recorder) = recorder {
+            recorder.await.context("the dashboard's recorder panicked")?;
+        }
     }
     let stopped = node.shutdown().await.context("stop the Raft node");
     if let Some(reason) = core_stopped {
@@ -202,26 +212,38 @@ impl Servers {
     }
 }
 
+/// The metrics server's task and, with the dashboard, its recorder's.
+type MetricsTasks = (tokio::task::JoinHandle<()>, Option<tokio::task::JoinHandle<()>>);
+
 /// Serves the master's metrics on the `--metrics-listen` listener until `stopped` turns true;
-/// ready while the node knows a leader; `health` answers `grpc.health.v1` there too.
+/// ready while the node knows a leader; `health` answers `grpc.health.v1` there too, and
+/// unless `--no-dashboard` the dashboard is served at `/`.
 fn serve_metrics(
     listener: TcpListener,
-    limits: &PortLimits,
+    (config, security): (&MasterConfig, &Security),
     (node, health): (ConsensusNode<ReplicatedState>, GrpcHealth),
     stopped: tokio::sync::watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
-    let (rendered, asked) = (node.clone(), node);
+) -> anyhow::Result<MetricsTasks> {
+    let (rendered, asked) = (node.clone(), node.clone());
     let render: Render = Arc::new(move || crate::metrics::render(&rendered));
     let ready: Ready = Arc::new(move || match asked.cluster_info().leader_id {
         None => Err("no leader known".to_string()),
         Some(_) => Ok(()),
     });
     let endpoints = Endpoints { render, ready };
-    platform::metrics_http::spawn_with_health(
-        listener,
-        limits.clone(),
-        endpoints,
-        Some(health),
-        stopped,
-    )
+    let (routes, recorder) = match config.no_dashboard {
+        true => (None, None),
+        false => {
+            let peers = consensus::parse_peers(&config.peers).context("--peers")?;
+            let (routes, recorder) =
+                crate::dashboard::start(node, peers, security.clone(), stopped.clone())?;
+            (Some(routes), Some(recorder))
+        }
+    };
+    let tls = security.tls().and_then(platform::security::Tls::https_config);
+    let extras = Extras { health: Some(health), routes, tls };
+    let limits = config.port_limits.clone();
+    let server =
+        platform::metrics_http::spawn_with_extras(listener, limits, endpoints, extras, stopped);
+    Ok((server, recorder))
 }

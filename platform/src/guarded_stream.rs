@@ -37,6 +37,14 @@ impl GuardedStream {
         Self { inner, _permit: permit, deadline, last_heard: None, idle }
     }
 
+    /// The first byte the peer sent, left unread for whoever reads the stream; `None` when the
+    /// peer closed before sending one.
+    pub(crate) async fn peek_first_byte(&self) -> io::Result<Option<u8>> {
+        let mut first = [0u8; 1];
+        let peeked = self.inner.peek(&mut first).await?;
+        Ok((peeked == 1).then_some(first[0]))
+    }
+
     /// `Ready(error)` when the silence bound has passed; otherwise the timer is armed.
     fn poll_silence(&mut self, context: &mut Context<'_>) -> Poll<io::Error> {
         loop {

@@ -17,7 +17,9 @@
 //!   without tonic's codec buffers (the pservers' data plane).
 //! - `clock`: where a master or a pserver reads time (a seam the simulation fills).
 //! - `rpc_metrics`: every call's latency and errors; `telemetry`: the process's Prometheus
-//!   recorder; `metrics_http`: the `/metrics`, `/healthz` and `/readyz` server.
+//!   recorder; `metrics_http`: the `/metrics`, `/healthz` and `/readyz` server (and what a
+//!   process adds, a master's dashboard), on `sniffing_listener`: TLS and plain HTTP on one
+//!   port, told apart by each connection's first byte.
 //!
 //! Architecture invariants:
 //! - No server is built and no endpoint dialled except through [`server_builder`] and
@@ -38,6 +40,7 @@ mod request_budget;
 pub mod rpc_metrics;
 pub mod security;
 mod server_builder;
+mod sniffing_listener;
 pub mod telemetry;
 pub mod unary;
 
@@ -48,3 +51,4 @@ pub use guarded_stream::GuardedStream;
 pub use port_limits::PortLimits;
 pub use security::Security;
 pub use server_builder::{server_builder, ServerBuilder, ServerLayers};
+pub use sniffing_listener::{HttpPeer, HttpStream, SniffingListener};

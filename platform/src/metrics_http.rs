@@ -4,22 +4,25 @@
 //! joined its job; 503 with the reason otherwise). Other paths are 404, other methods 405.
 //! A master's and a pserver's also answer `grpc.health.v1.Health` (HTTP/2 without TLS, as
 //! Kubernetes' `grpc:` probes speak it; their gRPC ports may need TLS, which those probes
-//! cannot do) from the same statuses as their gRPC port's.
+//! cannot do) from the same statuses as their gRPC port's. A master adds its dashboard
+//! ([`Extras::routes`]); with TLS configured ([`Extras::tls`]) the port speaks TLS and plain
+//! HTTP both, and the added routes answer only over TLS.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 
 use crate::grpc_conventions::HEALTH_SERVICE;
-use crate::{GrpcHealth, GuardedListener, PortLimits};
+use crate::{GrpcHealth, GuardedListener, HttpPeer, PortLimits, SniffingListener};
 
 /// The Prometheus text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -60,12 +63,37 @@ pub async fn serve(
     serve_with_health(listener, limits, endpoints, None, shutdown).await
 }
 
+/// What a process serves on the port besides its metrics and probes.
+#[derive(Clone, Default)]
+pub struct Extras {
+    /// `grpc.health.v1.Health`, from the same statuses as the process's gRPC port.
+    pub health: Option<GrpcHealth>,
+    /// More routes (a master's dashboard), behind the same connection limits; with `tls`,
+    /// served only over TLS (a plain request is redirected to `https://` on the same port).
+    pub routes: Option<Router>,
+    /// Serve TLS on this port too, told from plain HTTP by each connection's first byte
+    /// ([`SniffingListener`]): metrics and probes answer either way.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
 /// Like [`serve`], and with `health`, `grpc.health.v1.Health` too.
 pub async fn serve_with_health(
     listener: TcpListener,
     limits: &PortLimits,
     endpoints: Endpoints,
     health: Option<GrpcHealth>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let extras = Extras { health, ..Extras::default() };
+    serve_with_extras(listener, limits, endpoints, extras, shutdown).await
+}
+
+/// Like [`serve`], and with `extras`.
+pub async fn serve_with_extras(
+    listener: TcpListener,
+    limits: &PortLimits,
+    endpoints: Endpoints,
+    Extras { health, routes, tls }: Extras,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let mut router = Router::new()
@@ -79,8 +107,16 @@ pub async fn serve_with_health(
             router = router.route_service(&path, health.service());
         }
     }
-    let listener = GuardedListener::new(listener, limits);
-    if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+    if let Some(routes) = routes {
+        router = match tls {
+            Some(_) => router.merge(routes.layer(axum::middleware::from_fn(tls_only))),
+            None => router.merge(routes),
+        };
+    }
+    let listener =
+        SniffingListener::new(GuardedListener::new(listener, limits), tls, limits.first_bytes());
+    let service = router.into_make_service_with_connect_info::<HttpPeer>();
+    if let Err(error) = axum::serve(listener, service).with_graceful_shutdown(shutdown).await {
         tracing::warn!(%error, "the metrics endpoint stopped");
     }
 }
@@ -101,14 +137,47 @@ pub fn spawn_with_health(
     limits: PortLimits,
     endpoints: Endpoints,
     health: Option<GrpcHealth>,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    spawn_with_extras(listener, limits, endpoints, Extras { health, ..Extras::default() }, stopped)
+}
+
+/// Like [`spawn`], and with `extras`.
+pub fn spawn_with_extras(
+    listener: TcpListener,
+    limits: PortLimits,
+    endpoints: Endpoints,
+    extras: Extras,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let shutdown = async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
     tokio::spawn(
-        async move { serve_with_health(listener, &limits, endpoints, health, shutdown).await },
+        async move { serve_with_extras(listener, &limits, endpoints, extras, shutdown).await },
     )
+}
+
+/// Lets a request over TLS through; redirects a plain one to the same URL over TLS (the port
+/// speaks both), or refuses it when it names no host.
+async fn tls_only(
+    ConnectInfo(peer): ConnectInfo<HttpPeer>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if peer.tls {
+        return next.run(request).await;
+    }
+    let host = request.headers().get(header::HOST).and_then(|host| host.to_str().ok());
+    let target = request.uri().path_and_query().map_or("/", |path| path.as_str());
+    let location =
+        host.and_then(|host| HeaderValue::from_str(&format!("https://{host}{target}")).ok());
+    match location {
+        Some(location) => {
+            (StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, location)]).into_response()
+        }
+        None => (StatusCode::FORBIDDEN, "this page is served over TLS only\n").into_response(),
+    }
 }
 
 async fn metrics(State(endpoints): State<Endpoints>) -> impl IntoResponse {

@@ -22,6 +22,8 @@ use crate::shard::Shard;
 use crate::shard_cell::ShardCell;
 use crate::slot_master::SlotMaster;
 
+mod asks;
+
 /// What one checkpoint round did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Round {
@@ -55,6 +57,8 @@ pub struct Checkpointer {
     recorded_step: Arc<AtomicU64>,
     /// The recorded step before that one: files below it may go.
     previous_step: u64,
+    /// What this holder did of what heartbeats asked (`asks.rs`).
+    followed: asks::Followed,
 }
 
 impl Checkpointer {
@@ -67,7 +71,8 @@ impl Checkpointer {
         recorded_step: Arc<AtomicU64>,
     ) -> Self {
         let previous_step = recorded_step.load(Ordering::SeqCst);
-        Self { dir, master, held, lease, cell, recorded_step, previous_step }
+        let followed = asks::Followed::new();
+        Self { dir, master, held, lease, cell, recorded_step, previous_step, followed }
     }
 
     /// Tells the heartbeats the shard's step now.
@@ -92,7 +97,7 @@ impl Checkpointer {
             return Ok(Round::Skipped);
         }
         self.held.check()?;
-        let written = match self.write(shard.clone(), step).await {
+        let written = match self.write(&self.dir, shard.clone(), step).await {
             Err(error) if name_taken(&error) => {
                 tracing::warn!(slot = self.held.index(), step, %error, "checkpoint name taken; moving past it");
                 shard.adopt_step(step + 1);
@@ -125,10 +130,15 @@ impl Checkpointer {
         Ok(())
     }
 
-    /// Writes the shard's file for `step` on a blocking thread; each block is copied under its
-    /// lock and written without it.
-    async fn write(&self, shard: Arc<Shard>, step: u64) -> anyhow::Result<WrittenCheckpoint> {
-        let dir = self.dir.clone();
+    /// Writes the shard's file for `step` into `dir` on a blocking thread; each block is copied
+    /// under its lock and written without it.
+    async fn write(
+        &self,
+        dir: &CheckpointDir,
+        shard: Arc<Shard>,
+        step: u64,
+    ) -> anyhow::Result<WrittenCheckpoint> {
+        let dir = dir.clone();
         let header = header(&shard, self.held.index(), self.held.generation(), step)?;
         let written = tokio::task::spawn_blocking(move || -> anyhow::Result<WrittenCheckpoint> {
             let mut writer = dir.writer(&header)?;

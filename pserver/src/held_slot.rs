@@ -18,7 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use client::SlotAsks;
 use thiserror::Error;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
@@ -52,6 +54,10 @@ pub struct HeldSlot {
     step_seen: AtomicU64,
     /// The masters said the slot's job was cancelled or removed: the pserver stops (exit 0).
     job_ended: AtomicBool,
+    /// What the last heartbeat asked beyond keeping the slot (a checkpoint for a progress
+    /// checkpoint, a reload), and a wake-up for the checkpoint loop when it asks something.
+    asks: Mutex<SlotAsks>,
+    asked: Notify,
 }
 
 #[derive(Debug)]
@@ -73,7 +79,27 @@ impl HeldSlot {
         let valid_until = claim_sent + trusted(lease);
         let state = Mutex::new(LeaseState { valid_until, lost: None });
         let (step_seen, job_ended) = (AtomicU64::new(0), AtomicBool::new(false));
-        Self { index, generation, lease, clock, state, step_seen, job_ended }
+        let (asks, asked) = (Mutex::new(SlotAsks::default()), Notify::new());
+        Self { index, generation, lease, clock, state, step_seen, job_ended, asks, asked }
+    }
+
+    /// Keeps what a heartbeat asked; wakes [`HeldSlot::wait_asked`] when it asks for work.
+    pub fn asked(&self, asks: SlotAsks) {
+        let work = asks.tag_for.is_some() || asks.reload.is_some();
+        *self.asks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = asks;
+        if work {
+            self.asked.notify_one();
+        }
+    }
+
+    /// What the last heartbeat asked.
+    pub fn asks(&self) -> SlotAsks {
+        self.asks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// Returns once a heartbeat asked for work (at once if one did since the last wait).
+    pub async fn wait_asked(&self) {
+        self.asked.notified().await
     }
 
     /// The clock the lease is judged on: a heartbeat's send time is read from it.

@@ -17,6 +17,7 @@ pub mod conversions;
 pub mod data_plane;
 pub mod f32_bytes;
 pub mod held_slot;
+pub mod job_dir;
 pub mod layout;
 pub mod limits;
 pub mod optimizer;

@@ -86,7 +86,9 @@ fn candidates(
     Ok(paths)
 }
 
-fn load(
+/// The shard in the file at `path`, which must be of `slot` of `slot_count` (and carry
+/// `expected_crc` if given), at a step of at least `recorded_step`.
+pub(crate) fn load(
     path: &Path,
     slot: u32,
     slot_count: u32,

@@ -64,8 +64,10 @@ pub async fn run(
     if metrics_listener.is_some() {
         platform::telemetry::install(&[crate::metrics::describe]);
     }
-    let dir = CheckpointDir::open(&absolute(&config.checkpoint_dir)?)
-        .with_context(|| format!("open --checkpoint-dir {}", config.checkpoint_dir.display()))?;
+    let job_dir =
+        crate::job_dir::job_checkpoint_dir(&absolute(&config.checkpoint_dir)?, &config.job);
+    let dir = CheckpointDir::open(&job_dir)
+        .with_context(|| format!("open --checkpoint-dir {}", job_dir.display()))?;
     let options = ClientOptions {
         security: security.clone(),
         rpc_timeout: Duration::from_millis(MASTER_RPC_TIMEOUT_MS),
@@ -197,11 +199,12 @@ async fn watch_lease(
     let mut next_checkpoint = tokio::time::Instant::now() + interval;
     let mut serving = held.check().is_ok();
     loop {
-        tokio::select! {
+        let asked = tokio::select! {
             () = &mut shutdown => break,
             _ = stopped.wait_for(|stop| *stop) => break,
-            _ = tokio::time::sleep(Duration::from_millis(LEASE_CHECK_MS)) => {}
-        }
+            () = held.wait_asked() => true,
+            _ = tokio::time::sleep(Duration::from_millis(LEASE_CHECK_MS)) => false,
+        };
         let checked = held.check();
         if let Err(error @ FenceError::LeaseLost { .. }) = checked {
             return Err(error.into());
@@ -215,10 +218,21 @@ async fn watch_lease(
             break;
         }
         checkpointer.note_step();
+        if asked {
+            follow_asks(&mut checkpointer).await?;
+        }
         if tokio::time::Instant::now() >= next_checkpoint {
             checkpoint(&mut checkpointer).await?;
             next_checkpoint = tokio::time::Instant::now() + interval;
         }
+    }
+    if held.is_job_ended() {
+        // A cancelled or removed job records nothing more: its model is no longer wanted.
+        tracing::info!(
+            slot = held.index(),
+            "pserver shutting down; its job ended, no last checkpoint"
+        );
+        return Ok(());
     }
     tracing::info!(slot = held.index(), "pserver shutting down; writing a last checkpoint");
     if held.check().is_ok() {
@@ -233,6 +247,22 @@ async fn watch_lease(
         }
     }
     Ok(())
+}
+
+/// Does what a heartbeat asked; a failure that leaves the slot held is logged, and the next
+/// heartbeat asks again.
+async fn follow_asks(checkpointer: &mut Checkpointer) -> anyhow::Result<()> {
+    match checkpointer.follow_asks().await {
+        Ok(()) => Ok(()),
+        Err(error) if checkpointer.holds_slot() => {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "doing what the masters asked failed; retrying when they ask again"
+            );
+            Ok(())
+        }
+        Err(error) => Err(error),
+    }
 }
 
 /// One checkpoint round; a failure that leaves the slot held is logged and retried next time.

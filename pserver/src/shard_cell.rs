@@ -65,6 +65,17 @@ impl ShardCell {
         Self { slot, slot_count, phase: Mutex::new(Phase::Ready(Arc::new(shard))) }
     }
 
+    /// Serves `shard` from now on, whatever the phase (a restore with the model reloaded it):
+    /// calls that already hold the previous shard finish on it.
+    pub fn replace(&self, shard: Shard) {
+        *self.lock() = Phase::Ready(Arc::new(shard));
+    }
+
+    /// How many slots the job has.
+    pub fn slot_count(&self) -> u32 {
+        self.slot_count
+    }
+
     pub fn slot(&self) -> u32 {
         self.slot
     }

@@ -105,7 +105,10 @@ pub async fn keep(
             answered = tokio::time::timeout(held.lease(), beat) => answered,
         };
         match answered {
-            Ok(Ok(SlotHeartbeat::Held)) => held.renewed(sent),
+            Ok(Ok(SlotHeartbeat::Held(asks))) => {
+                held.renewed(sent);
+                held.asked(asks);
+            }
             Ok(Ok(SlotHeartbeat::JobEnded)) => {
                 tracing::info!(slot = held.index(), "the slot's job ended; stopping");
                 held.end_job();

@@ -187,12 +187,15 @@ class TaskClient:
         checkpoint_id, _pass, _done = self._native.checkpoint()
         return checkpoint_id
 
-    def restore(self, checkpoint_id: int) -> dict:
-        """Puts the job's queue back to progress checkpoint `checkpoint_id`: the tasks done
-        after it are done again (at least once). Returns `{"pass_index", "todo"}`."""
-        pass_index, todo = self._native.restore(int(checkpoint_id))
+    def restore(self, checkpoint_id: int, data_only: bool = False) -> dict:
+        """Puts the job back to progress checkpoint `checkpoint_id`: the tasks done after it
+        are done again (at least once). A job with pservers gets their checkpoints for it back
+        first (unless `data_only`): `reloading` pservers reload, and no task is handed out
+        until they have (`todo` is then counted once the queue goes back). Returns
+        `{"pass_index", "todo", "reloading"}`."""
+        pass_index, todo, reloading = self._native.restore(int(checkpoint_id), bool(data_only))
         self._pass = pass_index
-        return {"pass_index": pass_index, "todo": todo}
+        return {"pass_index": pass_index, "todo": todo, "reloading": reloading}
 
     def close(self) -> None:
         """Stops heartbeating; a task still held goes back to the queue when its lease ends."""

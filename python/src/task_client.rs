@@ -87,15 +87,22 @@ impl TaskClient {
         })
     }
 
-    /// Puts the job's queue back to progress checkpoint `checkpoint_id`: `(pass_index, todo)`.
-    fn restore(&self, py: Python<'_>, checkpoint_id: u64) -> PyResult<(u32, u64)> {
+    /// Puts the job back to progress checkpoint `checkpoint_id` (the pservers' model too
+    /// unless `data_only`): `(pass_index, todo, reloading)`.
+    #[pyo3(signature = (checkpoint_id, data_only=false))]
+    fn restore(
+        &self,
+        py: Python<'_>,
+        checkpoint_id: u64,
+        data_only: bool,
+    ) -> PyResult<(u32, u64, u32)> {
         guarded("restore", || {
             self.process.check("TaskClient")?;
             let master = self.master.clone();
-            let restored =
-                wait(py, async move { master.restore_job(master.job(), checkpoint_id).await })?;
-            let restored = restored.map_err(Failure::from)?;
-            Ok((restored.pass, restored.todo))
+            let restoring =
+                async move { master.restore_job(master.job(), checkpoint_id, data_only).await };
+            let restored = wait(py, restoring)?.map_err(Failure::from)?;
+            Ok((restored.pass, restored.todo, restored.reloading))
         })
     }
 

@@ -52,7 +52,7 @@ def test_a_restored_checkpoint_gives_back_the_tasks_done_after_it(masters):
             done.append(task.start)
         if done is before:
             checkpoint_id = client.checkpoint()
-    assert client.restore(checkpoint_id) == {"pass_index": 0, "todo": 6}
+    assert client.restore(checkpoint_id) == {"pass_index": 0, "todo": 6, "reloading": 0}
     redone = sorted(index for indices in covered(client).values() for index in indices)
     assert redone == sorted(set(range(10)) - set(before))
     assert set(after) <= set(redone)

@@ -63,4 +63,4 @@ pub mod snapshots;
 pub mod trace;
 
 pub use config::{MasterSettings, PlantedBugs, SimulationConfig};
-pub use simulation::{run, SimulationReport};
+pub use simulation::{replay_command, run, SimulationReport};

@@ -102,7 +102,7 @@ impl SlotMaster for RecordedMaster {
         let what = format!("slot_heartbeat {} generation {}", lease.index, lease.generation);
         let call = self.master.slot_heartbeat(lease, addr, step);
         let answer = self.call(what, call, |_| None).await?;
-        if answer == SlotHeartbeat::Held {
+        if matches!(answer, SlotHeartbeat::Held(_)) {
             self.told(lease, invoked_ms, SlotEventKind::Confirmed);
         }
         Ok(answer)

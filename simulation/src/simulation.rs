@@ -40,13 +40,35 @@ pub struct SimulationReport {
     pub tallies: std::collections::BTreeMap<&'static str, u64>,
     /// Per job, the distinct tasks the checkers saw it dispatch and finish.
     pub tasks_seen: std::collections::BTreeMap<String, TasksSeen>,
+    /// The command that replays this run: its seed and every setting a flag overrode.
+    pub replay: String,
 }
 
 impl SimulationReport {
     /// The command that replays this run.
     pub fn replay_command(&self) -> String {
-        format!("cargo run -p simulation --release -- --seed {}", self.seed)
+        self.replay.clone()
     }
+}
+
+/// The command that replays `config`: the seed, the job count and fault phase (a flag may have
+/// overridden what the seed draws), and the planted bugs (in a build that has them).
+pub fn replay_command(config: &SimulationConfig) -> String {
+    let bugs = &config.bugs;
+    let features = if bugs.production.is_empty() { "" } else { " --features planted-bugs" };
+    let mut command = format!(
+        "cargo run -p simulation --release{features} -- --seed {} --jobs {} --fault-phase-ms {}",
+        config.seed,
+        config.jobs.len(),
+        config.fault_phase_ms
+    );
+    if bugs.ack_before_durable {
+        command.push_str(" --plant-ack-before-durable");
+    }
+    for bug in bugs.production {
+        command.push_str(&format!(" --plant {bug}"));
+    }
+    command
 }
 
 /// Runs one simulation on its own paused-clock runtime, with the run's planted bugs switched
@@ -129,6 +151,7 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         trace_tail: trace.tail(),
         tallies: trace.tallies(),
         tasks_seen: run.checkers.tasks_seen(),
+        replay: replay_command(config),
     })
 }
 

@@ -124,8 +124,16 @@ async fn join_and_train(
     let counters = progress.metrics.clone();
     // Every line the loop logs carries the trainer's id (and, within a task, the task's).
     let span = tracing::info_span!("trainer", trainer = session.id());
+    // A cancelled job stops the loop as a shutdown would (its pservers may be gone already,
+    // and a push would wait for them without limit).
+    let until = async {
+        tokio::select! {
+            () = shutdown.as_mut() => {}
+            () = session.job_ended() => tracing::info!("the job was cancelled; stopping"),
+        }
+    };
     let trained = tracing::Instrument::instrument(
-        train(config, model, master.clone(), session.clone(), progress, shutdown.as_mut()),
+        train(config, model, master.clone(), session.clone(), progress, until),
         span,
     )
     .await;

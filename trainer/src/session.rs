@@ -20,6 +20,9 @@ pub struct Session {
     name: String,
     id: AtomicU64,
     lease: Duration,
+    /// Set once a heartbeat hears the job was cancelled or removed: the training loop stops
+    /// even while it waits on pservers that already left.
+    job_ended: watch::Sender<bool>,
 }
 
 impl Session {
@@ -31,7 +34,20 @@ impl Session {
         let registration = master.register_trainer(&name).await?;
         tracing::info!(trainer = registration.trainer_id, %name, "registered with the master");
         let lease = Duration::from_millis(registration.lease_ms);
-        Ok(Arc::new(Self { master, name, id: AtomicU64::new(registration.trainer_id), lease }))
+        let (id, job_ended) = (AtomicU64::new(registration.trainer_id), watch::Sender::new(false));
+        Ok(Arc::new(Self { master, name, id, lease, job_ended }))
+    }
+
+    /// Returns once a heartbeat heard that the job was cancelled or removed.
+    pub async fn job_ended(&self) {
+        let mut ended = self.job_ended.subscribe();
+        // The sender lives as long as `self`: `wait_for` cannot fail while this borrow does.
+        let _ = ended.wait_for(|ended| *ended).await;
+    }
+
+    /// Whether a heartbeat heard that the job was cancelled or removed.
+    pub fn is_job_ended(&self) -> bool {
+        *self.job_ended.borrow()
     }
 
     pub fn id(&self) -> u64 {
@@ -74,8 +90,12 @@ impl Session {
     async fn beat(&self, tasks_done: u64) {
         match self.master.heartbeat(self.id(), tasks_done).await {
             Ok(TrainerHeartbeat::Known) => {}
-            // The training loop learns it from its next call to the master, and stops.
-            Ok(TrainerHeartbeat::JobEnded) => tracing::info!("the master says the job ended"),
+            // The training loop stops, even while it waits on pservers that already left.
+            Ok(TrainerHeartbeat::JobEnded) => {
+                if !self.job_ended.send_replace(true) {
+                    tracing::info!("the master says the job was cancelled or removed");
+                }
+            }
             Ok(TrainerHeartbeat::Unknown) | Err(ClientError::UnknownTrainer { .. }) => {
                 if let Err(error) = self.renew().await {
                     tracing::warn!(%error, "registering again failed; retrying");

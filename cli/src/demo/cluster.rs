@@ -1,5 +1,6 @@
-//! `DemoCluster`: the demo's masters and, per job, its pservers and trainers as child
-//! processes on free loopback ports, each logging to `<work>/logs/<name>.log`.
+//! `DemoCluster`: the demo's masters (each serving its dashboard on a port of its own) and, per
+//! job, its pservers and trainers as child processes on free loopback ports, each logging to
+//! `<work>/logs/<name>.log`.
 
 use std::path::Path;
 
@@ -15,6 +16,8 @@ pub const MASTER_COUNT: usize = 3;
 pub struct DemoCluster {
     pub processes: ProcessGroup,
     pub master_addrs: Vec<String>,
+    /// Each master's HTTP port (`--metrics-listen`), where its dashboard is.
+    pub dashboard_addrs: Vec<String>,
     pub job_count: usize,
     pub pserver_count: usize,
     pub trainer_count: usize,
@@ -40,16 +43,17 @@ impl DemoCluster {
     ) -> anyhow::Result<Self> {
         let logs = work.join("logs");
         std::fs::create_dir_all(&logs).context("create the logs directory")?;
-        let addrs = free_loopback_addrs(MASTER_COUNT + pserver_count * jobs.len())?;
-        let (master_addrs, pserver_addrs) = addrs.split_at(MASTER_COUNT);
+        let addrs = free_loopback_addrs(2 * MASTER_COUNT + pserver_count * jobs.len())?;
+        let (master_addrs, rest) = addrs.split_at(MASTER_COUNT);
+        let (dashboard_addrs, pserver_addrs) = rest.split_at(MASTER_COUNT);
         let peers: Vec<String> = master_addrs
             .iter()
             .enumerate()
             .map(|(index, addr)| format!("{}={addr}", index + 1))
             .collect();
         let mut commands = Vec::new();
-        for (index, addr) in master_addrs.iter().enumerate() {
-            commands.push(master(index, addr, &peers.join(","), work));
+        for (index, addrs) in master_addrs.iter().zip(dashboard_addrs).enumerate() {
+            commands.push(master(index, addrs, &peers.join(","), work));
         }
         let mut names: Vec<String> =
             (0..MASTER_COUNT).map(|n| format!("master-{}", n + 1)).collect();
@@ -68,9 +72,16 @@ impl DemoCluster {
             command.extend(security.to_args());
         }
         let processes = ProcessGroup::start_named(commands, names, &logs)?;
-        let master_addrs = master_addrs.to_vec();
+        let (master_addrs, dashboard_addrs) = (master_addrs.to_vec(), dashboard_addrs.to_vec());
         let job_count = jobs.len();
-        Ok(Self { processes, master_addrs, job_count, pserver_count, trainer_count })
+        Ok(Self {
+            processes,
+            master_addrs,
+            dashboard_addrs,
+            job_count,
+            pserver_count,
+            trainer_count,
+        })
     }
 
     pub fn master_process(&self, index: usize) -> usize {
@@ -114,7 +125,12 @@ fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|arg| arg.to_string()).collect()
 }
 
-fn master(index: usize, addr: &str, peers: &str, work: &Path) -> Vec<String> {
+fn master(
+    index: usize,
+    (addr, dashboard): (&String, &String),
+    peers: &str,
+    work: &Path,
+) -> Vec<String> {
     let data = work.join(format!("master-{}", index + 1)).display().to_string();
     let id = (index + 1).to_string();
     strings(&[
@@ -123,6 +139,8 @@ fn master(index: usize, addr: &str, peers: &str, work: &Path) -> Vec<String> {
         &id,
         "--listen",
         addr,
+        "--metrics-listen",
+        dashboard,
         "--peers",
         peers,
         "--data-dir",

@@ -4,7 +4,9 @@
 //! master leader and the first job's trainer and pserver while they train (announcing each and
 //! restarting it), shows every job's progress side by side, and ends with each job's accuracy
 //! against a single-process run on its data, each fault's recovery time, and where the logs
-//! and the models are. Ctrl-C or SIGTERM stops every child.
+//! and the models are. Every master serves its dashboard, whose address it prints; with
+//! `--keep` the masters and their dashboards stay up after the run until Ctrl-C. Ctrl-C or
+//! SIGTERM stops every child.
 
 mod cluster;
 mod display;
@@ -19,7 +21,8 @@ use cluster::{DemoCluster, Job};
 
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
-    /// Keep the work directory (dataset, logs, checkpoints, saved models) after the run.
+    /// Keep the work directory (dataset, logs, checkpoints, saved models) after the run, and
+    /// the masters with their dashboards up until Ctrl-C.
     #[arg(long)]
     keep: bool,
     /// Run without killing anything.
@@ -103,6 +106,10 @@ fn demo(args: &DemoArgs, work: &std::path::Path) -> anyhow::Result<()> {
         args.examples,
         args.passes
     );
+    let scheme = if client_security.tls().is_some() { "https" } else { "http" };
+    let dashboards: Vec<String> =
+        cluster.dashboard_addrs.iter().map(|addr| format!("{scheme}://{addr}/")).collect();
+    println!("dashboard: {} (every master serves one: {})", dashboards[0], dashboards.join(" "));
     runtime.block_on(run_loop::run(args, cluster, &jobs, work, client_security))
 }
 

@@ -96,7 +96,18 @@ pub async fn run(
         println!("fault: {}", record.summary());
     }
     println!("logs: {}", work.join("logs").display());
+    if args.keep {
+        keep_dashboard_up(&mut cluster).await;
+    }
     Ok(())
+}
+
+/// With `--keep`: the masters (and the pservers, whose slots they show) stay up, and with
+/// them the dashboards, until Ctrl-C or SIGTERM.
+async fn keep_dashboard_up(cluster: &mut DemoCluster) {
+    println!("dashboard kept up (at the addresses above) until Ctrl-C");
+    crate::shutdown::signal_received().await;
+    cluster.processes.terminate_all(Duration::from_secs(3));
 }
 
 /// What a job's bars are labelled with: its name when the demo trains several.

@@ -2,6 +2,7 @@
 //! one, and record or restore a job's progress (a progress checkpoint: its pass and done
 //! tasks, one replicated entry, whose id a model checkpoint can carry).
 
+mod progress;
 mod spec;
 
 use std::path::PathBuf;
@@ -61,7 +62,8 @@ enum JobCommand {
         #[command(flatten)]
         connection: Connection,
     },
-    /// Record the job's progress (pass and done tasks); prints the checkpoint's id.
+    /// Record the job's progress (pass and done tasks); prints the checkpoint's id. The job's
+    /// pservers record checkpoints of their own under the same id.
     Checkpoint {
         #[command(flatten)]
         connection: Connection,
@@ -70,14 +72,22 @@ enum JobCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Put the job's queue back to a progress checkpoint: the tasks done after it are done
-    /// again (at least once).
+    /// Put the job back to a progress checkpoint: the pservers' model first (their
+    /// checkpoints for it; no task is handed out until every pserver reloaded), then the
+    /// queue: the tasks done after it are done again (at least once).
     Restore {
         #[command(flatten)]
         connection: Connection,
         name: String,
         #[arg(long)]
         checkpoint: u64,
+        /// Restore the data position only and leave the pservers' model as it is (also the
+        /// way out of a restore whose pservers cannot reload).
+        #[arg(long)]
+        data_only: bool,
+        /// Wait this many seconds for the pservers to reload.
+        #[arg(long, default_value_t = 60)]
+        wait_secs: u64,
     },
 }
 
@@ -127,24 +137,11 @@ async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<
             println!("job {name:?} cancelled");
         }
         JobCommand::Checkpoint { name, json, .. } => {
-            let taken = client.checkpoint_job(name).await?;
-            match json {
-                true => println!(
-                    "{}",
-                    serde_json::json!({"job": name, "checkpoint": taken.id, "pass": taken.pass, "done": taken.done})
-                ),
-                false => println!(
-                    "progress checkpoint {} of job {name:?}: pass {}, {} tasks done",
-                    taken.id, taken.pass, taken.done
-                ),
-            }
+            progress::checkpoint(client, name, *json).await?
         }
-        JobCommand::Restore { name, checkpoint, .. } => {
-            let restored = client.restore_job(name, *checkpoint).await?;
-            println!(
-                "job {name:?} restored to progress checkpoint {checkpoint}: pass {}, {} tasks to do",
-                restored.pass, restored.todo
-            );
+        JobCommand::Restore { name, checkpoint, data_only, wait_secs, .. } => {
+            let wait = Duration::from_secs(*wait_secs);
+            progress::restore(client, (name, *checkpoint), *data_only, wait).await?
         }
     }
     Ok(())
@@ -156,14 +153,14 @@ pub(crate) fn jobs_table(jobs: &JobList) -> String {
         return "no jobs\n".to_string();
     }
     let mut out = format!(
-        "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}\n",
-        "job", "state", "pass", "done/tasks", "failed", "trainers", "pservers"
+        "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}  {}\n",
+        "job", "state", "pass", "done/tasks", "failed", "trainers", "pservers", "checkpoint"
     );
     for job in &jobs.jobs {
         let name =
             crate::status::escaped(if job.name.is_empty() { "(unnamed)" } else { &job.name });
         out += &format!(
-            "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}\n",
+            "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}  {}\n",
             name,
             job.state.as_str(),
             format!("{}/{}", job.pass + 1, job.passes.max(1)),
@@ -171,7 +168,23 @@ pub(crate) fn jobs_table(jobs: &JobList) -> String {
             job.failed,
             job.trainers,
             job.pservers,
+            checkpoint_column(job),
         );
     }
     out
+}
+
+/// The newest progress checkpoint, the newest one every pserver backs with its own, and a
+/// restore waiting for pservers to reload.
+fn checkpoint_column(job: &client::JobSummary) -> String {
+    let mut column = match (job.newest_checkpoint, job.newest_model_checkpoint) {
+        (None, _) => "-".to_string(),
+        (Some(newest), Some(model)) if model == newest => format!("{newest} (with model)"),
+        (Some(newest), Some(model)) => format!("{newest} (with model: {model})"),
+        (Some(newest), None) => newest.to_string(),
+    };
+    if job.reloads_waiting > 0 {
+        column += &format!(", restoring: {} pservers reloading", job.reloads_waiting);
+    }
+    column
 }

@@ -59,21 +59,54 @@ fn two_demo_jobs_train_side_by_side() {
     }
 }
 
-/// The pids of `pid`'s children.
 /// `demo --secure`: a throwaway CA and token, every master, pserver and trainer (and the demo's
 /// own client) on TLS with the token, and the job still trains; the logs show the servers
-/// refused nothing of their own cluster.
+/// refused nothing of their own cluster. With `--keep` it prints the dashboard's `https://`
+/// address, keeps it up after the run (its view, over TLS, names the leader) until SIGINT,
+/// then stops every child and keeps the work directory.
 #[test]
 fn the_secure_demo_trains_over_tls_with_the_token() {
-    let output = Command::new(env!("CARGO_BIN_EXE_raftrain"))
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_raftrain"))
         .args(["demo", "--secure", "--no-faults", "--keep", "--examples", "20000", "--passes", "1"])
         .env("RAFTRAIN_LOG", "warn")
         .env("RAFTRAIN_BENCH_LOG", "info")
-        .output()
-        .expect("run the demo");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the demo");
+    let mut lines = BufReader::new(demo.stdout.take().expect("piped")).lines();
+    // With --keep the demo waits for Ctrl-C: a failing check must not leave it running.
+    let mut demo = KilledOnDrop(demo);
+    let demo = &mut demo.0;
+    let mut stdout = String::new();
+    for line in lines.by_ref().map_while(Result::ok) {
+        stdout.push_str(&line);
+        stdout.push('\n');
+        if line.starts_with("dashboard kept up") {
+            break;
+        }
+    }
     assert!(stdout.contains("job finished"), "{stdout}");
+    let work = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("raftrain demo: work directory "))
+        .unwrap_or_else(|| panic!("no work directory in {stdout}"));
+    let dashboard = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("dashboard: https://"))
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no https dashboard address in {stdout}"));
+    let ca = std::path::Path::new(work).join("secure/ca.pem");
+    let view = crate::dashboard_tls::https_get(dashboard, &ca, "/api/v1/view");
+    assert!(view.starts_with("HTTP/1.1 200") && view.contains("\"leader\":"), "{view}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(demo.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("interrupt the demo");
+    stdout.extend(lines.map_while(Result::ok).map(|line| line + "\n"));
+    let status = demo.wait().expect("wait for the demo");
+    assert!(status.success(), "{stdout}");
     let kept = stdout
         .lines()
         .find_map(|line| line.strip_prefix("work directory kept: "))
@@ -88,6 +121,17 @@ fn the_secure_demo_trains_over_tls_with_the_token() {
     let _ = std::fs::remove_dir_all(kept);
 }
 
+/// A child process killed (SIGKILL; its own children die with it) when the test lets go of it.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The pids of `pid`'s children.
 fn children(pid: u32) -> Vec<i32> {
     let list =
         std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
@@ -99,8 +143,9 @@ fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
 }
 
-/// Starts a long demo and waits until its 8 children run; the demo and their pids.
-fn running_demo() -> (std::process::Child, Vec<i32>) {
+/// Starts a long demo and waits until its 8 children run; the demo, their pids, and its work
+/// directory (an interrupted demo keeps it, with its logs: the test removes it).
+fn running_demo() -> (std::process::Child, Vec<i32>, WorkDir) {
     let mut demo = Command::new(env!("CARGO_BIN_EXE_raftrain"))
         .args(["demo", "--no-faults", "--examples", "100000", "--passes", "100"])
         .env("RAFTRAIN_LOG", "warn")
@@ -109,6 +154,9 @@ fn running_demo() -> (std::process::Child, Vec<i32>) {
         .spawn()
         .expect("start the demo");
     let mut lines = BufReader::new(demo.stdout.take().expect("piped")).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let work = first.strip_prefix("raftrain demo: work directory ").expect("the work directory");
+    let work = WorkDir(work.into());
     let started =
         lines.by_ref().map_while(Result::ok).any(|line| line.starts_with("started 3 masters"));
     assert!(started, "the demo started its cluster");
@@ -119,7 +167,16 @@ fn running_demo() -> (std::process::Child, Vec<i32>) {
         spawned = children(demo.id());
     }
     assert_eq!(spawned.len(), 8, "3 masters, 2 pservers, 3 trainers");
-    (demo, spawned)
+    (demo, spawned, work)
+}
+
+/// A demo's work directory, removed when the test is done with it.
+struct WorkDir(std::path::PathBuf);
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Waits up to 10 s for every pid to be gone; those still running.
@@ -135,19 +192,20 @@ fn survivors(pids: Vec<i32>) -> Vec<i32> {
 
 #[test]
 fn sigterm_stops_the_demo_and_every_child() {
-    let (mut demo, spawned) = running_demo();
+    let (mut demo, spawned, work) = running_demo();
     let pid = nix::unistd::Pid::from_raw(demo.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal the demo");
     let status = demo.wait().expect("the demo exits");
     assert!(!status.success(), "an interrupted demo reports it");
     assert_eq!(survivors(spawned), Vec::<i32>::new(), "children left running");
+    assert!(work.0.join("logs").is_dir(), "an interrupted demo keeps its logs");
 }
 
 /// Even a SIGKILLed demo leaves no orphans: each child asked the kernel for SIGTERM when its
 /// parent dies.
 #[test]
 fn sigkill_of_the_demo_leaves_no_orphans() {
-    let (mut demo, spawned) = running_demo();
+    let (mut demo, spawned, _work) = running_demo();
     demo.kill().expect("kill -9 the demo");
     let _ = demo.wait();
     assert_eq!(survivors(spawned), Vec::<i32>::new(), "children left running");

@@ -76,7 +76,7 @@ impl JobProcesses {
 }
 
 /// `raftrain job list --json` through the masters.
-fn job_list(group: &MasterGroup) -> serde_json::Value {
+pub(crate) fn job_list(group: &MasterGroup) -> serde_json::Value {
     let masters = group.addrs.join(",");
     let listed = raftrain_ok(&["job", "list", "--masters", &masters, "--json"], b"");
     serde_json::from_str(listed.trim()).expect("job list --json")
@@ -142,14 +142,21 @@ async fn two_jobs_train_at_once_while_a_third_is_cancelled() {
         job.spawn_trainer();
     }
     cancelled.spawn_trainer();
+    cancelled.spawn_trainer();
 
-    tracing::info!("--- cancel c once it trains");
+    tracing::info!("--- cancel c once it trains, one of its trainers stopped (SIGSTOP) meanwhile");
     let c_done = || job_status(&group, "c")["done"].as_u64().is_some_and(|done| done >= 2);
     wait_until(Duration::from_secs(90), c_done, || cancelled.logs() + &group.logs());
+    let (stop, resume) = (nix::sys::signal::Signal::SIGSTOP, nix::sys::signal::Signal::SIGCONT);
+    cancelled.trainers.signal(1, stop).expect("stop a trainer");
     raftrain_ok(&["job", "cancel", "c", "--masters", &masters], b"");
     assert_eq!(cancelled.trainer_exit(0, Duration::from_secs(30)), 0, "{}", cancelled.logs());
     let pserver_exit = cancelled.pservers.wait_exit(0, Duration::from_secs(30));
     assert_eq!(pserver_exit, Some(0), "{}", cancelled.logs());
+    // Resumed after its pserver left, mid-push most likely: it learns of the cancel from its
+    // heartbeat and exits 0, rather than waiting for that pserver without limit.
+    cancelled.trainers.signal(1, resume).expect("resume the trainer");
+    assert_eq!(cancelled.trainer_exit(1, Duration::from_secs(30)), 0, "{}", cancelled.logs());
     assert_eq!(state_of(&job_list(&group), "c").as_deref(), Some("cancelled"));
 
     tracing::info!("--- a and b finish, each as well as one process on its data");
@@ -177,7 +184,7 @@ async fn two_jobs_train_at_once_while_a_third_is_cancelled() {
 }
 
 /// A client of the group's job `name`, for the in-process trainers.
-fn client_of(group: &MasterGroup, name: &str) -> MasterClient {
+pub(crate) fn client_of(group: &MasterGroup, name: &str) -> MasterClient {
     let options = ClientOptions {
         call_deadline: Some(Duration::from_secs(60)),
         job: name.to_string(),
@@ -187,7 +194,7 @@ fn client_of(group: &MasterGroup, name: &str) -> MasterClient {
 }
 
 /// The tasks completed in `pass` from `history`, in order.
-fn completed_in(history: &Arc<Mutex<History>>, pass: u32) -> Vec<u64> {
+pub(crate) fn completed_in(history: &Arc<Mutex<History>>, pass: u32) -> Vec<u64> {
     let history = history.lock().expect("history lock");
     history.completions.iter().filter(|(done_pass, ..)| *done_pass == pass).map(|c| c.1).collect()
 }
@@ -247,7 +254,11 @@ async fn a_restored_progress_checkpoint_redoes_exactly_what_came_after_it() {
 
 /// One trainer that takes and finishes tasks until `history` holds `count` completions, every
 /// report answered before it stops.
-async fn train_until(client: &MasterClient, history: &Arc<Mutex<History>>, count: usize) {
+pub(crate) async fn train_until(
+    client: &MasterClient,
+    history: &Arc<Mutex<History>>,
+    count: usize,
+) {
     use crate::task_consumer::{finish, register, take_task};
     let mut trainer = register(client, "steady").await;
     let mut pass = 0;
@@ -271,7 +282,11 @@ async fn train_until(client: &MasterClient, history: &Arc<Mutex<History>>, count
 }
 
 /// Polls `done` every 200 ms until it holds; panics after `timeout`, with `logs()`.
-fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool, logs: impl Fn() -> String) {
+pub(crate) fn wait_until(
+    timeout: Duration,
+    mut done: impl FnMut() -> bool,
+    logs: impl Fn() -> String,
+) {
     let deadline = std::time::Instant::now() + timeout;
     while !done() {
         assert!(std::time::Instant::now() < deadline, "not within {timeout:?}\n{}", logs());

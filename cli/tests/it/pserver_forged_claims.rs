@@ -133,6 +133,7 @@ async fn a_forged_checkpoint_record_does_not_make_a_slot_unrecoverable() {
             generation: entry.generation,
             secret: secret.into(),
             job: String::new(),
+            for_progress: 0,
         };
         let answer = service.record_checkpoint(forged).await.map(|reply| reply.into_inner());
         assert!(

@@ -61,6 +61,7 @@ fake_master_service! {
     cancel_job(CancelJobRequest) -> CancelJobReply;
     checkpoint_job(CheckpointJobRequest) -> CheckpointJobReply;
     restore_job(RestoreJobRequest) -> RestoreJobReply;
+    report_reloaded(ReportReloadedRequest) -> ReportReloadedReply;
     {
         // The trainer reports its dataset first (that submits its job): accepted.
         async fn report_dataset(

@@ -35,6 +35,17 @@ impl TrainingJob {
         master_args: &[&str],
         trainer_args: &[&str],
     ) -> Self {
+        Self::start_with_env(master_count, pserver_count, dir, (master_args, &[]), trainer_args)
+    }
+
+    /// Like `start_with`, with `(index, name, value)` environment variables for single masters.
+    pub fn start_with_env(
+        master_count: usize,
+        pserver_count: u32,
+        dir: &Path,
+        (master_args, master_envs): (&[&str], &[(usize, &str, &str)]),
+        trainer_args: &[&str],
+    ) -> Self {
         let mut args = vec![
             "--pserver-lease-ms",
             "2000",
@@ -44,7 +55,7 @@ impl TrainingJob {
             "3000",
         ];
         args.extend(master_args);
-        let masters = MasterGroup::start(master_count, &args);
+        let masters = MasterGroup::start_with_env(master_count, &args, master_envs);
         let mut pservers = PServerProcesses::new(&masters.addrs, dir, pserver_count);
         for _ in 0..pserver_count {
             pservers.spawn();

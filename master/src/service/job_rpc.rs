@@ -84,5 +84,7 @@ fn summary(job: &JobState, clock_ms: u64) -> pb::JobSummary {
         ended_ms_ago: job.ended().map_or(0, |end| clock_ms.saturating_sub(end.at_ms)),
         newest_checkpoint: job.newest_progress_checkpoint().unwrap_or(0),
         eval,
+        newest_model_checkpoint: job.newest_model_checkpoint().unwrap_or(0),
+        reloads_waiting: job.reloads_waiting(),
     }
 }

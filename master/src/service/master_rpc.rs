@@ -353,7 +353,9 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let request = request.into_inner();
         let generation = generation(request.generation)?;
         let not_held = |job_ended| {
-            Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot: false, job_ended }))
+            let reply =
+                pb::PServerHeartbeatReply { holds_slot: false, job_ended, ..Default::default() };
+            Ok(tonic::Response::new(reply))
         };
         // No secret (a pserver older than this master) or a wrong one (a forgery from the
         // public fields of `ListPServers`): not the holder, and no lease is renewed.
@@ -371,11 +373,13 @@ impl pb::master_service_server::MasterService for MasterRpc {
         // The lease is checked after the state: a slot whose lease ran out is not confirmed,
         // even while its release is still on its way through the log.
         let holds_slot = held && self.duties.pserver_alive(term, (job, index, generation));
-        if holds_slot {
-            self.steps.heard((job, index), generation, request.step);
-            self.steps.forget_gone_jobs(|job| self.node.read(|state| state.job(job).is_some()));
+        if !holds_slot {
+            return not_held(false);
         }
-        Ok(tonic::Response::new(pb::PServerHeartbeatReply { holds_slot, job_ended: false }))
+        self.steps.heard((job, index), generation, request.step);
+        self.steps.forget_gone_jobs(|job| self.node.read(|state| state.job(job).is_some()));
+        let asks = self.node.read(|state| state.job(job).map(|job| job.slot_asks(index)));
+        Ok(tonic::Response::new(super::slot_model::heartbeat_reply(asks.unwrap_or_default())))
     }
 
     async fn list_p_servers(
@@ -420,7 +424,10 @@ impl pb::master_service_server::MasterService for MasterRpc {
         }
         let steps = &self.steps;
         steps.check((job, index), generation, meta.step).map_err(Status::invalid_argument)?;
-        let command = Command::RecordCheckpoint { index, generation, meta };
+        let command = match request.for_progress {
+            0 => Command::RecordCheckpoint { index, generation, meta },
+            progress => Command::TagSlotCheckpoint { index, generation, progress, meta },
+        };
         let command = Command::InJob { job: JobRef::Id(job), command: Box::new(command) };
         let recorded = match self.propose(Some(client), command).await? {
             Response::Accepted => true,
@@ -526,9 +533,16 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::CheckpointJobReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        match self.propose(Some(client), for_job(&request.job, Command::CheckpointJob)).await? {
+        let command = for_job(&request.job, Command::CheckpointProgress);
+        match self.propose(Some(client), command).await? {
             Response::ProgressCheckpointed { id, pass, done } => {
-                let reply = pb::CheckpointJobReply { checkpoint_id: id, pass_index: pass, done };
+                let asked = self.node.read(|state| state.pservers_asked(&request.job, id));
+                let reply = pb::CheckpointJobReply {
+                    checkpoint_id: id,
+                    pass_index: pass,
+                    done,
+                    pservers_asked: asked,
+                };
                 Ok(tonic::Response::new(reply))
             }
             other => Err(unexpected("CheckpointJob", other)),
@@ -541,12 +555,39 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::RestoreJobReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        let command = Command::RestoreJob { checkpoint: request.checkpoint_id };
-        match self.propose(Some(client), for_job(&request.job, command)).await? {
+        let (checkpoint, data_only) = (request.checkpoint_id, request.data_only);
+        let command = Command::RestoreProgress { checkpoint, data_only };
+        let reply = match self.propose(Some(client), for_job(&request.job, command)).await? {
             Response::ProgressRestored { pass, todo } => {
-                Ok(tonic::Response::new(pb::RestoreJobReply { pass_index: pass, todo }))
+                pb::RestoreJobReply { pass_index: pass, todo, reloading: 0 }
             }
-            other => Err(unexpected("RestoreJob", other)),
+            Response::RestoreWaiting { pass, pservers } => {
+                pb::RestoreJobReply { pass_index: pass, todo: 0, reloading: pservers }
+            }
+            other => return Err(unexpected("RestoreJob", other)),
+        };
+        Ok(tonic::Response::new(reply))
+    }
+
+    async fn report_reloaded(
+        &self,
+        request: tonic::Request<pb::ReportReloadedRequest>,
+    ) -> Reply<pb::ReportReloadedReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        let (index, generation) = (request.index, generation(request.generation)?);
+        let secret = secret(&request.secret)?;
+        let job = self.job_id("ReportReloaded", &request.job)?;
+        if !self.holder_with_secret(job, (index, generation), secret).await? {
+            return Err(wrong_secret("ReportReloaded"));
+        }
+        let command = Command::SlotReloaded { index, generation, restore: request.restore };
+        let command = Command::InJob { job: JobRef::Id(job), command: Box::new(command) };
+        match self.propose(Some(client), command).await? {
+            Response::Accepted | Response::Stale | Response::ProgressRestored { .. } => {
+                Ok(tonic::Response::new(pb::ReportReloadedReply {}))
+            }
+            other => Err(unexpected("ReportReloaded", other)),
         }
     }
 }

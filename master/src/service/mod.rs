@@ -9,6 +9,7 @@ mod job_scope;
 mod master_rpc;
 mod proposer;
 mod reported_steps;
+mod slot_model;
 mod status_mapping;
 mod status_view;
 mod watch;

@@ -77,6 +77,18 @@ pub enum Command {
     /// The leader removes a finished or cancelled job whose retention has passed (a leader
     /// decision, by id: a new job of the same name is never removed by it).
     RemoveJob { job: u64 },
+    /// Records the job's progress as `CheckpointJob` does, and asks each pserver slot of the
+    /// job for a checkpoint of its own under the same id (`TagSlotCheckpoint`).
+    CheckpointProgress,
+    /// Puts the job back to progress checkpoint `checkpoint`: the data only, or the model too
+    /// (every slot's checkpoint taken for it), which holds the queue until each holder has
+    /// reloaded (`model_checkpoints.rs`).
+    RestoreProgress { checkpoint: u64, data_only: bool },
+    /// The holder of slot `index` under `generation` wrote `meta` for progress checkpoint
+    /// `progress`.
+    TagSlotCheckpoint { index: u32, generation: u64, progress: u64, meta: CheckpointMeta },
+    /// The holder of slot `index` under `generation` reloaded its shard for restore `restore`.
+    SlotReloaded { index: u32, generation: u64, restore: u64 },
 }
 
 /// Which job a command is for.

@@ -58,6 +58,13 @@ impl JobState {
             });
         }
         check_slots(&self.pservers)?;
+        if let Some(pending) = &self.models.restoring {
+            let unheld =
+                pending.waiting.keys().find(|index| !self.pservers.holders.contains_key(index));
+            if let Some(index) = unheld {
+                return Err(Violation::ReloadWaitsForUnheldSlot { index: *index });
+            }
+        }
         // Counts only (checked after every apply); `check_session_index` checks entry by entry.
         members::check_pool_counts(&self.sessions, &self.trainers, &self.pservers)
     }

@@ -13,6 +13,7 @@ use super::index_report::{apply_index_report, IndexReport};
 use super::job::Job;
 use super::job_lifecycle::JobEnd;
 use super::members;
+use super::model_checkpoints::ModelCheckpoints;
 use super::progress::ProgressLog;
 use super::pserver_slots::PServerSlots;
 use super::repeated_report::{AcceptedReport, ReportedFile};
@@ -59,6 +60,8 @@ pub struct JobState {
     pub(crate) ended: Option<JobEnd>,
     /// Its newest progress checkpoints.
     pub(crate) progress: ProgressLog,
+    /// The pserver checkpoints taken for them, and a restore with the model under way.
+    pub(crate) models: ModelCheckpoints,
 }
 
 impl JobState {
@@ -201,8 +204,12 @@ impl JobState {
                 if !self.trainers.contains(*trainer) {
                     return Response::UnknownTrainer;
                 }
+                let restoring = self.is_restoring();
                 let Some(job) = &mut self.job else { return Response::NoDataset };
-                job.get_task(*trainer, *pass, now_ms)
+                match restoring {
+                    true => Response::NoMoreAvailable,
+                    false => job.get_task(*trainer, *pass, now_ms),
+                }
             }
             Command::TaskFinished { task, epoch } => {
                 let Some(job) = &mut self.job else { return Response::NoDataset };
@@ -223,14 +230,16 @@ impl JobState {
                 Err(reason) => Response::Rejected { reason },
             },
             Command::TrainerLost { trainer } => self.trainer_lost(*trainer),
-            Command::ClaimPServerSlot { addr, desired } => {
-                self.pservers.claim(addr, *desired, None)
-            }
+            Command::ClaimPServerSlot { addr, desired } => self.claim_slot(addr, *desired, None),
             Command::ClaimPServerSlotWithSecret { addr, desired, secret } => {
-                self.pservers.claim(addr, *desired, Some(*secret))
+                self.claim_slot(addr, *desired, Some(*secret))
             }
             Command::ReleasePServerSlot { index, generation } => {
-                self.pservers.release(*index, *generation)
+                self.release_slot(*index, *generation)
+            }
+            // A slot waiting to reload records nothing of the model the restore replaces.
+            Command::RecordCheckpoint { index, .. } if self.models.waits_for(*index) => {
+                Response::Stale
             }
             Command::RecordCheckpoint { index, generation, meta } => {
                 self.pservers.record_checkpoint(*index, *generation, meta)
@@ -239,8 +248,12 @@ impl JobState {
                 self.record_eval(*pass, *loss, *accuracy)
             }
             Command::CancelJob => self.cancel(now_ms),
-            Command::CheckpointJob => self.checkpoint_progress(now_ms),
-            Command::RestoreJob { checkpoint } => self.restore_progress(*checkpoint),
+            Command::CheckpointJob
+            | Command::CheckpointProgress
+            | Command::RestoreJob { .. }
+            | Command::RestoreProgress { .. }
+            | Command::TagSlotCheckpoint { .. }
+            | Command::SlotReloaded { .. } => self.execute_progress(command, now_ms),
             Command::InJob { .. } | Command::RemoveJob { .. } => Response::Rejected {
                 reason: "a job's command cannot name a job again or remove one".to_string(),
             },

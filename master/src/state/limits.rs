@@ -5,7 +5,8 @@
 //! job only its queue, with the same task limit. The group holds [`JOB_COUNT_MAX`] jobs: one
 //! takes what the group's limits leave after the others, each of which holds what any job
 //! holds however small (its stranger sessions, its floors of failure reasons and failers,
-//! its progress checkpoints).
+//! its progress checkpoints). The largest job also keeps every slot's checkpoint for each
+//! progress checkpoint that keeps them, with a restore waiting for every slot.
 
 #![cfg(test)]
 
@@ -17,6 +18,7 @@ use super::dataset::{
 use super::job::Job;
 use super::job_state::JobState;
 use super::master_state::{MasterState, JOB_COUNT_MAX};
+use super::model_checkpoints::{ModelCheckpoints, PendingRestore, MODEL_TAGS_KEPT};
 use super::progress::{DoneSet, PROGRESS_CHECKPOINTS_KEPT};
 use super::pserver_slots::{
     CheckpointMeta, PServerSlots, SlotHolder, CHECKPOINT_PATH_BYTES_MAX, PSERVER_ADDR_BYTES_MAX,
@@ -174,6 +176,7 @@ fn largest_job(dataset: Dataset, members: bool) -> JobState {
     state.trainers.next_trainer_id = u64::MAX;
     if members {
         state.pservers = largest_slots();
+        state.models = largest_models(&state.pservers);
     }
     state.sessions = largest_sessions(members);
     let done = DoneSet::new(task_count, 0..task_count);
@@ -181,6 +184,19 @@ fn largest_job(dataset: Dataset, members: bool) -> JobState {
         state.progress.record(u32::MAX - 1, done.clone(), u64::MAX / 2);
     }
     state
+}
+
+/// Every slot's widest checkpoint tagged for each progress checkpoint that keeps them, and a
+/// restore waiting for every slot.
+fn largest_models(slots: &PServerSlots) -> ModelCheckpoints {
+    let mut models = ModelCheckpoints::default();
+    for id in 0..MODEL_TAGS_KEPT as u64 {
+        models.tagged.insert(u64::MAX - id, slots.checkpoints.clone());
+    }
+    let waiting = slots.checkpoints.clone();
+    models.restoring = Some(PendingRestore { checkpoint: u64::MAX, number: u64::MAX, waiting });
+    models.restores_asked = u64::MAX;
+    models
 }
 
 /// The largest group: the largest job of `first`'s kind, and every other job.

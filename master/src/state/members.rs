@@ -60,7 +60,9 @@ pub(crate) fn unbound_spoken_for(
     let member = match command {
         Command::GetTask { trainer, .. } => Member::Trainer(*trainer),
         Command::ReleasePServerSlot { index, generation }
-        | Command::RecordCheckpoint { index, generation, .. } => {
+        | Command::RecordCheckpoint { index, generation, .. }
+        | Command::TagSlotCheckpoint { index, generation, .. }
+        | Command::SlotReloaded { index, generation, .. } => {
             Member::Slot { index: *index, generation: *generation }
         }
         _ => return None,

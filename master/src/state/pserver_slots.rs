@@ -160,6 +160,12 @@ impl PServerSlots {
         Response::Accepted
     }
 
+    /// Slot `index` restores from `meta` from now on (a restore of a progress checkpoint with
+    /// the model): its holder's later records must be newer than `meta` to replace it.
+    pub(crate) fn restore_from(&mut self, index: u32, meta: CheckpointMeta) {
+        self.checkpoints.insert(index, meta);
+    }
+
     /// Records a checkpoint for `index` from its holder of `generation`, unless the slot
     /// already has one at the same or a higher step (a delayed or repeated report must not
     /// roll the slot back: answered `Stale`). Anyone else is answered `SlotNotHeld`. A path

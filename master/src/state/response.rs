@@ -72,6 +72,9 @@ pub enum Response {
     ProgressRestored { pass: u32, todo: u64 },
     /// The job and everything it held are gone.
     JobRemoved,
+    /// A restore of the model is under way: the queue goes back to `pass` once `pservers`
+    /// holders have reloaded their shards; no task is handed out until then.
+    RestoreWaiting { pass: u32, pservers: u32 },
 }
 
 impl Response {

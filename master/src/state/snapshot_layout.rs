@@ -24,6 +24,7 @@ use super::pserver_slots::PServerSlots;
 use super::response::Response;
 use super::sessions::{Session, Sessions, STRANGER_SESSION_COUNT_MAX};
 use super::snapshot_legacy_dataset::{ChunksOnlyDataset, ChunksOnlyJob, ChunksOnlyState};
+use super::snapshot_legacy_progress::DataProgressState;
 use super::snapshot_legacy_single_job::SingleJobState;
 use super::snapshot_legacy_slots::SlotsWithoutSecrets;
 use super::task::{PendingTask, Task};
@@ -35,8 +36,12 @@ const SNAPSHOT_MARKER: u8 = 0xFF;
 /// The layout this build writes: 2 added request digests to sessions and each task's failing
 /// trainers to the queue (1 is the unmarked one); 3 splits sessions into members and strangers
 /// and keeps the secret of each pserver slot's claim; 4 gives the dataset a kind (RecordIO
-/// chunks or an index range); 5 holds named jobs, each with its end and progress checkpoints.
-const SNAPSHOT_LAYOUT_VERSION: u8 = 5;
+/// chunks or an index range); 5 holds named jobs, each with its end and progress checkpoints;
+/// 6 adds each job's pserver checkpoints taken for its progress checkpoints.
+const SNAPSHOT_LAYOUT_VERSION: u8 = 6;
+/// The layout of named jobs without pserver checkpoints for their progress, still read
+/// (`snapshot_legacy_progress.rs`).
+const SNAPSHOT_LAYOUT_VERSION_DATA_PROGRESS: u8 = 5;
 /// The layout with one unnamed job, still read (`snapshot_legacy_single_job.rs`).
 const SNAPSHOT_LAYOUT_VERSION_SINGLE_JOB: u8 = 4;
 /// The layout with RecordIO datasets only, still read.
@@ -56,6 +61,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
     let single: SingleJobState = match bytes {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
             return codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot");
+        }
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_DATA_PROGRESS, body @ ..] => {
+            let named: DataProgressState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
+            return Ok(named.into());
         }
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_SINGLE_JOB, body @ ..] => {
             codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?

@@ -46,6 +46,7 @@ impl From<SingleJobState> for MasterState {
             loading,
             ended,
             progress: ProgressLog::default(),
+            models: Default::default(),
         };
         let empty = state.job.is_none()
             && state.loading.is_none()

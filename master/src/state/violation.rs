@@ -4,6 +4,8 @@
 /// A broken safety rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvariantViolation {
+    #[error("a restore waits for slot {index} to reload, but nobody holds it")]
+    ReloadWaitsForUnheldSlot { index: u32 },
     #[error("task {task}: in {queue}, but the job has only {task_count} tasks")]
     TaskIdOutOfRange { task: u64, queue: &'static str, task_count: u64 },
     #[error("task {task}: in both {first} and {second}; a task is in exactly one queue")]

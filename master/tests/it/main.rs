@@ -9,6 +9,7 @@ mod faults;
 mod index_datasets;
 mod jobs;
 mod liveness;
+mod model_restore;
 mod passes;
 mod properties;
 mod pservers;

@@ -4,6 +4,7 @@
 //! the system's roots and servers ask for no client certificate.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, Server, ServerTlsConfig};
@@ -19,16 +20,16 @@ const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 pub struct Tls {
     identity: Option<Identity>,
     ca: Option<Certificate>,
+    /// The certificate served on the HTTP port (`https_config`), built at load.
+    https: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Tls {
     /// Reads and checks the files named by `files`. `--tls-cert` and `--tls-key` come
     /// together; returns `None` when no TLS flag is given.
     pub fn load(files: &SecurityFiles) -> Result<Option<Self>, SecurityError> {
-        let identity = match (&files.tls_cert, &files.tls_key) {
-            (Some(cert), Some(key)) => {
-                Some(Identity::from_pem(read("--tls-cert", cert)?, read("--tls-key", key)?))
-            }
+        let pems = match (&files.tls_cert, &files.tls_key) {
+            (Some(cert), Some(key)) => Some((read("--tls-cert", cert)?, read("--tls-key", key)?)),
             (None, None) => None,
             (Some(_), None) => {
                 return Err(SecurityError::Pair { given: "--tls-cert", missing: "--tls-key" })
@@ -38,10 +39,12 @@ impl Tls {
             }
         };
         let ca = files.tls_ca.as_deref().map(|path| read("--tls-ca", path)).transpose()?;
-        if identity.is_none() && ca.is_none() {
+        if pems.is_none() && ca.is_none() {
             return Ok(None);
         }
-        let tls = Self { identity, ca: ca.map(Certificate::from_pem) };
+        let https = pems.as_ref().map(|(cert, key)| https_config(cert, key, files)).transpose()?;
+        let identity = pems.map(|(cert, key)| Identity::from_pem(cert, key));
+        let tls = Self { identity, ca: ca.map(Certificate::from_pem), https };
         tls.check(files)?;
         Ok(Some(tls))
     }
@@ -90,10 +93,45 @@ impl Tls {
         }
     }
 
+    /// The HTTP port's TLS: this process's certificate, no client certificate asked (browsers
+    /// read the dashboard; see the README on who can reach it), HTTP/2 or HTTP/1.1 by ALPN.
+    /// `None` without a certificate.
+    pub fn https_config(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.https.clone()
+    }
+
     /// Whether this process can serve TLS (it has a certificate and key).
     pub fn can_serve(&self) -> bool {
         self.identity.is_some()
     }
+}
+
+/// The HTTP port's server configuration from the PEM files' bytes.
+fn https_config(
+    cert: &[u8],
+    key: &[u8],
+    files: &SecurityFiles,
+) -> Result<Arc<rustls::ServerConfig>, SecurityError> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |reason: String| SecurityError::BadPem {
+        flags: "--tls-cert/--tls-key",
+        path: files.tls_cert.clone().unwrap_or_default(),
+        reason,
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<_, _>>()
+        .map_err(|error| bad(error.to_string()))?;
+    let key = PrivateKeyDer::from_pem_slice(key).map_err(|error| bad(error.to_string()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| bad(error.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|error| bad(error.to_string()))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, SecurityError> {

@@ -35,6 +35,8 @@ pub(super) const RETRY_MS: u64 = 200;
 const FAILURES_BEFORE_REREAD_COUNT: u32 = 3;
 /// ... or this long of failing, whichever comes first.
 const FAILING_BEFORE_REREAD_MS: u64 = 2_000;
+/// A call that waited this long for its slot logs a warning, and again every this long.
+const WAITING_WARNING_MS: u64 = 15_000;
 
 #[derive(Clone, Debug)]
 pub struct PServerClientOptions {
@@ -283,6 +285,7 @@ impl PServerClient {
         let started = Instant::now();
         let mut last_error = "the slot is not held".to_string();
         let mut waiting = None;
+        let mut next_warning = started + Duration::from_millis(WAITING_WARNING_MS);
         for failures in 1u32.. {
             if let Some(route) = self.inner.routes.route(slot) {
                 match self
@@ -304,6 +307,12 @@ impl PServerClient {
                         last_error,
                     }));
                 }
+            }
+            if Instant::now() >= next_warning {
+                // Without a limit a trainer waits for ever: say so, or it looks hung.
+                let waited_s = started.elapsed().as_secs();
+                tracing::warn!(slot, waited_s, %last_error, "waiting for pserver slot {slot} to be served (no holder, or it does not answer); --pserver-wait-s sets a limit");
+                next_warning += Duration::from_millis(WAITING_WARNING_MS);
             }
             let failing = started.elapsed() >= Duration::from_millis(FAILING_BEFORE_REREAD_MS);
             if failures >= FAILURES_BEFORE_REREAD_COUNT || failing {

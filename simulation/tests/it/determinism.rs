@@ -24,3 +24,26 @@ fn a_seed_replays_exactly() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A run whose job count and fault phase were overridden (as `--jobs` and `--fault-phase-ms`
+/// do) reports a replay command that names them, and with planted bugs, the bugs and the
+/// build that has them; the settings it names replay the same trace.
+#[test]
+fn the_replay_command_names_every_override() -> anyhow::Result<()> {
+    let overridden = |seed| SimulationConfig {
+        fault_phase_ms: 3_000,
+        ..SimulationConfig::new(seed).with_job_count(2)
+    };
+    let report = run(&overridden(5))?;
+    let replay = report.replay_command();
+    assert!(replay.contains("--seed 5 --jobs 2 --fault-phase-ms 3000"), "{replay}");
+    assert!(!replay.contains("--plant"), "{replay}");
+    let again = run(&overridden(5))?;
+    assert_eq!(again.trace_hash, report.trace_hash, "the named settings replay the run");
+    let bugs =
+        simulation::PlantedBugs { ack_before_durable: true, production: &["skip-epoch-check"] };
+    let planted = simulation::replay_command(&SimulationConfig::new(5).with_bugs(bugs));
+    assert!(planted.contains("--features planted-bugs"), "{planted}");
+    assert!(planted.contains("--plant-ack-before-durable --plant skip-epoch-check"), "{planted}");
+    Ok(())
+}

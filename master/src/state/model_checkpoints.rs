@@ -1,0 +1,165 @@
+//! The model half of a progress checkpoint: each pserver slot's own checkpoint taken for it
+//! (asked by heartbeats, recorded by `TagSlotCheckpoint`), and a restore that puts the model
+//! back with the data.
+//!
+//! A restore with the model does not move the queue at once. It points every slot's restore
+//! file at the tagged checkpoint, asks each holder to reload it (heartbeats say so), and hands
+//! out no task until every holder has (`SlotReloaded`) or its slot changed hands (a new holder
+//! restores from the tagged file anyway); only then does the queue go back. So no push of a
+//! task dispatched after the restore reaches a model that is about to be replaced, and every
+//! task done at the checkpoint is in the model it restores: the model was written after the
+//! progress checkpoint was recorded, and trainers report a task only once its pushes were
+//! answered. Tasks done after the checkpoint may be in that model and are done again: the
+//! data is seen at least once, as the issue's at-least-once restore promises.
+//!
+//! Bounds: the newest [`MODEL_TAGS_KEPT`] progress checkpoints of a job ask for tags, each
+//! at most one path of [`CHECKPOINT_PATH_BYTES_MAX`] per slot (`limits.rs` measures the
+//! largest group with them).
+
+use std::collections::BTreeMap;
+
+use client::{SlotAsks, SlotReload};
+use serde::{Deserialize, Serialize};
+
+#[cfg(doc)]
+use super::pserver_slots::CHECKPOINT_PATH_BYTES_MAX;
+use super::pserver_slots::{check_checkpoint_path, CheckpointMeta, PServerSlots};
+
+/// How many of a job's newest progress checkpoints keep pserver checkpoints.
+pub const MODEL_TAGS_KEPT: usize = 4;
+
+/// A job's tagged pserver checkpoints and its restore under way.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub(crate) struct ModelCheckpoints {
+    /// Progress checkpoint id to the pserver checkpoint each slot took for it.
+    pub(crate) tagged: BTreeMap<u64, BTreeMap<u32, CheckpointMeta>>,
+    /// A restore waiting for holders to reload its model.
+    pub(crate) restoring: Option<PendingRestore>,
+    /// Restores with the model asked so far: numbers them, so a pserver reloads once each.
+    pub(crate) restores_asked: u64,
+}
+
+/// A restore whose queue goes back once every slot left in `waiting` reloaded.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub(crate) struct PendingRestore {
+    /// The progress checkpoint restored.
+    pub(crate) checkpoint: u64,
+    /// This restore's number (`ModelCheckpoints::restores_asked` when it was asked).
+    pub(crate) number: u64,
+    /// Slot to the file its holder reloads, for every holder that has not yet.
+    pub(crate) waiting: BTreeMap<u32, CheckpointMeta>,
+}
+
+impl ModelCheckpoints {
+    /// Progress checkpoint `id` asks every slot for a checkpoint; the oldest beyond
+    /// [`MODEL_TAGS_KEPT`] stop asking and their tags are forgotten.
+    pub(crate) fn ask(&mut self, id: u64) {
+        self.tagged.insert(id, BTreeMap::new());
+        while self.tagged.len() > MODEL_TAGS_KEPT {
+            self.tagged.pop_first();
+        }
+    }
+
+    /// Records `meta` as slot `index`'s checkpoint for progress checkpoint `id`, taken by the
+    /// holder of `generation`. The first tag of a slot stays (a retry repeats it).
+    pub(crate) fn tag(
+        &mut self,
+        slots: &PServerSlots,
+        (index, generation): (u32, u64),
+        id: u64,
+        meta: &CheckpointMeta,
+    ) -> Result<bool, String> {
+        check_checkpoint_path(index, generation, meta)?;
+        if !slots.holds(index, generation) {
+            return Ok(false);
+        }
+        let Some(tags) = self.tagged.get_mut(&id) else {
+            let kept: Vec<u64> = self.tagged.keys().copied().collect();
+            return Err(format!(
+                "progress checkpoint {id} keeps no pserver checkpoints (those of {kept:?} do)"
+            ));
+        };
+        tags.entry(index).or_insert_with(|| meta.clone());
+        Ok(true)
+    }
+
+    /// The tags of progress checkpoint `id` if every one of `desired` slots has one.
+    pub(crate) fn complete(&self, id: u64, desired: u32) -> Result<Vec<CheckpointMeta>, String> {
+        let tags = self.tagged.get(&id);
+        let missing: Vec<u32> =
+            (0..desired).filter(|slot| !tags.is_some_and(|tags| tags.contains_key(slot))).collect();
+        if !missing.is_empty() {
+            let why = match tags {
+                None => "it keeps no pserver checkpoints (taken before the pservers joined, or \
+                         older than the newest few)"
+                    .to_string(),
+                Some(_) => format!("slots {missing:?} of {desired} have not recorded theirs"),
+            };
+            return Err(format!(
+                "progress checkpoint {id} cannot restore the model: {why}; restore the data \
+                 only (--data-only), or take a new checkpoint"
+            ));
+        }
+        Ok(tags.map(|tags| tags.values().cloned().collect()).unwrap_or_default())
+    }
+
+    /// Starts restoring progress checkpoint `id` with `files` (one per slot, in slot order):
+    /// each slot restores from its file from now on, and each held slot waits for its holder.
+    pub(crate) fn start_restore(
+        &mut self,
+        id: u64,
+        files: Vec<CheckpointMeta>,
+        slots: &mut PServerSlots,
+    ) -> u32 {
+        self.restores_asked += 1;
+        let mut waiting = BTreeMap::new();
+        for (index, meta) in (0u32..).zip(files) {
+            slots.restore_from(index, meta.clone());
+            if slots.holders.contains_key(&index) {
+                waiting.insert(index, meta);
+            }
+        }
+        let count = waiting.len() as u32;
+        self.restoring =
+            Some(PendingRestore { checkpoint: id, number: self.restores_asked, waiting });
+        count
+    }
+
+    /// Slot `index` no longer waits (its holder reloaded, or it changed hands); the restored
+    /// progress checkpoint's id when that was the last one.
+    pub(crate) fn slot_done(&mut self, index: u32) -> Option<u64> {
+        let pending = self.restoring.as_mut()?;
+        pending.waiting.remove(&index);
+        let id = pending.checkpoint;
+        pending.waiting.is_empty().then(|| {
+            self.restoring = None;
+            id
+        })
+    }
+
+    /// Whether slot `index` waits for its holder to reload (its records are then refused:
+    /// they would be of the model the restore replaces).
+    pub(crate) fn waits_for(&self, index: u32) -> bool {
+        self.restoring.as_ref().is_some_and(|pending| pending.waiting.contains_key(&index))
+    }
+
+    /// What a heartbeat asks of slot `index`'s holder.
+    pub(crate) fn asks(&self, index: u32, next_progress_id: u64) -> SlotAsks {
+        let reload = self.restoring.as_ref().and_then(|pending| {
+            let from = pending.waiting.get(&index)?.clone();
+            Some(SlotReload { restore: pending.number, from })
+        });
+        // While a restore is under way, the model is about to change: nothing is tagged.
+        let newest = self.tagged.iter().next_back().filter(|_| self.restoring.is_none());
+        let tag_for = newest.filter(|(_, tags)| !tags.contains_key(&index)).map(|(id, _)| *id);
+        let tags_from = self.tagged.keys().next().copied().unwrap_or(next_progress_id);
+        SlotAsks { tag_for, reload, tags_from }
+    }
+
+    /// The newest progress checkpoint every one of `desired` slots has a tag for.
+    pub(crate) fn newest_complete(&self, desired: u32) -> Option<u64> {
+        let complete =
+            |tags: &BTreeMap<u32, CheckpointMeta>| (0..desired).all(|s| tags.contains_key(&s));
+        self.tagged.iter().rev().find(|(_, tags)| complete(tags)).map(|(id, _)| *id)
+    }
+}
