@@ -18,7 +18,7 @@ use openraft::ServerState;
 use tokio::time::Instant;
 
 use crate::step_up::StepUp;
-use crate::Raft;
+use crate::{NodeConfig, Raft};
 
 /// The settings of one node's timer, in milliseconds.
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +31,17 @@ pub(crate) struct ElectionTiming {
 }
 
 impl ElectionTiming {
+    /// The timing of the node `config` describes.
+    pub(crate) fn of(config: &NodeConfig) -> Self {
+        let rank = config.peers.keys().position(|id| *id == config.id).unwrap_or(0);
+        Self {
+            rank: rank as u64,
+            members: config.peers.len() as u64,
+            timeout_min_ms: config.election_timeout_min_ms,
+            timeout_max_ms: config.election_timeout_max_ms,
+        }
+    }
+
     /// How long a follower that knew a leader waits after its last message, in `term`: the
     /// lease plus a timeout. The range is cut into one slot per member, and the members take
     /// the slots in turn from term to term, so two followers never run out together (both

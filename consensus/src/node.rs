@@ -130,13 +130,7 @@ impl<S: StateMachine> ConsensusNode<S> {
         let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX, timeout_ms, leaving.clone());
         let lease = Duration::from_millis(config.election_timeout_max_ms);
         let rpc_handler = RpcHandler::new(raft.clone(), lease, leaving.clone());
-        let rank = config.peers.keys().position(|id| *id == config.id).unwrap_or(0);
-        let timing = ElectionTiming {
-            rank: rank as u64,
-            members: config.peers.len() as u64,
-            timeout_min_ms: config.election_timeout_min_ms,
-            timeout_max_ms: config.election_timeout_max_ms,
-        };
+        let timing = ElectionTiming::of(&config);
         election_timer::start(raft.clone(), rpc_handler.step_up(), timing, leaving.clone());
         let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
         let leading_since = Arc::new(std::sync::Mutex::new(None));
@@ -270,9 +264,9 @@ impl<S: StateMachine> ConsensusNode<S> {
     }
 
     /// Before a planned stop: stops acting as a leader for good (writes, confirmations and
-    /// linearizable reads are refused as "not the leader, none known"), and if this node
-    /// leads, hands leadership to a caught-up follower through `transport` within `bound`.
-    /// See `handoff`.
+    /// linearizable reads are held until another member leads, then refused naming it), and
+    /// if this node leads, hands leadership to a caught-up follower through `transport` within
+    /// `bound`. See `handoff`.
     pub async fn hand_off_leadership(
         &self,
         transport: &dyn HandoffTransport,
