@@ -55,12 +55,25 @@ impl ElectionTiming {
     }
 }
 
+/// What keeps the timer from campaigning: the node hands leadership off before it stops, or
+/// its elections are switched off.
+pub(crate) struct ElectionSwitches {
+    pub(crate) leaving: Arc<AtomicBool>,
+    pub(crate) elections: Arc<AtomicBool>,
+}
+
+impl ElectionSwitches {
+    fn may_campaign(&self) -> bool {
+        !self.leaving.load(Ordering::SeqCst) && self.elections.load(Ordering::SeqCst)
+    }
+}
+
 /// Runs the timer until the node stops (the task ends with the Raft core).
 pub(crate) fn start(
     raft: Raft,
     step_up: Arc<StepUp>,
     timing: ElectionTiming,
-    leaving: Arc<AtomicBool>,
+    switches: ElectionSwitches,
 ) {
     tokio::spawn(async move {
         // The last time this timer fired, which counts as a fresh start like a message heard.
@@ -75,7 +88,7 @@ pub(crate) fn start(
             }
             fired = now;
             // A node without a leader is openraft's own timer's (no lease to shorten there).
-            if leaving.load(Ordering::SeqCst) || !knew_a_leader(&raft) {
+            if !switches.may_campaign() || !knew_a_leader(&raft) {
                 continue;
             }
             tracing::info!(

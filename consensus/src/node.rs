@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use crate::batcher::{forward_to_leader, Batcher};
 use crate::cluster_info::ClusterInfo;
 use crate::durable_commits::DurableCommits;
-use crate::election_timer::{self, ElectionTiming};
+use crate::election_timer::{self, ElectionSwitches, ElectionTiming};
 use crate::error::ShutdownError;
 use crate::grpc_handoff::GrpcHandoff;
 use crate::handoff::{Handoff, HandoffTransport};
@@ -52,6 +52,9 @@ struct Inner<S> {
     /// Set once by [`ConsensusNode::hand_off_leadership`]: this node will stop, and acts as a
     /// leader no more (no writes, confirmations or linearizable reads).
     leaving: Arc<AtomicBool>,
+    /// Cleared by [`ConsensusNode::enable_elections`]: this node's election timer then never
+    /// campaigns (openraft's own switch has no getter, so the timer keeps this copy).
+    elections: Arc<AtomicBool>,
     /// When this node last became leader (seen from its metrics), while it leads.
     leading_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
 }
@@ -131,7 +134,9 @@ impl<S: StateMachine> ConsensusNode<S> {
         let lease = Duration::from_millis(config.election_timeout_max_ms);
         let rpc_handler = RpcHandler::new(raft.clone(), lease, leaving.clone());
         let timing = ElectionTiming::of(&config);
-        election_timer::start(raft.clone(), rpc_handler.step_up(), timing, leaving.clone());
+        let elections = Arc::new(AtomicBool::new(true));
+        let switches = ElectionSwitches { leaving: leaving.clone(), elections: elections.clone() };
+        election_timer::start(raft.clone(), rpc_handler.step_up(), timing, switches);
         let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
         let leading_since = Arc::new(std::sync::Mutex::new(None));
         tokio::spawn(count_leader_changes(raft.metrics(), leading_since.clone()));
@@ -144,6 +149,7 @@ impl<S: StateMachine> ConsensusNode<S> {
             rpc_handler,
             leadership,
             leaving,
+            elections,
             leading_since,
         };
         Self { inner: Arc::new(inner) }
@@ -284,6 +290,13 @@ impl<S: StateMachine> ConsensusNode<S> {
         let since = self.leading_since().map(|(_term, since)| since);
         let lease = Duration::from_millis(self.inner.config.election_timeout_max_ms);
         crate::handoff::hand_off(&self.inner.raft, transport, bound, lease, since).await
+    }
+
+    /// Lets this node start elections when its timer runs out, or not (a test that makes
+    /// another member win). A leader elected with this node's vote is followed either way.
+    pub fn enable_elections(&self, enabled: bool) {
+        self.inner.elections.store(enabled, Ordering::SeqCst);
+        self.inner.raft.runtime_config().elect(enabled);
     }
 
     /// The term this node leads and when it began leading it (as its metrics first showed),

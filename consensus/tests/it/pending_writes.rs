@@ -83,7 +83,7 @@ async fn a_leader_whose_entries_a_snapshot_replaced_commits_when_it_leads_again(
 
     tracing::info!("--- make the old leader lead again: the third node never campaigns");
     let third = *majority.iter().find(|id| **id != new_leader).expect("three nodes");
-    cluster.node(third).raft().runtime_config().elect(false);
+    cluster.node(third).enable_elections(false);
     cluster.router.isolate(new_leader, &cluster.ids());
     let again = cluster.leader_among(&[old_leader, third]).await?;
     assert_eq!(again, old_leader);

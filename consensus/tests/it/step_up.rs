@@ -13,7 +13,7 @@ async fn longer_log_follower_steps_up_for_a_refused_candidate() -> anyhow::Resul
     let leader = cluster.leader().await?;
     let followers: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();
     let (longer, shorter) = (followers[0], followers[1]);
-    cluster.node(longer).raft().runtime_config().elect(false);
+    cluster.node(longer).enable_elections(false);
 
     tracing::info!(leader, longer, shorter, "--- a write that reaches `longer` only");
     put(cluster.node(leader), "both", "1").await?;
