@@ -101,14 +101,7 @@ pub(crate) async fn hand_off(
         }
     }
     let remaining = bound.saturating_sub(started.elapsed());
-    let moved = raft
-        .wait(Some(remaining))
-        .metrics(
-            |metrics| metrics.current_leader.is_some_and(|leader| leader != id),
-            "another member leads",
-        )
-        .await;
-    match moved {
+    match another_leads(raft, id, remaining).await {
         Ok(metrics) => {
             let to = metrics.current_leader.unwrap_or(target.0);
             Handoff::Done { to, elapsed: started.elapsed() }
@@ -128,14 +121,7 @@ pub(crate) async fn hand_off(
 pub(crate) async fn successor(raft: &Raft) -> WriteError {
     let bound = Duration::from_millis(2 * raft.config().election_timeout_max);
     let id = raft.metrics().borrow().id;
-    let moved = raft
-        .wait(Some(bound))
-        .metrics(
-            |metrics| metrics.current_leader.is_some_and(|leader| leader != id),
-            "another member leads",
-        )
-        .await;
-    match moved {
+    match another_leads(raft, id, bound).await {
         Ok(metrics) => {
             let forward = ForwardToLeader { leader_id: metrics.current_leader, leader_node: None };
             forward_to_leader(raft, forward)
@@ -222,4 +208,16 @@ fn check(metrics: &crate::Metrics, request: &TimeoutNow) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Waits up to `bound` until a member other than `id` leads; the metrics then.
+async fn another_leads(
+    raft: &Raft,
+    id: u64,
+    bound: Duration,
+) -> Result<openraft::RaftMetrics<u64, openraft::BasicNode>, openraft::metrics::WaitError> {
+    let leads_elsewhere = move |metrics: &openraft::RaftMetrics<u64, openraft::BasicNode>| {
+        metrics.current_leader.is_some_and(|leader| leader != id)
+    };
+    raft.wait(Some(bound)).metrics(leads_elsewhere, "another member leads").await
 }

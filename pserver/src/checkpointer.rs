@@ -71,7 +71,7 @@ impl Checkpointer {
         recorded_step: Arc<AtomicU64>,
     ) -> Self {
         let previous_step = recorded_step.load(Ordering::SeqCst);
-        let followed = asks::Followed::new();
+        let followed = asks::Followed::default();
         Self { dir, master, held, lease, cell, recorded_step, previous_step, followed }
     }
 

@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::placement::fnv1a;
+
 /// The most characters of a job's name kept in its directory's name (the rest is the hash).
 const NAME_CHARS_KEPT: usize = 40;
 
@@ -20,14 +22,7 @@ pub fn job_checkpoint_dir(root: &Path, job: &str) -> PathBuf {
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .take(NAME_CHARS_KEPT)
         .collect();
-    root.join(format!("job-{readable}-{:016x}", fnv1a64(job.as_bytes())))
-}
-
-/// FNV-1a, 64 bits: tells job names apart in directory names, not a defence against anything.
-pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    root.join(format!("job-{readable}-{:016x}", fnv1a(job.as_bytes())))
 }
 
 #[cfg(test)]

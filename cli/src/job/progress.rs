@@ -48,9 +48,9 @@ pub(super) async fn restore(
 ) -> anyhow::Result<()> {
     let restored = client.restore_job(name, checkpoint, data_only).await?;
     if restored.reloading == 0 {
-        let what = if data_only { "the data position" } else { "progress checkpoint" };
+        let what = if data_only { " (the data position only)" } else { "" };
         println!(
-            "job {name:?} restored to {what} {checkpoint}: pass {}, {} tasks to do",
+            "job {name:?} restored to progress checkpoint {checkpoint}{what}: pass {}, {} tasks to do",
             restored.pass, restored.todo
         );
         return Ok(());

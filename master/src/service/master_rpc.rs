@@ -109,6 +109,24 @@ impl MasterRpc {
         registered(read, self.linearizable()).await
     }
 
+    /// A slot holder's call to `job`: its job's id and generation, once the generation and
+    /// secret are the claim's. The secret is fixed for a generation, and the command carries
+    /// the generation: a holder that changes between this check and the apply is fenced by it.
+    async fn checked_holder(
+        &self,
+        call: &'static str,
+        job: &str,
+        (index, sent_generation, sent_secret): (u32, u64, &[u8]),
+    ) -> Result<(u64, u64), Status> {
+        let generation = generation(sent_generation)?;
+        let secret = secret(sent_secret)?;
+        let job = self.job_id(call, job)?;
+        if !self.holder_with_secret(job, (index, generation), secret).await? {
+            return Err(wrong_secret(call));
+        }
+        Ok((job, generation))
+    }
+
     /// Whether `trainer` is registered in `job` (see [`registered`]).
     async fn known_trainer(&self, job: u64, trainer: u64) -> Result<bool, Status> {
         let read = || self.node.read(|state| state.knows_trainer(job, trainer));
@@ -413,15 +431,10 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::RecordCheckpointReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        let (index, generation) = (request.index, generation(request.generation)?);
         let meta = checkpoint_from_proto(request.meta)?;
-        let secret = secret(&request.secret)?;
-        let job = self.job_id("RecordCheckpoint", &request.job)?;
-        // The secret is fixed for a generation, and the command carries the generation: a
-        // holder that changes between this check and the apply is fenced by the generation.
-        if !self.holder_with_secret(job, (index, generation), secret).await? {
-            return Err(wrong_secret("RecordCheckpoint"));
-        }
+        let index = request.index;
+        let slot = (index, request.generation, request.secret.as_ref());
+        let (job, generation) = self.checked_holder("RecordCheckpoint", &request.job, slot).await?;
         let steps = &self.steps;
         steps.check((job, index), generation, meta.step).map_err(Status::invalid_argument)?;
         let command = match request.for_progress {
@@ -575,12 +588,9 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::ReportReloadedReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
-        let (index, generation) = (request.index, generation(request.generation)?);
-        let secret = secret(&request.secret)?;
-        let job = self.job_id("ReportReloaded", &request.job)?;
-        if !self.holder_with_secret(job, (index, generation), secret).await? {
-            return Err(wrong_secret("ReportReloaded"));
-        }
+        let index = request.index;
+        let slot = (index, request.generation, request.secret.as_ref());
+        let (job, generation) = self.checked_holder("ReportReloaded", &request.job, slot).await?;
         let command = Command::SlotReloaded { index, generation, restore: request.restore };
         let command = Command::InJob { job: JobRef::Id(job), command: Box::new(command) };
         match self.propose(Some(client), command).await? {

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 
 use crate::support::checked;
 
-fn policy() -> QueuePolicy {
+pub(crate) fn policy() -> QueuePolicy {
     QueuePolicy {
         chunks_per_task: 1,
         task_timeout_min_ms: 1000,

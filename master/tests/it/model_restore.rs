@@ -3,21 +3,12 @@
 //! every slot's before the queue goes back, handing out no task meanwhile.
 
 use master::state::{
-    CheckpointMeta, ChunkRef, Command, JobRef, JobState, MasterState, QueuePolicy, Request,
-    Response, SlotSecret, MODEL_TAGS_KEPT,
+    CheckpointMeta, ChunkRef, Command, JobRef, JobState, MasterState, Request, Response,
+    SlotSecret, MODEL_TAGS_KEPT,
 };
 
+use crate::jobs::policy;
 use crate::support::checked;
-
-fn policy() -> QueuePolicy {
-    QueuePolicy {
-        chunks_per_task: 1,
-        task_timeout_min_ms: 1000,
-        timeout_factor: 2,
-        max_task_failures: 1,
-        retry_failed_next_pass: true,
-    }
-}
 
 fn in_job(command: Command) -> Command {
     Command::InJob { job: JobRef::Name("a".into()), command: Box::new(command) }

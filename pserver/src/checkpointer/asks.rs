@@ -18,36 +18,30 @@ use super::{name_taken, Checkpointer};
 const PROGRESS_DIR_PREFIX: &str = "progress-";
 
 /// What this holder did of what was asked.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Followed {
-    /// This job's progress directories begin with it.
-    dir_prefix: String,
     /// The newest progress checkpoint this holder recorded a checkpoint for.
     tagged: u64,
     /// The restore whose file the shard was reloaded from.
     reloaded: u64,
+    /// The `tags_from` of the last removal that left nothing of this slot's behind: the
+    /// directory is listed again only when it moves.
+    pruned_from: u64,
 }
 
-impl Followed {
-    pub(super) fn new() -> Self {
-        Self { dir_prefix: PROGRESS_DIR_PREFIX.to_string(), tagged: 0, reloaded: 0 }
-    }
-
-    /// This job's progress directories under `root`, with their progress checkpoint ids.
-    fn progress_dirs(&self, root: &Path) -> anyhow::Result<Vec<(u64, PathBuf)>> {
-        let entries =
-            std::fs::read_dir(root).with_context(|| format!("list {}", root.display()))?;
-        let mut dirs = Vec::new();
-        for entry in entries {
-            let path = entry.with_context(|| format!("list {}", root.display()))?.path();
-            let name = path.file_name().map(|name| name.to_string_lossy().into_owned());
-            let id = name.as_deref().and_then(|name| name.strip_prefix(&self.dir_prefix));
-            if let Some(id) = id.and_then(|id| id.parse::<u64>().ok()) {
-                dirs.push((id, path));
-            }
+/// The progress directories under `root`, with their progress checkpoint ids.
+fn progress_dirs(root: &Path) -> anyhow::Result<Vec<(u64, PathBuf)>> {
+    let entries = std::fs::read_dir(root).with_context(|| format!("list {}", root.display()))?;
+    let mut dirs = Vec::new();
+    for entry in entries {
+        let path = entry.with_context(|| format!("list {}", root.display()))?.path();
+        let name = path.file_name().map(|name| name.to_string_lossy().into_owned());
+        let id = name.as_deref().and_then(|name| name.strip_prefix(PROGRESS_DIR_PREFIX));
+        if let Some(id) = id.and_then(|id| id.parse::<u64>().ok()) {
+            dirs.push((id, path));
         }
-        Ok(dirs)
     }
+    Ok(dirs)
 }
 
 impl Checkpointer {
@@ -62,7 +56,10 @@ impl Checkpointer {
         if let Some(progress) = asks.tag_for.filter(|id| *id > self.followed.tagged) {
             self.tag(progress).await?;
         }
-        self.prune_tags(asks.tags_from)
+        if asks.tags_from > self.followed.pruned_from {
+            self.prune_tags(asks.tags_from)?;
+        }
+        Ok(())
     }
 
     /// Loads the shard from the restore's file (once per restore) and reports it served.
@@ -134,7 +131,7 @@ impl Checkpointer {
 
     /// Progress checkpoint `progress`'s directory, created durably if new.
     fn progress_dir(&self, progress: u64) -> anyhow::Result<CheckpointDir> {
-        let path = self.dir.path().join(format!("{}{progress}", self.followed.dir_prefix));
+        let path = self.dir.path().join(format!("{PROGRESS_DIR_PREFIX}{progress}"));
         let created = !path.is_dir();
         let dir = CheckpointDir::open(&path)?;
         if created {
@@ -155,16 +152,22 @@ impl Checkpointer {
 
     /// Removes this slot's files of progress checkpoints below `tags_from`, except one the
     /// slot's record may still name (at or above its recorded step), and directories left
-    /// empty.
-    fn prune_tags(&self, tags_from: u64) -> anyhow::Result<()> {
-        let keep_from = self.recorded_step.load(Ordering::SeqCst);
-        for (progress, path) in self.followed.progress_dirs(self.dir.path())? {
+    /// empty. Once none of this slot's is left below `tags_from`, that is remembered.
+    fn prune_tags(&mut self, tags_from: u64) -> anyhow::Result<()> {
+        let (slot, keep_from) = (self.held.index(), self.recorded_step.load(Ordering::SeqCst));
+        let mut kept = false;
+        for (progress, path) in progress_dirs(self.dir.path())? {
             if progress >= tags_from {
                 continue;
             }
-            CheckpointDir::open(&path)?.remove_below(self.held.index(), keep_from)?;
+            let dir = CheckpointDir::open(&path)?;
+            dir.remove_below(slot, keep_from)?;
+            kept |= !dir.list(slot)?.is_empty();
             // Fails while another slot's file is still there: that slot removes it.
             let _ = std::fs::remove_dir(&path);
+        }
+        if !kept {
+            self.followed.pruned_from = tags_from;
         }
         Ok(())
     }
