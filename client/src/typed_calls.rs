@@ -221,6 +221,27 @@ impl MasterClient {
         Ok(())
     }
 
+    /// Gives `lease`'s slot back (a planned shutdown, after the last checkpoint): whether it
+    /// was still held under the lease's generation and is free now.
+    pub async fn release_slot(&self, lease: &SlotLease) -> Result<bool, ClientError> {
+        let timeout = self.rpc_timeout();
+        let (index, generation, secret) =
+            (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()));
+        let reply = self
+            .write("ReleasePServerSlot", |mut service, stamp| {
+                let request = pb::ReleasePServerSlotRequest {
+                    stamp: Some(stamp),
+                    job: self.job().to_string(),
+                    index,
+                    generation,
+                    secret: secret.clone(),
+                };
+                async move { service.release_p_server_slot(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(reply.released)
+    }
+
     /// `RecordCheckpoint` of `meta` for progress checkpoint `for_progress` (0: the newest).
     async fn record_slot_file(
         &self,

@@ -88,6 +88,15 @@ impl Checkpointer {
         !self.held.is_lost()
     }
 
+    /// Gives the slot back (a planned shutdown, after the last round): whether it was still
+    /// held under this generation. A holder the masters no longer know has nothing to give.
+    pub async fn release(&self) -> anyhow::Result<bool> {
+        match self.master.release_slot(&self.lease).await {
+            Err(ClientError::NotHolder { .. }) => Ok(false),
+            released => released.context("release the slot"),
+        }
+    }
+
     /// Writes and records one checkpoint if the shard changed since the last one.
     pub async fn round(&mut self) -> anyhow::Result<Round> {
         let Ok(shard) = self.cell.ready() else { return Ok(Round::Skipped) };

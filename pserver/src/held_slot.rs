@@ -10,6 +10,11 @@
 //! confirmed) proves no other generation holds the slot, so serving resumes. The slot is *lost*
 //! for good only when the master says another generation holds it.
 //!
+//! A planned shutdown *leaves* the slot (`leave`): from then on every request is refused
+//! (`Leaving`, which clients answer by waiting for the next holder), and `leave` returns once
+//! every write admitted before it has applied, so the last checkpoint holds every push this
+//! pserver acknowledged.
+//!
 //! The lease is judged on one clock only, the one the slot was granted with (`clock.rs`): the
 //! send times come from it, and every check reads it, so an instant of another clock never
 //! meets this one.
@@ -20,7 +25,7 @@ use std::time::Duration;
 
 use client::SlotAsks;
 use thiserror::Error;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedRwLockReadGuard, RwLock};
 use tokio::time::Instant;
 
 use crate::clock::Clock;
@@ -38,6 +43,8 @@ pub enum FenceError {
     LeaseLost { slot: u32, generation: u64, reason: String },
     #[error("slot {slot} (generation {generation}) is not confirmed: no heartbeat answered for {overdue_ms} ms past the lease; waiting for the master")]
     LeaseUnconfirmed { slot: u32, generation: u64, overdue_ms: u128 },
+    #[error("this pserver is shutting down and hands slot {slot} (generation {generation}) to the next holder: re-resolve the pserver table")]
+    Leaving { slot: u32, generation: u64 },
 }
 
 /// The held slot and its lease.
@@ -58,6 +65,10 @@ pub struct HeldSlot {
     /// checkpoint, a reload), and a wake-up for the checkpoint loop when it asks something.
     asks: Mutex<SlotAsks>,
     asked: Notify,
+    /// Set by `leave`: every request is refused from then on.
+    leaving: AtomicBool,
+    /// Held shared by every write in flight; `leave` takes it whole to wait for them.
+    writes: Arc<RwLock<()>>,
 }
 
 #[derive(Debug)]
@@ -80,7 +91,20 @@ impl HeldSlot {
         let state = Mutex::new(LeaseState { valid_until, lost: None });
         let (step_seen, job_ended) = (AtomicU64::new(0), AtomicBool::new(false));
         let (asks, asked) = (Mutex::new(SlotAsks::default()), Notify::new());
-        Self { index, generation, lease, clock, state, step_seen, job_ended, asks, asked }
+        let (leaving, writes) = (AtomicBool::new(false), Arc::new(RwLock::new(())));
+        Self {
+            index,
+            generation,
+            lease,
+            clock,
+            state,
+            step_seen,
+            job_ended,
+            asks,
+            asked,
+            leaving,
+            writes,
+        }
     }
 
     /// Keeps what a heartbeat asked; wakes [`HeldSlot::wait_asked`] when it asks for work.
@@ -176,9 +200,13 @@ impl HeldSlot {
         self.lock().lost.is_some()
     }
 
-    /// Ok if the lease holds and the request is meant for this slot and generation.
+    /// Ok if the lease holds, the slot is not being left, and the request is meant for this
+    /// slot and generation.
     pub fn admit(&self, asked_slot: u32, asked_generation: u64) -> Result<(), FenceError> {
         self.check()?;
+        if self.leaving.load(Ordering::SeqCst) {
+            return Err(FenceError::Leaving { slot: self.index, generation: self.generation });
+        }
         if asked_slot != self.index || asked_generation != self.generation {
             return Err(FenceError::WrongGeneration {
                 slot: self.index,
@@ -188,6 +216,27 @@ impl HeldSlot {
             });
         }
         Ok(())
+    }
+
+    /// Admits a write (see [`HeldSlot::admit`]); `leave` waits until the guard is dropped.
+    pub fn admit_write(
+        &self,
+        asked_slot: u32,
+        asked_generation: u64,
+    ) -> Result<OwnedRwLockReadGuard<()>, FenceError> {
+        let leaving = FenceError::Leaving { slot: self.index, generation: self.generation };
+        // Taken before the flag is read: a write that saw no flag holds the guard `leave`
+        // waits for.
+        let guard = self.writes.clone().try_read_owned().map_err(|_| leaving)?;
+        self.admit(asked_slot, asked_generation)?;
+        Ok(guard)
+    }
+
+    /// Refuses every request from now on and returns once the writes admitted before have
+    /// applied.
+    pub async fn leave(&self) {
+        self.leaving.store(true, Ordering::SeqCst);
+        drop(self.writes.write().await);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LeaseState> {
@@ -235,6 +284,27 @@ mod tests {
         at(start, 951).await;
         assert!(matches!(slot.check(), Err(FenceError::LeaseLost { .. })));
         assert!(slot.is_lost());
+    }
+
+    /// `leave` waits for a write admitted before it, refuses every request from its start
+    /// (writes and reads alike), and leaves the lease itself untouched for the last checkpoint.
+    #[tokio::test]
+    async fn leaving_waits_for_admitted_writes_and_refuses_the_rest() {
+        let (slot, _) = granted(1, 5);
+        let slot = Arc::new(slot);
+        let in_flight = slot.admit_write(1, 5).expect("a write before the shutdown");
+        let leaving = tokio::spawn({
+            let slot = slot.clone();
+            async move { slot.leave().await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!leaving.is_finished(), "leave waits for the write in flight");
+        assert!(matches!(slot.admit_write(1, 5), Err(FenceError::Leaving { slot: 1, generation: 5 })));
+        assert!(matches!(slot.admit(1, 5), Err(FenceError::Leaving { .. })));
+        drop(in_flight);
+        leaving.await.expect("leave returns once the write applied");
+        assert!(matches!(slot.admit_write(1, 5), Err(FenceError::Leaving { .. })));
+        assert_eq!(slot.check(), Ok(()), "the lease still holds for the last checkpoint");
     }
 
     /// A renewal moves the end to 80% past its send; requests for another slot or generation

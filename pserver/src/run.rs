@@ -234,17 +234,35 @@ async fn watch_lease(
         );
         return Ok(());
     }
-    tracing::info!(slot = held.index(), "pserver shutting down; writing a last checkpoint");
     if held.check().is_ok() {
         let bound = Duration::from_millis(LAST_CHECKPOINT_MS_MAX);
-        if tokio::time::timeout(bound, checkpoint(&mut checkpointer)).await.is_err() {
+        if tokio::time::timeout(bound, hand_over(held, &mut checkpointer)).await.is_err() {
             // The file may be written but not recorded: a replacement restores the newest
             // recorded one. A stop must not wait on masters that may be gone.
             tracing::warn!(
                 bound_ms = LAST_CHECKPOINT_MS_MAX,
-                "the last checkpoint did not finish; exiting without it"
+                "the last checkpoint or the release did not finish; exiting without it"
             );
         }
+    }
+    Ok(())
+}
+
+/// A planned shutdown: refuses new requests (trainers wait for the next holder), waits for
+/// the writes in flight, writes a last checkpoint holding every acknowledged push, and gives
+/// the slot back so a standby claims it at once instead of after the lease.
+async fn hand_over(held: &HeldSlot, checkpointer: &mut Checkpointer) -> anyhow::Result<()> {
+    held.leave().await;
+    tracing::info!(slot = held.index(), "pserver shutting down; writing a last checkpoint");
+    checkpoint(checkpointer).await?;
+    match checkpointer.release().await {
+        Ok(true) => tracing::info!(slot = held.index(), "slot released for the next holder"),
+        Ok(false) => tracing::info!(slot = held.index(), "the slot was no longer held"),
+        Err(error) => tracing::warn!(
+            slot = held.index(),
+            error = format!("{error:#}"),
+            "could not release the slot; a standby takes it when the lease runs out"
+        ),
     }
     Ok(())
 }

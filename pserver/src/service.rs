@@ -10,6 +10,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use proto::pserver as pb;
 use proto::pserver::p_server_service_server::PServerService;
+use tokio::sync::OwnedRwLockReadGuard;
 use tonic::{Request, Response, Status};
 
 use crate::buffer_pool::BufferPool;
@@ -44,6 +45,12 @@ impl PServerRpc {
         Ok(self.slot.admit(slot, generation)?)
     }
 
+    /// `admit` for a request that changes the shard: a planned shutdown waits for the guard.
+    fn admit_write(&self, fence: Option<pb::Fence>) -> Result<OwnedRwLockReadGuard<()>, Status> {
+        let (slot, generation) = fence_from_proto(fence)?;
+        Ok(self.slot.admit_write(slot, generation)?)
+    }
+
     /// `PushGrads`: lease and fence, then the shard applies the push whole or not at all. The
     /// new step.
     pub async fn push_blocks<P>(
@@ -54,7 +61,7 @@ impl PServerRpc {
     where
         P: Payload + Send + 'static,
     {
-        self.admit(fence)?;
+        let _write = self.admit_write(fence)?;
         let shard = self.cell.ready()?;
         apply(shard, blocks).await
     }
@@ -71,10 +78,11 @@ impl PServerRpc {
     where
         P: Payload + Send + 'static,
     {
-        self.admit(fence)?;
+        let write = self.admit_write(fence)?;
         let shard = self.cell.ready()?;
         let bytes = pull_size(&shard, ids)?;
         let step = apply(shard.clone(), blocks).await?;
+        drop(write);
         let copies = shard.pull_with(ids, |values| self.buffers.encode(values))?;
         metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
         Ok((copies, step))
@@ -134,7 +142,7 @@ impl PServerService for PServerRpc {
         request: Request<pb::InitParamsRequest>,
     ) -> Result<Response<pb::InitParamsReply>, Status> {
         let request = request.into_inner();
-        self.admit(request.fence)?;
+        let _write = self.admit_write(request.fence)?;
         let layout = layout_from_proto(request.layout)?;
         let blocks = blocks_from_proto(&request.blocks);
         let answer = self.cell.init(request.initializer, layout, &blocks, Instant::now())?;
@@ -155,7 +163,7 @@ impl PServerService for PServerRpc {
         request: Request<pb::FinishInitRequest>,
     ) -> Result<Response<pb::FinishInitReply>, Status> {
         let request = request.into_inner();
-        self.admit(request.fence)?;
+        let _write = self.admit_write(request.fence)?;
         self.cell.finish(request.initializer)?;
         tracing::info!(
             slot = self.slot.index(),

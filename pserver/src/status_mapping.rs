@@ -1,5 +1,5 @@
 //! The one mapping from pserver errors to gRPC statuses. Refusals a client acts on carry the
-//! metadata entry `x-raftrain-refusal` (`wrong-generation`, `lease-lost`, `lease-unconfirmed`,
+//! metadata entry `x-raftrain-refusal` (`wrong-generation`, `lease-lost`, `lease-unconfirmed`, `leaving`,
 //! `not-initialized`, `not-initializer`), so clients match on it rather than on message text.
 
 use tonic::metadata::MetadataValue;
@@ -21,6 +21,7 @@ impl From<FenceError> for Status {
             FenceError::LeaseUnconfirmed { .. } => {
                 refusal(Code::Unavailable, "lease-unconfirmed", &error)
             }
+            FenceError::Leaving { .. } => refusal(Code::Unavailable, "leaving", &error),
         }
     }
 }

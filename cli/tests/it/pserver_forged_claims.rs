@@ -1,4 +1,4 @@
-//! Forged pserver claims against real processes: heartbeats and checkpoint records built from
+//! Forged pserver claims against real processes: heartbeats, releases and checkpoint records built from
 //! the public fields of `ListPServers` (slot, address, generation) confirm nothing and record
 //! nothing, and a slot whose pserver dies after such a forgery is still served by its
 //! replacement from the genuine checkpoint.
@@ -68,9 +68,9 @@ async fn checkpointed(client: &PServerClient, processes: &PServerProcesses) {
 }
 
 /// A heartbeat with a serving pserver's public slot, address and generation is answered
-/// not-holding: only the claimer knows the claim's secret.
+/// not-holding, and a release with them is refused: only the claimer knows the claim's secret.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forged_heartbeat_with_public_fields_holds_nothing() {
+async fn a_forged_heartbeat_or_release_with_public_fields_holds_and_frees_nothing() {
     let group = MasterGroup::start(1, &[]);
     let dir = tempfile::tempdir().expect("temp dir");
     let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 1);
@@ -86,7 +86,7 @@ async fn a_forged_heartbeat_with_public_fields_holds_nothing() {
             index: entry.index,
             addr: entry.addr.clone(),
             generation: entry.generation,
-            secret: secret.into(),
+            secret: secret.clone().into(),
             step: 0,
             job: String::new(),
         };
@@ -95,7 +95,22 @@ async fn a_forged_heartbeat_with_public_fields_holds_nothing() {
             !answer.as_ref().is_ok_and(|reply| reply.holds_slot),
             "a forged heartbeat was told it holds the slot: {answer:?}"
         );
+        let stamp = pb::ClientStamp { client_id: FORGER_CLIENT_ID, seq: 1 };
+        let release = pb::ReleasePServerSlotRequest {
+            stamp: Some(stamp),
+            job: String::new(),
+            index: entry.index,
+            generation: entry.generation,
+            secret: secret.into(),
+        };
+        let released = service.release_p_server_slot(release).await;
+        let refusal = released.expect_err("a forged release is refused");
+        // No secret is malformed (INVALID_ARGUMENT); a guessed one is not the holder's.
+        let refused = [tonic::Code::InvalidArgument, tonic::Code::FailedPrecondition];
+        assert!(refused.contains(&refusal.code()), "{refusal:?}");
     }
+    let table = group.client().list_pservers().await.expect("list pservers");
+    assert!(table.pservers.iter().any(|held| held.addr == entry.addr), "still held: {table:?}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(processes.wait_exit(only, Duration::from_millis(10)), None, "the real one serves");
 }

@@ -136,6 +136,77 @@ async fn pservers_are_fenced_replaced_and_restored_bit_for_bit() {
     assert_ne!(client.pull(&layout()).await.expect("pull"), trained, "training goes on");
 }
 
+/// SIGTERM to a pserver while a trainer pushes without pause, under a 60 s lease: the pserver
+/// refuses new pushes, waits for those in flight, checkpoints and gives its slot back; the
+/// standby holds it long before the lease could have run out, and no acknowledged push is
+/// lost (each push adds one to each slot's step, so both slots' steps equal the pushes the
+/// client saw acknowledged, the refused ones retried on the standby).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigtermed_pserver_hands_its_slot_over_with_every_acknowledged_push() {
+    let group = MasterGroup::start(1, &["--pserver-lease-ms", "60000"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 2);
+    let leaving = processes.spawn();
+    processes.spawn();
+    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
+    client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("both slots held");
+    client.init_or_wait(&layout(), &tensors(&initial())).await.expect("init");
+    let standby = processes.spawn();
+    wait_for_log(&processes, standby, "all 2 pserver slots are held").await;
+    let (slot, generation) = slot_held_by(&group, &processes.addrs[leaving]).await;
+
+    tracing::info!("--- a trainer pushes without pause; SIGTERM reaches one pserver");
+    let acknowledged = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let pusher = tokio::spawn(push_until(client.clone(), acknowledged.clone(), stopped));
+    while acknowledged.load(std::sync::atomic::Ordering::SeqCst) < 5 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    processes.signal(leaving, Signal::SIGTERM);
+    let exited = tokio::task::block_in_place(|| processes.wait_exit(leaving, Duration::from_secs(15)));
+    assert_eq!(exited, Some(0), "{}", processes.log(leaving));
+    assert!(processes.log(leaving).contains("slot released"), "{}", processes.log(leaving));
+    let taken = held_by(&group, slot, &processes.addrs[standby].clone(), &processes).await;
+    assert!(taken > generation, "the standby holds the slot under a new generation");
+
+    tracing::info!("--- the trainer goes on with the standby; every acknowledged push is there");
+    let before = acknowledged.load(std::sync::atomic::Ordering::SeqCst);
+    while acknowledged.load(std::sync::atomic::Ordering::SeqCst) < before + 3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop.send(true);
+    pusher.await.expect("the pusher");
+    let pushes = acknowledged.load(std::sync::atomic::Ordering::SeqCst);
+    for (index, status) in client.statuses().await {
+        let status = status.expect("status");
+        assert_eq!(status.step, pushes, "slot {index}: every acknowledged push applied once\n{}", processes.logs());
+    }
+}
+
+/// Pushes `gradient()` until `stopped`, counting the pushes acknowledged.
+async fn push_until(
+    client: PServerClient,
+    acknowledged: Arc<std::sync::atomic::AtomicU64>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let gradient = gradient();
+    while !*stopped.borrow_and_update() {
+        client.push(&layout(), &tensors(&gradient)).await.expect("push");
+        acknowledged.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Waits until pserver `index`'s log contains `text`.
+async fn wait_for_log(processes: &PServerProcesses, index: usize, text: &str) {
+    for _ in 0..400 {
+        if processes.log(index).contains(text) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("pserver {index} never logged {text:?}\n{}", processes.logs());
+}
+
 /// The slot and generation `addr` holds.
 async fn slot_held_by(group: &MasterGroup, addr: &str) -> (u32, u64) {
     let table = group.client().list_pservers().await.expect("list pservers");

@@ -62,6 +62,7 @@ fake_master_service! {
     checkpoint_job(CheckpointJobRequest) -> CheckpointJobReply;
     restore_job(RestoreJobRequest) -> RestoreJobReply;
     report_reloaded(ReportReloadedRequest) -> ReportReloadedReply;
+    release_p_server_slot(ReleasePServerSlotRequest) -> ReleasePServerSlotReply;
     {
         // The trainer reports its dataset first (that submits its job): accepted.
         async fn report_dataset(

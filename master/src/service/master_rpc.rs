@@ -600,6 +600,28 @@ impl pb::master_service_server::MasterService for MasterRpc {
             other => Err(unexpected("ReportReloaded", other)),
         }
     }
+
+    /// A holder's planned release: the same command the leader proposes when a lease runs
+    /// out, so a restore waiting for the slot and the table's watchers see it alike.
+    async fn release_p_server_slot(
+        &self,
+        request: tonic::Request<pb::ReleasePServerSlotRequest>,
+    ) -> Reply<pb::ReleasePServerSlotReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        let index = request.index;
+        let slot = (index, request.generation, request.secret.as_ref());
+        let (job, generation) =
+            self.checked_holder("ReleasePServerSlot", &request.job, slot).await?;
+        let command = Command::ReleasePServerSlot { index, generation };
+        let command = Command::InJob { job: JobRef::Id(job), command: Box::new(command) };
+        let released = match self.propose(Some(client), command).await? {
+            Response::Accepted => true,
+            Response::SlotNotHeld => false,
+            other => return Err(unexpected("ReleasePServerSlot", other)),
+        };
+        Ok(tonic::Response::new(pb::ReleasePServerSlotReply { released }))
+    }
 }
 
 fn task_report(call: &'static str, response: Response) -> Reply<pb::TaskReportReply> {

@@ -368,9 +368,10 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
         (_, Some("not-finite-result")) => {
             Failure::Fatal(PServerClientError::NotFiniteResult { slot, message })
         }
-        // Refused before anything was touched: another holder, or this one lost its lease.
+        // Refused before anything was touched: another holder, this one lost its lease, or it
+        // is shutting down and hands the slot on.
         (Code::FailedPrecondition, Some("wrong-generation"))
-        | (_, Some("lease-lost" | "lease-unconfirmed")) => Failure::Retry(message),
+        | (_, Some("lease-lost" | "lease-unconfirmed" | "leaving")) => Failure::Retry(message),
         // Connection refused or reset: the holder is gone; its state goes with it.
         (Code::Unavailable, _) => Failure::Retry(message),
         // The server had no room for the request under its --request-bytes-in-flight budget:
