@@ -11,8 +11,10 @@
 //!   `handoff` hands leadership to a caught-up follower before a planned stop;
 //!   `election_timer` starts a follower's election when its timer runs out, not at a tick.
 //! - `log_store` (sled) and `flusher`: the Raft log, vote, committed and purged ids, and the
-//!   bootstrap record. `state_machine_store` and `snapshot_file`: the application state and its
-//!   snapshot files. Both pass `openraft::testing::Suite`. `raft_log` (`RaftLog`,
+//!   bootstrap record; `durable_log` says how far it is durable, for the leader's parallel
+//!   flush, and `durable_commits` wraps the network to announce only durable commits.
+//!   `state_machine_store` and `snapshot_file`: the application state and its snapshot files.
+//!   Both pass `openraft::testing::Suite`. `raft_log` (`RaftLog`,
 //!   `NodeStorage`) and `snapshot_store` are the seams the simulation's disk plugs into;
 //!   `apply_observer` is its tap on every applied entry.
 //! - `network` (client) and `service` (server): the `RaftService` transport; `cluster_info`:
@@ -22,8 +24,12 @@
 //!   benchmark (whose gRPC front lives beside it in `cli`).
 //!
 //! Architecture invariants:
-//! - Nothing is acknowledged before it is durable: `append` calls back and `save_vote` returns
-//!   only after sled's flush *and* an fsync of its database file, both on the one flusher thread.
+//! - Nothing is acknowledged before it is durable on a quorum: `save_vote` returns, and `append`
+//!   calls back, only after sled's flush *and* an fsync of its database file, both on the one
+//!   flusher thread; the one exception, a leader's own new entries, are acknowledged at once so
+//!   they replicate while they are flushed, and then no entry is applied (no client answered)
+//!   and no commit announced to a follower before it is durable on the leader too
+//!   (`durable_log`, `durable_commits`).
 //! - No snapshot is built from a `StateMachine::snapshot()` over `STATE_SNAPSHOT_BYTES_MAX`
 //!   (the previous one is kept and nothing is purged), so every snapshot built fits the file,
 //!   message and decode limits of every replica.
@@ -43,6 +49,8 @@ mod cluster_info;
 mod codec;
 pub mod config;
 mod election_timer;
+mod durable_commits;
+pub mod durable_log;
 mod error;
 mod flusher;
 mod grpc_handoff;
@@ -69,6 +77,7 @@ mod type_config;
 
 pub use cluster_info::{cluster_info_reply, ClusterInfo, Member, Role};
 pub use config::{parse_peers, ConfigError, NodeConfig};
+pub use durable_log::{acknowledge_early, DurableLog, DurableWatch};
 pub use error::{format_peers, ShutdownError, StartError, WriteError};
 pub use grpc_handoff::GrpcHandoff;
 pub use handoff::{Handoff, HandoffTransport, TimeoutNow};

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use crate::raft_log::{PurgeGuard, RaftLog};
 
 use crate::codec;
+use crate::durable_log::{acknowledge_early, DurableLog, DurableWatch};
 use crate::error::StartError;
 use crate::flusher::Flusher;
 use crate::log_store_closed::{LogStoreClosed, OpenHandle};
@@ -50,6 +51,12 @@ pub struct LogStore {
     open: OpenHandle,
     /// Holds purges back until a durable snapshot covers them.
     purge_guard: PurgeGuard,
+    /// How far the log is durable, raised by the flusher (see `durable_log`).
+    durable: DurableLog,
+    /// This node's id, from the bootstrap record; `None` before it is written.
+    own_id: Option<u64>,
+    /// The last vote saved or read: with `own_id`, says which appends are the leader's own.
+    vote: Option<Vote<u64>>,
 }
 
 /// Reads entries for replication while the store keeps appending.
@@ -72,16 +79,22 @@ impl LogStore {
         let db_path = dir.join("db");
         let db_file = File::open(&db_path)
             .map_err(|error| failed(format!("cannot open {}: {error}", db_path.display())))?;
-        check_contents(&db).map_err(failed)?;
-        let (flusher, thread) = Flusher::start(db.clone(), db_file)
+        let last_log_id = check_contents(&db).map_err(failed)?;
+        let own_id = read_value::<BootstrapRecord>(&db, BOOTSTRAP_KEY)
+            .map_err(|error| failed(error.to_string()))?
+            .map(|record| record.node_id);
+        let durable = DurableLog::new(last_log_id);
+        let (flusher, thread) = Flusher::start(db.clone(), db_file, durable.clone())
             .map_err(|error| failed(format!("cannot start the flusher thread: {error}")))?;
         let (open, closed) = LogStoreClosed::new(thread, db_path);
         let purge_guard = PurgeGuard::default();
-        Ok((Self { db, flusher, dir: dir.to_path_buf(), open, purge_guard }, closed))
+        let dir = dir.to_path_buf();
+        let store = Self { db, flusher, dir, open, purge_guard, durable, own_id, vote: None };
+        Ok((store, closed))
     }
 
     /// Records who bootstrapped this directory, or checks that it is the same node and peers.
-    async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), StartError> {
+    async fn record_bootstrap(&mut self, record: &BootstrapRecord) -> Result<(), StartError> {
         let failed = |reason: String| StartError::Storage { dir: self.dir.clone(), reason };
         let recorded: Option<BootstrapRecord> =
             read_value(&self.db, BOOTSTRAP_KEY).map_err(|error| failed(error.to_string()))?;
@@ -97,7 +110,9 @@ impl LogStore {
             None => {
                 write_value(&self.db, BOOTSTRAP_KEY, record)
                     .map_err(|error| failed(error.to_string()))?;
-                self.flusher.sync().await.map_err(|error| failed(error.to_string()))
+                self.flusher.sync().await.map_err(|error| failed(error.to_string()))?;
+                self.own_id = Some(record.node_id);
+                Ok(())
             }
         }
     }
@@ -135,17 +150,18 @@ fn decode_entry(key: &[u8], bytes: &[u8]) -> Result<Entry, anyhow::Error> {
 }
 
 /// Decodes everything once at start, so a damaged directory refuses to start instead of
-/// failing later in the middle of replication.
-fn check_contents(db: &sled::Db) -> Result<(), String> {
+/// failing later in the middle of replication. Returns the last log id: what survived on disk.
+fn check_contents(db: &sled::Db) -> Result<Option<LogId<u64>>, String> {
     read_value::<Vote<u64>>(db, VOTE_KEY).map_err(|error| error.to_string())?;
     read_value::<Option<LogId<u64>>>(db, COMMITTED_KEY).map_err(|error| error.to_string())?;
-    read_value::<LogId<u64>>(db, PURGED_KEY).map_err(|error| error.to_string())?;
+    let purged = read_value::<LogId<u64>>(db, PURGED_KEY).map_err(|error| error.to_string())?;
     read_value::<BootstrapRecord>(db, BOOTSTRAP_KEY).map_err(|error| error.to_string())?;
+    let mut last = purged;
     for item in db.range(LOG_PREFIX..LOG_END) {
         let (key, value) = item.map_err(|error| error.to_string())?;
-        decode_entry(&key, &value).map_err(|error| error.to_string())?;
+        last = Some(decode_entry(&key, &value).map_err(|error| error.to_string())?.log_id);
     }
-    Ok(())
+    Ok(last)
 }
 
 /// The keys of `range`, or `None` when it is empty.
@@ -165,6 +181,32 @@ fn key_range(range: &impl RangeBounds<u64>) -> Option<(Vec<u8>, Vec<u8>)> {
     }
     let end_key = end.map_or_else(|| LOG_END.to_vec(), |end| log_key(end).to_vec());
     Some((log_key(start).to_vec(), end_key))
+}
+
+/// One sled batch inserting `entries`, which must be consecutive.
+// openraft's trait methods return its (large) `StorageError`; boxing it here would only move
+// the allocation.
+#[allow(clippy::result_large_err)]
+fn entries_batch(entries: &[Entry]) -> Result<sled::Batch, StorageError> {
+    let mut batch = sled::Batch::default();
+    let mut previous: Option<u64> = None;
+    for entry in entries {
+        // Cheap, and everything after relies on it: a gap would be read back as a log.
+        let index = entry.log_id.index;
+        assert!(
+            previous.is_none_or(|previous| index == previous + 1),
+            "openraft appends consecutive entries: {index} after {previous:?}"
+        );
+        previous = Some(index);
+        let bytes = codec::encode(entry).map_err(|error| StorageIOError::write_logs(&error))?;
+        if bytes.len() > ENTRY_BYTES_MAX {
+            let reason =
+                format!("entry {} is {} bytes, over {ENTRY_BYTES_MAX}", entry.log_id, bytes.len());
+            return Err(StorageIOError::write_logs(AnyError::error(reason)).into());
+        }
+        batch.insert(&log_key(entry.log_id.index), bytes);
+    }
+    Ok(batch)
 }
 
 // openraft's trait methods return its (large) `StorageError`; boxing it here would only move
@@ -229,6 +271,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         write_value(&self.db, VOTE_KEY, vote)
             .map_err(|error| StorageIOError::write_vote(AnyError::error(error)))?;
         self.flusher.sync().await.map_err(|error| StorageIOError::write_vote(&error))?;
+        self.vote = Some(*vote);
         Ok(())
     }
 
@@ -238,7 +281,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .map_err(|error| StorageIOError::read_vote(AnyError::error(error)))?;
         let record: Option<BootstrapRecord> = read_value(&self.db, BOOTSTRAP_KEY)
             .map_err(|error| StorageIOError::read_vote(AnyError::error(error)))?;
-        Ok(vote.map(|vote| vote_after_restart(vote, record.map(|record| record.node_id))))
+        let vote = vote.map(|vote| vote_after_restart(vote, record.map(|record| record.node_id)));
+        self.vote = vote;
+        Ok(vote)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StorageError> {
@@ -263,33 +308,23 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let mut batch = sled::Batch::default();
-        let mut previous: Option<u64> = None;
-        for entry in entries {
-            // Cheap, and everything after relies on it: a gap would be read back as a log.
-            let index = entry.log_id.index;
-            assert!(
-                previous.is_none_or(|previous| index == previous + 1),
-                "openraft appends consecutive entries: {index} after {previous:?}"
-            );
-            previous = Some(index);
-            let bytes =
-                codec::encode(&entry).map_err(|error| StorageIOError::write_logs(&error))?;
-            if bytes.len() > ENTRY_BYTES_MAX {
-                let reason = format!(
-                    "entry {} is {} bytes, over {ENTRY_BYTES_MAX}",
-                    entry.log_id,
-                    bytes.len()
-                );
-                return Err(StorageIOError::write_logs(AnyError::error(reason)).into());
-            }
-            batch.insert(&log_key(entry.log_id.index), bytes);
-        }
-        self.db.apply_batch(batch).map_err(|error| StorageIOError::write_logs(&error))?;
-        self.flusher
-            .appended(callback)
-            .await
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let Some(last) = entries.last().map(|entry| entry.log_id) else {
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        };
+        let early = acknowledge_early(&entries, self.own_id, self.vote.as_ref());
+        self.db
+            .apply_batch(entries_batch(&entries)?)
             .map_err(|error| StorageIOError::write_logs(&error))?;
+        let flushing = if early {
+            // The leader's own entries: replicated while the flusher makes them durable.
+            callback.log_io_completed(Ok(()));
+            self.flusher.written(last).await
+        } else {
+            self.flusher.appended(callback, last).await
+        };
+        flushing.map_err(|error| StorageIOError::write_logs(&error))?;
         Ok(())
     }
 
@@ -385,8 +420,12 @@ mod purge_tests {
 }
 
 impl RaftLog for LogStore {
-    async fn check_bootstrap(&self, record: &BootstrapRecord) -> Result<(), StartError> {
+    async fn check_bootstrap(&mut self, record: &BootstrapRecord) -> Result<(), StartError> {
         self.record_bootstrap(record).await
+    }
+
+    fn durable(&self) -> DurableWatch {
+        self.durable.watch()
     }
 
     fn purge_behind(&mut self, durable_snapshots: watch::Receiver<Option<LogId<u64>>>) {

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::batcher::{forward_to_leader, Batcher};
 use crate::cluster_info::ClusterInfo;
 use crate::election_timer::{self, ElectionSwitches, ElectionTiming};
+use crate::durable_commits::DurableCommits;
 use crate::error::ShutdownError;
 use crate::grpc_handoff::GrpcHandoff;
 use crate::handoff::{Handoff, HandoffTransport};
@@ -163,6 +164,9 @@ impl<S: StateMachine> ConsensusNode<S> {
         let record = BootstrapRecord { node_id: config.id, peers: config.peers.clone() };
         log_store.check_bootstrap(&record).await?;
         log_store.purge_behind(state_machine.durable_snapshots());
+        // The gates that let the leader replicate while it flushes (see `durable_log`).
+        state_machine.apply_when_durable(log_store.durable());
+        let network = DurableCommits::new(network, log_store.durable());
         let raft_config =
             config.raft_config().validate().map_err(|error| StartError::Raft(error.to_string()))?;
         let raft =

@@ -12,6 +12,7 @@ use openraft::LogId;
 use tokio::sync::watch;
 
 use crate::apply_observer::ApplyObserver;
+use crate::durable_log::DurableWatch;
 use crate::error::StartError;
 use crate::log_store::{BootstrapRecord, LogStore};
 use crate::log_store_closed::LogStoreClosed;
@@ -23,9 +24,14 @@ use crate::type_config::TypeConfig;
 pub trait RaftLog: RaftLogStorage<TypeConfig> {
     /// Records who bootstrapped this log, or checks that it is the same node and peers.
     fn check_bootstrap(
-        &self,
+        &mut self,
         record: &BootstrapRecord,
     ) -> impl Future<Output = Result<(), StartError>> + Send;
+
+    /// How far the log is durable. A store may acknowledge the leader's own new entries before
+    /// they are durable (see `durable_log`), and must then raise this once they are; the node
+    /// holds back applying and announcing commits until it covers them.
+    fn durable(&self) -> DurableWatch;
 
     /// Makes every purge wait until a durable snapshot covers the purged entries (see
     /// [`PurgeGuard`]).

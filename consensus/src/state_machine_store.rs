@@ -3,7 +3,7 @@
 
 use std::io::Cursor;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -13,6 +13,7 @@ use openraft::{
 use tokio::sync::watch;
 
 use crate::apply_observer::ApplyObserver;
+use crate::durable_log::DurableWatch;
 use crate::error::StartError;
 use crate::snapshot_file::{SnapshotContents, SnapshotDir, STATE_SNAPSHOT_BYTES_MAX};
 use crate::snapshot_store::SnapshotStore;
@@ -42,6 +43,9 @@ struct Shared<S> {
     durable: watch::Sender<Option<LogId<u64>>>,
     /// [`STATE_SNAPSHOT_BYTES_MAX`]; smaller in tests.
     state_bytes_max: usize,
+    /// The log's durability, once the node attached it: entries are applied only once durable
+    /// in this node's log (see `durable_log`).
+    apply_gate: OnceLock<DurableWatch>,
 }
 
 struct Applied<S> {
@@ -99,6 +103,7 @@ impl<S: StateMachine> StateMachineStore<S> {
         let shared = Shared {
             durable,
             state_bytes_max: STATE_SNAPSHOT_BYTES_MAX,
+            apply_gate: OnceLock::new(),
             applied: RwLock::new(applied),
             snapshots,
             observer,
@@ -114,6 +119,24 @@ impl<S: StateMachine> StateMachineStore<S> {
         let mut store = Self::open(snapshot_dir, machine).expect("the snapshot dir opens");
         Arc::get_mut(&mut store.shared).expect("not shared yet").state_bytes_max = state_bytes_max;
         store
+    }
+
+    /// From now on, applies an entry only once `durable` covers it (see `durable_log`). Set
+    /// once, before Raft starts.
+    pub(crate) fn apply_when_durable(&self, durable: DurableWatch) {
+        let attached = self.shared.apply_gate.set(durable);
+        assert!(attached.is_ok(), "the apply gate is attached once");
+    }
+
+    /// Returns once every entry up to `last` is durable in this node's log.
+    async fn wait_until_durable(&self, last: LogId<u64>) -> Result<(), StorageError> {
+        let Some(gate) = self.shared.apply_gate.get() else {
+            return Ok(());
+        };
+        gate.clone().covers(last).await.map_err(|reason| {
+            StorageIOError::write_logs(AnyError::error(format!("before applying {last}: {reason}")))
+                .into()
+        })
     }
 
     /// The last log id of the newest snapshot that is durable on disk, as it changes.
@@ -245,6 +268,10 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        if let Some(last) = entries.last() {
+            self.wait_until_durable(last.log_id).await?;
+        }
         let mut applied = self.applied_mut();
         let mut responses = Vec::new();
         for entry in entries {

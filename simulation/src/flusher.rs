@@ -1,12 +1,14 @@
 //! The one task that flushes a node's simulated disk: each flush takes a seeded delay, flushes
-//! complete in the order they were asked for, and only then is the waiting write acknowledged.
+//! complete in the order they were asked for, and only then is the log published as durable
+//! that far and the waiting write acknowledged.
 //! A slow disk multiplies the delay; a stalled one holds the flush until it recovers.
 
 use std::io;
 use std::time::Duration;
 
-use consensus::TypeConfig;
+use consensus::{DurableLog, TypeConfig};
 use openraft::storage::LogFlushed;
+use openraft::LogId;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::disk::SimDisk;
@@ -14,11 +16,14 @@ use crate::rng::SimRng;
 
 /// Who waits for a flush.
 pub enum FlushWaiter {
-    /// openraft's callback for an append.
-    Append(LogFlushed<TypeConfig>),
+    /// openraft's callback for an append of entries up to the log id.
+    Append(LogFlushed<TypeConfig>, LogId<u64>),
+    /// Nobody: an append of entries up to the log id, already acknowledged (the leader's own,
+    /// see `consensus::durable_log`); the flush publishes them as durable.
+    Written(LogId<u64>),
     /// A store method (`save_vote`) that returns only once its write is durable.
     Caller(oneshot::Sender<io::Result<()>>),
-    /// Nobody: the write was already acknowledged (the planted early-ack bug).
+    /// Nobody: the write was already acknowledged and published (the planted early-ack bug).
     Nobody,
 }
 
@@ -35,8 +40,14 @@ pub struct Flusher {
 
 impl Flusher {
     /// Starts the flushing task of one process (`generation`) of the disk. Each flush takes
-    /// `delay_ms` (a range, drawn from `rng`) of simulated time.
-    pub fn start(disk: SimDisk, generation: u64, mut rng: SimRng, delay_ms: (u64, u64)) -> Self {
+    /// `delay_ms` (a range, drawn from `rng`) of simulated time; each raises `durable`.
+    pub fn start(
+        disk: SimDisk,
+        generation: u64,
+        mut rng: SimRng,
+        delay_ms: (u64, u64),
+        durable: DurableLog,
+    ) -> Self {
         let (requests, mut receiver) = mpsc::unbounded_channel::<FlushRequest>();
         tokio::spawn(async move {
             while let Some(request) = receiver.recv().await {
@@ -47,8 +58,10 @@ impl Flusher {
                 let result = disk
                     .flush(generation, request.sequence)
                     .map_err(|_crashed| io::Error::other("the process crashed before the flush"));
+                publish(&durable, &result, &request.waiter);
                 match request.waiter {
-                    FlushWaiter::Append(callback) => callback.log_io_completed(result),
+                    FlushWaiter::Append(callback, _) => callback.log_io_completed(result),
+                    FlushWaiter::Written(_) => {}
                     // The caller may have given up (its process crashed); nobody to tell.
                     FlushWaiter::Caller(sender) => drop(sender.send(result)),
                     FlushWaiter::Nobody => {}
@@ -70,5 +83,16 @@ impl Flusher {
         let (sender, receiver) = oneshot::channel();
         self.flush(sequence, FlushWaiter::Caller(sender))?;
         receiver.await.map_err(|_dropped| io::Error::other("the flusher task is gone"))?
+    }
+}
+
+/// Tells the gates how far the log is durable, before the waiter is answered.
+fn publish(durable: &DurableLog, result: &io::Result<()>, waiter: &FlushWaiter) {
+    match (result, waiter) {
+        (Err(error), _) => durable.failed(error.to_string()),
+        (Ok(()), FlushWaiter::Append(_, last) | FlushWaiter::Written(last)) => {
+            durable.flushed(*last);
+        }
+        (Ok(()), FlushWaiter::Caller(_) | FlushWaiter::Nobody) => {}
     }
 }

@@ -7,7 +7,10 @@ use std::io;
 use std::ops::RangeBounds;
 
 use consensus::log_store::BootstrapRecord;
-use consensus::{Entry, LogStoreClosed, OpenHandle, PurgeGuard, RaftLog, StartError, TypeConfig};
+use consensus::{
+    acknowledge_early, DurableLog, DurableWatch, Entry, LogStoreClosed, OpenHandle, PurgeGuard,
+    RaftLog, StartError, TypeConfig,
+};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
 use tokio::sync::watch;
@@ -30,6 +33,10 @@ pub struct SimLogStore {
     node_id: Option<u64>,
     purge_guard: PurgeGuard,
     open: OpenHandle,
+    /// How far the log is durable, raised by the flusher.
+    durable: DurableLog,
+    /// The last vote saved or read: with `node_id`, says which appends are the leader's own.
+    vote: Option<Vote<u64>>,
 }
 
 /// Reads entries for replication while the store appends.
@@ -49,7 +56,15 @@ impl SimLogStore {
         ack_before_durable: bool,
     ) -> (Self, LogStoreClosed) {
         let generation = disk.generation();
-        let flusher = Flusher::start(disk.clone(), generation, rng, flush_delay_ms);
+        // What survived the last crash is on disk: durable.
+        let last = disk
+            .read(generation, |image| {
+                image.entries.values().next_back().map(|entry| entry.log_id).or(image.purged)
+            })
+            .unwrap_or(None);
+        let durable = DurableLog::new(last);
+        let flusher =
+            Flusher::start(disk.clone(), generation, rng, flush_delay_ms, durable.clone());
         let (open, closed) = LogStoreClosed::in_memory();
         let purge_guard = PurgeGuard::default();
         let store = Self {
@@ -60,6 +75,8 @@ impl SimLogStore {
             node_id: None,
             purge_guard,
             open,
+            durable,
+            vote: None,
         };
         (store, closed)
     }
@@ -134,6 +151,7 @@ impl RaftLogStorage<TypeConfig> for SimLogStore {
             .save_vote(self.generation, *vote)
             .map_err(|error| StorageIOError::write_vote(crashed(error)))?;
         self.flusher.sync(sequence).await.map_err(|error| StorageIOError::write_vote(&error))?;
+        self.vote = Some(*vote);
         Ok(())
     }
 
@@ -144,7 +162,8 @@ impl RaftLogStorage<TypeConfig> for SimLogStore {
             .disk
             .read(self.generation, |image| image.vote)
             .map_err(|error| StorageIOError::read_vote(crashed(error)))?;
-        Ok(vote.map(|vote| consensus::log_store::vote_after_restart(vote, self.node_id)))
+        self.vote = vote.map(|vote| consensus::log_store::vote_after_restart(vote, self.node_id));
+        Ok(self.vote)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> StoreResult<()> {
@@ -167,15 +186,25 @@ impl RaftLogStorage<TypeConfig> for SimLogStore {
         I::IntoIter: Send,
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
+        let Some(last) = entries.last().map(|entry| entry.log_id) else {
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        };
+        let early = acknowledge_early(&entries, self.node_id, self.vote.as_ref());
         let sequence = self
             .disk
             .append(self.generation, entries)
             .map_err(|error| StorageIOError::write_logs(crashed(error)))?;
         let waiter = if self.ack_before_durable {
+            // The planted bug: every append is acknowledged, and said to be durable, at once.
             callback.log_io_completed(Ok(()));
+            self.durable.flushed(last);
             FlushWaiter::Nobody
+        } else if early {
+            callback.log_io_completed(Ok(()));
+            FlushWaiter::Written(last)
         } else {
-            FlushWaiter::Append(callback)
+            FlushWaiter::Append(callback, last)
         };
         self.flusher.flush(sequence, waiter).map_err(|error| write_logs(&error))?;
         Ok(())
@@ -209,7 +238,7 @@ fn write_logs(error: &io::Error) -> StorageError<u64> {
 impl RaftLog for SimLogStore {
     /// As the production store: the first start records who bootstrapped the log (durably),
     /// every later one must match it.
-    async fn check_bootstrap(&self, record: &BootstrapRecord) -> Result<(), StartError> {
+    async fn check_bootstrap(&mut self, record: &BootstrapRecord) -> Result<(), StartError> {
         let failed = |reason: String| StartError::Storage { dir: "sim".into(), reason };
         let recorded = self
             .disk
@@ -230,5 +259,9 @@ impl RaftLog for SimLogStore {
 
     fn purge_behind(&mut self, durable_snapshots: watch::Receiver<Option<LogId<u64>>>) {
         self.purge_guard.attach(durable_snapshots);
+    }
+
+    fn durable(&self) -> DurableWatch {
+        self.durable.watch()
     }
 }

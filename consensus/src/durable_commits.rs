@@ -1,0 +1,91 @@
+//! The network gate of `durable_log`: an AppendEntries leaves the leader only once the commit
+//! it announces (`leader_commit`) is durable in the leader's own log, so no follower applies an
+//! entry, or snapshots it, while the leader's copy may still be lost. Wraps whatever network
+//! the node runs on (gRPC, the tests' router, the simulation's), so all of them keep the rule.
+
+use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+
+use crate::durable_log::DurableWatch;
+use crate::TypeConfig;
+
+/// A network factory whose connections hold back AppendEntries until their commit is durable.
+pub(crate) struct DurableCommits<N> {
+    inner: N,
+    durable: DurableWatch,
+}
+
+impl<N> DurableCommits<N> {
+    pub(crate) fn new(inner: N, durable: DurableWatch) -> Self {
+        Self { inner, durable }
+    }
+}
+
+impl<N: RaftNetworkFactory<TypeConfig>> RaftNetworkFactory<TypeConfig> for DurableCommits<N> {
+    type Network = DurableCommitsConnection<N::Network>;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Self::Network {
+        let inner = self.inner.new_client(target, node).await;
+        DurableCommitsConnection { inner, durable: self.durable.clone() }
+    }
+}
+
+/// One connection of [`DurableCommits`].
+pub(crate) struct DurableCommitsConnection<C> {
+    inner: C,
+    durable: DurableWatch,
+}
+
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>>;
+
+impl<C: RaftNetwork<TypeConfig>> RaftNetwork<TypeConfig> for DurableCommitsConnection<C> {
+    async fn append_entries(
+        &mut self,
+        request: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<u64>> {
+        if let Some(commit) = request.leader_commit {
+            // Normally long done: the commit waited for a follower's answer while the leader
+            // flushed. Bounded like the RPC itself; openraft retries a failed one.
+            let durable = self.durable.covers(commit);
+            let waited = tokio::time::timeout(option.hard_ttl(), durable).await;
+            let reason = match waited {
+                Ok(Ok(())) => None,
+                Ok(Err(reason)) => Some(reason),
+                Err(_elapsed) => Some(format!("the commit {commit} is not durable here yet")),
+            };
+            if let Some(reason) = reason {
+                return Err(RPCError::Unreachable(Unreachable::new(&std::io::Error::other(
+                    reason,
+                ))));
+            }
+        }
+        self.inner.append_entries(request, option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        request: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<u64>, InstallSnapshotError> {
+        self.inner.install_snapshot(request, option).await
+    }
+
+    async fn vote(
+        &mut self,
+        request: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<u64>> {
+        self.inner.vote(request, option).await
+    }
+
+    fn backoff(&self) -> Backoff {
+        self.inner.backoff()
+    }
+}
