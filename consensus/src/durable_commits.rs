@@ -89,3 +89,78 @@ impl<C: RaftNetwork<TypeConfig>> RaftNetwork<TypeConfig> for DurableCommitsConne
         self.inner.backoff()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use openraft::{CommittedLeaderId, LogId, Vote};
+
+    use super::*;
+    use crate::DurableLog;
+
+    /// Counts the AppendEntries that reach the wire and answers each with success.
+    struct Wire {
+        sent: Arc<AtomicUsize>,
+    }
+
+    impl RaftNetwork<TypeConfig> for Wire {
+        async fn append_entries(
+            &mut self,
+            _request: AppendEntriesRequest<TypeConfig>,
+            _option: RPCOption,
+        ) -> RpcResult<AppendEntriesResponse<u64>> {
+            self.sent.fetch_add(1, Ordering::SeqCst);
+            Ok(AppendEntriesResponse::Success)
+        }
+
+        async fn install_snapshot(
+            &mut self,
+            _request: InstallSnapshotRequest<TypeConfig>,
+            _option: RPCOption,
+        ) -> RpcResult<InstallSnapshotResponse<u64>, InstallSnapshotError> {
+            Err(RPCError::Unreachable(Unreachable::new(&std::io::Error::other("not in this test"))))
+        }
+
+        async fn vote(
+            &mut self,
+            _request: VoteRequest<u64>,
+            _option: RPCOption,
+        ) -> RpcResult<VoteResponse<u64>> {
+            Err(RPCError::Unreachable(Unreachable::new(&std::io::Error::other("not in this test"))))
+        }
+    }
+
+    fn append(leader_commit: Option<LogId<u64>>) -> AppendEntriesRequest<TypeConfig> {
+        let vote = Vote::new_committed(2, 1);
+        AppendEntriesRequest { vote, prev_log_id: None, entries: Vec::new(), leader_commit }
+    }
+
+    /// An AppendEntries announcing a commit that is not durable on the leader waits for the
+    /// flush that covers it; one announcing nothing new goes at once.
+    #[tokio::test]
+    async fn a_commit_is_announced_only_once_durable_here() {
+        let sent = Arc::new(AtomicUsize::new(0));
+        let durable = DurableLog::new(None);
+        let mut connection = DurableCommitsConnection {
+            inner: Wire { sent: Arc::clone(&sent) },
+            durable: durable.watch(),
+        };
+        let option = || RPCOption::new(Duration::from_secs(60));
+        connection.append_entries(append(None), option()).await.expect("nothing to wait for");
+        assert_eq!(sent.load(Ordering::SeqCst), 1);
+
+        let commit = LogId::new(CommittedLeaderId::new(2, 1), 5);
+        let held =
+            tokio::spawn(
+                async move { connection.append_entries(append(Some(commit)), option()).await },
+            );
+        tokio::task::yield_now().await;
+        assert_eq!(sent.load(Ordering::SeqCst), 1, "entry 5 is not durable: nothing sent");
+        durable.flushed(commit);
+        held.await.expect("the task runs").expect("sent once durable");
+        assert_eq!(sent.load(Ordering::SeqCst), 2);
+    }
+}

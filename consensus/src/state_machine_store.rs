@@ -378,6 +378,32 @@ mod tests {
         Entry { log_id, payload }
     }
 
+    /// With the durability gate attached (a leader acknowledges its own appends before they are
+    /// durable), an entry is applied, and so its writers answered, only once the log's flush
+    /// covers it; a failed flush fails the apply, which stops the Raft core.
+    #[tokio::test]
+    async fn apply_waits_until_the_entries_are_durable() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut store = StateMachineStore::open(dir.path(), TermRecorder::default())
+            .expect("an empty snapshot dir opens");
+        let durable = crate::DurableLog::new(Some(entry(2, 1, 1).log_id));
+        store.apply_when_durable(durable.watch());
+        store.apply(vec![entry(2, 1, 1)]).await.expect("entry 1 is durable: applied at once");
+
+        let mut applying = store.clone();
+        let apply = tokio::spawn(async move { applying.apply(vec![entry(2, 2, 1)]).await });
+        tokio::task::yield_now().await;
+        assert!(!apply.is_finished(), "entry 2 is not durable: not applied");
+        assert_eq!(store.read(|machine| machine.terms.len()), 1);
+        durable.flushed(entry(2, 2, 1).log_id);
+        apply.await.expect("the task runs").expect("entry 2 is applied once durable");
+        assert_eq!(store.read(|machine| machine.terms.len()), 2);
+
+        durable.failed("the disk is gone".to_string());
+        assert!(store.apply(vec![entry(2, 3, 1)]).await.is_err(), "never durable: an error");
+        assert_eq!(store.read(|machine| machine.terms.len()), 2);
+    }
+
     /// Every command is applied with the term of the entry that carries it.
     #[tokio::test]
     async fn apply_passes_each_entry_term() {
