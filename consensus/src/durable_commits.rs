@@ -3,7 +3,7 @@
 //! entry, or snapshots it, while the leader's copy may still be lost. Wraps whatever network
 //! the node runs on (gRPC, the tests' router, the simulation's), so all of them keep the rule.
 
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError};
 use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -61,9 +61,11 @@ impl<C: RaftNetwork<TypeConfig>> RaftNetwork<TypeConfig> for DurableCommitsConne
                 Err(_elapsed) => Some(format!("the commit {commit} is not durable here yet")),
             };
             if let Some(reason) = reason {
-                return Err(RPCError::Unreachable(Unreachable::new(&std::io::Error::other(
-                    reason,
-                ))));
+                // A network error, not `Unreachable`: the follower is fine, and openraft's
+                // backoff after `Unreachable` races its timer against new events in an
+                // unbiased `select!`, which the simulation cannot replay. openraft sends again
+                // at the next heartbeat or append.
+                return Err(RPCError::Network(NetworkError::new(&std::io::Error::other(reason))));
             }
         }
         self.inner.append_entries(request, option).await
@@ -96,6 +98,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use openraft::error::Unreachable;
     use openraft::{CommittedLeaderId, LogId, Vote};
 
     use super::*;
@@ -162,5 +165,23 @@ mod tests {
         durable.flushed(commit);
         held.await.expect("the task runs").expect("sent once durable");
         assert_eq!(sent.load(Ordering::SeqCst), 2);
+    }
+
+    /// An AppendEntries whose commit is still not durable when the RPC's time is up fails as a
+    /// network error, which openraft retries at the next heartbeat, not as `Unreachable`, whose
+    /// backoff the simulation cannot replay; nothing reaches the wire.
+    #[tokio::test(start_paused = true)]
+    async fn a_commit_not_durable_in_time_fails_without_backoff() {
+        let sent = Arc::new(AtomicUsize::new(0));
+        let durable = DurableLog::new(None);
+        let mut connection = DurableCommitsConnection {
+            inner: Wire { sent: Arc::clone(&sent) },
+            durable: durable.watch(),
+        };
+        let commit = LogId::new(CommittedLeaderId::new(2, 1), 5);
+        let option = RPCOption::new(Duration::from_secs(1));
+        let failed = connection.append_entries(append(Some(commit)), option).await;
+        assert!(matches!(failed, Err(RPCError::Network(_))), "{failed:?}");
+        assert_eq!(sent.load(Ordering::SeqCst), 0);
     }
 }

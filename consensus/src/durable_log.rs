@@ -22,68 +22,137 @@
 //! from a later leader and so have larger log ids than the ones they replace (Raft's Log
 //! Matching: one (term, index) is one entry), so a flush of the old tail never vouches for them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::{LogId, Vote};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::type_config::Entry;
 
-/// How far this node's log is durable: a log id (`None`: nothing yet), or why it never will be
-/// (a flush failed, so the node must stop).
-pub type Durability = Result<Option<LogId<u64>>, String>;
-
-/// The writing side: the log store's flusher raises it after each flush.
+/// The writing side: the log store's flusher raises it after each flush. When the last clone
+/// is dropped (the store closed), waiters still short of their entry are told so.
 #[derive(Clone, Debug)]
 pub struct DurableLog {
-    sender: Arc<watch::Sender<Durability>>,
+    writer: Arc<Writer>,
+}
+
+/// The one owner of the writing side; dropping it closes the log.
+#[derive(Debug)]
+struct Writer {
+    shared: Arc<Shared>,
+}
+
+/// What both sides see. Waiters are woken through one `Notify`, which wakes them in the order
+/// they began to wait: the leader's apply and its replication streams all wait here, and the
+/// order they run in after a flush decides the order of the messages they send. (A
+/// `tokio::sync::watch` spreads its waiters over eight queues chosen by tokio's unseeded
+/// per-thread random numbers, so the same flush woke them in a different order from run to
+/// run, and the simulation did not replay a seed.)
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    raised: Notify,
+}
+
+/// How far this node's log is durable, or why it never will be.
+#[derive(Debug)]
+struct State {
+    /// Everything appended up to this log id is durable (`None`: nothing yet).
+    durable: Option<LogId<u64>>,
+    /// A flush failed, so nothing more will become durable and the node must stop.
+    failure: Option<String>,
+    /// Every writer is gone: nothing more will become durable.
+    closed: bool,
 }
 
 impl DurableLog {
     /// A log durable up to `last` (what was on disk when it was opened).
     pub fn new(last: Option<LogId<u64>>) -> Self {
-        Self { sender: Arc::new(watch::Sender::new(Ok(last))) }
+        let state = State { durable: last, failure: None, closed: false };
+        let shared = Arc::new(Shared { state: Mutex::new(state), raised: Notify::new() });
+        Self { writer: Arc::new(Writer { shared }) }
     }
 
     /// A flush made everything appended up to `log_id` durable.
     pub fn flushed(&self, log_id: LogId<u64>) {
-        self.sender.send_if_modified(|durable| match durable {
-            Ok(known) if *known < Some(log_id) => {
-                *known = Some(log_id);
-                true
+        self.writer.shared.change(|state| {
+            let raised = state.failure.is_none() && state.durable < Some(log_id);
+            if raised {
+                state.durable = Some(log_id);
             }
-            _ => false,
+            raised
         });
     }
 
     /// A flush failed: nothing more will become durable.
     pub fn failed(&self, reason: String) {
-        drop(self.sender.send_replace(Err(reason)));
+        self.writer.shared.change(|state| {
+            state.failure = Some(reason);
+            true
+        });
     }
 
     /// A reader, for the gates.
     pub fn watch(&self) -> DurableWatch {
-        DurableWatch { receiver: self.sender.subscribe() }
+        DurableWatch { shared: Arc::clone(&self.writer.shared) }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.shared.change(|state| {
+            state.closed = true;
+            true
+        });
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every change is one assignment; a panicking holder leaves a consistent state.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Applies `change` and, if it says the state changed, wakes every waiter.
+    fn change(&self, change: impl FnOnce(&mut State) -> bool) {
+        let changed = change(&mut self.lock());
+        if changed {
+            self.raised.notify_waiters();
+        }
+    }
+}
+
+impl State {
+    /// The answer for a waiter of `log_id`, or `None` while it must wait.
+    fn covers(&self, log_id: LogId<u64>) -> Option<Result<(), String>> {
+        if let Some(reason) = &self.failure {
+            return Some(Err(format!("the log cannot be made durable: {reason}")));
+        }
+        if self.durable >= Some(log_id) {
+            return Some(Ok(()));
+        }
+        self.closed.then(|| Err("the log store is closed".to_string()))
     }
 }
 
 /// The reading side: waits until a log id is durable.
 #[derive(Clone, Debug)]
 pub struct DurableWatch {
-    receiver: watch::Receiver<Durability>,
+    shared: Arc<Shared>,
 }
 
 impl DurableWatch {
     /// Returns once `log_id` is durable on this node, or why it will never be.
-    pub async fn covers(&mut self, log_id: LogId<u64>) -> Result<(), String> {
-        let reached = self
-            .receiver
-            .wait_for(|durable| !matches!(durable, Ok(known) if *known < Some(log_id)))
-            .await
-            .map_err(|_| "the log store is closed".to_string())?;
-        match &*reached {
-            Ok(_) => Ok(()),
-            Err(reason) => Err(format!("the log cannot be made durable: {reason}")),
+    pub async fn covers(&self, log_id: LogId<u64>) -> Result<(), String> {
+        loop {
+            // Registered before the check, so a raise between the two is not missed.
+            let raised = self.shared.raised.notified();
+            let mut raised = std::pin::pin!(raised);
+            raised.as_mut().enable();
+            if let Some(answer) = self.shared.lock().covers(log_id) {
+                return answer;
+            }
+            raised.await;
         }
     }
 }
@@ -140,18 +209,21 @@ mod tests {
         check(&[], Some(1), leading, false);
     }
 
+    fn log_id(term: u64, index: u64) -> LogId<u64> {
+        LogId::new(CommittedLeaderId::new(term, 1), index)
+    }
+
     /// A watcher returns once the durable log id reaches its entry, never for a larger one,
     /// and with an error once a flush failed.
     #[tokio::test]
     async fn a_watch_waits_for_the_flush_that_covers_it() {
         let durable = DurableLog::new(None);
-        let mut watch = durable.watch();
-        let log_id = |term, index| LogId::new(CommittedLeaderId::new(term, 1), index);
+        let watch = durable.watch();
         durable.flushed(log_id(2, 5));
         watch.covers(log_id(2, 5)).await.expect("5 is durable");
         watch.covers(log_id(1, 9)).await.expect("an older term's entry below is durable");
         let waiting = tokio::spawn({
-            let mut watch = watch.clone();
+            let watch = watch.clone();
             async move { watch.covers(log_id(2, 6)).await }
         });
         tokio::task::yield_now().await;
@@ -161,5 +233,52 @@ mod tests {
         waiting.await.expect("the task runs").expect("6 is durable");
         durable.failed("disk gone".to_string());
         assert!(watch.covers(log_id(2, 7)).await.is_err());
+        assert!(watch.covers(log_id(2, 6)).await.is_err(), "after a failed flush, nothing is");
+    }
+
+    /// When the store closes (every writer dropped), a waiter short of its entry is told so,
+    /// while an entry that was durable stays durable.
+    #[tokio::test]
+    async fn closing_the_store_ends_the_wait() {
+        let durable = DurableLog::new(Some(log_id(2, 3)));
+        let watch = durable.watch();
+        let waiting = tokio::spawn({
+            let watch = watch.clone();
+            async move { watch.covers(log_id(2, 4)).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "4 is not durable yet");
+        let writers = [durable.clone(), durable];
+        drop(writers);
+        let closed = waiting.await.expect("the task runs");
+        assert_eq!(closed, Err("the log store is closed".to_string()));
+        watch.covers(log_id(2, 3)).await.expect("3 was durable before the store closed");
+    }
+
+    /// One flush wakes its waiters in the order they began to wait, in every run: the leader's
+    /// apply and its replication streams wait here together, and the messages they send after
+    /// the flush must leave in one order for the simulation to replay a seed. (Over a
+    /// `tokio::sync::watch`, sixteen waiters came out in a random order.)
+    #[tokio::test]
+    async fn waiters_wake_in_the_order_they_began_to_wait() {
+        let durable = DurableLog::new(None);
+        let woken = Arc::new(Mutex::new(Vec::new()));
+        let waiters: Vec<_> = (0..16)
+            .map(|waiter| {
+                let (watch, woken) = (durable.watch(), Arc::clone(&woken));
+                tokio::spawn(async move {
+                    watch.covers(log_id(2, 1)).await.expect("1 becomes durable");
+                    woken.lock().expect("no waiter panics holding it").push(waiter);
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        assert!(woken.lock().expect("no waiter panics holding it").is_empty(), "nothing durable");
+        durable.flushed(log_id(2, 1));
+        for waiter in waiters {
+            waiter.await.expect("the waiter runs");
+        }
+        let order = woken.lock().expect("no waiter panics holding it").clone();
+        assert_eq!(order, (0..16).collect::<Vec<_>>());
     }
 }

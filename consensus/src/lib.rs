@@ -42,15 +42,16 @@
 //! - sled appears only in `log_store` and `flusher`; protobuf only in `service`, `network`,
 //!   `cluster_info`, `kv_service` and `kv_stream`.
 
+mod applied_index;
 pub mod apply_observer;
 mod batch_pace;
 mod batcher;
 mod cluster_info;
 mod codec;
 pub mod config;
-mod election_timer;
 mod durable_commits;
 pub mod durable_log;
+mod election_timer;
 mod error;
 mod flusher;
 mod grpc_handoff;

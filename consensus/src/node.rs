@@ -14,8 +14,8 @@ use tokio::sync::watch;
 
 use crate::batcher::{forward_to_leader, Batcher};
 use crate::cluster_info::ClusterInfo;
-use crate::election_timer::{self, ElectionSwitches, ElectionTiming};
 use crate::durable_commits::DurableCommits;
+use crate::election_timer::{self, ElectionSwitches, ElectionTiming};
 use crate::error::ShutdownError;
 use crate::grpc_handoff::GrpcHandoff;
 use crate::handoff::{Handoff, HandoffTransport};
@@ -242,10 +242,18 @@ impl<S: StateMachine> ConsensusNode<S> {
     pub async fn ensure_linearizable(&self) -> Result<(), WriteError> {
         self.redirect_if_leaving().await?;
         let timeout_ms = self.inner.config.write_timeout_ms;
-        let check = self.inner.raft.ensure_linearizable();
+        // openraft's `ensure_linearizable` in two steps, waiting for the apply on the state
+        // machine's own index rather than on openraft's metrics (see `applied_index`). A core
+        // that stops meanwhile applies nothing more: the wait ends at the timeout.
+        let check = async {
+            let (read_log_id, _applied) = self.inner.raft.get_read_log_id().await?;
+            let index = read_log_id.map_or(0, |log_id| log_id.index);
+            self.inner.state_machine.applied_reaches(index).await;
+            Ok(())
+        };
         match tokio::time::timeout(Duration::from_millis(timeout_ms), check).await {
             Err(_elapsed) => Err(WriteError::Timeout { timeout_ms }),
-            Ok(Ok(_read_log_id)) => Ok(()),
+            Ok(Ok(())) => Ok(()),
             Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward)))) => {
                 Err(self.forward_to_leader(forward))
             }

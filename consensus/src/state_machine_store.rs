@@ -12,6 +12,7 @@ use openraft::{
 };
 use tokio::sync::watch;
 
+use crate::applied_index::AppliedIndex;
 use crate::apply_observer::ApplyObserver;
 use crate::durable_log::DurableWatch;
 use crate::error::StartError;
@@ -28,6 +29,8 @@ pub struct StateMachineStore<S> {
 
 struct Shared<S> {
     applied: RwLock<Applied<S>>,
+    /// `applied.last_applied`'s index, raised after it, for linearizable reads to wait on.
+    applied_index: AppliedIndex,
     snapshots: Arc<dyn SnapshotStore>,
     /// Told of every applied entry, when the node was opened with one.
     observer: Option<Arc<dyn ApplyObserver>>,
@@ -96,6 +99,7 @@ impl<S: StateMachine> StateMachineStore<S> {
                 (meta.last_log_id, meta.last_membership, Some(current))
             }
         };
+        let applied_index = AppliedIndex::new(last_applied.map_or(0, |log_id| log_id.index));
         let applied = Applied { machine, last_applied, last_membership };
         let durable = watch::Sender::new(
             current.as_ref().and_then(|current: &StoredSnapshot| current.meta.last_log_id),
@@ -105,6 +109,7 @@ impl<S: StateMachine> StateMachineStore<S> {
             state_bytes_max: STATE_SNAPSHOT_BYTES_MAX,
             apply_gate: OnceLock::new(),
             applied: RwLock::new(applied),
+            applied_index,
             snapshots,
             observer,
             current: Mutex::new(current),
@@ -133,7 +138,7 @@ impl<S: StateMachine> StateMachineStore<S> {
         let Some(gate) = self.shared.apply_gate.get() else {
             return Ok(());
         };
-        gate.clone().covers(last).await.map_err(|reason| {
+        gate.covers(last).await.map_err(|reason| {
             StorageIOError::write_logs(AnyError::error(format!("before applying {last}: {reason}")))
                 .into()
         })
@@ -142,6 +147,11 @@ impl<S: StateMachine> StateMachineStore<S> {
     /// The last log id of the newest snapshot that is durable on disk, as it changes.
     pub fn durable_snapshots(&self) -> watch::Receiver<Option<LogId<u64>>> {
         self.shared.durable.subscribe()
+    }
+
+    /// Returns once the entry at `index` is applied (see `applied_index`).
+    pub(crate) async fn applied_reaches(&self, index: u64) {
+        self.shared.applied_index.reaches(index).await;
     }
 
     /// Runs `read` on the applied state.
@@ -294,6 +304,9 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             }
             responses.push(Responses(response));
         }
+        let last_applied = applied.last_applied;
+        drop(applied);
+        self.shared.applied_index.raise(last_applied.map_or(0, |log_id| log_id.index));
         Ok(responses)
     }
 
@@ -334,6 +347,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             applied.last_applied = meta.last_log_id;
             applied.last_membership = meta.last_membership.clone();
         }
+        self.shared.applied_index.raise(meta.last_log_id.map_or(0, |log_id| log_id.index));
         self.set_current(stored);
         Ok(())
     }
