@@ -34,7 +34,14 @@
 //! - openraft's replication backoff is an unbiased `tokio::select!`, whose branch order comes
 //!   from tokio's per-runtime RNG, which cannot be seeded without `tokio_unstable`. Backoff only
 //!   follows an `Unreachable` error, so the simulated network never returns one (a lost message
-//!   is a network error after its delay). `Raft::wait` (the other unbiased select) is unused.
+//!   is a network error after its delay), nor does the leader's commit gate
+//!   (`consensus::durable_commits`: a commit not durable in time is a network error).
+//! - A `tokio::sync::watch` wakes its waiters in an order drawn from that same RNG, so the
+//!   consensus gates that several tasks wait on at once (the leader's durable log, the applied
+//!   index linearizable reads wait for) wake them through one `Notify`, in the order they began
+//!   to wait. `Raft::wait` waits on openraft's metrics watch; `consensus::handoff` still uses it
+//!   to hold a leaving leader's writes, and those writes are released in a random order (a few
+//!   seeds in a hundred do not replay).
 //! - The trace is our own canonical text (messages, faults, client operations, applied entries
 //!   with their payload hashes), hashed with FNV-1a; a test replays seeds and compares hashes.
 
