@@ -3,10 +3,13 @@
 use simulation::{run, SimulationConfig};
 
 /// Running a seed twice yields the same trace hash and event count, while another seed yields
-/// a different trace (so the hash does depend on the schedule).
+/// a different trace (so the hash does depend on the schedule). With the leader's parallel
+/// flush, seed 3 ran a different schedule in most runs while its durability gate woke the
+/// leader's apply and replication streams in tokio's random order, and seed 76 while two
+/// pservers' heartbeats waited for one apply on openraft's metrics watch.
 #[test]
 fn a_seed_replays_exactly() -> anyhow::Result<()> {
-    for seed in [3, 22, 41] {
+    for seed in [3, 22, 41, 76] {
         let first = run(&SimulationConfig::new(seed))?;
         let second = run(&SimulationConfig::new(seed))?;
         assert_eq!(
