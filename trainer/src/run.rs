@@ -399,6 +399,11 @@ async fn report_unreadable(
             tokio::time::sleep(wait).await;
             Ok(())
         }
+        LocalVerdict::GiveUp { consecutive } if error.is_model_mismatch() => Err(anyhow::anyhow!(
+            "this trainer's model does not fit the data: {consecutive} tasks in a row \
+             (--local-failures-max) had records beyond it (check --classes and --features, or \
+             the job's model if another trainer chose it), the last: {reason}"
+        )),
         LocalVerdict::GiveUp { consecutive } => Err(anyhow::anyhow!(
             "this trainer failed to read {consecutive} tasks in a row (--local-failures-max); \
              its view of the data is broken (a bad mount, a truncated copy?), the last: {reason}"
