@@ -150,6 +150,21 @@ impl EtcdGroup {
         )
     }
 
+    /// Returns once member `index` answers and knows a leader (a restarted member rejoined).
+    pub(crate) async fn wait_until_rejoined(&mut self, index: usize) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_millis(LEADER_WAIT_MS_MAX);
+        while Instant::now() < deadline {
+            self.check_alive()?;
+            if let Ok((_, leader)) = member_status(&self.client_addrs[index]).await {
+                if leader != 0 {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("etcd member {} did not rejoin within {LEADER_WAIT_MS_MAX} ms", index + 1)
+    }
+
     /// Every member's client address.
     pub(crate) fn client_addrs(&self) -> &[String] {
         &self.client_addrs
@@ -163,12 +178,17 @@ impl EtcdGroup {
 
 /// Whether the member at `addr` is the leader it reports.
 async fn leads(addr: &str) -> anyhow::Result<bool> {
+    let (member, leader) = member_status(addr).await?;
+    Ok(leader != 0 && member == Some(leader))
+}
+
+/// The member's own id (if it says) and the leader it knows (0: none).
+async fn member_status(addr: &str) -> anyhow::Result<(Option<u64>, u64)> {
     let mut client = MaintenanceClient::new(connect(addr).await?);
     let mut request = Request::new(StatusRequest {});
     request.set_timeout(Duration::from_millis(RPC_TIMEOUT_MS));
     let status = client.status(request).await?.into_inner();
-    let member = status.header.map(|header| header.member_id);
-    Ok(status.leader != 0 && member == Some(status.leader))
+    Ok((status.header.map(|header| header.member_id), status.leader))
 }
 
 async fn connect(addr: &str) -> anyhow::Result<Channel> {

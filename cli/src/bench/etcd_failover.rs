@@ -15,8 +15,8 @@ use super::master::TakeDown;
 
 /// A failover must end within this long.
 const FAILOVER_MS_MAX: u64 = 60_000;
-/// Between rounds of probes when every member refused.
-const PROBE_PAUSE_MS: u64 = 10;
+/// How often a new round of probes starts.
+const PROBE_EVERY_MS: u64 = 20;
 /// A SIGTERM'd member must exit within this long.
 const EXIT_WAIT: Duration = Duration::from_secs(20);
 
@@ -39,6 +39,7 @@ pub(crate) async fn measure(
         }
         times.push(next_put(group.client_addrs(), signalled_at, round).await?);
         restart(group, leader, take_down)?;
+        group.wait_until_rejoined(leader).await?;
     }
     Ok(times)
 }
@@ -54,27 +55,38 @@ fn restart(group: &mut EtcdGroup, member: usize, take_down: TakeDown) -> anyhow:
     group.processes().spawn(member)
 }
 
-/// The time from `since` to the first `Put` any member answers.
+/// The time from `since` to the first `Put` any member answers. A new round of probes (one
+/// per member) starts every `PROBE_EVERY_MS` while earlier ones still wait: a `Put` a follower
+/// forwarded to the dead leader waits for etcd's request timeout (7 s), and one sent after the
+/// election is answered at once.
 async fn next_put(addrs: &[String], since: Instant, round: usize) -> anyhow::Result<Duration> {
     let deadline = since + Duration::from_millis(FAILOVER_MS_MAX);
+    let mut probes = JoinSet::new();
+    let mut next_round = tokio::time::Instant::now();
     loop {
-        let mut probes = JoinSet::new();
-        for addr in addrs {
-            let addr = addr.clone();
-            probes.spawn(async move {
-                let mut client = EtcdClient::connect(&addr).await?;
-                client.put(format!("failover-{round}"), "1".into()).await
-            });
-        }
-        while let Some(answer) = probes.join_next().await {
-            if let Ok(Ok(())) = answer {
-                return Ok(since.elapsed());
-            }
-        }
         anyhow::ensure!(
             Instant::now() < deadline,
             "etcd answered no Put within {FAILOVER_MS_MAX} ms of taking its leader down"
         );
-        tokio::time::sleep(Duration::from_millis(PROBE_PAUSE_MS)).await;
+        if tokio::time::Instant::now() >= next_round {
+            for addr in addrs {
+                probes.spawn(probe(addr.clone(), round));
+            }
+            next_round += Duration::from_millis(PROBE_EVERY_MS);
+        }
+        tokio::select! {
+            Some(answer) = probes.join_next() => {
+                if let Ok(Ok(())) = answer {
+                    return Ok(since.elapsed());
+                }
+            }
+            () = tokio::time::sleep_until(next_round) => {}
+        }
     }
+}
+
+/// One `Put` through the member at `addr`.
+async fn probe(addr: String, round: usize) -> anyhow::Result<()> {
+    let mut client = EtcdClient::connect(&addr).await?;
+    client.put(format!("failover-{round}"), "1".into()).await
 }
