@@ -143,15 +143,17 @@ async fn join_and_train(
     let _ = stop.send(true);
     heartbeats.await.context("the heartbeat loop panicked")?;
     let tasks_done = counters.tasks_done.load(std::sync::atomic::Ordering::Relaxed);
-    let leaving = shut_down.load(std::sync::atomic::Ordering::Relaxed);
+    // A trainer that stops for any reason but its job's end leaves (a SIGTERM, or an error:
+    // --pserver-wait-s, a broken view of the data), so its task need not wait for its lease.
+    let leaving = shut_down.load(std::sync::atomic::Ordering::Relaxed) || trained.is_err();
     sign_off(&master, session.id(), tasks_done, leaving).await;
     trained
 }
 
 /// The trainer's last word to the masters, not waited for long (the client itself may wait for
-/// a leader without limit). Stopped by a shutdown, it leaves the job, so a task it could not
-/// finish goes back to the queue now rather than when its lease runs out; otherwise (the job
-/// ended) a last heartbeat, so status shows its final count.
+/// a leader without limit). Leaving, it leaves the job, so a task it could not finish goes back
+/// to the queue now rather than when its lease runs out; otherwise (the job ended) a last
+/// heartbeat, so status shows its final count.
 async fn sign_off(master: &MasterClient, trainer: u64, tasks_done: u64, leaving: bool) {
     let bound = Duration::from_millis(LAST_HEARTBEAT_MS_MAX);
     if leaving {
