@@ -221,6 +221,20 @@ impl MasterClient {
         Ok(())
     }
 
+    /// Trainer `trainer_id` leaves its job (a planned shutdown): the number of tasks it held,
+    /// back in the queue now.
+    pub async fn leave_job(&self, trainer_id: u64) -> Result<u64, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("LeaveJob", |mut service, stamp| {
+                let job = self.job().to_string();
+                let request = pb::LeaveJobRequest { stamp: Some(stamp), job, trainer_id };
+                async move { service.leave_job(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(reply.requeued)
+    }
+
     /// Gives `lease`'s slot back (a planned shutdown, after the last checkpoint): whether it
     /// was still held under the lease's generation and is free now.
     pub async fn release_slot(&self, lease: &SlotLease) -> Result<bool, ClientError> {

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::batch_pace::BatchPace;
 use crate::cluster_info::ClusterInfo;
-use crate::handoff::successor;
+use crate::handoff::Successor;
 use crate::leadership_ends::LeadershipEnds;
 use crate::{Commands, Raft, TypeConfig, WriteError};
 
@@ -66,11 +66,12 @@ impl Batcher {
         raft: Raft,
         batch_bytes_max: usize,
         write_timeout_ms: u64,
-        leaving: Arc<AtomicBool>,
+        (leaving, successor): (Arc<AtomicBool>, Arc<Successor>),
     ) -> Self {
         let (requests, receiver) = mpsc::channel(QUEUE_LENGTH_MAX);
         let limits = Limits { batch_bytes_max, write_timeout_ms };
         let in_flight = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT_MAX));
+        let leaving = (leaving, successor);
         tokio::spawn(run(raft, receiver, limits, leaving, Arc::clone(&in_flight)));
         Self { requests, in_flight }
     }
@@ -106,7 +107,7 @@ async fn run(
     raft: Raft,
     mut receiver: mpsc::Receiver<Pending>,
     limits: Limits,
-    leaving: Arc<AtomicBool>,
+    (leaving, successor): (Arc<AtomicBool>, Arc<Successor>),
     in_flight: Arc<Semaphore>,
 ) {
     let leadership = LeadershipEnds::start(raft.metrics());
@@ -132,8 +133,8 @@ async fn run(
         let started = Instant::now();
         let (commands, replies) = batch.split();
         if leaving.load(Ordering::SeqCst) {
-            let raft = raft.clone();
-            tokio::spawn(async move { deliver(Err(successor(&raft).await), replies) });
+            let (raft, successor) = (raft.clone(), Arc::clone(&successor));
+            tokio::spawn(async move { deliver(Err(successor.redirect(&raft).await), replies) });
             continue;
         }
         // Read before proposing: if the node leads now, the entry can only be proposed in this

@@ -118,16 +118,42 @@ pub(crate) async fn hand_off(
 /// failed), nobody known (the caller rediscovers). Holding callers until then, instead of
 /// refusing them at once with no leader named, lets a client follow the redirect without a
 /// backoff pause, and lands it on a leader that can already serve it.
-pub(crate) async fn successor(raft: &Raft) -> WriteError {
+///
+/// The successor is looked for once, and the held callers are answered in the order they came:
+/// a tokio mutex queues them first come, first served. Each waiting on openraft's metrics
+/// itself would wake them in the watch's order, which tokio draws at random, and the
+/// simulation could not replay the redirects' order.
+#[derive(Debug, Default)]
+pub(crate) struct Successor {
+    /// `None` until looked for; then the member that leads, or `None` if none did in time.
+    found: tokio::sync::Mutex<Option<Option<u64>>>,
+}
+
+impl Successor {
+    /// Holds the caller until another member leads (or the bound ends), then redirects it.
+    pub(crate) async fn redirect(&self, raft: &Raft) -> WriteError {
+        let mut found = self.found.lock().await;
+        let leader = match *found {
+            Some(leader) => leader,
+            None => *found.insert(successor(raft).await),
+        };
+        drop(found);
+        match leader {
+            Some(leader_id) => {
+                let forward = ForwardToLeader { leader_id: Some(leader_id), leader_node: None };
+                forward_to_leader(raft, forward)
+            }
+            None => WriteError::ForwardToLeader { leader_id: None, leader_addr: None },
+        }
+    }
+}
+
+/// The member that leads once another than this one does, within a lease and an election
+/// timeout.
+async fn successor(raft: &Raft) -> Option<u64> {
     let bound = Duration::from_millis(2 * raft.config().election_timeout_max);
     let id = raft.metrics().borrow().id;
-    match another_leads(raft, id, bound).await {
-        Ok(metrics) => {
-            let forward = ForwardToLeader { leader_id: metrics.current_leader, leader_node: None };
-            forward_to_leader(raft, forward)
-        }
-        Err(_) => WriteError::ForwardToLeader { leader_id: None, leader_addr: None },
-    }
+    another_leads(raft, id, bound).await.ok().and_then(|metrics| metrics.current_leader)
 }
 
 /// The voter (not this node) with the most of the log once one has all of it: its id and

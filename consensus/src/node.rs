@@ -18,7 +18,7 @@ use crate::durable_commits::DurableCommits;
 use crate::election_timer::{self, ElectionSwitches, ElectionTiming};
 use crate::error::ShutdownError;
 use crate::grpc_handoff::GrpcHandoff;
-use crate::handoff::{Handoff, HandoffTransport};
+use crate::handoff::{Handoff, HandoffTransport, Successor};
 use crate::leadership::Leadership;
 use crate::log_store::{BootstrapRecord, ENTRY_BYTES_MAX};
 use crate::log_store_closed::LogStoreClosed;
@@ -52,6 +52,8 @@ struct Inner<S> {
     /// Set once by [`ConsensusNode::hand_off_leadership`]: this node will stop, and acts as a
     /// leader no more (no writes, confirmations or linearizable reads).
     leaving: Arc<AtomicBool>,
+    /// Where held callers go once this node has left (found once, answered in arrival order).
+    successor: Arc<Successor>,
     /// Cleared by [`ConsensusNode::enable_elections`]: this node's election timer then never
     /// campaigns (openraft's own switch has no getter, so the timer keeps this copy).
     elections: Arc<AtomicBool>,
@@ -129,8 +131,10 @@ impl<S: StateMachine> ConsensusNode<S> {
         log_store_closed: LogStoreClosed,
     ) -> Self {
         let leaving = Arc::new(AtomicBool::new(false));
+        let successor = Arc::new(Successor::default());
         let timeout_ms = config.write_timeout_ms;
-        let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX, timeout_ms, leaving.clone());
+        let leave = (leaving.clone(), successor.clone());
+        let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX, timeout_ms, leave);
         let lease = Duration::from_millis(config.election_timeout_max_ms);
         let rpc_handler = RpcHandler::new(raft.clone(), lease, leaving.clone());
         let timing = ElectionTiming::of(&config);
@@ -149,6 +153,7 @@ impl<S: StateMachine> ConsensusNode<S> {
             rpc_handler,
             leadership,
             leaving,
+            successor,
             elections,
             leading_since,
         };
@@ -330,7 +335,7 @@ impl<S: StateMachine> ConsensusNode<S> {
         if !self.is_leaving() {
             return Ok(());
         }
-        Err(crate::handoff::successor(&self.inner.raft).await)
+        Err(self.inner.successor.redirect(&self.inner.raft).await)
     }
 
     /// How long a confirmation of [`ConsensusNode::confirm_leadership`] is trusted:

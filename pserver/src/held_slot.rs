@@ -299,7 +299,10 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!leaving.is_finished(), "leave waits for the write in flight");
-        assert!(matches!(slot.admit_write(1, 5), Err(FenceError::Leaving { slot: 1, generation: 5 })));
+        assert!(matches!(
+            slot.admit_write(1, 5),
+            Err(FenceError::Leaving { slot: 1, generation: 5 })
+        ));
         assert!(matches!(slot.admit(1, 5), Err(FenceError::Leaving { .. })));
         drop(in_flight);
         leaving.await.expect("leave returns once the write applied");

@@ -45,6 +45,8 @@ const MASTER_RPC_TIMEOUT_MS: u64 = 500;
 /// At shutdown, how long the last checkpoint (write, record through the masters, prune) may
 /// take: the masters may be gone, and a stop must end in bounded time.
 const LAST_CHECKPOINT_MS_MAX: u64 = 5_000;
+/// At shutdown, how long giving the slot back may take.
+const RELEASE_MS_MAX: u64 = 2_000;
 /// At shutdown, how long the server may take to finish the calls in flight before they are
 /// cut off.
 const DRAIN_MS_MAX: u64 = 3_000;
@@ -235,36 +237,58 @@ async fn watch_lease(
         return Ok(());
     }
     if held.check().is_ok() {
-        let bound = Duration::from_millis(LAST_CHECKPOINT_MS_MAX);
-        if tokio::time::timeout(bound, hand_over(held, &mut checkpointer)).await.is_err() {
-            // The file may be written but not recorded: a replacement restores the newest
-            // recorded one. A stop must not wait on masters that may be gone.
-            tracing::warn!(
-                bound_ms = LAST_CHECKPOINT_MS_MAX,
-                "the last checkpoint or the release did not finish; exiting without it"
-            );
-        }
+        hand_over(held, &mut checkpointer).await;
     }
     Ok(())
 }
 
 /// A planned shutdown: refuses new requests (trainers wait for the next holder), waits for
 /// the writes in flight, writes a last checkpoint holding every acknowledged push, and gives
-/// the slot back so a standby claims it at once instead of after the lease.
-async fn hand_over(held: &HeldSlot, checkpointer: &mut Checkpointer) -> anyhow::Result<()> {
-    held.leave().await;
-    tracing::info!(slot = held.index(), "pserver shutting down; writing a last checkpoint");
-    checkpoint(checkpointer).await?;
-    match checkpointer.release().await {
-        Ok(true) => tracing::info!(slot = held.index(), "slot released for the next holder"),
-        Ok(false) => tracing::info!(slot = held.index(), "the slot was no longer held"),
-        Err(error) => tracing::warn!(
+/// the slot back so a standby claims it at once instead of after the lease. Each step is
+/// bounded (the masters may be gone); the slot is given back even without the last checkpoint:
+/// a standby then restores the newest recorded one now rather than after the lease.
+async fn hand_over(held: &HeldSlot, checkpointer: &mut Checkpointer) {
+    let last_checkpoint = async {
+        held.leave().await;
+        tracing::info!(slot = held.index(), "pserver shutting down; writing a last checkpoint");
+        checkpoint(checkpointer).await
+    };
+    let bound = Duration::from_millis(LAST_CHECKPOINT_MS_MAX);
+    match tokio::time::timeout(bound, last_checkpoint).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => {
+            // The slot went to another holder meanwhile: nothing to give back.
+            tracing::warn!(error = format!("{error:#}"), "the last checkpoint failed");
+            return;
+        }
+        Err(_elapsed) => {
+            // The file may be written but not recorded: a replacement restores the newest
+            // recorded one.
+            tracing::warn!(bound_ms = LAST_CHECKPOINT_MS_MAX, "the last checkpoint did not finish");
+        }
+    }
+    give_back(held, checkpointer).await;
+}
+
+/// Releases the slot through the masters, within `RELEASE_MS_MAX`; a release that fails
+/// leaves the slot to its lease.
+async fn give_back(held: &HeldSlot, checkpointer: &Checkpointer) {
+    let released =
+        tokio::time::timeout(Duration::from_millis(RELEASE_MS_MAX), checkpointer.release());
+    match released.await {
+        Ok(Ok(true)) => tracing::info!(slot = held.index(), "slot released for the next holder"),
+        Ok(Ok(false)) => tracing::info!(slot = held.index(), "the slot was no longer held"),
+        Ok(Err(error)) => tracing::warn!(
             slot = held.index(),
             error = format!("{error:#}"),
             "could not release the slot; a standby takes it when the lease runs out"
         ),
+        Err(_) => tracing::warn!(
+            slot = held.index(),
+            bound_ms = RELEASE_MS_MAX,
+            "the release was not answered; a standby takes the slot when the lease runs out"
+        ),
     }
-    Ok(())
 }
 
 /// Does what a heartbeat asked; a failure that leaves the slot held is logged, and the next

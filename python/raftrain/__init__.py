@@ -11,7 +11,9 @@ Errors are `raftrain.Error` subclasses carrying the gRPC status (`code`) and the
 message. Importing `raftrain` needs NumPy only.
 """
 
-from . import errors, recordio
+import os
+
+from . import _native, errors, recordio
 from .errors import (
     DataError,
     DeadlineExceeded,
@@ -28,6 +30,10 @@ from .errors import (
 from .example import Example
 from .pserver import PServerClient
 from .task_client import Task, TaskClient, status
+
+# A forked child (a DataLoader worker) must not inherit standard error's lock held by one of
+# the parent's runtime threads writing a log line (src/fork_guard.rs).
+os.register_at_fork(before=_native.before_fork, after_in_parent=_native.after_fork, after_in_child=_native.after_fork)
 
 __all__ = [
     "DataError",

@@ -8,12 +8,14 @@
 //! Code map: `runtime` is the per-process tokio runtime and `wait` (GIL released, signals
 //! checked); `errors` maps every error to a `raftrain.errors` exception and catches panics;
 //! `connection` turns the constructors' arguments into client options; `process_bound` refuses
-//! an object used after `fork`; `task_client` and `task` are the task queue, `status` the job's status; `recordio` and
+//! an object used after `fork`, and `fork_guard` holds standard error across one;
+//! `task_client` and `task` are the task queue, `status` the job's status; `recordio` and
 //! `example` the data; `pserver_client` the parameter servers.
 
 mod connection;
 mod errors;
 mod example;
+mod fork_guard;
 mod process_bound;
 mod pserver_client;
 mod recordio;
@@ -41,6 +43,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(example::decode_example, module)?)?;
     module.add_function(wrap_pyfunction!(example::decode_dense, module)?)?;
     module.add_function(wrap_pyfunction!(status::status_json, module)?)?;
+    module.add_function(wrap_pyfunction!(fork_guard::before_fork, module)?)?;
+    module.add_function(wrap_pyfunction!(fork_guard::after_fork, module)?)?;
     module.add("SIGNAL_CHECK_MS", runtime::SIGNAL_CHECK_MS)?;
     Ok(())
 }

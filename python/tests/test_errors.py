@@ -1,17 +1,21 @@
 """Clear exceptions, never a hang or a panic: bad input is `InvalidArgument` (a `ValueError`
 too), a group without a quorum is `DeadlineExceeded` (an `Unavailable`) within the deadline,
-the server's own refusals keep its message, and a client inherited through `fork` refuses to
-be used instead of hanging."""
+the server's own refusals keep its message, a client inherited through `fork` refuses to be
+used instead of hanging, and a forked child's own client answers."""
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 
 import pytest
 
 import raftrain
 
 from cluster import free_addr
+from data import write_blobs
 
 
 def test_bad_addresses_and_arguments_are_invalid_arguments(tmp_path):
@@ -84,3 +88,56 @@ def test_a_client_used_after_fork_refuses_instead_of_hanging(masters):
     os.waitpid(pid, 0)
     assert answer == b"\x00", f"child answered {answer!r}"
     assert parent.status()["leader"] is not None, "the parent's client still works"
+
+
+def test_children_forked_while_the_parent_is_busy_answer_their_first_call(masters, tmp_path):
+    """200 children forked one after another while four threads of the parent keep its runtime
+    busy (heartbeats, status reads on fresh connections: its threads park and wake all the time), each
+    making its own client and reporting the dataset: every child answers. Before tokio was built
+    without parking_lot, a child could inherit the parking table's lock held by a parent thread
+    and hang in its first call (about one fork in 100 to 300 here; once in CI, as a DataLoader
+    worker)."""
+    write_blobs(tmp_path / "train.recordio", 50, seed=5, max_chunk_bytes=1000)
+    records = str(tmp_path / "train.recordio")
+    raftrain.TaskClient(masters.masters, name="submitter").report_dataset(records, passes=1)
+    stop = threading.Event()
+
+    def keep_busy(index: int) -> None:
+        trainer = raftrain.TaskClient(masters.masters, name=f"busy-{index}")
+        trainer.trainer_id  # registered: its heartbeats run on the runtime too
+        while not stop.is_set():
+            masters.status()
+
+    busy = [threading.Thread(target=keep_busy, args=(index,), daemon=True) for index in range(4)]
+    for thread in busy:
+        thread.start()
+    try:
+        for index in range(200):
+            _fork_and_report(masters.masters, records, index)
+    finally:
+        stop.set()
+        for thread in busy:
+            thread.join(timeout=30)
+
+
+def _fork_and_report(masters: str, records: str, index: int) -> None:
+    """Forks a child that reports `records` with its own client; fails if it does not exit 0
+    within 60 s (a hung child is killed first)."""
+    pid = os.fork()
+    if pid == 0:  # the child: never return into pytest
+        code = 1
+        try:
+            client = raftrain.TaskClient(masters, name=f"child-{index}", deadline_s=30)
+            code = 0 if client.report_dataset(records, passes=1)["tasks"] > 0 else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0, f"child {index} failed"
+            return
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError(f"child {index} (pid {pid}) hung in its first call")

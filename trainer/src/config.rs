@@ -100,7 +100,8 @@ pub struct TrainerConfig {
     #[arg(long, env = "RAFTRAIN_PSERVER_WAIT_S")]
     pub pserver_wait_s: Option<u64>,
     /// Consecutive tasks this trainer may fail to read (I/O errors, a file shorter than the
-    /// master recorded: its own view of the data, not the data) before it exits non-zero; from
+    /// master recorded: its own view of the data, not the data) or to fit into its model
+    /// (a label at or above --classes, another feature count) before it exits non-zero; from
     /// the third it backs off between tasks. A task read or trained resets the count.
     #[arg(long, env = "RAFTRAIN_LOCAL_FAILURES_MAX", default_value_t = LOCAL_FAILURES_MAX_DEFAULT)]
     pub local_failures_max: u32,

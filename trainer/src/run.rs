@@ -126,9 +126,10 @@ async fn join_and_train(
     let span = tracing::info_span!("trainer", trainer = session.id());
     // A cancelled job stops the loop as a shutdown would (its pservers may be gone already,
     // and a push would wait for them without limit).
+    let shut_down = std::sync::atomic::AtomicBool::new(false);
     let until = async {
         tokio::select! {
-            () = shutdown.as_mut() => {}
+            () = shutdown.as_mut() => shut_down.store(true, std::sync::atomic::Ordering::Relaxed),
             () = session.job_ended() => tracing::info!("the job was cancelled; stopping"),
         }
     };
@@ -137,18 +138,39 @@ async fn join_and_train(
         span,
     )
     .await;
+    // The heartbeats end first (they stop at once): one answered after a leave would
+    // register the trainer again.
     let _ = stop.send(true);
-    // A last heartbeat, so status shows this trainer's final count (not waited for long: the
-    // client itself may wait for a leader without limit).
+    heartbeats.await.context("the heartbeat loop panicked")?;
     let tasks_done = counters.tasks_done.load(std::sync::atomic::Ordering::Relaxed);
-    let last_heartbeat = master.heartbeat(session.id(), tasks_done);
-    match tokio::time::timeout(Duration::from_millis(LAST_HEARTBEAT_MS_MAX), last_heartbeat).await {
+    // A trainer that stops for any reason but its job's end leaves (a SIGTERM, or an error:
+    // --pserver-wait-s, a broken view of the data), so its task need not wait for its lease.
+    let leaving = shut_down.load(std::sync::atomic::Ordering::Relaxed) || trained.is_err();
+    sign_off(&master, session.id(), tasks_done, leaving).await;
+    trained
+}
+
+/// The trainer's last word to the masters, not waited for long (the client itself may wait for
+/// a leader without limit). Leaving, it leaves the job, so a task it could not finish goes back
+/// to the queue now rather than when its lease runs out; otherwise (the job ended) a last
+/// heartbeat, so status shows its final count.
+async fn sign_off(master: &MasterClient, trainer: u64, tasks_done: u64, leaving: bool) {
+    let bound = Duration::from_millis(LAST_HEARTBEAT_MS_MAX);
+    if leaving {
+        match tokio::time::timeout(bound, master.leave_job(trainer)).await {
+            Ok(Ok(requeued)) => tracing::info!(requeued, "left the job"),
+            Ok(Err(error)) => tracing::warn!(%error, "could not leave the job; its lease will end"),
+            Err(_) => {
+                tracing::warn!("leaving the job was not answered in time; its lease will end")
+            }
+        }
+        return;
+    }
+    match tokio::time::timeout(bound, master.heartbeat(trainer, tasks_done)).await {
         Ok(Ok(_)) => {}
         Ok(Err(error)) => tracing::debug!(%error, "the last heartbeat was not answered"),
         Err(_) => tracing::debug!("the last heartbeat was not answered in time"),
     }
-    heartbeats.await.context("the heartbeat loop panicked")?;
-    trained
 }
 
 async fn train(
@@ -399,6 +421,11 @@ async fn report_unreadable(
             tokio::time::sleep(wait).await;
             Ok(())
         }
+        LocalVerdict::GiveUp { consecutive } if error.is_model_mismatch() => Err(anyhow::anyhow!(
+            "this trainer's model does not fit the data: {consecutive} tasks in a row \
+             (--local-failures-max) had records beyond it (check --classes and --features, or \
+             the job's model if another trainer chose it), the last: {reason}"
+        )),
         LocalVerdict::GiveUp { consecutive } => Err(anyhow::anyhow!(
             "this trainer failed to read {consecutive} tasks in a row (--local-failures-max); \
              its view of the data is broken (a bad mount, a truncated copy?), the last: {reason}"

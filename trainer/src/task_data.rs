@@ -23,13 +23,26 @@ pub enum DataError {
 }
 
 impl DataError {
+    /// Whether the data is fine and this trainer's model does not fit it.
+    pub fn is_model_mismatch(&self) -> bool {
+        matches!(self, DataError::Record(error) if error.model_mismatch)
+    }
+
     /// Whose fault the error is. The master scanned every chunk header when it accepted the
     /// dataset, so bytes this trainer cannot reach (an I/O error, a file now shorter than the
     /// recorded chunk, a header that no longer matches the scan) are this trainer's view of
     /// the data: another trainer may read them. Bytes that are there but wrong (a CRC, a
     /// payload or record that does not decode) would fail any trainer: the data's fault.
+    ///
+    /// A record beyond this trainer's model (`InputError::model_mismatch`) is this trainer's
+    /// too: a trainer with another model may train on it, and a trainer whose model fits none
+    /// of the data gives up after `--local-failures-max` tasks instead of failing them all.
     pub fn fault(&self) -> Fault {
-        let DataError::Chunk(error) = self else { return Fault::Content };
+        let error = match self {
+            DataError::Record(error) if error.model_mismatch => return Fault::Local,
+            DataError::Record(_) => return Fault::Content,
+            DataError::Chunk(error) => error,
+        };
         match error.kind {
             ErrorKind::Io(_)
             | ErrorKind::TruncatedHeader { .. }

@@ -12,7 +12,7 @@ use super::kv::service::{cluster_info, KvClient, KEYS_PER_WRITER, VALUE_BYTES_MA
 use anyhow::Context as _;
 use clap::Args;
 
-use super::etcd::{find_etcd, EtcdClient, EtcdGroup};
+use super::etcd::{EtcdAnchorArgs, EtcdClient, EtcdGroup};
 use super::table::Table;
 use crate::process_group::{directory_bytes, free_loopback_addrs, percentile_ms, ProcessGroup};
 
@@ -51,14 +51,10 @@ pub struct ConsensusBenchArgs {
     /// call per write; `stream` is one `PutStream` per client, still one write outstanding.
     #[arg(long, value_delimiter = ',', default_value = "unary,stream")]
     pub rpc: Vec<ClientRpc>,
-    /// The etcd binary of the anchor group (etcd 3.4's flags); without it, `etcd` on `PATH`.
-    /// Each client count is then also written to a three-member etcd group with unary `Put`
-    /// calls, and raftrain's client rows say how they compare ("vs etcd").
-    #[arg(long)]
-    pub etcd: Option<PathBuf>,
-    /// Do not run the etcd anchor even if etcd is found.
-    #[arg(long)]
-    pub no_etcd: bool,
+    /// Each client count is also written to a three-member etcd group with unary `Put` calls,
+    /// and raftrain's client rows say how they compare ("vs etcd").
+    #[command(flatten)]
+    pub anchor: EtcdAnchorArgs,
 }
 
 /// How a benchmark client sends its writes.
@@ -181,17 +177,7 @@ async fn start_etcd(
     args: &ConsensusBenchArgs,
     root: &Path,
 ) -> anyhow::Result<Option<(EtcdGroup, String)>> {
-    if args.no_etcd {
-        println!("etcd anchor: off (--no-etcd)");
-        return Ok(None);
-    }
-    let Some(etcd) = find_etcd(args.etcd.as_deref()) else {
-        match &args.etcd {
-            Some(path) => println!("etcd anchor: {} is not a file; no etcd rows", path.display()),
-            None => println!("etcd anchor: no `etcd` on PATH (give --etcd); no etcd rows"),
-        }
-        return Ok(None);
-    };
+    let Some(etcd) = args.anchor.binary() else { return Ok(None) };
     let etcd_root = root.join("etcd");
     std::fs::create_dir_all(&etcd_root)
         .with_context(|| format!("create {}", etcd_root.display()))?;

@@ -25,8 +25,41 @@ const LEADER_WAIT_MS_MAX: u64 = 30_000;
 /// Every client RPC fails after this long.
 const RPC_TIMEOUT_MS: u64 = 10_000;
 
+/// The flags that choose the same-run etcd anchor (`bench consensus`, `bench master`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct EtcdAnchorArgs {
+    /// The etcd binary of the anchor group (etcd 3.4's flags); without it, `etcd` on `PATH`.
+    /// The same measurement is then also taken of a three-member etcd group, and raftrain's
+    /// rows are read against it.
+    #[arg(long)]
+    pub etcd: Option<PathBuf>,
+    /// Do not run the etcd anchor even if etcd is found.
+    #[arg(long)]
+    pub no_etcd: bool,
+}
+
+impl EtcdAnchorArgs {
+    /// The etcd binary to run, or `None` after saying in one line why there are no etcd rows.
+    pub(crate) fn binary(&self) -> Option<PathBuf> {
+        if self.no_etcd {
+            println!("etcd anchor: off (--no-etcd)");
+            return None;
+        }
+        let found = find_etcd(self.etcd.as_deref());
+        if found.is_none() {
+            match &self.etcd {
+                Some(path) => {
+                    println!("etcd anchor: {} is not a file; no etcd rows", path.display())
+                }
+                None => println!("etcd anchor: no `etcd` on PATH (give --etcd); no etcd rows"),
+            }
+        }
+        found
+    }
+}
+
 /// Where the etcd binary is: `given`, or else `etcd` on `PATH`; `None` if neither exists.
-pub(crate) fn find_etcd(given: Option<&Path>) -> Option<PathBuf> {
+fn find_etcd(given: Option<&Path>) -> Option<PathBuf> {
     if let Some(path) = given {
         return path.is_file().then(|| path.to_path_buf());
     }
@@ -95,12 +128,18 @@ impl EtcdGroup {
 
     /// The client address of the member that leads, once one does.
     pub(crate) async fn wait_for_leader(&mut self) -> anyhow::Result<String> {
+        let leader = self.wait_for_leader_index().await?;
+        Ok(self.client_addrs[leader].clone())
+    }
+
+    /// The index of the member that leads, once one does (every member running).
+    pub(crate) async fn wait_for_leader_index(&mut self) -> anyhow::Result<usize> {
         let deadline = Instant::now() + Duration::from_millis(LEADER_WAIT_MS_MAX);
         while Instant::now() < deadline {
             self.check_alive()?;
-            for addr in &self.client_addrs {
+            for (index, addr) in self.client_addrs.iter().enumerate() {
                 if let Ok(true) = leads(addr).await {
-                    return Ok(addr.clone());
+                    return Ok(index);
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -110,16 +149,46 @@ impl EtcdGroup {
             self.root.display()
         )
     }
+
+    /// Returns once member `index` answers and knows a leader (a restarted member rejoined).
+    pub(crate) async fn wait_until_rejoined(&mut self, index: usize) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_millis(LEADER_WAIT_MS_MAX);
+        while Instant::now() < deadline {
+            self.check_alive()?;
+            if let Ok((_, leader)) = member_status(&self.client_addrs[index]).await {
+                if leader != 0 {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("etcd member {} did not rejoin within {LEADER_WAIT_MS_MAX} ms", index + 1)
+    }
+
+    /// Every member's client address.
+    pub(crate) fn client_addrs(&self) -> &[String] {
+        &self.client_addrs
+    }
+
+    /// The member processes (to take one down and start it again).
+    pub(crate) fn processes(&mut self) -> &mut ProcessGroup {
+        &mut self.processes
+    }
 }
 
 /// Whether the member at `addr` is the leader it reports.
 async fn leads(addr: &str) -> anyhow::Result<bool> {
+    let (member, leader) = member_status(addr).await?;
+    Ok(leader != 0 && member == Some(leader))
+}
+
+/// The member's own id (if it says) and the leader it knows (0: none).
+async fn member_status(addr: &str) -> anyhow::Result<(Option<u64>, u64)> {
     let mut client = MaintenanceClient::new(connect(addr).await?);
     let mut request = Request::new(StatusRequest {});
     request.set_timeout(Duration::from_millis(RPC_TIMEOUT_MS));
     let status = client.status(request).await?.into_inner();
-    let member = status.header.map(|header| header.member_id);
-    Ok(status.leader != 0 && member == Some(status.leader))
+    Ok((status.header.map(|header| header.member_id), status.leader))
 }
 
 async fn connect(addr: &str) -> anyhow::Result<Channel> {

@@ -4,6 +4,7 @@
 //! snapshot size and time of the largest state; and failover time after kill -9 of the leader,
 //! beside a planned restart (SIGTERM, which hands leadership off).
 
+use super::etcd::{EtcdAnchorArgs, EtcdGroup};
 use super::master_load::{drive, run_trainer, time_to_first_task, Trainer};
 use super::table::Table;
 use crate::process_group::{free_loopback_addrs, percentile_ms, resident_bytes, ProcessGroup};
@@ -41,6 +42,10 @@ pub(crate) struct MasterBenchArgs {
     /// and the trainer clients share the machine, so the default is 1.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     replica_threads: u16,
+    /// The failovers are also taken of a three-member etcd group's leader (the time to its
+    /// next `Put`), printed beside raftrain's as "etcd p50 ms" and "etcd p99 ms".
+    #[command(flatten)]
+    anchor: EtcdAnchorArgs,
 }
 
 /// Flags of every master in the benchmark: nothing times out or is declared lost by accident.
@@ -115,7 +120,10 @@ async fn bench(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<()> {
     print!("{}", super::master_snapshot::measure(largest)?.render());
     if args.failovers > 0 {
         print!("{}", failover(args, root).await?.render());
-        println!("failover: from the signal to the leader until the next successful GetTask");
+        println!(
+            "failover: from the signal to the leader until the next successful GetTask (etcd: \
+             until the next Put any member answers, no other load)"
+        );
     }
     Ok(())
 }
@@ -200,7 +208,7 @@ async fn applied_index(addr: &str) -> anyhow::Result<u64> {
 
 /// How a leader is taken down in the failover measurement.
 #[derive(Clone, Copy, Debug)]
-enum TakeDown {
+pub(crate) enum TakeDown {
     /// kill -9: a crash.
     Kill,
     /// SIGTERM: a planned restart (the leader hands off, then exits).
@@ -234,30 +242,79 @@ async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> 
         .collect();
     let mut probe =
         Trainer::register(&masters.addrs, ClientOptions::default(), "probe".into()).await?;
-    let mut table =
-        Table::new(&["take-down", "failovers", "clients", "p50 ms", "p99 ms", "max ms"]);
+    let mut measured = Vec::new();
     for take_down in [TakeDown::Kill, TakeDown::Terminate] {
         let mut times = Vec::new();
         for _ in 0..args.failovers {
             times.push(take_leader_down(&mut masters, &mut probe, take_down).await?);
         }
-        times.sort();
-        let each: Vec<String> = times.iter().map(|time| time.as_millis().to_string()).collect();
-        println!("each failover after {}, sorted (ms): {}", take_down.name(), each.join(" "));
-        table.row(vec![
-            take_down.name().to_string(),
-            times.len().to_string(),
-            args.failover_clients.to_string(),
-            format!("{:.0}", percentile_ms(&times, 0.50)),
-            format!("{:.0}", percentile_ms(&times, 0.99)),
-            format!("{:.0}", times.last().map_or(0.0, |time| time.as_secs_f64() * 1e3)),
-        ]);
+        print_each("", take_down, &mut times);
+        measured.push((take_down, times));
     }
     stop.store(true, Ordering::Relaxed);
     for handle in load {
         handle.await.context("a load client panicked")??;
     }
+    drop(masters);
+    let anchor = etcd_failovers(args, root).await?;
+    let mut table = Table::new(&[
+        "take-down",
+        "failovers",
+        "clients",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "etcd p50 ms",
+        "etcd p99 ms",
+    ]);
+    for (index, (take_down, times)) in measured.iter().enumerate() {
+        let etcd = anchor.as_ref().map(|anchor| &anchor[index]);
+        let etcd_ms =
+            |quantile| etcd.map_or("-".into(), |times| ms(percentile_ms(times, quantile)));
+        table.row(vec![
+            take_down.name().to_string(),
+            times.len().to_string(),
+            args.failover_clients.to_string(),
+            ms(percentile_ms(times, 0.50)),
+            ms(percentile_ms(times, 0.99)),
+            ms(times.last().map_or(0.0, |time| time.as_secs_f64() * 1e3)),
+            etcd_ms(0.50),
+            etcd_ms(0.99),
+        ]);
+    }
     Ok(table)
+}
+
+/// The same take-downs of an etcd group's leader, when the anchor runs: per take-down, the
+/// sorted times to its next `Put`.
+async fn etcd_failovers(
+    args: &MasterBenchArgs,
+    root: &Path,
+) -> anyhow::Result<Option<Vec<Vec<Duration>>>> {
+    let Some(etcd) = args.anchor.binary() else { return Ok(None) };
+    let etcd_root = root.join("failover-etcd");
+    std::fs::create_dir_all(&etcd_root)
+        .with_context(|| format!("create {}", etcd_root.display()))?;
+    let mut group = EtcdGroup::spawn(&etcd, &etcd_root)?;
+    let mut anchor = Vec::new();
+    for take_down in [TakeDown::Kill, TakeDown::Terminate] {
+        let mut times =
+            super::etcd_failover::measure(&mut group, take_down, args.failovers).await?;
+        print_each("etcd ", take_down, &mut times);
+        anchor.push(times);
+    }
+    Ok(Some(anchor))
+}
+
+/// Sorts `times` and prints each.
+fn print_each(system: &str, take_down: TakeDown, times: &mut [Duration]) {
+    times.sort();
+    let each: Vec<String> = times.iter().map(|time| time.as_millis().to_string()).collect();
+    println!("each {system}failover after {}, sorted (ms): {}", take_down.name(), each.join(" "));
+}
+
+fn ms(value: f64) -> String {
+    format!("{value:.0}")
 }
 
 /// One failover: the leader taken down, the time to the next GetTask, the leader restarted.

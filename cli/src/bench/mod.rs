@@ -4,6 +4,7 @@
 mod consensus;
 mod consensus_node;
 mod etcd;
+mod etcd_failover;
 mod kv;
 mod master;
 mod master_dataset;

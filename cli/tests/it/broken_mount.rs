@@ -1,7 +1,8 @@
 //! One trainer whose view of the data breaks (a truncated copy of the dataset file appears at
 //! its path, in that trainer's own mount namespace) does not fail the job's tasks: its local
 //! read failures spend no task's failure budget, it gives up with a clear error, and the
-//! healthy trainers finish every task.
+//! healthy trainers finish every task. Trainers whose model does not fit the data (started
+//! with too few `--classes`) give up the same way instead of failing the whole dataset.
 
 use std::time::Duration;
 
@@ -52,4 +53,41 @@ async fn a_trainer_with_a_broken_mount_fails_no_task() {
         status.failed_tasks,
         job.logs()
     );
+}
+
+/// Two trainers started with `--classes 2` on a three-class dataset: each gives up after
+/// `--local-failures-max` tasks with an error naming `--classes`, and only the tasks both of
+/// them tried are failed for good; the rest wait for trainers with the right flags. (Before,
+/// every task of the dataset was failed in seconds and the job ended.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trainers_whose_model_does_not_fit_the_data_give_up_instead_of_failing_it() {
+    let dir = tempfile::tempdir().expect("temp");
+    let (train, _eval) = synth(dir.path(), "blobs", "8000", "2.5");
+    let args = [
+        "--dataset",
+        &train,
+        "--features",
+        "8",
+        "--model",
+        "softmax",
+        "--classes",
+        "2",
+        "--passes",
+        "1",
+        "--local-failures-max",
+        "3",
+    ];
+    let mut job = TrainingJob::start_with(3, 1, dir.path(), &[], &args);
+    let trainers = [job.spawn_trainer(), job.spawn_trainer()];
+    for trainer in trainers {
+        let (status, log) = job.wait_trainer(trainer, Duration::from_secs(180));
+        assert!(!status.success(), "a trainer whose model does not fit gives up\n{}", job.logs());
+        assert!(log.contains("model does not fit the data"), "a clear error:\n{log}");
+        assert!(log.contains("--classes"), "it names the flag:\n{log}");
+        assert!(log.contains("is not a class in 0..2"), "and the record:\n{log}");
+    }
+    let status = job.masters.status().await;
+    assert!(!status.job_finished, "the job waits for trainers that fit: {status:?}");
+    assert!(status.failed <= 6, "only tasks both trainers tried: {:?}", status.failed_tasks);
+    assert!(status.todo + status.pending > 0, "{status:?}");
 }

@@ -45,6 +45,7 @@ mod status;
 mod synth;
 mod task_consumer;
 mod tidy_layers;
+mod trainer_leave;
 mod trainer_outages;
 mod trainer_try_again;
 mod training;

@@ -163,7 +163,8 @@ async fn a_sigtermed_pserver_hands_its_slot_over_with_every_acknowledged_push() 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     processes.signal(leaving, Signal::SIGTERM);
-    let exited = tokio::task::block_in_place(|| processes.wait_exit(leaving, Duration::from_secs(15)));
+    let exited =
+        tokio::task::block_in_place(|| processes.wait_exit(leaving, Duration::from_secs(15)));
     assert_eq!(exited, Some(0), "{}", processes.log(leaving));
     assert!(processes.log(leaving).contains("slot released"), "{}", processes.log(leaving));
     let taken = held_by(&group, slot, &processes.addrs[standby].clone(), &processes).await;
@@ -179,7 +180,12 @@ async fn a_sigtermed_pserver_hands_its_slot_over_with_every_acknowledged_push() 
     let pushes = acknowledged.load(std::sync::atomic::Ordering::SeqCst);
     for (index, status) in client.statuses().await {
         let status = status.expect("status");
-        assert_eq!(status.step, pushes, "slot {index}: every acknowledged push applied once\n{}", processes.logs());
+        assert_eq!(
+            status.step,
+            pushes,
+            "slot {index}: every acknowledged push applied once\n{}",
+            processes.logs()
+        );
     }
 }
 

@@ -63,6 +63,7 @@ fake_master_service! {
     restore_job(RestoreJobRequest) -> RestoreJobReply;
     report_reloaded(ReportReloadedRequest) -> ReportReloadedReply;
     release_p_server_slot(ReleasePServerSlotRequest) -> ReleasePServerSlotReply;
+    leave_job(LeaveJobRequest) -> LeaveJobReply;
     {
         // The trainer reports its dataset first (that submits its job): accepted.
         async fn report_dataset(

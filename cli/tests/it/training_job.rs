@@ -46,14 +46,17 @@ impl TrainingJob {
         (master_args, master_envs): (&[&str], &[(usize, &str, &str)]),
         trainer_args: &[&str],
     ) -> Self {
-        let mut args = vec![
-            "--pserver-lease-ms",
-            "2000",
-            "--trainer-lease-ms",
-            "3000",
-            "--task-timeout-min-ms",
-            "3000",
+        // Short leases, unless `master_args` names its own.
+        let defaults = [
+            ("--pserver-lease-ms", "2000"),
+            ("--trainer-lease-ms", "3000"),
+            ("--task-timeout-min-ms", "3000"),
         ];
+        let mut args: Vec<&str> = defaults
+            .iter()
+            .filter(|(flag, _)| !master_args.contains(flag))
+            .flat_map(|(flag, value)| [*flag, *value])
+            .collect();
         args.extend(master_args);
         let masters = MasterGroup::start_with_env(master_count, &args, master_envs);
         let mut pservers = PServerProcesses::new(&masters.addrs, dir, pserver_count);

@@ -601,6 +601,23 @@ impl pb::master_service_server::MasterService for MasterRpc {
         }
     }
 
+    /// A trainer's planned leave: the same command the leader proposes when its lease runs
+    /// out, so its tasks go back to the queue alike, only sooner.
+    async fn leave_job(
+        &self,
+        request: tonic::Request<pb::LeaveJobRequest>,
+    ) -> Reply<pb::LeaveJobReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        let command = for_job(&request.job, Command::TrainerLost { trainer: request.trainer_id });
+        let requeued = match self.propose(Some(client), command).await? {
+            Response::TrainerRemoved { requeued } => requeued.len() as u64,
+            Response::UnknownTrainer => 0,
+            other => return Err(unexpected("LeaveJob", other)),
+        };
+        Ok(tonic::Response::new(pb::LeaveJobReply { requeued }))
+    }
+
     /// A holder's planned release: the same command the leader proposes when a lease runs
     /// out, so a restore waiting for the slot and the table's watchers see it alike.
     async fn release_p_server_slot(

@@ -79,7 +79,8 @@ fn bad_data_is_refused_naming_where() {
 
 /// Bytes this trainer cannot reach are its own fault (`Local`); bytes that are there but wrong
 /// are the data's (`Content`): a truncated or missing file, or a header that no longer matches
-/// the master's record, against a flipped payload byte or a record the model refuses.
+/// the master's record, against a flipped payload byte or a record wrong in itself; a record
+/// beyond this trainer's model is its own too.
 #[test]
 fn read_errors_say_whose_fault_they_are() {
     let temp = tempfile::tempdir().expect("temp");
@@ -108,10 +109,21 @@ fn read_errors_say_whose_fault_they_are() {
         let error = read_task(&MODEL, &task, 8).expect_err(name);
         assert_eq!(error.fault(), want, "{name}: {error}");
     }
-    let bad_record = vec![example(vec![1.0], 0.0)];
-    let (_, chunks) = dataset(temp.path(), &bad_record);
-    let error = read_task(&MODEL, &chunks, 8).expect_err("refused");
-    assert_eq!(error.fault(), Fault::Content, "{error}");
+    // Records wrong in themselves are the data's; records beyond the model (another feature
+    // count, a label at or above its classes) are this trainer's: its model does not fit.
+    let records = [
+        ("a NaN feature", example(vec![f32::NAN, 1.0], 0.0), Fault::Content),
+        ("a negative label", example(vec![1.0, 1.0], -1.0), Fault::Content),
+        ("a fractional label", example(vec![1.0, 1.0], 1.5), Fault::Content),
+        ("one feature for a model of two", example(vec![1.0], 0.0), Fault::Local),
+        ("label 3 for a model of 3 classes", example(vec![1.0, 1.0], 3.0), Fault::Local),
+    ];
+    for (name, record, want) in records {
+        let (_, chunks) = dataset(temp.path(), &[record]);
+        let error = read_task(&MODEL, &chunks, 8).expect_err(name);
+        assert_eq!(error.fault(), want, "{name}: {error}");
+        assert_eq!(error.is_model_mismatch(), want == Fault::Local, "{name}: {error}");
+    }
 }
 
 /// A case of `read_errors_say_whose_fault_they_are`.

@@ -1,0 +1,51 @@
+//! A trainer stopped with SIGTERM while it cannot finish its task (its pserver hangs) leaves
+//! its job: the task goes back to the queue at once, not when the trainer's lease ends.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::training::{synth, SOFTMAX};
+use crate::training_job::TrainingJob;
+
+/// Leases of a minute: the task can come back within the test only by the leave.
+const LONG_LEASES: [&str; 4] = ["--trainer-lease-ms", "60000", "--task-timeout-min-ms", "60000"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigtermed_trainer_gives_its_task_back_at_once() {
+    let dir = tempfile::tempdir().expect("temp");
+    let (train, _eval) = synth(dir.path(), "blobs", "3000", "2.5");
+    let mut args = vec!["--dataset", &train, "--features", "8"];
+    args.extend(SOFTMAX);
+    let mut job = TrainingJob::start_with(1, 1, dir.path(), &LONG_LEASES, &args);
+    let trainer = job.spawn_trainer();
+    let status = wait_for(&job, |status| status.done >= 2, "tasks done").await;
+    assert_eq!(status.trainers.len(), 1, "{status:?}");
+
+    tracing::info!("--- the pserver hangs, so the trainer's task cannot end; SIGTERM");
+    job.pservers.signal(0, Signal::SIGSTOP);
+    wait_for(&job, |status| status.pending == 1, "a task held").await;
+    job.signal_trainer(trainer, Signal::SIGTERM);
+    let (exit, log) = job.wait_trainer(trainer, Duration::from_secs(30));
+    assert!(exit.success(), "a stopped trainer exits 0\n{log}");
+    assert!(log.contains("left the job requeued=1"), "it gave its task back:\n{log}");
+    let status = wait_for(&job, |status| status.pending == 0, "the task back in the queue").await;
+    assert!(status.trainers.is_empty(), "the trainer is gone from the job: {status:?}");
+    job.pservers.signal(0, Signal::SIGCONT);
+}
+
+/// Polls the job's status until `done` holds (at most 20 s, a third of the leases).
+async fn wait_for(
+    job: &TrainingJob,
+    done: impl Fn(&client::JobStatus) -> bool,
+    what: &str,
+) -> client::JobStatus {
+    for _ in 0..200 {
+        let status = job.masters.status().await;
+        if done(&status) {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("never {what}: {:?}\n{}", job.masters.status().await, job.logs());
+}
