@@ -58,7 +58,8 @@ async fn wait_for(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_leave_costs_a_live_trainer_its_task_not_the_job() {
     let dir = tempfile::tempdir().expect("temp");
-    let (train, _eval) = synth(dir.path(), "blobs", "3000", "2.5");
+    // Long enough (about 80 tasks a pass) that the leave lands well before the job ends.
+    let (train, _eval) = synth(dir.path(), "blobs", "30000", "2.5");
     let mut args = vec!["--dataset", &train, "--features", "8"];
     args.extend(SOFTMAX);
     let mut job = TrainingJob::start_with(1, 1, dir.path(), &LONG_LEASES, &args);
