@@ -134,6 +134,21 @@ impl MasterGroup {
         self.processes.log_path(index).to_path_buf()
     }
 
+    /// The address replica `index` serves metrics and the dashboard on, as it logged it once
+    /// bound: a test passes `--metrics-listen 127.0.0.1:0` rather than a port it picked, which
+    /// another process could take before the replica binds it.
+    pub async fn metrics_addr(&self, index: usize) -> String {
+        const BOUND: &str = "metrics served at http://";
+        for _ in 0..300 {
+            let log = std::fs::read_to_string(self.log_path(index)).unwrap_or_default();
+            if let Some(addr) = log.split(BOUND).nth(1).and_then(|rest| rest.split('/').next()) {
+                return addr.to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("replica {index} never logged its metrics address\n{}", self.logs());
+    }
+
     /// Every replica's log, for a failing test's message.
     pub fn logs(&self) -> String {
         (0..self.addrs.len())
