@@ -5,6 +5,7 @@
 use client::JobStatus;
 use client::{ClientOptions, MasterClient};
 use proto::master::master_service_client::MasterServiceClient;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 use supervisor::ProcessGroup;
@@ -207,7 +208,18 @@ impl MasterGroup {
 }
 
 /// A loopback address nothing listens on right now (the kernel picked a free port).
+///
+/// Never the same port twice in this test process: the kernel may hand a port just released
+/// back to the next `bind(0)`, and two replicas (or a replica's gRPC and another's metrics
+/// port) given one port broke a full run twice ("127.0.0.1:35917,127.0.0.1:42337,127.0.0.1:35917").
 pub fn free_loopback_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    listener.local_addr().expect("a bound listener has an address").to_string()
+    static GIVEN: std::sync::Mutex<BTreeSet<u16>> = std::sync::Mutex::new(BTreeSet::new());
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let addr = listener.local_addr().expect("a bound listener has an address");
+        let mut given = GIVEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if given.insert(addr.port()) {
+            return addr.to_string();
+        }
+    }
 }
