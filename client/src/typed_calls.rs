@@ -153,8 +153,7 @@ impl MasterClient {
         step: u64,
     ) -> Result<SlotHeartbeat, ClientError> {
         let timeout = self.rpc_timeout();
-        let (index, generation, secret) =
-            (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()));
+        let (index, generation, secret) = holder(lease);
         let reply = self
             .call("PServerHeartbeat", |mut service| {
                 let request = pb::PServerHeartbeatRequest {
@@ -204,8 +203,7 @@ impl MasterClient {
         restore: u64,
     ) -> Result<(), ClientError> {
         let timeout = self.rpc_timeout();
-        let (index, generation, secret) =
-            (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()));
+        let (index, generation, secret) = holder(lease);
         self.write("ReportReloaded", |mut service, stamp| {
             let request = pb::ReportReloadedRequest {
                 stamp: Some(stamp),
@@ -239,8 +237,7 @@ impl MasterClient {
     /// was still held under the lease's generation and is free now.
     pub async fn release_slot(&self, lease: &SlotLease) -> Result<bool, ClientError> {
         let timeout = self.rpc_timeout();
-        let (index, generation, secret) =
-            (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()));
+        let (index, generation, secret) = holder(lease);
         let reply = self
             .write("ReleasePServerSlot", |mut service, stamp| {
                 let request = pb::ReleasePServerSlotRequest {
@@ -264,8 +261,7 @@ impl MasterClient {
         for_progress: u64,
     ) -> Result<CheckpointRecorded, ClientError> {
         let timeout = self.rpc_timeout();
-        let (index, generation, secret) =
-            (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()));
+        let (index, generation, secret) = holder(lease);
         let reply = self
             .write("RecordCheckpoint", |mut service, stamp| {
                 let request = pb::RecordCheckpointRequest {
@@ -428,4 +424,9 @@ fn task_reported(call: &'static str, reply: &pb::TaskReportReply) -> Result<bool
         true => Err(ClientError::JobCancelled { call }),
         false => Ok(reply.accepted),
     }
+}
+
+/// What every holder's call carries of its claim: slot, generation and secret.
+fn holder(lease: &SlotLease) -> (u32, u64, Bytes) {
+    (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()))
 }

@@ -95,8 +95,8 @@ def test_children_forked_while_the_parent_is_busy_answer_their_first_call(master
     busy (heartbeats, status reads on fresh connections: its threads park and wake all the time), each
     making its own client and reporting the dataset: every child answers. Before tokio was built
     without parking_lot, a child could inherit the parking table's lock held by a parent thread
-    and hang in its first call (about one fork in 100 to 300 here; once in CI, as a DataLoader
-    worker)."""
+    and hang in its first call (twice in 400 forks of a stress run; once in CI, as a DataLoader
+    worker). A stress, not a sure trap: four runs of it against the old build did not hang."""
     write_blobs(tmp_path / "train.recordio", 50, seed=5, max_chunk_bytes=1000)
     records = str(tmp_path / "train.recordio")
     raftrain.TaskClient(masters.masters, name="submitter").report_dataset(records, passes=1)

@@ -257,6 +257,15 @@ async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> 
     }
     drop(masters);
     let anchor = etcd_failovers(args, root).await?;
+    Ok(failover_table(args, &measured, anchor.as_deref()))
+}
+
+/// raftrain's failover times per take-down, with etcd's beside them when the anchor ran.
+fn failover_table(
+    args: &MasterBenchArgs,
+    measured: &[(TakeDown, Vec<Duration>)],
+    anchor: Option<&[Vec<Duration>]>,
+) -> Table {
     let mut table = Table::new(&[
         "take-down",
         "failovers",
@@ -268,7 +277,7 @@ async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> 
         "etcd p99 ms",
     ]);
     for (index, (take_down, times)) in measured.iter().enumerate() {
-        let etcd = anchor.as_ref().map(|anchor| &anchor[index]);
+        let etcd = anchor.map(|anchor| &anchor[index]);
         let etcd_ms =
             |quantile| etcd.map_or("-".into(), |times| ms(percentile_ms(times, quantile)));
         table.row(vec![
@@ -282,7 +291,7 @@ async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> 
             etcd_ms(0.99),
         ]);
     }
-    Ok(table)
+    table
 }
 
 /// The same take-downs of an etcd group's leader, when the anchor runs: per take-down, the

@@ -11,7 +11,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::headless_browser::{HeadlessBrowser, Look};
-use crate::master_group::free_loopback_addr;
 use crate::training::synth;
 use crate::training_job::TrainingJob;
 
@@ -25,9 +24,8 @@ async fn the_dashboard_follows_a_job_through_a_leader_kill() {
     let dir = logs_dir();
     let mut browser = HeadlessBrowser::find(&dir);
     let (train, eval) = synth(&dir, "blobs", "8000", "2.5");
-    let metrics: Vec<String> = (0..3).map(|_| free_loopback_addr()).collect();
     let envs: Vec<(usize, &str, &str)> =
-        (0..3).map(|index| (index, "RAFTRAIN_METRICS_LISTEN", metrics[index].as_str())).collect();
+        (0..3).map(|index| (index, "RAFTRAIN_METRICS_LISTEN", "127.0.0.1:0")).collect();
     let passes = PASSES.to_string();
     let trainer_args = [
         ["--dataset", &train, "--eval-dataset", &eval, "--push-every", "1"].as_slice(),
@@ -46,7 +44,7 @@ async fn the_dashboard_follows_a_job_through_a_leader_kill() {
     let evaluated = wait_for_evaluations(&job, 1).await;
     let leader = job.masters.leader_index().await;
     let watched = (leader + 1) % 3;
-    let url = format!("http://{}/", metrics[watched]);
+    let url = format!("http://{}/", job.masters.metrics_addr(watched).await);
     // The watched master records what its replica applied once a second: a look or two may
     // come before it saw the evaluation.
     let before = look_until(&mut browser, &url, |look| {

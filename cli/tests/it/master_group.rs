@@ -5,6 +5,7 @@
 use client::JobStatus;
 use client::{ClientOptions, MasterClient};
 use proto::master::master_service_client::MasterServiceClient;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 use supervisor::ProcessGroup;
@@ -134,6 +135,21 @@ impl MasterGroup {
         self.processes.log_path(index).to_path_buf()
     }
 
+    /// The address replica `index` serves metrics and the dashboard on, as it logged it once
+    /// bound: a test passes `--metrics-listen 127.0.0.1:0` rather than a port it picked, which
+    /// another process could take before the replica binds it.
+    pub async fn metrics_addr(&self, index: usize) -> String {
+        const BOUND: &str = "metrics served at http://";
+        for _ in 0..300 {
+            let log = std::fs::read_to_string(self.log_path(index)).unwrap_or_default();
+            if let Some(addr) = log.split(BOUND).nth(1).and_then(|rest| rest.split('/').next()) {
+                return addr.to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("replica {index} never logged its metrics address\n{}", self.logs());
+    }
+
     /// Every replica's log, for a failing test's message.
     pub fn logs(&self) -> String {
         (0..self.addrs.len())
@@ -192,7 +208,18 @@ impl MasterGroup {
 }
 
 /// A loopback address nothing listens on right now (the kernel picked a free port).
+///
+/// Never the same port twice in this test process: the kernel may hand a port just released
+/// back to the next `bind(0)`, and two replicas (or a replica's gRPC and another's metrics
+/// port) given one port broke a full run twice ("127.0.0.1:35917,127.0.0.1:42337,127.0.0.1:35917").
 pub fn free_loopback_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    listener.local_addr().expect("a bound listener has an address").to_string()
+    static GIVEN: std::sync::Mutex<BTreeSet<u16>> = std::sync::Mutex::new(BTreeSet::new());
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let addr = listener.local_addr().expect("a bound listener has an address");
+        let mut given = GIVEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if given.insert(addr.port()) {
+            return addr.to_string();
+        }
+    }
 }

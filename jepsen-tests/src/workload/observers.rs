@@ -86,23 +86,30 @@ fn snapshot(reply: &client::JobStatus) -> StatusSnapshot {
     }
 }
 
-/// Each master's own applied index and state digest, recorded.
-pub async fn read_digests(history: &History, masters: &[String]) -> anyhow::Result<()> {
+/// Each master's own applied index and state digest, recorded; returns the applied indexes
+/// read (`None` for a master that did not answer).
+
+pub async fn read_digests(
+    history: &History,
+    masters: &[String],
+) -> anyhow::Result<Vec<Option<u64>>> {
     let client = client(masters, Duration::from_secs(2))?;
+    let mut indexes = Vec::new();
     for (index, addr) in masters.iter().enumerate() {
         let f = Operation::Digest { master: index as u64 + 1 };
-        history
+        let (_, applied) = history
             .call(DIGEST_PROCESS, f, async {
                 match client.member_digest(addr).await {
                     Ok((applied_index, digest)) => {
-                        (OpKind::Ok, Value::Digest { applied_index, digest }, ())
+                        (OpKind::Ok, Value::Digest { applied_index, digest }, Some(applied_index))
                     }
-                    Err(error) => (kind_of(&error), error_value(&error), ()),
+                    Err(error) => (kind_of(&error), error_value(&error), None),
                 }
             })
             .await;
+        indexes.push(applied);
     }
-    Ok(())
+    Ok(indexes)
 }
 
 /// Asks every pserver what it serves, recording those that answer (a pserver answers only

@@ -4,7 +4,7 @@
 use super::lease_table::LeaseTable;
 use crate::clock::Clock;
 use crate::service::Proposer;
-use crate::state::{Command, JobRef};
+use crate::state::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -186,7 +186,7 @@ impl LeaderDuties {
         let Some(lost) = self.judge(term, &self.trainers, trainers, ack_age()) else { return };
         for (job, trainer) in lost {
             tracing::warn!(job, trainer, term, "trainer missed its lease; returning its tasks");
-            decide(proposer, term, in_job(job, Command::TrainerLost { trainer })).await;
+            decide(proposer, term, Command::in_job(job, Command::TrainerLost { trainer })).await;
         }
         let slots = proposer.node().read(|state| state.held_slots());
         let holders = slots.iter().map(|(job, index, holder)| (*job, *index, holder.generation));
@@ -199,11 +199,11 @@ impl LeaderDuties {
             }
             tracing::warn!(job, slot = index, %addr, generation, term, "pserver missed its lease; freeing its slot");
             let release = Command::ReleasePServerSlot { index, generation };
-            decide(proposer, term, in_job(job, release)).await;
+            decide(proposer, term, Command::in_job(job, release)).await;
         }
         let now_ms = proposer.now_ms();
         for job in proposer.node().read(|state| state.jobs_expired(now_ms)) {
-            decide(proposer, term, in_job(job, Command::ExpireTasks)).await;
+            decide(proposer, term, Command::in_job(job, Command::ExpireTasks)).await;
         }
         let retention_ms = self.job_retention.as_millis() as u64;
         for job in proposer.node().read(|state| state.state().jobs_past_retention(retention_ms)) {
@@ -297,10 +297,6 @@ async fn decide(proposer: &Proposer, term: u64, command: Command) {
 }
 
 /// `command` for job `job`, named by id: a decision never reaches a newer job of its name.
-fn in_job(job: u64, command: Command) -> Command {
-    Command::InJob { job: JobRef::Id(job), command: Box::new(command) }
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // The tables stay consistent whatever panicked while holding them: every method leaves
     // them whole.

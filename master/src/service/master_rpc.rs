@@ -16,7 +16,7 @@ use crate::dataset_scan::{DataRoot, ScanLimits};
 use crate::leader::LeaderDuties;
 use crate::replicated_state::ReplicatedState;
 use crate::state::{
-    check_pserver_addr, ClientStamp, Command, Fault, JobRef, QueuePolicy, Response, SlotSecret,
+    check_pserver_addr, ClientStamp, Command, Fault, QueuePolicy, Response, SlotSecret,
     FAILURE_REASON_BYTES_MAX,
 };
 use consensus::ConsensusNode;
@@ -441,7 +441,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
             0 => Command::RecordCheckpoint { index, generation, meta },
             progress => Command::TagSlotCheckpoint { index, generation, progress, meta },
         };
-        let command = Command::InJob { job: JobRef::Id(job), command: Box::new(command) };
+        let command = Command::in_job(job, command);
         let recorded = match self.propose(Some(client), command).await? {
             Response::Accepted => true,
             Response::Stale => false,
@@ -592,7 +592,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let slot = (index, request.generation, request.secret.as_ref());
         let (job, generation) = self.checked_holder("ReportReloaded", &request.job, slot).await?;
         let command = Command::SlotReloaded { index, generation, restore: request.restore };
-        let command = Command::InJob { job: JobRef::Id(job), command: Box::new(command) };
+        let command = Command::in_job(job, command);
         match self.propose(Some(client), command).await? {
             Response::Accepted | Response::Stale | Response::ProgressRestored { .. } => {
                 Ok(tonic::Response::new(pb::ReportReloadedReply {}))
@@ -631,7 +631,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         let (job, generation) =
             self.checked_holder("ReleasePServerSlot", &request.job, slot).await?;
         let command = Command::ReleasePServerSlot { index, generation };
-        let command = Command::InJob { job: JobRef::Id(job), command: Box::new(command) };
+        let command = Command::in_job(job, command);
         let released = match self.propose(Some(client), command).await? {
             Response::Accepted => true,
             Response::SlotNotHeld => false,

@@ -101,6 +101,11 @@ pub enum JobRef {
 }
 
 impl Command {
+    /// `command` for the job of id `job` (how the leader and holder-checked calls name it).
+    pub fn in_job(job: u64, command: Command) -> Command {
+        Command::InJob { job: JobRef::Id(job), command: Box::new(command) }
+    }
+
     /// The job a command names (`None`: sent without an envelope, for the only job) and the
     /// command itself, out of its `InJob` envelope: what checkers that read the log look at.
     pub fn scoped(&self) -> (Option<&JobRef>, &Command) {
