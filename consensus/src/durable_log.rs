@@ -155,6 +155,27 @@ impl DurableWatch {
             raised.await;
         }
     }
+
+    /// Resolves with why once a flush failed (the node must stop: nothing more becomes durable,
+    /// and the leader's own entries, acknowledged early, cannot be reported failed to
+    /// openraft); `None` if the log closed first.
+    pub async fn failure(&self) -> Option<String> {
+        loop {
+            let raised = self.shared.raised.notified();
+            let mut raised = std::pin::pin!(raised);
+            raised.as_mut().enable();
+            {
+                let state = self.shared.lock();
+                if let Some(reason) = &state.failure {
+                    return Some(reason.clone());
+                }
+                if state.closed {
+                    return None;
+                }
+            }
+            raised.await;
+        }
+    }
 }
 
 /// Whether an append of `entries` may be acknowledged before it is durable: only when they are
@@ -234,6 +255,26 @@ mod tests {
         durable.failed("disk gone".to_string());
         assert!(watch.covers(log_id(2, 7)).await.is_err());
         assert!(watch.covers(log_id(2, 6)).await.is_err(), "after a failed flush, nothing is");
+    }
+
+    /// `failure` waits through successful flushes and answers the first failure's reason; a
+    /// store that closes without one answers `None`.
+    #[tokio::test]
+    async fn failure_resolves_only_on_a_failed_flush() {
+        let durable = DurableLog::new(None);
+        let failing = tokio::spawn({
+            let watch = durable.watch();
+            async move { watch.failure().await }
+        });
+        durable.flushed(log_id(2, 5));
+        tokio::task::yield_now().await;
+        assert!(!failing.is_finished(), "a successful flush is no failure");
+        durable.failed("EIO".to_string());
+        assert_eq!(failing.await.expect("the task runs"), Some("EIO".to_string()));
+        let closed = DurableLog::new(None);
+        let watch = closed.watch();
+        drop(closed);
+        assert_eq!(watch.failure().await, None);
     }
 
     /// When the store closes (every writer dropped), a waiter short of its entry is told so,

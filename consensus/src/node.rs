@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::batcher::{forward_to_leader, Batcher};
 use crate::cluster_info::ClusterInfo;
 use crate::durable_commits::DurableCommits;
+use crate::durable_log::DurableWatch;
 use crate::election_timer::{self, ElectionSwitches, ElectionTiming};
 use crate::error::ShutdownError;
 use crate::grpc_handoff::GrpcHandoff;
@@ -172,12 +173,14 @@ impl<S: StateMachine> ConsensusNode<S> {
         // The gates that let the leader replicate while it flushes (see `durable_log`).
         state_machine.apply_when_durable(log_store.durable());
         let network = DurableCommits::new(network, log_store.durable());
+        let failed_flush = log_store.durable();
         let raft_config =
             config.raft_config().validate().map_err(|error| StartError::Raft(error.to_string()))?;
         let raft =
             Raft::new(config.id, Arc::new(raft_config), network, log_store, state_machine.clone())
                 .await
                 .map_err(|error| StartError::Raft(error.to_string()))?;
+        tokio::spawn(stop_on_failed_flush(failed_flush, raft.clone()));
         Ok((raft, state_machine))
     }
 
@@ -443,6 +446,20 @@ impl<S: StateMachine> ConsensusNode<S> {
             .map_err(|error| ShutdownError { reason: error.to_string() })?;
         let closed = self.inner.log_store_closed.wait(CLOSE_TIMEOUT).await;
         closed.map_err(|reason| ShutdownError { reason })
+    }
+}
+
+/// Stops the Raft core once a flush of its log failed. A follower's failed append already
+/// stops it (openraft gets the error), but the leader's own entries were acknowledged before
+/// their flush (`durable_log`): openraft would go on leading, every AppendEntries refused by
+/// the durability gate, and never commit again. Stopped, the core reports it
+/// (`Node::core_stopped`), and the server exits for its supervisor to restart it on what its
+/// disk holds.
+async fn stop_on_failed_flush(durable: DurableWatch, raft: Raft) {
+    let Some(reason) = durable.failure().await else { return };
+    tracing::error!(%reason, "a flush of the Raft log failed: stopping the Raft core");
+    if let Err(error) = raft.shutdown().await {
+        tracing::error!(%error, "the Raft core did not stop cleanly");
     }
 }
 

@@ -254,6 +254,17 @@ impl Cluster {
         Ok(())
     }
 
+    /// The leader's disk fails its next flush (an fsync returning EIO). Whether there was a
+    /// leader to fail.
+    pub fn fail_leader_flush(&self) -> bool {
+        let Some(leader) = self.leader().map(|leader| leader.id) else { return false };
+        let Some(disk) = self.disk(leader) else { return false };
+        self.trace.record(format!("node {leader}'s disk fails its next flush"));
+        self.trace.tally("failed flush");
+        disk.fail_next_flush();
+        true
+    }
+
     /// Running nodes, by id.
     pub fn running(&self) -> Vec<RunningNode> {
         self.running.values().cloned().collect()

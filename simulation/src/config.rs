@@ -76,6 +76,10 @@ pub struct SimulationConfig {
     /// Of the crashes the fault injector draws, this percentage are graceful stops instead
     /// (SIGTERM: a leader hands leadership off before it exits).
     pub graceful_stop_percent: u64,
+    /// At this time of the fault phase (simulated ms), the leader's disk fails its next flush
+    /// with an I/O error (off unless set: it is not in the drawn faults, so no seed's
+    /// schedule changes with it).
+    pub flush_failure_at_ms: Option<u64>,
     /// Trace every applied command and its answer (to read a failing seed).
     pub verbose: bool,
     /// How many of the trace's last lines a report keeps.
@@ -110,6 +114,7 @@ impl SimulationConfig {
             healed_call_ms_max: 5_000,
             bugs: PlantedBugs::default(),
             graceful_stop_percent: GRACEFUL_STOP_PERCENT_DEFAULT,
+            flush_failure_at_ms: None,
             verbose: false,
             trace_lines: crate::trace::TAIL_LINES_DEFAULT,
         }
@@ -118,6 +123,12 @@ impl SimulationConfig {
     /// The same run with `bugs` planted.
     pub fn with_bugs(mut self, bugs: PlantedBugs) -> Self {
         self.bugs = bugs;
+        self
+    }
+
+    /// The same run, with the leader's disk failing one flush `at_ms` into the fault phase.
+    pub fn with_flush_failure_at(mut self, at_ms: u64) -> Self {
+        self.flush_failure_at_ms = Some(at_ms);
         self
     }
 

@@ -110,11 +110,37 @@ struct DiskState {
     snapshots: Vec<SnapshotFile>,
     /// Snapshot writes begun and not finished (a crash loses them).
     snapshot_writes_in_flight: u64,
+    /// Flushes still to fail with an I/O error (a fault), each leaving its writes unflushed.
+    failing_flushes: u64,
 }
 
 /// A write made by a process that crashed since: its store must stop.
 #[derive(Debug)]
 pub struct ProcessCrashed;
+
+/// Why a flush did not make its writes durable.
+#[derive(Debug)]
+pub enum FlushError {
+    /// The process crashed since it issued the writes.
+    Crashed,
+    /// The disk reported an I/O error (a fault): the writes are not durable.
+    Failed,
+}
+
+impl std::fmt::Display for FlushError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            Self::Crashed => "the process crashed before the flush",
+            Self::Failed => "the disk reported an I/O error on the flush",
+        })
+    }
+}
+
+impl From<ProcessCrashed> for FlushError {
+    fn from(_crashed: ProcessCrashed) -> Self {
+        Self::Crashed
+    }
+}
 
 impl SimDisk {
     fn state(&self) -> MutexGuard<'_, DiskState> {
@@ -263,12 +289,22 @@ impl SimDisk {
         self.state().snapshot_writes_in_flight > 0
     }
 
+    /// The next flush fails with an I/O error and makes nothing durable (as an fsync that
+    /// returns EIO: the process can no longer know what reached the disk and must stop).
+    pub fn fail_next_flush(&self) {
+        self.state().failing_flushes += 1;
+    }
+
     /// Makes every write up to `sequence` durable, as an fsync does: in order, all or nothing
     /// per write.
-    pub fn flush(&self, generation: u64, sequence: u64) -> Result<(), ProcessCrashed> {
+    pub fn flush(&self, generation: u64, sequence: u64) -> Result<(), FlushError> {
         let mut state = self.state();
         if state.generation != generation {
-            return Err(ProcessCrashed);
+            return Err(FlushError::Crashed);
+        }
+        if state.failing_flushes > 0 {
+            state.failing_flushes -= 1;
+            return Err(FlushError::Failed);
         }
         while state.unflushed.front().is_some_and(|(pending, _)| *pending <= sequence) {
             let Some((_, write)) = state.unflushed.pop_front() else { break };
@@ -301,6 +337,21 @@ mod tests {
         Entry { log_id, payload: EntryPayload::Blank }
     }
 
+    /// A failed flush makes nothing durable and the next one flushes what it left.
+    #[test]
+    fn a_failed_flush_leaves_its_writes_unflushed() -> Result<(), ProcessCrashed> {
+        let disk = SimDisk::default();
+        let generation = disk.generation();
+        let first = disk.append(generation, vec![entry(1)])?;
+        disk.fail_next_flush();
+        assert!(matches!(disk.flush(generation, first), Err(FlushError::Failed)));
+        let second = disk.append(generation, vec![entry(2)])?;
+        disk.flush(generation, second).map_err(|_failed| ProcessCrashed)?;
+        assert_eq!(disk.crash(), 0, "the second flush covered both entries");
+        assert_eq!(disk.summary().keys().copied().collect::<Vec<_>>(), [1, 2]);
+        Ok(())
+    }
+
     /// A crash keeps exactly the flushed writes, and the crashed process can neither read nor
     /// write any more.
     #[test]
@@ -309,7 +360,7 @@ mod tests {
         let generation = disk.generation();
         let flushed = disk.append(generation, vec![entry(1), entry(2)])?;
         disk.save_vote(generation, Vote::new(1, 1))?;
-        disk.flush(generation, flushed)?;
+        disk.flush(generation, flushed).map_err(|_failed| ProcessCrashed)?;
         disk.append(generation, vec![entry(3)])?;
         disk.truncate(generation, 2)?;
         assert_eq!(disk.summary().keys().copied().collect::<Vec<_>>(), [1]);

@@ -57,7 +57,7 @@ impl Flusher {
                 disk.usable().await;
                 let result = disk
                     .flush(generation, request.sequence)
-                    .map_err(|_crashed| io::Error::other("the process crashed before the flush"));
+                    .map_err(|error| io::Error::other(error.to_string()));
                 publish(&durable, &result, &request.waiter);
                 match request.waiter {
                     FlushWaiter::Append(callback, _) => callback.log_io_completed(result),

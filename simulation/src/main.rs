@@ -43,6 +43,10 @@ struct Args {
     /// seeds found before runs had two did). (Default: drawn per seed.)
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
     jobs: Option<u8>,
+    /// Make the leader's disk fail one flush (an I/O error) this far into the fault phase
+    /// (simulated milliseconds; the first moment there is a leader from then on).
+    #[arg(long, value_name = "MS")]
+    flush_failure_at_ms: Option<u64>,
 }
 
 impl Args {
@@ -54,6 +58,7 @@ impl Args {
         };
         SimulationConfig {
             fault_phase_ms: self.fault_phase_ms.unwrap_or(config.fault_phase_ms),
+            flush_failure_at_ms: self.flush_failure_at_ms.or(config.flush_failure_at_ms),
             ..config
         }
     }

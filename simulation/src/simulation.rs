@@ -223,11 +223,17 @@ impl Run {
         );
         let step_ms = self.config.step_ms.max(1);
         let mut elapsed_ms = 0;
+        let mut flush_failed = false;
         while elapsed_ms < self.config.fault_phase_ms {
             tokio::time::sleep(Duration::from_millis(step_ms)).await;
             elapsed_ms += step_ms;
             if elapsed_ms.is_multiple_of(self.config.fault_interval_ms.max(1)) {
                 nemesis.act(&mut self.cluster).await?;
+            }
+            let flush_fails_now =
+                self.config.flush_failure_at_ms.is_some_and(|at| elapsed_ms >= at);
+            if flush_fails_now && !flush_failed {
+                flush_failed = self.cluster.fail_leader_flush();
             }
             self.cluster.restart_stopped_cores().await?;
             if let Err(violation) = self.step() {
