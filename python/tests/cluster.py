@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import itertools
 import os
 import signal
 import socket
@@ -37,11 +38,40 @@ def binary() -> str:
     return path
 
 
+#: The lowest port free_addr picks, and the ports it handed out so far in this process.
+_PICKED_PORT_LOW = 15_000
+_picked = itertools.count()
+
+
+def _ephemeral_port_low() -> int:
+    """The first port of the kernel's ephemeral range (what bind(0) and connections use)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            return int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_addr() -> str:
-    """A loopback address nothing listens on right now (the kernel picked the port)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{sock.getsockname()[1]}"
+    """A loopback address nothing listens on right now.
+
+    Picked below the kernel's ephemeral range, one port after another from an offset drawn
+    from the process id, never twice in this process: a port picked with bind(0) and released
+    can be taken again (by the next bind(0), or as an outgoing connection's local port) before
+    the child given it binds it; below the range only an explicit bind can take it.
+    """
+    low = _PICKED_PORT_LOW
+    span = max(_ephemeral_port_low(), low + 1000) - low
+    offset = os.getpid() * 7919 % span
+    for _ in range(span):
+        port = low + (offset + next(_picked)) % span
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return f"127.0.0.1:{port}"
+    raise RuntimeError(f"no free loopback port in {low}..{low + span}")
 
 
 #: prctl(2)'s option that makes the kernel signal a child when its parent dies.

@@ -88,7 +88,6 @@ fn snapshot(reply: &client::JobStatus) -> StatusSnapshot {
 
 /// Each master's own applied index and state digest, recorded; returns the applied indexes
 /// read (`None` for a master that did not answer).
-
 pub async fn read_digests(
     history: &History,
     masters: &[String],
