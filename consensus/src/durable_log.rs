@@ -156,6 +156,11 @@ impl DurableWatch {
         }
     }
 
+    /// Why a flush failed, if one did.
+    pub fn failure_now(&self) -> Option<String> {
+        self.shared.lock().failure.clone()
+    }
+
     /// Resolves with why once a flush failed (the node must stop: nothing more becomes durable,
     /// and the leader's own entries, acknowledged early, cannot be reported failed to
     /// openraft); `None` if the log closed first.
@@ -269,8 +274,10 @@ mod tests {
         durable.flushed(log_id(2, 5));
         tokio::task::yield_now().await;
         assert!(!failing.is_finished(), "a successful flush is no failure");
+        assert_eq!(durable.watch().failure_now(), None);
         durable.failed("EIO".to_string());
         assert_eq!(failing.await.expect("the task runs"), Some("EIO".to_string()));
+        assert_eq!(durable.watch().failure_now(), Some("EIO".to_string()));
         let closed = DurableLog::new(None);
         let watch = closed.watch();
         drop(closed);

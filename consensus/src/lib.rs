@@ -49,6 +49,7 @@ mod batcher;
 mod cluster_info;
 mod codec;
 pub mod config;
+mod disk_room;
 mod durable_commits;
 pub mod durable_log;
 mod election_timer;

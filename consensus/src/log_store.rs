@@ -70,6 +70,8 @@ impl LogStore {
     /// Opens (or creates) the log in `dir`, checking that everything in it decodes.
     pub fn open(dir: &Path) -> Result<(Self, LogStoreClosed), StartError> {
         let failed = |reason: String| StartError::Storage { dir: dir.to_path_buf(), reason };
+        crate::disk_room::check_room(dir, crate::disk_room::LOG_OPEN_FREE_BYTES_MIN)
+            .map_err(failed)?;
         // sled's periodic flusher is off: every flush goes through the one flusher thread.
         let db = sled::Config::new()
             .path(dir)

@@ -60,6 +60,8 @@ struct Inner<S> {
     elections: Arc<AtomicBool>,
     /// When this node last became leader (seen from its metrics), while it leads.
     leading_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
+    /// How far the log is durable, or why it never will be (a failed flush stops the core).
+    durable: DurableWatch,
 }
 
 impl<S> Clone for ConsensusNode<S> {
@@ -109,9 +111,9 @@ impl<S: StateMachine> ConsensusNode<S> {
         };
         match started {
             Ok(raft) => {
-                let (raft, state_machine) = raft;
+                let (raft, state_machine, durable) = raft;
                 tracing::info!(node = config.id, dir = %config.data_dir.display(), "raft node started");
-                Ok(Self::assemble(config, raft, state_machine, log_closed))
+                Ok(Self::assemble(config, raft, state_machine, log_closed, durable))
             }
             Err(error) => {
                 // The store is dropped by now; wait for its files to close so that a caller
@@ -130,6 +132,7 @@ impl<S: StateMachine> ConsensusNode<S> {
         raft: Raft,
         state_machine: StateMachineStore<S>,
         log_store_closed: LogStoreClosed,
+        durable: DurableWatch,
     ) -> Self {
         let leaving = Arc::new(AtomicBool::new(false));
         let successor = Arc::new(Successor::default());
@@ -157,6 +160,7 @@ impl<S: StateMachine> ConsensusNode<S> {
             successor,
             elections,
             leading_since,
+            durable,
         };
         Self { inner: Arc::new(inner) }
     }
@@ -166,22 +170,22 @@ impl<S: StateMachine> ConsensusNode<S> {
         state_machine: StateMachineStore<S>,
         network: N,
         mut log_store: L,
-    ) -> Result<(Raft, StateMachineStore<S>), StartError> {
+    ) -> Result<(Raft, StateMachineStore<S>, DurableWatch), StartError> {
         let record = BootstrapRecord { node_id: config.id, peers: config.peers.clone() };
         log_store.check_bootstrap(&record).await?;
         log_store.purge_behind(state_machine.durable_snapshots());
         // The gates that let the leader replicate while it flushes (see `durable_log`).
         state_machine.apply_when_durable(log_store.durable());
         let network = DurableCommits::new(network, log_store.durable());
-        let failed_flush = log_store.durable();
+        let durable = log_store.durable();
         let raft_config =
             config.raft_config().validate().map_err(|error| StartError::Raft(error.to_string()))?;
         let raft =
             Raft::new(config.id, Arc::new(raft_config), network, log_store, state_machine.clone())
                 .await
                 .map_err(|error| StartError::Raft(error.to_string()))?;
-        tokio::spawn(stop_on_failed_flush(failed_flush, raft.clone()));
-        Ok((raft, state_machine))
+        tokio::spawn(stop_on_failed_flush(durable.clone(), raft.clone()));
+        Ok((raft, state_machine, durable))
     }
 
     /// Static bootstrap: the lowest id of `peers` initializes the group with every peer as a
@@ -379,6 +383,9 @@ impl<S: StateMachine> ConsensusNode<S> {
     pub async fn core_stopped(&self) -> String {
         let mut metrics = self.inner.raft.metrics();
         let stopped = metrics.wait_for(|metrics| metrics.running_state.is_err()).await;
+        if let Some(reason) = self.inner.durable.failure_now() {
+            return format!("a flush of the Raft log failed: {reason}");
+        }
         match stopped {
             Ok(metrics) => match &metrics.running_state {
                 Err(fatal) => fatal.to_string(),
