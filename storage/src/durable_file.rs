@@ -1,7 +1,9 @@
 //! `DurableFile`: a file that appears whole or not at all. It is written under a temporary
 //! name, flushed and fsynced, renamed into place, and the directory fsynced, so a crash at any
-//! point leaves either the old state or the new file, never a torn one. Temporary files a crash
-//! left behind are removed with [`remove_temp_files`].
+//! point leaves either the old state or the new file, never a torn one. A file dropped before
+//! it is committed (a write that failed: a full disk) removes its temporary file, so failed
+//! attempts do not keep the space they took; temporary files a crash left behind are removed
+//! with [`remove_temp_files`].
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
@@ -18,7 +20,10 @@ pub struct DurableFile {
     dir: PathBuf,
     path: PathBuf,
     temp: PathBuf,
-    writer: BufWriter<File>,
+    /// `None` once [`DurableFile::commit`] or [`DurableFile::commit_new`] took it.
+    writer: Option<BufWriter<File>>,
+    /// Whether the temporary file is gone (renamed, linked or removed by a commit).
+    committed: bool,
 }
 
 impl DurableFile {
@@ -28,7 +33,8 @@ impl DurableFile {
         let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
         let file = File::create(&temp)?;
         let writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, file);
-        Ok(Self { dir: dir.to_path_buf(), path, temp, writer })
+        let writer = Some(writer);
+        Ok(Self { dir: dir.to_path_buf(), path, temp, writer, committed: false })
     }
 
     /// Where the file lands once committed.
@@ -37,13 +43,23 @@ impl DurableFile {
     }
 
     /// Flushes, fsyncs, renames into place and fsyncs the directory.
-    pub fn commit(self) -> io::Result<PathBuf> {
-        let file = self.writer.into_inner().map_err(|error| error.into_error())?;
-        file.sync_all()?;
-        drop(file);
+    pub fn commit(mut self) -> io::Result<PathBuf> {
+        self.sync_temp()?;
         fs::rename(&self.temp, &self.path)?;
+        self.committed = true;
         File::open(&self.dir)?.sync_all()?;
-        Ok(self.path)
+        Ok(self.path.clone())
+    }
+
+    /// Flushes the buffer and fsyncs the temporary file, closing it.
+    fn sync_temp(&mut self) -> io::Result<()> {
+        let writer = self.writer.take().ok_or_else(closed)?;
+        let file = writer.into_inner().map_err(|error| error.into_error())?;
+        file.sync_all()
+    }
+
+    fn writer(&mut self) -> io::Result<&mut BufWriter<File>> {
+        self.writer.as_mut().ok_or_else(closed)
     }
 }
 
@@ -52,31 +68,43 @@ impl DurableFile {
     /// that fails with `AlreadyExists` and removes the temporary file. The final name is a
     /// hard link made while the name is free (`link` fails if it is taken; `rename` would
     /// replace it), then the temporary name goes.
-    pub fn commit_new(self) -> io::Result<PathBuf> {
-        let file = self.writer.into_inner().map_err(|error| error.into_error())?;
-        file.sync_all()?;
-        drop(file);
-        if let Err(error) = fs::hard_link(&self.temp, &self.path) {
-            let _ = fs::remove_file(&self.temp);
-            return Err(error);
-        }
+    pub fn commit_new(mut self) -> io::Result<PathBuf> {
+        self.sync_temp()?;
+        // A failed link leaves the temporary file to `drop`, which removes it.
+        fs::hard_link(&self.temp, &self.path)?;
         fs::remove_file(&self.temp)?;
+        self.committed = true;
         File::open(&self.dir)?.sync_all()?;
-        Ok(self.path)
+        Ok(self.path.clone())
     }
+}
+
+impl Drop for DurableFile {
+    /// An uncommitted file's temporary file goes (a failed write's partial file would keep
+    /// the space it took, on a disk that is likely full).
+    fn drop(&mut self) {
+        if !self.committed {
+            drop(self.writer.take());
+            let _ = fs::remove_file(&self.temp);
+        }
+    }
+}
+
+fn closed() -> io::Error {
+    io::Error::other("the durable file was already committed")
 }
 
 impl Write for DurableFile {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.writer.write(bytes)
+        self.writer()?.write(bytes)
     }
 
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.writer.write_all(bytes)
+        self.writer()?.write_all(bytes)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.writer.flush()
+        self.writer()?.flush()
     }
 }
 
@@ -131,12 +159,36 @@ mod tests {
         let mut file = DurableFile::create(dir.path(), "a.bin").expect("create");
         file.write_all(b"half").expect("write");
         assert!(!dir.path().join("a.bin").exists(), "not visible before commit");
-        drop(file);
+        // A crash mid-write: the process dies and nothing runs.
+        std::mem::forget(file);
         let removed = remove_temp_files(dir.path(), "a").expect("clean");
         assert_eq!(removed, vec![dir.path().join("a.bin.tmp")]);
         let path = write_durably(dir.path(), "a.bin", b"whole").expect("write");
         assert_eq!(fs::read(path).expect("read"), b"whole");
         assert!(remove_temp_files(dir.path(), "a").expect("clean").is_empty());
+    }
+
+    /// A file dropped before its commit (its write failed) leaves nothing behind; a commit
+    /// that could not take its name (`commit_new`) neither.
+    #[test]
+    fn an_uncommitted_file_takes_its_temporary_file_with_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut file = DurableFile::create(dir.path(), "a.bin").expect("create");
+        file.write_all(b"half").expect("write");
+        drop(file);
+        assert_eq!(fs::read_dir(dir.path()).expect("list").count(), 0);
+        write_durably(dir.path(), "a.bin", b"first").expect("write");
+        let mut second = DurableFile::create(dir.path(), "a.bin").expect("create");
+        second.write_all(b"second").expect("write");
+        let taken = second.commit_new().expect_err("the name is taken");
+        assert_eq!(taken.kind(), io::ErrorKind::AlreadyExists);
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .expect("list")
+            .flatten()
+            .map(|item| item.file_name())
+            .collect();
+        assert_eq!(names, ["a.bin"]);
+        assert_eq!(fs::read(dir.path().join("a.bin")).expect("read"), b"first");
     }
 
     /// A temporary file written to recently (another writer's, in a shared directory) is
