@@ -13,6 +13,7 @@ use consensus::ConsensusNode;
 use proto::master as pb;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tonic::Status;
 
 /// The encoded chunk bytes one batch carries at most: far below the log's entry limit.
@@ -122,16 +123,24 @@ impl DatasetScanner {
         let _cancel_on_drop = CancelOnDrop(cancel.clone());
         let (root, limits) = (self.root.clone(), self.limits);
         let running = Running::start(&self.running);
-        let scan = tokio::task::spawn_blocking(move || {
+        let scan = move || {
             let _running = running;
             let result = work(root.as_deref(), &mut ScanBudget::new(limits, cancel));
             if matches!(result, Err(ScanError::Cancelled)) {
                 tracing::info!("dataset scan stopped: its request was dropped");
             }
             result
-        });
+        };
+        // On a current-thread runtime (the simulation's) the scan runs inline: a blocking
+        // thread finishes at a moment of the operating system's choosing, amid whatever the
+        // runtime is running then, so a simulated run would not replay (seed 5 with two jobs
+        // ran two schedules). Masters run a multi-thread runtime and scan on the blocking pool.
+        if Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread {
+            return scan();
+        }
         // A scan that panicked is a bug; the client learns only that the report failed.
-        scan.await.map_err(|error| ScanError::Interrupted { reason: error.to_string() })?
+        let scanned = tokio::task::spawn_blocking(scan).await;
+        scanned.map_err(|error| ScanError::Interrupted { reason: error.to_string() })?
     }
 
     #[cfg(test)]
