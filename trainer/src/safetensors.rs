@@ -18,8 +18,9 @@ use crate::model::Params;
 /// A saved model that does not read or write; names the file and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum SafetensorsError {
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    /// The I/O error is shown in the message, not chained as a source (printed once by `{:#}`).
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{}: {reason}", path.display())]
     Invalid { path: PathBuf, reason: String },
 }
@@ -55,7 +56,7 @@ pub fn write_safetensors(
     let dir =
         path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| invalid("not a file name".into()))?;
-    let io = |source| SafetensorsError::Io { path: path.to_path_buf(), source };
+    let io = |error| SafetensorsError::Io { path: path.to_path_buf(), error };
     let mut file =
         storage::durable_file::DurableFile::create(dir, &name.to_string_lossy()).map_err(io)?;
     file.write_all(&serialized).map_err(io)?;
@@ -74,7 +75,7 @@ pub struct SavedTensors {
 /// Reads a saved model; every tensor must be F32.
 pub fn read_safetensors(path: &Path) -> Result<SavedTensors, SafetensorsError> {
     let bytes = std::fs::read(path)
-        .map_err(|source| SafetensorsError::Io { path: path.to_path_buf(), source })?;
+        .map_err(|error| SafetensorsError::Io { path: path.to_path_buf(), error })?;
     let invalid = |reason: String| SafetensorsError::Invalid { path: path.to_path_buf(), reason };
     let (_, header) =
         SafeTensors::read_metadata(&bytes).map_err(|error| invalid(reason(&error)))?;

@@ -72,7 +72,7 @@ impl CheckpointDir {
             }
             match fs::remove_file(&path) {
                 Err(error) if error.kind() != io::ErrorKind::NotFound => {
-                    return Err(CheckpointError::Io { path, source: error })
+                    return Err(CheckpointError::Io { path, error })
                 }
                 _ => removed.push(path),
             }

@@ -6,8 +6,10 @@ use std::path::PathBuf;
 /// byte offset.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    /// The I/O error is shown in the message, not chained as a source, so a report of the
+    /// whole chain (`{:#}`) does not print it twice.
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{} at byte {offset}: {reason}", path.display())]
     Corrupt { path: PathBuf, offset: u64, reason: String },
     #[error("{}: {reason}", path.display())]
@@ -21,6 +23,6 @@ pub enum CheckpointError {
 
 impl CheckpointError {
     pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
-        move |source| Self::Io { path: path.to_path_buf(), source }
+        move |error| Self::Io { path: path.to_path_buf(), error }
     }
 }

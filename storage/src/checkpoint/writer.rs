@@ -98,7 +98,7 @@ impl CheckpointWriter {
         let path = self.file.path().to_path_buf();
         let path = self.file.commit_new().map_err(|source| match source.kind() {
             std::io::ErrorKind::AlreadyExists => CheckpointError::Exists { path: path.clone() },
-            _ => CheckpointError::Io { path: path.clone(), source },
+            _ => CheckpointError::Io { path: path.clone(), error: source },
         })?;
         Ok(WrittenCheckpoint { path, crc32, file_bytes })
     }
