@@ -460,8 +460,8 @@ impl<S: StateMachine> ConsensusNode<S> {
 /// stops it (openraft gets the error), but the leader's own entries were acknowledged before
 /// their flush (`durable_log`): openraft would go on leading, every AppendEntries refused by
 /// the durability gate, and never commit again. Stopped, the core reports it
-/// (`ConsensusNode::core_stopped`), and the server exits for its supervisor to restart it on what its
-/// disk holds.
+/// (`ConsensusNode::core_stopped`), and the server exits for its supervisor to restart it on
+/// what its disk holds.
 async fn stop_on_failed_flush(durable: DurableWatch, raft: Raft) {
     let Some(reason) = durable.failure().await else { return };
     tracing::error!(%reason, "a flush of the Raft log failed: stopping the Raft core");
