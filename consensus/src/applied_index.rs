@@ -40,15 +40,7 @@ impl AppliedIndex {
 
     /// Returns once the entry at `index` is applied.
     pub(crate) async fn reaches(&self, index: u64) {
-        loop {
-            // Registered before the check, so a raise between the two is not missed.
-            let mut raised = std::pin::pin!(self.raised.notified());
-            raised.as_mut().enable();
-            if *self.lock() >= index {
-                return;
-            }
-            raised.await;
-        }
+        crate::fifo_wait::until(&self.raised, || (*self.lock() >= index).then_some(())).await;
     }
 
     fn lock(&self) -> MutexGuard<'_, u64> {

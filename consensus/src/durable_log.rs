@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use openraft::{LogId, Vote};
 use tokio::sync::Notify;
 
+use crate::fifo_wait;
 use crate::type_config::Entry;
 
 /// The writing side: the log store's flusher raises it after each flush. When the last clone
@@ -52,6 +53,8 @@ struct Writer {
 struct Shared {
     state: Mutex<State>,
     raised: Notify,
+    /// Told only when the log fails or closes: `failure`'s waiter is not woken by every flush.
+    ended: Notify,
 }
 
 /// How far this node's log is durable, or why it never will be.
@@ -69,7 +72,11 @@ impl DurableLog {
     /// A log durable up to `last` (what was on disk when it was opened).
     pub fn new(last: Option<LogId<u64>>) -> Self {
         let state = State { durable: last, failure: None, closed: false };
-        let shared = Arc::new(Shared { state: Mutex::new(state), raised: Notify::new() });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            raised: Notify::new(),
+            ended: Notify::new(),
+        });
         Self { writer: Arc::new(Writer { shared }) }
     }
 
@@ -90,6 +97,7 @@ impl DurableLog {
             state.failure = Some(reason);
             true
         });
+        self.writer.shared.ended.notify_waiters();
     }
 
     /// A reader, for the gates.
@@ -104,6 +112,7 @@ impl Drop for Writer {
             state.closed = true;
             true
         });
+        self.shared.ended.notify_waiters();
     }
 }
 
@@ -144,16 +153,7 @@ pub struct DurableWatch {
 impl DurableWatch {
     /// Returns once `log_id` is durable on this node, or why it will never be.
     pub async fn covers(&self, log_id: LogId<u64>) -> Result<(), String> {
-        loop {
-            // Registered before the check, so a raise between the two is not missed.
-            let raised = self.shared.raised.notified();
-            let mut raised = std::pin::pin!(raised);
-            raised.as_mut().enable();
-            if let Some(answer) = self.shared.lock().covers(log_id) {
-                return answer;
-            }
-            raised.await;
-        }
+        fifo_wait::until(&self.shared.raised, || self.shared.lock().covers(log_id)).await
     }
 
     /// Why a flush failed, if one did.
@@ -165,21 +165,14 @@ impl DurableWatch {
     /// and the leader's own entries, acknowledged early, cannot be reported failed to
     /// openraft); `None` if the log closed first.
     pub async fn failure(&self) -> Option<String> {
-        loop {
-            let raised = self.shared.raised.notified();
-            let mut raised = std::pin::pin!(raised);
-            raised.as_mut().enable();
-            {
-                let state = self.shared.lock();
-                if let Some(reason) = &state.failure {
-                    return Some(reason.clone());
-                }
-                if state.closed {
-                    return None;
-                }
+        fifo_wait::until(&self.shared.ended, || {
+            let state = self.shared.lock();
+            match &state.failure {
+                Some(reason) => Some(Some(reason.clone())),
+                None => state.closed.then_some(None),
             }
-            raised.await;
-        }
+        })
+        .await
     }
 }
 

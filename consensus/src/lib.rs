@@ -54,6 +54,7 @@ mod durable_commits;
 pub mod durable_log;
 mod election_timer;
 mod error;
+mod fifo_wait;
 mod flusher;
 mod grpc_handoff;
 pub mod handoff;
