@@ -64,7 +64,9 @@ impl<C: RaftNetwork<TypeConfig>> RaftNetwork<TypeConfig> for DurableCommitsConne
                 // A network error, not `Unreachable`: the follower is fine, and openraft's
                 // backoff after `Unreachable` races its timer against new events in an
                 // unbiased `select!`, which the simulation cannot replay. openraft sends again
-                // at the next heartbeat or append.
+                // at once: after a timed-out wait that is one RPC time later; after a failed
+                // flush it would be at once for ever, which is why a failed flush stops the
+                // core (`node::stop_on_failed_flush`).
                 return Err(RPCError::Network(NetworkError::new(&std::io::Error::other(reason))));
             }
         }
@@ -168,7 +170,7 @@ mod tests {
     }
 
     /// An AppendEntries whose commit is still not durable when the RPC's time is up fails as a
-    /// network error, which openraft retries at the next heartbeat, not as `Unreachable`, whose
+    /// network error, which openraft sends again at once, not as `Unreachable`, whose
     /// backoff the simulation cannot replay; nothing reaches the wire.
     #[tokio::test(start_paused = true)]
     async fn a_commit_not_durable_in_time_fails_without_backoff() {

@@ -136,12 +136,6 @@ impl std::fmt::Display for FlushError {
     }
 }
 
-impl From<ProcessCrashed> for FlushError {
-    fn from(_crashed: ProcessCrashed) -> Self {
-        Self::Crashed
-    }
-}
-
 impl SimDisk {
     fn state(&self) -> MutexGuard<'_, DiskState> {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
