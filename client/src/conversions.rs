@@ -92,6 +92,7 @@ pub(crate) fn slot_lease(
         secret,
         lease_ms: reply.lease_ms,
         checkpoint: reply.checkpoint.map(checkpoint_from_proto),
+        job_id: reply.job_id,
     }))
 }
 
@@ -175,12 +176,13 @@ mod tests {
             lease_ms: 5,
             checkpoint: None,
             generation,
+            job_id: 3,
         };
         let secret = SlotSecret::from_bits(9);
         assert!(slot_lease(claim(true, 0), secret).is_err(), "a granted slot without a generation");
         assert_eq!(slot_lease(claim(false, 0), secret).expect("converts"), None);
         let lease = slot_lease(claim(true, 7), secret).expect("converts").expect("granted");
-        assert_eq!((lease.index, lease.generation, lease.lease_ms), (1, 7, 5));
+        assert_eq!((lease.index, lease.generation, lease.lease_ms, lease.job_id), (1, 7, 5, 3));
         assert_eq!(lease.secret, secret, "the caller's own secret");
     }
 

@@ -107,6 +107,13 @@ pub struct JobSummary {
     pub newest_model_checkpoint: Option<u64>,
     /// Pservers a restore with the model still waits for.
     pub reloads_waiting: u32,
+    /// The incarnation id: never reused, not even for a later job of the same name.
+    pub job_id: u64,
+    /// The newest progress checkpoint restores the data only (a slot changed hands before
+    /// its holder recorded a checkpoint for it).
+    pub newest_checkpoint_data_only: bool,
+    /// Slots the restore waits for whose holder failed to reload, with its reason.
+    pub reload_waits: Vec<(u32, String)>,
 }
 
 /// Every job, and how long the masters keep an ended one.
@@ -139,6 +146,11 @@ impl JobList {
                 "newest_checkpoint": job.newest_checkpoint,
                 "newest_model_checkpoint": job.newest_model_checkpoint,
                 "reloads_waiting": job.reloads_waiting,
+                "job_id": job.job_id,
+                "newest_checkpoint_data_only": job.newest_checkpoint_data_only,
+                "reload_waits": job.reload_waits.iter().map(|(slot, reason)| {
+                    serde_json::json!({ "slot": slot, "reason": reason })
+                }).collect::<Vec<_>>(),
                 "eval": job.eval.map(|(pass, loss, accuracy)| serde_json::json!({
                     "pass": pass, "loss": loss, "accuracy": accuracy,
                 })),
@@ -173,6 +185,9 @@ fn summary(job: pb::JobSummary) -> JobSummary {
         newest_model_checkpoint: (job.newest_model_checkpoint != 0)
             .then_some(job.newest_model_checkpoint),
         reloads_waiting: job.reloads_waiting,
+        job_id: job.job_id,
+        newest_checkpoint_data_only: job.newest_checkpoint_data_only,
+        reload_waits: job.reload_waits.into_iter().map(|wait| (wait.slot, wait.reason)).collect(),
     }
 }
 

@@ -212,6 +212,33 @@ impl MasterClient {
                 generation,
                 secret: secret.clone(),
                 restore,
+                failure: String::new(),
+            };
+            async move { service.report_reloaded(timed(request, timeout)).await }
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Tells the leader why `lease`'s slot could not reload for restore `restore` (`job
+    /// list` shows it while the restore waits). Unstamped: it changes no replicated state.
+    pub async fn report_reload_failed(
+        &self,
+        lease: &SlotLease,
+        restore: u64,
+        reason: &str,
+    ) -> Result<(), ClientError> {
+        let timeout = self.rpc_timeout();
+        let (index, generation, secret) = holder(lease);
+        self.call("ReportReloaded", |mut service| {
+            let request = pb::ReportReloadedRequest {
+                stamp: None,
+                job: self.job().to_string(),
+                index,
+                generation,
+                secret: secret.clone(),
+                restore,
+                failure: reason.to_string(),
             };
             async move { service.report_reloaded(timed(request, timeout)).await }
         })

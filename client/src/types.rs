@@ -128,6 +128,8 @@ pub struct SlotLease {
     pub lease_ms: u64,
     /// The slot's latest checkpoint, to restore from.
     pub checkpoint: Option<CheckpointMeta>,
+    /// The id of the job incarnation the slot is of (never reused; 0 from older masters).
+    pub job_id: u64,
 }
 
 /// What `record_checkpoint` did.

@@ -24,6 +24,8 @@ use crate::slot_master::SlotMaster;
 
 mod asks;
 
+pub use asks::{ReloadAbandoned, RELOAD_ATTEMPTS_MAX};
+
 /// What one checkpoint round did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Round {

@@ -17,7 +17,7 @@ use storage::checkpoint::CheckpointDir;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::checkpointer::Checkpointer;
+use crate::checkpointer::{Checkpointer, ReloadAbandoned};
 use crate::clock::SystemClock;
 use crate::config::PServerConfig;
 use crate::data_plane::server::DataPlaneServer;
@@ -66,10 +66,12 @@ pub async fn run(
     if metrics_listener.is_some() {
         platform::telemetry::install(&[crate::metrics::describe]);
     }
-    let job_dir =
-        crate::job_dir::job_checkpoint_dir(&absolute(&config.checkpoint_dir)?, &config.job);
-    let dir = CheckpointDir::open(&job_dir)
-        .with_context(|| format!("open --checkpoint-dir {}", job_dir.display()))?;
+    // The root is opened (made if missing) before anything is claimed, so a bad
+    // --checkpoint-dir fails with nothing to undo; the job's own directory comes with the
+    // claim, which names the job's incarnation.
+    let root = absolute(&config.checkpoint_dir)?;
+    CheckpointDir::open(&root)
+        .with_context(|| format!("open --checkpoint-dir {}", root.display()))?;
     let options = ClientOptions {
         security: security.clone(),
         rpc_timeout: Duration::from_millis(MASTER_RPC_TIMEOUT_MS),
@@ -91,9 +93,15 @@ pub async fn run(
             metrics_stopped,
         )
     });
-    let served =
-        claim_and_serve(&config, listener, (dir, addr), master, (&health, &slot_metrics), shutdown)
-            .await;
+    let served = claim_and_serve(
+        &config,
+        listener,
+        (root, addr),
+        master,
+        (&health, &slot_metrics),
+        shutdown,
+    )
+    .await;
     let _ = metrics_stop.send(true);
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics server panicked")?;
@@ -106,7 +114,7 @@ pub async fn run(
 async fn claim_and_serve(
     config: &PServerConfig,
     listener: TcpListener,
-    (dir, addr): (CheckpointDir, String),
+    (root, addr): (std::path::PathBuf, String),
     master: Arc<MasterClient>,
     (health, slot_metrics): (&GrpcHealth, &Arc<std::sync::OnceLock<SlotMetrics>>),
     shutdown: impl Future<Output = ()>,
@@ -118,7 +126,18 @@ async fn claim_and_serve(
         () = &mut shutdown => None,
     };
     let Some((held, lease)) = claimed else { return Ok(()) };
-    tracing::info!(slot = held.index(), generation = held.generation(), %addr, "pserver slot claimed");
+    tracing::info!(slot = held.index(), generation = held.generation(), job_id = lease.job_id, %addr, "pserver slot claimed");
+    let job_dir = crate::job_dir::job_checkpoint_dir(&root, lease.job_id, &config.job);
+    let dir = CheckpointDir::open(&job_dir)
+        .with_context(|| format!("open the job's checkpoint directory {}", job_dir.display()));
+    let dir = match dir {
+        Ok(dir) => dir,
+        Err(error) => {
+            // Nothing was served: the slot goes back at once rather than after its lease.
+            let _ = master.release_slot(&lease).await;
+            return Err(error);
+        }
+    };
     let keeper = tokio::spawn(slot_keeper::keep(
         master.clone(),
         held.clone(),
@@ -221,7 +240,7 @@ async fn watch_lease(
         }
         checkpointer.note_step();
         if asked {
-            follow_asks(&mut checkpointer).await?;
+            follow_asks(held, &mut checkpointer).await?;
         }
         if tokio::time::Instant::now() >= next_checkpoint {
             checkpoint(&mut checkpointer).await?;
@@ -292,10 +311,16 @@ async fn give_back(held: &HeldSlot, checkpointer: &Checkpointer) {
 }
 
 /// Does what a heartbeat asked; a failure that leaves the slot held is logged, and the next
-/// heartbeat asks again.
-async fn follow_asks(checkpointer: &mut Checkpointer) -> anyhow::Result<()> {
+/// heartbeat asks again. A holder that gave up reloading for a restore gives its slot back
+/// (the restore waits no more for it) and stops with the reason.
+async fn follow_asks(held: &HeldSlot, checkpointer: &mut Checkpointer) -> anyhow::Result<()> {
     match checkpointer.follow_asks().await {
         Ok(()) => Ok(()),
+        Err(error) if error.downcast_ref::<ReloadAbandoned>().is_some() => {
+            tracing::error!(error = format!("{error:#}"), "giving the slot up");
+            give_back(held, checkpointer).await;
+            Err(error)
+        }
         Err(error) if checkpointer.holds_slot() => {
             tracing::warn!(
                 error = format!("{error:#}"),

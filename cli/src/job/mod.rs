@@ -181,10 +181,14 @@ fn checkpoint_column(job: &client::JobSummary) -> String {
         (None, _) => "-".to_string(),
         (Some(newest), Some(model)) if model == newest => format!("{newest} (with model)"),
         (Some(newest), Some(model)) => format!("{newest} (with model: {model})"),
+        (Some(newest), None) if job.newest_checkpoint_data_only => format!("{newest} (data only)"),
         (Some(newest), None) => newest.to_string(),
     };
     if job.reloads_waiting > 0 {
         column += &format!(", restoring: {} pservers reloading", job.reloads_waiting);
+    }
+    for (slot, reason) in &job.reload_waits {
+        column += &format!("; slot {slot} cannot reload: {}", crate::status::escaped(reason));
     }
     column
 }

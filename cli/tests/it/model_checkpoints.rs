@@ -84,7 +84,7 @@ async fn a_restore_brings_the_model_back_with_the_data() {
     let table = raftrain_ok(&["job", "list", "--masters", &masters], b"");
     assert!(table.contains(&format!("{id} (with model)")), "{table}");
     let at_checkpoint = client.pull(&layout()).await.expect("pull");
-    let kept = progress_dirs(dir.path(), id);
+    let kept = progress_dirs(&group, dir.path(), id);
     assert_eq!(kept, 1, "the files taken for it are kept in its own directory");
 
     tracing::info!("--- more training, then one pserver is killed and a standby waits");
@@ -129,13 +129,14 @@ async fn a_restore_brings_the_model_back_with_the_data() {
         let tagged = || listed(&group, "m")["newest_model_checkpoint"].as_u64() == Some(newer);
         wait_until(Duration::from_secs(30), tagged, || pservers.logs());
     }
-    let gone = || progress_dirs(dir.path(), id) == 0;
+    let gone = || progress_dirs(&group, dir.path(), id) == 0;
     wait_until(Duration::from_secs(30), gone, || pservers.logs());
 }
 
 /// How many directories of progress checkpoint `id` job m's pservers keep under `dir`.
-fn progress_dirs(dir: &std::path::Path, id: u64) -> usize {
-    let job_dir = pserver::job_dir::job_checkpoint_dir(&dir.join("checkpoints"), "m");
+fn progress_dirs(group: &MasterGroup, dir: &std::path::Path, id: u64) -> usize {
+    let job_id = listed(group, "m")["job_id"].as_u64().expect("the job's incarnation id");
+    let job_dir = pserver::job_dir::job_checkpoint_dir(&dir.join("checkpoints"), job_id, "m");
     let entries = std::fs::read_dir(job_dir).expect("the job's checkpoint directory");
     let name = format!("progress-{id}");
     entries

@@ -272,6 +272,9 @@ mod tests {
             eval: Some((u32::MAX, f32::MAX, f32::MAX)),
             newest_model_checkpoint: Some(u64::MAX),
             reloads_waiting: u32::MAX,
+            job_id: u64::MAX,
+            newest_checkpoint_data_only: true,
+            reload_waits: vec![(u32::MAX, "x".repeat(1024))],
         }
     }
 

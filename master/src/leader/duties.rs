@@ -36,6 +36,8 @@ pub(crate) struct LeaderDuties {
     held_at: Mutex<Option<Instant>>,
     /// How long an ended job is kept before the leader removes it.
     job_retention: Duration,
+    /// Why holders could not reload for a restore (soft state for `job list`).
+    reload_failures: super::reload_failures::ReloadFailures,
 }
 
 impl LeaderDuties {
@@ -55,6 +57,7 @@ impl LeaderDuties {
             progress: Mutex::new(std::collections::BTreeMap::new()),
             held_at: Mutex::new(None),
             job_retention,
+            reload_failures: Default::default(),
         }
     }
 
@@ -70,6 +73,11 @@ impl LeaderDuties {
         lock(&self.trainers)
             .granted_at(trainer)
             .map(|granted| now.saturating_duration_since(granted))
+    }
+
+    /// What the holders said of reloads that failed.
+    pub(crate) fn reload_failures(&self) -> &super::reload_failures::ReloadFailures {
+        &self.reload_failures
     }
 
     /// How long an ended job is kept before it is removed.
@@ -169,6 +177,7 @@ impl LeaderDuties {
                 lock(&self.trainers).clear();
                 lock(&self.pservers).clear();
                 lock(&self.progress).clear();
+                self.reload_failures.clear();
             }
             *lease_term = Some(term);
         }
@@ -201,12 +210,15 @@ impl LeaderDuties {
             let release = Command::ReleasePServerSlot { index, generation };
             decide(proposer, term, Command::in_job(job, release)).await;
         }
-        let now_ms = proposer.now_ms();
-        for job in proposer.node().read(|state| state.jobs_expired(now_ms)) {
+        for job in proposer.node().read(|state| state.jobs_expired(proposer.now_ms())) {
             decide(proposer, term, Command::in_job(job, Command::ExpireTasks)).await;
         }
         let retention_ms = self.job_retention.as_millis() as u64;
-        for job in proposer.node().read(|state| state.state().jobs_past_retention(retention_ms)) {
+        let now_ms = proposer.now_ms();
+        let past = |state: &crate::ReplicatedState| {
+            state.state().jobs_past_retention(retention_ms, now_ms)
+        };
+        for job in proposer.node().read(past) {
             tracing::info!(job, term, "removing an ended job after its retention");
             decide(proposer, term, Command::RemoveJob { job }).await;
         }

@@ -4,5 +4,7 @@
 
 mod duties;
 mod lease_table;
+mod reload_failures;
 
 pub(crate) use duties::{run_duties, LeaderDuties};
+pub(crate) use reload_failures::ReloadFailures;

@@ -5,6 +5,7 @@
 use super::dataset_report::{report_dataset, validate_report, DatasetScanner};
 use super::index_report::report_index_dataset;
 use super::proposer::Proposer;
+use crate::leader::ReloadFailures;
 use crate::replicated_state::ReplicatedState;
 use crate::state::{JobState, QueuePolicy};
 use proto::master as pb;
@@ -51,13 +52,32 @@ fn with_overrides(flags: QueuePolicy, overrides: Option<&pb::QueuePolicyOverride
 }
 
 /// Every job of the applied state, in id order.
-pub(crate) fn list_jobs(state: &ReplicatedState, retention_ms: u64) -> pb::ListJobsReply {
+/// Every job of the applied state, in id order, with what holders said of failed reloads.
+pub(crate) fn list_jobs(
+    state: &ReplicatedState,
+    retention_ms: u64,
+    failures: &ReloadFailures,
+) -> pb::ListJobsReply {
     let clock_ms = state.state().clock_ms();
-    let jobs = state.state().jobs().map(|(_, job)| summary(job, clock_ms)).collect();
+    let summarize = |(id, job): (u64, &JobState)| {
+        let mut summary = summary(id, job, clock_ms);
+        summary.reload_waits = reload_waits(id, job, failures);
+        summary
+    };
+    let jobs = state.state().jobs().map(summarize).collect();
     pb::ListJobsReply { jobs, retention_ms }
 }
 
-fn summary(job: &JobState, clock_ms: u64) -> pb::JobSummary {
+/// The slots job `id`'s restore waits for whose holder said it cannot reload, with why.
+fn reload_waits(id: u64, job: &JobState, failures: &ReloadFailures) -> Vec<pb::SlotReloadWait> {
+    let said = |(slot, generation): (u32, u64)| {
+        let reason = failures.reason((id, slot, generation))?;
+        Some(pb::SlotReloadWait { slot, reason })
+    };
+    job.reload_waiting_holders().into_iter().filter_map(said).collect()
+}
+
+fn summary(id: u64, job: &JobState, clock_ms: u64) -> pb::JobSummary {
     use pb::job_summary::State;
     let status = job.status();
     let state = match job.ended() {
@@ -86,5 +106,8 @@ fn summary(job: &JobState, clock_ms: u64) -> pb::JobSummary {
         eval,
         newest_model_checkpoint: job.newest_model_checkpoint().unwrap_or(0),
         reloads_waiting: job.reloads_waiting(),
+        job_id: id,
+        newest_checkpoint_data_only: job.newest_checkpoint_data_only(),
+        reload_waits: Vec::new(),
     }
 }

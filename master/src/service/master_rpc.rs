@@ -350,7 +350,14 @@ impl pb::master_service_server::MasterService for MasterRpc {
                 let job = self.job_id("ClaimPServerSlot", &request.job)?;
                 self.duties.pserver_granted(self.node.term(), (job, index, generation));
                 let checkpoint = checkpoint.as_ref().map(checkpoint_to_proto);
-                pb::ClaimPServerSlotReply { granted: true, index, lease_ms, checkpoint, generation }
+                pb::ClaimPServerSlotReply {
+                    granted: true,
+                    index,
+                    lease_ms,
+                    checkpoint,
+                    generation,
+                    job_id: job,
+                }
             }
             Response::SlotsFull { .. } => pb::ClaimPServerSlotReply {
                 granted: false,
@@ -358,6 +365,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
                 lease_ms,
                 checkpoint: None,
                 generation: 0,
+                job_id: 0,
             },
             other => return Err(unexpected("ClaimPServerSlot", other)),
         };
@@ -524,7 +532,9 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::ListJobsReply> {
         self.linearizable().await?;
         let retention_ms = self.duties.job_retention_ms();
-        let reply = self.node.read(|state| super::job_rpc::list_jobs(state, retention_ms));
+        let failures = self.duties.reload_failures();
+        let reply =
+            self.node.read(|state| super::job_rpc::list_jobs(state, retention_ms, failures));
         Ok(tonic::Response::new(reply))
     }
 
@@ -587,9 +597,16 @@ impl pb::master_service_server::MasterService for MasterRpc {
         request: tonic::Request<pb::ReportReloadedRequest>,
     ) -> Reply<pb::ReportReloadedReply> {
         let request = request.into_inner();
-        let client = stamp(request.stamp)?;
         let index = request.index;
         let slot = (index, request.generation, request.secret.as_ref());
+        if !request.failure.is_empty() {
+            self.confirmed_leader().await?;
+            let (job, generation) =
+                self.checked_holder("ReportReloaded", &request.job, slot).await?;
+            self.duties.reload_failures().report((job, index, generation), &request.failure);
+            return Ok(tonic::Response::new(pb::ReportReloadedReply {}));
+        }
+        let client = stamp(request.stamp)?;
         let (job, generation) = self.checked_holder("ReportReloaded", &request.job, slot).await?;
         let command = Command::SlotReloaded { index, generation, restore: request.restore };
         let command = Command::in_job(job, command);

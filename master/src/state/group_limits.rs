@@ -25,25 +25,40 @@ impl MasterState {
         if others().next().is_none() {
             return Ok(());
         }
-        let others_sum =
-            |count: fn(&JobState) -> u64| -> u64 { others().map(|(_, state)| count(state)).sum() };
+        // Saturating: a hostile report's size must be refused, never overflow (the sums are of
+        // admitted, bounded jobs; the report's own figure is anything a client sent).
+        let others_sum = |count: fn(&JobState) -> u64| -> u64 {
+            others().map(|(_, state)| count(state)).fold(0, u64::saturating_add)
+        };
         match command {
             Command::RegisterTrainer { .. } => {
                 let registered: u64 = self.jobs.values().map(JobState::trainer_count).sum();
-                within(registered + 1, TRAINER_COUNT_MAX as u64, "trainers registered")
+                within(
+                    registered.saturating_add(1),
+                    TRAINER_COUNT_MAX as u64,
+                    "trainers registered",
+                )
             }
             Command::ClaimPServerSlot { desired, .. }
             | Command::ClaimPServerSlotWithSecret { desired, .. }
                 if this.is_none_or(|state| state.pservers_desired().is_none()) =>
             {
                 let others = others_sum(|state| u64::from(state.pservers_desired().unwrap_or(0)));
-                within(others + u64::from(*desired), u64::from(PSERVER_COUNT_MAX), "pserver slots")
+                within(
+                    others.saturating_add(u64::from(*desired)),
+                    u64::from(PSERVER_COUNT_MAX),
+                    "pserver slots",
+                )
             }
             Command::ReportIndexDataset { size, shard_size, .. }
                 if this.is_none_or(|state| !state.has_report()) && *shard_size > 0 =>
             {
                 let tasks = size.div_ceil(*shard_size);
-                within(others_sum(JobState::task_units) + tasks, TASK_COUNT_MAX, "tasks")
+                within(
+                    others_sum(JobState::task_units).saturating_add(tasks),
+                    TASK_COUNT_MAX,
+                    "tasks",
+                )
             }
             Command::ReportDataset { chunks, .. }
                 if this.is_none_or(|state| state.job.is_none()) =>
@@ -68,9 +83,11 @@ impl MasterState {
         (total_chunks, path_bytes): (u64, u64),
     ) -> Result<(), String> {
         let chunk_limit = CHUNK_COUNT_MAX as u64;
-        within(others_sum(JobState::task_units) + total_chunks, chunk_limit, "tasks and chunks")?;
+        let units = others_sum(JobState::task_units).saturating_add(total_chunks);
+        within(units, chunk_limit, "tasks and chunks")?;
         let loaded = this.map_or(0, JobState::path_bytes);
-        let stored = others_sum(JobState::path_bytes) + loaded + path_bytes;
+        let stored =
+            others_sum(JobState::path_bytes).saturating_add(loaded).saturating_add(path_bytes);
         within(stored, DATASET_PATH_BYTES_MAX, "bytes of dataset file paths")
     }
 }

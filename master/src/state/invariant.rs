@@ -58,6 +58,9 @@ impl JobState {
             });
         }
         check_slots(&self.pservers)?;
+        if let (Some(_), Some(pending)) = (self.ended, &self.models.restoring) {
+            return Err(Violation::EndedJobRestoring { checkpoint: pending.checkpoint });
+        }
         if let Some(pending) = &self.models.restoring {
             let unheld =
                 pending.waiting.keys().find(|index| !self.pservers.holders.contains_key(index));
@@ -106,6 +109,11 @@ impl JobState {
                 before: desired_before,
                 after: desired_after,
             });
+        }
+        // A job that ended (finished or cancelled) never runs again, by any path: a restore,
+        // a slot release that completes one, a late report.
+        if let Some(end) = before.ended.filter(|end| after.ended != Some(*end)) {
+            return Err(Violation::EndedJobRevived { cancelled: end.cancelled, at_ms: end.at_ms });
         }
         let restored = before.progress.restores != after.progress.restores;
         match (&before.job, &after.job) {

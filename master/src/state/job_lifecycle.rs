@@ -19,10 +19,13 @@ pub struct JobEnd {
 
 impl JobState {
     /// Ends the job as cancelled (a finished job stays finished; a repeat changes nothing).
+    /// A restore under way ends with it: nothing that completes the restore later (a waiting
+    /// slot released a lease after its holder exited) may put the queue back.
     pub(crate) fn cancel(&mut self, now_ms: u64) -> Response {
         if self.ended.is_none() {
             self.ended = Some(JobEnd { at_ms: now_ms, cancelled: true });
         }
+        self.models.restoring = None;
         Response::Accepted
     }
 
@@ -36,8 +39,12 @@ impl JobState {
         Response::ProgressCheckpointed { id, pass, done: count }
     }
 
-    /// Puts the queue back to progress checkpoint `id`; a finished job runs again.
+    /// Puts the queue back to progress checkpoint `id`. An ended job (finished or cancelled)
+    /// never runs again: its restore is refused.
     pub(crate) fn restore_progress(&mut self, id: u64) -> Response {
+        if let Some(refusal) = self.refusal_if_ended() {
+            return refusal;
+        }
         let Some(job) = &mut self.job else { return Response::NoDataset };
         let Some(checkpoint) = self.progress.get(id) else {
             let kept = self.progress.ids();
@@ -47,9 +54,20 @@ impl JobState {
         let (passes, policy) = (job.dataset.passes, job.dataset.policy);
         let pass = checkpoint.pass;
         let todo = job.queue.restore((pass, &checkpoint.done), passes, &policy);
-        self.ended = None;
         self.progress.restores += 1;
         Response::ProgressRestored { pass, todo }
+    }
+
+    /// The answer to a command that would make an ended job run again, if it ended.
+    pub(crate) fn refusal_if_ended(&self) -> Option<Response> {
+        let end = self.ended?;
+        let how = if end.cancelled { "was cancelled" } else { "finished" };
+        let reason = format!(
+            "job {:?} {how} (state clock {} ms); an ended job never runs again: submit a new \
+             job to train from its checkpoint",
+            self.name, end.at_ms
+        );
+        Some(Response::Rejected { reason })
     }
 
     /// Whether the job was cancelled.

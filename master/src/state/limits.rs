@@ -18,7 +18,7 @@ use super::dataset::{
 use super::job::Job;
 use super::job_state::JobState;
 use super::master_state::{MasterState, JOB_COUNT_MAX};
-use super::model_checkpoints::{ModelCheckpoints, PendingRestore, MODEL_TAGS_KEPT};
+use super::model_checkpoints::{ModelCheckpoints, PendingRestore, ProgressTags, MODEL_TAGS_KEPT};
 use super::progress::{DoneSet, PROGRESS_CHECKPOINTS_KEPT};
 use super::pserver_slots::{
     CheckpointMeta, PServerSlots, SlotHolder, CHECKPOINT_PATH_BYTES_MAX, PSERVER_ADDR_BYTES_MAX,
@@ -191,7 +191,9 @@ fn largest_job(dataset: Dataset, members: bool) -> JobState {
 fn largest_models(slots: &PServerSlots) -> ModelCheckpoints {
     let mut models = ModelCheckpoints::default();
     for id in 0..MODEL_TAGS_KEPT as u64 {
-        models.tagged.insert(u64::MAX - id, slots.checkpoints.clone());
+        let holders = slots.holders.keys().map(|slot| (*slot, u64::MAX)).collect();
+        let files = slots.checkpoints.clone();
+        models.tagged.insert(u64::MAX - id, ProgressTags { holders, files });
     }
     let waiting = slots.checkpoints.clone();
     models.restoring = Some(PendingRestore { checkpoint: u64::MAX, number: u64::MAX, waiting });

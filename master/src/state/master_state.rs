@@ -18,7 +18,8 @@ use super::snapshot_layout;
 use super::status::StatusView;
 
 /// The most jobs a group holds at once, running or ended and not yet removed: `limits.rs`
-/// measures the largest state with this many.
+/// measures the largest state with this many. Only running jobs count against a new one:
+/// when the group is full, the job that ended first is removed to make room.
 pub const JOB_COUNT_MAX: usize = 32;
 
 /// Everything the seeds kept in etcd, for every job of the group. Replicas that apply the same
@@ -132,6 +133,18 @@ impl MasterState {
                 state.name = name;
             }
         }
+        if matches!(target, Target::New) {
+            self.make_room();
+        }
+    }
+
+    /// Removes the jobs that ended first while the group holds more than [`JOB_COUNT_MAX`]
+    /// (a new job was just kept; `routing.rs` admits one only while fewer are running).
+    fn make_room(&mut self) {
+        while self.jobs.len() > JOB_COUNT_MAX {
+            let Some(oldest) = self.oldest_ended() else { return };
+            self.jobs.remove(&oldest);
+        }
     }
 
     /// Removes an ended job (a leader decision, applied only in the term it was made in).
@@ -214,10 +227,12 @@ impl MasterState {
         self.jobs.values().any(|state| state.has_expired(now_ms))
     }
 
-    /// Ended jobs whose retention of `retention_ms` has passed by the state's clock, by id.
-    pub fn jobs_past_retention(&self, retention_ms: u64) -> Vec<u64> {
+    /// Ended jobs whose retention of `retention_ms` has passed by `now_ms` (the leader's wall
+    /// clock: the state's clock stands still while the group is idle), by id.
+    pub fn jobs_past_retention(&self, retention_ms: u64, now_ms: u64) -> Vec<u64> {
+        let now_ms = now_ms.max(self.clock_ms);
         let due = |state: &JobState| {
-            state.ended().is_some_and(|end| end.at_ms.saturating_add(retention_ms) <= self.clock_ms)
+            state.ended().is_some_and(|end| end.at_ms.saturating_add(retention_ms) <= now_ms)
         };
         self.jobs.iter().filter(|(_, state)| due(state)).map(|(id, _)| *id).collect()
     }

@@ -94,6 +94,7 @@ mod snapshot_legacy_dataset;
 mod snapshot_legacy_progress;
 mod snapshot_legacy_single_job;
 mod snapshot_legacy_slots;
+mod snapshot_legacy_tags;
 mod status;
 mod task;
 mod task_queue;

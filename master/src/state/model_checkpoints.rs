@@ -12,6 +12,12 @@
 //! answered. Tasks done after the checkpoint may be in that model and are done again: the
 //! data is seen at least once, as the issue's at-least-once restore promises.
 //!
+//! That holds only for the holder each slot had when the progress checkpoint was taken: a
+//! holder that claimed the slot later restored an older file, which may miss tasks done at
+//! the checkpoint. So each progress checkpoint records every slot's generation when it was
+//! taken and accepts only that holder's tag; a slot that changed hands (or was unheld) before
+//! tagging leaves the checkpoint data-only, and `job list` says so.
+//!
 //! Bounds: the newest [`MODEL_TAGS_KEPT`] progress checkpoints of a job ask for tags, each
 //! at most one path of [`CHECKPOINT_PATH_BYTES_MAX`] per slot (`limits.rs` measures the
 //! largest group with them).
@@ -32,11 +38,35 @@ pub const MODEL_TAGS_KEPT: usize = 4;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub(crate) struct ModelCheckpoints {
     /// Progress checkpoint id to the pserver checkpoint each slot took for it.
-    pub(crate) tagged: BTreeMap<u64, BTreeMap<u32, CheckpointMeta>>,
+    pub(crate) tagged: BTreeMap<u64, ProgressTags>,
     /// A restore waiting for holders to reload its model.
     pub(crate) restoring: Option<PendingRestore>,
     /// Restores with the model asked so far: numbers them, so a pserver reloads once each.
     pub(crate) restores_asked: u64,
+}
+
+/// The pserver checkpoints of one progress checkpoint.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub(crate) struct ProgressTags {
+    /// Each held slot's generation when the progress checkpoint was taken: only that holder's
+    /// model surely has every task done by then.
+    pub(crate) holders: BTreeMap<u32, u64>,
+    /// The checkpoint each slot's holder took for it.
+    pub(crate) files: BTreeMap<u32, CheckpointMeta>,
+}
+
+impl ProgressTags {
+    /// Whether slot `index` can still get a tag: its holder then holds it under `generation`
+    /// now (`None`: unheld now).
+    fn awaits(&self, index: u32, generation: Option<u64>) -> bool {
+        !self.files.contains_key(&index)
+            && generation.is_some_and(|now| self.holders.get(&index) == Some(&now))
+    }
+
+    /// Whether every one of `desired` slots has its tag.
+    fn complete(&self, desired: u32) -> bool {
+        (0..desired).all(|slot| self.files.contains_key(&slot))
+    }
 }
 
 /// A restore whose queue goes back once every slot left in `waiting` reloaded.
@@ -51,10 +81,11 @@ pub(crate) struct PendingRestore {
 }
 
 impl ModelCheckpoints {
-    /// Progress checkpoint `id` asks every slot for a checkpoint; the oldest beyond
-    /// [`MODEL_TAGS_KEPT`] stop asking and their tags are forgotten.
-    pub(crate) fn ask(&mut self, id: u64) {
-        self.tagged.insert(id, BTreeMap::new());
+    /// Progress checkpoint `id` asks every slot held now (by `holders`' generations) for a
+    /// checkpoint; the oldest beyond [`MODEL_TAGS_KEPT`] stop asking and their tags are
+    /// forgotten.
+    pub(crate) fn ask(&mut self, id: u64, holders: BTreeMap<u32, u64>) {
+        self.tagged.insert(id, ProgressTags { holders, files: BTreeMap::new() });
         while self.tagged.len() > MODEL_TAGS_KEPT {
             self.tagged.pop_first();
         }
@@ -79,20 +110,46 @@ impl ModelCheckpoints {
                 "progress checkpoint {id} keeps no pserver checkpoints (those of {kept:?} do)"
             ));
         };
-        tags.entry(index).or_insert_with(|| meta.clone());
+        if tags.holders.get(&index) != Some(&generation) {
+            return Err(format!(
+                "slot {index} was not held by generation {generation} when progress checkpoint \
+                 {id} was taken: its model may miss tasks done by then (the checkpoint \
+                 restores the data only)"
+            ));
+        }
+        tags.files.entry(index).or_insert_with(|| meta.clone());
         Ok(true)
     }
 
     /// The tags of progress checkpoint `id` if every one of `desired` slots has one.
-    pub(crate) fn complete(&self, id: u64, desired: u32) -> Result<Vec<CheckpointMeta>, String> {
+    pub(crate) fn complete(
+        &self,
+        id: u64,
+        slots: &PServerSlots,
+        desired: u32,
+    ) -> Result<Vec<CheckpointMeta>, String> {
         let tags = self.tagged.get(&id);
-        let missing: Vec<u32> =
-            (0..desired).filter(|slot| !tags.is_some_and(|tags| tags.contains_key(slot))).collect();
+        let missing: Vec<u32> = (0..desired)
+            .filter(|slot| !tags.is_some_and(|tags| tags.files.contains_key(slot)))
+            .collect();
         if !missing.is_empty() {
+            let orphaned = |tags: &ProgressTags| -> Vec<u32> {
+                let generation = |slot: &u32| slots.holders.get(slot).map(|h| h.generation);
+                missing
+                    .iter()
+                    .copied()
+                    .filter(|slot| !tags.awaits(*slot, generation(slot)))
+                    .collect()
+            };
             let why = match tags {
                 None => "it keeps no pserver checkpoints (taken before the pservers joined, or \
                          older than the newest few)"
                     .to_string(),
+                Some(tags) if !orphaned(tags).is_empty() => format!(
+                    "slots {:?} changed hands (or were unheld) before their holders recorded \
+                     theirs, so it is data-only",
+                    orphaned(tags)
+                ),
                 Some(_) => format!("slots {missing:?} of {desired} have not recorded theirs"),
             };
             return Err(format!(
@@ -100,7 +157,7 @@ impl ModelCheckpoints {
                  only (--data-only), or take a new checkpoint"
             ));
         }
-        Ok(tags.map(|tags| tags.values().cloned().collect()).unwrap_or_default())
+        Ok(tags.map(|tags| tags.files.values().cloned().collect()).unwrap_or_default())
     }
 
     /// Starts restoring progress checkpoint `id` with `files` (one per slot, in slot order):
@@ -143,23 +200,35 @@ impl ModelCheckpoints {
         self.restoring.as_ref().is_some_and(|pending| pending.waiting.contains_key(&index))
     }
 
-    /// What a heartbeat asks of slot `index`'s holder.
-    pub(crate) fn asks(&self, index: u32, next_progress_id: u64) -> SlotAsks {
+    /// What a heartbeat asks of slot `index`'s holder (of `generation`, `None` when unheld).
+    pub(crate) fn asks(
+        &self,
+        index: u32,
+        generation: Option<u64>,
+        next_progress_id: u64,
+    ) -> SlotAsks {
         let reload = self.restoring.as_ref().and_then(|pending| {
             let from = pending.waiting.get(&index)?.clone();
             Some(SlotReload { restore: pending.number, from })
         });
         // While a restore is under way, the model is about to change: nothing is tagged.
         let newest = self.tagged.iter().next_back().filter(|_| self.restoring.is_none());
-        let tag_for = newest.filter(|(_, tags)| !tags.contains_key(&index)).map(|(id, _)| *id);
+        let tag_for = newest.filter(|(_, tags)| tags.awaits(index, generation)).map(|(id, _)| *id);
         let tags_from = self.tagged.keys().next().copied().unwrap_or(next_progress_id);
         SlotAsks { tag_for, reload, tags_from }
     }
 
     /// The newest progress checkpoint every one of `desired` slots has a tag for.
     pub(crate) fn newest_complete(&self, desired: u32) -> Option<u64> {
-        let complete =
-            |tags: &BTreeMap<u32, CheckpointMeta>| (0..desired).all(|s| tags.contains_key(&s));
-        self.tagged.iter().rev().find(|(_, tags)| complete(tags)).map(|(id, _)| *id)
+        self.tagged.iter().rev().find(|(_, tags)| tags.complete(desired)).map(|(id, _)| *id)
+    }
+
+    /// Whether progress checkpoint `id` can never restore the model: some slot below
+    /// `desired` has no tag and its holder then no longer holds it (or nobody did).
+    pub(crate) fn data_only(&self, id: u64, slots: &PServerSlots, desired: u32) -> bool {
+        let Some(tags) = self.tagged.get(&id) else { return false };
+        let generation = |slot: u32| slots.holders.get(&slot).map(|holder| holder.generation);
+        (0..desired)
+            .any(|slot| !tags.files.contains_key(&slot) && !tags.awaits(slot, generation(slot)))
     }
 }

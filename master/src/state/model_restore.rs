@@ -43,7 +43,9 @@ impl JobState {
         let response = self.checkpoint_progress(now_ms);
         if let Response::ProgressCheckpointed { id, .. } = response {
             if self.pservers.desired.is_some() {
-                self.models.ask(id);
+                let holders = self.pservers.holders.iter();
+                self.models
+                    .ask(id, holders.map(|(slot, holder)| (*slot, holder.generation)).collect());
             }
         }
         response
@@ -53,6 +55,9 @@ impl JobState {
     /// pserver slots, else the model first (refused unless every slot has its checkpoint).
     /// A restore under way is replaced.
     pub(crate) fn restore_with_model(&mut self, id: u64, data_only: bool) -> Response {
+        if let Some(refusal) = self.refusal_if_ended() {
+            return refusal;
+        }
         let desired = match self.pservers.desired {
             Some(desired) if !data_only => desired,
             _ => {
@@ -71,7 +76,7 @@ impl JobState {
             let reason = format!("no progress checkpoint {id} is kept (kept: {kept:?})");
             return Response::Rejected { reason };
         };
-        let files = match self.models.complete(id, desired) {
+        let files = match self.models.complete(id, &self.pservers, desired) {
             Ok(files) => files,
             Err(reason) => return Response::Rejected { reason },
         };
@@ -163,7 +168,18 @@ impl JobState {
     /// What a heartbeat asks of slot `index`'s holder: a checkpoint for the newest progress
     /// checkpoint it has none for, a reload for a restore, which tagged files may go.
     pub fn slot_asks(&self, index: u32) -> SlotAsks {
-        self.models.asks(index, self.progress.next_id)
+        let generation = self.pservers.holders.get(&index).map(|holder| holder.generation);
+        self.models.asks(index, generation, self.progress.next_id)
+    }
+
+    /// Whether the newest progress checkpoint restores the data only: a slot changed hands
+    /// (or was unheld) before its holder recorded a checkpoint for it.
+    pub fn newest_checkpoint_data_only(&self) -> bool {
+        let (Some(id), Some(desired)) = (self.newest_progress_checkpoint(), self.pservers.desired)
+        else {
+            return false;
+        };
+        self.models.data_only(id, &self.pservers, desired)
     }
 
     /// The newest progress checkpoint every pserver slot recorded its checkpoint for (`None`
@@ -175,6 +191,13 @@ impl JobState {
     /// Whether progress checkpoint `id` asks the pservers for their checkpoints.
     pub fn asks_pservers(&self, id: u64) -> bool {
         self.models.tagged.contains_key(&id)
+    }
+
+    /// The holders (slot, generation) a restore with the model still waits for.
+    pub fn reload_waiting_holders(&self) -> Vec<(u32, u64)> {
+        let Some(pending) = &self.models.restoring else { return Vec::new() };
+        let holder = |slot: &u32| Some((*slot, self.pservers.holders.get(slot)?.generation));
+        pending.waiting.keys().filter_map(holder).collect()
     }
 
     /// How many holders a restore with the model still waits for (0 when none is under way).

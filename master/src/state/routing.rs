@@ -89,15 +89,25 @@ impl MasterState {
         }
     }
 
+    /// A new job, unless the group already runs the most it keeps. Ended jobs never count:
+    /// the oldest of them makes room once the new one is kept (`MasterState::settle`).
     fn new_job(&self) -> Result<Target, Response> {
-        if self.jobs.len() >= JOB_COUNT_MAX {
+        let running = self.jobs.values().filter(|state| state.ended().is_none()).count();
+        if running >= JOB_COUNT_MAX {
             let reason = format!(
-                "the group holds {JOB_COUNT_MAX} jobs, the most it keeps: cancel one, or wait \
-                 until an ended one is removed after its retention"
+                "the group runs {running} jobs, the most it keeps ({JOB_COUNT_MAX}): cancel \
+                 one (ended jobs never block a new one)"
             );
             return Err(Response::Rejected { reason });
         }
         Ok(Target::New)
+    }
+
+    /// The id of the ended job that ended first (the lowest id among equals): the one a new
+    /// job replaces when the group holds [`JOB_COUNT_MAX`] jobs.
+    pub(crate) fn oldest_ended(&self) -> Option<u64> {
+        let ended = self.jobs.iter().filter_map(|(id, state)| Some((state.ended()?.at_ms, *id)));
+        ended.min().map(|(_, id)| id)
     }
 }
 

@@ -27,6 +27,7 @@ use super::snapshot_legacy_dataset::{ChunksOnlyDataset, ChunksOnlyJob, ChunksOnl
 use super::snapshot_legacy_progress::DataProgressState;
 use super::snapshot_legacy_single_job::SingleJobState;
 use super::snapshot_legacy_slots::SlotsWithoutSecrets;
+use super::snapshot_legacy_tags::UnheldTagsState;
 use super::task::{PendingTask, Task};
 use super::task_queue::TaskQueue;
 use super::trainer_registry::TrainerRegistry;
@@ -37,8 +38,11 @@ const SNAPSHOT_MARKER: u8 = 0xFF;
 /// trainers to the queue (1 is the unmarked one); 3 splits sessions into members and strangers
 /// and keeps the secret of each pserver slot's claim; 4 gives the dataset a kind (RecordIO
 /// chunks or an index range); 5 holds named jobs, each with its end and progress checkpoints;
-/// 6 adds each job's pserver checkpoints taken for its progress checkpoints.
-const SNAPSHOT_LAYOUT_VERSION: u8 = 6;
+/// 6 adds each job's pserver checkpoints taken for its progress checkpoints; 7 records each
+/// slot's holder when a progress checkpoint was taken.
+const SNAPSHOT_LAYOUT_VERSION: u8 = 7;
+/// The layout of tags that name no holder, still read (`snapshot_legacy_tags.rs`).
+const SNAPSHOT_LAYOUT_VERSION_UNHELD_TAGS: u8 = 6;
 /// The layout of named jobs without pserver checkpoints for their progress, still read
 /// (`snapshot_legacy_progress.rs`).
 const SNAPSHOT_LAYOUT_VERSION_DATA_PROGRESS: u8 = 5;
@@ -61,6 +65,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
     let single: SingleJobState = match bytes {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
             return codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot");
+        }
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_UNHELD_TAGS, body @ ..] => {
+            let unheld: UnheldTagsState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
+            return Ok(unheld.into());
         }
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_DATA_PROGRESS, body @ ..] => {
             let named: DataProgressState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;

@@ -44,6 +44,10 @@ pub enum InvariantViolation {
     PassDecreased { before: u32, after: u32 },
     #[error("the job was finished and is not any more")]
     JobUnfinished,
+    #[error("the job ended (cancelled: {cancelled}, at {at_ms} ms) and runs again")]
+    EndedJobRevived { cancelled: bool, at_ms: u64 },
+    #[error("the job ended but a restore of progress checkpoint {checkpoint} still waits")]
+    EndedJobRestoring { checkpoint: u64 },
     #[error("the dataset changed after it was accepted; the first report wins")]
     DatasetChanged,
     #[error("the next trainer id went from {before} to {after}; ids are never reused")]

@@ -141,7 +141,7 @@ fn a_cancelled_job_stops_its_members_and_is_removed_after_it_ended() {
     let id = state.jobs().next().map(|(id, _)| id).expect("one job");
     let running = Command::RemoveJob { job: id };
     assert!(matches!(apply(&mut state, 5, running), Response::Rejected { .. }), "running");
-    assert_eq!(state.jobs_past_retention(0), Vec::<u64>::new());
+    assert_eq!(state.jobs_past_retention(0, 5), Vec::<u64>::new());
 
     assert_eq!(apply(&mut state, 10, in_job("a", Command::CancelJob)), Response::Accepted);
     assert_eq!(apply(&mut state, 11, in_job("a", Command::CancelJob)), Response::Accepted);
@@ -155,8 +155,11 @@ fn a_cancelled_job_stops_its_members_and_is_removed_after_it_ended() {
     let end = job(&state, "a").ended().expect("ended");
     assert!(end.cancelled && end.at_ms == 10, "{end:?}");
 
-    assert_eq!(state.jobs_past_retention(100), Vec::<u64>::new(), "kept for its retention");
-    assert_eq!(state.jobs_past_retention(3), vec![id]);
+    assert_eq!(state.jobs_past_retention(100, 13), Vec::<u64>::new(), "kept for its retention");
+    assert_eq!(state.jobs_past_retention(3, 13), vec![id]);
+    // The state's clock stands still while the group is idle; the leader's wall clock does not.
+    assert_eq!(state.jobs_past_retention(100, 109), Vec::<u64>::new());
+    assert_eq!(state.jobs_past_retention(100, 110), vec![id], "counted on the wall clock");
     assert_eq!(apply(&mut state, 14, Command::RemoveJob { job: id }), Response::JobRemoved);
     let again = apply(&mut state, 15, Command::RemoveJob { job: id });
     assert_eq!(again, Response::NoSuchJob { job: format!("#{id}") });
@@ -170,7 +173,7 @@ fn a_cancelled_job_stops_its_members_and_is_removed_after_it_ended() {
 
 /// A progress checkpoint records the pass and its done tasks; a restore puts the queue back
 /// there (the tasks done after it are done again), twice gives the same queue, reports of
-/// tasks pending before it are stale, and a finished job runs again.
+/// tasks pending before it are stale, and a finished job never runs again.
 #[test]
 fn restoring_a_progress_checkpoint_redoes_what_was_done_after_it() {
     let mut state = MasterState::new();
@@ -195,6 +198,8 @@ fn restoring_a_progress_checkpoint_redoes_what_was_done_after_it() {
     assert_eq!(twice.status(), once.status(), "restoring again changes nothing");
     let late = in_job("a", Command::TaskFinished { task: pending.task, epoch: pending.epoch });
     assert_eq!(apply(&mut state, 51, late), Response::Stale, "pending before the restore");
+    let unknown = apply(&mut state, 51, in_job("a", Command::RestoreJob { checkpoint: 9 }));
+    assert!(matches!(unknown, Response::Rejected { ref reason } if reason.contains("kept: [1]")));
 
     tracing::info!("--- pass 0 again: exactly the tasks not done at the checkpoint");
     let redone = finish_tasks(&mut state, "a", 1, 2);
@@ -205,10 +210,12 @@ fn restoring_a_progress_checkpoint_redoes_what_was_done_after_it() {
     assert_eq!(redone_sorted, expected, "after the checkpoint: {after:?}");
     finish_tasks(&mut state, "a", 1, 4);
     assert!(job(&state, "a").job_finished() && job(&state, "a").ended().is_some());
-    assert_eq!(apply(&mut state, 60, restore()), Response::ProgressRestored { pass: 0, todo: 2 });
-    assert!(job(&state, "a").ended().is_none(), "a finished job runs again");
-    let unknown = apply(&mut state, 61, in_job("a", Command::RestoreJob { checkpoint: 9 }));
-    assert!(matches!(unknown, Response::Rejected { ref reason } if reason.contains("kept: [1]")));
+    let refused = apply(&mut state, 60, restore());
+    assert!(
+        matches!(refused, Response::Rejected { ref reason } if reason.contains("finished")),
+        "{refused:?}"
+    );
+    assert!(job(&state, "a").ended().is_some(), "a finished job never runs again");
 }
 
 /// The group admits no more jobs than it keeps, no more slots or tasks than one job could
@@ -222,6 +229,16 @@ fn the_group_limits_hold_across_jobs() {
     }
     let over = apply(&mut state, 0, index_report("over", 1));
     assert!(matches!(over, Response::Rejected { ref reason } if reason.contains("jobs")));
+    // Ended jobs never block a new one: the one that ended first makes room.
+    assert_eq!(apply(&mut state, 5, in_job("j7", Command::CancelJob)), Response::Accepted);
+    assert_eq!(apply(&mut state, 6, in_job("j3", Command::CancelJob)), Response::Accepted);
+    assert!(matches!(
+        apply(&mut state, 7, index_report("new", 1)),
+        Response::DatasetAccepted { .. }
+    ));
+    assert_eq!(state.jobs().count(), JOB_COUNT_MAX);
+    assert!(state.job_named("j7").is_none(), "the job that ended first made room");
+    assert!(state.job_named("j3").is_some_and(|job| job.is_cancelled()), "the other is kept");
 
     let mut state = MasterState::new();
     apply(&mut state, 0, index_report("big", TASK_COUNT_MAX - 5));
@@ -240,6 +257,14 @@ fn the_group_limits_hold_across_jobs() {
     assert!(matches!(over, Response::Rejected { ref reason } if reason.contains("pserver slots")));
     assert!(matches!(apply(&mut state, 0, claim("small", 1)), Response::SlotClaimed { .. }));
     assert_eq!(state.jobs().count(), 2);
+
+    // A size near u64::MAX is refused, never summed into an overflow (a panic in `apply`
+    // would be replayed at every restart).
+    let huge = apply(&mut state, 0, index("huge", u64::MAX, 1, 1));
+    assert!(
+        matches!(huge, Response::Rejected { ref reason } if reason.contains("tasks")),
+        "{huge:?}"
+    );
 }
 
 /// An index report of `tasks` one-index tasks.

@@ -188,3 +188,76 @@ fn a_data_only_restore_needs_no_pserver_checkpoints() {
     assert_eq!(job(&state).slot_asks(0).reload, None);
     finish_one(&mut state);
 }
+
+/// A cancel made while a restore waits for its pservers is final: the pservers exit, their
+/// slots are released a lease later, and the last release puts nothing back; the job stays
+/// cancelled, no restore waits, and neither a restore nor a release can run it again.
+#[test]
+fn a_cancel_during_a_restore_stays_cancelled() {
+    let mut state = job_with_two_slots();
+    finish_one(&mut state);
+    apply(&mut state, 30, Command::CheckpointProgress);
+    tag(&mut state, (0, 1), 1, 3);
+    tag(&mut state, (1, 2), 1, 4);
+    finish_one(&mut state);
+    let restore = Command::RestoreProgress { checkpoint: 1, data_only: false };
+    assert_eq!(
+        apply(&mut state, 50, restore.clone()),
+        Response::RestoreWaiting { pass: 0, pservers: 2 }
+    );
+
+    assert_eq!(apply(&mut state, 51, Command::CancelJob), Response::Accepted);
+    assert_eq!(job(&state).reloads_waiting(), 0, "the cancel ends the restore");
+    assert_eq!(job(&state).slot_asks(0).reload, None, "no holder is asked to reload");
+    for (index, generation) in [(0, 1), (1, 2)] {
+        apply(&mut state, 60, Command::ReleasePServerSlot { index, generation });
+    }
+    assert!(job(&state).is_cancelled(), "the last release put nothing back");
+    assert_eq!(apply(&mut state, 61, restore), Response::JobCancelled);
+    let data_only = Command::RestoreProgress { checkpoint: 1, data_only: true };
+    assert_eq!(apply(&mut state, 61, data_only), Response::JobCancelled);
+    assert!(job(&state).is_cancelled() && !job(&state).status().job_finished);
+}
+
+/// "Never lost" holds only for the holder a slot had at the progress checkpoint: one that
+/// claimed the slot later restored an older file, which may miss tasks done by then. So a
+/// slot that changed hands before its holder tagged leaves the checkpoint data-only: the new
+/// holder is not asked for it, its tag is refused, the restore with the model is refused
+/// naming the slot, and `newest_checkpoint_data_only` says so; a later checkpoint asks the new
+/// holder as usual.
+#[test]
+fn a_slot_that_changed_hands_before_its_tag_leaves_the_checkpoint_data_only() {
+    let mut state = job_with_two_slots();
+    finish_one(&mut state);
+    apply(&mut state, 30, Command::CheckpointProgress);
+    assert_eq!(tag(&mut state, (0, 1), 1, 3), Response::Accepted);
+    assert!(!job(&state).newest_checkpoint_data_only(), "slot 1's holder may still tag");
+
+    tracing::info!("--- slot 1's holder dies before tagging; a replacement claims it");
+    apply(&mut state, 40, Command::ReleasePServerSlot { index: 1, generation: 2 });
+    let claim = Command::ClaimPServerSlotWithSecret {
+        addr: "p9:1".into(),
+        desired: 2,
+        secret: SlotSecret::from_bits(99),
+    };
+    let Response::SlotClaimed { index: 1, generation, .. } = apply(&mut state, 41, claim) else {
+        panic!("slot 1 is claimed again")
+    };
+    assert_eq!(job(&state).slot_asks(1).tag_for, None, "the new holder cannot cover it");
+    assert!(matches!(tag(&mut state, (1, generation), 1, 5), Response::Rejected { .. }));
+    assert!(job(&state).newest_checkpoint_data_only());
+    let restore = Command::RestoreProgress { checkpoint: 1, data_only: false };
+    let refused = apply(&mut state, 42, restore);
+    assert!(
+        matches!(refused, Response::Rejected { ref reason } if reason.contains("changed hands")),
+        "{refused:?}"
+    );
+
+    tracing::info!("--- a new checkpoint asks the new holder");
+    apply(&mut state, 50, Command::CheckpointProgress);
+    assert_eq!(job(&state).slot_asks(1).tag_for, Some(2));
+    assert_eq!(tag(&mut state, (1, generation), 2, 6), Response::Accepted);
+    assert_eq!(tag(&mut state, (0, 1), 2, 7), Response::Accepted);
+    assert_eq!(job(&state).newest_model_checkpoint(), Some(2));
+    assert!(!job(&state).newest_checkpoint_data_only());
+}

@@ -16,6 +16,22 @@ use super::{name_taken, Checkpointer};
 /// Progress directories are named `progress-<id>`, in the job's checkpoint directory
 /// (`job_dir.rs`).
 const PROGRESS_DIR_PREFIX: &str = "progress-";
+/// How many times a holder tries to reload for one restore (once per heartbeat that asks)
+/// before it gives its slot up: the restore then waits no more for it, and the next holder
+/// restores from the same file at its claim (with the claim's fallbacks), or fails saying
+/// why. A restore waits at most about a lease for a holder that cannot reload.
+pub const RELOAD_ATTEMPTS_MAX: u32 = 3;
+
+/// A holder that could not reload for a restore [`RELOAD_ATTEMPTS_MAX`] times: it gives its
+/// slot up and exits non-zero.
+#[derive(Debug, thiserror::Error)]
+#[error("slot {slot} could not reload for restore {restore} in {attempts} attempts, so it gives the slot up: {reason}")]
+pub struct ReloadAbandoned {
+    pub slot: u32,
+    pub restore: u64,
+    pub attempts: u32,
+    pub reason: String,
+}
 
 /// What this holder did of what was asked.
 #[derive(Debug, Default)]
@@ -27,6 +43,8 @@ pub(super) struct Followed {
     /// The `tags_from` of the last removal that left nothing of this slot's behind: the
     /// directory is listed again only when it moves.
     pruned_from: u64,
+    /// The restore the last reload failed for, and how many times it failed.
+    failed_reloads: (u64, u32),
 }
 
 /// The progress directories under `root`, with their progress checkpoint ids.
@@ -62,28 +80,14 @@ impl Checkpointer {
         Ok(())
     }
 
-    /// Loads the shard from the restore's file (once per restore) and reports it served.
+    /// Loads the shard from the restore's file (once per restore) and reports it served. A
+    /// load that fails is reported with its reason and tried again at the next ask, at most
+    /// [`RELOAD_ATTEMPTS_MAX`] times in all.
     async fn reload(&mut self, reload: SlotReload) -> anyhow::Result<()> {
         if reload.restore > self.followed.reloaded {
-            self.held.check()?;
-            let (slot, slot_count) = (self.held.index(), self.cell.slot_count());
-            let from = reload.from.clone();
-            let path = PathBuf::from(&from.path);
-            let loading =
-                move || crate::restore::load(&path, slot, slot_count, Some(from.crc32), from.step);
-            let shard = tokio::task::spawn_blocking(loading)
-                .await
-                .context("the checkpoint reader panicked")?
-                .with_context(|| format!("reload slot {slot} from {}", reload.from.path))?;
-            // The shard's step goes on from where it was, so the next file is named anew; the
-            // slot's record is the restored file now.
-            let step_before = self.cell.ready().map_or(0, |shard| shard.step());
-            let recorded_before = self.recorded_step.load(Ordering::SeqCst);
-            shard.adopt_step(step_before.max(recorded_before) + 1);
-            self.cell.replace(shard);
-            self.recorded_step.store(reload.from.step, Ordering::SeqCst);
-            self.followed.reloaded = reload.restore;
-            tracing::info!(slot, path = %reload.from.path, restore = reload.restore, "shard reloaded for a restore");
+            if let Err(error) = self.load_for(&reload).await {
+                return Err(self.reload_failed(&reload, error).await);
+            }
         }
         match self.master.report_reloaded(&self.lease, reload.restore).await {
             Err(ClientError::NotHolder { message, .. }) => {
@@ -92,6 +96,47 @@ impl Checkpointer {
             }
             reported => reported.context("report the reload"),
         }
+    }
+
+    /// Replaces the shard with the restore's file, or the newest usable older file of the
+    /// slot (the fallbacks of a claim: `restore.rs`).
+    async fn load_for(&mut self, reload: &SlotReload) -> anyhow::Result<()> {
+        self.held.check()?;
+        let (slot, slot_count) = (self.held.index(), self.cell.slot_count());
+        let (from, dir) = (reload.from.clone(), self.dir.clone());
+        let loading = move || crate::restore::restore(slot, slot_count, &from, &dir);
+        let (shard, path) = tokio::task::spawn_blocking(loading)
+            .await
+            .context("the checkpoint reader panicked")?
+            .with_context(|| format!("reload slot {slot} from {}", reload.from.path))?;
+        // The shard's step goes on from where it was, so the next file is named anew; the
+        // slot's record is the restored file now.
+        let step_before = self.cell.ready().map_or(0, |shard| shard.step());
+        let recorded_before = self.recorded_step.load(Ordering::SeqCst);
+        shard.adopt_step(step_before.max(recorded_before) + 1);
+        self.cell.replace(shard);
+        self.recorded_step.store(reload.from.step, Ordering::SeqCst);
+        self.followed.reloaded = reload.restore;
+        tracing::info!(slot, path = %path.display(), restore = reload.restore, "shard reloaded for a restore");
+        Ok(())
+    }
+
+    /// Counts a failed reload and tells the leader why; the error to return: the load's
+    /// own, or [`ReloadAbandoned`] once it failed [`RELOAD_ATTEMPTS_MAX`] times.
+    async fn reload_failed(&mut self, reload: &SlotReload, error: anyhow::Error) -> anyhow::Error {
+        let (restore, failures) = self.followed.failed_reloads;
+        let attempts = if restore == reload.restore { failures + 1 } else { 1 };
+        self.followed.failed_reloads = (reload.restore, attempts);
+        let reason = format!("{error:#}");
+        let said = self.master.report_reload_failed(&self.lease, reload.restore, &reason).await;
+        if let Err(report_error) = said {
+            tracing::warn!(error = %report_error, "could not tell the masters why the reload failed");
+        }
+        if attempts < RELOAD_ATTEMPTS_MAX {
+            return error;
+        }
+        let slot = self.held.index();
+        ReloadAbandoned { slot, restore: reload.restore, attempts, reason }.into()
     }
 
     /// Writes the shard into progress checkpoint `progress`'s directory and records it with
