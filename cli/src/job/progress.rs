@@ -69,9 +69,12 @@ pub(super) async fn restore(
 }
 
 /// Returns once no pserver of `name` is left to reload; an error naming how many are after
-/// `wait` (the restore stays under way).
+/// `wait` (the restore stays under way). Why a holder cannot reload is printed once per slot
+/// and reason; such a holder gives its slot up after a few attempts (its replacement restores
+/// from the same file at its claim), so the restore does not wait for it for ever.
 async fn wait_for_reloads(client: &MasterClient, name: &str, wait: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + wait;
+    let mut told = std::collections::BTreeSet::new();
     loop {
         let jobs = client.list_jobs().await.context("list the jobs")?;
         let job = jobs.jobs.iter().find(|job| job.name == name);
@@ -79,12 +82,18 @@ async fn wait_for_reloads(client: &MasterClient, name: &str, wait: Duration) -> 
         if waiting == 0 {
             return Ok(());
         }
+        for (slot, reason) in job.map(|job| job.reload_waits.clone()).unwrap_or_default() {
+            if told.insert((slot, reason.clone())) {
+                eprintln!("slot {slot} cannot reload: {}", crate::status::escaped(&reason));
+            }
+        }
         if Instant::now() >= deadline {
             anyhow::bail!(
                 "{waiting} pservers of job {name:?} have not reloaded after {} s; the restore \
-                 stays under way (a pserver that cannot read its file logs why; a new holder of \
-                 its slot restores from the file). `raftrain job restore {name} --checkpoint ID \
-                 --data-only` replaces it with a restore of the data only",
+                 stays under way (`raftrain job list` shows why a slot cannot reload; such a \
+                 holder gives its slot up, and a new holder restores from the file). `raftrain \
+                 job restore {name} --checkpoint ID --data-only` replaces it with a restore of \
+                 the data only, `raftrain job cancel {name}` ends the job",
                 wait.as_secs()
             );
         }

@@ -38,6 +38,7 @@ mod pserver_hostile_input;
 mod pserver_processes;
 mod pserver_replacement;
 mod recordio;
+mod restore_faults;
 mod security;
 mod session_flood;
 mod slow_streams;
