@@ -16,7 +16,8 @@ impl MasterClient {
     /// under a name in use is `InvalidArgument` naming what differs. Each attempt may take
     /// [`REPORT_RPC_TIMEOUT_MS`] (a RecordIO dataset is scanned).
     pub async fn submit_job(&self, spec: &JobSpec) -> Result<DatasetSizes, ClientError> {
-        spec.check().map_err(|message| ClientError::InvalidArgument { call: "SubmitJob", message })?;
+        spec.check()
+            .map_err(|message| ClientError::InvalidArgument { call: "SubmitJob", message })?;
         let timeout = Duration::from_millis(REPORT_RPC_TIMEOUT_MS);
         let reply = self
             .write("SubmitJob", |mut service, stamp| {

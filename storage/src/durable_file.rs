@@ -270,9 +270,11 @@ mod tests {
             std::os::unix::fs::symlink(aimed, path).expect("symlink");
         };
         check("a symbolic link", &link, Some("a symbolic link is there"));
-        check("a dangling link", &|path| {
-            std::os::unix::fs::symlink("/nonexistent", path).expect("symlink")
-        }, Some("a symbolic link is there"));
+        check(
+            "a dangling link",
+            &|path| std::os::unix::fs::symlink("/nonexistent", path).expect("symlink"),
+            Some("a symbolic link is there"),
+        );
         check("a directory", &|path| fs::create_dir(path).expect("dir"), Some("a directory"));
         check("a fifo", &|path| mkfifo(path), Some("a fifo is there"));
         let error = check_target(Path::new("/dev/null")).expect_err("a device");

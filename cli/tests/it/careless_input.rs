@@ -27,7 +27,11 @@ fn refused(args: &[&str], expected: &str) {
 }
 
 /// A raw submit of an index job named `name`, with `policy` overriding the masters'.
-fn index_submit(name: &str, seq: u64, policy: Option<pb::QueuePolicyOverrides>) -> pb::SubmitJobRequest {
+fn index_submit(
+    name: &str,
+    seq: u64,
+    policy: Option<pb::QueuePolicyOverrides>,
+) -> pb::SubmitJobRequest {
     let dataset = pb::IndexDataset { size: 10, shard_size: 2 };
     pb::SubmitJobRequest {
         stamp: stamp(seq),
@@ -58,8 +62,12 @@ async fn an_empty_job_name_changes_no_job() {
     let checkpoint = pb::CheckpointJobRequest { stamp: stamp(2), job: String::new() };
     let status = service.checkpoint_job(checkpoint).await.expect_err("an empty name");
     assert!(status.message().contains("job name: empty"), "{status:?}");
-    let restore =
-        pb::RestoreJobRequest { stamp: stamp(3), job: String::new(), checkpoint_id: 1, data_only: true };
+    let restore = pb::RestoreJobRequest {
+        stamp: stamp(3),
+        job: String::new(),
+        checkpoint_id: 1,
+        data_only: true,
+    };
     let status = service.restore_job(restore).await.expect_err("an empty name");
     assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
     assert_eq!(jobs(&masters), [("\"only\"".to_string(), "\"running\"".to_string())]);
@@ -100,8 +108,11 @@ async fn job_names_and_policies_no_job_can_use_are_refused() {
     submit(&["--passes", "0"], "passes: 0 is not accepted");
     let zero_shard = ["job", "submit", "--masters", &masters, "--name", "z", "--passes", "1"];
     refused(&[&zero_shard[..], &["--index", "10", "--shard-size", "0"]].concat(), "shard-size: 0");
-    std::fs::write(&spec, "name = \"t\"\npasses = 1\nindex = 10\nshard-size = 2\ntask-timeout-min-ms = 0\n")
-        .expect("write the spec");
+    std::fs::write(
+        &spec,
+        "name = \"t\"\npasses = 1\nindex = 10\nshard-size = 2\ntask-timeout-min-ms = 0\n",
+    )
+    .expect("write the spec");
     refused(
         &["job", "submit", "--masters", &masters, "--spec", &spec_text],
         &format!("job spec {spec_text}: task-timeout-min-ms: 0"),
@@ -111,8 +122,13 @@ async fn job_names_and_policies_no_job_can_use_are_refused() {
     let mut service = group.leader_service().await;
     let status = service.submit_job(index_submit("a\0b", 1, None)).await.expect_err("a NUL");
     assert!(status.message().contains("'\\0' at byte 1"), "{status:?}");
-    let report =
-        pb::ReportIndexDatasetRequest { stamp: stamp(2), job: "A".into(), size: 10, shard_size: 2, passes: 1 };
+    let report = pb::ReportIndexDatasetRequest {
+        stamp: stamp(2),
+        job: "A".into(),
+        size: 10,
+        shard_size: 2,
+        passes: 1,
+    };
     let status = service.report_index_dataset(report).await.expect_err("uppercase");
     assert!(status.message().contains("'A' at byte 0"), "{status:?}");
     let zero = pb::QueuePolicyOverrides { task_timeout_min_ms: Some(0), ..Default::default() };
@@ -151,7 +167,9 @@ fn recordio_write_replaces_only_a_regular_file() {
     let fifo = dir.path().join("fifo.recordio");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
     assert!(made.success());
-    for (target, what) in [(&link, "a symbolic link"), (&fifo, "a fifo"), (&directory, "a directory")] {
+    for (target, what) in
+        [(&link, "a symbolic link"), (&fifo, "a fifo"), (&directory, "a directory")]
+    {
         let out = target.display().to_string();
         let output = raftrain(&["recordio", "write", "--out", &out], b"00\n");
         let expected = format!("{out}: {what} is there");
