@@ -16,6 +16,8 @@ impl MasterClient {
     /// under a name in use is `InvalidArgument` naming what differs. Each attempt may take
     /// [`REPORT_RPC_TIMEOUT_MS`] (a RecordIO dataset is scanned).
     pub async fn submit_job(&self, spec: &JobSpec) -> Result<DatasetSizes, ClientError> {
+        spec.check()
+            .map_err(|message| ClientError::InvalidArgument { call: "SubmitJob", message })?;
         let timeout = Duration::from_millis(REPORT_RPC_TIMEOUT_MS);
         let reply = self
             .write("SubmitJob", |mut service, stamp| {
@@ -39,6 +41,7 @@ impl MasterClient {
 
     /// Cancels job `job`: its trainers and pservers stop and exit 0. A repeat changes nothing.
     pub async fn cancel_job(&self, job: &str) -> Result<(), ClientError> {
+        named("CancelJob", job)?;
         let timeout = self.rpc_timeout();
         self.write("CancelJob", |mut service, stamp| {
             let request = pb::CancelJobRequest { stamp: Some(stamp), job: job.to_string() };
@@ -50,6 +53,7 @@ impl MasterClient {
 
     /// Records job `job`'s progress (pass and done tasks) as one replicated entry.
     pub async fn checkpoint_job(&self, job: &str) -> Result<ProgressCheckpoint, ClientError> {
+        named("CheckpointJob", job)?;
         let timeout = self.rpc_timeout();
         let reply = self
             .write("CheckpointJob", |mut service, stamp| {
@@ -75,6 +79,7 @@ impl MasterClient {
         checkpoint: u64,
         data_only: bool,
     ) -> Result<RestoredProgress, ClientError> {
+        named("RestoreJob", job)?;
         let timeout = self.rpc_timeout();
         let reply = self
             .write("RestoreJob", |mut service, stamp| {
@@ -94,4 +99,10 @@ impl MasterClient {
             reloading: reply.reloading,
         })
     }
+}
+
+/// Refuses a call that changes a job but names none, before anything is sent.
+fn named(call: &'static str, job: &str) -> Result<(), ClientError> {
+    super::job_name::require_job_name(job)
+        .map_err(|message| ClientError::InvalidArgument { call, message })
 }

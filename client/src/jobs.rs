@@ -32,6 +32,17 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
+    /// Checks what the masters would refuse: the name's syntax, the passes, the index range
+    /// and the policy values; the error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        super::job_name::check_job_name(&self.name)?;
+        super::policy_bounds::check_passes(self.passes)?;
+        if let JobDataset::Index { size, shard_size } = self.dataset {
+            super::policy_bounds::check_index_range(size, shard_size)?;
+        }
+        super::policy_bounds::check_policy(&self.policy)
+    }
+
     pub(crate) fn to_proto(&self, stamp: pb::ClientStamp) -> pb::SubmitJobRequest {
         let dataset = match &self.dataset {
             JobDataset::RecordIo { patterns } => {

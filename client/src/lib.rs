@@ -12,11 +12,14 @@
 mod conversions;
 mod discovery;
 mod error;
+mod failure_reason;
 mod fault;
 mod job_calls;
+mod job_name;
 mod jobs;
 mod master_client;
 mod options;
+mod policy_bounds;
 mod retrying;
 mod slot_asks;
 mod slot_secret;
@@ -32,12 +35,18 @@ pub use error::{
     REFUSAL_NO_SUCH_JOB, REFUSAL_STALE_REQUEST, REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER,
     RETRY_AFTER_MS_METADATA_KEY,
 };
+pub use failure_reason::{cut_reason, FAILURE_REASON_BYTES_MAX};
+pub use job_name::{check_job_name, require_job_name, SUBMITTED_JOB_NAME_BYTES_MAX};
 pub use jobs::{
     JobDataset, JobList, JobSpec, JobState, JobSummary, PolicyOverrides, ProgressCheckpoint,
     RestoredProgress,
 };
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
+pub use policy_bounds::{
+    check_index_range, check_passes, check_policy, CHUNKS_PER_TASK_MAX, MAX_TASK_FAILURES_MAX,
+    PASS_COUNT_MAX, TASK_TIMEOUT_MIN_MS_FLOOR, TASK_TIMEOUT_MIN_MS_MAX, TIMEOUT_FACTOR_MAX,
+};
 pub use slot_asks::{SlotAsks, SlotReload};
 pub use slot_secret::SLOT_SECRET_BYTES;
 pub use status::{

@@ -88,8 +88,9 @@ impl MasterClient {
         task_reported("TaskFinished", &reply)
     }
 
-    /// Reports a task failed with `reason` (cut by the master if long) and whose `fault` it
-    /// was; `false` when fenced off.
+    /// Reports a task failed with `reason` (cut to what the master keeps,
+    /// [`super::FAILURE_REASON_BYTES_MAX`], so a huge one still fails the task) and whose
+    /// `fault` it was; `false` when fenced off.
     pub async fn task_failed(
         &self,
         task_id: u64,
@@ -108,7 +109,7 @@ impl MasterClient {
                     stamp: Some(stamp),
                     task_id,
                     epoch,
-                    reason: reason.into(),
+                    reason: super::failure_reason::cut_reason(reason).into_owned(),
                     fault: fault as i32,
                     job: self.job().to_string(),
                 };

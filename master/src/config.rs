@@ -150,6 +150,15 @@ impl MasterConfig {
             "--chunks-per-task must be 1 to {chunks_per_task_max} (a task's chunks travel in one reply)"
         );
         anyhow::ensure!(self.timeout_factor >= 1, "--timeout-factor must be at least 1");
+        // The job defaults: every job that overrides nothing runs with them.
+        let policy = client::PolicyOverrides {
+            chunks_per_task: Some(self.chunks_per_task),
+            task_timeout_min_ms: Some(self.task_timeout_min_ms),
+            timeout_factor: Some(self.timeout_factor),
+            max_task_failures: Some(self.max_task_failures),
+            retry_failed_next_pass: Some(self.retry_failed_next_pass),
+        };
+        client::check_policy(&policy).map_err(|message| anyhow::anyhow!("--{message}"))?;
         anyhow::ensure!(self.trainer_lease_ms >= 100, "--trainer-lease-ms must be at least 100");
         anyhow::ensure!(self.pserver_lease_ms >= 100, "--pserver-lease-ms must be at least 100");
         self.node_config().map(|_| ())

@@ -288,14 +288,23 @@ class Task:
             return False
         if exc is None:
             self.finish()
-        elif isinstance(exc, DataError):
-            self.fail(str(exc), fault=exc.fault)
         elif isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
             # Not the data's fault: the task goes back when this trainer's lease ends.
             pass
         else:
-            self.fail(f"{exc_type.__name__}: {exc}")
+            self._fail_for(exc)
+        # The user's exception always propagates (a report's own failure is only noted on it).
         return False
+
+    def _fail_for(self, exc: BaseException) -> None:
+        """Reports the task failed with `exc`'s text (cut to what the master keeps, by the
+        native client); a report that fails is noted on `exc`, never raised instead of it."""
+        reason, fault = (str(exc), exc.fault) if isinstance(exc, DataError) else (f"{type(exc).__name__}: {exc}", "content")
+        try:
+            self.fail(reason, fault=fault)
+        except Exception as error:  # noqa: BLE001 - the user's exception matters more
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"raftrain: reporting task {self.id} failed also failed: {error}")
 
     def __repr__(self) -> str:
         covers = f"start={self.start}, end={self.end}" if self.start is not None else f"chunks={len(self.chunks)}"

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
 use pyo3::types::PyBytes;
 use storage::durable_file::DurableFile;
 use storage::recordio::{ChunkScanner, Compressor, DecodedChunk, Writer, WriterOptions};
@@ -60,10 +61,14 @@ impl ChunkReader {
         })
     }
 
-    /// The next chunk's records; `None` after the last.
+    /// The next chunk's records; `None` after the last. The lock is waited for detached from
+    /// the interpreter: its holder detaches while it reads and must attach again to hand out
+    /// the records, so a second thread waiting for the lock while attached (holding the GIL)
+    /// deadlocked both.
     fn next_chunk<'py>(&self, py: Python<'py>) -> PyResult<Option<Vec<Bound<'py, PyBytes>>>> {
         guarded("Reader", || {
-            let mut scanner = self.scanner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let scanner = self.scanner.lock_py_attached(py);
+            let mut scanner = scanner.unwrap_or_else(|poisoned| poisoned.into_inner());
             let scanner = &mut *scanner;
             match py.detach(|| scanner.next_chunk().map(|chunk| chunk.map(drop))) {
                 None => Ok(None),

@@ -116,6 +116,7 @@ impl TaskClient {
     ) -> PyResult<(u64, u64, u64)> {
         guarded("report_dataset", || {
             self.process.check("TaskClient")?;
+            client::check_job_name(&job).map_err(Failure::invalid)?;
             let master = self.master.clone();
             let reported =
                 wait(py, async move { master.report_dataset(&job, &patterns, passes).await })?;
@@ -136,6 +137,7 @@ impl TaskClient {
     ) -> PyResult<u64> {
         guarded("report_index_dataset", || {
             self.process.check("TaskClient")?;
+            client::check_job_name(&job).map_err(Failure::invalid)?;
             let master = self.master.clone();
             let reported = wait(py, async move {
                 master.report_index_dataset(&job, size, shard_size, passes).await

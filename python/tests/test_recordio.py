@@ -4,6 +4,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -110,3 +114,59 @@ def test_bad_example_input_is_refused(tmp_path):
         raftrain.Example(sparse_index=[1, 2], sparse_value=[1.0]).encode()
     with pytest.raises(raftrain.DataError):
         raftrain.Example.decode(b"\xff\xff\xff")
+
+
+def test_one_reader_read_by_two_threads_finishes(tmp_path):
+    """Two threads reading chunks of one `Reader` both finish and between them read every
+    record once. They run in a child interpreter with a timeout: the deadlock this guards
+    against (one thread waiting for the reader's lock while holding the GIL, the other
+    holding the lock and waiting for the GIL) hangs the whole interpreter."""
+    path = tmp_path / "shared.recordio"
+    count = 20_000
+    with Writer(path, "gzip", max_chunk_bytes=2048) as writer:
+        for index in range(count):
+            writer.write(f"record {index} ".encode() * 8)
+    script = (
+        "import sys, threading\n"
+        "from raftrain.recordio import Reader\n"
+        "reader = Reader(sys.argv[1])\n"
+        "counts = []\n"
+        "def read():\n"
+        "    counts.append(sum(len(chunk) for chunk in reader.chunks()))\n"
+        "threads = [threading.Thread(target=read) for _ in range(2)]\n"
+        "[thread.start() for thread in threads]\n"
+        "[thread.join() for thread in threads]\n"
+        "print(sum(counts))\n"
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("two threads reading one Reader deadlocked (no answer within 60 s)")
+    assert done.returncode == 0, done.stderr.decode()
+    assert int(done.stdout) == count
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dangling symlink", "directory", "fifo"])
+def test_a_writer_replaces_only_a_regular_file(tmp_path, kind):
+    """`Writer` refuses a path where something other than a regular file is (a symbolic link,
+    even to a regular file, a directory, a fifo), naming the path, and leaves it as it was;
+    `raftrain recordio write --out` refuses it alike. (A device is left to the Rust test,
+    which does not write: before the check, a writer would have replaced it.)"""
+    aimed = tmp_path / "aimed"
+    aimed.write_bytes(b"kept")
+    path = tmp_path / "target.recordio"
+    if kind == "symlink":
+        path.symlink_to(aimed)
+    elif kind == "dangling symlink":
+        path.symlink_to(tmp_path / "nowhere")
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    with pytest.raises(raftrain.Error, match=str(path)):
+        with Writer(path) as writer:
+            writer.write(b"record")
+    with pytest.raises(AssertionError, match=f"{path}: a .* is there"):
+        run_tool("recordio", "write", "--out", str(path), input=b"00\n")
+    assert aimed.read_bytes() == b"kept"
+    assert kind != "symlink" or path.is_symlink()

@@ -144,3 +144,37 @@ def test_an_index_job_covers_every_index_once_per_pass(masters):
     status = client.status()
     assert status["job_finished"] and status["failed"] == 0
     assert (status["dataset_kind"], status["dataset_size"], status["shard_size"]) == ("index_range", 1000, 64)
+
+
+def test_a_huge_exception_still_fails_the_task_and_propagates(masters, tmp_path):
+    """An exception whose text is far over what the master keeps (6 MB, two-byte characters)
+    comes out of `with task:` unchanged; the failure report, cut by the client to the
+    master's bound on a character boundary, is accepted, and the task is handed out again."""
+    write_blobs(tmp_path / "train.recordio", 100, seed=3, max_chunk_bytes=100_000)
+    client = raftrain.TaskClient(masters.masters)
+    client.report_dataset(str(tmp_path / "train.recordio"), passes=1)
+    task = client.next_task()
+    text = "é" * (3 << 20)
+    with pytest.raises(ValueError) as raised:
+        with task:
+            raise ValueError(text)
+    assert str(raised.value) == text, "the user's exception, not the report's"
+    assert task.reported == "failed"
+    again = client.next_task()
+    assert again.id == task.id and again.epoch > task.epoch, "the failure report was accepted"
+    again.finish()
+
+
+@pytest.mark.parametrize("name", ["", "with space", "Upper", "nul\0byte", "-dash", "a" * 64])
+def test_a_job_name_that_is_not_a_dns_label_is_refused(masters, tmp_path, name):
+    """`report_dataset` and `report_index_dataset` refuse a job name that is not a DNS label
+    (lowercase letters, digits, '-' inside, at most 63 bytes), naming the fault, before
+    anything reaches the masters; no job is made."""
+    write_blobs(tmp_path / "train.recordio", 10, seed=4, max_chunk_bytes=100_000)
+    client = raftrain.TaskClient(masters.masters)
+    expected = "empty" if name == "" else ("bytes, at most 63" if len(name) == 64 else "is not allowed")
+    with pytest.raises(raftrain.InvalidArgument, match=expected):
+        client._native.report_dataset(name, [str(tmp_path / "train.recordio")], 1)
+    with pytest.raises(raftrain.InvalidArgument, match=expected):
+        client._native.report_index_dataset(name, 10, 2, 1)
+    assert json.loads(run_tool("job", "list", "--json", "--masters", masters.masters))["jobs"] == []

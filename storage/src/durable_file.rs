@@ -4,8 +4,12 @@
 //! it is committed (a write that failed: a full disk) removes its temporary file, so failed
 //! attempts do not keep the space they took; temporary files a crash left behind are removed
 //! with [`remove_temp_files`].
+//!
+//! A write replaces only a regular file (or nothing): a symbolic link, a device, a fifo or a
+//! directory under the final name is refused naming the path ([`check_target`]), and the
+//! temporary file is created exclusively, so a link planted under its name is not followed.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -30,8 +34,16 @@ impl DurableFile {
     /// Starts `<dir>/<name>` (written as `<name>.tmp` until committed).
     pub fn create(dir: &Path, name: &str) -> io::Result<Self> {
         let path = dir.join(name);
+        check_target(&path)?;
         let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
-        let file = File::create(&temp)?;
+        // What a crash left under the temporary name (or someone planted there) goes first.
+        match fs::remove_file(&temp) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                return Err(io::Error::new(error.kind(), format!("{}: {error}", temp.display())))
+            }
+            _ => {}
+        }
+        let file = OpenOptions::new().write(true).create_new(true).open(&temp)?;
         let writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, file);
         let writer = Some(writer);
         Ok(Self { dir: dir.to_path_buf(), path, temp, writer, committed: false })
@@ -45,6 +57,8 @@ impl DurableFile {
     /// Flushes, fsyncs, renames into place and fsyncs the directory.
     pub fn commit(mut self) -> io::Result<PathBuf> {
         self.sync_temp()?;
+        // Checked again: something may have appeared under the name while this was written.
+        check_target(&self.path)?;
         fs::rename(&self.temp, &self.path)?;
         self.committed = true;
         File::open(&self.dir)?.sync_all()?;
@@ -106,6 +120,33 @@ impl Write for DurableFile {
     fn flush(&mut self) -> io::Result<()> {
         self.writer()?.flush()
     }
+}
+
+/// Refuses a write to `path` when something other than a regular file is there: a symbolic
+/// link, a device, a fifo, a socket or a directory would be replaced by the written file (or,
+/// opened, written through). The error names the path and what is there.
+pub fn check_target(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let file_type = match fs::symlink_metadata(path) {
+        Ok(metadata) => metadata.file_type(),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => {
+            return Err(io::Error::new(error.kind(), format!("{}: {error}", path.display())))
+        }
+    };
+    let what = match () {
+        _ if file_type.is_file() => return Ok(()),
+        _ if file_type.is_symlink() => "a symbolic link",
+        _ if file_type.is_dir() => "a directory",
+        _ if file_type.is_fifo() => "a fifo",
+        _ if file_type.is_char_device() || file_type.is_block_device() => "a device",
+        _ if file_type.is_socket() => "a socket",
+        _ => "not a regular file",
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{}: {what} is there; refused to replace it with a regular file", path.display()),
+    ))
 }
 
 /// Writes `bytes` durably as `<dir>/<name>`.
@@ -189,6 +230,74 @@ mod tests {
             .collect();
         assert_eq!(names, ["a.bin"]);
         assert_eq!(fs::read(dir.path().join("a.bin")).expect("read"), b"first");
+    }
+
+    /// Writes through `DurableFile` into `<dir>/target` after `prepare` made it; `None`
+    /// when the write succeeds, else the error's text.
+    fn write_over(prepare: impl Fn(&Path)) -> Option<String> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let target = dir.path().join("target");
+        prepare(&target);
+        let write = || -> io::Result<()> {
+            let mut file = DurableFile::create(dir.path(), "target")?;
+            file.write_all(b"records")?;
+            file.commit().map(drop)
+        };
+        write().err().map(|error| error.to_string())
+    }
+
+    /// Only nothing or a regular file is replaced: a symbolic link (even to a regular file),
+    /// a directory, a fifo or a device under the name is refused naming the path and what
+    /// is there, and left as it was.
+    #[test]
+    fn only_regular_files_are_replaced() {
+        let check = |what: &str, prepare: &dyn Fn(&Path), expected: Option<&str>| {
+            let outcome = write_over(prepare);
+            match (&outcome, expected) {
+                (None, None) => {}
+                (Some(error), Some(expected)) => assert!(
+                    error.contains("target: ") && error.contains(expected),
+                    "{what}: {error}"
+                ),
+                _ => panic!("{what}: {outcome:?}, expected {expected:?}"),
+            }
+        };
+        check("nothing", &|_| {}, None);
+        check("a file", &|path| fs::write(path, b"old").expect("write"), None);
+        let link = |path: &Path| {
+            let aimed = path.with_file_name("aimed");
+            fs::write(&aimed, b"kept").expect("write");
+            std::os::unix::fs::symlink(aimed, path).expect("symlink");
+        };
+        check("a symbolic link", &link, Some("a symbolic link is there"));
+        check(
+            "a dangling link",
+            &|path| std::os::unix::fs::symlink("/nonexistent", path).expect("symlink"),
+            Some("a symbolic link is there"),
+        );
+        check("a directory", &|path| fs::create_dir(path).expect("dir"), Some("a directory"));
+        check("a fifo", &|path| mkfifo(path), Some("a fifo is there"));
+        let error = check_target(Path::new("/dev/null")).expect_err("a device");
+        assert!(error.to_string().contains("/dev/null: a device is there"), "{error}");
+    }
+
+    /// A temporary name taken by a symbolic link (planted, or a crash's leftover) is not
+    /// followed: the link goes, the file it aimed at is untouched.
+    #[test]
+    fn a_link_under_the_temporary_name_is_not_followed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let aimed = dir.path().join("aimed");
+        fs::write(&aimed, b"kept").expect("write");
+        std::os::unix::fs::symlink(&aimed, dir.path().join("a.bin.tmp")).expect("symlink");
+        write_durably(dir.path(), "a.bin", b"new").expect("write");
+        assert_eq!(fs::read(&aimed).expect("read"), b"kept");
+        assert_eq!(fs::read(dir.path().join("a.bin")).expect("read"), b"new");
+    }
+
+    /// Makes a fifo at `path` with mkfifo(1) (storage links no libc crate).
+    fn mkfifo(path: &Path) {
+        let made = std::process::Command::new("mkfifo").arg(path).status().expect("mkfifo runs");
+        assert!(made.success(), "mkfifo {}", path.display());
     }
 
     /// A temporary file written to recently (another writer's, in a shared directory) is

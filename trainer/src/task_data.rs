@@ -49,6 +49,8 @@ impl DataError {
             | ErrorKind::TruncatedPayload { .. }
             | ErrorKind::IndexMismatch { .. }
             | ErrorKind::NoMatch { .. }
+            | ErrorKind::DirectoryLoop { .. }
+            | ErrorKind::TooDeep { .. }
             | ErrorKind::RangeOutOfBounds { .. } => Fault::Local,
             ErrorKind::BadMagic { .. }
             | ErrorKind::ChecksumMismatch { .. }

@@ -8,6 +8,7 @@ mod spec;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
 use client::{ClientOptions, JobList, MasterClient};
 use platform::security::{Security, SecurityFiles};
@@ -112,13 +113,21 @@ pub(crate) fn run(args: &JobArgs) -> anyhow::Result<()> {
 }
 
 async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<()> {
+    // An unset shell variable (`raftrain job cancel "$JOB"`) must not mean the only job.
+    if let JobCommand::Cancel { name, .. }
+    | JobCommand::Checkpoint { name, .. }
+    | JobCommand::Restore { name, .. } = command
+    {
+        client::require_job_name(name).map_err(anyhow::Error::msg)?;
+    }
     match command {
         JobCommand::Submit { spec, fields, .. } => {
-            let fields = match spec {
-                Some(path) => SpecFields::from_file(path)?,
-                None => fields.clone(),
+            let spec = match spec {
+                Some(path) => SpecFields::from_file(path)?
+                    .to_spec()
+                    .with_context(|| format!("job spec {}", path.display()))?,
+                None => fields.to_spec()?,
             };
-            let spec = fields.to_spec()?;
             let sizes = client.submit_job(&spec).await?;
             println!(
                 "job {:?} submitted: {} tasks ({} chunks, {} records)",

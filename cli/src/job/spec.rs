@@ -77,7 +77,9 @@ impl SpecFields {
             max_task_failures: self.max_task_failures,
             retry_failed_next_pass: self.retry_failed_next_pass,
         };
-        Ok(JobSpec { name, dataset, passes, policy })
+        let spec = JobSpec { name, dataset, passes, policy };
+        spec.check().map_err(anyhow::Error::msg)?;
+        Ok(spec)
     }
 }
 

@@ -1,5 +1,7 @@
 //! An output file that appears whole or not at all: written to a temporary file beside the
 //! destination, synced, then renamed over it. Dropping it without `commit` leaves nothing.
+//! Like storage's durable files, it replaces only a regular file: a symbolic link, a device,
+//! a fifo or a directory at the destination is refused naming it (`check_target`).
 
 use anyhow::Context as _;
 use std::io::{BufWriter, Write};
@@ -15,6 +17,7 @@ pub(crate) struct OutputFile {
 
 impl OutputFile {
     pub(crate) fn create(destination: &Path) -> anyhow::Result<Self> {
+        storage::durable_file::check_target(destination)?;
         let directory = match destination.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
@@ -37,6 +40,8 @@ impl OutputFile {
     pub(crate) fn commit(self) -> anyhow::Result<()> {
         let temporary = self.file.into_inner().context("flush the output file")?;
         temporary.as_file().sync_all().context("sync the output file")?;
+        // Checked again: something may have appeared there while the file was written.
+        storage::durable_file::check_target(&self.destination)?;
         temporary
             .persist(&self.destination)
             .with_context(|| format!("rename the output into {}", self.destination.display()))?;

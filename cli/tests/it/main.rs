@@ -3,6 +3,7 @@
 mod bench_consensus;
 mod bench_pserver;
 mod broken_mount;
+mod careless_input;
 mod checkpoint_names;
 mod command;
 mod dashboard;

@@ -158,6 +158,7 @@ pub(crate) async fn report_dataset(
     request: pb::ReportDatasetRequest,
     policy: QueuePolicy,
 ) -> Result<pb::ReportDatasetReply, Status> {
+    super::admission::check_report(proposer.node(), &request.job, request.passes)?;
     if let Some(reply) = repeated_report(proposer.node(), &policy, scanner, &request).await {
         return Ok(reply);
     }
@@ -279,14 +280,21 @@ mod tests {
     use std::time::Duration;
 
     /// Dropping a scan's future (what tonic does when the client resets the stream or its
-    /// deadline passes) stops the scan thread: a `**` glob over a symbolic link loop (3^40
-    /// paths), with the entry and time caps lifted so only cancellation can end it, finishes
+    /// deadline passes) stops the scan thread: a `**` glob over 40 levels of directories, each
+    /// linked three times from the level above (3^40 paths, no loop, within the glob's depth
+    /// bound), with the entry and time caps lifted so only cancellation can end it, finishes
     /// once its task is aborted.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_dropped_scan_stops() {
         let directory = tempfile::tempdir().expect("temporary directory");
-        for link in ["a", "b", "c"] {
-            std::os::unix::fs::symlink(".", directory.path().join(link)).expect("symlink");
+        std::fs::create_dir(directory.path().join("level0")).expect("the top level");
+        for level in 0..40 {
+            let below = directory.path().join(format!("level{}", level + 1));
+            std::fs::create_dir_all(&below).expect("a level");
+            for link in ["a", "b", "c"] {
+                let at = directory.path().join(format!("level{level}")).join(link);
+                std::os::unix::fs::symlink(&below, at).expect("symlink");
+            }
         }
         let root = DataRoot::open(directory.path()).expect("open the root");
         let limits =

@@ -19,6 +19,7 @@ pub(crate) async fn report_index_dataset(
 ) -> Result<pb::ReportDatasetReply, Status> {
     stamp(request.stamp)?;
     validate(&request)?;
+    super::admission::check_report(proposer.node(), &request.job, request.passes)?;
     let command = Command::ReportIndexDataset {
         job: request.job,
         size: request.size,

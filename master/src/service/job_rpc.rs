@@ -19,6 +19,7 @@ pub(crate) async fn submit_job(
     request: pb::SubmitJobRequest,
 ) -> Result<pb::ReportDatasetReply, Status> {
     let policy = with_overrides(flags, request.policy.as_ref());
+    super::admission::check_policy(&policy)?;
     let (job, stamp, passes) = (request.name, request.stamp, request.passes);
     match request.dataset {
         Some(pb::submit_job_request::Dataset::Recordio(dataset)) => {

@@ -544,6 +544,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::CancelJobReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
+        super::admission::require_named(&request.job)?;
         match self.propose(Some(client), for_job(&request.job, Command::CancelJob)).await? {
             Response::Accepted => Ok(tonic::Response::new(pb::CancelJobReply {})),
             other => Err(unexpected("CancelJob", other)),
@@ -556,6 +557,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::CheckpointJobReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
+        super::admission::require_named(&request.job)?;
         let command = for_job(&request.job, Command::CheckpointProgress);
         match self.propose(Some(client), command).await? {
             Response::ProgressCheckpointed { id, pass, done } => {
@@ -578,6 +580,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
     ) -> Reply<pb::RestoreJobReply> {
         let request = request.into_inner();
         let client = stamp(request.stamp)?;
+        super::admission::require_named(&request.job)?;
         let (checkpoint, data_only) = (request.checkpoint_id, request.data_only);
         let command = Command::RestoreProgress { checkpoint, data_only };
         let reply = match self.propose(Some(client), for_job(&request.job, command)).await? {

@@ -1,6 +1,7 @@
 //! The master's gRPC service and the pieces only it uses: field conversions, the one
 //! outcome-to-status mapping, the pserver watch stream and the status reply.
 
+mod admission;
 mod conversions;
 mod dataset_report;
 mod index_report;

@@ -23,7 +23,7 @@ pub const CHUNK_PATH_BYTES_MAX: usize = 4096;
 pub const DATASET_PATH_BYTES_MAX: u64 = 32 << 20;
 /// The most chunks one task may hold; bounds every task assignment (a reply that client
 /// sessions keep) whatever the leader's flags say.
-pub const CHUNKS_PER_TASK_MAX: u32 = 1024;
+pub const CHUNKS_PER_TASK_MAX: u32 = client::CHUNKS_PER_TASK_MAX;
 
 pub use client::ChunkRef;
 

@@ -10,8 +10,8 @@ use super::task::{PendingTask, Task};
 use client::Fault;
 
 /// The longest failure reason kept for one task; longer ones are cut (on a character
-/// boundary): the reason is for a person and must not bloat the state.
-pub const FAILURE_REASON_BYTES_MAX: usize = 1024;
+/// boundary): the reason is for a person and must not bloat the state. Clients cut to it too.
+pub use client::FAILURE_REASON_BYTES_MAX;
 /// The most bytes of failure reasons the whole group keeps: a million tasks each failed with a
 /// long reason would otherwise take a gigabyte of state. Each job keeps its share (in
 /// proportion to its tasks, [`share_of`]); past it, new reasons are cut to what is left; a

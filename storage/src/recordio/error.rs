@@ -84,6 +84,19 @@ pub enum ErrorKind {
     /// A pattern matched no file.
     #[error("no file matches {pattern:?}; check the path and the working directory")]
     NoMatch { pattern: String },
+    /// A `**` reached a directory it is already inside: a symbolic link loop, which `**`
+    /// (following links) would walk for ever. `path` is where the loop closes.
+    #[error(
+        "{pattern:?}: `**` reached a directory it is already inside (a symbolic link loop); \
+         refused rather than walked"
+    )]
+    DirectoryLoop { pattern: String },
+    /// A `**` went deeper than [`super::GLOB_DEPTH_MAX`] directories.
+    #[error(
+        "{pattern:?}: `**` went deeper than {limit} directories (GLOB_DEPTH_MAX); name a \
+         directory closer to the files"
+    )]
+    TooDeep { pattern: String, limit: usize },
     /// A pattern is not a valid glob.
     #[error("invalid glob pattern {pattern:?}: {reason}")]
     BadPattern { pattern: String, reason: String },

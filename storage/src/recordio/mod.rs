@@ -34,7 +34,7 @@ pub use decoded_chunk::DecodedChunk;
 pub use error::{ErrorKind, RecordIoError};
 pub use header::{ChunkHeader, HEADER_BYTES, MAGIC};
 pub use index::{ChunkMeta, FileIndex};
-pub use patterns::{expand_pattern_guarded, expand_patterns, ExpandGuard};
+pub use patterns::{expand_pattern_guarded, expand_patterns, ExpandGuard, GLOB_DEPTH_MAX};
 pub use range_scanner::RangeScanner;
 pub use scanner::Scanner;
 pub use writer::{Writer, WriterOptions, DEFAULT_MAX_CHUNK_BYTES};

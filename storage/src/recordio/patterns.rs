@@ -3,15 +3,26 @@
 //! The expansion walks directories itself (the `glob` crate only matches names) so that a
 //! caller can watch every step through an [`ExpandGuard`]: count entries, check a deadline or a
 //! cancel flag, and refuse directories it must not look into. A glob over a symlink loop
-//! otherwise walks for ever: `**` follows symbolic links, as the `glob` crate does.
+//! otherwise walks for ever: `**` follows symbolic links, as the `glob` crate does, so the
+//! expansion itself refuses a `**` that reaches a directory it is already inside (known by
+//! device and inode, whatever path led there) or that goes deeper than [`GLOB_DEPTH_MAX`]:
+//! every caller, guarded or not, gets a bounded walk.
 
 use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use glob::{MatchOptions, Pattern};
 
 use super::{ErrorKind, RecordIoError};
+
+/// The most directories one `**` descends below where it starts: deeper than any dataset's
+/// layout, shallow enough that a walk it bounds stays cheap.
+pub const GLOB_DEPTH_MAX: usize = 64;
+
+/// A directory as the filesystem knows it, whatever path reached it: (device, inode).
+type DirectoryId = (u64, u64);
 
 /// What an expansion asks its caller before each step; the caller stops it by returning an
 /// error, or skips a directory by returning `false`.
@@ -71,9 +82,10 @@ pub fn expand_pattern_guarded<G: ExpandGuard>(
     }
     let parts = parse(pattern)?;
     let mut matched = Vec::new();
-    // Depth first; `next` is the index of the first part the path has not matched yet.
-    let mut pending = vec![(base.to_path_buf(), 0usize)];
-    while let Some((path, next)) = pending.pop() {
+    // Depth first; `next` is the index of the first part the path has not matched yet, and
+    // `inside` the directories the current `**` descended through to reach the path.
+    let mut pending = vec![(base.to_path_buf(), 0usize, Vec::new())];
+    while let Some((path, next, inside)) = pending.pop() {
         match parts.get(next) {
             None => {
                 if path.is_file() {
@@ -83,28 +95,56 @@ pub fn expand_pattern_guarded<G: ExpandGuard>(
             Some(Part::Literal(name)) => {
                 let is_last = next + 1 == parts.len();
                 if !is_last || guard.visit_directory(&path)? {
-                    pending.push((path.join(name), next + 1));
+                    pending.push((path.join(name), next + 1, Vec::new()));
                 }
             }
             Some(Part::Glob(glob)) => {
                 for entry in list_directory(&path, guard)? {
                     if matches(glob, &entry) {
-                        pending.push((entry, next + 1));
+                        pending.push((entry, next + 1, Vec::new()));
                     }
                 }
             }
             Some(Part::AnyDirectories) => {
-                pending.push((path.clone(), next + 1));
-                for entry in list_directory(&path, guard)? {
-                    if is_directory(&entry) {
-                        pending.push((entry, next));
-                    }
+                pending.push((path.clone(), next + 1, Vec::new()));
+                let entries = list_directory(&path, guard)?;
+                let directories: Vec<PathBuf> =
+                    entries.into_iter().filter(|entry| is_directory(entry)).collect();
+                if directories.is_empty() {
+                    continue;
+                }
+                let inside = descend(pattern, &path, inside)?;
+                for entry in directories {
+                    pending.push((entry, next, inside.clone()));
                 }
             }
         }
     }
     matched.sort();
     Ok(matched)
+}
+
+/// `inside` with `directory` added, before a `**` descends into its subdirectories; refused
+/// when `directory` is one of them already (a loop) or the descent is too deep.
+fn descend(
+    pattern: &str,
+    directory: &Path,
+    mut inside: Vec<DirectoryId>,
+) -> Result<Vec<DirectoryId>, RecordIoError> {
+    let listed = if directory.as_os_str().is_empty() { Path::new(".") } else { directory };
+    // A directory gone since it was listed has nothing to descend into.
+    let Ok(metadata) = fs::metadata(listed) else { return Ok(inside) };
+    let id = (metadata.dev(), metadata.ino());
+    let pattern = pattern.to_owned();
+    if inside.contains(&id) {
+        return Err(RecordIoError::new(directory, 0, ErrorKind::DirectoryLoop { pattern }));
+    }
+    if inside.len() >= GLOB_DEPTH_MAX {
+        let kind = ErrorKind::TooDeep { pattern, limit: GLOB_DEPTH_MAX };
+        return Err(RecordIoError::new(directory, 0, kind));
+    }
+    inside.push(id);
+    Ok(inside)
 }
 
 /// One component of a pattern.

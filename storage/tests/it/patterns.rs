@@ -110,21 +110,57 @@ impl ExpandGuard for CountingGuard {
     }
 }
 
-/// A `**` glob over a symbolic link loop (which `glob::glob` walks for ever: two links back to
-/// the directory make 2^40 paths before the kernel's link limit) shows the guard every entry,
-/// so the guard can stop it.
+/// A `**` glob over a wide tree without loops (levels each linked twice from the one above:
+/// 2^30 paths) shows the guard every entry, so the guard can stop it.
 #[test]
-fn a_guard_stops_a_glob_over_a_symlink_loop() {
+fn a_guard_stops_a_glob_over_a_wide_tree() {
     let directory = tempfile::tempdir().expect("temporary directory");
     let root = directory.path();
     std::fs::write(root.join("a.rio"), b"").expect("write");
-    for link in ["loop-1", "loop-2"] {
-        std::os::unix::fs::symlink(".", root.join(link)).expect("symlink");
+    std::fs::create_dir(root.join("level0")).expect("the top level");
+    for level in 0..30 {
+        let below = root.join(format!("level{}", level + 1));
+        std::fs::create_dir(&below).expect("a level");
+        for link in ["a", "b"] {
+            let at = root.join(format!("level{level}")).join(link);
+            std::os::unix::fs::symlink(&below, at).expect("symlink");
+        }
     }
     let mut guard = CountingGuard::new(1000, "");
-    let error = expand_pattern_guarded(root, "**/*.rio", &mut guard).expect_err("stopped");
+    let error = expand_pattern_guarded(root, "level0/**/*.rio", &mut guard).expect_err("stopped");
     assert!(matches!(&error, Stop::Guard(reason) if reason.starts_with("stopped at")), "{error:?}");
     assert_eq!(guard.entry_count, 1001);
+}
+
+/// A `**` over a symbolic link loop (which `glob::glob` walks for ever: links back to the
+/// directory make 2^40 paths before the kernel's link limit) is refused where the loop closes,
+/// unguarded too, after a handful of entries; a `**` deeper than `GLOB_DEPTH_MAX` is refused
+/// naming the bound.
+#[test]
+fn a_glob_over_a_loop_or_too_deep_is_refused() {
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let root = directory.path();
+    std::fs::create_dir_all(root.join("data/sub")).expect("directories");
+    std::fs::write(root.join("data/sub/x"), b"").expect("write");
+    std::os::unix::fs::symlink("..", root.join("data/sub/up")).expect("symlink");
+    std::os::unix::fs::symlink(".", root.join("loop")).expect("symlink");
+    let check = |pattern: &str, expected: &str, entry_count_max: usize| {
+        let mut guard = CountingGuard::new(usize::MAX, "");
+        let error = expand_pattern_guarded(root, pattern, &mut guard).expect_err(pattern);
+        assert!(matches!(&error, Stop::Expansion(text) if text.contains(expected)), "{error:?}");
+        assert!(guard.entry_count <= entry_count_max, "{pattern}: {}", guard.entry_count);
+        let everywhere = root.join(pattern).display().to_string();
+        let error = expand_patterns(&[everywhere]).expect_err("unguarded");
+        assert!(error.to_string().contains(expected), "{error}");
+    };
+    check("loop/**/x", "a symbolic link loop", 10);
+    check("data/**/x", "a symbolic link loop", 10);
+    let mut deep = root.join("deep");
+    for _ in 0..=storage::recordio::GLOB_DEPTH_MAX {
+        deep.push("d");
+    }
+    std::fs::create_dir_all(&deep).expect("deep directories");
+    check("deep/**/x", "deeper than 64 directories (GLOB_DEPTH_MAX)", 70);
 }
 
 /// A relative pattern is taken relative to the base, which is literal (its glob characters
