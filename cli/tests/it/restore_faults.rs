@@ -103,16 +103,24 @@ async fn a_pserver_that_cannot_reload_says_why_and_gives_its_slot_up() {
     let mut pservers = PServerProcesses::new(&group.addrs, dir.path(), 2);
     let id = checkpointed(&group, &mut pservers, "r").await;
 
-    tracing::info!("--- every checkpoint file of both slots is removed");
+    tracing::info!("--- every checkpoint file of both slots is removed, the fallbacks too");
     let job_id = listed(&group, "r")["job_id"].as_u64().expect("the incarnation id");
     let job_dir =
         pserver::job_dir::job_checkpoint_dir(&dir.path().join("checkpoints"), job_id, "r");
+    // Each pserver's periodic round (every second) writes the model it has once: after that
+    // its rounds write nothing new, so nothing comes back after the removal.
+    let periodic = || {
+        let entries = std::fs::read_dir(&job_dir).into_iter().flatten().filter_map(Result::ok);
+        entries.filter(|entry| entry.file_name().to_string_lossy().contains("-step-")).count()
+    };
+    wait_until(Duration::from_secs(30), || periodic() >= 2, || pservers.logs());
+    std::thread::sleep(Duration::from_millis(1_500));
     remove_checkpoint_files(&job_dir);
 
     let client = client_of(&group, "r");
     let restore = ["job", "restore", "r", "--checkpoint", &id.to_string(), "--masters", &masters];
     let waited = raftrain(&[&restore[..], &["--wait-secs", "1"]].concat(), b"");
-    assert!(!waited.success, "no pserver can reload: {}", waited.stderr);
+    assert!(!waited.success, "no pserver can reload: {}\n{}", waited.stderr, pservers.logs());
     let mut reasons = Vec::new();
     let said = || {
         let jobs = block_on(client.list_jobs()).expect("list the jobs");
