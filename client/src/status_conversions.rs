@@ -55,6 +55,7 @@ pub(crate) fn job_status(reply: pb::StatusReply) -> JobStatus {
         job_finished: reply.job_finished,
         job_cancelled: reply.job_cancelled,
         dispatched: reply.dispatched,
+        first_chunk: reply.first_chunk.map(crate::conversions::chunk),
     }
 }
 

@@ -17,6 +17,7 @@ mod headless_browser;
 mod help;
 mod hostile_input;
 mod index_dataset;
+mod joining_by_name;
 mod jepsen_smoke;
 mod logging;
 mod manifests;
