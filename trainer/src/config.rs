@@ -206,6 +206,21 @@ mod tests {
         Command::try_parse_from(required.iter().chain(extra)).expect("valid flags").config
     }
 
+    /// A trainer may name only its job: `--dataset` and `--passes` are then absent, not
+    /// defaulted, so the submitted job's are taken and nothing of the trainer's contradicts
+    /// them; given, they are kept as given, and an empty or zero one is refused.
+    #[test]
+    fn dataset_and_passes_are_optional() {
+        let only_the_job = ["trainer", "--masters", "m:1", "--job", "a", "--model", "linear"];
+        let config = Command::try_parse_from(only_the_job).expect("valid flags").config;
+        assert_eq!((config.dataset.clone(), config.passes), (None, None));
+        config.validate().expect("a trainer joining by --job alone is valid");
+        let config = parse(&["--passes", "4"]);
+        assert_eq!((config.dataset.clone(), config.passes), (Some(vec!["d".into()]), Some(4)));
+        let error = parse(&["--passes", "0"]).validate().expect_err("0 passes");
+        assert!(error.to_string().contains("--passes"), "{error}");
+    }
+
     /// A trainer waits for the masters and for pserver slots without limit unless a limit is
     /// asked for; 0 also means no limit.
     #[test]

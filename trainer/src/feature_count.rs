@@ -51,7 +51,8 @@ async fn first_record_of_chunk(chunk: ChunkRef) -> anyhow::Result<Option<Vec<u8>
             &mut decoded,
         )
         .context("read the job's first chunk for its feature count (or pass --features)")?;
-        Ok(decoded.records().next().map(<[u8]>::to_vec))
+        let first = decoded.records().next().map(<[u8]>::to_vec);
+        Ok(first)
     });
     first.await.context("reading the first record panicked")?
 }
