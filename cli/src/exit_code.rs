@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | 0 | finished: a trainer's job is done, a server was stopped by SIGTERM or SIGINT | nothing |
 //! | 1 | failed, cause not classified (a bug, an I/O error, a diverging model) | restart, within a budget |
-//! | 2 | fatal configuration error: bad flags, unreadable TLS or token files, a request the masters refuse as wrong, a model that does not fit the job | give up: the same flags fail again |
+//! | 2 | fatal configuration error: bad flags, unreadable TLS or token files, a request the masters refuse as wrong, a model that does not fit the job, a trainer `--passes` that is not its submitted job's | give up: the same flags fail again |
 //! | 3 | lost slot: a pserver whose slot the masters gave to another generation | replace it (a standby takes the slot) |
 //! | 75 | retryable: no master leader or no pserver answered for the `--master-wait-s` or `--pserver-wait-s` limit | restart without counting it as a failure |
 //! | 101 | panic (Rust's own status) | a bug: look at the log |
@@ -45,7 +45,8 @@ pub(crate) fn exit_status(error: &anyhow::Error) -> i32 {
     // A context marker is found by anyhow through every context layer above it.
     let configuration = error.downcast_ref::<Configuration>().is_some()
         || find::<SecurityError>(error).is_some()
-        || find::<trainer::run::IndexJobRefused>(error).is_some();
+        || find::<trainer::joined_job::IndexJobRefused>(error).is_some()
+        || find::<trainer::joined_job::PassesDiffer>(error).is_some();
     if configuration {
         return CONFIGURATION;
     }

@@ -52,7 +52,7 @@ fn task_from_proto(task: pb::Task) -> Result<Task, ClientError> {
     })
 }
 
-fn chunk(chunk: pb::Chunk) -> ChunkRef {
+pub(crate) fn chunk(chunk: pb::Chunk) -> ChunkRef {
     ChunkRef {
         path: chunk.path,
         offset: chunk.offset,

@@ -4,6 +4,8 @@
 
 use serde_json::{json, Value};
 
+use crate::types::ChunkRef;
+
 /// One master's view of the group.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupView {
@@ -56,6 +58,10 @@ pub struct JobStatus {
     pub job_cancelled: bool,
     /// Tasks handed out over the whole job, retries included.
     pub dispatched: u64,
+    /// The first chunk of a RecordIO dataset (`None` before a report, for an index dataset,
+    /// and from older masters): what a trainer joining without `--dataset` reads its feature
+    /// count from. Not in the `--json` view: it is for trainers, not people.
+    pub first_chunk: Option<ChunkRef>,
 }
 
 /// What a job's dataset is, as status shows it.

@@ -55,6 +55,7 @@ pub(crate) fn job_status(reply: pb::StatusReply) -> JobStatus {
         job_finished: reply.job_finished,
         job_cancelled: reply.job_cancelled,
         dispatched: reply.dispatched,
+        first_chunk: reply.first_chunk.map(crate::conversions::chunk),
     }
 }
 
@@ -93,6 +94,7 @@ fn pserver(pserver: pb::PServer) -> PServerStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::ChunkRef;
 
     /// The dataset's kind as status shows it: none before a report, RecordIO from a master
     /// that sends no kind with its job, an index range with its size and shard size.
@@ -117,5 +119,18 @@ mod tests {
         for (reply, expected) in cases {
             assert_eq!(job_status(reply.clone()).dataset, expected, "{reply:?}");
         }
+    }
+
+    /// The job's first chunk reaches the trainer whole; a master that sends none (an older
+    /// one, or an index job) gives none.
+    #[test]
+    fn the_first_chunk_converts() {
+        let chunk =
+            pb::Chunk { path: "a.rio".into(), offset: 40, compressed_size: 7, record_count: 3 };
+        let reply = pb::StatusReply { first_chunk: Some(chunk), ..Default::default() };
+        let expected =
+            ChunkRef { path: "a.rio".into(), offset: 40, compressed_size: 7, record_count: 3 };
+        assert_eq!(job_status(reply).first_chunk, Some(expected));
+        assert_eq!(job_status(pb::StatusReply::default()).first_chunk, None);
     }
 }

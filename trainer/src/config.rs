@@ -22,6 +22,9 @@ pub const STALENESS_MAX: u32 = 1;
 /// Consecutive tasks this trainer may fail to read (its own fault, not the data's) before it
 /// gives up: a trainer whose view of the data stays broken exits rather than churn the queue.
 pub const LOCAL_FAILURES_MAX_DEFAULT: u32 = 10;
+/// The passes of a job this trainer submits itself (`--dataset` and no job of that name) when
+/// `--passes` is not given; a trainer joining a submitted job takes that job's.
+pub const PASSES_DEFAULT: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OptimizerName {
@@ -37,9 +40,11 @@ pub struct TrainerConfig {
     #[arg(long, env = "RAFTRAIN_MASTERS", value_delimiter = ',', required = true)]
     pub masters: Vec<String>,
     /// The training data: RecordIO files or globs as the masters and trainers see them,
-    /// comma-separated. The first trainer's report defines the job; later reports must match.
-    #[arg(long, env = "RAFTRAIN_DATASET", value_delimiter = ',', required = true)]
-    pub dataset: Vec<String>,
+    /// comma-separated. Absent: the trainer takes the dataset of the job `--job` names, and
+    /// waits until that job is submitted. Given: a job of that name must read these files;
+    /// when none exists yet, this trainer submits it (with `--passes`).
+    #[arg(long, env = "RAFTRAIN_DATASET", value_delimiter = ',')]
+    pub dataset: Option<Vec<String>>,
     /// The model: linear, logistic, softmax or mlp.
     #[arg(long, env = "RAFTRAIN_MODEL", value_parser = clap::value_parser!(ModelKind))]
     pub model: ModelKind,
@@ -66,9 +71,10 @@ pub struct TrainerConfig {
     /// pull before the next batch.
     #[arg(long, env = "RAFTRAIN_STALENESS", default_value_t = STALENESS_DEFAULT)]
     pub staleness: u32,
-    /// Passes over the dataset (the first report fixes it for the job).
-    #[arg(long, env = "RAFTRAIN_PASSES", default_value_t = 1)]
-    pub passes: u32,
+    /// Passes over the dataset. Absent: the submitted job's, or 1 when this trainer submits the
+    /// job with `--dataset`. Given: a submitted job must have as many.
+    #[arg(long, env = "RAFTRAIN_PASSES")]
+    pub passes: Option<u32>,
     #[arg(long, env = "RAFTRAIN_OPTIMIZER", value_enum, default_value = "sgd")]
     pub optimizer: OptimizerName,
     #[arg(long, env = "RAFTRAIN_LEARNING_RATE", default_value_t = 0.1)]
@@ -120,7 +126,8 @@ pub struct TrainerConfig {
 impl TrainerConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         self.port_limits.validate(0)?;
-        anyhow::ensure!(!self.dataset.is_empty(), "--dataset is empty");
+        let empty_dataset = self.dataset.as_ref().is_some_and(|patterns| patterns.is_empty());
+        anyhow::ensure!(!empty_dataset, "--dataset is empty");
         anyhow::ensure!(
             (1..=BATCH_SIZE_MAX).contains(&self.batch_size),
             "--batch-size {} is outside 1..={BATCH_SIZE_MAX}",
@@ -135,7 +142,9 @@ impl TrainerConfig {
             "--staleness {} is over {STALENESS_MAX}",
             self.staleness
         );
-        anyhow::ensure!(self.passes >= 1, "--passes must be at least 1");
+        if let Some(passes) = self.passes {
+            anyhow::ensure!(passes >= 1, "--passes must be at least 1");
+        }
         anyhow::ensure!(self.local_failures_max >= 1, "--local-failures-max must be at least 1");
         anyhow::ensure!(
             (1..=BLOCK_ELEMENTS_MAX).contains(&self.block_elements),
@@ -195,6 +204,21 @@ mod tests {
     fn parse(extra: &[&str]) -> TrainerConfig {
         let required = ["trainer", "--masters", "m:1", "--dataset", "d", "--model", "linear"];
         Command::try_parse_from(required.iter().chain(extra)).expect("valid flags").config
+    }
+
+    /// A trainer may name only its job: `--dataset` and `--passes` are then absent, not
+    /// defaulted, so the submitted job's are taken and nothing of the trainer's contradicts
+    /// them; given, they are kept as given, and an empty or zero one is refused.
+    #[test]
+    fn dataset_and_passes_are_optional() {
+        let only_the_job = ["trainer", "--masters", "m:1", "--job", "a", "--model", "linear"];
+        let config = Command::try_parse_from(only_the_job).expect("valid flags").config;
+        assert_eq!((config.dataset.clone(), config.passes), (None, None));
+        config.validate().expect("a trainer joining by --job alone is valid");
+        let config = parse(&["--passes", "4"]);
+        assert_eq!((config.dataset.clone(), config.passes), (Some(vec!["d".into()]), Some(4)));
+        let error = parse(&["--passes", "0"]).validate().expect_err("0 passes");
+        assert!(error.to_string().contains("--passes"), "{error}");
     }
 
     /// A trainer waits for the masters and for pserver slots without limit unless a limit is

@@ -1,6 +1,7 @@
-//! `run`: one trainer. Registers, makes sure the job is not an index-range job (this trainer
-//! reads RecordIO only), waits for every pserver slot, reports the dataset, offers its
-//! initial parameters (the first trainer's win), then takes tasks until the job finishes:
+//! `run`: one trainer. Joins its job (`joined_job.rs`: takes a submitted job's spec, submits
+//! the job from `--dataset`, or waits for it; an index-range job is refused, this trainer reads
+//! RecordIO only), registers, waits for every pserver slot, offers its initial parameters (the
+//! first trainer's win), then takes tasks until the job finishes:
 //! read and check the task's chunks, train on its batches (pushing every n, pulling every m),
 //! report it done (or failed, with the reason). After each pass it evaluates and records the
 //! result in the master; at the end it writes the model out.
@@ -19,6 +20,8 @@ use tokio::sync::watch;
 
 use crate::config::TrainerConfig;
 use crate::evaluation::evaluate_dataset;
+use crate::feature_count::feature_count;
+use crate::joined_job::JoinedJob;
 use crate::local_faults::{LocalFaults, LocalVerdict};
 use crate::metrics::TrainerMetrics;
 use crate::model::{Evaluation, ModelConfig, Params};
@@ -60,11 +63,6 @@ pub async fn run(
     if metrics_listener.is_some() {
         platform::telemetry::install(&[crate::metrics::describe]);
     }
-    let features = match config.features {
-        Some(features) => features,
-        None => infer_features(&config.dataset).await?,
-    };
-    let model = config.model_config(features)?;
     let security = Security::load(&config.security)?;
     // No deadline unless --master-wait-s asks for one: a trainer waits out a master outage.
     let options = ClientOptions {
@@ -87,7 +85,7 @@ pub async fn run(
             stopped,
         )
     });
-    let trained = join_and_train(&config, model, master, progress, shutdown).await;
+    let trained = join_and_train(&config, master, progress, shutdown).await;
     let _ = stop.send(true);
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics server panicked")?;
@@ -95,23 +93,25 @@ pub async fn run(
     trained
 }
 
-/// Reports the dataset (submitting the job when none of its name exists: the registration
-/// and the pservers' claims name that job), registers, heartbeats, and trains until the job
-/// ends or `shutdown` resolves.
+/// Joins the job (waiting until it is submitted, or submitting it: the registration and the
+/// pservers' claims name that job), registers, heartbeats, and trains until the job ends or
+/// `shutdown` resolves.
 async fn join_and_train(
     config: &TrainerConfig,
-    model: ModelConfig,
     master: Arc<MasterClient>,
     progress: Progress,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Summary> {
     tokio::pin!(shutdown);
-    let Some(reported) = unless_shutdown(report(config, &master), shutdown.as_mut()).await else {
+    let joining = JoinedJob::join(config, &master);
+    let Some(joined) = unless_shutdown(joining, shutdown.as_mut()).await else {
         return Ok(progress.summary());
     };
-    if let Err(error) = reported {
-        return cancelled_or(error, progress);
-    }
+    let joined = match joined {
+        Ok(joined) => joined,
+        Err(error) => return cancelled_or(error, progress),
+    };
+    let model = config.model_config(feature_count(config, &joined).await?)?;
     let name = config.name.clone().unwrap_or_else(default_name);
     let registered = unless_shutdown(Session::register(master.clone(), name), shutdown.as_mut());
     let Some(session) = registered.await else { return Ok(progress.summary()) };
@@ -235,8 +235,8 @@ async fn train(
     Ok(progress.summary())
 }
 
-/// Joins the job: waits for every pserver slot, reports the dataset, initializes the pservers
-/// (or waits for the first trainer to), pulls the model.
+/// Joins the training: waits for every pserver slot, initializes the pservers (or waits for
+/// the first trainer to), pulls the model.
 async fn join(
     config: &TrainerConfig,
     model: ModelConfig,
@@ -244,8 +244,6 @@ async fn join(
     session: &Session,
     progress: &Progress,
 ) -> anyhow::Result<Stepper> {
-    // Before waiting for pservers, which an index job may never have.
-    refuse_index_job(master).await?;
     let options =
         PServerClientOptions { replace_wait: config.pserver_wait(), ..Default::default() };
     let pservers = PServerClient::new(master.clone(), session.id(), options);
@@ -260,23 +258,6 @@ async fn join(
     let mut stepper = Stepper::new(model, layout, pservers, config);
     stepper.pull().await?;
     Ok(stepper)
-}
-
-/// Reports the job's dataset: submits the job when none of its name exists, or checks that
-/// the job reads this dataset.
-async fn report(config: &TrainerConfig, master: &MasterClient) -> anyhow::Result<()> {
-    let reported = master.report_dataset(&config.job, &config.dataset, config.passes).await;
-    let sizes = match reported {
-        Ok(sizes) => sizes,
-        Err(error @ ClientError::JobCancelled { .. }) => return Err(error.into()),
-        Err(error) => {
-            // An index job of this name refuses this report: say so plainly.
-            refuse_index_job(master).await?;
-            return Err(error).context("report the dataset");
-        }
-    };
-    tracing::info!(tasks = sizes.task_count, records = sizes.record_count, "dataset accepted");
-    Ok(())
 }
 
 /// The end of a trainer whose job was cancelled: exit 0, with what it did.
@@ -294,32 +275,6 @@ fn cancelled_or(error: anyhow::Error, progress: Progress) -> anyhow::Result<Summ
         true => cancelled(progress),
         false => Err(error),
     }
-}
-
-/// Fails when the job is an index-range job: this trainer reads RecordIO only.
-async fn refuse_index_job(master: &MasterClient) -> anyhow::Result<()> {
-    let status = master.status().await.context("ask the master what the job is")?;
-    match status.index_range() {
-        Some((size, shard_size)) => {
-            let job = status.job.unwrap_or_default();
-            Err(IndexJobRefused { job, size, shard_size }.into())
-        }
-        None => Ok(()),
-    }
-}
-
-/// The trainer was pointed at an index-range job, which it cannot train: a configuration
-/// that no retry fixes (its own exit status says so).
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "job {job:?} is an index-range job (size {size}, shard size {shard_size}): its tasks are \
-     index ranges the trainers read themselves, and `raftrain trainer` trains RecordIO \
-     datasets only; train this job with the Python package"
-)]
-pub struct IndexJobRefused {
-    pub job: String,
-    pub size: u64,
-    pub shard_size: u64,
 }
 
 /// `work`'s output, or `None` if `shutdown` comes first.
@@ -504,26 +459,6 @@ fn layout(config: &TrainerConfig, model: &ModelConfig, slot_count: u32) -> JobLa
 
 pub(crate) fn tensors(params: &Params) -> Vec<(&str, &[f32])> {
     params.iter().map(|(name, values)| (name.as_str(), values.as_slice())).collect()
-}
-
-/// The dense length of the dataset's first record.
-async fn infer_features(patterns: &[String]) -> anyhow::Result<usize> {
-    let patterns = patterns.to_vec();
-    let first = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<Vec<u8>>> {
-        let mut scanner = storage::recordio::Scanner::open(&patterns)?;
-        Ok(scanner.next().transpose()?)
-    });
-    let record = first
-        .await
-        .context("reading the first record panicked")??
-        .context("the dataset has no records: pass --features")?;
-    let example = <proto::example::Example as proto::Message>::decode(record.as_slice())
-        .context("the dataset's first record is not an Example")?;
-    anyhow::ensure!(
-        !example.dense.is_empty(),
-        "the dataset's first record is sparse: pass --features"
-    );
-    Ok(example.dense.len())
 }
 
 /// Serves the trainer's metrics until `stopped` turns true; ready while it trains (see

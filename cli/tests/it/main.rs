@@ -19,6 +19,7 @@ mod help;
 mod hostile_input;
 mod index_dataset;
 mod jepsen_smoke;
+mod joining_by_name;
 mod logging;
 mod manifests;
 mod master_failover;

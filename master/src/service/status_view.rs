@@ -2,6 +2,7 @@
 
 use crate::replicated_state::ReplicatedState;
 use crate::state::{DatasetKindView, StatusView};
+use client::TaskData;
 use proto::master as pb;
 
 /// What the leader knows of a trainer beyond the replicated state (its lease table and the
@@ -59,6 +60,7 @@ pub(crate) fn status_reply(
         accuracy: eval.accuracy(),
     });
     let (dataset_kind, dataset_size, shard_size) = dataset_kind(&view);
+    let first_chunk = job.and_then(|job| first_chunk(state, job));
     pb::StatusReply {
         cluster: Some(cluster),
         job: view.job.clone().unwrap_or_default(),
@@ -79,6 +81,17 @@ pub(crate) fn status_reply(
         dataset_kind: dataset_kind as i32,
         dataset_size,
         shard_size,
+        first_chunk,
+    }
+}
+
+/// The first chunk of `job`'s RecordIO dataset, if it has one: what a trainer joining the job
+/// without `--dataset` reads its feature count from (the masters keep the files, not the
+/// patterns that named them).
+fn first_chunk(state: &ReplicatedState, job: u64) -> Option<pb::Chunk> {
+    match state.job(job)?.task_data(0)? {
+        TaskData::Chunks(chunks) => chunks.first().map(super::conversions::chunk),
+        TaskData::IndexRange { .. } => None,
     }
 }
 
