@@ -4,5 +4,6 @@
 
 mod duties;
 mod lease_table;
+mod quiet_time;
 
 pub(crate) use duties::{run_duties, LeaderDuties};
