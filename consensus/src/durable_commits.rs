@@ -47,10 +47,7 @@ pub(crate) struct DurableCommitsConnection<C> {
 /// The commit an AppendEntries may announce: the leader's, lowered to what is durable here.
 /// Both are log ids of the leader's own log, which orders them as it orders their indexes.
 /// The followers learn the rest from a later AppendEntries (the next heartbeat at the latest).
-fn announced(
-    leader_commit: Option<LogId<u64>>,
-    durable: Option<LogId<u64>>,
-) -> Option<LogId<u64>> {
+fn announced(leader_commit: Option<LogId<u64>>, durable: Option<LogId<u64>>) -> Option<LogId<u64>> {
     leader_commit.min(durable)
 }
 
@@ -178,8 +175,12 @@ mod tests {
             };
             let vote = Vote::new_committed(2, 1);
             let leader_commit = commit.map(log_id);
-            let heartbeat =
-                AppendEntriesRequest { vote, prev_log_id: None, entries: Vec::new(), leader_commit };
+            let heartbeat = AppendEntriesRequest {
+                vote,
+                prev_log_id: None,
+                entries: Vec::new(),
+                leader_commit,
+            };
             let option = RPCOption::new(Duration::from_secs(60));
             let sent = connection.append_entries(heartbeat, option).await;
             let row = format!("durable {durable_index:?}, commit {commit:?}, failed {failed}");

@@ -446,7 +446,10 @@ mod tests {
                 tokio::time::advance(round).await;
                 duties.hold(1, Some(ms(hold_age_ms)));
                 let held = lock(&duties.pservers).granted_at(slot).map(|at| at - start);
-                assert!(held <= Some(start.elapsed()), "{row}: held {held:?} for longer than passed");
+                assert!(
+                    held <= Some(start.elapsed()),
+                    "{row}: held {held:?} for longer than passed"
+                );
                 tokio::time::advance(round).await;
                 duties.heard(Some(ms(heard_age_ms)));
                 let judged = duties.judge(1, &duties.pservers, vec![slot], Some(ms(heard_age_ms)));

@@ -105,10 +105,7 @@ mod tests {
             &[(-950, 100), (200, 300)],
         );
         // An ack sent after all the spell credited ends it: the next spell starts at its ack.
-        check(
-            &[(0, false, 500), (100, true, 50), (200, false, 150)],
-            &[(-500, 0), (50, 200)],
-        );
+        check(&[(0, false, 500), (100, true, 50), (200, false, 150)], &[(-500, 0), (50, 200)]);
         // A newer ack than the last round heard moves the start of the credit forward.
         check(&[(0, false, 500), (100, true, 400), (500, false, 100)], &[(-500, 0), (400, 500)]);
     }
