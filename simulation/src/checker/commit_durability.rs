@@ -16,7 +16,11 @@ pub fn check(nodes: &[NodeView]) -> Result<(), Violation> {
         return Ok(());
     };
     let durable = leader.durable_last_index;
-    for node in nodes.iter().filter(|node| node.id != leader.id) {
+    // A node in a later term may have heard a newer leader that is down or not yet seen to
+    // lead here; only what leaders up to this one's term announced is held to its disk.
+    let term = leader.metrics.current_term;
+    let led = nodes.iter().filter(|node| node.id != leader.id && node.metrics.current_term <= term);
+    for node in led {
         let committed = node.committed.map(|log_id| log_id.index);
         if committed > durable {
             return Err(Violation::new(
