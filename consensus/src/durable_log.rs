@@ -11,8 +11,9 @@
 //!
 //! - the state machine applies an entry only once it is durable here (so no client is answered,
 //!   and no linearizable read served, before a quorum *including this disk* has the entry);
-//! - an AppendEntries leaves the leader only once its `leader_commit` is durable here (so no
-//!   follower learns of a commit, applies it, or puts it in a snapshot, before that).
+//! - an AppendEntries leaves the leader with its `leader_commit` lowered to what is durable here
+//!   (so no follower learns of a commit, applies it, or puts it in a snapshot, before that),
+//!   at once: heartbeats never wait for the leader's disk.
 //!
 //! Together: by the time anything depends on an entry being committed, it is durable on the
 //! leader and on a follower that acknowledged it: a quorum of three, as without this.
@@ -154,6 +155,15 @@ impl DurableWatch {
     /// Returns once `log_id` is durable on this node, or why it will never be.
     pub async fn covers(&self, log_id: LogId<u64>) -> Result<(), String> {
         fifo_wait::until(&self.shared.raised, || self.shared.lock().covers(log_id)).await
+    }
+
+    /// How far the log is durable now, or why it never will be again (a flush failed).
+    pub fn durable_now(&self) -> Result<Option<LogId<u64>>, String> {
+        let state = self.shared.lock();
+        match &state.failure {
+            Some(reason) => Err(format!("the log cannot be made durable: {reason}")),
+            None => Ok(state.durable),
+        }
     }
 
     /// Why a flush failed, if one did.

@@ -73,6 +73,7 @@ mod rpc_handler;
 mod service;
 pub mod snapshot_file;
 pub mod snapshot_store;
+mod startup_sync;
 mod state_machine;
 pub mod state_machine_store;
 mod step_up;

@@ -67,8 +67,17 @@ pub struct LogReader {
 }
 
 impl LogStore {
-    /// Opens (or creates) the log in `dir`, checking that everything in it decodes.
+    /// Opens (or creates) the log in `dir`, checking that everything in it decodes, and makes
+    /// what it holds durable before returning (see `startup_sync`).
     pub fn open(dir: &Path) -> Result<(Self, LogStoreClosed), StartError> {
+        Self::open_with(dir, &mut crate::startup_sync::sync_all)
+    }
+
+    /// [`LogStore::open`] with the seam that syncs each of the log's files and directories.
+    pub(crate) fn open_with(
+        dir: &Path,
+        sync: crate::startup_sync::SyncPath<'_>,
+    ) -> Result<(Self, LogStoreClosed), StartError> {
         let failed = |reason: String| StartError::Storage { dir: dir.to_path_buf(), reason };
         crate::disk_room::check_room(dir, crate::disk_room::LOG_OPEN_FREE_BYTES_MIN)
             .map_err(failed)?;
@@ -78,6 +87,9 @@ impl LogStore {
             .flush_every_ms(None)
             .open()
             .map_err(|error| failed(format!("sled cannot open it: {error}")))?;
+        // Before anything is read: what a crashed process left in the page cache is not on
+        // the disk yet, and would be answered as if it were (see `startup_sync`).
+        crate::startup_sync::sync_tree(dir, sync).map_err(failed)?;
         let db_path = dir.join("db");
         let db_file = File::open(&db_path)
             .map_err(|error| failed(format!("cannot open {}: {error}", db_path.display())))?;

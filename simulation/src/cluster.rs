@@ -265,6 +265,32 @@ impl Cluster {
         true
     }
 
+    /// Stalls the leader's disk (every flush waits until [`Cluster::end_disk_stall`]): the
+    /// leader's id and term, or `None` if no node leads.
+    pub fn stall_leader_disk(&self) -> Option<(u64, u64)> {
+        let leader = self.leader()?;
+        let term = leader.metrics().current_term;
+        let disk = self.disk(leader.id)?;
+        self.trace.record(format!("node {}'s disk stalls in term {term}", leader.id));
+        disk.set_faults(crate::disk::DiskFaults { slow_factor: 1, stalled: true });
+        Some((leader.id, term))
+    }
+
+    /// Ends the stall of node `id`'s disk, which began while it led in `term`, and tallies
+    /// whether it still leads in that term (no election while its disk stalled).
+    pub fn end_disk_stall(&self, id: u64, term: u64) {
+        if let Some(disk) = self.disk(id) {
+            disk.set_faults(crate::disk::DiskFaults::default());
+        }
+        let leads = self.leader().map(|leader| (leader.id, leader.metrics().current_term));
+        self.trace.record(format!("node {id}'s disk works again; leader {leads:?}"));
+        self.trace.tally(if leads == Some((id, term)) {
+            "leader kept its term through its disk stall"
+        } else {
+            "election during the leader's disk stall"
+        });
+    }
+
     /// Running nodes, by id.
     pub fn running(&self) -> Vec<RunningNode> {
         self.running.values().cloned().collect()

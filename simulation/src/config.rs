@@ -80,6 +80,9 @@ pub struct SimulationConfig {
     /// with an I/O error (off unless set: it is not in the drawn faults, so no seed's
     /// schedule changes with it).
     pub flush_failure_at_ms: Option<u64>,
+    /// At the first of these (simulated ms into the fault phase), the leader's disk stalls for
+    /// the second: every flush waits (off unless set, like `flush_failure_at_ms`).
+    pub leader_disk_stall_ms: Option<(u64, u64)>,
     /// Trace every applied command and its answer (to read a failing seed).
     pub verbose: bool,
     /// How many of the trace's last lines a report keeps.
@@ -115,6 +118,7 @@ impl SimulationConfig {
             bugs: PlantedBugs::default(),
             graceful_stop_percent: GRACEFUL_STOP_PERCENT_DEFAULT,
             flush_failure_at_ms: None,
+            leader_disk_stall_ms: None,
             verbose: false,
             trace_lines: crate::trace::TAIL_LINES_DEFAULT,
         }
@@ -129,6 +133,14 @@ impl SimulationConfig {
     /// The same run, with the leader's disk failing one flush `at_ms` into the fault phase.
     pub fn with_flush_failure_at(mut self, at_ms: u64) -> Self {
         self.flush_failure_at_ms = Some(at_ms);
+        self
+    }
+
+    /// The same run, with the leader's disk stalled `at_ms` into the fault phase for
+    /// `for_ms`, and no other fault (so whatever election happens is the stall's doing).
+    pub fn with_leader_disk_stall(mut self, at_ms: u64, for_ms: u64) -> Self {
+        self.leader_disk_stall_ms = Some((at_ms, for_ms));
+        self.fault_interval_ms = u64::MAX;
         self
     }
 

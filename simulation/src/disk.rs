@@ -185,6 +185,19 @@ impl SimDisk {
         self.state().current.purged
     }
 
+    /// The commit the living process last saved (what openraft told it is committed).
+    pub fn committed(&self) -> Option<LogId<u64>> {
+        self.state().current.committed
+    }
+
+    /// The index of the last log entry the disk would keep in a crash now (an entry, or the
+    /// purged log id behind which a durable snapshot holds the rest).
+    pub fn durable_last_index(&self) -> Option<u64> {
+        let state = self.state();
+        let last_entry = state.durable.entries.keys().next_back().copied();
+        last_entry.max(state.durable.purged.map(|purged| purged.index))
+    }
+
     /// The vote the disk would keep in a crash now.
     pub fn durable_vote(&self) -> Option<Vote<u64>> {
         self.state().durable.vote

@@ -47,6 +47,14 @@ struct Args {
     /// (simulated milliseconds; the first moment there is a leader from then on).
     #[arg(long, value_name = "MS")]
     flush_failure_at_ms: Option<u64>,
+    /// Stall the leader's disk (every flush waits) this far into the fault phase, for
+    /// --leader-disk-stall-ms, with no other fault (simulated milliseconds; the first moment
+    /// there is a leader from then on).
+    #[arg(long, value_name = "MS", requires = "leader_disk_stall_ms")]
+    leader_disk_stall_at_ms: Option<u64>,
+    /// How long the leader's disk stalls (see --leader-disk-stall-at-ms).
+    #[arg(long, value_name = "MS", requires = "leader_disk_stall_at_ms")]
+    leader_disk_stall_ms: Option<u64>,
 }
 
 impl Args {
@@ -55,6 +63,10 @@ impl Args {
         let config = match self.jobs {
             Some(count) => config.with_job_count(usize::from(count)),
             None => config,
+        };
+        let config = match (self.leader_disk_stall_at_ms, self.leader_disk_stall_ms) {
+            (Some(at_ms), Some(for_ms)) => config.with_leader_disk_stall(at_ms, for_ms),
+            _ => config,
         };
         SimulationConfig {
             fault_phase_ms: self.fault_phase_ms.unwrap_or(config.fault_phase_ms),

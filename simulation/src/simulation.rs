@@ -68,6 +68,13 @@ pub fn replay_command(config: &SimulationConfig) -> String {
     for bug in bugs.production {
         command.push_str(&format!(" --plant {bug}"));
     }
+    if let Some(at_ms) = config.flush_failure_at_ms {
+        command.push_str(&format!(" --flush-failure-at-ms {at_ms}"));
+    }
+    if let Some((at_ms, for_ms)) = config.leader_disk_stall_ms {
+        let flags = format!(" --leader-disk-stall-at-ms {at_ms} --leader-disk-stall-ms {for_ms}");
+        command.push_str(&flags);
+    }
     command
 }
 
@@ -224,6 +231,7 @@ impl Run {
         let step_ms = self.config.step_ms.max(1);
         let mut elapsed_ms = 0;
         let mut flush_failed = false;
+        let mut stall = self.config.leader_disk_stall_ms.map(DiskStall::new);
         while elapsed_ms < self.config.fault_phase_ms {
             tokio::time::sleep(Duration::from_millis(step_ms)).await;
             elapsed_ms += step_ms;
@@ -234,6 +242,9 @@ impl Run {
                 self.config.flush_failure_at_ms.is_some_and(|at| elapsed_ms >= at);
             if flush_fails_now && !flush_failed {
                 flush_failed = self.cluster.fail_leader_flush();
+            }
+            if let Some(stall) = &mut stall {
+                stall.step(&self.cluster, elapsed_ms);
             }
             self.cluster.restart_stopped_cores().await?;
             if let Err(violation) = self.step() {
@@ -313,6 +324,8 @@ impl Run {
                 log: node.disk.summary(),
                 purged: node.disk.purged(),
                 durable_vote: node.disk.durable_vote(),
+                committed: node.disk.committed(),
+                durable_last_index: node.disk.durable_last_index(),
                 state: node.master_state(),
             });
         }
@@ -376,5 +389,36 @@ impl Run {
                 unfinished.join("; ")
             ),
         )
+    }
+}
+
+/// The leader's disk stalled for a while ([`SimulationConfig::leader_disk_stall_ms`]).
+struct DiskStall {
+    at_ms: u64,
+    for_ms: u64,
+    /// The stalled leader and its term, once the stall began.
+    stalled: Option<(u64, u64)>,
+    ended: bool,
+}
+
+impl DiskStall {
+    fn new((at_ms, for_ms): (u64, u64)) -> Self {
+        Self { at_ms, for_ms, stalled: None, ended: false }
+    }
+
+    /// Stalls the leader's disk at the first moment from `at_ms` on that there is a leader,
+    /// and ends the stall `for_ms` later.
+    fn step(&mut self, cluster: &Cluster, elapsed_ms: u64) {
+        match self.stalled {
+            None if elapsed_ms >= self.at_ms => {
+                self.stalled = cluster.stall_leader_disk();
+                self.at_ms = elapsed_ms;
+            }
+            Some((id, term)) if !self.ended && elapsed_ms >= self.at_ms + self.for_ms => {
+                cluster.end_disk_stall(id, term);
+                self.ended = true;
+            }
+            _ => {}
+        }
     }
 }

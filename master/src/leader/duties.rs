@@ -2,12 +2,12 @@
 //! this node leads.
 
 use super::lease_table::LeaseTable;
+use super::quiet_time::QuietTime;
 use crate::clock::Clock;
 use crate::service::Proposer;
 use crate::state::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::time::Instant;
 
 /// How often the leader looks for lost holders and expired tasks.
 pub(crate) const DUTY_TICK_MS: u64 = 100;
@@ -31,9 +31,8 @@ pub(crate) struct LeaderDuties {
     lease_term: Mutex<Option<u64>>,
     /// Tasks each trainer says it finished (from its heartbeats; soft state for status).
     progress: Mutex<std::collections::BTreeMap<TrainerKey, u64>>,
-    /// When the last tick found this leader without word from its quorum, if the last tick
-    /// did: the leases are held from then on (see [`LeaderDuties::hold`]).
-    held_at: Mutex<Option<Instant>>,
+    /// The quiet time already credited to the leases (see [`LeaderDuties::hold`]).
+    quiet: Mutex<QuietTime>,
     /// How long an ended job is kept before the leader removes it.
     job_retention: Duration,
     /// Why holders could not reload for a restore (soft state for `job list`).
@@ -55,7 +54,7 @@ impl LeaderDuties {
             pservers: Mutex::new(LeaseTable::new(pserver_lease)),
             lease_term: Mutex::new(None),
             progress: Mutex::new(std::collections::BTreeMap::new()),
-            held_at: Mutex::new(None),
+            quiet: Mutex::new(QuietTime::default()),
             job_retention,
             reload_failures: Default::default(),
         }
@@ -130,7 +129,7 @@ impl LeaderDuties {
         lock(&self.trainers).clear();
         lock(&self.pservers).clear();
         *lock(&self.lease_term) = None;
-        *lock(&self.held_at) = None;
+        lock(&self.quiet).clear();
     }
 
     /// A round on a leader that has not heard its quorum for a lease: nobody is judged, and
@@ -139,17 +138,26 @@ impl LeaderDuties {
     /// judging them would free a live pserver's slot, or return a live trainer's tasks, the
     /// moment the quorum answers again (a majority outage of a minute did). A lease that ran
     /// out before the quorum went quiet stays run out. Holding only delays a release, and a
-    /// leader elected elsewhere meanwhile starts from fresh leases of its own. The first such
-    /// round holds from the newest heartbeat the quorum acknowledged (`ack_age` ago), the
-    /// next ones from the round before.
+    /// leader elected elsewhere meanwhile starts from fresh leases of its own. Each quiet
+    /// instant is credited once ([`QuietTime`]): the first such round holds from the newest
+    /// heartbeat the quorum acknowledged (`ack_age` ago), the next ones from the last round
+    /// that held or heard the quorum, so a lease is never held longer than the time that
+    /// passed without quorum contact.
     fn hold(&self, term: u64, ack_age: Option<Duration>) {
         let _term = self.enter_term(term);
         let now = self.clock.now();
-        let quiet_since = ack_age.and_then(|age| now.checked_sub(age)).unwrap_or(now);
-        let since = lock(&self.held_at).replace(now).unwrap_or(quiet_since);
-        let by = now.saturating_duration_since(since);
-        lock(&self.trainers).hold(since, by);
-        lock(&self.pservers).hold(since, by);
+        let acked_at = ack_age.and_then(|age| now.checked_sub(age));
+        let since = lock(&self.quiet).hold(now, acked_at);
+        lock(&self.trainers).hold(since, now);
+        lock(&self.pservers).hold(since, now);
+    }
+
+    /// A round on a leader that heard its quorum (its newest ack `ack_age` ago): the time up
+    /// to now is contact, never credited by a later hold.
+    fn heard(&self, ack_age: Option<Duration>) {
+        let now = self.clock.now();
+        let acked_at = ack_age.and_then(|age| now.checked_sub(age));
+        lock(&self.quiet).heard(now, acked_at);
     }
 
     /// The tables' term guard, if the tables belong to `term` or a newer one. Heartbeats,
@@ -179,6 +187,7 @@ impl LeaderDuties {
                 lock(&self.progress).clear();
                 self.reload_failures.clear();
             }
+            lock(&self.quiet).clear();
             *lease_term = Some(term);
         }
         lease_term
@@ -189,9 +198,9 @@ impl LeaderDuties {
     /// may wait on its decisions for a while; each judgement reads the clock and the state
     /// afresh, and the round ends if the tables were meanwhile renewed for a newer term.
     async fn tick(&self, proposer: &Proposer, term: u64) {
-        *lock(&self.held_at) = None;
-        let trainers = proposer.node().read(|state| state.trainer_ids());
         let ack_age = || proposer.node().quorum_ack_age();
+        self.heard(ack_age());
+        let trainers = proposer.node().read(|state| state.trainer_ids());
         let Some(lost) = self.judge(term, &self.trainers, trainers, ack_age()) else { return };
         for (job, trainer) in lost {
             tracing::warn!(job, trainer, term, "trainer missed its lease; returning its tasks");
@@ -424,5 +433,41 @@ mod tests {
         assert_eq!(duties.judge(1, &duties.pservers, vec![slot], None), Some(vec![]));
         let ran_out = duties.judge(1, &duties.pservers, vec![slot], Some(ms(400)));
         assert_eq!(ran_out, Some(vec![slot]), "the quorum answered after the lease ended");
+    }
+
+    /// A dead holder's lease runs out within a bounded slack of its lease even when the duty
+    /// rounds alternate between hearing the quorum and holding (acks around the leader lease:
+    /// slow disks, long round trips): each quiet instant is credited once, so the lease is
+    /// never held longer than the time that passed. Each row: the lease, then the ack age the
+    /// rounds that hear and the rounds that hold see, in ms.
+    #[tokio::test(start_paused = true)]
+    async fn a_dead_holder_expires_when_rounds_alternate_between_heard_and_hold() {
+        let cases: [(u64, u64, u64); 4] =
+            [(1_000, 950, 1_050), (1_000, 600, 1_100), (300, 140, 160), (5_000, 990, 1_010)];
+        for (lease_ms, heard_age_ms, hold_age_ms) in cases {
+            let row = format!("lease {lease_ms} ms, acks {heard_age_ms}/{hold_age_ms} ms old");
+            let ms = Duration::from_millis;
+            let clock = std::sync::Arc::new(crate::clock::SystemClock);
+            let duties = LeaderDuties::new(clock, ms(lease_ms), ms(lease_ms), Duration::ZERO);
+            let (slot, start, round) = ((1, 0, 1), Instant::now(), ms(DUTY_TICK_MS));
+            let granted = duties.judge(1, &duties.pservers, vec![slot], Some(ms(heard_age_ms)));
+            assert_eq!(granted, Some(vec![]), "{row}: the first round grants a lease");
+            let bound = 2 * ms(lease_ms + hold_age_ms) + 2 * round;
+            let mut freed = false;
+            while !freed && start.elapsed() <= bound {
+                tokio::time::advance(round).await;
+                duties.hold(1, Some(ms(hold_age_ms)));
+                let held = lock(&duties.pservers).granted_at(slot).map(|at| at - start);
+                assert!(
+                    held <= Some(start.elapsed()),
+                    "{row}: held {held:?} for longer than passed"
+                );
+                tokio::time::advance(round).await;
+                duties.heard(Some(ms(heard_age_ms)));
+                let judged = duties.judge(1, &duties.pservers, vec![slot], Some(ms(heard_age_ms)));
+                freed = judged == Some(vec![slot]);
+            }
+            assert!(freed, "{row}: the dead holder still holds its slot after {bound:?}");
+        }
     }
 }

@@ -9,27 +9,33 @@ use tokio::time::Instant;
 pub(crate) struct LeaseTable<K: Ord + Copy> {
     lease: Duration,
     expires_at: BTreeMap<K, Instant>,
+    /// When each lease was last granted or renewed, without the time held since: a hold
+    /// credits a lease only the quiet time after it, as its holder could renew until then.
+    renewed_at: BTreeMap<K, Instant>,
 }
 
 impl<K: Ord + Copy> LeaseTable<K> {
     pub(crate) fn new(lease: Duration) -> Self {
-        Self { lease, expires_at: BTreeMap::new() }
+        Self { lease, expires_at: BTreeMap::new(), renewed_at: BTreeMap::new() }
     }
 
     /// Makes the table hold exactly `known`: new holders get a fresh lease, forgotten ones go.
     pub(crate) fn sync(&mut self, known: impl IntoIterator<Item = K>, now: Instant) {
-        let mut next = BTreeMap::new();
+        let (mut next, mut renewed) = (BTreeMap::new(), BTreeMap::new());
         for key in known {
             let expires_at = self.expires_at.get(&key).copied().unwrap_or(now + self.lease);
             next.insert(key, expires_at);
+            renewed.insert(key, self.renewed_at.get(&key).copied().unwrap_or(now));
         }
         self.expires_at = next;
+        self.renewed_at = renewed;
     }
 
     /// Forgets everything, as a node does when it stops leading; the next `sync` grants fresh
     /// leases to all.
     pub(crate) fn clear(&mut self) {
         self.expires_at.clear();
+        self.renewed_at.clear();
     }
 
     /// When `key`'s lease was last granted or renewed, if it holds one.
@@ -40,6 +46,7 @@ impl<K: Ord + Copy> LeaseTable<K> {
     /// Grants or renews a holder's lease (callers check that the state knows the holder).
     pub(crate) fn grant(&mut self, key: K, now: Instant) {
         self.expires_at.insert(key, now + self.lease);
+        self.renewed_at.insert(key, now);
     }
 
     /// Renews `key`'s lease unless it already ran out (its release may be on its way through
@@ -53,12 +60,18 @@ impl<K: Ord + Copy> LeaseTable<K> {
         true
     }
 
-    /// Moves every lease still running at `since` forward by `by`: time in which holders
-    /// could not renew does not count against them. A lease that ran out before `since` stays
-    /// run out (its release may already be on its way).
-    pub(crate) fn hold(&mut self, since: Instant, by: Duration) {
-        for expires_at in self.expires_at.values_mut().filter(|expires_at| **expires_at > since) {
-            *expires_at += by;
+    /// Moves every lease still running at `since` forward by the quiet time from `since` (or
+    /// from its last renewal, if later) to `now`: time in which holders could not renew does
+    /// not count against them, and time before a renewal was no holder's loss. A lease that ran
+    /// out before `since` stays run out (its release may already be on its way). The caller
+    /// passes each quiet instant once; a lease is then never held longer than the quiet time.
+    pub(crate) fn hold(&mut self, since: Instant, now: Instant) {
+        for (key, expires_at) in self.expires_at.iter_mut() {
+            if *expires_at <= since {
+                continue;
+            }
+            let renewed_at = self.renewed_at.get(key).copied().unwrap_or(since);
+            *expires_at += now.saturating_duration_since(since.max(renewed_at));
         }
     }
 
@@ -106,7 +119,7 @@ mod tests {
         let mut table = LeaseTable::new(2 * second);
         table.sync([1], start);
         table.grant(2, start + second);
-        table.hold(start + 2 * second, 10 * second);
+        table.hold(start + 2 * second, start + 12 * second);
         assert_eq!(table.expired(start + 3 * second), vec![1], "1 ran out before the hold");
         assert_eq!(table.expired(start + 12 * second), vec![1], "2 was held for 10 s");
         assert_eq!(table.expired(start + 13 * second), vec![1, 2]);

@@ -4,6 +4,7 @@
 
 mod duties;
 mod lease_table;
+mod quiet_time;
 mod reload_failures;
 
 pub(crate) use duties::{run_duties, LeaderDuties};

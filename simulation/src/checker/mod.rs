@@ -14,6 +14,7 @@
 //! client's job.
 
 mod client_visible;
+mod commit_durability;
 mod dataset_answers;
 mod election_safety;
 mod epoch_fencing;
@@ -64,6 +65,10 @@ pub struct NodeView {
     pub purged: Option<LogId<u64>>,
     /// The vote its disk would keep in a crash.
     pub durable_vote: Option<openraft::Vote<u64>>,
+    /// The commit it last saved: what its leader announced (a leader's own, for a leader).
+    pub committed: Option<LogId<u64>>,
+    /// The last index its disk would keep in a crash.
+    pub durable_last_index: Option<u64>,
     pub state: MasterState,
 }
 
@@ -137,6 +142,7 @@ impl Checkers {
     /// Runs every checker on one step's observation; the first violation found.
     pub fn check(&mut self, observation: &Observation) -> Result<(), Violation> {
         raft_core::check(&observation.nodes)?;
+        commit_durability::check(&observation.nodes)?;
         self.election.check(&observation.nodes)?;
         log_matching::check(&observation.nodes)?;
         self.state_machine.check(&observation.applied)?;
