@@ -17,9 +17,17 @@ pub fn check(nodes: &[NodeView]) -> Result<(), Violation> {
     };
     let durable = leader.durable_last_index;
     // A node in a later term may have heard a newer leader that is down or not yet seen to
-    // lead here; only what leaders up to this one's term announced is held to its disk.
+    // lead here; only what leaders up to this one's term announced is held to its disk. The
+    // term is read from all a node shows: its metrics, its saved vote, and its commit's own
+    // entry (a node just restarted shows term 0 in its metrics until it read its vote, yet
+    // its commit may be of a later term it led itself).
     let term = leader.metrics.current_term;
-    let led = nodes.iter().filter(|node| node.id != leader.id && node.metrics.current_term <= term);
+    let newest_term = |node: &NodeView| {
+        let vote = node.durable_vote.map_or(0, |vote| vote.leader_id().term);
+        let commit = node.committed.map_or(0, |log_id| log_id.leader_id.term);
+        node.metrics.current_term.max(vote).max(commit)
+    };
+    let led = nodes.iter().filter(|node| node.id != leader.id && newest_term(node) <= term);
     for node in led {
         let committed = node.committed.map(|log_id| log_id.index);
         if committed > durable {
