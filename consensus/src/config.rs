@@ -157,7 +157,11 @@ impl NodeConfig {
             replication_lag_threshold: self.snapshot_logs_since_last
                 + self.max_in_snapshot_log_to_keep,
             // An AppendEntries RPC times out after one heartbeat interval, so it must carry
-            // at most what a follower writes and syncs well within it (64 x 64 KiB = 4 MiB).
+            // at most what a follower decodes, writes and syncs well within it (16 x 64 KiB =
+            // 1 MiB). At 64 (4 MiB) a follower catching up on a million-chunk report in a
+            // debug build never answered within 100 ms: every attempt timed out, the same
+            // batch was sent again for ever, and the group could not elect a leader that
+            // could commit (`master_large_job`).
             max_payload_entries: PAYLOAD_ENTRIES_MAX,
             snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES_MAX,
             ..Default::default()
@@ -166,7 +170,7 @@ impl NodeConfig {
 }
 
 /// Entries per AppendEntries RPC at most (openraft's default is 300).
-const PAYLOAD_ENTRIES_MAX: u64 = 64;
+const PAYLOAD_ENTRIES_MAX: u64 = 16;
 
 /// One InstallSnapshot chunk carries at most this many snapshot bytes (openraft's default, made
 /// explicit): a 256 MiB snapshot is 86 chunks, each one write on the receiver.
