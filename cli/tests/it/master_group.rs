@@ -164,10 +164,12 @@ impl MasterGroup {
     }
 
     pub fn client(&self) -> MasterClient {
-        let options = ClientOptions {
-            call_deadline: Some(Duration::from_secs(60)),
-            ..ClientOptions::default()
-        };
+        self.client_within(Duration::from_secs(60))
+    }
+
+    /// A client of the group whose calls give up after `deadline` (retries included).
+    pub fn client_within(&self, deadline: Duration) -> MasterClient {
+        let options = ClientOptions { call_deadline: Some(deadline), ..ClientOptions::default() };
         MasterClient::new(&self.addrs, options).expect("valid master addresses")
     }
 

@@ -67,6 +67,18 @@ fn tag(
     apply(state, 5, Command::TagSlotCheckpoint { index, generation, progress, meta })
 }
 
+/// [`job_with_two_slots`] with one task done, progress checkpoint 1 tagged by both slots, and
+/// one more task done after it.
+fn tagged_then_trained() -> MasterState {
+    let mut state = job_with_two_slots();
+    finish_one(&mut state);
+    apply(&mut state, 30, Command::CheckpointProgress);
+    tag(&mut state, (0, 1), 1, 3);
+    tag(&mut state, (1, 2), 1, 4);
+    finish_one(&mut state);
+    state
+}
+
 fn finish_one(state: &mut MasterState) -> u64 {
     let pass = job(state).status().pass;
     let Response::Task(task) = apply(state, 10, Command::GetTask { trainer: 1, pass }) else {
@@ -174,12 +186,7 @@ fn a_restore_reloads_every_slot_before_the_queue_goes_back() {
 /// also replaces a restore with the model under way.
 #[test]
 fn a_data_only_restore_needs_no_pserver_checkpoints() {
-    let mut state = job_with_two_slots();
-    finish_one(&mut state);
-    apply(&mut state, 30, Command::CheckpointProgress);
-    tag(&mut state, (0, 1), 1, 3);
-    tag(&mut state, (1, 2), 1, 4);
-    finish_one(&mut state);
+    let mut state = tagged_then_trained();
     let with_model = Command::RestoreProgress { checkpoint: 1, data_only: false };
     assert!(matches!(apply(&mut state, 40, with_model), Response::RestoreWaiting { .. }));
     let data_only = Command::RestoreProgress { checkpoint: 1, data_only: true };
@@ -194,12 +201,7 @@ fn a_data_only_restore_needs_no_pserver_checkpoints() {
 /// cancelled, no restore waits, and neither a restore nor a release can run it again.
 #[test]
 fn a_cancel_during_a_restore_stays_cancelled() {
-    let mut state = job_with_two_slots();
-    finish_one(&mut state);
-    apply(&mut state, 30, Command::CheckpointProgress);
-    tag(&mut state, (0, 1), 1, 3);
-    tag(&mut state, (1, 2), 1, 4);
-    finish_one(&mut state);
+    let mut state = tagged_then_trained();
     let restore = Command::RestoreProgress { checkpoint: 1, data_only: false };
     assert_eq!(
         apply(&mut state, 50, restore.clone()),
