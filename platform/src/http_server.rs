@@ -75,7 +75,9 @@ async fn serve_connection(
         let router = router.clone();
         async move {
             let response = router.oneshot(request).await?;
-            Ok::<_, Infallible>(response.map(|inner| InProgressBody { inner, _in_progress: in_progress }))
+            Ok::<_, Infallible>(
+                response.map(|inner| InProgressBody { inner, _in_progress: in_progress }),
+            )
         }
     });
     let mut builder = Builder::new(TokioExecutor::new());

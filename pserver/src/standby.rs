@@ -44,9 +44,13 @@ impl Standby {
         health.set(PSERVER_SERVICE, false).await;
         let mut builder = platform::server_builder(security, limits)?;
         let services = [PSERVER_SERVICE];
-        let router =
-            platform::conventional_router(&mut builder, health, &services, proto::FILE_DESCRIPTOR_SET)?
-                .add_service(StandbyRefusal);
+        let router = platform::conventional_router(
+            &mut builder,
+            health,
+            &services,
+            proto::FILE_DESCRIPTOR_SET,
+        )?
+        .add_service(StandbyRefusal);
         let (stop, mut stopped) = watch::channel(false);
         let incoming = platform::incoming(listener, limits);
         let server = tokio::spawn(async move {
@@ -68,7 +72,9 @@ impl Standby {
         let bound = Duration::from_millis(STOP_MS_MAX);
         match tokio::time::timeout(bound, &mut self.server).await {
             Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(error))) => tracing::warn!(error = format!("{error:#}"), "the standby's server failed"),
+            Ok(Ok(Err(error))) => {
+                tracing::warn!(error = format!("{error:#}"), "the standby's server failed")
+            }
             Ok(Err(error)) => tracing::warn!(%error, "the standby's server panicked"),
             Err(_elapsed) => tracing::debug!(bound_ms = STOP_MS_MAX, "standby streams cut off"),
         }

@@ -58,7 +58,8 @@ async fn a_plain_request_is_never_redirected_to_another_host() {
     let port = metrics.rsplit(':').next().expect("the address has a port");
     let hostile_hosts = ["evil.example", &format!("evil.example:{port}"), "127.0.0.2:1"];
     for host in hostile_hosts {
-        let request = format!("GET /api/v1/view HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let request =
+            format!("GET /api/v1/view HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
         let answer = http(&metrics, &request);
         assert!(answer.starts_with("HTTP/1.1 400"), "Host {host}: {answer}");
         assert!(!answer.to_lowercase().contains("location:"), "Host {host}: {answer}");

@@ -38,7 +38,8 @@ async fn watches(channel: &Channel, count: usize) -> Vec<Watch> {
 
 /// The refusal among `opened`, checked to be the bound's: RESOURCE_EXHAUSTED naming `bound`.
 fn refused_by(opened: &[Watch], bound: &str) -> usize {
-    let refused: Vec<&tonic::Status> = opened.iter().filter_map(|watch| watch.as_ref().err()).collect();
+    let refused: Vec<&tonic::Status> =
+        opened.iter().filter_map(|watch| watch.as_ref().err()).collect();
     for status in &refused {
         assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
         assert!(status.message().contains(bound), "the refusal names {bound}: {status:?}");

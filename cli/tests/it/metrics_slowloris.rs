@@ -28,7 +28,8 @@ const ENDLESS_HEADERS: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-D
 
 /// A master with `--metrics-listen` and the port limits `envs`; its metrics address.
 async fn master_with_metrics(envs: &[(&str, &str)]) -> (MasterGroup, String) {
-    let envs: Vec<(usize, &str, &str)> = envs.iter().map(|(name, value)| (0, *name, *value)).collect();
+    let envs: Vec<(usize, &str, &str)> =
+        envs.iter().map(|(name, value)| (0, *name, *value)).collect();
     let group = MasterGroup::start_with_env(1, &["--metrics-listen", "127.0.0.1:0"], &envs);
     group.status().await;
     let metrics = group.metrics_addr(0).await;
@@ -83,7 +84,11 @@ async fn probes_are_answered_on_a_metrics_port_full_of_dribblers() {
     let flood = dribblers(&metrics, DRIBBLER_COUNT).await;
     for path in ["/healthz", "/metrics", "/healthz"] {
         let reply = get_once(&metrics, path).await;
-        assert!(reply.starts_with("HTTP/1.1 200"), "{path} under the flood: {reply:?}\n{}", group.logs());
+        assert!(
+            reply.starts_with("HTTP/1.1 200"),
+            "{path} under the flood: {reply:?}\n{}",
+            group.logs()
+        );
     }
     assert!(!flood.is_empty(), "the dribblers ran throughout");
 }
