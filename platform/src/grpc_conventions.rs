@@ -7,11 +7,14 @@
 //! budget as the services beside them. Health needs no token (a Kubernetes probe sends no
 //! metadata; `AuthLayer` lets `grpc.health.v1` through), reflection does when one is set.
 
+use std::sync::{Arc, Mutex};
+
 use tonic::server::NamedService;
 use tonic::transport::server::Router;
 use tonic_health::server::{HealthReporter, HealthService};
 use tonic_health::ServingStatus;
 
+use crate::health_watches::{BoundedHealth, WatchCounts};
 use crate::server_builder::{ServerBuilder, ServerLayers};
 
 /// A server from [`crate::server_builder`] with health and reflection mounted.
@@ -23,10 +26,12 @@ pub const HEALTH_REQUEST_BYTES_MAX: usize = 1024;
 
 /// The health of one process's services, as `grpc.health.v1` answers it. Clones share the
 /// statuses; a service never set is `NOT_FOUND` to a client, and the server as a whole (`""`)
-/// is `SERVING` while the process serves at all.
+/// is `SERVING` while the process serves at all. Its `Watch` streams are bounded
+/// ([`crate::health_watches`]) over every port that serves it.
 #[derive(Clone, Debug, Default)]
 pub struct GrpcHealth {
     reporter: HealthReporter,
+    watches: Arc<Mutex<WatchCounts>>,
 }
 
 impl GrpcHealth {
@@ -36,9 +41,11 @@ impl GrpcHealth {
         self.reporter.set_service_status(service, status).await;
     }
 
-    /// The `grpc.health.v1.Health` service over these statuses, with its request bound.
-    pub fn service(&self) -> tonic_health::pb::health_server::HealthServer<HealthService> {
+    /// The `grpc.health.v1.Health` service over these statuses, with its request and watch
+    /// bounds.
+    pub fn service(&self) -> tonic_health::pb::health_server::HealthServer<BoundedHealth> {
         let service = HealthService::from_health_reporter(self.reporter.clone());
+        let service = BoundedHealth::new(service, self.watches.clone());
         tonic_health::pb::health_server::HealthServer::new(service)
             .max_decoding_message_size(HEALTH_REQUEST_BYTES_MAX)
     }

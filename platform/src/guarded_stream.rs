@@ -45,6 +45,11 @@ impl GuardedStream {
         Ok((peeked == 1).then_some(first[0]))
     }
 
+    /// The address of ours the peer connected to.
+    pub(crate) fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.inner.local_addr()
+    }
+
     /// `Ready(error)` when the silence bound has passed; otherwise the timer is armed.
     fn poll_silence(&mut self, context: &mut Context<'_>) -> Poll<io::Error> {
         loop {

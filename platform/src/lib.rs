@@ -12,14 +12,16 @@
 //!   (`guarded_listener`, `guarded_stream`: connection count, first bytes, idle time), and the
 //!   bytes of unfinished requests (`request_budget`, `budget_body`, `grpc_framing`).
 //! - `grpc_conventions`: `grpc.health.v1` ([`GrpcHealth`]) and server reflection, mounted on
-//!   every server ([`conventional_router`]) and health also on the metrics port.
+//!   every server ([`conventional_router`]) and health also on the metrics port; its `Watch`
+//!   streams bounded per connection and in all (`health_watches`).
 //! - `unary`: unary calls whose large messages go to h2 and come from it as `Bytes` pieces,
 //!   without tonic's codec buffers (the pservers' data plane).
 //! - `clock`: where a master or a pserver reads time (a seam the simulation fills).
 //! - `rpc_metrics`: every call's latency and errors; `telemetry`: the process's Prometheus
 //!   recorder; `metrics_http`: the `/metrics`, `/healthz` and `/readyz` server (and what a
 //!   process adds, a master's dashboard), on `sniffing_listener`: TLS and plain HTTP on one
-//!   port, told apart by each connection's first byte.
+//!   port, told apart by each connection's first byte; `http_server` serves it with a bound on
+//!   header reads, and `http_connections` makes room for a probe on a full port.
 //!
 //! Architecture invariants:
 //! - No server is built and no endpoint dialled except through [`server_builder`] and
@@ -34,6 +36,9 @@ pub mod grpc_conventions;
 mod grpc_framing;
 mod guarded_listener;
 mod guarded_stream;
+pub mod health_watches;
+mod http_connections;
+mod http_server;
 pub mod metrics_http;
 pub mod port_limits;
 mod request_budget;

@@ -6,7 +6,11 @@
 //! Kubernetes' `grpc:` probes speak it; their gRPC ports may need TLS, which those probes
 //! cannot do) from the same statuses as their gRPC port's. A master adds its dashboard
 //! ([`Extras::routes`]); with TLS configured ([`Extras::tls`]) the port speaks TLS and plain
-//! HTTP both, and the added routes answer only over TLS.
+//! HTTP both, and the added routes answer only over TLS (a plain request is redirected to
+//! `https://` at this server's own address, never to a host the request names).
+//!
+//! The port is served by [`crate::http_server`]: request headers have `--http-header-read-ms`
+//! to arrive, and a full port closes its oldest idle connection rather than refuse a probe.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,6 +26,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 
 use crate::grpc_conventions::HEALTH_SERVICE;
+use crate::http_server::serve_http;
 use crate::{GrpcHealth, GuardedListener, HttpPeer, PortLimits, SniffingListener};
 
 /// The Prometheus text exposition format.
@@ -107,18 +112,19 @@ pub async fn serve_with_extras(
             router = router.route_service(&path, health.service());
         }
     }
+    let bound = listener.local_addr().ok();
     if let Some(routes) = routes {
         router = match tls {
-            Some(_) => router.merge(routes.layer(axum::middleware::from_fn(tls_only))),
+            Some(_) => {
+                let tls_only = axum::middleware::from_fn_with_state(bound, tls_only);
+                router.merge(routes.layer(tls_only))
+            }
             None => router.merge(routes),
         };
     }
     let listener =
         SniffingListener::new(GuardedListener::new(listener, limits), tls, limits.first_bytes());
-    let service = router.into_make_service_with_connect_info::<HttpPeer>();
-    if let Err(error) = axum::serve(listener, service).with_graceful_shutdown(shutdown).await {
-        tracing::warn!(%error, "the metrics endpoint stopped");
-    }
+    serve_http(listener, router, limits.http_header_read(), shutdown).await;
 }
 
 /// Serves `endpoints` on a task of its own until `stopped` turns true.
@@ -159,8 +165,11 @@ pub fn spawn_with_extras(
 }
 
 /// Lets a request over TLS through; redirects a plain one to the same URL over TLS (the port
-/// speaks both), or refuses it when it names no host.
+/// speaks both) when its `Host` names this server (`bound`, or the address the client
+/// reached), and refuses it otherwise: redirecting to whatever host a request names would make
+/// this port an open redirect.
 async fn tls_only(
+    State(bound): State<Option<SocketAddr>>,
     ConnectInfo(peer): ConnectInfo<HttpPeer>,
     request: Request,
     next: Next,
@@ -169,15 +178,34 @@ async fn tls_only(
         return next.run(request).await;
     }
     let host = request.headers().get(header::HOST).and_then(|host| host.to_str().ok());
+    let ours = [bound, peer.local];
     let target = request.uri().path_and_query().map_or("/", |path| path.as_str());
-    let location =
-        host.and_then(|host| HeaderValue::from_str(&format!("https://{host}{target}")).ok());
-    match location {
-        Some(location) => {
-            (StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, location)]).into_response()
-        }
-        None => (StatusCode::FORBIDDEN, "this page is served over TLS only\n").into_response(),
+    let location = host
+        .filter(|host| names_us(host, &ours))
+        .and_then(|host| HeaderValue::from_str(&format!("https://{host}{target}")).ok());
+    if let Some(location) = location {
+        return (StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, location)]).into_response();
     }
+    let at = peer.local.or(bound).map_or(String::new(), |addr| format!(" at https://{addr}/"));
+    let explanation = format!(
+        "this page is served over TLS only{at}; this plain request is not redirected because \
+         its Host header does not name this server\n"
+    );
+    (StatusCode::BAD_REQUEST, explanation).into_response()
+}
+
+/// Whether `host` (a `Host` header: an address with its port, or `localhost` with it) is one
+/// of `ours`: an IP address and port this port is bound to or was reached at.
+fn names_us(host: &str, ours: &[Option<SocketAddr>]) -> bool {
+    let ours = || ours.iter().flatten().filter(|addr| !addr.ip().is_unspecified());
+    if let Ok(addr) = host.parse::<SocketAddr>() {
+        return ours().any(|ours| *ours == addr);
+    }
+    let Some(port) = host.strip_prefix("localhost:").and_then(|port| port.parse::<u16>().ok())
+    else {
+        return false;
+    };
+    ours().any(|ours| ours.port() == port && ours.ip().is_loopback())
 }
 
 async fn metrics(State(endpoints): State<Endpoints>) -> impl IntoResponse {
@@ -201,6 +229,28 @@ pub fn push_metric(text: &mut String, name: &str, kind: &str, help: &str, value:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `Host` names this server only as one of its addresses (with its port) or as
+    /// `localhost` on a loopback address; any other host is never redirected to.
+    #[test]
+    fn only_our_own_hosts_are_redirected_to() {
+        let loopback: SocketAddr = "127.0.0.1:9000".parse().expect("an address");
+        let wildcard: SocketAddr = "0.0.0.0:9000".parse().expect("an address");
+        let interface: SocketAddr = "10.1.2.3:9000".parse().expect("an address");
+        let cases: [(&str, [Option<SocketAddr>; 2], bool); 8] = [
+            ("127.0.0.1:9000", [Some(loopback), None], true),
+            ("localhost:9000", [Some(loopback), None], true),
+            ("10.1.2.3:9000", [Some(wildcard), Some(interface)], true),
+            ("evil.example", [Some(loopback), Some(loopback)], false),
+            ("evil.example:9000", [Some(loopback), Some(loopback)], false),
+            ("127.0.0.1:9001", [Some(loopback), Some(loopback)], false),
+            ("0.0.0.0:9000", [Some(wildcard), None], false),
+            ("localhost:9000", [Some(wildcard), Some(interface)], false),
+        ];
+        for (host, ours, expected) in cases {
+            assert_eq!(names_us(host, &ours), expected, "{host} against {ours:?}");
+        }
+    }
 
     /// A metric is its help line, its type line and one sample.
     #[test]

@@ -36,6 +36,10 @@ pub const REQUEST_BODY_MS_DEFAULT: u64 = 30_000;
 /// that does not fit waits a moment for room, then fails with `RESOURCE_EXHAUSTED`. What it
 /// bounds is mostly reserved address space: a slow call's resident cost is about 2 MB.
 pub const REQUEST_BYTES_IN_FLIGHT_DEFAULT: u64 = 16 * MESSAGE_BYTES_MAX as u64;
+/// On the metrics port, a request's headers must have arrived this long after its connection
+/// opened (or, over HTTP/1, after the previous response): a probe or a scrape sends them at
+/// once, and a client dribbling them a byte at a time holds its connection no longer.
+pub const HTTP_HEADER_READ_MS_DEFAULT: u64 = 5_000;
 /// The most concurrent HTTP/2 streams (calls) one connection may open; a raftrain client
 /// never has more than a few in flight.
 pub const STREAMS_PER_CONNECTION_MAX: u32 = 256;
@@ -56,7 +60,8 @@ const FD_LIMIT_FALLBACK: u64 = 1024;
 #[derive(Debug, Clone, Args)]
 pub struct PortLimits {
     /// The most connections each listening port (gRPC, metrics) keeps open at once; more are
-    /// accepted and closed at once, with a warning. Default: derived from the file descriptor
+    /// accepted and closed at once, with a warning (the metrics port instead closes its oldest
+    /// connection with no request in progress, so probes still get in). Default: derived from the file descriptor
     /// limit (RLIMIT_NOFILE) so that every port full still leaves descriptors for real work.
     #[arg(long, env = "RAFTRAIN_CONNECTIONS_MAX")]
     pub connections_max: Option<u64>,
@@ -77,6 +82,10 @@ pub struct PortLimits {
     /// a pserver), below 4 GiB.
     #[arg(long, env = "RAFTRAIN_REQUEST_BYTES_IN_FLIGHT", default_value_t = REQUEST_BYTES_IN_FLIGHT_DEFAULT)]
     pub request_bytes_in_flight: u64,
+    /// Close a metrics-port connection whose request headers have not all arrived this long
+    /// after it opened (or after its previous response).
+    #[arg(long, env = "RAFTRAIN_HTTP_HEADER_READ_MS", default_value_t = HTTP_HEADER_READ_MS_DEFAULT)]
+    pub http_header_read_ms: u64,
 }
 
 impl Default for PortLimits {
@@ -87,6 +96,7 @@ impl Default for PortLimits {
             idle_ms: IDLE_MS_DEFAULT,
             request_body_ms: REQUEST_BODY_MS_DEFAULT,
             request_bytes_in_flight: REQUEST_BYTES_IN_FLIGHT_DEFAULT,
+            http_header_read_ms: HTTP_HEADER_READ_MS_DEFAULT,
         }
     }
 }
@@ -104,8 +114,12 @@ impl PortLimits {
         );
         anyhow::ensure!(self.connections_max != Some(0), "--connections-max must be at least 1");
         anyhow::ensure!(
-            self.first_bytes_ms > 0 && self.idle_ms > 0 && self.request_body_ms > 0,
-            "--first-bytes-ms, --idle-ms and --request-body-ms must be positive"
+            self.first_bytes_ms > 0
+                && self.idle_ms > 0
+                && self.request_body_ms > 0
+                && self.http_header_read_ms > 0,
+            "--first-bytes-ms, --idle-ms, --request-body-ms and --http-header-read-ms must be \
+             positive"
         );
         Ok(())
     }
@@ -130,6 +144,10 @@ impl PortLimits {
 
     pub fn request_body(&self) -> Duration {
         Duration::from_millis(self.request_body_ms)
+    }
+
+    pub fn http_header_read(&self) -> Duration {
+        Duration::from_millis(self.http_header_read_ms)
     }
 }
 

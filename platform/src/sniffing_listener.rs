@@ -4,7 +4,9 @@
 //! still answers what cannot do TLS (kubelet's gRPC probes, a plain Prometheus scrape) in the
 //! clear; the routes that must not travel in the clear ask [`HttpPeer::tls`]. Each connection
 //! is sniffed and its handshake done on a task of its own, bounded by the port's first-bytes
-//! limit, so a client that stalls holds only its own connection slot.
+//! limit, so a client that stalls holds only its own connection slot. Every connection is in
+//! the port's [`HttpConnections`] from its accept on: when the port is full, the oldest one
+//! with no request in progress, sniffed or not, is closed to make room.
 
 use std::io;
 use std::net::SocketAddr;
@@ -13,8 +15,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::connect_info::Connected;
-use axum::serve::IncomingStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
@@ -22,6 +22,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::guarded_listener::GuardedListener;
 use crate::guarded_stream::GuardedStream;
+use crate::http_connections::{HttpConnections, Registered};
 
 /// The first byte of a TLS record carrying a handshake.
 const TLS_HANDSHAKE_BYTE: u8 = 0x16;
@@ -33,6 +34,15 @@ const READY_CONNECTIONS_MAX: usize = 64;
 pub struct HttpPeer {
     pub addr: SocketAddr,
     pub tls: bool,
+    /// The address of ours the client reached (for a wildcard listener, the interface's).
+    pub local: Option<SocketAddr>,
+}
+
+/// A sniffed connection, with its place among the port's connections.
+pub(crate) struct HttpConnection {
+    pub(crate) stream: HttpStream,
+    pub(crate) peer: HttpPeer,
+    pub(crate) registered: Registered,
 }
 
 /// One connection, in the clear or over TLS.
@@ -43,20 +53,23 @@ pub enum HttpStream {
 
 /// The port's connections, each sniffed and, when it starts a handshake, decrypted.
 pub struct SniffingListener {
-    ready: mpsc::Receiver<(HttpStream, HttpPeer)>,
+    ready: mpsc::Receiver<HttpConnection>,
     local_addr: io::Result<SocketAddr>,
     accepting: tokio::task::JoinHandle<()>,
 }
 
 impl SniffingListener {
-    /// Accepts on `guarded`; `tls` decrypts the connections that start a handshake, which
-    /// must finish within `handshake` (without it every connection is taken as plain).
+    /// Accepts on `guarded` (evicting the oldest idle connection when full); `tls` decrypts
+    /// the connections that start a handshake, which must finish within `handshake` (without
+    /// it every connection is taken as plain).
     pub fn new(
-        mut guarded: GuardedListener,
+        guarded: GuardedListener,
         tls: Option<Arc<rustls::ServerConfig>>,
         handshake: Duration,
     ) -> Self {
         let local_addr = axum::serve::Listener::local_addr(&guarded);
+        let connections = Arc::new(HttpConnections::default());
+        let mut guarded = guarded.with_eviction(connections.clone());
         let (sender, ready) = mpsc::channel(READY_CONNECTIONS_MAX);
         let acceptor = tls.map(TlsAcceptor::from);
         let accepting = tokio::spawn(async move {
@@ -65,16 +78,39 @@ impl SniffingListener {
                 if sender.is_closed() {
                     return;
                 }
+                let registered = connections.register();
                 let (sender, acceptor) = (sender.clone(), acceptor.clone());
                 tokio::spawn(async move {
-                    let sniffed = tokio::time::timeout(handshake, sniff(stream, addr, acceptor));
-                    if let Ok(Some(connection)) = sniffed.await {
-                        let _ = sender.send(connection).await;
+                    let state = registered.state.clone();
+                    let sniffed = tokio::select! {
+                        sniffed = tokio::time::timeout(handshake, sniff(stream, addr, acceptor)) => sniffed,
+                        // Made room for a newer connection before it was even sniffed.
+                        () = state.evicted() => return,
+                    };
+                    if let Ok(Some((stream, peer))) = sniffed {
+                        let _ = sender.send(HttpConnection { stream, peer, registered }).await;
                     }
                 });
             }
         });
         Self { ready, local_addr, accepting }
+    }
+
+    /// The next sniffed connection; pending for ever once the accepting task ended (its
+    /// runtime is stopping).
+    pub(crate) async fn accept(&mut self) -> HttpConnection {
+        match self.ready.recv().await {
+            Some(connection) => connection,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        match &self.local_addr {
+            Ok(addr) => Ok(*addr),
+            Err(error) => Err(io::Error::new(error.kind(), error.to_string())),
+        }
     }
 }
 
@@ -91,45 +127,21 @@ async fn sniff(
     addr: SocketAddr,
     acceptor: Option<TlsAcceptor>,
 ) -> Option<(HttpStream, HttpPeer)> {
+    let local = stream.local_addr().ok();
+    let plain = HttpPeer { addr, tls: false, local };
     let Some(acceptor) = acceptor else {
-        return Some((HttpStream::Plain(stream), HttpPeer { addr, tls: false }));
+        return Some((HttpStream::Plain(stream), plain));
     };
     let first = stream.peek_first_byte().await.ok()??;
     if first != TLS_HANDSHAKE_BYTE {
-        return Some((HttpStream::Plain(stream), HttpPeer { addr, tls: false }));
+        return Some((HttpStream::Plain(stream), plain));
     }
     match acceptor.accept(stream).await {
-        Ok(tls) => Some((HttpStream::Tls(Box::new(tls)), HttpPeer { addr, tls: true })),
+        Ok(tls) => Some((HttpStream::Tls(Box::new(tls)), HttpPeer { tls: true, ..plain })),
         Err(error) => {
             tracing::debug!(%addr, %error, "TLS handshake failed on the HTTP port");
             None
         }
-    }
-}
-
-impl axum::serve::Listener for SniffingListener {
-    type Io = HttpStream;
-    type Addr = HttpPeer;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(connection) => connection,
-            // The accepting task ended (its runtime is stopping): no more connections.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        match &self.local_addr {
-            Ok(addr) => Ok(HttpPeer { addr: *addr, tls: false }),
-            Err(error) => Err(io::Error::new(error.kind(), error.to_string())),
-        }
-    }
-}
-
-impl Connected<IncomingStream<'_, SniffingListener>> for HttpPeer {
-    fn connect_info(stream: IncomingStream<'_, SniffingListener>) -> Self {
-        *stream.remote_addr()
     }
 }
 

@@ -6,7 +6,7 @@
 //! `data_plane` serves its two calls that move parameters without tonic's codec buffers;
 //! `slot_keeper` and `held_slot` hold the slot through the master (`slot_master`) on the
 //! pserver's `clock`; `checkpointer` writes and records checkpoints; `run` wires them to one
-//! port. `client` is `PServerClient`, which trainers use.
+//! port, where a `standby` answers until the slot is served. `client` is `PServerClient`, which trainers use.
 
 pub mod block_state;
 pub mod buffer_pool;
@@ -31,6 +31,7 @@ pub mod shard_cell;
 pub mod shard_error;
 pub mod slot_keeper;
 pub mod slot_master;
+pub mod standby;
 pub mod status_mapping;
 
 pub use config::PServerConfig;

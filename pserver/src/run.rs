@@ -28,6 +28,7 @@ use crate::restore::restore;
 use crate::service::PServerRpc;
 use crate::shard_cell::ShardCell;
 use crate::slot_keeper;
+use crate::standby::{split_listener, Standby};
 
 /// The pserver service's full name, as health and reflection know it: SERVING while this
 /// process holds its slot under a confirmed lease and has restored the shard.
@@ -83,6 +84,10 @@ pub async fn run(
     // waiting for its job, is alive (probes answer) but not ready.
     let health = GrpcHealth::default();
     let slot_metrics = Arc::new(std::sync::OnceLock::new());
+    // The port answers from the start too: as a standby until the slot is served.
+    let (listener, standby_listener) = split_listener(listener)?;
+    let standby =
+        Standby::start(standby_listener, (&security, &config.port_limits, &health)).await?;
     let (metrics_stop, metrics_stopped) = watch::channel(false);
     let metrics = metrics_listener.map(|listener| {
         platform::metrics_http::spawn_with_health(
@@ -95,7 +100,7 @@ pub async fn run(
     });
     let served = claim_and_serve(
         &config,
-        listener,
+        (listener, standby),
         (root, addr),
         master,
         (&health, &slot_metrics),
@@ -109,11 +114,11 @@ pub async fn run(
     served
 }
 
-/// Claims a slot (waiting while all are held or the job is not submitted yet), then keeps it
-/// and serves it until shutdown or a lost lease.
+/// Claims a slot (waiting while all are held or the job is not submitted yet, `standby`
+/// answering meanwhile), then keeps it and serves it until shutdown or a lost lease.
 async fn claim_and_serve(
     config: &PServerConfig,
-    listener: TcpListener,
+    (listener, standby): (TcpListener, Standby),
     (root, addr): (std::path::PathBuf, String),
     master: Arc<MasterClient>,
     (health, slot_metrics): (&GrpcHealth, &Arc<std::sync::OnceLock<SlotMetrics>>),
@@ -125,7 +130,10 @@ async fn claim_and_serve(
         claimed = slot_keeper::claim(&*master, Arc::new(SystemClock), &addr, config.num_pservers, &mut stopped) => claimed?,
         () = &mut shutdown => None,
     };
-    let Some((held, lease)) = claimed else { return Ok(()) };
+    let Some((held, lease)) = claimed else {
+        standby.stop().await;
+        return Ok(());
+    };
     tracing::info!(slot = held.index(), generation = held.generation(), job_id = lease.job_id, %addr, "pserver slot claimed");
     let job_dir = crate::job_dir::job_checkpoint_dir(&root, lease.job_id, &config.job);
     let dir = CheckpointDir::open(&job_dir)
@@ -147,7 +155,7 @@ async fn claim_and_serve(
     ));
     let served = serve_slot(
         config,
-        listener,
+        (listener, standby),
         (dir, master, held.clone(), lease),
         (health, slot_metrics),
         stopped,
@@ -159,11 +167,11 @@ async fn claim_and_serve(
     served
 }
 
-/// Restores, serves and checkpoints until shutdown or a lost lease; the metrics show the slot
-/// from its restore on.
+/// Restores (`standby` answering meanwhile), serves and checkpoints until shutdown or a lost
+/// lease; the metrics show the slot from its restore on.
 async fn serve_slot(
     config: &PServerConfig,
-    listener: TcpListener,
+    (listener, standby): (TcpListener, Standby),
     (dir, master, held, lease): (CheckpointDir, Arc<MasterClient>, Arc<HeldSlot>, SlotLease),
     (health, slot_metrics): (&GrpcHealth, &Arc<std::sync::OnceLock<SlotMetrics>>),
     stopped: watch::Receiver<bool>,
@@ -183,6 +191,7 @@ async fn serve_slot(
         recorded_step: recorded_step.clone(),
     };
     let _ = slot_metrics.set(shown);
+    standby.stop().await;
     let server = tokio::spawn(serve(
         listener,
         service,

@@ -87,6 +87,7 @@ impl From<PServerClientError> for Failure {
                 "UNAVAILABLE"
             }
             PServerClientError::OutcomeUnknown { .. } => "DEADLINE_EXCEEDED",
+            PServerClientError::NoSuchJob { .. } => "NOT_FOUND",
         };
         Self::new(code, error.to_string())
     }

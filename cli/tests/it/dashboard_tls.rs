@@ -47,6 +47,31 @@ async fn the_dashboard_is_served_over_tls_and_probes_stay_plain() {
     assert!(look.dom.contains(&shown), "the page over TLS shows the leader:\n{}", look.dom);
 }
 
+/// A plain request whose `Host` names another server is not redirected there (an open
+/// redirect would send a user who followed a crafted link anywhere): it is answered 400 with
+/// the reason and no `Location`; one naming the server itself is still redirected to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_request_is_never_redirected_to_another_host() {
+    let pki = Pki::new();
+    let cluster = &pki.cluster;
+    let (_group, metrics) = secure_group([cluster, cluster, cluster]);
+    let port = metrics.rsplit(':').next().expect("the address has a port");
+    let hostile_hosts = ["evil.example", &format!("evil.example:{port}"), "127.0.0.2:1"];
+    for host in hostile_hosts {
+        let request =
+            format!("GET /api/v1/view HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let answer = http(&metrics, &request);
+        assert!(answer.starts_with("HTTP/1.1 400"), "Host {host}: {answer}");
+        assert!(!answer.to_lowercase().contains("location:"), "Host {host}: {answer}");
+        assert!(answer.contains("served over TLS only"), "Host {host}: {answer}");
+    }
+    let own = format!("GET / HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n");
+    let redirected = http(&metrics, &own);
+    assert!(redirected.starts_with("HTTP/1.1 308"), "{redirected}");
+    let location = format!("location: https://localhost:{port}/");
+    assert!(redirected.to_lowercase().contains(&location), "{redirected}");
+}
+
 /// `GET /api/v1/view` over TLS, trusting only `ca`, until it names `leader` (about 15 s).
 fn view_over_tls(addr: &str, ca: &std::path::Path, leader: u64) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(15);

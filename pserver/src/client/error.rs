@@ -17,6 +17,10 @@ pub enum PServerClientError {
         "pserver slot {slot}: no holder answered within {waited:?} (last error: {last_error})"
     )]
     Unavailable { slot: u32, waited: Duration, last_error: String },
+    /// The masters know no job by this client's job name (never submitted, or ended and
+    /// removed) at the end of the wait.
+    #[error("job `{job}` does not exist: the masters know no job by that name after {waited:?} (submit it with `raftrain job submit`, or check --job)")]
+    NoSuchJob { job: String, waited: Duration },
     /// Not every pserver slot of the job was held within the wait.
     #[error("only {held} of {desired} pserver slots are held after {waited:?}: start the missing pservers (raftrain pserver --num-pservers {desired})")]
     SlotsNotHeld { held: usize, desired: u32, waited: Duration },

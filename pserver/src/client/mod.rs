@@ -11,6 +11,7 @@ mod init;
 mod pserver_client;
 mod routes;
 mod tensor_bytes;
+mod warning_pace;
 
 pub use error::PServerClientError;
 pub use exchange::Exchanged;

@@ -116,7 +116,8 @@ impl PServerClient {
     }
 
     /// Waits until every desired slot is held (for at most `timeout`, if given); the table
-    /// then.
+    /// then. A job the masters do not know is waited for too (it may be submitted later), and
+    /// is what the timeout's error names.
     pub async fn wait_for_slots(
         &self,
         timeout: Option<Duration>,
@@ -129,6 +130,9 @@ impl PServerClient {
                 return Ok(table);
             }
             if let Some(waited) = timeout.filter(|timeout| started.elapsed() >= *timeout) {
+                if let Some(job) = self.inner.routes.job_missing() {
+                    return Err(PServerClientError::NoSuchJob { job: job.to_string(), waited });
+                }
                 let (held, desired) = (table.pservers.len(), table.desired);
                 return Err(PServerClientError::SlotsNotHeld { held, desired, waited });
             }

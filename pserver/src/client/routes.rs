@@ -5,18 +5,24 @@
 //! the leader, taken if it names a newer holder of the slot.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use client::{MasterClient, PServerTable};
+use client::{ClientError, MasterClient, PServerTable};
 use platform::security::{RpcChannel, Security};
 use proto::pserver::p_server_service_client::PServerServiceClient;
 use tokio::sync::watch;
 
+use super::warning_pace::WarningPace;
 use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
 
-/// Pause before a watch that ended is started again.
+/// Pause before a watch that ended is started again, doubled after each failure in a row (a
+/// job not submitted yet) up to `REWATCH_MS_MAX`.
 const REWATCH_MS: u64 = 200;
+const REWATCH_MS_MAX: u64 = 2_000;
+/// A watch that keeps failing is warned about at once, then at most this often.
+const WATCH_WARNING_MS: u64 = 10_000;
 const CONNECT_TIMEOUT_MS: u64 = 1_000;
 /// Re-reads of the table at most this often, whichever of a trainer's many requests asks.
 const REREAD_MS_MIN: u64 = 2_000;
@@ -54,6 +60,8 @@ pub struct Routes {
     channels: Mutex<HashMap<(String, u64), Connection>>,
     /// The TLS and token of every pserver connection: the master client's own.
     security: Security,
+    /// Whether the masters last said the job does not exist.
+    job_missing: Arc<AtomicBool>,
     follower: tokio::task::JoinHandle<()>,
 }
 
@@ -63,7 +71,9 @@ impl Routes {
         let (sender, table) = watch::channel(PServerTable::default());
         let sender = Arc::new(sender);
         let security = master.security().clone();
-        let follower = tokio::spawn(follow_table(master.clone(), sender.clone()));
+        let job_missing = Arc::new(AtomicBool::new(false));
+        let follower =
+            tokio::spawn(follow_table(master.clone(), sender.clone(), job_missing.clone()));
         Self {
             table,
             sender,
@@ -71,8 +81,14 @@ impl Routes {
             reread_at: tokio::sync::Mutex::new(None),
             channels: Mutex::new(HashMap::new()),
             security,
+            job_missing,
             follower,
         }
+    }
+
+    /// The job's name, and whether the masters last said it does not exist.
+    pub fn job_missing(&self) -> Option<&str> {
+        self.job_missing.load(Ordering::Relaxed).then(|| self.master.job())
     }
 
     /// Re-reads the table with a linearizable `ListPServers` (requests to `slot`'s holder keep
@@ -142,22 +158,52 @@ impl Drop for Routes {
     }
 }
 
-/// Keeps `sender` at the master's latest table, restarting the watch whenever it ends.
-async fn follow_table(master: Arc<MasterClient>, sender: Arc<watch::Sender<PServerTable>>) {
+/// Keeps `sender` at the master's latest table, restarting the watch whenever it ends (backing
+/// off while it fails), and `job_missing` at whether the masters know the job.
+async fn follow_table(
+    master: Arc<MasterClient>,
+    sender: Arc<watch::Sender<PServerTable>>,
+    job_missing: Arc<AtomicBool>,
+) {
+    let mut pace = WarningPace::new(Duration::from_millis(WATCH_WARNING_MS));
+    let mut rewatch_ms = REWATCH_MS;
     loop {
         let mut stream = master.watch_pservers();
         while let Some(next) = stream.next().await {
             match next {
                 Ok(table) => {
+                    job_missing.store(false, Ordering::Relaxed);
+                    pace.reset();
+                    rewatch_ms = REWATCH_MS;
                     sender.send_replace(table);
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "pserver table watch failed; starting it again")
+                    let missing = matches!(error, ClientError::NoSuchJob { .. });
+                    job_missing.store(missing, Ordering::Relaxed);
+                    rewatch_ms = (rewatch_ms * 2).min(REWATCH_MS_MAX);
+                    warn_watch_failed(&mut pace, master.job(), &error, missing);
                 }
             }
         }
-        tokio::time::sleep(Duration::from_millis(REWATCH_MS)).await;
+        tokio::time::sleep(Duration::from_millis(rewatch_ms)).await;
     }
+}
+
+/// Warns that the table watch failed, at `pace`.
+fn warn_watch_failed(pace: &mut WarningPace, job: &str, error: &ClientError, missing: bool) {
+    let Some(held_back) = pace.due(Instant::now()) else { return };
+    let quiet_ms = WATCH_WARNING_MS;
+    if missing {
+        tracing::warn!(
+            job,
+            held_back,
+            quiet_ms,
+            "job `{job}` does not exist: the masters know no job by that name (submit it, or \
+             check --job); waiting for it"
+        );
+        return;
+    }
+    tracing::warn!(%error, held_back, quiet_ms, "pserver table watch failed; starting it again");
 }
 
 /// A lazily connected client with the windows and message limits of multi-MB payloads.
