@@ -18,6 +18,7 @@ mod job_calls;
 mod job_name;
 mod jobs;
 mod master_client;
+mod never_sent;
 mod options;
 mod policy_bounds;
 mod retrying;
@@ -42,6 +43,7 @@ pub use jobs::{
     RestoredProgress,
 };
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
+pub use never_sent::never_sent;
 pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
 pub use policy_bounds::{
     check_index_range, check_passes, check_policy, CHUNKS_PER_TASK_MAX, MAX_TASK_FAILURES_MAX,

@@ -159,9 +159,7 @@ async fn a_sigtermed_pserver_hands_its_slot_over_with_every_acknowledged_push() 
     let acknowledged = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let pusher = tokio::spawn(push_until(client.clone(), acknowledged.clone(), stopped));
-    while acknowledged.load(std::sync::atomic::Ordering::SeqCst) < 5 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_pushes(&acknowledged, 5, &pusher, &processes).await;
     processes.signal(leaving, Signal::SIGTERM);
     let exited =
         tokio::task::block_in_place(|| processes.wait_exit(leaving, Duration::from_secs(15)));
@@ -172,9 +170,7 @@ async fn a_sigtermed_pserver_hands_its_slot_over_with_every_acknowledged_push() 
 
     tracing::info!("--- the trainer goes on with the standby; every acknowledged push is there");
     let before = acknowledged.load(std::sync::atomic::Ordering::SeqCst);
-    while acknowledged.load(std::sync::atomic::Ordering::SeqCst) < before + 3 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_pushes(&acknowledged, before + 3, &pusher, &processes).await;
     let _ = stop.send(true);
     pusher.await.expect("the pusher");
     let pushes = acknowledged.load(std::sync::atomic::Ordering::SeqCst);
@@ -186,6 +182,22 @@ async fn a_sigtermed_pserver_hands_its_slot_over_with_every_acknowledged_push() 
             "slot {index}: every acknowledged push applied once\n{}",
             processes.logs()
         );
+    }
+}
+
+/// Waits until `count` pushes were acknowledged; fails (rather than hangs) when the pusher
+/// ended or 60 s pass.
+async fn wait_for_pushes(
+    acknowledged: &std::sync::atomic::AtomicU64,
+    count: u64,
+    pusher: &tokio::task::JoinHandle<()>,
+    processes: &PServerProcesses,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while acknowledged.load(std::sync::atomic::Ordering::SeqCst) < count {
+        assert!(!pusher.is_finished(), "the pusher failed\n{}", processes.logs());
+        assert!(std::time::Instant::now() < deadline, "no push within 60 s\n{}", processes.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -381,6 +381,9 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
         // The server had no room for the request under its --request-bytes-in-flight budget:
         // refused before any service saw it, so nothing was applied.
         (Code::ResourceExhausted, _) => Failure::Retry(message),
+        // Dropped unsent from a connection that closed (a standby handing its port over says
+        // GOAWAY): the server saw none of it.
+        (Code::Cancelled, _) if client::never_sent(status) => Failure::Retry(message),
         (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) if idempotent => {
             Failure::Retry(message)
         }
