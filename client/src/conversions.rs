@@ -93,6 +93,7 @@ pub(crate) fn slot_lease(
         lease_ms: reply.lease_ms,
         checkpoint: reply.checkpoint.map(checkpoint_from_proto),
         job_id: reply.job_id,
+        model_restore: reply.model_restore,
     }))
 }
 
@@ -177,12 +178,14 @@ mod tests {
             checkpoint: None,
             generation,
             job_id: 3,
+            model_restore: 2,
         };
         let secret = SlotSecret::from_bits(9);
         assert!(slot_lease(claim(true, 0), secret).is_err(), "a granted slot without a generation");
         assert_eq!(slot_lease(claim(false, 0), secret).expect("converts"), None);
         let lease = slot_lease(claim(true, 7), secret).expect("converts").expect("granted");
         assert_eq!((lease.index, lease.generation, lease.lease_ms, lease.job_id), (1, 7, 5, 3));
+        assert_eq!(lease.model_restore, 2);
         assert_eq!(lease.secret, secret, "the caller's own secret");
     }
 

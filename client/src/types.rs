@@ -130,6 +130,9 @@ pub struct SlotLease {
     pub checkpoint: Option<CheckpointMeta>,
     /// The id of the job incarnation the slot is of (never reused; 0 from older masters).
     pub job_id: u64,
+    /// The job's restores with the model asked when the slot was claimed: the shard the
+    /// claim restores is of that restore (pushes computed on an earlier one are refused).
+    pub model_restore: u64,
 }
 
 /// What `record_checkpoint` did.

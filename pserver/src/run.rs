@@ -366,14 +366,14 @@ async fn restored_cell(
             slot = held.index(),
             "no checkpoint recorded for this slot; waiting for a trainer to initialize it"
         );
-        return Ok(ShardCell::empty(held.index(), slot_count));
+        return Ok(ShardCell::empty(held.index(), slot_count).of_model_restore(lease.model_restore));
     };
     let (slot, dir) = (held.index(), dir.clone());
     let (shard, path) = tokio::task::spawn_blocking(move || restore(slot, slot_count, &meta, &dir))
         .await
         .context("the restore panicked")??;
     tracing::info!(slot, path = %path.display(), step = shard.step(), "shard restored from its checkpoint");
-    Ok(ShardCell::restored(slot, shard))
+    Ok(ShardCell::restored(slot, shard.of_model_restore(lease.model_restore)))
 }
 
 /// Serves the shard's service, with health and reflection beside it, until `stopped`.

@@ -24,6 +24,21 @@ use crate::placement::BlockId;
 use crate::shard::Shard;
 use crate::shard_cell::{InitAnswer, ShardCell};
 
+/// What a pull's reply says of the shard besides its blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PullStamp {
+    /// Gradients the shard has applied in all.
+    pub step: u64,
+    /// The job's model restore the shard's values come from.
+    pub model_restore: u64,
+}
+
+impl PullStamp {
+    fn of(shard: &Shard, step: u64) -> Self {
+        Self { step, model_restore: shard.model_restore() }
+    }
+}
+
 /// The service over one held slot's shard.
 #[derive(Clone, Debug)]
 pub struct PServerRpc {
@@ -63,6 +78,7 @@ impl PServerRpc {
     {
         let _write = self.admit_write(fence)?;
         let shard = self.cell.ready()?;
+        shard.check_basis(fence.and_then(|fence| fence.model_restore))?;
         apply(shard, blocks).await
     }
 
@@ -74,18 +90,19 @@ impl PServerRpc {
         fence: Option<pb::Fence>,
         blocks: Vec<(BlockId, P)>,
         ids: &[BlockId],
-    ) -> Result<(Vec<(BlockId, Bytes)>, u64), Status>
+    ) -> Result<(Vec<(BlockId, Bytes)>, PullStamp), Status>
     where
         P: Payload + Send + 'static,
     {
         let write = self.admit_write(fence)?;
         let shard = self.cell.ready()?;
+        shard.check_basis(fence.and_then(|fence| fence.model_restore))?;
         let bytes = pull_size(&shard, ids)?;
         let step = apply(shard.clone(), blocks).await?;
         drop(write);
         let copies = shard.pull_with(ids, |values| self.buffers.encode(values))?;
         metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
-        Ok((copies, step))
+        Ok((copies, PullStamp::of(&shard, step)))
     }
 
     /// `PullParams`: lease and fence, then a copy of each block (every block of the slot when
@@ -94,13 +111,13 @@ impl PServerRpc {
         &self,
         fence: Option<pb::Fence>,
         ids: &[BlockId],
-    ) -> Result<(Vec<(BlockId, Bytes)>, u64), Status> {
+    ) -> Result<(Vec<(BlockId, Bytes)>, PullStamp), Status> {
         self.admit(fence)?;
         let shard = self.cell.ready()?;
         let bytes = pull_size(&shard, ids)?;
         let copies = shard.pull_with(ids, |values| self.buffers.encode(values))?;
         metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
-        Ok((copies, shard.step()))
+        Ok((copies, PullStamp::of(&shard, shard.step())))
     }
 }
 
@@ -193,12 +210,13 @@ impl PServerService for PServerRpc {
     ) -> Result<Response<pb::PullParamsReply>, Status> {
         let request = request.into_inner();
         let ids = ids_from_proto(request.blocks);
-        let (copies, step) = self.pull_blocks(request.fence, &ids)?;
+        let (copies, stamp) = self.pull_blocks(request.fence, &ids)?;
         let blocks = copies
             .into_iter()
             .map(|(id, values)| pb::Block { name: id.name, index: id.index, values })
             .collect();
-        Ok(Response::new(pb::PullParamsReply { blocks, step }))
+        let (step, model_restore) = (stamp.step, stamp.model_restore);
+        Ok(Response::new(pb::PullParamsReply { blocks, step, model_restore }))
     }
 
     async fn push_pull(
@@ -212,12 +230,13 @@ impl PServerService for PServerRpc {
             .map(|block| (BlockId { name: block.name, index: block.index }, block.values))
             .collect();
         let ids = ids_from_proto(request.pull);
-        let (copies, step) = self.push_pull(request.fence, blocks, &ids).await?;
+        let (copies, stamp) = self.push_pull(request.fence, blocks, &ids).await?;
         let blocks = copies
             .into_iter()
             .map(|(id, values)| pb::Block { name: id.name, index: id.index, values })
             .collect();
-        Ok(Response::new(pb::PullParamsReply { blocks, step }))
+        let (step, model_restore) = (stamp.step, stamp.model_restore);
+        Ok(Response::new(pb::PullParamsReply { blocks, step, model_restore }))
     }
 
     async fn status(

@@ -20,6 +20,9 @@ pub struct Shard {
     blocks: BTreeMap<BlockId, Mutex<BlockState>>,
     step: AtomicU64,
     nonfinite_refused: AtomicU64,
+    /// The job's model restore these values come from (0: none yet): a push computed on
+    /// values of another restore is refused.
+    model_restore: u64,
     /// The elements of this slot's blocks, counted once: `Status` is polled often and must
     /// not walk the layout (0.25 s at 2^20 blocks).
     element_count: u64,
@@ -52,7 +55,29 @@ impl Shard {
         let blocks = blocks.into_iter().map(|(id, block)| (id, Mutex::new(block))).collect();
         let step = AtomicU64::new(step);
         let nonfinite_refused = AtomicU64::new(0);
-        Ok(Self { layout, blocks, step, nonfinite_refused, element_count })
+        Ok(Self { layout, blocks, step, nonfinite_refused, model_restore: 0, element_count })
+    }
+
+    /// This shard as of the job's model restore `model_restore`.
+    pub fn of_model_restore(mut self, model_restore: u64) -> Self {
+        self.model_restore = model_restore;
+        self
+    }
+
+    /// The job's model restore these values come from.
+    pub fn model_restore(&self) -> u64 {
+        self.model_restore
+    }
+
+    /// Refuses a push computed on values of another model restore than this shard's
+    /// (`basis`; `None`: not known, taken as is).
+    pub fn check_basis(&self, basis: Option<u64>) -> Result<(), ShardError> {
+        match basis {
+            Some(basis) if basis != self.model_restore => {
+                Err(ShardError::ModelRestored { basis, shard: self.model_restore })
+            }
+            _ => Ok(()),
+        }
     }
 
     pub fn layout(&self) -> &JobLayout {

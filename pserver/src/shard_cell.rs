@@ -49,6 +49,8 @@ struct Initializing {
 pub struct ShardCell {
     slot: u32,
     slot_count: u32,
+    /// The job's model restore a shard an initializer makes here is of (the claim's).
+    model_restore: u64,
     phase: Mutex<Phase>,
 }
 
@@ -56,13 +58,20 @@ impl ShardCell {
     /// An empty cell for `slot` of a job with `slot_count` slots.
     pub fn empty(slot: u32, slot_count: u32) -> Self {
         assert!(slot < slot_count, "slot {slot} of {slot_count}");
-        Self { slot, slot_count, phase: Mutex::new(Phase::Empty) }
+        Self { slot, slot_count, model_restore: 0, phase: Mutex::new(Phase::Empty) }
+    }
+
+    /// This empty cell for a job whose model restores asked number `model_restore`.
+    pub fn of_model_restore(mut self, model_restore: u64) -> Self {
+        self.model_restore = model_restore;
+        self
     }
 
     /// A cell that serves a restored shard at once.
     pub fn restored(slot: u32, shard: Shard) -> Self {
-        let slot_count = shard.layout().slot_count;
-        Self { slot, slot_count, phase: Mutex::new(Phase::Ready(Arc::new(shard))) }
+        let (slot_count, model_restore) = (shard.layout().slot_count, shard.model_restore());
+        let phase = Mutex::new(Phase::Ready(Arc::new(shard)));
+        Self { slot, slot_count, model_restore, phase }
     }
 
     /// Serves `shard` from now on, whatever the phase (a restore with the model reloaded it):
@@ -159,7 +168,7 @@ impl ShardCell {
             .collect();
         match Shard::new(init.layout.clone(), self.slot, 0, blocks) {
             Ok(shard) => {
-                *phase = Phase::Ready(Arc::new(shard));
+                *phase = Phase::Ready(Arc::new(shard.of_model_restore(self.model_restore)));
                 Ok(())
             }
             Err(error) => {

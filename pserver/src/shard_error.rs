@@ -37,4 +37,10 @@ pub enum ShardError {
     NotReady,
     #[error("initializer {caller} is not the one at work ({current})")]
     NotInitializer { caller: u64, current: u64 },
+    #[error(
+        "the push was computed on the model of restore {basis}, and this shard is of restore \
+         {shard}: a gradient of a replaced model is never applied to another; pull, and push \
+         what is computed on that"
+    )]
+    ModelRestored { basis: u64, shard: u64 },
 }

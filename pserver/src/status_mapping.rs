@@ -1,6 +1,6 @@
 //! The one mapping from pserver errors to gRPC statuses. Refusals a client acts on carry the
 //! metadata entry `x-raftrain-refusal` (`wrong-generation`, `lease-lost`, `lease-unconfirmed`, `leaving`,
-//! `not-initialized`, `not-initializer`), so clients match on it rather than on message text.
+//! `not-initialized`, `not-initializer`, `model-restored`), so clients match on it rather than on message text.
 
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
@@ -35,6 +35,9 @@ impl From<ShardError> for Status {
             }
             ShardError::NotInitializer { .. } => {
                 refusal(Code::FailedPrecondition, "not-initializer", &error)
+            }
+            ShardError::ModelRestored { .. } => {
+                refusal(Code::FailedPrecondition, "model-restored", &error)
             }
             _ => Status::invalid_argument(error.to_string()),
         }

@@ -62,9 +62,16 @@ class PServerClient:
         tensors = [(name, list(array.shape), array.tobytes()) for name, array in _float32(params).items()]
         self._native.init(tensors, optimizer, float(learning_rate), int(block_elements))
 
-    def push(self, grads: Mapping[str, np.ndarray]) -> None:
-        """Applies gradients (every parameter or some) on the pservers, at most once."""
-        self._native.push([(name, array.tobytes()) for name, array in _float32(grads).items()])
+    def push(self, grads: Mapping[str, np.ndarray]) -> bool:
+        """Applies gradients (every parameter or some) on the pservers, at most once.
+
+        Returns False, applying nothing, when the gradients were computed on a model that a
+        restore (``raftrain job restore``) replaced since the last ``pull``: pull, and push
+        what is computed on the restored model. A push before any pull is taken as is.
+        """
+        return self._native.push(
+            [(name, array.tobytes()) for name, array in _float32(grads).items()]
+        )
 
     def pull(self) -> Dict[str, np.ndarray]:
         """The whole model, each block a consistent copy, as float32 arrays of their shapes."""

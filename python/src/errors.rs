@@ -81,6 +81,7 @@ impl From<PServerClientError> for Failure {
             PServerClientError::Master(inner) => return Self::from_client(inner, &error),
             PServerClientError::Refused { .. } => "INVALID_ARGUMENT",
             PServerClientError::NotFiniteResult { .. }
+            | PServerClientError::ModelRestored { .. }
             | PServerClientError::LayoutMismatch(_)
             | PServerClientError::NothingToReinit { .. } => "FAILED_PRECONDITION",
             PServerClientError::Unavailable { .. } | PServerClientError::SlotsNotHeld { .. } => {

@@ -6,7 +6,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use pserver::client::{PServerClient as RustClient, PServerClientOptions};
+use pserver::client::{PServerClient as RustClient, PServerClientError, PServerClientOptions};
 use pserver::layout::{JobLayout, ParamSpec};
 use pserver::optimizer::{OptimizerConfig, OptimizerKind};
 use pyo3::prelude::*;
@@ -104,8 +104,9 @@ impl PServerClient {
         })
     }
 
-    /// Applies gradients (some or every parameter) once.
-    fn push(&self, py: Python<'_>, tensors: Vec<(String, Vec<u8>)>) -> PyResult<()> {
+    /// Applies gradients (some or every parameter) once; False when they were computed on a
+    /// model a restore replaced since the last pull (refused, nothing applied).
+    fn push(&self, py: Python<'_>, tensors: Vec<(String, Vec<u8>)>) -> PyResult<bool> {
         guarded("PServerClient.push", || {
             self.process.check("PServerClient")?;
             let layout = self.layout()?;
@@ -114,15 +115,18 @@ impl PServerClient {
                 values.push((name.clone(), floats(name, bytes)?));
             }
             let client = self.client.clone();
-            wait(py, async move {
+            let pushed = wait(py, async move {
                 let borrowed: Vec<(&str, &[f32])> = values
                     .iter()
                     .map(|(name, values)| (name.as_str(), values.as_slice()))
                     .collect();
                 client.push(&layout, &borrowed).await
-            })?
-            .map_err(Failure::from)?;
-            Ok(())
+            })?;
+            match pushed {
+                Ok(()) => Ok(true),
+                Err(PServerClientError::ModelRestored { .. }) => Ok(false),
+                Err(error) => Err(Failure::from(error).into()),
+            }
         })
     }
 

@@ -193,7 +193,8 @@ impl Stepper {
     }
 }
 
-/// A push whose outcome is unknown is logged and dropped (never sent twice).
+/// A push whose outcome is unknown, or one computed on a model a restore replaced, is logged
+/// and dropped (never sent twice, never applied to the restored model).
 fn push_outcome(pushed: Result<(), PServerClientError>) -> anyhow::Result<()> {
     match pushed {
         Ok(()) => Ok(()),
@@ -203,6 +204,10 @@ fn push_outcome(pushed: Result<(), PServerClientError>) -> anyhow::Result<()> {
         }
         Err(PServerClientError::OutcomeUnknown { slot, message }) => {
             tracing::warn!(slot, %message, "a push's outcome is unknown; not sending it again");
+            Ok(())
+        }
+        Err(PServerClientError::ModelRestored { slot, message }) => {
+            tracing::warn!(slot, %message, "a gradient of the model a restore replaced was refused; dropped (the restore puts its data back in the queue)");
             Ok(())
         }
         Err(error) => Err(error.into()),

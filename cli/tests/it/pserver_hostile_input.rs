@@ -37,7 +37,11 @@ async fn fence(group: &MasterGroup, processes: &PServerProcesses) -> pb::Fence {
     for _ in 0..400 {
         let table = group.client().list_pservers().await.expect("list pservers");
         if let Some(entry) = table.pservers.first() {
-            return pb::Fence { slot: entry.index, generation: entry.generation };
+            return pb::Fence {
+                slot: entry.index,
+                generation: entry.generation,
+                model_restore: None,
+            };
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -111,7 +111,8 @@ async fn pservers_are_fenced_replaced_and_restored_bit_for_bit() {
     );
 
     tracing::info!("--- resumed, the paused one serves nothing and exits");
-    let stale_fence = pb::Fence { slot: slot_of_first, generation: first_generation };
+    let stale_fence =
+        pb::Fence { slot: slot_of_first, generation: first_generation, model_restore: None };
     processes.signal(first, Signal::SIGCONT);
     refused_or_gone(&processes.addrs[first], stale_fence).await;
     let code = processes.wait_exit(first, Duration::from_secs(10));

@@ -2,8 +2,9 @@
 //! pservers of a named job): a cancel made while the restore waits for a paused pserver is
 //! final (the slot released a lease later completes nothing); a pserver that cannot read any
 //! file of its slot says why (`job list`) and gives its slot up, so the restore does not wait
-//! for ever; and a job submitted again under a used name never shares the old incarnation's
-//! checkpoint files.
+//! for ever; a job submitted again under a used name never shares the old incarnation's
+//! checkpoint files; and a gradient computed on the model before a restore never lands in the
+//! restored one.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -205,4 +206,45 @@ fn remove_checkpoint_files(dir: &Path) {
 /// Runs `future` to its end on a runtime of its own (the test's closures are not async).
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
+}
+
+/// A gradient computed on values pulled before a restore with the model (a task in flight when
+/// it was asked) is refused by the reloaded pservers and changes nothing; pulled again, the
+/// restored model is the checkpoint's, and a gradient computed on it is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_computed_before_a_restore_never_lands_in_the_restored_model() {
+    let group = MasterGroup::start(1, &["--pserver-lease-ms", LEASE_MS]);
+    let masters = group.addrs.join(",");
+    let dir = tempfile::tempdir().expect("temp");
+    let mut pservers = PServerProcesses::new(&group.addrs, dir.path(), 2);
+    let id = checkpointed(&group, &mut pservers, "f").await;
+    let client =
+        PServerClient::new(Arc::new(client_of(&group, "f")), 2, PServerClientOptions::default());
+    let gradient = vec![0.1f32; 1000];
+    client.pull(&layout()).await.expect("a pull before the restore");
+
+    tracing::info!("--- the model is restored while this client's gradient is computed");
+    let restore = ["job", "restore", "f", "--checkpoint", &id.to_string(), "--masters", &masters];
+    raftrain_ok(&[&restore[..], &["--wait-secs", "30"]].concat(), b"");
+    let steps = |statuses: Vec<(u32, Result<proto::pserver::StatusReply, tonic::Status>)>| {
+        statuses.into_iter().map(|(slot, status)| (slot, status.expect("status").step)).collect()
+    };
+    let before: BTreeMap<u32, u64> = steps(client.statuses().await);
+    let refused = client.push(&layout(), &[("w", gradient.as_slice())]).await;
+    assert!(
+        matches!(refused, Err(pserver::client::PServerClientError::ModelRestored { .. })),
+        "{refused:?}\n{}",
+        pservers.logs()
+    );
+    assert_eq!(steps(client.statuses().await), before, "nothing applied");
+
+    tracing::info!("--- pulled again: the checkpoint's model; a push on it is applied");
+    let pulled = client.pull(&layout()).await.expect("a pull after the restore");
+    assert!(pulled["w"].iter().all(|value| (value - 0.45).abs() < 1e-6), "{:?}", &pulled["w"][..4]);
+    client
+        .push(&layout(), &[("w", gradient.as_slice())])
+        .await
+        .expect("a push on the restored model");
+    let pulled = client.pull(&layout()).await.expect("pull");
+    assert!(pulled["w"].iter().all(|value| (value - 0.40).abs() < 1e-6), "{:?}", &pulled["w"][..4]);
 }

@@ -24,6 +24,21 @@ pub(crate) fn job_id(
     node.read(|state| state.state().job_id(name)).map_err(|response| unexpected(call, response))
 }
 
+/// The id of the job `name` means and its restores with the model asked so far, read together
+/// (as `job_id` refuses).
+pub(crate) fn job_restores(
+    node: &ConsensusNode<ReplicatedState>,
+    call: &'static str,
+    name: &str,
+) -> Result<(u64, u64), Status> {
+    let read = |state: &ReplicatedState| {
+        let id = state.state().job_id(name)?;
+        let restores = state.state().job(id).map_or(0, |job| job.model_restores());
+        Ok((id, restores))
+    };
+    node.read(read).map_err(|response| unexpected(call, response))
+}
+
 /// The job's id if it exists; `None` when it does not (never submitted, or removed): what a
 /// member's heartbeat learns its job ended from. Other refusals are the client's error.
 pub(crate) fn existing_job(

@@ -7,7 +7,7 @@ use client::checkpoint_to_proto;
 use super::conversions::{checkpoint_from_proto, generation, secret, stamp, task};
 use super::dataset_report::{report_dataset, validate_report, DatasetScanner};
 use super::index_report::report_index_dataset;
-use super::job_scope::{existing_job, for_job, job_id};
+use super::job_scope::{existing_job, for_job, job_id, job_restores};
 use super::proposer::Proposer;
 use super::reported_steps::ReportedSteps;
 use super::status_mapping::{not_leader, unexpected, write_error, wrong_secret};
@@ -136,6 +136,11 @@ impl MasterRpc {
     /// The id of the job a request named, in the applied state.
     fn job_id(&self, call: &'static str, name: &str) -> Result<u64, Status> {
         job_id(&self.node, call, name)
+    }
+
+    /// The job's id and its restores with the model asked so far.
+    fn job_restores(&self, call: &'static str, name: &str) -> Result<(u64, u64), Status> {
+        job_restores(&self.node, call, name)
     }
 
     /// The queue policy a dataset report of job `name` is stamped with: the job's own once it
@@ -347,7 +352,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
         };
         let reply = match self.propose(Some(client), for_job(&request.job, command)).await? {
             Response::SlotClaimed { index, generation, checkpoint } => {
-                let job = self.job_id("ClaimPServerSlot", &request.job)?;
+                let (job, model_restore) = self.job_restores("ClaimPServerSlot", &request.job)?;
                 self.duties.pserver_granted(self.node.term(), (job, index, generation));
                 let checkpoint = checkpoint.as_ref().map(checkpoint_to_proto);
                 pb::ClaimPServerSlotReply {
@@ -357,6 +362,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
                     checkpoint,
                     generation,
                     job_id: job,
+                    model_restore,
                 }
             }
             Response::SlotsFull { .. } => pb::ClaimPServerSlotReply {
@@ -366,6 +372,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
                 checkpoint: None,
                 generation: 0,
                 job_id: 0,
+                model_restore: 0,
             },
             other => return Err(unexpected("ClaimPServerSlot", other)),
         };

@@ -393,6 +393,11 @@ impl JobState {
         self.trainers.contains(trainer)
     }
 
+    /// The job's restores with the model asked so far (the number of the newest).
+    pub fn model_restores(&self) -> u64 {
+        self.models.restores_asked
+    }
+
     /// How many pserver slots the job has; `None` before the first claim fixed it.
     pub fn pservers_desired(&self) -> Option<u32> {
         self.pservers.desired

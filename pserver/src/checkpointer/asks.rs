@@ -114,7 +114,7 @@ impl Checkpointer {
         let step_before = self.cell.ready().map_or(0, |shard| shard.step());
         let recorded_before = self.recorded_step.load(Ordering::SeqCst);
         shard.adopt_step(step_before.max(recorded_before) + 1);
-        self.cell.replace(shard);
+        self.cell.replace(shard.of_model_restore(reload.restore));
         self.recorded_step.store(reload.from.step, Ordering::SeqCst);
         self.followed.reloaded = reload.restore;
         tracing::info!(slot, path = %path.display(), restore = reload.restore, "shard reloaded for a restore");

@@ -11,7 +11,7 @@ use proto::Message as _;
 use tonic::Status;
 
 use super::error::PServerClientError;
-use super::pserver_client::{fence, CachedBlock, Failure, PServerClient};
+use super::pserver_client::{fence, push_fence, CachedBlock, Failure, PServerClient};
 use super::routes::Route;
 use crate::data_plane::{pull_message, push_message, SMALL_MESSAGE_BYTES_MAX};
 use crate::data_plane::{PULL_PARAMS_PATH, PUSH_GRADS_PATH, PUSH_PULL_PATH};
@@ -20,15 +20,17 @@ use crate::limits::MESSAGE_BYTES_MAX;
 use crate::placement::BlockId;
 
 impl PServerClient {
-    /// Applies one batch of blocks on `slot`, at most once.
+    /// Applies one batch of blocks, computed on values of model restore `basis`, on `slot`, at
+    /// most once.
     pub(super) async fn push_batch(
         &self,
         slot: u32,
         layout: &JobLayout,
         blocks: Vec<pb::Block>,
+        basis: Option<u64>,
     ) -> Result<(), PServerClientError> {
         let attempt = |mut route: Route| {
-            let message = push_message::encode(fence(&route), &blocks, &[]);
+            let message = push_message::encode(push_fence(&route, basis), &blocks, &[]);
             async move {
                 let reply =
                     call(&mut route.channel, PUSH_GRADS_PATH, message, SMALL_MESSAGE_BYTES_MAX)
@@ -41,13 +43,14 @@ impl PServerClient {
         self.with_reinit(slot, layout, false, attempt).await.map(drop)
     }
 
-    /// Copies of `ids` from `slot`, each block's values left in the frames they arrived in.
+    /// Copies of `ids` from `slot`, each block's values left in the frames they arrived in,
+    /// and the model restore the slot's shard is of.
     pub(super) async fn pull_batch(
         &self,
         slot: u32,
         layout: &JobLayout,
         ids: Vec<BlockId>,
-    ) -> Result<(u32, Vec<CachedBlock>), PServerClientError> {
+    ) -> Result<(u32, Vec<CachedBlock>, u64), PServerClientError> {
         let ids = ids_to_proto(ids);
         let attempt = |mut route: Route| {
             let request = pb::PullParamsRequest { fence: Some(fence(&route)), blocks: ids.clone() };
@@ -59,27 +62,29 @@ impl PServerClient {
             }
         };
         let reply = self.with_reinit(slot, layout, true, attempt).await?;
-        Ok((slot, reply.blocks))
+        Ok((slot, reply.blocks, reply.model_restore))
     }
 
-    /// Applies `blocks` on `slot` (at most once), then copies `ids`, in one round trip.
+    /// Applies `blocks` (computed on values of model restore `basis`) on `slot` at most once,
+    /// then copies `ids`, in one round trip; the copies and the restore the shard is of.
     pub(super) async fn push_pull_batch(
         &self,
         slot: u32,
         layout: &JobLayout,
-        blocks: Vec<pb::Block>,
+        (blocks, basis): (Vec<pb::Block>, Option<u64>),
         ids: Vec<BlockId>,
-    ) -> Result<Vec<CachedBlock>, PServerClientError> {
+    ) -> Result<(Vec<CachedBlock>, u64), PServerClientError> {
         let ids = ids_to_proto(ids);
         let attempt = |mut route: Route| {
-            let message = push_message::encode(fence(&route), &blocks, &ids);
+            let message = push_message::encode(push_fence(&route, basis), &blocks, &ids);
             async move {
                 let reply =
                     call(&mut route.channel, PUSH_PULL_PATH, message, MESSAGE_BYTES_MAX).await?;
                 Ok(tonic::Response::new(pull_message::decode(reply)?))
             }
         };
-        Ok(self.with_reinit(slot, layout, false, attempt).await?.blocks)
+        let reply = self.with_reinit(slot, layout, false, attempt).await?;
+        Ok((reply.blocks, reply.model_restore))
     }
 
     /// `on_slot`, and once more after re-initializing a slot that came up empty.

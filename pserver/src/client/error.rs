@@ -12,6 +12,11 @@ pub enum PServerClientError {
     /// overflow it): refused whole by that slot. The model diverges.
     #[error("pserver slot {slot} refused a push that would overflow a parameter: {message}")]
     NotFiniteResult { slot: u32, message: String },
+    /// The push was computed on values a restore with the model has replaced since (pulled
+    /// before the slot reloaded): refused, never applied. Pull, and push what is computed on
+    /// the restored model.
+    #[error("pserver slot {slot} refused a gradient of a model a restore replaced: {message}")]
+    ModelRestored { slot: u32, message: String },
     /// No holder of the slot answered within the wait.
     #[error(
         "pserver slot {slot}: no holder answered within {waited:?} (last error: {last_error})"

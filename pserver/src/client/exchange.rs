@@ -52,6 +52,7 @@ impl PServerClient {
         size_tensors(layout, &mut into);
         let target = Arc::new(Mutex::new(into));
         let mut tasks = JoinSet::new();
+        let basis = self.inner.basis.get();
         for slot in 0..layout.slot_count {
             let permits = slot_permits();
             for (push, pull) in exchange_batches(layout, slot, gradients.as_ref()) {
@@ -59,16 +60,19 @@ impl PServerClient {
                 let permits = permits.clone();
                 tasks.spawn(async move {
                     let _permit = permits.acquire_owned().await.expect("never closed");
-                    client.exchange_batch(slot, &layout, (push, pull), &target).await
+                    client.exchange_batch(slot, &layout, (push, basis, pull), &target).await
                 });
             }
         }
         let mut pushed = Ok(());
-        for batch_pushed in join_all(tasks).await? {
+        let mut restores = Vec::new();
+        for (batch_pushed, model_restore) in join_all(tasks).await? {
             if let (Ok(()), Err(error)) = (&pushed, batch_pushed) {
                 pushed = Err(error);
             }
+            restores.push(model_restore);
         }
+        self.inner.basis.pulled(restores);
         let target = Arc::try_unwrap(target).expect("the batches' tasks have ended");
         let pulled = Arc::new(target.into_inner().unwrap_or_else(PoisonError::into_inner));
         *self.cache() = Cache::Tensors(pulled.clone());
@@ -84,26 +88,29 @@ impl PServerClient {
         Ok(self.exchange(layout, None, into).await?.pulled)
     }
 
-    /// One request: `push` applied, then `pull` decoded into `target` (a `PushPull`, or a pull
-    /// when there is nothing to push). The push's outcome; an `Err` is the pull's failure.
+    /// One request: `push` (computed on values of model restore `basis`) applied, then `pull`
+    /// decoded into `target` (a `PushPull`, or a pull when there is nothing to push). The
+    /// push's outcome and the restore the pulled shard is of; an `Err` is the pull's failure.
     async fn exchange_batch(
         &self,
         slot: u32,
         layout: &JobLayout,
-        (push, pull): (Vec<pb::Block>, Vec<BlockId>),
+        (push, basis, pull): (Vec<pb::Block>, Option<u64>, Vec<BlockId>),
         target: &Target,
-    ) -> Result<Result<(), PServerClientError>, PServerClientError> {
+    ) -> Result<(Result<(), PServerClientError>, u64), PServerClientError> {
         let pushed = if push.is_empty() {
             Ok(())
         } else {
-            match self.push_pull_batch(slot, layout, push, pull.clone()).await {
-                Ok(blocks) => return place_into(target, layout, slot, &blocks).map(Ok),
+            match self.push_pull_batch(slot, layout, (push, basis), pull.clone()).await {
+                Ok((blocks, restore)) => {
+                    return place_into(target, layout, slot, &blocks).map(|()| (Ok(()), restore))
+                }
                 // Not applied, or not known to be: the pull goes alone.
                 Err(error) => Err(error),
             }
         };
-        let (_, blocks) = self.pull_batch(slot, layout, pull).await?;
-        place_into(target, layout, slot, &blocks).map(|()| pushed)
+        let (_, blocks, restore) = self.pull_batch(slot, layout, pull).await?;
+        place_into(target, layout, slot, &blocks).map(|()| (pushed, restore))
     }
 }
 

@@ -8,6 +8,7 @@ mod calls;
 mod error;
 mod exchange;
 mod init;
+mod model_basis;
 mod pserver_client;
 mod routes;
 mod tensor_bytes;

@@ -20,6 +20,7 @@ use tonic::{Code, Status};
 use super::batches::{blocks_by_slot, empty_tensors, ids_by_slot, place, size_tensors};
 use super::cache::Cache;
 use super::error::PServerClientError;
+use super::model_basis::ModelBasis;
 use super::routes::{Route, Routes};
 use super::tensor_bytes::{shared_bytes, Tensors};
 use crate::f32_bytes;
@@ -74,6 +75,8 @@ pub(super) struct Inner {
     pub(super) cache: Mutex<Cache>,
     /// Calls waiting for a slot to be served right now (see `waiting_for_slot`).
     pub(super) waiting: AtomicUsize,
+    /// The model restore of the last whole pull: what pushes are computed on.
+    pub(super) basis: ModelBasis,
 }
 
 /// Counts one call as waiting for a slot while it lives.
@@ -111,6 +114,7 @@ impl PServerClient {
             options,
             cache: Mutex::new(Cache::Empty),
             waiting: AtomicUsize::new(0),
+            basis: ModelBasis::default(),
         };
         Self { inner: Arc::new(inner) }
     }
@@ -205,13 +209,14 @@ impl PServerClient {
         requests: BTreeMap<u32, Vec<Vec<pb::Block>>>,
     ) -> Result<(), PServerClientError> {
         let mut tasks = JoinSet::new();
+        let basis = self.inner.basis.get();
         for (slot, batches) in requests {
             let permits = slot_permits();
             for blocks in batches {
                 let (client, layout, permits) = (self.clone(), layout.clone(), permits.clone());
                 tasks.spawn(async move {
                     let _permit = permits.acquire_owned().await.expect("never closed");
-                    client.push_batch(slot, &layout, blocks).await
+                    client.push_batch(slot, &layout, blocks, basis).await
                 });
             }
         }
@@ -248,14 +253,17 @@ impl PServerClient {
             }
         }
         let mut pulled: BTreeMap<u32, Vec<Vec<CachedBlock>>> = BTreeMap::new();
-        for (slot, blocks) in join_all(tasks).await? {
+        let mut restores = Vec::new();
+        for (slot, blocks, model_restore) in join_all(tasks).await? {
             for (id, values) in &blocks {
                 place(layout, tensors, id, values)
                     .map_err(|message| PServerClientError::Refused { slot, message })?;
             }
             pulled.entry(slot).or_default().push(blocks);
+            restores.push(model_restore);
         }
         *self.cache() = Cache::Blocks(pulled);
+        self.inner.basis.pulled(restores);
         Ok(())
     }
 
@@ -360,8 +368,14 @@ fn cached(blocks: Vec<pb::Block>) -> Vec<CachedBlock> {
         .collect()
 }
 
+/// The fence of a request that pushes nothing.
 pub(super) fn fence(route: &Route) -> pb::Fence {
-    pb::Fence { slot: route.slot, generation: route.generation }
+    pb::Fence { slot: route.slot, generation: route.generation, model_restore: None }
+}
+
+/// The fence of a push computed on values of model restore `basis`.
+pub(super) fn push_fence(route: &Route, basis: Option<u64>) -> pb::Fence {
+    pb::Fence { model_restore: basis, ..fence(route) }
 }
 
 /// Which failures wait for the table and try again, and which end the call.
@@ -371,6 +385,9 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
         (Code::FailedPrecondition, Some("not-initialized")) => Failure::NotInitialized,
         (_, Some("not-finite-result")) => {
             Failure::Fatal(PServerClientError::NotFiniteResult { slot, message })
+        }
+        (_, Some("model-restored")) => {
+            Failure::Fatal(PServerClientError::ModelRestored { slot, message })
         }
         // Refused before anything was touched: another holder, this one lost its lease, or it
         // is shutting down and hands the slot on.

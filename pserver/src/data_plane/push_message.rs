@@ -126,7 +126,7 @@ mod tests {
     /// What `encode` writes is the message prost writes, and `decode` reads what prost writes.
     #[test]
     fn the_wire_form_is_protobufs() {
-        let fence = pb::Fence { slot: 3, generation: 9 };
+        let fence = pb::Fence { slot: 3, generation: 9, model_restore: Some(4) };
         let blocks = vec![
             pb::Block { name: "w".into(), index: 0, values: Bytes::from_static(&[1, 2, 3, 4]) },
             pb::Block { name: "b".into(), index: 300, values: Bytes::new() },

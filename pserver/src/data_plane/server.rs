@@ -83,8 +83,8 @@ async fn push_pull(
     let message = read_request(request, MESSAGE_BYTES_MAX).await?;
     let push = push_message::decode(message, true)?;
     let ids = ids_from_proto(push.pull);
-    let (blocks, step) = rpc.push_pull(push.fence, push.blocks, &ids).await?;
-    Ok(pull_message::encode(blocks, step))
+    let (blocks, stamp) = rpc.push_pull(push.fence, push.blocks, &ids).await?;
+    Ok(pull_message::encode(blocks, stamp))
 }
 
 async fn pull(
@@ -94,6 +94,6 @@ async fn pull(
     let message = read_request(request, SMALL_MESSAGE_BYTES_MAX).await?;
     let request = pb::PullParamsRequest::decode(message)
         .map_err(|error| malformed("the PullParams request", error))?;
-    let (blocks, step) = rpc.pull_blocks(request.fence, &ids_from_proto(request.blocks))?;
-    Ok(pull_message::encode(blocks, step))
+    let (blocks, stamp) = rpc.pull_blocks(request.fence, &ids_from_proto(request.blocks))?;
+    Ok(pull_message::encode(blocks, stamp))
 }

@@ -35,8 +35,11 @@ fn granted(lease: Duration) -> HeldSlot {
 }
 
 async fn serve_held(held: Arc<HeldSlot>) -> PServerServiceClient<Channel> {
-    let rpc =
-        PServerRpc::new(Arc::new(ShardCell::empty(SLOT, 2)), held, Arc::new(AtomicU64::new(0)));
+    serve_cell(Arc::new(ShardCell::empty(SLOT, 2)), held).await
+}
+
+async fn serve_cell(cell: Arc<ShardCell>, held: Arc<HeldSlot>) -> PServerServiceClient<Channel> {
+    let rpc = PServerRpc::new(cell, held, Arc::new(AtomicU64::new(0)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let limits = platform::PortLimits::default();
@@ -51,7 +54,7 @@ async fn serve_held(held: Arc<HeldSlot>) -> PServerServiceClient<Channel> {
 }
 
 fn fence(generation: u64) -> Option<pb::Fence> {
-    Some(pb::Fence { slot: SLOT, generation })
+    Some(pb::Fence { slot: SLOT, generation, model_restore: None })
 }
 
 fn blocks(value: f32) -> Vec<pb::Block> {
@@ -240,4 +243,55 @@ async fn push_pull_sees_its_push_and_a_refused_one_changes_nothing() {
         .expect("pull")
         .into_inner();
     assert_eq!(after, before, "the refused push was not applied");
+}
+
+/// A shard of model restore 3 (an empty cell claimed then, initialized by a trainer) says so
+/// in every pull, and refuses a push or push-pull computed on another restore's model,
+/// applying nothing; a push naming restore 3, or none, is applied.
+#[tokio::test]
+async fn a_push_computed_on_a_replaced_model_is_refused_and_changes_nothing() {
+    let cell = Arc::new(ShardCell::empty(SLOT, 2).of_model_restore(3));
+    let held = Arc::new(granted(Duration::from_secs(600)));
+    let mut client = serve_cell(cell, held).await;
+    let init = pb::InitParamsRequest {
+        fence: fence(GENERATION),
+        initializer: 1,
+        layout: Some(layout_to_proto(&layout())),
+        blocks: blocks(1.0),
+    };
+    client.init_params(init).await.expect("init");
+    let finish = pb::FinishInitRequest { fence: fence(GENERATION), initializer: 1 };
+    client.finish_init(finish).await.expect("finish");
+    let pull = || pb::PullParamsRequest { fence: fence(GENERATION), blocks: Vec::new() };
+    let before = client.pull_params(pull()).await.expect("pull").into_inner();
+    assert_eq!(before.model_restore, 3, "the pull names the shard's restore");
+
+    let based =
+        |model_restore| Some(pb::Fence { slot: SLOT, generation: GENERATION, model_restore });
+    for stale in [2, 4] {
+        let push = pb::PushGradsRequest { fence: based(Some(stale)), blocks: blocks(0.5) };
+        check(
+            client.push_grads(push).await,
+            Code::FailedPrecondition,
+            Some("model-restored"),
+            &format!("model of restore {stale}"),
+        );
+        let push_pull =
+            pb::PushPullRequest { fence: based(Some(stale)), blocks: blocks(0.5), pull: vec![] };
+        check(
+            client.push_pull(push_pull).await,
+            Code::FailedPrecondition,
+            Some("model-restored"),
+            "restore 3",
+        );
+    }
+    let after = client.pull_params(pull()).await.expect("pull").into_inner();
+    assert_eq!(after, before, "no refused push was applied");
+
+    for basis in [Some(3), None] {
+        let push = pb::PushGradsRequest { fence: based(basis), blocks: blocks(0.5) };
+        client.push_grads(push).await.expect("a push on the shard's own model");
+    }
+    let reply = client.pull_params(pull()).await.expect("pull").into_inner();
+    assert_eq!(reply.step, 2, "both applied");
 }
