@@ -31,6 +31,7 @@ const BUG_NAMES: &[&str] = &[
     "stale-status",
     "deposed-heartbeats",
     "leases-across-terms",
+    "restore-revives-ended",
 ];
 
 #[cfg(feature = "planted-bugs")]

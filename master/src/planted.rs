@@ -15,6 +15,8 @@
 //! - `leases-across-terms`: the leader's lease tables survive a change of term (and stepping
 //!   down), so a node that leads again judges holders by leases granted in an old term and
 //!   declares live ones lost at once.
+//! - `restore-revives-ended`: a restore of a job that ended (cancelled or finished) is not
+//!   refused, and puts it back to running, as a restore once did.
 //!
 //! The replicated log's own (`jammed-batcher`) is in `consensus/src/planted.rs`.
 

@@ -103,6 +103,11 @@ impl ClientContext {
                 }
                 Ok(value)
             }
+            // A cancelled job's refusal is an answer: nothing was applied.
+            Err(error @ ClientError::JobCancelled { .. }) => {
+                self.history.record(client, *seq, OperationType::Fail, error.to_string());
+                Err(error)
+            }
             Err(error) => {
                 self.history.record(client, *seq, OperationType::Info, error.to_string());
                 Err(error)
@@ -140,15 +145,19 @@ impl SimTrainer {
         Ok(Self { client, seq: 0, rng, master, context, lease_ms, dataset, passes })
     }
 
-    /// Runs the trainer until the job is finished.
+    /// Runs the trainer until the job is finished or cancelled.
     pub async fn run(mut self) {
         if let SimDataset::IndexRange { size, shard_size } = self.dataset {
             self.report_index_dataset(size, shard_size).await;
         }
         loop {
-            let Some(trainer) = self.register().await else {
-                self.pause().await;
-                continue;
+            let trainer = match self.register().await {
+                Ok(trainer) => trainer,
+                Err(ClientError::JobCancelled { .. }) => return,
+                Err(_) => {
+                    self.pause().await;
+                    continue;
+                }
             };
             let alive = Arc::new(AtomicBool::new(true));
             let done = Arc::new(AtomicU64::new(0));
@@ -189,7 +198,7 @@ impl SimTrainer {
         }
     }
 
-    async fn register(&mut self) -> Option<u64> {
+    async fn register(&mut self) -> Result<u64, ClientError> {
         let name = format!("trainer-{}", self.client);
         let master = self.master.clone();
         let call = master.register_trainer(&name);
@@ -198,9 +207,8 @@ impl SimTrainer {
             .call(self.client, &mut self.seq, format!("register {name}"), call, |reg| {
                 Some(Fact::Registered { trainer: reg.trainer_id })
             })
-            .await
-            .ok()?;
-        Some(registration.trainer_id)
+            .await?;
+        Ok(registration.trainer_id)
     }
 
     /// Takes and works tasks as `trainer`; true once the job finished, false when the

@@ -30,6 +30,7 @@ pub const PRODUCTION_BUGS: &[&str] = &[
     "answer-before-commit",
     "deposed-heartbeats",
     "leases-across-terms",
+    "restore-revives-ended",
 ];
 
 /// How the simulated masters are configured (flags of `raftrain master`, scaled to the
@@ -83,6 +84,9 @@ pub struct SimulationConfig {
     /// At the first of these (simulated ms into the fault phase), the leader's disk stalls for
     /// the second: every flush waits (off unless set, like `flush_failure_at_ms`).
     pub leader_disk_stall_ms: Option<(u64, u64)>,
+    /// An operator checkpoints, cancels and then tries to restore the run's last job
+    /// (`operator.rs`; off unless set, so that no seed's schedule changes with it).
+    pub operator: bool,
     /// Trace every applied command and its answer (to read a failing seed).
     pub verbose: bool,
     /// How many of the trace's last lines a report keeps.
@@ -119,6 +123,7 @@ impl SimulationConfig {
             graceful_stop_percent: GRACEFUL_STOP_PERCENT_DEFAULT,
             flush_failure_at_ms: None,
             leader_disk_stall_ms: None,
+            operator: false,
             verbose: false,
             trace_lines: crate::trace::TAIL_LINES_DEFAULT,
         }
@@ -141,6 +146,12 @@ impl SimulationConfig {
     pub fn with_leader_disk_stall(mut self, at_ms: u64, for_ms: u64) -> Self {
         self.leader_disk_stall_ms = Some((at_ms, for_ms));
         self.fault_interval_ms = u64::MAX;
+        self
+    }
+
+    /// The same run with an operator cancelling its last job (and then trying to restore it).
+    pub fn with_operator(mut self) -> Self {
+        self.operator = true;
         self
     }
 

@@ -19,7 +19,8 @@
 //!   processes running the production slot keeper, reaching the masters through
 //!   `recorded_master`. `job`: the run's jobs (one, or for some seeds two), each with its
 //!   trainers and pservers. `dataset`: a job's dataset, a RecordIO file or (for some seeds)
-//!   an index range, and what each task must cover. `nemesis`: faults.
+//!   an index range, and what each task must cover. `operator`: (with `--operator`)
+//!   checkpoints, cancels and then tries to restore the last job. `nemesis`: faults.
 //!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
 //!   (fault phase, heal, liveness phase). `runner`: many seeds.
 //!
@@ -60,6 +61,7 @@ pub mod master_link;
 pub mod nemesis;
 pub mod network;
 pub mod observer;
+pub mod operator;
 pub mod planted;
 pub mod pserver;
 pub mod recorded_master;

@@ -26,7 +26,8 @@ struct Args {
     plant_ack_before_durable: bool,
     /// Plant a bug of the production code by name (to see it caught); repeatable. One of
     /// `jammed-batcher`, `skip-epoch-check`, `answer-before-commit`, `deposed-heartbeats`,
-    /// `leases-across-terms`. Only in a build with `--features planted-bugs`.
+    /// `leases-across-terms`, `restore-revives-ended`. Only in a build with `--features
+    /// planted-bugs`.
     #[arg(long = "plant", value_name = "BUG", value_parser = clap::builder::PossibleValuesParser::new(simulation::config::PRODUCTION_BUGS))]
     plant: Vec<String>,
     /// With --seed: trace every applied command and its answer.
@@ -55,6 +56,10 @@ struct Args {
     /// How long the leader's disk stalls (see --leader-disk-stall-at-ms).
     #[arg(long, value_name = "MS", requires = "leader_disk_stall_at_ms")]
     leader_disk_stall_ms: Option<u64>,
+    /// An operator checkpoints, cancels and then tries to restore each schedule's last job
+    /// (a cancelled job must never run again).
+    #[arg(long)]
+    operator: bool,
 }
 
 impl Args {
@@ -68,6 +73,7 @@ impl Args {
             (Some(at_ms), Some(for_ms)) => config.with_leader_disk_stall(at_ms, for_ms),
             _ => config,
         };
+        let config = if self.operator { config.with_operator() } else { config };
         SimulationConfig {
             fault_phase_ms: self.fault_phase_ms.unwrap_or(config.fault_phase_ms),
             flush_failure_at_ms: self.flush_failure_at_ms.or(config.flush_failure_at_ms),

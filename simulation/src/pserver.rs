@@ -85,7 +85,8 @@ impl SimPServer {
         })
     }
 
-    /// Claims and serves until the run ends.
+    /// Claims and serves until the run ends, or its job was cancelled (then it exits, as a
+    /// production pserver does).
     pub async fn run(mut self) {
         loop {
             let clock = self.start_clock();
@@ -99,7 +100,11 @@ impl SimPServer {
                         self.pause(DOWN_MS).await;
                     }
                 }
-                Ok(None) => unreachable!("the stop signal is never sent"),
+                // The stop signal is never sent: the job was cancelled.
+                Ok(None) => {
+                    self.context.trace.record(format!("pserver {} exits: job cancelled", self.id));
+                    return;
+                }
                 Err(error) => {
                     self.context
                         .trace

@@ -16,6 +16,7 @@ use crate::history::History;
 use crate::job::SimJob;
 use crate::nemesis::Nemesis;
 use crate::network::SimNetwork;
+use crate::operator::SimOperator;
 use crate::pserver::SimPServer;
 use crate::rng::SimRng;
 use crate::trace::Trace;
@@ -75,6 +76,9 @@ pub fn replay_command(config: &SimulationConfig) -> String {
         let flags = format!(" --leader-disk-stall-at-ms {at_ms} --leader-disk-stall-ms {for_ms}");
         command.push_str(&flags);
     }
+    if config.operator {
+        command.push_str(" --operator");
+    }
     command
 }
 
@@ -99,6 +103,8 @@ struct Run {
     trainers: Vec<RunningTrainer>,
     /// The pservers, which serve until the run ends.
     pservers: Vec<JoinHandle<()>>,
+    /// The operator, if any: the run goes on until it is done.
+    operator: Option<JoinHandle<()>>,
     checkers: Checkers,
 }
 
@@ -132,6 +138,10 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
             pservers.push(tokio::spawn(SimPServer::new(index, job, config, &context)?.run()));
         }
     }
+    let operator = match config.jobs.last().filter(|_| config.operator) {
+        Some(job) => Some(tokio::spawn(SimOperator::new(job, config, &context)?.run())),
+        None => None,
+    };
     let leases_ms = (config.master.trainer_lease_ms, config.master.pserver_lease_ms);
     let mut run = Run {
         config: config.clone(),
@@ -140,6 +150,7 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         history,
         trainers,
         pservers,
+        operator,
         checkers: Checkers::new(leases_ms, &config.jobs),
     };
     let violation = run.phases().await?.err();
@@ -147,7 +158,7 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         trace.record(format!("violation {violation}"));
     }
     run.trainers.iter().for_each(|trainer| trainer.task.abort());
-    run.pservers.iter().for_each(JoinHandle::abort);
+    run.pservers.iter().chain(&run.operator).for_each(JoinHandle::abort);
     run.cluster.stop_all().await;
     Ok(SimulationReport {
         seed: config.seed,
@@ -335,15 +346,16 @@ impl Run {
         Observation { nodes, applied, acked, slot_events, dataset_events, now_ms }
     }
 
-    /// Every job finished: each of its trainers saw `JobFinished`, and so does the leader's
-    /// state.
+    /// Every job finished (or the operator cancelled it): each of its trainers saw
+    /// `JobFinished` (or `JobCancelled`), and so does the leader's state; the operator is done.
     fn finished(&self) -> bool {
-        let trainers_done = self.trainers.iter().all(|trainer| trainer.task.is_finished());
+        let trainers_done = self.trainers.iter().all(|trainer| trainer.task.is_finished())
+            && self.operator.as_ref().is_none_or(JoinHandle::is_finished);
         let Some(state) = self.cluster.leader().map(|leader| leader.master_state()) else {
             return false;
         };
-        let job_done =
-            |job: &SimJob| state.job_named(&job.name).is_some_and(|job| job.job_finished());
+        let over = |job: &master::state::JobState| job.job_finished() || job.is_cancelled();
+        let job_done = |job: &SimJob| state.job_named(&job.name).is_some_and(over);
         trainers_done && self.config.jobs.iter().all(job_done)
     }
 
@@ -361,7 +373,9 @@ impl Run {
                 .map(|trainer| trainer.client)
                 .collect();
             let job_state = state.as_ref().and_then(|state| state.job_named(&job.name));
-            if trainers.is_empty() && job_state.is_some_and(|job| job.job_finished()) {
+            if trainers.is_empty()
+                && job_state.is_some_and(|job| job.job_finished() || job.is_cancelled())
+            {
                 continue;
             }
             let status = job_state.map(|job| {

@@ -55,11 +55,17 @@ impl JobState {
         let pass = checkpoint.pass;
         let todo = job.queue.restore((pass, &checkpoint.done), passes, &policy);
         self.progress.restores += 1;
+        if crate::planted::active("restore-revives-ended") {
+            self.ended = None;
+        }
         Response::ProgressRestored { pass, todo }
     }
 
     /// The answer to a command that would make an ended job run again, if it ended.
     pub(crate) fn refusal_if_ended(&self) -> Option<Response> {
+        if crate::planted::active("restore-revives-ended") {
+            return None;
+        }
         let end = self.ended?;
         let how = if end.cancelled { "was cancelled" } else { "finished" };
         let reason = format!(

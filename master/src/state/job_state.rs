@@ -145,7 +145,7 @@ impl JobState {
     }
 
     fn execute(&mut self, command: &Command, now_ms: u64) -> Response {
-        if self.is_cancelled() && !command.runs_after_cancel() {
+        if self.is_cancelled() && !command.runs_after_cancel() && !planted_revival(command) {
             return Response::JobCancelled;
         }
         let response = self.execute_command(command, now_ms);
@@ -500,4 +500,11 @@ fn failed_view(job: &Job, task: u64) -> FailedTaskView {
 
 fn count(length: usize) -> u64 {
     u64::try_from(length).expect("collection lengths fit in u64")
+}
+
+/// Whether planted bug `restore-revives-ended` lets `command` (a restore) reach a cancelled
+/// job.
+fn planted_revival(command: &Command) -> bool {
+    matches!(command, Command::RestoreProgress { .. })
+        && crate::planted::active("restore-revives-ended")
 }

@@ -114,6 +114,20 @@ fn leases_carried_across_terms_are_caught() -> anyhow::Result<()> {
     check(2, production(&["leases-across-terms"]), "lease terms")
 }
 
+/// A restore that reaches a cancelled job and puts it back to running, as a restore once did
+/// (the job's gate let it through, and the restore cleared the end): the operator cancels
+/// seed 1's job while a data-only restore races the cancel, the restore applies after it, and
+/// `check_transition` sees the cancelled job run again.
+#[test]
+#[cfg(feature = "planted-bugs")]
+fn a_restore_that_revives_a_cancelled_job_is_caught() -> anyhow::Result<()> {
+    let config = SimulationConfig::new(1).with_operator();
+    let bugs = production(&["restore-revives-ended"]);
+    let violation = check_config(config, bugs, "task queue transition")?;
+    assert!(violation.detail.contains("cancelled: true"), "--seed 1: {violation}");
+    Ok(())
+}
+
 /// A batcher whose entries wait for openraft's answer only (no end at a leadership change or
 /// the write timeout): a leader isolated with entries in flight, overtaken, caught up by a
 /// snapshot that replaced those entries and elected again, holds its batcher slots for ever

@@ -1,12 +1,18 @@
 //! Many seeds, each a whole schedule of faults and a liveness phase, must find no violation.
 
 use simulation::runner::sweep;
+use simulation::SimulationConfig;
 
 /// Seeds per test function; four functions let the test harness use every core.
 const SEEDS_PER_TEST: u64 = 50;
 
 fn check_seeds(start: u64) {
-    let summary = sweep(start, SEEDS_PER_TEST, |config| config, |_| {});
+    check_configured(start, SEEDS_PER_TEST, |config| config);
+}
+
+/// Seeds `start..start + count`, each configured by `configure`, find no violation.
+fn check_configured(start: u64, count: u64, configure: fn(SimulationConfig) -> SimulationConfig) {
+    let summary = sweep(start, count, configure, |_| {});
     let mut failures: Vec<String> = summary
         .failures
         .iter()
@@ -26,7 +32,7 @@ fn check_seeds(start: u64) {
             .map(|(seed, error)| format!("--seed {seed}: harness error: {error}")),
     );
     assert!(failures.is_empty(), "failing seeds:\n{}", failures.join("\n"));
-    assert_eq!(summary.schedules, SEEDS_PER_TEST);
+    assert_eq!(summary.schedules, count);
 }
 
 /// Seeds 0..50 keep every safety invariant and finish the job after the faults heal.
@@ -51,4 +57,12 @@ fn seeds_100_to_150_are_safe_and_live() {
 #[test]
 fn seeds_150_to_200_are_safe_and_live() {
     check_seeds(150);
+}
+
+/// Seeds 0..25 with an operator that checkpoints the last job, cancels it while a restore
+/// races the cancel, and restores once more: every safety invariant holds (the cancelled job
+/// never runs again), and every job finishes or stays cancelled.
+#[test]
+fn seeds_0_to_25_with_an_operator_are_safe_and_live() {
+    check_configured(0, 25, SimulationConfig::with_operator);
 }
