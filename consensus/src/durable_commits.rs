@@ -1,7 +1,10 @@
-//! The network gate of `durable_log`: an AppendEntries leaves the leader only once the commit
-//! it announces (`leader_commit`) is durable in the leader's own log, so no follower applies an
-//! entry, or snapshots it, while the leader's copy may still be lost. Wraps whatever network
-//! the node runs on (gRPC, the tests' router, the simulation's), so all of them keep the rule.
+//! The network gate of `durable_log`: an AppendEntries leaves the leader announcing no commit
+//! (`leader_commit`) beyond what is durable in the leader's own log, so no follower applies an
+//! entry, or snapshots it, while the leader's copy may still be lost. It leaves at once, with
+//! the commit lowered to the durable log id: waiting instead held every heartbeat while the
+//! leader's disk stalled, and a stall longer than an election timeout (~300 ms) deposed a
+//! leader that was fine. Wraps whatever network the node runs on (gRPC, the tests' router,
+//! the simulation's), so all of them keep the rule.
 
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError};
 use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -9,7 +12,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
+use openraft::{BasicNode, LogId};
 
 use crate::durable_log::DurableWatch;
 use crate::TypeConfig;
@@ -41,6 +44,13 @@ pub(crate) struct DurableCommitsConnection<C> {
     durable: DurableWatch,
 }
 
+/// The commit an AppendEntries may announce: the leader's, lowered to what is durable here.
+/// Both are log ids of the leader's own log, which orders them as it orders their indexes.
+/// The followers learn the rest from a later AppendEntries (the next heartbeat at the latest).
+fn announced(leader_commit: Option<LogId<u64>>, durable: Option<LogId<u64>>) -> Option<LogId<u64>> {
+    leader_commit.min(durable)
+}
+
 type RpcResult<T, E = openraft::error::Infallible> =
     Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>>;
 
@@ -50,23 +60,16 @@ impl<C: RaftNetwork<TypeConfig>> RaftNetwork<TypeConfig> for DurableCommitsConne
         request: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<u64>> {
-        if let Some(commit) = request.leader_commit {
-            // Normally long done: the commit waited for a follower's answer while the leader
-            // flushed. Bounded like the RPC itself; openraft retries a failed one.
-            let durable = self.durable.covers(commit);
-            let waited = tokio::time::timeout(option.hard_ttl(), durable).await;
-            let reason = match waited {
-                Ok(Ok(())) => None,
-                Ok(Err(reason)) => Some(reason),
-                Err(_elapsed) => Some(format!("the commit {commit} is not durable here yet")),
-            };
-            if let Some(reason) = reason {
+        let mut request = request;
+        match self.durable.durable_now() {
+            Ok(durable) => request.leader_commit = announced(request.leader_commit, durable),
+            Err(reason) => {
                 // A network error, not `Unreachable`: the follower is fine, and openraft's
                 // backoff after `Unreachable` races its timer against new events in an
                 // unbiased `select!`, which the simulation cannot replay. openraft sends again
-                // at once: after a timed-out wait that is one RPC time later; after a failed
-                // flush it would be at once for ever, which is why a failed flush stops the
-                // core (`node::stop_on_failed_flush`).
+                // at once, for ever, which is why a failed flush stops the core
+                // (`node::stop_on_failed_flush`); meanwhile the followers hear no heartbeat
+                // and elect a leader whose disk works.
                 return Err(RPCError::Network(NetworkError::new(&std::io::Error::other(reason))));
             }
         }
@@ -96,8 +99,7 @@ impl<C: RaftNetwork<TypeConfig>> RaftNetwork<TypeConfig> for DurableCommitsConne
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
     use openraft::error::Unreachable;
@@ -106,18 +108,20 @@ mod tests {
     use super::*;
     use crate::DurableLog;
 
-    /// Counts the AppendEntries that reach the wire and answers each with success.
+    /// Records the commit each AppendEntries that reaches the wire announces, and answers
+    /// each with success.
     struct Wire {
-        sent: Arc<AtomicUsize>,
+        announced: Arc<Mutex<Vec<Option<u64>>>>,
     }
 
     impl RaftNetwork<TypeConfig> for Wire {
         async fn append_entries(
             &mut self,
-            _request: AppendEntriesRequest<TypeConfig>,
+            request: AppendEntriesRequest<TypeConfig>,
             _option: RPCOption,
         ) -> RpcResult<AppendEntriesResponse<u64>> {
-            self.sent.fetch_add(1, Ordering::SeqCst);
+            let commit = request.leader_commit.map(|log_id| log_id.index);
+            self.announced.lock().expect("no sender panics holding it").push(commit);
             Ok(AppendEntriesResponse::Success)
         }
 
@@ -138,52 +142,59 @@ mod tests {
         }
     }
 
-    fn append(leader_commit: Option<LogId<u64>>) -> AppendEntriesRequest<TypeConfig> {
-        let vote = Vote::new_committed(2, 1);
-        AppendEntriesRequest { vote, prev_log_id: None, entries: Vec::new(), leader_commit }
+    fn log_id(index: u64) -> LogId<u64> {
+        LogId::new(CommittedLeaderId::new(2, 1), index)
     }
 
-    /// An AppendEntries announcing a commit that is not durable on the leader waits for the
-    /// flush that covers it; one announcing nothing new goes at once.
-    #[tokio::test]
-    async fn a_commit_is_announced_only_once_durable_here() {
-        let sent = Arc::new(AtomicUsize::new(0));
-        let durable = DurableLog::new(None);
-        let mut connection = DurableCommitsConnection {
-            inner: Wire { sent: Arc::clone(&sent) },
-            durable: durable.watch(),
-        };
-        let option = || RPCOption::new(Duration::from_secs(60));
-        connection.append_entries(append(None), option()).await.expect("nothing to wait for");
-        assert_eq!(sent.load(Ordering::SeqCst), 1);
-
-        let commit = LogId::new(CommittedLeaderId::new(2, 1), 5);
-        let held =
-            tokio::spawn(
-                async move { connection.append_entries(append(Some(commit)), option()).await },
-            );
-        tokio::task::yield_now().await;
-        assert_eq!(sent.load(Ordering::SeqCst), 1, "entry 5 is not durable: nothing sent");
-        durable.flushed(commit);
-        held.await.expect("the task runs").expect("sent once durable");
-        assert_eq!(sent.load(Ordering::SeqCst), 2);
-    }
-
-    /// An AppendEntries whose commit is still not durable when the RPC's time is up fails as a
-    /// network error, which openraft sends again at once, not as `Unreachable`, whose
-    /// backoff the simulation cannot replay; nothing reaches the wire.
+    /// Whatever the leader's disk does, an AppendEntries (a heartbeat here) leaves at once,
+    /// announcing the leader's commit lowered to what is durable on the leader, never more;
+    /// only a log whose flush failed sends nothing, as a network error (openraft sends again
+    /// at once; `Unreachable` would start a backoff the simulation cannot replay). Each row:
+    /// the durable index (none: a stalled first flush), the leader's commit, whether a flush
+    /// failed, and the commit announced on the wire (`Err` if refused).
     #[tokio::test(start_paused = true)]
-    async fn a_commit_not_durable_in_time_fails_without_backoff() {
-        let sent = Arc::new(AtomicUsize::new(0));
-        let durable = DurableLog::new(None);
-        let mut connection = DurableCommitsConnection {
-            inner: Wire { sent: Arc::clone(&sent) },
-            durable: durable.watch(),
-        };
-        let commit = LogId::new(CommittedLeaderId::new(2, 1), 5);
-        let option = RPCOption::new(Duration::from_secs(1));
-        let failed = connection.append_entries(append(Some(commit)), option).await;
-        assert!(matches!(failed, Err(RPCError::Network(_))), "{failed:?}");
-        assert_eq!(sent.load(Ordering::SeqCst), 0);
+    async fn an_append_leaves_at_once_announcing_only_the_durable_commit() {
+        type Row = (Option<u64>, Option<u64>, bool, Result<Option<u64>, ()>);
+        let rows: [Row; 6] = [
+            (None, None, false, Ok(None)),
+            (Some(5), Some(5), false, Ok(Some(5))),
+            (Some(7), Some(5), false, Ok(Some(5))),
+            (Some(3), Some(5), false, Ok(Some(3))),
+            (None, Some(5), false, Ok(None)),
+            (Some(5), Some(5), true, Err(())),
+        ];
+        for (durable_index, commit, failed, expected) in rows {
+            let announced = Arc::new(Mutex::new(Vec::new()));
+            let durable = DurableLog::new(durable_index.map(log_id));
+            if failed {
+                durable.failed("EIO".to_string());
+            }
+            let mut connection = DurableCommitsConnection {
+                inner: Wire { announced: Arc::clone(&announced) },
+                durable: durable.watch(),
+            };
+            let vote = Vote::new_committed(2, 1);
+            let leader_commit = commit.map(log_id);
+            let heartbeat = AppendEntriesRequest {
+                vote,
+                prev_log_id: None,
+                entries: Vec::new(),
+                leader_commit,
+            };
+            let option = RPCOption::new(Duration::from_secs(60));
+            let sent = connection.append_entries(heartbeat, option).await;
+            let row = format!("durable {durable_index:?}, commit {commit:?}, failed {failed}");
+            let wire = announced.lock().expect("no sender panics holding it").clone();
+            match expected {
+                Ok(expected) => {
+                    assert!(sent.is_ok(), "{row}: {sent:?}");
+                    assert_eq!(wire, vec![expected], "{row}");
+                }
+                Err(()) => {
+                    assert!(matches!(sent, Err(RPCError::Network(_))), "{row}: {sent:?}");
+                    assert!(wire.is_empty(), "{row}: sent from a failed log");
+                }
+            }
+        }
     }
 }

@@ -157,6 +157,15 @@ impl DurableWatch {
         fifo_wait::until(&self.shared.raised, || self.shared.lock().covers(log_id)).await
     }
 
+    /// How far the log is durable now, or why it never will be again (a flush failed).
+    pub fn durable_now(&self) -> Result<Option<LogId<u64>>, String> {
+        let state = self.shared.lock();
+        match &state.failure {
+            Some(reason) => Err(format!("the log cannot be made durable: {reason}")),
+            None => Ok(state.durable),
+        }
+    }
+
     /// Why a flush failed, if one did.
     pub fn failure_now(&self) -> Option<String> {
         self.shared.lock().failure.clone()

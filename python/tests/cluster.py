@@ -194,9 +194,10 @@ class MasterGroup:
 
 
 class PServers:
-    """`count` `raftrain pserver` processes of one job, each claiming a slot."""
+    """`count` `raftrain pserver` processes of one job (`job`, or the group's only one), each
+    claiming a slot."""
 
-    def __init__(self, dir: Path, masters: str, count: int):
+    def __init__(self, dir: Path, masters: str, count: int, job: Optional[str] = None):
         self.processes = Processes(dir)
         checkpoints = dir / "checkpoints"
         checkpoints.mkdir(exist_ok=True)
@@ -207,7 +208,7 @@ class PServers:
                 "--listen", free_addr(),
                 "--checkpoint-dir", str(checkpoints),
                 "--num-pservers", str(count),
-            ]
+            ] + (["--job", job] if job else [])
             self.processes.start(f"pserver-{index}", args)
 
     def stop(self) -> None:

@@ -45,10 +45,10 @@ def start_masters(tmp_path):
 def start_pservers(tmp_path):
     started = []
 
-    def start(masters: str, count: int) -> PServers:
+    def start(masters: str, count: int, job=None) -> PServers:
         directory = tmp_path / f"pservers-{len(started)}"
         directory.mkdir()
-        pservers = PServers(directory, masters, count)
+        pservers = PServers(directory, masters, count, job)
         started.append(pservers)
         return pservers
 

@@ -1,13 +1,16 @@
 """The pserver client from Python: init with NumPy arrays, pull them back, push gradients
-(SGD on the pservers), a second client of the same job sees the same model, and misuse is a
-clear exception."""
+(SGD on the pservers), a second client of the same job sees the same model, a gradient
+computed before a restore is refused, and misuse is a clear exception."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 
 import raftrain
+from cluster import run_tool, wait_until
 
 
 
@@ -53,3 +56,34 @@ def test_misuse_is_refused_clearly(masters, start_pservers):
     other = raftrain.PServerClient(masters.masters)
     with pytest.raises(raftrain.FailedPrecondition, match="layout"):
         other.init({"w": np.zeros(5)}, "adam", learning_rate=0.1)
+
+
+def test_a_push_computed_before_a_restore_is_refused(masters, start_pservers):
+    """A gradient computed on values pulled before a restore with the model is refused by the
+    reloaded pserver (`push` returns False, nothing applied); pulled again, the model is the
+    checkpoint's, and a push on it is applied (True)."""
+    tasks = raftrain.TaskClient(masters.masters, name="restorer", job="p")
+    tasks.report_index_dataset("p", 10, 1, passes=1)
+    start_pservers(masters.masters, 1, job="p")
+    client = raftrain.PServerClient(masters.masters, job="p")
+    client.init({"w": np.full(8, 1.0, dtype=np.float32)}, "sgd", learning_rate=0.5)
+    grads = {"w": np.full(8, 0.2, dtype=np.float32)}
+    assert client.push(grads) is True
+    checkpoint_id = tasks.checkpoint()
+
+    def tagged():
+        listed = json.loads(run_tool("job", "list", "--masters", masters.masters, "--json"))
+        job = next(job for job in listed["jobs"] if job["name"] == "p")
+        return job.get("newest_model_checkpoint") == checkpoint_id
+
+    wait_until(tagged, "the pserver's checkpoint for the progress checkpoint")
+    client.pull()
+    assert client.push(grads) is True  # 0.8, after the checkpoint (0.9)
+    run_tool(
+        "job", "restore", "p", "--checkpoint", str(checkpoint_id),
+        "--masters", masters.masters, "--wait-secs", "30",
+    )
+    assert client.push(grads) is False  # computed on the pull before the restore
+    np.testing.assert_allclose(client.pull()["w"], np.full(8, 0.9))  # the checkpoint's
+    assert client.push(grads) is True
+    np.testing.assert_allclose(client.pull()["w"], np.full(8, 0.8))

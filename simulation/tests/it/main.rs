@@ -5,6 +5,7 @@
 mod core_restart;
 mod determinism;
 mod graceful_stop;
+mod leader_disk_stall;
 mod planted_bugs;
 // Runs `planted_bugs` in a nested build with the planted bugs; that build runs them itself.
 #[cfg(not(feature = "planted-bugs"))]
