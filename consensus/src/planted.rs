@@ -22,28 +22,28 @@ pub const PLANTED_BUG_ENV: &str = "RAFTRAIN_PLANTED_BUG";
 /// feature does (`simulation/tests/it/planted_bugs.rs`).
 pub const COMPILED_IN_MARKER: &str = "raftrain built with planted bugs";
 
-/// Every planted bug, by name: the log's and the master's (`master/src/planted.rs`).
-#[cfg(feature = "planted-bugs")]
-const BUG_NAMES: &[&str] = &[
-    "jammed-batcher",
-    "skip-epoch-check",
-    "answer-before-commit",
-    "stale-status",
-    "deposed-heartbeats",
-    "leases-across-terms",
-    "restore-revives-ended",
-];
+/// The log's planted bugs, by name (the master names its own: `master/src/planted.rs`).
+pub const BUG_NAMES: &[&str] = &["jammed-batcher"];
 
 #[cfg(feature = "planted-bugs")]
 thread_local! {
     static THREAD_BUGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Whether `bug` is switched on (never, without the `planted-bugs` feature). A name that is
-/// no planted bug is a typo at the call site, which would leave that bug for ever off.
+/// Whether the log's planted bug `bug` is switched on (never, without the `planted-bugs`
+/// feature). A name that is no planted bug of the log is a typo at the call site, which would
+/// leave that bug for ever off.
 #[cfg(feature = "planted-bugs")]
 pub fn active(bug: &str) -> bool {
-    assert!(BUG_NAMES.contains(&bug), "{COMPILED_IN_MARKER}, but none named {bug:?}");
+    switched_on(bug, BUG_NAMES)
+}
+
+/// Whether `bug`, one of `known` (a crate's planted bugs: this one's, or the master's), is
+/// switched on for this thread or in the environment. The switch every crate's planted bugs
+/// share; each crate checks against its own names.
+#[cfg(feature = "planted-bugs")]
+pub fn switched_on(bug: &str, known: &[&str]) -> bool {
+    assert!(known.contains(&bug), "{COMPILED_IN_MARKER}, but none named {bug:?}");
     THREAD_BUGS.with(|bugs| bugs.borrow().iter().any(|name| name == bug)) || named_in_env(bug)
 }
 
@@ -61,10 +61,11 @@ fn named_in_env(_bug: &str) -> bool {
     false
 }
 
-/// Switches exactly `bugs` on for code running on this thread (the simulation's).
+/// Switches exactly `bugs`, each one of `known` (every crate's planted bugs the caller
+/// knows), on for code running on this thread (the simulation's).
 #[cfg(feature = "planted-bugs")]
-pub fn plant_on_this_thread(bugs: &[&str]) {
-    let unknown: Vec<&&str> = bugs.iter().filter(|bug| !BUG_NAMES.contains(bug)).collect();
+pub fn plant_on_this_thread(bugs: &[&str], known: &[&str]) {
+    let unknown: Vec<&&str> = bugs.iter().filter(|bug| !known.contains(bug)).collect();
     assert!(unknown.is_empty(), "no planted bug is named {unknown:?}");
     THREAD_BUGS
         .with(|planted| *planted.borrow_mut() = bugs.iter().map(|bug| bug.to_string()).collect());

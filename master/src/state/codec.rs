@@ -8,7 +8,7 @@ use bincode::Options;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::invariant::InvariantViolation;
+use super::violation::InvariantViolation;
 
 /// The largest encoded request or response accepted. A Raft entry carries one request; the
 /// biggest legitimate one is a dataset report listing every chunk.

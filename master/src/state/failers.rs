@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::invariant::InvariantViolation;
+use super::violation::InvariantViolation;
 use client::Fault;
 
 /// The most (task, trainer) pairs the job remembers. Past it, a content failure from a trainer

@@ -4,12 +4,12 @@
 //! together stay within the group's limits.
 
 use super::dataset::TASK_COUNT_MAX;
-use super::invariant::InvariantViolation as Violation;
 use super::job_state::JobState;
 use super::master_state::{MasterState, JOB_COUNT_MAX};
 use super::progress::PROGRESS_CHECKPOINTS_KEPT;
 use super::pserver_slots::PSERVER_COUNT_MAX;
 use super::trainer_registry::TRAINER_COUNT_MAX;
+use super::violation::InvariantViolation as Violation;
 
 impl MasterState {
     /// Checks every rule a single state must satisfy, the group's and each job's.

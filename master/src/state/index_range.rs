@@ -8,7 +8,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::dataset::TASK_COUNT_MAX;
+use super::dataset_limits::TASK_COUNT_MAX;
 
 /// `[0, size)` in shards of `shard_size`: task i covers
 /// `[i * shard_size, min(size, (i + 1) * shard_size))`.

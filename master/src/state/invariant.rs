@@ -11,7 +11,7 @@ use super::members;
 use super::pserver_slots::PServerSlots;
 use super::trainer_registry::TRAINER_COUNT_MAX;
 
-pub use super::violation::InvariantViolation;
+use super::violation::InvariantViolation;
 
 use InvariantViolation as Violation;
 

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::command::Command;
 use super::job_state::JobState;
 use super::progress::DoneSet;
 use super::response::Response;
@@ -85,4 +86,16 @@ impl JobState {
     pub fn ended(&self) -> Option<JobEnd> {
         self.ended
     }
+
+    /// The job's restores with the model asked so far (the number of the newest).
+    pub fn model_restores(&self) -> u64 {
+        self.models.restores_asked
+    }
+}
+
+/// Whether planted bug `restore-revives-ended` lets `command` (a restore) reach a cancelled
+/// job.
+pub(crate) fn planted_revival(command: &Command) -> bool {
+    matches!(command, Command::RestoreProgress { .. })
+        && crate::planted::active("restore-revives-ended")
 }

@@ -11,6 +11,7 @@ use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
 use super::eval::EvalRecord;
 use super::index_report::{apply_index_report, IndexReport};
 use super::job::Job;
+use super::job_lifecycle::planted_revival;
 use super::job_lifecycle::JobEnd;
 use super::members;
 use super::model_checkpoints::ModelCheckpoints;
@@ -393,11 +394,6 @@ impl JobState {
         self.trainers.contains(trainer)
     }
 
-    /// The job's restores with the model asked so far (the number of the newest).
-    pub fn model_restores(&self) -> u64 {
-        self.models.restores_asked
-    }
-
     /// How many pserver slots the job has; `None` before the first claim fixed it.
     pub fn pservers_desired(&self) -> Option<u32> {
         self.pservers.desired
@@ -500,11 +496,4 @@ fn failed_view(job: &Job, task: u64) -> FailedTaskView {
 
 fn count(length: usize) -> u64 {
     u64::try_from(length).expect("collection lengths fit in u64")
-}
-
-/// Whether planted bug `restore-revives-ended` lets `command` (a restore) reach a cancelled
-/// job.
-fn planted_revival(command: &Command) -> bool {
-    matches!(command, Command::RestoreProgress { .. })
-        && crate::planted::active("restore-revives-ended")
 }

@@ -8,13 +8,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::codec::DecodeError;
 use super::command::{Command, JobRef};
 use super::job_state::JobState;
 use super::request::{decode_request, Envelope, Request};
 use super::response::{encode_response, Response};
 use super::routing::{reference_of, Target};
-use super::snapshot_layout;
 use super::status::StatusView;
 
 /// The most jobs a group holds at once, running or ended and not yet removed: `limits.rs`
@@ -162,20 +160,6 @@ impl MasterState {
         }
         self.jobs.remove(&id);
         Response::JobRemoved
-    }
-
-    /// The snapshot: the state in the shared bincode configuration, behind a layout marker
-    /// (`snapshot_layout.rs`).
-    pub fn encode(&self) -> Vec<u8> {
-        snapshot_layout::encode(self)
-    }
-
-    /// Reads a snapshot back, refusing one that decodes to an inconsistent state.
-    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let state = snapshot_layout::decode(bytes)?;
-        state.check_invariants()?;
-        state.check_session_index()?;
-        Ok(state)
     }
 
     /// The job with this id.

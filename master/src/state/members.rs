@@ -5,11 +5,11 @@
 //! the command and its answer), so every replica binds the same clients.
 
 use super::command::Command;
-use super::invariant::InvariantViolation;
 use super::pserver_slots::PServerSlots;
 use super::response::Response;
 use super::sessions::{Member, Sessions, STRANGER_SESSION_COUNT_MAX};
 use super::trainer_registry::TrainerRegistry;
+use super::violation::InvariantViolation;
 
 /// Whether `member` is still part of the job.
 pub(crate) fn is_alive(member: Member, trainers: &TrainerRegistry, slots: &PServerSlots) -> bool {

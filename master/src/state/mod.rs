@@ -64,6 +64,7 @@ mod chunk_list;
 mod codec;
 mod command;
 mod dataset;
+mod dataset_limits;
 mod dataset_loading;
 mod eval;
 mod failers;
@@ -113,7 +114,6 @@ pub use dataset::{
 pub use dataset_loading::LOADING_IDLE_MS_MAX;
 pub use eval::EvalRecord;
 pub use failers::FAILERS_COUNT_MAX;
-pub use invariant::InvariantViolation;
 pub use job_lifecycle::JobEnd;
 pub use job_state::JobState;
 pub use job_state::{FAILED_TASKS_SHOWN_MAX, TIMED_OUT_REASON};
@@ -137,3 +137,4 @@ pub use task_queue::{
     truncate as truncate_reason, FAILURE_REASONS_BYTES_MAX, FAILURE_REASON_BYTES_MAX,
 };
 pub use trainer_registry::{TRAINER_COUNT_MAX, TRAINER_NAME_BYTES_MAX};
+pub use violation::InvariantViolation;

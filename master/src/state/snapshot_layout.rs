@@ -53,14 +53,29 @@ const SNAPSHOT_LAYOUT_VERSION_CHUNKS_ONLY: u8 = 3;
 /// The layout with sessions in one pool and slots without secrets, still read.
 const SNAPSHOT_LAYOUT_VERSION_ONE_POOL: u8 = 2;
 
+impl MasterState {
+    /// The snapshot: the state in the shared bincode configuration, behind a layout marker.
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// Reads a snapshot back, refusing one that decodes to an inconsistent state.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let state = decode(bytes)?;
+        state.check_invariants()?;
+        state.check_session_index()?;
+        Ok(state)
+    }
+}
+
 /// Encodes the state as a marked snapshot of the current layout.
-pub(crate) fn encode(state: &MasterState) -> Vec<u8> {
+fn encode(state: &MasterState) -> Vec<u8> {
     let mut bytes = vec![SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION];
     bytes.extend_from_slice(&codec::encode(state));
     bytes
 }
 
-/// Decodes either layout; the caller checks the invariants.
+/// Decodes any layout still read; the caller checks the invariants.
 pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
     let single: SingleJobState = match bytes {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
