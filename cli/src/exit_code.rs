@@ -15,9 +15,9 @@
 //! 2 is also what clap exits with on a flag it cannot parse, so a typo and a bad value are one
 //! code; 75 is `EX_TEMPFAIL` from `sysexits.h`.
 
+use client::pserver::PServerClientError;
 use client::ClientError;
 use platform::security::SecurityError;
-use pserver::client::PServerClientError;
 use pserver::held_slot::FenceError;
 
 /// Failed for a reason no other code names.

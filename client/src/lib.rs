@@ -21,6 +21,7 @@ mod master_client;
 mod never_sent;
 mod options;
 mod policy_bounds;
+pub mod pserver;
 mod retrying;
 mod slot_asks;
 mod slot_secret;

@@ -2,27 +2,23 @@
 //! its slot), applies the gradients trainers push with the job's optimizer, and checkpoints its
 //! shard so that a replacement restores it.
 //!
-//! `placement`, `optimizer`, `layout` and `shard` are pure; `service` is the gRPC edge, and
+//! `shard` is pure (`placement`, `layout`, the message limits and codecs are the client
+//! crate's `client::pserver`, which both ends share; the update rules are the `optimizer`
+//! crate's); `service` is the gRPC edge, and
 //! `data_plane` serves its two calls that move parameters without tonic's codec buffers;
 //! `slot_keeper` and `held_slot` hold the slot through the master (`slot_master`) on the
 //! pserver's `clock`; `checkpointer` writes and records checkpoints; `run` wires them to one
-//! port, where a `standby` answers until the slot is served. `client` is `PServerClient`, which trainers use.
+//! port, where a `standby` answers until the slot is served. `PServerClient`, which trainers
+//! use, is `client::pserver::PServerClient`: a trainer links no pserver.
 
 pub mod block_state;
 pub mod buffer_pool;
 pub mod checkpointer;
 pub mod clock;
 pub mod config;
-pub mod conversions;
 pub mod data_plane;
-pub mod f32_bytes;
 pub mod held_slot;
 pub mod job_dir;
-pub mod layout;
-pub mod limits;
-pub mod optimizer;
-pub mod payload;
-pub mod placement;
 pub mod restore;
 pub mod run;
 pub mod service;
@@ -35,6 +31,10 @@ pub mod standby;
 pub mod status_mapping;
 
 pub use config::PServerConfig;
+
+// The wire contract both ends share, and the optimizers, are the client crate's and the
+// optimizer crate's; re-exported under their old names so the server's own paths stay short.
+pub use client::pserver::{conversions, f32_bytes, layout, limits, payload, placement};
+pub use optimizer;
 pub use run::run;
-pub mod client;
 pub mod metrics;

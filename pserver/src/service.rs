@@ -24,19 +24,11 @@ use crate::placement::BlockId;
 use crate::shard::Shard;
 use crate::shard_cell::{InitAnswer, ShardCell};
 
-/// What a pull's reply says of the shard besides its blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PullStamp {
-    /// Gradients the shard has applied in all.
-    pub step: u64,
-    /// The job's model restore the shard's values come from.
-    pub model_restore: u64,
-}
+pub use crate::data_plane::pull_message::PullStamp;
 
-impl PullStamp {
-    fn of(shard: &Shard, step: u64) -> Self {
-        Self { step, model_restore: shard.model_restore() }
-    }
+/// What a pull of `shard` at `step` says besides its blocks.
+fn stamp_of(shard: &Shard, step: u64) -> PullStamp {
+    PullStamp { step, model_restore: shard.model_restore() }
 }
 
 /// The service over one held slot's shard.
@@ -102,7 +94,7 @@ impl PServerRpc {
         drop(write);
         let copies = shard.pull_with(ids, |values| self.buffers.encode(values))?;
         metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
-        Ok((copies, PullStamp::of(&shard, step)))
+        Ok((copies, stamp_of(&shard, step)))
     }
 
     /// `PullParams`: lease and fence, then a copy of each block (every block of the slot when
@@ -117,7 +109,7 @@ impl PServerRpc {
         let bytes = pull_size(&shard, ids)?;
         let copies = shard.pull_with(ids, |values| self.buffers.encode(values))?;
         metrics::counter!("raftrain_pserver_bytes_pulled_total").increment(bytes as u64);
-        Ok((copies, PullStamp::of(&shard, shard.step())))
+        Ok((copies, stamp_of(&shard, shard.step())))
     }
 }
 

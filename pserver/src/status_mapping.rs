@@ -1,6 +1,7 @@
 //! The one mapping from pserver errors to gRPC statuses. Refusals a client acts on carry the
 //! metadata entry `x-raftrain-refusal` (`wrong-generation`, `lease-lost`, `lease-unconfirmed`, `leaving`,
-//! `not-initialized`, `not-initializer`, `model-restored`), so clients match on it rather than on message text.
+//! `not-initialized`, `not-initializer`, `model-restored`), so clients match on it rather than on message text
+//! (the key and its reader are the client's: `client::pserver::refusal`).
 
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
@@ -8,8 +9,7 @@ use tonic::{Code, Status};
 use crate::held_slot::FenceError;
 use crate::shard_error::ShardError;
 
-/// The metadata key naming why a request was refused.
-pub const REFUSAL_KEY: &str = "x-raftrain-refusal";
+pub use client::pserver::refusal::{refusal_of, REFUSAL_KEY};
 
 impl From<FenceError> for Status {
     fn from(error: FenceError) -> Self {
@@ -48,9 +48,4 @@ fn refusal(code: Code, kind: &'static str, error: &dyn std::fmt::Display) -> Sta
     let mut status = Status::new(code, error.to_string());
     status.metadata_mut().insert(REFUSAL_KEY, MetadataValue::from_static(kind));
     status
-}
-
-/// The refusal kind a status carries, if any.
-pub fn refusal_of(status: &Status) -> Option<&str> {
-    status.metadata().get(REFUSAL_KEY).and_then(|value| value.to_str().ok())
 }

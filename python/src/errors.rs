@@ -6,7 +6,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use client::ClientError;
-use pserver::client::PServerClientError;
+use client::pserver::PServerClientError;
 use pyo3::prelude::*;
 use storage::recordio::RecordIoError;
 

@@ -2,7 +2,7 @@
 //! crates, so a Python trainer behaves exactly as a Rust one: `client::MasterClient` (leader
 //! discovery, redirects, retries inside a deadline, one stamp per logical write, TLS and the
 //! token), the trainer's `Session` (registration, heartbeats), `storage`'s RecordIO and
-//! `pserver::client::PServerClient`. The Python modules in `raftrain/` are the API; this
+//! `client::pserver::PServerClient`. The Python modules in `raftrain/` are the API; this
 //! module is not meant to be used directly.
 //!
 //! Code map: `runtime` is the per-process tokio runtime and `wait` (GIL released, signals

@@ -1,4 +1,4 @@
-//! `PServerClient` (native half): the Rust `pserver::client::PServerClient` for Python. `init`
+//! `PServerClient` (native half): the Rust `client::pserver::PServerClient` for Python. `init`
 //! fixes the job's layout (from the parameters' names and shapes, the optimizer and the slot
 //! count the master's table gives); `push` and `pull` then move whole tensors as little-endian
 //! f32 buffers, so Python does no work per element.
@@ -6,9 +6,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use pserver::client::{PServerClient as RustClient, PServerClientError, PServerClientOptions};
-use pserver::layout::{JobLayout, ParamSpec};
-use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+use client::pserver::{PServerClient as RustClient, PServerClientError, PServerClientOptions};
+use client::pserver::layout::{JobLayout, ParamSpec};
+use optimizer::{OptimizerConfig, OptimizerKind};
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
@@ -143,7 +143,7 @@ impl PServerClient {
             let mut tensors = Vec::with_capacity(layout.params.len());
             for param in &layout.params {
                 let values = pulled.get(&param.name).map(Vec::as_slice).unwrap_or_default();
-                let bytes = pserver::f32_bytes::encode(values);
+                let bytes = client::pserver::f32_bytes::encode(values);
                 tensors.push((
                     param.name.clone(),
                     param.shape.clone(),

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use pserver::layout::{BLOCK_ELEMENTS_DEFAULT, BLOCK_ELEMENTS_MAX};
-use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+use client::pserver::layout::{BLOCK_ELEMENTS_DEFAULT, BLOCK_ELEMENTS_MAX};
+use optimizer::{OptimizerConfig, OptimizerKind};
 
 use crate::model::{ModelConfig, ModelKind};
 

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use pserver::client::{PServerClient, PServerClientError};
-use pserver::layout::JobLayout;
+use client::pserver::layout::JobLayout;
+use client::pserver::{PServerClient, PServerClientError};
 use tokio::task::JoinHandle;
 
 use crate::model::Params;

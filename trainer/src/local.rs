@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use pserver::optimizer::{self, OptimizerConfig};
+use optimizer::{self, OptimizerConfig};
 use storage::recordio::{expand_patterns, read_chunk_into, DecodedChunk, FileIndex};
 
 use crate::batch::{Batch, BatchBuilder};

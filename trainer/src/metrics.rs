@@ -3,8 +3,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
+use client::pserver::PServerClient;
 use client::MasterClient;
-use pserver::client::PServerClient;
 
 /// Counters and gauges of one trainer.
 #[derive(Debug, Default)]

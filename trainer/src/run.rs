@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use client::pserver::layout::{JobLayout, ParamSpec};
+use client::pserver::{PServerClient, PServerClientOptions};
 use client::{ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome};
 use platform::security::Security;
-use pserver::client::{PServerClient, PServerClientOptions};
-use pserver::layout::{JobLayout, ParamSpec};
 use tokio::sync::watch;
 
 use crate::config::TrainerConfig;

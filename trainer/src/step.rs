@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
+use client::pserver::layout::JobLayout;
+use client::pserver::{PServerClient, PServerClientError};
 use client::{Task, TaskData};
-use pserver::client::{PServerClient, PServerClientError};
-use pserver::layout::JobLayout;
 use tokio::runtime::RuntimeFlavor;
 
 use crate::batch::Batch;

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
+use client::pserver::layout::{JobLayout, ParamSpec, BLOCK_ELEMENTS_DEFAULT};
+use client::pserver::{PServerClient, PServerClientOptions, Tensors};
 use client::{ClientOptions, MasterClient};
-use pserver::client::{PServerClient, PServerClientOptions, Tensors};
-use pserver::layout::{JobLayout, ParamSpec, BLOCK_ELEMENTS_DEFAULT};
-use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+use optimizer::{OptimizerConfig, OptimizerKind};
 
 use super::process_logs::ProcessLogs;
 use super::pserver_baseline::{checkpoint_rows, raw_tcp_gbps};

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::Context as _;
 use clap::Args;
-use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+use optimizer::{OptimizerConfig, OptimizerKind};
 use trainer::local::{load_batches, train_locally};
 use trainer::model::{ModelConfig, ModelKind};
 

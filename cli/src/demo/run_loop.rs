@@ -175,10 +175,8 @@ fn baseline(job: &Job) -> tokio::task::JoinHandle<anyhow::Result<Evaluation>> {
             classes,
             hidden: 64,
         };
-        let optimizer = pserver::optimizer::OptimizerConfig {
-            learning_rate: 0.05,
-            kind: pserver::optimizer::OptimizerKind::Sgd,
-        };
+        let optimizer =
+            optimizer::OptimizerConfig { learning_rate: 0.05, kind: optimizer::OptimizerKind::Sgd };
         let batches = trainer::local::load_batches(&config, &[train], 32)?;
         let run = trainer::local::train_locally(&config, &optimizer, &batches, passes, 1)?;
         trainer::evaluation::evaluate_dataset(&config, &run.params, &[eval])

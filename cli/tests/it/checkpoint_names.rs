@@ -8,13 +8,13 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use client::pserver::layout::{JobLayout, ParamSpec};
 use client::{new_slot_secret, CheckpointMeta, CheckpointRecorded};
+use optimizer::{OptimizerConfig, OptimizerKind};
 use pserver::block_state::BlockState;
 use pserver::checkpointer::{Checkpointer, Round};
 use pserver::clock::{Clock as _, SystemClock};
 use pserver::held_slot::HeldSlot;
-use pserver::layout::{JobLayout, ParamSpec};
-use pserver::optimizer::{OptimizerConfig, OptimizerKind};
 use pserver::shard::Shard;
 use pserver::shard_cell::ShardCell;
 use storage::checkpoint::{file_name, CheckpointDir};

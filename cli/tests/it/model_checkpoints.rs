@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use client::pserver::layout::{JobLayout, ParamSpec};
+use client::pserver::{PServerClient, PServerClientOptions};
 use master::state::MODEL_TAGS_KEPT;
-use pserver::client::{PServerClient, PServerClientOptions};
-use pserver::layout::{JobLayout, ParamSpec};
-use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+use optimizer::{OptimizerConfig, OptimizerKind};
 
 use crate::command::raftrain_ok;
 use crate::master_group::MasterGroup;

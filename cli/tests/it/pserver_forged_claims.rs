@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use client::pserver::layout::{JobLayout, ParamSpec};
+use client::pserver::{PServerClient, PServerClientOptions};
+use optimizer::{OptimizerConfig, OptimizerKind};
 use proto::master as pb;
-use pserver::client::{PServerClient, PServerClientOptions};
-use pserver::layout::{JobLayout, ParamSpec};
-use pserver::optimizer::{OptimizerConfig, OptimizerKind};
 
 use crate::master_group::MasterGroup;
 use crate::pserver_processes::PServerProcesses;

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use client::pserver::layout::{JobLayout, ParamSpec};
+use client::pserver::{PServerClient, PServerClientOptions};
 use nix::sys::signal::Signal;
+use optimizer::{OptimizerConfig, OptimizerKind};
 use proto::pserver as pb;
 use proto::pserver::p_server_service_client::PServerServiceClient;
-use pserver::client::{PServerClient, PServerClientOptions};
-use pserver::layout::{JobLayout, ParamSpec};
-use pserver::optimizer::{OptimizerConfig, OptimizerKind};
 
 use crate::master_group::MasterGroup;
 use crate::pserver_processes::PServerProcesses;

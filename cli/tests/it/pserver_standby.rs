@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use client::pserver::{PServerClient, PServerClientError, PServerClientOptions};
 use client::{ClientOptions, MasterClient};
 use proto::pserver as pb;
 use proto::pserver::p_server_service_client::PServerServiceClient;
-use pserver::client::{PServerClient, PServerClientError, PServerClientOptions};
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;

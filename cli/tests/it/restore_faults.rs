@@ -11,10 +11,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use client::pserver::layout::{JobLayout, ParamSpec};
+use client::pserver::{PServerClient, PServerClientOptions};
 use nix::sys::signal::Signal;
-use pserver::client::{PServerClient, PServerClientOptions};
-use pserver::layout::{JobLayout, ParamSpec};
-use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+use optimizer::{OptimizerConfig, OptimizerKind};
 
 use crate::command::{raftrain, raftrain_ok};
 use crate::master_group::MasterGroup;
@@ -232,7 +232,7 @@ async fn a_push_computed_before_a_restore_never_lands_in_the_restored_model() {
     let before: BTreeMap<u32, u64> = steps(client.statuses().await);
     let refused = client.push(&layout(), &[("w", gradient.as_slice())]).await;
     assert!(
-        matches!(refused, Err(pserver::client::PServerClientError::ModelRestored { .. })),
+        matches!(refused, Err(client::pserver::PServerClientError::ModelRestored { .. })),
         "{refused:?}\n{}",
         pservers.logs()
     );

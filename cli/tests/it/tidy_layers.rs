@@ -8,25 +8,32 @@ use std::process::Command;
 
 /// Every workspace crate and the workspace crates it may depend on (normal dependencies).
 /// A new edge is a design decision: add it here with the reason in ARCHITECTURE.md.
-const MAY_DEPEND_ON: [(&str, &[&str]); 12] = [
+const MAY_DEPEND_ON: [(&str, &[&str]); 13] = [
     ("proto", &[]),
     ("storage", &[]),
     ("platform", &[]),
+    ("optimizer", &[]),
     ("supervisor", &[]),
-    ("client", &["proto", "platform"]),
+    // Every client and every wire contract: the master's and the pservers'.
+    ("client", &["proto", "platform", "optimizer"]),
     ("consensus", &["proto", "storage", "platform"]),
     ("master", &["proto", "storage", "platform", "client", "consensus"]),
-    ("pserver", &["proto", "storage", "platform", "client"]),
-    ("trainer", &["proto", "storage", "platform", "client", "pserver"]),
-    ("simulation", &["proto", "storage", "platform", "client", "consensus", "master", "pserver"]),
-    // The fault harness reaches Raft and the master only over the wire.
-    ("jepsen-tests", &["proto", "platform", "client", "pserver", "trainer", "supervisor"]),
+    ("pserver", &["proto", "storage", "platform", "optimizer", "client"]),
+    // A trainer reaches the pservers through `client::pserver`: it links no pserver.
+    ("trainer", &["proto", "storage", "platform", "optimizer", "client"]),
+    (
+        "simulation",
+        &["proto", "storage", "platform", "optimizer", "client", "consensus", "master", "pserver"],
+    ),
+    // The fault harness reaches Raft, the master and the pservers only over the wire.
+    ("jepsen-tests", &["proto", "platform", "optimizer", "client", "trainer", "supervisor"]),
     (
         "cli",
         &[
             "proto",
             "storage",
             "platform",
+            "optimizer",
             "client",
             "consensus",
             "master",
@@ -39,8 +46,8 @@ const MAY_DEPEND_ON: [(&str, &[&str]); 12] = [
 
 /// Crates that must link neither openraft nor sled, even through another crate: the client
 /// side of the system (and the Python package built on it) carries no Raft node.
-const NO_RAFT: [&str; 7] =
-    ["proto", "storage", "platform", "client", "pserver", "trainer", "jepsen-tests"];
+const NO_RAFT: [&str; 8] =
+    ["proto", "storage", "platform", "optimizer", "client", "pserver", "trainer", "jepsen-tests"];
 
 /// The only files that may name sled: the Raft log, its flusher, and the benchmark baseline
 /// that measures the same store.

@@ -65,10 +65,8 @@ pub(crate) fn synth(
 /// The accuracy of the same model trained in one process over the same data.
 pub(crate) fn local_accuracy(train: &str, eval: &str) -> f64 {
     let model = ModelConfig { kind: ModelKind::Softmax, features: 8, classes: 3, hidden: 64 };
-    let optimizer = pserver::optimizer::OptimizerConfig {
-        learning_rate: 0.05,
-        kind: pserver::optimizer::OptimizerKind::Sgd,
-    };
+    let optimizer =
+        optimizer::OptimizerConfig { learning_rate: 0.05, kind: optimizer::OptimizerKind::Sgd };
     let batches = load_batches(&model, &[train.to_string()], 32).expect("data");
     let run = train_locally(&model, &optimizer, &batches, 3, 1).expect("train");
     evaluate_dataset(&model, &run.params, &[eval.to_string()])

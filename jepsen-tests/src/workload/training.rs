@@ -165,9 +165,9 @@ pub fn baseline_accuracy(data: &TrainingData) -> anyhow::Result<f64> {
         classes: CLASSES as usize,
         hidden: 64,
     };
-    let optimizer = pserver::optimizer::OptimizerConfig {
+    let optimizer = optimizer::OptimizerConfig {
         learning_rate: LEARNING_RATE,
-        kind: pserver::optimizer::OptimizerKind::Sgd,
+        kind: optimizer::OptimizerKind::Sgd,
     };
     let batches =
         trainer::local::load_batches(&config, std::slice::from_ref(&data.train), BATCH_SIZE)?;

@@ -17,24 +17,12 @@
 //! other (lease and fence first, then the shard's whole-push validation).
 //!
 //! `server.rs` routes these calls to this module and every other to the generated service;
-//! `push_message.rs` and `pull_message.rs` are the messages' wire forms.
+//! the messages' wire forms and the paths are the client crate's (`client::pserver::data_plane`),
+//! which both ends share.
 
-pub mod pull_message;
-pub mod push_message;
 pub mod server;
 
-use tonic::Status;
-
-/// The paths of the calls served here.
-pub const PUSH_GRADS_PATH: &str = "/raftrain.pserver.v1.PServerService/PushGrads";
-pub const PULL_PARAMS_PATH: &str = "/raftrain.pserver.v1.PServerService/PullParams";
-pub const PUSH_PULL_PATH: &str = "/raftrain.pserver.v1.PServerService/PushPull";
-
-/// A small reply (`PushGradsReply`) or request (`PullParamsRequest`, block names only) is
-/// at most this large.
-pub const SMALL_MESSAGE_BYTES_MAX: usize = 16 << 20;
-
-/// A message that is not what it claims, as the status the caller sees.
-fn malformed(what: &str, error: impl std::fmt::Display) -> Status {
-    Status::invalid_argument(format!("{what} is not a valid message: {error}"))
-}
+pub use client::pserver::data_plane::{
+    malformed, pull_message, push_message, PULL_PARAMS_PATH, PUSH_GRADS_PATH, PUSH_PULL_PATH,
+    SMALL_MESSAGE_BYTES_MAX,
+};

@@ -6,16 +6,16 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use client::pserver::conversions::layout_to_proto;
+use client::pserver::f32_bytes;
+use client::pserver::refusal::refusal_of;
 use proto::pserver as pb;
 use proto::pserver::p_server_service_client::PServerServiceClient;
 use pserver::clock::{Clock as _, SystemClock};
-use pserver::conversions::layout_to_proto;
 use pserver::data_plane::server::DataPlaneServer;
-use pserver::f32_bytes;
 use pserver::held_slot::HeldSlot;
 use pserver::service::PServerRpc;
 use pserver::shard_cell::ShardCell;
-use pserver::status_mapping::refusal_of;
 use tonic::transport::Channel;
 use tonic::Code;
 

@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use pserver::f32_bytes;
-use pserver::layout::JobLayout;
-use pserver::placement::BlockId;
+use client::pserver::f32_bytes;
+use client::pserver::layout::JobLayout;
+use client::pserver::placement::BlockId;
 use pserver::shard_cell::{InitAnswer, ShardCell, INIT_IDLE_MS_MAX};
 use pserver::shard_error::ShardError;
 
@@ -140,7 +140,8 @@ fn a_refused_init_changes_nothing() {
     let other_slot = payloads(1, 1.0)[0].0.clone();
     let unknown = BlockId { name: "nope".into(), index: 0 };
     let mut huge = layout();
-    huge.params = vec![pserver::layout::ParamSpec { name: "w".into(), shape: vec![1 << 30] }];
+    huge.params =
+        vec![client::pserver::layout::ParamSpec { name: "w".into(), shape: vec![1 << 30] }];
     huge.block_elements = 1;
     let refusals: Vec<(JobLayout, Payloads)> = vec![
         (layout(), vec![(first, f32_bytes::encode(&[f32::NAN; 4]))]),
@@ -168,7 +169,7 @@ fn a_refused_init_changes_nothing() {
 /// what was served before stays, finite.
 #[test]
 fn a_push_whose_result_would_overflow_is_refused_whole() {
-    use pserver::optimizer::{OptimizerConfig, OptimizerKind};
+    use optimizer::{OptimizerConfig, OptimizerKind};
     let optimizer = OptimizerConfig { learning_rate: 1.0, kind: OptimizerKind::Sgd };
     let layout = JobLayout { optimizer, ..layout() };
     let blocks = layout

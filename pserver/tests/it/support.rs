@@ -2,11 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use client::pserver::f32_bytes;
+use client::pserver::layout::{JobLayout, ParamSpec};
+use client::pserver::placement::BlockId;
+use optimizer::{OptimizerConfig, OptimizerKind};
 use pserver::block_state::BlockState;
-use pserver::f32_bytes;
-use pserver::layout::{JobLayout, ParamSpec};
-use pserver::optimizer::{OptimizerConfig, OptimizerKind};
-use pserver::placement::BlockId;
 use pserver::shard::Shard;
 
 /// Two parameters in blocks of 4 over 2 slots, Adam.

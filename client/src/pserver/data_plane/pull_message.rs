@@ -10,8 +10,16 @@ use tonic::Status;
 
 use super::malformed;
 use super::push_message::{block_len, decode_block, write_block};
-use crate::placement::BlockId;
-use crate::service::PullStamp;
+use crate::pserver::placement::BlockId;
+
+/// What a pull's reply says of the shard besides its blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PullStamp {
+    /// Gradients the shard has applied in all.
+    pub step: u64,
+    /// The job's model restore the shard's values come from.
+    pub model_restore: u64,
+}
 
 /// A pull's reply as the client reads it.
 #[derive(Debug)]

@@ -40,5 +40,5 @@ pub enum PServerClientError {
     #[error("pserver slot {slot} lost its shard and this client holds no values to re-initialize it: pull or init first")]
     NothingToReinit { slot: u32 },
     #[error(transparent)]
-    Master(#[from] client::ClientError),
+    Master(#[from] crate::ClientError),
 }

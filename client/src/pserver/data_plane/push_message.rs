@@ -11,7 +11,7 @@ use proto::Message as _;
 use tonic::Status;
 
 use super::malformed;
-use crate::placement::BlockId;
+use crate::pserver::placement::BlockId;
 
 /// A push as the server reads it.
 #[derive(Debug)]

@@ -15,9 +15,9 @@ use super::cache::Cache;
 use super::error::PServerClientError;
 use super::pserver_client::{check_tensors, join_all, slot_permits, CachedBlock, PServerClient};
 use super::tensor_bytes::{shared_bytes, Tensors};
-use crate::layout::JobLayout;
-use crate::limits::REQUEST_PAYLOAD_BYTES_TARGET;
-use crate::placement::{block_range, BlockId};
+use crate::pserver::layout::JobLayout;
+use crate::pserver::limits::REQUEST_PAYLOAD_BYTES_TARGET;
+use crate::pserver::placement::{block_range, BlockId};
 
 /// What an exchange did.
 #[derive(Debug)]

@@ -8,8 +8,8 @@ use proto::pserver as pb;
 
 use super::error::PServerClientError;
 use super::pserver_client::{fatal, fence, PServerClient, RETRY_MS};
-use crate::conversions::{layout_from_proto, layout_to_proto};
-use crate::layout::JobLayout;
+use crate::pserver::conversions::{layout_from_proto, layout_to_proto};
+use crate::pserver::layout::JobLayout;
 
 impl PServerClient {
     /// Initializes `slot` from the cached model (a replacement that came up empty).

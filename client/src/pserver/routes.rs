@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use client::{ClientError, MasterClient, PServerTable};
+use crate::{ClientError, MasterClient, PServerTable};
 use platform::security::{RpcChannel, Security};
 use proto::pserver::p_server_service_client::PServerServiceClient;
 use tokio::sync::watch;
 
 use super::warning_pace::WarningPace;
-use crate::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
+use crate::pserver::limits::{FRAME_BYTES_MAX, MESSAGE_BYTES_MAX};
 
 /// Pause before a watch that ended is started again, doubled after each failure in a row (a
 /// job not submitted yet) up to `REWATCH_MS_MAX`.

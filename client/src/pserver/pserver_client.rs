@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::{MasterClient, PServerTable};
 use bytes::Bytes;
-use client::{MasterClient, PServerTable};
 use platform::unary::Segments;
 use proto::pserver as pb;
 use tokio::sync::Semaphore;
@@ -23,11 +23,11 @@ use super::error::PServerClientError;
 use super::model_basis::ModelBasis;
 use super::routes::{Route, Routes};
 use super::tensor_bytes::{shared_bytes, Tensors};
-use crate::f32_bytes;
-use crate::layout::JobLayout;
-use crate::limits::REQUESTS_IN_FLIGHT_PER_SLOT_MAX;
-use crate::placement::BlockId;
-use crate::status_mapping::refusal_of;
+use crate::pserver::f32_bytes;
+use crate::pserver::layout::JobLayout;
+use crate::pserver::limits::REQUESTS_IN_FLIGHT_PER_SLOT_MAX;
+use crate::pserver::placement::BlockId;
+use crate::pserver::refusal::refusal_of;
 
 /// Between attempts on a slot that is not served right now.
 pub(super) const RETRY_MS: u64 = 200;
@@ -400,7 +400,7 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
         (Code::ResourceExhausted, _) => Failure::Retry(message),
         // Dropped unsent from a connection that closed (a standby handing its port over says
         // GOAWAY): the server saw none of it.
-        (Code::Cancelled, _) if client::never_sent(status) => Failure::Retry(message),
+        (Code::Cancelled, _) if crate::never_sent(status) => Failure::Retry(message),
         (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) if idempotent => {
             Failure::Retry(message)
         }

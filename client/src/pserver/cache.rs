@@ -11,7 +11,7 @@ use proto::pserver as pb;
 use super::batches::blocks_by_slot;
 use super::pserver_client::CachedBlock;
 use super::tensor_bytes::{shared_bytes, Tensors};
-use crate::layout::JobLayout;
+use crate::pserver::layout::JobLayout;
 
 /// What a client last saw of the model.
 #[derive(Debug, Default)]

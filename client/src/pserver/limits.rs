@@ -1,7 +1,7 @@
 //! Message and payload limits shared by the pserver service and `PServerClient`; they agree
 //! with the layout's block limit (one block always fits one message).
 
-use crate::layout::BLOCK_ELEMENTS_MAX;
+use crate::pserver::layout::BLOCK_ELEMENTS_MAX;
 
 /// The largest f32 payload of one request or reply; a single block up to
 /// [`BLOCK_ELEMENTS_MAX`] elements always fits.

@@ -35,7 +35,7 @@ pub fn block_range(elements: u64, block_elements: u32, index: u32) -> Range<usiz
 }
 
 /// FNV-1a, 64 bits: stable across processes, platforms and Rust versions.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash = 0xcbf2_9ce4_8422_2325_u64;
     for &byte in bytes {
         hash ^= u64::from(byte);

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::optimizer::{OptimizerConfig, OptimizerError};
-use crate::placement::{block_count, block_range, slot_of, BlockId};
+use crate::pserver::placement::{block_count, block_range, slot_of, BlockId};
+use optimizer::{OptimizerConfig, OptimizerError};
 
 /// Block size when the trainer does not choose one.
 pub const BLOCK_ELEMENTS_DEFAULT: u32 = 65_536;
@@ -41,11 +41,10 @@ pub const SHARD_BLOCK_COUNT_MAX: u64 = SHARD_BLOCK_TABLE_BYTES_MAX / BLOCK_ENTRY
 /// With the default block size the largest model has 16,384 blocks.
 pub const LAYOUT_BLOCK_COUNT_MAX: u64 = 1 << 20;
 
-#[cfg(test)]
 thread_local! {
-    /// How many times this thread walked a slot's blocks, so unit tests can prove a path does
-    /// not (without timing it).
-    pub(crate) static SLOT_WALKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// How many times this thread walked a slot's blocks, so tests (the pserver's among them)
+    /// can prove a path does not, without timing it. Counting costs nothing beside the walk.
+    pub static SLOT_WALKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// One named dense tensor of the model.
@@ -161,7 +160,6 @@ impl JobLayout {
     /// Every block of slot `slot` with its element count, in (name, index) order. O(blocks of
     /// the layout): never on a per-request path of a serving shard.
     pub fn blocks_of_slot(&self, slot: u32) -> BTreeMap<BlockId, usize> {
-        #[cfg(test)]
         SLOT_WALKS.with(|walks| walks.set(walks.get() + 1));
         let mut blocks = BTreeMap::new();
         for param in &self.params {
@@ -220,7 +218,7 @@ fn validate_param(param: &ParamSpec) -> Result<(), LayoutError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::optimizer::OptimizerKind;
+    use optimizer::OptimizerKind;
 
     fn layout(params: &[(&str, &[u64])], block_elements: u32, slot_count: u32) -> JobLayout {
         let params = params

@@ -3,9 +3,9 @@
 use proto::pserver as pb;
 use tonic::Status;
 
-use crate::layout::{JobLayout, ParamSpec};
-use crate::optimizer::{OptimizerConfig, OptimizerKind};
-use crate::placement::BlockId;
+use crate::pserver::layout::{JobLayout, ParamSpec};
+use crate::pserver::placement::BlockId;
+use optimizer::{OptimizerConfig, OptimizerKind};
 
 /// The wire form of a layout.
 pub fn layout_to_proto(layout: &JobLayout) -> pb::JobLayout {

@@ -21,7 +21,7 @@ pub fn shared_bytes(tensors: &Arc<Tensors>, name: &str, range: Range<usize>) -> 
     }
     #[cfg(not(target_endian = "little"))]
     {
-        Bytes::from(crate::f32_bytes::encode(&tensors[name][range]))
+        Bytes::from(crate::pserver::f32_bytes::encode(&tensors[name][range]))
     }
 }
 
@@ -45,7 +45,7 @@ impl AsRef<[u8]> for TensorSlice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::f32_bytes;
+    use crate::pserver::f32_bytes;
 
     /// A view is the little-endian encoding of its range, without a copy of the tensor.
     #[test]

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use platform::unary::{Parts, Segments};
 
-use crate::f32_bytes::PayloadError;
+use crate::pserver::f32_bytes::PayloadError;
 
 /// Gradient or value elements decoded at a time where they are only visited (16 KiB).
 pub const VISIT_CHUNK_ELEMENTS: usize = 4096;
@@ -154,7 +154,7 @@ pub fn decode_into(payload: &impl Payload, into: &mut [f32]) -> Result<(), Paylo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::f32_bytes;
+    use crate::pserver::f32_bytes;
 
     /// Values decode the same however their bytes are cut into pieces, a value split between
     /// pieces included; the first value that is not finite is named by its index.

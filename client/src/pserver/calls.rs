@@ -13,11 +13,11 @@ use tonic::Status;
 use super::error::PServerClientError;
 use super::pserver_client::{fence, push_fence, CachedBlock, Failure, PServerClient};
 use super::routes::Route;
-use crate::data_plane::{pull_message, push_message, SMALL_MESSAGE_BYTES_MAX};
-use crate::data_plane::{PULL_PARAMS_PATH, PUSH_GRADS_PATH, PUSH_PULL_PATH};
-use crate::layout::JobLayout;
-use crate::limits::MESSAGE_BYTES_MAX;
-use crate::placement::BlockId;
+use crate::pserver::data_plane::{pull_message, push_message, SMALL_MESSAGE_BYTES_MAX};
+use crate::pserver::data_plane::{PULL_PARAMS_PATH, PUSH_GRADS_PATH, PUSH_PULL_PATH};
+use crate::pserver::layout::JobLayout;
+use crate::pserver::limits::MESSAGE_BYTES_MAX;
+use crate::pserver::placement::BlockId;
 
 impl PServerClient {
     /// Applies one batch of blocks, computed on values of model restore `basis`, on `slot`, at

@@ -8,10 +8,10 @@ use bytes::Bytes;
 use platform::unary::Segments;
 use proto::pserver as pb;
 
-use crate::layout::JobLayout;
-use crate::limits::REQUEST_PAYLOAD_BYTES_TARGET;
-use crate::payload;
-use crate::placement::{block_count, block_range, slot_of, BlockId};
+use crate::pserver::layout::JobLayout;
+use crate::pserver::limits::REQUEST_PAYLOAD_BYTES_TARGET;
+use crate::pserver::payload;
+use crate::pserver::placement::{block_count, block_range, slot_of, BlockId};
 
 /// Per slot, the blocks of `tensors` (name -> flat values) in requests of bounded size, each
 /// block's payload made by `payload_of(name, range, values)`: an encoded copy, or a view of
@@ -105,8 +105,8 @@ pub fn place(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::ParamSpec;
-    use crate::optimizer::{OptimizerConfig, OptimizerKind};
+    use crate::pserver::layout::ParamSpec;
+    use optimizer::{OptimizerConfig, OptimizerKind};
 
     #[test]
     fn pushed_blocks_cover_every_element_once_and_place_back() {
@@ -120,7 +120,8 @@ mod tests {
         let b = [7.0, 8.0, 9.0];
         let mut rebuilt = empty_tensors(&layout);
         let tensors: [(&str, &[f32]); 2] = [("w", &w), ("b", &b)];
-        let encode = |_: &str, _, values: &[f32]| Bytes::from(crate::f32_bytes::encode(values));
+        let encode =
+            |_: &str, _, values: &[f32]| Bytes::from(crate::pserver::f32_bytes::encode(values));
         for (slot, requests) in blocks_by_slot(&layout, &tensors, encode) {
             for block in requests.iter().flatten() {
                 assert_eq!(slot_of(&block.name, block.index, 3), slot);
