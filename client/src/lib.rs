@@ -9,6 +9,7 @@
 //! and `conversions` the only place that turns protobuf into them; `watch` follows the pserver
 //! table across leader changes.
 
+mod chunk_fault;
 mod conversions;
 mod discovery;
 mod error;
@@ -23,6 +24,7 @@ mod options;
 mod policy_bounds;
 pub mod pserver;
 mod retrying;
+mod session;
 mod slot_asks;
 mod slot_secret;
 mod status;
@@ -31,6 +33,7 @@ mod typed_calls;
 mod types;
 mod watch;
 
+pub use chunk_fault::chunk_fault;
 pub use conversions::checkpoint_to_proto;
 pub use error::{
     ClientError, REFUSAL_JOB_CANCELLED, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER,
@@ -50,6 +53,7 @@ pub use policy_bounds::{
     check_index_range, check_passes, check_policy, CHUNKS_PER_TASK_MAX, MAX_TASK_FAILURES_MAX,
     PASS_COUNT_MAX, TASK_TIMEOUT_MIN_MS_FLOOR, TASK_TIMEOUT_MIN_MS_MAX, TIMEOUT_FACTOR_MAX,
 };
+pub use session::Session;
 pub use slot_asks::{SlotAsks, SlotReload};
 pub use slot_secret::SLOT_SECRET_BYTES;
 pub use status::{

@@ -5,8 +5,8 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use client::ClientError;
 use client::pserver::PServerClientError;
+use client::ClientError;
 use pyo3::prelude::*;
 use storage::recordio::RecordIoError;
 
@@ -112,8 +112,7 @@ impl Failure {
 
 impl From<RecordIoError> for Failure {
     fn from(error: RecordIoError) -> Self {
-        let error = trainer::task_data::DataError::Chunk(error);
-        Self::data(error.to_string(), error.fault())
+        Self::data(error.to_string(), client::chunk_fault(&error))
     }
 }
 

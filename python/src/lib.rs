@@ -1,7 +1,7 @@
 //! `raftrain._native`: the Rust half of the `raftrain` Python package. It wraps the Rust
 //! crates, so a Python trainer behaves exactly as a Rust one: `client::MasterClient` (leader
 //! discovery, redirects, retries inside a deadline, one stamp per logical write, TLS and the
-//! token), the trainer's `Session` (registration, heartbeats), `storage`'s RecordIO and
+//! token), `client::Session` (a trainer's registration and heartbeats), `storage`'s RecordIO and
 //! `client::pserver::PServerClient`. The Python modules in `raftrain/` are the API; this
 //! module is not meant to be used directly.
 //!

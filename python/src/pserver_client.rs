@@ -6,8 +6,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use client::pserver::{PServerClient as RustClient, PServerClientError, PServerClientOptions};
 use client::pserver::layout::{JobLayout, ParamSpec};
+use client::pserver::{PServerClient as RustClient, PServerClientError, PServerClientOptions};
 use optimizer::{OptimizerConfig, OptimizerKind};
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;

@@ -1,18 +1,16 @@
 //! `TaskClient` (native half): one trainer of a named job. It registers when it first needs
 //! to (after the process may have submitted the job by reporting its dataset), heartbeats on
-//! the runtime (the trainer's own `Session`: it registers again when the master forgot it),
+//! the runtime (`client::Session`, as the Rust trainer's: it registers again when the master forgot it),
 //! asks for tasks (the Python side walks the passes) and reports them, and records and
 //! restores the job's progress checkpoints. The Python class in
 //! `raftrain/task_client.py` adds iteration, `Task` objects and the context manager.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use client::{ClientError, Fault, MasterClient, TaskOutcome};
+use client::{ClientError, Fault, MasterClient, Session, TaskOutcome};
 use pyo3::prelude::*;
 use tokio::sync::watch;
-use trainer::metrics::TrainerMetrics;
-use trainer::session::Session;
 
 use crate::connection::Connection;
 use crate::errors::{guarded, Failure};
@@ -28,7 +26,8 @@ pub struct TaskClient {
     /// Registered on first use; two threads racing there may each register (the loser's
     /// trainer, never heartbeated, is dropped by the master when its lease ends).
     session: OnceLock<Arc<Session>>,
-    counters: Arc<TrainerMetrics>,
+    /// Tasks this client reported done, which its heartbeats report.
+    tasks_done: Arc<AtomicU64>,
     stop: watch::Sender<bool>,
     stopped: watch::Receiver<bool>,
 }
@@ -54,14 +53,14 @@ impl TaskClient {
             let connection =
                 Connection { masters, tls_ca, tls_cert, tls_key, token_file, deadline_s, job };
             let master = connection.master_client()?;
-            let counters = Arc::new(TrainerMetrics::default());
+            let tasks_done = Arc::new(AtomicU64::new(0));
             let (stop, stopped) = watch::channel(false);
             Ok(Self {
                 process: ProcessBound::here(),
                 master,
                 name,
                 session: OnceLock::new(),
-                counters,
+                tasks_done,
                 stop,
                 stopped,
             })
@@ -186,7 +185,7 @@ impl TaskClient {
             let finished = wait(py, async move { master.task_finished(task_id, epoch).await })?;
             let accepted = not_if_cancelled(finished).map_err(Failure::from)?;
             if accepted {
-                self.counters.tasks_done.fetch_add(1, Ordering::Relaxed);
+                self.tasks_done.fetch_add(1, Ordering::Relaxed);
             }
             Ok(accepted)
         })
@@ -264,7 +263,7 @@ impl TaskClient {
         let session = registered.map_err(Failure::from)?;
         let runtime = runtime().map_err(|error| Failure::new("INTERNAL", error.to_string()))?;
         let session = self.session.get_or_init(|| session).clone();
-        runtime.spawn(session.clone().keep_alive(self.counters.clone(), self.stopped.clone()));
+        runtime.spawn(session.clone().keep_alive(self.tasks_done.clone(), self.stopped.clone()));
         Ok(session)
     }
 }

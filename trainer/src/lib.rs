@@ -19,7 +19,6 @@ pub mod progress;
 pub mod run;
 pub mod safetensors;
 pub mod saved_model;
-pub mod session;
 pub mod step;
 pub mod task_data;
 

@@ -10,7 +10,8 @@ use client::MasterClient;
 #[derive(Debug, Default)]
 pub struct TrainerMetrics {
     pub examples: AtomicU64,
-    pub tasks_done: AtomicU64,
+    /// Shared with the trainer's `Session`, whose heartbeats report it.
+    pub tasks_done: std::sync::Arc<AtomicU64>,
     pub tasks_failed: AtomicU64,
     pub pass: AtomicU64,
     /// The last evaluation's loss and accuracy, as f64 bits.

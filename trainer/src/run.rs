@@ -26,9 +26,9 @@ use crate::local_faults::{LocalFaults, LocalVerdict};
 use crate::metrics::TrainerMetrics;
 use crate::model::{Evaluation, ModelConfig, Params};
 use crate::progress::Progress;
-use crate::session::Session;
 use crate::step::Stepper;
 use crate::task_data::DataError;
+use client::Session;
 
 /// Between asks while no task is available.
 const IDLE_MS: u64 = 200;
@@ -120,7 +120,8 @@ async fn join_and_train(
         registered => registered.context("register with the master")?,
     };
     let (stop, stopped) = watch::channel(false);
-    let heartbeats = tokio::spawn(session.clone().keep_alive(progress.metrics.clone(), stopped));
+    let tasks_done = progress.metrics.tasks_done.clone();
+    let heartbeats = tokio::spawn(session.clone().keep_alive(tasks_done, stopped));
     let counters = progress.metrics.clone();
     // Every line the loop logs carries the trainer's id (and, within a task, the task's).
     let span = tracing::info_span!("trainer", trainer = session.id());

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use client::{ChunkRef, Fault};
-use storage::recordio::{read_expected_chunk, DecodedChunk, ErrorKind, RecordIoError};
+use storage::recordio::{read_expected_chunk, DecodedChunk, RecordIoError};
 
 use crate::batch::{Batch, BatchBuilder};
 use crate::example_input::{add_record, InputError, RecordLocation};
@@ -38,28 +38,10 @@ impl DataError {
     /// too: a trainer with another model may train on it, and a trainer whose model fits none
     /// of the data gives up after `--local-failures-max` tasks instead of failing them all.
     pub fn fault(&self) -> Fault {
-        let error = match self {
-            DataError::Record(error) if error.model_mismatch => return Fault::Local,
-            DataError::Record(_) => return Fault::Content,
-            DataError::Chunk(error) => error,
-        };
-        match error.kind {
-            ErrorKind::Io(_)
-            | ErrorKind::TruncatedHeader { .. }
-            | ErrorKind::TruncatedPayload { .. }
-            | ErrorKind::IndexMismatch { .. }
-            | ErrorKind::NoMatch { .. }
-            | ErrorKind::DirectoryLoop { .. }
-            | ErrorKind::TooDeep { .. }
-            | ErrorKind::RangeOutOfBounds { .. } => Fault::Local,
-            ErrorKind::BadMagic { .. }
-            | ErrorKind::ChecksumMismatch { .. }
-            | ErrorKind::UnknownCompressor { .. }
-            | ErrorKind::RecordOverrun { .. }
-            | ErrorKind::RecordCountMismatch { .. }
-            | ErrorKind::ChunkTooLarge { .. }
-            | ErrorKind::Decompress(_)
-            | ErrorKind::BadPattern { .. } => Fault::Content,
+        match self {
+            DataError::Record(error) if error.model_mismatch => Fault::Local,
+            DataError::Record(_) => Fault::Content,
+            DataError::Chunk(error) => client::chunk_fault(error),
         }
     }
 }

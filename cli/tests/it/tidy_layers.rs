@@ -15,7 +15,7 @@ const MAY_DEPEND_ON: [(&str, &[&str]); 13] = [
     ("optimizer", &[]),
     ("supervisor", &[]),
     // Every client and every wire contract: the master's and the pservers'.
-    ("client", &["proto", "platform", "optimizer"]),
+    ("client", &["proto", "storage", "platform", "optimizer"]),
     ("consensus", &["proto", "storage", "platform"]),
     ("master", &["proto", "storage", "platform", "client", "consensus"]),
     ("pserver", &["proto", "storage", "platform", "optimizer", "client"]),

@@ -1,15 +1,14 @@
-//! `Session`: this trainer's registration with the master, kept alive by heartbeats; when the
+//! `Session`: a trainer's registration with the master, kept alive by heartbeats; when the
 //! master forgets it (a lease missed, say during a long pause) it registers again and carries on
-//! under a new id.
+//! under a new id. The Rust trainer and the Python package's `TaskClient` both hold one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{ClientError, MasterClient, TrainerHeartbeat};
 use tokio::sync::watch;
 
-use crate::metrics::TrainerMetrics;
+use crate::{ClientError, MasterClient, TrainerHeartbeat};
 
 /// Heartbeats per lease.
 const HEARTBEATS_PER_LEASE: u32 = 3;
@@ -65,10 +64,10 @@ impl Session {
         Ok(registration.trainer_id)
     }
 
-    /// Heartbeats until `stop` turns true, each saying how many tasks `metrics` has counted.
+    /// Heartbeats until `stop` turns true, each saying how many tasks `tasks_done` counts.
     pub async fn keep_alive(
         self: Arc<Self>,
-        metrics: Arc<TrainerMetrics>,
+        tasks_done: Arc<AtomicU64>,
         mut stop: watch::Receiver<bool>,
     ) {
         let interval = (self.lease / HEARTBEATS_PER_LEASE).max(Duration::from_millis(10));
@@ -77,7 +76,7 @@ impl Session {
                 _ = tokio::time::sleep(interval) => {}
                 _ = stop.wait_for(|stop| *stop) => return,
             }
-            let tasks_done = metrics.tasks_done.load(std::sync::atomic::Ordering::Relaxed);
+            let tasks_done = tasks_done.load(Ordering::Relaxed);
             // The client may wait for a leader without limit: stopping must not wait for it.
             tokio::select! {
                 () = self.beat(tasks_done) => {}
