@@ -15,6 +15,8 @@
 //! - `leases-across-terms`: the leader's lease tables survive a change of term (and stepping
 //!   down), so a node that leads again judges holders by leases granted in an old term and
 //!   declares live ones lost at once.
+//! - `claim-another-incarnation`: a granted `ClaimPServerSlot` names the next job id as the
+//!   slot's incarnation, so the pserver keeps its files in another job's directory.
 //! - `restore-revives-ended`: a restore of a job that ended (cancelled or finished) is not
 //!   refused, and puts it back to running, as a restore once did.
 //!
@@ -30,6 +32,7 @@ pub const BUG_NAMES: &[&str] = &[
     "deposed-heartbeats",
     "leases-across-terms",
     "restore-revives-ended",
+    "claim-another-incarnation",
 ];
 
 /// Whether the master's planted bug `bug` is switched on (never, without the `planted-bugs`

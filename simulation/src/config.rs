@@ -31,6 +31,7 @@ pub const PRODUCTION_BUGS: &[&str] = &[
     "deposed-heartbeats",
     "leases-across-terms",
     "restore-revives-ended",
+    "claim-another-incarnation",
 ];
 
 /// How the simulated masters are configured (flags of `raftrain master`, scaled to the

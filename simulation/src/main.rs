@@ -26,8 +26,8 @@ struct Args {
     plant_ack_before_durable: bool,
     /// Plant a bug of the production code by name (to see it caught); repeatable. One of
     /// `jammed-batcher`, `skip-epoch-check`, `answer-before-commit`, `deposed-heartbeats`,
-    /// `leases-across-terms`, `restore-revives-ended`. Only in a build with `--features
-    /// planted-bugs`.
+    /// `leases-across-terms`, `restore-revives-ended`, `claim-another-incarnation`. Only in a
+    /// build with `--features planted-bugs`.
     #[arg(long = "plant", value_name = "BUG", value_parser = clap::builder::PossibleValuesParser::new(simulation::config::PRODUCTION_BUGS))]
     plant: Vec<String>,
     /// With --seed: trace every applied command and its answer.

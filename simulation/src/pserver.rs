@@ -1,19 +1,22 @@
 //! A simulated pserver process of one job, running the production slot keeping: `pserver::slot_keeper`
 //! claims a slot and heartbeats it, `pserver::held_slot::HeldSlot` judges the lease (on a
 //! clock of the pserver's own, skewed like the masters'), and `pserver::checkpointer::record`
-//! records a checkpoint now and then under the claim's generation and secret (no file is
-//! written: the simulation has no shard). Only the process around them is simulated: it
+//! records a checkpoint now and then under the claim's generation and secret, at a path in the
+//! directory its claim's job incarnation names (no file is written: the simulation has no
+//! shard). Only the process around them is simulated: it
 //! watches its lease as the production serving loop does, sometimes crashes and comes back
 //! (claiming again, on a fresh clock), and starts over when the master gave its slot to
 //! another generation, as a production pserver exits to be restarted. What it is told of its
 //! slot, and its checkpoint records, reach the checkers through `RecordedMaster`.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use client::{CheckpointRecorded, SlotLease};
 use pserver::checkpointer;
 use pserver::held_slot::{FenceError, HeldSlot};
+use pserver::job_dir::job_checkpoint_dir;
 use pserver::slot_keeper;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -193,7 +196,9 @@ impl SimPServer {
         let step = step + 1;
         held.saw_step(step);
         let name = storage::checkpoint::file_name(lease.index, step, lease.generation);
-        let path = format!("ckpt/{name}");
+        // In the directory the claim's incarnation id names, as a production pserver keeps it.
+        let dir = job_checkpoint_dir(Path::new("ckpt"), lease.job_id, &self.context.job);
+        let path = dir.join(name).to_string_lossy().into_owned();
         match checkpointer::record(&*self.master, held, lease, path, step, 0).await {
             Ok(CheckpointRecorded::Recorded) => step,
             // The master has a newer one: the shard moves past it, as the production one does.

@@ -48,11 +48,23 @@ async fn fence(group: &MasterGroup, processes: &PServerProcesses) -> pb::Fence {
     panic!("the slot was never held\n{}", processes.logs());
 }
 
+/// A client of the pserver at `addr`, once it serves its slot: until then its standby answers
+/// every call `UNAVAILABLE` (the slot shows held in the table a moment before).
 async fn connect(addr: &str) -> PServerServiceClient<Channel> {
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .expect("address")
         .timeout(Duration::from_secs(60));
-    PServerServiceClient::new(endpoint.connect().await.expect("connect to the pserver"))
+    let mut client =
+        PServerServiceClient::new(endpoint.connect().await.expect("connect to the pserver"));
+    for _ in 0..400 {
+        match shard_state(&mut client).await {
+            Err(status) if status.code() == tonic::Code::Unavailable => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            _ => return client,
+        }
+    }
+    panic!("the pserver at {addr} never served its slot")
 }
 
 async fn shard_state(

@@ -361,7 +361,7 @@ impl pb::master_service_server::MasterService for MasterRpc {
                     lease_ms,
                     checkpoint,
                     generation,
-                    job_id: job,
+                    job_id: told_incarnation(job),
                     model_restore,
                 }
             }
@@ -718,5 +718,14 @@ mod tests {
             let answer = registered(read, catch_up).await.ok();
             assert_eq!(answer, want, "{name}");
         }
+    }
+}
+
+/// The incarnation id a granted claim names: the job's own (planted bug
+/// `claim-another-incarnation`: the next one).
+fn told_incarnation(job: u64) -> u64 {
+    match crate::planted::active("claim-another-incarnation") {
+        true => job + 1,
+        false => job,
     }
 }

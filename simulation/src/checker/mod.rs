@@ -4,7 +4,8 @@
 //!
 //! `state_machine_safety` also builds the canonical log (the first entry applied at each index,
 //! which every other apply must equal); `client_visible`, `epoch_fencing`, `slot_holders` and
-//! `lease_terms` read it in order.
+//! `lease_terms` read it in order. `incarnation_files` checks that every slot checkpoint a
+//! node's state records lies in its own job incarnation's directory.
 //!
 //! The group runs one job or several at once. The Raft checkers, state machine safety, lease
 //! terms and the task-queue invariants (on the whole `MasterState`) are the group's; the
@@ -18,6 +19,7 @@ mod commit_durability;
 mod dataset_answers;
 mod election_safety;
 mod epoch_fencing;
+mod incarnation_files;
 mod job_directory;
 mod leader_completeness;
 mod lease_terms;
@@ -153,6 +155,7 @@ impl Checkers {
             self.election.highest_term(),
         )?;
         self.task_queue.check(&observation.nodes)?;
+        incarnation_files::check(&observation.nodes)?;
         self.jobs.learn(&observation.nodes)?;
         let jobs = &self.jobs;
         self.epoch_fencing.check(canonical, jobs)?;

@@ -129,6 +129,15 @@ fn a_restore_that_revives_a_cancelled_job_is_caught() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A claim answered with another job incarnation's id (the next one) puts the pserver's files
+/// in that incarnation's directory: the first checkpoint it records there is outside its own
+/// job's, and the incarnation-files checker sees it in the state at once.
+#[test]
+#[cfg(feature = "planted-bugs")]
+fn a_claim_naming_another_incarnation_is_caught() -> anyhow::Result<()> {
+    check(1, production(&["claim-another-incarnation"]), "incarnation files")
+}
+
 /// A batcher whose entries wait for openraft's answer only (no end at a leadership change or
 /// the write timeout): a leader isolated with entries in flight, overtaken, caught up by a
 /// snapshot that replaced those entries and elected again, holds its batcher slots for ever
