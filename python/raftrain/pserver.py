@@ -1,6 +1,6 @@
 """`PServerClient`: a job's model on raftrain's parameter servers, as NumPy float32 arrays.
 
-It is the Rust `pserver::client::PServerClient`: it follows the master's pserver table, splits
+It is the Rust `client::pserver::PServerClient`: it follows the master's pserver table, splits
 tensors into blocks per slot, sends to every pserver in parallel, and rides out a replaced
 pserver (waiting for the new holder, re-initializing one that came up empty from the newest
 values this client saw). Tensors cross into Rust as whole buffers: no Python work per element.
