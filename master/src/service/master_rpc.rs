@@ -687,6 +687,15 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The incarnation id a granted claim names: the job's own (planted bug
+/// `claim-another-incarnation`: the next one).
+fn told_incarnation(job: u64) -> u64 {
+    match crate::planted::active("claim-another-incarnation") {
+        true => job + 1,
+        false => job,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -718,14 +727,5 @@ mod tests {
             let answer = registered(read, catch_up).await.ok();
             assert_eq!(answer, want, "{name}");
         }
-    }
-}
-
-/// The incarnation id a granted claim names: the job's own (planted bug
-/// `claim-another-incarnation`: the next one).
-fn told_incarnation(job: u64) -> u64 {
-    match crate::planted::active("claim-another-incarnation") {
-        true => job + 1,
-        false => job,
     }
 }
