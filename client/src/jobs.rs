@@ -76,7 +76,7 @@ impl JobSpec {
 
 /// Where a job is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JobState {
+pub enum JobPhase {
     /// Members joined before any dataset was reported.
     Waiting,
     Running,
@@ -84,14 +84,14 @@ pub enum JobState {
     Cancelled,
 }
 
-impl JobState {
+impl JobPhase {
     /// The word `job list` prints and its JSON carries.
     pub fn as_str(self) -> &'static str {
         match self {
-            JobState::Waiting => "waiting",
-            JobState::Running => "running",
-            JobState::Finished => "finished",
-            JobState::Cancelled => "cancelled",
+            JobPhase::Waiting => "waiting",
+            JobPhase::Running => "running",
+            JobPhase::Finished => "finished",
+            JobPhase::Cancelled => "cancelled",
         }
     }
 }
@@ -100,7 +100,7 @@ impl JobState {
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobSummary {
     pub name: String,
-    pub state: JobState,
+    pub state: JobPhase,
     pub pass: u32,
     pub passes: u32,
     pub task_count: u64,
@@ -174,12 +174,12 @@ impl JobList {
 fn summary(job: pb::JobSummary) -> JobSummary {
     use pb::job_summary::State;
     let state = match State::try_from(job.state) {
-        Ok(State::Waiting) => JobState::Waiting,
-        Ok(State::Finished) => JobState::Finished,
-        Ok(State::Cancelled) => JobState::Cancelled,
-        Ok(State::Running | State::Unspecified) | Err(_) => JobState::Running,
+        Ok(State::Waiting) => JobPhase::Waiting,
+        Ok(State::Finished) => JobPhase::Finished,
+        Ok(State::Cancelled) => JobPhase::Cancelled,
+        Ok(State::Running | State::Unspecified) | Err(_) => JobPhase::Running,
     };
-    let ended = matches!(state, JobState::Finished | JobState::Cancelled);
+    let ended = matches!(state, JobPhase::Finished | JobPhase::Cancelled);
     JobSummary {
         name: job.name,
         state,

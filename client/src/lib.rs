@@ -43,7 +43,7 @@ pub use error::{
 pub use failure_reason::{cut_reason, FAILURE_REASON_BYTES_MAX};
 pub use job_name::{check_job_name, require_job_name, SUBMITTED_JOB_NAME_BYTES_MAX};
 pub use jobs::{
-    JobDataset, JobList, JobSpec, JobState, JobSummary, PolicyOverrides, ProgressCheckpoint,
+    JobDataset, JobList, JobPhase, JobSpec, JobSummary, PolicyOverrides, ProgressCheckpoint,
     RestoredProgress,
 };
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};

@@ -215,7 +215,7 @@ mod tests {
     use std::time::Instant;
 
     use client::{
-        CheckpointStatus, FailedTask, GroupView, JobList, JobState, PServerStatus, TrainerStatus,
+        CheckpointStatus, FailedTask, GroupView, JobList, JobPhase, PServerStatus, TrainerStatus,
     };
 
     use super::*;
@@ -259,7 +259,7 @@ mod tests {
     fn summary(name: &str) -> JobSummary {
         JobSummary {
             name: name.to_string(),
-            state: JobState::Running,
+            state: JobPhase::Running,
             pass: u32::MAX,
             passes: u32::MAX,
             task_count: u64::MAX,
