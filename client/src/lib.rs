@@ -18,6 +18,7 @@ mod fault;
 mod job_calls;
 mod job_name;
 mod jobs;
+mod master_addr;
 mod master_client;
 mod never_sent;
 mod options;

@@ -268,6 +268,8 @@ fn try_again_wait(status: &tonic::Status) -> Duration {
 
 /// An endpoint with the client's timeouts, nodelay and large-message windows.
 pub(crate) fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, ClientError> {
+    crate::master_addr::check_master_addr(addr)
+        .map_err(|reason| ClientError::BadAddress { addr: addr.to_string(), reason })?;
     let endpoint = options.security.endpoint(addr).map_err(|error| ClientError::BadAddress {
         addr: addr.to_string(),
         reason: error.to_string(),

@@ -19,13 +19,20 @@ from data import write_blobs
 
 
 def test_bad_addresses_and_arguments_are_invalid_arguments(tmp_path):
-    """Refused before anything is sent: no addresses, an address that is not one, a deadline
+    """Refused before anything is sent: no addresses, an address that is not one (no port, a
+    scheme), a deadline
     out of range, TLS files that do not exist (the file is named), an unknown fault."""
     with pytest.raises(raftrain.InvalidArgument):
         raftrain.TaskClient([])
     with pytest.raises(raftrain.InvalidArgument) as bad:
         raftrain.TaskClient("not an address at all")
     assert isinstance(bad.value, ValueError) and bad.value.code == "INVALID_ARGUMENT"
+    # No port, or a scheme: refused at once, naming what is wrong, not retried for a minute.
+    for address, reason in (("localhost", "no port"), ("http://localhost:7000", "scheme")):
+        started = time.monotonic()
+        with pytest.raises(raftrain.InvalidArgument, match=reason):
+            raftrain.TaskClient(address)
+        assert time.monotonic() - started < 5
     with pytest.raises(raftrain.InvalidArgument, match="deadline_s"):
         raftrain.status(free_addr(), deadline_s=-1)
     missing = tmp_path / "missing.pem"
