@@ -20,8 +20,8 @@ from data import write_blobs
 
 def test_bad_addresses_and_arguments_are_invalid_arguments(tmp_path):
     """Refused before anything is sent: no addresses, an address that is not one (no port, a
-    scheme), a deadline
-    out of range, TLS files that do not exist (the file is named), an unknown fault."""
+    scheme), a deadline out of range, TLS files that do not exist (the file is named), an
+    unknown fault."""
     with pytest.raises(raftrain.InvalidArgument):
         raftrain.TaskClient([])
     with pytest.raises(raftrain.InvalidArgument) as bad:
