@@ -68,6 +68,19 @@ fn push(generation: u64, blocks: Vec<pb::Block>) -> pb::PushGradsRequest {
     pb::PushGradsRequest { fence: fence(generation), blocks }
 }
 
+/// Initializes the served shard with every block at 1.0, as initializer 1.
+async fn initialize(client: &mut PServerServiceClient<Channel>) {
+    let init = pb::InitParamsRequest {
+        fence: fence(GENERATION),
+        initializer: 1,
+        layout: Some(layout_to_proto(&layout())),
+        blocks: blocks(1.0),
+    };
+    client.init_params(init).await.expect("init");
+    let finish = pb::FinishInitRequest { fence: fence(GENERATION), initializer: 1 };
+    client.finish_init(finish).await.expect("finish");
+}
+
 /// Expects `code`, the refusal kind (if any) and `text` in the message.
 fn check(
     answer: Result<tonic::Response<impl std::fmt::Debug>, tonic::Status>,
@@ -195,17 +208,7 @@ async fn a_pserver_whose_lease_ran_out_serves_nothing() {
 #[tokio::test]
 async fn push_pull_sees_its_push_and_a_refused_one_changes_nothing() {
     let mut client = serve(Duration::from_secs(600)).await;
-    let init = pb::InitParamsRequest {
-        fence: fence(GENERATION),
-        initializer: 1,
-        layout: Some(layout_to_proto(&layout())),
-        blocks: blocks(1.0),
-    };
-    client.init_params(init).await.expect("init");
-    client
-        .finish_init(pb::FinishInitRequest { fence: fence(GENERATION), initializer: 1 })
-        .await
-        .expect("finish");
+    initialize(&mut client).await;
     let ids: Vec<pb::BlockId> = blocks(0.0)
         .into_iter()
         .map(|block| pb::BlockId { name: block.name, index: block.index })
@@ -253,15 +256,7 @@ async fn a_push_computed_on_a_replaced_model_is_refused_and_changes_nothing() {
     let cell = Arc::new(ShardCell::empty(SLOT, 2).of_model_restore(3));
     let held = Arc::new(granted(Duration::from_secs(600)));
     let mut client = serve_cell(cell, held).await;
-    let init = pb::InitParamsRequest {
-        fence: fence(GENERATION),
-        initializer: 1,
-        layout: Some(layout_to_proto(&layout())),
-        blocks: blocks(1.0),
-    };
-    client.init_params(init).await.expect("init");
-    let finish = pb::FinishInitRequest { fence: fence(GENERATION), initializer: 1 };
-    client.finish_init(finish).await.expect("finish");
+    initialize(&mut client).await;
     let pull = || pb::PullParamsRequest { fence: fence(GENERATION), blocks: Vec::new() };
     let before = client.pull_params(pull()).await.expect("pull").into_inner();
     assert_eq!(before.model_restore, 3, "the pull names the shard's restore");
