@@ -22,7 +22,7 @@
 //!
 //! The replicated log's own (`jammed-batcher`) is in `consensus/src/planted.rs`.
 
-pub use consensus::planted::PLANTED_BUG_ENV;
+pub use platform::planted::PLANTED_BUG_ENV;
 
 /// The master's planted bugs, by name.
 pub const BUG_NAMES: &[&str] = &[
@@ -37,21 +37,15 @@ pub const BUG_NAMES: &[&str] = &[
 
 /// Whether the master's planted bug `bug` is switched on (never, without the `planted-bugs`
 /// feature); a name that is none of [`BUG_NAMES`] is a typo, and panics. One switch holds
-/// every crate's: the master's `planted-bugs` feature turns on consensus's.
+/// every crate's (`platform::planted`): the master's `planted-bugs` feature turns on
+/// consensus's.
 #[cfg(feature = "planted-bugs")]
 pub fn active(bug: &str) -> bool {
-    consensus::planted::switched_on(bug, BUG_NAMES)
+    platform::planted::switched_on(bug, BUG_NAMES)
 }
 
 /// Whether `bug` is switched on: never, without the `planted-bugs` feature.
 #[cfg(not(feature = "planted-bugs"))]
 pub fn active(_bug: &str) -> bool {
     false
-}
-
-/// Switches exactly `bugs` (the master's or the log's) on for code running on this thread.
-#[cfg(feature = "planted-bugs")]
-pub fn plant_on_this_thread(bugs: &[&str]) {
-    let known: Vec<&str> = BUG_NAMES.iter().chain(consensus::planted::BUG_NAMES).copied().collect();
-    consensus::planted::plant_on_this_thread(bugs, &known);
 }

@@ -40,6 +40,7 @@ pub mod health_watches;
 mod http_connections;
 mod http_server;
 pub mod metrics_http;
+pub mod planted;
 pub mod port_limits;
 mod request_budget;
 pub mod rpc_metrics;

@@ -24,7 +24,7 @@ use crate::slot_master::SlotMaster;
 
 mod asks;
 
-pub use asks::{ReloadAbandoned, RELOAD_ATTEMPTS_MAX};
+pub use asks::{progress_dir_name, ReloadAbandoned, RELOAD_ATTEMPTS_MAX};
 
 /// What one checkpoint round did.
 #[derive(Debug, PartialEq, Eq)]

@@ -19,6 +19,7 @@ pub mod config;
 pub mod data_plane;
 pub mod held_slot;
 pub mod job_dir;
+pub mod planted;
 pub mod restore;
 pub mod run;
 pub mod service;

@@ -2,7 +2,9 @@
 //! redirects, retries with backoff, exactly-once stamps) over the simulated network: in an
 //! index job reports the dataset first (as each of the Python package's workers does),
 //! registers, heartbeats, takes tasks, "works" for a seeded time (sometimes past the task's
-//! deadline), and reports them finished or failed until the job is over. Every call names
+//! deadline) between a pull of the model and a push of a gradient on the job's data plane
+//! (`data_plane.rs`, when every slot is served), and reports them finished or failed until the
+//! job is over. Every call names
 //! its job in a run of several (`ClientOptions::job`) and lands in the history as invoke, then
 //! ok or info (a failed call's outcome is unknown: a stamped write may still have happened);
 //! what it is told about the dataset also lands there, for the dataset-answers checker, and
@@ -12,11 +14,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use client::pserver::ModelBasis;
 use client::{
     ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome, TrainerHeartbeat,
 };
 
 use crate::config::SimulationConfig;
+use crate::data_plane::SimDataPlane;
 use crate::dataset::SimDataset;
 use crate::history::{AckedWrite, DatasetEvent, DatasetTold, Fact, History, OperationType};
 use crate::job::SimJob;
@@ -126,13 +130,16 @@ pub struct SimTrainer {
     lease_ms: u64,
     dataset: SimDataset,
     passes: u32,
+    plane: Arc<SimDataPlane>,
+    /// The model restore its last whole pull came from, as `PServerClient` keeps it.
+    basis: ModelBasis,
 }
 
 impl SimTrainer {
-    /// Trainer number `index` of the run, one of `job`'s.
+    /// Trainer number `index` of the run, one of `job`'s, pushing on `plane`.
     pub fn new(
         index: u64,
-        job: &SimJob,
+        (job, plane): (&SimJob, &Arc<SimDataPlane>),
         config: &SimulationConfig,
         context: &ClientContext,
     ) -> anyhow::Result<Self> {
@@ -142,7 +149,8 @@ impl SimTrainer {
         let lease_ms = config.master.trainer_lease_ms;
         let (dataset, passes) = (job.dataset, job.passes);
         let client = CLIENT_ID_BASE + index;
-        Ok(Self { client, seq: 0, rng, master, context, lease_ms, dataset, passes })
+        let (plane, basis) = (plane.clone(), ModelBasis::default());
+        Ok(Self { client, seq: 0, rng, master, context, lease_ms, dataset, passes, plane, basis })
     }
 
     /// Runs the trainer until the job is finished or cancelled.
@@ -268,10 +276,14 @@ impl SimTrainer {
     async fn work(&mut self, task: &Task, alive: &AtomicBool) {
         let slow = self.rng.percent(SLOW_WORK_PERCENT);
         let (low, high) = if slow { SLOW_WORK_MS } else { WORK_MS };
+        let pulled = self.plane.pull(&self.basis);
         tokio::time::sleep(Duration::from_millis(self.rng.range(low, high))).await;
         let (id, epoch) = (task.id, task.epoch);
         let master = self.master.clone();
         let failed = self.rng.percent(FAIL_PERCENT);
+        if let (Some(pulled), false) = (&pulled, failed) {
+            self.plane.push(pulled, &self.basis, self.client).await;
+        }
         let fact =
             move |accepted: &bool| Some(Fact::Reported { task: id, epoch, accepted: *accepted });
         let reported = if failed {

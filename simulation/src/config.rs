@@ -32,6 +32,7 @@ pub const PRODUCTION_BUGS: &[&str] = &[
     "leases-across-terms",
     "restore-revives-ended",
     "claim-another-incarnation",
+    "push-across-restore",
 ];
 
 /// How the simulated masters are configured (flags of `raftrain master`, scaled to the

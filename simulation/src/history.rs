@@ -90,6 +90,21 @@ pub enum SlotEventKind {
     Serving,
 }
 
+/// A trainer pushed a gradient to a slot's holder (`data_plane.rs`).
+#[derive(Clone, Debug)]
+pub struct PushEvent {
+    /// The trainer's job: slots are a job's own.
+    pub job: String,
+    pub trainer: u64,
+    pub slot: u32,
+    /// The generation the push was fenced with.
+    pub generation: u64,
+    /// The model restore the values it was computed on came from (the oldest its pull met).
+    pub computed_on: u64,
+    /// Applied: the model restore of the shard it changed. `None`: refused.
+    pub landed_on: Option<u64>,
+}
+
 /// A write the cluster acknowledged, and when.
 #[derive(Clone, Debug)]
 pub struct AckedWrite {
@@ -116,6 +131,7 @@ struct HistoryState {
     /// Calls whose outcome stayed unknown (info), with their invoke time.
     unknown: Vec<(u64, u64, u64)>,
     slot_events: Vec<SlotEvent>,
+    push_events: Vec<PushEvent>,
     dataset_events: Vec<DatasetEvent>,
 }
 
@@ -171,6 +187,16 @@ impl History {
     /// Remembers what a pserver was told of its slot.
     pub fn slot_event(&self, event: SlotEvent) {
         self.state().slot_events.push(event);
+    }
+
+    /// Remembers a push and what became of it.
+    pub fn push_event(&self, event: PushEvent) {
+        self.state().push_events.push(event);
+    }
+
+    /// Push events not yet handed to the checker.
+    pub fn take_push_events(&self) -> Vec<PushEvent> {
+        std::mem::take(&mut self.state().push_events)
     }
 
     /// Remembers what a client was told about its job's dataset.

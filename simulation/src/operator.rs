@@ -1,7 +1,10 @@
 //! A simulated operator of a run's last job (with `--operator`), on the production
 //! `MasterClient` as `raftrain job` uses it: at a seeded time of the fault phase it takes a
-//! progress checkpoint of the job, then cancels it while a restore of that checkpoint (data
-//! only) is in flight, and asks for the restore once more after the cancel was answered. Which
+//! progress checkpoint of the job and restores it with the model (asking again while the
+//! pservers have not all recorded their files for it), so the holders reload while trainers
+//! push; a while later it takes another, then cancels the job while a restore of that
+//! checkpoint (data only) is in flight, and asks for the restore once more after the cancel
+//! was answered. Which
 //! of the racing two applies first is the schedule's; a restore applied after the cancel must
 //! be refused (the service refuses one of a job it sees cancelled before proposing it; one
 //! proposed just before reaches the state machine): a cancelled job never runs again.
@@ -27,6 +30,8 @@ const ACTS_AT_PERCENT: (u64, u64) = (20, 80);
 const PAUSE_MS: (u64, u64) = (50, 400);
 /// Tries of one call before the operator gives it up (its outcome then stays unknown).
 const TRIES_MAX: u32 = 20;
+/// Between the restore with the model and the checkpoint the cancel races.
+const TRAINS_BETWEEN_MS: (u64, u64) = (300, 1_500);
 
 /// The operator of one job.
 pub struct SimOperator {
@@ -52,9 +57,34 @@ impl SimOperator {
         Ok(Self { job: job.name.clone(), client, context, rng, acts_at_ms })
     }
 
-    /// Checkpoints, cancels while a restore races it, and then tries to restore the job.
+    /// Restores a checkpoint with the model, then checkpoints, cancels while a restore races
+    /// it, and tries to restore the job.
     pub async fn run(mut self) {
         tokio::time::sleep(Duration::from_millis(self.acts_at_ms)).await;
+        self.restore_with_model().await;
+        let between = self.rng.range(TRAINS_BETWEEN_MS.0, TRAINS_BETWEEN_MS.1);
+        tokio::time::sleep(Duration::from_millis(between)).await;
+        self.cancel_while_restoring().await;
+    }
+
+    /// Takes a progress checkpoint and restores it with the model once every slot recorded
+    /// its file for it (the restore is refused until then).
+    async fn restore_with_model(&mut self) {
+        let checkpoint = self
+            .repeat("checkpoint", |client, job| async move { client.checkpoint_job(&job).await })
+            .await;
+        let Some(checkpoint) = checkpoint else { return };
+        let restore = |client: Arc<MasterClient>, job: String| async move {
+            client.restore_job(&job, checkpoint.id, false).await
+        };
+        if let Some(restored) = self.repeat("restore with the model", restore).await {
+            self.context.trace.tally("model restored by the operator");
+            self.record(format!("restore with the model: {restored:?}"));
+        }
+    }
+
+    /// Checkpoints, cancels while a data-only restore races it, and restores once more.
+    async fn cancel_while_restoring(&mut self) {
         let checkpoint = self
             .repeat("checkpoint", |client, job| async move { client.checkpoint_job(&job).await })
             .await;

@@ -1,5 +1,5 @@
-//! Switching the production code's planted bugs (`consensus::planted`, `master::planted`) on
-//! for a run's thread. They are compiled in only with this crate's `planted-bugs` feature,
+//! Switching the production code's planted bugs (`consensus::planted`, `master::planted`,
+//! `pserver::planted`) on for a run's thread. They are compiled in only with this crate's `planted-bugs` feature,
 //! which no default build enables (so no whole-workspace build carries them into `raftrain`);
 //! without it, a run that names one is refused, never run clean in silence.
 
@@ -20,7 +20,10 @@ pub fn check_available(production: &[&str]) -> anyhow::Result<()> {
 /// Switches exactly `production` on for code running on this thread (none: all off).
 #[cfg(feature = "planted-bugs")]
 pub(crate) fn plant_on_this_thread(production: &[&str]) -> anyhow::Result<()> {
-    master::planted::plant_on_this_thread(production);
+    let known: Vec<&str> =
+        [consensus::planted::BUG_NAMES, master::planted::BUG_NAMES, pserver::planted::BUG_NAMES]
+            .concat();
+    platform::planted::plant_on_this_thread(production, &known);
     Ok(())
 }
 

@@ -2,14 +2,17 @@
 //! claims a slot and heartbeats it, `pserver::held_slot::HeldSlot` judges the lease (on a
 //! clock of the pserver's own, skewed like the masters'), and `pserver::checkpointer::record`
 //! records a checkpoint now and then under the claim's generation and secret, at a path in the
-//! directory its claim's job incarnation names (no file is written: the simulation has no
-//! shard). Only the process around them is simulated: it
+//! directory its claim's job incarnation names (no file is written). Its slot's shard is a
+//! production `Shard` served through the production service on the job's data plane
+//! (`data_plane.rs`), loaded for the claim's model restore, and reloaded when a heartbeat asks
+//! (`pserver_asks.rs`). Only the process around them is simulated: it
 //! watches its lease as the production serving loop does, sometimes crashes and comes back
 //! (claiming again, on a fresh clock), and starts over when the master gave its slot to
 //! another generation, as a production pserver exits to be restarted. What it is told of its
 //! slot, and its checkpoint records, reach the checkers through `RecordedMaster`.
 
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +20,8 @@ use client::{CheckpointRecorded, SlotLease};
 use pserver::checkpointer;
 use pserver::held_slot::{FenceError, HeldSlot};
 use pserver::job_dir::job_checkpoint_dir;
+use pserver::service::PServerRpc;
+use pserver::shard_cell::ShardCell;
 use pserver::slot_keeper;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -24,8 +29,10 @@ use tokio::time::Instant;
 use crate::client::ClientContext;
 use crate::clock::{ClockSkew, SimClock};
 use crate::config::SimulationConfig;
+use crate::data_plane::{ServedSlot, SimDataPlane};
 use crate::history::{SlotEvent, SlotEventKind};
 use crate::job::SimJob;
+use crate::pserver_asks::AskFollower;
 use crate::recorded_master::RecordedMaster;
 use crate::rng::SimRng;
 
@@ -56,6 +63,7 @@ pub struct SimPServer {
     master: Arc<RecordedMaster>,
     context: ClientContext,
     slots: u32,
+    plane: Arc<SimDataPlane>,
 }
 
 /// How a served slot ended.
@@ -65,10 +73,10 @@ enum Ended {
 }
 
 impl SimPServer {
-    /// Pserver number `index` of the run, one of `job`'s.
+    /// Pserver number `index` of the run, one of `job`'s, serving on `plane`.
     pub fn new(
         index: u64,
-        job: &SimJob,
+        (job, plane): (&SimJob, &Arc<SimDataPlane>),
         config: &SimulationConfig,
         context: &ClientContext,
     ) -> anyhow::Result<Self> {
@@ -85,6 +93,7 @@ impl SimPServer {
             master,
             context,
             slots: job.pserver_slots,
+            plane: plane.clone(),
         })
     }
 
@@ -141,6 +150,14 @@ impl SimPServer {
         let (master, addr) = (self.master.clone(), self.addr.clone());
         let keeper =
             tokio::spawn(slot_keeper::keep(master, held.clone(), lease.clone(), addr, stopped));
+        let follower = match self.serve_shard(&held, &lease) {
+            Ok(follower) => tokio::spawn(follower.run()),
+            Err(error) => {
+                self.context.trace.record(format!("pserver {} shard: {error:#}", self.id));
+                keeper.abort();
+                return Ended::Crashed;
+            }
+        };
         // The shard restores at the recorded step.
         let mut step = lease.checkpoint.as_ref().map_or(0, |meta| meta.step);
         let mut serving = true;
@@ -163,9 +180,35 @@ impl SimPServer {
                 step = self.checkpoint(&held, &lease, step).await;
             }
         };
-        // A process that ends stops its heartbeats mid-call, whatever they were doing.
+        // A process that ends stops its heartbeats and its asks mid-call, whatever they were
+        // doing, and serves no more.
         keeper.abort();
+        follower.abort();
+        self.plane.stop(lease.index, self.id);
         ended
+    }
+
+    /// Serves `lease`'s slot on the data plane with a shard loaded for the claim's model
+    /// restore; what follows the heartbeats' asks about it.
+    fn serve_shard(&self, held: &Arc<HeldSlot>, lease: &SlotLease) -> anyhow::Result<AskFollower> {
+        let shard = self.plane.shard(lease.index, lease.model_restore)?;
+        let cell = Arc::new(ShardCell::restored(lease.index, shard));
+        let rpc = PServerRpc::new(cell.clone(), held.clone(), Arc::new(AtomicU64::new(0)));
+        let loaded_for = Arc::new(AtomicU64::new(lease.model_restore));
+        let (pserver, generation) = (self.id, lease.generation);
+        let served = ServedSlot { pserver, generation, rpc, loaded_for: loaded_for.clone() };
+        self.plane.serve(lease.index, served);
+        Ok(AskFollower {
+            pserver,
+            master: self.master.clone(),
+            context: self.context.clone(),
+            plane: self.plane.clone(),
+            held: held.clone(),
+            lease: lease.clone(),
+            cell,
+            loaded_for,
+            tagged: 0,
+        })
     }
 
     /// Tells the slot checker the pserver serves `lease`'s slot now, if it does, and traces

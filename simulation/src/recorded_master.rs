@@ -58,6 +58,35 @@ impl RecordedMaster {
         answered
     }
 
+    /// Records `meta` as `lease`'s file for progress checkpoint `progress` (the holder's
+    /// answer to a heartbeat's ask; not one of `SlotMaster`'s, which production's checkpoint
+    /// loop calls on its `MasterClient`).
+    pub async fn tag_checkpoint(
+        &self,
+        lease: &SlotLease,
+        progress: u64,
+        meta: &CheckpointMeta,
+    ) -> Result<bool, ClientError> {
+        let what = format!(
+            "tag_checkpoint {} generation {} for {progress}",
+            lease.index, lease.generation
+        );
+        self.call(what, self.master.tag_checkpoint(lease, progress, meta), |_| None).await
+    }
+
+    /// Reports that `lease`'s slot reloaded its shard for restore `restore`.
+    pub async fn report_reloaded(
+        &self,
+        lease: &SlotLease,
+        restore: u64,
+    ) -> Result<(), ClientError> {
+        let what = format!(
+            "report_reloaded {} generation {} restore {restore}",
+            lease.index, lease.generation
+        );
+        self.call(what, self.master.report_reloaded(lease, restore), |_| None).await
+    }
+
     /// The pserver was told, by a call sent at `invoked_ms`, that `lease` holds its slot.
     fn told(&self, lease: &SlotLease, invoked_ms: u64, kind: SlotEventKind) {
         self.context.history.slot_event(SlotEvent {

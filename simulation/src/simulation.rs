@@ -3,6 +3,7 @@
 //! every invariant after every step, then heal and require every call to complete within a
 //! bound and every job to finish within a bounded simulated time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -11,6 +12,7 @@ use crate::checker::{Checkers, NodeView, Observation, TasksSeen, Violation};
 use crate::client::{ClientContext, SimTrainer, CLIENT_ID_BASE};
 use crate::cluster::Cluster;
 use crate::config::SimulationConfig;
+use crate::data_plane::SimDataPlane;
 use crate::dataset::{recordio_path, SimDataset};
 use crate::history::History;
 use crate::job::SimJob;
@@ -129,13 +131,19 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     }
     let (mut trainers, mut pservers) = (Vec::new(), Vec::new());
     for job in &config.jobs {
+        let plane = Arc::new(SimDataPlane::new(
+            &job.name,
+            job.pserver_slots,
+            (history.clone(), trace.clone()),
+        ));
         for index in job.trainers.clone() {
-            let trainer = SimTrainer::new(index, job, config, &context)?;
+            let trainer = SimTrainer::new(index, (job, &plane), config, &context)?;
             let (job, client) = (job.name.clone(), CLIENT_ID_BASE + index);
             trainers.push(RunningTrainer { job, client, task: tokio::spawn(trainer.run()) });
         }
         for index in job.pservers.clone() {
-            pservers.push(tokio::spawn(SimPServer::new(index, job, config, &context)?.run()));
+            let pserver = SimPServer::new(index, (job, &plane), config, &context)?;
+            pservers.push(tokio::spawn(pserver.run()));
         }
     }
     let operator = match config.jobs.last().filter(|_| config.operator) {
@@ -343,7 +351,8 @@ impl Run {
         let now_ms = self.trace.now_ms();
         let (acked, slot_events) = (self.history.take_acked(), self.history.take_slot_events());
         let dataset_events = self.history.take_dataset_events();
-        Observation { nodes, applied, acked, slot_events, dataset_events, now_ms }
+        let push_events = self.history.take_push_events();
+        Observation { nodes, applied, acked, slot_events, push_events, dataset_events, now_ms }
     }
 
     /// Every job finished (or the operator cancelled it): each of its trainers saw

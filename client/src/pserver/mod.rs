@@ -29,5 +29,6 @@ mod warning_pace;
 
 pub use error::PServerClientError;
 pub use exchange::Exchanged;
+pub use model_basis::ModelBasis;
 pub use pserver_client::{PServerClient, PServerClientOptions};
 pub use tensor_bytes::Tensors;

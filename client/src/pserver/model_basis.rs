@@ -8,16 +8,16 @@ use std::sync::{Mutex, PoisonError};
 
 /// The model restore of the last whole pull (`None` before any).
 #[derive(Debug, Default)]
-pub(super) struct ModelBasis(Mutex<Option<u64>>);
+pub struct ModelBasis(Mutex<Option<u64>>);
 
 impl ModelBasis {
     /// What a push computed now is computed on.
-    pub(super) fn get(&self) -> Option<u64> {
+    pub fn get(&self) -> Option<u64> {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// A whole pull was answered with `restores` (one per request): the lowest is the basis.
-    pub(super) fn pulled(&self, restores: impl IntoIterator<Item = u64>) {
+    pub fn pulled(&self, restores: impl IntoIterator<Item = u64>) {
         if let Some(lowest) = restores.into_iter().min() {
             *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(lowest);
         }

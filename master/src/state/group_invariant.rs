@@ -87,11 +87,14 @@ impl MasterState {
     }
 }
 
-/// A job ended exactly when it finished or was cancelled; its progress checkpoints fit it.
+/// A job ended exactly when it finished or was cancelled (a queue finished while a restore
+/// with the model waits is put back, not ended); its progress checkpoints fit it.
 fn check_end_and_progress(state: &JobState) -> Result<(), String> {
     let finished = state.job_finished();
     match state.ended() {
-        None if finished => return Err("finished, yet not ended".to_string()),
+        None if finished && !state.is_restoring() => {
+            return Err("finished, yet not ended".to_string())
+        }
         Some(end) if !end.cancelled && !finished => {
             return Err("ended as finished, yet it is not".to_string())
         }

@@ -30,6 +30,15 @@ impl JobState {
         Response::Accepted
     }
 
+    /// Ends the job as finished once its queue finished, unless a restore with the model
+    /// waits for its pservers: that puts the queue back when they reloaded, so the last task
+    /// finished meanwhile does not end the job (it ends, if it does, at the restored queue's).
+    pub(crate) fn end_if_finished(&mut self, now_ms: u64) {
+        if self.ended.is_none() && !self.is_restoring() && self.job_finished() {
+            self.ended = Some(JobEnd { at_ms: now_ms, cancelled: false });
+        }
+    }
+
     /// Records the running pass and its done tasks as a progress checkpoint.
     pub(crate) fn checkpoint_progress(&mut self, now_ms: u64) -> Response {
         let Some(job) = &self.job else { return Response::NoDataset };

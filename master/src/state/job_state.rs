@@ -150,9 +150,7 @@ impl JobState {
             return Response::JobCancelled;
         }
         let response = self.execute_command(command, now_ms);
-        if self.ended.is_none() && self.job_finished() {
-            self.ended = Some(JobEnd { at_ms: now_ms, cancelled: false });
-        }
+        self.end_if_finished(now_ms);
         response
     }
 

@@ -221,6 +221,33 @@ fn a_cancel_during_a_restore_stays_cancelled() {
     assert!(job(&state).is_cancelled() && !job(&state).status().job_finished);
 }
 
+/// The last task, in flight when a restore with the model begins, reported finished while
+/// the restore waits for its pservers: the report is taken, but the job does not end (the
+/// restore puts the queue back once the pservers reloaded, and the job trains on from there).
+#[test]
+fn the_last_task_finished_while_a_restore_waits_does_not_end_the_job() {
+    let mut state = tagged_then_trained();
+    for _ in 0..5 {
+        finish_one(&mut state);
+    }
+    let Response::Task(last) = apply(&mut state, 40, Command::GetTask { trainer: 1, pass: 1 })
+    else {
+        panic!("the last task is handed out")
+    };
+    let restore = Command::RestoreProgress { checkpoint: 1, data_only: false };
+    assert_eq!(apply(&mut state, 50, restore), Response::RestoreWaiting { pass: 0, pservers: 2 });
+    let report = Command::TaskFinished { task: last.task, epoch: last.epoch };
+    assert_eq!(apply(&mut state, 51, report), Response::Accepted);
+    assert_eq!(job(&state).ended(), None, "the job does not end while the restore waits");
+    for (index, generation) in [(0, 1), (1, 2)] {
+        apply(&mut state, 52, Command::SlotReloaded { index, generation, restore: 1 });
+    }
+    let status = job(&state).status();
+    assert_eq!((status.pass, status.done_count, status.job_finished), (0, 1, false));
+    assert_eq!(job(&state).ended(), None);
+    finish_one(&mut state);
+}
+
 /// "Never lost" holds only for the holder a slot had at the progress checkpoint: one that
 /// claimed the slot later restored an older file, which may miss tasks done by then. So a
 /// slot that changed hands before its holder tagged leaves the checkpoint data-only: the new

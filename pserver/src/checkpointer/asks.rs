@@ -16,6 +16,11 @@ use super::{name_taken, Checkpointer};
 /// Progress directories are named `progress-<id>`, in the job's checkpoint directory
 /// (`job_dir.rs`).
 const PROGRESS_DIR_PREFIX: &str = "progress-";
+
+/// The name of progress checkpoint `progress`'s directory in the job's checkpoint directory.
+pub fn progress_dir_name(progress: u64) -> String {
+    format!("{PROGRESS_DIR_PREFIX}{progress}")
+}
 /// How many times a holder tries to reload for one restore (once per heartbeat that asks)
 /// before it gives its slot up: the restore then waits no more for it, and the next holder
 /// restores from the same file at its claim (with the claim's fallbacks), or fails saying
@@ -176,7 +181,7 @@ impl Checkpointer {
 
     /// Progress checkpoint `progress`'s directory, created durably if new.
     fn progress_dir(&self, progress: u64) -> anyhow::Result<CheckpointDir> {
-        let path = self.dir.path().join(format!("{PROGRESS_DIR_PREFIX}{progress}"));
+        let path = self.dir.path().join(progress_dir_name(progress));
         let created = !path.is_dir();
         let dir = CheckpointDir::open(&path)?;
         if created {

@@ -5,7 +5,10 @@
 //!   the client got: a leader applies a command before it answers, so the fact must be there
 //!   within a bound (nothing acknowledged is lost, nothing answered before it was committed).
 //! - No accepted completion is lost: a task accepted as finished in a pass is never dispatched
-//!   again in that pass of its job (it stays in `done` until the pass advances past it).
+//!   again in that pass of its job (it stays in `done` until the pass advances past it), unless
+//!   a restore of the job put its queue back since (a restore with the model puts it back once
+//!   the pservers reloaded, before any task is handed out again: what was accepted until the
+//!   first dispatch after it may be handed out anew).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,6 +40,8 @@ struct Completions {
     dispatched_pass: BTreeMap<u64, u32>,
     /// The pass in which each task was last accepted as finished, and the entry that did it.
     finished: BTreeMap<u64, (u32, u64)>,
+    /// A restore with the model was asked: its queue goes back before the next dispatch.
+    restore_pending: bool,
 }
 
 /// How many distinct tasks of a job the log showed dispatched, and accepted as finished.
@@ -108,6 +113,15 @@ impl Completions {
         response: &Response,
         log_id: openraft::LogId<u64>,
     ) -> Result<(), Violation> {
+        match response {
+            Response::ProgressRestored { .. } => self.finished.clear(),
+            Response::RestoreWaiting { .. } => self.restore_pending = true,
+            Response::Task(_) if self.restore_pending => {
+                self.finished.clear();
+                self.restore_pending = false;
+            }
+            _ => {}
+        }
         if let Response::Task(assignment) = response {
             let (task, pass) = (assignment.task, assignment.pass);
             if let Some((finished_pass, index)) = self.finished.get(&task) {

@@ -5,7 +5,8 @@
 //! `state_machine_safety` also builds the canonical log (the first entry applied at each index,
 //! which every other apply must equal); `client_visible`, `epoch_fencing`, `slot_holders` and
 //! `lease_terms` read it in order. `incarnation_files` checks that every slot checkpoint a
-//! node's state records lies in its own job incarnation's directory.
+//! node's state records lies in its own job incarnation's directory; `restore_fencing` that no
+//! push computed before a restore is applied to the restored model.
 //!
 //! The group runs one job or several at once. The Raft checkers, state machine safety, lease
 //! terms and the task-queue invariants (on the whole `MasterState`) are the group's; the
@@ -26,6 +27,7 @@ mod lease_terms;
 mod log_matching;
 mod per_job;
 mod raft_core;
+mod restore_fencing;
 mod slot_holders;
 mod state_machine_safety;
 mod task_queue;
@@ -36,7 +38,7 @@ use consensus::Metrics;
 use master::state::MasterState;
 use openraft::LogId;
 
-use crate::history::{AckedWrite, DatasetEvent, SlotEvent};
+use crate::history::{AckedWrite, DatasetEvent, PushEvent, SlotEvent};
 use crate::job::SimJob;
 use crate::observer::AppliedEntry;
 
@@ -83,6 +85,8 @@ pub struct Observation {
     pub acked: Vec<AckedWrite>,
     /// What pservers were told of their slots since the last step.
     pub slot_events: Vec<SlotEvent>,
+    /// Pushes trainers made to pservers since the last step, and what became of them.
+    pub push_events: Vec<PushEvent>,
     /// What trainers were told of their jobs' datasets since the last step.
     pub dataset_events: Vec<DatasetEvent>,
     /// Simulated time of the observation.
@@ -163,6 +167,7 @@ impl Checkers {
         self.lease_terms.check(&observation.nodes, canonical, observation.now_ms)?;
         self.slot_holders.check(&observation.slot_events, canonical, jobs)?;
         self.dataset_answers.check(&observation.dataset_events)?;
+        restore_fencing::check(&observation.push_events)?;
         Ok(())
     }
 

@@ -138,6 +138,19 @@ fn a_claim_naming_another_incarnation_is_caught() -> anyhow::Result<()> {
     check(1, production(&["claim-another-incarnation"]), "incarnation files")
 }
 
+/// A shard that applies a push whatever model restore it was computed on: the operator
+/// restores seed 11's job with the model while its trainers push, a gradient computed on the
+/// model before the restore lands in a reloaded shard, and restore fencing sees it from the
+/// simulation's own record of what each shard was loaded for.
+#[test]
+#[cfg(feature = "planted-bugs")]
+fn a_push_across_a_restore_is_caught() -> anyhow::Result<()> {
+    let config = SimulationConfig::new(11).with_operator();
+    let violation = check_config(config, production(&["push-across-restore"]), "restore fencing")?;
+    assert!(violation.detail.contains("reloaded for restore 1"), "--seed 11: {violation}");
+    Ok(())
+}
+
 /// A batcher whose entries wait for openraft's answer only (no end at a leadership change or
 /// the write timeout): a leader isolated with entries in flight, overtaken, caught up by a
 /// snapshot that replaced those entries and elected again, holds its batcher slots for ever
@@ -191,7 +204,7 @@ fn the_runner_refuses_to_plant_without_the_feature() -> anyhow::Result<()> {
 fn the_runner_carries_the_planted_code_only_with_the_feature() -> anyhow::Result<()> {
     let path = env!("CARGO_BIN_EXE_simulation");
     let runner = std::fs::read(path)?;
-    let marker = consensus::planted::COMPILED_IN_MARKER.as_bytes();
+    let marker = platform::planted::COMPILED_IN_MARKER.as_bytes();
     let carried = runner.windows(marker.len()).any(|window| window == marker);
     assert_eq!(carried, cfg!(feature = "planted-bugs"), "{path}");
     Ok(())
