@@ -9,7 +9,7 @@ use crate::job::SimJob;
 pub struct PlantedBugs {
     /// The simulated log store acknowledges an append before its flush made it durable.
     pub ack_before_durable: bool,
-    /// Bugs planted in the production code (`consensus::planted`, `master::planted`), by name,
+    /// Bugs planted in the production code (`consensus::planted`, `master::planted`, `pserver::planted`), by name,
     /// switched on for the run's thread only; a build without the `planted-bugs` feature
     /// refuses to run any.
     pub production: &'static [&'static str],

@@ -17,7 +17,8 @@
 //!   the `planted-bugs` feature).
 //! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers; `pserver`: pserver
 //!   processes running the production slot keeper, reaching the masters through
-//!   `recorded_master`. `job`: the run's jobs (one, or for some seeds two), each with its
+//!   `recorded_master`, following what heartbeats ask through `pserver_asks`, and serving
+//!   their shards on `data_plane`, which trainers pull from and push to. `job`: the run's jobs (one, or for some seeds two), each with its
 //!   trainers and pservers. `dataset`: a job's dataset, a RecordIO file or (for some seeds)
 //!   an index range, and what each task must cover. `operator`: (with `--operator`)
 //!   checkpoints, cancels and then tries to restore the last job. `nemesis`: faults.
