@@ -1,9 +1,9 @@
 //! The checkers catch bugs planted on purpose, at fixed seeds that pass without the bug. All
 //! but the first are planted in the production code (`consensus::planted`, `master::planted`,
-//! `pserver::planted`) and switched on for the simulation's thread only; they exist only with this crate's
-//! `planted-bugs` feature (`cargo test -p simulation --features planted-bugs --profile planted
-//! planted_bugs`, which a build without it runs nested: `planted_build.rs`). Without it, a run that names one
-//! is refused.
+//! `pserver::planted`) and switched on for the simulation's thread only; they exist only with
+//! this crate's `planted-bugs` feature (`cargo test -p simulation --features planted-bugs
+//! --profile planted planted_bugs`, which a build without it runs nested: `planted_build.rs`).
+//! Without it, a run that names one is refused.
 
 use simulation::checker::Violation;
 use simulation::dataset::SimDataset;
