@@ -22,6 +22,7 @@ mod master_addr;
 mod master_client;
 mod never_sent;
 mod options;
+mod pass_walker;
 mod policy_bounds;
 pub mod pserver;
 mod retrying;
@@ -30,6 +31,7 @@ mod slot_asks;
 mod slot_secret;
 mod status;
 mod status_conversions;
+mod task_source;
 mod typed_calls;
 mod types;
 mod watch;
@@ -50,6 +52,7 @@ pub use jobs::{
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
 pub use never_sent::never_sent;
 pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
+pub use pass_walker::{PassWalker, Step, Waiting, Walked, WALK_IDLE_DEFAULT};
 pub use policy_bounds::{
     check_index_range, check_passes, check_policy, CHUNKS_PER_TASK_MAX, MAX_TASK_FAILURES_MAX,
     PASS_COUNT_MAX, TASK_TIMEOUT_MIN_MS_FLOOR, TASK_TIMEOUT_MIN_MS_MAX, TIMEOUT_FACTOR_MAX,
@@ -61,6 +64,7 @@ pub use status::{
     CheckpointStatus, DatasetKind, EvalStatus, FailedTask, GroupView, JobStatus, Member,
     PServerStatus, TrainerStatus,
 };
+pub use task_source::TaskSource;
 pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
 pub use types::new_slot_secret;
 pub use types::{

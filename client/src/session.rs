@@ -49,6 +49,11 @@ impl Session {
         *self.job_ended.borrow()
     }
 
+    /// The masters this trainer is registered with.
+    pub fn master(&self) -> &Arc<MasterClient> {
+        &self.master
+    }
+
     pub fn id(&self) -> u64 {
         self.id.load(Ordering::SeqCst)
     }

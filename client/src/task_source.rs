@@ -1,0 +1,38 @@
+//! `TaskSource`: where a [`crate::PassWalker`] asks for tasks, as one trainer. Production is
+//! a [`Session`] (its `MasterClient`, its trainer id, registering again when the masters forgot
+//! it); a harness that records every call (the simulation, the fault harness) wraps its own.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::{ClientError, Session, TaskOutcome};
+
+/// One trainer's way to ask the masters for tasks.
+pub trait TaskSource: Send + Sync {
+    /// One `GetTask` for a task of `pass`, as this trainer.
+    fn get_task(&self, pass: u32) -> impl Future<Output = Result<TaskOutcome, ClientError>> + Send;
+
+    /// Registers again, the masters having forgotten this trainer (its lease ran out, say
+    /// through a long pause); an error when it cannot or must not.
+    fn renew(&self) -> impl Future<Output = Result<(), ClientError>> + Send;
+}
+
+impl TaskSource for Session {
+    fn get_task(&self, pass: u32) -> impl Future<Output = Result<TaskOutcome, ClientError>> + Send {
+        self.master().get_task(self.id(), pass)
+    }
+
+    async fn renew(&self) -> Result<(), ClientError> {
+        Session::renew(self).await.map(drop)
+    }
+}
+
+impl<T: TaskSource> TaskSource for Arc<T> {
+    fn get_task(&self, pass: u32) -> impl Future<Output = Result<TaskOutcome, ClientError>> + Send {
+        (**self).get_task(pass)
+    }
+
+    fn renew(&self) -> impl Future<Output = Result<(), ClientError>> + Send {
+        (**self).renew()
+    }
+}
