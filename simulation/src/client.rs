@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use client::pserver::ModelBasis;
 use client::{
-    ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome, TrainerHeartbeat,
+    ClientError, ClientOptions, Fault, MasterClient, PassWalker, Step, Task, TrainerHeartbeat,
+    Walked,
 };
 
 use crate::config::SimulationConfig;
@@ -28,6 +29,7 @@ use crate::master_link::master_addr;
 use crate::network::SimNetwork;
 use crate::rng::SimRng;
 use crate::trace::Trace;
+use crate::trainer_tasks::SimTasks;
 
 /// Pause between polls when no task is available, and after a failed call.
 const RETRY_MS: (u64, u64) = (20, 80);
@@ -123,7 +125,8 @@ impl ClientContext {
 /// One trainer of one job.
 pub struct SimTrainer {
     client: u64,
-    seq: u64,
+    /// Its calls so far (shared with its task calls: `trainer_tasks.rs`).
+    calls: Arc<AtomicU64>,
     rng: SimRng,
     master: Arc<MasterClient>,
     context: ClientContext,
@@ -150,7 +153,8 @@ impl SimTrainer {
         let (dataset, passes) = (job.dataset, job.passes);
         let client = CLIENT_ID_BASE + index;
         let (plane, basis) = (plane.clone(), ModelBasis::default());
-        Ok(Self { client, seq: 0, rng, master, context, lease_ms, dataset, passes, plane, basis })
+        let calls = Arc::default();
+        Ok(Self { client, calls, rng, master, context, lease_ms, dataset, passes, plane, basis })
     }
 
     /// Runs the trainer until the job is finished or cancelled.
@@ -192,15 +196,14 @@ impl SimTrainer {
             let job = &self.context.job;
             let call = master.report_index_dataset(job, size, shard_size, self.passes);
             let what = format!("report_index_dataset size {size} shard_size {shard_size}");
-            let answer =
-                match self.context.call(self.client, &mut self.seq, what, call, |_| None).await {
-                    Ok(sizes) => Ok(sizes.task_count),
-                    Err(error) if is_answer(&error) => Err(error.to_string()),
-                    Err(_) => {
-                        self.pause().await;
-                        continue;
-                    }
-                };
+            let answer = match self.call(what, call, |_| None).await {
+                Ok(sizes) => Ok(sizes.task_count),
+                Err(error) if is_answer(&error) => Err(error.to_string()),
+                Err(_) => {
+                    self.pause().await;
+                    continue;
+                }
+            };
             self.told(DatasetTold::Reported { answer });
             return;
         }
@@ -211,60 +214,48 @@ impl SimTrainer {
         let master = self.master.clone();
         let call = master.register_trainer(&name);
         let registration = self
-            .context
-            .call(self.client, &mut self.seq, format!("register {name}"), call, |reg| {
+            .call(format!("register {name}"), call, |reg| {
                 Some(Fact::Registered { trainer: reg.trainer_id })
             })
             .await?;
         Ok(registration.trainer_id)
     }
 
-    /// Takes and works tasks as `trainer`; true once the job finished, false when the
-    /// trainer must register again.
+    /// Takes and works tasks as `trainer`, walking the passes with the production walker;
+    /// true once the job finished, false when the trainer must register again.
     async fn train(&mut self, trainer: u64, alive: &AtomicBool, done: &AtomicU64) -> bool {
-        let mut pass = 0;
+        let (master, context, client) = (self.master.clone(), self.context.clone(), self.client);
+        let calls = self.calls.clone();
+        let mut walker = PassWalker::new(SimTasks { master, context, client, trainer, calls });
         loop {
             if !alive.load(Ordering::SeqCst) {
                 return false;
             }
-            let master = self.master.clone();
-            let call = master.get_task(trainer, pass);
-            let what = format!("get_task trainer {trainer} pass {pass}");
-            let outcome =
-                self.context.call(
-                    self.client,
-                    &mut self.seq,
-                    what,
-                    call,
-                    |outcome| match outcome {
-                        TaskOutcome::Task(task) => {
-                            Some(Fact::Dispatched { task: task.id, epoch: task.epoch })
-                        }
-                        _ => None,
-                    },
-                );
-            let outcome = outcome.await;
-            if let Err(ClientError::Malformed { reason, .. }) = &outcome {
-                self.told(DatasetTold::Malformed { reason: reason.clone() });
-            }
-            match outcome.ok() {
-                Some(TaskOutcome::Task(task)) => {
+            match walker.step().await {
+                Ok(Step::Walked(Walked::Task(task))) => {
                     self.told(DatasetTold::Handed { task_id: task.id, data: task.data.clone() });
                     self.work(&task, alive).await;
                     done.fetch_add(1, Ordering::SeqCst);
                 }
-                Some(TaskOutcome::PassBefore { current }) => pass = current,
-                Some(TaskOutcome::PassAfter { current }) => {
-                    pass = current;
-                    self.pause().await;
-                }
-                Some(TaskOutcome::JobFinished | TaskOutcome::JobCancelled) => return true,
-                Some(TaskOutcome::UnknownTrainer) => return false,
-                Some(TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset) | None => {
+                Ok(Step::Walked(Walked::PassOver { .. })) => {}
+                Ok(Step::Walked(Walked::Finished | Walked::Cancelled)) => return true,
+                Err(ClientError::UnknownTrainer { .. }) => return false,
+                Ok(Step::Walked(Walked::PassRewound { .. }) | Step::Wait { .. }) | Err(_) => {
                     self.pause().await
                 }
             }
         }
+    }
+
+    /// Records one call of this trainer's: invoke, then ok or info.
+    async fn call<T>(
+        &self,
+        what: String,
+        call: impl std::future::Future<Output = Result<T, ClientError>>,
+        fact: impl FnOnce(&T) -> Option<Fact>,
+    ) -> Result<T, ClientError> {
+        let mut seq = self.calls.fetch_add(1, Ordering::Relaxed);
+        self.context.call(self.client, &mut seq, what, call, fact).await
     }
 
     /// Remembers what the trainer was told about its job's dataset.
@@ -289,11 +280,11 @@ impl SimTrainer {
         let reported = if failed {
             let call = master.task_failed(id, epoch, "simulated failure", Fault::Content);
             let what = format!("task_failed {id} epoch {epoch}");
-            self.context.call(self.client, &mut self.seq, what, call, fact).await
+            self.call(what, call, fact).await
         } else {
             let call = master.task_finished(id, epoch);
             let what = format!("task_finished {id} epoch {epoch}");
-            self.context.call(self.client, &mut self.seq, what, call, fact).await
+            self.call(what, call, fact).await
         };
         // Either way the trainer moves on: an unanswered report times the task out.
         if reported.is_err() {

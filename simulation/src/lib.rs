@@ -15,7 +15,8 @@
 //!   the `MasterClient` dialer that calls a node's master service through it.
 //! - `planted`: the production code's planted bugs, switched on for a run's thread (only with
 //!   the `planted-bugs` feature).
-//! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers; `pserver`: pserver
+//! - `cluster`: nodes, crashes, restarts. `client`: simulated trainers, walking their passes
+//!   with the production `PassWalker` over `trainer_tasks`; `pserver`: pserver
 //!   processes running the production slot keeper, reaching the masters through
 //!   `recorded_master`, following what heartbeats ask through `pserver_asks`, and serving
 //!   their shards on `data_plane`, which trainers pull from and push to. `job`: the run's jobs (one, or for some seeds two), each with its
@@ -73,6 +74,7 @@ pub mod runner;
 pub mod simulation;
 pub mod snapshots;
 pub mod trace;
+pub mod trainer_tasks;
 
 pub use config::{MasterSettings, PlantedBugs, SimulationConfig};
 pub use simulation::{replay_command, run, SimulationReport};

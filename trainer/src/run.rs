@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use client::pserver::layout::{JobLayout, ParamSpec};
 use client::pserver::{PServerClient, PServerClientOptions};
-use client::{ClientError, ClientOptions, Fault, MasterClient, Task, TaskOutcome};
+use client::{ClientError, ClientOptions, Fault, MasterClient, PassWalker, Task, Walked};
 use platform::security::Security;
 use tokio::sync::watch;
 
@@ -188,15 +188,15 @@ async fn train(
     let Some(stepper) = joined.await else { return Ok(progress.summary()) };
     let mut stepper = stepper?;
     progress.metrics.training.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut pass = 0;
+    let mut walker = PassWalker::new(session.clone()).with_idle(Duration::from_millis(IDLE_MS));
     let mut local_faults = LocalFaults::new(config.local_failures_max);
     loop {
-        let outcome = tokio::select! {
-            outcome = master.get_task(session.id(), pass) => outcome.context("ask the master for a task")?,
+        let walked = tokio::select! {
+            walked = walker.next() => walked.context("ask the master for a task")?,
             () = &mut shutdown => return Ok(progress.summary()),
         };
-        match outcome {
-            TaskOutcome::Task(task) => {
+        match walked {
+            Walked::Task(task) => {
                 let started = std::time::Instant::now();
                 let stopping = shutdown.as_mut();
                 let faults = &mut local_faults;
@@ -211,28 +211,18 @@ async fn train(
                 metrics::histogram!("raftrain_trainer_task_seconds")
                     .record(started.elapsed().as_secs_f64());
             }
-            TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
-                if current > pass {
-                    if let Some(evaluation) =
-                        end_of_pass(config, &master, &mut stepper, pass).await?
-                    {
-                        progress.evaluated(evaluation);
-                    }
+            Walked::PassOver { pass, next } => {
+                if let Some(evaluation) = end_of_pass(config, &master, &mut stepper, pass).await? {
+                    progress.evaluated(evaluation);
                 }
-                pass = current;
-                progress.pass(pass);
+                progress.pass(next);
             }
-            TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset => {
-                tokio::time::sleep(Duration::from_millis(IDLE_MS)).await
-            }
-            TaskOutcome::UnknownTrainer => {
-                session.renew().await?;
-            }
-            TaskOutcome::JobFinished => break,
-            TaskOutcome::JobCancelled => return cancelled(progress),
+            Walked::PassRewound { to, .. } => progress.pass(to),
+            Walked::Finished => break,
+            Walked::Cancelled => return cancelled(progress),
         }
     }
-    finish(config, &master, &mut stepper, pass, &mut progress).await?;
+    finish(config, &master, &mut stepper, walker.pass(), &mut progress).await?;
     Ok(progress.summary())
 }
 

@@ -2,7 +2,7 @@
 //! group allows, and the probe that times a failover from the kill to the first GetTask.
 
 use anyhow::Context as _;
-use client::{ClientOptions, MasterClient, TaskOutcome};
+use client::{ClientOptions, MasterClient, PassWalker, Session, Step, Waiting, Walked};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,11 +14,9 @@ pub(crate) struct LoadReport {
     pub(crate) latencies: Vec<Duration>,
 }
 
-/// A trainer of the benchmark: its own client (own id and stamps) and trainer id.
+/// A trainer of the benchmark: its own client (own id and stamps), registration and walk.
 pub(crate) struct Trainer {
-    client: MasterClient,
-    id: u64,
-    pass: u32,
+    walker: PassWalker<Arc<Session>>,
 }
 
 impl Trainer {
@@ -27,30 +25,31 @@ impl Trainer {
         options: ClientOptions,
         name: String,
     ) -> anyhow::Result<Self> {
-        let client = MasterClient::new(masters, options)?;
-        let registration = client.register_trainer(&name).await?;
-        Ok(Self { client, id: registration.trainer_id, pass: 0 })
+        let client = Arc::new(MasterClient::new(masters, options)?);
+        let session = Session::register(client, name).await?;
+        Ok(Self { walker: PassWalker::new(session).with_idle(Duration::from_millis(1)) })
     }
 
     /// One GetTask, and TaskFinished for the task if one came; counts queue transitions.
-    pub(crate) async fn step(&mut self, report: &mut LoadReport) -> anyhow::Result<TaskOutcome> {
+    /// Whether a task came.
+    pub(crate) async fn step(&mut self, report: &mut LoadReport) -> anyhow::Result<bool> {
         let started = Instant::now();
-        let outcome = self.client.get_task(self.id, self.pass).await?;
-        match &outcome {
-            TaskOutcome::Task(task) => {
+        match self.walker.step().await? {
+            Step::Walked(Walked::Task(task)) => {
                 report.latencies.push(started.elapsed());
                 let started = Instant::now();
-                self.client.task_finished(task.id, task.epoch).await?;
+                self.walker.source().master().task_finished(task.id, task.epoch).await?;
                 report.latencies.push(started.elapsed());
                 report.transitions += 2;
+                return Ok(true);
             }
-            TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
-                self.pass = *current;
+            Step::Walked(Walked::PassOver { .. } | Walked::PassRewound { .. }) => {}
+            Step::Wait { why: Waiting::HeldElsewhere, retry_in } => {
+                tokio::time::sleep(retry_in).await
             }
-            TaskOutcome::NoMoreAvailable => tokio::time::sleep(Duration::from_millis(1)).await,
-            other => anyhow::bail!("unexpected GetTask outcome {other:?}"),
+            other => anyhow::bail!("unexpected step of the walk: {other:?}"),
         }
-        Ok(outcome)
+        Ok(false)
     }
 }
 
@@ -99,9 +98,8 @@ pub(crate) async fn time_to_first_task(
 ) -> anyhow::Result<Duration> {
     let mut report = LoadReport::default();
     loop {
-        match probe.step(&mut report).await? {
-            TaskOutcome::Task(_) => return Ok(killed_at.elapsed()),
-            _ => continue,
+        if probe.step(&mut report).await? {
+            return Ok(killed_at.elapsed());
         }
     }
 }

@@ -1,7 +1,8 @@
-//! A simulated trainer for end-to-end tests: registers, then fetches and finishes tasks through
-//! `MasterClient` until the job finishes, recording every accepted completion.
+//! A simulated trainer for end-to-end tests: registers, then walks the job's passes with
+//! `client::PassWalker`, finishing each task it gets until the job ends, recording every accepted
+//! completion; and the single calls other tests make.
 
-use client::{MasterClient, Task, TaskData, TaskOutcome};
+use client::{MasterClient, PassWalker, Session, Task, TaskData, TaskOutcome, Walked};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -62,28 +63,22 @@ pub async fn consume(
     work: Duration,
     history: Arc<Mutex<History>>,
 ) {
-    let mut trainer = register(&client, &name).await;
-    let mut pass = 0;
+    let session = Session::register(Arc::new(client), name).await.expect("register a trainer");
+    // A trainer declared lost while the group had no quorum for too long joins again.
+    let mut walker = PassWalker::new(session).with_idle(Duration::from_millis(20));
     loop {
-        match get_task(&client, trainer, pass).await {
-            TaskOutcome::Task(task) => {
+        match walker.next().await.expect("walk the job's passes") {
+            Walked::Task(task) => {
                 tokio::time::sleep(work).await;
-                if finish(&client, task.id, task.epoch).await {
+                if finish(walker.source().master(), task.id, task.epoch).await {
                     let completion = (task.pass, task.id, task.epoch);
                     let mut history = history.lock().expect("history lock");
                     history.completions.push(completion);
                     history.covered.push((task.id, task.data));
                 }
             }
-            TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
-                pass = current
-            }
-            TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset => {
-                tokio::time::sleep(Duration::from_millis(20)).await
-            }
-            // Declared lost while the group had no quorum for too long: join again.
-            TaskOutcome::UnknownTrainer => trainer = register(&client, &name).await,
-            TaskOutcome::JobFinished | TaskOutcome::JobCancelled => return,
+            Walked::PassOver { .. } | Walked::PassRewound { .. } => {}
+            Walked::Finished | Walked::Cancelled => return,
         }
     }
 }

@@ -2,5 +2,6 @@
 //! the observers that read the cluster's own view.
 
 pub mod observers;
+pub mod recorded_tasks;
 pub mod task_queue;
 pub mod training;

@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{ClientError, ClientOptions, Fault, MasterClient, TaskOutcome};
+use client::{ClientError, ClientOptions, Fault, MasterClient, PassWalker, Step, Walked};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 use tokio::sync::watch;
 
+use super::recorded_tasks::RecordedTasks;
 use crate::history::{History, OpKind, Operation, Value};
 
 /// The longest a client call keeps retrying before its outcome is unknown.
@@ -22,6 +23,8 @@ const WORK_MS_MAX: u64 = 200;
 /// timeout, so it is taken back and handed out again, and the late report must be refused.
 const SLOW_WORK_MS: (u64, u64) = (2_000, 3_000);
 const SLOW_ONE_IN: u32 = 12;
+/// Between asks while nothing is free.
+const IDLE_MS: u64 = 100;
 /// Heartbeat period: a third of the harness's 2 s trainer lease.
 const HEARTBEAT_MS: u64 = 600;
 
@@ -92,14 +95,16 @@ impl TaskQueue {
     async fn work(
         &self,
         process: u64,
-        client: &MasterClient,
+        client: &Arc<MasterClient>,
         trainer: u64,
         rng: &mut StdRng,
     ) -> anyhow::Result<()> {
-        let mut pass = 0;
+        let history = self.history.clone();
+        let tasks = RecordedTasks { history, process, client: client.clone(), trainer };
+        let mut walker = PassWalker::new(tasks).with_idle(Duration::from_millis(IDLE_MS));
         while !*self.stop.borrow() {
-            match self.get_task(process, client, trainer, pass).await? {
-                TaskOutcome::Task(task) => {
+            match walker.step().await? {
+                Step::Walked(Walked::Task(task)) => {
                     tokio::time::sleep(work_time(rng)).await;
                     let roll: f64 = rng.gen();
                     if roll < 0.05 {
@@ -108,43 +113,13 @@ impl TaskQueue {
                     self.report(process, client, trainer, (task.id, task.epoch), roll < 0.15)
                         .await?;
                 }
-                TaskOutcome::PassBefore { current } => pass = current,
-                TaskOutcome::PassAfter { current } => {
-                    pass = current;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                TaskOutcome::UnknownTrainer => anyhow::bail!("the master forgot trainer {trainer}"),
-                TaskOutcome::JobFinished => anyhow::bail!("the job finished"),
-                TaskOutcome::JobCancelled => anyhow::bail!("the job was cancelled"),
-                TaskOutcome::NoMoreAvailable | TaskOutcome::NoDataset => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+                Step::Walked(Walked::PassOver { .. } | Walked::PassRewound { .. }) => {}
+                Step::Walked(Walked::Finished) => anyhow::bail!("the job finished"),
+                Step::Walked(Walked::Cancelled) => anyhow::bail!("the job was cancelled"),
+                Step::Wait { retry_in, .. } => tokio::time::sleep(retry_in).await,
             }
         }
         Ok(())
-    }
-
-    async fn get_task(
-        &self,
-        process: u64,
-        client: &MasterClient,
-        trainer: u64,
-        pass: u32,
-    ) -> anyhow::Result<TaskOutcome> {
-        let f = Operation::GetTask { trainer, pass };
-        let (kind, outcome) = self
-            .history
-            .call(process, f, async {
-                match client.get_task(trainer, pass).await {
-                    Ok(outcome) => (OpKind::Ok, outcome_value(&outcome), Some(outcome)),
-                    Err(error) => (kind_of(&error), error_value(&error), None),
-                }
-            })
-            .await;
-        match (kind, outcome) {
-            (OpKind::Ok, Some(outcome)) => Ok(outcome),
-            (kind, _) => anyhow::bail!("get_task ended {kind:?}"),
-        }
     }
 
     async fn report(
@@ -219,21 +194,4 @@ pub fn kind_of(error: &ClientError) -> OpKind {
 
 pub fn error_value(error: &ClientError) -> Value {
     Value::Error { message: error.to_string() }
-}
-
-fn outcome_value(outcome: &TaskOutcome) -> Value {
-    let no_task = |reason: &str, current_pass: u32| Value::NoTask {
-        reason: reason.to_string(),
-        current_pass,
-    };
-    match outcome {
-        TaskOutcome::Task(task) => Value::Task { id: task.id, epoch: task.epoch, pass: task.pass },
-        TaskOutcome::PassBefore { current } => no_task("pass-before", *current),
-        TaskOutcome::PassAfter { current } => no_task("pass-after", *current),
-        TaskOutcome::NoMoreAvailable => no_task("no-more-available", 0),
-        TaskOutcome::JobFinished => no_task("job-finished", 0),
-        TaskOutcome::NoDataset => no_task("no-dataset", 0),
-        TaskOutcome::UnknownTrainer => no_task("unknown-trainer", 0),
-        TaskOutcome::JobCancelled => no_task("job-cancelled", 0),
-    }
 }
