@@ -29,7 +29,7 @@ from .errors import (
 )
 from .example import Example
 from .pserver import PServerClient
-from .task_client import Task, TaskClient, status
+from .task_client import Step, StepKind, Task, TaskClient, status
 
 # A forked child (a DataLoader worker) must not inherit standard error's lock held by one of
 # the parent's runtime threads writing a log line (src/fork_guard.rs).
@@ -47,6 +47,8 @@ __all__ = [
     "PermissionDenied",
     "PServerClient",
     "ResourceExhausted",
+    "Step",
+    "StepKind",
     "Task",
     "TaskClient",
     "Unauthenticated",

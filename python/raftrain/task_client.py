@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import time
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _native
 from .errors import DataError, FailedPrecondition, InvalidArgument
@@ -25,8 +25,8 @@ from .example import Example, decode_dense
 #: as the Rust trainer does by default.
 DEADLINE_S_DEFAULT = 60.0
 
-#: Between asks while no task is free (as the Rust trainer waits).
-IDLE_S = 0.2
+#: What a step of the walk through a job's passes met (`TaskClient.step`).
+StepKind = _native.StepKind
 
 Masters = Union[str, Sequence[str]]
 
@@ -78,6 +78,17 @@ def _status(text: str) -> dict:
     return status
 
 
+class Step(NamedTuple):
+    """One step of a `TaskClient`'s walk through its job's passes (`TaskClient.step`)."""
+
+    kind: "StepKind"
+    task: Optional["Task"]
+    pass_index: int
+    ended_pass: Optional[int]
+    waiting_for: Optional[str]
+    retry_in_s: float
+
+
 class TaskClient:
     """One trainer of a job: `report_dataset`, `tasks()`, `record_eval`, `status()`,
     `checkpoint()` and `restore()`.
@@ -110,7 +121,6 @@ class TaskClient:
             token_file=_path(token_file),
             deadline_s=deadline_s,
         )
-        self._pass = 0
 
     @property
     def trainer_id(self) -> int:
@@ -120,7 +130,7 @@ class TaskClient:
     @property
     def pass_index(self) -> int:
         """The pass this trainer takes tasks of."""
-        return self._pass
+        return self._native.pass_index
 
     def report_dataset(self, patterns, *, passes: int, job: Optional[str] = None) -> dict:
         """Reports the job's RecordIO files (paths or globs, as the masters see them) to be
@@ -143,25 +153,31 @@ class TaskClient:
 
     def next_task(self) -> Optional["Task"]:
         """The next task (waiting while none is free, moving through passes), or `None` once
-        the job finished. Until it is reported, the master answers the same task again."""
+        the job finished or was cancelled. Until it is reported, the master answers the same
+        task again."""
         while True:
-            outcome, current, task = self.ask(self._pass)
-            if outcome == "task":
-                return task
-            if outcome in ("job_finished", "job_cancelled"):
+            step = self.step()
+            if step.kind == StepKind.Task:
+                return step.task
+            if step.kind in (StepKind.Finished, StepKind.Cancelled):
                 return None
-            if outcome in ("pass_before", "pass_after"):
-                self._pass = current
-                continue
-            time.sleep(IDLE_S)  # no_more_available, no_dataset: ask again soon
+            if step.kind == StepKind.Wait:
+                time.sleep(step.retry_in_s)
 
-    def ask(self, pass_index: int) -> "Tuple[str, int, Optional[Task]]":
-        """One ask for a task of `pass_index`, without waiting: `(outcome, current_pass,
-        task)`, outcome one of `task`, `pass_before` (that pass is over), `pass_after` (it has
-        not begun), `no_more_available` (the rest are held elsewhere), `no_dataset`,
-        `job_finished`, `job_cancelled`."""
-        outcome, current, native = self._native.get_task(int(pass_index))
-        return outcome, current, None if native is None else Task(self, native)
+    def go_to(self, pass_index: int) -> None:
+        """Walks pass `pass_index` from now on (another registration of this process learned
+        that the job's pass moved)."""
+        self._native.go_to(int(pass_index))
+
+    def step(self) -> "Step":
+        """One step of the walk through the job's passes, without waiting: a `Step` whose
+        `kind` (a `StepKind`) is `Task` (`step.task`), `PassOver` (`step.ended_pass` is over;
+        the walk goes on with `step.pass_index`), `PassRewound` (a restore put the job back to
+        `step.pass_index`), `Wait` (nothing is free: `step.waiting_for` says why; ask again
+        after `step.retry_in_s`), `Finished` or `Cancelled`."""
+        native = self._native.step()
+        task = None if native.task is None else Task(self, native.task)
+        return Step(native.kind, task, native.pass_index, native.ended_pass, native.waiting_for, native.retry_in_s)
 
     def tasks(self) -> Iterator["Task"]:
         """Every task this trainer gets, across passes, until the job finishes. Report each
@@ -194,7 +210,7 @@ class TaskClient:
         until they have (`todo` is then counted once the queue goes back). Returns
         `{"pass_index", "todo", "reloading"}`."""
         pass_index, todo, reloading = self._native.restore(int(checkpoint_id), bool(data_only))
-        self._pass = pass_index
+        self._native.go_to(pass_index)
         return {"pass_index": pass_index, "todo": todo, "reloading": reloading}
 
     def close(self) -> None:

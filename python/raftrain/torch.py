@@ -57,7 +57,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .errors import InvalidArgument
-from .task_client import DEADLINE_S_DEFAULT, Masters, TaskClient, master_list
+from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, master_list
 
 #: Registrations per worker: one task in flight to the training loop, one being read.
 REGISTRATIONS_PER_WORKER = 2
@@ -140,33 +140,36 @@ class TaskDataset(IterableDataset):
     def __iter__(self) -> Iterator[Tuple[object, List[Receipt]]]:
         """One pass as this worker sees it: tasks until the pass is over after it yielded
         some, or until nothing is free for `PASS_END_IDLE_S` (the rest are held elsewhere), or
-        the job finished."""
+        the job finished. Each registration walks the passes with the client's walker; when one
+        learns the pass moved, the others are moved with it."""
         registrations = self._registrations()
         self._report(registrations[0].client)
-        pass_index = 0
+        pass_index = registrations[0].client.pass_index
         yielded = False
         idle_since: Optional[float] = None
         while True:
-            answers = []
+            steps = []
             for registration in registrations:
-                outcome, current, task = registration.client.ask(pass_index)
-                answers.append(outcome)
-                if outcome == "task" and registration.held != (task.id, task.epoch):
+                step = registration.client.step()
+                steps.append(step)
+                if step.kind != StepKind.Wait and not registration.holds(step):
                     break
-                if outcome in ("pass_before", "pass_after", "job_finished", "job_cancelled"):
-                    break
-            if outcome in ("job_finished", "job_cancelled") or (outcome == "pass_before" and yielded):
+            if step.kind in (StepKind.Finished, StepKind.Cancelled):
                 return
-            if outcome in ("pass_before", "pass_after"):
-                pass_index = current
+            if step.kind in (StepKind.PassOver, StepKind.PassRewound):
+                if step.kind == StepKind.PassOver and step.pass_index > pass_index and yielded:
+                    return
+                pass_index = step.pass_index
+                for other in registrations:
+                    other.client.go_to(pass_index)
                 continue
-            if outcome == "task" and registration.held != (task.id, task.epoch):
-                registration.held = (task.id, task.epoch)
-                yield from self._batches(task)
+            if step.kind == StepKind.Task and not registration.holds(step):
+                registration.held = (step.task.id, step.task.epoch)
+                yield from self._batches(step.task)
                 yielded, idle_since = True, None
                 continue
             idle_since = idle_since or time.monotonic()
-            waiting_for_dataset = all(answer == "no_dataset" for answer in answers)
+            waiting_for_dataset = all(step.waiting_for == "no_dataset" for step in steps)
             if not waiting_for_dataset and time.monotonic() - idle_since >= PASS_END_IDLE_S:
                 return
             time.sleep(HELD_POLL_S)
@@ -220,6 +223,10 @@ class _Registration:
     def __init__(self, client: TaskClient):
         self.client = client
         self.held: Optional[Receipt] = None
+
+    def holds(self, step) -> bool:
+        """Whether `step` is the task this registration already handed out."""
+        return step.kind == StepKind.Task and self.held == (step.task.id, step.task.epoch)
 
 
 class TaskLoader:

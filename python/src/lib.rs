@@ -23,6 +23,7 @@ mod runtime;
 mod status;
 mod task;
 mod task_client;
+mod walk_step;
 
 use pyo3::prelude::*;
 
@@ -35,6 +36,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     install_logging();
     module.add_class::<task_client::TaskClient>()?;
     module.add_class::<task::Task>()?;
+    module.add_class::<walk_step::WalkStep>()?;
+    module.add_class::<walk_step::StepKind>()?;
     module.add_class::<recordio::ChunkReader>()?;
     module.add_class::<recordio::ChunkWriter>()?;
     module.add_class::<pserver_client::PServerClient>()?;

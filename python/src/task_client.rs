@@ -1,22 +1,26 @@
 //! `TaskClient` (native half): one trainer of a named job. It registers when it first needs
 //! to (after the process may have submitted the job by reporting its dataset), heartbeats on
 //! the runtime (`client::Session`, as the Rust trainer's: it registers again when the master forgot it),
-//! asks for tasks (the Python side walks the passes) and reports them, and records and
-//! restores the job's progress checkpoints. The Python class in
+//! walks the job's passes with `client::PassWalker` one typed step at a time (`WalkStep`; the
+//! Python side waits as a step says) and reports tasks, and records and restores the job's
+//! progress checkpoints. The Python class in
 //! `raftrain/task_client.py` adds iteration, `Task` objects and the context manager.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use client::{ClientError, Fault, MasterClient, Session, TaskOutcome};
+use client::{ClientError, Fault, MasterClient, PassWalker, Session};
 use pyo3::prelude::*;
-use tokio::sync::watch;
+use tokio::sync::{watch, Mutex as AsyncMutex};
 
 use crate::connection::Connection;
 use crate::errors::{guarded, Failure};
 use crate::process_bound::ProcessBound;
 use crate::runtime::{runtime, wait};
-use crate::task::Task;
+use crate::walk_step::WalkStep;
+
+/// The walk through the job's passes, as this trainer.
+type Walker = Arc<AsyncMutex<PassWalker<Arc<Session>>>>;
 
 #[pyclass(module = "raftrain._native", frozen)]
 pub struct TaskClient {
@@ -26,6 +30,10 @@ pub struct TaskClient {
     /// Registered on first use; two threads racing there may each register (the loser's
     /// trainer, never heartbeated, is dropped by the master when its lease ends).
     session: OnceLock<Arc<Session>>,
+    /// The walk through the passes, made with the session.
+    walker: OnceLock<Walker>,
+    /// The pass the walk asks for next, as its last step left it.
+    pass_index: Arc<AtomicU32>,
     /// Tasks this client reported done, which its heartbeats report.
     tasks_done: Arc<AtomicU64>,
     stop: watch::Sender<bool>,
@@ -60,6 +68,8 @@ impl TaskClient {
                 master,
                 name,
                 session: OnceLock::new(),
+                walker: OnceLock::new(),
+                pass_index: Arc::default(),
                 tasks_done,
                 stop,
                 stopped,
@@ -145,34 +155,38 @@ impl TaskClient {
         })
     }
 
-    /// One ask for a task of pass `pass_index`: `(outcome, current_pass, task)` where
-    /// outcome is `task`, `pass_before` (the pass is over; `current_pass` runs), `pass_after`
-    /// (it has not begun), `no_more_available` (the rest are pending elsewhere), `no_dataset`
-    /// or `job_finished`. A trainer the master forgot registers again and asks once more. A
-    /// trainer holds one task at a time: until it is reported, the master answers it again.
-    fn get_task(
-        &self,
-        py: Python<'_>,
-        pass_index: u32,
-    ) -> PyResult<(&'static str, u32, Option<Task>)> {
-        guarded("get_task", || {
+    /// One step of the walk through the job's passes (one ask, no waiting): a task, a pass
+    /// over or rewound, a wait (with how long), or the job's end. A trainer the master forgot
+    /// registers again and asks once more. A trainer holds one task at a time: until it is
+    /// reported, the master answers it again.
+    fn step(&self, py: Python<'_>) -> PyResult<WalkStep> {
+        guarded("step", || {
             self.process.check("TaskClient")?;
-            let (master, session) = (self.master.clone(), self.session(py)?);
-            let outcome = wait(py, get_task(master, session, pass_index))?;
-            let outcome = outcome.map_err(Failure::from)?;
-            Ok(match outcome {
-                TaskOutcome::Task(task) => ("task", pass_index, Some(Task::from(task))),
-                TaskOutcome::PassBefore { current } => ("pass_before", current, None),
-                TaskOutcome::PassAfter { current } => ("pass_after", current, None),
-                TaskOutcome::NoMoreAvailable => ("no_more_available", pass_index, None),
-                TaskOutcome::NoDataset => ("no_dataset", pass_index, None),
-                TaskOutcome::JobFinished => ("job_finished", pass_index, None),
-                TaskOutcome::JobCancelled => ("job_cancelled", pass_index, None),
-                TaskOutcome::UnknownTrainer => {
-                    let call = "GetTask";
-                    return Err(Failure::from(ClientError::UnknownTrainer { call }).into());
-                }
-            })
+            let (walker, pass_index) = (self.walker(py)?, self.pass_index.clone());
+            let stepped = wait(py, async move {
+                let mut walker = walker.lock().await;
+                let step = walker.step().await;
+                pass_index.store(walker.pass(), Ordering::SeqCst);
+                step.map(|step| (step, walker.pass()))
+            })?;
+            let (step, pass) = stepped.map_err(Failure::from)?;
+            WalkStep::new(py, step, pass)
+        })
+    }
+
+    /// The pass the walk asks for next.
+    #[getter]
+    fn pass_index(&self) -> u32 {
+        self.pass_index.load(Ordering::SeqCst)
+    }
+
+    /// Walks pass `pass_index` from now on (a restore answered where the job is).
+    fn go_to(&self, py: Python<'_>, pass_index: u32) -> PyResult<()> {
+        guarded("go_to", || {
+            let walker = self.walker(py)?;
+            wait(py, async move { walker.lock().await.go_to(pass_index) })?;
+            self.pass_index.store(pass_index, Ordering::SeqCst);
+            Ok(())
         })
     }
 
@@ -254,6 +268,16 @@ impl TaskClient {
 }
 
 impl TaskClient {
+    /// The walk through the passes, with this trainer's registration (made now if it was not).
+    fn walker(&self, py: Python<'_>) -> Result<Walker, PyErr> {
+        if let Some(walker) = self.walker.get() {
+            return Ok(walker.clone());
+        }
+        let session = self.session(py)?;
+        let walker = Arc::new(AsyncMutex::new(PassWalker::new(session)));
+        Ok(self.walker.get_or_init(|| walker).clone())
+    }
+
     /// This trainer's registration, made now if it was not yet (and its heartbeats started).
     fn session(&self, py: Python<'_>) -> Result<Arc<Session>, PyErr> {
         if let Some(session) = self.session.get() {
@@ -271,23 +295,6 @@ impl TaskClient {
 impl Drop for TaskClient {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
-    }
-}
-
-async fn get_task(
-    master: Arc<MasterClient>,
-    session: Arc<Session>,
-    pass_index: u32,
-) -> Result<TaskOutcome, ClientError> {
-    match master.get_task(session.id(), pass_index).await? {
-        TaskOutcome::UnknownTrainer => {
-            session.renew().await?;
-            match master.get_task(session.id(), pass_index).await? {
-                TaskOutcome::UnknownTrainer => Err(ClientError::UnknownTrainer { call: "GetTask" }),
-                outcome => Ok(outcome),
-            }
-        }
-        outcome => Ok(outcome),
     }
 }
 

@@ -146,6 +146,36 @@ def test_an_index_job_covers_every_index_once_per_pass(masters):
     assert (status["dataset_kind"], status["dataset_size"], status["shard_size"]) == ("index_range", 1000, 64)
 
 
+def test_the_walk_through_the_passes_is_typed_steps(masters):
+    """`step()` answers typed steps of the walk: each task of a pass, a held task answered
+    again until it is reported, the pass over (naming it) when the next one begins, a wait
+    (with its reason and how long) while another trainer holds the rest, and the end; a
+    restore puts the walk back where the job is."""
+    client = raftrain.TaskClient(masters.masters, name="walker", job="walk")
+    other = raftrain.TaskClient(masters.masters, name="other", job="walk")
+    client.report_index_dataset("walk", 4, 2, passes=2)
+    first = client.step()
+    assert first.kind == raftrain.StepKind.Task and first.pass_index == 0
+    assert client.step().task.id == first.task.id, "a held task is answered again"
+    held = other.next_task()
+    assert held.id != first.task.id
+    checkpoint = client.checkpoint()
+    assert first.task.finish() is True
+    wait = client.step()
+    assert (wait.kind, wait.waiting_for) == (raftrain.StepKind.Wait, "held_elsewhere")
+    assert 0 < wait.retry_in_s <= 1
+    assert held.finish() is True
+    over = client.step()
+    assert (over.kind, over.ended_pass, over.pass_index) == (raftrain.StepKind.PassOver, 0, 1)
+    assert client.pass_index == 1
+    assert client.restore(checkpoint, data_only=True)["pass_index"] == 0
+    assert client.pass_index == 0
+    assert client.step().kind == raftrain.StepKind.Task, "pass 0 again, after the restore"
+    done = [task.pass_index for task in client.tasks() if task.finish()]
+    assert done == [0, 0, 1, 1]
+    assert client.step().kind == raftrain.StepKind.Finished
+
+
 def test_a_huge_exception_still_fails_the_task_and_propagates(masters, tmp_path):
     """An exception whose text is far over what the master keeps (6 MB, two-byte characters)
     comes out of `with task:` unchanged; the failure report, cut by the client to the

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use client::pserver::layout::{JobLayout, ParamSpec};
-use client::pserver::{PServerClient, PServerClientOptions};
+use client::pserver::PServerClient;
 use master::state::MODEL_TAGS_KEPT;
 use optimizer::{OptimizerConfig, OptimizerKind};
 
@@ -65,8 +65,11 @@ async fn a_restore_brings_the_model_back_with_the_data() {
     let mut pservers = PServerProcesses::new(&group.addrs, dir.path(), 2);
     pservers.spawn_with(&["--job", "m"]);
     let doomed = pservers.spawn_with(&["--job", "m"]);
-    let client =
-        PServerClient::new(Arc::new(client_of(&group, "m")), 1, PServerClientOptions::default());
+    let client = PServerClient::new(
+        Arc::new(client_of(&group, "m")),
+        1,
+        crate::pserver_processes::test_client_options(),
+    );
     client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("both slots held");
     client.init_or_wait(&layout(), &tensors(&initial())).await.expect("init");
     push_some(&client, 3).await;

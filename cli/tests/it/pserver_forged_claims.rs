@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use client::pserver::layout::{JobLayout, ParamSpec};
-use client::pserver::{PServerClient, PServerClientOptions};
+use client::pserver::PServerClient;
 use optimizer::{OptimizerConfig, OptimizerKind};
 use proto::master as pb;
 
@@ -124,7 +124,11 @@ async fn a_forged_checkpoint_record_does_not_make_a_slot_unrecoverable() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 1);
     let first = processes.spawn();
-    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
+    let client = PServerClient::new(
+        Arc::new(group.client()),
+        1,
+        crate::pserver_processes::test_client_options(),
+    );
     client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("the slot held");
     client.init_or_wait(&layout(), &tensors(&values(1.0))).await.expect("init");
     client.push(&layout(), &tensors(&values(0.5))).await.expect("push");

@@ -9,6 +9,17 @@ use supervisor::ProcessGroup;
 
 use crate::master_group::free_loopback_addr;
 
+/// How long a test's `PServerClient` waits for a slot nobody serves before its call fails:
+/// far past any replacement the tests make, so a test whose pservers all went fails naming
+/// the slot instead of waiting for ever (the production default).
+const TEST_REPLACE_WAIT: Duration = Duration::from_secs(120);
+
+/// `PServerClient` options for tests: the defaults, with a bounded wait for a replacement.
+pub fn test_client_options() -> client::pserver::PServerClientOptions {
+    let replace_wait = Some(TEST_REPLACE_WAIT);
+    client::pserver::PServerClientOptions { replace_wait, ..Default::default() }
+}
+
 pub struct PServerProcesses {
     /// The workspace's one supervisor: every pserver is killed when the set is dropped.
     processes: ProcessGroup,

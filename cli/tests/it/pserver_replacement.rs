@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use client::pserver::layout::{JobLayout, ParamSpec};
-use client::pserver::{PServerClient, PServerClientOptions};
+use client::pserver::PServerClient;
 use nix::sys::signal::Signal;
 use optimizer::{OptimizerConfig, OptimizerKind};
 use proto::pserver as pb;
@@ -79,7 +79,11 @@ async fn pservers_are_fenced_replaced_and_restored_bit_for_bit() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 2);
     let (first, second) = (processes.spawn(), processes.spawn());
-    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
+    let client = PServerClient::new(
+        Arc::new(group.client()),
+        1,
+        crate::pserver_processes::test_client_options(),
+    );
     client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("both slots held");
 
     tracing::info!("--- the first trainer initializes; pushes apply; checkpoints cover them");
@@ -149,7 +153,11 @@ async fn a_sigtermed_pserver_hands_its_slot_over_with_every_acknowledged_push() 
     let mut processes = PServerProcesses::new(&group.addrs, dir.path(), 2);
     let leaving = processes.spawn();
     processes.spawn();
-    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
+    let client = PServerClient::new(
+        Arc::new(group.client()),
+        1,
+        crate::pserver_processes::test_client_options(),
+    );
     client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("both slots held");
     client.init_or_wait(&layout(), &tensors(&initial())).await.expect("init");
     let standby = processes.spawn();
@@ -260,7 +268,11 @@ async fn one_serving_pserver(
 ) -> (PServerProcesses, PServerClient, JobLayout) {
     let mut processes = PServerProcesses::new(&group.addrs, dir, 1);
     processes.spawn();
-    let client = PServerClient::new(Arc::new(group.client()), 1, PServerClientOptions::default());
+    let client = PServerClient::new(
+        Arc::new(group.client()),
+        1,
+        crate::pserver_processes::test_client_options(),
+    );
     client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("the slot held");
     let layout = JobLayout { slot_count: 1, ..layout() };
     client.init_or_wait(&layout, &tensors(&initial())).await.expect("init");

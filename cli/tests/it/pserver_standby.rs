@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::pserver::{PServerClient, PServerClientError, PServerClientOptions};
+use client::pserver::{PServerClient, PServerClientError};
 use client::{ClientOptions, MasterClient};
 use proto::pserver as pb;
 use proto::pserver::p_server_service_client::PServerServiceClient;
@@ -97,7 +97,8 @@ async fn a_pserver_client_for_a_missing_job_says_the_job_does_not_exist() {
         ..ClientOptions::default()
     };
     let master = MasterClient::new(&group.addrs, options).expect("valid master addresses");
-    let client = PServerClient::new(Arc::new(master), 1, PServerClientOptions::default());
+    let client =
+        PServerClient::new(Arc::new(master), 1, crate::pserver_processes::test_client_options());
     let waited = client.wait_for_slots(Some(Duration::from_secs(3))).await;
     let error = waited.expect_err("the job does not exist");
     assert!(matches!(error, PServerClientError::NoSuchJob { .. }), "{error:?}");

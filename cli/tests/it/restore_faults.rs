@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use client::pserver::layout::{JobLayout, ParamSpec};
-use client::pserver::{PServerClient, PServerClientOptions};
+use client::pserver::PServerClient;
 use nix::sys::signal::Signal;
 use optimizer::{OptimizerConfig, OptimizerKind};
 
@@ -45,8 +45,11 @@ async fn checkpointed(group: &MasterGroup, pservers: &mut PServerProcesses, name
     raftrain_ok(&[&submit[..], &["--shard-size", "1", "--passes", "2"]].concat(), b"");
     pservers.spawn_with(&["--job", name]);
     pservers.spawn_with(&["--job", name]);
-    let client =
-        PServerClient::new(Arc::new(client_of(group, name)), 1, PServerClientOptions::default());
+    let client = PServerClient::new(
+        Arc::new(client_of(group, name)),
+        1,
+        crate::pserver_processes::test_client_options(),
+    );
     client.wait_for_slots(Some(Duration::from_secs(30))).await.expect("both slots held");
     let initial = vec![0.5f32; 1000];
     client.init_or_wait(&layout(), &[("w", initial.as_slice())]).await.expect("init");
@@ -218,8 +221,11 @@ async fn a_push_computed_before_a_restore_never_lands_in_the_restored_model() {
     let dir = tempfile::tempdir().expect("temp");
     let mut pservers = PServerProcesses::new(&group.addrs, dir.path(), 2);
     let id = checkpointed(&group, &mut pservers, "f").await;
-    let client =
-        PServerClient::new(Arc::new(client_of(&group, "f")), 2, PServerClientOptions::default());
+    let client = PServerClient::new(
+        Arc::new(client_of(&group, "f")),
+        2,
+        crate::pserver_processes::test_client_options(),
+    );
     let gradient = vec![0.1f32; 1000];
     client.pull(&layout()).await.expect("a pull before the restore");
 
