@@ -4,12 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::chunk_list::ChunkList;
 use super::command::Command;
-use super::dataset::{chunks_digest, DatasetKind, QueuePolicy};
-use super::dataset_loading::{apply_batch, Batch, DatasetLoading};
+use super::dataset::{DatasetKind, QueuePolicy};
+use super::dataset_loading::DatasetLoading;
 use super::eval::EvalRecord;
-use super::index_report::{apply_index_report, IndexReport};
 use super::job::Job;
 use super::job_lifecycle::planted_revival;
 use super::job_lifecycle::JobEnd;
@@ -154,98 +152,24 @@ impl JobState {
         response
     }
 
+    /// Applies one of the job's commands, by family.
     fn execute_command(&mut self, command: &Command, now_ms: u64) -> Response {
         match command {
-            Command::ReportDataset { job, chunks, passes, policy } => {
-                let list = ChunkList::from_refs(chunks);
-                let batch = Batch {
-                    job,
-                    passes: *passes,
-                    policy: *policy,
-                    total_chunks: chunks.len() as u64,
-                    digest: chunks_digest(chunks),
-                    first_chunk: 0,
-                    chunks: &list,
-                };
-                apply_batch(&mut self.job, &mut self.loading, &batch, now_ms)
-            }
-            Command::ReportDatasetBatch {
-                job,
-                passes,
-                policy,
-                total_chunks,
-                digest,
-                first_chunk,
-                chunks,
-            } => {
-                let batch = Batch {
-                    job,
-                    passes: *passes,
-                    policy: *policy,
-                    total_chunks: *total_chunks,
-                    digest: *digest,
-                    first_chunk: *first_chunk,
-                    chunks,
-                };
-                apply_batch(&mut self.job, &mut self.loading, &batch, now_ms)
-            }
-            Command::ReportIndexDataset { job, size, shard_size, passes, policy } => {
-                let report = IndexReport {
-                    job,
-                    size: *size,
-                    shard_size: *shard_size,
-                    passes: *passes,
-                    policy: *policy,
-                };
-                apply_index_report(&mut self.job, &mut self.loading, &report, now_ms)
-            }
-            Command::GetTask { trainer, pass } => {
-                if !self.trainers.contains(*trainer) {
-                    return Response::UnknownTrainer;
-                }
-                let restoring = self.is_restoring();
-                let Some(job) = &mut self.job else { return Response::NoDataset };
-                match restoring {
-                    true => Response::NoMoreAvailable,
-                    false => job.get_task(*trainer, *pass, now_ms),
-                }
-            }
-            Command::TaskFinished { task, epoch } => {
-                let Some(job) = &mut self.job else { return Response::NoDataset };
-                job.task_finished(*task, *epoch, now_ms)
-            }
-            Command::TaskFailed { task, epoch, reason } => {
-                self.task_failed((*task, *epoch), reason, Fault::Content)
-            }
-            Command::TaskFailedWithFault { task, epoch, reason, fault } => {
-                self.task_failed((*task, *epoch), reason, *fault)
-            }
-            Command::ExpireTasks => {
-                let Some(job) = &mut self.job else { return Response::NoDataset };
-                job.expire(now_ms, TIMED_OUT_REASON)
-            }
-            Command::RegisterTrainer { name } => match self.trainers.register(name) {
-                Ok(trainer) => Response::TrainerRegistered { trainer },
-                Err(reason) => Response::Rejected { reason },
-            },
-            Command::TrainerLost { trainer } => self.trainer_lost(*trainer),
-            Command::ClaimPServerSlot { addr, desired } => self.claim_slot(addr, *desired, None),
-            Command::ClaimPServerSlotWithSecret { addr, desired, secret } => {
-                self.claim_slot(addr, *desired, Some(*secret))
-            }
-            Command::ReleasePServerSlot { index, generation } => {
-                self.release_slot(*index, *generation)
-            }
-            // A slot waiting to reload records nothing of the model the restore replaces.
-            Command::RecordCheckpoint { index, .. } if self.models.waits_for(*index) => {
-                Response::Stale
-            }
-            Command::RecordCheckpoint { index, generation, meta } => {
-                self.pservers.record_checkpoint(*index, *generation, meta)
-            }
-            Command::RecordEval { pass, loss, accuracy } => {
-                self.record_eval(*pass, *loss, *accuracy)
-            }
+            Command::ReportDataset { .. }
+            | Command::ReportDatasetBatch { .. }
+            | Command::ReportIndexDataset { .. } => self.execute_report(command, now_ms),
+            Command::GetTask { .. }
+            | Command::TaskFinished { .. }
+            | Command::TaskFailed { .. }
+            | Command::TaskFailedWithFault { .. }
+            | Command::ExpireTasks => self.execute_task(command, now_ms),
+            Command::RegisterTrainer { .. }
+            | Command::TrainerLost { .. }
+            | Command::ClaimPServerSlot { .. }
+            | Command::ClaimPServerSlotWithSecret { .. }
+            | Command::ReleasePServerSlot { .. }
+            | Command::RecordCheckpoint { .. }
+            | Command::RecordEval { .. } => self.execute_member(command),
             Command::CancelJob => self.cancel(now_ms),
             Command::CheckpointJob
             | Command::CheckpointProgress
@@ -263,7 +187,7 @@ impl JobState {
     /// loss may be anything a model produced (a diverged one reports NaN or infinity). Only the
     /// highest pass is kept: a slow trainer's report of an earlier pass is acknowledged and
     /// changes nothing, as a report for an older epoch does.
-    fn record_eval(&mut self, pass: u32, loss: f32, accuracy: f32) -> Response {
+    pub(crate) fn record_eval(&mut self, pass: u32, loss: f32, accuracy: f32) -> Response {
         if !(0.0..=1.0).contains(&accuracy) {
             let reason = format!("accuracy {accuracy} is not between 0 and 1");
             return Response::Rejected { reason };
@@ -281,14 +205,19 @@ impl JobState {
         Response::Accepted
     }
 
-    fn task_failed(&mut self, (task, epoch): (u64, u64), reason: &str, fault: Fault) -> Response {
+    pub(crate) fn task_failed(
+        &mut self,
+        (task, epoch): (u64, u64),
+        reason: &str,
+        fault: Fault,
+    ) -> Response {
         let Some(job) = &mut self.job else { return Response::NoDataset };
         let reason = truncate(reason, FAILURE_REASON_BYTES_MAX);
         let registered = self.trainers.trainers.keys().copied();
         job.task_failed((task, epoch), &reason, fault, registered)
     }
 
-    fn trainer_lost(&mut self, trainer: u64) -> Response {
+    pub(crate) fn trainer_lost(&mut self, trainer: u64) -> Response {
         if !self.trainers.remove(trainer) {
             return Response::UnknownTrainer;
         }

@@ -74,6 +74,7 @@ mod index_range;
 mod index_report;
 mod invariant;
 mod job;
+mod job_commands;
 mod job_lifecycle;
 mod job_state;
 mod limits;
