@@ -282,6 +282,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError> {
+        // A term only grows: a vote saved over a later one would let this node vote twice in
+        // a term after a restart.
+        if let Some(saved) = &self.vote {
+            let (term, saved_term) = (vote.leader_id().term, saved.leader_id().term);
+            assert!(term >= saved_term, "a term only grows: vote of term {term} over {saved_term}");
+        }
         write_value(&self.db, VOTE_KEY, vote)
             .map_err(|error| StorageIOError::write_vote(AnyError::error(error)))?;
         self.flusher.sync().await.map_err(|error| StorageIOError::write_vote(&error))?;

@@ -92,6 +92,11 @@ impl PServerSlots {
             },
         };
         let generation = self.next_generation;
+        // A generation fences every earlier holder off only if it is above all of theirs.
+        assert!(
+            self.holders.values().all(|holder| holder.generation < generation),
+            "a slot generation only grows: {generation} is not above every holder's"
+        );
         self.next_generation += 1;
         self.version += 1;
         self.holders.insert(index, SlotHolder { addr: addr.to_string(), generation });
