@@ -88,6 +88,29 @@ impl MasterClient {
         task_reported("TaskFinished", &reply)
     }
 
+    /// Reports that this trainer is still at work on `task_id` under `epoch`: its deadline
+    /// moves to a whole timeout from now. The timeout (report again well within it), or
+    /// `None` when the task is no longer held under that epoch (taken back, or reported).
+    pub async fn task_progress(
+        &self,
+        task_id: u64,
+        epoch: u64,
+    ) -> Result<Option<Duration>, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("TaskProgress", |mut service, stamp| {
+                let job = self.job().to_string();
+                let request = pb::TaskProgressRequest { stamp: Some(stamp), task_id, epoch, job };
+                async move { service.task_progress(timed(request, timeout)).await }
+            })
+            .await?;
+        match (reply.job_cancelled, reply.held) {
+            (true, _) => Err(ClientError::JobCancelled { call: "TaskProgress" }),
+            (false, true) => Ok(Some(Duration::from_millis(reply.timeout_ms))),
+            (false, false) => Ok(None),
+        }
+    }
+
     /// Reports a task failed with `reason` (cut to what the master keeps,
     /// [`super::FAILURE_REASON_BYTES_MAX`], so a huge one still fails the task) and whose
     /// `fault` it was; `false` when fenced off.

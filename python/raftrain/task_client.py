@@ -164,6 +164,12 @@ class TaskClient:
             if step.kind == StepKind.Wait:
                 time.sleep(step.retry_in_s)
 
+    def progress(self, task_id: int, epoch: int) -> Optional[float]:
+        """Reports that this trainer, or the training loop it feeds, is still at work on task
+        `task_id` of dispatch `epoch` (see `Task.progress`): the timeout in seconds, or `None`
+        when the task is no longer held under that epoch."""
+        return self._native.progress(int(task_id), int(epoch))
+
     def go_to(self, pass_index: int) -> None:
         """Walks pass `pass_index` from now on (another registration of this process learned
         that the job's pass moved)."""
@@ -281,6 +287,13 @@ class Task:
     def arrays(self):
         """The task's dense Examples as (features float32 [n, d], labels float32 [n])."""
         return decode_dense(self.records())
+
+    def progress(self) -> Optional[float]:
+        """Reports that this process is still at work on the task (a slow training loop): its
+        deadline moves to a whole timeout from now, so only a stuck or dead holder loses it.
+        Returns the timeout in seconds (report again well within it), or `None` when the task
+        was taken back or reported meanwhile (or the job was cancelled)."""
+        return self._client.progress(self.id, self.epoch)
 
     def finish(self) -> bool:
         """Reports the task done; `False` if the master had taken it back meanwhile (its

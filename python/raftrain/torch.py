@@ -23,10 +23,16 @@ task. So, with any `num_workers` and `prefetch_factor`:
 - a worker holds at most two unreported tasks (one per registration): the master hands a
   trainer one task at a time, so the second registration lets a worker read ahead while its
   previous task's last batches wait in the prefetch queue;
-- a task must be consumed before the master's task timeout (`--task-timeout-min-ms`, 20 s by
-  default, scaled by the task's size), or the master hands it to another trainer as well; the
-  late report is then refused (counted in `TaskLoader.refused`, and warned) and the task is
-  trained twice.
+- a task the training loop is consuming slowly is not taken back: when the loop has consumed
+  the first batch of a task of several, the training process reports its progress
+  (`Task.progress`), which moves the task's deadline a whole timeout on
+  (`--task-timeout-min-ms`, 20 s by default, scaled by the task's size), and again every
+  third of that timeout while batches of it are consumed; only a stuck or dead loop loses its
+  tasks. A task's batches waiting in
+  the prefetch queue are not reported yet: the loop must reach a task's first batch within the
+  timeout of its dispatch (a prefetch queue of `num_workers x prefetch_factor` batches ahead
+  of the loop). A task taken back anyway is refused when reported (counted in
+  `TaskLoader.refused`, and warned) and trained again elsewhere.
 
 One iteration of a `TaskLoader` is one pass as this process sees it: it ends when the pass is
 over, or when nothing has been free for this process for `PASS_END_IDLE_S` (the pass's last
@@ -50,7 +56,7 @@ import os
 import socket
 import time
 import warnings
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -71,7 +77,8 @@ Receipt = Tuple[int, int]
 
 
 class TaskDataset(IterableDataset):
-    """A job's tasks as an IterableDataset of `(batch, receipts)`; use it through `loader()`.
+    """A job's tasks as an IterableDataset of `(batch, receipts, holding)` (`holding`: the
+    receipt of the task the batch is of); use it through `loader()`.
 
     Either `index=(name, size, shard_size)` with `read`: an index dataset the masters never
     read (tasks are ranges of `shard_size` indices of `[0, size)`), each batch being
@@ -137,7 +144,7 @@ class TaskDataset(IterableDataset):
         pin_memory, ...; batching is this dataset's)."""
         return TaskLoader(self, **dataloader_options)
 
-    def __iter__(self) -> Iterator[Tuple[object, List[Receipt]]]:
+    def __iter__(self) -> Iterator[Tuple[object, List[Receipt], Receipt]]:
         """One pass as this worker sees it: tasks until the pass is over after it yielded
         some, or until nothing is free for `PASS_END_IDLE_S` (the rest are held elsewhere), or
         the job finished. Each registration walks the passes with the client's walker; when one
@@ -195,20 +202,20 @@ class TaskDataset(IterableDataset):
             self._registered_pid = os.getpid()
         return self._registered
 
-    def _batches(self, task) -> Iterator[Tuple[object, List[Receipt]]]:
+    def _batches(self, task) -> Iterator[Tuple[object, List[Receipt], Receipt]]:
         if task.start is not None:
             for start in range(task.start, task.end, self.batch_size):
                 end = min(start + self.batch_size, task.end)
-                yield self.read(start, end), [(task.id, task.epoch)] if end == task.end else []
+                yield self.read(start, end), [(task.id, task.epoch)] if end == task.end else [], (task.id, task.epoch)
             return
         features, labels = task.arrays()
         count = len(labels)
         for start in range(0, count, self.batch_size):
             end = min(start + self.batch_size, count)
             receipts = [(task.id, task.epoch)] if end == count else []
-            yield self._batch(features[start:end], labels[start:end]), receipts
+            yield self._batch(features[start:end], labels[start:end]), receipts, (task.id, task.epoch)
         if count == 0:
-            yield self._batch(features, labels), [(task.id, task.epoch)]
+            yield self._batch(features, labels), [(task.id, task.epoch)], (task.id, task.epoch)
 
     def _batch(self, features: np.ndarray, labels: np.ndarray):
         if self.transform is not None:
@@ -242,15 +249,36 @@ class TaskLoader:
         #: Tasks this loader reported finished, and reports the master refused (taken back).
         self.finished = 0
         self.refused = 0
+        #: Progress reports that moved a task's deadline on.
+        self.progressed = 0
         self._reporter: Optional[TaskClient] = None
         self._job_reported = False
+        # Per task being consumed: when its progress is due next (infinity: no longer held).
+        self._progress_due: Dict[Receipt, float] = {}
 
     def __iter__(self) -> Iterator[object]:
-        for batch, receipts in self.dataloader:
+        self._progress_due.clear()
+        for batch, receipts, holding in self.dataloader:
             yield batch
             # The loop asked for the next batch: it has consumed this one.
+            self._consumed((int(holding[0]), int(holding[1])), finishing=bool(receipts))
             for task_id, epoch in receipts:
+                self._progress_due.pop((int(task_id), int(epoch)), None)
                 self._report(int(task_id), int(epoch))
+
+    def _consumed(self, holding: Receipt, finishing: bool) -> None:
+        """The loop consumed a batch of task `holding` (its last when `finishing`): reports
+        its progress after its first batch, then every third of its timeout."""
+        now = time.monotonic()
+        if finishing or now < self._progress_due.setdefault(holding, now):
+            return
+        timeout = self._reporter_client().progress(*holding)
+        if timeout is None:
+            # Taken back (or the job was cancelled): its report will say so.
+            self._progress_due[holding] = float("inf")
+            return
+        self.progressed += 1
+        self._progress_due[holding] = now + timeout / 3
 
     @property
     def job_finished(self) -> bool:

@@ -190,6 +190,23 @@ impl TaskClient {
         })
     }
 
+    /// Reports that this trainer is still at work on a task: its deadline moves to a whole
+    /// timeout from now. The timeout in seconds (report again well within it), or `None` when
+    /// the task is no longer held under that epoch or the job was cancelled.
+    fn progress(&self, py: Python<'_>, task_id: u64, epoch: u64) -> PyResult<Option<f64>> {
+        guarded("progress", || {
+            self.process.check("TaskClient")?;
+            let master = self.master.clone();
+            let extended = wait(py, async move { master.task_progress(task_id, epoch).await })?;
+            match extended {
+                Err(ClientError::JobCancelled { .. }) => Ok(None),
+                extended => {
+                    Ok(extended.map_err(Failure::from)?.map(|timeout| timeout.as_secs_f64()))
+                }
+            }
+        })
+    }
+
     /// Reports a task done; `False` when the master had taken it back (its epoch is stale) or
     /// the job was cancelled (the next ask says so).
     fn finish(&self, py: Python<'_>, task_id: u64, epoch: u64) -> PyResult<bool> {

@@ -48,6 +48,26 @@ def test_a_task_is_reported_only_after_its_last_batch_is_consumed(masters, tmp_p
     assert records == 400 and status["job_finished"] and status["done"] == consumed == loader.finished
 
 
+def test_a_slow_training_loop_keeps_its_tasks_through_progress_reports(start_masters):
+    """A training step far slower than the task timeout (2 s a task against 1 s): the loop's
+    progress reports move each task's deadline on, so no task is taken back, each is handed
+    out and finished once, and the job finishes with none failed."""
+    group = start_masters(extra_args=["--task-timeout-min-ms", "1000"])
+    read = lambda start, end: torch.arange(start, end)
+    dataset = TaskDataset(group.masters, index=("slow", 12, 4), read=read, passes=1, batch_size=1)
+    loader = dataset.loader(num_workers=0)
+    seen = []
+    for batch in loader:
+        seen.extend(batch.tolist())
+        time.sleep(0.5)  # a slow step: 4 batches a task
+    status = group.status()
+    assert sorted(seen) == list(range(12))
+    assert (loader.finished, loader.refused) == (3, 0)
+    assert loader.progressed >= 3, "each task reported its progress"
+    assert status["job_finished"] and status["failed"] == 0
+    assert status["dispatched"] == 3, "no task was taken back and handed out again"
+
+
 def test_a_killed_process_leaves_its_tasks_to_be_handed_out_again(masters, tmp_path):
     """A training process killed (SIGKILL) in the middle of the job: its tasks, read but not
     reported, come back once its workers' leases end, and a new process finishes the job,

@@ -215,6 +215,13 @@ impl pb::master_service_server::MasterService for MasterRpc {
         MasterRpc::get_task(self, request).await
     }
 
+    async fn task_progress(
+        &self,
+        request: tonic::Request<pb::TaskProgressRequest>,
+    ) -> Reply<pb::TaskProgressReply> {
+        MasterRpc::task_progress(self, request).await
+    }
+
     async fn task_finished(
         &self,
         request: tonic::Request<pb::TaskFinishedRequest>,

@@ -89,6 +89,9 @@ pub enum Command {
     TagSlotCheckpoint { index: u32, generation: u64, progress: u64, meta: CheckpointMeta },
     /// The holder of slot `index` under `generation` reloaded its shard for restore `restore`.
     SlotReloaded { index: u32, generation: u64, restore: u64 },
+    /// The holder of `task` under `epoch` is still at work on it: its deadline moves to a
+    /// whole timeout from now (never earlier than it was).
+    TaskProgress { task: u64, epoch: u64 },
 }
 
 /// Which job a command is for.

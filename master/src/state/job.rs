@@ -77,6 +77,14 @@ impl Job {
         self.answer(task, report)
     }
 
+    /// The holder of `task` under `epoch` is still at work on it (see [`TaskQueue::extend`]).
+    pub(crate) fn task_progress(&mut self, task: (u64, u64), now_ms: u64) -> Response {
+        match self.queue.extend(task, now_ms, &self.dataset.policy) {
+            Some(timeout_ms) => Response::TaskExtended { timeout_ms },
+            None => Response::Stale,
+        }
+    }
+
     /// Takes back every task whose deadline is at or before `now_ms`.
     pub(crate) fn expire(&mut self, now_ms: u64, reason: &str) -> Response {
         let (requeued, failed) = self.queue.expire(now_ms, reason, &self.dataset.policy);

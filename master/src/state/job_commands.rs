@@ -60,7 +60,7 @@ impl JobState {
     }
 
     /// Applies a task call: a trainer's ask (no task while a restore holds the queue), its
-    /// reports, and the leader's expiry of overdue tasks.
+    /// reports of progress and of the end, and the leader's expiry of overdue tasks.
     pub(crate) fn execute_task(&mut self, command: &Command, now_ms: u64) -> Response {
         match command {
             Command::GetTask { trainer, pass } => {
@@ -87,6 +87,10 @@ impl JobState {
             Command::ExpireTasks => {
                 let Some(job) = &mut self.job else { return Response::NoDataset };
                 job.expire(now_ms, TIMED_OUT_REASON)
+            }
+            Command::TaskProgress { task, epoch } => {
+                let Some(job) = &mut self.job else { return Response::NoDataset };
+                job.task_progress((*task, *epoch), now_ms)
             }
             other => not_of_family("a task call", other),
         }

@@ -162,6 +162,7 @@ impl JobState {
             | Command::TaskFinished { .. }
             | Command::TaskFailed { .. }
             | Command::TaskFailedWithFault { .. }
+            | Command::TaskProgress { .. }
             | Command::ExpireTasks => self.execute_task(command, now_ms),
             Command::RegisterTrainer { .. }
             | Command::TrainerLost { .. }

@@ -75,6 +75,8 @@ pub enum Response {
     /// A restore of the model is under way: the queue goes back to `pass` once `pservers`
     /// holders have reloaded their shards; no task is handed out until then.
     RestoreWaiting { pass: u32, pservers: u32 },
+    /// A task's holder is at work on it: its deadline is `timeout_ms` from now.
+    TaskExtended { timeout_ms: u64 },
 }
 
 impl Response {

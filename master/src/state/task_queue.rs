@@ -120,6 +120,21 @@ impl TaskQueue {
         policy.task_timeout_min_ms.max(scaled)
     }
 
+    /// Moves the deadline of `task`, pending under `epoch`, to a whole timeout from `now_ms`
+    /// (never earlier than it was): its holder is still at work on it. The timeout, or `None`
+    /// when the task is not pending under that epoch.
+    pub(crate) fn extend(
+        &mut self,
+        (task, epoch): (u64, u64),
+        now_ms: u64,
+        policy: &QueuePolicy,
+    ) -> Option<u64> {
+        let timeout_ms = self.timeout_ms(policy);
+        let pending = self.pending.get_mut(&task).filter(|pending| pending.epoch == epoch)?;
+        pending.deadline_ms = pending.deadline_ms.max(now_ms.saturating_add(timeout_ms));
+        Some(timeout_ms)
+    }
+
     /// Pops the front of todo, bumps its epoch and marks it pending. `None` if todo is empty.
     pub(crate) fn dispatch(
         &mut self,

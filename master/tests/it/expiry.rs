@@ -10,6 +10,10 @@ fn expired(requeued: &[u64], failed: &[u64]) -> crate::support::Expect {
     is(Response::Expired { requeued: requeued.to_vec(), failed: failed.to_vec() })
 }
 
+fn progress(task: u64, epoch: u64) -> Command {
+    Command::TaskProgress { task, epoch }
+}
+
 fn check(name: &str, steps: Vec<Step>, deadline_ms: Option<u64>) {
     let state = run(name, &steps);
     assert_eq!(state.sole().next_deadline_ms(), deadline_ms, "{name}: next deadline");
@@ -30,6 +34,34 @@ fn expire_tasks() {
                 ],
             ),
             Some(1000),
+        ),
+        (
+            "progress of the holder moves the deadline a whole timeout on; a stale epoch's, none",
+            script(
+                setup(1, 1, policy()),
+                vec![
+                    at(0, get(1, 0), task(0, 1, 0, 1000)),
+                    at(900, progress(0, 1), is(Response::TaskExtended { timeout_ms: 1000 })),
+                    at(1000, progress(0, 7), is(Response::Stale)),
+                    at(1899, Command::ExpireTasks, expired(&[], &[])),
+                    at(1899, finished(0, 1), is(Response::Accepted)),
+                    at(1900, progress(0, 1), is(Response::Stale)),
+                ],
+            ),
+            None,
+        ),
+        (
+            "a task whose holder stopped reporting progress expires at its moved deadline",
+            script(
+                setup(2, 1, policy()),
+                vec![
+                    at(0, get(1, 0), task(0, 1, 0, 1000)),
+                    at(600, progress(0, 1), is(Response::TaskExtended { timeout_ms: 1000 })),
+                    at(300, progress(0, 1), is(Response::TaskExtended { timeout_ms: 1000 })),
+                    at(1600, Command::ExpireTasks, expired(&[0], &[])),
+                ],
+            ),
+            None,
         ),
         (
             "a deadline equal to now_ms expires: the task goes to the back of todo",

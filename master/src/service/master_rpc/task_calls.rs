@@ -113,6 +113,25 @@ impl MasterRpc {
         Ok(tonic::Response::new(reply))
     }
 
+    /// A task's holder is at work on it: its deadline moves to a whole timeout from now.
+    pub(super) async fn task_progress(
+        &self,
+        request: tonic::Request<pb::TaskProgressRequest>,
+    ) -> Reply<pb::TaskProgressReply> {
+        let request = request.into_inner();
+        let client = stamp(request.stamp)?;
+        let command = Command::TaskProgress { task: request.task_id, epoch: request.epoch };
+        let reply = |held, timeout_ms, job_cancelled| {
+            Ok(tonic::Response::new(pb::TaskProgressReply { held, timeout_ms, job_cancelled }))
+        };
+        match self.propose(Some(client), for_job(&request.job, command)).await? {
+            Response::TaskExtended { timeout_ms } => reply(true, timeout_ms, false),
+            Response::Stale => reply(false, 0, false),
+            Response::JobCancelled => reply(false, 0, true),
+            other => Err(unexpected("TaskProgress", other)),
+        }
+    }
+
     pub(super) async fn task_finished(
         &self,
         request: tonic::Request<pb::TaskFinishedRequest>,
