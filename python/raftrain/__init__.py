@@ -24,6 +24,7 @@ from .errors import (
     NotFound,
     PermissionDenied,
     ResourceExhausted,
+    TasksFailed,
     Unauthenticated,
     Unavailable,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "StepKind",
     "Task",
     "TaskClient",
+    "TasksFailed",
     "Unauthenticated",
     "Unavailable",
     "errors",

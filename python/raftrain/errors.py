@@ -23,6 +23,18 @@ class Error(Exception):
         return f"{self.code}: {self.message}"
 
 
+class TasksFailed(Error):
+    """The job finished, but some of its tasks failed (each past its failure budget): their
+    data was not trained on. `failed_tasks` lists them as `{"task", "reason"}`."""
+
+    def __init__(self, failed_tasks: list, job: Optional[str] = None):
+        shown = "; ".join(f"task {task['task']}: {task['reason']}" for task in failed_tasks[:10])
+        more = f" (and {len(failed_tasks) - 10} more)" if len(failed_tasks) > 10 else ""
+        name = f"job {job!r}" if job else "the job"
+        super().__init__(f"{name} finished with {len(failed_tasks)} failed tasks: {shown}{more}", "FAILED_PRECONDITION")
+        self.failed_tasks = failed_tasks
+
+
 class InvalidArgument(Error, ValueError):
     """The request is wrong (bad input, an address that is not one): retrying changes nothing."""
 

@@ -17,7 +17,7 @@ import time
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _native
-from .errors import DataError, FailedPrecondition, InvalidArgument
+from .errors import DataError, FailedPrecondition, InvalidArgument, TasksFailed
 from .example import Example, decode_dense
 
 #: The deadline of one logical call, retries across leader changes included: a failover takes
@@ -187,10 +187,15 @@ class TaskClient:
 
     def tasks(self) -> Iterator["Task"]:
         """Every task this trainer gets, across passes, until the job finishes. Report each
-        (`finish`, `fail`, or use it as a context manager) before taking the next."""
+        (`finish`, `fail`, or use it as a context manager) before taking the next. A job that
+        finished with failed tasks raises `TasksFailed` naming them and why: their data was
+        not trained on."""
         while True:
             task = self.next_task()
             if task is None:
+                status = self.status()
+                if status["job_finished"] and status["failed_tasks"]:
+                    raise TasksFailed(status["failed_tasks"], status.get("job"))
                 return
             yield task
 

@@ -62,7 +62,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, TasksFailed
 from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, master_list
 
 #: Registrations per worker: one task in flight to the training loop, one being read.
@@ -283,13 +283,18 @@ class TaskLoader:
     @property
     def job_finished(self) -> bool:
         """Whether the job finished, or was cancelled (a linearizable read through the
-        leader): the training loop ends either way."""
+        leader): the training loop ends either way. A job that finished with failed tasks
+        raises `raftrain.errors.TasksFailed` naming them and why, instead of ending the loop as
+        if every sample had been trained on."""
         client = self._reporter_client()
         if not self._job_reported:
             # The job exists once reported (the report submits it when none of its name does).
             self.dataset._report(client)
             self._job_reported = True
         status = client.status()
+        if status["job_finished"] and status["failed_tasks"]:
+            # Their data was not trained on: the loop must not end as if it had been.
+            raise TasksFailed(status["failed_tasks"], status.get("job"))
         return bool(status["job_finished"] or status.get("job_cancelled"))
 
     def _reporter_client(self) -> TaskClient:

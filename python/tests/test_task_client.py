@@ -176,6 +176,27 @@ def test_the_walk_through_the_passes_is_typed_steps(masters):
     assert client.step().kind == raftrain.StepKind.Finished
 
 
+def test_a_job_that_finished_with_failed_tasks_raises_naming_them(start_masters):
+    """A task failed past its budget (none here): the job finishes without its data, and
+    neither `tasks()` nor `TaskLoader.job_finished` lets the loop end as if it had succeeded;
+    the error names the task and the reason."""
+    from raftrain.torch import TaskDataset
+
+    group = start_masters(extra_args=["--max-task-failures", "0"])
+    client = raftrain.TaskClient(group.masters, name="failing", job="failing")
+    client.report_index_dataset("failing", 6, 2, passes=1)
+    with pytest.raises(raftrain.TasksFailed, match="task 1: the shard is unreadable") as raised:
+        for task in client.tasks():
+            if task.id == 1:
+                task.fail("the shard is unreadable")
+            else:
+                task.finish()
+    assert [failed["task"] for failed in raised.value.failed_tasks] == [1]
+    dataset = TaskDataset(group.masters, index=("failing", 6, 2), read=lambda start, end: None, passes=1)
+    with pytest.raises(raftrain.TasksFailed, match="1 failed tasks"):
+        dataset.loader().job_finished
+
+
 def test_a_huge_exception_still_fails_the_task_and_propagates(masters, tmp_path):
     """An exception whose text is far over what the master keeps (6 MB, two-byte characters)
     comes out of `with task:` unchanged; the failure report, cut by the client to the
