@@ -25,6 +25,9 @@ from .example import Example, decode_dense
 #: as the Rust trainer does by default.
 DEADLINE_S_DEFAULT = 60.0
 
+#: The queue policy values a submitted job may set (`TaskClient.submit_job`).
+POLICY_KEYS = ("chunks_per_task", "task_timeout_min_ms", "timeout_factor", "max_task_failures", "retry_failed_next_pass")
+
 #: What a step of the walk through a job's passes met (`TaskClient.step`).
 StepKind = _native.StepKind
 
@@ -131,6 +134,32 @@ class TaskClient:
     def pass_index(self) -> int:
         """The pass this trainer takes tasks of."""
         return self._native.pass_index
+
+    def submit_job(
+        self,
+        name: str,
+        *,
+        passes: int,
+        records=None,
+        index: Optional[Tuple[int, int]] = None,
+        **policy,
+    ) -> dict:
+        """Submits job `name`: RecordIO files `records` (paths or globs, as the masters see
+        them) or an index range `index=(size, shard_size)`, read `passes` times, with the queue
+        policy values it sets instead of the masters' flags: `task_timeout_min_ms`,
+        `timeout_factor`, `max_task_failures`, `chunks_per_task`, `retry_failed_next_pass`
+        (as `raftrain job submit` takes them). The same spec again changes nothing; another
+        spec under a used name is refused (`InvalidArgument`) naming what differs. Returns
+        `{"tasks", "chunks", "records"}`."""
+        unknown = sorted(set(policy) - set(POLICY_KEYS))
+        if unknown:
+            raise InvalidArgument(f"unknown policy keys {unknown}; known: {list(POLICY_KEYS)}", "INVALID_ARGUMENT")
+        if isinstance(records, (str, os.PathLike)):
+            records = [records]
+        patterns = None if records is None else [os.fspath(pattern) for pattern in records]
+        index = None if index is None else (int(index[0]), int(index[1]))
+        tasks, chunks, count = self._native.submit_job(str(name), int(passes), patterns=patterns, index=index, **policy)
+        return {"tasks": tasks, "chunks": chunks, "records": count}
 
     def report_dataset(self, patterns, *, passes: int, job: Optional[str] = None) -> dict:
         """Reports the job's RecordIO files (paths or globs, as the masters see them) to be

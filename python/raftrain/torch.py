@@ -86,6 +86,10 @@ class TaskDataset(IterableDataset):
     or `records`: the job's RecordIO files (paths or globs, as the masters see them) of dense
     `Example`s, each batch `(features float32 [n, d], labels float32 [n])` as tensors, or
     `transform(features, labels)` of those NumPy arrays.
+
+    `policy` (a dict of `TaskClient.submit_job`'s queue policy keys, e.g.
+    `{"task_timeout_min_ms": 120000, "max_task_failures": 3}`) submits the job with those
+    values instead of the masters' flags; without it the job is reported under the flags.
     """
 
     def __init__(
@@ -105,6 +109,7 @@ class TaskDataset(IterableDataset):
         tls_key=None,
         token_file=None,
         deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
+        policy: Optional[dict] = None,
     ):
         super().__init__()
         if batch_size < 1:
@@ -123,6 +128,7 @@ class TaskDataset(IterableDataset):
         self.batch_size = int(batch_size)
         self.job = job
         self.transform = transform
+        self.policy = dict(policy) if policy else None
         self.name = name or f"torch-{socket.gethostname()}-{os.getpid()}"
         self.client_options = dict(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token_file=token_file, deadline_s=deadline_s)
         self._registered: List[_Registration] = []
@@ -182,8 +188,13 @@ class TaskDataset(IterableDataset):
             time.sleep(HELD_POLL_S)
 
     def _report(self, client: TaskClient) -> None:
-        """Reports the job's dataset (the first report wins; repeats are answered alike)."""
-        if self.index is not None:
+        """Reports the job's dataset (the first report wins; repeats are answered alike), or
+        submits it with `policy`."""
+        if self.policy is not None:
+            name = self.index[0] if self.index is not None else (self.job or "python")
+            index = None if self.index is None else self.index[1:]
+            client.submit_job(name, passes=self.passes, records=self.records, index=index, **self.policy)
+        elif self.index is not None:
             name, size, shard_size = self.index
             client.report_index_dataset(name, size, shard_size, passes=self.passes)
         else:

@@ -9,7 +9,9 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use client::{ClientError, Fault, MasterClient, PassWalker, Session};
+use client::{
+    ClientError, Fault, JobDataset, JobSpec, MasterClient, PassWalker, PolicyOverrides, Session,
+};
 use pyo3::prelude::*;
 use tokio::sync::{watch, Mutex as AsyncMutex};
 
@@ -112,6 +114,52 @@ impl TaskClient {
                 async move { master.restore_job(master.job(), checkpoint_id, data_only).await };
             let restored = wait(py, restoring)?.map_err(Failure::from)?;
             Ok((restored.pass, restored.todo, restored.reloading))
+        })
+    }
+
+    /// Submits job `name` from its spec: RecordIO `patterns` or an `index` range
+    /// `(size, shard_size)`, its passes and the queue policy values it overrides (`None`: the
+    /// masters' flag). The same spec again changes nothing; another spec under a used name is
+    /// refused naming what differs. Answers (tasks, chunks, records).
+    #[pyo3(signature = (name, passes, patterns=None, index=None, chunks_per_task=None, task_timeout_min_ms=None, timeout_factor=None, max_task_failures=None, retry_failed_next_pass=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn submit_job(
+        &self,
+        py: Python<'_>,
+        name: String,
+        passes: u32,
+        patterns: Option<Vec<String>>,
+        index: Option<(u64, u64)>,
+        chunks_per_task: Option<u32>,
+        task_timeout_min_ms: Option<u64>,
+        timeout_factor: Option<u32>,
+        max_task_failures: Option<u32>,
+        retry_failed_next_pass: Option<bool>,
+    ) -> PyResult<(u64, u64, u64)> {
+        guarded("submit_job", || {
+            self.process.check("TaskClient")?;
+            let dataset = match (patterns, index) {
+                (Some(patterns), None) => JobDataset::RecordIo { patterns },
+                (None, Some((size, shard_size))) => JobDataset::Index { size, shard_size },
+                _ => {
+                    return Err(Failure::invalid(
+                        "give either patterns or index=(size, shard_size)",
+                    )
+                    .into())
+                }
+            };
+            let policy = PolicyOverrides {
+                chunks_per_task,
+                task_timeout_min_ms,
+                timeout_factor,
+                max_task_failures,
+                retry_failed_next_pass,
+            };
+            let spec = JobSpec { name, dataset, passes, policy };
+            let master = self.master.clone();
+            let submitted = wait(py, async move { master.submit_job(&spec).await })?;
+            let sizes = submitted.map_err(Failure::from)?;
+            Ok((sizes.task_count, sizes.chunk_count, sizes.record_count))
         })
     }
 

@@ -177,14 +177,20 @@ def test_the_walk_through_the_passes_is_typed_steps(masters):
 
 
 def test_a_job_that_finished_with_failed_tasks_raises_naming_them(start_masters):
-    """A task failed past its budget (none here): the job finishes without its data, and
+    """A task failed past its budget (none: the job was submitted from Python with its own
+    policy, the masters' default allowing retries): the job finishes without its data, and
     neither `tasks()` nor `TaskLoader.job_finished` lets the loop end as if it had succeeded;
     the error names the task and the reason."""
     from raftrain.torch import TaskDataset
 
-    group = start_masters(extra_args=["--max-task-failures", "0"])
+    group = start_masters()
     client = raftrain.TaskClient(group.masters, name="failing", job="failing")
-    client.report_index_dataset("failing", 6, 2, passes=1)
+    policy = {"max_task_failures": 0, "task_timeout_min_ms": 60000}
+    assert client.submit_job("failing", index=(6, 2), passes=1, **policy)["tasks"] == 3
+    with pytest.raises(raftrain.InvalidArgument, match="max-task-failures 0; this spec asks 5"):
+        client.submit_job("failing", index=(6, 2), passes=1, max_task_failures=5)
+    with pytest.raises(raftrain.InvalidArgument, match="unknown policy keys"):
+        client.submit_job("other", index=(6, 2), passes=1, max_failures=5)
     with pytest.raises(raftrain.TasksFailed, match="task 1: the shard is unreadable") as raised:
         for task in client.tasks():
             if task.id == 1:
@@ -192,7 +198,8 @@ def test_a_job_that_finished_with_failed_tasks_raises_naming_them(start_masters)
             else:
                 task.finish()
     assert [failed["task"] for failed in raised.value.failed_tasks] == [1]
-    dataset = TaskDataset(group.masters, index=("failing", 6, 2), read=lambda start, end: None, passes=1)
+    read = lambda start, end: None
+    dataset = TaskDataset(group.masters, index=("failing", 6, 2), read=read, passes=1, policy=policy)
     with pytest.raises(raftrain.TasksFailed, match="1 failed tasks"):
         dataset.loader().job_finished
 

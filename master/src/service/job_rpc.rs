@@ -40,6 +40,39 @@ pub(crate) async fn submit_job(
     }
 }
 
+/// Refuses a spec that sets a queue policy value other than job `job`'s (`accepted`), naming
+/// the first such field: the same spec again is a repeat, a value given and different is not.
+pub(crate) fn check_overrides(
+    job: &str,
+    accepted: &QueuePolicy,
+    overrides: Option<&pb::QueuePolicyOverrides>,
+) -> Result<(), Status> {
+    let Some(spec) = overrides else { return Ok(()) };
+    let given = [
+        ("chunks-per-task", spec.chunks_per_task.map(u64::from), accepted.chunks_per_task.into()),
+        ("task-timeout-min-ms", spec.task_timeout_min_ms, accepted.task_timeout_min_ms),
+        ("timeout-factor", spec.timeout_factor.map(u64::from), accepted.timeout_factor.into()),
+        (
+            "max-task-failures",
+            spec.max_task_failures.map(u64::from),
+            accepted.max_task_failures.into(),
+        ),
+        (
+            "retry-failed-next-pass",
+            spec.retry_failed_next_pass.map(u64::from),
+            accepted.retry_failed_next_pass.into(),
+        ),
+    ];
+    match given.into_iter().find(|(_, asked, was)| asked.is_some_and(|asked| asked != *was)) {
+        None => Ok(()),
+        Some((field, asked, was)) => Err(Status::invalid_argument(format!(
+            "job {job:?} exists with {field} {was}; this spec asks {}: submit it under another \
+             name",
+            asked.unwrap_or_default()
+        ))),
+    }
+}
+
 /// The masters' policy with what the spec overrides.
 fn with_overrides(flags: QueuePolicy, overrides: Option<&pb::QueuePolicyOverrides>) -> QueuePolicy {
     let Some(spec) = overrides else { return flags };

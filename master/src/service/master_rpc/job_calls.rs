@@ -61,6 +61,11 @@ impl MasterRpc {
         request: tonic::Request<pb::SubmitJobRequest>,
     ) -> Reply<pb::ReportDatasetReply> {
         let request = request.into_inner();
+        let name = request.name.as_str();
+        let accepted = self.node.read(|state| state.state().job_named(name)?.policy());
+        if let Some(accepted) = accepted {
+            crate::service::job_rpc::check_overrides(name, &accepted, request.policy.as_ref())?;
+        }
         crate::service::job_rpc::submit_job(&self.proposer, &self.scanner, self.policy, request)
             .await
             .map(tonic::Response::new)
