@@ -9,15 +9,4 @@
 /// The log's planted bugs, by name.
 pub const BUG_NAMES: &[&str] = &["jammed-batcher"];
 
-/// Whether the log's planted bug `bug` is switched on (never, without the `planted-bugs`
-/// feature).
-#[cfg(feature = "planted-bugs")]
-pub fn active(bug: &str) -> bool {
-    platform::planted::switched_on(bug, BUG_NAMES)
-}
-
-/// Whether `bug` is switched on (never, without the `planted-bugs` feature).
-#[cfg(not(feature = "planted-bugs"))]
-pub fn active(_bug: &str) -> bool {
-    false
-}
+platform::planted_bug_switch!(BUG_NAMES);

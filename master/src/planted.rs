@@ -35,17 +35,4 @@ pub const BUG_NAMES: &[&str] = &[
     "claim-another-incarnation",
 ];
 
-/// Whether the master's planted bug `bug` is switched on (never, without the `planted-bugs`
-/// feature); a name that is none of [`BUG_NAMES`] is a typo, and panics. One switch holds
-/// every crate's (`platform::planted`): the master's `planted-bugs` feature turns on
-/// consensus's.
-#[cfg(feature = "planted-bugs")]
-pub fn active(bug: &str) -> bool {
-    platform::planted::switched_on(bug, BUG_NAMES)
-}
-
-/// Whether `bug` is switched on: never, without the `planted-bugs` feature.
-#[cfg(not(feature = "planted-bugs"))]
-pub fn active(_bug: &str) -> bool {
-    false
-}
+platform::planted_bug_switch!(BUG_NAMES);

@@ -45,6 +45,27 @@ fn named_in_env(_bug: &str) -> bool {
     false
 }
 
+/// Defines `active(bug)`, whether the calling crate's planted bug `bug` (one of `$names`, its
+/// `BUG_NAMES`) is switched on: through [`switched_on`] with the calling crate's
+/// `planted-bugs` feature, never without it.
+#[macro_export]
+macro_rules! planted_bug_switch {
+    ($names:expr) => {
+        /// Whether this crate's planted bug `bug` is switched on (never, without the
+        /// `planted-bugs` feature); a name that is none of this crate's panics.
+        #[cfg(feature = "planted-bugs")]
+        pub fn active(bug: &str) -> bool {
+            $crate::planted::switched_on(bug, $names)
+        }
+
+        /// Whether `bug` is switched on: never, without the `planted-bugs` feature.
+        #[cfg(not(feature = "planted-bugs"))]
+        pub fn active(_bug: &str) -> bool {
+            false
+        }
+    };
+}
+
 /// Switches exactly `bugs`, each one of `known` (every crate's planted bugs the caller
 /// knows), on for code running on this thread (the simulation's).
 #[cfg(feature = "planted-bugs")]

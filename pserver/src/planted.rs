@@ -7,15 +7,4 @@
 /// The pserver's planted bugs, by name.
 pub const BUG_NAMES: &[&str] = &["push-across-restore"];
 
-/// Whether the pserver's planted bug `bug` is switched on (never, without the `planted-bugs`
-/// feature).
-#[cfg(feature = "planted-bugs")]
-pub fn active(bug: &str) -> bool {
-    platform::planted::switched_on(bug, BUG_NAMES)
-}
-
-/// Whether `bug` is switched on (never, without the `planted-bugs` feature).
-#[cfg(not(feature = "planted-bugs"))]
-pub fn active(_bug: &str) -> bool {
-    false
-}
+platform::planted_bug_switch!(BUG_NAMES);

@@ -63,6 +63,7 @@ fake_master_service! {
     report_reloaded(ReportReloadedRequest) -> ReportReloadedReply;
     release_p_server_slot(ReleasePServerSlotRequest) -> ReleasePServerSlotReply;
     leave_job(LeaveJobRequest) -> LeaveJobReply;
+    task_progress(TaskProgressRequest) -> TaskProgressReply;
     {
         // The trainer asks whether its job was submitted: no job yet.
         async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusReply>, Status> {
