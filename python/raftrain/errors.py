@@ -38,6 +38,9 @@ class TasksFailed(Error):
 class InvalidArgument(Error, ValueError):
     """The request is wrong (bad input, an address that is not one): retrying changes nothing."""
 
+    def __init__(self, message: str, code: str = "INVALID_ARGUMENT"):
+        super().__init__(message, code)
+
 
 class NotFound(Error, LookupError):
     """The master does not know the trainer (it registers again by itself)."""

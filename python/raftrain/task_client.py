@@ -40,7 +40,7 @@ def master_list(masters: Masters) -> List[str]:
         masters = masters.split(",")
     addresses = [str(address).strip() for address in masters if str(address).strip()]
     if not addresses:
-        raise InvalidArgument("no master addresses given", "INVALID_ARGUMENT")
+        raise InvalidArgument("no master addresses given")
     return addresses
 
 
@@ -151,9 +151,10 @@ class TaskClient:
         (as `raftrain job submit` takes them). The same spec again changes nothing; another
         spec under a used name is refused (`InvalidArgument`) naming what differs. Returns
         `{"tasks", "chunks", "records"}`."""
+        self._same_job(name)
         unknown = sorted(set(policy) - set(POLICY_KEYS))
         if unknown:
-            raise InvalidArgument(f"unknown policy keys {unknown}; known: {list(POLICY_KEYS)}", "INVALID_ARGUMENT")
+            raise InvalidArgument(f"unknown policy keys {unknown}; known: {list(POLICY_KEYS)}")
         if isinstance(records, (str, os.PathLike)):
             records = [records]
         patterns = None if records is None else [os.fspath(pattern) for pattern in records]
@@ -165,6 +166,8 @@ class TaskClient:
         """Reports the job's RecordIO files (paths or globs, as the masters see them) to be
         read `passes` times, as job `job` (default: this client's job, else "python"): it
         submits the job when none of that name exists; a repeat answers the accepted sizes."""
+        if job is not None:
+            self._same_job(job)
         if isinstance(patterns, (str, os.PathLike)):
             patterns = [patterns]
         patterns = [os.fspath(pattern) for pattern in patterns]
@@ -177,6 +180,7 @@ class TaskClient:
         `shard_size` (Parquet row groups, a Hugging Face dataset, webdataset shards, a table:
         anything this process can index). Each task is a range `task.start`..`task.end`. The
         first report of either kind wins; a repeat answers the accepted sizes."""
+        self._same_job(name)
         tasks = self._native.report_index_dataset(str(name), int(size), int(shard_size), int(passes))
         return {"tasks": tasks, "size": int(size), "shard_size": int(shard_size)}
 
@@ -198,6 +202,12 @@ class TaskClient:
         `task_id` of dispatch `epoch` (see `Task.progress`): the timeout in seconds, or `None`
         when the task is no longer held under that epoch."""
         return self._native.progress(int(task_id), int(epoch))
+
+    def _same_job(self, name: str) -> None:
+        """Refuses to report or submit job `name` from a client of another job: one way to
+        name a job, refused when two disagree."""
+        if self.job and str(name) != self.job:
+            raise InvalidArgument(f"this client is job {self.job!r}'s; it cannot report or submit job {name!r}")
 
     def go_to(self, pass_index: int) -> None:
         """Walks pass `pass_index` from now on (another registration of this process learned

@@ -101,7 +101,7 @@ class TaskDataset(IterableDataset):
         records: Optional[Sequence[str]] = None,
         passes: int = 1,
         batch_size: int = 64,
-        job: str = "python",
+        job: Optional[str] = None,
         transform: Optional[Callable[[np.ndarray, np.ndarray], object]] = None,
         name: Optional[str] = None,
         tls_ca=None,
@@ -118,6 +118,8 @@ class TaskDataset(IterableDataset):
             raise InvalidArgument("give either index=(name, size, shard_size) with read, or records")
         if index is not None and read is None:
             raise InvalidArgument("an index dataset needs read(start, end) -> batch")
+        if index is not None and job is not None and job != str(index[0]):
+            raise InvalidArgument(f"index=({index[0]!r}, ...) names the job, and job={job!r} another: give one")
         self.masters = master_list(masters)
         self.index = None if index is None else (str(index[0]), int(index[1]), int(index[2]))
         self.read = read

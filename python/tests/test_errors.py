@@ -33,6 +33,18 @@ def test_bad_addresses_and_arguments_are_invalid_arguments(tmp_path):
         with pytest.raises(raftrain.InvalidArgument, match=reason):
             raftrain.TaskClient(address)
         assert time.monotonic() - started < 5
+    with pytest.raises(raftrain.InvalidArgument) as empty:
+        raftrain.TaskClient([])
+    assert empty.value.code == "INVALID_ARGUMENT", "an argument error says so"
+    client = raftrain.TaskClient(free_addr(), job="a")
+    with pytest.raises(raftrain.InvalidArgument, match="job 'a'.*job 'b'"):
+        client.report_index_dataset("b", 10, 2, passes=1)
+    with pytest.raises(raftrain.InvalidArgument, match="job 'a'.*job 'b'"):
+        client.submit_job("b", index=(10, 2), passes=1)
+    from raftrain.torch import TaskDataset
+
+    with pytest.raises(raftrain.InvalidArgument, match="give one"):
+        TaskDataset(free_addr(), index=("a", 10, 2), read=lambda start, end: None, job="b")
     with pytest.raises(raftrain.InvalidArgument, match="deadline_s"):
         raftrain.status(free_addr(), deadline_s=-1)
     missing = tmp_path / "missing.pem"
