@@ -401,10 +401,20 @@ fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
         // Dropped unsent from a connection that closed (a standby handing its port over says
         // GOAWAY): the server saw none of it.
         (Code::Cancelled, _) if crate::never_sent(status) => Failure::Retry(message),
+        // Cut off mid-flight: the server may or may not have acted on it. That includes an
+        // HTTP/2 error this side's transport met (a connection a standby handed over broke
+        // off), which tonic reports as INTERNAL with the h2 error as its source; the server's
+        // own INTERNAL answer carries no source.
         (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) if idempotent => {
             Failure::Retry(message)
         }
+        (Code::Internal, _) if idempotent && std::error::Error::source(status).is_some() => {
+            Failure::Retry(message)
+        }
         (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) => {
+            Failure::Fatal(PServerClientError::OutcomeUnknown { slot, message })
+        }
+        (Code::Internal, _) if std::error::Error::source(status).is_some() => {
             Failure::Fatal(PServerClientError::OutcomeUnknown { slot, message })
         }
         _ => Failure::Fatal(PServerClientError::Refused { slot, message }),
@@ -475,5 +485,19 @@ mod tests {
         assert!(matches!(classify(0, false, &status), Failure::Retry(_)));
         let status = Status::invalid_argument("a bad block");
         assert!(matches!(classify(0, false, &status), Failure::Fatal(_)));
+    }
+
+    /// An HTTP/2 error this side's transport met (a connection broke off mid-stream) is a call
+    /// cut off: a pull is tried again, a push's outcome is unknown; the server's own INTERNAL
+    /// answer stays a refusal.
+    #[test]
+    fn a_broken_connection_is_retried_when_idempotent() {
+        let mut broken = Status::internal("h2 protocol error: http2 error");
+        broken.set_source(std::sync::Arc::new(std::io::Error::other("http2 error")));
+        assert!(matches!(classify(0, true, &broken), Failure::Retry(_)));
+        let unknown = classify(0, false, &broken);
+        assert!(matches!(unknown, Failure::Fatal(PServerClientError::OutcomeUnknown { .. })));
+        let answered = Status::internal("the shard panicked");
+        assert!(matches!(classify(0, true, &answered), Failure::Fatal(_)));
     }
 }
