@@ -190,7 +190,7 @@ def test_a_job_that_finished_with_failed_tasks_raises_naming_them(start_masters)
     with pytest.raises(raftrain.InvalidArgument, match="max-task-failures 0; this spec asks 5"):
         client.submit_job("failing", index=(6, 2), passes=1, max_task_failures=5)
     with pytest.raises(raftrain.InvalidArgument, match="unknown policy keys"):
-        client.submit_job("other", index=(6, 2), passes=1, max_failures=5)
+        client.submit_job("failing", index=(6, 2), passes=1, max_failures=5)
     with pytest.raises(raftrain.TasksFailed, match="task 1: the shard is unreadable") as raised:
         for task in client.tasks():
             if task.id == 1:
