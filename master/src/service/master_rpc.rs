@@ -3,9 +3,9 @@
 //! answer back to a reply. Reads are linearizable; heartbeats touch only leader soft state.
 //!
 //! The calls live by area in `master_rpc/`: `task_calls.rs` (datasets, trainers, tasks),
-//! `slot_calls.rs` (pserver slots) and `job_calls.rs` (jobs, status); each is an inherent
-//! method of `MasterRpc` named as its RPC, which the service trait's method here calls
-//! (`MasterRpc::get_task(self, ..)`: an inherent method is found before a trait's). This file
+//! `slot_calls.rs` (pserver slots) and `job_calls.rs` (jobs, status); each is a function named
+//! as its RPC taking the service, which the service trait's method here calls
+//! (`task_calls::get_task(self, ..)`), so a call that goes missing fails to compile. This file
 //! keeps the service's state and what every call shares: proposing, leadership, holders.
 
 use super::conversions::{generation, secret};
@@ -184,77 +184,77 @@ impl pb::master_service_server::MasterService for MasterRpc {
         &self,
         request: tonic::Request<pb::ReportDatasetRequest>,
     ) -> Reply<pb::ReportDatasetReply> {
-        MasterRpc::report_dataset(self, request).await
+        task_calls::report_dataset(self, request).await
     }
 
     async fn report_index_dataset(
         &self,
         request: tonic::Request<pb::ReportIndexDatasetRequest>,
     ) -> Reply<pb::ReportDatasetReply> {
-        MasterRpc::report_index_dataset(self, request).await
+        task_calls::report_index_dataset(self, request).await
     }
 
     async fn register_trainer(
         &self,
         request: tonic::Request<pb::RegisterTrainerRequest>,
     ) -> Reply<pb::RegisterTrainerReply> {
-        MasterRpc::register_trainer(self, request).await
+        task_calls::register_trainer(self, request).await
     }
 
     async fn heartbeat(
         &self,
         request: tonic::Request<pb::HeartbeatRequest>,
     ) -> Reply<pb::HeartbeatReply> {
-        MasterRpc::heartbeat(self, request).await
+        task_calls::heartbeat(self, request).await
     }
 
     async fn get_task(
         &self,
         request: tonic::Request<pb::GetTaskRequest>,
     ) -> Reply<pb::GetTaskReply> {
-        MasterRpc::get_task(self, request).await
+        task_calls::get_task(self, request).await
     }
 
     async fn task_progress(
         &self,
         request: tonic::Request<pb::TaskProgressRequest>,
     ) -> Reply<pb::TaskProgressReply> {
-        MasterRpc::task_progress(self, request).await
+        task_calls::task_progress(self, request).await
     }
 
     async fn task_finished(
         &self,
         request: tonic::Request<pb::TaskFinishedRequest>,
     ) -> Reply<pb::TaskReportReply> {
-        MasterRpc::task_finished(self, request).await
+        task_calls::task_finished(self, request).await
     }
 
     async fn task_failed(
         &self,
         request: tonic::Request<pb::TaskFailedRequest>,
     ) -> Reply<pb::TaskReportReply> {
-        MasterRpc::task_failed(self, request).await
+        task_calls::task_failed(self, request).await
     }
 
     async fn claim_p_server_slot(
         &self,
         request: tonic::Request<pb::ClaimPServerSlotRequest>,
     ) -> Reply<pb::ClaimPServerSlotReply> {
-        MasterRpc::claim_p_server_slot(self, request).await
+        slot_calls::claim_p_server_slot(self, request).await
     }
 
     async fn p_server_heartbeat(
         &self,
         request: tonic::Request<pb::PServerHeartbeatRequest>,
     ) -> Reply<pb::PServerHeartbeatReply> {
-        MasterRpc::p_server_heartbeat(self, request).await
+        slot_calls::p_server_heartbeat(self, request).await
     }
 
     async fn list_p_servers(
         &self,
         request: tonic::Request<pb::ListPServersRequest>,
     ) -> Reply<pb::ListPServersReply> {
-        MasterRpc::list_p_servers(self, request).await
+        slot_calls::list_p_servers(self, request).await
     }
 
     type WatchPServersStream = super::watch::PServerStream;
@@ -263,88 +263,88 @@ impl pb::master_service_server::MasterService for MasterRpc {
         &self,
         request: tonic::Request<pb::ListPServersRequest>,
     ) -> Reply<Self::WatchPServersStream> {
-        MasterRpc::watch_p_servers(self, request).await
+        slot_calls::watch_p_servers(self, request).await
     }
 
     async fn record_checkpoint(
         &self,
         request: tonic::Request<pb::RecordCheckpointRequest>,
     ) -> Reply<pb::RecordCheckpointReply> {
-        MasterRpc::record_checkpoint(self, request).await
+        slot_calls::record_checkpoint(self, request).await
     }
 
     async fn record_eval(
         &self,
         request: tonic::Request<pb::RecordEvalRequest>,
     ) -> Reply<pb::RecordEvalReply> {
-        MasterRpc::record_eval(self, request).await
+        task_calls::record_eval(self, request).await
     }
 
     async fn cluster_info(
         &self,
         request: tonic::Request<proto::raft::ClusterInfoRequest>,
     ) -> Reply<proto::raft::ClusterInfoReply> {
-        MasterRpc::cluster_info(self, request).await
+        job_calls::cluster_info(self, request).await
     }
 
     async fn status(&self, request: tonic::Request<pb::StatusRequest>) -> Reply<pb::StatusReply> {
-        MasterRpc::status(self, request).await
+        job_calls::status(self, request).await
     }
 
     async fn submit_job(
         &self,
         request: tonic::Request<pb::SubmitJobRequest>,
     ) -> Reply<pb::ReportDatasetReply> {
-        MasterRpc::submit_job(self, request).await
+        job_calls::submit_job(self, request).await
     }
 
     async fn list_jobs(
         &self,
         _request: tonic::Request<pb::ListJobsRequest>,
     ) -> Reply<pb::ListJobsReply> {
-        MasterRpc::list_jobs(self, _request).await
+        job_calls::list_jobs(self, _request).await
     }
 
     async fn cancel_job(
         &self,
         request: tonic::Request<pb::CancelJobRequest>,
     ) -> Reply<pb::CancelJobReply> {
-        MasterRpc::cancel_job(self, request).await
+        job_calls::cancel_job(self, request).await
     }
 
     async fn checkpoint_job(
         &self,
         request: tonic::Request<pb::CheckpointJobRequest>,
     ) -> Reply<pb::CheckpointJobReply> {
-        MasterRpc::checkpoint_job(self, request).await
+        job_calls::checkpoint_job(self, request).await
     }
 
     async fn restore_job(
         &self,
         request: tonic::Request<pb::RestoreJobRequest>,
     ) -> Reply<pb::RestoreJobReply> {
-        MasterRpc::restore_job(self, request).await
+        job_calls::restore_job(self, request).await
     }
 
     async fn report_reloaded(
         &self,
         request: tonic::Request<pb::ReportReloadedRequest>,
     ) -> Reply<pb::ReportReloadedReply> {
-        MasterRpc::report_reloaded(self, request).await
+        slot_calls::report_reloaded(self, request).await
     }
 
     async fn leave_job(
         &self,
         request: tonic::Request<pb::LeaveJobRequest>,
     ) -> Reply<pb::LeaveJobReply> {
-        MasterRpc::leave_job(self, request).await
+        task_calls::leave_job(self, request).await
     }
 
     async fn release_p_server_slot(
         &self,
         request: tonic::Request<pb::ReleasePServerSlotRequest>,
     ) -> Reply<pb::ReleasePServerSlotReply> {
-        MasterRpc::release_p_server_slot(self, request).await
+        slot_calls::release_p_server_slot(self, request).await
     }
 }
 

@@ -11,135 +11,131 @@ use proto::master as pb;
 
 use super::{MasterRpc, Reply};
 
-impl MasterRpc {
-    pub(super) async fn cluster_info(
-        &self,
-        request: tonic::Request<proto::raft::ClusterInfoRequest>,
-    ) -> Reply<proto::raft::ClusterInfoReply> {
-        let mut reply = consensus::cluster_info_reply(&self.node.cluster_info());
-        if request.get_ref().state_digest {
-            let (index, digest) = self.node.read_applied(|state| fnv1a64(&state.state().encode()));
-            reply.digest_applied_index = index;
-            reply.state_digest = digest;
+pub(super) async fn cluster_info(
+    rpc: &MasterRpc,
+    request: tonic::Request<proto::raft::ClusterInfoRequest>,
+) -> Reply<proto::raft::ClusterInfoReply> {
+    let mut reply = consensus::cluster_info_reply(&rpc.node.cluster_info());
+    if request.get_ref().state_digest {
+        let (index, digest) = rpc.node.read_applied(|state| fnv1a64(&state.state().encode()));
+        reply.digest_applied_index = index;
+        reply.state_digest = digest;
+    }
+    Ok(tonic::Response::new(reply))
+}
+
+pub(super) async fn status(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::StatusRequest>,
+) -> Reply<pb::StatusReply> {
+    if !crate::planted::active("stale-status") {
+        rpc.linearizable().await?;
+    }
+    let cluster = consensus::cluster_info_reply(&rpc.node.cluster_info());
+    // Before any job exists, or with several and none named, the group still has a
+    // status: its cluster, and no job (`ListJobs` sums up each).
+    let name = &request.get_ref().job;
+    let job = match rpc.job_id("Status", name) {
+        Ok(job) => Some(job),
+        Err(status) if status.code() == tonic::Code::FailedPrecondition => None,
+        Err(status) if name.is_empty() && status.code() == tonic::Code::InvalidArgument => None,
+        Err(status) => return Err(status),
+    };
+    let term = cluster.term;
+    let soft = |trainer| TrainerSoftState {
+        last_heartbeat_ms_ago: rpc
+            .duties
+            .trainer_heard_ago(term, trainer)
+            .map(|ago| ago.as_millis() as u64),
+        tasks_done: rpc.duties.trainer_tasks_done(term, trainer),
+    };
+    let reply =
+        rpc.node.read(|state| crate::service::status_view::status_reply(state, job, cluster, soft));
+    Ok(tonic::Response::new(reply))
+}
+
+pub(super) async fn submit_job(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::SubmitJobRequest>,
+) -> Reply<pb::ReportDatasetReply> {
+    let request = request.into_inner();
+    let name = request.name.as_str();
+    let accepted = rpc.node.read(|state| state.state().job_named(name)?.policy());
+    if let Some(accepted) = accepted {
+        crate::service::job_rpc::check_overrides(name, &accepted, request.policy.as_ref())?;
+    }
+    crate::service::job_rpc::submit_job(&rpc.proposer, &rpc.scanner, rpc.policy, request)
+        .await
+        .map(tonic::Response::new)
+}
+
+pub(super) async fn list_jobs(
+    rpc: &MasterRpc,
+    _request: tonic::Request<pb::ListJobsRequest>,
+) -> Reply<pb::ListJobsReply> {
+    rpc.linearizable().await?;
+    let retention_ms = rpc.duties.job_retention_ms();
+    let failures = rpc.duties.reload_failures();
+    let reply =
+        rpc.node.read(|state| crate::service::job_rpc::list_jobs(state, retention_ms, failures));
+    Ok(tonic::Response::new(reply))
+}
+
+pub(super) async fn cancel_job(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::CancelJobRequest>,
+) -> Reply<pb::CancelJobReply> {
+    let request = request.into_inner();
+    let client = stamp(request.stamp)?;
+    crate::service::admission::require_named(&request.job)?;
+    match rpc.propose(Some(client), for_job(&request.job, Command::CancelJob)).await? {
+        Response::Accepted => Ok(tonic::Response::new(pb::CancelJobReply {})),
+        other => Err(unexpected("CancelJob", other)),
+    }
+}
+
+pub(super) async fn checkpoint_job(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::CheckpointJobRequest>,
+) -> Reply<pb::CheckpointJobReply> {
+    let request = request.into_inner();
+    let client = stamp(request.stamp)?;
+    crate::service::admission::require_named(&request.job)?;
+    let command = for_job(&request.job, Command::CheckpointProgress);
+    match rpc.propose(Some(client), command).await? {
+        Response::ProgressCheckpointed { id, pass, done } => {
+            let asked = rpc.node.read(|state| state.pservers_asked(&request.job, id));
+            let reply = pb::CheckpointJobReply {
+                checkpoint_id: id,
+                pass_index: pass,
+                done,
+                pservers_asked: asked,
+            };
+            Ok(tonic::Response::new(reply))
         }
-        Ok(tonic::Response::new(reply))
+        other => Err(unexpected("CheckpointJob", other)),
     }
+}
 
-    pub(super) async fn status(
-        &self,
-        request: tonic::Request<pb::StatusRequest>,
-    ) -> Reply<pb::StatusReply> {
-        if !crate::planted::active("stale-status") {
-            self.linearizable().await?;
+pub(super) async fn restore_job(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::RestoreJobRequest>,
+) -> Reply<pb::RestoreJobReply> {
+    let request = request.into_inner();
+    let client = stamp(request.stamp)?;
+    crate::service::admission::require_named(&request.job)?;
+    let (checkpoint, data_only) = (request.checkpoint_id, request.data_only);
+    let command = Command::RestoreProgress { checkpoint, data_only };
+    let reply = match rpc.propose(Some(client), for_job(&request.job, command)).await? {
+        Response::ProgressRestored { pass, todo } => {
+            pb::RestoreJobReply { pass_index: pass, todo, reloading: 0 }
         }
-        let cluster = consensus::cluster_info_reply(&self.node.cluster_info());
-        // Before any job exists, or with several and none named, the group still has a
-        // status: its cluster, and no job (`ListJobs` sums up each).
-        let name = &request.get_ref().job;
-        let job = match self.job_id("Status", name) {
-            Ok(job) => Some(job),
-            Err(status) if status.code() == tonic::Code::FailedPrecondition => None,
-            Err(status) if name.is_empty() && status.code() == tonic::Code::InvalidArgument => None,
-            Err(status) => return Err(status),
-        };
-        let term = cluster.term;
-        let soft = |trainer| TrainerSoftState {
-            last_heartbeat_ms_ago: self
-                .duties
-                .trainer_heard_ago(term, trainer)
-                .map(|ago| ago.as_millis() as u64),
-            tasks_done: self.duties.trainer_tasks_done(term, trainer),
-        };
-        let reply = self
-            .node
-            .read(|state| crate::service::status_view::status_reply(state, job, cluster, soft));
-        Ok(tonic::Response::new(reply))
-    }
-
-    pub(super) async fn submit_job(
-        &self,
-        request: tonic::Request<pb::SubmitJobRequest>,
-    ) -> Reply<pb::ReportDatasetReply> {
-        let request = request.into_inner();
-        let name = request.name.as_str();
-        let accepted = self.node.read(|state| state.state().job_named(name)?.policy());
-        if let Some(accepted) = accepted {
-            crate::service::job_rpc::check_overrides(name, &accepted, request.policy.as_ref())?;
+        Response::RestoreWaiting { pass, pservers } => {
+            pb::RestoreJobReply { pass_index: pass, todo: 0, reloading: pservers }
         }
-        crate::service::job_rpc::submit_job(&self.proposer, &self.scanner, self.policy, request)
-            .await
-            .map(tonic::Response::new)
-    }
-
-    pub(super) async fn list_jobs(
-        &self,
-        _request: tonic::Request<pb::ListJobsRequest>,
-    ) -> Reply<pb::ListJobsReply> {
-        self.linearizable().await?;
-        let retention_ms = self.duties.job_retention_ms();
-        let failures = self.duties.reload_failures();
-        let reply = self
-            .node
-            .read(|state| crate::service::job_rpc::list_jobs(state, retention_ms, failures));
-        Ok(tonic::Response::new(reply))
-    }
-
-    pub(super) async fn cancel_job(
-        &self,
-        request: tonic::Request<pb::CancelJobRequest>,
-    ) -> Reply<pb::CancelJobReply> {
-        let request = request.into_inner();
-        let client = stamp(request.stamp)?;
-        crate::service::admission::require_named(&request.job)?;
-        match self.propose(Some(client), for_job(&request.job, Command::CancelJob)).await? {
-            Response::Accepted => Ok(tonic::Response::new(pb::CancelJobReply {})),
-            other => Err(unexpected("CancelJob", other)),
-        }
-    }
-
-    pub(super) async fn checkpoint_job(
-        &self,
-        request: tonic::Request<pb::CheckpointJobRequest>,
-    ) -> Reply<pb::CheckpointJobReply> {
-        let request = request.into_inner();
-        let client = stamp(request.stamp)?;
-        crate::service::admission::require_named(&request.job)?;
-        let command = for_job(&request.job, Command::CheckpointProgress);
-        match self.propose(Some(client), command).await? {
-            Response::ProgressCheckpointed { id, pass, done } => {
-                let asked = self.node.read(|state| state.pservers_asked(&request.job, id));
-                let reply = pb::CheckpointJobReply {
-                    checkpoint_id: id,
-                    pass_index: pass,
-                    done,
-                    pservers_asked: asked,
-                };
-                Ok(tonic::Response::new(reply))
-            }
-            other => Err(unexpected("CheckpointJob", other)),
-        }
-    }
-
-    pub(super) async fn restore_job(
-        &self,
-        request: tonic::Request<pb::RestoreJobRequest>,
-    ) -> Reply<pb::RestoreJobReply> {
-        let request = request.into_inner();
-        let client = stamp(request.stamp)?;
-        crate::service::admission::require_named(&request.job)?;
-        let (checkpoint, data_only) = (request.checkpoint_id, request.data_only);
-        let command = Command::RestoreProgress { checkpoint, data_only };
-        let reply = match self.propose(Some(client), for_job(&request.job, command)).await? {
-            Response::ProgressRestored { pass, todo } => {
-                pb::RestoreJobReply { pass_index: pass, todo, reloading: 0 }
-            }
-            Response::RestoreWaiting { pass, pservers } => {
-                pb::RestoreJobReply { pass_index: pass, todo: 0, reloading: pservers }
-            }
-            other => return Err(unexpected("RestoreJob", other)),
-        };
-        Ok(tonic::Response::new(reply))
-    }
+        other => return Err(unexpected("RestoreJob", other)),
+    };
+    Ok(tonic::Response::new(reply))
 }
 
 /// FNV-1a, 64 bits: a digest replicas compare, not a defence against forgery.

@@ -2,8 +2,8 @@
 //! asking for tasks, reporting them and their evaluations, and leaving.
 
 use crate::service::conversions::{stamp, task};
-use crate::service::dataset_report::{report_dataset, validate_report};
-use crate::service::index_report::report_index_dataset;
+use crate::service::dataset_report::{self, validate_report};
+use crate::service::index_report;
 use crate::service::job_scope::{existing_job, for_job};
 use crate::service::status_mapping::unexpected;
 use crate::state::{Command, Fault, Response, FAILURE_REASON_BYTES_MAX};
@@ -12,213 +12,211 @@ use proto::master::get_task_reply::Outcome;
 
 use super::{MasterRpc, Reply};
 
-impl MasterRpc {
-    pub(super) async fn report_dataset(
-        &self,
-        request: tonic::Request<pb::ReportDatasetRequest>,
-    ) -> Reply<pb::ReportDatasetReply> {
-        let request = request.into_inner();
-        stamp(request.stamp)?;
-        validate_report(&request)?;
-        self.require_leader()?;
-        let policy = self.job_policy(&request.job);
-        report_dataset(&self.proposer, &self.scanner, request, policy)
-            .await
-            .map(tonic::Response::new)
-    }
+pub(super) async fn report_dataset(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::ReportDatasetRequest>,
+) -> Reply<pb::ReportDatasetReply> {
+    let request = request.into_inner();
+    stamp(request.stamp)?;
+    validate_report(&request)?;
+    rpc.require_leader()?;
+    let policy = rpc.job_policy(&request.job);
+    dataset_report::report_dataset(&rpc.proposer, &rpc.scanner, request, policy)
+        .await
+        .map(tonic::Response::new)
+}
 
-    pub(super) async fn report_index_dataset(
-        &self,
-        request: tonic::Request<pb::ReportIndexDatasetRequest>,
-    ) -> Reply<pb::ReportDatasetReply> {
-        let request = request.into_inner();
-        let policy = self.job_policy(&request.job);
-        let reply = report_index_dataset(&self.proposer, policy, request).await?;
-        Ok(tonic::Response::new(reply))
-    }
+pub(super) async fn report_index_dataset(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::ReportIndexDatasetRequest>,
+) -> Reply<pb::ReportDatasetReply> {
+    let request = request.into_inner();
+    let policy = rpc.job_policy(&request.job);
+    let reply = index_report::report_index_dataset(&rpc.proposer, policy, request).await?;
+    Ok(tonic::Response::new(reply))
+}
 
-    pub(super) async fn register_trainer(
-        &self,
-        request: tonic::Request<pb::RegisterTrainerRequest>,
-    ) -> Reply<pb::RegisterTrainerReply> {
-        let request = request.into_inner();
-        let client = stamp(request.stamp)?;
-        let command = for_job(&request.job, Command::RegisterTrainer { name: request.name });
-        match self.propose(Some(client), command).await? {
-            Response::TrainerRegistered { trainer } => {
-                let job = self.job_id("RegisterTrainer", &request.job)?;
-                self.duties.trainer_alive(self.node.term(), (job, trainer));
-                let lease_ms = self.duties.trainer_lease_ms();
-                Ok(tonic::Response::new(pb::RegisterTrainerReply { trainer_id: trainer, lease_ms }))
-            }
-            other => Err(unexpected("RegisterTrainer", other)),
+pub(super) async fn register_trainer(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::RegisterTrainerRequest>,
+) -> Reply<pb::RegisterTrainerReply> {
+    let request = request.into_inner();
+    let client = stamp(request.stamp)?;
+    let command = for_job(&request.job, Command::RegisterTrainer { name: request.name });
+    match rpc.propose(Some(client), command).await? {
+        Response::TrainerRegistered { trainer } => {
+            let job = rpc.job_id("RegisterTrainer", &request.job)?;
+            rpc.duties.trainer_alive(rpc.node.term(), (job, trainer));
+            let lease_ms = rpc.duties.trainer_lease_ms();
+            Ok(tonic::Response::new(pb::RegisterTrainerReply { trainer_id: trainer, lease_ms }))
         }
+        other => Err(unexpected("RegisterTrainer", other)),
     }
+}
 
-    pub(super) async fn heartbeat(
-        &self,
-        request: tonic::Request<pb::HeartbeatRequest>,
-    ) -> Reply<pb::HeartbeatReply> {
-        let request = request.into_inner();
-        let trainer = request.trainer_id;
-        let term = self.confirmed_leader().await?;
-        let job = existing_job(&self.node, "Heartbeat", &request.job)?;
-        if self.job_ended(job) {
-            return Ok(tonic::Response::new(pb::HeartbeatReply { known: false, job_ended: true }));
-        }
-        let job = job.unwrap_or_default();
-        let known = self.known_trainer(job, trainer).await?;
-        if known {
-            self.duties.trainer_alive(term, (job, trainer));
-            self.duties.trainer_progress(term, (job, trainer), request.tasks_done);
-        }
-        Ok(tonic::Response::new(pb::HeartbeatReply { known, job_ended: false }))
+pub(super) async fn heartbeat(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::HeartbeatRequest>,
+) -> Reply<pb::HeartbeatReply> {
+    let request = request.into_inner();
+    let trainer = request.trainer_id;
+    let term = rpc.confirmed_leader().await?;
+    let job = existing_job(&rpc.node, "Heartbeat", &request.job)?;
+    if rpc.job_ended(job) {
+        return Ok(tonic::Response::new(pb::HeartbeatReply { known: false, job_ended: true }));
     }
+    let job = job.unwrap_or_default();
+    let known = rpc.known_trainer(job, trainer).await?;
+    if known {
+        rpc.duties.trainer_alive(term, (job, trainer));
+        rpc.duties.trainer_progress(term, (job, trainer), request.tasks_done);
+    }
+    Ok(tonic::Response::new(pb::HeartbeatReply { known, job_ended: false }))
+}
 
-    pub(super) async fn get_task(
-        &self,
-        request: tonic::Request<pb::GetTaskRequest>,
-    ) -> Reply<pb::GetTaskReply> {
-        let request = request.into_inner();
-        let client = stamp(request.stamp)?;
-        let command = Command::GetTask { trainer: request.trainer_id, pass: request.pass_index };
-        let response = self.propose(Some(client), for_job(&request.job, command)).await?;
-        let job = || self.job_id("GetTask", &request.job);
-        if !matches!(response, Response::UnknownTrainer | Response::NoDataset) {
-            self.duties.trainer_alive(self.node.term(), (job()?, request.trainer_id));
-        }
-        let reply = |outcome: Outcome, task, current_pass| pb::GetTaskReply {
-            outcome: outcome as i32,
-            task,
-            current_pass,
-        };
-        let reply = match response {
-            Response::Task(assignment) => {
-                metrics::counter!("raftrain_master_tasks_dispatched_total").increment(1);
-                let job = job()?;
-                let data = self.node.read(|state| state.job(job)?.task_data(assignment.task));
-                // The dataset is fixed once accepted, and a task answer needs one.
-                let data = data.ok_or_else(|| unexpected("GetTask", Response::NoDataset))?;
-                reply(Outcome::Task, Some(task(&assignment, &data)), assignment.pass)
-            }
-            Response::PassBefore { current } => reply(Outcome::PassBefore, None, current),
-            Response::PassAfter { current } => reply(Outcome::PassAfter, None, current),
-            Response::NoMoreAvailable => reply(Outcome::NoMoreAvailable, None, request.pass_index),
-            Response::JobFinished => reply(Outcome::JobFinished, None, request.pass_index),
-            Response::NoDataset => reply(Outcome::NoDataset, None, 0),
-            Response::UnknownTrainer => reply(Outcome::UnknownTrainer, None, 0),
-            Response::JobCancelled => reply(Outcome::JobCancelled, None, request.pass_index),
-            other => return Err(unexpected("GetTask", other)),
-        };
-        Ok(tonic::Response::new(reply))
+pub(super) async fn get_task(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::GetTaskRequest>,
+) -> Reply<pb::GetTaskReply> {
+    let request = request.into_inner();
+    let client = stamp(request.stamp)?;
+    let command = Command::GetTask { trainer: request.trainer_id, pass: request.pass_index };
+    let response = rpc.propose(Some(client), for_job(&request.job, command)).await?;
+    let job = || rpc.job_id("GetTask", &request.job);
+    if !matches!(response, Response::UnknownTrainer | Response::NoDataset) {
+        rpc.duties.trainer_alive(rpc.node.term(), (job()?, request.trainer_id));
     }
+    let reply = |outcome: Outcome, task, current_pass| pb::GetTaskReply {
+        outcome: outcome as i32,
+        task,
+        current_pass,
+    };
+    let reply = match response {
+        Response::Task(assignment) => {
+            metrics::counter!("raftrain_master_tasks_dispatched_total").increment(1);
+            let job = job()?;
+            let data = rpc.node.read(|state| state.job(job)?.task_data(assignment.task));
+            // The dataset is fixed once accepted, and a task answer needs one.
+            let data = data.ok_or_else(|| unexpected("GetTask", Response::NoDataset))?;
+            reply(Outcome::Task, Some(task(&assignment, &data)), assignment.pass)
+        }
+        Response::PassBefore { current } => reply(Outcome::PassBefore, None, current),
+        Response::PassAfter { current } => reply(Outcome::PassAfter, None, current),
+        Response::NoMoreAvailable => reply(Outcome::NoMoreAvailable, None, request.pass_index),
+        Response::JobFinished => reply(Outcome::JobFinished, None, request.pass_index),
+        Response::NoDataset => reply(Outcome::NoDataset, None, 0),
+        Response::UnknownTrainer => reply(Outcome::UnknownTrainer, None, 0),
+        Response::JobCancelled => reply(Outcome::JobCancelled, None, request.pass_index),
+        other => return Err(unexpected("GetTask", other)),
+    };
+    Ok(tonic::Response::new(reply))
+}
 
-    /// A task's holder is at work on it: its deadline moves to a whole timeout from now.
-    pub(super) async fn task_progress(
-        &self,
-        request: tonic::Request<pb::TaskProgressRequest>,
-    ) -> Reply<pb::TaskProgressReply> {
-        let request = request.into_inner();
-        let client = stamp(request.stamp)?;
-        let command = Command::TaskProgress { task: request.task_id, epoch: request.epoch };
-        let reply = |held, timeout_ms, job_cancelled| {
-            Ok(tonic::Response::new(pb::TaskProgressReply { held, timeout_ms, job_cancelled }))
-        };
-        match self.propose(Some(client), for_job(&request.job, command)).await? {
-            Response::TaskExtended { timeout_ms } => reply(true, timeout_ms, false),
-            Response::Stale => reply(false, 0, false),
-            Response::JobCancelled => reply(false, 0, true),
-            other => Err(unexpected("TaskProgress", other)),
-        }
+/// A task's holder is at work on it: its deadline moves to a whole timeout from now.
+pub(super) async fn task_progress(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::TaskProgressRequest>,
+) -> Reply<pb::TaskProgressReply> {
+    let request = request.into_inner();
+    let client = stamp(request.stamp)?;
+    let command = Command::TaskProgress { task: request.task_id, epoch: request.epoch };
+    let reply = |held, timeout_ms, job_cancelled| {
+        Ok(tonic::Response::new(pb::TaskProgressReply { held, timeout_ms, job_cancelled }))
+    };
+    match rpc.propose(Some(client), for_job(&request.job, command)).await? {
+        Response::TaskExtended { timeout_ms } => reply(true, timeout_ms, false),
+        Response::Stale => reply(false, 0, false),
+        Response::JobCancelled => reply(false, 0, true),
+        other => Err(unexpected("TaskProgress", other)),
     }
+}
 
-    pub(super) async fn task_finished(
-        &self,
-        request: tonic::Request<pb::TaskFinishedRequest>,
-    ) -> Reply<pb::TaskReportReply> {
-        let request = request.into_inner();
-        let client = stamp(request.stamp)?;
-        let mut epoch = request.epoch;
-        if crate::planted::active("skip-epoch-check") {
-            let job = self.job_id("TaskFinished", &request.job)?;
-            let pending = self.node.read(|state| state.job(job)?.pending_epoch(request.task_id));
-            epoch = pending.unwrap_or(epoch);
-        }
-        let command = for_job(&request.job, Command::TaskFinished { task: request.task_id, epoch });
-        if crate::planted::active("answer-before-commit") {
-            let proposer = self.proposer.clone();
-            tokio::spawn(async move { proposer.propose(Some(client), command).await });
-            let reply = pb::TaskReportReply { accepted: true, job_cancelled: false };
-            return Ok(tonic::Response::new(reply));
-        }
-        let reply = task_report("TaskFinished", self.propose(Some(client), command).await?)?;
-        if reply.get_ref().accepted {
-            metrics::counter!("raftrain_master_tasks_finished_total").increment(1);
-        }
-        Ok(reply)
+pub(super) async fn task_finished(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::TaskFinishedRequest>,
+) -> Reply<pb::TaskReportReply> {
+    let request = request.into_inner();
+    let client = stamp(request.stamp)?;
+    let mut epoch = request.epoch;
+    if crate::planted::active("skip-epoch-check") {
+        let job = rpc.job_id("TaskFinished", &request.job)?;
+        let pending = rpc.node.read(|state| state.job(job)?.pending_epoch(request.task_id));
+        epoch = pending.unwrap_or(epoch);
     }
+    let command = for_job(&request.job, Command::TaskFinished { task: request.task_id, epoch });
+    if crate::planted::active("answer-before-commit") {
+        let proposer = rpc.proposer.clone();
+        tokio::spawn(async move { proposer.propose(Some(client), command).await });
+        let reply = pb::TaskReportReply { accepted: true, job_cancelled: false };
+        return Ok(tonic::Response::new(reply));
+    }
+    let reply = task_report("TaskFinished", rpc.propose(Some(client), command).await?)?;
+    if reply.get_ref().accepted {
+        metrics::counter!("raftrain_master_tasks_finished_total").increment(1);
+    }
+    Ok(reply)
+}
 
-    pub(super) async fn task_failed(
-        &self,
-        request: tonic::Request<pb::TaskFailedRequest>,
-    ) -> Reply<pb::TaskReportReply> {
-        let request = request.into_inner();
-        let client = stamp(request.stamp)?;
-        // Cut here, not refused: a long stack trace must still fail the task, and the state
-        // keeps at most this much of it anyway.
-        // An unknown fault code (a newer sender) counts as the data's fault, as before faults
-        // were told apart: the budget still bounds the task's retries.
-        let fault = match pb::task_failed_request::Fault::try_from(request.fault) {
-            Ok(pb::task_failed_request::Fault::Local) => Fault::Local,
-            Ok(pb::task_failed_request::Fault::Content) | Err(_) => Fault::Content,
-        };
-        let command = Command::TaskFailedWithFault {
-            task: request.task_id,
-            epoch: request.epoch,
-            reason: crate::state::truncate_reason(&request.reason, FAILURE_REASON_BYTES_MAX),
-            fault,
-        };
-        let response = self.propose(Some(client), for_job(&request.job, command)).await?;
-        let reply = task_report("TaskFailed", response)?;
-        if reply.get_ref().accepted {
-            metrics::counter!("raftrain_master_tasks_failed_total").increment(1);
-        }
-        Ok(reply)
+pub(super) async fn task_failed(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::TaskFailedRequest>,
+) -> Reply<pb::TaskReportReply> {
+    let request = request.into_inner();
+    let client = stamp(request.stamp)?;
+    // Cut here, not refused: a long stack trace must still fail the task, and the state
+    // keeps at most this much of it anyway.
+    // An unknown fault code (a newer sender) counts as the data's fault, as before faults
+    // were told apart: the budget still bounds the task's retries.
+    let fault = match pb::task_failed_request::Fault::try_from(request.fault) {
+        Ok(pb::task_failed_request::Fault::Local) => Fault::Local,
+        Ok(pb::task_failed_request::Fault::Content) | Err(_) => Fault::Content,
+    };
+    let command = Command::TaskFailedWithFault {
+        task: request.task_id,
+        epoch: request.epoch,
+        reason: crate::state::truncate_reason(&request.reason, FAILURE_REASON_BYTES_MAX),
+        fault,
+    };
+    let response = rpc.propose(Some(client), for_job(&request.job, command)).await?;
+    let reply = task_report("TaskFailed", response)?;
+    if reply.get_ref().accepted {
+        metrics::counter!("raftrain_master_tasks_failed_total").increment(1);
     }
+    Ok(reply)
+}
 
-    pub(super) async fn record_eval(
-        &self,
-        request: tonic::Request<pb::RecordEvalRequest>,
-    ) -> Reply<pb::RecordEvalReply> {
-        let request = request.into_inner();
-        let client = stamp(request.stamp)?;
-        let command = Command::RecordEval {
-            pass: request.pass_index,
-            loss: request.loss,
-            accuracy: request.accuracy,
-        };
-        match self.propose(Some(client), for_job(&request.job, command)).await? {
-            Response::Accepted => Ok(tonic::Response::new(pb::RecordEvalReply {})),
-            other => Err(unexpected("RecordEval", other)),
-        }
+pub(super) async fn record_eval(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::RecordEvalRequest>,
+) -> Reply<pb::RecordEvalReply> {
+    let request = request.into_inner();
+    let client = stamp(request.stamp)?;
+    let command = Command::RecordEval {
+        pass: request.pass_index,
+        loss: request.loss,
+        accuracy: request.accuracy,
+    };
+    match rpc.propose(Some(client), for_job(&request.job, command)).await? {
+        Response::Accepted => Ok(tonic::Response::new(pb::RecordEvalReply {})),
+        other => Err(unexpected("RecordEval", other)),
     }
+}
 
-    /// A trainer's planned leave: the same command the leader proposes when its lease runs
-    /// out, so its tasks go back to the queue alike, only sooner.
-    pub(super) async fn leave_job(
-        &self,
-        request: tonic::Request<pb::LeaveJobRequest>,
-    ) -> Reply<pb::LeaveJobReply> {
-        let request = request.into_inner();
-        let client = stamp(request.stamp)?;
-        let command = for_job(&request.job, Command::TrainerLost { trainer: request.trainer_id });
-        let requeued = match self.propose(Some(client), command).await? {
-            Response::TrainerRemoved { requeued } => requeued.len() as u64,
-            Response::UnknownTrainer => 0,
-            other => return Err(unexpected("LeaveJob", other)),
-        };
-        Ok(tonic::Response::new(pb::LeaveJobReply { requeued }))
-    }
+/// A trainer's planned leave: the same command the leader proposes when its lease runs
+/// out, so its tasks go back to the queue alike, only sooner.
+pub(super) async fn leave_job(
+    rpc: &MasterRpc,
+    request: tonic::Request<pb::LeaveJobRequest>,
+) -> Reply<pb::LeaveJobReply> {
+    let request = request.into_inner();
+    let client = stamp(request.stamp)?;
+    let command = for_job(&request.job, Command::TrainerLost { trainer: request.trainer_id });
+    let requeued = match rpc.propose(Some(client), command).await? {
+        Response::TrainerRemoved { requeued } => requeued.len() as u64,
+        Response::UnknownTrainer => 0,
+        other => return Err(unexpected("LeaveJob", other)),
+    };
+    Ok(tonic::Response::new(pb::LeaveJobReply { requeued }))
 }
 
 fn task_report(call: &'static str, response: Response) -> Reply<pb::TaskReportReply> {
