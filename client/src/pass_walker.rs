@@ -53,13 +53,6 @@ pub enum Waiting {
     NoDataset,
 }
 
-impl Walked {
-    /// Whether the walk is over (the job finished or was cancelled).
-    pub fn is_end(&self) -> bool {
-        matches!(self, Walked::Finished | Walked::Cancelled)
-    }
-}
-
 /// One trainer's walk through its job's passes.
 pub struct PassWalker<S> {
     source: S,
@@ -217,7 +210,7 @@ mod tests {
         let started = tokio::time::Instant::now();
         assert_eq!(walker.next().await.expect("next"), Walked::Cancelled, "the wait is waited");
         assert_eq!(started.elapsed(), Duration::from_millis(7));
-        assert!(walker.next().await.expect("next").is_end());
+        assert_eq!(walker.next().await.expect("next"), Walked::Finished);
         assert_eq!(walker.source().asked(), [0, 0, 0, 1, 1, 0, 0, 0]);
     }
 
