@@ -72,6 +72,14 @@ def status(
     return _status(text)
 
 
+def raise_if_failed(status: dict) -> dict:
+    """`status` (of a job), unless the job finished with failed tasks: their data was not
+    trained on, so a training loop must not end as if it had been (`TasksFailed` names them)."""
+    if status["job_finished"] and status["failed_tasks"]:
+        raise TasksFailed(status["failed_tasks"], status.get("job"))
+    return status
+
+
 def _status(text: str) -> dict:
     """The leader's status JSON with `linearizable` as `raftrain status --json` adds it: always
     true here, since only a leader's answer is returned (no leader raises `Unavailable`).
@@ -232,9 +240,7 @@ class TaskClient:
         while True:
             task = self.next_task()
             if task is None:
-                status = self.status()
-                if status["job_finished"] and status["failed_tasks"]:
-                    raise TasksFailed(status["failed_tasks"], status.get("job"))
+                raise_if_failed(self.status())
                 return
             yield task
 

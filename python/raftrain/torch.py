@@ -62,8 +62,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .errors import InvalidArgument, TasksFailed
-from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, master_list
+from .errors import InvalidArgument
+from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, master_list, raise_if_failed
 
 #: Registrations per worker: one task in flight to the training loop, one being read.
 REGISTRATIONS_PER_WORKER = 2
@@ -304,10 +304,7 @@ class TaskLoader:
             # The job exists once reported (the report submits it when none of its name does).
             self.dataset._report(client)
             self._job_reported = True
-        status = client.status()
-        if status["job_finished"] and status["failed_tasks"]:
-            # Their data was not trained on: the loop must not end as if it had been.
-            raise TasksFailed(status["failed_tasks"], status.get("job"))
+        status = raise_if_failed(client.status())
         return bool(status["job_finished"] or status.get("job_cancelled"))
 
     def _reporter_client(self) -> TaskClient:
