@@ -99,6 +99,24 @@ impl MasterGroup {
         self.processes.spawn(index).expect("start raftrain master");
     }
 
+    /// Restarts, as its supervisor would, every replica that exited because its Raft core
+    /// stopped (`raftrain master` exits with an error then, by design, for a StatefulSet or
+    /// systemd to restart it); any other exit fails the test with the replica's log.
+    pub fn supervise(&mut self) {
+        for index in 0..self.addrs.len() {
+            let status = self.processes.exit_status(index).expect("poll a replica");
+            let Some(status) = status else { continue };
+            let log = std::fs::read_to_string(self.log_path(index)).unwrap_or_default();
+            assert!(
+                log.contains("the Raft core stopped"),
+                "replica {index} exited with {status}\n{}",
+                self.logs()
+            );
+            tracing::warn!(index, %status, "the replica's Raft core stopped: restart it");
+            self.spawn(index);
+        }
+    }
+
     /// SIGKILL: no graceful shutdown, no flush beyond what was already synced.
     pub fn kill(&mut self, index: usize) {
         self.processes.kill(index);

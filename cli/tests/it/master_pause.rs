@@ -25,7 +25,7 @@ fn completions(history: &Arc<Mutex<History>>) -> usize {
 }
 
 /// Waits until `more` completions were added, or fails with the masters' logs.
-async fn progress(group: &MasterGroup, history: &Arc<Mutex<History>>, more: usize, why: &str) {
+async fn progress(group: &mut MasterGroup, history: &Arc<Mutex<History>>, more: usize, why: &str) {
     let target = completions(history) + more;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     while completions(history) < target {
@@ -36,6 +36,7 @@ async fn progress(group: &MasterGroup, history: &Arc<Mutex<History>>, more: usiz
                 group.logs()
             );
         }
+        group.supervise();
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -58,35 +59,41 @@ async fn a_paused_leader_commits_again_when_it_leads_again() {
     let history = Arc::new(Mutex::new(History::default()));
     let consumers =
         spawn_consumers(CONSUMER_COUNT, "t", Duration::ZERO, &history, || group.client());
-    progress(&group, &history, 50, "before the pause").await;
+    progress(&mut group, &history, 50, "before the pause").await;
 
     tracing::info!("--- pause the leader mid-write; the others go on past several snapshots");
     group.signal(0, Signal::SIGSTOP);
-    progress(&group, &history, 600, "while the leader is paused").await;
+    progress(&mut group, &history, 600, "while the leader is paused").await;
     let new_leader = group.leader_index().await;
     assert_ne!(new_leader, 0);
 
     tracing::info!("--- resume it, pause whoever leads until the old leader leads again");
     group.signal(0, Signal::SIGCONT);
     let paused = lead_again(&group).await;
-    progress(&group, &history, 300, "after the old leader leads again").await;
-    group.signal(paused, Signal::SIGCONT);
+    progress(&mut group, &history, 300, "after the old leader leads again").await;
+    if let Some(paused) = paused {
+        group.signal(paused, Signal::SIGCONT);
+    }
     for consumer in consumers {
         consumer.abort();
     }
 }
 
 /// Pauses the leader (after giving replica 0 time to catch up) until replica 0 wins the
-/// election; returns the replica left paused. Replica 0 is favoured, but a candidate whose
-/// log is shorter than a voter's loses, and entries in flight at the pause can make it so.
-async fn lead_again(group: &MasterGroup) -> usize {
+/// election; returns the replica left paused (none if replica 0 won by itself). Replica 0 is
+/// favoured, but a candidate whose log is shorter than a voter's loses, and entries in flight
+/// at the pause can make it so.
+async fn lead_again(group: &MasterGroup) -> Option<usize> {
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let leader = group.leader_index().await;
+        if leader == 0 {
+            return None;
+        }
         group.signal(leader, Signal::SIGSTOP);
         tokio::time::sleep(Duration::from_secs(2)).await;
         if group.leader_index().await == 0 {
-            return leader;
+            return Some(leader);
         }
         group.signal(leader, Signal::SIGCONT);
     }
