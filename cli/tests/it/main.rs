@@ -50,6 +50,7 @@ mod slow_streams;
 mod status;
 mod synth;
 mod task_consumer;
+mod tidy_architecture;
 mod tidy_layers;
 mod trainer_leave;
 mod trainer_outages;

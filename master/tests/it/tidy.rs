@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-/// Words whose presence in code (not comments) would break determinism or purity.
-const FORBIDDEN: [&str; 10] = [
+/// Words whose presence in code (not comments) would break determinism or purity, or bring
+/// protobuf types into the state machine.
+const FORBIDDEN: [&str; 11] = [
     "HashMap",
     "HashSet",
     "tokio",
@@ -14,6 +15,7 @@ const FORBIDDEN: [&str; 10] = [
     "Instant",
     "rand::",
     "std::fs",
+    "proto::",
 ];
 
 /// The longest a source file of the state machine may grow.
