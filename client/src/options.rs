@@ -97,7 +97,9 @@ impl Jitter {
     pub(crate) fn backoff(&self, attempt: u32) -> Duration {
         let step_ms = backoff_step_ms(attempt);
         let half_ms = step_ms / 2;
-        Duration::from_millis(half_ms + self.draw(|rng| rng.gen_range(0..=step_ms - half_ms)))
+        let pause_ms = half_ms + self.draw(|rng| rng.gen_range(0..=step_ms - half_ms));
+        assert!(pause_ms <= BACKOFF_MS_MAX, "a backoff of {pause_ms} ms passes the cap");
+        Duration::from_millis(pause_ms)
     }
 
     fn draw<T>(&self, draw: impl FnOnce(&mut StdRng) -> T) -> T {

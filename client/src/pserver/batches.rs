@@ -28,7 +28,11 @@ pub fn blocks_by_slot(
         for index in 0..block_count(elements, layout.block_elements) {
             let slot = slot_of(name, index, layout.slot_count);
             let range = block_range(elements, layout.block_elements, index);
+            let encoded_len = range.len() * 4;
             let bytes = payload_of(name, range.clone(), &values[range]);
+            // A payload is exactly its block's values: any other length would be applied to
+            // other elements at the pserver, or refused there after the others were sent.
+            assert_eq!(bytes.len(), encoded_len, "the payload of {name} block {index}");
             let requests = by_slot.entry(slot).or_default();
             let size = sizes.entry(slot).or_default();
             if requests.is_empty() || *size + bytes.len() > REQUEST_PAYLOAD_BYTES_TARGET {
