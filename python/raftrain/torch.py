@@ -62,7 +62,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .errors import InvalidArgument
+from .errors import DataError, InvalidArgument
 from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, master_list, raise_if_failed
 
 #: Registrations per worker: one task in flight to the training loop, one being read.
@@ -84,8 +84,11 @@ class TaskDataset(IterableDataset):
     read (tasks are ranges of `shard_size` indices of `[0, size)`), each batch being
     `read(start, end)` for a range of at most `batch_size` indices of a task;
     or `records`: the job's RecordIO files (paths or globs, as the masters see them) of dense
-    `Example`s, each batch `(features float32 [n, d], labels float32 [n])` as tensors, or
-    `transform(features, labels)` of those NumPy arrays.
+    `Example`s, each batch `(features float32 [n, d], labels [n])` as tensors, the labels of
+    `label_dtype` (`torch.int64` by default: class ids, as `cross_entropy` takes them; a label
+    that is not a whole number raises `raftrain.DataError` naming the task and the value: pass
+    `label_dtype=torch.float32` for regression), or `transform(features, labels)` of those
+    NumPy arrays (labels as stored, float32).
 
     `policy` (a dict of `TaskClient.submit_job`'s queue policy keys, e.g.
     `{"task_timeout_min_ms": 120000, "max_task_failures": 3}`) submits the job with those
@@ -110,6 +113,7 @@ class TaskDataset(IterableDataset):
         token_file=None,
         deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
         policy: Optional[dict] = None,
+        label_dtype: torch.dtype = torch.int64,
     ):
         super().__init__()
         if batch_size < 1:
@@ -130,6 +134,7 @@ class TaskDataset(IterableDataset):
         self.batch_size = int(batch_size)
         self.job = job
         self.transform = transform
+        self.label_dtype = label_dtype
         self.policy = dict(policy) if policy else None
         self.name = name or f"torch-{socket.gethostname()}-{os.getpid()}"
         self.client_options = dict(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token_file=token_file, deadline_s=deadline_s)
@@ -222,6 +227,8 @@ class TaskDataset(IterableDataset):
                 yield self.read(start, end), [(task.id, task.epoch)] if end == task.end else [], (task.id, task.epoch)
             return
         features, labels = task.arrays()
+        if self.transform is None:
+            labels = _labels_as(labels, self.label_dtype, task.id)
         count = len(labels)
         for start in range(0, count, self.batch_size):
             end = min(start + self.batch_size, count)
@@ -233,7 +240,22 @@ class TaskDataset(IterableDataset):
     def _batch(self, features: np.ndarray, labels: np.ndarray):
         if self.transform is not None:
             return self.transform(features, labels)
-        return torch.from_numpy(np.array(features)), torch.from_numpy(np.array(labels))
+        return torch.from_numpy(np.array(features)), labels
+
+
+def _labels_as(labels: np.ndarray, dtype: torch.dtype, task_id: int) -> torch.Tensor:
+    """A task's stored (float32) labels as a tensor of `dtype`; refused when an integer dtype
+    would change a label (a regression target read as a class id)."""
+    converted = torch.from_numpy(np.array(labels)).to(dtype)
+    if not dtype.is_floating_point:
+        changed = np.flatnonzero(converted.numpy() != labels)
+        if len(changed):
+            value = float(labels[changed[0]])
+            raise DataError(
+                f"task {task_id}: label {value:g} (record {changed[0]} of the task) is not a class id: "
+                f"pass label_dtype=torch.float32 for real-valued labels"
+            )
+    return converted
 
 
 class _Registration:
