@@ -19,7 +19,7 @@ use crate::state::{ChunkList, ReportedFile, CHUNK_PATH_BYTES_MAX};
 use budget::Cap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use storage::recordio::{expand_pattern_guarded, ErrorKind, ExpandGuard, FileIndex, RecordIoError};
+use storage::recordio::{expand_pattern_guarded, ExpandGuard, FileIndex, RecordIoError};
 
 /// The most patterns one report may carry: far more than any real dataset spells out (they
 /// use globs), few enough that expanding them is cheap to refuse.
@@ -75,6 +75,11 @@ pub(crate) enum ScanError {
     EntryLimit { pattern: String, limit: u64 },
     #[error("pattern {pattern:?}: the scan took {limit_ms} ms, its limit (SCAN_MS_MAX)")]
     TimeBudget { pattern: String, limit_ms: u64 },
+    #[error(
+        "no file matches {pattern:?} on the leader master ({where_read}): the masters read a \
+         dataset's files, not the client; give the path as the masters see it"
+    )]
+    NoMatch { pattern: String, where_read: String },
     #[error("the scan stopped: its request was dropped")]
     Cancelled,
     #[error("the dataset scan did not finish: {reason}")]
@@ -171,12 +176,27 @@ fn dataset_files(
             files.push(DatasetFile { path, text });
         }
         if files.is_empty() {
-            let kind = ErrorKind::NoMatch { pattern: pattern.clone() };
-            return Err(RecordIoError::new(pattern, 0, kind).into());
+            return Err(ScanError::NoMatch {
+                pattern: pattern.clone(),
+                where_read: where_read(pattern, root),
+            });
         }
         dataset.push((pattern.clone(), files));
     }
     Ok(dataset)
+}
+
+/// Where the masters looked for `pattern`'s files, for an error a client reads on another
+/// machine: under the root, or for a relative pattern in the master's working directory.
+fn where_read(pattern: &str, root: Option<&DataRoot>) -> String {
+    match root {
+        Some(root) => format!("looked for under --data-root {}", root.path().display()),
+        None if Path::new(pattern).is_absolute() => "an absolute path".to_string(),
+        None => match std::env::current_dir() {
+            Ok(directory) => format!("relative to its working directory {}", directory.display()),
+            Err(_) => "relative to its working directory".to_string(),
+        },
+    }
 }
 
 /// The files one pattern matches, looked for under the root only.

@@ -9,8 +9,10 @@ from typing import Iterator, List, Sequence, Union
 
 from . import _native
 
-#: A new chunk starts once the uncompressed chunk would pass this many bytes (PaddlePaddle's).
-MAX_CHUNK_BYTES_DEFAULT = 32 << 20
+#: A new chunk starts once the uncompressed chunk would pass this many bytes: 1 MiB, a few
+#: thousand dense examples, so that a chunk (a task, by default) takes seconds to train on
+#: (`raftrain recordio write`'s default too).
+MAX_CHUNK_BYTES_DEFAULT = 1 << 20
 
 Patterns = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 

@@ -200,3 +200,19 @@ fn a_cancelled_scan_stops() {
     assert_eq!(error, ScanError::Cancelled.to_string());
     assert_eq!((budget.entry_count, budget.chunk_count), (0, 0));
 }
+
+/// A pattern that matches nothing says where the masters looked: under the root, or for a
+/// relative pattern in the master's own working directory (the client's may be another).
+#[test]
+fn a_pattern_matching_nothing_says_where_the_masters_looked() {
+    let tree = Tree::new();
+    let limits = ScanLimits::default();
+    let relative = scan_files(&["nowhere-*.rio"], None, &mut budget(limits)).unwrap_err();
+    let cwd = std::env::current_dir().expect("the working directory");
+    let expected = format!("relative to its working directory {}", cwd.display());
+    assert!(relative.contains(&expected) && relative.contains("the masters read"), "{relative}");
+    let rooted = scan_files(&["data/none-*.rio"], Some(&tree.data_root()), &mut budget(limits));
+    let rooted = rooted.unwrap_err();
+    let expected = format!("under --data-root {}", tree.root.display());
+    assert!(rooted.contains(&expected), "{rooted}");
+}

@@ -42,7 +42,7 @@ pub use writer::{Writer, WriterOptions, DEFAULT_MAX_CHUNK_BYTES};
 /// The largest uncompressed chunk payload a reader accepts and a writer produces.
 ///
 /// Readers decompress through a limit of this size so a hostile chunk (a "decompression bomb")
-/// costs at most this much memory and then fails, instead of exhausting memory. It is eight
+/// costs at most this much memory and then fails, instead of exhausting memory. It is 256
 /// times [`DEFAULT_MAX_CHUNK_BYTES`], room for any sensible dataset, while one chunk in flight
 /// (compressed copy, uncompressed copy, split records) stays under a gigabyte.
 pub const CHUNK_UNCOMPRESSED_BYTES_MAX: usize = 256 << 20;

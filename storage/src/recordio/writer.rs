@@ -7,8 +7,11 @@ use super::chunk::encode_chunk;
 use super::payload::{append_record, encoded_bytes};
 use super::{Compressor, CHUNK_UNCOMPRESSED_BYTES_MAX};
 
-/// The default limit on a chunk's uncompressed payload: 32 MiB, as in PaddlePaddle.
-pub const DEFAULT_MAX_CHUNK_BYTES: usize = 32 << 20;
+/// The default limit on a chunk's uncompressed payload: 1 MiB, a few thousand dense examples.
+/// A chunk is a task by default (`--chunks-per-task 1`), and a task should take seconds to
+/// train on, so that the masters spread a file over many trainers and a lost task costs
+/// little: PaddlePaddle's 32 MiB made a 1 MB file a single task.
+pub const DEFAULT_MAX_CHUNK_BYTES: usize = 1 << 20;
 
 /// How a [`Writer`] lays out chunks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
