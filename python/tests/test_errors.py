@@ -81,6 +81,9 @@ def test_the_servers_refusals_keep_their_message(masters, tmp_path):
     with pytest.raises(raftrain.InvalidArgument) as raised:
         client.report_dataset(str(tmp_path / "nothing-here-*.recordio"), passes=1)
     assert "nothing-here-" in raised.value.message and "ReportDataset" in raised.value.message
+    with pytest.raises(raftrain.InvalidArgument, match="relative to its working directory") as raised:
+        client.report_dataset("relative-nothing-*.recordio", passes=1)
+    assert "the masters read" in raised.value.message
     with pytest.raises(raftrain.InvalidArgument, match="neither"):
         client._native.fail(1, 1, "a reason", "neither")
 
