@@ -58,6 +58,7 @@ mod fifo_wait;
 mod flusher;
 mod grpc_handoff;
 pub mod handoff;
+pub mod handoff_failure;
 pub mod kv;
 mod leadership;
 mod leadership_ends;
@@ -77,6 +78,7 @@ mod startup_sync;
 mod state_machine;
 pub mod state_machine_store;
 mod step_up;
+pub mod timeout_now_error;
 mod type_config;
 
 pub use cluster_info::{cluster_info_reply, ClusterInfo, Member, Role};
