@@ -50,6 +50,7 @@ mod cluster_info;
 mod codec;
 pub mod config;
 mod disk_room;
+pub mod durability_error;
 mod durable_commits;
 pub mod durable_log;
 mod election_timer;
