@@ -28,7 +28,8 @@ pub enum TimeoutNowRefusal {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TimeoutNowError {
     /// The follower answered with a refusal. Over gRPC it arrives as the refusal's text: the
-    /// wire carries `Result<(), String>`, which every version of the Raft service understands.
+    /// wire carries a result whose error is a string, which every version of the Raft service
+    /// understands.
     #[error("{reason}")]
     Refused { reason: String },
     /// The request could not be encoded or dialled.
@@ -43,7 +44,7 @@ pub enum TimeoutNowError {
     /// The Raft service answered with an error status.
     #[error("{addr} answered {status}")]
     Status { addr: String, status: String },
-    /// The answer arrived but is not a `Result<(), String>`.
+    /// The answer arrived but does not decode as the wire's result (an error as a string).
     #[error("the answer of {addr} does not decode: {error}")]
     Undecodable { addr: String, error: String },
 }
