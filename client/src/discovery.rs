@@ -1,15 +1,16 @@
 //! Leader discovery: ask every known master at once who leads, and believe the answer from
 //! the highest term.
 
+use super::discovery_error::{AskFailure, DiscoveryError, Unanswered};
 use super::master_client::service_client;
 use super::options::ClientOptions;
 use proto::raft::{ClusterInfoReply, ClusterInfoRequest};
 
-/// Returns the leader address reported in the highest term, or why none was found.
+/// Returns the leader address reported in the highest term, or what each master answered.
 pub(crate) async fn discover_leader(
     masters: &[String],
     options: &ClientOptions,
-) -> Result<String, String> {
+) -> Result<String, DiscoveryError> {
     // Spawned so the asks run concurrently: a dead master costs one timeout, not one each.
     let asks: Vec<_> = masters
         .iter()
@@ -19,30 +20,35 @@ pub(crate) async fn discover_leader(
         })
         .collect();
     let mut best: Option<ClusterInfoReply> = None;
-    let mut errors = Vec::new();
+    let mut unanswered = Vec::new();
     for (addr, ask) in masters.iter().zip(asks) {
-        let answer = ask.await.map_err(|error| error.to_string()).and_then(|answer| answer);
-        match answer {
+        let answer = ask
+            .await
+            .map_err(|error| AskFailure::AskerLost { reason: error.to_string() })
+            .and_then(|answer| answer);
+        let reason = match answer {
             Ok(info) if info.leader_addr.is_empty() => {
-                errors.push(format!("{addr}: no leader known in term {}", info.term));
+                AskFailure::NoLeaderKnown { term: info.term }
             }
             Ok(info) => {
                 if best.as_ref().is_none_or(|known| info.term > known.term) {
                     best = Some(info);
                 }
+                continue;
             }
-            Err(error) => errors.push(format!("{addr}: {error}")),
-        }
+            Err(reason) => reason,
+        };
+        unanswered.push(Unanswered { addr: addr.clone(), reason });
     }
-    best.map(|info| info.leader_addr)
-        .ok_or_else(|| format!("no leader found ({})", errors.join("; ")))
+    best.map(|info| info.leader_addr).ok_or(DiscoveryError::NoLeader { masters: unanswered })
 }
 
-async fn ask(addr: &str, options: &ClientOptions) -> Result<ClusterInfoReply, String> {
-    let mut service = service_client(addr, options).map_err(|error| error.to_string())?;
+async fn ask(addr: &str, options: &ClientOptions) -> Result<ClusterInfoReply, AskFailure> {
+    let mut service = service_client(addr, options).map_err(AskFailure::BadAddress)?;
     let request = super::master_client::timed(ClusterInfoRequest::default(), options.rpc_timeout);
     let reply = service.cluster_info(request).await;
-    reply
-        .map(tonic::Response::into_inner)
-        .map_err(|status| format!("{:?}: {}", status.code(), status.message()))
+    reply.map(tonic::Response::into_inner).map_err(|status| AskFailure::Status {
+        code: status.code(),
+        message: status.message().to_string(),
+    })
 }

@@ -12,6 +12,7 @@
 mod chunk_fault;
 mod conversions;
 mod discovery;
+mod discovery_error;
 mod error;
 mod failure_reason;
 mod fault;

@@ -4,6 +4,7 @@
 //! (client id, sequence number) so that a retry after a leader change is applied exactly once.
 
 use super::discovery::discover_leader;
+use super::discovery_error::DiscoveryError;
 use super::error::{
     ClientError, REFUSAL_METADATA_KEY, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
 };
@@ -114,7 +115,7 @@ impl MasterClient {
                 Ok(leader) => leader,
                 Err(error) => {
                     tracing::debug!(call, attempts, %error, "no leader found; backing off");
-                    retrying.failed(error);
+                    retrying.failed(error.to_string());
                     tokio::time::sleep(self.jitter.backoff(attempts)).await;
                     continue;
                 }
@@ -175,13 +176,13 @@ impl MasterClient {
         self.call(call, |service| attempt(service, stamp)).await
     }
 
-    async fn leader(&self) -> Result<Leader, String> {
+    async fn leader(&self) -> Result<Leader, DiscoveryError> {
         if let Some(leader) = self.cached_leader() {
             return Ok(leader);
         }
         let addr = discover_leader(&self.masters, &self.options).await?;
-        self.follow(&addr).map_err(|error| error.to_string())?;
-        self.cached_leader().ok_or_else(|| "the leader was forgotten at once".to_string())
+        self.follow(&addr).map_err(DiscoveryError::BadLeaderAddress)?;
+        self.cached_leader().ok_or(DiscoveryError::LeaderForgotten)
     }
 
     fn cached_leader(&self) -> Option<Leader> {
@@ -268,8 +269,10 @@ fn try_again_wait(status: &tonic::Status) -> Duration {
 
 /// An endpoint with the client's timeouts, nodelay and large-message windows.
 pub(crate) fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, ClientError> {
-    crate::master_addr::check_master_addr(addr)
-        .map_err(|reason| ClientError::BadAddress { addr: addr.to_string(), reason })?;
+    crate::master_addr::check_master_addr(addr).map_err(|error| ClientError::BadAddress {
+        addr: addr.to_string(),
+        reason: error.to_string(),
+    })?;
     let endpoint = options.security.endpoint(addr).map_err(|error| ClientError::BadAddress {
         addr: addr.to_string(),
         reason: error.to_string(),

@@ -167,7 +167,7 @@ mod tests {
             let announced = Arc::new(Mutex::new(Vec::new()));
             let durable = DurableLog::new(durable_index.map(log_id));
             if failed {
-                durable.failed("EIO".to_string());
+                durable.failed(&std::io::Error::other("EIO"));
             }
             let mut connection = DurableCommitsConnection {
                 inner: Wire { announced: Arc::clone(&announced) },

@@ -23,11 +23,13 @@
 //! from a later leader and so have larger log ids than the ones they replace (Raft's Log
 //! Matching: one (term, index) is one entry), so a flush of the old tail never vouches for them.
 
+use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::{LogId, Vote};
 use tokio::sync::Notify;
 
+use crate::durability_error::{DurabilityError, FlushFailure};
 use crate::fifo_wait;
 use crate::type_config::Entry;
 
@@ -64,7 +66,7 @@ struct State {
     /// Everything appended up to this log id is durable (`None`: nothing yet).
     durable: Option<LogId<u64>>,
     /// A flush failed, so nothing more will become durable and the node must stop.
-    failure: Option<String>,
+    failure: Option<FlushFailure>,
     /// Every writer is gone: nothing more will become durable.
     closed: bool,
 }
@@ -92,10 +94,10 @@ impl DurableLog {
         });
     }
 
-    /// A flush failed: nothing more will become durable.
-    pub fn failed(&self, reason: String) {
+    /// A flush failed with `error`: nothing more will become durable.
+    pub fn failed(&self, error: &io::Error) {
         self.writer.shared.change(|state| {
-            state.failure = Some(reason);
+            state.failure = Some(FlushFailure::from(error));
             true
         });
         self.writer.shared.ended.notify_waiters();
@@ -134,14 +136,14 @@ impl Shared {
 
 impl State {
     /// The answer for a waiter of `log_id`, or `None` while it must wait.
-    fn covers(&self, log_id: LogId<u64>) -> Option<Result<(), String>> {
-        if let Some(reason) = &self.failure {
-            return Some(Err(format!("the log cannot be made durable: {reason}")));
+    fn covers(&self, log_id: LogId<u64>) -> Option<Result<(), DurabilityError>> {
+        if let Some(failure) = &self.failure {
+            return Some(Err(DurabilityError::FlushFailed(failure.clone())));
         }
         if self.durable >= Some(log_id) {
             return Some(Ok(()));
         }
-        self.closed.then(|| Err("the log store is closed".to_string()))
+        self.closed.then_some(Err(DurabilityError::Closed))
     }
 }
 
@@ -153,28 +155,28 @@ pub struct DurableWatch {
 
 impl DurableWatch {
     /// Returns once `log_id` is durable on this node, or why it will never be.
-    pub async fn covers(&self, log_id: LogId<u64>) -> Result<(), String> {
+    pub async fn covers(&self, log_id: LogId<u64>) -> Result<(), DurabilityError> {
         fifo_wait::until(&self.shared.raised, || self.shared.lock().covers(log_id)).await
     }
 
     /// How far the log is durable now, or why it never will be again (a flush failed).
-    pub fn durable_now(&self) -> Result<Option<LogId<u64>>, String> {
+    pub fn durable_now(&self) -> Result<Option<LogId<u64>>, DurabilityError> {
         let state = self.shared.lock();
         match &state.failure {
-            Some(reason) => Err(format!("the log cannot be made durable: {reason}")),
+            Some(failure) => Err(DurabilityError::FlushFailed(failure.clone())),
             None => Ok(state.durable),
         }
     }
 
     /// Why a flush failed, if one did.
-    pub fn failure_now(&self) -> Option<String> {
+    pub fn failure_now(&self) -> Option<FlushFailure> {
         self.shared.lock().failure.clone()
     }
 
     /// Resolves with why once a flush failed (the node must stop: nothing more becomes durable,
     /// and the leader's own entries, acknowledged early, cannot be reported failed to
     /// openraft); `None` if the log closed first.
-    pub async fn failure(&self) -> Option<String> {
+    pub async fn failure(&self) -> Option<FlushFailure> {
         fifo_wait::until(&self.shared.ended, || {
             let state = self.shared.lock();
             match &state.failure {
@@ -260,9 +262,13 @@ mod tests {
         durable.flushed(log_id(2, 4));
         durable.flushed(log_id(2, 6));
         waiting.await.expect("the task runs").expect("6 is durable");
-        durable.failed("disk gone".to_string());
-        assert!(watch.covers(log_id(2, 7)).await.is_err());
-        assert!(watch.covers(log_id(2, 6)).await.is_err(), "after a failed flush, nothing is");
+        durable.failed(&io::Error::other("disk gone"));
+        let failed = Err(DurabilityError::FlushFailed(FlushFailure {
+            kind: io::ErrorKind::Other,
+            message: "disk gone".to_string(),
+        }));
+        assert_eq!(watch.covers(log_id(2, 7)).await, failed);
+        assert_eq!(watch.covers(log_id(2, 6)).await, failed, "after a failed flush, nothing is");
     }
 
     /// `failure` waits through successful flushes and answers the first failure's reason; a
@@ -278,9 +284,10 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!failing.is_finished(), "a successful flush is no failure");
         assert_eq!(durable.watch().failure_now(), None);
-        durable.failed("EIO".to_string());
-        assert_eq!(failing.await.expect("the task runs"), Some("EIO".to_string()));
-        assert_eq!(durable.watch().failure_now(), Some("EIO".to_string()));
+        durable.failed(&io::Error::new(io::ErrorKind::StorageFull, "EIO"));
+        let eio = FlushFailure { kind: io::ErrorKind::StorageFull, message: "EIO".to_string() };
+        assert_eq!(failing.await.expect("the task runs"), Some(eio.clone()));
+        assert_eq!(durable.watch().failure_now(), Some(eio));
         let closed = DurableLog::new(None);
         let watch = closed.watch();
         drop(closed);
@@ -302,7 +309,8 @@ mod tests {
         let writers = [durable.clone(), durable];
         drop(writers);
         let closed = waiting.await.expect("the task runs");
-        assert_eq!(closed, Err("the log store is closed".to_string()));
+        assert_eq!(closed, Err(DurabilityError::Closed));
+        assert_eq!(DurabilityError::Closed.to_string(), "the log store is closed");
         watch.covers(log_id(2, 3)).await.expect("3 was durable before the store closed");
     }
 

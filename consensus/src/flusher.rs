@@ -125,7 +125,7 @@ fn run(
 /// follower's callback must not overtake the durability its own apply waits for.
 fn publish(durable: &DurableLog, result: &io::Result<()>, batch: &[FlushRequest]) {
     if let Err(error) = result {
-        durable.failed(error.to_string());
+        durable.failed(error);
         return;
     }
     let last = batch.iter().filter_map(|request| match request {

@@ -9,6 +9,7 @@ use proto::raft::RaftRequest;
 use crate::codec;
 use crate::handoff::{HandoffTransport, SendFuture, TimeoutNow};
 use crate::network::{endpoint, raft_client};
+use crate::timeout_now_error::TimeoutNowError;
 use platform::security::Security;
 
 /// One attempt to reach the follower may take this long: a handoff has a few seconds in all.
@@ -27,18 +28,28 @@ impl GrpcHandoff {
         Self { security, raft_addrs }
     }
 
-    async fn send(&self, addr: &str, request: TimeoutNow) -> Result<(), String> {
-        let payload = codec::encode(&request).map_err(|error| error.to_string())?;
-        let endpoint = endpoint(&self.security, addr).map_err(|error| error.to_string())?;
+    async fn send(&self, addr: &str, request: TimeoutNow) -> Result<(), TimeoutNowError> {
+        let not_sent =
+            |error: &dyn std::fmt::Display| TimeoutNowError::NotSent { reason: error.to_string() };
+        let payload = codec::encode(&request).map_err(|error| not_sent(&error))?;
+        let endpoint = endpoint(&self.security, addr).map_err(|error| not_sent(&error))?;
         let mut client = raft_client(self.security.channel(&endpoint));
         let call = client.timeout_now(RaftRequest { payload: payload.into() });
+        let addr = addr.to_string();
         let reply = tokio::time::timeout(Duration::from_millis(TIMEOUT_NOW_RPC_MS), call)
             .await
-            .map_err(|_elapsed| format!("no answer from {addr} in {TIMEOUT_NOW_RPC_MS} ms"))?
-            .map_err(|status| format!("{addr} answered {status}"))?;
+            .map_err(|_elapsed| TimeoutNowError::NoAnswer {
+                addr: addr.clone(),
+                timeout_ms: TIMEOUT_NOW_RPC_MS,
+            })?
+            .map_err(|status| TimeoutNowError::Status {
+                addr: addr.clone(),
+                status: status.to_string(),
+            })?;
+        // The follower's refusal travels as its text (see `TimeoutNowError::Refused`).
         let answer: Result<(), String> = codec::decode(&reply.into_inner().payload)
-            .map_err(|error| format!("the answer of {addr} does not decode: {error}"))?;
-        answer
+            .map_err(|error| TimeoutNowError::Undecodable { addr, error: error.to_string() })?;
+        answer.map_err(|reason| TimeoutNowError::Refused { reason })
     }
 }
 

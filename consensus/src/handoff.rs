@@ -26,6 +26,8 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::batcher::forward_to_leader;
+use crate::handoff_failure::HandoffFailure;
+use crate::timeout_now_error::{TimeoutNowError, TimeoutNowRefusal};
 use crate::{Raft, WriteError};
 
 /// What a leader about to stop sends the follower it hands leadership to.
@@ -38,7 +40,7 @@ pub struct TimeoutNow {
 }
 
 /// A boxed future, so the transport can be a trait object.
-pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<(), TimeoutNowError>> + Send + 'a>>;
 
 /// How a leader reaches the follower it hands off to: gRPC in production
 /// (`network::GrpcHandoff`), in memory in the simulation.
@@ -57,7 +59,7 @@ pub enum Handoff {
     /// `to` leads now (it may be another member than the one asked, if an election raced).
     Done { to: u64, elapsed: Duration },
     /// No other member leads within the bound; the followers will elect one on their own.
-    Failed { reason: String },
+    Failed { reason: HandoffFailure },
 }
 
 /// Hands leadership off from `raft`, which must already refuse new writes; gives up after
@@ -92,11 +94,11 @@ pub(crate) async fn hand_off(
     let asked = transport.timeout_now(target.0, &target.1, request);
     match tokio::time::timeout(bound.saturating_sub(started.elapsed()), asked).await {
         Ok(Ok(())) => {}
-        Ok(Err(reason)) => {
-            return Handoff::Failed { reason: format!("member {} refused: {reason}", target.0) };
+        Ok(Err(error)) => {
+            return Handoff::Failed { reason: HandoffFailure::Refused { member: target.0, error } };
         }
         Err(_elapsed) => {
-            let reason = format!("member {} did not answer within {bound:?}", target.0);
+            let reason = HandoffFailure::NoAnswer { member: target.0, bound };
             return Handoff::Failed { reason };
         }
     }
@@ -107,7 +109,7 @@ pub(crate) async fn hand_off(
             Handoff::Done { to, elapsed: started.elapsed() }
         }
         Err(error) => {
-            Handoff::Failed { reason: format!("no new leader within {bound:?}: {error}") }
+            Handoff::Failed { reason: HandoffFailure::NoNewLeader { bound, waited: error.into() } }
         }
     }
 }
@@ -158,19 +160,19 @@ async fn successor(raft: &Raft) -> Option<u64> {
 
 /// The voter (not this node) with the most of the log once one has all of it: its id and
 /// membership address.
-async fn caught_up_follower(raft: &Raft, bound: Duration) -> Result<(u64, String), String> {
+async fn caught_up_follower(raft: &Raft, bound: Duration) -> Result<(u64, String), HandoffFailure> {
     let found = raft
         .wait(Some(bound))
         .metrics(|metrics| caught_up(metrics).is_some(), "a follower has the whole log")
         .await
-        .map_err(|error| format!("no follower caught up within {bound:?}: {error}"))?;
+        .map_err(|error| HandoffFailure::NoFollowerCaughtUp { bound, waited: error.into() })?;
     let target = caught_up(&found).expect("the wait returned once a follower caught up");
     let addr = found
         .membership_config
         .membership()
         .get_node(&target)
         .map(|node| node.addr.clone())
-        .ok_or_else(|| format!("member {target} has no address in the membership"))?;
+        .ok_or(HandoffFailure::NoAddress { member: target })?;
     Ok((target, addr))
 }
 
@@ -194,7 +196,11 @@ pub(crate) struct TimeoutNowGate {
 impl TimeoutNowGate {
     /// Campaigns now if `request` comes from the leader this follower follows, in its term,
     /// for the first time in that term; otherwise says why not.
-    pub(crate) async fn receive(&self, raft: &Raft, request: TimeoutNow) -> Result<(), String> {
+    pub(crate) async fn receive(
+        &self,
+        raft: &Raft,
+        request: TimeoutNow,
+    ) -> Result<(), TimeoutNowRefusal> {
         {
             let metrics = raft.metrics();
             let metrics = metrics.borrow();
@@ -202,7 +208,7 @@ impl TimeoutNowGate {
             let mut honoured =
                 self.honoured_term.lock().unwrap_or_else(|poison| poison.into_inner());
             if *honoured >= request.term {
-                return Err(format!("already campaigned after a handoff in term {}", *honoured));
+                return Err(TimeoutNowRefusal::AlreadyCampaigned { term: *honoured });
             }
             *honoured = request.term;
         }
@@ -211,27 +217,25 @@ impl TimeoutNowGate {
             from = request.leader_id,
             "leader hands off; campaigning"
         );
-        raft.trigger().elect().await.map_err(|fatal| format!("the Raft core stopped: {fatal}"))
+        raft.trigger()
+            .elect()
+            .await
+            .map_err(|fatal| TimeoutNowRefusal::CoreStopped { fatal: fatal.to_string() })
     }
 }
 
 /// Why `request` must not start an election here, if it must not.
-fn check(metrics: &crate::Metrics, request: &TimeoutNow) -> Result<(), String> {
+fn check(metrics: &crate::Metrics, request: &TimeoutNow) -> Result<(), TimeoutNowRefusal> {
     if metrics.state != ServerState::Follower {
-        return Err(format!("this member is {:?}, not a follower", metrics.state));
+        return Err(TimeoutNowRefusal::NotFollower { state: metrics.state });
     }
     if metrics.current_term != request.term {
-        return Err(format!(
-            "term {} is not this member's term {}",
-            request.term, metrics.current_term
-        ));
+        let (request_term, own_term) = (request.term, metrics.current_term);
+        return Err(TimeoutNowRefusal::WrongTerm { request_term, own_term });
     }
     if metrics.current_leader != Some(request.leader_id) {
-        let leader = metrics.current_leader;
-        return Err(format!(
-            "member {} is not the leader this member follows ({leader:?})",
-            request.leader_id
-        ));
+        let (sender, followed) = (request.leader_id, metrics.current_leader);
+        return Err(TimeoutNowRefusal::NotFollowedLeader { sender, followed });
     }
     Ok(())
 }

@@ -20,6 +20,7 @@ use crate::election_timer::{self, ElectionSwitches, ElectionTiming};
 use crate::error::ShutdownError;
 use crate::grpc_handoff::GrpcHandoff;
 use crate::handoff::{Handoff, HandoffTransport, Successor};
+use crate::handoff_failure::HandoffFailure;
 use crate::leadership::Leadership;
 use crate::log_store::{BootstrapRecord, ENTRY_BYTES_MAX};
 use crate::log_store_closed::LogStoreClosed;
@@ -305,7 +306,7 @@ impl<S: StateMachine> ConsensusNode<S> {
         // hand off to only once they have (each is answered within the write timeout).
         let drained = self.inner.batcher.drained();
         if tokio::time::timeout(bound, drained).await.is_err() {
-            return Handoff::Failed { reason: format!("writes still in flight after {bound:?}") };
+            return Handoff::Failed { reason: HandoffFailure::WritesInFlight { bound } };
         }
         let since = self.leading_since().map(|(_term, since)| since);
         let lease = Duration::from_millis(self.inner.config.election_timeout_max_ms);

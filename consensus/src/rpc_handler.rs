@@ -18,6 +18,7 @@ use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageError, StorageIOError};
 use crate::handoff::{TimeoutNow, TimeoutNowGate};
 use crate::rpc_bounds::{self, Refusal};
 use crate::step_up::StepUp;
+use crate::timeout_now_error::TimeoutNowRefusal;
 use crate::{Raft, TypeConfig};
 
 /// The receiving end of the Raft RPCs of one node; cheap to clone.
@@ -74,7 +75,7 @@ impl RpcHandler {
 
     /// A leader about to stop asks this node to campaign now (see `handoff`); `Err` says why
     /// it did not.
-    pub async fn timeout_now(&self, request: TimeoutNow) -> Result<(), String> {
+    pub async fn timeout_now(&self, request: TimeoutNow) -> Result<(), TimeoutNowRefusal> {
         self.timeout_now.receive(&self.raft, request).await
     }
 

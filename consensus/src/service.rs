@@ -76,7 +76,9 @@ impl RaftService for RaftServer {
         request: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
         let result = self.handler.timeout_now(decode_request(&request)?).await;
-        reply(&result)
+        // The refusal travels as its text: a result with a string error is what every
+        // version of the service sends (see `TimeoutNowError::Refused`).
+        reply(&result.map_err(|refusal| refusal.to_string()))
     }
 
     async fn cluster_info(

@@ -413,7 +413,7 @@ mod tests {
         apply.await.expect("the task runs").expect("entry 2 is applied once durable");
         assert_eq!(store.read(|machine| machine.terms.len()), 2);
 
-        durable.failed("the disk is gone".to_string());
+        durable.failed(&std::io::Error::other("the disk is gone"));
         assert!(store.apply(vec![entry(2, 3, 1)]).await.is_err(), "never durable: an error");
         assert_eq!(store.read(|machine| machine.terms.len()), 2);
     }

@@ -89,7 +89,7 @@ impl Flusher {
 /// Tells the gates how far the log is durable, before the waiter is answered.
 fn publish(durable: &DurableLog, result: &io::Result<()>, waiter: &FlushWaiter) {
     match (result, waiter) {
-        (Err(error), _) => durable.failed(error.to_string()),
+        (Err(error), _) => durable.failed(error),
         (Ok(()), FlushWaiter::Append(_, last) | FlushWaiter::Written(last)) => {
             durable.flushed(*last);
         }

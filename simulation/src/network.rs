@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use consensus::timeout_now_error::TimeoutNowError;
 use consensus::{RpcHandler, TypeConfig};
 use master::MasterRpc;
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
@@ -413,11 +414,14 @@ impl consensus::HandoffTransport for SimHandoff {
         Box::pin(async move {
             let kind = "timeout-now";
             let sent = connection.send::<openraft::error::Infallible>(kind).await;
-            let (plan, handler) = sent.map_err(|error| error.to_string())?;
+            let unreachable = |error: &dyn std::fmt::Display| TimeoutNowError::Unreachable {
+                reason: error.to_string(),
+            };
+            let (plan, handler) = sent.map_err(|error| unreachable(&error))?;
             let answer = handler.timeout_now(request).await;
             let replied = connection.reply::<(), openraft::error::Infallible>(&plan, Ok(())).await;
-            replied.map_err(|error| error.to_string())?;
-            answer
+            replied.map_err(|error| unreachable(&error))?;
+            Ok(answer?)
         })
     }
 }

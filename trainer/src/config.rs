@@ -170,7 +170,7 @@ impl TrainerConfig {
     pub fn model_config(&self, features: usize) -> anyhow::Result<ModelConfig> {
         let config =
             ModelConfig { kind: self.model, features, classes: self.classes, hidden: self.hidden };
-        config.validate().map_err(anyhow::Error::msg)?;
+        config.validate()?;
         Ok(config)
     }
 

@@ -52,7 +52,7 @@ fn evaluate_chunk(
     let mut total =
         Evaluation { loss: 0.0, correct: config.kind.classifies().then_some(0), examples: 0 };
     for batch in &batches {
-        total = total.merge(config.evaluate(params, batch).map_err(anyhow::Error::msg)?);
+        total = total.merge(config.evaluate(params, batch)?);
     }
     Ok(total)
 }

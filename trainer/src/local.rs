@@ -59,7 +59,7 @@ pub fn train_locally(
     let mut examples = 0;
     for update in 1..=u64::from(passes) * batches.len() as u64 {
         let batch = &batches[((update - 1) % batches.len() as u64) as usize];
-        let (_, gradient) = model.loss_and_gradient(&params, batch).map_err(anyhow::Error::msg)?;
+        let (_, gradient) = model.loss_and_gradient(&params, batch)?;
         for ((name, values), slots) in params.iter_mut().zip(state.iter_mut()) {
             let mut slots: Vec<&mut [f32]> = slots.iter_mut().map(Vec::as_mut_slice).collect();
             optimizer::apply(optimizer, values, &mut slots, &gradient[name], update);

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 
+use crate::model::model_error::ModelConfigError;
 use crate::model::{ModelConfig, ModelKind, Params};
 use crate::safetensors::{read_safetensors, write_safetensors, NamedTensor, SavedTensors};
 
@@ -45,7 +46,7 @@ pub fn load(path: &Path) -> anyhow::Result<(ModelConfig, Params)> {
     };
     let kind: ModelKind = field("model")?
         .parse()
-        .map_err(|reason: String| anyhow::anyhow!("{}: {reason}", path.display()))?;
+        .map_err(|reason: ModelConfigError| anyhow::anyhow!("{}: {reason}", path.display()))?;
     let config = ModelConfig {
         kind,
         features: number("features")?,

@@ -131,8 +131,7 @@ impl Stepper {
             tokio::task::block_in_place(compute)
         } else {
             compute()
-        }
-        .map_err(anyhow::Error::msg)?;
+        }?;
         Ok(gradient)
     }
 

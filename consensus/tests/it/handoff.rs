@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use consensus::timeout_now_error::TimeoutNowRefusal;
 use consensus::{Handoff, TimeoutNow, WriteError};
 
 use crate::cluster::{put, Cluster};
@@ -92,17 +93,29 @@ async fn forged_or_repeated_timeout_now_is_refused() -> anyhow::Result<()> {
     let other = cluster.ids().into_iter().find(|id| ![leader, follower].contains(id));
     let other = other.expect("three nodes");
     let forged = [
-        TimeoutNow { term: term + 1, leader_id: leader },
-        TimeoutNow { term: term - 1, leader_id: leader },
-        TimeoutNow { term, leader_id: other },
+        (
+            TimeoutNow { term: term + 1, leader_id: leader },
+            TimeoutNowRefusal::WrongTerm { request_term: term + 1, own_term: term },
+        ),
+        (
+            TimeoutNow { term: term - 1, leader_id: leader },
+            TimeoutNowRefusal::WrongTerm { request_term: term - 1, own_term: term },
+        ),
+        (
+            TimeoutNow { term, leader_id: other },
+            TimeoutNowRefusal::NotFollowedLeader { sender: other, followed: Some(leader) },
+        ),
     ];
-    for request in forged {
+    for (request, refusal) in forged {
         let answer = handler.timeout_now(request).await;
-        assert!(answer.is_err(), "{request:?} was honoured");
+        assert_eq!(answer, Err(refusal), "{request:?}");
     }
     let leader_handler = cluster.node(leader).rpc_handler();
     let to_leader = leader_handler.timeout_now(TimeoutNow { term, leader_id: leader }).await;
-    assert!(to_leader.is_err(), "a leader must not campaign against itself");
+    assert!(
+        matches!(to_leader, Err(TimeoutNowRefusal::NotFollower { .. })),
+        "a leader must not campaign against itself: {to_leader:?}"
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(cluster.node(leader).term(), term, "no forged request started an election");
 

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use consensus::timeout_now_error::TimeoutNowError;
 use consensus::{RpcHandler, TypeConfig};
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -202,8 +203,10 @@ impl consensus::HandoffTransport for Router {
             state.nodes.get(&target).filter(|_| !cut).cloned()
         };
         Box::pin(async move {
-            let handler = handler.ok_or_else(|| format!("node {target} is unreachable"))?;
-            handler.timeout_now(request).await
+            let handler = handler.ok_or_else(|| TimeoutNowError::Unreachable {
+                reason: format!("node {target} is unreachable"),
+            })?;
+            Ok(handler.timeout_now(request).await?)
         })
     }
 }

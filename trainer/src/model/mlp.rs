@@ -2,6 +2,7 @@
 
 use ndarray::Array2;
 
+use super::model_error::ModelError;
 use super::{affine, flat, heads, matrix, vector, ModelConfig, Params};
 use crate::batch::{Batch, Inputs};
 
@@ -12,9 +13,9 @@ struct Forward {
     head: heads::Head,
 }
 
-fn forward(config: &ModelConfig, params: &Params, batch: &Batch) -> Result<Forward, String> {
+fn forward(config: &ModelConfig, params: &Params, batch: &Batch) -> Result<Forward, ModelError> {
     if matches!(batch.inputs, Inputs::Sparse(_)) {
-        return Err("the mlp model takes dense features only".into());
+        return Err(ModelError::SparseInputs);
     }
     let w1 = matrix(params, "mlp.w1", config.features, config.hidden)?;
     let b1 = vector(params, "mlp.b1", config.hidden)?;
@@ -31,7 +32,7 @@ pub fn loss_and_gradient(
     config: &ModelConfig,
     params: &Params,
     batch: &Batch,
-) -> Result<(f32, Params), String> {
+) -> Result<(f32, Params), ModelError> {
     let pass = forward(config, params, batch)?;
     let w2 = matrix(params, "mlp.w2", config.hidden, config.classes)?;
     let (w2_gradient, b2_gradient) =
@@ -57,7 +58,7 @@ pub fn evaluate(
     config: &ModelConfig,
     params: &Params,
     batch: &Batch,
-) -> Result<(f32, Option<u64>), String> {
+) -> Result<(f32, Option<u64>), ModelError> {
     let pass = forward(config, params, batch)?;
     Ok((pass.head.loss, pass.head.correct))
 }

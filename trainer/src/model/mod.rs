@@ -5,6 +5,7 @@
 mod affine;
 mod heads;
 mod mlp;
+pub mod model_error;
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -12,6 +13,7 @@ use std::str::FromStr;
 use ndarray::{ArrayView1, ArrayView2};
 
 use crate::batch::Batch;
+use model_error::{ModelConfigError, ModelError};
 
 /// Parameter name -> flat row-major values.
 pub type Params = BTreeMap<String, Vec<f32>>;
@@ -29,15 +31,15 @@ pub enum ModelKind {
 }
 
 impl FromStr for ModelKind {
-    type Err = String;
+    type Err = ModelConfigError;
 
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, ModelConfigError> {
         match text {
             "linear" => Ok(Self::Linear),
             "logistic" => Ok(Self::Logistic),
             "softmax" => Ok(Self::Softmax),
             "mlp" => Ok(Self::Mlp),
-            other => Err(format!("unknown model {other:?}: use linear, logistic, softmax or mlp")),
+            other => Err(ModelConfigError::UnknownKind { name: other.to_string() }),
         }
     }
 }
@@ -94,17 +96,17 @@ impl Evaluation {
 
 impl ModelConfig {
     /// Refuses sizes a model cannot have, naming the flag.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ModelConfigError> {
         if !(1..=FEATURES_MAX).contains(&self.features) {
-            return Err(format!("--features {} is outside 1..={FEATURES_MAX}", self.features));
+            return Err(ModelConfigError::Features { features: self.features });
         }
         if matches!(self.kind, ModelKind::Softmax | ModelKind::Mlp)
             && !(2..=CLASSES_MAX).contains(&self.classes)
         {
-            return Err(format!("--classes {} is outside 2..={CLASSES_MAX}", self.classes));
+            return Err(ModelConfigError::Classes { classes: self.classes });
         }
         if self.kind == ModelKind::Mlp && !(1..=HIDDEN_MAX).contains(&self.hidden) {
-            return Err(format!("--hidden {} is outside 1..={HIDDEN_MAX}", self.hidden));
+            return Err(ModelConfigError::Hidden { hidden: self.hidden });
         }
         Ok(())
     }
@@ -157,7 +159,7 @@ impl ModelConfig {
         &self,
         params: &Params,
         batch: &Batch,
-    ) -> Result<(f32, Params), String> {
+    ) -> Result<(f32, Params), ModelError> {
         match self.kind {
             ModelKind::Mlp => mlp::loss_and_gradient(self, params, batch),
             _ => self
@@ -167,7 +169,7 @@ impl ModelConfig {
     }
 
     /// Loss and accuracy on the batch.
-    pub fn evaluate(&self, params: &Params, batch: &Batch) -> Result<Evaluation, String> {
+    pub fn evaluate(&self, params: &Params, batch: &Batch) -> Result<Evaluation, ModelError> {
         let (loss, correct) = match self.kind {
             ModelKind::Mlp => mlp::evaluate(self, params, batch)?,
             _ => {
@@ -184,7 +186,7 @@ impl ModelConfig {
         params: &Params,
         batch: &Batch,
         gradient: bool,
-    ) -> Result<(f32, Option<Params>, Option<u64>), String> {
+    ) -> Result<(f32, Option<Params>, Option<u64>), ModelError> {
         let (weight_name, bias_name) =
             (format!("{}.weight", self.kind.name()), format!("{}.bias", self.kind.name()));
         let weight = matrix(params, &weight_name, self.features, self.outputs())?;
@@ -218,10 +220,13 @@ fn matrix<'a>(
     name: &str,
     rows: usize,
     columns: usize,
-) -> Result<ArrayView2<'a, f32>, String> {
-    let values = params.get(name).ok_or_else(|| format!("parameter {name} is missing"))?;
-    ArrayView2::from_shape((rows, columns), values).map_err(|_| {
-        format!("parameter {name} has {} values, not {rows} x {columns}", values.len())
+) -> Result<ArrayView2<'a, f32>, ModelError> {
+    let values = parameter(params, name)?;
+    ArrayView2::from_shape((rows, columns), values).map_err(|_| ModelError::MatrixShape {
+        name: name.to_string(),
+        values: values.len(),
+        rows,
+        columns,
     })
 }
 
@@ -230,12 +235,18 @@ fn vector<'a>(
     params: &'a Params,
     name: &str,
     length: usize,
-) -> Result<ArrayView1<'a, f32>, String> {
-    let values = params.get(name).ok_or_else(|| format!("parameter {name} is missing"))?;
+) -> Result<ArrayView1<'a, f32>, ModelError> {
+    let values = parameter(params, name)?;
     if values.len() != length {
-        return Err(format!("parameter {name} has {} values, not {length}", values.len()));
+        let (name, values) = (name.to_string(), values.len());
+        return Err(ModelError::VectorLength { name, values, length });
     }
     Ok(ArrayView1::from(values.as_slice()))
+}
+
+/// The named parameter's values.
+fn parameter<'a>(params: &'a Params, name: &str) -> Result<&'a Vec<f32>, ModelError> {
+    params.get(name).ok_or_else(|| ModelError::MissingParameter { name: name.to_string() })
 }
 
 /// splitmix64: initial values fixed by the seed on every machine.

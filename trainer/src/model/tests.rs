@@ -196,3 +196,56 @@ fn the_mlp_learns_xor_which_no_linear_model_can() {
     assert_eq!(accuracy_after(ModelKind::Mlp, 2000), 1.0);
     assert!(accuracy_after(ModelKind::Softmax, 2000) <= 0.75);
 }
+
+/// Parameters that do not fit the model, and sparse features for the MLP, are refused for
+/// their own reason (the message names the tensor and both sizes); a bad size or kind names
+/// the flag.
+#[test]
+fn wrong_parameters_and_inputs_are_refused_for_their_reason() {
+    let softmax = config(ModelKind::Softmax);
+    let mut missing = params(&softmax);
+    missing.remove("softmax.bias");
+    let mut short = params(&softmax);
+    short.insert("softmax.weight".to_string(), vec![0.0; 8]);
+    let mut long = params(&softmax);
+    long.insert("softmax.bias".to_string(), vec![0.0; 4]);
+    let mlp = config(ModelKind::Mlp);
+    let rows: [(&ModelConfig, &Params, Batch, ModelError); 4] = [
+        (
+            &softmax,
+            &missing,
+            dense_batch(ModelKind::Softmax),
+            ModelError::MissingParameter { name: "softmax.bias".to_string() },
+        ),
+        (
+            &softmax,
+            &short,
+            dense_batch(ModelKind::Softmax),
+            ModelError::MatrixShape {
+                name: "softmax.weight".into(),
+                values: 8,
+                rows: 3,
+                columns: 3,
+            },
+        ),
+        (
+            &softmax,
+            &long,
+            dense_batch(ModelKind::Softmax),
+            ModelError::VectorLength { name: "softmax.bias".into(), values: 4, length: 3 },
+        ),
+        (&mlp, &params(&mlp), sparse_batch(ModelKind::Mlp), ModelError::SparseInputs),
+    ];
+    for (model, params, batch, error) in rows {
+        assert_eq!(model.loss_and_gradient(params, &batch), Err(error.clone()), "{error}");
+        assert_eq!(model.evaluate(params, &batch), Err(error));
+    }
+    let short_error = softmax.evaluate(&short, &dense_batch(ModelKind::Softmax));
+    let message = short_error.expect_err("8 values are not 3 x 3").to_string();
+    assert_eq!(message, "parameter softmax.weight has 8 values, not 3 x 3");
+
+    let no_classes = ModelConfig { classes: 1, ..softmax };
+    assert_eq!(no_classes.validate(), Err(ModelConfigError::Classes { classes: 1 }));
+    let unknown = "xyz".parse::<ModelKind>();
+    assert_eq!(unknown, Err(ModelConfigError::UnknownKind { name: "xyz".to_string() }));
+}
