@@ -205,11 +205,11 @@ class TaskClient:
             if step.kind == StepKind.Wait:
                 time.sleep(step.retry_in_s)
 
-    def progress(self, task_id: int, epoch: int) -> Optional[float]:
+    def progress(self, task_id: int, dispatch: int) -> Optional[float]:
         """Reports that this trainer, or the training loop it feeds, is still at work on task
-        `task_id` of dispatch `epoch` (see `Task.progress`): the timeout in seconds, or `None`
-        when the task is no longer held under that epoch."""
-        return self._native.progress(int(task_id), int(epoch))
+        `task_id` under `dispatch` (see `Task.progress`): the timeout in seconds, or `None`
+        when the task is no longer held under that dispatch."""
+        return self._native.progress(int(task_id), int(dispatch))
 
     def _same_job(self, name: str) -> None:
         """Refuses to report or submit job `name` from a client of another job: one way to
@@ -290,8 +290,10 @@ class Task:
 
     def __init__(self, client: TaskClient, native):
         self._client = client
-        self.id: int = native.id
-        self.epoch: int = native.epoch
+        self.task_id: int = native.id
+        #: Which dispatch of the task this is: every hand-out draws a new one, and a report
+        #: counts only for the dispatch it names (the wire calls it the epoch).
+        self.dispatch: int = native.epoch
         self.pass_index: int = native.pass_index
         #: (path, offset, compressed_size, record_count) of each chunk, as the master recorded it.
         self.chunks: List[Tuple[str, int, int, int]] = list(native.chunks)
@@ -312,7 +314,7 @@ class Task:
     def indices(self) -> range:
         """The indices of an index task."""
         if self.start is None:
-            raise FailedPrecondition(f"task {self.id} is RecordIO chunks, not an index range", "FAILED_PRECONDITION")
+            raise FailedPrecondition(f"task {self.task_id} is RecordIO chunks, not an index range", "FAILED_PRECONDITION")
         return range(self.start, self.end)
 
     def records(self) -> Iterator[bytes]:
@@ -320,7 +322,7 @@ class Task:
         (payload size, record count) and its CRC before any of its records is yielded."""
         if self.start is not None:
             raise FailedPrecondition(
-                f"task {self.id} is the index range [{self.start}, {self.end}): read those indices yourself",
+                f"task {self.task_id} is the index range [{self.start}, {self.end}): read those indices yourself",
                 "FAILED_PRECONDITION",
             )
         for path, offset, compressed_size, record_count in self.chunks:
@@ -332,7 +334,7 @@ class Task:
             try:
                 yield Example.decode(record)
             except DataError as error:
-                raise DataError(f"task {self.id} record {index}: {error.message}", fault="content") from None
+                raise DataError(f"task {self.task_id} record {index}: {error.message}", fault="content") from None
 
     def arrays(self):
         """The task's dense Examples as (features float32 [n, d], labels float32 [n])."""
@@ -343,19 +345,19 @@ class Task:
         deadline moves to a whole timeout from now, so only a stuck or dead holder loses it.
         Returns the timeout in seconds (report again well within it), or `None` when the task
         was taken back or reported meanwhile (or the job was cancelled)."""
-        return self._client.progress(self.id, self.epoch)
+        return self._client.progress(self.task_id, self.dispatch)
 
     def finish(self) -> bool:
         """Reports the task done; `False` if the master had taken it back meanwhile (its
         lease ran out), in which case another trainer gets it."""
-        accepted = self._client._native.finish(self.id, self.epoch)
+        accepted = self._client._native.finish(self.task_id, self.dispatch)
         self.reported = "finished"
         return accepted
 
     def fail(self, reason: str, *, fault: str = "content") -> bool:
         """Reports the task failed: `fault="content"` when the data is bad (spends the task's
         failure budget), `"local"` when only this process could not read it."""
-        accepted = self._client._native.fail(self.id, self.epoch, str(reason), fault)
+        accepted = self._client._native.fail(self.task_id, self.dispatch, str(reason), fault)
         self.reported = "failed"
         return accepted
 
@@ -383,8 +385,8 @@ class Task:
             self.fail(reason, fault=fault)
         except Exception as error:  # noqa: BLE001 - the user's exception matters more
             if hasattr(exc, "add_note"):
-                exc.add_note(f"raftrain: reporting task {self.id} failed also failed: {error}")
+                exc.add_note(f"raftrain: reporting task {self.task_id} failed also failed: {error}")
 
     def __repr__(self) -> str:
         covers = f"start={self.start}, end={self.end}" if self.start is not None else f"chunks={len(self.chunks)}"
-        return f"Task(id={self.id}, epoch={self.epoch}, pass_index={self.pass_index}, {covers})"
+        return f"Task(task_id={self.task_id}, dispatch={self.dispatch}, pass_index={self.pass_index}, {covers})"

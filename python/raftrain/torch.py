@@ -8,7 +8,7 @@ Each DataLoader worker (or the training process itself with `num_workers=0`) is 
 the job: it registers with the masters (twice: see below), takes tasks, reads each task's
 samples (`read(start, end)` over an index task's range, or the RecordIO task's checked
 chunks) and yields them in batches. Batches never span two tasks: a task's last batch may be
-short. The batch holding a task's last sample carries a *receipt* (task id, epoch).
+short. The batch holding a task's last sample carries a *receipt* (task id, dispatch).
 
 `TaskLoader` wraps `DataLoader(dataset, batch_size=None, ...)` in the training process. It
 yields the batches alone and reports a task finished when the training loop asks for the batch
@@ -184,7 +184,7 @@ class TaskDataset(IterableDataset):
                     other.client.go_to(pass_index)
                 continue
             if step.kind == StepKind.Task and not registration.holds(step):
-                registration.held = (step.task.id, step.task.epoch)
+                registration.held = (step.task.task_id, step.task.dispatch)
                 yield from self._batches(step.task)
                 yielded, idle_since = True, None
                 continue
@@ -224,18 +224,18 @@ class TaskDataset(IterableDataset):
         if task.start is not None:
             for start in range(task.start, task.end, self.batch_size):
                 end = min(start + self.batch_size, task.end)
-                yield self.read(start, end), [(task.id, task.epoch)] if end == task.end else [], (task.id, task.epoch)
+                yield self.read(start, end), [(task.task_id, task.dispatch)] if end == task.end else [], (task.task_id, task.dispatch)
             return
         features, labels = task.arrays()
         if self.transform is None:
-            labels = _labels_as(labels, self.label_dtype, task.id)
+            labels = _labels_as(labels, self.label_dtype, task.task_id)
         count = len(labels)
         for start in range(0, count, self.batch_size):
             end = min(start + self.batch_size, count)
-            receipts = [(task.id, task.epoch)] if end == count else []
-            yield self._batch(features[start:end], labels[start:end]), receipts, (task.id, task.epoch)
+            receipts = [(task.task_id, task.dispatch)] if end == count else []
+            yield self._batch(features[start:end], labels[start:end]), receipts, (task.task_id, task.dispatch)
         if count == 0:
-            yield self._batch(features, labels), [(task.id, task.epoch)], (task.id, task.epoch)
+            yield self._batch(features, labels), [(task.task_id, task.dispatch)], (task.task_id, task.dispatch)
 
     def _batch(self, features: np.ndarray, labels: np.ndarray):
         if self.transform is not None:
@@ -268,7 +268,7 @@ class _Registration:
 
     def holds(self, step) -> bool:
         """Whether `step` is the task this registration already handed out."""
-        return step.kind == StepKind.Task and self.held == (step.task.id, step.task.epoch)
+        return step.kind == StepKind.Task and self.held == (step.task.task_id, step.task.dispatch)
 
 
 class TaskLoader:
@@ -297,9 +297,9 @@ class TaskLoader:
             yield batch
             # The loop asked for the next batch: it has consumed this one.
             self._consumed((int(holding[0]), int(holding[1])), finishing=bool(receipts))
-            for task_id, epoch in receipts:
-                self._progress_due.pop((int(task_id), int(epoch)), None)
-                self._report(int(task_id), int(epoch))
+            for task_id, dispatch in receipts:
+                self._progress_due.pop((int(task_id), int(dispatch)), None)
+                self._report(int(task_id), int(dispatch))
 
     def _consumed(self, holding: Receipt, finishing: bool) -> None:
         """The loop consumed a batch of task `holding` (its last when `finishing`): reports
@@ -334,11 +334,11 @@ class TaskLoader:
             self._reporter = self.dataset.client("reporter")
         return self._reporter
 
-    def _report(self, task_id: int, epoch: int) -> None:
-        if self._reporter_client()._native.finish(task_id, epoch):
+    def _report(self, task_id: int, dispatch: int) -> None:
+        if self._reporter_client()._native.finish(task_id, dispatch):
             self.finished += 1
             return
         self.refused += 1
         warnings.warn(
-            f"task {task_id} (epoch {epoch}) was taken back before it was consumed; it is trained again elsewhere"
+            f"task {task_id} (dispatch {dispatch}) was taken back before it was consumed; it is trained again elsewhere"
         )

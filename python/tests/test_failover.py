@@ -42,7 +42,7 @@ def test_reports_are_applied_once_across_leader_kills(masters, tmp_path):
             records = sum(1 for _ in task.records())
             assert records == task.record_count
             answers.append(task.finish())
-            finished.append((task.pass_index, task.id))
+            finished.append((task.pass_index, task.task_id))
             time.sleep(0.02)  # spread the job over the kills
     finally:
         stop.set()

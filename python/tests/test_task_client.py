@@ -78,7 +78,7 @@ def test_a_failing_block_reports_the_task_failed_and_it_is_retried(masters, tmp_
             raise RuntimeError("the model diverged")
     assert task.reported == "failed"
     again = client.next_task()
-    assert again.id == task.id and again.epoch > task.epoch
+    assert again.task_id == task.task_id and again.dispatch > task.dispatch
     with again:
         assert len(list(again.records())) == 100
     assert client.next_task() is None
@@ -110,7 +110,7 @@ def test_a_truncated_file_fails_the_task_as_this_trainers_fault(masters, tmp_pat
 
 def test_a_task_held_by_a_dead_trainer_is_handed_out_again(masters, tmp_path):
     """A trainer that stops heartbeating with a task (a killed process) loses it when its lease
-    ends; another trainer gets it with a newer epoch, and the late report is refused."""
+    ends; another trainer gets it with a newer dispatch, and the late report is refused."""
     write_blobs(tmp_path / "train.recordio", 50, seed=4, max_chunk_bytes=100_000)
     dying = raftrain.TaskClient(masters.masters, name="dying")
     dying.report_dataset(str(tmp_path / "train.recordio"), passes=1)
@@ -118,7 +118,7 @@ def test_a_task_held_by_a_dead_trainer_is_handed_out_again(masters, tmp_path):
     dying.close()
     survivor = raftrain.TaskClient(masters.masters, name="survivor")
     task = wait_until(lambda: survivor.next_task(), "the task to come back", timeout_s=60)
-    assert task.id == lost.id and task.epoch > lost.epoch
+    assert task.task_id == lost.task_id and task.dispatch > lost.dispatch
     assert lost.finish() is False, "the dead trainer's report is fenced off"
     assert task.finish() is True
 
@@ -156,9 +156,9 @@ def test_the_walk_through_the_passes_is_typed_steps(masters):
     client.report_index_dataset("walk", 4, 2, passes=2)
     first = client.step()
     assert first.kind == raftrain.StepKind.Task and first.pass_index == 0
-    assert client.step().task.id == first.task.id, "a held task is answered again"
+    assert client.step().task.task_id == first.task.task_id, "a held task is answered again"
     held = other.next_task()
-    assert held.id != first.task.id
+    assert held.task_id != first.task.task_id
     checkpoint = client.checkpoint()
     assert first.task.finish() is True
     wait = client.step()
@@ -193,7 +193,7 @@ def test_a_job_that_finished_with_failed_tasks_raises_naming_them(start_masters)
         client.submit_job("failing", index=(6, 2), passes=1, max_failures=5)
     with pytest.raises(raftrain.TasksFailed, match="task 1: the shard is unreadable") as raised:
         for task in client.tasks():
-            if task.id == 1:
+            if task.task_id == 1:
                 task.fail("the shard is unreadable")
             else:
                 task.finish()
@@ -219,7 +219,7 @@ def test_a_huge_exception_still_fails_the_task_and_propagates(masters, tmp_path)
     assert str(raised.value) == text, "the user's exception, not the report's"
     assert task.reported == "failed"
     again = client.next_task()
-    assert again.id == task.id and again.epoch > task.epoch, "the failure report was accepted"
+    assert again.task_id == task.task_id and again.dispatch > task.dispatch, "the failure report was accepted"
     again.finish()
 
 
