@@ -30,7 +30,7 @@ from .errors import (
 )
 from .example import Example
 from .pserver import PServerClient
-from .task_client import Step, StepKind, Task, TaskClient, status
+from .task_client import Step, StepKind, Task, TaskClient, Waiting, status
 
 # A forked child (a DataLoader worker) must not inherit standard error's lock held by one of
 # the parent's runtime threads writing a log line (src/fork_guard.rs).
@@ -50,6 +50,7 @@ __all__ = [
     "ResourceExhausted",
     "Step",
     "StepKind",
+    "Waiting",
     "Task",
     "TaskClient",
     "TasksFailed",

@@ -10,6 +10,8 @@ TLS and the token.
 
 from __future__ import annotations
 
+import enum
+
 import json
 import os
 import socket
@@ -89,6 +91,15 @@ def _status(text: str) -> dict:
     return status
 
 
+class Waiting(enum.Enum):
+    """Why a `Wait` step found nothing free."""
+
+    #: The pass's remaining tasks are held by other trainers (or this one's other registrations).
+    HELD_ELSEWHERE = "held_elsewhere"
+    #: The job has no dataset yet (submitted by another process, or not yet).
+    NO_DATASET = "no_dataset"
+
+
 class Step(NamedTuple):
     """One step of a `TaskClient`'s walk through its job's passes (`TaskClient.step`)."""
 
@@ -96,7 +107,7 @@ class Step(NamedTuple):
     task: Optional["Task"]
     pass_index: int
     ended_pass: Optional[int]
-    waiting_for: Optional[str]
+    waiting_for: Optional[Waiting]
     retry_in_s: float
 
 
@@ -226,11 +237,12 @@ class TaskClient:
         """One step of the walk through the job's passes, without waiting: a `Step` whose
         `kind` (a `StepKind`) is `Task` (`step.task`), `PassOver` (`step.ended_pass` is over;
         the walk goes on with `step.pass_index`), `PassRewound` (a restore put the job back to
-        `step.pass_index`), `Wait` (nothing is free: `step.waiting_for` says why; ask again
+        `step.pass_index`), `Wait` (nothing is free: `step.waiting_for`, a `Waiting`, says why; ask again
         after `step.retry_in_s`), `Finished` or `Cancelled`."""
         native = self._native.step()
         task = None if native.task is None else Task(self, native.task)
-        return Step(native.kind, task, native.pass_index, native.ended_pass, native.waiting_for, native.retry_in_s)
+        waiting_for = None if native.waiting_for is None else Waiting(native.waiting_for)
+        return Step(native.kind, task, native.pass_index, native.ended_pass, waiting_for, native.retry_in_s)
 
     def tasks(self) -> Iterator["Task"]:
         """Every task this trainer gets, across passes, until the job finishes. Report each

@@ -63,7 +63,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .errors import DataError, InvalidArgument
-from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, master_list, raise_if_failed
+from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, Waiting, master_list, raise_if_failed
 
 #: Registrations per worker: one task in flight to the training loop, one being read.
 REGISTRATIONS_PER_WORKER = 2
@@ -189,7 +189,7 @@ class TaskDataset(IterableDataset):
                 yielded, idle_since = True, None
                 continue
             idle_since = idle_since or time.monotonic()
-            waiting_for_dataset = all(step.waiting_for == "no_dataset" for step in steps)
+            waiting_for_dataset = all(step.waiting_for == Waiting.NO_DATASET for step in steps)
             if not waiting_for_dataset and time.monotonic() - idle_since >= PASS_END_IDLE_S:
                 return
             time.sleep(HELD_POLL_S)

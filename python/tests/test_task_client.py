@@ -162,7 +162,7 @@ def test_the_walk_through_the_passes_is_typed_steps(masters):
     checkpoint = client.checkpoint()
     assert first.task.finish() is True
     wait = client.step()
-    assert (wait.kind, wait.waiting_for) == (raftrain.StepKind.Wait, "held_elsewhere")
+    assert (wait.kind, wait.waiting_for) == (raftrain.StepKind.Wait, raftrain.Waiting.HELD_ELSEWHERE)
     assert 0 < wait.retry_in_s <= 1
     assert held.finish() is True
     over = client.step()
