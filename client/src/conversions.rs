@@ -44,7 +44,7 @@ fn task_from_proto(task: pb::Task) -> Result<Task, ClientError> {
         pb::task::Kind::IndexRange => index_range(&task)?,
     };
     Ok(Task {
-        id: task.task_id,
+        task_id: task.task_id,
         epoch: task.epoch,
         pass: task.pass_index,
         data,
@@ -169,7 +169,7 @@ mod tests {
             pb::Task { task_id: 4, epoch: 2, pass_index: 3, deadline_ms: 9, ..Default::default() };
         let converted = task_outcome(reply(Outcome::Task as i32, Some(task))).expect("converts");
         let data = TaskData::Chunks(vec![]);
-        let expected = Task { id: 4, epoch: 2, pass: 3, data, deadline_ms: 9 };
+        let expected = Task { task_id: 4, epoch: 2, pass: 3, data, deadline_ms: 9 };
         assert_eq!(converted, TaskOutcome::Task(expected));
         let claim = |granted, generation| pb::ClaimPServerSlotReply {
             granted,

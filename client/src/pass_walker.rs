@@ -180,9 +180,9 @@ mod tests {
         }
     }
 
-    fn task(id: u64, pass: u32) -> Task {
-        let data = TaskData::IndexRange { start: id, end: id + 1 };
-        Task { id, epoch: 1, pass, data, deadline_ms: 0 }
+    fn task(task_id: u64, pass: u32) -> Task {
+        let data = TaskData::IndexRange { start: task_id, end: task_id + 1 };
+        Task { task_id, epoch: 1, pass, data, deadline_ms: 0 }
     }
 
     #[tokio::test(start_paused = true)]

@@ -47,10 +47,10 @@ pub struct TrainerRegistration {
     pub lease_ms: u64,
 }
 
-/// A task to process; report back with its `id` and `epoch`.
+/// A task to process; report back with its `task_id` and `epoch`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Task {
-    pub id: u64,
+    pub task_id: u64,
     pub epoch: u64,
     pub pass: u32,
     /// What the task covers: the job's dataset kind decides which.

@@ -37,12 +37,14 @@ pub enum Operation {
     },
     TaskFinished {
         trainer: u64,
-        id: u64,
+        #[serde(rename = "id")]
+        task_id: u64,
         epoch: u64,
     },
     TaskFailed {
         trainer: u64,
-        id: u64,
+        #[serde(rename = "id")]
+        task_id: u64,
         epoch: u64,
     },
     /// A linearizable status read (through the leader).
@@ -82,7 +84,8 @@ pub enum Value {
         id: u64,
     },
     Task {
-        id: u64,
+        #[serde(rename = "id")]
+        task_id: u64,
         epoch: u64,
         pass: u32,
     },
@@ -218,7 +221,7 @@ mod tests {
         let history = History::new();
         let get = Operation::GetTask { trainer: 4, pass: 1 };
         history.record(1, OpKind::Invoke, get.clone(), Value::None);
-        history.record(1, OpKind::Ok, get, Value::Task { id: 9, epoch: 2, pass: 1 });
+        history.record(1, OpKind::Ok, get, Value::Task { task_id: 9, epoch: 2, pass: 1 });
         let nemesis = Operation::Nemesis {
             fault: "kill-leader".into(),
             targets: vec![2],

@@ -7,7 +7,9 @@ use pyo3::prelude::*;
 #[pyclass(module = "raftrain._native", frozen, get_all)]
 #[derive(Debug, Clone)]
 pub struct Task {
-    pub id: u64,
+    /// Python reads it as `id`.
+    #[pyo3(name = "id")]
+    pub task_id: u64,
     pub epoch: u64,
     pub pass_index: u32,
     /// Each chunk as (path, offset, compressed_size, record_count), as the master recorded it
@@ -35,7 +37,7 @@ impl From<client::Task> for Task {
             client::TaskData::IndexRange { start, end } => (Vec::new(), Some(start), Some(end)),
         };
         Self {
-            id: task.id,
+            task_id: task.task_id,
             epoch: task.epoch,
             pass_index: task.pass,
             chunks,

@@ -233,7 +233,10 @@ impl SimTrainer {
             }
             match walker.step().await {
                 Ok(Step::Walked(Walked::Task(task))) => {
-                    self.told(DatasetTold::Handed { task_id: task.id, data: task.data.clone() });
+                    self.told(DatasetTold::Handed {
+                        task_id: task.task_id,
+                        data: task.data.clone(),
+                    });
                     self.work(&task, alive).await;
                     done.fetch_add(1, Ordering::SeqCst);
                 }
@@ -269,28 +272,28 @@ impl SimTrainer {
         let (low, high) = if slow { SLOW_WORK_MS } else { WORK_MS };
         let pulled = self.plane.pull(&self.basis);
         tokio::time::sleep(Duration::from_millis(self.rng.range(low, high))).await;
-        let (id, epoch) = (task.id, task.epoch);
+        let (task_id, epoch) = (task.task_id, task.epoch);
         let master = self.master.clone();
         let failed = self.rng.percent(FAIL_PERCENT);
         if let (Some(pulled), false) = (&pulled, failed) {
             self.plane.push(pulled, &self.basis, self.client).await;
         }
         let fact =
-            move |accepted: &bool| Some(Fact::Reported { task: id, epoch, accepted: *accepted });
+            move |accepted: &bool| Some(Fact::Reported { task_id, epoch, accepted: *accepted });
         let reported = if failed {
-            let call = master.task_failed(id, epoch, "simulated failure", Fault::Content);
-            let what = format!("task_failed {id} epoch {epoch}");
+            let call = master.task_failed(task_id, epoch, "simulated failure", Fault::Content);
+            let what = format!("task_failed {task_id} epoch {epoch}");
             self.call(what, call, fact).await
         } else {
-            let call = master.task_finished(id, epoch);
-            let what = format!("task_finished {id} epoch {epoch}");
+            let call = master.task_finished(task_id, epoch);
+            let what = format!("task_finished {task_id} epoch {epoch}");
             self.call(what, call, fact).await
         };
         // Either way the trainer moves on: an unanswered report times the task out.
         if reported.is_err() {
             self.context
                 .trace
-                .record(format!("client {} leaves task {id} to time out", self.client));
+                .record(format!("client {} leaves task {task_id} to time out", self.client));
         }
         if self.rng.percent(STALL_PERCENT) {
             self.context.trace.record(format!("client {} stalls", self.client));

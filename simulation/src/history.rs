@@ -29,10 +29,10 @@ pub struct Operation {
 /// What a client was told happened, which the applied log must show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Fact {
-    /// `task` was handed out with `epoch`.
-    Dispatched { task: u64, epoch: u64 },
-    /// A report on `task` at `epoch` was answered accepted (or stale).
-    Reported { task: u64, epoch: u64, accepted: bool },
+    /// `task_id` was handed out with `epoch`.
+    Dispatched { task_id: u64, epoch: u64 },
+    /// A report on `task_id` at `epoch` was answered accepted (or stale).
+    Reported { task_id: u64, epoch: u64, accepted: bool },
     /// `trainer` was registered.
     Registered { trainer: u64 },
     /// Slot `index` was granted with `generation`.

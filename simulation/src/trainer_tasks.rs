@@ -28,7 +28,9 @@ impl TaskSource for SimTasks {
     async fn get_task(&self, pass: u32) -> Result<TaskOutcome, ClientError> {
         let what = format!("get_task trainer {} pass {pass}", self.trainer);
         let fact = |outcome: &TaskOutcome| match outcome {
-            TaskOutcome::Task(task) => Some(Fact::Dispatched { task: task.id, epoch: task.epoch }),
+            TaskOutcome::Task(task) => {
+                Some(Fact::Dispatched { task_id: task.task_id, epoch: task.epoch })
+            }
             _ => None,
         };
         let mut seq = self.calls.fetch_add(1, Ordering::Relaxed);

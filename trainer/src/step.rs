@@ -91,7 +91,7 @@ impl Stepper {
                 "task {} covers the indices {start}..{end} of an index-range job: \
                  `raftrain trainer` trains RecordIO datasets only; train this job with the \
                  Python package",
-                task.id
+                task.task_id
             ),
         };
         let (model, batch_size) = (self.model, self.batch_size);

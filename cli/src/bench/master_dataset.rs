@@ -13,8 +13,8 @@ pub(crate) fn write(dir: &Path, tasks: u64) -> anyhow::Result<String> {
     let buffered = std::io::BufWriter::new(file);
     let mut writer =
         Writer::new(buffered, WriterOptions { max_chunk_bytes: 1, ..WriterOptions::default() });
-    for task in 0..tasks {
-        writer.write_record(&task.to_le_bytes())?;
+    for task_id in 0..tasks {
+        writer.write_record(&task_id.to_le_bytes())?;
     }
     let buffered = writer.finish()?;
     buffered.into_inner().map_err(|error| error.into_error())?.sync_all()?;

@@ -38,7 +38,7 @@ impl Trainer {
             Step::Walked(Walked::Task(task)) => {
                 report.latencies.push(started.elapsed());
                 let started = Instant::now();
-                self.walker.source().master().task_finished(task.id, task.epoch).await?;
+                self.walker.source().master().task_finished(task.task_id, task.epoch).await?;
                 report.latencies.push(started.elapsed());
                 report.transitions += 2;
                 return Ok(true);

@@ -10,9 +10,9 @@ use std::time::Instant;
 pub(crate) fn measure(tasks: u64) -> anyhow::Result<Table> {
     let mut state = MasterState::new();
     let chunks: Vec<ChunkRef> = (0..tasks)
-        .map(|task| ChunkRef {
+        .map(|task_id| ChunkRef {
             path: "/data/bench/dataset.recordio".into(),
-            offset: task * 28,
+            offset: task_id * 28,
             compressed_size: 8,
             record_count: 1,
         })

@@ -81,7 +81,7 @@ async fn all_masters_killed_at_once_restore_the_queues() {
         assignments.push(take_task(&client, trainer, 0).await);
     }
     for task in &assignments[..3] {
-        assert!(finish(&client, task.id, task.epoch).await);
+        assert!(finish(&client, task.task_id, task.epoch).await);
     }
     let before = group.status().await;
     assert_eq!((before.todo, before.pending, before.done), (7, 2, 3));
@@ -118,9 +118,9 @@ async fn all_masters_killed_at_once_restore_the_queues() {
     );
     for task in &assignments[3..] {
         assert!(
-            finish(&client, task.id, task.epoch).await,
+            finish(&client, task.task_id, task.epoch).await,
             "pending task {} kept its epoch",
-            task.id
+            task.task_id
         );
     }
     assert_eq!(group.status().await.done, 5);

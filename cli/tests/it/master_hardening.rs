@@ -84,5 +84,5 @@ async fn a_leader_two_hours_fast_expires_nothing_early() {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let status = group.status().await;
     assert_eq!(status.pending, 1, "the fast leader expired the task\n{}", group.logs());
-    assert!(finish(&client, task.id, task.epoch).await, "the report was fenced off");
+    assert!(finish(&client, task.task_id, task.epoch).await, "the report was fenced off");
 }

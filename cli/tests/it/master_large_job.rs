@@ -60,7 +60,7 @@ async fn a_million_chunk_job_snapshots_restores_and_keeps_committing() {
     let client = group.client_within(CALL_DEADLINE);
     let trainer = register(&client, "after").await;
     let task = take_task(&client, trainer, 0).await;
-    assert!(finish(&client, task.id, task.epoch).await);
+    assert!(finish(&client, task.task_id, task.epoch).await);
     group.spawn(leader);
     let status = group.status().await;
     assert_eq!((status.todo + status.pending + status.done), CHUNK_COUNT as u64);

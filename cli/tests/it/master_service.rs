@@ -234,15 +234,15 @@ async fn the_typed_client_covers_every_call() {
         panic!("a task is handed out");
     };
     assert!(matches!(&task.data, TaskData::Chunks(chunks) if chunks.len() == 1), "{task:?}");
-    assert!(client.task_finished(task.id, task.epoch).await.expect("finish"));
-    assert!(!client.task_finished(task.id, task.epoch).await.expect("again"), "stale");
+    assert!(client.task_finished(task.task_id, task.epoch).await.expect("finish"));
+    assert!(!client.task_finished(task.task_id, task.epoch).await.expect("again"), "stale");
     let TaskOutcome::Task(next) = client.get_task(trainer, 0).await.expect("get") else {
         panic!("a second task is handed out");
     };
     // A reason far longer than one log entry is cut by the master, not refused.
     let long_reason = "x".repeat(1 << 20);
     assert!(client
-        .task_failed(next.id, next.epoch, &long_reason, Fault::Content)
+        .task_failed(next.task_id, next.epoch, &long_reason, Fault::Content)
         .await
         .expect("fail"));
 

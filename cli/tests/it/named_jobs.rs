@@ -276,8 +276,12 @@ pub(crate) async fn train_until(
             }
             other => panic!("a task was expected, got {other:?}"),
         };
-        assert!(finish(client, task.id, task.epoch).await, "the only trainer's report counts");
-        history.lock().expect("history lock").completions.push((task.pass, task.id, task.epoch));
+        assert!(finish(client, task.task_id, task.epoch).await, "the only trainer's report counts");
+        history.lock().expect("history lock").completions.push((
+            task.pass,
+            task.task_id,
+            task.epoch,
+        ));
     }
 }
 

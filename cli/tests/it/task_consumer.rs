@@ -52,8 +52,8 @@ pub async fn take_task(client: &MasterClient, trainer: u64, pass: u32) -> Task {
 }
 
 /// Reports a task finished; true when the master accepted it (its epoch was current).
-pub async fn finish(client: &MasterClient, task: u64, epoch: u64) -> bool {
-    client.task_finished(task, epoch).await.expect("report a task finished")
+pub async fn finish(client: &MasterClient, task_id: u64, epoch: u64) -> bool {
+    client.task_finished(task_id, epoch).await.expect("report a task finished")
 }
 
 /// Consumes tasks until the job finishes, taking `work` per task.
@@ -70,11 +70,11 @@ pub async fn consume(
         match walker.next().await.expect("walk the job's passes") {
             Walked::Task(task) => {
                 tokio::time::sleep(work).await;
-                if finish(walker.source().master(), task.id, task.epoch).await {
-                    let completion = (task.pass, task.id, task.epoch);
+                if finish(walker.source().master(), task.task_id, task.epoch).await {
+                    let completion = (task.pass, task.task_id, task.epoch);
                     let mut history = history.lock().expect("history lock");
                     history.completions.push(completion);
-                    history.covered.push((task.id, task.data));
+                    history.covered.push((task.task_id, task.data));
                 }
             }
             Walked::PassOver { .. } | Walked::PassRewound { .. } => {}

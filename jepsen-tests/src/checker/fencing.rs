@@ -28,7 +28,7 @@ fn grants<'a>(pairs: &'a [Completed<'a>]) -> Vec<Grant<'a>> {
     pairs
         .iter()
         .filter_map(|pair| match pair.complete.value {
-            Value::Task { id, epoch, pass } => Some((pair, id, epoch, pass)),
+            Value::Task { task_id, epoch, pass } => Some((pair, task_id, epoch, pass)),
             _ => None,
         })
         .collect()
@@ -37,11 +37,11 @@ fn grants<'a>(pairs: &'a [Completed<'a>]) -> Vec<Grant<'a>> {
 fn duplicate_grants(pairs: &[Completed<'_>]) -> Vec<Violation> {
     let mut seen: BTreeMap<(u64, u64), &Completed<'_>> = BTreeMap::new();
     let mut violations = Vec::new();
-    for (pair, id, epoch, _) in grants(pairs) {
-        match seen.get(&(id, epoch)) {
+    for (pair, task_id, epoch, _) in grants(pairs) {
+        match seen.get(&(task_id, epoch)) {
             Some(first) if first.invoke.process != pair.invoke.process => {
                 let message = format!(
-                    "task {id} epoch {epoch} was granted to processes {} and {}",
+                    "task {task_id} epoch {epoch} was granted to processes {} and {}",
                     first.invoke.process, pair.invoke.process
                 );
                 violations.push(Violation::new(
@@ -52,7 +52,7 @@ fn duplicate_grants(pairs: &[Completed<'_>]) -> Vec<Violation> {
             }
             Some(_) => {}
             None => {
-                seen.insert((id, epoch), pair);
+                seen.insert((task_id, epoch), pair);
             }
         }
     }
@@ -65,9 +65,8 @@ fn accepted_reports<'a>(pairs: &'a [Completed<'a>]) -> Vec<(&'a Completed<'a>, u
         .iter()
         .filter(|pair| pair.complete.value == Value::Accepted { accepted: true })
         .filter_map(|pair| match pair.invoke.f {
-            Operation::TaskFinished { id, epoch, .. } | Operation::TaskFailed { id, epoch, .. } => {
-                Some((pair, id, epoch))
-            }
+            Operation::TaskFinished { task_id, epoch, .. }
+            | Operation::TaskFailed { task_id, epoch, .. } => Some((pair, task_id, epoch)),
             _ => None,
         })
         .collect()
@@ -77,20 +76,22 @@ fn stale_reports(pairs: &[Completed<'_>]) -> Vec<Violation> {
     let grants = grants(pairs);
     let mut violations = Vec::new();
     let mut accepted: BTreeMap<(u64, u64), &Completed<'_>> = BTreeMap::new();
-    for (report, id, epoch) in accepted_reports(pairs) {
+    for (report, task_id, epoch) in accepted_reports(pairs) {
         let newer = grants.iter().find(|(grant, granted, newer_epoch, _)| {
-            *granted == id && *newer_epoch > epoch && grant.complete.index < report.invoke.index
+            *granted == task_id
+                && *newer_epoch > epoch
+                && grant.complete.index < report.invoke.index
         });
         if let Some((grant, _, newer_epoch, _)) = newer {
-            let message = format!("a report for task {id} epoch {epoch} was accepted after epoch {newer_epoch} was granted");
+            let message = format!("a report for task {task_id} epoch {epoch} was accepted after epoch {newer_epoch} was granted");
             violations.push(Violation::new(
                 NAME,
                 message,
                 vec![grant.complete.index, report.complete.index],
             ));
         }
-        if let Some(first) = accepted.insert((id, epoch), report) {
-            let message = format!("task {id} epoch {epoch} was reported and accepted twice");
+        if let Some(first) = accepted.insert((task_id, epoch), report) {
+            let message = format!("task {task_id} epoch {epoch} was reported and accepted twice");
             violations.push(Violation::new(
                 NAME,
                 message,
@@ -110,20 +111,20 @@ fn done_twice_in_a_pass(pairs: &[Completed<'_>]) -> Vec<Violation> {
     for report in
         pairs.iter().filter(|pair| pair.complete.value == Value::Accepted { accepted: true })
     {
-        let Operation::TaskFinished { id, epoch, .. } = report.invoke.f else { continue };
+        let Operation::TaskFinished { task_id, epoch, .. } = report.invoke.f else { continue };
         let Some((_, _, _, pass)) =
-            grants.iter().find(|(_, granted, at, _)| *granted == id && *at == epoch)
+            grants.iter().find(|(_, granted, at, _)| *granted == task_id && *at == epoch)
         else {
             continue;
         };
         let again = grants.iter().find(|(grant, granted, at, in_pass)| {
-            *granted == id
+            *granted == task_id
                 && *at > epoch
                 && in_pass == pass
                 && grant.invoke.index > report.complete.index
         });
         if let Some((grant, _, again_epoch, _)) = again {
-            let message = format!("task {id} was finished (epoch {epoch}) and handed out again (epoch {again_epoch}) in pass {pass}");
+            let message = format!("task {task_id} was finished (epoch {epoch}) and handed out again (epoch {again_epoch}) in pass {pass}");
             violations.push(Violation::new(
                 NAME,
                 message,

@@ -57,14 +57,16 @@ struct Entry {
 
 pub fn check(ops: &[Op], states_max: u64) -> Outcome {
     let mut outcome = Outcome::default();
-    for (task, entries) in by_task(&completed(ops)) {
+    for (task_id, entries) in by_task(&completed(ops)) {
         match search(&entries, states_max) {
             Search::Linearizable => {}
-            Search::Unknown => outcome.unknown.push(format!("task {task}: search bound reached")),
+            Search::Unknown => {
+                outcome.unknown.push(format!("task {task_id}: search bound reached"))
+            }
             Search::Stuck => {
                 let window = minimal_window(&entries, states_max);
                 let message = format!(
-                    "task {task}: no order of its {} operations fits the queue; the shortest failing prefix ends with op {}",
+                    "task {task_id}: no order of its {} operations fits the queue; the shortest failing prefix ends with op {}",
                     entries.len(),
                     window.last().copied().unwrap_or(0)
                 );
@@ -93,18 +95,18 @@ fn by_task(pairs: &[Completed<'_>]) -> BTreeMap<u64, Vec<Entry>> {
         };
         let answered = accepted.is_some() || pair.kind() == OpKind::Info;
         match (&pair.invoke.f, &pair.complete.value) {
-            (Operation::GetTask { .. }, Value::Task { id, epoch, .. }) => {
-                tasks.entry(*id).or_default().push(entry(Step::Grant { epoch: *epoch }));
+            (Operation::GetTask { .. }, Value::Task { task_id, epoch, .. }) => {
+                tasks.entry(*task_id).or_default().push(entry(Step::Grant { epoch: *epoch }));
             }
-            (Operation::TaskFinished { id, epoch, .. }, _) if answered => {
-                tasks.entry(*id).or_default().push(entry(Step::Report {
+            (Operation::TaskFinished { task_id, epoch, .. }, _) if answered => {
+                tasks.entry(*task_id).or_default().push(entry(Step::Report {
                     epoch: *epoch,
                     failed: false,
                     accepted,
                 }));
             }
-            (Operation::TaskFailed { id, epoch, .. }, _) if answered => {
-                tasks.entry(*id).or_default().push(entry(Step::Report {
+            (Operation::TaskFailed { task_id, epoch, .. }, _) if answered => {
+                tasks.entry(*task_id).or_default().push(entry(Step::Report {
                     epoch: *epoch,
                     failed: true,
                     accepted,
@@ -254,7 +256,7 @@ mod tests {
             .call(
                 (21, 22),
                 2,
-                Operation::TaskFinished { trainer: 2, id: 7, epoch: 2 },
+                Operation::TaskFinished { trainer: 2, task_id: 7, epoch: 2 },
                 OpKind::Info,
                 Value::None,
             )

@@ -21,22 +21,22 @@ pub fn check(ops: &[Op], regrant_ms: u64) -> Vec<Violation> {
         .iter()
         .filter(|pair| pair.kind() == OpKind::Ok)
         .filter_map(|pair| match pair.complete.value {
-            Value::Task { id, epoch, .. } => Some((pair, id, epoch)),
+            Value::Task { task_id, epoch, .. } => Some((pair, task_id, epoch)),
             _ => None,
         })
         .collect();
     grants
         .iter()
         .filter(|(grant, _, _)| deadline(grant.complete.time_ms) < end_ms)
-        .filter(|(_, id, epoch)| !reported(&pairs, *id, *epoch))
-        .filter(|(grant, id, epoch)| {
-            !grants.iter().any(|(later, later_id, later_epoch)| {
-                later_id == id && later_epoch > epoch && later.complete.time_ms <= deadline(grant.complete.time_ms)
+        .filter(|(_, task_id, epoch)| !reported(&pairs, *task_id, *epoch))
+        .filter(|(grant, task_id, epoch)| {
+            !grants.iter().any(|(later, later_task_id, later_epoch)| {
+                later_task_id == task_id && later_epoch > epoch && later.complete.time_ms <= deadline(grant.complete.time_ms)
             })
         })
-        .map(|(grant, id, epoch)| {
+        .map(|(grant, task_id, epoch)| {
             let message = format!(
-                "task {id} epoch {epoch}, granted at {} ms, was never reported accepted nor granted again within {regrant_ms} ms",
+                "task {task_id} epoch {epoch}, granted at {} ms, was never reported accepted nor granted again within {regrant_ms} ms",
                 grant.complete.time_ms
             );
             Violation::new(NAME, message, vec![grant.complete.index])
@@ -75,12 +75,12 @@ fn extended(granted_ms: u64, bound_ms: u64, outages: &[(u64, u64)]) -> u64 {
     deadline
 }
 
-/// Whether a report of (id, epoch) was accepted or may have been (its outcome is unknown).
-fn reported(pairs: &[Completed<'_>], id: u64, epoch: u64) -> bool {
+/// Whether a report of (task_id, epoch) was accepted or may have been (its outcome is unknown).
+fn reported(pairs: &[Completed<'_>], task_id: u64, epoch: u64) -> bool {
     pairs.iter().any(|pair| {
         let about = matches!(pair.invoke.f,
-            Operation::TaskFinished { id: task, epoch: at, .. } | Operation::TaskFailed { id: task, epoch: at, .. }
-            if task == id && at == epoch);
+            Operation::TaskFinished { task_id: reported, epoch: at, .. } | Operation::TaskFailed { task_id: reported, epoch: at, .. }
+            if reported == task_id && at == epoch);
         about && (pair.kind() == OpKind::Info || pair.complete.value == Value::Accepted { accepted: true })
     })
 }

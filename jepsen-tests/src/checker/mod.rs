@@ -142,20 +142,20 @@ pub(crate) mod test_history {
                 .op(end, process, kind, f, value)
         }
 
-        pub fn grant(self, times: (u64, u64), process: u64, id: u64, epoch: u64) -> Self {
+        pub fn grant(self, times: (u64, u64), process: u64, task_id: u64, epoch: u64) -> Self {
             let f = Operation::GetTask { trainer: process, pass: 1 };
-            self.call(times, process, f, OpKind::Ok, Value::Task { id, epoch, pass: 1 })
+            self.call(times, process, f, OpKind::Ok, Value::Task { task_id, epoch, pass: 1 })
         }
 
         pub fn finish(
             self,
             times: (u64, u64),
             process: u64,
-            id: u64,
+            task_id: u64,
             epoch: u64,
             accepted: bool,
         ) -> Self {
-            let f = Operation::TaskFinished { trainer: process, id, epoch };
+            let f = Operation::TaskFinished { trainer: process, task_id, epoch };
             self.call(times, process, f, OpKind::Ok, Value::Accepted { accepted })
         }
 

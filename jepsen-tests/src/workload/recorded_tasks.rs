@@ -47,7 +47,9 @@ fn outcome_value(outcome: &TaskOutcome) -> Value {
         current_pass,
     };
     match outcome {
-        TaskOutcome::Task(task) => Value::Task { id: task.id, epoch: task.epoch, pass: task.pass },
+        TaskOutcome::Task(task) => {
+            Value::Task { task_id: task.task_id, epoch: task.epoch, pass: task.pass }
+        }
         TaskOutcome::PassBefore { current } => no_task("pass-before", *current),
         TaskOutcome::PassAfter { current } => no_task("pass-after", *current),
         TaskOutcome::NoMoreAvailable => no_task("no-more-available", 0),

@@ -108,9 +108,9 @@ impl TaskQueue {
                     tokio::time::sleep(work_time(rng)).await;
                     let roll: f64 = rng.gen();
                     if roll < 0.05 {
-                        anyhow::bail!("vanished holding task {}", task.id);
+                        anyhow::bail!("vanished holding task {}", task.task_id);
                     }
-                    self.report(process, client, trainer, (task.id, task.epoch), roll < 0.15)
+                    self.report(process, client, trainer, (task.task_id, task.epoch), roll < 0.15)
                         .await?;
                 }
                 Step::Walked(Walked::PassOver { .. } | Walked::PassRewound { .. }) => {}
@@ -127,12 +127,12 @@ impl TaskQueue {
         process: u64,
         client: &MasterClient,
         trainer: u64,
-        (id, epoch): (u64, u64),
+        (task_id, epoch): (u64, u64),
         failed: bool,
     ) -> anyhow::Result<()> {
         let f = match failed {
-            true => Operation::TaskFailed { trainer, id, epoch },
-            false => Operation::TaskFinished { trainer, id, epoch },
+            true => Operation::TaskFailed { trainer, task_id, epoch },
+            false => Operation::TaskFinished { trainer, task_id, epoch },
         };
         let (kind, _) = self
             .history
@@ -140,10 +140,15 @@ impl TaskQueue {
                 let reply = match failed {
                     true => {
                         client
-                            .task_failed(id, epoch, "jepsen: a planned failure", Fault::Content)
+                            .task_failed(
+                                task_id,
+                                epoch,
+                                "jepsen: a planned failure",
+                                Fault::Content,
+                            )
                             .await
                     }
-                    false => client.task_finished(id, epoch).await,
+                    false => client.task_finished(task_id, epoch).await,
                 };
                 match reply {
                     Ok(accepted) => (OpKind::Ok, Value::Accepted { accepted }, ()),

@@ -37,7 +37,7 @@ pub(crate) fn task(assignment: &TaskAssignment, data: &TaskData) -> pb::Task {
         }
     };
     pb::Task {
-        task_id: assignment.task,
+        task_id: assignment.task_id,
         epoch: assignment.epoch,
         pass_index: assignment.pass,
         chunks,

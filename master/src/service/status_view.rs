@@ -25,7 +25,7 @@ pub(crate) fn status_reply(
     let failed_tasks = view
         .failed_tasks
         .iter()
-        .map(|task| pb::FailedTask { task_id: task.task, reason: task.reason.clone() })
+        .map(|task| pb::FailedTask { task_id: task.task_id, reason: task.reason.clone() })
         .collect();
     let trainers = view
         .trainers

@@ -20,10 +20,10 @@ pub enum Command {
     /// A trainer asks for the next task of `pass`.
     GetTask { trainer: u64, pass: u32 },
     /// A trainer finished the task it got with this epoch.
-    TaskFinished { task: u64, epoch: u64 },
+    TaskFinished { task_id: u64, epoch: u64 },
     /// A trainer could not process the task it got with this epoch because of its content
     /// (what senders meant before faults were told apart: applied as a `Content` fault).
-    TaskFailed { task: u64, epoch: u64, reason: String },
+    TaskFailed { task_id: u64, epoch: u64, reason: String },
     /// The leader saw a pending deadline pass: requeue every task whose deadline is at or before
     /// the request's `now_ms`.
     ExpireTasks,
@@ -55,7 +55,7 @@ pub enum Command {
     },
     /// A trainer could not process the task it got with this epoch, and says whose fault it
     /// was: the data's (`Content`) or its own view's (`Local`).
-    TaskFailedWithFault { task: u64, epoch: u64, reason: String, fault: Fault },
+    TaskFailedWithFault { task_id: u64, epoch: u64, reason: String, fault: Fault },
     /// A pserver at `addr` asks for a slot and sends the secret that its heartbeats and
     /// checkpoint records will carry; the first claim fixes how many slots there are.
     ClaimPServerSlotWithSecret { addr: String, desired: u32, secret: SlotSecret },
@@ -89,9 +89,9 @@ pub enum Command {
     TagSlotCheckpoint { index: u32, generation: u64, progress: u64, meta: CheckpointMeta },
     /// The holder of slot `index` under `generation` reloaded its shard for restore `restore`.
     SlotReloaded { index: u32, generation: u64, restore: u64 },
-    /// The holder of `task` under `epoch` is still at work on it: its deadline moves to a
+    /// The holder of `task_id` under `epoch` is still at work on it: its deadline moves to a
     /// whole timeout from now (never earlier than it was).
-    TaskProgress { task: u64, epoch: u64 },
+    TaskProgress { task_id: u64, epoch: u64 },
 }
 
 /// Which job a command is for.

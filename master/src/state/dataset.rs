@@ -215,18 +215,18 @@ impl Dataset {
     }
 
     /// What task `task < task_count()` covers: its chunks, or its indices.
-    pub(crate) fn task_data(&self, task: u64) -> TaskData {
+    pub(crate) fn task_data(&self, task_id: u64) -> TaskData {
         match &self.kind {
             DatasetKind::RecordIo { chunks, .. } => {
                 let per_task = self.chunks_per_task();
-                let first =
-                    usize::try_from(task).map_or(usize::MAX, |task| task.saturating_mul(per_task));
+                let first = usize::try_from(task_id)
+                    .map_or(usize::MAX, |task_id| task_id.saturating_mul(per_task));
                 let first = first.min(chunks.len());
                 let end = first.saturating_add(per_task).min(chunks.len());
                 TaskData::Chunks(chunks.refs(first..end))
             }
             DatasetKind::IndexRange(range) => {
-                let indices = range.task_range(task);
+                let indices = range.task_range(task_id);
                 TaskData::IndexRange { start: indices.start, end: indices.end }
             }
         }
@@ -281,7 +281,7 @@ mod tests {
         let list = ChunkList::from_refs(&chunks(chunk_count));
         let dataset =
             Dataset::recordio("job", list, 1, policy(chunks_per_task)).expect("valid dataset");
-        let offsets = |task| match dataset.task_data(task) {
+        let offsets = |task_id| match dataset.task_data(task_id) {
             TaskData::Chunks(chunks) => chunks.iter().map(|chunk| chunk.offset).collect(),
             other => panic!("a RecordIO task covers chunks, not {other:?}"),
         };

@@ -28,7 +28,7 @@ pub(crate) struct Failers {
 }
 
 impl Failers {
-    /// `trainer` failed `task` with `fault`: whether the failure spends the task's budget.
+    /// `trainer` failed `task_id` with `fault`: whether the failure spends the task's budget.
     /// `registered` are the live trainers; one that has not failed the task yet is "untried".
     /// A `Content` failure spends it the first time each trainer fails the task, and again
     /// once nobody is untried (a job with one trainer still fails a corrupt chunk). A `Local`
@@ -37,12 +37,12 @@ impl Failers {
     /// ends in `failed` with its reason.
     pub(crate) fn spends_budget(
         &mut self,
-        (task, trainer): (u64, u64),
+        (task_id, trainer): (u64, u64),
         fault: Fault,
         registered: impl IntoIterator<Item = u64>,
         count_max: u64,
     ) -> bool {
-        let failers = self.by_task.entry(task).or_default();
+        let failers = self.by_task.entry(task_id).or_default();
         let first = !failers.contains(&trainer);
         if first && self.count < count_max {
             failers.insert(trainer);
@@ -50,7 +50,7 @@ impl Failers {
         }
         let untried = registered.into_iter().any(|other| !failers.contains(&other));
         if failers.is_empty() {
-            self.by_task.remove(&task);
+            self.by_task.remove(&task_id);
         }
         match fault {
             Fault::Content => first || !untried,
@@ -58,9 +58,9 @@ impl Failers {
         }
     }
 
-    /// Forgets who failed `task` (it finished).
-    pub(crate) fn forget(&mut self, task: u64) {
-        if let Some(failers) = self.by_task.remove(&task) {
+    /// Forgets who failed `task_id` (it finished).
+    pub(crate) fn forget(&mut self, task_id: u64) {
+        if let Some(failers) = self.by_task.remove(&task_id) {
             self.count -= failers.len() as u64;
         }
     }
@@ -83,9 +83,9 @@ impl Failers {
         if actual != counted || counted > count_max {
             return Err(InvariantViolation::FailersMismatch { actual, counted, count_max });
         }
-        match self.by_task.keys().find(|task| **task >= task_count) {
-            Some(task) => Err(InvariantViolation::TaskIdOutOfRange {
-                task: *task,
+        match self.by_task.keys().find(|task_id| **task_id >= task_count) {
+            Some(task_id) => Err(InvariantViolation::TaskIdOutOfRange {
+                task_id: *task_id,
                 queue: "content failers",
                 task_count,
             }),

@@ -51,9 +51,9 @@ impl IndexRange {
         self.size.div_ceil(self.shard_size.get())
     }
 
-    /// The indices of `task`; empty, at `size`, for a task past the last one.
-    pub(crate) fn task_range(&self, task: u64) -> Range<u64> {
-        let start = task.saturating_mul(self.shard_size.get()).min(self.size);
+    /// The indices of `task_id`; empty, at `size`, for a task past the last one.
+    pub(crate) fn task_range(&self, task_id: u64) -> Range<u64> {
+        let start = task_id.saturating_mul(self.shard_size.get()).min(self.size);
         let end = start.saturating_add(self.shard_size.get()).min(self.size);
         start..end
     }
@@ -67,7 +67,7 @@ mod tests {
     fn check(size: u64, shard_size: u64, expected: &[(u64, u64)]) {
         let range = IndexRange::new(size, shard_size).expect("a valid range");
         let actual: Vec<(u64, u64)> = (0..range.task_count())
-            .map(|task| range.task_range(task))
+            .map(|task_id| range.task_range(task_id))
             .map(|indices| (indices.start, indices.end))
             .collect();
         assert_eq!(actual, expected, "{size} by {shard_size}");

@@ -39,10 +39,10 @@ impl JobState {
             check_queues(job)?;
             check_pass(job)?;
             check_held_and_reasons(job)?;
-            for (task, pending) in &job.queue.pending {
+            for (task_id, pending) in &job.queue.pending {
                 let trainer = pending.trainer;
                 if !self.trainers.contains(trainer) {
-                    return Err(Violation::PendingTrainerUnknown { task: *task, trainer });
+                    return Err(Violation::PendingTrainerUnknown { task_id: *task_id, trainer });
                 }
             }
         }
@@ -144,10 +144,10 @@ fn check_job_transition(
         return Err(Violation::JobUnfinished);
     }
     let epochs = before.queue.tasks.iter().zip(&after.queue.tasks);
-    for (task, (task_before, task_after)) in (0u64..).zip(epochs) {
+    for (task_id, (task_before, task_after)) in (0u64..).zip(epochs) {
         if task_after.epoch < task_before.epoch {
             let (before, after) = (task_before.epoch, task_after.epoch);
-            return Err(Violation::EpochDecreased { task, before, after });
+            return Err(Violation::EpochDecreased { task_id, before, after });
         }
     }
     Ok(())
@@ -165,32 +165,40 @@ fn check_queues(job: &Job) -> Result<(), InvariantViolation> {
     ];
     let mut seen: BTreeMap<u64, &'static str> = BTreeMap::new();
     for (name, tasks) in &queues {
-        for task in tasks {
-            if *task >= task_count {
-                return Err(Violation::TaskIdOutOfRange { task: *task, queue: name, task_count });
+        for task_id in tasks {
+            if *task_id >= task_count {
+                return Err(Violation::TaskIdOutOfRange {
+                    task_id: *task_id,
+                    queue: name,
+                    task_count,
+                });
             }
-            if let Some(first) = seen.insert(*task, name) {
-                return Err(Violation::TaskQueuedTwice { task: *task, first, second: name });
+            if let Some(first) = seen.insert(*task_id, name) {
+                return Err(Violation::TaskQueuedTwice { task_id: *task_id, first, second: name });
             }
         }
     }
-    if let Some(task) = (0..task_count).find(|task| !seen.contains_key(task)) {
-        return Err(Violation::TaskLost { task });
+    if let Some(task_id) = (0..task_count).find(|task_id| !seen.contains_key(task_id)) {
+        return Err(Violation::TaskLost { task_id });
     }
     let queued: usize = queues.iter().map(|(_, tasks)| tasks.len()).sum();
     if to_u64(queued) != task_count || to_u64(queue.tasks.len()) != task_count {
         return Err(Violation::TaskCountMismatch { queued: to_u64(queued), task_count });
     }
-    for (task, pending) in &queue.pending {
+    for (task_id, pending) in &queue.pending {
         let task_epoch =
-            queue.tasks[usize::try_from(*task).expect("checked below task_count")].epoch;
+            queue.tasks[usize::try_from(*task_id).expect("checked below task_count")].epoch;
         if pending.epoch != task_epoch {
             let pending_epoch = pending.epoch;
-            return Err(Violation::PendingEpochMismatch { task: *task, pending_epoch, task_epoch });
+            return Err(Violation::PendingEpochMismatch {
+                task_id: *task_id,
+                pending_epoch,
+                task_epoch,
+            });
         }
         if pending.deadline_ms < pending.dispatched_at_ms {
             return Err(Violation::DeadlineBeforeDispatch {
-                task: *task,
+                task_id: *task_id,
                 dispatched_at_ms: pending.dispatched_at_ms,
                 deadline_ms: pending.deadline_ms,
             });
@@ -254,9 +262,9 @@ fn check_slots(slots: &PServerSlots) -> Result<(), InvariantViolation> {
 /// The trainer-to-task index matches pending, and the reason budget counts every reason.
 fn check_held_and_reasons(job: &Job) -> Result<(), InvariantViolation> {
     let queue = &job.queue;
-    for (trainer, task) in &queue.held {
-        if queue.pending.get(task).is_none_or(|pending| pending.trainer != *trainer) {
-            return Err(Violation::HeldTaskMismatch { trainer: *trainer, task: *task });
+    for (trainer, task_id) in &queue.held {
+        if queue.pending.get(task_id).is_none_or(|pending| pending.trainer != *trainer) {
+            return Err(Violation::HeldTaskMismatch { trainer: *trainer, task_id: *task_id });
         }
     }
     if queue.held.len() != queue.pending.len() {
@@ -347,33 +355,33 @@ mod tests {
     fn single_state_rules() {
         check(
             |s| job(s).queue.todo.push_back(1),
-            Violation::TaskQueuedTwice { task: 1, first: "todo", second: "todo" },
+            Violation::TaskQueuedTwice { task_id: 1, first: "todo", second: "todo" },
         );
         check(
             |s| job(s).queue.done.extend([1]),
-            Violation::TaskQueuedTwice { task: 1, first: "todo", second: "done" },
+            Violation::TaskQueuedTwice { task_id: 1, first: "todo", second: "done" },
         );
         check(
             |s| {
                 job(s).queue.todo.pop_back();
             },
-            Violation::TaskLost { task: 2 },
+            Violation::TaskLost { task_id: 2 },
         );
         check(
             |s| {
                 job(s).queue.failed.insert(7);
             },
-            Violation::TaskIdOutOfRange { task: 7, queue: "failed", task_count: 3 },
+            Violation::TaskIdOutOfRange { task_id: 7, queue: "failed", task_count: 3 },
         );
         check(
             |s| job(s).queue.tasks[0].epoch = 5,
-            Violation::PendingEpochMismatch { task: 0, pending_epoch: 1, task_epoch: 5 },
+            Violation::PendingEpochMismatch { task_id: 0, pending_epoch: 1, task_epoch: 5 },
         );
         check(
             |s| {
                 s.trainers.trainers.clear();
             },
-            Violation::PendingTrainerUnknown { task: 0, trainer: 1 },
+            Violation::PendingTrainerUnknown { task_id: 0, trainer: 1 },
         );
         check(|s| job(s).queue.pass = 2, Violation::PassOutOfRange { pass: 2, passes: 2 });
         check(
@@ -431,7 +439,7 @@ mod tests {
         check_step(|s| job(s).dataset.passes = 3, Violation::DatasetChanged);
         check_step(
             |s| job(s).queue.tasks[0].epoch = 0,
-            Violation::EpochDecreased { task: 0, before: 1, after: 0 },
+            Violation::EpochDecreased { task_id: 0, before: 1, after: 0 },
         );
         let mut finished = base();
         job(&mut finished).queue.job_finished = true;

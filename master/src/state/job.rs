@@ -47,39 +47,39 @@ impl Job {
         // time out while nobody works on it.
         let held = self.queue.held_by(trainer);
         let dispatched = || self.queue.dispatch(trainer, now_ms, &self.dataset.policy);
-        let Some((task, pending)) = held.or_else(dispatched) else {
+        let Some((task_id, pending)) = held.or_else(dispatched) else {
             return Response::NoMoreAvailable;
         };
         self.advance_if_drained();
         Response::Task(TaskAssignment {
-            task,
+            task_id,
             epoch: pending.epoch,
             pass: current,
             deadline_ms: pending.deadline_ms,
         })
     }
 
-    pub(crate) fn task_finished(&mut self, task: u64, epoch: u64, now_ms: u64) -> Response {
-        let report = self.queue.finish(task, epoch, now_ms);
-        self.answer(task, report)
+    pub(crate) fn task_finished(&mut self, task_id: u64, epoch: u64, now_ms: u64) -> Response {
+        let report = self.queue.finish(task_id, epoch, now_ms);
+        self.answer(task_id, report)
     }
 
-    /// A trainer failed `task` (see [`TaskQueue::fail`]); `registered` are the live trainers.
+    /// A trainer failed `task_id` (see [`TaskQueue::fail`]); `registered` are the live trainers.
     pub(crate) fn task_failed(
         &mut self,
-        (task, epoch): (u64, u64),
+        (task_id, epoch): (u64, u64),
         reason: &str,
         fault: Fault,
         registered: impl IntoIterator<Item = u64>,
     ) -> Response {
         let policy = &self.dataset.policy;
-        let report = self.queue.fail((task, epoch), reason, fault, registered, policy);
-        self.answer(task, report)
+        let report = self.queue.fail((task_id, epoch), reason, fault, registered, policy);
+        self.answer(task_id, report)
     }
 
-    /// The holder of `task` under `epoch` is still at work on it (see [`TaskQueue::extend`]).
-    pub(crate) fn task_progress(&mut self, task: (u64, u64), now_ms: u64) -> Response {
-        match self.queue.extend(task, now_ms, &self.dataset.policy) {
+    /// The holder of `task_id` under `epoch` is still at work on it (see [`TaskQueue::extend`]).
+    pub(crate) fn task_progress(&mut self, (task_id, epoch): (u64, u64), now_ms: u64) -> Response {
+        match self.queue.extend((task_id, epoch), now_ms, &self.dataset.policy) {
             Some(timeout_ms) => Response::TaskExtended { timeout_ms },
             None => Response::Stale,
         }
@@ -99,7 +99,7 @@ impl Job {
         requeued
     }
 
-    fn answer(&mut self, task: u64, report: Report) -> Response {
+    fn answer(&mut self, task_id: u64, report: Report) -> Response {
         match report {
             Report::Applied => {
                 self.advance_if_drained();
@@ -108,7 +108,7 @@ impl Job {
             Report::Stale => Response::Stale,
             Report::UnknownTask => Response::Rejected {
                 reason: format!(
-                    "task {task} does not exist; the job has {} tasks",
+                    "task {task_id} does not exist; the job has {} tasks",
                     self.dataset.task_count()
                 ),
             },

@@ -74,23 +74,23 @@ impl JobState {
                     false => job.get_task(*trainer, *pass, now_ms),
                 }
             }
-            Command::TaskFinished { task, epoch } => {
+            Command::TaskFinished { task_id, epoch } => {
                 let Some(job) = &mut self.job else { return Response::NoDataset };
-                job.task_finished(*task, *epoch, now_ms)
+                job.task_finished(*task_id, *epoch, now_ms)
             }
-            Command::TaskFailed { task, epoch, reason } => {
-                self.task_failed((*task, *epoch), reason, Fault::Content)
+            Command::TaskFailed { task_id, epoch, reason } => {
+                self.task_failed((*task_id, *epoch), reason, Fault::Content)
             }
-            Command::TaskFailedWithFault { task, epoch, reason, fault } => {
-                self.task_failed((*task, *epoch), reason, *fault)
+            Command::TaskFailedWithFault { task_id, epoch, reason, fault } => {
+                self.task_failed((*task_id, *epoch), reason, *fault)
             }
             Command::ExpireTasks => {
                 let Some(job) = &mut self.job else { return Response::NoDataset };
                 job.expire(now_ms, TIMED_OUT_REASON)
             }
-            Command::TaskProgress { task, epoch } => {
+            Command::TaskProgress { task_id, epoch } => {
                 let Some(job) = &mut self.job else { return Response::NoDataset };
-                job.task_progress((*task, *epoch), now_ms)
+                job.task_progress((*task_id, *epoch), now_ms)
             }
             other => not_of_family("a task call", other),
         }

@@ -208,14 +208,14 @@ impl JobState {
 
     pub(crate) fn task_failed(
         &mut self,
-        (task, epoch): (u64, u64),
+        (task_id, epoch): (u64, u64),
         reason: &str,
         fault: Fault,
     ) -> Response {
         let Some(job) = &mut self.job else { return Response::NoDataset };
         let reason = truncate(reason, FAILURE_REASON_BYTES_MAX);
         let registered = self.trainers.trainers.keys().copied();
-        job.task_failed((task, epoch), &reason, fault, registered)
+        job.task_failed((task_id, epoch), &reason, fault, registered)
     }
 
     pub(crate) fn trainer_lost(&mut self, trainer: u64) -> Response {
@@ -302,9 +302,9 @@ impl JobState {
         self.job.as_ref().is_some_and(|job| job.queue.job_finished)
     }
 
-    /// The epoch `task` is pending under, if it is pending.
-    pub fn pending_epoch(&self, task: u64) -> Option<u64> {
-        self.job.as_ref()?.queue.pending.get(&task).map(|pending| pending.epoch)
+    /// The epoch `task_id` is pending under, if it is pending.
+    pub fn pending_epoch(&self, task_id: u64) -> Option<u64> {
+        self.job.as_ref()?.queue.pending.get(&task_id).map(|pending| pending.epoch)
     }
 
     /// Registered trainers in id order.
@@ -351,10 +351,10 @@ impl JobState {
         self.pservers.version
     }
 
-    /// What `task` of the accepted dataset covers, its chunks or its indices (`None` without
+    /// What `task_id` of the accepted dataset covers, its chunks or its indices (`None` without
     /// a dataset): what a task assignment hands the trainer.
-    pub fn task_data(&self, task: u64) -> Option<TaskData> {
-        self.job.as_ref().map(|job| job.dataset.task_data(task))
+    pub fn task_data(&self, task_id: u64) -> Option<TaskData> {
+        self.job.as_ref().map(|job| job.dataset.task_data(task_id))
     }
 
     /// The state's clock: the largest `now_ms` applied.
@@ -409,17 +409,17 @@ impl JobState {
             .failed
             .iter()
             .take(FAILED_TASKS_SHOWN_MAX)
-            .map(|task| failed_view(job, *task))
+            .map(|task_id| failed_view(job, *task_id))
             .collect();
         status.job_finished = queue.job_finished;
         status
     }
 }
 
-fn failed_view(job: &Job, task: u64) -> FailedTaskView {
-    let record = usize::try_from(task).ok().and_then(|index| job.queue.tasks.get(index));
+fn failed_view(job: &Job, task_id: u64) -> FailedTaskView {
+    let record = usize::try_from(task_id).ok().and_then(|index| job.queue.tasks.get(index));
     let reason = record.and_then(|record| record.last_failure.clone()).unwrap_or_default();
-    FailedTaskView { task, reason }
+    FailedTaskView { task_id, reason }
 }
 
 fn count(length: usize) -> u64 {

@@ -77,15 +77,15 @@ fn largest_queue(task_count: u64, trainers: u64) -> TaskQueue {
     }
     queue.reason_bytes = reasons * FAILURE_REASON_BYTES_MAX as u64;
     for trainer in 1..=trainers {
-        let task = queue.todo.pop_front().expect("more tasks than trainers");
+        let task_id = queue.todo.pop_front().expect("more tasks than trainers");
         let pending = PendingTask {
             epoch: u64::MAX / 2,
             trainer,
             dispatched_at_ms: u64::MAX / 4,
             deadline_ms: u64::MAX / 2,
         };
-        queue.pending.insert(task, pending);
-        queue.held.insert(trainer, task);
+        queue.pending.insert(task_id, pending);
+        queue.held.insert(trainer, task_id);
     }
     // One pair per task spends the most bytes: a key and a set length for every pair.
     let failers = queue.failers_count_max();
@@ -119,7 +119,7 @@ fn largest_slots() -> PServerSlots {
 fn largest_sessions(members: bool) -> Sessions {
     let mut sessions = Sessions::default();
     let response = Response::Task(TaskAssignment {
-        task: u64::MAX,
+        task_id: u64::MAX,
         epoch: u64::MAX,
         pass: u32::MAX,
         deadline_ms: u64::MAX,

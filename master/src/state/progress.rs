@@ -26,18 +26,18 @@ impl DoneSet {
     pub(crate) fn new(task_count: u64, done: impl IntoIterator<Item = u64>) -> Self {
         let word_count = usize::try_from(task_count.div_ceil(64)).expect("bounded task count");
         let mut words = vec![0u64; word_count];
-        for task in done.into_iter().filter(|task| *task < task_count) {
-            let index = usize::try_from(task / 64).expect("below the word count");
-            words[index] |= 1 << (task % 64);
+        for task_id in done.into_iter().filter(|task_id| *task_id < task_count) {
+            let index = usize::try_from(task_id / 64).expect("below the word count");
+            words[index] |= 1 << (task_id % 64);
         }
         Self { words, task_count }
     }
 
-    pub(crate) fn contains(&self, task: u64) -> bool {
-        let index = usize::try_from(task / 64).ok();
+    pub(crate) fn contains(&self, task_id: u64) -> bool {
+        let index = usize::try_from(task_id / 64).ok();
         index
             .and_then(|index| self.words.get(index))
-            .is_some_and(|word| word & (1 << (task % 64)) != 0)
+            .is_some_and(|word| word & (1 << (task_id % 64)) != 0)
     }
 
     /// How many tasks are in the set.
@@ -120,7 +120,7 @@ mod tests {
     #[test]
     fn done_sets_hold_exactly_their_tasks() {
         let set = DoneSet::new(130, [0, 63, 64, 129, 500]);
-        assert!([0, 63, 64, 129].iter().all(|task| set.contains(*task)));
+        assert!([0, 63, 64, 129].iter().all(|task_id| set.contains(*task_id)));
         assert!(!set.contains(1) && !set.contains(128) && !set.contains(500));
         assert_eq!((set.count(), set.task_count()), (4, 130));
         assert!(set.is_well_formed());

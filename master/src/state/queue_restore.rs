@@ -23,8 +23,8 @@ impl TaskQueue {
         self.held.clear();
         self.failed.clear();
         self.failers.clear();
-        self.done = (0..task_count).filter(|task| done.contains(*task)).collect();
-        self.todo = (0..task_count).filter(|task| !done.contains(*task)).collect();
+        self.done = (0..task_count).filter(|task_id| done.contains(*task_id)).collect();
+        self.todo = (0..task_count).filter(|task_id| !done.contains(*task_id)).collect();
         for task in &mut self.tasks {
             task.failures = 0;
             task.timeouts = 0;

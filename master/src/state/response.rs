@@ -13,7 +13,7 @@ use super::pserver_slots::CheckpointMeta;
 pub enum Response {
     /// The dataset is the job's (first report, or the same one again).
     DatasetAccepted { task_count: u64, passes: u32 },
-    /// A task to process: the trainer reports back with its `task` and `epoch`.
+    /// A task to process: the trainer reports back with its `task_id` and `epoch`.
     Task(TaskAssignment),
     /// The trainer asked for a pass that is already over; `current` is running.
     PassBefore { current: u32 },
@@ -114,7 +114,7 @@ impl Response {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct TaskAssignment {
     /// The task id, `0..task_count`.
-    pub task: u64,
+    pub task_id: u64,
     /// This dispatch's epoch; reports with another epoch are stale.
     pub epoch: u64,
     /// The pass this dispatch belongs to.

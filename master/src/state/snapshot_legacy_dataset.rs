@@ -142,7 +142,8 @@ mod tests {
         let Response::Task(assignment) = state.apply(&retry) else {
             panic!("the retry is answered from its session with the task")
         };
-        let finished = Command::TaskFinished { task: assignment.task, epoch: assignment.epoch };
+        let finished =
+            Command::TaskFinished { task_id: assignment.task_id, epoch: assignment.epoch };
         let request = Request { client: None, now_ms: 12, term: None, command: finished };
         assert_eq!(state.apply(&request), Response::Accepted);
         let current = state.encode();

@@ -48,7 +48,7 @@ pub enum DatasetKindView {
 /// A task in `failed`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct FailedTaskView {
-    pub task: u64,
+    pub task_id: u64,
     /// The last failure reason a trainer reported, or that the task timed out.
     pub reason: String,
 }

@@ -107,9 +107,9 @@ impl TaskQueue {
 
     /// The task `trainer` holds, with its pending dispatch.
     pub(crate) fn held_by(&self, trainer: u64) -> Option<(u64, PendingTask)> {
-        let task = *self.held.get(&trainer)?;
-        let pending = self.pending.get(&task).expect("a held task is pending");
-        Some((task, pending.clone()))
+        let task_id = *self.held.get(&trainer)?;
+        let pending = self.pending.get(&task_id).expect("a held task is pending");
+        Some((task_id, pending.clone()))
     }
 
     /// How long a task may take: never less than the minimum, and `k` times the usual
@@ -120,17 +120,17 @@ impl TaskQueue {
         policy.task_timeout_min_ms.max(scaled)
     }
 
-    /// Moves the deadline of `task`, pending under `epoch`, to a whole timeout from `now_ms`
+    /// Moves the deadline of `task_id`, pending under `epoch`, to a whole timeout from `now_ms`
     /// (never earlier than it was): its holder is still at work on it. The timeout, or `None`
     /// when the task is not pending under that epoch.
     pub(crate) fn extend(
         &mut self,
-        (task, epoch): (u64, u64),
+        (task_id, epoch): (u64, u64),
         now_ms: u64,
         policy: &QueuePolicy,
     ) -> Option<u64> {
         let timeout_ms = self.timeout_ms(policy);
-        let pending = self.pending.get_mut(&task).filter(|pending| pending.epoch == epoch)?;
+        let pending = self.pending.get_mut(&task_id).filter(|pending| pending.epoch == epoch)?;
         pending.deadline_ms = pending.deadline_ms.max(now_ms.saturating_add(timeout_ms));
         Some(timeout_ms)
     }
@@ -142,22 +142,22 @@ impl TaskQueue {
         now_ms: u64,
         policy: &QueuePolicy,
     ) -> Option<(u64, PendingTask)> {
-        let task = self.todo.pop_front()?;
+        let task_id = self.todo.pop_front()?;
         let deadline_ms = now_ms.saturating_add(self.timeout_ms(policy));
-        let record = self.task_mut(task);
+        let record = self.task_mut(task_id);
         record.epoch += 1;
         let pending =
             PendingTask { epoch: record.epoch, trainer, dispatched_at_ms: now_ms, deadline_ms };
-        self.pending.insert(task, pending.clone());
-        let previous = self.held.insert(trainer, task);
+        self.pending.insert(task_id, pending.clone());
+        let previous = self.held.insert(trainer, task_id);
         assert!(previous.is_none(), "trainer {trainer} got a second task while holding one");
-        Some((task, pending))
+        Some((task_id, pending))
     }
 
     /// Marks a pending task done if `epoch` is its pending epoch, and learns its duration.
-    pub(crate) fn finish(&mut self, task: u64, epoch: u64, now_ms: u64) -> Report {
-        let Some(pending) = self.take_pending(task, epoch) else {
-            return self.not_pending(task);
+    pub(crate) fn finish(&mut self, task_id: u64, epoch: u64, now_ms: u64) -> Report {
+        let Some(pending) = self.take_pending(task_id, epoch) else {
+            return self.not_pending(task_id);
         };
         let sample = now_ms.saturating_sub(pending.dispatched_at_ms);
         self.completion_ms_average = Some(match self.completion_ms_average {
@@ -168,9 +168,9 @@ impl TaskQueue {
                 u64::try_from(next).expect("a weighted mean of u64 values fits in u64")
             }
         });
-        self.set_reason(task, None);
-        self.failers.forget(task);
-        self.done.insert(task);
+        self.set_reason(task_id, None);
+        self.failers.forget(task_id);
+        self.done.insert(task_id);
         Report::Applied
     }
 
@@ -181,26 +181,26 @@ impl TaskQueue {
     /// the budget requeues the task or marks it failed.
     pub(crate) fn fail(
         &mut self,
-        (task, epoch): (u64, u64),
+        (task_id, epoch): (u64, u64),
         reason: &str,
         fault: Fault,
         registered: impl IntoIterator<Item = u64>,
         policy: &QueuePolicy,
     ) -> Report {
-        let Some(pending) = self.take_pending(task, epoch) else {
-            return self.not_pending(task);
+        let Some(pending) = self.take_pending(task_id, epoch) else {
+            return self.not_pending(task_id);
         };
-        self.set_reason(task, Some(reason));
+        self.set_reason(task_id, Some(reason));
         let count_max = self.failers_count_max();
         let spends =
-            self.failers.spends_budget((task, pending.trainer), fault, registered, count_max);
+            self.failers.spends_budget((task_id, pending.trainer), fault, registered, count_max);
         if !spends {
-            self.todo.push_back(task);
+            self.todo.push_back(task_id);
             return Report::Applied;
         }
-        let record = self.task_mut(task);
+        let record = self.task_mut(task_id);
         record.failures = record.failures.saturating_add(1);
-        self.requeue_or_fail(task, policy);
+        self.requeue_or_fail(task_id, policy);
         Report::Applied
     }
 
@@ -215,17 +215,17 @@ impl TaskQueue {
             .pending
             .iter()
             .filter(|(_, pending)| pending.deadline_ms <= now_ms)
-            .map(|(task, _)| *task)
+            .map(|(task_id, _)| *task_id)
             .collect();
         let (mut requeued, mut failed) = (Vec::new(), Vec::new());
-        for task in expired {
-            self.remove_pending(task);
-            let record = self.task_mut(task);
+        for task_id in expired {
+            self.remove_pending(task_id);
+            let record = self.task_mut(task_id);
             record.timeouts = record.timeouts.saturating_add(1);
-            self.set_reason(task, Some(reason));
-            match self.requeue_or_fail(task, policy) {
-                Requeue::Todo => requeued.push(task),
-                Requeue::Failed => failed.push(task),
+            self.set_reason(task_id, Some(reason));
+            match self.requeue_or_fail(task_id, policy) {
+                Requeue::Todo => requeued.push(task_id),
+                Requeue::Failed => failed.push(task_id),
             }
         }
         (requeued, failed)
@@ -235,10 +235,10 @@ impl TaskQueue {
     /// as a failure: the trainer died, the task did nothing wrong. Epochs stay as they are; the
     /// next dispatch bumps them, which fences any late report from the lost trainer.
     pub(crate) fn release_trainer(&mut self, trainer: u64) -> Vec<u64> {
-        let Some(task) = self.held.get(&trainer).copied() else { return Vec::new() };
-        self.remove_pending(task);
-        self.todo.push_back(task);
-        vec![task]
+        let Some(task_id) = self.held.get(&trainer).copied() else { return Vec::new() };
+        self.remove_pending(task_id);
+        self.todo.push_back(task_id);
+        vec![task_id]
     }
 
     /// Starts the next pass, or finishes the job, once todo and pending are both empty. Called
@@ -264,9 +264,9 @@ impl TaskQueue {
         if policy.retry_failed_next_pass {
             self.failed.clear();
         }
-        for task in &next {
+        for task_id in &next {
             // Failure limits are per pass: a task gets the same chances in every pass.
-            let record = self.task_mut(*task);
+            let record = self.task_mut(*task_id);
             record.failures = 0;
             record.timeouts = 0;
         }
@@ -274,59 +274,59 @@ impl TaskQueue {
         self.pass += 1;
     }
 
-    fn requeue_or_fail(&mut self, task: u64, policy: &QueuePolicy) -> Requeue {
-        let record = self.task_mut(task);
+    fn requeue_or_fail(&mut self, task_id: u64, policy: &QueuePolicy) -> Requeue {
+        let record = self.task_mut(task_id);
         if record.failures.saturating_add(record.timeouts) > policy.max_task_failures {
-            self.failed.insert(task);
+            self.failed.insert(task_id);
             return Requeue::Failed;
         }
-        self.todo.push_back(task);
+        self.todo.push_back(task_id);
         Requeue::Todo
     }
 
-    /// Removes and returns the pending entry for `task` if its epoch is `epoch`.
-    fn take_pending(&mut self, task: u64, epoch: u64) -> Option<PendingTask> {
-        match self.pending.get(&task) {
-            Some(pending) if pending.epoch == epoch => self.remove_pending(task),
+    /// Removes and returns the pending entry for `task_id` if its epoch is `epoch`.
+    fn take_pending(&mut self, task_id: u64, epoch: u64) -> Option<PendingTask> {
+        match self.pending.get(&task_id) {
+            Some(pending) if pending.epoch == epoch => self.remove_pending(task_id),
             _ => None,
         }
     }
 
-    /// Takes `task` out of pending and out of its trainer's hands.
-    fn remove_pending(&mut self, task: u64) -> Option<PendingTask> {
-        let pending = self.pending.remove(&task)?;
+    /// Takes `task_id` out of pending and out of its trainer's hands.
+    fn remove_pending(&mut self, task_id: u64) -> Option<PendingTask> {
+        let pending = self.pending.remove(&task_id)?;
         self.held.remove(&pending.trainer);
         Some(pending)
     }
 
-    /// Replaces `task`'s failure reason, cut to the per-task limit and to what the job's
+    /// Replaces `task_id`'s failure reason, cut to the per-task limit and to what the job's
     /// budget has left; `None` drops it.
-    fn set_reason(&mut self, task: u64, reason: Option<&str>) {
-        let old = self.task_mut(task).last_failure.take();
+    fn set_reason(&mut self, task_id: u64, reason: Option<&str>) {
+        let old = self.task_mut(task_id).last_failure.take();
         self.reason_bytes -= old.map_or(0, |old| old.len() as u64);
         let Some(reason) = reason else { return };
         let left = self.reasons_bytes_max().saturating_sub(self.reason_bytes);
         let bytes_max = FAILURE_REASON_BYTES_MAX.min(usize::try_from(left).unwrap_or(usize::MAX));
         let kept = truncate(reason, bytes_max);
         self.reason_bytes += kept.len() as u64;
-        self.task_mut(task).last_failure = Some(kept);
+        self.task_mut(task_id).last_failure = Some(kept);
     }
 
-    fn not_pending(&self, task: u64) -> Report {
-        if self.task_index(task).is_some() {
+    fn not_pending(&self, task_id: u64) -> Report {
+        if self.task_index(task_id).is_some() {
             Report::Stale
         } else {
             Report::UnknownTask
         }
     }
 
-    fn task_index(&self, task: u64) -> Option<usize> {
-        usize::try_from(task).ok().filter(|index| *index < self.tasks.len())
+    fn task_index(&self, task_id: u64) -> Option<usize> {
+        usize::try_from(task_id).ok().filter(|index| *index < self.tasks.len())
     }
 
     /// The record of a task id the queue itself produced (or one checked by `not_pending`).
-    fn task_mut(&mut self, task: u64) -> &mut Task {
-        let index = self.task_index(task).expect("queued task ids are below the task count");
+    fn task_mut(&mut self, task_id: u64) -> &mut Task {
+        let index = self.task_index(task_id).expect("queued task ids are below the task count");
         &mut self.tasks[index]
     }
 }
@@ -362,8 +362,8 @@ mod tests {
         let mut queue = TaskQueue::new(count);
         assert_eq!(queue.reasons_bytes_max(), budget, "a small job gets the floor");
         let long = "x".repeat(FAILURE_REASON_BYTES_MAX * 2);
-        for task in 0..count {
-            queue.set_reason(task, Some(&long));
+        for task_id in 0..count {
+            queue.set_reason(task_id, Some(&long));
         }
         assert_eq!(queue.reason_bytes, budget);
         assert_eq!(

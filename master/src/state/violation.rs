@@ -6,20 +6,22 @@
 pub enum InvariantViolation {
     #[error("a restore waits for slot {index} to reload, but nobody holds it")]
     ReloadWaitsForUnheldSlot { index: u32 },
-    #[error("task {task}: in {queue}, but the job has only {task_count} tasks")]
-    TaskIdOutOfRange { task: u64, queue: &'static str, task_count: u64 },
-    #[error("task {task}: in both {first} and {second}; a task is in exactly one queue")]
-    TaskQueuedTwice { task: u64, first: &'static str, second: &'static str },
-    #[error("task {task}: in no queue; a task is in exactly one of todo, pending, done, failed")]
-    TaskLost { task: u64 },
+    #[error("task {task_id}: in {queue}, but the job has only {task_count} tasks")]
+    TaskIdOutOfRange { task_id: u64, queue: &'static str, task_count: u64 },
+    #[error("task {task_id}: in both {first} and {second}; a task is in exactly one queue")]
+    TaskQueuedTwice { task_id: u64, first: &'static str, second: &'static str },
+    #[error(
+        "task {task_id}: in no queue; a task is in exactly one of todo, pending, done, failed"
+    )]
+    TaskLost { task_id: u64 },
     #[error("queues hold {queued} tasks but the dataset makes {task_count}")]
     TaskCountMismatch { queued: u64, task_count: u64 },
-    #[error("task {task}: pending with epoch {pending_epoch} but its epoch is {task_epoch}")]
-    PendingEpochMismatch { task: u64, pending_epoch: u64, task_epoch: u64 },
-    #[error("task {task}: pending on trainer {trainer}, which is not registered")]
-    PendingTrainerUnknown { task: u64, trainer: u64 },
-    #[error("task {task}: deadline {deadline_ms} before its dispatch at {dispatched_at_ms}")]
-    DeadlineBeforeDispatch { task: u64, dispatched_at_ms: u64, deadline_ms: u64 },
+    #[error("task {task_id}: pending with epoch {pending_epoch} but its epoch is {task_epoch}")]
+    PendingEpochMismatch { task_id: u64, pending_epoch: u64, task_epoch: u64 },
+    #[error("task {task_id}: pending on trainer {trainer}, which is not registered")]
+    PendingTrainerUnknown { task_id: u64, trainer: u64 },
+    #[error("task {task_id}: deadline {deadline_ms} before its dispatch at {dispatched_at_ms}")]
+    DeadlineBeforeDispatch { task_id: u64, dispatched_at_ms: u64, deadline_ms: u64 },
     #[error("pass {pass} is not below the {passes} passes of an unfinished job")]
     PassOutOfRange { pass: u32, passes: u32 },
     #[error("pass {pass}: todo and pending are empty but the job is not finished (it would hang)")]
@@ -38,8 +40,8 @@ pub enum InvariantViolation {
     SecretWithoutHolder { index: u32 },
     #[error("{count} strangers' client sessions kept, more than {count_max}")]
     TooManySessions { count: u64, count_max: u64 },
-    #[error("task {task}: epoch went from {before} to {after}; epochs only grow")]
-    EpochDecreased { task: u64, before: u64, after: u64 },
+    #[error("task {task_id}: epoch went from {before} to {after}; epochs only grow")]
+    EpochDecreased { task_id: u64, before: u64, after: u64 },
     #[error("pass went from {before} to {after}; the pass only grows")]
     PassDecreased { before: u32, after: u32 },
     #[error("the job was finished and is not any more")]
@@ -70,8 +72,8 @@ pub enum InvariantViolation {
     TooManyMemberSessions { bound: u64, alive: u64 },
     #[error("a client session is bound to {member}, which is no longer part of the job")]
     SessionOfGoneMember { member: String },
-    #[error("trainer {trainer}: its held task {task} is not pending on it")]
-    HeldTaskMismatch { trainer: u64, task: u64 },
+    #[error("trainer {trainer}: its held task {task_id} is not pending on it")]
+    HeldTaskMismatch { trainer: u64, task_id: u64 },
     #[error("{pending} tasks pending but {held} held by trainers; a trainer holds one at a time")]
     HeldCountMismatch { pending: u64, held: u64 },
     #[error("failure reasons take {actual} bytes, the queue counts {counted}")]

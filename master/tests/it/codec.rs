@@ -24,7 +24,7 @@ fn requests_round_trip() {
     let commands = [
         report(3, 2, policy()),
         Command::GetTask { trainer: 1, pass: 0 },
-        Command::TaskFailed { task: 1, epoch: 2, reason: "é".to_string() },
+        Command::TaskFailed { task_id: 1, epoch: 2, reason: "é".to_string() },
         Command::ExpireTasks,
         Command::RecordEval { pass: 1, loss: 0.5, accuracy: 1.0 },
         Command::ReportIndexDataset {

@@ -13,7 +13,7 @@ fn check(name: &str, steps: Vec<Step>) {
 /// Every GetTask outcome: a task, or why not.
 #[test]
 fn get_task() {
-    let first = TaskAssignment { task: 0, epoch: 1, pass: 0, deadline_ms: 1010 };
+    let first = TaskAssignment { task_id: 0, epoch: 1, pass: 0, deadline_ms: 1010 };
     let cases: Vec<(&str, Vec<Step>)> = vec![
         (
             "the front of todo is dispatched with its chunks, epoch 1 and now + min timeout",

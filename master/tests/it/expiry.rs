@@ -10,8 +10,8 @@ fn expired(requeued: &[u64], failed: &[u64]) -> crate::support::Expect {
     is(Response::Expired { requeued: requeued.to_vec(), failed: failed.to_vec() })
 }
 
-fn progress(task: u64, epoch: u64) -> Command {
-    Command::TaskProgress { task, epoch }
+fn progress(task_id: u64, epoch: u64) -> Command {
+    Command::TaskProgress { task_id, epoch }
 }
 
 fn check(name: &str, steps: Vec<Step>, deadline_ms: Option<u64>) {
@@ -143,7 +143,7 @@ fn has_expired_tracks_the_earliest_deadline() {
             ],
         ),
     );
-    let expected = vec![FailedTaskView { task: 0, reason: TIMED_OUT_REASON.to_string() }];
+    let expected = vec![FailedTaskView { task_id: 0, reason: TIMED_OUT_REASON.to_string() }];
     assert_eq!(failing.status().failed_tasks, expected);
     // Nothing pending: nothing to expire, whatever the time.
     assert!(!failing.has_expired(u64::MAX));

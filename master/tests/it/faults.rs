@@ -8,8 +8,8 @@ use crate::support::{
     at, counts, get, is, more_trainers, policy, run, script, setup, task, Expect, Step,
 };
 
-fn failed_with(task: u64, epoch: u64, reason: &str, fault: Fault) -> Command {
-    Command::TaskFailedWithFault { task, epoch, reason: reason.to_string(), fault }
+fn failed_with(task_id: u64, epoch: u64, reason: &str, fault: Fault) -> Command {
+    Command::TaskFailedWithFault { task_id, epoch, reason: reason.to_string(), fault }
 }
 
 /// `trainer` takes the one task at `epoch` and fails it with `fault`.
@@ -35,7 +35,7 @@ fn local_failures_never_fail_a_task() {
     }
     steps.push(counts(0, [1, 0, 0, 0], false));
     steps.push(at(0, get(2, 0), task(0, 21, 0, 1000)));
-    steps.push(at(0, Command::TaskFinished { task: 0, epoch: 21 }, accepted()));
+    steps.push(at(0, Command::TaskFinished { task_id: 0, epoch: 21 }, accepted()));
     steps.push(counts(0, [0, 0, 1, 0], true));
     run("local failures", &steps);
 }
@@ -85,7 +85,7 @@ fn a_lone_trainer_still_fails_a_corrupt_chunk() {
     steps.extend(take_and_fail(1, 1, Fault::Content));
     steps.push(counts(0, [1, 0, 0, 0], false));
     steps.push(at(0, get(1, 0), task(0, 2, 0, 1000)));
-    let old_sender = Command::TaskFailed { task: 0, epoch: 2, reason: "crc".to_string() };
+    let old_sender = Command::TaskFailed { task_id: 0, epoch: 2, reason: "crc".to_string() };
     steps.push(at(0, old_sender, accepted()));
     steps.push(counts(0, [0, 0, 0, 1], true));
     let state = run("lone trainer", &steps);

@@ -136,10 +136,10 @@ fn index_reports() {
 }
 
 /// What `task` covers, as the service hands it out.
-fn range_of(state: &MasterState, task: u64) -> std::ops::Range<u64> {
-    match state.sole().task_data(task) {
+fn range_of(state: &MasterState, task_id: u64) -> std::ops::Range<u64> {
+    match state.sole().task_data(task_id) {
         Some(TaskData::IndexRange { start, end }) => start..end,
-        other => panic!("task {task} of an index job covers {other:?}"),
+        other => panic!("task {task_id} of an index job covers {other:?}"),
     }
 }
 
@@ -161,7 +161,7 @@ fn tasks_cover_the_range_once_per_pass() {
     }
     steps.push(counts(1, [0, 0, 11, 0], true));
     let state = run("two passes over an index range", &steps);
-    let ranges: Vec<_> = (0..11).map(|task| range_of(&state, task)).collect();
+    let ranges: Vec<_> = (0..11).map(|task_id| range_of(&state, task_id)).collect();
     let covered: Vec<u64> = ranges.iter().flat_map(Clone::clone).collect();
     assert_eq!(covered, (0..1003).collect::<Vec<_>>(), "every index once, in order");
     assert_eq!(ranges.last(), Some(&(1000..1003)), "the last shard is short");
@@ -207,8 +207,8 @@ proptest! {
             panic!("a range within the task limit is accepted: {answer:?}");
         };
         let mut next = 0;
-        for task in 0..task_count {
-            let range = range_of(&state, task);
+        for task_id in 0..task_count {
+            let range = range_of(&state, task_id);
             prop_assert_eq!(range.start, next);
             prop_assert!(!range.is_empty() && range.end - range.start <= shard_size);
             next = range.end;

@@ -56,9 +56,9 @@ fn finish_tasks(state: &mut MasterState, name: &str, trainer: u64, count: usize)
         else {
             panic!("a task of {name} is handed out");
         };
-        let report = Command::TaskFinished { task: task.task, epoch: task.epoch };
+        let report = Command::TaskFinished { task_id: task.task_id, epoch: task.epoch };
         assert_eq!(apply(state, 20, in_job(name, report)), Response::Accepted);
-        finished.push(task.task);
+        finished.push(task.task_id);
     }
     finished
 }
@@ -87,7 +87,7 @@ fn two_jobs_keep_their_own_members_tasks_and_evaluations() {
     let asked = apply(&mut state, 0, in_job("a", Command::GetTask { trainer: 2, pass: 0 }));
     assert_eq!(asked, Response::UnknownTrainer);
     finish_tasks(&mut state, "a", 1, 1);
-    let stray = in_job("b", Command::TaskFinished { task: 0, epoch: 1 });
+    let stray = in_job("b", Command::TaskFinished { task_id: 0, epoch: 1 });
     assert_eq!(apply(&mut state, 30, stray), Response::Stale, "b never handed out task 0");
     let eval = Command::RecordEval { pass: 0, loss: 0.5, accuracy: 0.9 };
     assert_eq!(apply(&mut state, 30, in_job("a", eval)), Response::Accepted);
@@ -147,7 +147,7 @@ fn a_cancelled_job_stops_its_members_and_is_removed_after_it_ended() {
     assert_eq!(apply(&mut state, 11, in_job("a", Command::CancelJob)), Response::Accepted);
     let get = in_job("a", Command::GetTask { trainer: 1, pass: 0 });
     assert_eq!(apply(&mut state, 12, get), Response::JobCancelled);
-    let report = in_job("a", Command::TaskFinished { task: task.task, epoch: task.epoch });
+    let report = in_job("a", Command::TaskFinished { task_id: task.task_id, epoch: task.epoch });
     assert_eq!(apply(&mut state, 12, report), Response::JobCancelled);
     let lost = in_job("a", Command::TrainerLost { trainer: 1 });
     assert!(matches!(apply(&mut state, 13, lost), Response::TrainerRemoved { .. }));
@@ -196,14 +196,15 @@ fn restoring_a_progress_checkpoint_redoes_what_was_done_after_it() {
     assert_eq!(apply(&mut state, 50, restore()), Response::ProgressRestored { pass: 0, todo: 2 });
     let twice = job(&state, "a");
     assert_eq!(twice.status(), once.status(), "restoring again changes nothing");
-    let late = in_job("a", Command::TaskFinished { task: pending.task, epoch: pending.epoch });
+    let late =
+        in_job("a", Command::TaskFinished { task_id: pending.task_id, epoch: pending.epoch });
     assert_eq!(apply(&mut state, 51, late), Response::Stale, "pending before the restore");
     let unknown = apply(&mut state, 51, in_job("a", Command::RestoreJob { checkpoint: 9 }));
     assert!(matches!(unknown, Response::Rejected { ref reason } if reason.contains("kept: [1]")));
 
     tracing::info!("--- pass 0 again: exactly the tasks not done at the checkpoint");
     let redone = finish_tasks(&mut state, "a", 1, 2);
-    let mut expected: Vec<u64> = (0..4).filter(|task| !before.contains(task)).collect();
+    let mut expected: Vec<u64> = (0..4).filter(|task_id| !before.contains(task_id)).collect();
     let mut redone_sorted = redone.clone();
     redone_sorted.sort_unstable();
     expected.sort_unstable();
@@ -333,12 +334,12 @@ impl JobDriver {
                 (Some(client), Command::GetTask { trainer, pass })
             }
             Op::Finish { client, pick } => {
-                let (task, epoch) = self.target(pick);
-                (Some(client), Command::TaskFinished { task, epoch })
+                let (task_id, epoch) = self.target(pick);
+                (Some(client), Command::TaskFinished { task_id, epoch })
             }
             Op::Fail { client, pick } => {
-                let (task, epoch) = self.target(pick);
-                (Some(client), Command::TaskFailed { task, epoch, reason: "bad".into() })
+                let (task_id, epoch) = self.target(pick);
+                (Some(client), Command::TaskFailed { task_id, epoch, reason: "bad".into() })
             }
             Op::Expire => (None, Command::ExpireTasks),
             Op::Lost { trainer } => (None, Command::TrainerLost { trainer }),
@@ -370,7 +371,7 @@ impl JobDriver {
 
     fn observe(&mut self, response: &Response) {
         match response {
-            Response::Task(task) => self.assignments.push((task.task, task.epoch)),
+            Response::Task(task) => self.assignments.push((task.task_id, task.epoch)),
             Response::PassBefore { current } | Response::PassAfter { current } => {
                 self.pass = *current
             }

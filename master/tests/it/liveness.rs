@@ -67,15 +67,15 @@ fn play(
     assignment: &TaskAssignment,
     step: usize,
 ) -> u64 {
-    let (task, epoch) = (assignment.task, assignment.epoch);
+    let (task_id, epoch) = (assignment.task_id, assignment.epoch);
     *now_ms += 10;
     match outcome {
         Outcome::Finish => {
-            apply(state, *now_ms, Command::TaskFinished { task, epoch }, step);
+            apply(state, *now_ms, Command::TaskFinished { task_id, epoch }, step);
         }
         Outcome::Fail => {
             let reason = "bad chunk".to_string();
-            apply(state, *now_ms, Command::TaskFailed { task, epoch, reason }, step);
+            apply(state, *now_ms, Command::TaskFailed { task_id, epoch, reason }, step);
         }
         Outcome::Timeout => {
             // Another trainer's timeout in this round may already have expired this task.

@@ -84,9 +84,9 @@ fn finish_one(state: &mut MasterState) -> u64 {
     let Response::Task(task) = apply(state, 10, Command::GetTask { trainer: 1, pass }) else {
         panic!("a task is handed out")
     };
-    let report = Command::TaskFinished { task: task.task, epoch: task.epoch };
+    let report = Command::TaskFinished { task_id: task.task_id, epoch: task.epoch };
     assert_eq!(apply(state, 20, report), Response::Accepted);
-    task.task
+    task.task_id
 }
 
 /// A progress checkpoint asks every slot (by heartbeat) for its own checkpoint until it
@@ -236,7 +236,7 @@ fn the_last_task_finished_while_a_restore_waits_does_not_end_the_job() {
     };
     let restore = Command::RestoreProgress { checkpoint: 1, data_only: false };
     assert_eq!(apply(&mut state, 50, restore), Response::RestoreWaiting { pass: 0, pservers: 2 });
-    let report = Command::TaskFinished { task: last.task, epoch: last.epoch };
+    let report = Command::TaskFinished { task_id: last.task_id, epoch: last.epoch };
     assert_eq!(apply(&mut state, 51, report), Response::Accepted);
     assert_eq!(job(&state).ended(), None, "the job does not end while the restore waits");
     for (index, generation) in [(0, 1), (1, 2)] {

@@ -83,10 +83,11 @@ impl Driver {
 
     /// The (task, epoch) a report names: a known dispatch, one epoch older when `stale`.
     fn report_target(&self, pick: usize, stale: bool) -> (u64, u64) {
-        let Some((task, epoch)) = self.assignments.get(pick % self.assignments.len().max(1)) else {
+        let Some((task_id, epoch)) = self.assignments.get(pick % self.assignments.len().max(1))
+        else {
             return (0, 1);
         };
-        (*task, if stale { epoch.saturating_sub(1) } else { *epoch })
+        (*task_id, if stale { epoch.saturating_sub(1) } else { *epoch })
     }
 
     /// The request for `op`, or `None` for steps that only move time.
@@ -130,12 +131,12 @@ impl Driver {
                 self.stamped(client, Command::GetTask { trainer, pass })
             }
             Op::Finish { client, pick, stale } => {
-                let (task, epoch) = self.report_target(pick, stale);
-                self.stamped(client, Command::TaskFinished { task, epoch })
+                let (task_id, epoch) = self.report_target(pick, stale);
+                self.stamped(client, Command::TaskFinished { task_id, epoch })
             }
             Op::Fail { client, pick, stale } => {
-                let (task, epoch) = self.report_target(pick, stale);
-                self.stamped(client, Command::TaskFailed { task, epoch, reason: "bad".into() })
+                let (task_id, epoch) = self.report_target(pick, stale);
+                self.stamped(client, Command::TaskFailed { task_id, epoch, reason: "bad".into() })
             }
             Op::Expire => self.leader(Command::ExpireTasks),
             Op::Lost { trainer } => self.leader(Command::TrainerLost { trainer }),
@@ -167,7 +168,7 @@ impl Driver {
     /// Learns from a response; asserts that a retry was answered with the original response.
     fn observe(&mut self, op: &Op, request: &Request, response: &Response) {
         if let Response::Task(assignment) = response {
-            self.assignments.push((assignment.task, assignment.epoch));
+            self.assignments.push((assignment.task_id, assignment.epoch));
         }
         let Some(stamp) = request.client else { return };
         let index = usize::try_from(stamp.client_id).expect("small");
@@ -191,28 +192,29 @@ impl Driver {
 /// RecordIO task's chunks are consecutive from chunk `task * chunks_per_task` (the test's
 /// chunks have offsets equal to their positions; task 0 is a whole group), an index task's
 /// range is `[task * shard_size, min(size, (task + 1) * shard_size))`.
-fn check_covered(state: &MasterState, task: u64) -> Result<(), String> {
-    let data = |task| state.sole().task_data(task).ok_or("no dataset, yet a task was handed out");
-    match data(task)? {
+fn check_covered(state: &MasterState, task_id: u64) -> Result<(), String> {
+    let data =
+        |task_id| state.sole().task_data(task_id).ok_or("no dataset, yet a task was handed out");
+    match data(task_id)? {
         TaskData::Chunks(chunks) => {
             let TaskData::Chunks(group) = data(0)? else { return Err("task 0 differs".into()) };
-            let first = task * group.len() as u64;
+            let first = task_id * group.len() as u64;
             let offsets: Vec<u64> = chunks.iter().map(|chunk| chunk.offset).collect();
             let expected: Vec<u64> = (first..first + offsets.len() as u64).collect();
             let whole = !chunks.is_empty() && chunks.len() <= group.len();
             (whole && offsets == expected)
                 .then_some(())
-                .ok_or(format!("task {task} covers chunks {offsets:?}"))
+                .ok_or(format!("task {task_id} covers chunks {offsets:?}"))
         }
         TaskData::IndexRange { start, end } => {
             let Some(DatasetKindView::IndexRange { size, shard_size }) = state.status().dataset
             else {
-                return Err(format!("task {task} covers {start}..{end} of a RecordIO job"));
+                return Err(format!("task {task_id} covers {start}..{end} of a RecordIO job"));
             };
-            let expected = task * shard_size..((task + 1) * shard_size).min(size);
+            let expected = task_id * shard_size..((task_id + 1) * shard_size).min(size);
             ((start..end) == expected)
                 .then_some(())
-                .ok_or(format!("task {task} covers {start}..{end}, not {expected:?}"))
+                .ok_or(format!("task {task_id} covers {start}..{end}, not {expected:?}"))
         }
     }
 }
@@ -259,7 +261,7 @@ proptest! {
             checked("random sequence", index, &before, &replica);
             prop_assert_eq!(&other.apply(&request), &response);
             if let Response::Task(assignment) = &response {
-                prop_assert_eq!(check_covered(&replica, assignment.task), Ok(()));
+                prop_assert_eq!(check_covered(&replica, assignment.task_id), Ok(()));
             }
             driver.observe(op, &request, &response);
         }

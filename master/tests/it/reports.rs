@@ -14,7 +14,7 @@ fn check(name: &str, steps: Vec<Step>, failed_tasks: &[(u64, &str)]) {
     let state = run(name, &steps);
     let expected: Vec<FailedTaskView> = failed_tasks
         .iter()
-        .map(|(task, reason)| FailedTaskView { task: *task, reason: reason.to_string() })
+        .map(|(task_id, reason)| FailedTaskView { task_id: *task_id, reason: reason.to_string() })
         .collect();
     assert_eq!(state.status().failed_tasks, expected, "{name}: failed tasks");
 }
@@ -165,12 +165,12 @@ fn status_lists_a_bounded_number_of_failed_tasks() {
     let shown_max = master::state::FAILED_TASKS_SHOWN_MAX as u64;
     let task_count = shown_max + 20;
     let mut steps = setup(task_count, 1, zero_failures());
-    for task in 0..task_count {
-        steps.push(at(0, get(1, 0), crate::support::task(task, 1, 0, 1000)));
-        steps.push(at(0, failed(task, 1, "corrupt"), is(Response::Accepted)));
+    for task_id in 0..task_count {
+        steps.push(at(0, get(1, 0), crate::support::task(task_id, 1, 0, 1000)));
+        steps.push(at(0, failed(task_id, 1, "corrupt"), is(Response::Accepted)));
     }
     let status = crate::support::run_unchecked("every task fails", &steps).status();
     assert_eq!(status.failed_count, task_count);
     assert_eq!(status.failed_tasks.len() as u64, shown_max);
-    assert_eq!(status.failed_tasks.last().map(|failed| failed.task), Some(shown_max - 1));
+    assert_eq!(status.failed_tasks.last().map(|failed| failed.task_id), Some(shown_max - 1));
 }

@@ -12,7 +12,7 @@ pub(crate) enum Expect {
     /// Exactly this response.
     Is(Response),
     /// A task assignment with these fields (chunks are checked by `Is` where they matter).
-    Task { task: u64, epoch: u64, pass: u32, deadline_ms: u64 },
+    Task { task_id: u64, epoch: u64, pass: u32, deadline_ms: u64 },
     /// A rejection whose reason contains this text.
     RejectedWith(&'static str),
 }
@@ -103,9 +103,9 @@ pub(crate) fn checked(name: &str, index: usize, before: &MasterState, after: &Ma
 fn matches(expect: &Expect, response: &Response) -> bool {
     match (expect, response) {
         (Expect::Is(expected), actual) => expected == actual,
-        (Expect::Task { task, epoch, pass, deadline_ms }, Response::Task(assignment)) => {
-            (assignment.task, assignment.epoch, assignment.pass, assignment.deadline_ms)
-                == (*task, *epoch, *pass, *deadline_ms)
+        (Expect::Task { task_id, epoch, pass, deadline_ms }, Response::Task(assignment)) => {
+            (assignment.task_id, assignment.epoch, assignment.pass, assignment.deadline_ms)
+                == (*task_id, *epoch, *pass, *deadline_ms)
         }
         (Expect::RejectedWith(text), Response::Rejected { reason }) => reason.contains(text),
         _ => false,
@@ -136,8 +136,8 @@ pub(crate) fn is(response: Response) -> Expect {
     Expect::Is(response)
 }
 
-pub(crate) fn task(task: u64, epoch: u64, pass: u32, deadline_ms: u64) -> Expect {
-    Expect::Task { task, epoch, pass, deadline_ms }
+pub(crate) fn task(task_id: u64, epoch: u64, pass: u32, deadline_ms: u64) -> Expect {
+    Expect::Task { task_id, epoch, pass, deadline_ms }
 }
 
 /// The policy most scripts use: one chunk per task, 1 s minimum timeout, k = 2, a task fails
@@ -200,12 +200,12 @@ pub(crate) fn get(trainer: u64, pass: u32) -> Command {
     Command::GetTask { trainer, pass }
 }
 
-pub(crate) fn finished(task: u64, epoch: u64) -> Command {
-    Command::TaskFinished { task, epoch }
+pub(crate) fn finished(task_id: u64, epoch: u64) -> Command {
+    Command::TaskFinished { task_id, epoch }
 }
 
-pub(crate) fn failed(task: u64, epoch: u64, reason: &str) -> Command {
-    Command::TaskFailed { task, epoch, reason: reason.to_string() }
+pub(crate) fn failed(task_id: u64, epoch: u64, reason: &str) -> Command {
+    Command::TaskFailed { task_id, epoch, reason: reason.to_string() }
 }
 
 pub(crate) fn lost(trainer: u64) -> Command {

@@ -123,23 +123,23 @@ impl Completions {
             _ => {}
         }
         if let Response::Task(assignment) = response {
-            let (task, pass) = (assignment.task, assignment.pass);
-            if let Some((finished_pass, index)) = self.finished.get(&task) {
+            let (task_id, pass) = (assignment.task_id, assignment.pass);
+            if let Some((finished_pass, index)) = self.finished.get(&task_id) {
                 if *finished_pass == pass {
                     return Err(Violation::new(
                         "client-visible safety",
                         format!(
-                            "task {task} of job {job:?} was accepted as finished in pass {pass} \
+                            "task {task_id} of job {job:?} was accepted as finished in pass {pass} \
                              at index {index}, and dispatched again in that pass by {log_id}"
                         ),
                     ));
                 }
             }
-            self.dispatched_pass.insert(task, pass);
+            self.dispatched_pass.insert(task_id, pass);
         }
-        if let (Command::TaskFinished { task, .. }, Response::Accepted) = (command, response) {
-            let pass = self.dispatched_pass.get(task).copied().unwrap_or(0);
-            self.finished.insert(*task, (pass, log_id.index));
+        if let (Command::TaskFinished { task_id, .. }, Response::Accepted) = (command, response) {
+            let pass = self.dispatched_pass.get(task_id).copied().unwrap_or(0);
+            self.finished.insert(*task_id, (pass, log_id.index));
         }
         Ok(())
     }
@@ -149,17 +149,21 @@ impl Completions {
 fn fact(command: &Command, response: &Response) -> Option<Fact> {
     match (command, response) {
         (_, Response::Task(assignment)) => {
-            Some(Fact::Dispatched { task: assignment.task, epoch: assignment.epoch })
+            Some(Fact::Dispatched { task_id: assignment.task_id, epoch: assignment.epoch })
         }
         (
-            Command::TaskFinished { task, epoch }
-            | Command::TaskFailed { task, epoch, .. }
-            | Command::TaskFailedWithFault { task, epoch, .. },
+            Command::TaskFinished { task_id, epoch }
+            | Command::TaskFailed { task_id, epoch, .. }
+            | Command::TaskFailedWithFault { task_id, epoch, .. },
             _,
         ) => {
             let accepted = *response == Response::Accepted;
             let stale = *response == Response::Stale;
-            (accepted || stale).then_some(Fact::Reported { task: *task, epoch: *epoch, accepted })
+            (accepted || stale).then_some(Fact::Reported {
+                task_id: *task_id,
+                epoch: *epoch,
+                accepted,
+            })
         }
         (_, Response::TrainerRegistered { trainer }) => {
             Some(Fact::Registered { trainer: *trainer })

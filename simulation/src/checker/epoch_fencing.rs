@@ -30,20 +30,20 @@ impl EpochFencing {
             let Some(job) = jobs.job_of(&request.command)? else { continue };
             let latest_epoch = self.latest_epoch.of(job);
             if let Response::Task(assignment) = response {
-                latest_epoch.insert(assignment.task, assignment.epoch);
+                latest_epoch.insert(assignment.task_id, assignment.epoch);
             }
-            let (Command::TaskFinished { task, epoch }
-            | Command::TaskFailed { task, epoch, .. }
-            | Command::TaskFailedWithFault { task, epoch, .. }) = request.command.scoped().1
+            let (Command::TaskFinished { task_id, epoch }
+            | Command::TaskFailed { task_id, epoch, .. }
+            | Command::TaskFailedWithFault { task_id, epoch, .. }) = request.command.scoped().1
             else {
                 continue;
             };
-            let latest = latest_epoch.get(task).copied();
+            let latest = latest_epoch.get(task_id).copied();
             if *response == Response::Accepted && latest != Some(*epoch) {
                 return Err(Violation::new(
                     "epoch fencing",
                     format!(
-                        "entry {} accepted a report for task {task} epoch {epoch} of job \
+                        "entry {} accepted a report for task {task_id} epoch {epoch} of job \
                          {job:?}, but its latest dispatch is epoch {latest:?}",
                         applied.log_id
                     ),

@@ -39,7 +39,7 @@ pub(super) async fn work_or_stop(
         Ok(done) => done.map(|()| false),
         Err(_) => {
             tracing::warn!(
-                task = task.id,
+                task = task.task_id,
                 "stopping before the task could be finished and reported"
             );
             Ok(false)
@@ -48,7 +48,7 @@ pub(super) async fn work_or_stop(
 }
 
 /// Trains on one task and reports it; a task whose data is bad is reported failed.
-#[tracing::instrument(level = "info", name = "task", skip_all, fields(task = task.id, epoch = task.epoch, pass = task.pass))]
+#[tracing::instrument(level = "info", name = "task", skip_all, fields(task = task.task_id, epoch = task.epoch, pass = task.pass))]
 async fn work_on(
     master: &MasterClient,
     stepper: &mut Stepper,
@@ -63,10 +63,10 @@ async fn work_on(
     local_faults.read_ok();
     let examples = stepper.train(&batches).await?;
     let accepted =
-        master.task_finished(task.id, task.epoch).await.context("report a finished task")?;
+        master.task_finished(task.task_id, task.epoch).await.context("report a finished task")?;
     if !accepted {
         tracing::info!(
-            task = task.id,
+            task = task.task_id,
             epoch = task.epoch,
             "the master had already given the task to another trainer"
         );
@@ -87,9 +87,9 @@ async fn report_unreadable(
 ) -> anyhow::Result<()> {
     let fault = error.fault();
     let reason = error.to_string();
-    tracing::warn!(task = task.id, ?fault, %reason, "task data unusable; reporting it failed");
+    tracing::warn!(task = task.task_id, ?fault, %reason, "task data unusable; reporting it failed");
     master
-        .task_failed(task.id, task.epoch, &reason, fault)
+        .task_failed(task.task_id, task.epoch, &reason, fault)
         .await
         .context("report a failed task")?;
     progress.task_failed();

@@ -95,7 +95,7 @@ pub(super) async fn get_task(
         Response::Task(assignment) => {
             metrics::counter!("raftrain_master_tasks_dispatched_total").increment(1);
             let job = job()?;
-            let data = rpc.node.read(|state| state.job(job)?.task_data(assignment.task));
+            let data = rpc.node.read(|state| state.job(job)?.task_data(assignment.task_id));
             // The dataset is fixed once accepted, and a task answer needs one.
             let data = data.ok_or_else(|| unexpected("GetTask", Response::NoDataset))?;
             reply(Outcome::Task, Some(task(&assignment, &data)), assignment.pass)
@@ -119,7 +119,7 @@ pub(super) async fn task_progress(
 ) -> Reply<pb::TaskProgressReply> {
     let request = request.into_inner();
     let client = stamp(request.stamp)?;
-    let command = Command::TaskProgress { task: request.task_id, epoch: request.epoch };
+    let command = Command::TaskProgress { task_id: request.task_id, epoch: request.epoch };
     let reply = |held, timeout_ms, job_cancelled| {
         Ok(tonic::Response::new(pb::TaskProgressReply { held, timeout_ms, job_cancelled }))
     };
@@ -143,7 +143,7 @@ pub(super) async fn task_finished(
         let pending = rpc.node.read(|state| state.job(job)?.pending_epoch(request.task_id));
         epoch = pending.unwrap_or(epoch);
     }
-    let command = for_job(&request.job, Command::TaskFinished { task: request.task_id, epoch });
+    let command = for_job(&request.job, Command::TaskFinished { task_id: request.task_id, epoch });
     if crate::planted::active("answer-before-commit") {
         let proposer = rpc.proposer.clone();
         tokio::spawn(async move { proposer.propose(Some(client), command).await });
@@ -172,7 +172,7 @@ pub(super) async fn task_failed(
         Ok(pb::task_failed_request::Fault::Content) | Err(_) => Fault::Content,
     };
     let command = Command::TaskFailedWithFault {
-        task: request.task_id,
+        task_id: request.task_id,
         epoch: request.epoch,
         reason: crate::state::truncate_reason(&request.reason, FAILURE_REASON_BYTES_MAX),
         fault,
