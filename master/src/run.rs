@@ -73,26 +73,9 @@ pub async fn run(
         None => None,
     };
     node.bootstrap().await.context("bootstrap the master group")?;
-    let core_stopped = tokio::select! {
-        () = shutdown => None,
-        reason = node.core_stopped() => Some(reason),
-    };
-    match &core_stopped {
-        None => {
-            tracing::info!("master shutting down");
-            hand_off(&node).await;
-        }
-        Some(reason) => tracing::error!(%reason, "the Raft core stopped; exiting"),
-    }
-    replica.stop().await?;
-    let served = servers.join(Duration::from_millis(DRAIN_MS_MAX)).await;
-    health_keeper.await.context("the health keeper panicked")?;
-    if let Some((metrics, recorder)) = metrics {
-        metrics.await.context("the metrics server panicked")?;
-        if let Some(recorder) = recorder {
-            recorder.await.context("the dashboard's recorder panicked")?;
-        }
-    }
+    let core_stopped = until_stopped(&node, shutdown).await;
+    let serving = Serving { replica, servers, health_keeper, metrics };
+    let served = serving.stop().await?;
     let stopped = node.shutdown().await.context("stop the Raft node");
     if let Some(reason) = core_stopped {
         // Exit with an error, so that whatever supervises this master restarts it on its
@@ -101,6 +84,51 @@ pub async fn run(
     }
     stopped?;
     served.context("serve the master")
+}
+
+/// Waits for `shutdown` (then hands leadership off, if this node leads) or for the Raft core
+/// to stop (its reason).
+async fn until_stopped(
+    node: &ConsensusNode<ReplicatedState>,
+    shutdown: impl Future<Output = ()>,
+) -> Option<String> {
+    let core_stopped = tokio::select! {
+        () = shutdown => None,
+        reason = node.core_stopped() => Some(reason),
+    };
+    match &core_stopped {
+        None => {
+            tracing::info!("master shutting down");
+            hand_off(node).await;
+        }
+        Some(reason) => tracing::error!(%reason, "the Raft core stopped; exiting"),
+    }
+    core_stopped
+}
+
+/// What a running master stops when it winds down, in this order.
+struct Serving {
+    replica: Replica,
+    servers: Servers,
+    health_keeper: tokio::task::JoinHandle<()>,
+    metrics: Option<MetricsTasks>,
+}
+
+impl Serving {
+    /// Stops the leader's duties, drains the servers (their result, returned) and waits for
+    /// every task; an error only when one of them panicked.
+    async fn stop(self) -> anyhow::Result<anyhow::Result<()>> {
+        self.replica.stop().await?;
+        let served = self.servers.join(Duration::from_millis(DRAIN_MS_MAX)).await;
+        self.health_keeper.await.context("the health keeper panicked")?;
+        if let Some((metrics, recorder)) = self.metrics {
+            metrics.await.context("the metrics server panicked")?;
+            if let Some(recorder) = recorder {
+                recorder.await.context("the dashboard's recorder panicked")?;
+            }
+        }
+        Ok(served)
+    }
 }
 
 /// How long a stopping leader may take to hand leadership to a caught-up follower: a few

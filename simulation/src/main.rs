@@ -97,30 +97,41 @@ fn main() -> anyhow::Result<()> {
         production: Vec::leak(args.plant.iter().map(|bug| &*String::leak(bug.clone())).collect()),
     };
     simulation::planted::check_available(bugs.production)?;
-    if let Some(seed) = args.seed {
-        let config = SimulationConfig {
-            verbose: args.verbose,
-            trace_lines: args.trace_lines,
-            ..args.configure(SimulationConfig::new(seed))
-        };
-        let report = run(&config.with_bugs(bugs))?;
-        report.trace_tail.iter().for_each(|line| println!("{line}"));
-        for (job, seen) in &report.tasks_seen {
-            println!(
-                "seed {seed}: job {job}: {} tasks dispatched, {} finished",
-                seen.dispatched, seen.finished
-            );
-        }
-        println!(
-            "seed {seed}: trace hash {:016x}, {} events, {} simulated ms",
-            report.trace_hash, report.event_count, report.simulated_ms
-        );
-        match report.violation {
-            None => println!("seed {seed}: ok"),
-            Some(violation) => anyhow::bail!("--seed {seed}: {violation}"),
-        }
-        return Ok(());
+    match args.seed {
+        Some(seed) => replay(&args, seed, bugs),
+        None => sweep(&args, bugs),
     }
+}
+
+/// Runs one seed, printing its trace tail, the tasks each job saw and its verdict.
+fn replay(args: &Args, seed: u64, bugs: PlantedBugs) -> anyhow::Result<()> {
+    let config = SimulationConfig {
+        verbose: args.verbose,
+        trace_lines: args.trace_lines,
+        ..args.configure(SimulationConfig::new(seed))
+    };
+    let report = run(&config.with_bugs(bugs))?;
+    report.trace_tail.iter().for_each(|line| println!("{line}"));
+    for (job, seen) in &report.tasks_seen {
+        println!(
+            "seed {seed}: job {job}: {} tasks dispatched, {} finished",
+            seen.dispatched, seen.finished
+        );
+    }
+    println!(
+        "seed {seed}: trace hash {:016x}, {} events, {} simulated ms",
+        report.trace_hash, report.event_count, report.simulated_ms
+    );
+    match report.violation {
+        None => println!("seed {seed}: ok"),
+        Some(violation) => anyhow::bail!("--seed {seed}: {violation}"),
+    }
+    Ok(())
+}
+
+/// Runs `--seeds` seeds from `--start-seed` (again and again with `--forever`), printing each
+/// violation with its replay command and a summary per sweep.
+fn sweep(args: &Args, bugs: PlantedBugs) -> anyhow::Result<()> {
     let mut start = args.start_seed;
     loop {
         let configure = |config: SimulationConfig| args.configure(config).with_bugs(bugs);

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use client::JobStatus;
 use client::{ClientOptions, MasterClient};
+use indicatif::MultiProgress;
 use platform::security::Security;
 
 use super::cluster::{DemoCluster, Job};
@@ -48,19 +49,7 @@ pub async fn run(
             }
             () = tokio::time::sleep(Duration::from_millis(POLL_MS)) => {}
         }
-        let mut first = None;
-        for (index, job) in jobs.iter().enumerate() {
-            let Ok(status) = master.status_of(&job.name).await else { continue };
-            let Some(progress) = Progress::of(&status, job.passes) else { continue };
-            let display = displays[index].get_or_insert_with(|| {
-                let per_task = args.examples as f64 / progress.per_pass as f64;
-                Display::new(&bars, &label(jobs, job), job.passes, (progress.per_pass, per_task))
-            });
-            display.update(&status, progress.finished);
-            if index == 0 {
-                first = Some((status, progress));
-            }
-        }
+        let first = observe_jobs(&master, (args, jobs), &bars, &mut displays).await;
         // The faults strike the first job (and the group's leader), by its progress.
         if let (Some((status, progress)), Some(display)) = (first, displays[0].as_ref()) {
             let term = status.group.term;
@@ -79,6 +68,46 @@ pub async fn run(
             break;
         }
     }
+    report(&master, jobs, (baselines, &records), started, work).await?;
+    if args.keep {
+        keep_dashboard_up(&mut cluster).await;
+    }
+    Ok(())
+}
+
+/// Updates every job's display from the masters' status; the first job's status and
+/// progress, once it shows any.
+async fn observe_jobs(
+    master: &MasterClient,
+    (args, jobs): (&DemoArgs, &[Job]),
+    bars: &MultiProgress,
+    displays: &mut [Option<Display>],
+) -> Option<(JobStatus, Progress)> {
+    let mut first = None;
+    for (index, job) in jobs.iter().enumerate() {
+        let Ok(status) = master.status_of(&job.name).await else { continue };
+        let Some(progress) = Progress::of(&status, job.passes) else { continue };
+        let display = displays[index].get_or_insert_with(|| {
+            let per_task = args.examples as f64 / progress.per_pass as f64;
+            Display::new(bars, &label(jobs, job), job.passes, (progress.per_pass, per_task))
+        });
+        display.update(&status, progress.finished);
+        if index == 0 {
+            first = Some((status, progress));
+        }
+    }
+    first
+}
+
+/// The end of the demo: its time, each job's accuracy against its one-process baseline, each
+/// fault's recovery, and where the logs are.
+async fn report(
+    master: &MasterClient,
+    jobs: &[Job],
+    (baselines, records): (Vec<Baseline>, &[FaultRecord]),
+    started: Instant,
+    work: &Path,
+) -> anyhow::Result<()> {
     let seconds = started.elapsed().as_secs_f64();
     match jobs.len() {
         1 => println!("\njob finished in {seconds:.1} s"),
@@ -90,15 +119,12 @@ pub async fn run(
             1 => "the job".to_string(),
             _ => format!("job {}", job.name),
         };
-        summary(&master, (job, &named), baseline, work).await?;
+        summary(master, (job, &named), baseline, work).await?;
     }
-    for record in &records {
+    for record in records {
         println!("fault: {}", record.summary());
     }
     println!("logs: {}", work.join("logs").display());
-    if args.keep {
-        keep_dashboard_up(&mut cluster).await;
-    }
     Ok(())
 }
 
@@ -163,8 +189,11 @@ fn strike(
     Ok(FaultRecord::new(fault, detail, finished, term))
 }
 
+/// The one-process training of a job, for comparison, running beside the demo.
+type Baseline = tokio::task::JoinHandle<anyhow::Result<Evaluation>>;
+
 /// The single-process run's accuracy on the job's data, computed while the cluster trains.
-fn baseline(job: &Job) -> tokio::task::JoinHandle<anyhow::Result<Evaluation>> {
+fn baseline(job: &Job) -> Baseline {
     let (train, eval, model, classes, passes) =
         (job.train.clone(), job.eval.clone(), job.model.clone(), job.classes as usize, job.passes);
     tokio::task::spawn_blocking(move || {
