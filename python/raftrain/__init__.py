@@ -13,7 +13,7 @@ message. Importing `raftrain` needs NumPy only.
 
 import os
 
-from . import _native, errors, recordio
+from . import _logging, _native, errors, recordio
 from .errors import (
     DataError,
     DeadlineExceeded,
@@ -32,9 +32,12 @@ from .example import Example
 from .pserver import PServerClient
 from .task_client import Step, StepKind, Task, TaskClient, Waiting, status
 
-# A forked child (a DataLoader worker) must not inherit standard error's lock held by one of
-# the parent's runtime threads writing a log line (src/fork_guard.rs).
-os.register_at_fork(before=_native.before_fork, after_in_parent=_native.after_fork, after_in_child=_native.after_fork)
+# A forked child (a DataLoader worker) must not inherit standard error's lock or the log
+# queue's held by one of the parent's runtime threads (src/fork_guard.rs); it forwards its own
+# log events to `logging` (_logging.py).
+os.register_at_fork(before=_native.before_fork, after_in_parent=_native.after_fork, after_in_child=_native.after_fork_in_child)
+os.register_at_fork(after_in_child=_logging.start)
+_logging.start()
 
 __all__ = [
     "DataError",

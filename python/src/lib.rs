@@ -8,7 +8,8 @@
 //! Code map: `runtime` is the per-process tokio runtime and `wait` (GIL released, signals
 //! checked); `errors` maps every error to a `raftrain.errors` exception and catches panics;
 //! `connection` turns the constructors' arguments into client options; `process_bound` refuses
-//! an object used after `fork`, and `fork_guard` holds standard error across one;
+//! an object used after `fork`, and `fork_guard` holds standard error and the log queue across
+//! one; `log_forward` hands Rust's log events to Python's `logging`;
 //! `task_client` and `task` are the task queue, `status` the job's status; `recordio` and
 //! `example` the data; `pserver_client` the parameter servers.
 
@@ -16,6 +17,7 @@ mod connection;
 mod errors;
 mod example;
 mod fork_guard;
+mod log_forward;
 mod process_bound;
 mod pserver_client;
 mod recordio;
@@ -27,8 +29,8 @@ mod walk_step;
 
 use pyo3::prelude::*;
 
-/// The environment variable naming what the Rust code logs to standard error (a `tracing`
-/// filter such as `warn` or `client=debug`); `warn` when unset.
+/// The environment variable naming what the Rust code hands to Python's `logging` (a
+/// `tracing` filter such as `warn` or `client=debug`); `warn` when unset.
 const LOG_ENV: &str = "RAFTRAIN_LOG";
 
 #[pymodule]
@@ -48,15 +50,19 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(status::status_json, module)?)?;
     module.add_function(wrap_pyfunction!(fork_guard::before_fork, module)?)?;
     module.add_function(wrap_pyfunction!(fork_guard::after_fork, module)?)?;
+    module.add_function(wrap_pyfunction!(fork_guard::after_fork_in_child, module)?)?;
+    module.add_function(wrap_pyfunction!(log_forward::next_log, module)?)?;
     module.add("SIGNAL_CHECK_MS", runtime::SIGNAL_CHECK_MS)?;
     Ok(())
 }
 
-/// The Rust side's warnings (a call waiting for a leader, a heartbeat failing) go to standard
-/// error, as the Rust trainer's do; a process that already installed a subscriber keeps it.
+/// The Rust side's warnings (a call waiting for a leader, a heartbeat failing) go to Python's
+/// `logging` (`log_forward`); a process that already installed a subscriber keeps it.
 fn install_logging() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_ENV)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let layers = tracing_subscriber::registry().with(filter).with(log_forward::ForwardLayer);
+    let _ = layers.try_init();
 }
