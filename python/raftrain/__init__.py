@@ -12,6 +12,7 @@ message. Importing `raftrain` needs NumPy only.
 """
 
 import os
+from importlib.metadata import PackageNotFoundError, version
 
 from . import _logging, _native, errors, recordio
 from .errors import (
@@ -32,6 +33,12 @@ from .example import Example
 from .pserver import PServerClient
 from .task_client import Step, StepKind, Task, TaskClient, Waiting, status
 
+try:
+    #: The installed package's version (the extension crate's, python/Cargo.toml).
+    __version__ = version("raftrain")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "unknown"
+
 # A forked child (a DataLoader worker) must not inherit standard error's lock or the log
 # queue's held by one of the parent's runtime threads (src/fork_guard.rs); it forwards its own
 # log events to `logging` (_logging.py).
@@ -40,6 +47,7 @@ os.register_at_fork(after_in_child=_logging.start)
 _logging.start()
 
 __all__ = [
+    "__version__",
     "DataError",
     "DeadlineExceeded",
     "Error",
