@@ -87,7 +87,7 @@ pub(crate) fn slot_lease(
         return Err(malformed("ClaimPServerSlot", "a granted slot without a generation"));
     }
     Ok(Some(SlotLease {
-        index: reply.index,
+        slot: reply.index,
         generation: reply.generation,
         secret,
         lease_ms: reply.lease_ms,
@@ -132,7 +132,7 @@ pub(crate) fn pserver_table(reply: pb::ListPServersReply) -> PServerTable {
         .pservers
         .into_iter()
         .map(|pserver| PServerEntry {
-            index: pserver.index,
+            slot: pserver.index,
             addr: pserver.addr,
             generation: pserver.generation,
         })
@@ -184,7 +184,7 @@ mod tests {
         assert!(slot_lease(claim(true, 0), secret).is_err(), "a granted slot without a generation");
         assert_eq!(slot_lease(claim(false, 0), secret).expect("converts"), None);
         let lease = slot_lease(claim(true, 7), secret).expect("converts").expect("granted");
-        assert_eq!((lease.index, lease.generation, lease.lease_ms, lease.job_id), (1, 7, 5, 3));
+        assert_eq!((lease.slot, lease.generation, lease.lease_ms, lease.job_id), (1, 7, 5, 3));
         assert_eq!(lease.model_restore, 2);
         assert_eq!(lease.secret, secret, "the caller's own secret");
     }

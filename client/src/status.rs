@@ -103,7 +103,7 @@ pub struct TrainerStatus {
 /// A held pserver slot and its newest recorded checkpoint (step and creation time), if any.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PServerStatus {
-    pub index: u32,
+    pub slot: u32,
     pub addr: String,
     pub generation: u64,
     pub checkpoint: Option<CheckpointStatus>,
@@ -186,7 +186,7 @@ impl PServerStatus {
     fn to_json(&self) -> Value {
         let step = self.checkpoint.map(|checkpoint| checkpoint.step);
         let created_ms = self.checkpoint.map(|checkpoint| checkpoint.created_ms);
-        json!({"index": self.index, "addr": self.addr, "generation": self.generation, "checkpoint_step": step, "checkpoint_created_ms": created_ms})
+        json!({"index": self.slot, "addr": self.addr, "generation": self.generation, "checkpoint_step": step, "checkpoint_created_ms": created_ms})
     }
 }
 
@@ -232,7 +232,7 @@ mod tests {
         let group =
             GroupView { leader_id: Some(2), term: 5, members: vec![member], ..Default::default() };
         let pserver = PServerStatus {
-            index: 1,
+            slot: 1,
             checkpoint: Some(CheckpointStatus { step: 7, created_ms: 9 }),
             ..Default::default()
         };

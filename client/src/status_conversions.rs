@@ -84,7 +84,7 @@ fn trainer(trainer: pb::Trainer) -> TrainerStatus {
 fn pserver(pserver: pb::PServer) -> PServerStatus {
     let created_ms = pserver.checkpoint_created_ms;
     PServerStatus {
-        index: pserver.index,
+        slot: pserver.index,
         addr: pserver.addr,
         generation: pserver.generation,
         checkpoint: pserver.checkpoint_step.map(|step| CheckpointStatus { step, created_ms }),

@@ -177,11 +177,11 @@ impl MasterClient {
         step: u64,
     ) -> Result<SlotHeartbeat, ClientError> {
         let timeout = self.rpc_timeout();
-        let (index, generation, secret) = holder(lease);
+        let (slot, generation, secret) = holder(lease);
         let reply = self
             .call("PServerHeartbeat", |mut service| {
                 let request = pb::PServerHeartbeatRequest {
-                    index,
+                    index: slot,
                     addr: addr.into(),
                     generation,
                     secret: secret.clone(),
@@ -227,12 +227,12 @@ impl MasterClient {
         restore: u64,
     ) -> Result<(), ClientError> {
         let timeout = self.rpc_timeout();
-        let (index, generation, secret) = holder(lease);
+        let (slot, generation, secret) = holder(lease);
         self.write("ReportReloaded", |mut service, stamp| {
             let request = pb::ReportReloadedRequest {
                 stamp: Some(stamp),
                 job: self.job().to_string(),
-                index,
+                index: slot,
                 generation,
                 secret: secret.clone(),
                 restore,
@@ -253,12 +253,12 @@ impl MasterClient {
         reason: &str,
     ) -> Result<(), ClientError> {
         let timeout = self.rpc_timeout();
-        let (index, generation, secret) = holder(lease);
+        let (slot, generation, secret) = holder(lease);
         self.call("ReportReloaded", |mut service| {
             let request = pb::ReportReloadedRequest {
                 stamp: None,
                 job: self.job().to_string(),
-                index,
+                index: slot,
                 generation,
                 secret: secret.clone(),
                 restore,
@@ -288,13 +288,13 @@ impl MasterClient {
     /// was still held under the lease's generation and is free now.
     pub async fn release_slot(&self, lease: &SlotLease) -> Result<bool, ClientError> {
         let timeout = self.rpc_timeout();
-        let (index, generation, secret) = holder(lease);
+        let (slot, generation, secret) = holder(lease);
         let reply = self
             .write("ReleasePServerSlot", |mut service, stamp| {
                 let request = pb::ReleasePServerSlotRequest {
                     stamp: Some(stamp),
                     job: self.job().to_string(),
-                    index,
+                    index: slot,
                     generation,
                     secret: secret.clone(),
                 };
@@ -312,12 +312,12 @@ impl MasterClient {
         for_progress: u64,
     ) -> Result<CheckpointRecorded, ClientError> {
         let timeout = self.rpc_timeout();
-        let (index, generation, secret) = holder(lease);
+        let (slot, generation, secret) = holder(lease);
         let reply = self
             .write("RecordCheckpoint", |mut service, stamp| {
                 let request = pb::RecordCheckpointRequest {
                     stamp: Some(stamp),
-                    index,
+                    index: slot,
                     meta: Some(checkpoint_to_proto(meta)),
                     generation,
                     secret: secret.clone(),
@@ -479,5 +479,5 @@ fn task_reported(call: &'static str, reply: &pb::TaskReportReply) -> Result<bool
 
 /// What every holder's call carries of its claim: slot, generation and secret.
 fn holder(lease: &SlotLease) -> (u32, u64, Bytes) {
-    (lease.index, lease.generation, Bytes::from(lease.secret.to_bytes()))
+    (lease.slot, lease.generation, Bytes::from(lease.secret.to_bytes()))
 }

@@ -116,12 +116,12 @@ pub enum SlotHeartbeat {
     JobEnded,
 }
 
-/// A granted pserver slot: serve `index`, and put `generation` and `secret` in every heartbeat
+/// A granted pserver slot: serve `slot`, and put `generation` and `secret` in every heartbeat
 /// and checkpoint record (trainers put `generation`, never the secret, in every request to
 /// this pserver).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlotLease {
-    pub index: u32,
+    pub slot: u32,
     pub generation: u64,
     /// The secret the claim carried (the caller's own; `Debug` does not print it).
     pub secret: SlotSecret,
@@ -150,7 +150,7 @@ pub enum CheckpointRecorded {
 /// One held pserver slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PServerEntry {
-    pub index: u32,
+    pub slot: u32,
     pub addr: String,
     pub generation: u64,
 }

@@ -61,7 +61,7 @@ impl ReplicatedState {
         // `pservers` lists every slot below `desired`, held or free.
         let slots = state.pservers();
         let desired = slots.len() as u32;
-        let held = slots.into_iter().filter_map(|slot| Some((slot.index, slot.holder?))).collect();
+        let held = slots.into_iter().filter_map(|slot| Some((slot.slot, slot.holder?))).collect();
         (desired, held)
     }
 
@@ -69,7 +69,7 @@ impl ReplicatedState {
     pub(crate) fn held_slots(&self) -> Vec<HeldSlot> {
         let jobs = self.state.jobs().map(|(job, _)| job).collect::<Vec<_>>();
         let held = jobs.into_iter().flat_map(|job| {
-            self.pserver_slots(job).1.into_iter().map(move |(index, holder)| (job, index, holder))
+            self.pserver_slots(job).1.into_iter().map(move |(slot, holder)| (job, slot, holder))
         });
         held.collect()
     }
@@ -83,11 +83,11 @@ impl ReplicatedState {
     pub(crate) fn slot_held(
         &self,
         job: u64,
-        index: u32,
+        slot: u32,
         generation: u64,
         secret: SlotSecret,
     ) -> bool {
-        self.job(job).is_some_and(|state| state.slot_held(index, generation, secret))
+        self.job(job).is_some_and(|state| state.slot_held(slot, generation, secret))
     }
 
     /// Whether job `name`'s progress checkpoint `id` asked its pservers for their checkpoints.
@@ -96,11 +96,11 @@ impl ReplicatedState {
         job.is_some_and(|job| job.asks_pservers(id))
     }
 
-    /// The step of slot `index`'s recorded checkpoint in `job` (0 when none).
-    pub(crate) fn recorded_step(&self, job: u64, index: u32) -> u64 {
+    /// The step of `slot`'s recorded checkpoint in `job` (0 when none).
+    pub(crate) fn recorded_step(&self, job: u64, slot: u32) -> u64 {
         let slots = self.job(job).map(JobState::pservers).unwrap_or_default();
-        let slot = slots.get(index as usize);
-        slot.and_then(|slot| slot.checkpoint.as_ref()).map_or(0, |meta| meta.step)
+        let view = slots.get(slot as usize);
+        view.and_then(|view| view.checkpoint.as_ref()).map_or(0, |meta| meta.step)
     }
 
     /// Jobs with a pending deadline at or before `now_ms`.

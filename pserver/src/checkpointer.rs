@@ -110,7 +110,7 @@ impl Checkpointer {
         self.held.check()?;
         let written = match self.write(&self.dir, shard.clone(), step).await {
             Err(error) if name_taken(&error) => {
-                tracing::warn!(slot = self.held.index(), step, %error, "checkpoint name taken; moving past it");
+                tracing::warn!(slot = self.held.slot(), step, %error, "checkpoint name taken; moving past it");
                 shard.adopt_step(step + 1);
                 return Ok(Round::NameTaken { step });
             }
@@ -132,12 +132,12 @@ impl Checkpointer {
 
     /// The master recorded `step`: the files the two newest records need stay, older go.
     fn recorded(&mut self, step: u64) -> anyhow::Result<()> {
-        let removed = self.dir.remove_below(self.held.index(), self.previous_step)?;
+        let removed = self.dir.remove_below(self.held.slot(), self.previous_step)?;
         for path in removed {
             tracing::debug!(path = %path.display(), "removed an old checkpoint");
         }
         self.previous_step = self.recorded_step.swap(step, Ordering::SeqCst);
-        tracing::info!(slot = self.held.index(), step, "checkpoint recorded");
+        tracing::info!(slot = self.held.slot(), step, "checkpoint recorded");
         Ok(())
     }
 
@@ -150,7 +150,7 @@ impl Checkpointer {
         step: u64,
     ) -> anyhow::Result<WrittenCheckpoint> {
         let dir = dir.clone();
-        let header = header(&shard, self.held.index(), self.held.generation(), step)?;
+        let header = header(&shard, self.held.slot(), self.held.generation(), step)?;
         let written = tokio::task::spawn_blocking(move || -> anyhow::Result<WrittenCheckpoint> {
             let mut writer = dir.writer(&header)?;
             shard.visit_blocks(|id, block| {
@@ -183,7 +183,7 @@ pub async fn record(
         Ok(recorded) => Ok(recorded),
         Err(ClientError::NotHolder { message, .. }) => {
             held.lose(format!("the master refused a checkpoint record: {message}"));
-            Err(anyhow::anyhow!("slot {} lost: {message}", held.index()))
+            Err(anyhow::anyhow!("slot {} lost: {message}", held.slot()))
         }
         Err(error) => {
             Err(anyhow::Error::new(error).context(format!("record checkpoint {}", meta.path)))
@@ -199,7 +199,7 @@ fn name_taken(error: &anyhow::Error) -> bool {
 /// The file header for the shard at `step` (the step the file is named and recorded with).
 fn header(
     shard: &Shard,
-    slot_index: u32,
+    slot: u32,
     generation: u64,
     step: u64,
 ) -> anyhow::Result<CheckpointHeader> {
@@ -211,7 +211,7 @@ fn header(
         .map(|param| ParamShape { name: param.name.clone(), shape: param.shape.clone() })
         .collect();
     Ok(CheckpointHeader {
-        slot_index,
+        slot,
         slot_count: layout.slot_count,
         block_elements: layout.block_elements,
         generation,

@@ -50,7 +50,7 @@ pub enum FenceError {
 /// The held slot and its lease.
 #[derive(Debug)]
 pub struct HeldSlot {
-    index: u32,
+    slot: u32,
     generation: u64,
     lease: Duration,
     /// The clock the lease is judged on.
@@ -81,7 +81,7 @@ impl HeldSlot {
     /// A slot granted by a claim sent at `claim_sent` (read from `clock`), with the master's
     /// lease length.
     pub fn granted(
-        index: u32,
+        slot: u32,
         generation: u64,
         lease: Duration,
         clock: Arc<dyn Clock>,
@@ -93,7 +93,7 @@ impl HeldSlot {
         let (asks, asked) = (Mutex::new(SlotAsks::default()), Notify::new());
         let (leaving, writes) = (AtomicBool::new(false), Arc::new(RwLock::new(())));
         Self {
-            index,
+            slot,
             generation,
             lease,
             clock,
@@ -131,8 +131,8 @@ impl HeldSlot {
         &*self.clock
     }
 
-    pub fn index(&self) -> u32 {
-        self.index
+    pub fn slot(&self) -> u32 {
+        self.slot
     }
 
     pub fn generation(&self) -> u64 {
@@ -184,7 +184,7 @@ impl HeldSlot {
     pub fn check(&self) -> Result<(), FenceError> {
         let now = self.clock.now();
         let state = self.lock();
-        let (slot, generation) = (self.index, self.generation);
+        let (slot, generation) = (self.slot, self.generation);
         if let Some(reason) = &state.lost {
             return Err(FenceError::LeaseLost { slot, generation, reason: reason.clone() });
         }
@@ -205,11 +205,11 @@ impl HeldSlot {
     pub fn admit(&self, asked_slot: u32, asked_generation: u64) -> Result<(), FenceError> {
         self.check()?;
         if self.leaving.load(Ordering::SeqCst) {
-            return Err(FenceError::Leaving { slot: self.index, generation: self.generation });
+            return Err(FenceError::Leaving { slot: self.slot, generation: self.generation });
         }
-        if asked_slot != self.index || asked_generation != self.generation {
+        if asked_slot != self.slot || asked_generation != self.generation {
             return Err(FenceError::WrongGeneration {
-                slot: self.index,
+                slot: self.slot,
                 generation: self.generation,
                 asked_slot,
                 asked_generation,
@@ -224,7 +224,7 @@ impl HeldSlot {
         asked_slot: u32,
         asked_generation: u64,
     ) -> Result<OwnedRwLockReadGuard<()>, FenceError> {
-        let leaving = FenceError::Leaving { slot: self.index, generation: self.generation };
+        let leaving = FenceError::Leaving { slot: self.slot, generation: self.generation };
         // Taken before the flag is read: a write that saw no flag holds the guard `leave`
         // waits for.
         let guard = self.writes.clone().try_read_owned().map_err(|_| leaving)?;
@@ -254,10 +254,10 @@ mod tests {
     use crate::clock::SystemClock;
 
     /// A slot granted now, on the system clock (which a paused test runtime drives).
-    fn granted(index: u32, generation: u64) -> (HeldSlot, Instant) {
+    fn granted(slot: u32, generation: u64) -> (HeldSlot, Instant) {
         let start = Instant::now();
         let lease = Duration::from_millis(1000);
-        (HeldSlot::granted(index, generation, lease, Arc::new(SystemClock), start), start)
+        (HeldSlot::granted(slot, generation, lease, Arc::new(SystemClock), start), start)
     }
 
     /// Moves the paused clock to `start + at_ms`.

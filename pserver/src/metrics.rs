@@ -61,7 +61,7 @@ pub fn endpoints_from_start(slot: Arc<std::sync::OnceLock<SlotMetrics>>) -> Endp
 /// the service, `raftrain_rpc_*` from the server).
 pub fn render(held: &HeldSlot, cell: &ShardCell, recorded_step: &Arc<AtomicU64>) -> String {
     let (_, shard, _) = cell.describe();
-    metrics::gauge!("raftrain_pserver_info", "slot" => held.index().to_string(), "generation" => held.generation().to_string()).set(1.0);
+    metrics::gauge!("raftrain_pserver_info", "slot" => held.slot().to_string(), "generation" => held.generation().to_string()).set(1.0);
     metrics::gauge!("raftrain_pserver_lease_held").set(f64::from(u8::from(held.check().is_ok())));
     metrics::gauge!("raftrain_pserver_ready").set(f64::from(u8::from(shard.is_some())));
     metrics::gauge!("raftrain_pserver_step")

@@ -104,11 +104,7 @@ pub(crate) fn load(
         );
     }
     let header = &checkpoint.header;
-    anyhow::ensure!(
-        header.slot_index == slot,
-        "the file is for slot {}, not {slot}",
-        header.slot_index
-    );
+    anyhow::ensure!(header.slot == slot, "the file is for slot {}, not {slot}", header.slot);
     anyhow::ensure!(
         header.slot_count == slot_count,
         "the file is for {} slots, this job has {slot_count}",

@@ -134,7 +134,7 @@ async fn claim_and_serve(
         standby.stop().await;
         return Ok(());
     };
-    tracing::info!(slot = held.index(), generation = held.generation(), job_id = lease.job_id, %addr, "pserver slot claimed");
+    tracing::info!(slot = held.slot(), generation = held.generation(), job_id = lease.job_id, %addr, "pserver slot claimed");
     let job_dir = crate::job_dir::job_checkpoint_dir(&root, lease.job_id, &config.job);
     let dir = CheckpointDir::open(&job_dir)
         .with_context(|| format!("open the job's checkpoint directory {}", job_dir.display()));
@@ -244,7 +244,7 @@ async fn watch_lease(
             health.set(PSERVER_SERVICE, serving).await;
         }
         if held.is_job_ended() {
-            tracing::info!(slot = held.index(), "the job ended (cancelled or removed)");
+            tracing::info!(slot = held.slot(), "the job ended (cancelled or removed)");
             break;
         }
         checkpointer.note_step();
@@ -259,7 +259,7 @@ async fn watch_lease(
     if held.is_job_ended() {
         // A cancelled or removed job records nothing more: its model is no longer wanted.
         tracing::info!(
-            slot = held.index(),
+            slot = held.slot(),
             "pserver shutting down; its job ended, no last checkpoint"
         );
         return Ok(());
@@ -278,7 +278,7 @@ async fn watch_lease(
 async fn hand_over(held: &HeldSlot, checkpointer: &mut Checkpointer) {
     let last_checkpoint = async {
         held.leave().await;
-        tracing::info!(slot = held.index(), "pserver shutting down; writing a last checkpoint");
+        tracing::info!(slot = held.slot(), "pserver shutting down; writing a last checkpoint");
         checkpoint(checkpointer).await
     };
     let bound = Duration::from_millis(LAST_CHECKPOINT_MS_MAX);
@@ -304,15 +304,15 @@ async fn give_back(held: &HeldSlot, checkpointer: &Checkpointer) {
     let released =
         tokio::time::timeout(Duration::from_millis(RELEASE_MS_MAX), checkpointer.release());
     match released.await {
-        Ok(Ok(true)) => tracing::info!(slot = held.index(), "slot released for the next holder"),
-        Ok(Ok(false)) => tracing::info!(slot = held.index(), "the slot was no longer held"),
+        Ok(Ok(true)) => tracing::info!(slot = held.slot(), "slot released for the next holder"),
+        Ok(Ok(false)) => tracing::info!(slot = held.slot(), "the slot was no longer held"),
         Ok(Err(error)) => tracing::warn!(
-            slot = held.index(),
+            slot = held.slot(),
             error = format!("{error:#}"),
             "could not release the slot; a standby takes it when the lease runs out"
         ),
         Err(_) => tracing::warn!(
-            slot = held.index(),
+            slot = held.slot(),
             bound_ms = RELEASE_MS_MAX,
             "the release was not answered; a standby takes the slot when the lease runs out"
         ),
@@ -363,12 +363,12 @@ async fn restored_cell(
 ) -> anyhow::Result<ShardCell> {
     let Some(meta) = lease.checkpoint.clone() else {
         tracing::info!(
-            slot = held.index(),
+            slot = held.slot(),
             "no checkpoint recorded for this slot; waiting for a trainer to initialize it"
         );
-        return Ok(ShardCell::empty(held.index(), slot_count).of_model_restore(lease.model_restore));
+        return Ok(ShardCell::empty(held.slot(), slot_count).of_model_restore(lease.model_restore));
     };
-    let (slot, dir) = (held.index(), dir.clone());
+    let (slot, dir) = (held.slot(), dir.clone());
     let (shard, path) = tokio::task::spawn_blocking(move || restore(slot, slot_count, &meta, &dir))
         .await
         .context("the restore panicked")??;

@@ -175,7 +175,7 @@ impl PServerService for PServerRpc {
         let _write = self.admit_write(request.fence)?;
         self.cell.finish(request.initializer)?;
         tracing::info!(
-            slot = self.slot.index(),
+            slot = self.slot.slot(),
             initializer = request.initializer,
             "shard initialized; serving"
         );
@@ -243,7 +243,7 @@ impl PServerService for PServerRpc {
             (None, false) => pb::ShardState::Empty,
         };
         let reply = pb::StatusReply {
-            slot: self.slot.index(),
+            slot: self.slot.slot(),
             generation: self.slot.generation(),
             state: state.into(),
             layout: layout.as_ref().map(layout_to_proto),

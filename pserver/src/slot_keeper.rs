@@ -35,8 +35,8 @@ pub async fn claim(
         match master.claim_slot(addr, desired, master.new_secret()).await {
             Ok(Some(lease)) => {
                 let lease_time = Duration::from_millis(lease.lease_ms);
-                let (index, generation) = (lease.index, lease.generation);
-                let held = HeldSlot::granted(index, generation, lease_time, clock, sent);
+                let (slot, generation) = (lease.slot, lease.generation);
+                let held = HeldSlot::granted(slot, generation, lease_time, clock, sent);
                 // The shard restores at the recorded step: heartbeats report it from the
                 // first, so the first checkpoint record is not judged against step 0.
                 held.saw_step(lease.checkpoint.as_ref().map_or(0, |meta| meta.step));
@@ -110,24 +110,24 @@ pub async fn keep(
                 held.asked(asks);
             }
             Ok(Ok(SlotHeartbeat::JobEnded)) => {
-                tracing::info!(slot = held.index(), "the slot's job ended; stopping");
+                tracing::info!(slot = held.slot(), "the slot's job ended; stopping");
                 held.end_job();
                 return;
             }
             Ok(Ok(SlotHeartbeat::NotHeld)) => {
                 held.lose(format!(
                     "the master says slot {} is no longer held under generation {}",
-                    held.index(),
+                    held.slot(),
                     held.generation()
                 ));
                 return;
             }
             Ok(Err(error)) => {
-                tracing::warn!(%error, slot = held.index(), "pserver heartbeat failed")
+                tracing::warn!(%error, slot = held.slot(), "pserver heartbeat failed")
             }
             Err(_) => {
                 tracing::warn!(
-                    slot = held.index(),
+                    slot = held.slot(),
                     "pserver heartbeat got no answer within the lease"
                 );
                 // The next heartbeat looks for the leader afresh.

@@ -35,10 +35,10 @@ pub enum Fact {
     Reported { task_id: u64, epoch: u64, accepted: bool },
     /// `trainer` was registered.
     Registered { trainer: u64 },
-    /// Slot `index` was granted with `generation`.
-    SlotGranted { index: u32, generation: u64 },
-    /// A checkpoint of slot `index` at `step` was recorded under `generation`.
-    CheckpointRecorded { index: u32, generation: u64, step: u64 },
+    /// Slot `slot` was granted with `generation`.
+    SlotGranted { slot: u32, generation: u64 },
+    /// A checkpoint of slot `slot` at `step` was recorded under `generation`.
+    CheckpointRecorded { slot: u32, generation: u64, step: u64 },
 }
 
 /// What a client of job `job` was told about its job's dataset (the dataset-answers checker
@@ -68,7 +68,7 @@ pub enum DatasetTold {
 pub struct SlotEvent {
     /// The pserver's job: slot indices and generations are a job's own.
     pub job: String,
-    pub index: u32,
+    pub slot: u32,
     pub generation: u64,
     /// Which simulated pserver.
     pub pserver: u64,

@@ -184,20 +184,20 @@ impl SimPServer {
         // doing, and serves no more.
         keeper.abort();
         follower.abort();
-        self.plane.stop(lease.index, self.id);
+        self.plane.stop(lease.slot, self.id);
         ended
     }
 
     /// Serves `lease`'s slot on the data plane with a shard loaded for the claim's model
     /// restore; what follows the heartbeats' asks about it.
     fn serve_shard(&self, held: &Arc<HeldSlot>, lease: &SlotLease) -> anyhow::Result<AskFollower> {
-        let shard = self.plane.shard(lease.index, lease.model_restore)?;
-        let cell = Arc::new(ShardCell::restored(lease.index, shard));
+        let shard = self.plane.shard(lease.slot, lease.model_restore)?;
+        let cell = Arc::new(ShardCell::restored(lease.slot, shard));
         let rpc = PServerRpc::new(cell.clone(), held.clone(), Arc::new(AtomicU64::new(0)));
         let loaded_for = Arc::new(AtomicU64::new(lease.model_restore));
         let (pserver, generation) = (self.id, lease.generation);
         let served = ServedSlot { pserver, generation, rpc, loaded_for: loaded_for.clone() };
-        self.plane.serve(lease.index, served);
+        self.plane.serve(lease.slot, served);
         Ok(AskFollower {
             pserver,
             master: self.master.clone(),
@@ -218,7 +218,7 @@ impl SimPServer {
             let now_ms = self.context.trace.now_ms();
             self.context.history.slot_event(SlotEvent {
                 job: self.context.job.clone(),
-                index: lease.index,
+                slot: lease.slot,
                 generation: lease.generation,
                 pserver: self.id,
                 invoked_ms: now_ms,
@@ -238,7 +238,7 @@ impl SimPServer {
     async fn checkpoint(&mut self, held: &HeldSlot, lease: &SlotLease, step: u64) -> u64 {
         let step = step + 1;
         held.saw_step(step);
-        let name = storage::checkpoint::file_name(lease.index, step, lease.generation);
+        let name = storage::checkpoint::file_name(lease.slot, step, lease.generation);
         // In the directory the claim's incarnation id names, as a production pserver keeps it.
         let dir = job_checkpoint_dir(Path::new("ckpt"), lease.job_id, &self.context.job);
         let path = dir.join(name).to_string_lossy().into_owned();

@@ -50,7 +50,7 @@ impl AskFollower {
 
     /// Serves a shard loaded for `reload`'s restore (once per restore), and reports it.
     async fn reload(&mut self, reload: SlotReload) {
-        let slot = self.held.index();
+        let slot = self.held.slot();
         if reload.restore > self.loaded_for.load(Ordering::SeqCst) {
             if self.held.check().is_err() {
                 return;
@@ -74,7 +74,7 @@ impl AskFollower {
     /// Records a file of the shard's step for progress checkpoint `progress`.
     async fn tag(&mut self, progress: u64) {
         let (slot, generation, step) =
-            (self.held.index(), self.held.generation(), self.held.step_seen());
+            (self.held.slot(), self.held.generation(), self.held.step_seen());
         let dir = job_checkpoint_dir(Path::new("ckpt"), self.lease.job_id, &self.context.job);
         let name = storage::checkpoint::file_name(slot, step, generation);
         let path = dir.join(progress_dir_name(progress)).join(name);

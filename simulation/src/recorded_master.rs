@@ -67,10 +67,8 @@ impl RecordedMaster {
         progress: u64,
         meta: &CheckpointMeta,
     ) -> Result<bool, ClientError> {
-        let what = format!(
-            "tag_checkpoint {} generation {} for {progress}",
-            lease.index, lease.generation
-        );
+        let what =
+            format!("tag_checkpoint {} generation {} for {progress}", lease.slot, lease.generation);
         self.call(what, self.master.tag_checkpoint(lease, progress, meta), |_| None).await
     }
 
@@ -82,7 +80,7 @@ impl RecordedMaster {
     ) -> Result<(), ClientError> {
         let what = format!(
             "report_reloaded {} generation {} restore {restore}",
-            lease.index, lease.generation
+            lease.slot, lease.generation
         );
         self.call(what, self.master.report_reloaded(lease, restore), |_| None).await
     }
@@ -91,7 +89,7 @@ impl RecordedMaster {
     fn told(&self, lease: &SlotLease, invoked_ms: u64, kind: SlotEventKind) {
         self.context.history.slot_event(SlotEvent {
             job: self.context.job.clone(),
-            index: lease.index,
+            slot: lease.slot,
             generation: lease.generation,
             pserver: self.pserver,
             invoked_ms,
@@ -111,7 +109,7 @@ impl SlotMaster for RecordedMaster {
         let invoked_ms = self.context.trace.now_ms();
         let fact = |lease: &Option<SlotLease>| {
             let lease = lease.as_ref()?;
-            Some(Fact::SlotGranted { index: lease.index, generation: lease.generation })
+            Some(Fact::SlotGranted { slot: lease.slot, generation: lease.generation })
         };
         let call = self.master.claim_slot(addr, desired, secret);
         let lease = self.call(format!("claim_slot {addr}"), call, fact).await?;
@@ -128,7 +126,7 @@ impl SlotMaster for RecordedMaster {
         step: u64,
     ) -> Result<SlotHeartbeat, ClientError> {
         let invoked_ms = self.context.trace.now_ms();
-        let what = format!("slot_heartbeat {} generation {}", lease.index, lease.generation);
+        let what = format!("slot_heartbeat {} generation {}", lease.slot, lease.generation);
         let call = self.master.slot_heartbeat(lease, addr, step);
         let answer = self.call(what, call, |_| None).await?;
         if matches!(answer, SlotHeartbeat::Held(_)) {
@@ -142,11 +140,11 @@ impl SlotMaster for RecordedMaster {
         lease: &SlotLease,
         meta: &CheckpointMeta,
     ) -> Result<CheckpointRecorded, ClientError> {
-        let (index, generation, step) = (lease.index, lease.generation, meta.step);
-        let what = format!("record_checkpoint {index} generation {generation} step {step}");
+        let (slot, generation, step) = (lease.slot, lease.generation, meta.step);
+        let what = format!("record_checkpoint {slot} generation {generation} step {step}");
         let fact = move |recorded: &CheckpointRecorded| {
             (*recorded == CheckpointRecorded::Recorded).then_some(Fact::CheckpointRecorded {
-                index,
+                slot,
                 generation,
                 step,
             })

@@ -188,7 +188,7 @@ impl Cluster {
     async fn holder(&self, slot: u32) -> anyhow::Result<(usize, u64)> {
         let table = self.master.list_pservers().await?;
         let entry =
-            table.pservers.iter().find(|entry| entry.index == slot).context("the slot is held")?;
+            table.pservers.iter().find(|entry| entry.slot == slot).context("the slot is held")?;
         let process = self
             .pserver_addrs
             .iter()

@@ -78,7 +78,7 @@ pub(crate) fn checkpoint_rows(root: &Path, params: u64) -> anyhow::Result<Table>
     let dir = CheckpointDir::open(&root.join("checkpoint-bench"))?;
     let values = vec![0.25_f32; params as usize];
     let header = CheckpointHeader {
-        slot_index: 0,
+        slot: 0,
         slot_count: 1,
         block_elements: 65_536,
         generation: 1,

@@ -158,7 +158,7 @@ fn to_text(reply: &JobStatus, members: &[Value]) -> String {
         );
         out += &format!(
             "  pserver {} {} (generation {}): {checkpoint}\n",
-            pserver.index,
+            pserver.slot,
             escaped(&pserver.addr),
             pserver.generation
         );

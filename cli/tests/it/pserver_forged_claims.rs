@@ -40,7 +40,7 @@ async fn entry_of(group: &MasterGroup, addr: &str, processes: &PServerProcesses)
         let table = group.client().list_pservers().await.expect("list pservers");
         if let Some(entry) = table.pservers.into_iter().find(|entry| entry.addr == addr) {
             return pb::PServer {
-                index: entry.index,
+                index: entry.slot,
                 addr: entry.addr,
                 generation: entry.generation,
                 checkpoint_step: None,

@@ -38,7 +38,7 @@ async fn fence(group: &MasterGroup, processes: &PServerProcesses) -> pb::Fence {
         let table = group.client().list_pservers().await.expect("list pservers");
         if let Some(entry) = table.pservers.first() {
             return pb::Fence {
-                slot: entry.index,
+                slot: entry.slot,
                 generation: entry.generation,
                 model_restore: None,
             };

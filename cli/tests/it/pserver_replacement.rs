@@ -64,7 +64,7 @@ async fn held_by(group: &MasterGroup, slot: u32, addr: &str, processes: &PServer
     for _ in 0..400 {
         let table = group.client().list_pservers().await.expect("list pservers");
         if let Some(entry) =
-            table.pservers.iter().find(|entry| entry.index == slot && entry.addr == addr)
+            table.pservers.iter().find(|entry| entry.slot == slot && entry.addr == addr)
         {
             return entry.generation;
         }
@@ -239,7 +239,7 @@ async fn slot_held_by(group: &MasterGroup, addr: &str) -> (u32, u64) {
     let table = group.client().list_pservers().await.expect("list pservers");
     let entry =
         table.pservers.iter().find(|entry| entry.addr == addr).expect("the pserver holds a slot");
-    (entry.index, entry.generation)
+    (entry.slot, entry.generation)
 }
 
 /// A request with the resumed pserver's own (old) fence is refused as lease-lost, or finds it

@@ -103,7 +103,7 @@ async fn a_slot_without_a_holder_is_waited_for_and_a_limit_is_opt_in() {
 
     tracing::info!("--- kill -9 the holder of slot 0; no standby");
     let table = job.masters.client().list_pservers().await.expect("list pservers");
-    let holder = table.pservers.iter().find(|entry| entry.index == 0).expect("slot 0 held");
+    let holder = table.pservers.iter().find(|entry| entry.slot == 0).expect("slot 0 held");
     let killed = job.pservers.addrs.iter().position(|addr| *addr == holder.addr).expect("ours");
     job.pservers.kill(killed);
     let impatient = job.spawn_trainer_with(&["--pserver-wait-s", "2"]);
@@ -158,7 +158,7 @@ async fn a_stale_pserver_table_on_a_paused_leader_is_outgrown() {
     );
     let client = job.masters.client();
     let table = client.list_pservers().await.expect("list pservers");
-    let holder = table.pservers.iter().find(|entry| entry.index == 0).expect("slot 0 held");
+    let holder = table.pservers.iter().find(|entry| entry.slot == 0).expect("slot 0 held");
     assert!(
         holder.generation <= 2,
         "the first holder kept slot 0 through the pause\n{}",
@@ -170,7 +170,7 @@ async fn a_stale_pserver_table_on_a_paused_leader_is_outgrown() {
     for _ in 0..300 {
         let table = client.list_pservers().await.expect("list pservers");
         claimed = table.pservers.iter().any(|entry| {
-            entry.index == 0 && entry.addr != holder.addr && entry.generation > holder.generation
+            entry.slot == 0 && entry.addr != holder.addr && entry.generation > holder.generation
         });
         if claimed {
             break;

@@ -272,11 +272,11 @@ impl PServerClient {
         let table = self.inner.routes.table();
         let mut answers = Vec::new();
         for entry in &table.pservers {
-            let answer = match self.inner.routes.route(entry.index) {
+            let answer = match self.inner.routes.route(entry.slot) {
                 Some(mut route) => self.timed(route.client.status(pb::StatusRequest {})).await,
                 None => Err(Status::unavailable("not reachable")),
             };
-            answers.push((entry.index, answer));
+            answers.push((entry.slot, answer));
         }
         answers
     }

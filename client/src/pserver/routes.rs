@@ -109,7 +109,7 @@ impl Routes {
             Err(_) => return tracing::debug!(slot, "no leader answered the re-read in time"),
         };
         let generation = |table: &PServerTable| {
-            table.pservers.iter().find(|entry| entry.index == slot).map(|entry| entry.generation)
+            table.pservers.iter().find(|entry| entry.slot == slot).map(|entry| entry.generation)
         };
         let taken = self.sender.send_if_modified(|table| {
             let newer = generation(&listed) > generation(table);
@@ -137,7 +137,7 @@ impl Routes {
     /// The current holder of `slot`, if the slot is held.
     pub fn route(&self, slot: u32) -> Option<Route> {
         let table = self.table.borrow();
-        let entry = table.pservers.iter().find(|entry| entry.index == slot)?;
+        let entry = table.pservers.iter().find(|entry| entry.slot == slot)?;
         let key = (entry.addr.clone(), entry.generation);
         let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // Only current holders stay: a replaced pserver's channel goes with it.

@@ -103,7 +103,7 @@ fn job_observation(status: &StatusView) -> JobObservation {
         slots: status
             .pservers
             .iter()
-            .filter_map(|slot| Some((slot.index, slot.holder.as_ref()?.generation)))
+            .filter_map(|slot| Some((slot.slot, slot.holder.as_ref()?.generation)))
             .collect(),
     }
 }

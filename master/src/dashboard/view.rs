@@ -241,7 +241,7 @@ mod tests {
         };
         let checkpoint = CheckpointStatus { step: u64::MAX, created_ms: u64::MAX };
         let pserver = PServerStatus {
-            index: u32::MAX,
+            slot: u32::MAX,
             addr: worst_text(PSERVER_ADDR_BYTES_MAX),
             generation: u64::MAX,
             checkpoint: Some(checkpoint),

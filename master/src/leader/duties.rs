@@ -112,7 +112,7 @@ impl LeaderDuties {
         lock(&self.pservers).grant(slot, self.clock.now());
     }
 
-    /// Slot `index`'s holder under `generation` heartbeated to this node leading in `term`:
+    /// `slot`'s holder under `generation` heartbeated to this node leading in `term`:
     /// renews its lease, unless the lease already ran out in this term (then the slot's release
     /// may already be proposed, and the holder must stop). In a term whose first round has not
     /// run yet, the holder will get a fresh lease in that round, as every holder does.
@@ -207,16 +207,16 @@ impl LeaderDuties {
             decide(proposer, term, Command::in_job(job, Command::TrainerLost { trainer })).await;
         }
         let slots = proposer.node().read(|state| state.held_slots());
-        let holders = slots.iter().map(|(job, index, holder)| (*job, *index, holder.generation));
+        let holders = slots.iter().map(|(job, slot, holder)| (*job, *slot, holder.generation));
         let holders = holders.collect::<Vec<_>>();
         let Some(dead) = self.judge(term, &self.pservers, holders, ack_age()) else { return };
-        for (job, index, holder) in slots {
+        for (job, slot, holder) in slots {
             let (addr, generation) = (holder.addr, holder.generation);
-            if !dead.contains(&(job, index, generation)) {
+            if !dead.contains(&(job, slot, generation)) {
                 continue;
             }
-            tracing::warn!(job, slot = index, %addr, generation, term, "pserver missed its lease; freeing its slot");
-            let release = Command::ReleasePServerSlot { index, generation };
+            tracing::warn!(job, slot, %addr, generation, term, "pserver missed its lease; freeing its slot");
+            let release = Command::ReleasePServerSlot { slot, generation };
             decide(proposer, term, Command::in_job(job, release)).await;
         }
         for job in proposer.node().read(|state| state.jobs_expired(proposer.now_ms())) {

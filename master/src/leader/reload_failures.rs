@@ -26,23 +26,23 @@ pub(crate) struct ReloadFailures {
 }
 
 impl ReloadFailures {
-    /// Keeps `reason` as what the holder of `generation` of slot `index` of job `job` said.
-    pub(crate) fn report(&self, (job, index, generation): (u64, u32, u64), reason: &str) {
+    /// Keeps `reason` as what the holder of `generation` of `slot` of job `job` said.
+    pub(crate) fn report(&self, (job, slot, generation): (u64, u32, u64), reason: &str) {
         let number = self.reports.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let reason = cut(reason, RELOAD_FAILURE_BYTES_MAX).to_string();
         let mut reasons = lock(&self.reasons);
-        reasons.insert((job, index), (generation, reason, number));
+        reasons.insert((job, slot), (generation, reason, number));
         while reasons.len() > RELOAD_FAILURES_MAX {
             let oldest = reasons.iter().min_by_key(|(_, (_, _, number))| *number);
-            let Some(slot) = oldest.map(|(slot, _)| *slot) else { break };
-            reasons.remove(&slot);
+            let Some(key) = oldest.map(|(key, _)| *key) else { break };
+            reasons.remove(&key);
         }
     }
 
-    /// The reason the holder of `generation` of slot `index` of job `job` gave, if it gave one.
-    pub(crate) fn reason(&self, (job, index, generation): (u64, u32, u64)) -> Option<String> {
+    /// The reason the holder of `generation` of `slot` of job `job` gave, if it gave one.
+    pub(crate) fn reason(&self, (job, slot, generation): (u64, u32, u64)) -> Option<String> {
         let reasons = lock(&self.reasons);
-        let (said_by, reason, _) = reasons.get(&(job, index))?;
+        let (said_by, reason, _) = reasons.get(&(job, slot))?;
         (*said_by == generation).then(|| reason.clone())
     }
 

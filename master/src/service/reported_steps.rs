@@ -23,21 +23,21 @@ pub(crate) struct ReportedSteps {
 }
 
 impl ReportedSteps {
-    /// The holder of `index` under `generation` (its secret checked) reported `step`.
-    pub(crate) fn heard(&self, index: SlotOf, generation: u64, step: u64) {
+    /// The holder of `slot` under `generation` (its secret checked) reported `step`.
+    pub(crate) fn heard(&self, slot: SlotOf, generation: u64, step: u64) {
         let mut by_slot = self.lock();
-        let entry = by_slot.entry(index).or_insert((generation, step));
+        let entry = by_slot.entry(slot).or_insert((generation, step));
         if entry.0 != generation {
             *entry = (generation, step);
         }
         entry.1 = entry.1.max(step);
     }
 
-    /// Why a checkpoint record at `step` is refused, if the holder of `index` under
+    /// Why a checkpoint record at `step` is refused, if the holder of `slot` under
     /// `generation` reported a step it runs far ahead of. A leader that has heard nothing from
     /// this holder yet (just elected) cannot tell, and lets the record through.
-    pub(crate) fn check(&self, index: SlotOf, generation: u64, step: u64) -> Result<(), String> {
-        let Some(&(heard_generation, heard)) = self.lock().get(&index) else { return Ok(()) };
+    pub(crate) fn check(&self, slot: SlotOf, generation: u64, step: u64) -> Result<(), String> {
+        let Some(&(heard_generation, heard)) = self.lock().get(&slot) else { return Ok(()) };
         if heard_generation != generation || step <= heard.saturating_add(CHECKPOINT_STEP_AHEAD_MAX)
         {
             return Ok(());
@@ -45,7 +45,7 @@ impl ReportedSteps {
         Err(format!(
             "meta.step: {step} is more than {CHECKPOINT_STEP_AHEAD_MAX} beyond step {heard} that \
              slot {} (generation {generation}) last reported",
-            index.1
+            slot.1
         ))
     }
 

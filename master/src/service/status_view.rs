@@ -46,7 +46,7 @@ pub(crate) fn status_reply(
         .filter_map(|slot| {
             let holder = slot.holder.clone()?;
             Some(pb::PServer {
-                index: slot.index,
+                index: slot.slot,
                 addr: holder.addr,
                 generation: holder.generation,
                 checkpoint_step: slot.checkpoint.as_ref().map(|meta| meta.step),

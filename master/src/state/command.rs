@@ -35,10 +35,10 @@ pub enum Command {
     /// What older builds proposed: the slot is held without a secret, and a holder without
     /// one is confirmed by nothing (see `ClaimPServerSlotWithSecret`).
     ClaimPServerSlot { addr: String, desired: u32 },
-    /// The holder of `generation` gives slot `index` back (or the leader took it from it).
-    ReleasePServerSlot { index: u32, generation: u64 },
-    /// The holder of slot `index` under `generation` wrote a checkpoint file.
-    RecordCheckpoint { index: u32, generation: u64, meta: CheckpointMeta },
+    /// The holder of `generation` gives `slot` back (or the leader took it from it).
+    ReleasePServerSlot { slot: u32, generation: u64 },
+    /// The holder of `slot` under `generation` wrote a checkpoint file.
+    RecordCheckpoint { slot: u32, generation: u64, meta: CheckpointMeta },
     /// A trainer evaluated the model; kept for status.
     RecordEval { pass: u32, loss: f32, accuracy: f32 },
     /// One batch of a dataset too large for one log entry. Batches go in order from chunk 0;
@@ -84,11 +84,11 @@ pub enum Command {
     /// (every slot's checkpoint taken for it), which holds the queue until each holder has
     /// reloaded (`model_checkpoints.rs`).
     RestoreProgress { checkpoint: u64, data_only: bool },
-    /// The holder of slot `index` under `generation` wrote `meta` for progress checkpoint
+    /// The holder of `slot` under `generation` wrote `meta` for progress checkpoint
     /// `progress`.
-    TagSlotCheckpoint { index: u32, generation: u64, progress: u64, meta: CheckpointMeta },
-    /// The holder of slot `index` under `generation` reloaded its shard for restore `restore`.
-    SlotReloaded { index: u32, generation: u64, restore: u64 },
+    TagSlotCheckpoint { slot: u32, generation: u64, progress: u64, meta: CheckpointMeta },
+    /// The holder of `slot` under `generation` reloaded its shard for restore `restore`.
+    SlotReloaded { slot: u32, generation: u64, restore: u64 },
     /// The holder of `task_id` under `epoch` is still at work on it: its deadline moves to a
     /// whole timeout from now (never earlier than it was).
     TaskProgress { task_id: u64, epoch: u64 },

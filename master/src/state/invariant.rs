@@ -63,9 +63,9 @@ impl JobState {
         }
         if let Some(pending) = &self.models.restoring {
             let unheld =
-                pending.waiting.keys().find(|index| !self.pservers.holders.contains_key(index));
-            if let Some(index) = unheld {
-                return Err(Violation::ReloadWaitsForUnheldSlot { index: *index });
+                pending.waiting.keys().find(|slot| !self.pservers.holders.contains_key(slot));
+            if let Some(slot) = unheld {
+                return Err(Violation::ReloadWaitsForUnheldSlot { slot: *slot });
             }
         }
         // Counts only (checked after every apply); `check_session_index` checks entry by entry.
@@ -230,29 +230,29 @@ fn check_pass(job: &Job) -> Result<(), InvariantViolation> {
 
 /// Slots exist only below `desired`, no address holds two, and a secret belongs to a holder.
 fn check_slots(slots: &PServerSlots) -> Result<(), InvariantViolation> {
-    if let Some(index) = slots.secrets.keys().find(|index| !slots.holders.contains_key(index)) {
-        return Err(Violation::SecretWithoutHolder { index: *index });
+    if let Some(slot) = slots.secrets.keys().find(|slot| !slots.holders.contains_key(slot)) {
+        return Err(Violation::SecretWithoutHolder { slot: *slot });
     }
     let desired = slots.desired;
     let limit = desired.unwrap_or(0);
     let indices = slots.holders.keys().chain(slots.checkpoints.keys());
-    if let Some(index) = indices.copied().find(|index| *index >= limit) {
-        return Err(Violation::SlotOutOfRange { index, desired });
+    if let Some(slot) = indices.copied().find(|slot| *slot >= limit) {
+        return Err(Violation::SlotOutOfRange { slot, desired });
     }
     let mut by_addr: BTreeMap<&str, u32> = BTreeMap::new();
-    for (index, holder) in &slots.holders {
+    for (slot, holder) in &slots.holders {
         if holder.generation == 0 || holder.generation >= slots.next_generation {
             return Err(Violation::GenerationNotIssued {
-                index: *index,
+                slot: *slot,
                 generation: holder.generation,
                 next: slots.next_generation,
             });
         }
-        if let Some(first) = by_addr.insert(holder.addr.as_str(), *index) {
+        if let Some(first) = by_addr.insert(holder.addr.as_str(), *slot) {
             return Err(Violation::AddressHoldsTwoSlots {
                 addr: holder.addr.clone(),
                 first,
-                second: *index,
+                second: *slot,
             });
         }
     }
@@ -405,7 +405,7 @@ mod tests {
             |s| {
                 s.pservers.holders.insert(2, holder("b:1", 1));
             },
-            Violation::SlotOutOfRange { index: 2, desired: Some(2) },
+            Violation::SlotOutOfRange { slot: 2, desired: Some(2) },
         );
         check(
             |s| {

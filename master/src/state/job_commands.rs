@@ -109,15 +109,15 @@ impl JobState {
             Command::ClaimPServerSlotWithSecret { addr, desired, secret } => {
                 self.claim_slot(addr, *desired, Some(*secret))
             }
-            Command::ReleasePServerSlot { index, generation } => {
-                self.release_slot(*index, *generation)
+            Command::ReleasePServerSlot { slot, generation } => {
+                self.release_slot(*slot, *generation)
             }
             // A slot waiting to reload records nothing of the model the restore replaces.
-            Command::RecordCheckpoint { index, .. } if self.models.waits_for(*index) => {
+            Command::RecordCheckpoint { slot, .. } if self.models.waits_for(*slot) => {
                 Response::Stale
             }
-            Command::RecordCheckpoint { index, generation, meta } => {
-                self.pservers.record_checkpoint(*index, *generation, meta)
+            Command::RecordCheckpoint { slot, generation, meta } => {
+                self.pservers.record_checkpoint(*slot, *generation, meta)
             }
             Command::RecordEval { pass, loss, accuracy } => {
                 self.record_eval(*pass, *loss, *accuracy)

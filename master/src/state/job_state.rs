@@ -331,18 +331,18 @@ impl JobState {
     pub fn pservers(&self) -> Vec<PServerSlotView> {
         let slots = &self.pservers;
         (0..slots.desired.unwrap_or(0))
-            .map(|index| PServerSlotView {
-                index,
-                holder: slots.holders.get(&index).cloned(),
-                checkpoint: slots.checkpoints.get(&index).cloned(),
+            .map(|slot| PServerSlotView {
+                slot,
+                holder: slots.holders.get(&slot).cloned(),
+                checkpoint: slots.checkpoints.get(&slot).cloned(),
             })
             .collect()
     }
 
-    /// Whether slot `index` is held under `generation` by the claimer that drew `secret` (the
+    /// Whether `slot` is held under `generation` by the claimer that drew `secret` (the
     /// leader asks on every pserver heartbeat and checkpoint record).
-    pub fn slot_held(&self, index: u32, generation: u64, secret: SlotSecret) -> bool {
-        self.pservers.holds_with_secret(index, generation, secret)
+    pub fn slot_held(&self, slot: u32, generation: u64, secret: SlotSecret) -> bool {
+        self.pservers.holds_with_secret(slot, generation, secret)
     }
 
     /// Changes whenever a slot changes holder (claims bump the generation counter, releases

@@ -101,14 +101,14 @@ fn largest_queue(task_count: u64, trainers: u64) -> TaskQueue {
 
 fn largest_slots() -> PServerSlots {
     let mut slots = PServerSlots { desired: Some(PSERVER_COUNT_MAX), ..PServerSlots::default() };
-    for index in 0..PSERVER_COUNT_MAX {
-        let addr = format!("{index:0width$}:1", width = PSERVER_ADDR_BYTES_MAX - 2);
-        let generation = u64::MAX / 2 + u64::from(index);
-        slots.holders.insert(index, SlotHolder { addr, generation });
-        slots.secrets.insert(index, SlotSecret::from_bits(u128::MAX));
+    for slot in 0..PSERVER_COUNT_MAX {
+        let addr = format!("{slot:0width$}:1", width = PSERVER_ADDR_BYTES_MAX - 2);
+        let generation = u64::MAX / 2 + u64::from(slot);
+        slots.holders.insert(slot, SlotHolder { addr, generation });
+        slots.secrets.insert(slot, SlotSecret::from_bits(u128::MAX));
         let path = "c".repeat(CHECKPOINT_PATH_BYTES_MAX);
         let meta = CheckpointMeta { path, step: u64::MAX, crc32: u32::MAX, created_ms: u64::MAX };
-        slots.checkpoints.insert(index, meta);
+        slots.checkpoints.insert(slot, meta);
     }
     slots.next_generation = u64::MAX;
     slots
@@ -126,7 +126,7 @@ fn largest_sessions(members: bool) -> Sessions {
     });
     let trainers = (1..=TRAINER_COUNT_MAX as u64).map(Member::Trainer);
     let slots = (0..PSERVER_COUNT_MAX)
-        .map(|index| Member::Slot { index, generation: u64::MAX / 2 + u64::from(index) });
+        .map(|slot| Member::Slot { slot, generation: u64::MAX / 2 + u64::from(slot) });
     let members = trainers.chain(slots).map(Some).filter(|_| members);
     let strangers = std::iter::repeat_n(None, STRANGER_SESSION_COUNT_MAX);
     for (count, member) in members.chain(strangers).enumerate() {

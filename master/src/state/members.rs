@@ -15,7 +15,7 @@ use super::violation::InvariantViolation;
 pub(crate) fn is_alive(member: Member, trainers: &TrainerRegistry, slots: &PServerSlots) -> bool {
     match member {
         Member::Trainer(trainer) => trainers.contains(trainer),
-        Member::Slot { index, generation } => slots.holds(index, generation),
+        Member::Slot { slot, generation } => slots.holds(slot, generation),
     }
 }
 
@@ -24,8 +24,8 @@ pub(crate) fn is_alive(member: Member, trainers: &TrainerRegistry, slots: &PServ
 pub(crate) fn created(response: &Response) -> Option<Member> {
     match response {
         Response::TrainerRegistered { trainer } => Some(Member::Trainer(*trainer)),
-        Response::SlotClaimed { index, generation, .. } => {
-            Some(Member::Slot { index: *index, generation: *generation })
+        Response::SlotClaimed { slot, generation, .. } => {
+            Some(Member::Slot { slot: *slot, generation: *generation })
         }
         _ => None,
     }
@@ -59,11 +59,11 @@ pub(crate) fn unbound_spoken_for(
 ) -> Option<Member> {
     let member = match command {
         Command::GetTask { trainer, .. } => Member::Trainer(*trainer),
-        Command::ReleasePServerSlot { index, generation }
-        | Command::RecordCheckpoint { index, generation, .. }
-        | Command::TagSlotCheckpoint { index, generation, .. }
-        | Command::SlotReloaded { index, generation, .. } => {
-            Member::Slot { index: *index, generation: *generation }
+        Command::ReleasePServerSlot { slot, generation }
+        | Command::RecordCheckpoint { slot, generation, .. }
+        | Command::TagSlotCheckpoint { slot, generation, .. }
+        | Command::SlotReloaded { slot, generation, .. } => {
+            Member::Slot { slot: *slot, generation: *generation }
         }
         _ => return None,
     };
@@ -79,8 +79,8 @@ pub(crate) fn maybe_gone(
 ) -> Vec<Member> {
     match (command, response) {
         (Command::TrainerLost { trainer }, _) => vec![Member::Trainer(*trainer)],
-        (Command::ReleasePServerSlot { index, .. }, _) => sessions.slot_members(*index),
-        (_, Response::SlotClaimed { index, .. }) => sessions.slot_members(*index),
+        (Command::ReleasePServerSlot { slot, .. }, _) => sessions.slot_members(*slot),
+        (_, Response::SlotClaimed { slot, .. }) => sessions.slot_members(*slot),
         _ => Vec::new(),
     }
 }

@@ -56,11 +56,11 @@ pub(crate) struct ProgressTags {
 }
 
 impl ProgressTags {
-    /// Whether slot `index` can still get a tag: its holder then holds it under `generation`
+    /// Whether `slot` can still get a tag: its holder then holds it under `generation`
     /// now (`None`: unheld now).
-    fn awaits(&self, index: u32, generation: Option<u64>) -> bool {
-        !self.files.contains_key(&index)
-            && generation.is_some_and(|now| self.holders.get(&index) == Some(&now))
+    fn awaits(&self, slot: u32, generation: Option<u64>) -> bool {
+        !self.files.contains_key(&slot)
+            && generation.is_some_and(|now| self.holders.get(&slot) == Some(&now))
     }
 
     /// Whether every one of `desired` slots has its tag.
@@ -91,17 +91,17 @@ impl ModelCheckpoints {
         }
     }
 
-    /// Records `meta` as slot `index`'s checkpoint for progress checkpoint `id`, taken by the
+    /// Records `meta` as `slot`'s checkpoint for progress checkpoint `id`, taken by the
     /// holder of `generation`. The first tag of a slot stays (a retry repeats it).
     pub(crate) fn tag(
         &mut self,
         slots: &PServerSlots,
-        (index, generation): (u32, u64),
+        (slot, generation): (u32, u64),
         id: u64,
         meta: &CheckpointMeta,
     ) -> Result<bool, String> {
-        check_checkpoint_path(index, generation, meta)?;
-        if !slots.holds(index, generation) {
+        check_checkpoint_path(slot, generation, meta)?;
+        if !slots.holds(slot, generation) {
             return Ok(false);
         }
         let Some(tags) = self.tagged.get_mut(&id) else {
@@ -110,14 +110,14 @@ impl ModelCheckpoints {
                 "progress checkpoint {id} keeps no pserver checkpoints (those of {kept:?} do)"
             ));
         };
-        if tags.holders.get(&index) != Some(&generation) {
+        if tags.holders.get(&slot) != Some(&generation) {
             return Err(format!(
-                "slot {index} was not held by generation {generation} when progress checkpoint \
+                "slot {slot} was not held by generation {generation} when progress checkpoint \
                  {id} was taken: its model may miss tasks done by then (the checkpoint \
                  restores the data only)"
             ));
         }
-        tags.files.entry(index).or_insert_with(|| meta.clone());
+        tags.files.entry(slot).or_insert_with(|| meta.clone());
         Ok(true)
     }
 
@@ -170,10 +170,10 @@ impl ModelCheckpoints {
     ) -> u32 {
         self.restores_asked += 1;
         let mut waiting = BTreeMap::new();
-        for (index, meta) in (0u32..).zip(files) {
-            slots.restore_from(index, meta.clone());
-            if slots.holders.contains_key(&index) {
-                waiting.insert(index, meta);
+        for (slot, meta) in (0u32..).zip(files) {
+            slots.restore_from(slot, meta.clone());
+            if slots.holders.contains_key(&slot) {
+                waiting.insert(slot, meta);
             }
         }
         let count = waiting.len() as u32;
@@ -182,11 +182,11 @@ impl ModelCheckpoints {
         count
     }
 
-    /// Slot `index` no longer waits (its holder reloaded, or it changed hands); the restored
+    /// `slot` no longer waits (its holder reloaded, or it changed hands); the restored
     /// progress checkpoint's id when that was the last one.
-    pub(crate) fn slot_done(&mut self, index: u32) -> Option<u64> {
+    pub(crate) fn slot_done(&mut self, slot: u32) -> Option<u64> {
         let pending = self.restoring.as_mut()?;
-        pending.waiting.remove(&index);
+        pending.waiting.remove(&slot);
         let id = pending.checkpoint;
         pending.waiting.is_empty().then(|| {
             self.restoring = None;
@@ -194,26 +194,26 @@ impl ModelCheckpoints {
         })
     }
 
-    /// Whether slot `index` waits for its holder to reload (its records are then refused:
+    /// Whether `slot` waits for its holder to reload (its records are then refused:
     /// they would be of the model the restore replaces).
-    pub(crate) fn waits_for(&self, index: u32) -> bool {
-        self.restoring.as_ref().is_some_and(|pending| pending.waiting.contains_key(&index))
+    pub(crate) fn waits_for(&self, slot: u32) -> bool {
+        self.restoring.as_ref().is_some_and(|pending| pending.waiting.contains_key(&slot))
     }
 
-    /// What a heartbeat asks of slot `index`'s holder (of `generation`, `None` when unheld).
+    /// What a heartbeat asks of `slot`'s holder (of `generation`, `None` when unheld).
     pub(crate) fn asks(
         &self,
-        index: u32,
+        slot: u32,
         generation: Option<u64>,
         next_progress_id: u64,
     ) -> SlotAsks {
         let reload = self.restoring.as_ref().and_then(|pending| {
-            let from = pending.waiting.get(&index)?.clone();
+            let from = pending.waiting.get(&slot)?.clone();
             Some(SlotReload { restore: pending.number, from })
         });
         // While a restore is under way, the model is about to change: nothing is tagged.
         let newest = self.tagged.iter().next_back().filter(|_| self.restoring.is_none());
-        let tag_for = newest.filter(|(_, tags)| tags.awaits(index, generation)).map(|(id, _)| *id);
+        let tag_for = newest.filter(|(_, tags)| tags.awaits(slot, generation)).map(|(id, _)| *id);
         let tags_from = self.tagged.keys().next().copied().unwrap_or(next_progress_id);
         SlotAsks { tag_for, reload, tags_from }
     }

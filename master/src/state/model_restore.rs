@@ -26,11 +26,11 @@ impl JobState {
             Command::RestoreProgress { checkpoint, data_only } => {
                 self.restore_with_model(*checkpoint, *data_only)
             }
-            Command::TagSlotCheckpoint { index, generation, progress, meta } => {
-                self.tag_slot((*index, *generation), *progress, meta)
+            Command::TagSlotCheckpoint { slot, generation, progress, meta } => {
+                self.tag_slot((*slot, *generation), *progress, meta)
             }
-            Command::SlotReloaded { index, generation, restore } => {
-                self.slot_reloaded((*index, *generation), *restore)
+            Command::SlotReloaded { slot, generation, restore } => {
+                self.slot_reloaded((*slot, *generation), *restore)
             }
             other => Response::Rejected {
                 reason: format!("not a progress checkpoint command: {other:?}"),
@@ -86,7 +86,7 @@ impl JobState {
         }
     }
 
-    /// Records the holder of slot `index`'s checkpoint for progress checkpoint `progress`.
+    /// Records the holder of `slot`'s checkpoint for progress checkpoint `progress`.
     pub(crate) fn tag_slot(
         &mut self,
         slot: (u32, u64),
@@ -100,32 +100,32 @@ impl JobState {
         }
     }
 
-    /// The holder of slot `index` under `generation` reloaded for restore `restore`; the last
+    /// The holder of `slot` under `generation` reloaded for restore `restore`; the last
     /// one puts the queue back. A report of another restore, or of a holder fenced off, changes
     /// nothing.
     pub(crate) fn slot_reloaded(
         &mut self,
-        (index, generation): (u32, u64),
+        (slot, generation): (u32, u64),
         restore: u64,
     ) -> Response {
-        if !self.pservers.holds(index, generation) {
+        if !self.pservers.holds(slot, generation) {
             return Response::SlotNotHeld;
         }
         let current =
             self.models.restoring.as_ref().is_some_and(|pending| pending.number == restore);
-        if !current || !self.models.waits_for(index) {
+        if !current || !self.models.waits_for(slot) {
             return Response::Stale;
         }
-        self.slot_stopped_waiting(index).unwrap_or(Response::Accepted)
+        self.slot_stopped_waiting(slot).unwrap_or(Response::Accepted)
     }
 
-    /// Slot `index` no longer waits (reloaded, claimed anew or released): when it was the
+    /// `slot` no longer waits (reloaded, claimed anew or released): when it was the
     /// last, the queue goes back, and the answer says so.
-    pub(crate) fn slot_stopped_waiting(&mut self, index: u32) -> Option<Response> {
-        if !self.models.waits_for(index) {
+    pub(crate) fn slot_stopped_waiting(&mut self, slot: u32) -> Option<Response> {
+        if !self.models.waits_for(slot) {
             return None;
         }
-        let id = self.models.slot_done(index)?;
+        let id = self.models.slot_done(slot)?;
         Some(self.finish_restore(id))
     }
 
@@ -140,12 +140,12 @@ impl JobState {
         self.models.restoring.is_some()
     }
 
-    /// Releases slot `index` from its holder of `generation`; a slot waiting for that holder
+    /// Releases `slot` from its holder of `generation`; a slot waiting for that holder
     /// to reload waits no more (nobody serves the model the restore replaces).
-    pub(crate) fn release_slot(&mut self, index: u32, generation: u64) -> Response {
-        let response = self.pservers.release(index, generation);
+    pub(crate) fn release_slot(&mut self, slot: u32, generation: u64) -> Response {
+        let response = self.pservers.release(slot, generation);
         if response == Response::Accepted {
-            self.slot_stopped_waiting(index);
+            self.slot_stopped_waiting(slot);
         }
         response
     }
@@ -159,17 +159,17 @@ impl JobState {
         secret: Option<SlotSecret>,
     ) -> Response {
         let response = self.pservers.claim(addr, desired, secret);
-        if let Response::SlotClaimed { index, .. } = response {
-            self.slot_stopped_waiting(index);
+        if let Response::SlotClaimed { slot, .. } = response {
+            self.slot_stopped_waiting(slot);
         }
         response
     }
 
-    /// What a heartbeat asks of slot `index`'s holder: a checkpoint for the newest progress
+    /// What a heartbeat asks of `slot`'s holder: a checkpoint for the newest progress
     /// checkpoint it has none for, a reload for a restore, which tagged files may go.
-    pub fn slot_asks(&self, index: u32) -> SlotAsks {
-        let generation = self.pservers.holders.get(&index).map(|holder| holder.generation);
-        self.models.asks(index, generation, self.progress.next_id)
+    pub fn slot_asks(&self, slot: u32) -> SlotAsks {
+        let generation = self.pservers.holders.get(&slot).map(|holder| holder.generation);
+        self.models.asks(slot, generation, self.progress.next_id)
     }
 
     /// Whether the newest progress checkpoint restores the data only: a slot changed hands

@@ -84,9 +84,9 @@ impl PServerSlots {
         }
         self.desired = Some(desired);
         let held = self.holders.iter().find(|(_, holder)| holder.addr == addr);
-        let index = match held {
-            Some((index, _)) => *index,
-            None => match (0..desired).find(|index| !self.holders.contains_key(index)) {
+        let slot = match held {
+            Some((slot, _)) => *slot,
+            None => match (0..desired).find(|slot| !self.holders.contains_key(slot)) {
                 Some(free) => free,
                 None => return Response::SlotsFull { desired },
             },
@@ -99,16 +99,12 @@ impl PServerSlots {
         );
         self.next_generation += 1;
         self.version += 1;
-        self.holders.insert(index, SlotHolder { addr: addr.to_string(), generation });
+        self.holders.insert(slot, SlotHolder { addr: addr.to_string(), generation });
         match secret {
-            Some(secret) => self.secrets.insert(index, secret),
-            None => self.secrets.remove(&index),
+            Some(secret) => self.secrets.insert(slot, secret),
+            None => self.secrets.remove(&slot),
         };
-        Response::SlotClaimed {
-            index,
-            generation,
-            checkpoint: self.checkpoints.get(&index).cloned(),
-        }
+        Response::SlotClaimed { slot, generation, checkpoint: self.checkpoints.get(&slot).cloned() }
     }
 
     fn claim_error(&self, addr: &str, desired: u32) -> Option<String> {
@@ -129,69 +125,64 @@ impl PServerSlots {
     /// A replayed claim gets its slot's latest checkpoint (sessions keep claims without it).
     pub(crate) fn refill_checkpoint(&self, response: Response) -> Response {
         match response {
-            Response::SlotClaimed { index, generation, .. } => Response::SlotClaimed {
-                index,
+            Response::SlotClaimed { slot, generation, .. } => Response::SlotClaimed {
+                slot,
                 generation,
-                checkpoint: self.checkpoints.get(&index).cloned(),
+                checkpoint: self.checkpoints.get(&slot).cloned(),
             },
             other => other,
         }
     }
 
-    /// Whether slot `index` is held under `generation`.
-    pub(crate) fn holds(&self, index: u32, generation: u64) -> bool {
-        self.holders.get(&index).is_some_and(|holder| holder.generation == generation)
+    /// Whether `slot` is held under `generation`.
+    pub(crate) fn holds(&self, slot: u32, generation: u64) -> bool {
+        self.holders.get(&slot).is_some_and(|holder| holder.generation == generation)
     }
 
-    /// Whether slot `index` is held under `generation` by the claimer that drew `secret`.
-    pub(crate) fn holds_with_secret(
-        &self,
-        index: u32,
-        generation: u64,
-        secret: SlotSecret,
-    ) -> bool {
-        self.holds(index, generation)
-            && self.secrets.get(&index).is_some_and(|kept| kept.matches(secret))
+    /// Whether `slot` is held under `generation` by the claimer that drew `secret`.
+    pub(crate) fn holds_with_secret(&self, slot: u32, generation: u64, secret: SlotSecret) -> bool {
+        self.holds(slot, generation)
+            && self.secrets.get(&slot).is_some_and(|kept| kept.matches(secret))
     }
 
-    /// Frees slot `index` if it is held under `generation`.
-    pub(crate) fn release(&mut self, index: u32, generation: u64) -> Response {
-        if !self.holds(index, generation) {
+    /// Frees `slot` if it is held under `generation`.
+    pub(crate) fn release(&mut self, slot: u32, generation: u64) -> Response {
+        if !self.holds(slot, generation) {
             return Response::SlotNotHeld;
         }
-        self.holders.remove(&index);
-        self.secrets.remove(&index);
+        self.holders.remove(&slot);
+        self.secrets.remove(&slot);
         self.version += 1;
         Response::Accepted
     }
 
-    /// Slot `index` restores from `meta` from now on (a restore of a progress checkpoint with
+    /// `slot` restores from `meta` from now on (a restore of a progress checkpoint with
     /// the model): its holder's later records must be newer than `meta` to replace it.
-    pub(crate) fn restore_from(&mut self, index: u32, meta: CheckpointMeta) {
-        self.checkpoints.insert(index, meta);
+    pub(crate) fn restore_from(&mut self, slot: u32, meta: CheckpointMeta) {
+        self.checkpoints.insert(slot, meta);
     }
 
-    /// Records a checkpoint for `index` from its holder of `generation`, unless the slot
+    /// Records a checkpoint for `slot` from its holder of `generation`, unless the slot
     /// already has one at the same or a higher step (a delayed or repeated report must not
     /// roll the slot back: answered `Stale`). Anyone else is answered `SlotNotHeld`. A path
     /// that is not the file the checkpointer names for (slot, step, generation) is rejected:
     /// a replacement could never restore from it.
     pub(crate) fn record_checkpoint(
         &mut self,
-        index: u32,
+        slot: u32,
         generation: u64,
         meta: &CheckpointMeta,
     ) -> Response {
-        if let Err(reason) = check_checkpoint_path(index, generation, meta) {
+        if let Err(reason) = check_checkpoint_path(slot, generation, meta) {
             return Response::Rejected { reason };
         }
-        if !self.holds(index, generation) {
+        if !self.holds(slot, generation) {
             return Response::SlotNotHeld;
         }
-        match self.checkpoints.get(&index) {
+        match self.checkpoints.get(&slot) {
             Some(latest) if latest.step >= meta.step => Response::Stale,
             _ => {
-                self.checkpoints.insert(index, meta.clone());
+                self.checkpoints.insert(slot, meta.clone());
                 Response::Accepted
             }
         }
@@ -202,7 +193,7 @@ impl PServerSlots {
 /// and ends in the file name the checkpointer gives (slot, step, generation), so the record
 /// says exactly which file a replacement restores and that file's step is the recorded one.
 pub fn check_checkpoint_path(
-    index: u32,
+    slot: u32,
     generation: u64,
     meta: &CheckpointMeta,
 ) -> Result<(), String> {
@@ -210,11 +201,11 @@ pub fn check_checkpoint_path(
     if path.is_empty() || path.len() > CHECKPOINT_PATH_BYTES_MAX {
         return Err(format!("checkpoint path must be 1 to {CHECKPOINT_PATH_BYTES_MAX} bytes"));
     }
-    let expected = storage::checkpoint::file_name(index, meta.step, generation);
+    let expected = storage::checkpoint::file_name(slot, meta.step, generation);
     let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
     if name != expected || parent.split('/').any(|part| part == "..") {
         return Err(format!(
-            "checkpoint path {path:?} is not a file named {expected:?} for slot {index} at step {} \
+            "checkpoint path {path:?} is not a file named {expected:?} for slot {slot} at step {} \
              under generation {generation} (no \"..\" allowed)",
             meta.step
         ));

@@ -38,9 +38,9 @@ pub enum Response {
     TrainerRegistered { trainer: u64 },
     /// The trainer is gone; these of its pending tasks went back to todo.
     TrainerRemoved { requeued: Vec<u64> },
-    /// The pserver holds slot `index` under `generation`; `checkpoint` is the slot's latest,
+    /// The pserver holds `slot` under `generation`; `checkpoint` is the slot's latest,
     /// to restore from.
-    SlotClaimed { index: u32, generation: u64, checkpoint: Option<CheckpointMeta> },
+    SlotClaimed { slot: u32, generation: u64, checkpoint: Option<CheckpointMeta> },
     /// All `desired` slots are held.
     SlotsFull { desired: u32 },
     /// The slot is not held under the generation the request carries: nothing changed.

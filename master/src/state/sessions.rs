@@ -52,7 +52,7 @@ pub(crate) enum Member {
     /// A registered trainer, by id.
     Trainer(u64),
     /// The holder of a slot under one generation.
-    Slot { index: u32, generation: u64 },
+    Slot { slot: u32, generation: u64 },
 }
 
 /// A client's last applied request.
@@ -112,8 +112,8 @@ pub(crate) fn request_digest(command: &Command) -> u64 {
 /// sessions cannot hold megabytes of paths.
 fn kept(response: &Response) -> Response {
     match response {
-        Response::SlotClaimed { index, generation, .. } => {
-            Response::SlotClaimed { index: *index, generation: *generation, checkpoint: None }
+        Response::SlotClaimed { slot, generation, .. } => {
+            Response::SlotClaimed { slot: *slot, generation: *generation, checkpoint: None }
         }
         other => other.clone(),
     }
@@ -205,10 +205,10 @@ impl Sessions {
         }
     }
 
-    /// Every member bound to slot `index`, under any generation.
-    pub(crate) fn slot_members(&self, index: u32) -> Vec<Member> {
-        let first = Member::Slot { index, generation: 0 };
-        let last = Member::Slot { index, generation: u64::MAX };
+    /// Every member bound to `slot`, under any generation.
+    pub(crate) fn slot_members(&self, slot: u32) -> Vec<Member> {
+        let first = Member::Slot { slot, generation: 0 };
+        let last = Member::Slot { slot, generation: u64::MAX };
         self.by_member.range(first..=last).map(|(member, _)| *member).collect()
     }
 

@@ -63,7 +63,7 @@ pub struct TrainerView {
 /// One pserver slot below `desired`, held or not.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct PServerSlotView {
-    pub index: u32,
+    pub slot: u32,
     /// The holder's address and generation, `None` while the slot is free.
     pub holder: Option<SlotHolder>,
     /// The slot's latest checkpoint, which a replacement restores.

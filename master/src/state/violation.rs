@@ -4,8 +4,8 @@
 /// A broken safety rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvariantViolation {
-    #[error("a restore waits for slot {index} to reload, but nobody holds it")]
-    ReloadWaitsForUnheldSlot { index: u32 },
+    #[error("a restore waits for slot {slot} to reload, but nobody holds it")]
+    ReloadWaitsForUnheldSlot { slot: u32 },
     #[error("task {task_id}: in {queue}, but the job has only {task_count} tasks")]
     TaskIdOutOfRange { task_id: u64, queue: &'static str, task_count: u64 },
     #[error("task {task_id}: in both {first} and {second}; a task is in exactly one queue")]
@@ -32,12 +32,12 @@ pub enum InvariantViolation {
     TrainerIdNotIssued { trainer: u64, next_trainer_id: u64 },
     #[error("{count} trainers registered, more than {count_max}")]
     TooManyTrainers { count: u64, count_max: u64 },
-    #[error("pserver slot {index}: held or checkpointed but the job has {desired:?} slots")]
-    SlotOutOfRange { index: u32, desired: Option<u32> },
+    #[error("pserver slot {slot}: held or checkpointed but the job has {desired:?} slots")]
+    SlotOutOfRange { slot: u32, desired: Option<u32> },
     #[error("pserver {addr}: holds slots {first} and {second}; an address holds at most one")]
     AddressHoldsTwoSlots { addr: String, first: u32, second: u32 },
-    #[error("slot {index} keeps a claim secret but nobody holds it")]
-    SecretWithoutHolder { index: u32 },
+    #[error("slot {slot} keeps a claim secret but nobody holds it")]
+    SecretWithoutHolder { slot: u32 },
     #[error("{count} strangers' client sessions kept, more than {count_max}")]
     TooManySessions { count: u64, count_max: u64 },
     #[error("task {task_id}: epoch went from {before} to {after}; epochs only grow")]
@@ -60,8 +60,8 @@ pub enum InvariantViolation {
     ClockWentBack { before: u64, after: u64 },
     #[error("a dataset report is loading ({received} of {total} chunks) while {state}")]
     LoadingInconsistent { received: u64, total: u64, state: &'static str },
-    #[error("pserver slot {index}: generation {generation} was never issued (next is {next})")]
-    GenerationNotIssued { index: u32, generation: u64, next: u64 },
+    #[error("pserver slot {slot}: generation {generation} was never issued (next is {next})")]
+    GenerationNotIssued { slot: u32, generation: u64, next: u64 },
     #[error(
         "the next slot generation went from {before} to {after}; generations are never reused"
     )]

@@ -47,8 +47,8 @@ fn job_with_two_slots() -> MasterState {
 }
 
 /// The file slot `index` of `generation` writes at `step` for progress checkpoint `progress`.
-fn tag_file(index: u32, generation: u64, step: u64, progress: u64) -> CheckpointMeta {
-    let name = storage::checkpoint::file_name(index, step, generation);
+fn tag_file(slot: u32, generation: u64, step: u64, progress: u64) -> CheckpointMeta {
+    let name = storage::checkpoint::file_name(slot, step, generation);
     CheckpointMeta {
         path: format!("/ckpt/progress-x-{progress}/{name}"),
         step,
@@ -59,12 +59,12 @@ fn tag_file(index: u32, generation: u64, step: u64, progress: u64) -> Checkpoint
 
 fn tag(
     state: &mut MasterState,
-    (index, generation): (u32, u64),
+    (slot, generation): (u32, u64),
     progress: u64,
     step: u64,
 ) -> Response {
-    let meta = tag_file(index, generation, step, progress);
-    apply(state, 5, Command::TagSlotCheckpoint { index, generation, progress, meta })
+    let meta = tag_file(slot, generation, step, progress);
+    apply(state, 5, Command::TagSlotCheckpoint { slot, generation, progress, meta })
 }
 
 /// [`job_with_two_slots`] with one task done, progress checkpoint 1 tagged by both slots, and
@@ -155,17 +155,17 @@ fn a_restore_reloads_every_slot_before_the_queue_goes_back() {
         crc32: 1,
         created_ms: 1,
     };
-    let record = Command::RecordCheckpoint { index: 0, generation: 1, meta: old_file };
+    let record = Command::RecordCheckpoint { slot: 0, generation: 1, meta: old_file };
     assert_eq!(apply(&mut state, 52, record), Response::Stale, "of the model being replaced");
     let busy = apply(&mut state, 52, Command::CheckpointProgress);
     assert!(matches!(busy, Response::Rejected { .. }), "no checkpoint during a restore");
 
-    let reloaded = Command::SlotReloaded { index: 0, generation: 1, restore: 1 };
+    let reloaded = Command::SlotReloaded { slot: 0, generation: 1, restore: 1 };
     assert_eq!(apply(&mut state, 53, reloaded.clone()), Response::Accepted);
     assert_eq!(apply(&mut state, 53, reloaded), Response::Stale, "a repeat changes nothing");
     assert_eq!(job(&state).reloads_waiting(), 1);
     // Slot 1's holder goes: its slot waits no more, and that was the last.
-    apply(&mut state, 54, Command::ReleasePServerSlot { index: 1, generation: 2 });
+    apply(&mut state, 54, Command::ReleasePServerSlot { slot: 1, generation: 2 });
     assert_eq!(job(&state).reloads_waiting(), 0);
     let status = job(&state).status();
     assert_eq!((status.pass, status.done_count, status.todo_count), (0, 1, 3));
@@ -174,7 +174,7 @@ fn a_restore_reloads_every_slot_before_the_queue_goes_back() {
         desired: 2,
         secret: SlotSecret::from_bits(99),
     };
-    let Response::SlotClaimed { index: 1, checkpoint, .. } = apply(&mut state, 55, claim) else {
+    let Response::SlotClaimed { slot: 1, checkpoint, .. } = apply(&mut state, 55, claim) else {
         panic!("slot 1 is claimed again")
     };
     assert_eq!(checkpoint, Some(tag_file(1, 2, 4, 1)), "its new holder restores the tagged file");
@@ -211,8 +211,8 @@ fn a_cancel_during_a_restore_stays_cancelled() {
     assert_eq!(apply(&mut state, 51, Command::CancelJob), Response::Accepted);
     assert_eq!(job(&state).reloads_waiting(), 0, "the cancel ends the restore");
     assert_eq!(job(&state).slot_asks(0).reload, None, "no holder is asked to reload");
-    for (index, generation) in [(0, 1), (1, 2)] {
-        apply(&mut state, 60, Command::ReleasePServerSlot { index, generation });
+    for (slot, generation) in [(0, 1), (1, 2)] {
+        apply(&mut state, 60, Command::ReleasePServerSlot { slot, generation });
     }
     assert!(job(&state).is_cancelled(), "the last release put nothing back");
     assert_eq!(apply(&mut state, 61, restore), Response::JobCancelled);
@@ -239,8 +239,8 @@ fn the_last_task_finished_while_a_restore_waits_does_not_end_the_job() {
     let report = Command::TaskFinished { task_id: last.task_id, epoch: last.epoch };
     assert_eq!(apply(&mut state, 51, report), Response::Accepted);
     assert_eq!(job(&state).ended(), None, "the job does not end while the restore waits");
-    for (index, generation) in [(0, 1), (1, 2)] {
-        apply(&mut state, 52, Command::SlotReloaded { index, generation, restore: 1 });
+    for (slot, generation) in [(0, 1), (1, 2)] {
+        apply(&mut state, 52, Command::SlotReloaded { slot, generation, restore: 1 });
     }
     let status = job(&state).status();
     assert_eq!((status.pass, status.done_count, status.job_finished), (0, 1, false));
@@ -263,13 +263,13 @@ fn a_slot_that_changed_hands_before_its_tag_leaves_the_checkpoint_data_only() {
     assert!(!job(&state).newest_checkpoint_data_only(), "slot 1's holder may still tag");
 
     tracing::info!("--- slot 1's holder dies before tagging; a replacement claims it");
-    apply(&mut state, 40, Command::ReleasePServerSlot { index: 1, generation: 2 });
+    apply(&mut state, 40, Command::ReleasePServerSlot { slot: 1, generation: 2 });
     let claim = Command::ClaimPServerSlotWithSecret {
         addr: "p9:1".into(),
         desired: 2,
         secret: SlotSecret::from_bits(99),
     };
-    let Response::SlotClaimed { index: 1, generation, .. } = apply(&mut state, 41, claim) else {
+    let Response::SlotClaimed { slot: 1, generation, .. } = apply(&mut state, 41, claim) else {
         panic!("slot 1 is claimed again")
     };
     assert_eq!(job(&state).slot_asks(1).tag_for, None, "the new holder cannot cover it");

@@ -22,8 +22,8 @@ enum Op {
     Lost { trainer: u64 },
     Retry { client: u64 },
     Claim { client: u64, addr: u8, desired: u32 },
-    Release { index: u32, generation: u64 },
-    Checkpoint { index: u32, generation: u64, step: u64 },
+    Release { slot: u32, generation: u64 },
+    Checkpoint { slot: u32, generation: u64, step: u64 },
     Advance { ms: u64 },
 }
 
@@ -49,9 +49,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => client.clone().prop_map(|client| Op::Retry { client }),
         1 => (client, 0u8..4, 1u32..4)
             .prop_map(|(client, addr, desired)| Op::Claim { client, addr, desired }),
-        1 => (0u32..4, 0u64..8).prop_map(|(index, generation)| Op::Release { index, generation }),
+        1 => (0u32..4, 0u64..8).prop_map(|(slot, generation)| Op::Release { slot, generation }),
         1 => (0u32..4, 0u64..8, 0u64..10)
-            .prop_map(|(index, generation, step)| Op::Checkpoint { index, generation, step }),
+            .prop_map(|(slot, generation, step)| Op::Checkpoint { slot, generation, step }),
         3 => (0u64..3000).prop_map(|ms| Op::Advance { ms }),
     ]
 }
@@ -149,13 +149,13 @@ impl Driver {
                 client,
                 Command::ClaimPServerSlot { addr: format!("ps{addr}:1"), desired },
             ),
-            Op::Release { index, generation } => {
-                self.leader(Command::ReleasePServerSlot { index, generation })
+            Op::Release { slot, generation } => {
+                self.leader(Command::ReleasePServerSlot { slot, generation })
             }
-            Op::Checkpoint { index, generation, step } => {
-                let path = storage::checkpoint::file_name(index, step, generation);
+            Op::Checkpoint { slot, generation, step } => {
+                let path = storage::checkpoint::file_name(slot, step, generation);
                 let meta = CheckpointMeta { path, step, crc32: 0, created_ms: 0 };
-                self.leader(Command::RecordCheckpoint { index, generation, meta })
+                self.leader(Command::RecordCheckpoint { slot, generation, meta })
             }
             Op::Advance { ms } => {
                 self.now_ms += ms;
@@ -223,8 +223,8 @@ fn check_covered(state: &MasterState, task_id: u64) -> Result<(), String> {
 /// latest at the replay, by design), every other answer whole.
 fn replayed(response: &Response) -> Response {
     match response {
-        Response::SlotClaimed { index, generation, .. } => {
-            Response::SlotClaimed { index: *index, generation: *generation, checkpoint: None }
+        Response::SlotClaimed { slot, generation, .. } => {
+            Response::SlotClaimed { slot: *slot, generation: *generation, checkpoint: None }
         }
         other => other.clone(),
     }

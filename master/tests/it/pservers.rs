@@ -8,8 +8,8 @@ fn claim(addr: &str, desired: u32) -> Command {
     Command::ClaimPServerSlot { addr: addr.to_string(), desired }
 }
 
-fn release(index: u32, generation: u64) -> Command {
-    Command::ReleasePServerSlot { index, generation }
+fn release(slot: u32, generation: u64) -> Command {
+    Command::ReleasePServerSlot { slot, generation }
 }
 
 /// The checkpoint of slot 0 the holder of `generation` wrote at `step`, named as the
@@ -19,18 +19,18 @@ fn meta((generation, step): (u64, u64)) -> CheckpointMeta {
     CheckpointMeta { path, step, crc32: 7, created_ms: step.saturating_mul(10) }
 }
 
-fn checkpoint(index: u32, generation: u64, step: u64) -> Command {
-    let path = format!("/ckpt/{}", storage::checkpoint::file_name(index, step, generation));
+fn checkpoint(slot: u32, generation: u64, step: u64) -> Command {
+    let path = format!("/ckpt/{}", storage::checkpoint::file_name(slot, step, generation));
     Command::RecordCheckpoint {
-        index,
+        slot,
         generation,
         meta: CheckpointMeta { path, ..meta((generation, step)) },
     }
 }
 
 /// `checkpoint`: the (generation, step) of the checkpoint the claim hands over.
-fn claimed(index: u32, generation: u64, checkpoint: Option<(u64, u64)>) -> Expect {
-    is(Response::SlotClaimed { index, generation, checkpoint: checkpoint.map(meta) })
+fn claimed(slot: u32, generation: u64, checkpoint: Option<(u64, u64)>) -> Expect {
+    is(Response::SlotClaimed { slot, generation, checkpoint: checkpoint.map(meta) })
 }
 
 /// A slot after a case: `(index, holder (addr, generation), checkpoint (generation, step))`.
@@ -42,8 +42,8 @@ fn check(name: &str, steps: Vec<Step>, slots: &[Slot<'_>]) {
     let state = run(name, &steps);
     let expected: Vec<PServerSlotView> = slots
         .iter()
-        .map(|(index, holder, step)| PServerSlotView {
-            index: *index,
+        .map(|(slot, holder, step)| PServerSlotView {
+            slot: *slot,
             holder: holder
                 .map(|(addr, generation)| SlotHolder { addr: addr.to_string(), generation }),
             checkpoint: step.map(meta),
@@ -150,7 +150,7 @@ fn pserver_slots() {
 /// A record of slot 0 under generation 1 at `step` with `path`.
 fn unnamed(path: &str, step: u64) -> Command {
     let meta = CheckpointMeta { path: path.to_string(), ..meta((1, step)) };
-    Command::RecordCheckpoint { index: 0, generation: 1, meta }
+    Command::RecordCheckpoint { slot: 0, generation: 1, meta }
 }
 
 /// The name of slot 0's checkpoint at `step` under generation 1, in `dir`.

@@ -53,8 +53,8 @@ fn members_leaving() -> Vec<(&'static str, Vec<Step>)> {
     let lost = Command::TrainerLost { trainer: 1 };
     let claim = || Command::ClaimPServerSlot { addr: "a:1".into(), desired: 1 };
     // `check_crowd` checks at the end that every bound member is alive: generation 1 is not.
-    let claimed = |generation| Response::SlotClaimed { index: 0, generation, checkpoint: None };
-    let release = Command::ReleasePServerSlot { index: 0, generation: 1 };
+    let claimed = |generation| Response::SlotClaimed { slot: 0, generation, checkpoint: None };
+    let release = Command::ReleasePServerSlot { slot: 0, generation: 1 };
     vec![
         (
             "a lost trainer's client keeps its answer as a stranger, then registers again",
@@ -79,7 +79,7 @@ fn members_leaving() -> Vec<(&'static str, Vec<Step>)> {
             vec![
                 stamped(8, 1, 0, claim(), is(claimed(1))),
                 stamped(8, 2, 0, claim(), is(claimed(2))),
-                stamped(8, 3, 0, Command::ReleasePServerSlot { index: 0, generation: 1 }, {
+                stamped(8, 3, 0, Command::ReleasePServerSlot { slot: 0, generation: 1 }, {
                     is(Response::SlotNotHeld)
                 }),
             ],

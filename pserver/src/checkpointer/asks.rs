@@ -97,7 +97,7 @@ impl Checkpointer {
         match self.master.report_reloaded(&self.lease, reload.restore).await {
             Err(ClientError::NotHolder { message, .. }) => {
                 self.held.lose(format!("the master refused a reload report: {message}"));
-                Err(anyhow::anyhow!("slot {} lost: {message}", self.held.index()))
+                Err(anyhow::anyhow!("slot {} lost: {message}", self.held.slot()))
             }
             reported => reported.context("report the reload"),
         }
@@ -107,7 +107,7 @@ impl Checkpointer {
     /// slot (the fallbacks of a claim: `restore.rs`).
     async fn load_for(&mut self, reload: &SlotReload) -> anyhow::Result<()> {
         self.held.check()?;
-        let (slot, slot_count) = (self.held.index(), self.cell.slot_count());
+        let (slot, slot_count) = (self.held.slot(), self.cell.slot_count());
         let (from, dir) = (reload.from.clone(), self.dir.clone());
         let loading = move || crate::restore::restore(slot, slot_count, &from, &dir);
         let (shard, path) = tokio::task::spawn_blocking(loading)
@@ -140,7 +140,7 @@ impl Checkpointer {
         if attempts < RELOAD_ATTEMPTS_MAX {
             return error;
         }
-        let slot = self.held.index();
+        let slot = self.held.slot();
         ReloadAbandoned { slot, restore: reload.restore, attempts, reason }.into()
     }
 
@@ -162,7 +162,7 @@ impl Checkpointer {
             Ok(_) => {
                 self.followed.tagged = progress;
                 tracing::info!(
-                    slot = self.held.index(),
+                    slot = self.held.slot(),
                     progress,
                     step,
                     "checkpoint recorded for a progress checkpoint"
@@ -171,7 +171,7 @@ impl Checkpointer {
             }
             Err(ClientError::NotHolder { message, .. }) => {
                 self.held.lose(format!("the master refused a checkpoint record: {message}"));
-                Err(anyhow::anyhow!("slot {} lost: {message}", self.held.index()))
+                Err(anyhow::anyhow!("slot {} lost: {message}", self.held.slot()))
             }
             Err(error) => {
                 Err(anyhow::Error::new(error).context("record the progress checkpoint's file"))
@@ -193,7 +193,7 @@ impl Checkpointer {
     /// The file an earlier attempt wrote for this step (a lost answer): the same shard state
     /// under the same generation, so the same content; its crc is read back.
     fn written_before(&self, dir: &CheckpointDir, step: u64) -> anyhow::Result<WrittenCheckpoint> {
-        let name = storage::checkpoint::file_name(self.held.index(), step, self.held.generation());
+        let name = storage::checkpoint::file_name(self.held.slot(), step, self.held.generation());
         let path = dir.path().join(name);
         let crc32 = read_checkpoint(&path)?.crc32;
         let file_bytes = std::fs::metadata(&path).map_or(0, |metadata| metadata.len());
@@ -204,7 +204,7 @@ impl Checkpointer {
     /// slot's record may still name (at or above its recorded step), and directories left
     /// empty. Once none of this slot's is left below `tags_from`, that is remembered.
     fn prune_tags(&mut self, tags_from: u64) -> anyhow::Result<()> {
-        let (slot, keep_from) = (self.held.index(), self.recorded_step.load(Ordering::SeqCst));
+        let (slot, keep_from) = (self.held.slot(), self.recorded_step.load(Ordering::SeqCst));
         let mut kept = false;
         for (progress, path) in progress_dirs(self.dir.path())? {
             if progress >= tags_from {

@@ -21,7 +21,7 @@ fn write_at(dir: &CheckpointDir, shard: &Shard, step: u64, generation: u64) -> W
         .map(|param| ParamShape { name: param.name.clone(), shape: param.shape.clone() })
         .collect();
     let header = CheckpointHeader {
-        slot_index: 0,
+        slot: 0,
         slot_count: layout.slot_count,
         block_elements: layout.block_elements,
         generation,

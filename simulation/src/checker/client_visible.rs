@@ -168,12 +168,12 @@ fn fact(command: &Command, response: &Response) -> Option<Fact> {
         (_, Response::TrainerRegistered { trainer }) => {
             Some(Fact::Registered { trainer: *trainer })
         }
-        (_, Response::SlotClaimed { index, generation, .. }) => {
-            Some(Fact::SlotGranted { index: *index, generation: *generation })
+        (_, Response::SlotClaimed { slot, generation, .. }) => {
+            Some(Fact::SlotGranted { slot: *slot, generation: *generation })
         }
-        (Command::RecordCheckpoint { index, generation, meta }, Response::Accepted) => {
-            let (index, generation, step) = (*index, *generation, meta.step);
-            Some(Fact::CheckpointRecorded { index, generation, step })
+        (Command::RecordCheckpoint { slot, generation, meta }, Response::Accepted) => {
+            let (slot, generation, step) = (*slot, *generation, meta.step);
+            Some(Fact::CheckpointRecorded { slot, generation, step })
         }
         _ => None,
     }

@@ -20,7 +20,7 @@ pub fn check(nodes: &[NodeView]) -> Result<(), Violation> {
                             "node {} records slot {}'s checkpoint of job #{id} ({:?}) at {:?}, \
                              outside that incarnation's directory",
                             node.id,
-                            slot.index,
+                            slot.slot,
                             job.name(),
                             meta.path
                         ),

@@ -67,9 +67,9 @@ impl SlotHolders {
         let violation = |detail: String| {
             Err(Violation::new("slot holders", format!("job {:?}: {detail}", event.job)))
         };
-        let SlotEvent { index, generation, pserver, invoked_ms, answered_ms, kind, .. } = *event;
+        let SlotEvent { slot, generation, pserver, invoked_ms, answered_ms, kind, .. } = *event;
         if kind == SlotEventKind::Serving {
-            return slots.served(index, generation, pserver, answered_ms).or_else(violation);
+            return slots.served(slot, generation, pserver, answered_ms).or_else(violation);
         }
         if answered_ms >= invoked_ms + serve_ms {
             // Answered too late to serve on: the pserver does not (and `serve` below would
@@ -77,29 +77,29 @@ impl SlotHolders {
             return Ok(());
         }
         if kind == SlotEventKind::Granted {
-            let windows = slots.serving.entry(index).or_default();
+            let windows = slots.serving.entry(slot).or_default();
             let overlapping = windows.iter().find(|(other, (until, holder))| {
                 **other != generation && *holder != pserver && *until > answered_ms
             });
             if let Some((other, (until, holder))) = overlapping {
                 return violation(format!(
-                    "slot {index} was granted to pserver {pserver} as generation {generation} \
+                    "slot {slot} was granted to pserver {pserver} as generation {generation} \
                      at {answered_ms} ms while pserver {holder} may serve it as generation \
                      {other} until {until} ms"
                 ));
             }
-            let newest = slots.granted.get(&index).map_or(0, |(newest, _)| *newest);
-            slots.granted.insert(index, (generation.max(newest), answered_ms));
-        } else if let Some((newest, at_ms)) = slots.granted.get(&index) {
+            let newest = slots.granted.get(&slot).map_or(0, |(newest, _)| *newest);
+            slots.granted.insert(slot, (generation.max(newest), answered_ms));
+        } else if let Some((newest, at_ms)) = slots.granted.get(&slot) {
             if *newest > generation && invoked_ms > *at_ms {
                 return violation(format!(
-                    "slot {index} generation {generation} was confirmed for a heartbeat sent at \
+                    "slot {slot} generation {generation} was confirmed for a heartbeat sent at \
                      {invoked_ms} ms, after generation {newest} was granted at {at_ms} ms"
                 ));
             }
         }
         let until = invoked_ms + serve_ms;
-        let windows = slots.serving.entry(index).or_default();
+        let windows = slots.serving.entry(slot).or_default();
         let window = windows.entry(generation).or_insert((until, pserver));
         window.0 = window.0.max(until);
         Ok(())
@@ -110,19 +110,19 @@ impl SlotHolders {
             let (request, response) = (applied.request, applied.response);
             let Some(job) = jobs.job_of(&request.command)? else { continue };
             let holder = &mut self.jobs.of(job).holder;
-            if let Response::SlotClaimed { index, generation, .. } = response {
-                holder.insert(*index, *generation);
+            if let Response::SlotClaimed { slot, generation, .. } = response {
+                holder.insert(*slot, *generation);
             }
-            let Command::RecordCheckpoint { index, generation, .. } = request.command.scoped().1
+            let Command::RecordCheckpoint { slot, generation, .. } = request.command.scoped().1
             else {
                 continue;
             };
-            let holder = holder.get(index).copied();
+            let holder = holder.get(slot).copied();
             if *response == Response::Accepted && holder != Some(*generation) {
                 return Err(Violation::new(
                     "slot holders",
                     format!(
-                        "entry {} recorded a checkpoint of slot {index} of job {job:?} under \
+                        "entry {} recorded a checkpoint of slot {slot} of job {job:?} under \
                          generation {generation}, but generation {holder:?} holds it",
                         applied.log_id
                     ),
@@ -136,14 +136,14 @@ impl SlotHolders {
 impl JobSlots {
     /// `pserver` found at `at_ms` that it may serve slot `index` as `generation`; why it may
     /// not, if it may not.
-    fn served(&self, index: u32, generation: u64, pserver: u64, at_ms: u64) -> Result<(), String> {
-        let window = self.serving.get(&index).and_then(|windows| windows.get(&generation));
+    fn served(&self, slot: u32, generation: u64, pserver: u64, at_ms: u64) -> Result<(), String> {
+        let window = self.serving.get(&slot).and_then(|windows| windows.get(&generation));
         let until = window.filter(|(_, holder)| *holder == pserver).map(|(until, _)| *until);
         if until.is_some_and(|until| at_ms < until) {
             return Ok(());
         }
         Err(format!(
-            "pserver {pserver} would serve slot {index} as generation {generation} at {at_ms} \
+            "pserver {pserver} would serve slot {slot} as generation {generation} at {at_ms} \
              ms, but what it was told lets it serve until {until:?} ms"
         ))
     }
@@ -164,7 +164,7 @@ mod tests {
         times_ms: (u64, u64),
     ) -> SlotEvent {
         let (invoked_ms, answered_ms, job) = (times_ms.0, times_ms.1, job.to_string());
-        SlotEvent { job, index: 0, generation, pserver, invoked_ms, answered_ms, kind }
+        SlotEvent { job, slot: 0, generation, pserver, invoked_ms, answered_ms, kind }
     }
 
     /// The same in job "a".

@@ -52,22 +52,18 @@ impl CheckpointDir {
     }
 
     /// This slot's checkpoint files, newest (highest step, then generation) first.
-    pub fn list(&self, slot_index: u32) -> Result<Vec<PathBuf>, CheckpointError> {
+    pub fn list(&self, slot: u32) -> Result<Vec<PathBuf>, CheckpointError> {
         let mut found: Vec<(NameParts, PathBuf)> =
-            self.entries()?.into_iter().filter(|(parts, _)| parts.slot == slot_index).collect();
+            self.entries()?.into_iter().filter(|(parts, _)| parts.slot == slot).collect();
         found.sort_by(|a, b| b.0.cmp(&a.0));
         Ok(found.into_iter().map(|(_, path)| path).collect())
     }
 
     /// Deletes this slot's files with a step below `step` (already gone is fine).
-    pub fn remove_below(
-        &self,
-        slot_index: u32,
-        step: u64,
-    ) -> Result<Vec<PathBuf>, CheckpointError> {
+    pub fn remove_below(&self, slot: u32, step: u64) -> Result<Vec<PathBuf>, CheckpointError> {
         let mut removed = Vec::new();
         for (parts, path) in self.entries()? {
-            if parts.slot != slot_index || parts.step >= step {
+            if parts.slot != slot || parts.step >= step {
                 continue;
             }
             match fs::remove_file(&path) {

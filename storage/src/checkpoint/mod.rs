@@ -5,7 +5,7 @@
 //! ```text
 //! magic "RTCKPT01"
 //! body:
-//!   version u32 (1), slot_index u32, slot_count u32, block_elements u32,
+//!   version u32 (1), slot u32, slot_count u32, block_elements u32,
 //!   generation u64, step u64,
 //!   optimizer: u32 length + bytes (opaque to storage)
 //!   params: u32 count, each: name (u32 length + UTF-8), rank u32, rank x u64 dims
@@ -58,7 +58,7 @@ pub struct ParamShape {
 /// What a checkpoint says about itself and the job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckpointHeader {
-    pub slot_index: u32,
+    pub slot: u32,
     pub slot_count: u32,
     pub block_elements: u32,
     pub generation: u64,
@@ -89,9 +89,9 @@ pub struct Checkpoint {
 
 /// The file name of a checkpoint: slot, step and generation, so names sort by step and two
 /// holders of one slot never write the same file.
-pub fn file_name(slot_index: u32, step: u64, generation: u64) -> String {
+pub fn file_name(slot: u32, step: u64, generation: u64) -> String {
     format!(
-        "{}{slot_index:05}-step-{step:020}-gen-{generation:020}{}",
+        "{}{slot:05}-step-{step:020}-gen-{generation:020}{}",
         dir::FILE_PREFIX,
         dir::FILE_SUFFIX
     )

@@ -77,7 +77,7 @@ fn header(cursor: &mut Cursor<'_>) -> Result<CheckpointHeader, CheckpointError> 
             cursor.corrupt(format!("version {version} is unknown (this build reads {VERSION})"))
         );
     }
-    let slot_index = cursor.u32("slot index")?;
+    let slot = cursor.u32("slot index")?;
     let slot_count = cursor.u32("slot count")?;
     let block_elements = cursor.u32("block elements")?;
     if block_elements == 0 || block_elements > BLOCK_ELEMENTS_MAX {
@@ -97,15 +97,7 @@ fn header(cursor: &mut Cursor<'_>) -> Result<CheckpointHeader, CheckpointError> 
         let shape = (0..rank).map(|_| cursor.u64("dimension")).collect::<Result<_, _>>()?;
         params.push(ParamShape { name, shape });
     }
-    Ok(CheckpointHeader {
-        slot_index,
-        slot_count,
-        block_elements,
-        generation,
-        step,
-        optimizer,
-        params,
-    })
+    Ok(CheckpointHeader { slot, slot_count, block_elements, generation, step, optimizer, params })
 }
 
 fn blocks(cursor: &mut Cursor<'_>) -> Result<Vec<CheckpointBlock>, CheckpointError> {

@@ -3,13 +3,13 @@
 
 use super::*;
 
-fn header(slot_index: u32, step: u64, generation: u64) -> CheckpointHeader {
+fn header(slot: u32, step: u64, generation: u64) -> CheckpointHeader {
     let params = vec![
         ParamShape { name: "w".into(), shape: vec![256, 256] },
         ParamShape { name: "b".into(), shape: vec![] },
     ];
     CheckpointHeader {
-        slot_index,
+        slot,
         slot_count: 3,
         block_elements: 65_536,
         generation,

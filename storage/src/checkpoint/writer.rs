@@ -36,7 +36,7 @@ impl CheckpointWriter {
     /// Starts the checkpoint file for `header` in `dir`.
     pub fn create(dir: &Path, header: &CheckpointHeader) -> Result<Self, CheckpointError> {
         validate_header(dir, header)?;
-        let name = file_name(header.slot_index, header.step, header.generation);
+        let name = file_name(header.slot, header.step, header.generation);
         let file =
             DurableFile::create(dir, &name).map_err(CheckpointError::io(&dir.join(&name)))?;
         let mut writer =
@@ -104,7 +104,7 @@ impl CheckpointWriter {
     }
 
     fn header(&mut self, header: &CheckpointHeader) -> Result<(), CheckpointError> {
-        for word in [VERSION, header.slot_index, header.slot_count, header.block_elements] {
+        for word in [VERSION, header.slot, header.slot_count, header.block_elements] {
             self.body(&word.to_le_bytes())?;
         }
         self.body(&header.generation.to_le_bytes())?;

@@ -31,13 +31,13 @@ pub(super) async fn claim_p_server_slot(
         secret,
     };
     let reply = match rpc.propose(Some(client), for_job(&request.job, command)).await? {
-        Response::SlotClaimed { index, generation, checkpoint } => {
+        Response::SlotClaimed { slot, generation, checkpoint } => {
             let (job, model_restore) = rpc.job_restores("ClaimPServerSlot", &request.job)?;
-            rpc.duties.pserver_granted(rpc.node.term(), (job, index, generation));
+            rpc.duties.pserver_granted(rpc.node.term(), (job, slot, generation));
             let checkpoint = checkpoint.as_ref().map(checkpoint_to_proto);
             pb::ClaimPServerSlotReply {
                 granted: true,
-                index,
+                index: slot,
                 lease_ms,
                 checkpoint,
                 generation,
@@ -81,17 +81,17 @@ pub(super) async fn p_server_heartbeat(
     if rpc.job_ended(job) {
         return not_held(true);
     }
-    let (job, index) = (job.unwrap_or_default(), request.index);
-    let held = rpc.node.read(|state| state.slot_held(job, index, generation, secret));
+    let (job, slot) = (job.unwrap_or_default(), request.index);
+    let held = rpc.node.read(|state| state.slot_held(job, slot, generation, secret));
     // The lease is checked after the state: a slot whose lease ran out is not confirmed,
     // even while its release is still on its way through the log.
-    let holds_slot = held && rpc.duties.pserver_alive(term, (job, index, generation));
+    let holds_slot = held && rpc.duties.pserver_alive(term, (job, slot, generation));
     if !holds_slot {
         return not_held(false);
     }
-    rpc.steps.heard((job, index), generation, request.step);
+    rpc.steps.heard((job, slot), generation, request.step);
     rpc.steps.forget_gone_jobs(|job| rpc.node.read(|state| state.job(job).is_some()));
-    let asks = rpc.node.read(|state| state.job(job).map(|job| job.slot_asks(index)));
+    let asks = rpc.node.read(|state| state.job(job).map(|job| job.slot_asks(slot)));
     Ok(tonic::Response::new(crate::service::slot_model::heartbeat_reply(asks.unwrap_or_default())))
 }
 
@@ -125,14 +125,14 @@ pub(super) async fn record_checkpoint(
     let request = request.into_inner();
     let client = stamp(request.stamp)?;
     let meta = checkpoint_from_proto(request.meta)?;
-    let index = request.index;
-    let slot = (index, request.generation, request.secret.as_ref());
-    let (job, generation) = rpc.checked_holder("RecordCheckpoint", &request.job, slot).await?;
+    let slot = request.index;
+    let holder = (slot, request.generation, request.secret.as_ref());
+    let (job, generation) = rpc.checked_holder("RecordCheckpoint", &request.job, holder).await?;
     let steps = &rpc.steps;
-    steps.check((job, index), generation, meta.step).map_err(Status::invalid_argument)?;
+    steps.check((job, slot), generation, meta.step).map_err(Status::invalid_argument)?;
     let command = match request.for_progress {
-        0 => Command::RecordCheckpoint { index, generation, meta },
-        progress => Command::TagSlotCheckpoint { index, generation, progress, meta },
+        0 => Command::RecordCheckpoint { slot, generation, meta },
+        progress => Command::TagSlotCheckpoint { slot, generation, progress, meta },
     };
     let command = Command::in_job(job, command);
     let recorded = match rpc.propose(Some(client), command).await? {
@@ -140,7 +140,7 @@ pub(super) async fn record_checkpoint(
         Response::Stale => false,
         other => return Err(unexpected("RecordCheckpoint", other)),
     };
-    let recorded_step = rpc.node.read(|state| state.recorded_step(job, index));
+    let recorded_step = rpc.node.read(|state| state.recorded_step(job, slot));
     Ok(tonic::Response::new(pb::RecordCheckpointReply { recorded, recorded_step }))
 }
 
@@ -149,17 +149,17 @@ pub(super) async fn report_reloaded(
     request: tonic::Request<pb::ReportReloadedRequest>,
 ) -> Reply<pb::ReportReloadedReply> {
     let request = request.into_inner();
-    let index = request.index;
-    let slot = (index, request.generation, request.secret.as_ref());
+    let slot = request.index;
+    let holder = (slot, request.generation, request.secret.as_ref());
     if !request.failure.is_empty() {
         rpc.confirmed_leader().await?;
-        let (job, generation) = rpc.checked_holder("ReportReloaded", &request.job, slot).await?;
-        rpc.duties.reload_failures().report((job, index, generation), &request.failure);
+        let (job, generation) = rpc.checked_holder("ReportReloaded", &request.job, holder).await?;
+        rpc.duties.reload_failures().report((job, slot, generation), &request.failure);
         return Ok(tonic::Response::new(pb::ReportReloadedReply {}));
     }
     let client = stamp(request.stamp)?;
-    let (job, generation) = rpc.checked_holder("ReportReloaded", &request.job, slot).await?;
-    let command = Command::SlotReloaded { index, generation, restore: request.restore };
+    let (job, generation) = rpc.checked_holder("ReportReloaded", &request.job, holder).await?;
+    let command = Command::SlotReloaded { slot, generation, restore: request.restore };
     let command = Command::in_job(job, command);
     match rpc.propose(Some(client), command).await? {
         Response::Accepted | Response::Stale | Response::ProgressRestored { .. } => {
@@ -177,10 +177,10 @@ pub(super) async fn release_p_server_slot(
 ) -> Reply<pb::ReleasePServerSlotReply> {
     let request = request.into_inner();
     let client = stamp(request.stamp)?;
-    let index = request.index;
-    let slot = (index, request.generation, request.secret.as_ref());
-    let (job, generation) = rpc.checked_holder("ReleasePServerSlot", &request.job, slot).await?;
-    let command = Command::ReleasePServerSlot { index, generation };
+    let slot = request.index;
+    let holder = (slot, request.generation, request.secret.as_ref());
+    let (job, generation) = rpc.checked_holder("ReleasePServerSlot", &request.job, holder).await?;
+    let command = Command::ReleasePServerSlot { slot, generation };
     let command = Command::in_job(job, command);
     let released = match rpc.propose(Some(client), command).await? {
         Response::Accepted => true,
