@@ -12,24 +12,24 @@ pub const SUBMITTED_JOB_NAME_BYTES_MAX: usize = 63;
 /// Checks a name that creates a job: 1 to [`SUBMITTED_JOB_NAME_BYTES_MAX`] bytes of
 /// lowercase ASCII letters, digits and '-', starting and ending with a letter or digit. The
 /// error names the offending character and its byte offset.
-pub fn check_job_name(name: &str) -> Result<(), String> {
-    require_job_name(name)?;
-    if name.len() > SUBMITTED_JOB_NAME_BYTES_MAX {
+pub fn check_job_name(job: &str) -> Result<(), String> {
+    require_job_name(job)?;
+    if job.len() > SUBMITTED_JOB_NAME_BYTES_MAX {
         return Err(format!(
             "job name: {} bytes, at most {SUBMITTED_JOB_NAME_BYTES_MAX} accepted",
-            name.len()
+            job.len()
         ));
     }
     let allowed = "lowercase letters a-z, digits 0-9 and '-' (not first or last)";
-    for (offset, character) in name.char_indices() {
-        let edge = offset == 0 || offset + character.len_utf8() == name.len();
+    for (offset, character) in job.char_indices() {
+        let edge = offset == 0 || offset + character.len_utf8() == job.len();
         let fits = character.is_ascii_lowercase()
             || character.is_ascii_digit()
             || (character == '-' && !edge);
         if !fits {
             return Err(format!(
                 "job name {:?}: character {:?} at byte {offset} is not allowed; use {allowed}",
-                name.escape_debug().to_string(),
+                job.escape_debug().to_string(),
                 character
             ));
         }
@@ -40,8 +40,8 @@ pub fn check_job_name(name: &str) -> Result<(), String> {
 /// Checks that a command that changes a job (cancel, checkpoint, restore) names one: the
 /// empty name means "the group's only job" to older clients, and an unset shell variable
 /// must not cancel whatever job happens to run.
-pub fn require_job_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
+pub fn require_job_name(job: &str) -> Result<(), String> {
+    if job.is_empty() {
         return Err("job name: empty; name the job (`raftrain job list` shows them)".to_string());
     }
     Ok(())
@@ -51,14 +51,14 @@ pub fn require_job_name(name: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    /// `name` is accepted, or refused with an error containing `expected`.
-    fn check(name: &str, expected: Option<&str>) {
-        match (check_job_name(name), expected) {
+    /// `job` is accepted, or refused with an error containing `expected`.
+    fn check(job: &str, expected: Option<&str>) {
+        match (check_job_name(job), expected) {
             (Ok(()), None) => {}
             (Err(error), Some(expected)) => {
-                assert!(error.contains(expected), "{name:?}: {error} lacks {expected:?}")
+                assert!(error.contains(expected), "{job:?}: {error} lacks {expected:?}")
             }
-            (outcome, expected) => panic!("{name:?}: {outcome:?}, expected {expected:?}"),
+            (outcome, expected) => panic!("{job:?}: {outcome:?}, expected {expected:?}"),
         }
     }
 
@@ -66,8 +66,8 @@ mod tests {
     /// else is refused naming the character and its offset, or the length.
     #[test]
     fn names_are_dns_labels() {
-        for name in ["job", "a", "mnist", "train-1", "index-job", "e2e", "simulated-2", "0"] {
-            check(name, None);
+        for job in ["job", "a", "mnist", "train-1", "index-job", "e2e", "simulated-2", "0"] {
+            check(job, None);
         }
         check(&"a".repeat(SUBMITTED_JOB_NAME_BYTES_MAX), None);
         check(&"a".repeat(SUBMITTED_JOB_NAME_BYTES_MAX + 1), Some("64 bytes, at most 63"));

@@ -25,7 +25,7 @@ pub struct PolicyOverrides {
 /// A job to submit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobSpec {
-    pub name: String,
+    pub job: String,
     pub dataset: JobDataset,
     pub passes: u32,
     pub policy: PolicyOverrides,
@@ -35,7 +35,7 @@ impl JobSpec {
     /// Checks what the masters would refuse: the name's syntax, the passes, the index range
     /// and the policy values; the error names the field.
     pub fn check(&self) -> Result<(), String> {
-        super::job_name::check_job_name(&self.name)?;
+        super::job_name::check_job_name(&self.job)?;
         super::policy_bounds::check_passes(self.passes)?;
         if let JobDataset::Index { size, shard_size } = self.dataset {
             super::policy_bounds::check_index_range(size, shard_size)?;
@@ -60,7 +60,7 @@ impl JobSpec {
         let policy = &self.policy;
         pb::SubmitJobRequest {
             stamp: Some(stamp),
-            name: self.name.clone(),
+            name: self.job.clone(),
             passes: self.passes,
             dataset: Some(dataset),
             policy: Some(pb::QueuePolicyOverrides {
@@ -99,7 +99,7 @@ impl JobPhase {
 /// One job of the group, as `ListJobs` sums it up.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobSummary {
-    pub name: String,
+    pub job: String,
     pub state: JobPhase,
     pub pass: u32,
     pub passes: u32,
@@ -144,7 +144,7 @@ impl JobList {
     pub fn to_json(&self) -> serde_json::Value {
         let jobs = self.jobs.iter().map(|job| {
             serde_json::json!({
-                "name": job.name,
+                "name": job.job,
                 "state": job.state.as_str(),
                 "pass": job.pass,
                 "passes": job.passes,
@@ -181,7 +181,7 @@ fn summary(job: pb::JobSummary) -> JobSummary {
     };
     let ended = matches!(state, JobPhase::Finished | JobPhase::Cancelled);
     JobSummary {
-        name: job.name,
+        job: job.name,
         state,
         pass: job.pass_index,
         passes: job.passes,

@@ -220,7 +220,7 @@ async fn drive_training(
         let Some(name) = job else { continue };
         let dataset = client::JobDataset::RecordIo { patterns: vec![data.train.clone()] };
         let spec =
-            client::JobSpec { name: name.clone(), dataset, passes, policy: Default::default() };
+            client::JobSpec { job: name.clone(), dataset, passes, policy: Default::default() };
         submitter.submit_job(&spec).await.with_context(|| format!("submit job {name}"))?;
     }
     // A trainer's view of the data can break only if it has a mount namespace of its own.

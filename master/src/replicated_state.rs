@@ -90,9 +90,9 @@ impl ReplicatedState {
         self.job(job).is_some_and(|state| state.slot_held(slot, generation, secret))
     }
 
-    /// Whether job `name`'s progress checkpoint `id` asked its pservers for their checkpoints.
-    pub(crate) fn pservers_asked(&self, name: &str, id: u64) -> bool {
-        let job = self.state.job_id(name).ok().and_then(|job| self.job(job));
+    /// Whether job `job`'s progress checkpoint `id` asked its pservers for their checkpoints.
+    pub(crate) fn pservers_asked(&self, job: &str, id: u64) -> bool {
+        let job = self.state.job_id(job).ok().and_then(|job| self.job(job));
         job.is_some_and(|job| job.asks_pservers(id))
     }
 

@@ -155,7 +155,7 @@ impl TaskClient {
                 max_task_failures,
                 retry_failed_next_pass,
             };
-            let spec = JobSpec { name, dataset, passes, policy };
+            let spec = JobSpec { job: name, dataset, passes, policy };
             let master = self.master.clone();
             let submitted = wait(py, async move { master.submit_job(&spec).await })?;
             let sizes = submitted.map_err(Failure::from)?;

@@ -131,7 +131,7 @@ async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<
             let sizes = client.submit_job(&spec).await?;
             println!(
                 "job {:?} submitted: {} tasks ({} chunks, {} records)",
-                spec.name, sizes.task_count, sizes.chunk_count, sizes.record_count
+                spec.job, sizes.task_count, sizes.chunk_count, sizes.record_count
             );
         }
         JobCommand::List { json, .. } => {
@@ -166,8 +166,7 @@ pub(crate) fn jobs_table(jobs: &JobList) -> String {
         "job", "state", "pass", "done/tasks", "failed", "trainers", "pservers", "checkpoint"
     );
     for job in &jobs.jobs {
-        let name =
-            crate::status::escaped(if job.name.is_empty() { "(unnamed)" } else { &job.name });
+        let name = crate::status::escaped(if job.job.is_empty() { "(unnamed)" } else { &job.job });
         out += &format!(
             "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}  {}\n",
             name,

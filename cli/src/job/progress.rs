@@ -77,7 +77,7 @@ async fn wait_for_reloads(client: &MasterClient, name: &str, wait: Duration) -> 
     let mut told = std::collections::BTreeSet::new();
     loop {
         let jobs = client.list_jobs().await.context("list the jobs")?;
-        let job = jobs.jobs.iter().find(|job| job.name == name);
+        let job = jobs.jobs.iter().find(|job| job.job == name);
         let waiting = job.map_or(0, |job| job.reloads_waiting);
         if waiting == 0 {
             return Ok(());

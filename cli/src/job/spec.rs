@@ -77,7 +77,7 @@ impl SpecFields {
             max_task_failures: self.max_task_failures,
             retry_failed_next_pass: self.retry_failed_next_pass,
         };
-        let spec = JobSpec { name, dataset, passes, policy };
+        let spec = JobSpec { job: name, dataset, passes, policy };
         spec.check().map_err(anyhow::Error::msg)?;
         Ok(spec)
     }
@@ -100,7 +100,7 @@ mod tests {
             "name = \"mnist\"\npasses = 3\ndataset = [\"/d/*.recordio\"]\nmax-task-failures = 2\n",
         )
         .expect("a valid spec");
-        assert_eq!(spec.name, "mnist");
+        assert_eq!(spec.job, "mnist");
         assert_eq!(spec.dataset, JobDataset::RecordIo { patterns: vec!["/d/*.recordio".into()] });
         assert_eq!((spec.passes, spec.policy.max_task_failures), (3, Some(2)));
         let index =

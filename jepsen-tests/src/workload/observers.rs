@@ -53,7 +53,7 @@ async fn group_status(client: &MasterClient) -> Result<StatusSnapshot, client::C
     }
     let mut sum: Option<StatusSnapshot> = None;
     for job in &jobs {
-        let next = snapshot(&client.status_of(&job.name).await?);
+        let next = snapshot(&client.status_of(&job.job).await?);
         sum = Some(match sum {
             None => next,
             Some(sum) => StatusSnapshot {

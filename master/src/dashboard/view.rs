@@ -103,9 +103,9 @@ fn jobs_json(
         .zip(statuses)
         .map(|(summary, status)| {
             let job_history =
-                history.jobs.values().find(|job| job.name() == Some(summary.name.as_str()));
+                history.jobs.values().find(|job| job.name() == Some(summary.job.as_str()));
             let mut job = job_json(summary, status, job_history, shares);
-            add_trainer_rates(&mut job, &summary.name, &fetched.trainer_rates);
+            add_trainer_rates(&mut job, &summary.job, &fetched.trainer_rates);
             job
         })
         .collect()
@@ -140,7 +140,7 @@ fn job_json(
     for group_key in ["leader", "leader_addr", "term", "members"] {
         object.remove(group_key);
     }
-    object.insert("name".into(), json!(cut(&summary.name, TEXT_CHARS_MAX)));
+    object.insert("name".into(), json!(cut(&summary.job, TEXT_CHARS_MAX)));
     object.insert("state".into(), json!(summary.state.as_str()));
     object.insert("tasks".into(), json!(summary.task_count));
     object.insert("trainers_total".into(), json!(status.trainers.len()));
@@ -256,9 +256,9 @@ mod tests {
         }
     }
 
-    fn summary(name: &str) -> JobSummary {
+    fn summary(job: &str) -> JobSummary {
         JobSummary {
-            name: name.to_string(),
+            job: job.to_string(),
             state: JobPhase::Running,
             pass: u32::MAX,
             passes: u32::MAX,

@@ -93,25 +93,25 @@ pub(crate) fn list_jobs(
     failures: &ReloadFailures,
 ) -> pb::ListJobsReply {
     let clock_ms = state.state().clock_ms();
-    let summarize = |(id, job): (u64, &JobState)| {
-        let mut summary = summary(id, job, clock_ms);
-        summary.reload_waits = reload_waits(id, job, failures);
+    let summarize = |(job_id, job): (u64, &JobState)| {
+        let mut summary = summary(job_id, job, clock_ms);
+        summary.reload_waits = reload_waits(job_id, job, failures);
         summary
     };
     let jobs = state.state().jobs().map(summarize).collect();
     pb::ListJobsReply { jobs, retention_ms }
 }
 
-/// The slots job `id`'s restore waits for whose holder said it cannot reload, with why.
-fn reload_waits(id: u64, job: &JobState, failures: &ReloadFailures) -> Vec<pb::SlotReloadWait> {
+/// The slots job `job_id`'s restore waits for whose holder said it cannot reload, with why.
+fn reload_waits(job_id: u64, job: &JobState, failures: &ReloadFailures) -> Vec<pb::SlotReloadWait> {
     let said = |(slot, generation): (u32, u64)| {
-        let reason = failures.reason((id, slot, generation))?;
+        let reason = failures.reason((job_id, slot, generation))?;
         Some(pb::SlotReloadWait { slot, reason })
     };
     job.reload_waiting_holders().into_iter().filter_map(said).collect()
 }
 
-fn summary(id: u64, job: &JobState, clock_ms: u64) -> pb::JobSummary {
+fn summary(job_id: u64, job: &JobState, clock_ms: u64) -> pb::JobSummary {
     use pb::job_summary::State;
     let status = job.status();
     let state = match job.ended() {
@@ -140,7 +140,7 @@ fn summary(id: u64, job: &JobState, clock_ms: u64) -> pb::JobSummary {
         eval,
         newest_model_checkpoint: job.newest_model_checkpoint().unwrap_or(0),
         reloads_waiting: job.reloads_waiting(),
-        job_id: id,
+        job_id,
         newest_checkpoint_data_only: job.newest_checkpoint_data_only(),
         reload_waits: Vec::new(),
     }

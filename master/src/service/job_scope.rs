@@ -13,28 +13,28 @@ pub(crate) fn for_job(job: &str, command: Command) -> Command {
     Command::InJob { job: JobRef::Name(job.to_string()), command: Box::new(command) }
 }
 
-/// The id of the job `name` means in the applied state, or the status a client gets:
+/// The id of the job name `job` means in the applied state, or the status a client gets:
 /// NOT_FOUND for a name no job has, FAILED_PRECONDITION before any job exists,
 /// INVALID_ARGUMENT for the empty name among several jobs.
 pub(crate) fn job_id(
     node: &ConsensusNode<ReplicatedState>,
     call: &'static str,
-    name: &str,
+    job: &str,
 ) -> Result<u64, Status> {
-    node.read(|state| state.state().job_id(name)).map_err(|response| unexpected(call, response))
+    node.read(|state| state.state().job_id(job)).map_err(|response| unexpected(call, response))
 }
 
-/// The id of the job `name` means and its restores with the model asked so far, read together
+/// The id of the job name `job` means and its restores with the model asked so far, read together
 /// (as `job_id` refuses).
 pub(crate) fn job_restores(
     node: &ConsensusNode<ReplicatedState>,
     call: &'static str,
-    name: &str,
+    job: &str,
 ) -> Result<(u64, u64), Status> {
     let read = |state: &ReplicatedState| {
-        let id = state.state().job_id(name)?;
-        let restores = state.state().job(id).map_or(0, |job| job.model_restores());
-        Ok((id, restores))
+        let job_id = state.state().job_id(job)?;
+        let restores = state.state().job(job_id).map_or(0, |job| job.model_restores());
+        Ok((job_id, restores))
     };
     node.read(read).map_err(|response| unexpected(call, response))
 }
@@ -44,10 +44,10 @@ pub(crate) fn job_restores(
 pub(crate) fn existing_job(
     node: &ConsensusNode<ReplicatedState>,
     call: &'static str,
-    name: &str,
+    job: &str,
 ) -> Result<Option<u64>, Status> {
-    match job_id(node, call, name) {
-        Ok(id) => Ok(Some(id)),
+    match job_id(node, call, job) {
+        Ok(job_id) => Ok(Some(job_id)),
         Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
         Err(status) => Err(status),
     }

@@ -136,20 +136,20 @@ impl MasterRpc {
     }
 
     /// The id of the job a request named, in the applied state.
-    fn job_id(&self, call: &'static str, name: &str) -> Result<u64, Status> {
-        job_id(&self.node, call, name)
+    fn job_id(&self, call: &'static str, job: &str) -> Result<u64, Status> {
+        job_id(&self.node, call, job)
     }
 
     /// The job's id and its restores with the model asked so far.
-    fn job_restores(&self, call: &'static str, name: &str) -> Result<(u64, u64), Status> {
-        job_restores(&self.node, call, name)
+    fn job_restores(&self, call: &'static str, job: &str) -> Result<(u64, u64), Status> {
+        job_restores(&self.node, call, job)
     }
 
-    /// The queue policy a dataset report of job `name` is stamped with: the job's own once it
+    /// The queue policy a dataset report of job `job` is stamped with: the job's own once it
     /// has one (a shortcut report repeats whatever the job was submitted with), else the
     /// leader's flags.
-    fn job_policy(&self, name: &str) -> QueuePolicy {
-        let accepted = |state: &ReplicatedState| state.state().job_named(name)?.policy();
+    fn job_policy(&self, job: &str) -> QueuePolicy {
+        let accepted = |state: &ReplicatedState| state.state().job_named(job)?.policy();
         self.node.read(accepted).unwrap_or(self.policy)
     }
 

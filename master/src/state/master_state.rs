@@ -91,21 +91,21 @@ impl MasterState {
         if let Err(reason) = self.admits(&target, request.command) {
             return Response::Rejected { reason };
         }
-        let id = self.target_id(&target);
-        let state = self.jobs.entry(id).or_default();
+        let job_id = self.target_id(&target);
+        let state = self.jobs.entry(job_id).or_default();
         let response = state.apply_envelope(request, entry_term);
-        self.settle(target, id, &response);
+        self.settle(target, job_id, &response);
         response
     }
 
     /// The id a target has or gets.
     fn target_id(&mut self, target: &Target) -> u64 {
         match target {
-            Target::Existing(id) => *id,
+            Target::Existing(job_id) => *job_id,
             Target::New => {
-                let id = self.next_job_id;
+                let job_id = self.next_job_id;
                 self.next_job_id += 1;
-                id
+                job_id
             }
         }
     }
@@ -113,8 +113,8 @@ impl MasterState {
     /// After a job applied a command: a job made for a report or a join that it refused is
     /// dropped (nothing half-applied), and an unnamed job a report was accepted for takes the
     /// report's name.
-    fn settle(&mut self, target: Target, id: u64, response: &Response) {
-        let Some(state) = self.jobs.get_mut(&id) else { return };
+    fn settle(&mut self, target: Target, job_id: u64, response: &Response) {
+        let Some(state) = self.jobs.get_mut(&job_id) else { return };
         let took = matches!(
             response,
             Response::DatasetAccepted { .. }
@@ -123,12 +123,12 @@ impl MasterState {
                 | Response::SlotClaimed { .. }
         );
         if matches!(target, Target::New) && !took {
-            self.jobs.remove(&id);
+            self.jobs.remove(&job_id);
             return;
         }
         if state.name.is_empty() {
-            if let Some(name) = state.reported_name() {
-                state.name = name;
+            if let Some(job) = state.reported_name() {
+                state.name = job;
             }
         }
         if matches!(target, Target::New) {
@@ -146,42 +146,42 @@ impl MasterState {
     }
 
     /// Removes an ended job (a leader decision, applied only in the term it was made in).
-    fn remove_job(&mut self, request: Envelope<'_>, entry_term: u64, id: u64) -> Response {
+    fn remove_job(&mut self, request: Envelope<'_>, entry_term: u64, job_id: u64) -> Response {
         if let Some(decided) = request.term.filter(|decided| *decided != entry_term) {
             return Response::WrongTerm { decided, committed: entry_term };
         }
-        let Some(state) = self.jobs.get(&id) else {
-            return Response::NoSuchJob { job: format!("#{id}") };
+        let Some(state) = self.jobs.get(&job_id) else {
+            return Response::NoSuchJob { job: format!("#{job_id}") };
         };
         if state.ended().is_none() {
             let reason =
                 format!("job {:?} is still running; only ended jobs are removed", state.name);
             return Response::Rejected { reason };
         }
-        self.jobs.remove(&id);
+        self.jobs.remove(&job_id);
         Response::JobRemoved
     }
 
     /// The job with this id.
-    pub fn job(&self, id: u64) -> Option<&JobState> {
-        self.jobs.get(&id)
+    pub fn job(&self, job_id: u64) -> Option<&JobState> {
+        self.jobs.get(&job_id)
     }
 
     /// Every job with its id, in id order.
     pub fn jobs(&self) -> impl Iterator<Item = (u64, &JobState)> + '_ {
-        self.jobs.iter().map(|(id, state)| (*id, state))
+        self.jobs.iter().map(|(job_id, state)| (*job_id, state))
     }
 
-    /// The job named `name` (never the unnamed one).
-    pub fn job_named(&self, name: &str) -> Option<&JobState> {
-        self.by_name(name).and_then(|id| self.jobs.get(&id))
+    /// The job named `job` (never the unnamed one).
+    pub fn job_named(&self, job: &str) -> Option<&JobState> {
+        self.by_name(job).and_then(|job_id| self.jobs.get(&job_id))
     }
 
-    /// The id of the job a client's `name` means (the empty name: the only job), or the
+    /// The id of the job a client's `job` name means (the empty name: the only job), or the
     /// answer a command for it would get.
-    pub fn job_id(&self, name: &str) -> Result<u64, Response> {
-        match self.resolve(&JobRef::Name(name.to_string()), &Command::CancelJob)? {
-            Target::Existing(id) => Ok(id),
+    pub fn job_id(&self, job: &str) -> Result<u64, Response> {
+        match self.resolve(&JobRef::Name(job.to_string()), &Command::CancelJob)? {
+            Target::Existing(job_id) => Ok(job_id),
             Target::New => Err(Response::NoDataset),
         }
     }
@@ -218,7 +218,7 @@ impl MasterState {
         let due = |state: &JobState| {
             state.ended().is_some_and(|end| end.at_ms.saturating_add(retention_ms) <= now_ms)
         };
-        self.jobs.iter().filter(|(_, state)| due(state)).map(|(id, _)| *id).collect()
+        self.jobs.iter().filter(|(_, state)| due(state)).map(|(job_id, _)| *job_id).collect()
     }
 
     /// Panics if an apply broke a cheap group invariant (see `release_checks.rs`).
@@ -226,7 +226,7 @@ impl MasterState {
         assert!(self.clock_ms >= clock_before, "the state's clock went back from {clock_before}");
         assert!(self.jobs.len() <= JOB_COUNT_MAX, "jobs over their limit");
         assert!(
-            self.jobs.last_key_value().is_none_or(|(id, _)| *id < self.next_job_id),
+            self.jobs.last_key_value().is_none_or(|(job_id, _)| *job_id < self.next_job_id),
             "a job id at or above the next one to be drawn"
         );
     }
