@@ -142,27 +142,27 @@ impl JobList {
 
     /// The `raftrain job list --json` contract: one object per job.
     pub fn to_json(&self) -> serde_json::Value {
-        let jobs = self.jobs.iter().map(|job| {
+        let jobs = self.jobs.iter().map(|summary| {
             serde_json::json!({
-                "name": job.job,
-                "state": job.state.as_str(),
-                "pass": job.pass,
-                "passes": job.passes,
-                "tasks": job.task_count,
-                "done": job.done,
-                "failed": job.failed,
-                "trainers": job.trainers,
-                "pservers": job.pservers,
-                "ended_ms_ago": job.ended_ms_ago,
-                "newest_checkpoint": job.newest_checkpoint,
-                "newest_model_checkpoint": job.newest_model_checkpoint,
-                "reloads_waiting": job.reloads_waiting,
-                "job_id": job.job_id,
-                "newest_checkpoint_data_only": job.newest_checkpoint_data_only,
-                "reload_waits": job.reload_waits.iter().map(|(slot, reason)| {
+                "name": summary.job,
+                "state": summary.state.as_str(),
+                "pass": summary.pass,
+                "passes": summary.passes,
+                "tasks": summary.task_count,
+                "done": summary.done,
+                "failed": summary.failed,
+                "trainers": summary.trainers,
+                "pservers": summary.pservers,
+                "ended_ms_ago": summary.ended_ms_ago,
+                "newest_checkpoint": summary.newest_checkpoint,
+                "newest_model_checkpoint": summary.newest_model_checkpoint,
+                "reloads_waiting": summary.reloads_waiting,
+                "job_id": summary.job_id,
+                "newest_checkpoint_data_only": summary.newest_checkpoint_data_only,
+                "reload_waits": summary.reload_waits.iter().map(|(slot, reason)| {
                     serde_json::json!({ "slot": slot, "reason": reason })
                 }).collect::<Vec<_>>(),
-                "eval": job.eval.map(|(pass, loss, accuracy)| serde_json::json!({
+                "eval": summary.eval.map(|(pass, loss, accuracy)| serde_json::json!({
                     "pass": pass, "loss": loss, "accuracy": accuracy,
                 })),
             })

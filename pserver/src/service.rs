@@ -35,27 +35,27 @@ fn stamp_of(shard: &Shard, step: u64) -> PullStamp {
 #[derive(Clone, Debug)]
 pub struct PServerRpc {
     cell: Arc<ShardCell>,
-    slot: Arc<HeldSlot>,
+    held: Arc<HeldSlot>,
     checkpoint_step: Arc<AtomicU64>,
     /// What pulls are encoded into.
     buffers: Arc<BufferPool>,
 }
 
 impl PServerRpc {
-    pub fn new(cell: Arc<ShardCell>, slot: Arc<HeldSlot>, checkpoint_step: Arc<AtomicU64>) -> Self {
+    pub fn new(cell: Arc<ShardCell>, held: Arc<HeldSlot>, checkpoint_step: Arc<AtomicU64>) -> Self {
         let buffers = BufferPool::new(PULL_BUFFER_BYTES_MAX);
-        Self { cell, slot, checkpoint_step, buffers }
+        Self { cell, held, checkpoint_step, buffers }
     }
 
     fn admit(&self, fence: Option<pb::Fence>) -> Result<(), Status> {
         let (slot, generation) = fence_from_proto(fence)?;
-        Ok(self.slot.admit(slot, generation)?)
+        Ok(self.held.admit(slot, generation)?)
     }
 
     /// `admit` for a request that changes the shard: a planned shutdown waits for the guard.
     fn admit_write(&self, fence: Option<pb::Fence>) -> Result<OwnedRwLockReadGuard<()>, Status> {
         let (slot, generation) = fence_from_proto(fence)?;
-        Ok(self.slot.admit_write(slot, generation)?)
+        Ok(self.held.admit_write(slot, generation)?)
     }
 
     /// `PushGrads`: lease and fence, then the shard applies the push whole or not at all. The
@@ -175,7 +175,7 @@ impl PServerService for PServerRpc {
         let _write = self.admit_write(request.fence)?;
         self.cell.finish(request.initializer)?;
         tracing::info!(
-            slot = self.slot.slot(),
+            slot = self.held.slot(),
             initializer = request.initializer,
             "shard initialized; serving"
         );
@@ -235,7 +235,7 @@ impl PServerService for PServerRpc {
         &self,
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusReply>, Status> {
-        self.slot.check()?;
+        self.held.check()?;
         let (layout, shard, initializing) = self.cell.describe();
         let state = match (&shard, initializing) {
             (Some(_), _) => pb::ShardState::Ready,
@@ -243,8 +243,8 @@ impl PServerService for PServerRpc {
             (None, false) => pb::ShardState::Empty,
         };
         let reply = pb::StatusReply {
-            slot: self.slot.slot(),
-            generation: self.slot.generation(),
+            slot: self.held.slot(),
+            generation: self.held.generation(),
             state: state.into(),
             layout: layout.as_ref().map(layout_to_proto),
             step: shard.as_ref().map_or(0, |shard| shard.step()),

@@ -165,18 +165,19 @@ pub(crate) fn jobs_table(jobs: &JobList) -> String {
         "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}  {}\n",
         "job", "state", "pass", "done/tasks", "failed", "trainers", "pservers", "checkpoint"
     );
-    for job in &jobs.jobs {
-        let name = crate::status::escaped(if job.job.is_empty() { "(unnamed)" } else { &job.job });
+    for summary in &jobs.jobs {
+        let name =
+            crate::status::escaped(if summary.job.is_empty() { "(unnamed)" } else { &summary.job });
         out += &format!(
             "{:<24} {:<9} {:>9} {:>17} {:>8} {:>8} {:>8}  {}\n",
             name,
-            job.state.as_str(),
-            format!("{}/{}", job.pass + 1, job.passes.max(1)),
-            format!("{}/{}", job.done, job.task_count),
-            job.failed,
-            job.trainers,
-            job.pservers,
-            checkpoint_column(job),
+            summary.state.as_str(),
+            format!("{}/{}", summary.pass + 1, summary.passes.max(1)),
+            format!("{}/{}", summary.done, summary.task_count),
+            summary.failed,
+            summary.trainers,
+            summary.pservers,
+            checkpoint_column(summary),
         );
     }
     out

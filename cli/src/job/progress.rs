@@ -77,12 +77,14 @@ async fn wait_for_reloads(client: &MasterClient, name: &str, wait: Duration) -> 
     let mut told = std::collections::BTreeSet::new();
     loop {
         let jobs = client.list_jobs().await.context("list the jobs")?;
-        let job = jobs.jobs.iter().find(|job| job.job == name);
-        let waiting = job.map_or(0, |job| job.reloads_waiting);
+        let summary = jobs.jobs.iter().find(|summary| summary.job == name);
+        let waiting = summary.map_or(0, |summary| summary.reloads_waiting);
         if waiting == 0 {
             return Ok(());
         }
-        for (slot, reason) in job.map(|job| job.reload_waits.clone()).unwrap_or_default() {
+        for (slot, reason) in
+            summary.map(|summary| summary.reload_waits.clone()).unwrap_or_default()
+        {
             if told.insert((slot, reason.clone())) {
                 eprintln!("slot {slot} cannot reload: {}", crate::status::escaped(&reason));
             }

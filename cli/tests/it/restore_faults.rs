@@ -128,7 +128,7 @@ async fn a_pserver_that_cannot_reload_says_why_and_gives_its_slot_up() {
     let mut reasons = Vec::new();
     let said = || {
         let jobs = block_on(client.list_jobs()).expect("list the jobs");
-        let job = jobs.jobs.into_iter().find(|job| job.job == "r").expect("job r");
+        let job = jobs.jobs.into_iter().find(|summary| summary.job == "r").expect("job r");
         reasons = job.reload_waits;
         !reasons.is_empty()
     };

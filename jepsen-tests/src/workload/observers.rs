@@ -52,8 +52,8 @@ async fn group_status(client: &MasterClient) -> Result<StatusSnapshot, client::C
         return Ok(snapshot(&client.status().await?));
     }
     let mut sum: Option<StatusSnapshot> = None;
-    for job in &jobs {
-        let next = snapshot(&client.status_of(&job.job).await?);
+    for summary in &jobs {
+        let next = snapshot(&client.status_of(&summary.job).await?);
         sum = Some(match sum {
             None => next,
             Some(sum) => StatusSnapshot {

@@ -79,8 +79,8 @@ impl LeaderFetcher {
     async fn jobs(&self) -> Result<(JobList, Vec<JobStatus>), String> {
         let list = self.client.list_jobs().await.map_err(|error| error.to_string())?;
         let mut asked = JoinSet::new();
-        for (position, job) in list.jobs.iter().enumerate() {
-            let (client, name) = (self.client.clone(), job.job.clone());
+        for (position, summary) in list.jobs.iter().enumerate() {
+            let (client, name) = (self.client.clone(), summary.job.clone());
             asked.spawn(async move { (position, client.status_of(&name).await) });
         }
         let mut statuses = vec![None; list.jobs.len()];
