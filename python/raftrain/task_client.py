@@ -302,10 +302,10 @@ class Task:
 
     def __init__(self, client: TaskClient, native):
         self._client = client
-        self.task_id: int = native.id
+        self.task_id: int = native.task_id
         #: Which dispatch of the task this is: every hand-out draws a new one, and a report
         #: counts only for the dispatch it names (the wire calls it the epoch).
-        self.dispatch: int = native.epoch
+        self.dispatch: int = native.dispatch
         self.pass_index: int = native.pass_index
         #: (path, offset, compressed_size, record_count) of each chunk, as the master recorded it.
         self.chunks: List[Tuple[str, int, int, int]] = list(native.chunks)

@@ -7,10 +7,9 @@ use pyo3::prelude::*;
 #[pyclass(module = "raftrain._native", frozen, get_all)]
 #[derive(Debug, Clone)]
 pub struct Task {
-    /// Python reads it as `id`.
-    #[pyo3(name = "id")]
     pub task_id: u64,
-    pub epoch: u64,
+    /// Which dispatch of the task this is (the wire's epoch: a report counts only for it).
+    pub dispatch: u64,
     pub pass_index: u32,
     /// Each chunk as (path, offset, compressed_size, record_count), as the master recorded it
     /// (empty for an index task).
@@ -38,7 +37,7 @@ impl From<client::Task> for Task {
         };
         Self {
             task_id: task.task_id,
-            epoch: task.epoch,
+            dispatch: task.epoch,
             pass_index: task.pass,
             chunks,
             start,

@@ -240,12 +240,12 @@ impl TaskClient {
 
     /// Reports that this trainer is still at work on a task: its deadline moves to a whole
     /// timeout from now. The timeout in seconds (report again well within it), or `None` when
-    /// the task is no longer held under that epoch or the job was cancelled.
-    fn progress(&self, py: Python<'_>, task_id: u64, epoch: u64) -> PyResult<Option<f64>> {
+    /// the task is no longer held under that dispatch or the job was cancelled.
+    fn progress(&self, py: Python<'_>, task_id: u64, dispatch: u64) -> PyResult<Option<f64>> {
         guarded("progress", || {
             self.process.check("TaskClient")?;
             let master = self.master.clone();
-            let extended = wait(py, async move { master.task_progress(task_id, epoch).await })?;
+            let extended = wait(py, async move { master.task_progress(task_id, dispatch).await })?;
             match extended {
                 Err(ClientError::JobCancelled { .. }) => Ok(None),
                 extended => {
@@ -255,13 +255,13 @@ impl TaskClient {
         })
     }
 
-    /// Reports a task done; `False` when the master had taken it back (its epoch is stale) or
-    /// the job was cancelled (the next ask says so).
-    fn finish(&self, py: Python<'_>, task_id: u64, epoch: u64) -> PyResult<bool> {
+    /// Reports a task done; `False` when the master had taken it back (a newer dispatch holds
+    /// it) or the job was cancelled (the next ask says so).
+    fn finish(&self, py: Python<'_>, task_id: u64, dispatch: u64) -> PyResult<bool> {
         guarded("finish", || {
             self.process.check("TaskClient")?;
             let master = self.master.clone();
-            let finished = wait(py, async move { master.task_finished(task_id, epoch).await })?;
+            let finished = wait(py, async move { master.task_finished(task_id, dispatch).await })?;
             let accepted = not_if_cancelled(finished).map_err(Failure::from)?;
             if accepted {
                 self.tasks_done.fetch_add(1, Ordering::Relaxed);
@@ -276,7 +276,7 @@ impl TaskClient {
         &self,
         py: Python<'_>,
         task_id: u64,
-        epoch: u64,
+        dispatch: u64,
         reason: String,
         fault: &str,
     ) -> PyResult<bool> {
@@ -294,7 +294,10 @@ impl TaskClient {
             };
             let master = self.master.clone();
             let failed =
-                wait(py, async move { master.task_failed(task_id, epoch, &reason, fault).await })?;
+                wait(
+                    py,
+                    async move { master.task_failed(task_id, dispatch, &reason, fault).await },
+                )?;
             Ok(not_if_cancelled(failed).map_err(Failure::from)?)
         })
     }
