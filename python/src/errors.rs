@@ -79,7 +79,9 @@ impl From<PServerClientError> for Failure {
     fn from(error: PServerClientError) -> Self {
         let code = match &error {
             PServerClientError::Master(inner) => return Self::from_client(inner, &error),
-            PServerClientError::Refused { .. } => "INVALID_ARGUMENT",
+            PServerClientError::Refused { .. } | PServerClientError::NotInLayout { .. } => {
+                "INVALID_ARGUMENT"
+            }
             PServerClientError::NotFiniteResult { .. }
             | PServerClientError::ModelRestored { .. }
             | PServerClientError::LayoutMismatch(_)

@@ -11,7 +11,8 @@ use proto::Message as _;
 use tonic::Status;
 
 use super::error::PServerClientError;
-use super::pserver_client::{fence, push_fence, CachedBlock, Failure, PServerClient};
+use super::failure::Failure;
+use super::pserver_client::{fence, push_fence, CachedBlock, PServerClient};
 use super::routes::Route;
 use crate::pserver::data_plane::{pull_message, push_message, SMALL_MESSAGE_BYTES_MAX};
 use crate::pserver::data_plane::{PULL_PARAMS_PATH, PUSH_GRADS_PATH, PUSH_PULL_PATH};

@@ -33,6 +33,10 @@ pub enum PServerClientError {
     /// may have applied it). Never retried: a gradient is applied at most once.
     #[error("pserver slot {slot}: the push's outcome is unknown: {message}")]
     OutcomeUnknown { slot: u32, message: String },
+    /// The tensors given do not fit the job's layout (a name it does not have, another
+    /// element count): nothing was sent.
+    #[error("the tensors do not fit the job's layout: {message}")]
+    NotInLayout { message: String },
     /// The pservers were initialized with another layout than this trainer's.
     #[error("the pservers serve a different layout: {0}")]
     LayoutMismatch(String),

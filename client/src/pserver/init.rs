@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use proto::pserver as pb;
 
 use super::error::PServerClientError;
-use super::pserver_client::{fatal, fence, PServerClient, RETRY_MS};
+use super::failure::fatal;
+use super::pserver_client::{fence, PServerClient, RETRY_MS};
 use crate::pserver::conversions::{layout_from_proto, layout_to_proto};
-use crate::pserver::layout::JobLayout;
+use crate::pserver::layout::{first_difference, JobLayout};
 
 impl PServerClient {
     /// Initializes `slot` from the cached model (a replacement that came up empty).
@@ -118,10 +119,10 @@ fn check_layout(
         slot,
         message: status.message().to_string(),
     })?;
-    if &theirs != ours {
-        return Err(PServerClientError::LayoutMismatch(format!(
-            "slot {slot} serves {theirs:?}, this trainer has {ours:?}"
-        )));
+    match first_difference(&theirs, ours) {
+        Some(difference) => Err(PServerClientError::LayoutMismatch(format!(
+            "slot {slot} serves another layout than this client's: {difference}"
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }

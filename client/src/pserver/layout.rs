@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::pserver::placement::{block_count, block_range, slot_of, BlockId};
-use optimizer::{OptimizerConfig, OptimizerError};
+use optimizer::{OptimizerConfig, OptimizerError, OptimizerKind};
 
 /// Block size when the trainer does not choose one.
 pub const BLOCK_ELEMENTS_DEFAULT: u32 = 65_536;
@@ -68,6 +68,52 @@ pub struct JobLayout {
     pub block_elements: u32,
     pub slot_count: u32,
     pub optimizer: OptimizerConfig,
+}
+
+/// The first way `theirs` (what a pserver serves) differs from `ours`, in words, or `None`
+/// when they are the same.
+pub fn first_difference(theirs: &JobLayout, ours: &JobLayout) -> Option<String> {
+    let names = |layout: &JobLayout| -> Vec<String> {
+        layout
+            .params
+            .iter()
+            .map(|param| format!("{} {}", param.name, shape(&param.shape)))
+            .collect()
+    };
+    let optimizer = |config: &OptimizerConfig| {
+        format!("{} at learning rate {}", optimizer_name(&config.kind), config.learning_rate)
+    };
+    if theirs.params != ours.params {
+        let (theirs, ours) = (names(theirs).join(", "), names(ours).join(", "));
+        Some(format!("parameters {theirs} there, {ours} here"))
+    } else if theirs.slot_count != ours.slot_count {
+        Some(format!("{} slots there, {} here", theirs.slot_count, ours.slot_count))
+    } else if theirs.block_elements != ours.block_elements {
+        let (there, here) = (theirs.block_elements, ours.block_elements);
+        Some(format!("blocks of {there} elements there, {here} here"))
+    } else if theirs.optimizer != ours.optimizer {
+        let (there, here) = (optimizer(&theirs.optimizer), optimizer(&ours.optimizer));
+        Some(format!("{there} there, {here} here (or other constants)"))
+    } else {
+        None
+    }
+}
+
+/// A shape as `3x4` (a scalar: `scalar`).
+fn shape(dimensions: &[u64]) -> String {
+    match dimensions.is_empty() {
+        true => "scalar".to_string(),
+        false => dimensions.iter().map(u64::to_string).collect::<Vec<_>>().join("x"),
+    }
+}
+
+fn optimizer_name(kind: &OptimizerKind) -> &'static str {
+    match kind {
+        OptimizerKind::Sgd => "sgd",
+        OptimizerKind::Momentum { .. } => "momentum",
+        OptimizerKind::Adam { .. } => "adam",
+        OptimizerKind::Adagrad { .. } => "adagrad",
+    }
 }
 
 /// A layout that no pserver can serve; says which field.
@@ -218,7 +264,6 @@ fn validate_param(param: &ParamSpec) -> Result<(), LayoutError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use optimizer::OptimizerKind;
 
     fn layout(params: &[(&str, &[u64])], block_elements: u32, slot_count: u32) -> JobLayout {
         let params = params
@@ -274,5 +319,21 @@ mod tests {
             let error = job.validate().expect_err("refused").to_string();
             assert!(error.contains(want), "{error} lacks {want}");
         }
+    }
+
+    /// A layout mismatch is told in words, naming the first field that differs.
+    #[test]
+    fn the_first_difference_is_named_in_words() {
+        let ours = layout(&[("w", &[3, 4]), ("b", &[3])], 64, 2);
+        assert_eq!(first_difference(&ours, &ours), None);
+        let shapes = layout(&[("w", &[4, 4]), ("b", &[3])], 64, 2);
+        let told = first_difference(&shapes, &ours).expect("a difference");
+        assert_eq!(told, "parameters w 4x4, b 3 there, w 3x4, b 3 here");
+        let slots = first_difference(&layout(&[("w", &[3, 4]), ("b", &[3])], 64, 3), &ours);
+        assert_eq!(slots.as_deref(), Some("3 slots there, 2 here"));
+        let mut adam = ours.clone();
+        adam.optimizer.kind = OptimizerKind::Adam { beta1: 0.9, beta2: 0.999, epsilon: 1e-8 };
+        let told = first_difference(&adam, &ours).expect("a difference");
+        assert!(told.starts_with("adam at learning rate") && !told.contains('{'), "{told}");
     }
 }

@@ -20,6 +20,7 @@ mod cache;
 mod calls;
 mod error;
 mod exchange;
+mod failure;
 mod init;
 mod model_basis;
 mod pserver_client;

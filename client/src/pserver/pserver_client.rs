@@ -15,11 +15,12 @@ use platform::unary::Segments;
 use proto::pserver as pb;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tonic::{Code, Status};
+use tonic::Status;
 
 use super::batches::{blocks_by_slot, empty_tensors, ids_by_slot, place, size_tensors};
 use super::cache::Cache;
 use super::error::PServerClientError;
+use super::failure::{classify, Failure};
 use super::model_basis::ModelBasis;
 use super::routes::{Route, Routes};
 use super::tensor_bytes::{shared_bytes, Tensors};
@@ -27,7 +28,6 @@ use crate::pserver::f32_bytes;
 use crate::pserver::layout::JobLayout;
 use crate::pserver::limits::REQUESTS_IN_FLIGHT_PER_SLOT_MAX;
 use crate::pserver::placement::BlockId;
-use crate::pserver::refusal::refusal_of;
 
 /// Between attempts on a slot that is not served right now.
 pub(super) const RETRY_MS: u64 = 200;
@@ -97,13 +97,6 @@ impl Drop for Waiting<'_> {
 
 /// A block's id and values as this client last saw them.
 pub(super) type CachedBlock = (BlockId, Segments);
-
-/// What went wrong with one attempt, for the retry loop.
-pub(super) enum Failure {
-    Retry(String),
-    NotInitialized,
-    Fatal(PServerClientError),
-}
 
 impl PServerClient {
     /// Follows `master`'s pserver table; `initializer` identifies this client (a trainer id).
@@ -378,59 +371,6 @@ pub(super) fn push_fence(route: &Route, basis: Option<u64>) -> pb::Fence {
     pb::Fence { model_restore: basis, ..fence(route) }
 }
 
-/// Which failures wait for the table and try again, and which end the call.
-fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure {
-    let message = status.message().to_string();
-    match (status.code(), refusal_of(status)) {
-        (Code::FailedPrecondition, Some("not-initialized")) => Failure::NotInitialized,
-        (_, Some("not-finite-result")) => {
-            Failure::Fatal(PServerClientError::NotFiniteResult { slot, message })
-        }
-        (_, Some("model-restored")) => {
-            Failure::Fatal(PServerClientError::ModelRestored { slot, message })
-        }
-        // Refused before anything was touched: another holder, this one lost its lease, or it
-        // is shutting down and hands the slot on.
-        (Code::FailedPrecondition, Some("wrong-generation"))
-        | (_, Some("lease-lost" | "lease-unconfirmed" | "leaving")) => Failure::Retry(message),
-        // Connection refused or reset: the holder is gone; its state goes with it.
-        (Code::Unavailable, _) => Failure::Retry(message),
-        // The server had no room for the request under its --request-bytes-in-flight budget:
-        // refused before any service saw it, so nothing was applied.
-        (Code::ResourceExhausted, _) => Failure::Retry(message),
-        // Dropped unsent from a connection that closed (a standby handing its port over says
-        // GOAWAY): the server saw none of it.
-        (Code::Cancelled, _) if crate::never_sent(status) => Failure::Retry(message),
-        // Cut off mid-flight: the server may or may not have acted on it. That includes an
-        // HTTP/2 error this side's transport met (a connection a standby handed over broke
-        // off), which tonic reports as INTERNAL with the h2 error as its source; the server's
-        // own INTERNAL answer carries no source.
-        (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) if idempotent => {
-            Failure::Retry(message)
-        }
-        (Code::Internal, _) if idempotent && std::error::Error::source(status).is_some() => {
-            Failure::Retry(message)
-        }
-        (Code::DeadlineExceeded | Code::Cancelled | Code::Unknown, _) => {
-            Failure::Fatal(PServerClientError::OutcomeUnknown { slot, message })
-        }
-        (Code::Internal, _) if std::error::Error::source(status).is_some() => {
-            Failure::Fatal(PServerClientError::OutcomeUnknown { slot, message })
-        }
-        _ => Failure::Fatal(PServerClientError::Refused { slot, message }),
-    }
-}
-
-pub(super) fn fatal(slot: u32, failure: Failure) -> PServerClientError {
-    match failure {
-        Failure::Fatal(error) => error,
-        Failure::NotInitialized => {
-            PServerClientError::Refused { slot, message: "not initialized".into() }
-        }
-        Failure::Retry(message) => PServerClientError::Refused { slot, message },
-    }
-}
-
 /// Every tensor must be a parameter of the layout with its element count.
 pub(super) fn check_tensors(
     layout: &JobLayout,
@@ -438,10 +378,8 @@ pub(super) fn check_tensors(
 ) -> Result<(), PServerClientError> {
     for (name, values) in tensors {
         let Some(param) = layout.param(name) else {
-            return Err(PServerClientError::Refused {
-                slot: u32::MAX,
-                message: format!("{name} is not a parameter of the layout"),
-            });
+            let message = format!("{name} is not a parameter of the layout");
+            return Err(PServerClientError::NotInLayout { message });
         };
         if param.elements() != values.len() as u64 {
             let message = format!(
@@ -450,7 +388,7 @@ pub(super) fn check_tensors(
                 param.shape,
                 param.elements()
             );
-            return Err(PServerClientError::Refused { slot: u32::MAX, message });
+            return Err(PServerClientError::NotInLayout { message });
         }
     }
     Ok(())
