@@ -98,28 +98,7 @@ pub(crate) fn snapshot_text(snapshot: &Snapshot) -> String {
 }
 
 fn to_text(reply: &JobStatus, members: &[Value]) -> String {
-    let group = &reply.group;
-    let mut out = String::new();
-    let leader = match group.leader_id {
-        None => "none".to_string(),
-        Some(id) => format!("{id} ({})", escaped(group.leader_addr.as_deref().unwrap_or(""))),
-    };
-    out += &format!("leader {leader}, term {}\n", group.term);
-    for member in members {
-        let progress = match member["reachable"].as_bool() {
-            Some(true) => format!(
-                "last log {}, applied {}",
-                member["last_log_index"], member["last_applied_index"]
-            ),
-            _ => "unreachable".to_string(),
-        };
-        out += &format!(
-            "  master {} {} {}: {progress}\n",
-            member["id"],
-            escaped(member["addr"].as_str().unwrap_or("")),
-            escaped(member["role"].as_str().unwrap_or(""))
-        );
-    }
+    let mut out = group_text(&reply.group, members);
     let job = match &reply.job {
         None => "(no dataset reported yet)".to_string(),
         Some(job) => escaped(job),
@@ -140,7 +119,44 @@ fn to_text(reply: &JobStatus, members: &[Value]) -> String {
     for task in &reply.failed_tasks {
         out += &format!("  failed task {}: {}\n", task.task_id, escaped(&task.reason));
     }
-    out += &format!("trainers: {}\n", reply.trainers.len());
+    out += &members_text(reply);
+    if let Some(eval) = &reply.eval {
+        out += &format!(
+            "eval after pass {}: loss {:.4}, accuracy {:.4}\n",
+            eval.pass, eval.loss, eval.accuracy
+        );
+    }
+    out
+}
+
+/// The leader and each master's progress.
+fn group_text(group: &GroupView, members: &[Value]) -> String {
+    let leader = match group.leader_id {
+        None => "none".to_string(),
+        Some(id) => format!("{id} ({})", escaped(group.leader_addr.as_deref().unwrap_or(""))),
+    };
+    let mut out = format!("leader {leader}, term {}\n", group.term);
+    for member in members {
+        let progress = match member["reachable"].as_bool() {
+            Some(true) => format!(
+                "last log {}, applied {}",
+                member["last_log_index"], member["last_applied_index"]
+            ),
+            _ => "unreachable".to_string(),
+        };
+        out += &format!(
+            "  master {} {} {}: {progress}\n",
+            member["id"],
+            escaped(member["addr"].as_str().unwrap_or("")),
+            escaped(member["role"].as_str().unwrap_or(""))
+        );
+    }
+    out
+}
+
+/// The job's trainers and pservers, one line each.
+fn members_text(reply: &JobStatus) -> String {
+    let mut out = format!("trainers: {}\n", reply.trainers.len());
     for trainer in &reply.trainers {
         let heard = trainer.last_heartbeat_ms_ago.map_or_else(
             || "not heard since the leader took over".to_string(),
@@ -161,12 +177,6 @@ fn to_text(reply: &JobStatus, members: &[Value]) -> String {
             pserver.slot,
             escaped(&pserver.addr),
             pserver.generation
-        );
-    }
-    if let Some(eval) = &reply.eval {
-        out += &format!(
-            "eval after pass {}: loss {:.4}, accuracy {:.4}\n",
-            eval.pass, eval.loss, eval.accuracy
         );
     }
     out

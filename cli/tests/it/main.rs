@@ -52,6 +52,7 @@ mod synth;
 mod task_consumer;
 mod tidy_architecture;
 mod tidy_layers;
+mod tidy_sizes;
 mod trainer_leave;
 mod trainer_outages;
 mod trainer_try_again;
