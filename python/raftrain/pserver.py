@@ -8,7 +8,11 @@ values this client saw). Tensors cross into Rust as whole buffers: no Python wor
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import struct
+import tempfile
 from typing import Dict, Mapping, Optional
 
 import numpy as np
@@ -23,7 +27,8 @@ BLOCK_ELEMENTS_DEFAULT = 65_536
 
 class PServerClient:
     """`init(params)`, then `push(grads)` and `pull()`; the optimizer runs on the pservers of
-    job `job` (by default the group's only job)."""
+    job `job` (by default the group's only job). A client that only reads the model (`pull`,
+    `save_safetensors`) needs no `init`: it attaches to the layout the pservers serve."""
 
     def __init__(
         self,
@@ -74,11 +79,52 @@ class PServerClient:
         )
 
     def pull(self) -> Dict[str, np.ndarray]:
-        """The whole model, each block a consistent copy, as float32 arrays of their shapes."""
+        """The whole model, each block a consistent copy, as float32 arrays of their shapes.
+        A client that did not `init` takes the layout the job's pservers serve (a driver or a
+        new process evaluating or exporting the model), waiting up to `deadline_s` for a
+        trainer to initialize them."""
         return {
             name: np.frombuffer(values, dtype="<f4").reshape(shape)
             for name, shape, values in self._native.pull()
         }
+
+    def save_safetensors(self, path) -> Dict[str, np.ndarray]:
+        """Pulls the model and writes it to `path` as safetensors (float32, the parameters'
+        names and shapes; `safetensors.numpy.load_file` and `raftrain eval` read it), whole or
+        not at all. Returns what it wrote."""
+        tensors = self.pull()
+        _write_safetensors(path, tensors)
+        return tensors
+
+
+def _write_safetensors(path, tensors: Mapping[str, np.ndarray]) -> None:
+    """`tensors` as a safetensors file (little-endian float32), written to a temporary file in
+    the same directory, synced and renamed: whole or not at all."""
+    header, offset = {}, 0
+    for name, array in tensors.items():
+        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
+        offset += array.nbytes
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    descriptor, temporary = tempfile.mkstemp(prefix=".safetensors-", dir=directory)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(struct.pack("<Q", len(encoded)) + encoded)
+            for array in tensors.values():
+                file.write(np.ascontiguousarray(array, dtype="<f4").tobytes())
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    directory_descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(directory_descriptor)
+    finally:
+        os.close(directory_descriptor)
 
 
 def _float32(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:

@@ -85,7 +85,8 @@ impl From<PServerClientError> for Failure {
             PServerClientError::NotFiniteResult { .. }
             | PServerClientError::ModelRestored { .. }
             | PServerClientError::LayoutMismatch(_)
-            | PServerClientError::NothingToReinit { .. } => "FAILED_PRECONDITION",
+            | PServerClientError::NothingToReinit { .. }
+            | PServerClientError::NotServing { .. } => "FAILED_PRECONDITION",
             PServerClientError::Unavailable { .. } | PServerClientError::SlotsNotHeld { .. } => {
                 "UNAVAILABLE"
             }

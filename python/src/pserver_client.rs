@@ -109,7 +109,7 @@ impl PServerClient {
     fn push(&self, py: Python<'_>, tensors: Vec<(String, Vec<u8>)>) -> PyResult<bool> {
         guarded("PServerClient.push", || {
             self.process.check("PServerClient")?;
-            let layout = self.layout()?;
+            let layout = self.layout(py)?;
             let mut values = Vec::with_capacity(tensors.len());
             for (name, bytes) in &tensors {
                 values.push((name.clone(), floats(name, bytes)?));
@@ -134,7 +134,7 @@ impl PServerClient {
     fn pull<'py>(&self, py: Python<'py>) -> PyResult<Vec<Pulled<'py>>> {
         guarded("PServerClient.pull", || {
             self.process.check("PServerClient")?;
-            let layout = self.layout()?;
+            let layout = self.layout(py)?;
             let client = self.client.clone();
             let pulled = {
                 let layout = layout.clone();
@@ -156,14 +156,18 @@ impl PServerClient {
 }
 
 impl PServerClient {
-    fn layout(&self) -> Result<JobLayout, Failure> {
-        let layout = self.layout.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
-        layout.ok_or_else(|| {
-            Failure::new(
-                "FAILED_PRECONDITION",
-                "call init(params) first: it fixes the layout push and pull use",
-            )
-        })
+    /// The layout `init` fixed, or else the one the job's pservers serve (asked once, waiting
+    /// up to the client's deadline for a trainer to initialize them).
+    fn layout(&self, py: Python<'_>) -> PyResult<JobLayout> {
+        let known = self.layout.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        if let Some(layout) = known {
+            return Ok(layout);
+        }
+        let (client, waiting) = (self.client.clone(), self.slots_wait);
+        let served = wait(py, async move { client.served_layout(waiting).await })?;
+        let served = served.map_err(Failure::from)?;
+        *self.layout.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(served.clone());
+        Ok(served)
     }
 }
 

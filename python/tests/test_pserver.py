@@ -5,9 +5,12 @@ computed before a restore is refused, and misuse is a clear exception."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+import safetensors.numpy
 
 import raftrain
 from cluster import run_tool, wait_until
@@ -43,9 +46,10 @@ def test_init_push_pull_round_trip(masters, start_pservers):
 
 def test_misuse_is_refused_clearly(masters, start_pservers):
     start_pservers(masters.masters, 1)
+    waiting = raftrain.PServerClient(masters.masters, deadline_s=2)
+    with pytest.raises(raftrain.FailedPrecondition, match="serve no model .* init"):
+        waiting.pull()  # nobody initialized the pservers within its deadline
     client = raftrain.PServerClient(masters.masters)
-    with pytest.raises(raftrain.FailedPrecondition, match="init"):
-        client.pull()
     with pytest.raises(raftrain.InvalidArgument, match="optimizer"):
         client.init({"w": np.zeros(3)}, "rmsprop")
     client.init({"w": np.zeros(3)}, "adam", learning_rate=0.1)
@@ -87,3 +91,33 @@ def test_a_push_computed_before_a_restore_is_refused(masters, start_pservers):
     np.testing.assert_allclose(client.pull()["w"], np.full(8, 0.9))  # the checkpoint's
     assert client.push(grads) is True
     np.testing.assert_allclose(client.pull()["w"], np.full(8, 0.8))
+
+
+#: A new process that never saw the layout: attaches, pulls and saves the model.
+EXPORT = """
+import sys, raftrain
+tensors = raftrain.PServerClient(sys.argv[1]).save_safetensors(sys.argv[2])
+print(sorted((name, array.shape) for name, array in tensors.items()))
+"""
+
+
+def test_a_client_that_never_initialized_attaches_pulls_and_saves(masters, start_pservers, tmp_path):
+    """Evaluating or exporting from a driver or a new process: no `init`, no layout restated;
+    the file is a safetensors file the reference reader loads."""
+    start_pservers(masters.masters, 2)
+    trainer = raftrain.PServerClient(masters.masters)
+    params = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.ones(3, dtype=np.float32)}
+    trainer.init(params, "sgd", learning_rate=1.0, block_elements=4)
+    trainer.push({"b": np.full(3, 0.5, dtype=np.float32)})
+    pulled = raftrain.PServerClient(masters.masters).pull()
+    np.testing.assert_array_equal(pulled["w"], params["w"])
+    np.testing.assert_array_equal(pulled["b"], np.full(3, 0.5, dtype=np.float32))
+    path = tmp_path / "export" / "model.safetensors"
+    path.parent.mkdir()
+    done = subprocess.run([sys.executable, "-c", EXPORT, masters.masters, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[('b', (3,)), ('w', (3, 4))]"
+    loaded = safetensors.numpy.load_file(str(path))
+    np.testing.assert_array_equal(loaded["w"], params["w"])
+    np.testing.assert_array_equal(loaded["b"], pulled["b"])
+    assert [entry.name for entry in path.parent.iterdir()] == ["model.safetensors"], "no temporary file is left"

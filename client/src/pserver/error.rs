@@ -37,6 +37,10 @@ pub enum PServerClientError {
     /// element count): nothing was sent.
     #[error("the tensors do not fit the job's layout: {message}")]
     NotInLayout { message: String },
+    /// Every slot is held but none serves a model yet: no trainer initialized the pservers
+    /// within the wait.
+    #[error("the job's pservers serve no model after {waited:?}: a trainer initializes them (init(params)) first")]
+    NotServing { waited: Duration },
     /// The pservers were initialized with another layout than this trainer's.
     #[error("the pservers serve a different layout: {0}")]
     LayoutMismatch(String),

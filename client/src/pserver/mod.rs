@@ -25,6 +25,7 @@ mod init;
 mod model_basis;
 mod pserver_client;
 mod routes;
+mod served_layout;
 mod tensor_bytes;
 mod warning_pace;
 
