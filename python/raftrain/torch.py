@@ -34,20 +34,27 @@ task. So, with any `num_workers` and `prefetch_factor`:
   of the loop). A task taken back anyway is refused when reported (counted in
   `TaskLoader.refused`, and warned) and trained again elsewhere.
 
-One iteration of a `TaskLoader` is one pass as this process sees it: it ends when the pass is
-over, or when nothing has been free for this process for `PASS_END_IDLE_S` (the pass's last
-tasks are held by other processes). The master starts the next pass only when every task of
-this one is finished, so a training loop is
+One iteration of a `TaskLoader` is exactly one pass of the job, and `loader.pass_index` says
+which: after the batches this process gets of the pass (its workers stop asking once the pass
+is over, or once nothing has been free for them for `PASS_END_IDLE_S`: the pass's last tasks
+are held by other processes), the iteration waits until the master's pass is over, taking
+tasks that come back to the queue meanwhile; it yields nothing only when the job has ended.
+The master starts the next pass only when every task of this one is finished, so a training
+loop is
 
     while not loader.job_finished:
         for features, labels in loader:
             ...
+        evaluate(loader.pass_index)
 
 Several training processes (torchrun): each makes its own `TaskDataset` and `TaskLoader`; the
 master spreads tasks among all their workers, so processes get different numbers of batches in
-a pass. With DistributedDataParallel wrap each pass in `torch.distributed.algorithms.Join` (a
-process whose pass ended shadows the others' steps until theirs end too), and decide to go on
-together (an all-reduce of `loader.job_finished`): see `python/tests/torch_training.py`.
+a pass. With DistributedDataParallel iterate `loader.ddp(model)` instead: every rank iterates
+the same pass together; a rank whose batches ran out shadows the others' steps (`Join`) rather
+than blocking their all-reduce, the ranks wait together for the pass to end (taking part
+together in any tasks that come back), they check that they walk the same pass (a rank that
+does not raises rather than averaging two passes' gradients), and `job_finished` is decided
+alike on every rank: see `python/tests/torch_training.py`.
 """
 
 from __future__ import annotations
@@ -72,6 +79,8 @@ HELD_POLL_S = 0.05
 #: A worker ends its pass once nothing was free for it this long: the pass's last tasks are
 #: held elsewhere (by another process's workers, which may wait in DDP for this one).
 PASS_END_IDLE_S = 1.0
+#: Between looks at the master while this process waits for the pass's other tasks to finish.
+PASS_END_POLL_S = 0.2
 
 Receipt = Tuple[int, int]
 
@@ -272,9 +281,11 @@ class _Registration:
 
 
 class TaskLoader:
-    """Iterates a `TaskDataset` through a DataLoader, one pass per iteration, and reports
-    each task finished once the training loop has consumed its last batch (see the module's
-    documentation). Loop `while not loader.job_finished: for batch in loader: ...`."""
+    """Iterates a `TaskDataset` through a DataLoader, exactly one pass of the job per iteration
+    (`pass_index` says which), and reports each task finished once the training loop has
+    consumed its last batch (see the module's documentation). Loop
+    `while not loader.job_finished: for batch in loader: ...`; with DistributedDataParallel,
+    iterate `loader.ddp(model)` instead."""
 
     def __init__(self, dataset: TaskDataset, **dataloader_options):
         if dataloader_options.pop("batch_size", None) is not None:
@@ -286,12 +297,36 @@ class TaskLoader:
         self.refused = 0
         #: Progress reports that moved a task's deadline on.
         self.progressed = 0
+        #: The pass the last iteration walked (`None` before the first).
+        self.pass_index: Optional[int] = None
         self._reporter: Optional[TaskClient] = None
         self._job_reported = False
         # Per task being consumed: when its progress is due next (infinity: no longer held).
         self._progress_due: Dict[Receipt, float] = {}
 
     def __iter__(self) -> Iterator[object]:
+        """One pass: the batches this process gets of it, then a wait until the pass is over
+        (its last tasks may be held by other processes; tasks that come back to the queue
+        meanwhile are taken here too). Nothing when the job has ended."""
+        status = self._job_status()
+        self.pass_index = None if status["ended"] else status["pass"]
+        while self.pass_index is not None:
+            yield from self._batches()
+            status = self._wait_for_pass_end(self.pass_index)
+            if status["over"]:
+                return
+
+    def ddp(self, model: torch.nn.Module) -> "_DdpPasses":
+        """This loader for DistributedDataParallel: each iteration is one pass on every rank
+        together. A rank whose batches of the pass ran out shadows the others' steps
+        (`torch.distributed.algorithms.Join` over `model`) instead of blocking them, the ranks
+        then wait together for the pass to end, and they check that they walk the same pass
+        (a `RuntimeError` names a rank that does not, rather than averaging gradients of two
+        passes). Loop `while not passes.job_finished: for batch in passes: ...`."""
+        return _DdpPasses(self, model)
+
+    def _batches(self) -> Iterator[object]:
+        """The DataLoader's batches of this process, reporting each task as it is consumed."""
         self._progress_due.clear()
         for batch, receipts, holding in self.dataloader:
             yield batch
@@ -300,6 +335,33 @@ class TaskLoader:
             for task_id, dispatch in receipts:
                 self._progress_due.pop((int(task_id), int(dispatch)), None)
                 self._report(int(task_id), int(dispatch))
+
+    def _job_status(self) -> dict:
+        """The job as the leader sees it, with `ended` (finished or cancelled; failed tasks
+        raise `TasksFailed`)."""
+        client = self._reporter_client()
+        if not self._job_reported:
+            # The job exists once reported (the report submits it when none of its name does).
+            self.dataset._report(client)
+            self._job_reported = True
+        status = raise_if_failed(client.status())
+        status["ended"] = bool(status["job_finished"] or status.get("job_cancelled"))
+        return status
+
+    def _wait_for_pass_end(self, pass_index: int, vote=None) -> dict:
+        """Waits until pass `pass_index` is over or the job ended (`over`), or until tasks of
+        the pass are back in the queue for this process to take (`over` false). `vote`, given,
+        makes every rank decide alike (DDP)."""
+        while True:
+            status = self._job_status()
+            over = status["ended"] or status["pass"] != pass_index
+            waiting = not over and status["todo"] > 0
+            if vote is not None:
+                over, waiting = vote(over, waiting)
+            if over or waiting:
+                status["over"] = over
+                return status
+            time.sleep(PASS_END_POLL_S)
 
     def _consumed(self, holding: Receipt, finishing: bool) -> None:
         """The loop consumed a batch of task `holding` (its last when `finishing`): reports
@@ -321,13 +383,7 @@ class TaskLoader:
         leader): the training loop ends either way. A job that finished with failed tasks
         raises `raftrain.errors.TasksFailed` naming them and why, instead of ending the loop as
         if every sample had been trained on."""
-        client = self._reporter_client()
-        if not self._job_reported:
-            # The job exists once reported (the report submits it when none of its name does).
-            self.dataset._report(client)
-            self._job_reported = True
-        status = raise_if_failed(client.status())
-        return bool(status["job_finished"] or status.get("job_cancelled"))
+        return self._job_status()["ended"]
 
     def _reporter_client(self) -> TaskClient:
         if self._reporter is None:
@@ -342,3 +398,63 @@ class TaskLoader:
         warnings.warn(
             f"task {task_id} (dispatch {dispatch}) was taken back before it was consumed; it is trained again elsewhere"
         )
+
+
+class _DdpPasses:
+    """`TaskLoader.ddp(model)`: one pass per iteration on every rank together."""
+
+    def __init__(self, loader: TaskLoader, model: torch.nn.Module):
+        import torch.distributed as dist
+
+        self.loader = loader
+        self.model = model
+        self._dist = dist
+
+    @property
+    def pass_index(self) -> Optional[int]:
+        return self.loader.pass_index
+
+    @property
+    def job_finished(self) -> bool:
+        """Whether the job ended, as every rank decides alike (any rank that sees it running
+        keeps them all going: the others shadow its steps)."""
+        return not self._any(not self.loader.job_finished)
+
+    def __iter__(self) -> Iterator[object]:
+        from torch.distributed.algorithms.join import Join
+
+        status = self.loader._job_status()
+        if self._any(status["ended"]):
+            self.loader.pass_index = None
+            return
+        self._agree(status["pass"])
+        self.loader.pass_index = status["pass"]
+        while True:
+            with Join([self.model]):
+                yield from self.loader._batches()
+            if self.loader._wait_for_pass_end(status["pass"], vote=self._vote)["over"]:
+                return
+
+    def _agree(self, pass_index: int) -> None:
+        """Every rank starts the same pass, or none trains on: averaging two passes' gradients
+        would be silent."""
+        lowest, highest = torch.tensor([pass_index]), torch.tensor([pass_index])
+        self._dist.all_reduce(lowest, op=self._dist.ReduceOp.MIN)
+        self._dist.all_reduce(highest, op=self._dist.ReduceOp.MAX)
+        if lowest.item() != highest.item():
+            raise RuntimeError(
+                f"rank {self._dist.get_rank()} walks pass {pass_index}, another rank pass "
+                f"{lowest.item() if lowest.item() != pass_index else highest.item()}: the ranks disagree on the pass"
+            )
+
+    def _vote(self, over: bool, waiting: bool) -> Tuple[bool, bool]:
+        """The pass is over once any rank saw it over (a linearizable read: the pass only
+        moves on); else tasks came back when any rank sees them, and every rank then takes
+        part in one more joined iteration."""
+        over = self._any(over)
+        return over, self._any(waiting) and not over
+
+    def _any(self, flag: bool) -> bool:
+        value = torch.tensor([1 if flag else 0])
+        self._dist.all_reduce(value, op=self._dist.ReduceOp.MAX)
+        return bool(value.item())

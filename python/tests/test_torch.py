@@ -125,6 +125,7 @@ def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(
     assert status["dataset_kind"] == "index_range" and tasks_per_pass == 30
     assert sum(summary["finished"] for summary in summaries) == 3 * tasks_per_pass, summaries
     assert sum(summary["refused"] for summary in summaries) == 0, summaries
+    assert [summary["passes_walked"] for summary in summaries] == [[0, 1, 2]] * 2, "one iteration, one pass, together"
     assert status["dispatched"] == 3 * tasks_per_pass, "no task was handed out twice"
     sys.path.insert(0, str(HERE))
     from torch_training import model as make_model
@@ -135,6 +136,32 @@ def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(
     accuracy, baseline_accuracy = _accuracy(trained), _accuracy(baseline)
     assert abs(accuracy - baseline_accuracy) <= 0.02, (accuracy, baseline_accuracy)
     assert baseline_accuracy > 0.9
+
+
+def test_one_iteration_is_one_pass_when_other_processes_hold_its_last_tasks(masters, tmp_path):
+    """Two training processes of one job (no DDP) share its tasks unevenly: each process's
+    `for batch in loader` ends only when the pass is over, so both walk exactly the job's three
+    passes, in order, with no empty iteration, and every task is finished once."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "torch_training.py"), "--masters", masters.masters, "--index", "1500",
+             "--passes", "3", "--rank", str(rank), "--workers", "1", "--out", str(tmp_path / f"model-{rank}.pt")],
+            env=_env(), cwd=HERE,
+        )
+        for rank in range(2)
+    ]
+    try:
+        for process in processes:
+            assert process.wait(timeout=600) == 0
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    summaries = [json.loads((tmp_path / f"model-{rank}.pt.rank{rank}.json").read_text()) for rank in range(2)]
+    assert [summary["passes_walked"] for summary in summaries] == [[0, 1, 2]] * 2, summaries
+    status = masters.status()
+    assert status["job_finished"] and status["failed"] == 0
+    assert sum(summary["finished"] for summary in summaries) == 3 * status["done"], summaries
 
 
 def _plain_pytorch(net):

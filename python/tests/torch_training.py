@@ -1,6 +1,6 @@
 """One training process of the PyTorch end-to-end test: an MLP trained on a raftrain job through
-`TaskDataset`, with DistributedDataParallel over gloo (`Join` for each pass's uneven end, since
-the master spreads tasks unevenly), or alone. Run as a script:
+`TaskDataset`, with DistributedDataParallel over gloo (`loader.ddp(model)`: one pass per
+iteration on every rank, a rank out of batches shadowing the others' steps), or alone. Run as a script:
 
     python torch_training.py --masters A,B,C --records GLOB --rank R --world-size W --out PATH
 
@@ -10,13 +10,11 @@ what its loader reported next to it."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 
 import torch
 import torch.distributed as dist
-from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel
 
 from raftrain.torch import TaskDataset
@@ -36,14 +34,6 @@ SHARD = 100
 def model(seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, CLASSES))
-
-
-def job_running(loader, world_size: int) -> bool:
-    """Whether any process still sees the job running: every process decides alike."""
-    running = torch.tensor([0 if loader.job_finished else 1])
-    if world_size > 1:
-        dist.all_reduce(running, op=dist.ReduceOp.MAX)
-    return bool(running.item())
 
 
 def main() -> None:
@@ -76,19 +66,27 @@ def main() -> None:
     loader = dataset.loader(num_workers=args.workers)
     optimizer = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
     loss_fn = torch.nn.CrossEntropyLoss()
-    batches = 0
-    while job_running(loader, args.world_size):
-        # One pass: a process whose pass ends first shadows the others' steps (Join).
-        with Join([net]) if args.world_size > 1 else contextlib.nullcontext():
-            for features, labels in loader:
-                optimizer.zero_grad()
-                loss_fn(net(features), labels.long()).backward()
-                optimizer.step()
-                batches += 1
+    batches, walked = 0, []
+    # With DDP every iteration is one pass on all ranks together; a rank whose batches ran out
+    # shadows the others' steps (Join) and all wait for the pass to end.
+    passes = loader.ddp(net) if args.world_size > 1 else loader
+    while not passes.job_finished:
+        for features, labels in passes:
+            optimizer.zero_grad()
+            loss_fn(net(features), labels.long()).backward()
+            optimizer.step()
+            batches += 1
+        walked.append(passes.pass_index)
     plain = net.module if args.world_size > 1 else net
     if args.rank == 0:
         torch.save(plain.state_dict(), args.out)
-    summary = {"rank": args.rank, "batches": batches, "finished": loader.finished, "refused": loader.refused}
+    summary = {
+        "rank": args.rank,
+        "batches": batches,
+        "finished": loader.finished,
+        "refused": loader.refused,
+        "passes_walked": walked,
+    }
     with open(f"{args.out}.rank{args.rank}.json", "w") as file:
         json.dump(summary, file)
     if args.world_size > 1:
