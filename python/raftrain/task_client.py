@@ -260,6 +260,20 @@ class TaskClient:
         """Records an evaluation of the model after pass `pass_index` (accuracy in 0..1)."""
         self._native.record_eval(int(pass_index), float(loss), float(accuracy))
 
+    def jobs(self) -> List[dict]:
+        """Every job of the group (running, finished, cancelled), as `raftrain job list
+        --json` shows them: `name`, `job_id` (the incarnation, never reused), `state`,
+        `pass`, `passes`, `tasks`, `done`, ..."""
+        return json.loads(self._native.jobs_json())["jobs"]
+
+    def cancel(self, job: Optional[str] = None) -> None:
+        """Cancels `job` (by default this client's): its trainers and pservers stop and it
+        never runs again. Cancelling a job that already ended changes nothing."""
+        name = job if job is not None else self.job
+        if not name:
+            raise InvalidArgument("name the job to cancel: this client was made without job=")
+        self._native.cancel_job(name)
+
     def status(self) -> dict:
         """The job as the leader sees it: the keys of `raftrain status --json`."""
         return _status(self._native.status_json())

@@ -320,6 +320,26 @@ impl TaskClient {
     }
 
     /// The job's status as JSON text, with the keys of `raftrain status --json`.
+    /// Every job of the group, as `raftrain job list --json` prints it.
+    fn jobs_json(&self, py: Python<'_>) -> PyResult<String> {
+        guarded("jobs", || {
+            self.process.check("TaskClient")?;
+            let master = self.master.clone();
+            let listed = wait(py, async move { master.list_jobs().await })?;
+            Ok(listed.map_err(Failure::from)?.to_json().to_string())
+        })
+    }
+
+    /// Cancels job `job`: its trainers and pservers stop; it never runs again.
+    fn cancel_job(&self, py: Python<'_>, job: String) -> PyResult<()> {
+        guarded("cancel", || {
+            self.process.check("TaskClient")?;
+            let master = self.master.clone();
+            let cancelled = wait(py, async move { master.cancel_job(&job).await })?;
+            Ok(cancelled.map_err(Failure::from)?)
+        })
+    }
+
     fn status_json(&self, py: Python<'_>) -> PyResult<String> {
         guarded("status", || {
             self.process.check("TaskClient")?;

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import raftrain
 
 from cluster import run_tool
@@ -72,3 +74,22 @@ def test_a_cancelled_job_ends_the_loop(masters):
     assert taken == 3, "the loop ended at the cancel"
     status = client.status()
     assert status["job_cancelled"] is True and status["job_finished"] is False
+
+
+def test_jobs_are_listed_and_cancelled_from_python(masters):
+    """`jobs()` lists the group's jobs with their incarnation ids; `cancel()` ends one (by
+    name, or the client's own), which then never runs again; cancelling it again changes
+    nothing."""
+    client = raftrain.TaskClient(masters.masters)
+    client.submit_job("listed-a", passes=1, index=(100, 10))
+    client.submit_job("listed-b", passes=2, index=(50, 10))
+    jobs = {job["name"]: job for job in client.jobs()}
+    assert {jobs["listed-a"]["state"], jobs["listed-b"]["state"]} <= {"waiting", "running"}
+    assert jobs["listed-a"]["job_id"] != jobs["listed-b"]["job_id"]
+    client.cancel("listed-a")
+    raftrain.TaskClient(masters.masters, job="listed-b").cancel()
+    client.cancel("listed-a")
+    states = {job["name"]: job["state"] for job in client.jobs()}
+    assert states == {"listed-a": "cancelled", "listed-b": "cancelled"}
+    with pytest.raises(raftrain.InvalidArgument, match="name the job"):
+        client.cancel()
