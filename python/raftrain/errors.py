@@ -51,6 +51,21 @@ class FailedPrecondition(Error):
     an object made in another process."""
 
 
+class JobEnded(FailedPrecondition):
+    """The job had already ended (finished or cancelled) when this loader first looked: it
+    trained nothing here. An ended job never runs again: train again under a new job name (a
+    new incarnation), or pass `allow_ended=True` to the loader to make this an empty loop."""
+
+    def __init__(self, job: Optional[str], how: str):
+        name = f"job {job!r}" if job else "the job"
+        super().__init__(
+            f"{name} had already {how} before this loader took any of its tasks: nothing was trained; "
+            "an ended job never runs again: submit a new job (another name) to train again",
+            "FAILED_PRECONDITION",
+        )
+        self.job = job
+
+
 class ResourceExhausted(Error):
     """The masters have no room for this client now; the same call may succeed later."""
 

@@ -69,7 +69,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .errors import DataError, InvalidArgument
+from .errors import DataError, InvalidArgument, JobEnded
 from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, Waiting, master_list, raise_if_failed
 
 #: Registrations per worker: one task in flight to the training loop, one being read.
@@ -161,10 +161,13 @@ class TaskDataset(IterableDataset):
         state["_registered"], state["_registered_pid"] = [], None
         return state
 
-    def loader(self, **dataloader_options) -> "TaskLoader":
+    def loader(self, *, allow_ended: bool = False, **dataloader_options) -> "TaskLoader":
         """A `TaskLoader` over this dataset (DataLoader options: num_workers, prefetch_factor,
-        pin_memory, ...; batching is this dataset's)."""
-        return TaskLoader(self, **dataloader_options)
+        pin_memory, ...; batching is this dataset's). A job that had already ended when the
+        loader first looks raises `raftrain.JobEnded` (a script run again after its job
+        finished would otherwise train nothing and succeed); `allow_ended=True` makes that an
+        empty loop instead."""
+        return TaskLoader(self, allow_ended=allow_ended, **dataloader_options)
 
     def __iter__(self) -> Iterator[Tuple[object, List[Receipt], Receipt]]:
         """One pass as this worker sees it: tasks until the pass is over after it yielded
@@ -287,7 +290,7 @@ class TaskLoader:
     `while not loader.job_finished: for batch in loader: ...`; with DistributedDataParallel,
     iterate `loader.ddp(model)` instead."""
 
-    def __init__(self, dataset: TaskDataset, **dataloader_options):
+    def __init__(self, dataset: TaskDataset, *, allow_ended: bool = False, **dataloader_options):
         if dataloader_options.pop("batch_size", None) is not None:
             raise ValueError("TaskDataset batches itself: give batch_size to the TaskDataset")
         self.dataset = dataset
@@ -301,6 +304,9 @@ class TaskLoader:
         self.pass_index: Optional[int] = None
         self._reporter: Optional[TaskClient] = None
         self._job_reported = False
+        # Whether the job was seen running: a job that had ended before raises `JobEnded`
+        # (unless `allow_ended`), rather than letting a script train nothing and succeed.
+        self._seen_running = allow_ended
         # Per task being consumed: when its progress is due next (infinity: no longer held).
         self._progress_due: Dict[Receipt, float] = {}
 
@@ -346,6 +352,9 @@ class TaskLoader:
             self._job_reported = True
         status = raise_if_failed(client.status())
         status["ended"] = bool(status["job_finished"] or status.get("job_cancelled"))
+        if status["ended"] and not self._seen_running:
+            raise JobEnded(status.get("job"), "been cancelled" if status.get("job_cancelled") else "finished")
+        self._seen_running = True
         return status
 
     def _wait_for_pass_end(self, pass_index: int, vote=None) -> dict:

@@ -93,3 +93,33 @@ def test_jobs_are_listed_and_cancelled_from_python(masters):
     assert states == {"listed-a": "cancelled", "listed-b": "cancelled"}
     with pytest.raises(raftrain.InvalidArgument, match="name the job"):
         client.cancel()
+
+
+def test_a_loader_of_a_job_that_had_ended_says_so(masters):
+    """Running a training script again after its job finished trains nothing: the loader
+    raises `JobEnded` instead of an empty loop that exits 0 (`allow_ended=True` opts out)."""
+    import torch
+
+    from raftrain.torch import TaskDataset
+
+    rows = torch.arange(20)
+    read = ReadRows(rows)
+    first = TaskDataset(masters.masters, index=("again", 20, 10), read=read, batch_size=5).loader()
+    seen = []
+    while not first.job_finished:
+        for batch in first:
+            seen.extend(batch.tolist())
+    assert sorted(seen) == list(range(20))
+    second = TaskDataset(masters.masters, index=("again", 20, 10), read=read, batch_size=5).loader()
+    with pytest.raises(raftrain.JobEnded, match="'again' had already finished"):
+        second.job_finished
+    allowed = TaskDataset(masters.masters, index=("again", 20, 10), read=read, batch_size=5).loader(allow_ended=True)
+    assert allowed.job_finished and list(allowed) == []
+
+
+class ReadRows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __call__(self, start, end):
+        return self.rows[start:end]
