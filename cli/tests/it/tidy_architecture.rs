@@ -55,8 +55,11 @@ fn resolve(path: &str) -> Option<PathBuf> {
     bases.into_iter().map(|base| base.join(path)).find(|candidate| candidate.exists())
 }
 
+/// A code span that names a file or folder of the repository: not a URL, a placeholder, an
+/// absolute path, a path outside the repository (`../shared/`) or build output (`target/`).
 fn looks_like_a_path(token: &str) -> bool {
-    let plain = !token.contains("://") && !token.contains('<') && !token.starts_with('/');
+    let outside = ["/", "../", "target/"].iter().any(|prefix| token.starts_with(prefix));
+    let plain = !token.contains("://") && !token.contains('<') && !outside;
     let named = token.ends_with('/') || PATH_EXTENSIONS.iter().any(|ext| token.ends_with(ext));
     plain && token.contains('/') && named && !token.contains(' ')
 }
