@@ -99,12 +99,7 @@ def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(
     out = tmp_path / "model.pt"
     port = free_addr().split(":")[1]
     ranks = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "torch_training.py"), "--masters", masters.masters, "--index", "3000",
-             "--passes", "3", "--rank", str(rank), "--world-size", "2", "--port", port, "--workers", "1", "--out", str(out)],
-            env=_env(), cwd=HERE,
-        )
-        for rank in range(2)
+        _training(masters, rank, out, "--index", "3000", "--world-size", "2", "--port", port) for rank in range(2)
     ]
     try:
         wait_until(lambda: all(map(_running, ranks)) and masters.status()["pass"] >= 1, "the second pass to start", timeout_s=300)
@@ -142,14 +137,7 @@ def test_one_iteration_is_one_pass_when_other_processes_hold_its_last_tasks(mast
     """Two training processes of one job (no DDP) share its tasks unevenly: each process's
     `for batch in loader` ends only when the pass is over, so both walk exactly the job's three
     passes, in order, with no empty iteration, and every task is finished once."""
-    processes = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "torch_training.py"), "--masters", masters.masters, "--index", "1500",
-             "--passes", "3", "--rank", str(rank), "--workers", "1", "--out", str(tmp_path / f"model-{rank}.pt")],
-            env=_env(), cwd=HERE,
-        )
-        for rank in range(2)
-    ]
+    processes = [_training(masters, rank, tmp_path / f"model-{rank}.pt", "--index", "1500") for rank in range(2)]
     try:
         for process in processes:
             assert process.wait(timeout=600) == 0
@@ -162,6 +150,13 @@ def test_one_iteration_is_one_pass_when_other_processes_hold_its_last_tasks(mast
     status = masters.status()
     assert status["job_finished"] and status["failed"] == 0
     assert sum(summary["finished"] for summary in summaries) == 3 * status["done"], summaries
+
+
+def _training(masters, rank: int, out: Path, *arguments: str) -> subprocess.Popen:
+    """A `torch_training.py` process of three passes with one DataLoader worker."""
+    command = [sys.executable, str(HERE / "torch_training.py"), "--masters", masters.masters, "--passes", "3",
+               "--rank", str(rank), "--workers", "1", "--out", str(out), *arguments]
+    return subprocess.Popen(command, env=_env(), cwd=HERE)
 
 
 def _plain_pytorch(net):
