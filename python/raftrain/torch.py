@@ -322,6 +322,38 @@ class TaskLoader:
             if status["over"]:
                 return
 
+    def __len__(self) -> int:
+        """Batches in one pass of an index job: every task's range cut into `batch_size`
+        batches. Exact when this process is the job's only consumer, an upper bound when
+        several share it (each gets some of the tasks). A RecordIO job's batch count is not
+        known before its chunks are read: `len()` raises `TypeError` for it, as for any
+        iterable without a length."""
+        if self.dataset.index is None:
+            raise TypeError("a RecordIO job's batches per pass are not known before its chunks are read")
+        _job, size, shard_size = self.dataset.index
+        full, rest = divmod(size, shard_size)
+        per_full = -(-shard_size // self.dataset.batch_size)
+        return full * per_full + (-(-rest // self.dataset.batch_size))
+
+    def state_dict(self) -> dict:
+        """What resumes this job's data where it is now (torchdata's `StatefulDataLoader`
+        protocol): records a progress checkpoint through the masters (the pass and which tasks
+        are done, one replicated entry; the job's pservers record theirs under its id) and
+        returns its id with the pass. Save it with the model's state."""
+        self._job_status()  # the job exists (reported) and runs
+        checkpoint_id = self._reporter_client().checkpoint()
+        return {"raftrain_checkpoint": checkpoint_id, "job": self._reporter_client().job, "pass_index": self.pass_index}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Puts the job back to `state` (from `state_dict()`): the tasks done after it are
+        done again, at least once, and a job with pservers gets its model back from their
+        checkpoints first. With several training processes, one of them restores (rank 0);
+        the others just go on iterating."""
+        if "raftrain_checkpoint" not in state:
+            raise InvalidArgument(f"not a TaskLoader state (no raftrain_checkpoint key): {sorted(state)}")
+        restored = self._reporter_client().restore(int(state["raftrain_checkpoint"]))
+        self.pass_index = restored["pass_index"]
+
     def ddp(self, model: torch.nn.Module) -> "_DdpPasses":
         """This loader for DistributedDataParallel: each iteration is one pass on every rank
         together. A rank whose batches of the pass ran out shadows the others' steps

@@ -15,8 +15,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch  # the test environment installs it: a missing torch fails, never skips
 
+import raftrain
 from raftrain.torch import TaskDataset
 
 from cluster import free_addr, wait_until
@@ -193,3 +195,40 @@ def _env() -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
     return env
+
+
+def test_a_loaders_state_puts_the_data_back_where_it_was(masters):
+    """`state_dict()` records a progress checkpoint; a new loader's `load_state_dict()` puts
+    the job back to it, so the tasks consumed after it come again and nothing before it does;
+    `len()` is the batches of a pass."""
+    rows = torch.arange(40)
+    read = _Rows(rows)
+
+    def loader():
+        return TaskDataset(masters.masters, index=("resume", 40, 10), read=read, passes=2, batch_size=5).loader()
+
+    first = loader()
+    assert len(first) == 8
+    batches = iter(first)
+    consumed = [next(batches) for _ in range(3)]  # task 0's two batches are consumed: reported
+    state = first.state_dict()
+    assert state["pass_index"] == 0 and masters.status()["done"] == 1
+    consumed += list(batches)  # the rest of pass 0: one iteration is one pass
+    batches = iter(first)
+    consumed += [next(batches) for _ in range(3)]  # part of pass 1
+    assert masters.status()["pass"] == 1 and first.pass_index == 1
+    second = loader()
+    second.load_state_dict(state)
+    assert second.pass_index == 0
+    again = torch.cat(list(second)).tolist()
+    assert sorted(again) == list(range(10, 40)), "the tasks done after the checkpoint, and only those"
+    with pytest.raises(raftrain.InvalidArgument, match="raftrain_checkpoint"):
+        second.load_state_dict({"epoch": 3})
+
+
+class _Rows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __call__(self, start, end):
+        return self.rows[start:end]
