@@ -22,7 +22,13 @@ task. So, with any `num_workers` and `prefetch_factor`:
   workers die with their DataLoader): each task is trained on at least once per pass;
 - a worker holds at most two unreported tasks (one per registration): the master hands a
   trainer one task at a time, so the second registration lets a worker read ahead while its
-  previous task's last batches wait in the prefetch queue;
+  previous task's last batches wait in the prefetch queue; when a task's last batch is
+  yielded, the other registration asks for its next task on a thread of its own, so the
+  hand-off does not wait for the masters (no sooner: a task's deadline runs from its
+  dispatch);
+- the finish reports are sent in order by a thread of the training process, so the loop never
+  waits for the masters to take one; the loader waits for them before it reads the job's
+  state (`job_finished`, the end of a pass, `state_dict`);
 - a task the training loop is consuming slowly is not taken back: when the loop has consumed
   the first batch of a task of several, the training process reports its progress
   (`Task.progress`), which moves the task's deadline a whole timeout on
@@ -60,7 +66,9 @@ alike on every rank: see `python/tests/torch_training.py`.
 from __future__ import annotations
 
 import os
+import queue
 import socket
+import threading
 import time
 import warnings
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -181,8 +189,9 @@ class TaskDataset(IterableDataset):
         idle_since: Optional[float] = None
         while True:
             steps = []
-            for registration in registrations:
-                step = registration.client.step()
+            # Registrations whose next step was asked ahead answer first.
+            for registration in sorted(registrations, key=_Registration.asked_ahead, reverse=True):
+                step = registration.step()
                 steps.append(step)
                 if step.kind != StepKind.Wait and not registration.holds(step):
                     break
@@ -193,11 +202,14 @@ class TaskDataset(IterableDataset):
                     return
                 pass_index = step.pass_index
                 for other in registrations:
-                    other.client.go_to(pass_index)
+                    other.go_to(pass_index)
                 continue
             if step.kind == StepKind.Task and not registration.holds(step):
                 registration.held = (step.task.task_id, step.task.dispatch)
-                yield from self._batches(step.task)
+                others = [other for other in registrations if other is not registration]
+                # While this task's last batch is consumed, the others ask for their next task
+                # (no sooner: a task's deadline runs from its dispatch).
+                yield from self._batches(step.task, lambda: [other.ask_ahead() for other in others])
                 yielded, idle_since = True, None
                 continue
             idle_since = idle_since or time.monotonic()
@@ -232,11 +244,16 @@ class TaskDataset(IterableDataset):
             self._registered_pid = os.getpid()
         return self._registered
 
-    def _batches(self, task) -> Iterator[Tuple[object, List[Receipt], Receipt]]:
+    def _batches(self, task, before_last: Callable[[], object]) -> Iterator[Tuple[object, List[Receipt], Receipt]]:
+        """The task's batches, each with the receipts it carries and the task it is of;
+        `before_last` runs just before the last one is yielded."""
+        receipt = (task.task_id, task.dispatch)
         if task.start is not None:
             for start in range(task.start, task.end, self.batch_size):
                 end = min(start + self.batch_size, task.end)
-                yield self.read(start, end), [(task.task_id, task.dispatch)] if end == task.end else [], (task.task_id, task.dispatch)
+                if end == task.end:
+                    before_last()
+                yield self.read(start, end), [receipt] if end == task.end else [], receipt
             return
         features, labels = task.arrays()
         if self.transform is None:
@@ -244,10 +261,12 @@ class TaskDataset(IterableDataset):
         count = len(labels)
         for start in range(0, count, self.batch_size):
             end = min(start + self.batch_size, count)
-            receipts = [(task.task_id, task.dispatch)] if end == count else []
-            yield self._batch(features[start:end], labels[start:end]), receipts, (task.task_id, task.dispatch)
+            if end == count:
+                before_last()
+            yield self._batch(features[start:end], labels[start:end]), [receipt] if end == count else [], receipt
         if count == 0:
-            yield self._batch(features, labels), [(task.task_id, task.dispatch)], (task.task_id, task.dispatch)
+            before_last()
+            yield self._batch(features, labels), [receipt], receipt
 
     def _batch(self, features: np.ndarray, labels: np.ndarray):
         if self.transform is not None:
@@ -272,11 +291,52 @@ def _labels_as(labels: np.ndarray, dtype: torch.dtype, task_id: int) -> torch.Te
 
 class _Registration:
     """One registration of a worker, and the task it last handed out (held until reported: the
-    master answers a trainer that holds a task with that task)."""
+    master answers a trainer that holds a task with that task). Its next step may be asked
+    ahead on a thread of its own (`ask_ahead`) while another registration's task is consumed,
+    so that a task hand-off does not wait for the master; an answer asked ahead and not used
+    costs nothing: a task it handed out is answered again by the next ask."""
 
     def __init__(self, client: TaskClient):
         self.client = client
         self.held: Optional[Receipt] = None
+        self._ahead: Optional[Tuple[threading.Thread, dict]] = None
+
+    def asked_ahead(self) -> bool:
+        return self._ahead is not None
+
+    def ask_ahead(self) -> None:
+        """Asks for the next step on a thread, unless an ask is already under way."""
+        if self._ahead is not None:
+            return
+        answer: dict = {}
+
+        def ask() -> None:
+            try:
+                answer["step"] = self.client.step()
+            except BaseException as error:  # noqa: BLE001 - raised where the step is taken
+                answer["error"] = error
+
+        thread = threading.Thread(target=ask, name="raftrain-ask-ahead", daemon=True)
+        thread.start()
+        self._ahead = (thread, answer)
+
+    def step(self):
+        """The next step: the one asked ahead, or asked now."""
+        if self._ahead is None:
+            return self.client.step()
+        thread, answer = self._ahead
+        self._ahead = None
+        thread.join()
+        if "error" in answer:
+            raise answer["error"]
+        return answer["step"]
+
+    def go_to(self, pass_index: int) -> None:
+        """Moves the walk to `pass_index`, after any ask under way (its answer is dropped)."""
+        if self._ahead is not None:
+            self._ahead[0].join()
+            self._ahead = None
+        self.client.go_to(pass_index)
 
     def holds(self, step) -> bool:
         """Whether `step` is the task this registration already handed out."""
@@ -303,6 +363,7 @@ class TaskLoader:
         #: The pass the last iteration walked (`None` before the first).
         self.pass_index: Optional[int] = None
         self._reporter: Optional[TaskClient] = None
+        self._reports: Optional[_Reports] = None
         self._job_reported = False
         # Whether the job was seen running: a job that had ended before raises `JobEnded`
         # (unless `allow_ended`), rather than letting a script train nothing and succeed.
@@ -377,6 +438,7 @@ class TaskLoader:
     def _job_status(self) -> dict:
         """The job as the leader sees it, with `ended` (finished or cancelled; failed tasks
         raise `TasksFailed`)."""
+        self._flush_reports()
         client = self._reporter_client()
         if not self._job_reported:
             # The job exists once reported (the report submits it when none of its name does).
@@ -432,7 +494,19 @@ class TaskLoader:
         return self._reporter
 
     def _report(self, task_id: int, dispatch: int) -> None:
-        if self._reporter_client()._native.finish(task_id, dispatch):
+        """Queues a task's finish report for the reporting thread (in order; the training loop
+        goes on at once)."""
+        if self._reports is None:
+            self._reports = _Reports(self)
+        self._reports.put((task_id, dispatch))
+
+    def _flush_reports(self) -> None:
+        """Waits until every queued report was answered (raising the first that failed)."""
+        if self._reports is not None:
+            self._reports.flush()
+
+    def _answered(self, task_id: int, dispatch: int, accepted: bool) -> None:
+        if accepted:
             self.finished += 1
             return
         self.refused += 1
@@ -499,3 +573,41 @@ class _DdpPasses:
         value = torch.tensor([1 if flag else 0])
         self._dist.all_reduce(value, op=self._dist.ReduceOp.MAX)
         return bool(value.item())
+
+
+class _Reports:
+    """A training process's finish reports, sent in order by a thread of its own, so that the
+    training loop never waits for the masters to take one. A report the process dies before
+    sending is a task trained again (at least once); `flush` waits for every report queued so
+    far (before the loader reads the job's state) and raises the first that failed."""
+
+    def __init__(self, loader: TaskLoader):
+        self._loader = loader
+        self._queue: "queue.Queue[Receipt]" = queue.Queue()
+        self._failure: Optional[BaseException] = None
+        threading.Thread(target=self._send, name="raftrain-reports", daemon=True).start()
+
+    def put(self, receipt: Receipt) -> None:
+        self._raise_failure()
+        self._queue.put(receipt)
+
+    def flush(self) -> None:
+        self._queue.join()
+        self._raise_failure()
+
+    def _send(self) -> None:
+        client = self._loader._reporter_client()
+        while True:
+            task_id, dispatch = self._queue.get()
+            try:
+                if self._failure is None:
+                    self._loader._answered(task_id, dispatch, client._native.finish(task_id, dispatch))
+            except BaseException as error:  # noqa: BLE001 - raised in the training loop
+                self._failure = error
+            finally:
+                self._queue.task_done()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure

@@ -35,14 +35,16 @@ def test_importing_raftrain_does_not_import_torch():
 
 def test_a_task_is_reported_only_after_its_last_batch_is_consumed(masters, tmp_path):
     """Two workers prefetching two batches each: while the loop trains on its k-th batch
-    (one task each here), exactly k - 1 tasks are done, whatever the workers read ahead."""
+    (one task each here), at most k - 1 tasks are done, whatever the workers read ahead (the
+    reports are sent off the training thread, so fewer may have arrived yet), and every task
+    is done once the pass's iteration ends."""
     write_blobs(tmp_path / "train.recordio", 400, seed=8, max_chunk_bytes=1000)
     dataset = TaskDataset(masters.masters, records=[str(tmp_path / "train.recordio")], passes=1, batch_size=1000)
     loader = dataset.loader(num_workers=2, prefetch_factor=2)
     consumed = 0
     records = 0
     for features, labels in loader:
-        assert masters.status()["done"] == consumed, "a task was reported before it was consumed"
+        assert masters.status()["done"] <= consumed, "a task was reported before it was consumed"
         consumed += 1
         records += len(labels)
         time.sleep(0.05)  # let the workers run ahead
