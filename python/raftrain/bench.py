@@ -5,9 +5,10 @@ measured in the same run on the same machine (ratios, not absolute figures, on a
   same uncompressed file (zlib's CRC), and `raftrain recordio cat` into /dev/null.
 - The task queue: task transitions per second (a GetTask and its TaskFinished count as two) of
   one `TaskClient` against `raftrain bench master` with one Rust client, on three masters.
-- `raftrain.torch` (when PyTorch is installed): milliseconds per training step of a small MLP
-  fed by `TaskLoader` over an index-range job against the same loop fed by a plain in-memory
-  `DataLoader` of the same tensors and batch size.
+- The hand-off: milliseconds for one `TaskClient` to take a task and report it (p50, p99).
+- `raftrain.torch` (when PyTorch is installed): seconds for one pass of a small MLP fed by
+  `TaskLoader` over an index-range job against the same loop fed by a `DataLoader` slicing the
+  same batches from the same in-memory tensors, with 0 and 2 workers, batches of 64 and 512.
 
 Needs the `raftrain` binary (`RAFTRAIN_BIN`, or `raftrain` on PATH). Prints Markdown tables.
 """
@@ -130,10 +131,40 @@ def bench_tasks(binary: str, directory: Path, tasks: int, seconds: float) -> Non
     )
 
 
+class _SlicedTasks:
+    """The baseline's dataset: the same batches a `TaskLoader` yields (tasks of `shard` rows cut
+    into `batch` rows, never across a task), sliced from in-memory tensors with no master;
+    DataLoader workers split the tasks between them."""
+
+    def __init__(self, rows, labels, shard: int, batch: int):
+        self.rows, self.labels, self.shard, self.batch = rows, labels, shard, batch
+
+    def __iter__(self):
+        import torch.utils.data
+
+        worker = torch.utils.data.get_worker_info()
+        workers, index = (1, 0) if worker is None else (worker.num_workers, worker.id)
+        for task_start in range(index * self.shard, len(self.rows), workers * self.shard):
+            task_end = min(task_start + self.shard, len(self.rows))
+            for start in range(task_start, task_end, self.batch):
+                end = min(start + self.batch, task_end)
+                yield self.rows[start:end], self.labels[start:end]
+
+
+class _Rows:
+    """`read(start, end)` over in-memory tensors (a class, so spawned workers get it)."""
+
+    def __init__(self, rows, labels):
+        self.rows, self.labels = rows, labels
+
+    def __call__(self, start: int, end: int):
+        return self.rows[start:end], self.labels[start:end]
+
+
 def bench_torch(binary: str, directory: Path, samples: int, shard: int) -> None:
     try:
         import torch
-        from torch.utils.data import DataLoader, TensorDataset
+        from torch.utils.data import DataLoader, IterableDataset
 
         from .torch import TaskDataset
     except ImportError:
@@ -141,30 +172,55 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int) -> None:
         return
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    features, hidden, classes, batch = 256, 256, 10, 100
+    features, hidden, classes = 256, 256, 10
     rows = torch.randn(samples, features)
     labels = torch.randint(0, classes, (samples,))
 
     def train(batches) -> float:
+        """Seconds for one pass of the loop over `batches`."""
         net = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, classes))
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
-        steps, started = 0, time.perf_counter()
+        started = time.perf_counter()
         for x, y in batches:
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(net(x), y).backward()
             optimizer.step()
-            steps += 1
-        return (time.perf_counter() - started) * 1000 / max(steps, 1)
+        return time.perf_counter() - started
 
-    plain = train(DataLoader(TensorDataset(rows, labels), batch_size=batch))
-    with three_masters(binary, directory / "torch") as addrs:
-        dataset = TaskDataset(addrs, index=("bench", samples, shard), read=lambda start, end: (rows[start:end], labels[start:end]), batch_size=batch)
-        loader = dataset.loader(num_workers=0)
-        through_tasks = train(loader)
-    print(f"\nraftrain.torch: an MLP {features}-{hidden}-{classes}, {samples} samples in tasks of {shard}, batches of {batch}, one pass, no DataLoader workers\n")
-    print("| fed by | ms per step | vs plain |\n| --- | ---: | ---: |")
-    print(f"| DataLoader over the in-memory tensors | {plain:.2f} | 1.00 |")
-    print(f"| TaskLoader over an index-range job | {through_tasks:.2f} | {through_tasks / plain:.2f} |")
+    class Sliced(_SlicedTasks, IterableDataset):
+        pass
+
+    print(f"\nraftrain.torch: one pass of an MLP {features}-{hidden}-{classes} over {samples} in-memory samples in tasks of {shard}\n")
+    print("| workers | batch | DataLoader slicing the same batches, s | TaskLoader, s | vs DataLoader |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for number, (workers, batch) in enumerate([(0, 64), (0, 512), (2, 64), (2, 512)]):
+        plain = train(DataLoader(Sliced(rows, labels, shard, batch), batch_size=None, num_workers=workers))
+        with three_masters(binary, directory / f"torch-{number}") as addrs:
+            dataset = TaskDataset(addrs, index=(f"bench{number}", samples, shard), read=_Rows(rows, labels), batch_size=batch)
+            loader = dataset.loader(num_workers=workers)
+            loader.job_finished  # the job is submitted before the clock starts
+            through_tasks = train(loader)
+        print(f"| {workers} | {batch} | {plain:.2f} | {through_tasks:.2f} | {plain / through_tasks:.2f}x |", flush=True)
+
+
+def bench_hand_off(binary: str, directory: Path, tasks: int) -> None:
+    """Milliseconds a `TaskClient` takes to hand a task over: one GetTask and one
+    TaskFinished, each timed (p50, p99)."""
+    with three_masters(binary, directory / "hand-off") as addrs:
+        client = TaskClient(addrs, name="hand-off")
+        client.report_index_dataset("hand-off", tasks, 1, passes=1)
+        times = []
+        for _ in range(tasks):
+            started = time.perf_counter()
+            task = client.next_task()
+            if task is None:
+                break
+            task.finish()
+            times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    p50, p99 = times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
+    print(f"\nTask hand-off (GetTask + TaskFinished, one TaskClient, three masters, {len(times)} tasks)\n")
+    print(f"| p50 ms | p99 ms |\n| ---: | ---: |\n| {p50:.2f} | {p99:.2f} |")
 
 
 def main() -> None:
@@ -174,6 +230,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of task-queue load")
     parser.add_argument("--samples", type=int, default=50_000, help="samples of the PyTorch job")
     parser.add_argument("--shard", type=int, default=1_000, help="samples per task of the PyTorch job")
+    parser.add_argument("--hand-offs", type=int, default=500, help="tasks handed over one by one")
     args = parser.parse_args()
     binary = os.environ.get("RAFTRAIN_BIN") or shutil.which("raftrain")
     if not binary:
@@ -181,6 +238,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         bench_reader(binary, Path(directory), args.megabytes)
         bench_tasks(binary, Path(directory), args.tasks, args.seconds)
+        bench_hand_off(binary, Path(directory), args.hand_offs)
         bench_torch(binary, Path(directory), args.samples, args.shard)
 
 

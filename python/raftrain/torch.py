@@ -87,7 +87,8 @@ HELD_POLL_S = 0.05
 #: A worker ends its pass once nothing was free for it this long: the pass's last tasks are
 #: held elsewhere (by another process's workers, which may wait in DDP for this one).
 PASS_END_IDLE_S = 1.0
-#: Between looks at the master while this process waits for the pass's other tasks to finish.
+#: The longest pause between looks at the master while this process waits for the pass's
+#: other tasks to finish (the first looks come sooner).
 PASS_END_POLL_S = 0.2
 
 Receipt = Tuple[int, int]
@@ -455,6 +456,7 @@ class TaskLoader:
         """Waits until pass `pass_index` is over or the job ended (`over`), or until tasks of
         the pass are back in the queue for this process to take (`over` false). `vote`, given,
         makes every rank decide alike (DDP)."""
+        pause = PASS_END_POLL_S / 16
         while True:
             status = self._job_status()
             over = status["ended"] or status["pass"] != pass_index
@@ -464,7 +466,10 @@ class TaskLoader:
             if over or waiting:
                 status["over"] = over
                 return status
-            time.sleep(PASS_END_POLL_S)
+            # The pass usually ends at once (its last reports were this process's): look
+            # again soon, then less often.
+            time.sleep(pause)
+            pause = min(pause * 2, PASS_END_POLL_S)
 
     def _consumed(self, holding: Receipt, finishing: bool) -> None:
         """The loop consumed a batch of task `holding` (its last when `finishing`): reports
