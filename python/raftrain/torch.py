@@ -22,10 +22,10 @@ task. So, with any `num_workers` and `prefetch_factor`:
   workers die with their DataLoader): each task is trained on at least once per pass;
 - a worker holds at most two unreported tasks (one per registration): the master hands a
   trainer one task at a time, so the second registration lets a worker read ahead while its
-  previous task's last batches wait in the prefetch queue; when a task's last batch is
-  yielded, the other registration asks for its next task on a thread of its own, so the
-  hand-off does not wait for the masters (no sooner: a task's deadline runs from its
-  dispatch);
+  previous task's last batches wait in the prefetch queue; without workers, when a task's
+  last batch is yielded, the other registration asks for its next task on a thread of its
+  own, so the hand-off does not wait for the masters (no sooner: a task's deadline runs from
+  its dispatch; workers' asks already overlap the training loop);
 - the finish reports are sent in order by a thread of the training process, so the loop never
   waits for the masters to take one; the loader waits for them before it reads the job's
   state (`job_finished`, the end of a pass, `state_dict`);
@@ -87,6 +87,10 @@ HELD_POLL_S = 0.05
 #: A worker ends its pass once nothing was free for it this long: the pass's last tasks are
 #: held elsewhere (by another process's workers, which may wait in DDP for this one).
 PASS_END_IDLE_S = 1.0
+#: How long before a task's batches are expected to run out the next task is asked for (in the
+#: training process, without workers): enough to hide a task hand-off, short enough that a
+#: task's deadline, which runs from its dispatch, is not spent waiting.
+ASK_AHEAD_S = 0.02
 #: The longest pause between looks at the master while this process waits for the pass's
 #: other tasks to finish (the first looks come sooner).
 PASS_END_POLL_S = 0.2
@@ -157,6 +161,8 @@ class TaskDataset(IterableDataset):
         self.name = name or f"torch-{socket.gethostname()}-{os.getpid()}"
         self.client_options = dict(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token_file=token_file, deadline_s=deadline_s)
         self._registered: List[_Registration] = []
+        # How long the training loop takes per batch (smoothed; for asking ahead).
+        self._batch_seconds = float("inf")
         self._registered_pid: Optional[int] = None
 
     def client(self, suffix: str) -> TaskClient:
@@ -184,6 +190,7 @@ class TaskDataset(IterableDataset):
         the job finished. Each registration walks the passes with the client's walker; when one
         learns the pass moved, the others are moved with it."""
         registrations = self._registrations()
+        in_process = get_worker_info() is None
         self._report(registrations[0].client)
         pass_index = registrations[0].client.pass_index
         yielded = False
@@ -207,10 +214,14 @@ class TaskDataset(IterableDataset):
                 continue
             if step.kind == StepKind.Task and not registration.holds(step):
                 registration.held = (step.task.task_id, step.task.dispatch)
+                # In the training process itself (no DataLoader workers), while this task's last
+                # batch is consumed, the others ask for their next task (no sooner: a task's
+                # deadline runs from its dispatch). Workers do not: their asks already overlap
+                # the training loop, and a worker holding tasks ahead makes the DataLoader,
+                # which takes batches from its workers in turn, wait on the others.
                 others = [other for other in registrations if other is not registration]
-                # While this task's last batch is consumed, the others ask for their next task
-                # (no sooner: a task's deadline runs from its dispatch).
-                yield from self._batches(step.task, lambda: [other.ask_ahead() for other in others])
+                ask_ahead = (lambda: [other.ask_ahead() for other in others]) if in_process else (lambda: None)
+                yield from self._batches(step.task, ask_ahead)
                 yielded, idle_since = True, None
                 continue
             idle_since = idle_since or time.monotonic()
@@ -245,29 +256,35 @@ class TaskDataset(IterableDataset):
             self._registered_pid = os.getpid()
         return self._registered
 
-    def _batches(self, task, before_last: Callable[[], object]) -> Iterator[Tuple[object, List[Receipt], Receipt]]:
-        """The task's batches, each with the receipts it carries and the task it is of;
-        `before_last` runs just before the last one is yielded."""
+    def _batches(self, task, ask_ahead: Callable[[], object]) -> Iterator[Tuple[object, List[Receipt], Receipt]]:
+        """The task's batches, each with the receipts it carries and the task it is of.
+        `ask_ahead` runs once, in the task's second half when the batches left are expected
+        to take the loop less than `ASK_AHEAD_S` (from how long it took over the last batches),
+        or else before the last."""
         receipt = (task.task_id, task.dispatch)
         if task.start is not None:
-            for start in range(task.start, task.end, self.batch_size):
-                end = min(start + self.batch_size, task.end)
-                if end == task.end:
-                    before_last()
-                yield self.read(start, end), [receipt] if end == task.end else [], receipt
-            return
-        features, labels = task.arrays()
-        if self.transform is None:
-            labels = _labels_as(labels, self.label_dtype, task.task_id)
-        count = len(labels)
-        for start in range(0, count, self.batch_size):
-            end = min(start + self.batch_size, count)
-            if end == count:
-                before_last()
-            yield self._batch(features[start:end], labels[start:end]), [receipt] if end == count else [], receipt
-        if count == 0:
-            before_last()
-            yield self._batch(features, labels), [receipt], receipt
+            ranges = [(start, min(start + self.batch_size, task.end)) for start in range(task.start, task.end, self.batch_size)]
+            batches = (self.read(start, end) for start, end in ranges)
+        else:
+            features, labels = task.arrays()
+            if self.transform is None:
+                labels = _labels_as(labels, self.label_dtype, task.task_id)
+            count = len(labels)
+            ranges = [(start, min(start + self.batch_size, count)) for start in range(0, count, self.batch_size)] or [(0, 0)]
+            batches = (self._batch(features[start:end], labels[start:end]) for start, end in ranges)
+        asked = False
+        for left, batch in zip(range(len(ranges), 0, -1), batches):
+            # Not in the task's first half: the other registration's previous task must have
+            # been reported (from the loader's thread) by then, or the ask finds it held.
+            soon = left <= len(ranges) // 2 and left * self._batch_seconds <= ASK_AHEAD_S
+            if not asked and (left == 1 or soon):
+                ask_ahead()
+                asked = True
+            yielded_at = time.monotonic()
+            yield batch, [receipt] if left == 1 else [], receipt
+            # The loop asked for the next batch: how long one takes it, smoothed.
+            took = time.monotonic() - yielded_at
+            self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 8
 
     def _batch(self, features: np.ndarray, labels: np.ndarray):
         if self.transform is not None:
@@ -330,6 +347,9 @@ class _Registration:
         thread.join()
         if "error" in answer:
             raise answer["error"]
+        if self.holds(answer["step"]):
+            # Asked before its last task's report landed: ask again now.
+            return self.client.step()
         return answer["step"]
 
     def go_to(self, pass_index: int) -> None:
@@ -473,17 +493,22 @@ class TaskLoader:
 
     def _consumed(self, holding: Receipt, finishing: bool) -> None:
         """The loop consumed a batch of task `holding` (its last when `finishing`): reports
-        its progress after its first batch, then every third of its timeout."""
+        its progress after its first batch, then every third of its timeout (from the
+        reporting thread, in order with the finish reports)."""
         now = time.monotonic()
         if finishing or now < self._progress_due.setdefault(holding, now):
             return
-        timeout = self._reporter_client().progress(*holding)
-        if timeout is None:
-            # Taken back (or the job was cancelled): its report will say so.
-            self._progress_due[holding] = float("inf")
+        # Not due again until the answer says when.
+        self._progress_due[holding] = float("inf")
+        self._queue_report(("progress", holding))
+
+    def _progressed(self, holding: Receipt, asked_at: float, timeout: Optional[float]) -> None:
+        """The answer to a progress report: when the next is due (never, when the task was
+        taken back or the job cancelled: its finish report will say so)."""
+        if timeout is None or holding not in self._progress_due:
             return
         self.progressed += 1
-        self._progress_due[holding] = now + timeout / 3
+        self._progress_due[holding] = asked_at + timeout / 3
 
     @property
     def job_finished(self) -> bool:
@@ -501,9 +526,12 @@ class TaskLoader:
     def _report(self, task_id: int, dispatch: int) -> None:
         """Queues a task's finish report for the reporting thread (in order; the training loop
         goes on at once)."""
+        self._queue_report(("finish", (task_id, dispatch)))
+
+    def _queue_report(self, report: Tuple[str, Receipt]) -> None:
         if self._reports is None:
             self._reports = _Reports(self)
-        self._reports.put((task_id, dispatch))
+        self._reports.put(report)
 
     def _flush_reports(self) -> None:
         """Waits until every queued report was answered (raising the first that failed)."""
@@ -588,13 +616,14 @@ class _Reports:
 
     def __init__(self, loader: TaskLoader):
         self._loader = loader
-        self._queue: "queue.Queue[Receipt]" = queue.Queue()
+        self._queue: "queue.Queue[Tuple[str, Receipt]]" = queue.Queue()
         self._failure: Optional[BaseException] = None
         threading.Thread(target=self._send, name="raftrain-reports", daemon=True).start()
 
-    def put(self, receipt: Receipt) -> None:
+    def put(self, report: Tuple[str, Receipt]) -> None:
+        """Queues `("finish", receipt)` or `("progress", receipt)`."""
         self._raise_failure()
-        self._queue.put(receipt)
+        self._queue.put(report)
 
     def flush(self) -> None:
         self._queue.join()
@@ -603,10 +632,16 @@ class _Reports:
     def _send(self) -> None:
         client = self._loader._reporter_client()
         while True:
-            task_id, dispatch = self._queue.get()
+            kind, (task_id, dispatch) = self._queue.get()
             try:
-                if self._failure is None:
+                if self._failure is not None:
+                    pass
+                elif kind == "finish":
                     self._loader._answered(task_id, dispatch, client._native.finish(task_id, dispatch))
+                else:
+                    asked_at = time.monotonic()
+                    timeout = client.progress(task_id, dispatch)
+                    self._loader._progressed((task_id, dispatch), asked_at, timeout)
             except BaseException as error:  # noqa: BLE001 - raised in the training loop
                 self._failure = error
             finally:
