@@ -46,3 +46,12 @@ def test_the_native_stub_names_what_the_extension_has():
         if members is not None:
             public = {member for member in dir(getattr(_native, name)) if not member.startswith("_")}
             assert members == public, name
+
+
+def test_the_tests_run_against_the_installed_abi3_wheel():
+    """`python/run-tests` installs the wheel it built (one for every CPython from 3.9, on any
+    manylinux glibc at least the build machine's), not the source tree."""
+    from importlib.metadata import distribution
+
+    wheel = distribution("raftrain").read_text("WHEEL") or ""
+    assert "Tag: cp39-abi3-manylinux" in wheel, wheel
