@@ -111,12 +111,11 @@ def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(
         masters.kill(leader)
         time.sleep(1.0)
         masters.spawn(leader)
+    except BaseException:
         for process in ranks:
-            assert process.wait(timeout=600) == 0
-    finally:
-        for process in ranks:
-            if process.poll() is None:
-                process.kill()
+            process.kill()
+        raise
+    _all_succeed(ranks)
     status = masters.status()
     tasks_per_pass = status["done"]
     summaries = [json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in range(2)]
@@ -141,14 +140,7 @@ def test_one_iteration_is_one_pass_when_other_processes_hold_its_last_tasks(mast
     """Two training processes of one job (no DDP) share its tasks unevenly: each process's
     `for batch in loader` ends only when the pass is over, so both walk exactly the job's three
     passes, in order, with no empty iteration, and every task is finished once."""
-    processes = [_training(masters, rank, tmp_path / f"model-{rank}.pt", "--index", "1500") for rank in range(2)]
-    try:
-        for process in processes:
-            assert process.wait(timeout=600) == 0
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
+    _all_succeed([_training(masters, rank, tmp_path / f"model-{rank}.pt", "--index", "1500") for rank in range(2)])
     summaries = [json.loads((tmp_path / f"model-{rank}.pt.rank{rank}.json").read_text()) for rank in range(2)]
     assert [summary["passes_walked"] for summary in summaries] == [[0, 1, 2]] * 2, summaries
     status = masters.status()
@@ -161,6 +153,17 @@ def _training(masters, rank: int, out: Path, *arguments: str) -> subprocess.Pope
     command = [sys.executable, str(HERE / "torch_training.py"), "--masters", masters.masters, "--passes", "3",
                "--rank", str(rank), "--workers", "1", "--out", str(out), *arguments]
     return subprocess.Popen(command, env=_env(), cwd=HERE)
+
+
+def _all_succeed(processes) -> None:
+    """Waits for every process to exit 0 (at most 10 minutes each); kills any still running."""
+    try:
+        for process in processes:
+            assert process.wait(timeout=600) == 0
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
 
 
 def _plain_pytorch(net):
