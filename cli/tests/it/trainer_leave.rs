@@ -15,13 +15,16 @@ const LONG_LEASES: [&str; 4] = ["--trainer-lease-ms", "60000", "--task-timeout-m
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigtermed_trainer_gives_its_task_back_at_once() {
     let dir = tempfile::tempdir().expect("temp");
-    let (train, _eval) = synth(dir.path(), "blobs", "3000", "2.5");
+    // Long enough (about 80 tasks a pass) that the pause lands well before the job ends: a job
+    // of 8 tasks a pass once finished between two polls of the status.
+    let (train, _eval) = synth(dir.path(), "blobs", "30000", "2.5");
     let mut args = vec!["--dataset", &train, "--features", "8"];
     args.extend(SOFTMAX);
     let mut job = TrainingJob::start_with(1, 1, dir.path(), &LONG_LEASES, &args);
     let trainer = job.spawn_trainer();
     let status = wait_for(&job, |status| status.done >= 2, "tasks done").await;
     assert_eq!(status.trainers.len(), 1, "{status:?}");
+    assert!(!status.job_finished, "the job is still under way: {status:?}");
 
     tracing::info!("--- the pserver hangs, so the trainer's task cannot end; SIGTERM");
     job.pservers.signal(0, Signal::SIGSTOP);
