@@ -17,10 +17,10 @@ const WATCH_BUFFER_COUNT: usize = 16;
 
 pub(crate) type PServerStream = ReceiverStream<Result<pb::ListPServersReply, Status>>;
 
-/// The current pserver table of `job` in the applied state (empty before the job exists and
+/// The current pserver table of job `job_id` in the applied state (empty before the job exists and
 /// once it is gone).
-pub(crate) fn pserver_table(state: &ReplicatedState, job: Option<u64>) -> pb::ListPServersReply {
-    let (desired, slots) = job.map(|job| state.pserver_slots(job)).unwrap_or_default();
+pub(crate) fn pserver_table(state: &ReplicatedState, job_id: Option<u64>) -> pb::ListPServersReply {
+    let (desired, slots) = job_id.map(|job_id| state.pserver_slots(job_id)).unwrap_or_default();
     let pservers = slots
         .into_iter()
         .map(|(index, holder)| pb::PServer {
@@ -34,17 +34,18 @@ pub(crate) fn pserver_table(state: &ReplicatedState, job: Option<u64>) -> pb::Li
     pb::ListPServersReply { desired, pservers }
 }
 
-/// The job a watcher named, as the applied state resolves it now: `Ok(None)` while no job
-/// exists yet (pservers and trainers may start first), the client's error otherwise.
-pub(crate) fn watched_job(state: &ReplicatedState, name: &str) -> Result<Option<u64>, Status> {
-    match state.state().job_id(name) {
-        Ok(job) => Ok(Some(job)),
+/// The incarnation of job `job` a watcher named, as the applied state resolves it now:
+/// `Ok(None)` while no job exists yet (pservers and trainers may start first), the client's
+/// error otherwise.
+pub(crate) fn watched_job(state: &ReplicatedState, job: &str) -> Result<Option<u64>, Status> {
+    match state.state().job_id(job) {
+        Ok(job_id) => Ok(Some(job_id)),
         Err(Response::NoDataset) => Ok(None),
         Err(response) => Err(super::status_mapping::unexpected("WatchPServers", response)),
     }
 }
 
-pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>, name: String) -> PServerStream {
+pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>, job: String) -> PServerStream {
     let (sender, receiver) = tokio::sync::mpsc::channel(WATCH_BUFFER_COUNT);
     tokio::spawn(async move {
         let mut metrics = node.metrics();
@@ -57,17 +58,18 @@ pub(crate) fn watch_pservers(node: ConsensusNode<ReplicatedState>, name: String)
             // Every applied entry wakes this loop; the table is rebuilt only when a holder
             // changed (an O(1) check), not on every task transition.
             // The job is resolved afresh each time: it may be submitted after the watch began.
-            let job = match node.read(|state| watched_job(state, &name)) {
-                Ok(job) => job,
+            let job_id = match node.read(|state| watched_job(state, &job)) {
+                Ok(job_id) => job_id,
                 Err(status) => {
                     let _ = sender.send(Err(status)).await;
                     return;
                 }
             };
-            let version =
-                node.read(|state| (job, job.and_then(|job| state.pserver_table_version(job))));
+            let version = node.read(|state| {
+                (job_id, job_id.and_then(|job_id| state.pserver_table_version(job_id)))
+            });
             if last_sent != Some(version) {
-                let table = node.read(|state| pserver_table(state, job));
+                let table = node.read(|state| pserver_table(state, job_id));
                 if sender.send(Ok(table)).await.is_err() {
                     return;
                 }

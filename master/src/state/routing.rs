@@ -54,18 +54,18 @@ impl MasterState {
         }
     }
 
-    /// The id of the job named `name` (never the unnamed one).
-    pub(crate) fn by_name(&self, name: &str) -> Option<u64> {
-        let named = |state: &super::JobState| !name.is_empty() && state.name == name;
-        self.jobs.iter().find(|(_, state)| named(state)).map(|(id, _)| *id)
+    /// The id of job `job` (never the unnamed one).
+    pub(crate) fn by_name(&self, job: &str) -> Option<u64> {
+        let named = |state: &super::JobState| !job.is_empty() && state.name == job;
+        self.jobs.iter().find(|(_, state)| named(state)).map(|(job_id, _)| *job_id)
     }
 
-    fn for_report(&self, name: &str) -> Result<Target, Response> {
-        if name.is_empty() {
+    fn for_report(&self, job: &str) -> Result<Target, Response> {
+        if job.is_empty() {
             return Err(Response::Rejected { reason: "a job needs a name".to_string() });
         }
-        if let Some(id) = self.by_name(name) {
-            return Ok(Target::Existing(id));
+        if let Some(job_id) = self.by_name(job) {
+            return Ok(Target::Existing(job_id));
         }
         let adoptable = |state: &super::JobState| state.name.is_empty() && !state.has_report();
         if let Some((id, _)) = self.jobs.iter().find(|(_, state)| adoptable(state)) {

@@ -100,10 +100,10 @@ pub(super) async fn list_p_servers(
     request: tonic::Request<pb::ListPServersRequest>,
 ) -> Reply<pb::ListPServersReply> {
     rpc.linearizable().await?;
-    let name = &request.get_ref().job;
+    let job = &request.get_ref().job;
     let table = rpc.node.read(|state| {
-        let job = crate::service::watch::watched_job(state, name)?;
-        Ok::<_, Status>(crate::service::watch::pserver_table(state, job))
+        let job_id = crate::service::watch::watched_job(state, job)?;
+        Ok::<_, Status>(crate::service::watch::pserver_table(state, job_id))
     })?;
     Ok(tonic::Response::new(table))
 }
@@ -113,9 +113,9 @@ pub(super) async fn watch_p_servers(
     request: tonic::Request<pb::ListPServersRequest>,
 ) -> Reply<crate::service::watch::PServerStream> {
     rpc.linearizable().await?;
-    let name = request.into_inner().job;
-    rpc.node.read(|state| crate::service::watch::watched_job(state, &name))?;
-    Ok(tonic::Response::new(crate::service::watch::watch_pservers(rpc.node.clone(), name)))
+    let job = request.into_inner().job;
+    rpc.node.read(|state| crate::service::watch::watched_job(state, &job))?;
+    Ok(tonic::Response::new(crate::service::watch::watch_pservers(rpc.node.clone(), job)))
 }
 
 pub(super) async fn record_checkpoint(
