@@ -90,7 +90,7 @@ class PServerClient:
 
     def save_safetensors(self, path) -> Dict[str, np.ndarray]:
         """Pulls the model and writes it to `path` as safetensors (float32, the parameters'
-        names and shapes; `safetensors.numpy.load_file` and `raftrain eval` read it), whole or
+        names and shapes; `safetensors.numpy.load_file` reads it), whole or
         not at all. Returns what it wrote."""
         tensors = self.pull()
         _write_safetensors(path, tensors)
