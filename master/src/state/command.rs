@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::chunk_list::ChunkList;
 use super::dataset::{ChunkRef, QueuePolicy};
 use super::pserver_slots::CheckpointMeta;
+use super::rendezvous_op::RendezvousOp;
 use client::Fault;
 use client::SlotSecret;
 
@@ -92,6 +93,11 @@ pub enum Command {
     /// The holder of `task_id` under `epoch` is still at work on it: its deadline moves to a
     /// whole timeout from now (never earlier than it was).
     TaskProgress { task_id: u64, epoch: u64 },
+    /// A client's operation on rendezvous run `run`'s keys (made by its first write).
+    Rendezvous { run: String, op: RendezvousOp },
+    /// Removes rendezvous run `run`: an operator's delete (`touched_ms` `None`), or the
+    /// leader's expiry of a run it saw untouched since `touched_ms` (kept if written since).
+    RemoveRendezvous { run: String, touched_ms: Option<u64> },
 }
 
 /// Which job a command is for.

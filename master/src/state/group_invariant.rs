@@ -11,10 +11,13 @@ use super::pserver_slots::PSERVER_COUNT_MAX;
 use super::trainer_registry::TRAINER_COUNT_MAX;
 use super::violation::InvariantViolation as Violation;
 
+use super::rendezvous_space::RendezvousSpace;
+
 impl MasterState {
     /// Checks every rule a single state must satisfy, the group's and each job's.
     pub fn check_invariants(&self) -> Result<(), Violation> {
         self.check_group_counts()?;
+        self.rendezvous.check().map_err(|problem| Violation::Rendezvous { problem })?;
         let mut names = std::collections::BTreeSet::new();
         let mut unnamed = 0;
         for (id, state) in &self.jobs {
@@ -79,6 +82,8 @@ impl MasterState {
                 None => return Err(Violation::RunningJobRemoved { id: *id }),
             }
         }
+        RendezvousSpace::check_transition(&before.rendezvous, &after.rendezvous)
+            .map_err(|problem| Violation::Rendezvous { problem })?;
         let new_ids = after.jobs.keys().filter(|id| !before.jobs.contains_key(id));
         match new_ids.copied().find(|id| *id < before.next_job_id) {
             Some(id) => Err(Violation::JobIdReused { id, next_job_id: before.next_job_id }),

@@ -343,6 +343,7 @@ mod tests {
             clock_ms: state.clock_ms,
             jobs: std::collections::BTreeMap::from([(1, named)]),
             next_job_id: 2,
+            ..crate::state::MasterState::default()
         };
         match crate::state::MasterState::decode(&group.encode()) {
             Err(DecodeError::Inconsistent(violation)) => assert_eq!(violation, expected),

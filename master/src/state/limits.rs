@@ -24,6 +24,12 @@ use super::pserver_slots::{
     CheckpointMeta, PServerSlots, SlotHolder, CHECKPOINT_PATH_BYTES_MAX, PSERVER_ADDR_BYTES_MAX,
     PSERVER_COUNT_MAX,
 };
+use super::rendezvous_op::{
+    RendezvousEntry, RendezvousReply, KEYS_PER_RUN_MAX, RUN_BYTES_MAX, RUN_COUNT_MAX,
+    RUN_ID_BYTES_MAX, RUN_SESSION_COUNT_MAX,
+};
+use super::rendezvous_run::RendezvousRun;
+use super::rendezvous_space::RendezvousSpace;
 use super::request::ClientStamp;
 use super::response::{Response, TaskAssignment};
 use super::sessions::{Member, Sessions, STRANGER_SESSION_COUNT_MAX};
@@ -137,6 +143,33 @@ fn largest_sessions(members: bool) -> Sessions {
     sessions
 }
 
+/// The largest rendezvous key space: every run with the most keys, filling its bytes, the
+/// widest versions, and every session kept.
+fn largest_rendezvous() -> RendezvousSpace {
+    let pair_bytes = (RUN_BYTES_MAX / KEYS_PER_RUN_MAX as u64) as usize;
+    let mut space = RendezvousSpace::default();
+    for index in 0..RUN_COUNT_MAX {
+        let mut run = RendezvousRun::new(u64::MAX / 2);
+        for key in 0..KEYS_PER_RUN_MAX {
+            let key = format!("{key:0width$}", width = pair_bytes / 2);
+            let value = vec![0xAB; pair_bytes - key.len()];
+            let version = u64::MAX / 2 + run.keys.len() as u64;
+            run.bytes += (key.len() + value.len()) as u64;
+            run.keys.insert(key, RendezvousEntry { value, version });
+        }
+        run.next_version = u64::MAX / 2 + KEYS_PER_RUN_MAX as u64;
+        let entry = Some(RendezvousEntry { value: Vec::new(), version: u64::MAX });
+        let response = Response::Rendezvous(RendezvousReply::Written { entry, set: true });
+        for count in 0..RUN_SESSION_COUNT_MAX {
+            let stamp = ClientStamp { client_id: u64::MAX - count as u64, seq: u64::MAX };
+            run.sessions.record(stamp, u64::MAX, &response, None, u64::MAX / 2 + count as u64);
+        }
+        space.runs.insert(format!("{index:0width$}", width = RUN_ID_BYTES_MAX), run);
+    }
+    space.check().expect("the largest key space is within its bounds");
+    space
+}
+
 /// The tasks each of the group's other jobs has: enough to hold the floor of failure reasons.
 const SMALL_JOB_TASKS: u64 = FAILURE_REASONS_BYTES_FLOOR / FAILURE_REASON_BYTES_MAX as u64;
 /// What the group's task limit leaves the largest job.
@@ -208,7 +241,7 @@ fn largest_state(first: Dataset) -> MasterState {
         let job = largest_job(index_dataset(index, SMALL_JOB_TASKS), false);
         jobs.insert(index as u64 + 1, job);
     }
-    MasterState { clock_ms: u64::MAX / 2, jobs, next_job_id: u64::MAX }
+    MasterState { clock_ms: u64::MAX / 2, jobs, next_job_id: u64::MAX, rendezvous: largest_rendezvous() }
 }
 
 /// Checks that `state` is valid, encodes below the snapshot limit and decodes back whole;

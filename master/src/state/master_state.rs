@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::command::{Command, JobRef};
 use super::job_state::JobState;
+use super::rendezvous_space::RendezvousSpace;
 use super::request::{decode_request, Envelope, Request};
 use super::response::{encode_response, Response};
 use super::routing::{reference_of, Target};
@@ -30,11 +31,13 @@ pub struct MasterState {
     /// and are never reused: a decision about a removed job never touches a newer one.
     pub(crate) jobs: BTreeMap<u64, JobState>,
     pub(crate) next_job_id: u64,
+    /// torchrun's rendezvous runs (`rendezvous_space.rs`), beside the jobs.
+    pub(crate) rendezvous: RendezvousSpace,
 }
 
 impl Default for MasterState {
     fn default() -> Self {
-        Self { clock_ms: 0, jobs: BTreeMap::new(), next_job_id: 1 }
+        Self { clock_ms: 0, jobs: BTreeMap::new(), next_job_id: 1, rendezvous: RendezvousSpace::default() }
     }
 }
 
@@ -57,6 +60,16 @@ impl MasterState {
         let envelope = request.envelope();
         let response = match &request.command {
             Command::RemoveJob { job } => self.remove_job(envelope, entry_term, *job),
+            Command::Rendezvous { run, op } => {
+                let envelope = Envelope { now_ms: self.clock_ms, ..envelope };
+                self.rendezvous.apply(run, op, envelope)
+            }
+            Command::RemoveRendezvous { run, touched_ms } => {
+                match envelope.term.filter(|decided| *decided != entry_term) {
+                    Some(decided) => Response::WrongTerm { decided, committed: entry_term },
+                    None => self.rendezvous.remove(run, *touched_ms),
+                }
+            }
             Command::InJob { job, command } => {
                 self.route(job, envelope.with_command(command), entry_term)
             }

@@ -86,6 +86,11 @@ mod progress;
 mod pserver_slots;
 mod queue_restore;
 mod release_checks;
+mod rendezvous_op;
+mod rendezvous_run;
+mod rendezvous_space;
+#[cfg(test)]
+mod rendezvous_tests;
 mod repeated_report;
 mod request;
 mod response;
@@ -93,6 +98,7 @@ mod routing;
 mod sessions;
 mod snapshot_layout;
 mod snapshot_legacy_dataset;
+mod snapshot_legacy_jobs_only;
 mod snapshot_legacy_progress;
 mod snapshot_legacy_single_job;
 mod snapshot_legacy_slots;
@@ -126,6 +132,12 @@ pub use pserver_slots::{
     check_checkpoint_path, CheckpointMeta, SlotHolder, CHECKPOINT_PATH_BYTES_MAX,
     PSERVER_ADDR_BYTES_MAX, PSERVER_COUNT_MAX,
 };
+pub use rendezvous_op::{
+    check_run_id, RendezvousEntry, RendezvousOp, RendezvousRefusal, RendezvousReply, KEYS_PER_RUN_MAX,
+    KEY_BYTES_MAX, RUN_BYTES_MAX, RUN_COUNT_MAX, RUN_ID_BYTES_MAX, RUN_SESSION_COUNT_MAX,
+    VALUE_BYTES_MAX,
+};
+pub use rendezvous_space::RendezvousSpace;
 pub use repeated_report::{AcceptedReport, ReportedFile};
 pub use request::{decode_request, encode_request, ClientStamp, Request};
 pub use response::{decode_response, encode_response, Response, TaskAssignment};

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::codec::{self, DecodeError, REQUEST_BYTES_MAX};
 use super::pserver_slots::CheckpointMeta;
+use super::rendezvous_op::RendezvousReply;
 
 /// The answer to one applied command.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -77,6 +78,12 @@ pub enum Response {
     RestoreWaiting { pass: u32, pservers: u32 },
     /// A task's holder is at work on it: its deadline is `timeout_ms` from now.
     TaskExtended { timeout_ms: u64 },
+    /// The answer to a rendezvous operation.
+    Rendezvous(RendezvousReply),
+    /// A rendezvous operation would pass a bound (`reason` names it): nothing changed.
+    RendezvousFull { reason: String },
+    /// Whether the rendezvous run existed (and is now gone).
+    RendezvousRemoved { existed: bool },
 }
 
 impl Response {
@@ -103,6 +110,7 @@ impl Response {
                 | Response::TryAgainLater { .. }
                 | Response::JobCancelled
                 | Response::NoSuchJob { .. }
+                | Response::RendezvousFull { .. }
         )
     }
 }

@@ -71,9 +71,10 @@ pub(crate) struct Session {
 }
 
 /// Sessions by client id; the strangers' also by (last use, client id), the members' by
-/// member.
+/// member. A job's pool holds [`STRANGER_SESSION_COUNT_MAX`] strangers; a rendezvous run's,
+/// whose clients are all strangers, its own `STRANGERS`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub(crate) struct Sessions {
+pub(crate) struct Sessions<const STRANGERS: usize = STRANGER_SESSION_COUNT_MAX> {
     pub(crate) sessions: BTreeMap<u64, Session>,
     pub(crate) strangers_by_age: BTreeSet<(u64, u64)>,
     pub(crate) by_member: BTreeMap<Member, u64>,
@@ -115,11 +116,12 @@ fn kept(response: &Response) -> Response {
         Response::SlotClaimed { slot, generation, .. } => {
             Response::SlotClaimed { slot: *slot, generation: *generation, checkpoint: None }
         }
+        Response::Rendezvous(reply) => Response::Rendezvous(reply.without_value()),
         other => other.clone(),
     }
 }
 
-impl Sessions {
+impl<const STRANGERS: usize> Sessions<STRANGERS> {
     /// Forgets idle strangers, then says how to treat the stamped request. `joins` says that
     /// the request makes (or speaks for an unbound) member, so a new client sending it is
     /// admitted whatever the strangers' pool holds.
@@ -213,7 +215,7 @@ impl Sessions {
     }
 
     fn room_for_stranger(&self, now_ms: u64) -> Lookup {
-        if self.strangers_by_age.len() < STRANGER_SESSION_COUNT_MAX {
+        if self.strangers_by_age.len() < STRANGERS {
             return Lookup::Apply;
         }
         let Some(&(last_seen_ms, _)) = self.strangers_by_age.first() else {
@@ -229,7 +231,7 @@ impl Sessions {
     /// Makes room for one more stranger by evicting the longest-unused strangers that can no
     /// longer retry; `false` if the pool stays full.
     fn make_room(&mut self, now_ms: u64) -> bool {
-        while self.strangers_by_age.len() >= STRANGER_SESSION_COUNT_MAX {
+        while self.strangers_by_age.len() >= STRANGERS {
             let Some(&(last_seen_ms, client_id)) = self.strangers_by_age.first() else {
                 return true;
             };

@@ -23,6 +23,7 @@ use super::members;
 use super::pserver_slots::PServerSlots;
 use super::response::Response;
 use super::sessions::{Session, Sessions, STRANGER_SESSION_COUNT_MAX};
+use super::snapshot_legacy_jobs_only::JobsOnlyState;
 use super::snapshot_legacy_dataset::{ChunksOnlyDataset, ChunksOnlyJob, ChunksOnlyState};
 use super::snapshot_legacy_progress::DataProgressState;
 use super::snapshot_legacy_single_job::SingleJobState;
@@ -39,8 +40,10 @@ const SNAPSHOT_MARKER: u8 = 0xFF;
 /// and keeps the secret of each pserver slot's claim; 4 gives the dataset a kind (RecordIO
 /// chunks or an index range); 5 holds named jobs, each with its end and progress checkpoints;
 /// 6 adds each job's pserver checkpoints taken for its progress checkpoints; 7 records each
-/// slot's holder when a progress checkpoint was taken.
-const SNAPSHOT_LAYOUT_VERSION: u8 = 7;
+/// slot's holder when a progress checkpoint was taken; 8 adds the rendezvous key space.
+const SNAPSHOT_LAYOUT_VERSION: u8 = 8;
+/// The layout without the rendezvous key space, still read (`snapshot_legacy_jobs_only.rs`).
+const SNAPSHOT_LAYOUT_VERSION_JOBS_ONLY: u8 = 7;
 /// The layout of tags that name no holder, still read (`snapshot_legacy_tags.rs`).
 const SNAPSHOT_LAYOUT_VERSION_UNHELD_TAGS: u8 = 6;
 /// The layout of named jobs without pserver checkpoints for their progress, still read
@@ -80,6 +83,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
     let single: SingleJobState = match bytes {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
             return codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot");
+        }
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_JOBS_ONLY, body @ ..] => {
+            let jobs_only: JobsOnlyState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
+            return Ok(jobs_only.into());
         }
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_UNHELD_TAGS, body @ ..] => {
             let unheld: UnheldTagsState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;

@@ -82,6 +82,8 @@ pub enum InvariantViolation {
     FailersMismatch { actual: u64, counted: u64, count_max: u64 },
     #[error("job {job}: {problem}")]
     Job { job: String, problem: String },
+    #[error("{problem}")]
+    Rendezvous { problem: String },
     #[error("the group's jobs hold {count} {what}, more than the {count_max} allowed")]
     GroupOverLimit { what: &'static str, count: u64, count_max: u64 },
     #[error("job #{id} was removed while it was still running")]
