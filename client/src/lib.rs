@@ -26,6 +26,7 @@ mod options;
 mod pass_walker;
 mod policy_bounds;
 pub mod pserver;
+mod rendezvous;
 mod retrying;
 mod session;
 mod slot_asks;
@@ -57,6 +58,9 @@ pub use pass_walker::{PassWalker, Step, Waiting, Walked, WALK_IDLE_DEFAULT};
 pub use policy_bounds::{
     check_index_range, check_passes, check_policy, CHUNKS_PER_TASK_MAX, MAX_TASK_FAILURES_MAX,
     PASS_COUNT_MAX, TASK_TIMEOUT_MIN_MS_FLOOR, TASK_TIMEOUT_MIN_MS_MAX, TIMEOUT_FACTOR_MAX,
+};
+pub use rendezvous::{
+    RendezvousEntry, RendezvousRun, RendezvousWrite, RendezvousWritten, RENDEZVOUS_WAIT_MS_ROUND,
 };
 pub use session::Session;
 pub use slot_asks::{SlotAsks, SlotReload};

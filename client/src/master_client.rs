@@ -215,6 +215,11 @@ impl MasterClient {
         &self.options.job
     }
 
+    /// The id this client stamps its writes with.
+    pub fn client_id(&self) -> u64 {
+        self.client_id
+    }
+
     pub(crate) fn rpc_timeout(&self) -> Duration {
         self.options.rpc_timeout
     }

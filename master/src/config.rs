@@ -37,6 +37,8 @@ pub const PSERVER_LEASE_MS_DEFAULT: u64 = 5_000;
 /// A day: time to read a finished job's status and evaluations, short enough that the group's
 /// job limit is not filled by old jobs.
 pub const JOB_RETENTION_SECS_DEFAULT: u64 = 24 * 60 * 60;
+/// A day: how long a torchrun rendezvous run nobody writes to is kept.
+pub const RENDEZVOUS_IDLE_SECS_DEFAULT: u64 = 24 * 60 * 60;
 
 #[derive(Debug, Clone, Args)]
 pub struct MasterConfig {
@@ -123,6 +125,10 @@ pub struct MasterConfig {
     /// this long, then remove it so the group's state stays bounded.
     #[arg(long, env = "RAFTRAIN_JOB_RETENTION_SECS", default_value_t = JOB_RETENTION_SECS_DEFAULT)]
     pub job_retention_secs: u64,
+    /// Remove a torchrun rendezvous run (its state and store keys) nobody wrote to for this
+    /// long. Agents of a live run write every few seconds (torch's keep-alive heartbeats).
+    #[arg(long, env = "RAFTRAIN_RENDEZVOUS_IDLE_SECS", default_value_t = RENDEZVOUS_IDLE_SECS_DEFAULT)]
+    pub rendezvous_idle_secs: u64,
 }
 
 impl MasterConfig {
@@ -161,6 +167,11 @@ impl MasterConfig {
         client::check_policy(&policy).map_err(|message| anyhow::anyhow!("--{message}"))?;
         anyhow::ensure!(self.trainer_lease_ms >= 100, "--trainer-lease-ms must be at least 100");
         anyhow::ensure!(self.pserver_lease_ms >= 100, "--pserver-lease-ms must be at least 100");
+        anyhow::ensure!(
+            self.rendezvous_idle_secs >= 60,
+            "--rendezvous-idle-secs must be at least 60 (torch's agents write every few seconds, \
+             but a run waiting for its nodes may be quiet for a minute)"
+        );
         self.node_config().map(|_| ())
     }
 
@@ -184,5 +195,9 @@ impl MasterConfig {
 
     pub(crate) fn job_retention(&self) -> Duration {
         Duration::from_secs(self.job_retention_secs)
+    }
+
+    pub(crate) fn rendezvous_idle(&self) -> Duration {
+        Duration::from_secs(self.rendezvous_idle_secs)
     }
 }

@@ -49,6 +49,7 @@ impl Replica {
             config.trainer_lease(),
             config.pserver_lease(),
             config.job_retention(),
+            config.rendezvous_idle(),
         );
         let duties = Arc::new(duties);
         let proposer = Proposer::new(node, clock);

@@ -64,6 +64,10 @@ fake_master_service! {
     release_p_server_slot(ReleasePServerSlotRequest) -> ReleasePServerSlotReply;
     leave_job(LeaveJobRequest) -> LeaveJobReply;
     task_progress(TaskProgressRequest) -> TaskProgressReply;
+    rendezvous_write(RendezvousWriteRequest) -> RendezvousWriteReply;
+    rendezvous_read(RendezvousReadRequest) -> RendezvousReadReply;
+    list_rendezvous(ListRendezvousRequest) -> ListRendezvousReply;
+    delete_rendezvous(DeleteRendezvousRequest) -> DeleteRendezvousReply;
     {
         // The trainer asks whether its job was submitted: no job yet.
         async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusReply>, Status> {

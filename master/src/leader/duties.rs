@@ -35,6 +35,8 @@ pub(crate) struct LeaderDuties {
     quiet: Mutex<QuietTime>,
     /// How long an ended job is kept before the leader removes it.
     job_retention: Duration,
+    /// How long a rendezvous run nobody writes to is kept.
+    rendezvous_idle: Duration,
     /// Why holders could not reload for a restore (soft state for `job list`).
     reload_failures: super::reload_failures::ReloadFailures,
 }
@@ -45,6 +47,7 @@ impl LeaderDuties {
         trainer_lease: Duration,
         pserver_lease: Duration,
         job_retention: Duration,
+        rendezvous_idle: Duration,
     ) -> Self {
         Self {
             clock,
@@ -56,6 +59,7 @@ impl LeaderDuties {
             progress: Mutex::new(std::collections::BTreeMap::new()),
             quiet: Mutex::new(QuietTime::default()),
             job_retention,
+            rendezvous_idle,
             reload_failures: Default::default(),
         }
     }
@@ -82,6 +86,10 @@ impl LeaderDuties {
     /// How long an ended job is kept before it is removed.
     pub(crate) fn job_retention_ms(&self) -> u64 {
         self.job_retention.as_millis() as u64
+    }
+
+    pub(crate) fn rendezvous_idle_ms(&self) -> u64 {
+        self.rendezvous_idle.as_millis() as u64
     }
 
     pub(crate) fn pserver_lease_ms(&self) -> u64 {
@@ -231,6 +239,19 @@ impl LeaderDuties {
             tracing::info!(job, term, "removing an ended job after its retention");
             decide(proposer, term, Command::RemoveJob { job }).await;
         }
+        self.expire_rendezvous(proposer, term).await;
+    }
+
+    /// Removes the rendezvous runs nobody wrote to for the idle time (each only if still
+    /// untouched when the decision applies).
+    async fn expire_rendezvous(&self, proposer: &Proposer, term: u64) {
+        let before_ms = proposer.now_ms().saturating_sub(self.rendezvous_idle_ms());
+        let idle = proposer.node().read(|state| state.state().rendezvous_idle_since(before_ms));
+        for (run, touched_ms) in idle {
+            tracing::info!(run, touched_ms, term, "removing a rendezvous run nobody wrote to");
+            let command = Command::RemoveRendezvous { run, touched_ms: Some(touched_ms) };
+            decide(proposer, term, command).await;
+        }
     }
 
     /// Makes `table` hold exactly `known` (newcomers get a fresh lease) and returns whose
@@ -339,6 +360,7 @@ mod tests {
             Duration::from_secs(1),
             Duration::from_secs(1),
             Duration::ZERO,
+            Duration::ZERO,
         );
         drop(duties.enter_term(3));
         duties.trainer_alive(3, (1, 7));
@@ -361,6 +383,7 @@ mod tests {
             clock,
             Duration::from_secs(1),
             Duration::from_secs(1),
+            Duration::ZERO,
             Duration::ZERO,
         );
         drop(duties.enter_term(1));
@@ -385,6 +408,7 @@ mod tests {
             clock,
             Duration::from_secs(1),
             Duration::from_secs(1),
+            Duration::ZERO,
             Duration::ZERO,
         );
         drop(duties.enter_term(3));
@@ -424,6 +448,7 @@ mod tests {
             Duration::from_secs(1),
             Duration::from_secs(1),
             Duration::ZERO,
+            Duration::ZERO,
         );
         let (slot, ms) = ((1, 0, 1), Duration::from_millis);
         assert_eq!(duties.judge(1, &duties.pservers, vec![slot], Some(ms(0))), Some(vec![]));
@@ -448,7 +473,13 @@ mod tests {
             let row = format!("lease {lease_ms} ms, acks {heard_age_ms}/{hold_age_ms} ms old");
             let ms = Duration::from_millis;
             let clock = std::sync::Arc::new(crate::clock::SystemClock);
-            let duties = LeaderDuties::new(clock, ms(lease_ms), ms(lease_ms), Duration::ZERO);
+            let duties = LeaderDuties::new(
+                clock,
+                ms(lease_ms),
+                ms(lease_ms),
+                Duration::ZERO,
+                Duration::ZERO,
+            );
             let (slot, start, round) = ((1, 0, 1), Instant::now(), ms(DUTY_TICK_MS));
             let granted = duties.judge(1, &duties.pservers, vec![slot], Some(ms(heard_age_ms)));
             assert_eq!(granted, Some(vec![]), "{row}: the first round grants a lease");

@@ -12,6 +12,7 @@ use super::conversions::{generation, secret};
 use super::dataset_report::DatasetScanner;
 use super::job_scope::{job_id, job_restores};
 use super::proposer::Proposer;
+use super::rendezvous_waits::RendezvousWaits;
 use super::reported_steps::ReportedSteps;
 use super::status_mapping::{not_leader, write_error, wrong_secret};
 use crate::dataset_scan::{DataRoot, ScanLimits};
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use tonic::Status;
 
 mod job_calls;
+mod rendezvous_calls;
 mod slot_calls;
 mod task_calls;
 
@@ -40,6 +42,8 @@ pub struct MasterRpc {
     scanner: DatasetScanner,
     /// The step each slot's holder last reported (leader soft state).
     steps: Arc<ReportedSteps>,
+    /// The rendezvous reads waiting for keys now.
+    rendezvous_waits: Arc<RendezvousWaits>,
 }
 
 impl MasterRpc {
@@ -51,7 +55,9 @@ impl MasterRpc {
     ) -> Self {
         let scanner = DatasetScanner::new(data_root, ScanLimits::default());
         let steps = Arc::new(ReportedSteps::default());
-        Self { node: proposer.node().clone(), proposer, duties, policy, scanner, steps }
+        let rendezvous_waits = Arc::default();
+        let node = proposer.node().clone();
+        Self { node, proposer, duties, policy, scanner, steps, rendezvous_waits }
     }
 
     /// Replicates one command and returns the state machine's answer.
@@ -213,6 +219,34 @@ impl pb::master_service_server::MasterService for MasterRpc {
         request: tonic::Request<pb::GetTaskRequest>,
     ) -> Reply<pb::GetTaskReply> {
         task_calls::get_task(self, request).await
+    }
+
+    async fn rendezvous_write(
+        &self,
+        request: tonic::Request<pb::RendezvousWriteRequest>,
+    ) -> Reply<pb::RendezvousWriteReply> {
+        rendezvous_calls::rendezvous_write(self, request).await
+    }
+
+    async fn rendezvous_read(
+        &self,
+        request: tonic::Request<pb::RendezvousReadRequest>,
+    ) -> Reply<pb::RendezvousReadReply> {
+        rendezvous_calls::rendezvous_read(self, request).await
+    }
+
+    async fn list_rendezvous(
+        &self,
+        request: tonic::Request<pb::ListRendezvousRequest>,
+    ) -> Reply<pb::ListRendezvousReply> {
+        rendezvous_calls::list_rendezvous(self, request).await
+    }
+
+    async fn delete_rendezvous(
+        &self,
+        request: tonic::Request<pb::DeleteRendezvousRequest>,
+    ) -> Reply<pb::DeleteRendezvousReply> {
+        rendezvous_calls::delete_rendezvous(self, request).await
     }
 
     async fn task_progress(

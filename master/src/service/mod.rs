@@ -9,6 +9,7 @@ mod job_rpc;
 mod job_scope;
 mod master_rpc;
 mod proposer;
+mod rendezvous_waits;
 mod reported_steps;
 mod slot_model;
 mod status_mapping;

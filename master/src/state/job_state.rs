@@ -181,9 +181,9 @@ impl JobState {
             Command::InJob { .. } | Command::RemoveJob { .. } => Response::Rejected {
                 reason: "a job's command cannot name a job again or remove one".to_string(),
             },
-            Command::Rendezvous { .. } | Command::RemoveRendezvous { .. } => Response::Rejected {
-                reason: "a rendezvous command belongs to no job".to_string(),
-            },
+            Command::Rendezvous { .. } | Command::RemoveRendezvous { .. } => {
+                Response::Rejected { reason: "a rendezvous command belongs to no job".to_string() }
+            }
         }
     }
 

@@ -241,7 +241,12 @@ fn largest_state(first: Dataset) -> MasterState {
         let job = largest_job(index_dataset(index, SMALL_JOB_TASKS), false);
         jobs.insert(index as u64 + 1, job);
     }
-    MasterState { clock_ms: u64::MAX / 2, jobs, next_job_id: u64::MAX, rendezvous: largest_rendezvous() }
+    MasterState {
+        clock_ms: u64::MAX / 2,
+        jobs,
+        next_job_id: u64::MAX,
+        rendezvous: largest_rendezvous(),
+    }
 }
 
 /// Checks that `state` is valid, encodes below the snapshot limit and decodes back whole;

@@ -37,7 +37,12 @@ pub struct MasterState {
 
 impl Default for MasterState {
     fn default() -> Self {
-        Self { clock_ms: 0, jobs: BTreeMap::new(), next_job_id: 1, rendezvous: RendezvousSpace::default() }
+        Self {
+            clock_ms: 0,
+            jobs: BTreeMap::new(),
+            next_job_id: 1,
+            rendezvous: RendezvousSpace::default(),
+        }
     }
 }
 

@@ -133,11 +133,11 @@ pub use pserver_slots::{
     PSERVER_ADDR_BYTES_MAX, PSERVER_COUNT_MAX,
 };
 pub use rendezvous_op::{
-    check_run_id, RendezvousEntry, RendezvousOp, RendezvousRefusal, RendezvousReply, KEYS_PER_RUN_MAX,
-    KEY_BYTES_MAX, RUN_BYTES_MAX, RUN_COUNT_MAX, RUN_ID_BYTES_MAX, RUN_SESSION_COUNT_MAX,
-    VALUE_BYTES_MAX,
+    check_run_id, RendezvousEntry, RendezvousOp, RendezvousRefusal, RendezvousReply,
+    KEYS_PER_RUN_MAX, KEY_BYTES_MAX, RUN_BYTES_MAX, RUN_COUNT_MAX, RUN_ID_BYTES_MAX,
+    RUN_SESSION_COUNT_MAX, VALUE_BYTES_MAX,
 };
-pub use rendezvous_space::RendezvousSpace;
+pub use rendezvous_space::{RendezvousRunView, RendezvousSpace};
 pub use repeated_report::{AcceptedReport, ReportedFile};
 pub use request::{decode_request, encode_request, ClientStamp, Request};
 pub use response::{decode_response, encode_response, Response, TaskAssignment};

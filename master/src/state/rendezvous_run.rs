@@ -29,11 +29,6 @@ impl RendezvousRun {
         Self { next_version: 1, touched_ms: now_ms, ..Self::default() }
     }
 
-    /// The entry of `key`, if any.
-    pub(crate) fn entry(&self, key: &str) -> Option<&RendezvousEntry> {
-        self.keys.get(key)
-    }
-
     /// Applies `op` (sizes already checked) at `now_ms`: the run's bounds hold after it, or
     /// nothing changes (a refused write does not count as a touch either).
     pub(crate) fn apply(
@@ -47,7 +42,11 @@ impl RendezvousRun {
         Ok(reply)
     }
 
-    fn execute(&mut self, run: &str, op: &RendezvousOp) -> Result<RendezvousReply, RendezvousRefusal> {
+    fn execute(
+        &mut self,
+        run: &str,
+        op: &RendezvousOp,
+    ) -> Result<RendezvousReply, RendezvousRefusal> {
         let key = op.key();
         let current = self.keys.get(key);
         match op {
@@ -86,10 +85,18 @@ impl RendezvousRun {
             (_, _, Some(now)) if now.version == entry.version => now.value.clone(),
             (_, _, now) => return RendezvousReply::Written { entry: now.cloned(), set },
         };
-        RendezvousReply::Written { entry: Some(RendezvousEntry { value, version: entry.version }), set }
+        RendezvousReply::Written {
+            entry: Some(RendezvousEntry { value, version: entry.version }),
+            set,
+        }
     }
 
-    fn add(&mut self, run: &str, key: &str, delta: i64) -> Result<RendezvousReply, RendezvousRefusal> {
+    fn add(
+        &mut self,
+        run: &str,
+        key: &str,
+        delta: i64,
+    ) -> Result<RendezvousReply, RendezvousRefusal> {
         let count = match self.keys.get(key) {
             None => 0,
             Some(entry) => parse_count(key, &entry.value)?,
@@ -117,7 +124,10 @@ impl RendezvousRun {
             return Err(RendezvousRefusal::RunFull { run: run.to_string(), bytes });
         }
         if old_bytes == 0 && self.keys.len() >= KEYS_PER_RUN_MAX {
-            return Err(RendezvousRefusal::TooManyKeys { run: run.to_string(), keys: self.keys.len() });
+            return Err(RendezvousRefusal::TooManyKeys {
+                run: run.to_string(),
+                keys: self.keys.len(),
+            });
         }
         let version = self.next_version;
         self.next_version += 1;

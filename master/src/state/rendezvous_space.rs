@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::command::Command;
+use super::master_state::MasterState;
 use super::rendezvous_op::{
-    check_op, check_run_id, RendezvousEntry, RendezvousOp, RendezvousRefusal, RendezvousReply, RUN_COUNT_MAX,
+    check_op, check_run_id, RendezvousEntry, RendezvousOp, RendezvousRefusal, RendezvousReply,
+    RUN_COUNT_MAX,
 };
 use super::rendezvous_run::RendezvousRun;
 use super::request::{ClientStamp, Envelope};
@@ -22,19 +24,14 @@ pub struct RendezvousSpace {
 }
 
 impl RendezvousSpace {
-    /// The run `run`, if it exists.
-    pub(crate) fn run(&self, run: &str) -> Option<&RendezvousRun> {
-        self.runs.get(run)
-    }
-
-    /// Every run, by id.
-    pub(crate) fn runs(&self) -> impl Iterator<Item = (&str, &RendezvousRun)> + '_ {
-        self.runs.iter().map(|(run, state)| (run.as_str(), state))
-    }
-
     /// Applies a client's operation on run `run` (made by its first write), exactly once per
     /// stamp.
-    pub(crate) fn apply(&mut self, run: &str, op: &RendezvousOp, request: Envelope<'_>) -> Response {
+    pub(crate) fn apply(
+        &mut self,
+        run: &str,
+        op: &RendezvousOp,
+        request: Envelope<'_>,
+    ) -> Response {
         if let Err(refusal) = check_run_id(run).and_then(|()| check_op(op)) {
             return Response::Rejected { reason: refusal.to_string() };
         }
@@ -108,10 +105,50 @@ impl RendezvousSpace {
                 old != Some(entry) && entry.version < was.next_version
             };
             if let Some((key, _)) = now.keys.iter().find(|pair| rewritten(*pair)) {
-                return Err(format!("rendezvous run {run:?}: key {key:?} changed to an old version"));
+                return Err(format!(
+                    "rendezvous run {run:?}: key {key:?} changed to an old version"
+                ));
             }
         }
         Ok(())
+    }
+}
+
+/// What `ListRendezvous` shows of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RendezvousRunView {
+    pub run: String,
+    pub key_count: u64,
+    pub bytes: u64,
+    pub touched_ms: u64,
+}
+
+/// The leader's reads of the key space.
+impl MasterState {
+    /// Key `key` of run `run`, if both exist.
+    pub fn rendezvous_entry(&self, run: &str, key: &str) -> Option<&RendezvousEntry> {
+        self.rendezvous.runs.get(run)?.keys.get(key)
+    }
+
+    /// How many keys run `run` holds (0 for a run that does not exist).
+    pub fn rendezvous_key_count(&self, run: &str) -> u64 {
+        self.rendezvous.runs.get(run).map_or(0, |state| state.keys.len() as u64)
+    }
+
+    /// Every run, by id.
+    pub fn rendezvous_runs(&self) -> Vec<RendezvousRunView> {
+        let view = |(run, state): (&String, &RendezvousRun)| RendezvousRunView {
+            run: run.clone(),
+            key_count: state.keys.len() as u64,
+            bytes: state.bytes,
+            touched_ms: state.touched_ms,
+        };
+        self.rendezvous.runs.iter().map(view).collect()
+    }
+
+    /// The runs nobody wrote to since `before_ms`, with when they were last written.
+    pub fn rendezvous_idle_since(&self, before_ms: u64) -> Vec<(String, u64)> {
+        self.rendezvous.idle_since(before_ms)
     }
 }
 
@@ -142,9 +179,9 @@ fn stamped(
 fn answer(result: Result<RendezvousReply, RendezvousRefusal>) -> Response {
     match result {
         Ok(reply) => Response::Rendezvous(reply),
-        Err(refusal @ (RendezvousRefusal::NotAnInteger { .. } | RendezvousRefusal::Overflow { .. })) => {
-            Response::Rejected { reason: refusal.to_string() }
-        }
+        Err(
+            refusal @ (RendezvousRefusal::NotAnInteger { .. } | RendezvousRefusal::Overflow { .. }),
+        ) => Response::Rejected { reason: refusal.to_string() },
         Err(refusal) => full(refusal),
     }
 }

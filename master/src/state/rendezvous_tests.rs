@@ -10,7 +10,12 @@ use super::rendezvous_op::{
 use super::request::{ClientStamp, Request};
 use super::response::Response;
 
-fn apply(state: &mut MasterState, client: Option<(u64, u64)>, run: &str, op: RendezvousOp) -> Response {
+fn apply(
+    state: &mut MasterState,
+    client: Option<(u64, u64)>,
+    run: &str,
+    op: RendezvousOp,
+) -> Response {
     let client = client.map(|(client_id, seq)| ClientStamp { client_id, seq });
     let command = Command::Rendezvous { run: run.to_string(), op };
     let before = state.clone();
@@ -54,10 +59,22 @@ fn compare_version_writes_only_over_the_version_it_names() {
         value: value.to_vec(),
     };
     assert_eq!(apply(&mut state, None, "r", cv(0, b"one")), written(b"one", 1, true));
-    assert_eq!(apply(&mut state, None, "r", cv(0, b"two")), written(b"one", 1, false), "0: absent only");
-    assert_eq!(apply(&mut state, None, "r", cv(7, b"two")), written(b"one", 1, false), "a foreign version");
+    assert_eq!(
+        apply(&mut state, None, "r", cv(0, b"two")),
+        written(b"one", 1, false),
+        "0: absent only"
+    );
+    assert_eq!(
+        apply(&mut state, None, "r", cv(7, b"two")),
+        written(b"one", 1, false),
+        "a foreign version"
+    );
     assert_eq!(apply(&mut state, None, "r", cv(1, b"two")), written(b"two", 2, true));
-    assert_eq!(apply(&mut state, None, "r", cv(1, b"three")), written(b"two", 2, false), "a stale version");
+    assert_eq!(
+        apply(&mut state, None, "r", cv(1, b"three")),
+        written(b"two", 2, false),
+        "a stale version"
+    );
 }
 
 #[test]
@@ -69,7 +86,8 @@ fn a_retried_add_counts_once_and_a_retried_write_answers_its_own_version() {
     assert_eq!(apply(&mut state, Some((9, 1)), "r", add.clone()), added, "the retry is answered");
     let again = Response::Rendezvous(RendezvousReply::Added { value: 6, version: 2 });
     assert_eq!(apply(&mut state, Some((9, 2)), "r", add), again);
-    let mine = RendezvousOp::CompareVersion { key: "s".into(), version: 0, value: b"mine".to_vec() };
+    let mine =
+        RendezvousOp::CompareVersion { key: "s".into(), version: 0, value: b"mine".to_vec() };
     assert_eq!(apply(&mut state, Some((9, 3)), "r", mine.clone()), written(b"mine", 3, true));
     apply(&mut state, Some((5, 1)), "r", set("s", b"theirs"));
     assert_eq!(
@@ -98,7 +116,10 @@ fn add_counts_on_decimal_integers_only() {
 fn every_bound_refuses_and_changes_nothing() {
     let mut state = MasterState::new();
     let long_key = "k".repeat(KEY_BYTES_MAX + 1);
-    assert!(matches!(apply(&mut state, None, "r", set(&long_key, b"v")), Response::Rejected { .. }));
+    assert!(matches!(
+        apply(&mut state, None, "r", set(&long_key, b"v")),
+        Response::Rejected { .. }
+    ));
     assert!(matches!(apply(&mut state, None, "", set("k", b"v")), Response::Rejected { .. }));
     let big = vec![0; VALUE_BYTES_MAX + 1];
     assert!(matches!(apply(&mut state, None, "r", set("k", &big)), Response::Rejected { .. }));
@@ -106,7 +127,10 @@ fn every_bound_refuses_and_changes_nothing() {
     let value = vec![1; VALUE_BYTES_MAX];
     let fills = (RUN_BYTES_MAX / VALUE_BYTES_MAX as u64) as usize;
     for index in 0..fills - 1 {
-        assert!(matches!(apply(&mut state, None, "r", set(&format!("{index}"), &value)), Response::Rendezvous(_)));
+        assert!(matches!(
+            apply(&mut state, None, "r", set(&format!("{index}"), &value)),
+            Response::Rendezvous(_)
+        ));
     }
     let over = apply(&mut state, None, "r", set("last", &value));
     assert!(matches!(over, Response::RendezvousFull { .. }), "{over:?}");

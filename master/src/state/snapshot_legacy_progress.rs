@@ -42,7 +42,12 @@ struct DataProgressJob {
 impl From<DataProgressState> for MasterState {
     fn from(old: DataProgressState) -> Self {
         let jobs = old.jobs.into_iter().map(|(id, job)| (id, job.into())).collect();
-        MasterState { clock_ms: old.clock_ms, jobs, next_job_id: old.next_job_id, ..MasterState::default() }
+        MasterState {
+            clock_ms: old.clock_ms,
+            jobs,
+            next_job_id: old.next_job_id,
+            ..MasterState::default()
+        }
     }
 }
 

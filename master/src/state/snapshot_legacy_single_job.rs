@@ -57,6 +57,11 @@ impl From<SingleJobState> for MasterState {
             return MasterState { clock_ms, ..MasterState::default() };
         }
         state.name = state.reported_name().unwrap_or_default();
-        MasterState { clock_ms, jobs: BTreeMap::from([(1, state)]), next_job_id: 2, ..MasterState::default() }
+        MasterState {
+            clock_ms,
+            jobs: BTreeMap::from([(1, state)]),
+            next_job_id: 2,
+            ..MasterState::default()
+        }
     }
 }

@@ -55,7 +55,12 @@ struct UnheldTags {
 impl From<UnheldTagsState> for MasterState {
     fn from(old: UnheldTagsState) -> Self {
         let jobs = old.jobs.into_iter().map(|(id, job)| (id, job.into())).collect();
-        MasterState { clock_ms: old.clock_ms, jobs, next_job_id: old.next_job_id, ..MasterState::default() }
+        MasterState {
+            clock_ms: old.clock_ms,
+            jobs,
+            next_job_id: old.next_job_id,
+            ..MasterState::default()
+        }
     }
 }
 
