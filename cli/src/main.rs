@@ -12,6 +12,7 @@ mod master_command;
 mod process_group;
 mod pserver_command;
 mod recordio;
+mod rendezvous_command;
 mod runtime_args;
 mod shutdown;
 mod status;
@@ -58,6 +59,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Submit, list and cancel the group's jobs; record and restore a job's progress.
     Job(job::JobArgs),
+    /// List and delete the torchrun rendezvous runs the group holds (--rdzv-backend=raftrain).
+    Rendezvous(rendezvous_command::RendezvousArgs),
     /// Write, read, index, convert and inspect RecordIO datasets (PaddlePaddle-compatible).
     Recordio(recordio::RecordioArgs),
     /// Write a throwaway CA, one certificate and key, and a cluster token, for a test or
@@ -78,6 +81,7 @@ impl Command {
             Command::Eval(_) => ("eval", None),
             Command::Status(_) => ("status", None),
             Command::Job(_) => ("job", None),
+            Command::Rendezvous(_) => ("rendezvous", None),
             Command::Recordio(_) => ("recordio", None),
             Command::Certs(_) => ("certs", None),
             Command::Bench(_) => ("bench", None),
@@ -98,6 +102,7 @@ fn main() {
         Command::Eval(args) => eval_command::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Job(args) => job::run(&args),
+        Command::Rendezvous(args) => rendezvous_command::run(&args),
         Command::Recordio(args) => recordio::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Certs(args) => certs::run(&args),

@@ -11,7 +11,8 @@
 //! an object used after `fork`, and `fork_guard` holds standard error and the log queue across
 //! one; `log_forward` hands Rust's log events to Python's `logging`;
 //! `task_client` and `task` are the task queue, `status` the job's status; `recordio` and
-//! `example` the data; `pserver_client` the parameter servers.
+//! `example` the data; `pserver_client` the parameter servers;
+//! `rendezvous_client` a torchrun rendezvous run's keys.
 
 mod connection;
 mod errors;
@@ -21,6 +22,7 @@ mod log_forward;
 mod process_bound;
 mod pserver_client;
 mod recordio;
+mod rendezvous_client;
 mod runtime;
 mod status;
 mod task;
@@ -43,6 +45,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<recordio::ChunkReader>()?;
     module.add_class::<recordio::ChunkWriter>()?;
     module.add_class::<pserver_client::PServerClient>()?;
+    module.add_class::<rendezvous_client::RendezvousClient>()?;
     module.add_function(wrap_pyfunction!(recordio::read_task_chunk, module)?)?;
     module.add_function(wrap_pyfunction!(example::encode_example, module)?)?;
     module.add_function(wrap_pyfunction!(example::decode_example, module)?)?;

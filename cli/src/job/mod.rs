@@ -21,9 +21,9 @@ pub(crate) struct JobArgs {
     command: JobCommand,
 }
 
-/// How every job subcommand reaches the masters.
+/// How every job (and rendezvous) subcommand reaches the masters.
 #[derive(Debug, Args)]
-struct Connection {
+pub(crate) struct Connection {
     /// Master addresses (any subset of the group), comma-separated.
     #[arg(long, env = "RAFTRAIN_MASTERS", value_delimiter = ',', required = true)]
     masters: Vec<String>,
@@ -101,15 +101,19 @@ pub(crate) fn run(args: &JobArgs) -> anyhow::Result<()> {
         | JobCommand::Restore { connection, .. } => connection,
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
+    runtime.block_on(async { execute(&connection.client()?, &args.command).await })
+}
+
+impl Connection {
+    /// A client of the masters these flags name.
+    pub(crate) fn client(&self) -> anyhow::Result<MasterClient> {
         let options = ClientOptions {
-            call_deadline: Some(Duration::from_millis(connection.timeout_ms)),
-            security: Security::load(&connection.security)?,
+            call_deadline: Some(Duration::from_millis(self.timeout_ms)),
+            security: Security::load(&self.security)?,
             ..ClientOptions::default()
         };
-        let client = MasterClient::new(&connection.masters, options)?;
-        execute(&client, &args.command).await
-    })
+        Ok(MasterClient::new(&self.masters, options)?)
+    }
 }
 
 async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<()> {

@@ -8,8 +8,17 @@ use serde::{Deserialize, Serialize};
 pub const RUN_ID_BYTES_MAX: usize = 128;
 /// The longest key, in bytes.
 pub const KEY_BYTES_MAX: usize = 512;
-/// The largest value, in bytes: torch's rendezvous state (base64) of about 300 agents.
-pub const VALUE_BYTES_MAX: usize = 64 << 10;
+/// The largest value, in bytes: torch's rendezvous state (base64) of about 200 agents. A
+/// compare-and-set carries two, and the whole command must fit one request.
+pub const VALUE_BYTES_MAX: usize = 30 << 10;
+/// What a request adds around an operation's run id, key and values (stamp, clock, term,
+/// variant tags, lengths), with room to spare.
+const REQUEST_OVERHEAD_BYTES_MAX: usize = 256;
+const _: () = assert!(
+    RUN_ID_BYTES_MAX + KEY_BYTES_MAX + 2 * VALUE_BYTES_MAX + REQUEST_OVERHEAD_BYTES_MAX
+        <= super::codec::REQUEST_BYTES_MAX as usize,
+    "the largest rendezvous operation must fit one request"
+);
 /// The most keys one run holds.
 pub const KEYS_PER_RUN_MAX: usize = 2_048;
 /// The most key and value bytes one run holds, together.

@@ -125,29 +125,27 @@ fn every_bound_refuses_and_changes_nothing() {
     assert!(matches!(apply(&mut state, None, "r", set("k", &big)), Response::Rejected { .. }));
     assert!(state.rendezvous.runs.is_empty());
     let value = vec![1; VALUE_BYTES_MAX];
-    let fills = (RUN_BYTES_MAX / VALUE_BYTES_MAX as u64) as usize;
-    for index in 0..fills - 1 {
-        assert!(matches!(
-            apply(&mut state, None, "r", set(&format!("{index}"), &value)),
-            Response::Rendezvous(_)
-        ));
+    let fits = (RUN_BYTES_MAX / (VALUE_BYTES_MAX as u64 + 2)) as usize;
+    for index in 0..fits {
+        let written = apply(&mut state, None, "r", set(&format!("{index:02}"), &value));
+        assert!(matches!(written, Response::Rendezvous(_)), "value {index} fits the run");
     }
     let over = apply(&mut state, None, "r", set("last", &value));
-    assert!(matches!(over, Response::RendezvousFull { .. }), "{over:?}");
+    assert!(matches!(over, Response::RendezvousFull { .. }), "the run's bytes are full");
     let before = state.clone();
     for index in 0..KEYS_PER_RUN_MAX {
         apply(&mut state, None, "many", set(&format!("{index}"), b""));
     }
     let over = apply(&mut state, None, "many", set("one-more", b""));
-    assert!(matches!(over, Response::RendezvousFull { .. }), "{over:?}");
+    assert!(matches!(over, Response::RendezvousFull { .. }), "the run's keys are full");
     assert_ne!(state, before);
     for run in 2..RUN_COUNT_MAX {
         apply(&mut state, None, &format!("run-{run}"), set("k", b"v"));
     }
     let over = apply(&mut state, None, "one-run-too-many", set("k", b"v"));
-    assert!(matches!(over, Response::RendezvousFull { .. }), "{over:?}");
+    assert!(matches!(over, Response::RendezvousFull { .. }), "the group's runs are full");
     assert!(!state.rendezvous.runs.contains_key("one-run-too-many"));
-    let written_to_r = apply(&mut state, None, "r", set("0", b"small"));
+    let written_to_r = apply(&mut state, None, "r", set("00", b"small"));
     assert!(matches!(written_to_r, Response::Rendezvous(_)), "a full group still serves its runs");
 }
 
