@@ -20,11 +20,12 @@ from cluster import SETTLE_S, wait_until
 
 SCRIPT = Path(__file__).resolve().parent / "torchrun_train.py"
 #: Steps the job trains in all, and how long each takes.
-STEPS = 150
+STEPS = 400
 STEP_S = 0.2
 #: torch's dynamic rendezvous, tightened so a test's faults are noticed within seconds: a
-#: node is dead after 3 missed keep-alives 1 s apart, a round closes 1 s after the minimum.
-RDZV_CONF = "last_call_timeout=1,join_timeout=120,close_timeout=30,keep_alive_interval=1,keep_alive_max_attempt=3,read_timeout=60"
+#: node is dead after 5 missed keep-alives 2 s apart (longer than a leader failover), a round
+#: closes 1 s after the minimum.
+RDZV_CONF = "last_call_timeout=1,join_timeout=120,close_timeout=30,keep_alive_interval=2,keep_alive_max_attempt=5,read_timeout=60"
 
 
 def torchrun() -> str:
@@ -59,15 +60,36 @@ class Agent:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
     def kill_node(self) -> None:
-        """kill -9 of the agent and its workers: a lost node."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        """kill -9 of the agent and every process under it (torch starts each worker in a
+        session of its own): a lost node."""
+        for pid in [self.process.pid, *descendants(self.process.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.process.wait()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def descendants(pid: int) -> List[int]:
+    """Every process below `pid`, from /proc."""
+    children: Dict[int, List[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def steps(directory: Path, name: str) -> List[Dict]:

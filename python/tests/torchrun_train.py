@@ -43,7 +43,7 @@ def main() -> None:
         optimizer.step()
         step += 1
         if rank == 0:
-            temporary = checkpoint.with_suffix(".tmp")
+            temporary = checkpoint.with_suffix(f".{os.getpid()}.tmp")
             torch.save({"model": model.module.state_dict(), "step": step}, temporary)
             os.replace(temporary, checkpoint)
         with open(log, "a") as lines:
