@@ -92,6 +92,15 @@ pub enum Command {
     /// The holder of `task_id` under `epoch` is still at work on it: its deadline moves to a
     /// whole timeout from now (never earlier than it was).
     TaskProgress { task_id: u64, epoch: u64 },
+    /// Starts a new incarnation of the job this command names (always by name) if the newest
+    /// job of that name ended, finished or cancelled; while it runs, a plain join that changes
+    /// nothing. Stamped: a retry is answered from the session of the incarnation it made, so
+    /// concurrent and retried restarts make one new incarnation (`job_restart.rs`).
+    RestartJob,
+    /// The leader cancels job `job`, which no client touched for its idle expiry (leader soft
+    /// state), unless a command was applied to it since the leader judged it: its state
+    /// clock is no longer `clock_ms`. A leader decision, by id, applied only in its term.
+    CancelIdleJob { job: u64, clock_ms: u64 },
 }
 
 /// Which job a command is for.

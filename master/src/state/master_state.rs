@@ -57,6 +57,14 @@ impl MasterState {
         let envelope = request.envelope();
         let response = match &request.command {
             Command::RemoveJob { job } => self.remove_job(envelope, entry_term, *job),
+            Command::CancelIdleJob { job, clock_ms } => {
+                self.cancel_idle_job(envelope, entry_term, (*job, *clock_ms))
+            }
+            Command::InJob { job: JobRef::Name(name), command }
+                if matches!(**command, Command::RestartJob) =>
+            {
+                self.restart(name, envelope.with_command(command), entry_term)
+            }
             Command::InJob { job, command } => {
                 self.route(job, envelope.with_command(command), entry_term)
             }
@@ -80,8 +88,16 @@ impl MasterState {
     /// Hands `request` to the job `job` names (created when a report or a join makes one),
     /// once the group admits what it would add.
     fn route(&mut self, job: &JobRef, request: Envelope<'_>, entry_term: u64) -> Response {
-        if matches!(request.command, Command::InJob { .. } | Command::RemoveJob { .. }) {
-            let reason = "a job's command cannot name a job again or remove one".to_string();
+        if matches!(
+            request.command,
+            Command::InJob { .. }
+                | Command::RemoveJob { .. }
+                | Command::CancelIdleJob { .. }
+                | Command::RestartJob
+        ) {
+            let reason = "a job's command cannot name a job again, remove or restart one (a \
+                          restart names its job by name)"
+                .to_string();
             return Response::Rejected { reason };
         }
         let target = match self.resolve(job, request.command) {
@@ -99,7 +115,7 @@ impl MasterState {
     }
 
     /// The id a target has or gets.
-    fn target_id(&mut self, target: &Target) -> u64 {
+    pub(crate) fn target_id(&mut self, target: &Target) -> u64 {
         match target {
             Target::Existing(job_id) => *job_id,
             Target::New => {
@@ -138,7 +154,7 @@ impl MasterState {
 
     /// Removes the jobs that ended first while the group holds more than [`JOB_COUNT_MAX`]
     /// (a new job was just kept; `routing.rs` admits one only while fewer are running).
-    fn make_room(&mut self) {
+    pub(crate) fn make_room(&mut self) {
         while self.jobs.len() > JOB_COUNT_MAX {
             let Some(oldest) = self.oldest_ended() else { return };
             self.jobs.remove(&oldest);

@@ -77,6 +77,8 @@ pub enum Response {
     RestoreWaiting { pass: u32, pservers: u32 },
     /// A task's holder is at work on it: its deadline is `timeout_ms` from now.
     TaskExtended { timeout_ms: u64 },
+    /// A restart made job incarnation `job_id`: the job of its name had ended.
+    JobRestarted { job_id: u64 },
 }
 
 impl Response {
