@@ -37,6 +37,8 @@ pub const PSERVER_LEASE_MS_DEFAULT: u64 = 5_000;
 /// A day: time to read a finished job's status and evaluations, short enough that the group's
 /// job limit is not filled by old jobs.
 pub const JOB_RETENTION_SECS_DEFAULT: u64 = 24 * 60 * 60;
+/// A running job nobody touches for this long is cancelled: a day.
+pub const JOB_IDLE_EXPIRY_MS_DEFAULT: u64 = 24 * 60 * 60 * 1000;
 
 #[derive(Debug, Clone, Args)]
 pub struct MasterConfig {
@@ -123,6 +125,12 @@ pub struct MasterConfig {
     /// this long, then remove it so the group's state stays bounded.
     #[arg(long, env = "RAFTRAIN_JOB_RETENTION_SECS", default_value_t = JOB_RETENTION_SECS_DEFAULT)]
     pub job_retention_secs: u64,
+    /// Cancel a running job that nobody touched for this long: no heartbeat of its trainers
+    /// or pservers and no call that writes to it (reports, task calls, progress,
+    /// registrations, claims, evaluations; reads such as status do not count). Counted by the
+    /// leader, afresh after a failover. 0 turns it off; else at least both leases.
+    #[arg(long, env = "RAFTRAIN_JOB_IDLE_EXPIRY_MS", default_value_t = JOB_IDLE_EXPIRY_MS_DEFAULT)]
+    pub job_idle_expiry_ms: u64,
 }
 
 impl MasterConfig {
@@ -161,6 +169,13 @@ impl MasterConfig {
         client::check_policy(&policy).map_err(|message| anyhow::anyhow!("--{message}"))?;
         anyhow::ensure!(self.trainer_lease_ms >= 100, "--trainer-lease-ms must be at least 100");
         anyhow::ensure!(self.pserver_lease_ms >= 100, "--pserver-lease-ms must be at least 100");
+        let lease_ms = self.trainer_lease_ms.max(self.pserver_lease_ms);
+        anyhow::ensure!(
+            self.job_idle_expiry_ms == 0 || self.job_idle_expiry_ms >= lease_ms,
+            "--job-idle-expiry-ms must be 0 (off) or at least the longer of --trainer-lease-ms \
+             and --pserver-lease-ms ({lease_ms}): a shorter one would cancel a job between two \
+             heartbeats of its live members"
+        );
         self.node_config().map(|_| ())
     }
 
@@ -184,5 +199,10 @@ impl MasterConfig {
 
     pub(crate) fn job_retention(&self) -> Duration {
         Duration::from_secs(self.job_retention_secs)
+    }
+
+    /// How long a running job may go untouched; `None`: for ever.
+    pub(crate) fn job_idle_expiry(&self) -> Option<Duration> {
+        (self.job_idle_expiry_ms > 0).then(|| Duration::from_millis(self.job_idle_expiry_ms))
     }
 }

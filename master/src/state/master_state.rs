@@ -227,6 +227,13 @@ impl MasterState {
         self.jobs.values().any(|state| state.has_expired(now_ms))
     }
 
+    /// Every running job's id and state clock, by id: the leader judges idleness by them
+    /// (`leader/idle_jobs.rs`; a moved clock means a command was applied to the job).
+    pub fn running_job_clocks(&self) -> Vec<(u64, u64)> {
+        let running = self.jobs.iter().filter(|(_, state)| state.ended().is_none());
+        running.map(|(job_id, state)| (*job_id, state.clock_ms)).collect()
+    }
+
     /// Ended jobs whose retention of `retention_ms` has passed by `now_ms` (the leader's wall
     /// clock: the state's clock stands still while the group is idle), by id.
     pub fn jobs_past_retention(&self, retention_ms: u64, now_ms: u64) -> Vec<u64> {
