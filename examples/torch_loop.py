@@ -1,4 +1,5 @@
 import os
+import sys
 
 import torch
 from raftrain.torch import TaskDataset
@@ -18,7 +19,8 @@ if __name__ == "__main__":
     masters = os.environ.get("RAFTRAIN_MASTERS", "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003")
     rows = Rows("train.pt")
     dataset = TaskDataset(masters, index=("blobs", len(rows.labels), 1000), passes=3,
-                          batch_size=64, read=rows)
+                          batch_size=64, read=rows,
+                          restart="--restart" in sys.argv)  # train "blobs" again once it ended
     loader = dataset.loader(num_workers=2)      # a DataLoader; batching is the dataset's
     model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Linear(32, 3))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

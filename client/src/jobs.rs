@@ -29,6 +29,10 @@ pub struct JobSpec {
     pub dataset: JobDataset,
     pub passes: u32,
     pub policy: PolicyOverrides,
+    /// Train again: if the job of this name ended (finished or cancelled, still retained),
+    /// start a new incarnation of it with this spec; while it runs, join it as any submit
+    /// does. Never cancels or replaces a running job.
+    pub restart: bool,
 }
 
 impl JobSpec {
@@ -70,6 +74,7 @@ impl JobSpec {
                 max_task_failures: policy.max_task_failures,
                 retry_failed_next_pass: policy.retry_failed_next_pass,
             }),
+            restart: self.restart,
         }
     }
 }

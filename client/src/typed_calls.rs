@@ -385,6 +385,7 @@ impl MasterClient {
                     job: job.into(),
                     patterns: patterns.to_vec(),
                     passes,
+                    restart: false,
                 };
                 async move { service.report_dataset(timed(request, timeout)).await }
             })
@@ -413,6 +414,7 @@ impl MasterClient {
                     size,
                     shard_size,
                     passes,
+                    restart: false,
                 };
                 async move { service.report_index_dataset(timed(request, timeout)).await }
             })

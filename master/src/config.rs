@@ -39,6 +39,8 @@ pub const PSERVER_LEASE_MS_DEFAULT: u64 = 5_000;
 pub const JOB_RETENTION_SECS_DEFAULT: u64 = 24 * 60 * 60;
 /// A day: how long a torchrun rendezvous run nobody writes to is kept.
 pub const RENDEZVOUS_IDLE_SECS_DEFAULT: u64 = 24 * 60 * 60;
+/// A running job nobody touches for this long is cancelled: a day.
+pub const JOB_IDLE_EXPIRY_MS_DEFAULT: u64 = 24 * 60 * 60 * 1000;
 
 #[derive(Debug, Clone, Args)]
 pub struct MasterConfig {
@@ -129,6 +131,12 @@ pub struct MasterConfig {
     /// long. Agents of a live run write every few seconds (torch's keep-alive heartbeats).
     #[arg(long, env = "RAFTRAIN_RENDEZVOUS_IDLE_SECS", default_value_t = RENDEZVOUS_IDLE_SECS_DEFAULT)]
     pub rendezvous_idle_secs: u64,
+    /// Cancel a running job that nobody touched for this long: no heartbeat of its trainers
+    /// or pservers and no call that writes to it (reports, task calls, progress,
+    /// registrations, claims, evaluations; reads such as status do not count). Counted by the
+    /// leader, afresh after a failover. 0 turns it off; else at least both leases.
+    #[arg(long, env = "RAFTRAIN_JOB_IDLE_EXPIRY_MS", default_value_t = JOB_IDLE_EXPIRY_MS_DEFAULT)]
+    pub job_idle_expiry_ms: u64,
 }
 
 impl MasterConfig {
@@ -172,6 +180,13 @@ impl MasterConfig {
             "--rendezvous-idle-secs must be at least 60 (torch's agents write every few seconds, \
              but a run waiting for its nodes may be quiet for a minute)"
         );
+        let lease_ms = self.trainer_lease_ms.max(self.pserver_lease_ms);
+        anyhow::ensure!(
+            self.job_idle_expiry_ms == 0 || self.job_idle_expiry_ms >= lease_ms,
+            "--job-idle-expiry-ms must be 0 (off) or at least the longer of --trainer-lease-ms \
+             and --pserver-lease-ms ({lease_ms}): a shorter one would cancel a job between two \
+             heartbeats of its live members"
+        );
         self.node_config().map(|_| ())
     }
 
@@ -199,5 +214,10 @@ impl MasterConfig {
 
     pub(crate) fn rendezvous_idle(&self) -> Duration {
         Duration::from_secs(self.rendezvous_idle_secs)
+    }
+
+    /// How long a running job may go untouched; `None`: for ever.
+    pub(crate) fn job_idle_expiry(&self) -> Option<Duration> {
+        (self.job_idle_expiry_ms > 0).then(|| Duration::from_millis(self.job_idle_expiry_ms))
     }
 }

@@ -50,6 +50,7 @@ impl Replica {
             config.pserver_lease(),
             config.job_retention(),
             config.rendezvous_idle(),
+            config.job_idle_expiry(),
         );
         let duties = Arc::new(duties);
         let proposer = Proposer::new(node, clock);
@@ -108,6 +109,7 @@ mod tests {
             job: "j".repeat(crate::state::JOB_NAME_BYTES_MAX),
             patterns: vec!["p".repeat(PATTERN_BYTES_MAX); PATTERN_COUNT_MAX],
             passes: u32::MAX,
+            restart: true,
         };
         let encoded = request.encoded_len();
         assert!(encoded <= REQUEST_MESSAGE_BYTES_MAX, "{encoded} > {REQUEST_MESSAGE_BYTES_MAX}");

@@ -53,14 +53,15 @@ class FailedPrecondition(Error):
 
 class JobEnded(FailedPrecondition):
     """The job had already ended (finished or cancelled) when this loader first looked: it
-    trained nothing here. An ended job never runs again: train again under a new job name (a
-    new incarnation), or pass `allow_ended=True` to the loader to make this an empty loop."""
+    trained nothing here. An ended job never runs again: train again with
+    `TaskDataset(..., restart=True)` (a new incarnation of the same name, `raftrain job submit
+    --restart`), or pass `allow_ended=True` to the loader to make this an empty loop."""
 
     def __init__(self, job: Optional[str], how: str):
         name = f"job {job!r}" if job else "the job"
         super().__init__(
             f"{name} had already {how} before this loader took any of its tasks: nothing was trained; "
-            "an ended job never runs again: submit a new job (another name) to train again",
+            "an ended job never runs again: pass restart=True (a new incarnation of the name) to train again",
             "FAILED_PRECONDITION",
         )
         self.job = job

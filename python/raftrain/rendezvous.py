@@ -31,10 +31,13 @@ import torch.distributed as dist
 from torch.distributed.elastic.rendezvous.api import (
     RendezvousConnectionError,
     RendezvousHandler,
+    RendezvousInfo,
     RendezvousParameters,
     RendezvousStateError,
+    RendezvousStoreInfo,
 )
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
+    DynamicRendezvousHandler,
     RendezvousBackend,
     create_handler,
 )
@@ -237,10 +240,34 @@ def create_backend(params: RendezvousParameters) -> Tuple[RaftrainRendezvousBack
     return RaftrainRendezvousBackend(client, params.run_id), RaftrainStore(client, read_timeout)
 
 
+class RaftrainRendezvousHandler(DynamicRendezvousHandler):
+    """torch's dynamic rendezvous, with one repair: in every round, the node of rank 0
+    publishes where the workers' shared TCP store is (``MASTER_ADDR``, ``MASTER_PORT``) under
+    that round's keys.
+
+    torch publishes them only in a round where rank 0 creates the store; a node that stays
+    rank 0 into a later round (the world grew) publishes nothing there, and a node joining in
+    that round waits for them until its store timeout: scaling up never completes. Publishing
+    again is harmless (the same values) and lets the newcomer find the store.
+    """
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        info = super().next_rendezvous()
+        bootstrap = info.bootstrap_store_info
+        if info.rank == 0 and bootstrap is not None:
+            info.store.set(RendezvousStoreInfo.MASTER_ADDR_KEY, bootstrap.master_addr.encode("utf-8"))
+            info.store.set(RendezvousStoreInfo.MASTER_PORT_KEY, str(bootstrap.master_port).encode("utf-8"))
+        return info
+
+
 def create_rendezvous_handler(params: RendezvousParameters) -> RendezvousHandler:
-    """torch's dynamic rendezvous over the raftrain backend and store."""
+    """torch's dynamic rendezvous over the raftrain backend and store (torch's own
+    ``create_handler`` reads the parameters; the handler it makes gains the repair of
+    ``RaftrainRendezvousHandler``, which adds no state)."""
     backend, store = create_backend(params)
-    return create_handler(store, backend, params)
+    handler = create_handler(store, backend, params)
+    handler.__class__ = RaftrainRendezvousHandler
+    return handler
 
 
 def handler() -> Callable[[RendezvousParameters], RendezvousHandler]:

@@ -161,6 +161,7 @@ class TaskClient:
         passes: int,
         records=None,
         index: Optional[Tuple[int, int]] = None,
+        restart: bool = False,
         **policy,
     ) -> dict:
         """Submits job `name`: RecordIO files `records` (paths or globs, as the masters see
@@ -168,8 +169,10 @@ class TaskClient:
         policy values it sets instead of the masters' flags: `task_timeout_min_ms`,
         `timeout_factor`, `max_task_failures`, `chunks_per_task`, `retry_failed_next_pass`
         (as `raftrain job submit` takes them). The same spec again changes nothing; another
-        spec under a used name is refused (`InvalidArgument`) naming what differs. Returns
-        `{"tasks", "chunks", "records"}`."""
+        spec under a used name is refused (`InvalidArgument`) naming what differs. With
+        `restart=True`, a job of this name that ended (finished or cancelled) gets a new
+        incarnation (a new job id) with this spec, which may differ from the old one's; a
+        running job is joined, never replaced. Returns `{"tasks", "chunks", "records"}`."""
         self._same_job(name)
         unknown = sorted(set(policy) - set(POLICY_KEYS))
         if unknown:
@@ -178,28 +181,63 @@ class TaskClient:
             records = [records]
         patterns = None if records is None else [os.fspath(pattern) for pattern in records]
         index = None if index is None else (int(index[0]), int(index[1]))
-        tasks, chunks, count = self._native.submit_job(str(name), int(passes), patterns=patterns, index=index, **policy)
+        tasks, chunks, count = self._native.submit_job(
+            str(name), int(passes), patterns=patterns, index=index, restart=bool(restart), **policy
+        )
         return {"tasks": tasks, "chunks": chunks, "records": count}
 
-    def report_dataset(self, patterns, *, passes: int, job: Optional[str] = None) -> dict:
+    def submit(self, spec: dict, *, restart: bool = False) -> dict:
+        """Submits a job from its spec, as `raftrain job submit --spec FILE` reads it: `name`,
+        `passes`, RecordIO files `dataset` or an index range `index` and `shard-size`, and the
+        queue policy keys (`task-timeout-min-ms`, ...; `_` or `-` alike). `restart=True` is
+        `job submit --restart`: a job of this name that ended is trained again as a new
+        incarnation. Returns `{"tasks", "chunks", "records"}`."""
+        fields = {str(key).replace("-", "_"): value for key, value in dict(spec).items()}
+        unknown = sorted(set(fields) - {"name", "passes", "dataset", "index", "shard_size", *POLICY_KEYS})
+        if unknown:
+            raise InvalidArgument(f"unknown spec keys {unknown}")
+        if "name" not in fields or "passes" not in fields:
+            raise InvalidArgument("a spec needs a name and passes")
+        index = None
+        if fields.get("index") is not None:
+            if fields.get("shard_size") is None:
+                raise InvalidArgument("shard-size: an index dataset needs one")
+            index = (int(fields["index"]), int(fields["shard_size"]))
+        policy = {key: fields[key] for key in POLICY_KEYS if key in fields}
+        return self.submit_job(
+            fields["name"], passes=fields["passes"], records=fields.get("dataset"), index=index, restart=restart, **policy
+        )
+
+    def report_dataset(self, patterns, *, passes: int, job: Optional[str] = None, restart: bool = False) -> dict:
         """Reports the job's RecordIO files (paths or globs, as the masters see them) to be
         read `passes` times, as job `job` (default: this client's job, else "python"): it
-        submits the job when none of that name exists; a repeat answers the accepted sizes."""
+        submits the job when none of that name exists; a repeat answers the accepted sizes.
+        `restart=True` trains a job that ended again, as a new incarnation (`submit_job`)."""
         if job is not None:
             self._same_job(job)
         if isinstance(patterns, (str, os.PathLike)):
             patterns = [patterns]
         patterns = [os.fspath(pattern) for pattern in patterns]
         job = job or self.job or "python"
+        if restart:
+            return self.submit_job(job, passes=passes, records=patterns, restart=True)
         tasks, chunks, records = self._native.report_dataset(job, patterns, int(passes))
         return {"tasks": tasks, "chunks": chunks, "records": records}
 
-    def report_index_dataset(self, name: str, size: int, shard_size: int, *, passes: int) -> dict:
+    def report_index_dataset(
+        self, name: str, size: int, shard_size: int, *, passes: int, restart: bool = False
+    ) -> dict:
         """Reports a dataset the masters never read: the indices `[0, size)` in tasks of
         `shard_size` (Parquet row groups, a Hugging Face dataset, webdataset shards, a table:
         anything this process can index). Each task is a range `task.start`..`task.end`. The
-        first report of either kind wins; a repeat answers the accepted sizes."""
+        first report of either kind wins; a repeat answers the accepted sizes. `restart=True`
+        trains a job that ended again, as a new incarnation (`submit_job`); a running one is
+        joined."""
         self._same_job(name)
+        if restart:
+            index = (int(size), int(shard_size))
+            tasks = self.submit_job(str(name), passes=passes, index=index, restart=True)["tasks"]
+            return {"tasks": tasks, "size": int(size), "shard_size": int(shard_size)}
         tasks = self._native.report_index_dataset(str(name), int(size), int(shard_size), int(passes))
         return {"tasks": tasks, "size": int(size), "shard_size": int(shard_size)}
 

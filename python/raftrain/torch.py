@@ -136,6 +136,7 @@ class TaskDataset(IterableDataset):
         deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
         policy: Optional[dict] = None,
         label_dtype: torch.dtype = torch.int64,
+        restart: bool = False,
     ):
         super().__init__()
         if batch_size < 1:
@@ -158,6 +159,7 @@ class TaskDataset(IterableDataset):
         self.transform = transform
         self.label_dtype = label_dtype
         self.policy = dict(policy) if policy else None
+        self.restart = bool(restart)
         self.name = name or f"torch-{socket.gethostname()}-{os.getpid()}"
         self.client_options = dict(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token_file=token_file, deadline_s=deadline_s)
         self._registered: List[_Registration] = []
@@ -230,13 +232,15 @@ class TaskDataset(IterableDataset):
                 return
             time.sleep(HELD_POLL_S)
 
-    def _report(self, client: TaskClient) -> None:
+    def _report(self, client: TaskClient, restart: bool = False) -> None:
         """Reports the job's dataset (the first report wins; repeats are answered alike), or
-        submits it with `policy`."""
-        if self.policy is not None:
+        submits it with `policy`; `restart` (a loader's first report only, never a worker's)
+        trains a job that ended again, as a new incarnation."""
+        if self.policy is not None or restart:
             name = self.index[0] if self.index is not None else (self.job or "python")
             index = None if self.index is None else self.index[1:]
-            client.submit_job(name, passes=self.passes, records=self.records, index=index, **self.policy)
+            policy = self.policy or {}
+            client.submit_job(name, passes=self.passes, records=self.records, index=index, restart=restart, **policy)
         elif self.index is not None:
             name, size, shard_size = self.index
             client.report_index_dataset(name, size, shard_size, passes=self.passes)
@@ -463,7 +467,9 @@ class TaskLoader:
         client = self._reporter_client()
         if not self._job_reported:
             # The job exists once reported (the report submits it when none of its name does).
-            self.dataset._report(client)
+            # With `restart`, a job that ended gets a new incarnation here, in the process
+            # that iterates, before any worker reports (theirs only join it).
+            self.dataset._report(client, restart=self.dataset.restart)
             self._job_reported = True
         status = raise_if_failed(client.status())
         status["ended"] = bool(status["job_finished"] or status.get("job_cancelled"))

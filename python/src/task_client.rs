@@ -120,8 +120,10 @@ impl TaskClient {
     /// Submits job `name` from its spec: RecordIO `patterns` or an `index` range
     /// `(size, shard_size)`, its passes and the queue policy values it overrides (`None`: the
     /// masters' flag). The same spec again changes nothing; another spec under a used name is
-    /// refused naming what differs. Answers (tasks, chunks, records).
-    #[pyo3(signature = (name, passes, patterns=None, index=None, chunks_per_task=None, task_timeout_min_ms=None, timeout_factor=None, max_task_failures=None, retry_failed_next_pass=None))]
+    /// refused naming what differs. With `restart`, a job of this name that ended (finished
+    /// or cancelled) gets a new incarnation with this spec; a running one is joined. Answers
+    /// (tasks, chunks, records).
+    #[pyo3(signature = (name, passes, patterns=None, index=None, chunks_per_task=None, task_timeout_min_ms=None, timeout_factor=None, max_task_failures=None, retry_failed_next_pass=None, restart=false))]
     #[allow(clippy::too_many_arguments)]
     fn submit_job(
         &self,
@@ -135,6 +137,7 @@ impl TaskClient {
         timeout_factor: Option<u32>,
         max_task_failures: Option<u32>,
         retry_failed_next_pass: Option<bool>,
+        restart: bool,
     ) -> PyResult<(u64, u64, u64)> {
         guarded("submit_job", || {
             self.process.check("TaskClient")?;
@@ -155,7 +158,7 @@ impl TaskClient {
                 max_task_failures,
                 retry_failed_next_pass,
             };
-            let spec = JobSpec { job: name, dataset, passes, policy };
+            let spec = JobSpec { job: name, dataset, passes, policy, restart };
             let master = self.master.clone();
             let submitted = wait(py, async move { master.submit_job(&spec).await })?;
             let sizes = submitted.map_err(Failure::from)?;

@@ -123,3 +123,49 @@ class ReadRows:
 
     def __call__(self, start, end):
         return self.rows[start:end]
+
+
+def test_the_readme_example_run_again_raises_and_trains_again_with_restart(masters, tmp_path):
+    """The README's example run twice: the second run raises `JobEnded` (job "blobs"
+    finished) and exits non-zero; with `--restart` (`restart=True`) it trains again, as a new
+    incarnation of "blobs", and the first stays listed as finished."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    subprocess.run([sys.executable, str(examples / "make_train_pt.py"), "--examples", "2000"], cwd=tmp_path, check=True)
+    environment = dict(os.environ, RAFTRAIN_MASTERS=masters.masters)
+
+    def run(*arguments):
+        command = [sys.executable, str(examples / "torch_loop.py"), *arguments]
+        return subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+
+    first = run()
+    assert first.returncode == 0 and "accuracy" in first.stdout, first.stderr
+    again = run()
+    assert again.returncode != 0 and "JobEnded" in again.stderr, again.stderr
+    restarted = run("--restart")
+    assert restarted.returncode == 0 and "accuracy" in restarted.stdout, restarted.stderr
+    listed = json.loads(run_tool("job", "list", "--masters", masters.masters, "--json"))["jobs"]
+    blobs = sorted((job["job_id"], job["state"]) for job in listed if job["name"] == "blobs")
+    assert [state for _, state in blobs] == ["finished", "finished"], blobs
+
+
+def test_submit_mirrors_job_submit_and_restart_trains_an_ended_job_again(masters):
+    """`TaskClient.submit(spec)` takes `raftrain job submit --spec`'s keys; `restart=True`
+    of a running job joins it, of a finished one makes a new incarnation with other passes."""
+    client = raftrain.TaskClient(masters.masters, name="spec", job="s")
+    spec = {"name": "s", "passes": 1, "index": 4, "shard-size": 2, "task-timeout-min-ms": 60000}
+    assert client.submit(spec)["tasks"] == 2
+    assert client.submit(spec, restart=True)["tasks"] == 2, "running: a join"
+    assert len([job for job in client.jobs() if job["name"] == "s"]) == 1
+    assert sorted(covered(client)) == [0]
+    with pytest.raises(raftrain.InvalidArgument):
+        client.submit({"name": "s", "passes": 1, "index": 4, "shard-size": 2, "colour": "red"})
+    again = raftrain.TaskClient(masters.masters, name="spec-again", job="s")
+    assert again.report_index_dataset("s", 6, 2, passes=2, restart=True)["tasks"] == 3
+    assert sorted(covered(again)) == [0, 1], "the new incarnation's own passes"
+    listed = [job for job in again.jobs() if job["name"] == "s"]
+    assert len(listed) == 2 and len({job["job_id"] for job in listed}) == 2, listed

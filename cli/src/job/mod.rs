@@ -37,7 +37,8 @@ pub(crate) struct Connection {
 #[derive(Debug, Subcommand)]
 enum JobCommand {
     /// Submit a job: its dataset, passes and queue policy (flags, or --spec FILE). Submitting
-    /// the same spec again changes nothing; another spec under a name in use is refused.
+    /// the same spec again changes nothing; another spec under a name in use is refused. A
+    /// job that ended (finished or cancelled) is not trained again unless --restart.
     Submit {
         #[command(flatten)]
         connection: Connection,
@@ -47,6 +48,11 @@ enum JobCommand {
         spec: Option<PathBuf>,
         #[command(flatten)]
         fields: SpecFields,
+        /// Train again: if the job of this name ended (finished or cancelled), start a new
+        /// incarnation of it (a new job id) with this spec, which may differ from the old
+        /// one's; while it runs, the submit joins it as usual. Never cancels a running job.
+        #[arg(long)]
+        restart: bool,
     },
     /// List the group's jobs: running, finished and cancelled ones not yet removed.
     List {
@@ -125,13 +131,14 @@ async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<
         client::require_job_name(name).map_err(anyhow::Error::msg)?;
     }
     match command {
-        JobCommand::Submit { spec, fields, .. } => {
-            let spec = match spec {
+        JobCommand::Submit { spec, fields, restart, .. } => {
+            let mut spec = match spec {
                 Some(path) => SpecFields::from_file(path)?
                     .to_spec()
                     .with_context(|| format!("job spec {}", path.display()))?,
                 None => fields.to_spec()?,
             };
+            spec.restart = *restart;
             let sizes = client.submit_job(&spec).await?;
             println!(
                 "job {:?} submitted: {} tasks ({} chunks, {} records)",

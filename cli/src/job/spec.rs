@@ -77,7 +77,7 @@ impl SpecFields {
             max_task_failures: self.max_task_failures,
             retry_failed_next_pass: self.retry_failed_next_pass,
         };
-        let spec = JobSpec { job: name, dataset, passes, policy };
+        let spec = JobSpec { job: name, dataset, passes, policy, restart: false };
         spec.check().map_err(anyhow::Error::msg)?;
         Ok(spec)
     }

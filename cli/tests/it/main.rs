@@ -18,6 +18,7 @@ mod headless_browser;
 mod health_watches;
 mod help;
 mod hostile_input;
+mod idle_expiry;
 mod index_dataset;
 mod jepsen_smoke;
 mod joining_by_name;

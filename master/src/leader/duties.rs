@@ -1,6 +1,8 @@
 //! `LeaderDuties`: lease tables for trainers and pservers, and the loop that acts on them while
 //! this node leads.
 
+use super::decisions::decide;
+use super::idle_jobs::IdleJobs;
 use super::lease_table::LeaseTable;
 use super::quiet_time::QuietTime;
 use crate::clock::Clock;
@@ -37,6 +39,9 @@ pub(crate) struct LeaderDuties {
     job_retention: Duration,
     /// How long a rendezvous run nobody writes to is kept.
     rendezvous_idle: Duration,
+    /// When each running job was last touched (`idle_jobs.rs`): one untouched for the idle
+    /// expiry is cancelled.
+    idle: Mutex<IdleJobs>,
     /// Why holders could not reload for a restore (soft state for `job list`).
     reload_failures: super::reload_failures::ReloadFailures,
 }
@@ -48,6 +53,7 @@ impl LeaderDuties {
         pserver_lease: Duration,
         job_retention: Duration,
         rendezvous_idle: Duration,
+        job_idle_expiry: Option<Duration>,
     ) -> Self {
         Self {
             clock,
@@ -60,6 +66,7 @@ impl LeaderDuties {
             quiet: Mutex::new(QuietTime::default()),
             job_retention,
             rendezvous_idle,
+            idle: Mutex::new(IdleJobs::new(job_idle_expiry)),
             reload_failures: Default::default(),
         }
     }
@@ -100,6 +107,7 @@ impl LeaderDuties {
     pub(crate) fn trainer_alive(&self, term: u64, trainer: TrainerKey) {
         let Some(_term) = self.in_term(term) else { return };
         lock(&self.trainers).grant(trainer, self.clock.now());
+        lock(&self.idle).touch(trainer.0, self.clock.now());
     }
 
     /// What `trainer`'s heartbeat in `term` said of its progress (soft state, like its lease).
@@ -118,6 +126,7 @@ impl LeaderDuties {
     pub(crate) fn pserver_granted(&self, term: u64, slot: SlotKey) {
         let Some(_term) = self.in_term(term) else { return };
         lock(&self.pservers).grant(slot, self.clock.now());
+        lock(&self.idle).touch(slot.0, self.clock.now());
     }
 
     /// `slot`'s holder under `generation` heartbeated to this node leading in `term`:
@@ -126,7 +135,11 @@ impl LeaderDuties {
     /// run yet, the holder will get a fresh lease in that round, as every holder does.
     pub(crate) fn pserver_alive(&self, term: u64, slot: SlotKey) -> bool {
         let Some(_term) = self.in_term(term) else { return true };
-        lock(&self.pservers).renew(slot, self.clock.now())
+        let renewed = lock(&self.pservers).renew(slot, self.clock.now());
+        if renewed {
+            lock(&self.idle).touch(slot.0, self.clock.now());
+        }
+        renewed
     }
 
     /// Forgets all leases: the next time this node leads, everyone starts with a fresh lease.
@@ -136,6 +149,7 @@ impl LeaderDuties {
         }
         lock(&self.trainers).clear();
         lock(&self.pservers).clear();
+        lock(&self.idle).clear();
         *lock(&self.lease_term) = None;
         lock(&self.quiet).clear();
     }
@@ -158,6 +172,7 @@ impl LeaderDuties {
         let since = lock(&self.quiet).hold(now, acked_at);
         lock(&self.trainers).hold(since, now);
         lock(&self.pservers).hold(since, now);
+        lock(&self.idle).hold(since, now);
     }
 
     /// A round on a leader that heard its quorum (its newest ack `ack_age` ago): the time up
@@ -193,6 +208,7 @@ impl LeaderDuties {
                 lock(&self.trainers).clear();
                 lock(&self.pservers).clear();
                 lock(&self.progress).clear();
+                lock(&self.idle).clear();
                 self.reload_failures.clear();
             }
             lock(&self.quiet).clear();
@@ -240,6 +256,16 @@ impl LeaderDuties {
             decide(proposer, term, Command::RemoveJob { job }).await;
         }
         self.expire_rendezvous(proposer, term).await;
+        let running = proposer.node().read(|state| state.state().running_job_clocks());
+        let Some(idle) = self.judge_idle(term, running, ack_age()) else { return };
+        for (job, clock_ms) in idle {
+            tracing::warn!(
+                job,
+                term,
+                "no client touched the job for its idle expiry; cancelling it"
+            );
+            decide(proposer, term, Command::CancelIdleJob { job, clock_ms }).await;
+        }
     }
 
     /// Removes the rendezvous runs nobody wrote to for the idle time (each only if still
@@ -252,6 +278,27 @@ impl LeaderDuties {
             let command = Command::RemoveRendezvous { run, touched_ms: Some(touched_ms) };
             decide(proposer, term, command).await;
         }
+    }
+
+    /// Which running jobs (with their state clocks, `running`) nobody touched for the idle
+    /// expiry, judged now in `term` as `judge` judges leases (a job seen for the first time
+    /// in the term, or whose state clock moved, counts as touched now); `None` if the tables
+    /// already belong to a newer term.
+    fn judge_idle(
+        &self,
+        term: u64,
+        running: Vec<(u64, u64)>,
+        ack_age: Option<Duration>,
+    ) -> Option<Vec<(u64, u64)>> {
+        let lease_term = self.enter_term(term);
+        if *lease_term != Some(term) {
+            return None;
+        }
+        let now = self.clock.now();
+        let mut idle = lock(&self.idle);
+        idle.observe(running, now);
+        let acked_at = ack_age.and_then(|age| now.checked_sub(age));
+        Some(acked_at.map_or_else(Vec::new, |acked_at| idle.idle(acked_at)))
     }
 
     /// Makes `table` hold exactly `known` (newcomers get a fresh lease) and returns whose
@@ -312,33 +359,6 @@ pub(crate) async fn run_duties(
     }
 }
 
-/// Proposes a leader decision. A failure is logged here, where it is handled: the next tick
-/// sees the same state and tries again.
-async fn decide(proposer: &Proposer, term: u64, command: Command) {
-    match proposer.decide(term, command).await {
-        Ok(crate::state::Response::WrongTerm { decided, committed }) => {
-            tracing::info!(decided, committed, "leader duty from an old term refused");
-        }
-        Ok(crate::state::Response::Expired { requeued, failed }) => {
-            let timed_out = (requeued.len() + failed.len()) as u64;
-            metrics::counter!("raftrain_master_tasks_timed_out_total").increment(timed_out);
-            metrics::counter!("raftrain_master_tasks_requeued_total")
-                .increment(requeued.len() as u64);
-            metrics::counter!("raftrain_master_tasks_failed_total").increment(failed.len() as u64);
-        }
-        Ok(crate::state::Response::TrainerRemoved { requeued }) => {
-            metrics::counter!("raftrain_master_trainers_lost_total").increment(1);
-            metrics::counter!("raftrain_master_tasks_requeued_total")
-                .increment(requeued.len() as u64);
-        }
-        Ok(_) => {}
-        Err(status) => {
-            tracing::info!(error = %status.message(), "leader duty not committed; will retry");
-        }
-    }
-}
-
-/// `command` for job `job`, named by id: a decision never reaches a newer job of its name.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // The tables stay consistent whatever panicked while holding them: every method leaves
     // them whole.
@@ -361,6 +381,7 @@ mod tests {
             Duration::from_secs(1),
             Duration::ZERO,
             Duration::ZERO,
+            None,
         );
         drop(duties.enter_term(3));
         duties.trainer_alive(3, (1, 7));
@@ -385,6 +406,7 @@ mod tests {
             Duration::from_secs(1),
             Duration::ZERO,
             Duration::ZERO,
+            None,
         );
         drop(duties.enter_term(1));
         duties.pserver_granted(1, (1, 0, 1));
@@ -410,6 +432,7 @@ mod tests {
             Duration::from_secs(1),
             Duration::ZERO,
             Duration::ZERO,
+            None,
         );
         drop(duties.enter_term(3));
         duties.pserver_granted(3, (1, 0, 1));
@@ -449,6 +472,7 @@ mod tests {
             Duration::from_secs(1),
             Duration::ZERO,
             Duration::ZERO,
+            None,
         );
         let (slot, ms) = ((1, 0, 1), Duration::from_millis);
         assert_eq!(duties.judge(1, &duties.pservers, vec![slot], Some(ms(0))), Some(vec![]));
@@ -479,6 +503,7 @@ mod tests {
                 ms(lease_ms),
                 Duration::ZERO,
                 Duration::ZERO,
+                None,
             );
             let (slot, start, round) = ((1, 0, 1), Instant::now(), ms(DUTY_TICK_MS));
             let granted = duties.judge(1, &duties.pservers, vec![slot], Some(ms(heard_age_ms)));

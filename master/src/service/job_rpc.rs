@@ -20,18 +20,26 @@ pub(crate) async fn submit_job(
 ) -> Result<pb::ReportDatasetReply, Status> {
     let policy = with_overrides(flags, request.policy.as_ref());
     super::admission::check_policy(&policy)?;
-    let (job, stamp, passes) = (request.name, request.stamp, request.passes);
+    // A restart was made by the caller (`job_scope::restart_if_asked`); the report after it
+    // is an ordinary one.
+    let (job, stamp, passes, restart) = (request.name, request.stamp, request.passes, false);
     match request.dataset {
         Some(pb::submit_job_request::Dataset::Recordio(dataset)) => {
-            let report =
-                pb::ReportDatasetRequest { stamp, job, patterns: dataset.patterns, passes };
+            let report = pb::ReportDatasetRequest {
+                stamp,
+                job,
+                patterns: dataset.patterns,
+                passes,
+                restart,
+            };
             super::conversions::stamp(report.stamp)?;
             validate_report(&report)?;
             report_dataset(proposer, scanner, report, policy).await
         }
         Some(pb::submit_job_request::Dataset::Index(dataset)) => {
             let (size, shard_size) = (dataset.size, dataset.shard_size);
-            let report = pb::ReportIndexDatasetRequest { stamp, job, size, shard_size, passes };
+            let report =
+                pb::ReportIndexDatasetRequest { stamp, job, size, shard_size, passes, restart };
             report_index_dataset(proposer, policy, report).await
         }
         None => Err(Status::invalid_argument(

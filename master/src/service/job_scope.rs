@@ -2,9 +2,10 @@
 //! (the state finds it when it applies them, `state/routing.rs`), and reads resolve the name to
 //! the job's id in the applied state.
 
+use super::proposer::Proposer;
 use super::status_mapping::unexpected;
 use crate::replicated_state::ReplicatedState;
-use crate::state::{Command, JobRef};
+use crate::state::{ClientStamp, Command, JobRef, Response};
 use consensus::ConsensusNode;
 use tonic::Status;
 
@@ -50,5 +51,30 @@ pub(crate) fn existing_job(
         Ok(job_id) => Ok(Some(job_id)),
         Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
         Err(status) => Err(status),
+    }
+}
+
+/// Before a report that asks to train again (`restart`): starts a new incarnation of job
+/// `job` if it ended, one replicated `RestartJob` under the report's stamp (the report itself
+/// is idempotent and goes unstamped), so a retried report finds the incarnation its first try
+/// made. While the job runs, or when there is none, the report proceeds as an ordinary one.
+pub(crate) async fn restart_if_asked(
+    proposer: &Proposer,
+    job: &str,
+    client: ClientStamp,
+    restart: bool,
+) -> Result<(), Status> {
+    if !restart {
+        return Ok(());
+    }
+    client::check_job_name(job)
+        .map_err(|message| Status::invalid_argument(format!("job: {message}")))?;
+    match proposer.propose(Some(client), for_job(job, Command::RestartJob)).await? {
+        Response::JobRestarted { job_id } => {
+            tracing::info!(job, job_id, "a new incarnation of an ended job");
+            Ok(())
+        }
+        Response::Accepted | Response::NoSuchJob { .. } => Ok(()),
+        other => Err(unexpected("RestartJob", other)),
     }
 }

@@ -98,6 +98,15 @@ pub enum Command {
     /// Removes rendezvous run `run`: an operator's delete (`touched_ms` `None`), or the
     /// leader's expiry of a run it saw untouched since `touched_ms` (kept if written since).
     RemoveRendezvous { run: String, touched_ms: Option<u64> },
+    /// Starts a new incarnation of the job this command names (always by name) if the newest
+    /// job of that name ended, finished or cancelled; while it runs, a plain join that changes
+    /// nothing. Stamped: a retry is answered from the session of the incarnation it made, so
+    /// concurrent and retried restarts make one new incarnation (`job_restart.rs`).
+    RestartJob,
+    /// The leader cancels job `job`, which no client touched for its idle expiry (leader soft
+    /// state), unless a command was applied to it since the leader judged it: its state
+    /// clock is no longer `clock_ms`. A leader decision, by id, applied only in its term.
+    CancelIdleJob { job: u64, clock_ms: u64 },
 }
 
 /// Which job a command is for.

@@ -1,5 +1,5 @@
-//! The safety rules of the group as a whole, on top of each job's own (`invariant.rs`): job
-//! names are unique, ids are never reused, only ended jobs are removed, a job ends exactly
+//! The safety rules of the group as a whole, on top of each job's own (`invariant.rs`): only
+//! the newest incarnation of a job name may run (earlier ones ended), ids are never reused, only ended jobs are removed, a job ends exactly
 //! when it finished or was cancelled, progress checkpoints fit their job, and the jobs
 //! together stay within the group's limits.
 
@@ -18,6 +18,7 @@ impl MasterState {
     pub fn check_invariants(&self) -> Result<(), Violation> {
         self.check_group_counts()?;
         self.rendezvous.check().map_err(|problem| Violation::Rendezvous { problem })?;
+        // The names of running jobs seen so far, in id order (incarnations of a name by age).
         let mut names = std::collections::BTreeSet::new();
         let mut unnamed = 0;
         for (id, state) in &self.jobs {
@@ -34,8 +35,11 @@ impl MasterState {
                 if state.has_report() || unnamed > 1 {
                     return Err(problem("unnamed, yet it has a dataset or another is unnamed"));
                 }
-            } else if !names.insert(state.name.as_str()) {
-                return Err(problem("another job has the same name"));
+            } else if names.contains(state.name.as_str()) {
+                return Err(problem("an older incarnation of its name still runs"));
+            }
+            if !state.name.is_empty() && state.ended().is_none() {
+                names.insert(state.name.as_str());
             }
             if state.clock_ms > self.clock_ms {
                 return Err(problem("its clock is ahead of the group's"));

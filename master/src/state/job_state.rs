@@ -178,9 +178,13 @@ impl JobState {
             | Command::RestoreProgress { .. }
             | Command::TagSlotCheckpoint { .. }
             | Command::SlotReloaded { .. } => self.execute_progress(command, now_ms),
-            Command::InJob { .. } | Command::RemoveJob { .. } => Response::Rejected {
-                reason: "a job's command cannot name a job again or remove one".to_string(),
-            },
+            // A restart reached a running job: a join, nothing to change.
+            Command::RestartJob => Response::Accepted,
+            Command::InJob { .. } | Command::RemoveJob { .. } | Command::CancelIdleJob { .. } => {
+                Response::Rejected {
+                    reason: "a job's command cannot name a job again or remove one".to_string(),
+                }
+            }
             Command::Rendezvous { .. } | Command::RemoveRendezvous { .. } => {
                 Response::Rejected { reason: "a rendezvous command belongs to no job".to_string() }
             }

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::command::{Command, JobRef};
 use super::job_state::JobState;
-use super::rendezvous_space::RendezvousSpace;
+use super::rendezvous_op::RendezvousEntry;
+use super::rendezvous_space::{RendezvousRunView, RendezvousSpace};
 use super::request::{decode_request, Envelope, Request};
 use super::response::{encode_response, Response};
 use super::routing::{reference_of, Target};
@@ -75,6 +76,14 @@ impl MasterState {
                     None => self.rendezvous.remove(run, *touched_ms),
                 }
             }
+            Command::CancelIdleJob { job, clock_ms } => {
+                self.cancel_idle_job(envelope, entry_term, (*job, *clock_ms))
+            }
+            Command::InJob { job: JobRef::Name(name), command }
+                if matches!(**command, Command::RestartJob) =>
+            {
+                self.restart(name, envelope.with_command(command), entry_term)
+            }
             Command::InJob { job, command } => {
                 self.route(job, envelope.with_command(command), entry_term)
             }
@@ -98,8 +107,16 @@ impl MasterState {
     /// Hands `request` to the job `job` names (created when a report or a join makes one),
     /// once the group admits what it would add.
     fn route(&mut self, job: &JobRef, request: Envelope<'_>, entry_term: u64) -> Response {
-        if matches!(request.command, Command::InJob { .. } | Command::RemoveJob { .. }) {
-            let reason = "a job's command cannot name a job again or remove one".to_string();
+        if matches!(
+            request.command,
+            Command::InJob { .. }
+                | Command::RemoveJob { .. }
+                | Command::CancelIdleJob { .. }
+                | Command::RestartJob
+        ) {
+            let reason = "a job's command cannot name a job again, remove or restart one (a \
+                          restart names its job by name)"
+                .to_string();
             return Response::Rejected { reason };
         }
         let target = match self.resolve(job, request.command) {
@@ -117,7 +134,7 @@ impl MasterState {
     }
 
     /// The id a target has or gets.
-    fn target_id(&mut self, target: &Target) -> u64 {
+    pub(crate) fn target_id(&mut self, target: &Target) -> u64 {
         match target {
             Target::Existing(job_id) => *job_id,
             Target::New => {
@@ -156,7 +173,7 @@ impl MasterState {
 
     /// Removes the jobs that ended first while the group holds more than [`JOB_COUNT_MAX`]
     /// (a new job was just kept; `routing.rs` admits one only while fewer are running).
-    fn make_room(&mut self) {
+    pub(crate) fn make_room(&mut self) {
         while self.jobs.len() > JOB_COUNT_MAX {
             let Some(oldest) = self.oldest_ended() else { return };
             self.jobs.remove(&oldest);
@@ -178,6 +195,26 @@ impl MasterState {
         }
         self.jobs.remove(&job_id);
         Response::JobRemoved
+    }
+
+    /// Key `key` of rendezvous run `run`, if both exist.
+    pub fn rendezvous_entry(&self, run: &str, key: &str) -> Option<&RendezvousEntry> {
+        self.rendezvous.entry(run, key)
+    }
+
+    /// How many keys rendezvous run `run` holds (0 for a run that does not exist).
+    pub fn rendezvous_key_count(&self, run: &str) -> u64 {
+        self.rendezvous.key_count(run)
+    }
+
+    /// Every rendezvous run, by id.
+    pub fn rendezvous_runs(&self) -> Vec<RendezvousRunView> {
+        self.rendezvous.views()
+    }
+
+    /// The rendezvous runs nobody wrote to since `before_ms`, with when they were last written.
+    pub fn rendezvous_idle_since(&self, before_ms: u64) -> Vec<(String, u64)> {
+        self.rendezvous.idle_since(before_ms)
     }
 
     /// The job with this id.
@@ -227,6 +264,13 @@ impl MasterState {
     /// Whether some job has a pending deadline at or before `now_ms`.
     pub fn has_expired(&self, now_ms: u64) -> bool {
         self.jobs.values().any(|state| state.has_expired(now_ms))
+    }
+
+    /// Every running job's id and state clock, by id: the leader judges idleness by them
+    /// (`leader/idle_jobs.rs`; a moved clock means a command was applied to the job).
+    pub fn running_job_clocks(&self) -> Vec<(u64, u64)> {
+        let running = self.jobs.iter().filter(|(_, state)| state.ended().is_none());
+        running.map(|(job_id, state)| (*job_id, state.clock_ms)).collect()
     }
 
     /// Ended jobs whose retention of `retention_ms` has passed by `now_ms` (the leader's wall

@@ -76,6 +76,7 @@ mod invariant;
 mod job;
 mod job_commands;
 mod job_lifecycle;
+mod job_restart;
 mod job_state;
 mod limits;
 mod master_state;

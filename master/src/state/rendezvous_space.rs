@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::command::Command;
-use super::master_state::MasterState;
 use super::rendezvous_op::{
     check_op, check_run_id, RendezvousEntry, RendezvousOp, RendezvousRefusal, RendezvousReply,
     RUN_COUNT_MAX,
@@ -69,6 +68,27 @@ impl RendezvousSpace {
         Response::RendezvousRemoved { existed: true }
     }
 
+    /// Key `key` of run `run`, if both exist.
+    pub(crate) fn entry(&self, run: &str, key: &str) -> Option<&RendezvousEntry> {
+        self.runs.get(run)?.keys.get(key)
+    }
+
+    /// How many keys run `run` holds (0 for a run that does not exist).
+    pub(crate) fn key_count(&self, run: &str) -> u64 {
+        self.runs.get(run).map_or(0, |state| state.keys.len() as u64)
+    }
+
+    /// Every run, by id.
+    pub(crate) fn views(&self) -> Vec<RendezvousRunView> {
+        let view = |(run, state): (&String, &RendezvousRun)| RendezvousRunView {
+            run: run.clone(),
+            key_count: state.keys.len() as u64,
+            bytes: state.bytes,
+            touched_ms: state.touched_ms,
+        };
+        self.runs.iter().map(view).collect()
+    }
+
     /// The runs nobody wrote to since `before_ms`, with when they were last written.
     pub(crate) fn idle_since(&self, before_ms: u64) -> Vec<(String, u64)> {
         let idle = |(run, state): (&String, &RendezvousRun)| {
@@ -121,35 +141,6 @@ pub struct RendezvousRunView {
     pub key_count: u64,
     pub bytes: u64,
     pub touched_ms: u64,
-}
-
-/// The leader's reads of the key space.
-impl MasterState {
-    /// Key `key` of run `run`, if both exist.
-    pub fn rendezvous_entry(&self, run: &str, key: &str) -> Option<&RendezvousEntry> {
-        self.rendezvous.runs.get(run)?.keys.get(key)
-    }
-
-    /// How many keys run `run` holds (0 for a run that does not exist).
-    pub fn rendezvous_key_count(&self, run: &str) -> u64 {
-        self.rendezvous.runs.get(run).map_or(0, |state| state.keys.len() as u64)
-    }
-
-    /// Every run, by id.
-    pub fn rendezvous_runs(&self) -> Vec<RendezvousRunView> {
-        let view = |(run, state): (&String, &RendezvousRun)| RendezvousRunView {
-            run: run.clone(),
-            key_count: state.keys.len() as u64,
-            bytes: state.bytes,
-            touched_ms: state.touched_ms,
-        };
-        self.rendezvous.runs.iter().map(view).collect()
-    }
-
-    /// The runs nobody wrote to since `before_ms`, with when they were last written.
-    pub fn rendezvous_idle_since(&self, before_ms: u64) -> Vec<(String, u64)> {
-        self.rendezvous.idle_since(before_ms)
-    }
 }
 
 /// A stamped operation: a retry gets the first answer (its value read again), a new sequence

@@ -84,6 +84,8 @@ pub enum Response {
     RendezvousFull { reason: String },
     /// Whether the rendezvous run existed (and is now gone).
     RendezvousRemoved { existed: bool },
+    /// A restart made job incarnation `job_id`: the job of its name had ended.
+    JobRestarted { job_id: u64 },
 }
 
 impl Response {

@@ -54,10 +54,12 @@ impl MasterState {
         }
     }
 
-    /// The id of job `job` (never the unnamed one).
+    /// The id of job `job`: its newest incarnation, the only one that may still run (never
+    /// the unnamed one). Earlier incarnations of the name stay until their retention passed
+    /// (a restart made a new one, `job_restart.rs`); they are reached by id only.
     pub(crate) fn by_name(&self, job: &str) -> Option<u64> {
         let named = |state: &super::JobState| !job.is_empty() && state.name == job;
-        self.jobs.iter().find(|(_, state)| named(state)).map(|(job_id, _)| *job_id)
+        self.jobs.iter().rev().find(|(_, state)| named(state)).map(|(job_id, _)| *job_id)
     }
 
     fn for_report(&self, job: &str) -> Result<Target, Response> {
@@ -91,7 +93,7 @@ impl MasterState {
 
     /// A new job, unless the group already runs the most it keeps. Ended jobs never count:
     /// the oldest of them makes room once the new one is kept (`MasterState::settle`).
-    fn new_job(&self) -> Result<Target, Response> {
+    pub(crate) fn new_job(&self) -> Result<Target, Response> {
         let running = self.jobs.values().filter(|state| state.ended().is_none()).count();
         if running >= JOB_COUNT_MAX {
             let reason = format!(

@@ -150,6 +150,15 @@ impl<const STRANGERS: usize> Sessions<STRANGERS> {
         Lookup::Replay(response)
     }
 
+    /// The answer this client's session kept for exactly this request (same stamp, same
+    /// body), without touching anything: how a retried restart finds the incarnation it made
+    /// in a job that has ended since (`job_restart.rs`).
+    pub(crate) fn answered(&self, stamp: ClientStamp, digest: u64) -> Option<&Response> {
+        let session = self.sessions.get(&stamp.client_id)?;
+        let same = session.seq == stamp.seq && session.digest.is_none_or(|kept| kept == digest);
+        same.then_some(&session.response)
+    }
+
     /// Remembers the answer to a just-applied request, if a retry must get it again, bound to
     /// `member` (which the caller found alive and bound to no other client) or as a stranger.
     /// A stranger that finds no room is not remembered: only a client that stopped being a

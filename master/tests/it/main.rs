@@ -7,6 +7,7 @@ mod dispatch;
 mod expiry;
 mod faults;
 mod index_datasets;
+mod job_restart;
 mod jobs;
 mod liveness;
 mod model_restore;

@@ -60,6 +60,11 @@ pub(super) async fn submit_job(
 ) -> Reply<pb::ReportDatasetReply> {
     let request = request.into_inner();
     let name = request.name.as_str();
+    if request.restart {
+        let client = stamp(request.stamp)?;
+        rpc.require_leader()?;
+        crate::service::job_scope::restart_if_asked(&rpc.proposer, name, client, true).await?;
+    }
     let accepted = rpc.node.read(|state| state.state().job_named(name)?.policy());
     if let Some(accepted) = accepted {
         crate::service::job_rpc::check_overrides(name, &accepted, request.policy.as_ref())?;

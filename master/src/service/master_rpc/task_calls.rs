@@ -4,7 +4,7 @@
 use crate::service::conversions::{stamp, task};
 use crate::service::dataset_report::{self, validate_report};
 use crate::service::index_report;
-use crate::service::job_scope::{existing_job, for_job};
+use crate::service::job_scope::{existing_job, for_job, restart_if_asked};
 use crate::service::status_mapping::unexpected;
 use crate::state::{Command, Fault, Response, FAILURE_REASON_BYTES_MAX};
 use proto::master as pb;
@@ -17,9 +17,10 @@ pub(super) async fn report_dataset(
     request: tonic::Request<pb::ReportDatasetRequest>,
 ) -> Reply<pb::ReportDatasetReply> {
     let request = request.into_inner();
-    stamp(request.stamp)?;
+    let client = stamp(request.stamp)?;
     validate_report(&request)?;
     rpc.require_leader()?;
+    restart_if_asked(&rpc.proposer, &request.job, client, request.restart).await?;
     let policy = rpc.job_policy(&request.job);
     dataset_report::report_dataset(&rpc.proposer, &rpc.scanner, request, policy)
         .await
@@ -31,6 +32,10 @@ pub(super) async fn report_index_dataset(
     request: tonic::Request<pb::ReportIndexDatasetRequest>,
 ) -> Reply<pb::ReportDatasetReply> {
     let request = request.into_inner();
+    if request.restart {
+        let client = stamp(request.stamp)?;
+        restart_if_asked(&rpc.proposer, &request.job, client, true).await?;
+    }
     let policy = rpc.job_policy(&request.job);
     let reply = index_report::report_index_dataset(&rpc.proposer, policy, request).await?;
     Ok(tonic::Response::new(reply))
