@@ -53,11 +53,11 @@ loop is
             ...
         evaluate(loader.pass_index)
 
-Trainers that take a dataloader (Lightning, accelerate, the Hugging Face Trainer) drive a
-`TaskLoader` as it is: it has `state_dict()`/`load_state_dict()` (Lightning saves the first in
-its checkpoints and calls the second on resume), `set_epoch` (recorded only: the passes are the
-job's) and no length (`len()` raises `TypeError`, so Lightning iterates each pass to its end);
-accelerate's `prepare` returns it untouched. Lightning fetches the batch after the one it trains
+Lightning and accelerate drive a `TaskLoader` as it is (`python/tests/test_lightning.py`): it
+has `state_dict()`/`load_state_dict()` (Lightning saves the first in its checkpoints and calls
+the second on resume), `set_epoch` (recorded only: the passes are the job's) and no length
+(`len()` raises `TypeError`, so Lightning iterates each pass to its end); accelerate's `prepare`
+returns it untouched. Lightning fetches the batch after the one it trains
 before the step, so there a task is reported when its last batch goes to the step: a checkpoint
 taken after a step still counts exactly the tasks whose batches the saved model trained, and a
 resume from it trains the task part-way through at the checkpoint again, whole.
@@ -444,10 +444,10 @@ class TaskLoader:
         return full * per_full + (-(-rest // self.dataset.batch_size))
 
     def set_epoch(self, epoch: int) -> None:
-        """Called by trainers (accelerate, the Hugging Face Trainer) before each epoch to reseed
-        a sampler. The passes are the job's (`pass_index`): the masters decide which tasks a pass
-        hands out and in what order, so nothing is reseeded here; the epoch is kept in
-        `epoch` for the caller to compare with `pass_index`."""
+        """What loops written for a reseeding sampler call before each epoch (as on accelerate's
+        prepared loaders). The passes are the job's (`pass_index`): the masters decide which
+        tasks a pass hands out and in what order, so nothing is reseeded here; the epoch is kept
+        in `epoch` for the caller to compare with `pass_index`."""
         self.epoch = int(epoch)
 
     @property
