@@ -57,10 +57,10 @@ Lightning and accelerate drive a `TaskLoader` as it is (`python/tests/test_light
 has `state_dict()`/`load_state_dict()` (Lightning saves the first in its checkpoints and calls
 the second on resume), `set_epoch` (recorded only: the passes are the job's) and no length
 (`len()` raises `TypeError`, so Lightning iterates each pass to its end); accelerate's `prepare`
-returns it untouched. Lightning fetches the batch after the one it trains
-before the step, so there a task is reported when its last batch goes to the step: a checkpoint
-taken after a step still counts exactly the tasks whose batches the saved model trained, and a
-resume from it trains the task part-way through at the checkpoint again, whole.
+returns it untouched. Lightning asks for the next batch before it runs the step on the current
+one, so under it a task is reported when its last batch goes to the step, not after the step:
+a checkpoint Lightning takes after a step still counts done exactly the tasks the saved model
+trained whole, and a resume from it trains the task part-way through then again, whole.
 
 Several training processes (torchrun): each makes its own `TaskDataset` and `TaskLoader`; the
 master spreads tasks among all their workers, so processes get different numbers of batches in
