@@ -53,6 +53,15 @@ loop is
             ...
         evaluate(loader.pass_index)
 
+Lightning and accelerate drive a `TaskLoader` as it is (`python/tests/test_lightning.py`): it
+has `state_dict()`/`load_state_dict()` (Lightning saves the first in its checkpoints and calls
+the second on resume), `set_epoch` (recorded only: the passes are the job's) and no length
+(`len()` raises `TypeError`, so Lightning iterates each pass to its end); accelerate's `prepare`
+returns it untouched. Lightning asks for the next batch before it runs the step on the current
+one, so under it a task is reported when its last batch goes to the step, not after the step:
+a checkpoint Lightning takes after a step still counts done exactly the tasks the saved model
+trained whole, and a resume from it trains the task part-way through then again, whole.
+
 Several training processes (torchrun): each makes its own `TaskDataset` and `TaskLoader`; the
 master spreads tasks among all their workers, so processes get different numbers of batches in
 a pass. With DistributedDataParallel iterate `loader.ddp(model)` instead: every rank iterates
@@ -387,6 +396,8 @@ class TaskLoader:
         self.progressed = 0
         #: The pass the last iteration walked (`None` before the first).
         self.pass_index: Optional[int] = None
+        #: The last epoch a trainer gave `set_epoch` (`None` before any).
+        self.epoch: Optional[int] = None
         self._reporter: Optional[TaskClient] = None
         self._reports: Optional[_Reports] = None
         self._job_reported = False
@@ -409,17 +420,46 @@ class TaskLoader:
                 return
 
     def __len__(self) -> int:
-        """Batches in one pass of an index job: every task's range cut into `batch_size`
-        batches. Exact when this process is the job's only consumer, an upper bound when
-        several share it (each gets some of the tasks). A RecordIO job's batch count is not
-        known before its chunks are read: `len()` raises `TypeError` for it, as for any
-        iterable without a length."""
+        """Not known: `len()` raises `TypeError`, as for any iterable without a length, and
+        `batches_per_pass` gives an index job's count. How many batches one iteration yields
+        depends on what the other processes of the job take, on tasks taken back and handed
+        out again, and on a `load_state_dict()` mid-pass (the task that was being consumed comes
+        again whole). A trainer that stops at `len()` batches (Lightning does, when a loader has
+        a length) would stop short of a pass, or never ask for the batch after the pass's last
+        one, so the pass's last task would not be reported; without a length it iterates to the
+        end of each pass."""
+        raise TypeError(
+            "a TaskLoader's batches per iteration are not known in advance (other processes, tasks "
+            "handed out again, a resume mid-pass): see TaskLoader.batches_per_pass"
+        )
+
+    @property
+    def batches_per_pass(self) -> Optional[int]:
+        """An index job's batches in one whole pass (every task's range cut into `batch_size`
+        batches): what this process gets when it is the job's only consumer and nothing is
+        handed out again; fewer when several share the job. For progress bars and schedules,
+        not for stopping the loop. `None` for a RecordIO job, whose batch count is not known
+        before its chunks are read."""
         if self.dataset.index is None:
-            raise TypeError("a RecordIO job's batches per pass are not known before its chunks are read")
+            return None
         _job, size, shard_size = self.dataset.index
         full, rest = divmod(size, shard_size)
         per_full = -(-shard_size // self.dataset.batch_size)
         return full * per_full + (-(-rest // self.dataset.batch_size))
+
+    def set_epoch(self, epoch: int) -> None:
+        """What loops written for a reseeding sampler call before each epoch (as on accelerate's
+        prepared loaders). The passes are the job's (`pass_index`): the masters decide which
+        tasks a pass hands out and in what order, so nothing is reseeded here; the epoch is kept
+        in `epoch` for the caller to compare with `pass_index`."""
+        self.epoch = int(epoch)
+
+    @property
+    def client(self) -> TaskClient:
+        """This loader's own `TaskClient` of the job (it sends the finish and progress reports
+        and records checkpoints): for `status()`, `record_eval`, `checkpoint()`. Made on first
+        use; use it from the training process only."""
+        return self._reporter_client()
 
     def state_dict(self) -> dict:
         """What resumes this job's data where it is now (torchdata's `StatefulDataLoader`

@@ -1,6 +1,8 @@
-"""The README's PyTorch example is `examples/torch_loop.py`, printed in the README exactly as
-the file is, and it trains to the end under each multiprocessing start method (fork, spawn,
-forkserver: Python 3.14 makes forkserver Linux's default) against three real masters, from
+"""The README's PyTorch, Lightning and accelerate examples are `examples/torch_loop.py`,
+`lightning_loop.py` and `accelerate_loop.py`, printed in the README exactly as the files are
+(`test_lightning.py` runs the other two), and `torch_loop.py` trains to the end under each
+multiprocessing start method (fork, spawn, forkserver: Python 3.14 makes forkserver Linux's
+default) against three real masters, from
 the `train.pt` that `examples/make_train_pt.py` writes. The `records=` variant yields class
 ids that `cross_entropy` takes, and refuses labels that are not."""
 
@@ -29,10 +31,11 @@ UNDER_START_METHOD = (
 )
 
 
-def test_the_readme_prints_the_example_as_the_file_is():
+@pytest.mark.parametrize("example", ["torch_loop.py", "lightning_loop.py", "accelerate_loop.py"])
+def test_the_readme_prints_the_example_as_the_file_is(example):
     readme = (ROOT / "README.md").read_text()
-    loop = (EXAMPLES / "torch_loop.py").read_text()
-    assert f"```python\n{loop}```" in readme, "README.md's PyTorch example differs from examples/torch_loop.py"
+    loop = (EXAMPLES / example).read_text()
+    assert f"```python\n{loop}```" in readme, f"README.md's example differs from examples/{example}"
     assert "python examples/make_train_pt.py" in readme
 
 

@@ -205,7 +205,7 @@ def _env() -> dict:
 def test_a_loaders_state_puts_the_data_back_where_it_was(masters):
     """`state_dict()` records a progress checkpoint; a new loader's `load_state_dict()` puts
     the job back to it, so the tasks consumed after it come again and nothing before it does;
-    `len()` is the batches of a pass."""
+    `batches_per_pass` is the batches of a pass, and `len()` is unknown (a `TypeError`)."""
     rows = torch.arange(40)
     read = _Rows(rows)
 
@@ -213,7 +213,9 @@ def test_a_loaders_state_puts_the_data_back_where_it_was(masters):
         return TaskDataset(masters.masters, index=("resume", 40, 10), read=read, passes=2, batch_size=5).loader()
 
     first = loader()
-    assert len(first) == 8
+    assert first.batches_per_pass == 8
+    with pytest.raises(TypeError, match="batches_per_pass"):
+        len(first)
     batches = iter(first)
     consumed = [next(batches) for _ in range(3)]  # task 0's two batches are consumed: reported
     state = first.state_dict()
