@@ -4,6 +4,7 @@ leader kill, the bounds, and the `torchrun.handlers` entry point."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import timedelta
@@ -14,6 +15,7 @@ from torch.distributed.elastic.rendezvous import RendezvousParameters
 from torch.distributed.elastic.rendezvous.api import RendezvousStateError
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
+from cluster import run_tool
 from raftrain import _native
 from raftrain.rendezvous import RaftrainRendezvousBackend, RaftrainStore, create_backend
 
@@ -160,3 +162,18 @@ def test_bad_parameters_are_refused_by_name(masters):
         create_backend(params(masters, read_timeout="soon"))
     with pytest.raises(ValueError, match="localhost"):
         create_backend(RendezvousParameters(backend="raftrain", endpoint="localhost", run_id="r", min_nodes=1, max_nodes=1))
+
+
+def test_operators_list_and_delete_runs_from_the_command_line(masters):
+    client = _native.RendezvousClient(masters.addrs, "ops-run")
+    client.set("k", b"value")
+    listed = json.loads(run_tool("rendezvous", "list", "--json", "--masters", masters.masters))
+    assert [run["run"] for run in listed["runs"]] == ["ops-run"]
+    assert listed["runs"][0]["keys"] == 1 and listed["idle_expiry_ms"] == 86_400_000
+    status = json.loads(run_tool("status", "--json", "--masters", masters.masters))
+    assert [run["run"] for run in status["rendezvous"]] == ["ops-run"]
+    assert b"ops-run" in run_tool("status", "--masters", masters.masters)
+    assert b"deleted" in run_tool("rendezvous", "delete", "ops-run", "--masters", masters.masters)
+    with pytest.raises(AssertionError, match="no rendezvous run"):
+        run_tool("rendezvous", "delete", "ops-run", "--masters", masters.masters)
+    assert client.read(["k"]) == ([None], 0)

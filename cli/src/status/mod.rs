@@ -84,9 +84,12 @@ async fn fetch(client: &MasterClient, masters: &[String], job: Option<&str>) -> 
         }
     }
     let status = status.ok();
-    let jobs = match status {
-        Some(_) => client.list_jobs().await.ok(),
-        None => None,
+    let (jobs, rendezvous) = match status {
+        Some(_) => {
+            let runs = client.list_rendezvous().await.ok().map(|(runs, _)| runs);
+            (client.list_jobs().await.ok(), runs)
+        }
+        None => (None, None),
     };
     let mut members = Vec::with_capacity(masters.len());
     for addr in masters {
@@ -95,7 +98,7 @@ async fn fetch(client: &MasterClient, masters: &[String], job: Option<&str>) -> 
             client.member_info(addr).await.map_err(|error| error.to_string()),
         ));
     }
-    Snapshot { status, members, jobs, one_job: job.is_some() }
+    Snapshot { status, members, jobs, one_job: job.is_some(), rendezvous }
 }
 
 fn show(args: &StatusArgs, snapshot: &Snapshot) {

@@ -15,6 +15,8 @@ pub(crate) struct Snapshot {
     pub jobs: Option<JobList>,
     /// Whether one job was asked for (`--job`): no summary of the others then.
     pub one_job: bool,
+    /// The group's torchrun rendezvous runs, when the leader answered.
+    pub rendezvous: Option<Vec<client::RendezvousRun>>,
 }
 
 /// The `--json` view of a snapshot: the status's keys (from the leader's answer, or empty when
@@ -28,6 +30,9 @@ pub(crate) fn snapshot_json(snapshot: &Snapshot) -> Value {
     value["linearizable"] = json!(snapshot.status.is_some());
     value["members"] = json!(member_views(&reply, snapshot));
     value["jobs"] = snapshot.jobs.as_ref().map_or(json!([]), |jobs| jobs.to_json()["jobs"].clone());
+    let runs = snapshot.rendezvous.as_deref().unwrap_or_default();
+    value["rendezvous"] =
+        json!(runs.iter().map(crate::rendezvous_command::run_json).collect::<Vec<_>>());
     value
 }
 
@@ -83,7 +88,7 @@ pub(crate) fn snapshot_text(snapshot: &Snapshot) -> String {
         }
         return out;
     };
-    let text = to_text(reply, &member_views(reply, snapshot));
+    let text = to_text(reply, &member_views(reply, snapshot)) + &rendezvous_text(snapshot);
     match &snapshot.jobs {
         // Several jobs and none asked for: the group, then every job.
         Some(jobs) if !snapshot.one_job && jobs.jobs.len() > 1 => {
@@ -94,6 +99,26 @@ pub(crate) fn snapshot_text(snapshot: &Snapshot) -> String {
             out
         }
         _ => text,
+    }
+}
+
+/// The rendezvous runs, when the group holds any.
+fn rendezvous_text(snapshot: &Snapshot) -> String {
+    match snapshot.rendezvous.as_deref() {
+        Some(runs) if !runs.is_empty() => {
+            let mut out = format!("torchrun rendezvous runs: {}\n", runs.len());
+            for run in runs {
+                out += &format!(
+                    "  {}: {} keys, {} bytes, last written {:.1} s ago\n",
+                    escaped(&run.run),
+                    run.key_count,
+                    run.bytes,
+                    run.idle_ms as f64 / 1000.0
+                );
+            }
+            out
+        }
+        _ => String::new(),
     }
 }
 
