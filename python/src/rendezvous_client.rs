@@ -77,7 +77,8 @@ impl RendezvousClient {
         expected: Vec<u8>,
         value: Vec<u8>,
     ) -> PyResult<(Entry, bool)> {
-        let written = self.write(py, "compare_set", key, RendezvousWrite::CompareSet { expected, value })?;
+        let written =
+            self.write(py, "compare_set", key, RendezvousWrite::CompareSet { expected, value })?;
         Ok((entry(py, written.entry), written.set))
     }
 
@@ -112,7 +113,10 @@ impl RendezvousClient {
         guarded("read", || {
             self.process.check("RendezvousClient")?;
             if !(0.0..=WAIT_S_MAX).contains(&wait_s) {
-                return Err(Failure::invalid(format!("wait_s {wait_s} is outside [0, {WAIT_S_MAX}]")).into());
+                return Err(Failure::invalid(format!(
+                    "wait_s {wait_s} is outside [0, {WAIT_S_MAX}]"
+                ))
+                .into());
             }
             let (master, run) = (self.master.clone(), self.run.clone());
             let reading = async move {
