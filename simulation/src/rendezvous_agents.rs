@@ -73,15 +73,8 @@ pub fn spawn_all(
         let client = context.master_client(config, config.seed ^ (0x7d2_0000 + index))?;
         let rng = SimRng::derive(config.seed, AGENT_STREAM + index);
         let context = context.clone();
-        let agent = SimRendezvousAgent {
-            agent,
-            client,
-            context,
-            rng,
-            until,
-            read: Vec::new(),
-            writes: 0,
-        };
+        let agent =
+            SimRendezvousAgent { agent, client, context, rng, until, read: Vec::new(), writes: 0 };
         agents.push(tokio::spawn(agent.run()));
     }
     Ok(agents)

@@ -49,9 +49,8 @@ impl RunModel {
         match op {
             RendezvousOp::Set { value, .. } => self.write(op, value.clone()),
             RendezvousOp::CompareSet { expected, value, .. } => {
-                let matches = current.as_ref().map_or(expected.is_empty(), |entry| {
-                    &entry.value == expected
-                });
+                let matches =
+                    current.as_ref().map_or(expected.is_empty(), |entry| &entry.value == expected);
                 match matches {
                     true => self.write(op, value.clone()),
                     false => RendezvousReply::Written { entry: current, set: false },
@@ -175,9 +174,11 @@ impl RendezvousKeys {
         Err(Violation::new(
             INVARIANT,
             format!(
-                "entry {log_id}, run {run:?} key {:?}: {what}: answered {reply:?}, the model \
-                 answers {expected:?}",
-                op.key()
+                "entry {log_id}, run {run:?} key {:?}: {what}: answered {}, the model answers \
+                 {}",
+                op.key(),
+                brief(reply),
+                brief(&expected)
             ),
         ))
     }
@@ -277,12 +278,24 @@ fn replayed(
         INVARIANT,
         format!(
             "entry {log_id}, run {run:?} key {:?}: client {} retried stamp {} and was answered \
-             {reply:?}, first answered {first:?}",
+             {}, first answered {}",
             op.key(),
             stamp.client_id,
-            stamp.seq
+            stamp.seq,
+            brief(reply),
+            brief(first)
         ),
     ))
+}
+
+/// A reply without its value, for a person.
+fn brief(reply: &RendezvousReply) -> String {
+    match reply {
+        RendezvousReply::Written { set, .. } => {
+            format!("set: {set} at version {}", current_version(reply))
+        }
+        other => format!("{other:?}"),
+    }
 }
 
 /// The version a written reply shows (0: the key is absent).
@@ -314,4 +327,100 @@ fn same(op: &RendezvousOp, write: &RendezvousWrite) -> bool {
 /// The count a key holds for `add`.
 fn count_of(value: &[u8]) -> Option<i64> {
     std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use master::state::{encode_request, encode_response, MasterState, Request};
+    use openraft::CommittedLeaderId;
+
+    use super::*;
+    use crate::checker::StateMachineSafety;
+    use crate::observer::{AppliedCommand, AppliedEntry};
+
+    const KEY: &str = "rdzv/state";
+
+    fn request(client_id: u64, seq: u64, op: RendezvousOp) -> Request {
+        let command = Command::Rendezvous { run: "run".to_string(), op };
+        Request { client: Some(ClientStamp { client_id, seq }), now_ms: 1, term: None, command }
+    }
+
+    fn by_version(version: u64) -> RendezvousOp {
+        RendezvousOp::CompareVersion { key: KEY.to_string(), version, value: vec![version as u8] }
+    }
+
+    fn add(delta: i64) -> RendezvousOp {
+        RendezvousOp::Add { key: "counter".to_string(), delta }
+    }
+
+    /// Feeds `requests` as one entry each to the checker, answered by a real state machine
+    /// (or, for `Some`, by the answer given).
+    fn check(requests: Vec<(Request, Option<Response>)>) -> Result<(), Violation> {
+        let mut state = MasterState::new();
+        let mut safety = StateMachineSafety::default();
+        let mut keys = RendezvousKeys::default();
+        for (index, (request, forged)) in (0..).zip(requests) {
+            let answered = state.apply_in_term(&request, 1);
+            let response = forged.unwrap_or(answered);
+            let command = AppliedCommand {
+                request: encode_request(&request),
+                response: encode_response(&response),
+            };
+            let log_id = LogId::new(CommittedLeaderId::new(1, 1), index);
+            let entry = AppliedEntry { log_id, payload_hash: index, commands: vec![command] };
+            safety.check(&[(1, entry)]).map_err(|violation| panic!("{violation}"))?;
+            keys.check(safety.canonical(), &[])?;
+        }
+        Ok(())
+    }
+
+    fn written(version: u64, set: bool) -> Option<Response> {
+        let entry = Some(RendezvousEntry { value: vec![0], version });
+        Some(Response::Rendezvous(RendezvousReply::Written { entry, set }))
+    }
+
+    /// Racing compares by version, adds and a retried stamp, as the state machine answers
+    /// them, agree with the model.
+    #[test]
+    fn the_state_machines_answers_pass() {
+        let requests = vec![
+            (request(1, 1, by_version(0)), None),
+            (request(2, 1, add(3)), None),
+            (request(1, 1, by_version(0)), None),
+            (request(2, 2, by_version(0)), None),
+            (request(2, 3, by_version(1)), None),
+            (request(2, 4, add(2)), None),
+        ];
+        check(requests).expect("the state machine's answers are the model's");
+    }
+
+    /// A compare naming the version before the key's current one, answered as written.
+    #[test]
+    fn a_compare_by_a_stale_version_that_wrote_is_caught() {
+        let requests = vec![
+            (request(1, 1, by_version(0)), None),
+            (request(2, 1, by_version(1)), None),
+            (request(3, 1, by_version(1)), written(3, true)),
+        ];
+        let violation = check(requests).expect_err("a stale compare wrote");
+        assert!(violation.detail.contains("naming version 1"), "{violation}");
+        assert!(violation.detail.contains("version then was 2"), "{violation}");
+    }
+
+    /// A retried add answered with a second sum: counted twice.
+    #[test]
+    fn a_retried_add_counted_twice_is_caught() {
+        let twice = Some(Response::Rendezvous(RendezvousReply::Added { value: 6, version: 2 }));
+        let requests = vec![(request(2, 1, add(3)), None), (request(2, 1, add(3)), twice)];
+        let violation = check(requests).expect_err("a retry counted twice");
+        assert!(violation.detail.contains("retried stamp 1"), "{violation}");
+    }
+
+    /// A write that reuses a version already taken.
+    #[test]
+    fn a_repeated_version_is_caught() {
+        let requests =
+            vec![(request(1, 1, by_version(0)), None), (request(2, 1, add(1)), written(1, true))];
+        assert!(check(requests).is_err(), "version 1 was taken twice");
+    }
 }
