@@ -19,6 +19,9 @@
 //!   slot's incarnation, so the pserver keeps its files in another job's directory.
 //! - `restore-revives-ended`: a restore of a job that ended (cancelled or finished) is not
 //!   refused, and puts it back to running, as a restore once did.
+//! - `rendezvous-stale-version`: a rendezvous `CompareVersion` also writes when it names the
+//!   version just before the key's current one, so an agent that read a stale version
+//!   overwrites a newer rendezvous state (torch's backend fences with that version).
 //!
 //! The replicated log's own (`jammed-batcher`) is in `consensus/src/planted.rs`.
 
@@ -33,6 +36,7 @@ pub const BUG_NAMES: &[&str] = &[
     "leases-across-terms",
     "restore-revives-ended",
     "claim-another-incarnation",
+    "rendezvous-stale-version",
 ];
 
 platform::planted_bug_switch!(BUG_NAMES);

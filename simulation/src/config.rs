@@ -33,6 +33,7 @@ pub const PRODUCTION_BUGS: &[&str] = &[
     "restore-revives-ended",
     "claim-another-incarnation",
     "push-across-restore",
+    "rendezvous-stale-version",
 ];
 
 /// How the simulated masters are configured (flags of `raftrain master`, scaled to the
@@ -89,6 +90,9 @@ pub struct SimulationConfig {
     /// An operator checkpoints, cancels and then tries to restore the run's last job
     /// (`operator.rs`; off unless set, so that no seed's schedule changes with it).
     pub operator: bool,
+    /// Rendezvous agents write one run's keys through the fault phase
+    /// (`rendezvous_agents.rs`; off unless set, like `operator`).
+    pub rendezvous: bool,
     /// Trace every applied command and its answer (to read a failing seed).
     pub verbose: bool,
     /// How many of the trace's last lines a report keeps.
@@ -126,6 +130,7 @@ impl SimulationConfig {
             flush_failure_at_ms: None,
             leader_disk_stall_ms: None,
             operator: false,
+            rendezvous: false,
             verbose: false,
             trace_lines: crate::trace::TAIL_LINES_DEFAULT,
         }
@@ -154,6 +159,12 @@ impl SimulationConfig {
     /// The same run with an operator cancelling its last job (and then trying to restore it).
     pub fn with_operator(mut self) -> Self {
         self.operator = true;
+        self
+    }
+
+    /// The same run with rendezvous agents racing on one run's keys.
+    pub fn with_rendezvous(mut self) -> Self {
+        self.rendezvous = true;
         self
     }
 

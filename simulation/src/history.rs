@@ -105,6 +105,19 @@ pub struct PushEvent {
     pub landed_on: Option<u64>,
 }
 
+/// A rendezvous agent's write (`rendezvous_agents.rs`): asked, then answered (`Some`) or of
+/// unknown outcome (`None`); the rendezvous-keys checker judges the answers.
+#[derive(Clone, Debug)]
+pub struct RendezvousEvent {
+    pub agent: u64,
+    pub run: String,
+    pub key: String,
+    pub write: client::RendezvousWrite,
+    /// `None` when the write is asked; then `Some` of the answer, or of `None` when the
+    /// outcome stays unknown.
+    pub answer: Option<Option<client::RendezvousWritten>>,
+}
+
 /// A write the cluster acknowledged, and when.
 #[derive(Clone, Debug)]
 pub struct AckedWrite {
@@ -133,6 +146,7 @@ struct HistoryState {
     slot_events: Vec<SlotEvent>,
     push_events: Vec<PushEvent>,
     dataset_events: Vec<DatasetEvent>,
+    rendezvous_events: Vec<RendezvousEvent>,
 }
 
 impl History {
@@ -207,6 +221,16 @@ impl History {
     /// Dataset events not yet handed to the checker.
     pub fn take_dataset_events(&self) -> Vec<DatasetEvent> {
         std::mem::take(&mut self.state().dataset_events)
+    }
+
+    /// Remembers a rendezvous agent's write, or its answer.
+    pub fn rendezvous_event(&self, event: RendezvousEvent) {
+        self.state().rendezvous_events.push(event);
+    }
+
+    /// Rendezvous events not yet handed to the checker.
+    pub fn take_rendezvous_events(&self) -> Vec<RendezvousEvent> {
+        std::mem::take(&mut self.state().rendezvous_events)
     }
 
     /// Slot events not yet handed to the checker.

@@ -22,7 +22,8 @@
 //!   their shards on `data_plane`, which trainers pull from and push to. `job`: the run's jobs (one, or for some seeds two), each with its
 //!   trainers and pservers. `dataset`: a job's dataset, a RecordIO file or (for some seeds)
 //!   an index range, and what each task must cover. `operator`: (with `--operator`)
-//!   checkpoints, cancels and then tries to restore the last job. `nemesis`: faults.
+//!   checkpoints, cancels and then tries to restore the last job. `rendezvous_agents`:
+//!   (with `--rendezvous`) agents racing on one rendezvous run's keys. `nemesis`: faults.
 //!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
 //!   (fault phase, heal, liveness phase). `runner`: many seeds.
 //!
@@ -69,6 +70,7 @@ pub mod planted;
 pub mod pserver;
 pub mod pserver_asks;
 pub mod recorded_master;
+pub mod rendezvous_agents;
 pub mod rng;
 pub mod runner;
 pub mod simulation;

@@ -1,7 +1,8 @@
 //! The simulation runner: `cargo run -p simulation --release -- --seeds 10000 [--start-seed S]
 //! [--forever]` runs schedules and prints each failing seed as `--seed N`; `--seed N` replays
 //! one schedule and prints its trace tail and what each job did; `--jobs 1|2` overrides how
-//! many jobs the seeds draw. `--plant BUG` needs `--features planted-bugs`.
+//! many jobs the seeds draw; `--operator` and `--rendezvous` add clients no seed runs
+//! otherwise. `--plant BUG` needs `--features planted-bugs`.
 
 use clap::Parser;
 use simulation::{run, PlantedBugs, SimulationConfig};
@@ -26,8 +27,9 @@ struct Args {
     plant_ack_before_durable: bool,
     /// Plant a bug of the production code by name (to see it caught); repeatable. One of
     /// `jammed-batcher`, `skip-epoch-check`, `answer-before-commit`, `deposed-heartbeats`,
-    /// `leases-across-terms`, `restore-revives-ended`, `claim-another-incarnation`. Only in a
-    /// build with `--features planted-bugs`.
+    /// `leases-across-terms`, `restore-revives-ended`, `claim-another-incarnation`,
+    /// `push-across-restore`, `rendezvous-stale-version`. Only in a build with `--features
+    /// planted-bugs`.
     #[arg(long = "plant", value_name = "BUG", value_parser = clap::builder::PossibleValuesParser::new(simulation::config::PRODUCTION_BUGS))]
     plant: Vec<String>,
     /// With --seed: trace every applied command and its answer.
@@ -60,6 +62,10 @@ struct Args {
     /// (a cancelled job must never run again).
     #[arg(long)]
     operator: bool,
+    /// Rendezvous agents race on one run's keys through the fault phase (sets, adds, and
+    /// compares by a version they read, some stale), judged by the rendezvous-keys checker.
+    #[arg(long)]
+    rendezvous: bool,
 }
 
 impl Args {
@@ -74,6 +80,7 @@ impl Args {
             _ => config,
         };
         let config = if self.operator { config.with_operator() } else { config };
+        let config = if self.rendezvous { config.with_rendezvous() } else { config };
         SimulationConfig {
             fault_phase_ms: self.fault_phase_ms.unwrap_or(config.fault_phase_ms),
             flush_failure_at_ms: self.flush_failure_at_ms.or(config.flush_failure_at_ms),

@@ -81,6 +81,9 @@ pub fn replay_command(config: &SimulationConfig) -> String {
     if config.operator {
         command.push_str(" --operator");
     }
+    if config.rendezvous {
+        command.push_str(" --rendezvous");
+    }
     command
 }
 
@@ -107,6 +110,8 @@ struct Run {
     pservers: Vec<JoinHandle<()>>,
     /// The operator, if any: the run goes on until it is done.
     operator: Option<JoinHandle<()>>,
+    /// The rendezvous agents, if any, which stop asking when the fault phase ends.
+    rendezvous_agents: Vec<JoinHandle<()>>,
     checkers: Checkers,
 }
 
@@ -150,6 +155,7 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         Some(job) => Some(tokio::spawn(SimOperator::new(job, config, &context)?.run())),
         None => None,
     };
+    let rendezvous_agents = crate::rendezvous_agents::spawn_all(config, &context)?;
     let leases_ms = (config.master.trainer_lease_ms, config.master.pserver_lease_ms);
     let mut run = Run {
         config: config.clone(),
@@ -159,6 +165,7 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         trainers,
         pservers,
         operator,
+        rendezvous_agents,
         checkers: Checkers::new(leases_ms, &config.jobs),
     };
     let violation = run.phases().await?.err();
@@ -166,7 +173,8 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         trace.record(format!("violation {violation}"));
     }
     run.trainers.iter().for_each(|trainer| trainer.task.abort());
-    run.pservers.iter().chain(&run.operator).for_each(JoinHandle::abort);
+    let clients = run.pservers.iter().chain(&run.operator).chain(&run.rendezvous_agents);
+    clients.for_each(JoinHandle::abort);
     run.cluster.stop_all().await;
     Ok(SimulationReport {
         seed: config.seed,
@@ -352,7 +360,17 @@ impl Run {
         let (acked, slot_events) = (self.history.take_acked(), self.history.take_slot_events());
         let dataset_events = self.history.take_dataset_events();
         let push_events = self.history.take_push_events();
-        Observation { nodes, applied, acked, slot_events, push_events, dataset_events, now_ms }
+        let rendezvous_events = self.history.take_rendezvous_events();
+        Observation {
+            nodes,
+            applied,
+            acked,
+            slot_events,
+            push_events,
+            dataset_events,
+            rendezvous_events,
+            now_ms,
+        }
     }
 
     /// Every job finished (or the operator cancelled it): each of its trainers saw

@@ -62,7 +62,8 @@ impl RendezvousRun {
                 Ok(RendezvousReply::Written { entry: current.cloned(), set: false })
             }
             RendezvousOp::CompareVersion { version, value, .. } => {
-                if current.map_or(0, |entry| entry.version) == *version {
+                let now = current.map_or(0, |entry| entry.version);
+                if now == *version || accepts_stale_version(now, *version) {
                     return self.write(run, key, value.clone());
                 }
                 Ok(RendezvousReply::Written { entry: current.cloned(), set: false })
@@ -153,6 +154,12 @@ impl RendezvousRun {
             && versions_below
             && self.sessions.index_matches()
     }
+}
+
+/// Planted bug `rendezvous-stale-version`: a compare by version also accepts the version
+/// just before the key's current one (never, without the `planted-bugs` feature).
+fn accepts_stale_version(now: u64, named: u64) -> bool {
+    now > 0 && named + 1 == now && crate::planted::active("rendezvous-stale-version")
 }
 
 /// What a key and its value count against [`RUN_BYTES_MAX`].

@@ -6,7 +6,9 @@
 //! which every other apply must equal); `client_visible`, `epoch_fencing`, `slot_holders` and
 //! `lease_terms` read it in order. `incarnation_files` checks that every slot checkpoint a
 //! node's state records lies in its own job incarnation's directory; `restore_fencing` that no
-//! push computed before a restore is applied to the restored model.
+//! push computed before a restore is applied to the restored model; `rendezvous_keys` that
+//! every rendezvous run's keys answer as a model replaying the log in order does (a compare by
+//! version writes only at the key's version, versions never repeat, adds count once).
 //!
 //! The group runs one job or several at once. The Raft checkers, state machine safety, lease
 //! terms and the task-queue invariants (on the whole `MasterState`) are the group's; the
@@ -27,6 +29,7 @@ mod lease_terms;
 mod log_matching;
 mod per_job;
 mod raft_core;
+mod rendezvous_keys;
 mod restore_fencing;
 mod slot_holders;
 mod state_machine_safety;
@@ -38,7 +41,7 @@ use consensus::Metrics;
 use master::state::MasterState;
 use openraft::LogId;
 
-use crate::history::{AckedWrite, DatasetEvent, PushEvent, SlotEvent};
+use crate::history::{AckedWrite, DatasetEvent, PushEvent, RendezvousEvent, SlotEvent};
 use crate::job::SimJob;
 use crate::observer::AppliedEntry;
 
@@ -49,6 +52,7 @@ pub use epoch_fencing::EpochFencing;
 pub use job_directory::JobDirectory;
 pub use leader_completeness::LeaderCompleteness;
 pub use lease_terms::LeaseTerms;
+pub use rendezvous_keys::RendezvousKeys;
 pub use slot_holders::SlotHolders;
 pub use state_machine_safety::{CanonicalLog, StateMachineSafety};
 pub use task_queue::TaskQueueInvariants;
@@ -89,6 +93,8 @@ pub struct Observation {
     pub push_events: Vec<PushEvent>,
     /// What trainers were told of their jobs' datasets since the last step.
     pub dataset_events: Vec<DatasetEvent>,
+    /// What rendezvous agents asked for and were told since the last step.
+    pub rendezvous_events: Vec<RendezvousEvent>,
     /// Simulated time of the observation.
     pub now_ms: u64,
 }
@@ -126,6 +132,7 @@ pub struct Checkers {
     lease_terms: LeaseTerms,
     slot_holders: SlotHolders,
     dataset_answers: DatasetAnswers,
+    rendezvous_keys: RendezvousKeys,
 }
 
 impl Checkers {
@@ -142,6 +149,7 @@ impl Checkers {
             lease_terms: LeaseTerms::new(trainer_lease_ms, pserver_lease_ms),
             slot_holders: SlotHolders::new(pserver_lease_ms),
             dataset_answers: DatasetAnswers::new(jobs),
+            rendezvous_keys: RendezvousKeys::default(),
         }
     }
 
@@ -168,6 +176,7 @@ impl Checkers {
         self.slot_holders.check(&observation.slot_events, canonical, jobs)?;
         self.dataset_answers.check(&observation.dataset_events)?;
         restore_fencing::check(&observation.push_events)?;
+        self.rendezvous_keys.check(canonical, &observation.rendezvous_events)?;
         Ok(())
     }
 

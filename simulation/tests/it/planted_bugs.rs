@@ -166,6 +166,21 @@ fn a_jammed_batcher_is_caught() -> anyhow::Result<()> {
     check_config(config, production(&["jammed-batcher"]), "liveness after heal").map(drop)
 }
 
+/// A rendezvous compare by version that also accepts the version just before the key's
+/// current one: at seed 8 with the rendezvous agents, an agent that read version 0 of the
+/// state key before another agent wrote version 1 writes it by version 0, and the
+/// rendezvous-keys checker's model of the applied log answers "not set" where the state said
+/// set (`--plant rendezvous-stale-version --rendezvous --seeds 10` finds 0, 5, 6, 8 and 9).
+#[test]
+#[cfg(feature = "planted-bugs")]
+fn a_compare_by_a_stale_rendezvous_version_is_caught() -> anyhow::Result<()> {
+    let config = SimulationConfig::new(8).with_rendezvous();
+    let violation =
+        check_config(config, production(&["rendezvous-stale-version"]), "rendezvous keys")?;
+    assert!(violation.detail.contains("a CompareVersion naming version"), "--seed 8: {violation}");
+    Ok(())
+}
+
 /// Without the `planted-bugs` feature a run naming a production bug fails at once, naming the
 /// feature, instead of running clean (which would read as "the bug went unnoticed").
 #[test]

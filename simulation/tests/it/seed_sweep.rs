@@ -66,3 +66,11 @@ fn seeds_150_to_200_are_safe_and_live() {
 fn seeds_0_to_25_with_an_operator_are_safe_and_live() {
     check_configured(0, 25, SimulationConfig::with_operator);
 }
+
+/// Seeds 0..25 with rendezvous agents racing on one run's keys through the faults (compares
+/// by versions they read, some stale; adds; sets): the rendezvous-keys checker finds every
+/// answer to be its model's, and every job finishes.
+#[test]
+fn seeds_0_to_25_with_rendezvous_agents_are_safe_and_live() {
+    check_configured(0, 25, SimulationConfig::with_rendezvous);
+}
