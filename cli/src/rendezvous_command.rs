@@ -76,13 +76,6 @@ fn runs_table(runs: &[client::RendezvousRun], idle_expiry_ms: u64) -> String {
 }
 
 fn runs_json(runs: &[client::RendezvousRun], idle_expiry_ms: u64) -> serde_json::Value {
-    let runs: Vec<_> = runs.iter().map(run_json).collect();
+    let runs: Vec<_> = runs.iter().map(client::RendezvousRun::to_json).collect();
     serde_json::json!({ "runs": runs, "idle_expiry_ms": idle_expiry_ms })
-}
-
-/// One run as `rendezvous list --json` and `status --json` show it.
-pub(crate) fn run_json(run: &client::RendezvousRun) -> serde_json::Value {
-    serde_json::json!({
-        "run": run.run, "keys": run.key_count, "bytes": run.bytes, "idle_ms": run.idle_ms,
-    })
 }

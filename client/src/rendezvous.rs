@@ -62,6 +62,15 @@ pub struct RendezvousRun {
     pub idle_ms: u64,
 }
 
+impl RendezvousRun {
+    /// The run as `raftrain rendezvous list --json` and `status --json` show it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "run": self.run, "keys": self.key_count, "bytes": self.bytes, "idle_ms": self.idle_ms,
+        })
+    }
+}
+
 impl MasterClient {
     /// Applies `write` to `key` of run `run`, exactly once however often it is retried.
     pub async fn rendezvous_write(

@@ -34,12 +34,14 @@ pub fn status_json(
 }
 
 /// The client's job's status as `raftrain status --json` prints it (without the members' own
-/// views, which the command line asks each master for): the job's keys and every job, as
-/// JSON text.
+/// views, which the command line asks each master for): the job's keys, every job and every
+/// rendezvous run, as JSON text.
 pub async fn status_with_jobs(
     master: &client::MasterClient,
 ) -> Result<String, client::ClientError> {
     let mut value = master.status().await?.to_json();
     value["jobs"] = master.list_jobs().await?.to_json()["jobs"].clone();
+    let (runs, _) = master.list_rendezvous().await?;
+    value["rendezvous"] = runs.iter().map(client::RendezvousRun::to_json).collect();
     Ok(value.to_string())
 }

@@ -140,7 +140,10 @@ def test_one_iteration_is_one_pass_when_other_processes_hold_its_last_tasks(mast
     """Two training processes of one job (no DDP) share its tasks unevenly: each process's
     `for batch in loader` ends only when the pass is over, so both walk exactly the job's three
     passes, in order, with no empty iteration, and every task is finished once."""
-    _all_succeed([_training(masters, rank, tmp_path / f"model-{rank}.pt", "--index", "1500") for rank in range(2)])
+    # The two start together: a process slow to start (a loaded machine) found the job
+    # finished by the other and, rightly, raised JobEnded.
+    meeting = ("--index", "1500", "--peers", "2", "--barrier", str(tmp_path / "barrier"))
+    _all_succeed([_training(masters, rank, tmp_path / f"model-{rank}.pt", *meeting) for rank in range(2)])
     summaries = [json.loads((tmp_path / f"model-{rank}.pt.rank{rank}.json").read_text()) for rank in range(2)]
     assert [summary["passes_walked"] for summary in summaries] == [[0, 1, 2]] * 2, summaries
     status = masters.status()

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -36,6 +38,15 @@ def model(seed: int = 0) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, CLASSES))
 
 
+def meet(directory: Path, rank: int, peers: int) -> None:
+    """Waits until `peers` processes (this one included) reached `directory`: processes of one
+    job that start together share its tasks, however slowly each one started."""
+    directory.mkdir(exist_ok=True)
+    (directory / str(rank)).touch()
+    while len(list(directory.iterdir())) < peers:
+        time.sleep(0.05)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--masters", required=True)
@@ -47,7 +58,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--peers", type=int, default=1, help="processes (of one job, no DDP) that start together")
+    parser.add_argument("--barrier", help="a directory where --peers processes meet before they train")
     args = parser.parse_args()
+    if args.barrier:
+        meet(Path(args.barrier), args.rank, args.peers)
     torch.set_num_threads(1)
     net = model()
     if args.world_size > 1:

@@ -32,7 +32,7 @@ pub(crate) fn snapshot_json(snapshot: &Snapshot) -> Value {
     value["jobs"] = snapshot.jobs.as_ref().map_or(json!([]), |jobs| jobs.to_json()["jobs"].clone());
     let runs = snapshot.rendezvous.as_deref().unwrap_or_default();
     value["rendezvous"] =
-        json!(runs.iter().map(crate::rendezvous_command::run_json).collect::<Vec<_>>());
+        json!(runs.iter().map(client::RendezvousRun::to_json).collect::<Vec<_>>());
     value
 }
 
