@@ -49,6 +49,7 @@ fn task_from_proto(task: pb::Task) -> Result<Task, ClientError> {
         pass: task.pass_index,
         data,
         deadline_ms: task.deadline_ms,
+        shuffle_seed: task.shuffle_seed,
     })
 }
 

@@ -29,6 +29,8 @@ pub struct JobSpec {
     pub dataset: JobDataset,
     pub passes: u32,
     pub policy: PolicyOverrides,
+    /// Shuffle the job with this seed (`client::shuffle`); `None`: tasks and samples in order.
+    pub shuffle_seed: Option<u64>,
 }
 
 impl JobSpec {
@@ -70,6 +72,7 @@ impl JobSpec {
                 max_task_failures: policy.max_task_failures,
                 retry_failed_next_pass: policy.retry_failed_next_pass,
             }),
+            shuffle_seed: self.shuffle_seed,
         }
     }
 }

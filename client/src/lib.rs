@@ -28,6 +28,7 @@ mod policy_bounds;
 pub mod pserver;
 mod retrying;
 mod session;
+pub mod shuffle;
 mod slot_asks;
 mod slot_secret;
 mod status;

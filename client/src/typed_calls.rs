@@ -377,6 +377,19 @@ impl MasterClient {
         patterns: &[String],
         passes: u32,
     ) -> Result<DatasetSizes, ClientError> {
+        self.report_shuffled_dataset(job, patterns, passes, None).await
+    }
+
+    /// [`MasterClient::report_dataset`] of a job shuffled with `shuffle_seed` (`None`: in
+    /// order): its tasks come in a permutation of the seed and the pass, and the seed is part
+    /// of the job's definition (a report with another one is refused, naming both).
+    pub async fn report_shuffled_dataset(
+        &self,
+        job: &str,
+        patterns: &[String],
+        passes: u32,
+        shuffle_seed: Option<u64>,
+    ) -> Result<DatasetSizes, ClientError> {
         let timeout = Duration::from_millis(REPORT_RPC_TIMEOUT_MS);
         let reply = self
             .write("ReportDataset", |mut service, stamp| {
@@ -385,6 +398,7 @@ impl MasterClient {
                     job: job.into(),
                     patterns: patterns.to_vec(),
                     passes,
+                    shuffle_seed,
                 };
                 async move { service.report_dataset(timed(request, timeout)).await }
             })
@@ -404,6 +418,18 @@ impl MasterClient {
         shard_size: u64,
         passes: u32,
     ) -> Result<DatasetSizes, ClientError> {
+        self.report_shuffled_index_dataset(job, (size, shard_size), passes, None).await
+    }
+
+    /// [`MasterClient::report_index_dataset`] of a job shuffled with `shuffle_seed` (`None`:
+    /// in order), as [`MasterClient::report_shuffled_dataset`] says.
+    pub async fn report_shuffled_index_dataset(
+        &self,
+        job: &str,
+        (size, shard_size): (u64, u64),
+        passes: u32,
+        shuffle_seed: Option<u64>,
+    ) -> Result<DatasetSizes, ClientError> {
         let timeout = self.rpc_timeout();
         let reply = self
             .write("ReportIndexDataset", |mut service, stamp| {
@@ -413,6 +439,7 @@ impl MasterClient {
                     size,
                     shard_size,
                     passes,
+                    shuffle_seed,
                 };
                 async move { service.report_index_dataset(timed(request, timeout)).await }
             })

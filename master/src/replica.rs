@@ -107,6 +107,7 @@ mod tests {
             job: "j".repeat(crate::state::JOB_NAME_BYTES_MAX),
             patterns: vec!["p".repeat(PATTERN_BYTES_MAX); PATTERN_COUNT_MAX],
             passes: u32::MAX,
+            shuffle_seed: Some(u64::MAX),
         };
         let encoded = request.encoded_len();
         assert!(encoded <= REQUEST_MESSAGE_BYTES_MAX, "{encoded} > {REQUEST_MESSAGE_BYTES_MAX}");

@@ -21,17 +21,25 @@ pub(crate) async fn submit_job(
     let policy = with_overrides(flags, request.policy.as_ref());
     super::admission::check_policy(&policy)?;
     let (job, stamp, passes) = (request.name, request.stamp, request.passes);
+    let shuffle_seed = request.shuffle_seed;
     match request.dataset {
         Some(pb::submit_job_request::Dataset::Recordio(dataset)) => {
-            let report =
-                pb::ReportDatasetRequest { stamp, job, patterns: dataset.patterns, passes };
+            let patterns = dataset.patterns;
+            let report = pb::ReportDatasetRequest { stamp, job, patterns, passes, shuffle_seed };
             super::conversions::stamp(report.stamp)?;
             validate_report(&report)?;
             report_dataset(proposer, scanner, report, policy).await
         }
         Some(pb::submit_job_request::Dataset::Index(dataset)) => {
             let (size, shard_size) = (dataset.size, dataset.shard_size);
-            let report = pb::ReportIndexDatasetRequest { stamp, job, size, shard_size, passes };
+            let report = pb::ReportIndexDatasetRequest {
+                stamp,
+                job,
+                size,
+                shard_size,
+                passes,
+                shuffle_seed,
+            };
             report_index_dataset(proposer, policy, report).await
         }
         None => Err(Status::invalid_argument(

@@ -92,6 +92,11 @@ pub enum Command {
     /// The holder of `task_id` under `epoch` is still at work on it: its deadline moves to a
     /// whole timeout from now (never earlier than it was).
     TaskProgress { task_id: u64, epoch: u64 },
+    /// A dataset report (`ReportDatasetBatch`, `ReportDataset` or `ReportIndexDataset`) of a
+    /// job whose tasks are handed out in a permutation of `seed` and the pass
+    /// (`client::shuffle`). The seed is part of the job's definition: the report that defines
+    /// the job fixes it, and a later report with another seed, or none, is refused.
+    ShuffledReport { seed: u64, report: Box<Command> },
 }
 
 /// Which job a command is for.
@@ -122,10 +127,20 @@ impl Command {
     /// its job itself.
     pub fn reported_job(&self) -> Option<&str> {
         match self {
+            Command::ShuffledReport { report, .. } => report.reported_job(),
             Command::ReportDataset { job, .. }
             | Command::ReportDatasetBatch { job, .. }
             | Command::ReportIndexDataset { job, .. } => Some(job),
             _ => None,
+        }
+    }
+
+    /// A dataset report out of its `ShuffledReport` envelope, with the envelope's seed
+    /// (`None` for every command sent without one).
+    pub fn report_parts(&self) -> (&Command, Option<u64>) {
+        match self {
+            Command::ShuffledReport { seed, report } => (report, Some(*seed)),
+            command => (command, None),
         }
     }
 

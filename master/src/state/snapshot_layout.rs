@@ -17,7 +17,6 @@ use super::codec::{self, DecodeError, SNAPSHOT_BYTES_MAX};
 use super::dataset_loading::DatasetLoading;
 use super::eval::EvalRecord;
 use super::failers::Failers;
-use super::job::Job;
 use super::master_state::MasterState;
 use super::members;
 use super::pserver_slots::PServerSlots;
@@ -28,6 +27,7 @@ use super::snapshot_legacy_progress::DataProgressState;
 use super::snapshot_legacy_single_job::SingleJobState;
 use super::snapshot_legacy_slots::SlotsWithoutSecrets;
 use super::snapshot_legacy_tags::UnheldTagsState;
+use super::snapshot_legacy_unshuffled::{UnshuffledJob, UnshuffledState};
 use super::task::{PendingTask, Task};
 use super::task_queue::TaskQueue;
 use super::trainer_registry::TrainerRegistry;
@@ -39,8 +39,10 @@ const SNAPSHOT_MARKER: u8 = 0xFF;
 /// and keeps the secret of each pserver slot's claim; 4 gives the dataset a kind (RecordIO
 /// chunks or an index range); 5 holds named jobs, each with its end and progress checkpoints;
 /// 6 adds each job's pserver checkpoints taken for its progress checkpoints; 7 records each
-/// slot's holder when a progress checkpoint was taken.
-const SNAPSHOT_LAYOUT_VERSION: u8 = 7;
+/// slot's holder when a progress checkpoint was taken; 8 gives each job its shuffle seed.
+const SNAPSHOT_LAYOUT_VERSION: u8 = 8;
+/// The layout of jobs without a shuffle seed, still read (`snapshot_legacy_unshuffled.rs`).
+const SNAPSHOT_LAYOUT_VERSION_UNSHUFFLED: u8 = 7;
 /// The layout of tags that name no holder, still read (`snapshot_legacy_tags.rs`).
 const SNAPSHOT_LAYOUT_VERSION_UNHELD_TAGS: u8 = 6;
 /// The layout of named jobs without pserver checkpoints for their progress, still read
@@ -80,6 +82,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
     let single: SingleJobState = match bytes {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
             return codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot");
+        }
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_UNSHUFFLED, body @ ..] => {
+            let unshuffled: UnshuffledState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
+            return Ok(unshuffled.into());
         }
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_UNHELD_TAGS, body @ ..] => {
             let unheld: UnheldTagsState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
@@ -143,7 +149,7 @@ struct LegacyTaskQueue {
     reason_bytes: u64,
 }
 
-impl From<LegacyJob> for Job {
+impl From<LegacyJob> for UnshuffledJob {
     fn from(legacy: LegacyJob) -> Self {
         let LegacyTaskQueue {
             tasks,
@@ -170,7 +176,7 @@ impl From<LegacyJob> for Job {
             reason_bytes,
             failers: Failers::default(),
         };
-        Job { dataset: legacy.dataset.into(), queue }
+        UnshuffledJob { dataset: legacy.dataset.into(), queue }
     }
 }
 
@@ -199,7 +205,7 @@ impl From<LegacyState> for SingleJobState {
         let sessions = into_pools(sessions, &legacy.trainers, &pservers);
         SingleJobState {
             clock_ms: legacy.clock_ms,
-            job: legacy.job.map(Job::from),
+            job: legacy.job.map(UnshuffledJob::from),
             trainers: legacy.trainers,
             pservers,
             eval: legacy.eval,
@@ -246,7 +252,7 @@ impl From<OnePoolState> for SingleJobState {
         let sessions = into_pools(sessions, &one_pool.trainers, &pservers);
         SingleJobState {
             clock_ms: one_pool.clock_ms,
-            job: one_pool.job.map(Job::from),
+            job: one_pool.job.map(UnshuffledJob::from),
             trainers: one_pool.trainers,
             pservers,
             eval: one_pool.eval,
@@ -337,6 +343,7 @@ mod tests {
     fn an_unmarked_job_of_an_older_build_still_decodes() {
         use crate::state::chunk_list::ChunkList;
         use crate::state::dataset::{Dataset, QueuePolicy};
+        use crate::state::job::Job;
         use crate::state::ChunkRef;
         let chunk =
             |offset| ChunkRef { path: "a".into(), offset, compressed_size: 8, record_count: 1 };
@@ -349,7 +356,7 @@ mod tests {
         };
         let chunks = ChunkList::from_refs(&[chunk(0), chunk(100)]);
         let dataset = Dataset::recordio("job", chunks.clone(), 2, policy).expect("a valid dataset");
-        let job = Job::new(dataset);
+        let job = Job::new(dataset, None);
         let digest = chunks.digest();
         let dataset = ChunksOnlyDataset { job: "job".into(), chunks, passes: 2, policy, digest };
         let queue = job.queue.clone();
