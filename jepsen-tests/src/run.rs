@@ -219,8 +219,13 @@ async fn drive_training(
     for (job, _, data, _) in &datasets {
         let Some(name) = job else { continue };
         let dataset = client::JobDataset::RecordIo { patterns: vec![data.train.clone()] };
-        let spec =
-            client::JobSpec { job: name.clone(), dataset, passes, policy: Default::default() };
+        let spec = client::JobSpec {
+            job: name.clone(),
+            dataset,
+            passes,
+            policy: Default::default(),
+            shuffle_seed: None,
+        };
         submitter.submit_job(&spec).await.with_context(|| format!("submit job {name}"))?;
     }
     // A trainer's view of the data can break only if it has a mount namespace of its own.

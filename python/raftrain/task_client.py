@@ -36,6 +36,16 @@ StepKind = _native.StepKind
 Masters = Union[str, Sequence[str]]
 
 
+def _shuffle_seed(shuffle: bool, seed: int) -> Optional[int]:
+    """The wire's shuffle seed: `seed` (an unsigned 64-bit integer) when shuffling, else none."""
+    if not shuffle:
+        return None
+    seed = int(seed)
+    if not 0 <= seed < 1 << 64:
+        raise InvalidArgument(f"seed {seed} is not an unsigned 64-bit integer")
+    return seed
+
+
 def master_list(masters: Masters) -> List[str]:
     """`"a:1,b:2"` or `["a:1", "b:2"]` as a list of addresses."""
     if isinstance(masters, str):
@@ -161,6 +171,8 @@ class TaskClient:
         passes: int,
         records=None,
         index: Optional[Tuple[int, int]] = None,
+        shuffle: bool = False,
+        seed: int = 0,
         **policy,
     ) -> dict:
         """Submits job `name`: RecordIO files `records` (paths or globs, as the masters see
@@ -168,7 +180,8 @@ class TaskClient:
         policy values it sets instead of the masters' flags: `task_timeout_min_ms`,
         `timeout_factor`, `max_task_failures`, `chunks_per_task`, `retry_failed_next_pass`
         (as `raftrain job submit` takes them). The same spec again changes nothing; another
-        spec under a used name is refused (`InvalidArgument`) naming what differs. Returns
+        spec under a used name is refused (`InvalidArgument`) naming what differs.
+        `shuffle=True` shuffles the job with `seed` (see `report_dataset`). Returns
         `{"tasks", "chunks", "records"}`."""
         self._same_job(name)
         unknown = sorted(set(policy) - set(POLICY_KEYS))
@@ -178,29 +191,38 @@ class TaskClient:
             records = [records]
         patterns = None if records is None else [os.fspath(pattern) for pattern in records]
         index = None if index is None else (int(index[0]), int(index[1]))
-        tasks, chunks, count = self._native.submit_job(str(name), int(passes), patterns=patterns, index=index, **policy)
+        shuffle_seed = _shuffle_seed(shuffle, seed)
+        tasks, chunks, count = self._native.submit_job(str(name), int(passes), patterns=patterns, index=index, shuffle_seed=shuffle_seed, **policy)
         return {"tasks": tasks, "chunks": chunks, "records": count}
 
-    def report_dataset(self, patterns, *, passes: int, job: Optional[str] = None) -> dict:
+    def report_dataset(self, patterns, *, passes: int, job: Optional[str] = None, shuffle: bool = False, seed: int = 0) -> dict:
         """Reports the job's RecordIO files (paths or globs, as the masters see them) to be
         read `passes` times, as job `job` (default: this client's job, else "python"): it
-        submits the job when none of that name exists; a repeat answers the accepted sizes."""
+        submits the job when none of that name exists; a repeat answers the accepted sizes.
+
+        `shuffle=True`: the masters hand each pass's tasks out in a permutation of `seed` and
+        the pass (another one each pass; replicated, so a failover or a restore replays it),
+        and `Task.sample_order()` orders each task's samples. The seed is part of the job: a
+        report with another one (or without shuffle) is refused naming both."""
         if job is not None:
             self._same_job(job)
         if isinstance(patterns, (str, os.PathLike)):
             patterns = [patterns]
         patterns = [os.fspath(pattern) for pattern in patterns]
         job = job or self.job or "python"
-        tasks, chunks, records = self._native.report_dataset(job, patterns, int(passes))
+        shuffle_seed = _shuffle_seed(shuffle, seed)
+        tasks, chunks, records = self._native.report_dataset(job, patterns, int(passes), shuffle_seed)
         return {"tasks": tasks, "chunks": chunks, "records": records}
 
-    def report_index_dataset(self, name: str, size: int, shard_size: int, *, passes: int) -> dict:
+    def report_index_dataset(self, name: str, size: int, shard_size: int, *, passes: int, shuffle: bool = False, seed: int = 0) -> dict:
         """Reports a dataset the masters never read: the indices `[0, size)` in tasks of
         `shard_size` (Parquet row groups, a Hugging Face dataset, webdataset shards, a table:
         anything this process can index). Each task is a range `task.start`..`task.end`. The
-        first report of either kind wins; a repeat answers the accepted sizes."""
+        first report of either kind wins; a repeat answers the accepted sizes. `shuffle` and
+        `seed` as in `report_dataset`."""
         self._same_job(name)
-        tasks = self._native.report_index_dataset(str(name), int(size), int(shard_size), int(passes))
+        shuffle_seed = _shuffle_seed(shuffle, seed)
+        tasks = self._native.report_index_dataset(str(name), int(size), int(shard_size), int(passes), shuffle_seed)
         return {"tasks": tasks, "size": int(size), "shard_size": int(shard_size)}
 
     def next_task(self) -> Optional["Task"]:
@@ -327,6 +349,8 @@ class Task:
         self.start: Optional[int] = native.start
         self.end: Optional[int] = native.end
         self.deadline_ms: int = native.deadline_ms
+        #: The job's shuffle seed when it is shuffled (`None`: samples in stored order).
+        self.shuffle_seed: Optional[int] = native.shuffle_seed
         self.reported: Optional[str] = None
 
     @property
@@ -335,6 +359,14 @@ class Task:
         if self.start is not None:
             return self.end - self.start
         return sum(chunk[3] for chunk in self.chunks)
+
+    def sample_order(self) -> Optional[List[int]]:
+        """The order to read this task's samples in, as offsets `0..record_count` into it,
+        when the job is shuffled (`None` otherwise): a permutation of (seed, pass, task), the
+        same in every process, worker and start method, and in the Rust trainer."""
+        if self.shuffle_seed is None:
+            return None
+        return _native.sample_order(self.shuffle_seed, self.pass_index, self.task_id, self.record_count)
 
     @property
     def indices(self) -> range:
