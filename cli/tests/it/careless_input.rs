@@ -39,6 +39,7 @@ fn index_submit(
         passes: 1,
         dataset: Some(pb::submit_job_request::Dataset::Index(dataset)),
         policy,
+        shuffle_seed: None,
     }
 }
 
@@ -128,6 +129,7 @@ async fn job_names_and_policies_no_job_can_use_are_refused() {
         size: 10,
         shard_size: 2,
         passes: 1,
+        shuffle_seed: None,
     };
     let status = service.report_index_dataset(report).await.expect_err("uppercase");
     assert!(status.message().contains("'A' at byte 0"), "{status:?}");

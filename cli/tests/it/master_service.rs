@@ -10,7 +10,13 @@ use std::time::Duration;
 
 fn report(patterns: Vec<String>, seq: u64) -> ReportDatasetRequest {
     let stamp = ClientStamp { client_id: 7, seq };
-    ReportDatasetRequest { stamp: Some(stamp), job: "job".into(), patterns, passes: 1 }
+    ReportDatasetRequest {
+        stamp: Some(stamp),
+        job: "job".into(),
+        patterns,
+        passes: 1,
+        shuffle_seed: None,
+    }
 }
 
 /// A write sent to a follower fails with UNAVAILABLE and names the leader's address.
