@@ -2,9 +2,7 @@
 //! protobuf. Writes are stamped once and retried with the same stamp (exactly-once); every
 //! attempt carries its own deadline (`timed`).
 
-use super::conversions::{
-    checkpoint_to_proto, dataset_sizes, pserver_table, slot_asks, slot_lease, task_outcome,
-};
+use super::conversions::{checkpoint_to_proto, pserver_table, slot_asks, slot_lease, task_outcome};
 use super::error::ClientError;
 use super::master_client::{service_client, timed, MasterClient};
 use super::status::{GroupView, JobStatus};
@@ -380,32 +378,6 @@ impl MasterClient {
         self.report_shuffled_dataset(job, patterns, passes, None).await
     }
 
-    /// [`MasterClient::report_dataset`] of a job shuffled with `shuffle_seed` (`None`: in
-    /// order): its tasks come in a permutation of the seed and the pass, and the seed is part
-    /// of the job's definition (a report with another one is refused, naming both).
-    pub async fn report_shuffled_dataset(
-        &self,
-        job: &str,
-        patterns: &[String],
-        passes: u32,
-        shuffle_seed: Option<u64>,
-    ) -> Result<DatasetSizes, ClientError> {
-        let timeout = Duration::from_millis(REPORT_RPC_TIMEOUT_MS);
-        let reply = self
-            .write("ReportDataset", |mut service, stamp| {
-                let request = pb::ReportDatasetRequest {
-                    stamp: Some(stamp),
-                    job: job.into(),
-                    patterns: patterns.to_vec(),
-                    passes,
-                    shuffle_seed,
-                };
-                async move { service.report_dataset(timed(request, timeout)).await }
-            })
-            .await?;
-        Ok(dataset_sizes(reply))
-    }
-
     /// Reports the job's dataset as the index range `[0, size)` in tasks of `shard_size`
     /// indices (task i covers `[i * shard_size, min(size, (i + 1) * shard_size))`), for data
     /// the trainers index themselves and the masters never read. The first report of either
@@ -419,32 +391,6 @@ impl MasterClient {
         passes: u32,
     ) -> Result<DatasetSizes, ClientError> {
         self.report_shuffled_index_dataset(job, (size, shard_size), passes, None).await
-    }
-
-    /// [`MasterClient::report_index_dataset`] of a job shuffled with `shuffle_seed` (`None`:
-    /// in order), as [`MasterClient::report_shuffled_dataset`] says.
-    pub async fn report_shuffled_index_dataset(
-        &self,
-        job: &str,
-        (size, shard_size): (u64, u64),
-        passes: u32,
-        shuffle_seed: Option<u64>,
-    ) -> Result<DatasetSizes, ClientError> {
-        let timeout = self.rpc_timeout();
-        let reply = self
-            .write("ReportIndexDataset", |mut service, stamp| {
-                let request = pb::ReportIndexDatasetRequest {
-                    stamp: Some(stamp),
-                    job: job.into(),
-                    size,
-                    shard_size,
-                    passes,
-                    shuffle_seed,
-                };
-                async move { service.report_index_dataset(timed(request, timeout)).await }
-            })
-            .await?;
-        Ok(dataset_sizes(reply))
     }
 
     /// The client's job and the group as the leader sees them (a linearizable read).
