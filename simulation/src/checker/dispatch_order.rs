@@ -4,12 +4,13 @@
 //! failovers and snapshots. Read from the canonical log in order: a task dispatched again in a
 //! pass (requeued after a timeout, a failure or its trainer's loss, or handed to its holder
 //! again) comes after the fresh ones and is not judged; a restore to a progress checkpoint
-//! starts its pass's order over. The job's seed comes from its accepted reports.
+//! that was applied (or holds the queue until the model is back) starts its pass's order
+//! over, and a refused one changes nothing. The job's seed comes from its accepted reports.
 
 use std::collections::BTreeSet;
 
 use client::shuffle::task_rank;
-use master::state::{Command, Response};
+use master::state::Response;
 
 use super::job_directory::JobDirectory;
 use super::per_job::PerJob;
@@ -45,14 +46,17 @@ impl DispatchOrder {
             let (request, response) = (applied.request, applied.response);
             let Some(job) = jobs.job_of(&request.command)? else { continue };
             let order = self.jobs.of(job);
-            let (report, seed) = request.command.scoped().1.report_parts();
-            match (report, response) {
-                (_, Response::DatasetAccepted { .. }) => order.seed = seed,
-                (Command::RestoreJob { .. } | Command::RestoreProgress { .. }, _) => {
+            match response {
+                Response::DatasetAccepted { .. } => {
+                    order.seed = request.command.scoped().1.report_parts().1;
+                }
+                // The queue went back to a checkpoint (or will, before any dispatch: a
+                // restore waiting for the model holds the queue).
+                Response::ProgressRestored { .. } | Response::RestoreWaiting { .. } => {
                     order.dispatched.clear();
                     order.last_key = None;
                 }
-                (_, Response::Task(assignment)) => {
+                Response::Task(assignment) => {
                     let (task_id, pass) = (assignment.task_id, assignment.pass);
                     let Some(key) = order.first_dispatch(task_id, pass) else { continue };
                     if order.last_key.is_some_and(|last| last > key) {
