@@ -49,6 +49,7 @@ fn task_from_proto(task: pb::Task) -> Result<Task, ClientError> {
         pass: task.pass_index,
         data,
         deadline_ms: task.deadline_ms,
+        shuffle_seed: task.shuffle_seed,
     })
 }
 
@@ -169,7 +170,8 @@ mod tests {
             pb::Task { task_id: 4, epoch: 2, pass_index: 3, deadline_ms: 9, ..Default::default() };
         let converted = task_outcome(reply(Outcome::Task as i32, Some(task))).expect("converts");
         let data = TaskData::Chunks(vec![]);
-        let expected = Task { task_id: 4, epoch: 2, pass: 3, data, deadline_ms: 9 };
+        let expected =
+            Task { task_id: 4, epoch: 2, pass: 3, data, deadline_ms: 9, shuffle_seed: None };
         assert_eq!(converted, TaskOutcome::Task(expected));
         let claim = |granted, generation| pb::ClaimPServerSlotReply {
             granted,

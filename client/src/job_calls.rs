@@ -1,6 +1,6 @@
-//! `MasterClient`'s job calls: submit, list, cancel, and the progress checkpoints. Each names
-//! its job explicitly (a tool manages many jobs), unlike the member calls, which name the
-//! client's own (`ClientOptions::job`).
+//! `MasterClient`'s job calls: submit, the dataset reports with their shuffle, list, cancel,
+//! and the progress checkpoints. Each names its job explicitly (a tool manages many jobs),
+//! unlike the member calls, which name the client's own (`ClientOptions::job`).
 
 use super::conversions::dataset_sizes;
 use super::error::ClientError;
@@ -23,6 +23,60 @@ impl MasterClient {
             .write("SubmitJob", |mut service, stamp| {
                 let request = spec.to_proto(stamp);
                 async move { service.submit_job(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(dataset_sizes(reply))
+    }
+
+    /// [`MasterClient::report_dataset`] of a job shuffled with `shuffle_seed` (`None`: in
+    /// order): its tasks come in a permutation of the seed and the pass, and the seed is part
+    /// of the job's definition (a report with another one is refused, naming both).
+    pub async fn report_shuffled_dataset(
+        &self,
+        job: &str,
+        patterns: &[String],
+        passes: u32,
+        shuffle_seed: Option<u64>,
+    ) -> Result<DatasetSizes, ClientError> {
+        let timeout = Duration::from_millis(REPORT_RPC_TIMEOUT_MS);
+        let reply = self
+            .write("ReportDataset", |mut service, stamp| {
+                let request = pb::ReportDatasetRequest {
+                    stamp: Some(stamp),
+                    job: job.into(),
+                    patterns: patterns.to_vec(),
+                    passes,
+                    restart: false,
+                    shuffle_seed,
+                };
+                async move { service.report_dataset(timed(request, timeout)).await }
+            })
+            .await?;
+        Ok(dataset_sizes(reply))
+    }
+
+    /// [`MasterClient::report_index_dataset`] of a job shuffled with `shuffle_seed` (`None`:
+    /// in order), as [`MasterClient::report_shuffled_dataset`] says.
+    pub async fn report_shuffled_index_dataset(
+        &self,
+        job: &str,
+        (size, shard_size): (u64, u64),
+        passes: u32,
+        shuffle_seed: Option<u64>,
+    ) -> Result<DatasetSizes, ClientError> {
+        let timeout = self.rpc_timeout();
+        let reply = self
+            .write("ReportIndexDataset", |mut service, stamp| {
+                let request = pb::ReportIndexDatasetRequest {
+                    stamp: Some(stamp),
+                    job: job.into(),
+                    size,
+                    shard_size,
+                    passes,
+                    restart: false,
+                    shuffle_seed,
+                };
+                async move { service.report_index_dataset(timed(request, timeout)).await }
             })
             .await?;
         Ok(dataset_sizes(reply))

@@ -33,6 +33,8 @@ pub struct JobSpec {
     /// start a new incarnation of it with this spec; while it runs, join it as any submit
     /// does. Never cancels or replaces a running job.
     pub restart: bool,
+    /// Shuffle the job with this seed (`client::shuffle`); `None`: tasks and samples in order.
+    pub shuffle_seed: Option<u64>,
 }
 
 impl JobSpec {
@@ -75,6 +77,7 @@ impl JobSpec {
                 retry_failed_next_pass: policy.retry_failed_next_pass,
             }),
             restart: self.restart,
+            shuffle_seed: self.shuffle_seed,
         }
     }
 }

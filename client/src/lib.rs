@@ -29,6 +29,7 @@ pub mod pserver;
 mod rendezvous;
 mod retrying;
 mod session;
+pub mod shuffle;
 mod slot_asks;
 mod slot_secret;
 mod status;

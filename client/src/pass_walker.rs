@@ -182,7 +182,7 @@ mod tests {
 
     fn task(task_id: u64, pass: u32) -> Task {
         let data = TaskData::IndexRange { start: task_id, end: task_id + 1 };
-        Task { task_id, epoch: 1, pass, data, deadline_ms: 0 }
+        Task { task_id, epoch: 1, pass, data, deadline_ms: 0, shuffle_seed: None }
     }
 
     #[tokio::test(start_paused = true)]

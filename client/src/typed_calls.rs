@@ -2,9 +2,7 @@
 //! protobuf. Writes are stamped once and retried with the same stamp (exactly-once); every
 //! attempt carries its own deadline (`timed`).
 
-use super::conversions::{
-    checkpoint_to_proto, dataset_sizes, pserver_table, slot_asks, slot_lease, task_outcome,
-};
+use super::conversions::{checkpoint_to_proto, pserver_table, slot_asks, slot_lease, task_outcome};
 use super::error::ClientError;
 use super::master_client::{service_client, timed, MasterClient};
 use super::status::{GroupView, JobStatus};
@@ -377,20 +375,7 @@ impl MasterClient {
         patterns: &[String],
         passes: u32,
     ) -> Result<DatasetSizes, ClientError> {
-        let timeout = Duration::from_millis(REPORT_RPC_TIMEOUT_MS);
-        let reply = self
-            .write("ReportDataset", |mut service, stamp| {
-                let request = pb::ReportDatasetRequest {
-                    stamp: Some(stamp),
-                    job: job.into(),
-                    patterns: patterns.to_vec(),
-                    passes,
-                    restart: false,
-                };
-                async move { service.report_dataset(timed(request, timeout)).await }
-            })
-            .await?;
-        Ok(dataset_sizes(reply))
+        self.report_shuffled_dataset(job, patterns, passes, None).await
     }
 
     /// Reports the job's dataset as the index range `[0, size)` in tasks of `shard_size`
@@ -405,21 +390,7 @@ impl MasterClient {
         shard_size: u64,
         passes: u32,
     ) -> Result<DatasetSizes, ClientError> {
-        let timeout = self.rpc_timeout();
-        let reply = self
-            .write("ReportIndexDataset", |mut service, stamp| {
-                let request = pb::ReportIndexDatasetRequest {
-                    stamp: Some(stamp),
-                    job: job.into(),
-                    size,
-                    shard_size,
-                    passes,
-                    restart: false,
-                };
-                async move { service.report_index_dataset(timed(request, timeout)).await }
-            })
-            .await?;
-        Ok(dataset_sizes(reply))
+        self.report_shuffled_index_dataset(job, (size, shard_size), passes, None).await
     }
 
     /// The client's job and the group as the leader sees them (a linearizable read).

@@ -57,6 +57,9 @@ pub struct Task {
     pub data: TaskData,
     /// When the master takes the task back (the state's clock; for display).
     pub deadline_ms: u64,
+    /// The job's shuffle seed if it is shuffled: read the task's samples in the order
+    /// [`crate::shuffle::sample_order`] gives for (seed, pass, task).
+    pub shuffle_seed: Option<u64>,
 }
 
 /// What one task covers. An enum rather than a chunk list beside an optional range: a task

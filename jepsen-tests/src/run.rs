@@ -225,6 +225,7 @@ async fn drive_training(
             passes,
             policy: Default::default(),
             restart: false,
+            shuffle_seed: None,
         };
         submitter.submit_job(&spec).await.with_context(|| format!("submit job {name}"))?;
     }

@@ -110,6 +110,7 @@ mod tests {
             patterns: vec!["p".repeat(PATTERN_BYTES_MAX); PATTERN_COUNT_MAX],
             passes: u32::MAX,
             restart: true,
+            shuffle_seed: Some(u64::MAX),
         };
         let encoded = request.encoded_len();
         assert!(encoded <= REQUEST_MESSAGE_BYTES_MAX, "{encoded} > {REQUEST_MESSAGE_BYTES_MAX}");

@@ -36,6 +36,16 @@ StepKind = _native.StepKind
 Masters = Union[str, Sequence[str]]
 
 
+def _shuffle_seed(shuffle: bool, seed: int) -> Optional[int]:
+    """The wire's shuffle seed: `seed` (an unsigned 64-bit integer) when shuffling, else none."""
+    if not shuffle:
+        return None
+    seed = int(seed)
+    if not 0 <= seed < 1 << 64:
+        raise InvalidArgument(f"seed {seed} is not an unsigned 64-bit integer")
+    return seed
+
+
 def master_list(masters: Masters) -> List[str]:
     """`"a:1,b:2"` or `["a:1", "b:2"]` as a list of addresses."""
     if isinstance(masters, str):
@@ -162,6 +172,8 @@ class TaskClient:
         records=None,
         index: Optional[Tuple[int, int]] = None,
         restart: bool = False,
+        shuffle: bool = False,
+        seed: int = 0,
         **policy,
     ) -> dict:
         """Submits job `name`: RecordIO files `records` (paths or globs, as the masters see
@@ -172,7 +184,8 @@ class TaskClient:
         spec under a used name is refused (`InvalidArgument`) naming what differs. With
         `restart=True`, a job of this name that ended (finished or cancelled) gets a new
         incarnation (a new job id) with this spec, which may differ from the old one's; a
-        running job is joined, never replaced. Returns `{"tasks", "chunks", "records"}`."""
+        running job is joined, never replaced. `shuffle=True` shuffles the job with `seed` (see
+        `report_dataset`). Returns `{"tasks", "chunks", "records"}`."""
         self._same_job(name)
         unknown = sorted(set(policy) - set(POLICY_KEYS))
         if unknown:
@@ -181,19 +194,27 @@ class TaskClient:
             records = [records]
         patterns = None if records is None else [os.fspath(pattern) for pattern in records]
         index = None if index is None else (int(index[0]), int(index[1]))
+        shuffle_seed = _shuffle_seed(shuffle, seed)
         tasks, chunks, count = self._native.submit_job(
-            str(name), int(passes), patterns=patterns, index=index, restart=bool(restart), **policy
+            str(name),
+            int(passes),
+            patterns=patterns,
+            index=index,
+            restart=bool(restart),
+            shuffle_seed=shuffle_seed,
+            **policy,
         )
         return {"tasks": tasks, "chunks": chunks, "records": count}
 
     def submit(self, spec: dict, *, restart: bool = False) -> dict:
         """Submits a job from its spec, as `raftrain job submit --spec FILE` reads it: `name`,
-        `passes`, RecordIO files `dataset` or an index range `index` and `shard-size`, and the
-        queue policy keys (`task-timeout-min-ms`, ...; `_` or `-` alike). `restart=True` is
-        `job submit --restart`: a job of this name that ended is trained again as a new
-        incarnation. Returns `{"tasks", "chunks", "records"}`."""
+        `passes`, RecordIO files `dataset` or an index range `index` and `shard-size`,
+        `shuffle` and `seed`, and the queue policy keys (`task-timeout-min-ms`, ...; `_` or `-`
+        alike). `restart=True` is `job submit --restart`: a job of this name that ended is
+        trained again as a new incarnation. Returns `{"tasks", "chunks", "records"}`."""
         fields = {str(key).replace("-", "_"): value for key, value in dict(spec).items()}
-        unknown = sorted(set(fields) - {"name", "passes", "dataset", "index", "shard_size", *POLICY_KEYS})
+        known = {"name", "passes", "dataset", "index", "shard_size", "shuffle", "seed", *POLICY_KEYS}
+        unknown = sorted(set(fields) - known)
         if unknown:
             raise InvalidArgument(f"unknown spec keys {unknown}")
         if "name" not in fields or "passes" not in fields:
@@ -204,15 +225,36 @@ class TaskClient:
                 raise InvalidArgument("shard-size: an index dataset needs one")
             index = (int(fields["index"]), int(fields["shard_size"]))
         policy = {key: fields[key] for key in POLICY_KEYS if key in fields}
+        shuffled = dict(shuffle=bool(fields.get("shuffle", False)), seed=int(fields.get("seed", 0)))
         return self.submit_job(
-            fields["name"], passes=fields["passes"], records=fields.get("dataset"), index=index, restart=restart, **policy
+            fields["name"],
+            passes=fields["passes"],
+            records=fields.get("dataset"),
+            index=index,
+            restart=restart,
+            **shuffled,
+            **policy,
         )
 
-    def report_dataset(self, patterns, *, passes: int, job: Optional[str] = None, restart: bool = False) -> dict:
+    def report_dataset(
+        self,
+        patterns,
+        *,
+        passes: int,
+        job: Optional[str] = None,
+        restart: bool = False,
+        shuffle: bool = False,
+        seed: int = 0,
+    ) -> dict:
         """Reports the job's RecordIO files (paths or globs, as the masters see them) to be
         read `passes` times, as job `job` (default: this client's job, else "python"): it
         submits the job when none of that name exists; a repeat answers the accepted sizes.
-        `restart=True` trains a job that ended again, as a new incarnation (`submit_job`)."""
+        `restart=True` trains a job that ended again, as a new incarnation (`submit_job`).
+
+        `shuffle=True`: the masters hand each pass's tasks out in a permutation of `seed` and
+        the pass (another one each pass; replicated, so a failover or a restore replays it),
+        and `Task.sample_order()` orders each task's samples. The seed is part of the job: a
+        report with another one (or without shuffle) is refused naming both."""
         if job is not None:
             self._same_job(job)
         if isinstance(patterns, (str, os.PathLike)):
@@ -220,25 +262,35 @@ class TaskClient:
         patterns = [os.fspath(pattern) for pattern in patterns]
         job = job or self.job or "python"
         if restart:
-            return self.submit_job(job, passes=passes, records=patterns, restart=True)
-        tasks, chunks, records = self._native.report_dataset(job, patterns, int(passes))
+            return self.submit_job(job, passes=passes, records=patterns, restart=True, shuffle=shuffle, seed=seed)
+        shuffle_seed = _shuffle_seed(shuffle, seed)
+        tasks, chunks, records = self._native.report_dataset(job, patterns, int(passes), shuffle_seed)
         return {"tasks": tasks, "chunks": chunks, "records": records}
 
     def report_index_dataset(
-        self, name: str, size: int, shard_size: int, *, passes: int, restart: bool = False
+        self,
+        name: str,
+        size: int,
+        shard_size: int,
+        *,
+        passes: int,
+        restart: bool = False,
+        shuffle: bool = False,
+        seed: int = 0,
     ) -> dict:
         """Reports a dataset the masters never read: the indices `[0, size)` in tasks of
         `shard_size` (Parquet row groups, a Hugging Face dataset, webdataset shards, a table:
         anything this process can index). Each task is a range `task.start`..`task.end`. The
         first report of either kind wins; a repeat answers the accepted sizes. `restart=True`
         trains a job that ended again, as a new incarnation (`submit_job`); a running one is
-        joined."""
+        joined. `shuffle` and `seed` as in `report_dataset`."""
         self._same_job(name)
         if restart:
             index = (int(size), int(shard_size))
-            tasks = self.submit_job(str(name), passes=passes, index=index, restart=True)["tasks"]
-            return {"tasks": tasks, "size": int(size), "shard_size": int(shard_size)}
-        tasks = self._native.report_index_dataset(str(name), int(size), int(shard_size), int(passes))
+            submitted = self.submit_job(str(name), passes=passes, index=index, restart=True, shuffle=shuffle, seed=seed)
+            return {"tasks": submitted["tasks"], "size": int(size), "shard_size": int(shard_size)}
+        shuffle_seed = _shuffle_seed(shuffle, seed)
+        tasks = self._native.report_index_dataset(str(name), int(size), int(shard_size), int(passes), shuffle_seed)
         return {"tasks": tasks, "size": int(size), "shard_size": int(shard_size)}
 
     def next_task(self) -> Optional["Task"]:
@@ -365,6 +417,8 @@ class Task:
         self.start: Optional[int] = native.start
         self.end: Optional[int] = native.end
         self.deadline_ms: int = native.deadline_ms
+        #: The job's shuffle seed when it is shuffled (`None`: samples in stored order).
+        self.shuffle_seed: Optional[int] = native.shuffle_seed
         self.reported: Optional[str] = None
 
     @property
@@ -373,6 +427,14 @@ class Task:
         if self.start is not None:
             return self.end - self.start
         return sum(chunk[3] for chunk in self.chunks)
+
+    def sample_order(self) -> Optional[List[int]]:
+        """The order to read this task's samples in, as offsets `0..record_count` into it,
+        when the job is shuffled (`None` otherwise): a permutation of (seed, pass, task), the
+        same in every process, worker and start method, and in the Rust trainer."""
+        if self.shuffle_seed is None:
+            return None
+        return _native.sample_order(self.shuffle_seed, self.pass_index, self.task_id, self.record_count)
 
     @property
     def indices(self) -> range:

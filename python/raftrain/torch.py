@@ -121,6 +121,14 @@ class TaskDataset(IterableDataset):
     `label_dtype=torch.float32` for regression), or `transform(features, labels)` of those
     NumPy arrays (labels as stored, float32).
 
+    `shuffle=True` shuffles the job with `seed` (the same seed, the same orders): the masters
+    hand each pass's tasks out in a permutation of (seed, pass), replicated so a failover or
+    a restore replays it, and each task's samples are read in a permutation of (seed, pass,
+    task), the same in every process, DataLoader worker and start method. A shuffled index
+    dataset reads its batches with `read_indices(indices)` (a list of the batch's indices, in
+    the shuffled order) instead of `read(start, end)`. The seed is part of the job: a report
+    with another one is refused naming both.
+
     `policy` (a dict of `TaskClient.submit_job`'s queue policy keys, e.g.
     `{"task_timeout_min_ms": 120000, "max_task_failures": 3}`) submits the job with those
     values instead of the masters' flags; without it the job is reported under the flags.
@@ -146,19 +154,27 @@ class TaskDataset(IterableDataset):
         policy: Optional[dict] = None,
         label_dtype: torch.dtype = torch.int64,
         restart: bool = False,
+        shuffle: bool = False,
+        seed: int = 0,
+        read_indices: Optional[Callable[[List[int]], object]] = None,
     ):
         super().__init__()
         if batch_size < 1:
             raise InvalidArgument("batch_size must be at least 1")
         if (index is None) == (records is None):
             raise InvalidArgument("give either index=(name, size, shard_size) with read, or records")
-        if index is not None and read is None:
+        if index is not None and read is None and read_indices is None:
             raise InvalidArgument("an index dataset needs read(start, end) -> batch")
+        if index is not None and shuffle and read_indices is None:
+            raise InvalidArgument("a shuffled index dataset needs read_indices(indices) -> batch (its samples come in a seeded order)")
         if index is not None and job is not None and job != str(index[0]):
             raise InvalidArgument(f"index=({index[0]!r}, ...) names the job, and job={job!r} another: give one")
         self.masters = master_list(masters)
         self.index = None if index is None else (str(index[0]), int(index[1]), int(index[2]))
         self.read = read
+        self.read_indices = read_indices
+        self.shuffle = bool(shuffle)
+        self.seed = int(seed)
         if isinstance(records, (str, os.PathLike)):
             records = [records]
         self.records = None if records is None else [os.fspath(pattern) for pattern in records]
@@ -249,12 +265,13 @@ class TaskDataset(IterableDataset):
             name = self.index[0] if self.index is not None else (self.job or "python")
             index = None if self.index is None else self.index[1:]
             policy = self.policy or {}
-            client.submit_job(name, passes=self.passes, records=self.records, index=index, restart=restart, **policy)
+            shuffled = dict(shuffle=self.shuffle, seed=self.seed)
+            client.submit_job(name, passes=self.passes, records=self.records, index=index, restart=restart, **shuffled, **policy)
         elif self.index is not None:
             name, size, shard_size = self.index
-            client.report_index_dataset(name, size, shard_size, passes=self.passes)
+            client.report_index_dataset(name, size, shard_size, passes=self.passes, shuffle=self.shuffle, seed=self.seed)
         else:
-            client.report_dataset(self.records, passes=self.passes, job=self.job)
+            client.report_dataset(self.records, passes=self.passes, job=self.job, shuffle=self.shuffle, seed=self.seed)
 
     def _registrations(self) -> "List[_Registration]":
         """This process's registrations, made on first use and kept for later passes: a worker
@@ -275,11 +292,17 @@ class TaskDataset(IterableDataset):
         to take the loop less than `ASK_AHEAD_S` (from how long it took over the last batches),
         or else before the last."""
         receipt = (task.task_id, task.dispatch)
-        if task.start is not None:
+        # A shuffled job's samples come in the task's seeded order (offsets into the task).
+        order = task.sample_order()
+        if task.start is not None and (order is not None or self.read is None):
+            ranges, batches = self._index_batches(task, order)
+        elif task.start is not None:
             ranges = [(start, min(start + self.batch_size, task.end)) for start in range(task.start, task.end, self.batch_size)]
             batches = (self.read(start, end) for start, end in ranges)
         else:
             features, labels = task.arrays()
+            if order is not None:
+                features, labels = features[order], labels[order]
             if self.transform is None:
                 labels = _labels_as(labels, self.label_dtype, task.task_id)
             count = len(labels)
@@ -298,6 +321,15 @@ class TaskDataset(IterableDataset):
             # The loop asked for the next batch: how long one takes it, smoothed.
             took = time.monotonic() - yielded_at
             self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 8
+
+    def _index_batches(self, task, order: Optional[List[int]]):
+        """An index task's batches through `read_indices`, in `order` (offsets into the task)
+        or in index order."""
+        if self.read_indices is None:
+            raise InvalidArgument(f"task {task.task_id} of a shuffled job: give read_indices(indices) -> batch to read it")
+        indices = [task.start + offset for offset in order] if order is not None else list(range(task.start, task.end))
+        ranges = [(start, min(start + self.batch_size, len(indices))) for start in range(0, len(indices), self.batch_size)]
+        return ranges, (self.read_indices(indices[start:end]) for start, end in ranges)
 
     def _batch(self, features: np.ndarray, labels: np.ndarray):
         if self.transform is not None:

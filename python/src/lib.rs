@@ -51,6 +51,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(example::decode_example, module)?)?;
     module.add_function(wrap_pyfunction!(example::decode_dense, module)?)?;
     module.add_function(wrap_pyfunction!(status::status_json, module)?)?;
+    module.add_function(wrap_pyfunction!(task::sample_order, module)?)?;
     module.add_function(wrap_pyfunction!(fork_guard::before_fork, module)?)?;
     module.add_function(wrap_pyfunction!(fork_guard::after_fork, module)?)?;
     module.add_function(wrap_pyfunction!(fork_guard::after_fork_in_child, module)?)?;

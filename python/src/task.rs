@@ -4,6 +4,8 @@
 
 use pyo3::prelude::*;
 
+use crate::errors::Failure;
+
 #[pyclass(module = "raftrain._native", frozen, get_all)]
 #[derive(Debug, Clone)]
 pub struct Task {
@@ -19,6 +21,9 @@ pub struct Task {
     pub end: Option<u64>,
     /// When the master takes the task back (the state's clock, in ms; for display).
     pub deadline_ms: u64,
+    /// The job's shuffle seed if it is shuffled: the task's samples are read in the order
+    /// `sample_order(seed, pass_index, task_id, count)` gives.
+    pub shuffle_seed: Option<u64>,
 }
 
 impl From<client::Task> for Task {
@@ -43,6 +48,16 @@ impl From<client::Task> for Task {
             start,
             end,
             deadline_ms: task.deadline_ms,
+            shuffle_seed: task.shuffle_seed,
         }
     }
+}
+
+/// The order to read the `count` samples of task `task_id` in pass `pass_index` of a job
+/// shuffled with `seed`: a permutation of `0..count` (offsets into the task), the same in
+/// every process (`client::shuffle::sample_order`, which the Rust trainer uses too).
+#[pyfunction]
+pub fn sample_order(seed: u64, pass_index: u32, task_id: u64, count: u64) -> PyResult<Vec<u64>> {
+    client::shuffle::sample_order(seed, pass_index, task_id, count)
+        .map_err(|error| Failure::invalid(error.to_string()).into())
 }

@@ -121,9 +121,10 @@ impl TaskClient {
     /// `(size, shard_size)`, its passes and the queue policy values it overrides (`None`: the
     /// masters' flag). The same spec again changes nothing; another spec under a used name is
     /// refused naming what differs. With `restart`, a job of this name that ended (finished
-    /// or cancelled) gets a new incarnation with this spec; a running one is joined. Answers
+    /// or cancelled) gets a new incarnation with this spec; a running one is joined.
+    /// `shuffle_seed` shuffles the job (`None`: in order); the seed is part of its spec. Answers
     /// (tasks, chunks, records).
-    #[pyo3(signature = (name, passes, patterns=None, index=None, chunks_per_task=None, task_timeout_min_ms=None, timeout_factor=None, max_task_failures=None, retry_failed_next_pass=None, restart=false))]
+    #[pyo3(signature = (name, passes, patterns=None, index=None, chunks_per_task=None, task_timeout_min_ms=None, timeout_factor=None, max_task_failures=None, retry_failed_next_pass=None, restart=false, shuffle_seed=None))]
     #[allow(clippy::too_many_arguments)]
     fn submit_job(
         &self,
@@ -138,6 +139,7 @@ impl TaskClient {
         max_task_failures: Option<u32>,
         retry_failed_next_pass: Option<bool>,
         restart: bool,
+        shuffle_seed: Option<u64>,
     ) -> PyResult<(u64, u64, u64)> {
         guarded("submit_job", || {
             self.process.check("TaskClient")?;
@@ -158,7 +160,7 @@ impl TaskClient {
                 max_task_failures,
                 retry_failed_next_pass,
             };
-            let spec = JobSpec { job: name, dataset, passes, policy, restart };
+            let spec = JobSpec { job: name, dataset, passes, policy, restart, shuffle_seed };
             let master = self.master.clone();
             let submitted = wait(py, async move { master.submit_job(&spec).await })?;
             let sizes = submitted.map_err(Failure::from)?;
@@ -166,27 +168,33 @@ impl TaskClient {
         })
     }
 
-    /// Reports a RecordIO dataset; answers (tasks, chunks, records) of the accepted one.
+    /// Reports a RecordIO dataset (shuffled with `shuffle_seed`, if given); answers (tasks,
+    /// chunks, records) of the accepted one.
+    #[pyo3(signature = (job, patterns, passes, shuffle_seed=None))]
     fn report_dataset(
         &self,
         py: Python<'_>,
         job: String,
         patterns: Vec<String>,
         passes: u32,
+        shuffle_seed: Option<u64>,
     ) -> PyResult<(u64, u64, u64)> {
         guarded("report_dataset", || {
             self.process.check("TaskClient")?;
             client::check_job_name(&job).map_err(Failure::invalid)?;
             let master = self.master.clone();
-            let reported =
-                wait(py, async move { master.report_dataset(&job, &patterns, passes).await })?;
+            let reported = wait(py, async move {
+                master.report_shuffled_dataset(&job, &patterns, passes, shuffle_seed).await
+            })?;
             let sizes = reported.map_err(Failure::from)?;
             Ok((sizes.task_count, sizes.chunk_count, sizes.record_count))
         })
     }
 
     /// Reports an index dataset: `[0, size)` in tasks of `shard_size` indices, which the
-    /// masters never read; answers the accepted job's task count.
+    /// masters never read (shuffled with `shuffle_seed`, if given); answers the accepted job's
+    /// task count.
+    #[pyo3(signature = (job, size, shard_size, passes, shuffle_seed=None))]
     fn report_index_dataset(
         &self,
         py: Python<'_>,
@@ -194,13 +202,15 @@ impl TaskClient {
         size: u64,
         shard_size: u64,
         passes: u32,
+        shuffle_seed: Option<u64>,
     ) -> PyResult<u64> {
         guarded("report_index_dataset", || {
             self.process.check("TaskClient")?;
             client::check_job_name(&job).map_err(Failure::invalid)?;
             let master = self.master.clone();
             let reported = wait(py, async move {
-                master.report_index_dataset(&job, size, shard_size, passes).await
+                let range = (size, shard_size);
+                master.report_shuffled_index_dataset(&job, range, passes, shuffle_seed).await
             })?;
             Ok(reported.map_err(Failure::from)?.task_count)
         })

@@ -133,6 +133,8 @@ pub struct SimTrainer {
     lease_ms: u64,
     dataset: SimDataset,
     passes: u32,
+    /// Its job's shuffle seed: every report of a job carries the same one.
+    shuffle_seed: Option<u64>,
     plane: Arc<SimDataPlane>,
     /// The model restore its last whole pull came from, as `PServerClient` keeps it.
     basis: ModelBasis,
@@ -154,7 +156,20 @@ impl SimTrainer {
         let client = CLIENT_ID_BASE + index;
         let (plane, basis) = (plane.clone(), ModelBasis::default());
         let calls = Arc::default();
-        Ok(Self { client, calls, rng, master, context, lease_ms, dataset, passes, plane, basis })
+        let shuffle_seed = job.shuffle_seed;
+        Ok(Self {
+            client,
+            calls,
+            rng,
+            master,
+            context,
+            lease_ms,
+            dataset,
+            passes,
+            shuffle_seed,
+            plane,
+            basis,
+        })
     }
 
     /// Runs the trainer until the job is finished or cancelled.
@@ -194,7 +209,8 @@ impl SimTrainer {
         loop {
             let master = self.master.clone();
             let job = &self.context.job;
-            let call = master.report_index_dataset(job, size, shard_size, self.passes);
+            let (range, seed) = ((size, shard_size), self.shuffle_seed);
+            let call = master.report_shuffled_index_dataset(job, range, self.passes, seed);
             let what = format!("report_index_dataset size {size} shard_size {shard_size}");
             let answer = match self.call(what, call, |_| None).await {
                 Ok(sizes) => Ok(sizes.task_count),

@@ -51,6 +51,15 @@ pub struct SimJob {
     /// The slots its pservers compete for: one fewer than its pservers (a standby), at least
     /// one.
     pub pserver_slots: u32,
+    /// The seed its tasks are shuffled with (`None`: handed out by id). Derived from the run's
+    /// seed without a draw, so the random streams stay as they were: the first job is shuffled
+    /// in runs of odd seeds, the second in runs of even seeds.
+    pub shuffle_seed: Option<u64>,
+}
+
+/// The shuffle seed of job number `index` of `seed`'s run, if that job is shuffled.
+fn shuffle_seed(seed: u64, index: u64) -> Option<u64> {
+    (seed % 2 != index).then(|| client::shuffle::mix(seed ^ 0x5ff1_e000 ^ index))
 }
 
 impl SimJob {
@@ -77,6 +86,7 @@ impl SimJob {
             trainers: share(trainer_count, count, 0),
             pservers: share(PSERVER_COUNT, count, 0),
             pserver_slots: 0,
+            shuffle_seed: shuffle_seed(seed, 0),
         }];
         if count == 2 {
             let mut rng = SimRng::derive(seed, JOBS_STREAM);
@@ -93,6 +103,7 @@ impl SimJob {
                 trainers: share(trainer_count, count, 1),
                 pservers: share(PSERVER_COUNT, count, 1),
                 pserver_slots: 0,
+                shuffle_seed: shuffle_seed(seed, 1),
             });
         }
         for job in &mut jobs {

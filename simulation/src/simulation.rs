@@ -223,10 +223,11 @@ async fn report_dataset(
         let sizes = match job.dataset {
             SimDataset::RecordIo => {
                 let patterns = [write_dataset(name, job.task_count)?];
-                master.report_dataset(name, &patterns, passes).await?
+                master.report_shuffled_dataset(name, &patterns, passes, job.shuffle_seed).await?
             }
             SimDataset::IndexRange { size, shard_size } => {
-                master.report_index_dataset(name, size, shard_size, passes).await?
+                let range = (size, shard_size);
+                master.report_shuffled_index_dataset(name, range, passes, job.shuffle_seed).await?
             }
         };
         Ok::<_, anyhow::Error>(sizes)

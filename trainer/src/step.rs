@@ -15,7 +15,7 @@ use crate::batch::Batch;
 use crate::config::TrainerConfig;
 use crate::exchange::InFlight;
 use crate::model::{ModelConfig, Params};
-use crate::task_data::{read_task, DataError};
+use crate::task_data::{read_shuffled_task, read_task, DataError};
 
 pub struct Stepper {
     model: ModelConfig,
@@ -95,7 +95,12 @@ impl Stepper {
             ),
         };
         let (model, batch_size) = (self.model, self.batch_size);
-        let read = tokio::task::spawn_blocking(move || read_task(&model, &chunks, batch_size));
+        // A shuffled job's samples are read in the task's seeded order, as Python reads them.
+        let shuffled = task.shuffle_seed.map(|seed| (seed, task.pass, task.task_id));
+        let read = tokio::task::spawn_blocking(move || match shuffled {
+            Some(order) => read_shuffled_task(&model, &chunks, batch_size, order),
+            None => read_task(&model, &chunks, batch_size),
+        });
         read.await.context("reading a task panicked")
     }
 

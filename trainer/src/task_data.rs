@@ -72,6 +72,58 @@ pub fn read_task(
     Ok(batches)
 }
 
+/// All of a task's examples in batches of at most `batch_size`, in the task's shuffled
+/// order: `(seed, pass, task_id)` picks the permutation (`client::shuffle::sample_order`,
+/// which the Python package follows too). Every chunk is read and checked first, then the
+/// records are validated in that order, so a bad record is named as `read_task` names it.
+pub fn read_shuffled_task(
+    config: &ModelConfig,
+    chunks: &[ChunkRef],
+    batch_size: usize,
+    (seed, pass, task_id): (u64, u32, u64),
+) -> Result<Vec<Batch>, DataError> {
+    let mut records = Vec::new();
+    for reference in chunks {
+        let path = Path::new(&reference.path);
+        let mut chunk = DecodedChunk::default();
+        read_expected_chunk(
+            path,
+            reference.offset,
+            reference.compressed_size,
+            reference.record_count,
+            &mut chunk,
+        )?;
+        for (record, bytes) in chunk.records().enumerate() {
+            let location = RecordLocation {
+                path: path.to_path_buf(),
+                chunk_offset: reference.offset,
+                record: record as u32,
+            };
+            records.push((bytes.to_vec(), location));
+        }
+    }
+    let order = match client::shuffle::sample_order(seed, pass, task_id, records.len() as u64) {
+        Ok(order) => order,
+        Err(error) => {
+            let (_, location) = records.pop().expect("a task too large to shuffle has records");
+            let reason = error.to_string();
+            return Err(InputError { location, reason, model_mismatch: false }.into());
+        }
+    };
+    let (mut batches, mut builder) = (Vec::new(), BatchBuilder::new(config.features));
+    for offset in order {
+        let (bytes, location) = &records[offset as usize];
+        add_record(config, bytes, location, &mut builder)?;
+        if builder.len() >= batch_size {
+            batches.push(builder.take());
+        }
+    }
+    if !builder.is_empty() {
+        batches.push(builder.take());
+    }
+    Ok(batches)
+}
+
 /// Adds one decoded chunk's records to `builder`, cutting full batches into `batches`.
 pub fn add_chunk(
     config: &ModelConfig,

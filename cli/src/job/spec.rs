@@ -44,6 +44,15 @@ pub(crate) struct SpecFields {
     /// Give failed tasks another try in the next pass.
     #[arg(long)]
     pub retry_failed_next_pass: Option<bool>,
+    /// Hand each pass's tasks out in a seeded permutation (another one each pass, replicated:
+    /// a failover or a restore replays it), and have consumers read each task's samples in a
+    /// seeded order. Part of the job: a later submit with another seed is refused.
+    #[arg(long)]
+    #[serde(default)]
+    pub shuffle: bool,
+    /// The shuffle's seed (with --shuffle; default 0): the same seed, the same orders.
+    #[arg(long, value_name = "N", requires = "shuffle")]
+    pub seed: Option<u64>,
 }
 
 impl SpecFields {
@@ -77,7 +86,12 @@ impl SpecFields {
             max_task_failures: self.max_task_failures,
             retry_failed_next_pass: self.retry_failed_next_pass,
         };
-        let spec = JobSpec { job: name, dataset, passes, policy, restart: false };
+        let shuffle_seed = match (self.shuffle, self.seed) {
+            (true, seed) => Some(seed.unwrap_or(0)),
+            (false, None) => None,
+            (false, Some(_)) => anyhow::bail!("seed: give it with --shuffle (`shuffle = true`)"),
+        };
+        let spec = JobSpec { job: name, dataset, passes, policy, restart: false, shuffle_seed };
         spec.check().map_err(anyhow::Error::msg)?;
         Ok(spec)
     }
@@ -110,6 +124,16 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_missing_fields_are_named() {
+        let shuffled = parse(
+            "name = \"s\"\npasses = 2\nindex = 9\nshard-size = 3\nshuffle = true\nseed = 7\n",
+        );
+        assert_eq!(shuffled.expect("shuffled").shuffle_seed, Some(7));
+        let unseeded =
+            parse("name = \"s\"\npasses = 2\nindex = 9\nshard-size = 3\nshuffle = true\n");
+        assert_eq!(unseeded.expect("shuffled").shuffle_seed, Some(0), "seed 0 by default");
+        let plain = parse("name = \"s\"\npasses = 2\nindex = 9\nshard-size = 3\n");
+        assert_eq!(plain.expect("plain").shuffle_seed, None);
+        assert!(parse("name = \"s\"\npasses = 2\nindex = 9\nshard-size = 3\nseed = 7\n").is_err());
         let unknown = parse("name = \"x\"\npasses = 1\n\nshard_sise = 3\n").expect_err("unknown");
         let text = format!("{unknown:#}");
         assert!(text.contains("line 4") && text.contains("shard_sise"), "{text}");

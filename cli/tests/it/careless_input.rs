@@ -40,6 +40,7 @@ fn index_submit(
         dataset: Some(pb::submit_job_request::Dataset::Index(dataset)),
         policy,
         restart: false,
+        shuffle_seed: None,
     }
 }
 
@@ -130,6 +131,7 @@ async fn job_names_and_policies_no_job_can_use_are_refused() {
         shard_size: 2,
         passes: 1,
         restart: true,
+        shuffle_seed: None,
     };
     let status = service.report_index_dataset(report).await.expect_err("uppercase");
     assert!(status.message().contains("'A' at byte 0"), "{status:?}");

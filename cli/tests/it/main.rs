@@ -47,6 +47,7 @@ mod recordio;
 mod restore_faults;
 mod security;
 mod session_flood;
+mod shuffled_jobs;
 mod slow_streams;
 mod status;
 mod synth;

@@ -16,6 +16,7 @@ fn report(patterns: Vec<String>, seq: u64) -> ReportDatasetRequest {
         patterns,
         passes: 1,
         restart: false,
+        shuffle_seed: None,
     }
 }
 

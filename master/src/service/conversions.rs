@@ -26,8 +26,12 @@ pub(crate) fn chunk(chunk: &ChunkRef) -> pb::Chunk {
     }
 }
 
-/// A task assignment with what it covers: its chunks, or its index range (and no chunks).
-pub(crate) fn task(assignment: &TaskAssignment, data: &TaskData) -> pb::Task {
+/// A task assignment with what it covers: its chunks, or its index range (and no chunks),
+/// and the job's shuffle seed if it has one.
+pub(crate) fn task(
+    assignment: &TaskAssignment,
+    (data, shuffle_seed): (&TaskData, Option<u64>),
+) -> pb::Task {
     let (kind, chunks, (range_start, range_end)) = match data {
         TaskData::Chunks(chunks) => {
             (pb::task::Kind::Chunks, chunks.iter().map(chunk).collect(), (0, 0))
@@ -45,6 +49,7 @@ pub(crate) fn task(assignment: &TaskAssignment, data: &TaskData) -> pb::Task {
         kind: kind as i32,
         range_start,
         range_end,
+        shuffle_seed,
     }
 }
 

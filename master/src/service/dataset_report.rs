@@ -29,6 +29,7 @@ pub(crate) struct DatasetReport {
     pub(crate) passes: u32,
     pub(crate) policy: QueuePolicy,
     pub(crate) chunks: ChunkList,
+    pub(crate) shuffle_seed: Option<u64>,
 }
 
 /// Refuses a report without a job name, patterns or passes, or with too many or too long
@@ -167,8 +168,13 @@ pub(crate) async fn report_dataset(
     let (chunk_count, record_count) = (scanned.chunks.len() as u64, scanned.record_count);
     // The stamp is checked but not replicated: batches are idempotent by themselves, and one
     // stamp cannot answer several entries.
-    let report =
-        DatasetReport { job: request.job, passes: request.passes, policy, chunks: scanned.chunks };
+    let report = DatasetReport {
+        job: request.job,
+        passes: request.passes,
+        policy,
+        chunks: scanned.chunks,
+        shuffle_seed: request.shuffle_seed,
+    };
     match report_in_batches(proposer, report).await? {
         Response::DatasetAccepted { task_count, .. } => {
             Ok(pb::ReportDatasetReply { task_count, chunk_count, record_count })
@@ -206,7 +212,8 @@ pub(crate) async fn repeated_report(
     let files = scanner.files(request.patterns.clone()).await.ok()?;
     let accepted = node.read(|replicated| {
         let job = replicated.state().job_named(&request.job)?;
-        job.repeated_report(&request.job, request.passes, policy, &files)
+        let spec = (request.passes, request.shuffle_seed);
+        job.repeated_report(&request.job, spec, policy, &files)
     })?;
     Some(pb::ReportDatasetReply {
         task_count: accepted.task_count,
@@ -240,6 +247,7 @@ pub(crate) async fn report_in_batches(
             first_chunk: batch.start as u64,
             chunks: report.chunks.slice(batch),
         };
+        let command = super::index_report::shuffled(command, report.shuffle_seed);
         response = proposer.propose(None, command).await?;
         if !matches!(response, Response::DatasetLoading { .. }) {
             // Accepted (the job is defined, perhaps by an earlier report) or refused.

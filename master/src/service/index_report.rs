@@ -27,11 +27,21 @@ pub(crate) async fn report_index_dataset(
         passes: request.passes,
         policy,
     };
+    let command = shuffled(command, request.shuffle_seed);
     match proposer.propose(None, command).await? {
         Response::DatasetAccepted { task_count, .. } => {
             Ok(pb::ReportDatasetReply { task_count, chunk_count: 0, record_count: 0 })
         }
         other => Err(unexpected("ReportIndexDataset", other)),
+    }
+}
+
+/// `report` in a `ShuffledReport` envelope when it has a seed; an unshuffled report is
+/// proposed as builds before shuffling proposed it, byte for byte.
+pub(crate) fn shuffled(report: Command, shuffle_seed: Option<u64>) -> Command {
+    match shuffle_seed {
+        Some(seed) => Command::ShuffledReport { seed, report: Box::new(report) },
+        None => report,
     }
 }
 

@@ -23,23 +23,27 @@ pub(crate) async fn submit_job(
     // A restart was made by the caller (`job_scope::restart_if_asked`); the report after it
     // is an ordinary one.
     let (job, stamp, passes, restart) = (request.name, request.stamp, request.passes, false);
+    let shuffle_seed = request.shuffle_seed;
     match request.dataset {
         Some(pb::submit_job_request::Dataset::Recordio(dataset)) => {
-            let report = pb::ReportDatasetRequest {
-                stamp,
-                job,
-                patterns: dataset.patterns,
-                passes,
-                restart,
-            };
+            let patterns = dataset.patterns;
+            let report =
+                pb::ReportDatasetRequest { stamp, job, patterns, passes, restart, shuffle_seed };
             super::conversions::stamp(report.stamp)?;
             validate_report(&report)?;
             report_dataset(proposer, scanner, report, policy).await
         }
         Some(pb::submit_job_request::Dataset::Index(dataset)) => {
             let (size, shard_size) = (dataset.size, dataset.shard_size);
-            let report =
-                pb::ReportIndexDatasetRequest { stamp, job, size, shard_size, passes, restart };
+            let report = pb::ReportIndexDatasetRequest {
+                stamp,
+                job,
+                size,
+                shard_size,
+                passes,
+                restart,
+                shuffle_seed,
+            };
             report_index_dataset(proposer, policy, report).await
         }
         None => Err(Status::invalid_argument(

@@ -107,6 +107,11 @@ pub enum Command {
     /// state), unless a command was applied to it since the leader judged it: its state
     /// clock is no longer `clock_ms`. A leader decision, by id, applied only in its term.
     CancelIdleJob { job: u64, clock_ms: u64 },
+    /// A dataset report (`ReportDatasetBatch`, `ReportDataset` or `ReportIndexDataset`) of a
+    /// job whose tasks are handed out in a permutation of `seed` and the pass
+    /// (`client::shuffle`). The seed is part of the job's definition: the report that defines
+    /// the job fixes it, and a later report with another seed, or none, is refused.
+    ShuffledReport { seed: u64, report: Box<Command> },
 }
 
 /// Which job a command is for.
@@ -137,10 +142,20 @@ impl Command {
     /// its job itself.
     pub fn reported_job(&self) -> Option<&str> {
         match self {
+            Command::ShuffledReport { report, .. } => report.reported_job(),
             Command::ReportDataset { job, .. }
             | Command::ReportDatasetBatch { job, .. }
             | Command::ReportIndexDataset { job, .. } => Some(job),
             _ => None,
+        }
+    }
+
+    /// A dataset report out of its `ShuffledReport` envelope, with the envelope's seed
+    /// (`None` for every command sent without one).
+    pub fn report_parts(&self) -> (&Command, Option<u64>) {
+        match self {
+            Command::ShuffledReport { seed, report } => (report, Some(*seed)),
+            command => (command, None),
         }
     }
 

@@ -27,6 +27,8 @@ pub(crate) struct Batch<'a> {
     pub(crate) digest: u64,
     pub(crate) first_chunk: u64,
     pub(crate) chunks: &'a ChunkList,
+    /// The report's shuffle seed: the batch that completes the list fixes the job's.
+    pub(crate) shuffle: Option<u64>,
 }
 
 /// How long an unfinished report keeps its place against a different one: far longer than a
@@ -77,7 +79,7 @@ pub(crate) fn apply_batch(
         return Response::DatasetLoading { received, total: current.total_chunks };
     }
     let complete = loading.take().expect("the loading dataset was just appended to");
-    seal(job, complete)
+    seal(job, complete, batch.shuffle)
 }
 
 /// Drops an unfinished report of another dataset that has been idle for too long, when this
@@ -106,7 +108,8 @@ fn check_batch(batch: &Batch<'_>) -> Result<(), String> {
 
 /// A report of a job that is already accepted succeeds only if it names the same dataset.
 fn repeat_of_accepted(existing: &Job, batch: &Batch<'_>) -> Response {
-    match difference(&existing.dataset, batch) {
+    let difference = difference(&existing.dataset, batch);
+    match difference.or_else(|| existing.shuffle_difference(batch.shuffle)) {
         None => existing.accepted(),
         Some(difference) => Response::Rejected {
             reason: format!("a different dataset was already reported: {difference}"),
@@ -143,7 +146,7 @@ fn difference(dataset: &Dataset, batch: &Batch<'_>) -> Option<String> {
         .then(|| "the chunk list differs (its digest does not match)".to_string())
 }
 
-fn seal(job: &mut Option<Job>, complete: DatasetLoading) -> Response {
+fn seal(job: &mut Option<Job>, complete: DatasetLoading, shuffle: Option<u64>) -> Response {
     let digest = list_digest(&complete.chunks);
     if digest != complete.digest {
         let reason = format!(
@@ -153,7 +156,7 @@ fn seal(job: &mut Option<Job>, complete: DatasetLoading) -> Response {
         return Response::Rejected { reason };
     }
     match Dataset::recordio(&complete.job, complete.chunks, complete.passes, complete.policy) {
-        Ok(dataset) => job.insert(Job::new(dataset)).accepted(),
+        Ok(dataset) => job.insert(Job::new(dataset, shuffle)).accepted(),
         Err(reason) => Response::Rejected { reason },
     }
 }

@@ -30,7 +30,7 @@ impl MasterState {
         let others_sum = |count: fn(&JobState) -> u64| -> u64 {
             others().map(|(_, state)| count(state)).fold(0, u64::saturating_add)
         };
-        match command {
+        match command.report_parts().0 {
             Command::RegisterTrainer { .. } => {
                 let registered: u64 = self.jobs.values().map(JobState::trainer_count).sum();
                 within(

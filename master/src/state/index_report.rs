@@ -16,6 +16,7 @@ pub(crate) struct IndexReport<'a> {
     pub(crate) shard_size: u64,
     pub(crate) passes: u32,
     pub(crate) policy: QueuePolicy,
+    pub(crate) shuffle: Option<u64>,
 }
 
 /// Defines the job from `report`, or answers a repeat, or refuses.
@@ -26,7 +27,8 @@ pub(crate) fn apply_index_report(
     now_ms: u64,
 ) -> Response {
     if let Some(existing) = job {
-        return match difference(&existing.dataset, report) {
+        let difference = difference(&existing.dataset, report);
+        return match difference.or_else(|| existing.shuffle_difference(report.shuffle)) {
             None => existing.accepted(),
             Some(difference) => Response::Rejected {
                 reason: format!("a different dataset was already reported: {difference}"),
@@ -45,7 +47,7 @@ pub(crate) fn apply_index_report(
         }
         *loading = None;
     }
-    job.insert(Job::new(dataset)).accepted()
+    job.insert(Job::new(dataset, report.shuffle)).accepted()
 }
 
 /// What differs between the accepted dataset and an index report; `None` when it repeats it.

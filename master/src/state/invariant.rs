@@ -133,7 +133,8 @@ fn check_job_transition(
     after: &Job,
     restored: bool,
 ) -> Result<(), InvariantViolation> {
-    if before.dataset != after.dataset {
+    // The shuffle seed is part of the job's definition, as fixed as its dataset.
+    if before.dataset != after.dataset || before.shuffle != after.shuffle {
         return Err(Violation::DatasetChanged);
     }
     let (pass_before, pass_after) = (before.queue.pass, after.queue.pass);
@@ -438,6 +439,7 @@ mod tests {
         );
         check_step(|s| s.job = None, Violation::DatasetChanged);
         check_step(|s| job(s).dataset.passes = 3, Violation::DatasetChanged);
+        check_step(|s| job(s).shuffle = Some(1), Violation::DatasetChanged);
         check_step(
             |s| job(s).queue.tasks[0].epoch = 0,
             Violation::EpochDecreased { task_id: 0, before: 1, after: 0 },

@@ -13,13 +13,27 @@ pub(crate) struct Job {
     /// Fixed once accepted: every later report is compared against it.
     pub(crate) dataset: Dataset,
     pub(crate) queue: TaskQueue,
+    /// The seed each pass's tasks are shuffled with (`None`: handed out by id), fixed with the
+    /// dataset: a report with another one is refused (`shuffle_difference`).
+    pub(crate) shuffle: Option<u64>,
 }
 
 impl Job {
-    /// Starts pass 0 with every task in todo.
-    pub(crate) fn new(dataset: Dataset) -> Self {
-        let queue = TaskQueue::new(dataset.task_count());
-        Self { dataset, queue }
+    /// Starts pass 0 with every task in todo, shuffled with `shuffle` if it is set.
+    pub(crate) fn new(dataset: Dataset, shuffle: Option<u64>) -> Self {
+        let queue = TaskQueue::new(dataset.task_count(), shuffle);
+        Self { dataset, queue, shuffle }
+    }
+
+    /// What differs between the job's shuffle and a report's, naming both; `None` if equal.
+    pub(crate) fn shuffle_difference(&self, reported: Option<u64>) -> Option<String> {
+        let describe = |shuffle: Option<u64>| match shuffle {
+            Some(seed) => format!("shuffle seed {seed}"),
+            None => "no shuffle".to_string(),
+        };
+        (self.shuffle != reported).then(|| {
+            format!("{} differs from the reported {}", describe(reported), describe(self.shuffle))
+        })
     }
 
     /// The answer to the first report, repeated for identical later reports.
@@ -116,6 +130,6 @@ impl Job {
     }
 
     fn advance_if_drained(&mut self) {
-        self.queue.advance_if_drained(self.dataset.passes, &self.dataset.policy);
+        self.queue.advance_if_drained(self.dataset.passes, &self.dataset.policy, self.shuffle);
     }
 }

@@ -14,8 +14,10 @@ use super::response::Response;
 
 impl JobState {
     /// Applies a dataset report (a whole RecordIO list, one batch of it, or an index range).
+    /// A `ShuffledReport` is its report with the envelope's seed.
     pub(crate) fn execute_report(&mut self, command: &Command, now_ms: u64) -> Response {
         let (job, loading) = (&mut self.job, &mut self.loading);
+        let (command, shuffle) = command.report_parts();
         match command {
             Command::ReportDataset { job: name, chunks, passes, policy } => {
                 let list = ChunkList::from_refs(chunks);
@@ -27,6 +29,7 @@ impl JobState {
                     digest: chunks_digest(chunks),
                     first_chunk: 0,
                     chunks: &list,
+                    shuffle,
                 };
                 apply_batch(job, loading, &batch, now_ms)
             }
@@ -47,12 +50,13 @@ impl JobState {
                     digest: *digest,
                     first_chunk: *first_chunk,
                     chunks,
+                    shuffle,
                 };
                 apply_batch(job, loading, &batch, now_ms)
             }
             Command::ReportIndexDataset { job: name, size, shard_size, passes, policy } => {
                 let (size, shard_size, passes, policy) = (*size, *shard_size, *passes, *policy);
-                let report = IndexReport { job: name, size, shard_size, passes, policy };
+                let report = IndexReport { job: name, size, shard_size, passes, policy, shuffle };
                 apply_index_report(job, loading, &report, now_ms)
             }
             other => not_of_family("a dataset report", other),

@@ -63,7 +63,7 @@ impl JobState {
         };
         let (passes, policy) = (job.dataset.passes, job.dataset.policy);
         let pass = checkpoint.pass;
-        let todo = job.queue.restore((pass, &checkpoint.done), passes, &policy);
+        let todo = job.queue.restore((pass, &checkpoint.done), passes, &policy, job.shuffle);
         self.progress.restores += 1;
         if crate::planted::active("restore-revives-ended") {
             self.ended = None;

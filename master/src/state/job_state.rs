@@ -157,7 +157,8 @@ impl JobState {
         match command {
             Command::ReportDataset { .. }
             | Command::ReportDatasetBatch { .. }
-            | Command::ReportIndexDataset { .. } => self.execute_report(command, now_ms),
+            | Command::ReportIndexDataset { .. }
+            | Command::ShuffledReport { .. } => self.execute_report(command, now_ms),
             Command::GetTask { .. }
             | Command::TaskFinished { .. }
             | Command::TaskFailed { .. }
@@ -276,17 +277,22 @@ impl JobState {
         self.job.is_some()
     }
 
-    /// The accepted answer to a repeated dataset report of `files`, when it surely repeats the
-    /// accepted spec (`repeated_report.rs`); `None` means: scan and propose as usual.
+    /// The accepted answer to a repeated dataset report of `files` (shuffled with `shuffle`),
+    /// when it surely repeats the accepted spec (`repeated_report.rs`); `None` means: scan and propose as usual.
     pub fn repeated_report(
         &self,
         job: &str,
-        passes: u32,
+        (passes, shuffle): (u32, Option<u64>),
         policy: &QueuePolicy,
         files: &[ReportedFile],
     ) -> Option<AcceptedReport> {
-        let accepted = &self.job.as_ref()?.dataset;
-        super::repeated_report::repeated_report(accepted, job, passes, policy, files)
+        let accepted = self.job.as_ref().filter(|accepted| accepted.shuffle == shuffle)?;
+        super::repeated_report::repeated_report(&accepted.dataset, job, passes, policy, files)
+    }
+
+    /// The accepted dataset's shuffle seed (`None`: in order, or no dataset yet).
+    pub fn shuffle_seed(&self) -> Option<u64> {
+        self.job.as_ref().and_then(|job| job.shuffle)
     }
 
     /// The queue policy of the accepted dataset.

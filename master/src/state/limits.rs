@@ -70,7 +70,7 @@ fn policy() -> QueuePolicy {
 /// Every task with the widest counters, the reason budget spent, and one pending task per
 /// trainer.
 fn largest_queue(task_count: u64, trainers: u64) -> TaskQueue {
-    let mut queue = TaskQueue::new(task_count);
+    let mut queue = TaskQueue::new(task_count, Some(u64::MAX));
     let reason = "r".repeat(FAILURE_REASON_BYTES_MAX);
     let reasons = queue.reasons_bytes_max() / FAILURE_REASON_BYTES_MAX as u64;
     for (index, task) in queue.tasks.iter_mut().enumerate() {
@@ -203,7 +203,7 @@ fn largest_job(dataset: Dataset, members: bool) -> JobState {
     let mut state = JobState::new();
     state.name = dataset.job.clone();
     state.clock_ms = u64::MAX / 2;
-    state.job = Some(Job { dataset, queue });
+    state.job = Some(Job { dataset, queue, shuffle: Some(u64::MAX) });
     let name = "n".repeat(TRAINER_NAME_BYTES_MAX);
     state.trainers.trainers = (1..=trainers).map(|id| (id, name.clone())).collect();
     state.trainers.next_trainer_id = u64::MAX;

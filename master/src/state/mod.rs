@@ -97,13 +97,15 @@ mod request;
 mod response;
 mod routing;
 mod sessions;
+#[cfg(test)]
+mod shuffled_passes;
 mod snapshot_layout;
 mod snapshot_legacy_dataset;
-mod snapshot_legacy_jobs_only;
 mod snapshot_legacy_progress;
 mod snapshot_legacy_single_job;
 mod snapshot_legacy_slots;
 mod snapshot_legacy_tags;
+mod snapshot_legacy_unshuffled;
 mod status;
 mod task;
 mod task_queue;

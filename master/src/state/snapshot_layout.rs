@@ -17,18 +17,17 @@ use super::codec::{self, DecodeError, SNAPSHOT_BYTES_MAX};
 use super::dataset_loading::DatasetLoading;
 use super::eval::EvalRecord;
 use super::failers::Failers;
-use super::job::Job;
 use super::master_state::MasterState;
 use super::members;
 use super::pserver_slots::PServerSlots;
 use super::response::Response;
 use super::sessions::{Session, Sessions, STRANGER_SESSION_COUNT_MAX};
 use super::snapshot_legacy_dataset::{ChunksOnlyDataset, ChunksOnlyJob, ChunksOnlyState};
-use super::snapshot_legacy_jobs_only::JobsOnlyState;
 use super::snapshot_legacy_progress::DataProgressState;
 use super::snapshot_legacy_single_job::SingleJobState;
 use super::snapshot_legacy_slots::SlotsWithoutSecrets;
 use super::snapshot_legacy_tags::UnheldTagsState;
+use super::snapshot_legacy_unshuffled::{UnshuffledJob, UnshuffledState};
 use super::task::{PendingTask, Task};
 use super::task_queue::TaskQueue;
 use super::trainer_registry::TrainerRegistry;
@@ -40,10 +39,12 @@ const SNAPSHOT_MARKER: u8 = 0xFF;
 /// and keeps the secret of each pserver slot's claim; 4 gives the dataset a kind (RecordIO
 /// chunks or an index range); 5 holds named jobs, each with its end and progress checkpoints;
 /// 6 adds each job's pserver checkpoints taken for its progress checkpoints; 7 records each
-/// slot's holder when a progress checkpoint was taken; 8 adds the rendezvous key space.
+/// slot's holder when a progress checkpoint was taken; 8 gives each job its shuffle seed and
+/// adds the rendezvous key space.
 const SNAPSHOT_LAYOUT_VERSION: u8 = 8;
-/// The layout without the rendezvous key space, still read (`snapshot_legacy_jobs_only.rs`).
-const SNAPSHOT_LAYOUT_VERSION_JOBS_ONLY: u8 = 7;
+/// The layout of jobs without a shuffle seed and without the rendezvous key space, still read
+/// (`snapshot_legacy_unshuffled.rs`).
+const SNAPSHOT_LAYOUT_VERSION_UNSHUFFLED: u8 = 7;
 /// The layout of tags that name no holder, still read (`snapshot_legacy_tags.rs`).
 const SNAPSHOT_LAYOUT_VERSION_UNHELD_TAGS: u8 = 6;
 /// The layout of named jobs without pserver checkpoints for their progress, still read
@@ -84,9 +85,9 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
             return codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot");
         }
-        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_JOBS_ONLY, body @ ..] => {
-            let jobs_only: JobsOnlyState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
-            return Ok(jobs_only.into());
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_UNSHUFFLED, body @ ..] => {
+            let unshuffled: UnshuffledState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
+            return Ok(unshuffled.into());
         }
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_UNHELD_TAGS, body @ ..] => {
             let unheld: UnheldTagsState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
@@ -150,7 +151,7 @@ struct LegacyTaskQueue {
     reason_bytes: u64,
 }
 
-impl From<LegacyJob> for Job {
+impl From<LegacyJob> for UnshuffledJob {
     fn from(legacy: LegacyJob) -> Self {
         let LegacyTaskQueue {
             tasks,
@@ -177,7 +178,7 @@ impl From<LegacyJob> for Job {
             reason_bytes,
             failers: Failers::default(),
         };
-        Job { dataset: legacy.dataset.into(), queue }
+        UnshuffledJob { dataset: legacy.dataset.into(), queue }
     }
 }
 
@@ -206,7 +207,7 @@ impl From<LegacyState> for SingleJobState {
         let sessions = into_pools(sessions, &legacy.trainers, &pservers);
         SingleJobState {
             clock_ms: legacy.clock_ms,
-            job: legacy.job.map(Job::from),
+            job: legacy.job.map(UnshuffledJob::from),
             trainers: legacy.trainers,
             pservers,
             eval: legacy.eval,
@@ -253,7 +254,7 @@ impl From<OnePoolState> for SingleJobState {
         let sessions = into_pools(sessions, &one_pool.trainers, &pservers);
         SingleJobState {
             clock_ms: one_pool.clock_ms,
-            job: one_pool.job.map(Job::from),
+            job: one_pool.job.map(UnshuffledJob::from),
             trainers: one_pool.trainers,
             pservers,
             eval: one_pool.eval,
@@ -344,6 +345,7 @@ mod tests {
     fn an_unmarked_job_of_an_older_build_still_decodes() {
         use crate::state::chunk_list::ChunkList;
         use crate::state::dataset::{Dataset, QueuePolicy};
+        use crate::state::job::Job;
         use crate::state::ChunkRef;
         let chunk =
             |offset| ChunkRef { path: "a".into(), offset, compressed_size: 8, record_count: 1 };
@@ -356,7 +358,7 @@ mod tests {
         };
         let chunks = ChunkList::from_refs(&[chunk(0), chunk(100)]);
         let dataset = Dataset::recordio("job", chunks.clone(), 2, policy).expect("a valid dataset");
-        let job = Job::new(dataset);
+        let job = Job::new(dataset, None);
         let digest = chunks.digest();
         let dataset = ChunksOnlyDataset { job: "job".into(), chunks, passes: 2, policy, digest };
         let queue = job.queue.clone();

@@ -8,10 +8,10 @@ use super::chunk_list::ChunkList;
 use super::dataset::{Dataset, DatasetKind, QueuePolicy};
 use super::dataset_loading::DatasetLoading;
 use super::eval::EvalRecord;
-use super::job::Job;
 use super::pserver_slots::PServerSlots;
 use super::sessions::Sessions;
 use super::snapshot_legacy_single_job::SingleJobState;
+use super::snapshot_legacy_unshuffled::UnshuffledJob;
 use super::task_queue::TaskQueue;
 use super::trainer_registry::TrainerRegistry;
 
@@ -39,9 +39,9 @@ pub(super) struct ChunksOnlyJob {
     pub(super) queue: TaskQueue,
 }
 
-impl From<ChunksOnlyJob> for Job {
+impl From<ChunksOnlyJob> for UnshuffledJob {
     fn from(old: ChunksOnlyJob) -> Self {
-        Job { dataset: old.dataset.into(), queue: old.queue }
+        UnshuffledJob { dataset: old.dataset.into(), queue: old.queue }
     }
 }
 
@@ -60,7 +60,7 @@ pub(super) struct ChunksOnlyState {
 impl From<ChunksOnlyState> for SingleJobState {
     fn from(old: ChunksOnlyState) -> Self {
         let ChunksOnlyState { clock_ms, job, trainers, pservers, eval, sessions, loading } = old;
-        let job = job.map(Job::from);
+        let job = job.map(UnshuffledJob::from);
         SingleJobState { clock_ms, job, trainers, pservers, eval, sessions, loading }
     }
 }

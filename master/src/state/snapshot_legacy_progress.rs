@@ -14,6 +14,7 @@ use super::master_state::MasterState;
 use super::progress::ProgressLog;
 use super::pserver_slots::PServerSlots;
 use super::sessions::Sessions;
+use super::snapshot_legacy_unshuffled::UnshuffledJob;
 use super::trainer_registry::TrainerRegistry;
 
 /// Layout 5's whole state.
@@ -29,7 +30,7 @@ pub(super) struct DataProgressState {
 struct DataProgressJob {
     name: String,
     clock_ms: u64,
-    job: Option<Job>,
+    job: Option<UnshuffledJob>,
     trainers: TrainerRegistry,
     pservers: PServerSlots,
     eval: Option<EvalRecord>,
@@ -68,7 +69,7 @@ impl From<DataProgressJob> for JobState {
         JobState {
             name,
             clock_ms,
-            job,
+            job: job.map(Job::from),
             trainers,
             pservers,
             eval,

@@ -16,13 +16,14 @@ use super::master_state::MasterState;
 use super::progress::ProgressLog;
 use super::pserver_slots::PServerSlots;
 use super::sessions::Sessions;
+use super::snapshot_legacy_unshuffled::UnshuffledJob;
 use super::trainer_registry::TrainerRegistry;
 
 /// Layout 4's whole state (`JobState` before it had a name, an end and progress checkpoints).
 #[derive(Serialize, Deserialize)]
 pub(super) struct SingleJobState {
     pub(super) clock_ms: u64,
-    pub(super) job: Option<Job>,
+    pub(super) job: Option<UnshuffledJob>,
     pub(super) trainers: TrainerRegistry,
     pub(super) pservers: PServerSlots,
     pub(super) eval: Option<EvalRecord>,
@@ -38,7 +39,7 @@ impl From<SingleJobState> for MasterState {
         let mut state = JobState {
             name: String::new(),
             clock_ms,
-            job,
+            job: job.map(Job::from),
             trainers,
             pservers,
             eval,

@@ -18,6 +18,7 @@ use super::model_checkpoints::{ModelCheckpoints, PendingRestore, ProgressTags};
 use super::progress::ProgressLog;
 use super::pserver_slots::{CheckpointMeta, PServerSlots};
 use super::sessions::Sessions;
+use super::snapshot_legacy_unshuffled::UnshuffledJob;
 use super::trainer_registry::TrainerRegistry;
 
 /// Layout 6's whole state.
@@ -33,7 +34,7 @@ pub(super) struct UnheldTagsState {
 struct UnheldTagsJob {
     name: String,
     clock_ms: u64,
-    job: Option<Job>,
+    job: Option<UnshuffledJob>,
     trainers: TrainerRegistry,
     pservers: PServerSlots,
     eval: Option<EvalRecord>,
@@ -88,7 +89,7 @@ impl From<UnheldTagsJob> for JobState {
         JobState {
             name,
             clock_ms,
-            job,
+            job: job.map(Job::from),
             trainers,
             pservers,
             eval,

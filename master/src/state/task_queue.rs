@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::dataset::{QueuePolicy, TASK_COUNT_MAX};
 use super::failers::{Failers, FAILERS_COUNT_FLOOR, FAILERS_COUNT_MAX};
 use super::task::{PendingTask, Task};
+use client::shuffle::task_rank;
 use client::Fault;
 
 /// The longest failure reason kept for one task; longer ones are cut (on a character
@@ -77,12 +78,12 @@ pub(crate) enum Requeue {
 }
 
 impl TaskQueue {
-    /// A queue for pass 0 with every task in todo, in id order.
-    pub(crate) fn new(task_count: u64) -> Self {
+    /// A queue for pass 0 with every task in todo, in id order or shuffled with `shuffle`.
+    pub(crate) fn new(task_count: u64, shuffle: Option<u64>) -> Self {
         let count = usize::try_from(task_count).expect("task count is bounded by the chunk count");
         Self {
             tasks: vec![Task::default(); count],
-            todo: (0..task_count).collect(),
+            todo: pass_order((0..task_count).collect(), shuffle, 0),
             pending: BTreeMap::new(),
             done: BTreeSet::new(),
             failed: BTreeSet::new(),
@@ -244,7 +245,12 @@ impl TaskQueue {
     /// Starts the next pass, or finishes the job, once todo and pending are both empty. Called
     /// after every transition that takes a task out of todo or pending, including the one that
     /// moves a pass's last task to `failed`.
-    pub(crate) fn advance_if_drained(&mut self, passes: u32, policy: &QueuePolicy) {
+    pub(crate) fn advance_if_drained(
+        &mut self,
+        passes: u32,
+        policy: &QueuePolicy,
+        shuffle: Option<u64>,
+    ) {
         if self.job_finished || !self.todo.is_empty() || !self.pending.is_empty() {
             return;
         }
@@ -258,7 +264,6 @@ impl TaskQueue {
             self.job_finished = true;
             return;
         }
-        next.sort_unstable();
         self.done.clear();
         self.failers.clear();
         if policy.retry_failed_next_pass {
@@ -270,8 +275,8 @@ impl TaskQueue {
             record.failures = 0;
             record.timeouts = 0;
         }
-        self.todo = next.into();
         self.pass += 1;
+        self.todo = pass_order(next, shuffle, self.pass);
     }
 
     fn requeue_or_fail(&mut self, task_id: u64, policy: &QueuePolicy) -> Requeue {
@@ -331,6 +336,21 @@ impl TaskQueue {
     }
 }
 
+/// The order a pass hands `tasks` out in: by id, or by their rank in the pass under the
+/// job's shuffle seed (`client::shuffle`), a permutation computed afresh and never stored.
+pub(crate) fn pass_order(mut tasks: Vec<u64>, shuffle: Option<u64>, pass: u32) -> VecDeque<u64> {
+    let Some(seed) = shuffle else {
+        tasks.sort_unstable();
+        return tasks.into();
+    };
+    // Ranks are distinct, so sorting (rank, id) pairs is the permutation; pairs sort about
+    // twice as fast as `sort_by_cached_key` (a million tasks: ~35 ms against ~70 ms).
+    let mut ranked: Vec<(u64, u64)> =
+        tasks.into_iter().map(|task_id| (task_rank(seed, pass, task_id), task_id)).collect();
+    ranked.sort_unstable();
+    ranked.into_iter().map(|(_, task_id)| task_id).collect()
+}
+
 /// Cuts `text` to at most `bytes_max` bytes without splitting a character.
 pub fn truncate(text: &str, bytes_max: usize) -> String {
     let mut end = text.len().min(bytes_max);
@@ -359,7 +379,7 @@ mod tests {
     fn failure_reasons_stay_within_the_budget() {
         let budget = FAILURE_REASONS_BYTES_FLOOR;
         let count = budget / FAILURE_REASON_BYTES_MAX as u64 + 2;
-        let mut queue = TaskQueue::new(count);
+        let mut queue = TaskQueue::new(count, None);
         assert_eq!(queue.reasons_bytes_max(), budget, "a small job gets the floor");
         let long = "x".repeat(FAILURE_REASON_BYTES_MAX * 2);
         for task_id in 0..count {

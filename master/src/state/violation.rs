@@ -50,7 +50,9 @@ pub enum InvariantViolation {
     EndedJobRevived { cancelled: bool, at_ms: u64 },
     #[error("the job ended but a restore of progress checkpoint {checkpoint} still waits")]
     EndedJobRestoring { checkpoint: u64 },
-    #[error("the dataset changed after it was accepted; the first report wins")]
+    #[error(
+        "the dataset or its shuffle seed changed after it was accepted; the first report wins"
+    )]
     DatasetChanged,
     #[error("the next trainer id went from {before} to {after}; ids are never reused")]
     TrainerIdReused { before: u64, after: u64 },

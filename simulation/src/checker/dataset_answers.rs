@@ -85,6 +85,7 @@ mod tests {
             trainers: 0..1,
             pservers: 0..1,
             pserver_slots: 1,
+            shuffle_seed: None,
         };
         DatasetAnswers::new(&[job("a", 25, 10, 3), job("b", 9, 2, 5)])
     }

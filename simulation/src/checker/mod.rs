@@ -3,8 +3,9 @@
 //! machine applied, and the task-queue state; plus the clients' acknowledged writes.
 //!
 //! `state_machine_safety` also builds the canonical log (the first entry applied at each index,
-//! which every other apply must equal); `client_visible`, `epoch_fencing`, `slot_holders` and
-//! `lease_terms` read it in order. `incarnation_files` checks that every slot checkpoint a
+//! which every other apply must equal); `client_visible`, `epoch_fencing`, `dispatch_order`
+//! (a pass's tasks come in its order: by id, or the permutation of a shuffled job's seed),
+//! `slot_holders` and `lease_terms` read it in order. `incarnation_files` checks that every slot checkpoint a
 //! node's state records lies in its own job incarnation's directory; `restore_fencing` that no
 //! push computed before a restore is applied to the restored model; `rendezvous_keys` that
 //! every rendezvous run's keys answer as a model replaying the log in order does (a compare by
@@ -20,6 +21,7 @@
 mod client_visible;
 mod commit_durability;
 mod dataset_answers;
+mod dispatch_order;
 mod election_safety;
 mod epoch_fencing;
 mod incarnation_files;
@@ -47,6 +49,7 @@ use crate::observer::AppliedEntry;
 
 pub use client_visible::{ClientVisible, TasksSeen};
 pub use dataset_answers::DatasetAnswers;
+pub use dispatch_order::DispatchOrder;
 pub use election_safety::ElectionSafety;
 pub use epoch_fencing::EpochFencing;
 pub use job_directory::JobDirectory;
@@ -129,6 +132,7 @@ pub struct Checkers {
     task_queue: TaskQueueInvariants,
     client_visible: ClientVisible,
     epoch_fencing: EpochFencing,
+    dispatch_order: DispatchOrder,
     lease_terms: LeaseTerms,
     slot_holders: SlotHolders,
     dataset_answers: DatasetAnswers,
@@ -146,6 +150,7 @@ impl Checkers {
             task_queue: TaskQueueInvariants::default(),
             client_visible: ClientVisible::default(),
             epoch_fencing: EpochFencing::default(),
+            dispatch_order: DispatchOrder::default(),
             lease_terms: LeaseTerms::new(trainer_lease_ms, pserver_lease_ms),
             slot_holders: SlotHolders::new(pserver_lease_ms),
             dataset_answers: DatasetAnswers::new(jobs),
@@ -171,6 +176,7 @@ impl Checkers {
         self.jobs.learn(&observation.nodes)?;
         let jobs = &self.jobs;
         self.epoch_fencing.check(canonical, jobs)?;
+        self.dispatch_order.check(canonical, jobs)?;
         self.client_visible.check(&observation.acked, canonical, jobs, observation.now_ms)?;
         self.lease_terms.check(&observation.nodes, canonical, observation.now_ms)?;
         self.slot_holders.check(&observation.slot_events, canonical, jobs)?;

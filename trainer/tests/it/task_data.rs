@@ -6,7 +6,7 @@ use proto::example::Example;
 use proto::Message as _;
 use storage::recordio::{FileIndex, Writer, WriterOptions};
 use trainer::model::{ModelConfig, ModelKind};
-use trainer::task_data::read_task;
+use trainer::task_data::{read_shuffled_task, read_task};
 
 const MODEL: ModelConfig =
     ModelConfig { kind: ModelKind::Softmax, features: 2, classes: 3, hidden: 1 };
@@ -49,6 +49,29 @@ fn good_records_make_batches() {
     assert!(chunks.len() > 1, "several chunks");
     let batches = read_task(&MODEL, &chunks, 3).expect("read");
     assert_eq!(batches.iter().map(|batch| batch.len()).collect::<Vec<_>>(), vec![3, 3, 1]);
+}
+
+/// A shuffled job's task is read whole, in `client::shuffle::sample_order`'s order of its
+/// records (what the Python package reads too), cut into the same batch sizes.
+#[test]
+fn a_shuffled_task_reads_its_records_in_the_seeded_order() {
+    let temp = tempfile::tempdir().expect("temp");
+    let examples: Vec<Example> = (0..7).map(|i| example(vec![i as f32, 1.0], 0.0)).collect();
+    let (_, chunks) = dataset(temp.path(), &examples);
+    let batches = read_shuffled_task(&MODEL, &chunks, 3, (9, 1, 4)).expect("read");
+    assert_eq!(batches.iter().map(|batch| batch.len()).collect::<Vec<_>>(), vec![3, 3, 1]);
+    let plain = read_task(&MODEL, &chunks, 7).expect("read");
+    let order = client::shuffle::sample_order(9, 1, 4, 7).expect("small");
+    let shuffled = read_shuffled_task(&MODEL, &chunks, 7, (9, 1, 4)).expect("read");
+    let first_feature = |batch: &trainer::batch::Batch, row: usize| match &batch.inputs {
+        trainer::batch::Inputs::Dense(dense) => dense[[row, 0]],
+        other => panic!("dense inputs, not {other:?}"),
+    };
+    let read: Vec<f32> = (0..7).map(|row| first_feature(&shuffled[0], row)).collect();
+    let expected: Vec<f32> =
+        order.iter().map(|offset| first_feature(&plain[0], *offset as usize)).collect();
+    assert_eq!(read, expected);
+    assert_ne!(read, (0..7).map(|i| i as f32).collect::<Vec<_>>(), "shuffled");
 }
 
 #[test]

@@ -100,10 +100,13 @@ pub(super) async fn get_task(
         Response::Task(assignment) => {
             metrics::counter!("raftrain_master_tasks_dispatched_total").increment(1);
             let job = job()?;
-            let data = rpc.node.read(|state| state.job(job)?.task_data(assignment.task_id));
+            let data = rpc.node.read(|state| {
+                let job = state.job(job)?;
+                Some((job.task_data(assignment.task_id)?, job.shuffle_seed()))
+            });
             // The dataset is fixed once accepted, and a task answer needs one.
-            let data = data.ok_or_else(|| unexpected("GetTask", Response::NoDataset))?;
-            reply(Outcome::Task, Some(task(&assignment, &data)), assignment.pass)
+            let (data, seed) = data.ok_or_else(|| unexpected("GetTask", Response::NoDataset))?;
+            reply(Outcome::Task, Some(task(&assignment, (&data, seed))), assignment.pass)
         }
         Response::PassBefore { current } => reply(Outcome::PassBefore, None, current),
         Response::PassAfter { current } => reply(Outcome::PassAfter, None, current),
