@@ -44,8 +44,7 @@ pub(super) async fn rendezvous_read(
     }
     rpc.linearizable().await?;
     let reply = read(rpc, &request);
-    let waiting = reply.entries.iter().any(|entry| !entry.present);
-    if request.wait_ms == 0 || !waiting {
+    if request.wait_ms == 0 || all_present(&reply) {
         return Ok(tonic::Response::new(reply));
     }
     let _place = rpc.rendezvous_waits.admit(request.client_id)?;
@@ -53,8 +52,10 @@ pub(super) async fn rendezvous_read(
     wait_for_keys(rpc, &request, wait).await.map(tonic::Response::new)
 }
 
-/// Reads again after every applied entry until every key exists or `wait` passed; each answer
-/// comes from a leadership confirmed after the keys were seen (or not).
+/// Looks again after every applied entry (any job's) until every key exists or `wait` passed.
+/// A look reads the applied state only; leadership is confirmed (a quorum round) once the keys
+/// are there or the wait is over, before the answer, so task traffic does not cost a round per
+/// waiting read.
 async fn wait_for_keys(
     rpc: &MasterRpc,
     request: &pb::RendezvousReadRequest,
@@ -67,12 +68,19 @@ async fn wait_for_keys(
             changed = metrics.changed() => changed.is_ok(),
             () = tokio::time::sleep_until(deadline) => false,
         };
+        if changed && !all_present(&read(rpc, request)) {
+            continue;
+        }
         rpc.linearizable().await?;
         let reply = read(rpc, request);
-        if !changed || reply.entries.iter().all(|entry| entry.present) {
+        if !changed || all_present(&reply) {
             return Ok(reply);
         }
     }
+}
+
+fn all_present(reply: &pb::RendezvousReadReply) -> bool {
+    reply.entries.iter().all(|entry| entry.present)
 }
 
 fn read(rpc: &MasterRpc, request: &pb::RendezvousReadRequest) -> pb::RendezvousReadReply {
