@@ -20,6 +20,8 @@ pub struct ClusterInfo {
     pub members: Vec<Member>,
     pub last_log_index: Option<u64>,
     pub last_applied_index: Option<u64>,
+    /// The answering node's feature level (`NodeConfig::feature_level`; 0: none given).
+    pub feature_level: u32,
 }
 
 /// A member and its role as the answering node believes it to be.
@@ -92,6 +94,7 @@ impl ClusterInfo {
             members,
             last_log_index: metrics.last_log_index,
             last_applied_index: metrics.last_applied.map(|log_id| log_id.index),
+            feature_level: 0,
         }
     }
 }
@@ -142,6 +145,7 @@ impl From<&ClusterInfo> for ClusterInfoReply {
             // The application fills these when asked (the master service does).
             state_digest: 0,
             digest_applied_index: 0,
+            feature_level: info.feature_level,
         }
     }
 }
@@ -166,6 +170,7 @@ impl From<&ClusterInfoReply> for ClusterInfo {
             members,
             last_log_index: Some(reply.last_log_index),
             last_applied_index: Some(reply.last_applied_index),
+            feature_level: reply.feature_level,
         }
     }
 }

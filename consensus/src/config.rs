@@ -54,6 +54,10 @@ pub struct NodeConfig {
     /// Where each member's Raft service is dialled, when it has a port of its own; empty
     /// means at its `peers` address (one port for everything).
     pub raft_addrs: BTreeMap<u64, String>,
+    /// The newest feature level (command set) the application on this node decodes and
+    /// admits, answered in `ClusterInfo` so a leader can tell what every member decodes
+    /// (`member_levels.rs`); 0, the default, says none (as builds before levels answer).
+    pub feature_level: u32,
 }
 
 /// A configuration that cannot work.
@@ -94,6 +98,7 @@ impl NodeConfig {
             write_timeout_ms: WRITE_TIMEOUT_MS_DEFAULT,
             security: Security::default(),
             raft_addrs: BTreeMap::new(),
+            feature_level: 0,
         }
     }
 

@@ -217,7 +217,8 @@ impl<S: StateMachine> ConsensusNode<S> {
 
     /// The tonic service to add to a router; the application may serve its own beside it.
     pub fn raft_service(&self) -> RaftServiceServer<RaftServer> {
-        RaftServer::service(self.rpc_handler(), self.inner.config.id)
+        let config = &self.inner.config;
+        RaftServer::service(self.rpc_handler(), config.id, config.feature_level)
     }
 
     /// Replicates `command`, waits until it is applied here, and returns the response.
@@ -332,6 +333,17 @@ impl<S: StateMachine> ConsensusNode<S> {
         GrpcHandoff::new(config.security.clone(), config.raft_addrs.clone())
     }
 
+    /// The gRPC transport that asks members their feature levels, dialling as a handoff does.
+    pub fn grpc_member_levels(&self) -> crate::GrpcMemberLevels {
+        let config = &self.inner.config;
+        crate::GrpcMemberLevels::new(config.security.clone(), config.raft_addrs.clone())
+    }
+
+    /// The feature level this node answers (`NodeConfig::feature_level`).
+    pub fn feature_level(&self) -> u32 {
+        self.inner.config.feature_level
+    }
+
     /// Whether [`ConsensusNode::hand_off_leadership`] was called.
     pub fn is_leaving(&self) -> bool {
         self.inner.leaving.load(Ordering::SeqCst)
@@ -368,7 +380,9 @@ impl<S: StateMachine> ConsensusNode<S> {
 
     /// This node's view of the group.
     pub fn cluster_info(&self) -> ClusterInfo {
-        ClusterInfo::from_metrics(&self.inner.raft.metrics().borrow())
+        let mut info = ClusterInfo::from_metrics(&self.inner.raft.metrics().borrow());
+        info.feature_level = self.inner.config.feature_level;
+        info
     }
 
     /// Raft metrics, updated as they change.

@@ -22,12 +22,17 @@ use crate::{codec, ConsensusNode, StateMachine};
 pub struct RaftServer {
     handler: RpcHandler,
     node_id: u64,
+    feature_level: u32,
 }
 
 impl RaftServer {
     /// The tonic service with this crate's message limits.
-    pub(crate) fn service(handler: RpcHandler, node_id: u64) -> RaftServiceServer<Self> {
-        RaftServiceServer::new(Self { handler, node_id })
+    pub(crate) fn service(
+        handler: RpcHandler,
+        node_id: u64,
+        feature_level: u32,
+    ) -> RaftServiceServer<Self> {
+        RaftServiceServer::new(Self { handler, node_id, feature_level })
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX)
     }
@@ -85,7 +90,8 @@ impl RaftService for RaftServer {
         &self,
         _request: Request<ClusterInfoRequest>,
     ) -> Result<Response<ClusterInfoReply>, Status> {
-        let info = ClusterInfo::from_metrics(&self.handler.raft().metrics().borrow());
+        let mut info = ClusterInfo::from_metrics(&self.handler.raft().metrics().borrow());
+        info.feature_level = self.feature_level;
         Ok(Response::new(cluster_info_reply(&info)))
     }
 }

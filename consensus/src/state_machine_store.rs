@@ -285,13 +285,16 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
         let mut applied = self.applied_mut();
         let mut responses = Vec::new();
         for entry in entries {
-            applied.last_applied = Some(entry.log_id);
             let response = match &entry.payload {
                 EntryPayload::Blank => Vec::new(),
                 EntryPayload::Normal(commands) => {
                     let entry_term = entry.log_id.leader_id.term;
                     let machine = &mut applied.machine;
-                    commands.0.iter().map(|command| machine.apply(command, entry_term)).collect()
+                    let answers =
+                        commands.0.iter().map(|command| machine.apply(command, entry_term));
+                    answers
+                        .collect::<Result<_, _>>()
+                        .map_err(|error| unappliable(&entry, &error))?
                 }
                 EntryPayload::Membership(membership) => {
                     let membership = membership.clone();
@@ -299,6 +302,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
                     Vec::new()
                 }
             };
+            applied.last_applied = Some(entry.log_id);
             if let Some(observer) = &self.shared.observer {
                 observer.applied(&entry, &response);
             }
@@ -359,3 +363,10 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
 
 #[cfg(test)]
 mod tests;
+
+/// The fatal error of an entry this build cannot apply: openraft stops the core, and the
+/// message (which says what to upgrade) is what `ConsensusNode::core_stopped` reports.
+fn unappliable(entry: &Entry, error: &crate::ApplyError) -> StorageError {
+    let reason = format!("entry {}: {error}", entry.log_id);
+    StorageIOError::apply(entry.log_id, AnyError::error(reason)).into()
+}

@@ -137,6 +137,13 @@ pub struct MasterConfig {
     /// leader, afresh after a failover. 0 turns it off; else at least both leases.
     #[arg(long, env = "RAFTRAIN_JOB_IDLE_EXPIRY_MS", default_value_t = JOB_IDLE_EXPIRY_MS_DEFAULT)]
     pub job_idle_expiry_ms: u64,
+    /// The newest feature level this master admits: 1 up to its build's own (the default).
+    /// Every master of a group held at the level its older build had keeps the group there
+    /// after their binaries are upgraded, so they can still go back to that build; lift the
+    /// hold to let the group use what the newer build adds. A master whose group already runs a
+    /// higher level refuses to start (a group's level never goes down).
+    #[arg(long, env = "RAFTRAIN_FEATURE_LEVEL", default_value_t = crate::state::FEATURE_LEVEL)]
+    pub feature_level: u32,
 }
 
 impl MasterConfig {
@@ -149,6 +156,7 @@ impl MasterConfig {
         node.election_timeout_max_ms = self.election_timeout_max_ms;
         node.snapshot_logs_since_last = self.snapshot_logs_since_last;
         node.max_in_snapshot_log_to_keep = self.snapshot_logs_kept;
+        node.feature_level = self.feature_level;
         if let Some(addrs) = &self.peer_addrs {
             node.raft_addrs = parse_peers(addrs).context("--peer-addrs")?;
         }
@@ -179,6 +187,11 @@ impl MasterConfig {
             self.rendezvous_idle_secs >= 60,
             "--rendezvous-idle-secs must be at least 60 (torch's agents write every few seconds, \
              but a run waiting for its nodes may be quiet for a minute)"
+        );
+        let newest = crate::state::FEATURE_LEVEL;
+        anyhow::ensure!(
+            (1..=newest).contains(&self.feature_level),
+            "--feature-level must be 1 to {newest} (the newest this build decodes)"
         );
         let lease_ms = self.trainer_lease_ms.max(self.pserver_lease_ms);
         anyhow::ensure!(

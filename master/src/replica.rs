@@ -5,11 +5,11 @@
 use crate::clock::Clock;
 use crate::config::MasterConfig;
 use crate::dataset_scan::{DataRoot, PATTERN_BYTES_MAX, PATTERN_COUNT_MAX};
-use crate::leader::{run_duties, LeaderDuties};
+use crate::leader::{run_duties, run_level_raise, LeaderDuties};
 use crate::replicated_state::ReplicatedState;
 use crate::service::{MasterRpc, Proposer};
 use anyhow::Context as _;
-use consensus::ConsensusNode;
+use consensus::{ConsensusNode, MemberLevels};
 use proto::master::master_service_server::MasterServiceServer;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -33,15 +33,28 @@ pub struct Replica {
     service: MasterServiceServer<MasterRpc>,
     stop: watch::Sender<bool>,
     duty_loop: JoinHandle<()>,
+    level_loop: JoinHandle<()>,
 }
 
 impl Replica {
     /// Starts the duties on `node` with `config`'s leases, queue policy and data root, timed
-    /// by `clock`.
+    /// by `clock`; members say their feature levels over gRPC.
     pub fn start(
         node: ConsensusNode<ReplicatedState>,
         config: &MasterConfig,
         clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
+        let levels = Arc::new(node.grpc_member_levels());
+        Self::start_with_levels(node, config, clock, levels)
+    }
+
+    /// [`Replica::start`], with members asked their feature levels through `levels` (the
+    /// simulation's transport).
+    pub fn start_with_levels(
+        node: ConsensusNode<ReplicatedState>,
+        config: &MasterConfig,
+        clock: Arc<dyn Clock>,
+        levels: Arc<dyn MemberLevels>,
     ) -> anyhow::Result<Self> {
         let data_root = open_data_root(config)?;
         let duties = LeaderDuties::new(
@@ -59,8 +72,11 @@ impl Replica {
             .max_decoding_message_size(REQUEST_MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX);
         let (stop, stopped) = watch::channel(false);
+        let heard = proposer.levels_heard();
+        let level_loop =
+            tokio::spawn(run_level_raise(proposer.clone(), levels, heard, stopped.clone()));
         let duty_loop = tokio::spawn(run_duties(proposer, duties, stopped));
-        Ok(Self { service, stop, duty_loop })
+        Ok(Self { service, stop, duty_loop, level_loop })
     }
 
     /// The master service, to serve or to call in process.
@@ -76,6 +92,7 @@ impl Replica {
     /// Stops the duties (and tells the servers to stop).
     pub async fn stop(self) -> anyhow::Result<()> {
         let _ = self.stop.send(true);
+        self.level_loop.await.context("the feature-level duty panicked")?;
         self.duty_loop.await.context("the leader duties panicked")
     }
 }

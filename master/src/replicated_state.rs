@@ -3,17 +3,26 @@
 //! It also offers the read-only queries the service and the leader's duties ask, each about
 //! one job (by the id the group gave it) or about every job.
 
-use crate::state::{JobState, MasterState, SlotHolder, SlotSecret, StatusView};
-use consensus::{RestoreError, StateMachine};
+use crate::state::{JobState, MasterState, SlotHolder, SlotSecret, StatusView, FEATURE_LEVEL};
+use consensus::{ApplyError, RestoreError, StateMachine};
 
-#[derive(Default)]
 pub struct ReplicatedState {
     state: MasterState,
+    /// The newest feature level this replica admits (`--feature-level`): a raise beyond it, in
+    /// the log or in a snapshot, stops the replica instead of being applied.
+    admitted: u32,
+}
+
+impl Default for ReplicatedState {
+    fn default() -> Self {
+        Self::admitting(FEATURE_LEVEL)
+    }
 }
 
 impl StateMachine for ReplicatedState {
-    fn apply(&mut self, command: &[u8], entry_term: u64) -> Vec<u8> {
-        self.state.apply_encoded(command, entry_term)
+    fn apply(&mut self, command: &[u8], entry_term: u64) -> Result<Vec<u8>, ApplyError> {
+        let answer = self.state.apply_encoded(command, entry_term, self.admitted);
+        answer.map_err(|error| ApplyError::new(error.to_string()))
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -21,8 +30,18 @@ impl StateMachine for ReplicatedState {
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
-        self.state =
+        let state =
             MasterState::decode(snapshot).map_err(|error| RestoreError::new(error.to_string()))?;
+        let level = state.feature_level();
+        if level > self.admitted {
+            let admitted = self.admitted;
+            return Err(RestoreError::new(format!(
+                "the snapshot's group runs feature level {level}; this master admits up to \
+                 {admitted} (its build decodes {FEATURE_LEVEL}; --feature-level may hold it \
+                 lower): a group's level never goes down: run a build of level {level} or newer"
+            )));
+        }
+        self.state = state;
         Ok(())
     }
 }
@@ -31,6 +50,11 @@ impl StateMachine for ReplicatedState {
 pub(crate) type HeldSlot = (u64, u32, SlotHolder);
 
 impl ReplicatedState {
+    /// An empty state whose replica admits feature levels up to `admitted`.
+    pub fn admitting(admitted: u32) -> Self {
+        Self { state: MasterState::default(), admitted }
+    }
+
     pub fn state(&self) -> &MasterState {
         &self.state
     }

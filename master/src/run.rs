@@ -38,7 +38,8 @@ pub async fn run(
             crate::metrics::describe,
         ]);
     }
-    let node = ConsensusNode::open(node_config, ReplicatedState::default())
+    let state = ReplicatedState::admitting(config.feature_level);
+    let node = ConsensusNode::open(node_config, state)
         .await
         .with_context(|| format!("open master {} in {}", config.id, config.data_dir.display()))?;
     let replica = Replica::start(node.clone(), &config, Arc::new(SystemClock))?;

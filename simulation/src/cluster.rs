@@ -176,7 +176,9 @@ impl Cluster {
         if skew != ClockSkew::default() {
             self.trace.tally("skewed clock");
         }
-        let replica = Replica::start(node.clone(), &master_config, Arc::new(clock))?;
+        let levels = Arc::new(self.network.levels(id, incarnation));
+        let replica =
+            Replica::start_with_levels(node.clone(), &master_config, Arc::new(clock), levels)?;
         let member = Member { incarnation, raft: node.rpc_handler(), master: replica.service() };
         self.network.register(id, member);
         let timeout_ms = master_config.election_timeout_min_ms;

@@ -425,3 +425,33 @@ impl consensus::HandoffTransport for SimHandoff {
         })
     }
 }
+
+/// Members asked their feature levels, each question delivered like every Raft message (delay,
+/// loss, partitions, pauses); every simulated master runs this build, so one that is reached
+/// answers its level.
+pub struct SimLevels {
+    network: SimNetwork,
+    source: u64,
+    incarnation: u64,
+}
+
+impl SimNetwork {
+    /// The feature-level transport of node `id` in incarnation `incarnation`.
+    pub fn levels(&self, id: u64, incarnation: u64) -> SimLevels {
+        SimLevels { network: self.clone(), source: id, incarnation }
+    }
+}
+
+impl consensus::MemberLevels for SimLevels {
+    fn level<'a>(&'a self, target: u64, _addr: &'a str) -> consensus::LevelFuture<'a> {
+        let (network, source, incarnation) = (self.network.clone(), self.source, self.incarnation);
+        let connection = SimConnection { network, source, incarnation, target };
+        Box::pin(async move {
+            let sent = connection.send::<openraft::error::Infallible>("feature-level").await;
+            let (plan, _handler) = sent.ok()?;
+            let replied = connection.reply::<(), openraft::error::Infallible>(&plan, Ok(())).await;
+            replied.ok()?;
+            Some(master::state::FEATURE_LEVEL)
+        })
+    }
+}

@@ -5,7 +5,10 @@ use openraft::{CommittedLeaderId, EntryPayload};
 
 use super::*;
 use crate::kv::{KvCommand, KvStore};
-use crate::{Commands, RestoreError};
+use crate::{ApplyError, Commands, RestoreError};
+
+/// The command `TermRecorder` cannot apply (as a newer build's command would be).
+const UNAPPLIABLE: &[u8] = b"newer";
 
 /// Records the term each command was applied with.
 #[derive(Default)]
@@ -14,9 +17,12 @@ struct TermRecorder {
 }
 
 impl StateMachine for TermRecorder {
-    fn apply(&mut self, _command: &[u8], entry_term: u64) -> Vec<u8> {
+    fn apply(&mut self, command: &[u8], entry_term: u64) -> Result<Vec<u8>, ApplyError> {
+        if command == UNAPPLIABLE {
+            return Err(ApplyError::new("a newer build's command: upgrade me"));
+        }
         self.terms.push(entry_term);
-        Vec::new()
+        Ok(Vec::new())
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -32,6 +38,21 @@ fn entry(term: u64, index: u64, commands: usize) -> Entry {
     let log_id = LogId::new(CommittedLeaderId::new(term, 1), index);
     let payload = EntryPayload::Normal(Commands(vec![b"c".to_vec(); commands]));
     Entry { log_id, payload }
+}
+
+/// An entry the machine cannot apply fails the apply (which stops the Raft core) with the
+/// machine's reason, and the applied index stays where the entry before it left it.
+#[tokio::test]
+async fn an_unappliable_command_fails_the_apply_and_is_not_applied() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut store = StateMachineStore::open(dir.path(), TermRecorder::default())
+        .expect("an empty snapshot dir opens");
+    store.apply(vec![entry(2, 1, 1)]).await.expect("entry 1 applies");
+    let log_id = LogId::new(CommittedLeaderId::new(2, 1), 2);
+    let payload = EntryPayload::Normal(Commands(vec![b"c".to_vec(), UNAPPLIABLE.to_vec()]));
+    let error = store.apply(vec![Entry { log_id, payload }]).await.expect_err("not appliable");
+    assert!(error.to_string().contains("upgrade me"), "{error}");
+    assert_eq!(store.applied().last_applied.map(|log_id| log_id.index), Some(1));
 }
 
 /// With the durability gate attached (a leader acknowledges its own appends before they are
@@ -78,9 +99,9 @@ struct SlowSnapshots {
 }
 
 impl StateMachine for SlowSnapshots {
-    fn apply(&mut self, _command: &[u8], _entry_term: u64) -> Vec<u8> {
+    fn apply(&mut self, _command: &[u8], _entry_term: u64) -> Result<Vec<u8>, ApplyError> {
         self.applied += 1;
-        Vec::new()
+        Ok(Vec::new())
     }
 
     fn snapshot(&self) -> Vec<u8> {

@@ -6,6 +6,11 @@ use crate::state::Command;
 /// Proposes a leader decision. A failure is logged here, where it is handled: the next tick
 /// sees the same state and tries again.
 pub(super) async fn decide(proposer: &Proposer, term: u64, command: Command) {
+    if !proposer.admits(&command) {
+        // Due again at the next tick, once the group's feature level covers it.
+        tracing::debug!(?command, "leader duty waits for the group's feature level");
+        return;
+    }
     match proposer.decide(term, command).await {
         Ok(crate::state::Response::WrongTerm { decided, committed }) => {
             tracing::info!(decided, committed, "leader duty from an old term refused");

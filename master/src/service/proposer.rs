@@ -4,9 +4,12 @@
 
 use super::status_mapping::write_error;
 use crate::clock::Clock;
+use crate::leader::{LevelWait, LevelsHeard};
 use crate::leader_clock::LeaderClock;
 use crate::replicated_state::ReplicatedState;
-use crate::state::{decode_response, encode_request, ClientStamp, Command, Request, Response};
+use crate::state::{
+    decode_response, encode_request, ClientStamp, Command, Request, Response, BASE_FEATURE_LEVEL,
+};
 use consensus::ConsensusNode;
 use std::sync::Arc;
 use tonic::Status;
@@ -15,11 +18,18 @@ use tonic::Status;
 pub(crate) struct Proposer {
     node: ConsensusNode<ReplicatedState>,
     clock: Arc<LeaderClock>,
+    /// What the leader last heard of its members' feature levels (`leader/level_raise.rs`).
+    levels: Arc<LevelsHeard>,
 }
 
 impl Proposer {
     pub(crate) fn new(node: ConsensusNode<ReplicatedState>, clock: Arc<dyn Clock>) -> Self {
-        Self { node, clock: Arc::new(LeaderClock::new(clock)) }
+        Self { node, clock: Arc::new(LeaderClock::new(clock)), levels: Arc::default() }
+    }
+
+    /// What the leader last heard of its members' feature levels.
+    pub(crate) fn levels_heard(&self) -> Arc<LevelsHeard> {
+        self.levels.clone()
     }
 
     pub(crate) fn node(&self) -> &ConsensusNode<ReplicatedState> {
@@ -48,9 +58,45 @@ impl Proposer {
     }
 
     async fn replicate(&self, request: Request) -> Result<Response, Status> {
+        self.admit_level(&request.command)?;
         let bytes = self.node.write(encode_request(&request)).await.map_err(write_error)?;
         decode_response(&bytes).map_err(|error| {
             Status::internal(format!("undecodable answer from the state machine: {error}"))
         })
+    }
+
+    /// Whether the group's feature level covers `command` (a member may not decode it else).
+    /// Followers leave the judgement to the leader their write is sent to; a leader's applied
+    /// level may lag the committed one, never lead it, so what it admits every member decodes.
+    pub(crate) fn admits(&self, command: &Command) -> bool {
+        let needed = command.feature_level();
+        needed <= BASE_FEATURE_LEVEL
+            || !self.node.is_leader()
+            || needed <= self.node.read(|state| state.state().feature_level())
+    }
+
+    /// Refuses a command the group's feature level does not cover yet: `UNAVAILABLE` (retried)
+    /// while the leader waits to hear every member or raises the level, `FAILED_PRECONDITION`
+    /// when a member runs an older build.
+    fn admit_level(&self, command: &Command) -> Result<(), Status> {
+        if self.admits(command) {
+            return Ok(());
+        }
+        let needed = command.feature_level();
+        let group = self.node.read(|state| state.state().feature_level());
+        match self.levels.wait_for(self.node.term(), needed) {
+            LevelWait::Raising => Err(Status::unavailable(format!(
+                "the group is raising its feature level from {group} to {needed}; try again"
+            ))),
+            LevelWait::Unheard => Err(Status::unavailable(format!(
+                "this request needs feature level {needed}; the group runs level {group} until \
+                 the leader hears every member decode it (is a master down?); try again"
+            ))),
+            LevelWait::OlderMember { lowest } => Err(Status::failed_precondition(format!(
+                "this request needs feature level {needed} and a member decodes only level \
+                 {lowest} (an older build, or held with --feature-level): upgrade every master \
+                 (`raftrain status` lists each one's level)"
+            ))),
+        }
     }
 }

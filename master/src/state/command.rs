@@ -112,6 +112,10 @@ pub enum Command {
     /// (`client::shuffle`). The seed is part of the job's definition: the report that defines
     /// the job fixes it, and a later report with another seed, or none, is refused.
     ShuffledReport { seed: u64, report: Box<Command> },
+    /// The leader raises the group's feature level to `level` (`feature_level.rs`), having
+    /// heard every member say it decodes that level. A leader decision, applied only in its
+    /// term; a level at or below the group's changes nothing.
+    RaiseFeatureLevel { level: u32 },
 }
 
 /// Which job a command is for.

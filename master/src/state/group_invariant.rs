@@ -72,12 +72,16 @@ impl MasterState {
         self.jobs.values().try_for_each(JobState::check_session_index)
     }
 
-    /// Checks the rules about one step: the clock and the job ids only grow, a job is removed
-    /// only once it ended, and each job that stayed keeps its own rules.
+    /// Checks the rules about one step: the clock, the feature level and the job ids only
+    /// grow, a job is removed only once it ended, and each job that stayed keeps its own rules.
     pub fn check_transition(before: &Self, after: &Self) -> Result<(), Violation> {
         if after.clock_ms < before.clock_ms {
             let (before, after) = (before.clock_ms, after.clock_ms);
             return Err(Violation::ClockWentBack { before, after });
+        }
+        if after.feature_level < before.feature_level {
+            let (before, after) = (before.feature_level, after.feature_level);
+            return Err(Violation::FeatureLevelLowered { before, after });
         }
         for (id, job_before) in &before.jobs {
             match after.jobs.get(id) {

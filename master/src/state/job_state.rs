@@ -189,6 +189,9 @@ impl JobState {
             Command::Rendezvous { .. } | Command::RemoveRendezvous { .. } => {
                 Response::Rejected { reason: "a rendezvous command belongs to no job".to_string() }
             }
+            Command::RaiseFeatureLevel { .. } => {
+                Response::Rejected { reason: "the feature level is the group's".to_string() }
+            }
         }
     }
 

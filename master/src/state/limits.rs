@@ -246,6 +246,7 @@ fn largest_state(first: Dataset) -> MasterState {
         jobs,
         next_job_id: u64::MAX,
         rendezvous: largest_rendezvous(),
+        feature_level: u32::MAX,
     }
 }
 

@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::command::{Command, JobRef};
+use super::feature_level::{appliable_request, Unappliable, BASE_FEATURE_LEVEL};
 use super::job_state::JobState;
 use super::rendezvous_op::RendezvousEntry;
 use super::rendezvous_space::{RendezvousRunView, RendezvousSpace};
-use super::request::{decode_request, Envelope, Request};
+use super::request::{Envelope, Request};
 use super::response::{encode_response, Response};
 use super::routing::{reference_of, Target};
 use super::status::StatusView;
@@ -34,6 +35,8 @@ pub struct MasterState {
     pub(crate) next_job_id: u64,
     /// torchrun's rendezvous runs (`rendezvous_space.rs`), beside the jobs.
     pub(crate) rendezvous: RendezvousSpace,
+    /// The group's feature level (`feature_level.rs`): raised, never lowered.
+    pub(crate) feature_level: u32,
 }
 
 impl Default for MasterState {
@@ -43,6 +46,7 @@ impl Default for MasterState {
             jobs: BTreeMap::new(),
             next_job_id: 1,
             rendezvous: RendezvousSpace::default(),
+            feature_level: BASE_FEATURE_LEVEL,
         }
     }
 }
@@ -76,6 +80,12 @@ impl MasterState {
                     None => self.rendezvous.remove(run, *touched_ms),
                 }
             }
+            Command::RaiseFeatureLevel { level } => {
+                match envelope.term.filter(|decided| *decided != entry_term) {
+                    Some(decided) => Response::WrongTerm { decided, committed: entry_term },
+                    None => self.raise_feature_level(*level),
+                }
+            }
             Command::CancelIdleJob { job, clock_ms } => {
                 self.cancel_idle_job(envelope, entry_term, (*job, *clock_ms))
             }
@@ -94,14 +104,18 @@ impl MasterState {
     }
 
     /// Applies an encoded request committed in `entry_term` and encodes the response: the Raft
-    /// glue's entry point. Bytes that do not decode change nothing and are answered
-    /// `Rejected`, so a bad entry cannot stop the replicas (all of them reject it alike).
-    pub fn apply_encoded(&mut self, request: &[u8], entry_term: u64) -> Vec<u8> {
-        let response = match decode_request(request) {
-            Ok(request) => self.apply_in_term(&request, entry_term),
-            Err(error) => Response::Rejected { reason: format!("undecodable request: {error}") },
-        };
-        encode_response(&response)
+    /// glue's entry point. An entry this replica cannot apply (it does not decode, or raises
+    /// the feature level beyond `admitted`, the most this replica admits) changes nothing and
+    /// is an error: the replica stops, since replicas of a newer build apply it
+    /// (`feature_level.rs`).
+    pub fn apply_encoded(
+        &mut self,
+        request: &[u8],
+        entry_term: u64,
+        admitted: u32,
+    ) -> Result<Vec<u8>, Unappliable> {
+        let request = appliable_request(request, admitted)?;
+        Ok(encode_response(&self.apply_in_term(&request, entry_term)))
     }
 
     /// Hands `request` to the job `job` names (created when a report or a join makes one),
@@ -113,6 +127,7 @@ impl MasterState {
                 | Command::RemoveJob { .. }
                 | Command::CancelIdleJob { .. }
                 | Command::RestartJob
+                | Command::RaiseFeatureLevel { .. }
         ) {
             let reason = "a job's command cannot name a job again, remove or restart one (a \
                           restart names its job by name)"

@@ -23,11 +23,12 @@ use super::pserver_slots::PServerSlots;
 use super::response::Response;
 use super::sessions::{Session, Sessions, STRANGER_SESSION_COUNT_MAX};
 use super::snapshot_legacy_dataset::{ChunksOnlyDataset, ChunksOnlyJob, ChunksOnlyState};
+use super::snapshot_legacy_levelless::LevellessState;
 use super::snapshot_legacy_progress::DataProgressState;
 use super::snapshot_legacy_single_job::SingleJobState;
 use super::snapshot_legacy_slots::SlotsWithoutSecrets;
 use super::snapshot_legacy_tags::UnheldTagsState;
-use super::snapshot_legacy_unshuffled::{UnshuffledJob, UnshuffledState};
+use super::snapshot_legacy_unshuffled::{UnshuffledJob, UnshuffledState, UnshuffledStateRef};
 use super::task::{PendingTask, Task};
 use super::task_queue::TaskQueue;
 use super::trainer_registry::TrainerRegistry;
@@ -40,10 +41,14 @@ const SNAPSHOT_MARKER: u8 = 0xFF;
 /// chunks or an index range); 5 holds named jobs, each with its end and progress checkpoints;
 /// 6 adds each job's pserver checkpoints taken for its progress checkpoints; 7 records each
 /// slot's holder when a progress checkpoint was taken; 8 gives each job its shuffle seed and
-/// adds the rendezvous key space.
-const SNAPSHOT_LAYOUT_VERSION: u8 = 8;
+/// adds the rendezvous key space; 9 adds the group's feature level.
+const SNAPSHOT_LAYOUT_VERSION: u8 = 9;
+/// The layout without the feature level (a state of level 1), still read
+/// (`snapshot_legacy_levelless.rs`).
+const SNAPSHOT_LAYOUT_VERSION_LEVELLESS: u8 = 8;
 /// The layout of jobs without a shuffle seed and without the rendezvous key space, still read
-/// (`snapshot_legacy_unshuffled.rs`).
+/// (`snapshot_legacy_unshuffled.rs`), and still written by a group at feature level 1 whose
+/// state it holds whole, so that builds before levels in the group can install the snapshot.
 const SNAPSHOT_LAYOUT_VERSION_UNSHUFFLED: u8 = 7;
 /// The layout of tags that name no holder, still read (`snapshot_legacy_tags.rs`).
 const SNAPSHOT_LAYOUT_VERSION_UNHELD_TAGS: u8 = 6;
@@ -72,8 +77,15 @@ impl MasterState {
     }
 }
 
-/// Encodes the state as a marked snapshot of the current layout.
+/// Encodes the state as a marked snapshot: of layout 7 while the group's feature level is the
+/// base one and layout 7 holds the whole state (what builds before levels read), else of the
+/// current layout.
 fn encode(state: &MasterState) -> Vec<u8> {
+    if let Some(unshuffled) = UnshuffledStateRef::of(state) {
+        let mut bytes = vec![SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_UNSHUFFLED];
+        bytes.extend_from_slice(&codec::encode(&unshuffled));
+        return bytes;
+    }
     let mut bytes = vec![SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION];
     bytes.extend_from_slice(&codec::encode(state));
     bytes
@@ -84,6 +96,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MasterState, DecodeError> {
     let single: SingleJobState = match bytes {
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION, body @ ..] => {
             return codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot");
+        }
+        [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_LEVELLESS, body @ ..] => {
+            let levelless: LevellessState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;
+            return Ok(levelless.into());
         }
         [SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_UNSHUFFLED, body @ ..] => {
             let unshuffled: UnshuffledState = codec::decode(body, SNAPSHOT_BYTES_MAX, "snapshot")?;

@@ -1,6 +1,9 @@
 //! The state as layout 7 wrote it, field for field: jobs without a shuffle seed (they open
-//! unshuffled, as they ran) and no rendezvous key space (it opens empty). [`UnshuffledJob`] is the job of layouts 4 to 7, which the readers
-//! of those layouts share (layouts 1 to 3 convert their jobs to it).
+//! unshuffled, as they ran) and no rendezvous key space (it opens empty). [`UnshuffledJob`] is
+//! the job of layouts 4 to 7, which the readers of those layouts share (layouts 1 to 3 convert
+//! their jobs to it). A group at the base feature level still writes layout 7
+//! ([`UnshuffledStateRef`], borrowing the state) whenever it holds the whole state, so the
+//! builds before levels among its members can install its snapshots.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::dataset::Dataset;
 use super::dataset_loading::DatasetLoading;
 use super::eval::EvalRecord;
+use super::feature_level::BASE_FEATURE_LEVEL;
 use super::job::Job;
 use super::job_lifecycle::JobEnd;
 use super::job_state::JobState;
@@ -49,6 +53,75 @@ pub(super) struct UnshuffledJobState {
 pub(super) struct UnshuffledJob {
     pub(super) dataset: Dataset,
     pub(super) queue: TaskQueue,
+}
+
+/// Layout 7 written from a borrowed state: the same bytes as [`UnshuffledState`] (bincode
+/// encodes a reference as its value).
+#[derive(Serialize)]
+pub(super) struct UnshuffledStateRef<'a> {
+    clock_ms: u64,
+    jobs: BTreeMap<u64, UnshuffledJobStateRef<'a>>,
+    next_job_id: u64,
+}
+
+/// [`UnshuffledJobState`], borrowed.
+#[derive(Serialize)]
+struct UnshuffledJobStateRef<'a> {
+    name: &'a String,
+    clock_ms: u64,
+    job: Option<UnshuffledJobRef<'a>>,
+    trainers: &'a TrainerRegistry,
+    pservers: &'a PServerSlots,
+    eval: &'a Option<EvalRecord>,
+    sessions: &'a Sessions,
+    loading: &'a Option<DatasetLoading>,
+    ended: &'a Option<JobEnd>,
+    progress: &'a ProgressLog,
+    models: &'a ModelCheckpoints,
+}
+
+/// [`UnshuffledJob`], borrowed.
+#[derive(Serialize)]
+struct UnshuffledJobRef<'a> {
+    dataset: &'a Dataset,
+    queue: &'a TaskQueue,
+}
+
+impl<'a> UnshuffledStateRef<'a> {
+    /// Layout 7 of `state`, if the group is at the base feature level and layout 7 holds all of
+    /// it: no job shuffled and no rendezvous run (none can exist there unless a build that
+    /// wrote layout 8 made them).
+    pub(super) fn of(state: &'a MasterState) -> Option<Self> {
+        if state.feature_level > BASE_FEATURE_LEVEL || !state.rendezvous.runs.is_empty() {
+            return None;
+        }
+        let jobs = state.jobs.iter().map(|(id, job)| Some((*id, UnshuffledJobStateRef::of(job)?)));
+        let jobs = jobs.collect::<Option<_>>()?;
+        Some(Self { clock_ms: state.clock_ms, jobs, next_job_id: state.next_job_id })
+    }
+}
+
+impl<'a> UnshuffledJobStateRef<'a> {
+    fn of(state: &'a JobState) -> Option<Self> {
+        let job = match &state.job {
+            Some(job) if job.shuffle.is_some() => return None,
+            Some(job) => Some(UnshuffledJobRef { dataset: &job.dataset, queue: &job.queue }),
+            None => None,
+        };
+        Some(Self {
+            name: &state.name,
+            clock_ms: state.clock_ms,
+            job,
+            trainers: &state.trainers,
+            pservers: &state.pservers,
+            eval: &state.eval,
+            sessions: &state.sessions,
+            loading: &state.loading,
+            ended: &state.ended,
+            progress: &state.progress,
+            models: &state.models,
+        })
+    }
 }
 
 impl From<UnshuffledJob> for Job {
@@ -139,8 +212,11 @@ mod tests {
         let opened = state.jobs[&1].job.as_ref().expect("the job");
         assert_eq!(*opened, Job { dataset, queue, shuffle: None });
         assert_eq!(state.next_job_id, 2);
-        let current = state.encode();
-        assert_eq!(&current[..2], &[0xFF, 8], "written in the current layout");
-        assert_eq!(MasterState::decode(&current).expect("layout 8 decodes"), state);
+        assert_eq!(state.encode(), bytes, "a base-level group writes layout 7 back, byte for byte");
+        let mut raised = state.clone();
+        raised.feature_level = 2;
+        let current = raised.encode();
+        assert_eq!(&current[..2], &[0xFF, 9], "a raised group writes the current layout");
+        assert_eq!(MasterState::decode(&current).expect("layout 9 decodes"), raised);
     }
 }

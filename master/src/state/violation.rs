@@ -60,6 +60,8 @@ pub enum InvariantViolation {
     DesiredPServersChanged { before: Option<u32>, after: Option<u32> },
     #[error("the state clock went from {before} to {after}; it never goes back")]
     ClockWentBack { before: u64, after: u64 },
+    #[error("the group's feature level went down from {before} to {after}")]
+    FeatureLevelLowered { before: u32, after: u32 },
     #[error("a dataset report is loading ({received} of {total} chunks) while {state}")]
     LoadingInconsistent { received: u64, total: u64, state: &'static str },
     #[error("pserver slot {slot}: generation {generation} was never issued (next is {next})")]

@@ -2,7 +2,7 @@
 
 use master::state::{
     decode_request, decode_response, encode_request, encode_response, ClientStamp, Command,
-    MasterState, Request, Response, REQUEST_BYTES_MAX,
+    MasterState, Request, Response, Unappliable, FEATURE_LEVEL, REQUEST_BYTES_MAX,
 };
 use proptest::prelude::*;
 
@@ -41,19 +41,21 @@ fn requests_round_trip() {
     }
 }
 
-/// Oversized input is refused before parsing; undecodable entries are rejected by
-/// `apply_encoded` without touching the state.
+/// Oversized input is refused before parsing; an undecodable entry is an error of
+/// `apply_encoded` (the replica stops: a newer build wrote it) that leaves the state untouched.
 #[test]
 fn bad_bytes_are_refused() {
     let oversized = vec![0u8; usize::try_from(REQUEST_BYTES_MAX).expect("fits") + 1];
     assert!(decode_request(&oversized).is_err());
     let mut state = MasterState::new();
     let before = state.clone();
-    let answer = state.apply_encoded(&[9, 9, 9], 1);
-    assert!(matches!(decode_response(&answer), Ok(Response::Rejected { .. })));
+    let refused = state.apply_encoded(&[9, 9, 9], 1, FEATURE_LEVEL);
+    assert!(matches!(refused, Err(Unappliable::Undecodable { .. })), "{refused:?}");
+    assert!(refused.expect_err("refused").to_string().contains("upgrade this master"));
     assert_eq!(state, before);
     let request = Request { client: None, now_ms: 1, term: None, command: report(1, 1, policy()) };
-    let answer = state.apply_encoded(&encode_request(&request), 1);
+    let answer = state.apply_encoded(&encode_request(&request), 1, FEATURE_LEVEL);
+    let answer = answer.expect("a level-1 command applies");
     assert!(matches!(decode_response(&answer), Ok(Response::DatasetAccepted { .. })));
     assert!(MasterState::decode(&[1, 2, 3]).is_err());
 }

@@ -1,0 +1,75 @@
+//! `MemberLevels`: what feature level each member of the group says it decodes, asked over the
+//! Raft service's `ClusterInfo` (the member's `--peer-addrs` entry when it has one, its TLS and
+//! token), so a leader proposes a newer kind of command only once every member decodes it. The
+//! simulation answers in process; `GrpcMemberLevels` is the production transport.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use proto::raft::ClusterInfoRequest;
+
+use crate::network::{endpoint, raft_client};
+use platform::security::Security;
+
+/// One member may take this long to answer: an unanswered member counts as unknown.
+const LEVEL_RPC_MS: u64 = 1_000;
+
+/// A member's answer: its feature level (0 from a build before levels), or `None` when it did
+/// not answer (down, cut off, or the call failed), so nothing may be assumed about it.
+pub type LevelFuture<'a> = Pin<Box<dyn Future<Output = Option<u32>> + Send + 'a>>;
+
+/// Asks one member its feature level.
+pub trait MemberLevels: Send + Sync {
+    /// The level member `id`, at `addr` (its membership address), answers.
+    fn level<'a>(&'a self, id: u64, addr: &'a str) -> LevelFuture<'a>;
+}
+
+/// Asks each member in turn and collects the answers by id.
+pub async fn ask_all(
+    probe: &dyn MemberLevels,
+    members: &[(u64, String)],
+) -> BTreeMap<u64, Option<u32>> {
+    let mut answers = BTreeMap::new();
+    for (id, addr) in members {
+        answers.insert(*id, probe.level(*id, addr).await);
+    }
+    answers
+}
+
+/// The production [`MemberLevels`].
+#[derive(Clone, Debug)]
+pub struct GrpcMemberLevels {
+    security: Security,
+    raft_addrs: BTreeMap<u64, String>,
+}
+
+impl GrpcMemberLevels {
+    /// Dials members with `security`, at their `raft_addrs` entry when listed.
+    pub fn new(security: Security, raft_addrs: BTreeMap<u64, String>) -> Self {
+        Self { security, raft_addrs }
+    }
+
+    async fn ask(&self, addr: &str) -> Option<u32> {
+        let endpoint = endpoint(&self.security, addr).ok()?;
+        let mut client = raft_client(self.security.channel(&endpoint));
+        let call = client.cluster_info(ClusterInfoRequest { state_digest: false });
+        let reply = tokio::time::timeout(Duration::from_millis(LEVEL_RPC_MS), call).await;
+        match reply {
+            Ok(Ok(reply)) => Some(reply.into_inner().feature_level),
+            Ok(Err(status)) => {
+                tracing::debug!(%addr, %status, "a member did not say its feature level");
+                None
+            }
+            Err(_elapsed) => None,
+        }
+    }
+}
+
+impl MemberLevels for GrpcMemberLevels {
+    fn level<'a>(&'a self, id: u64, addr: &'a str) -> LevelFuture<'a> {
+        let addr = self.raft_addrs.get(&id).map_or(addr, String::as_str);
+        Box::pin(self.ask(addr))
+    }
+}
