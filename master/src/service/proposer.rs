@@ -68,9 +68,12 @@ impl Proposer {
     /// Whether the group's feature level covers `command` (a member may not decode it else).
     /// Followers leave the judgement to the leader their write is sent to; a leader's applied
     /// level may lag the committed one, never lead it, so what it admits every member decodes.
+    /// A raise is admitted as it is: the leader proposes it having heard every member say it
+    /// decodes the new level.
     pub(crate) fn admits(&self, command: &Command) -> bool {
         let needed = command.feature_level();
         needed <= BASE_FEATURE_LEVEL
+            || matches!(command, Command::RaiseFeatureLevel { .. })
             || !self.node.is_leader()
             || needed <= self.node.read(|state| state.state().feature_level())
     }

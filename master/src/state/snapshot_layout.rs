@@ -350,9 +350,10 @@ mod tests {
         let mut state = decoded.sole().clone();
         let replay = state.sessions.lookup(ClientStamp { client_id: 77, seq: 4 }, 123, false, 11);
         assert!(matches!(replay, super::super::sessions::Lookup::Replay(_)), "{replay:?}");
+        // A group at the base feature level writes layout 7, which builds before levels read.
         let marked = decoded.encode();
-        assert_eq!(&marked[..2], &[SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION]);
-        assert_eq!(MasterState::decode(&marked).expect("the new layout decodes"), decoded);
+        assert_eq!(&marked[..2], &[SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_UNSHUFFLED]);
+        assert_eq!(MasterState::decode(&marked).expect("layout 7 decodes"), decoded);
     }
 
     /// A job of the unmarked layout (a queue without failing trainers) decodes as it was, with
@@ -446,9 +447,10 @@ mod tests {
         let guess = crate::state::SlotSecret::from_bits(0);
         assert!(!state.slot_held(1, 3, guess), "no secret confirms a holder without one");
         assert_eq!(state.name(), "", "unnamed: no dataset was reported yet");
+        // A group at the base feature level writes layout 7, which builds before levels read.
         let marked = decoded.encode();
-        assert_eq!(&marked[..2], &[SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION]);
-        assert_eq!(MasterState::decode(&marked).expect("the new layout decodes"), decoded);
+        assert_eq!(&marked[..2], &[SNAPSHOT_MARKER, SNAPSHOT_LAYOUT_VERSION_UNSHUFFLED]);
+        assert_eq!(MasterState::decode(&marked).expect("layout 7 decodes"), decoded);
     }
 
     /// A marked snapshot of a layout this build does not know is refused, not misread.

@@ -13,7 +13,8 @@ use simulation::{run, SimulationConfig};
 /// finishes its jobs.
 #[test]
 fn a_master_whose_disk_failed_a_flush_is_restarted() -> anyhow::Result<()> {
-    for seed in [1, 2, 3] {
+    // Seeds with a leader 1.5 s into their fault phase (seed 1 has none until its faults heal).
+    for seed in [2, 3, 4] {
         let config = SimulationConfig::new(seed).with_flush_failure_at(1_500);
         let report = run(&config)?;
         assert_eq!(report.violation, None, "--seed {seed} with a failed flush");

@@ -54,14 +54,14 @@ fn acknowledging_before_durable_is_caught() -> anyhow::Result<()> {
 }
 
 /// The same with two jobs at once: seed 27 draws two jobs (`--plant-ack-before-durable --jobs
-/// 2 --seeds 60` finds 27, 29 and 44), passes clean and loses an acknowledged entry with the
-/// bug.
+/// 2 --seeds 60` finds 27, 29 and 44), passes clean, and with the bug a follower knows of a
+/// commit beyond what its leader has durable.
 #[test]
 fn acknowledging_before_durable_is_caught_with_two_jobs() -> anyhow::Result<()> {
     let config = SimulationConfig::new(27);
     assert_eq!(config.jobs.len(), 2, "seed 27 no longer draws two jobs: find another seed");
     let bugs = PlantedBugs { ack_before_durable: true, ..PlantedBugs::default() };
-    check_config(config, bugs, "leader completeness").map(drop)
+    check_config(config, bugs, "commit durability").map(drop)
 }
 
 /// A master service that applies `TaskFinished` under the task's current epoch, whatever
