@@ -1,5 +1,5 @@
 # The one `raftrain` binary in a small image, run as a non-root user.
-#   docker build -t raftrain:latest .
+#   docker build -t raftrain:0.1.0 .   (the tag deploy/kubernetes/ names: the workspace version)
 # Build stage: a current stable toolchain; protoc comes vendored with the build.
 FROM rust:1-bookworm AS build
 WORKDIR /src

@@ -24,6 +24,7 @@ mod jepsen_smoke;
 mod joining_by_name;
 mod logging;
 mod manifests;
+mod manifests_hardening;
 mod master_failover;
 mod master_graceful_restart;
 mod master_group;

@@ -15,12 +15,12 @@ use serde_yaml::Value;
 /// exporters' 9100-9999, node_exporter's 9100 first of all.
 const PORT_RANGE: std::ops::RangeInclusive<u64> = 7000..=7299;
 
-fn workspace() -> PathBuf {
+pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
 }
 
 /// Every YAML document of every file under `deploy/kubernetes`, with its file name.
-fn documents() -> Vec<(String, Value)> {
+pub(crate) fn documents() -> Vec<(String, Value)> {
     let dir = workspace().join("deploy/kubernetes");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("deploy/kubernetes is readable")
@@ -59,16 +59,16 @@ fn help(subcommand: &str, cache: &mut BTreeMap<String, String>) -> String {
         .clone()
 }
 
-fn kind(document: &Value) -> &str {
+pub(crate) fn kind(document: &Value) -> &str {
     document["kind"].as_str().unwrap_or_default()
 }
 
-fn name(document: &Value) -> &str {
+pub(crate) fn name(document: &Value) -> &str {
     document["metadata"]["name"].as_str().unwrap_or_default()
 }
 
 /// A workload's containers.
-fn containers(document: &Value) -> Vec<&Value> {
+pub(crate) fn containers(document: &Value) -> Vec<&Value> {
     document["spec"]["template"]["spec"]["containers"]
         .as_sequence()
         .map(|containers| containers.iter().collect())
@@ -76,7 +76,7 @@ fn containers(document: &Value) -> Vec<&Value> {
 }
 
 /// The words of a container's command and arguments; a `sh -c` script is split into words.
-fn words(container: &Value) -> Vec<String> {
+pub(crate) fn words(container: &Value) -> Vec<String> {
     let strings = |key: &str| -> Vec<String> {
         container[key]
             .as_sequence()
@@ -92,7 +92,7 @@ fn words(container: &Value) -> Vec<String> {
 
 /// The flags given to `raftrain <subcommand>` with their values (the next word); a nested
 /// subcommand (`job submit`) is the two words.
-fn raftrain_flags(words: &[String]) -> Option<(String, BTreeMap<String, String>)> {
+pub(crate) fn raftrain_flags(words: &[String]) -> Option<(String, BTreeMap<String, String>)> {
     let start = words.iter().position(|word| word == "raftrain").map_or(0, |at| at + 1);
     let mut subcommand = words.get(start)?.clone();
     if subcommand.starts_with('-') {
@@ -112,7 +112,7 @@ fn raftrain_flags(words: &[String]) -> Option<(String, BTreeMap<String, String>)
     Some((subcommand, flags))
 }
 
-fn port_of(addr: &str) -> u64 {
+pub(crate) fn port_of(addr: &str) -> u64 {
     addr.rsplit(':')
         .next()
         .and_then(|port| port.parse().ok())
@@ -120,7 +120,7 @@ fn port_of(addr: &str) -> u64 {
 }
 
 /// Named container ports: name -> number.
-fn container_ports(container: &Value) -> BTreeMap<String, u64> {
+pub(crate) fn container_ports(container: &Value) -> BTreeMap<String, u64> {
     container["ports"]
         .as_sequence()
         .into_iter()
