@@ -67,8 +67,8 @@ pub use session::Session;
 pub use slot_asks::{SlotAsks, SlotReload};
 pub use slot_secret::SLOT_SECRET_BYTES;
 pub use status::{
-    CheckpointStatus, DatasetKind, EvalStatus, FailedTask, GroupView, JobStatus, Member,
-    PServerStatus, TrainerStatus,
+    answered_feature_level, CheckpointStatus, DatasetKind, EvalStatus, FailedTask, GroupView,
+    JobStatus, Member, PServerStatus, TrainerStatus,
 };
 pub use task_source::TaskSource;
 pub use typed_calls::REPORT_RPC_TIMEOUT_MS;

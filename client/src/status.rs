@@ -18,6 +18,17 @@ pub struct GroupView {
     pub members: Vec<Member>,
     pub last_log_index: u64,
     pub last_applied_index: u64,
+    /// The newest feature level the answering master decodes and admits (0: a build before
+    /// feature levels, which decodes level 1).
+    pub feature_level: u32,
+    /// The group's feature level, as the answering master's applied state says (0: not said).
+    pub group_feature_level: u32,
+}
+
+/// The feature level a master's `feature_level` answer stands for: builds before feature
+/// levels answer 0 and decode level 1.
+pub fn answered_feature_level(answer: u32) -> u32 {
+    answer.max(1)
 }
 
 /// A member of the group: its id, client address and role (`leader`, `follower`, ...).
@@ -137,6 +148,7 @@ impl JobStatus {
             "leader": group.leader_id,
             "leader_addr": group.leader_addr,
             "term": group.term,
+            "feature_level": group.group_feature_level,
             "members": members,
             "job": self.job,
             "dataset_kind": self.dataset.map(|kind| kind.name()),

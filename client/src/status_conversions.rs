@@ -23,6 +23,8 @@ pub(crate) fn group_view(reply: ClusterInfoReply) -> GroupView {
             .collect(),
         last_log_index: reply.last_log_index,
         last_applied_index: reply.last_applied_index,
+        feature_level: reply.feature_level,
+        group_feature_level: reply.group_feature_level,
     }
 }
 

@@ -146,6 +146,8 @@ impl From<&ClusterInfo> for ClusterInfoReply {
             state_digest: 0,
             digest_applied_index: 0,
             feature_level: info.feature_level,
+            // The application fills it (the master service does).
+            group_feature_level: 0,
         }
     }
 }

@@ -44,9 +44,10 @@ fn member_views(reply: &JobStatus, snapshot: &Snapshot) -> Vec<Value> {
         .iter()
         .map(|member| {
             let own = snapshot.members.iter().find(|(addr, _)| *addr == member.addr).map(|(_, view)| view);
-            let mut value = json!({"id": member.id, "addr": member.addr, "role": member.role, "reachable": false, "term": null, "last_log_index": null, "last_applied_index": null});
+            let mut value = json!({"id": member.id, "addr": member.addr, "role": member.role, "reachable": false, "term": null, "last_log_index": null, "last_applied_index": null, "feature_level": null});
             if let Some(Ok(view)) = own {
                 value["reachable"] = json!(true);
+                value["feature_level"] = json!(client::answered_feature_level(view.feature_level));
                 value["term"] = json!(view.term);
                 value["last_log_index"] = json!(view.last_log_index);
                 value["last_applied_index"] = json!(view.last_applied_index);
@@ -160,12 +161,13 @@ fn group_text(group: &GroupView, members: &[Value]) -> String {
         None => "none".to_string(),
         Some(id) => format!("{id} ({})", escaped(group.leader_addr.as_deref().unwrap_or(""))),
     };
-    let mut out = format!("leader {leader}, term {}\n", group.term);
+    let level = group.group_feature_level;
+    let mut out = format!("leader {leader}, term {}, feature level {level}\n", group.term);
     for member in members {
         let progress = match member["reachable"].as_bool() {
             Some(true) => format!(
-                "last log {}, applied {}",
-                member["last_log_index"], member["last_applied_index"]
+                "last log {}, applied {}, decodes level {}",
+                member["last_log_index"], member["last_applied_index"], member["feature_level"]
             ),
             _ => "unreachable".to_string(),
         };

@@ -13,6 +13,7 @@ mod dashboard_tls;
 mod data_root;
 mod demo;
 mod exit_codes;
+mod feature_levels;
 mod grpc_conventions;
 mod headless_browser;
 mod health_watches;

@@ -118,6 +118,16 @@ impl MasterGroup {
         }
     }
 
+    /// Waits up to `timeout` for replica `index` to exit by itself; its status (`None`: still
+    /// running).
+    pub fn wait_exit(
+        &mut self,
+        index: usize,
+        timeout: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        tokio::task::block_in_place(|| self.processes.wait_exit(index, timeout))
+    }
+
     /// SIGKILL: no graceful shutdown, no flush beyond what was already synced.
     pub fn kill(&mut self, index: usize) {
         self.processes.kill(index);

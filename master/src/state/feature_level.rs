@@ -20,11 +20,8 @@ pub const FEATURE_LEVEL: u32 = 2;
 /// The level of a state that names none (a group of builds before levels).
 pub const BASE_FEATURE_LEVEL: u32 = 1;
 
-/// The level a member's `ClusterInfo` answer stands for: builds before levels answer 0 and
-/// decode level 1.
-pub fn answered_level(answer: u32) -> u32 {
-    answer.max(BASE_FEATURE_LEVEL)
-}
+/// The level a member's `ClusterInfo` answer stands for (0 from builds before levels: 1).
+pub use client::answered_feature_level as answered_level;
 
 impl Command {
     /// The feature level that introduced this kind of command (a job's command: its own).

@@ -16,6 +16,7 @@ pub(super) async fn cluster_info(
     request: tonic::Request<proto::raft::ClusterInfoRequest>,
 ) -> Reply<proto::raft::ClusterInfoReply> {
     let mut reply = consensus::cluster_info_reply(&rpc.node.cluster_info());
+    reply.group_feature_level = rpc.node.read(|state| state.state().feature_level());
     if request.get_ref().state_digest {
         let (index, digest) = rpc.node.read_applied(|state| fnv1a64(&state.state().encode()));
         reply.digest_applied_index = index;
@@ -31,7 +32,8 @@ pub(super) async fn status(
     if !crate::planted::active("stale-status") {
         rpc.linearizable().await?;
     }
-    let cluster = consensus::cluster_info_reply(&rpc.node.cluster_info());
+    let mut cluster = consensus::cluster_info_reply(&rpc.node.cluster_info());
+    cluster.group_feature_level = rpc.node.read(|state| state.state().feature_level());
     // Before any job exists, or with several and none named, the group still has a
     // status: its cluster, and no job (`ListJobs` sums up each).
     let name = &request.get_ref().job;
