@@ -61,6 +61,7 @@ mod grpc_handoff;
 pub mod handoff;
 pub mod handoff_failure;
 pub mod kv;
+mod leader_changes;
 mod leadership;
 mod leadership_ends;
 pub mod log_store;

@@ -148,7 +148,10 @@ impl<S: StateMachine> ConsensusNode<S> {
         election_timer::start(raft.clone(), rpc_handler.step_up(), timing, switches);
         let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
         let leading_since = Arc::new(std::sync::Mutex::new(None));
-        tokio::spawn(count_leader_changes(raft.metrics(), leading_since.clone()));
+        tokio::spawn(crate::leader_changes::count_leader_changes(
+            raft.metrics(),
+            leading_since.clone(),
+        ));
         let inner = Inner {
             config,
             raft,
@@ -482,32 +485,5 @@ async fn stop_on_failed_flush(durable: DurableWatch, raft: Raft) {
     tracing::error!(%reason, "a flush of the Raft log failed: stopping the Raft core");
     if let Err(error) = raft.shutdown().await {
         tracing::error!(%error, "the Raft core did not stop cleanly");
-    }
-}
-
-/// Counts every change of the known leader (`raftrain_raft_leader_changes_total`) and notes
-/// when this node began leading (`leading_since`, for a handoff) until the node stops.
-async fn count_leader_changes(
-    mut watched: tokio::sync::watch::Receiver<crate::Metrics>,
-    leading_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
-) {
-    let mut leader = None;
-    loop {
-        let (now, leads) = {
-            let metrics = watched.borrow_and_update();
-            let leads = metrics.state == ServerState::Leader;
-            (metrics.current_leader.map(|id| (id, metrics.current_term)), leads)
-        };
-        if now != leader {
-            if now.is_some() {
-                metrics::counter!("raftrain_raft_leader_changes_total").increment(1);
-            }
-            let since = now.filter(|_| leads).map(|(_, term)| (term, tokio::time::Instant::now()));
-            *leading_since.lock().unwrap_or_else(|poison| poison.into_inner()) = since;
-        }
-        leader = now;
-        if watched.changed().await.is_err() {
-            return;
-        }
     }
 }

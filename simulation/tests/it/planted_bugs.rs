@@ -70,23 +70,24 @@ fn acknowledging_before_durable_is_caught_with_two_jobs() -> anyhow::Result<()> 
 #[test]
 #[cfg(feature = "planted-bugs")]
 fn skipping_the_epoch_check_is_caught() -> anyhow::Result<()> {
-    check(2, production(&["skip-epoch-check"]), "client-visible safety")
+    check(9, production(&["skip-epoch-check"]), "client-visible safety")
 }
 
 /// The same with two jobs at once, caught in the second job, whose task ids and epochs are
-/// the first job's too: at seed 71 (which draws two jobs) a trainer of job "simulated-2" is
-/// told its report of task 14 epoch 1 was accepted and no replica applies it; a
-/// checker that did not keep jobs apart could take the first job's report of a task with the
-/// same id and epoch for it. (Seed 68 caught it until an AppendEntries carried 16 entries
-/// instead of 64; `--plant skip-epoch-check --jobs 2 --seeds 100 --start-seed 40` found 71.)
+/// the first job's too: at seed 43 (which draws two jobs) a trainer of job "simulated-2" is
+/// told its report of a task was accepted and no replica applies it; a checker that did not
+/// keep jobs apart could take the first job's report of a task with the same id and epoch for
+/// it. (Seeds move with every change to the schedule: 68, then 71 caught it until the leader's
+/// feature-level questions joined the traffic; a search of seeds 40-140 drawing two jobs
+/// found 43 and 64.)
 #[test]
 #[cfg(feature = "planted-bugs")]
 fn skipping_the_epoch_check_is_caught_in_the_second_of_two_jobs() -> anyhow::Result<()> {
-    let config = SimulationConfig::new(71);
-    assert_eq!(config.jobs.len(), 2, "seed 71 no longer draws two jobs: find another seed");
+    let config = SimulationConfig::new(43);
+    assert_eq!(config.jobs.len(), 2, "seed 43 no longer draws two jobs: find another seed");
     let bugs = production(&["skip-epoch-check"]);
     let violation = check_config(config, bugs, "client-visible safety")?;
-    assert!(violation.detail.contains("of job \"simulated-2\""), "--seed 71: {violation}");
+    assert!(violation.detail.contains("of job \"simulated-2\""), "--seed 43: {violation}");
     Ok(())
 }
 
@@ -112,7 +113,7 @@ fn heartbeats_answered_by_a_deposed_leader_are_caught() -> anyhow::Result<()> {
 #[test]
 #[cfg(feature = "planted-bugs")]
 fn leases_carried_across_terms_are_caught() -> anyhow::Result<()> {
-    check(2, production(&["leases-across-terms"]), "lease terms")
+    check(7, production(&["leases-across-terms"]), "lease terms")
 }
 
 /// A restore that reaches a cancelled job and puts it back to running, as a restore once did
