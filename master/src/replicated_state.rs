@@ -38,7 +38,8 @@ impl StateMachine for ReplicatedState {
             return Err(RestoreError::new(format!(
                 "the snapshot's group runs feature level {level}; this master admits up to \
                  {admitted} (its build decodes {FEATURE_LEVEL}; --feature-level may hold it \
-                 lower): a group's level never goes down: run a build of level {level} or newer"
+                 lower): upgrade this master, or lift its hold (a group's level never goes \
+                 down)"
             )));
         }
         self.state = state;

@@ -47,6 +47,7 @@ mod pserver_replacement;
 mod pserver_standby;
 mod recordio;
 mod restore_faults;
+mod rolling_upgrade;
 mod security;
 mod session_flood;
 mod shuffled_jobs;

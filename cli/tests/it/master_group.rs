@@ -150,6 +150,15 @@ impl MasterGroup {
         self.election_timeouts_ms[index] = FAVOURED_ELECTION_TIMEOUTS_MS;
     }
 
+    /// Runs replica `index` as `program` (another build of `raftrain`) from its next start;
+    /// `None` puts this build back.
+    pub fn set_program(&mut self, index: usize, program: Option<&std::path::Path>) {
+        match program {
+            Some(program) => self.processes.set_program(index, program.to_path_buf()),
+            None => self.processes.reset_program(index),
+        }
+    }
+
     /// Sets an environment variable for replica `index`'s next start.
     pub fn set_env(&mut self, index: usize, name: &str, value: &str) {
         self.processes.set_env(index, name, value);

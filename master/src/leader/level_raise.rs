@@ -66,6 +66,7 @@ pub(crate) async fn run_level_raise(
 ) {
     let mut ticks = tokio::time::interval(Duration::from_millis(ASK_EVERY_MS));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut applied_level = proposer.node().read(|state| state.state().feature_level());
     loop {
         tokio::select! {
             biased;
@@ -75,7 +76,23 @@ pub(crate) async fn run_level_raise(
         if *stop.borrow() {
             return;
         }
+        snapshot_a_raise(&proposer, &mut applied_level).await;
         raise_if_all_decode(&proposer, probe.as_ref(), &heard).await;
+    }
+}
+
+/// Every replica snapshots once it applied a raise: its data directory then holds a snapshot
+/// of the new level, which a build before feature levels refuses to open (a layout it does not
+/// know), so putting such a build back on it fails at start instead of misreading the log.
+async fn snapshot_a_raise(proposer: &Proposer, applied_level: &mut u32) {
+    let level = proposer.node().read(|state| state.state().feature_level());
+    if level <= *applied_level {
+        return;
+    }
+    *applied_level = level;
+    tracing::info!(level, "the group runs a newer feature level: snapshotting it");
+    if let Err(error) = proposer.node().raft().trigger().snapshot().await {
+        tracing::warn!(%error, "no snapshot of the raised feature level");
     }
 }
 

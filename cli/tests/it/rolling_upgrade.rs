@@ -1,0 +1,127 @@
+//! A rolling upgrade from the previous release for real: three masters of the previous build
+//! (`RAFTRAIN_PREVIOUS_BIN`, built by `.ci/run` from the commit `PREVIOUS_RELEASE` names) run a
+//! job; each is replaced in turn by this build on its own data directory while the job goes on,
+//! the mixed group's replicas agree byte for byte (the state digests of `ClusterInfo`), the job
+//! finishes, and only then does the group rise to this build's feature level. Putting the
+//! previous build back afterwards is refused at its start (it cannot open the raised group's
+//! snapshot) instead of misreading the log.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use client::{MasterClient, TaskOutcome};
+use proto::raft::ClusterInfoRequest;
+
+use crate::command::raftrain_ok;
+use crate::master_group::MasterGroup;
+
+/// The release the upgrade starts from (what `.ci/run` builds `RAFTRAIN_PREVIOUS_BIN` from).
+pub const PREVIOUS_RELEASE: &str = "3da7878";
+
+const TASKS: u64 = 30;
+
+/// The previous build, when the environment names one.
+fn previous_build() -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os("RAFTRAIN_PREVIOUS_BIN")?);
+    assert!(path.is_file(), "RAFTRAIN_PREVIOUS_BIN {} is no file", path.display());
+    Some(path)
+}
+
+/// Takes and finishes up to `count` tasks; whether the job finished.
+async fn work(client: &MasterClient, trainer: u64, count: usize) -> bool {
+    for _ in 0..count {
+        match client.get_task(trainer, 0).await.expect("get_task") {
+            TaskOutcome::Task(task) => {
+                assert!(client.task_finished(task.task_id, task.epoch).await.expect("finish"));
+            }
+            TaskOutcome::JobFinished | TaskOutcome::PassAfter { .. } => return true,
+            other => panic!("{other:?}"),
+        }
+    }
+    false
+}
+
+/// Waits until every replica applied the same index and says the same state digest there.
+async fn await_agreement(group: &MasterGroup) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut answers = Vec::new();
+        for index in 0..group.addrs.len() {
+            let mut service = group.service(index).await;
+            let request = ClusterInfoRequest { state_digest: true };
+            if let Ok(reply) = service.cluster_info(request).await {
+                let reply = reply.into_inner();
+                answers.push((reply.digest_applied_index, reply.state_digest));
+            }
+        }
+        let agreed = answers.len() == group.addrs.len() && answers.windows(2).all(|w| w[0] == w[1]);
+        if agreed {
+            return answers[0].1;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replicas never agreed: {answers:?}\n{}",
+            group.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The group's feature level as `raftrain status --json` says it.
+fn group_level(masters: &str) -> u64 {
+    let text = raftrain_ok(&["status", "--json", "--masters", masters], b"");
+    let status: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    status["feature_level"].as_u64().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_of_the_previous_release_is_upgraded_one_master_at_a_time() {
+    let Some(previous) = previous_build() else {
+        eprintln!("skipped: RAFTRAIN_PREVIOUS_BIN is not set (.ci/run builds {PREVIOUS_RELEASE})");
+        return;
+    };
+    let mut group = MasterGroup::prepare(3, &[]);
+    for index in 0..3 {
+        group.set_program(index, Some(&previous));
+        group.spawn(index);
+    }
+    let masters = group.addrs.join(",");
+    let mut args = vec!["job", "submit", "--masters", &masters, "--name", "upgraded"];
+    let tasks = TASKS.to_string();
+    args.extend(["--index", &tasks, "--shard-size", "1", "--passes", "1"]);
+    raftrain_ok(&args, b"");
+    let client = group.client();
+    let trainer = client.register_trainer("t").await.expect("register").trainer_id;
+    assert!(!work(&client, trainer, 5).await, "the job ran out early");
+
+    for index in 0..3 {
+        tracing::info!(index, "--- master {} runs this build now", index + 1);
+        group.kill(index);
+        group.set_program(index, None);
+        group.spawn(index);
+        await_agreement(&group).await;
+        assert_eq!(group_level(&masters), 1, "raised while a previous build was a member");
+        assert!(!work(&client, trainer, 5).await, "the job ran out early");
+    }
+    assert!(work(&client, trainer, TASKS as usize).await, "the job finishes");
+
+    tracing::info!("--- every master runs this build: the group rises to its level");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while group_level(&masters) != u64::from(master::state::FEATURE_LEVEL) {
+        assert!(Instant::now() < deadline, "never raised\n{}", group.logs());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    await_agreement(&group).await;
+
+    tracing::info!("--- the previous build put back on a raised replica refuses to start");
+    group.kill(2);
+    group.set_program(2, Some(&previous));
+    group.spawn(2);
+    let exited = group.wait_exit(2, Duration::from_secs(30));
+    assert!(exited.is_some_and(|status| !status.success()), "still running: {exited:?}");
+    let log = std::fs::read_to_string(group.log_path(2)).expect("master 3's log");
+    assert!(log.contains("snapshot"), "{log}");
+    group.set_program(2, None);
+    group.spawn(2);
+    await_agreement(&group).await;
+}
