@@ -1,6 +1,6 @@
 //! The dashboard's page shows hostile text as text: the page's own files (the ones the masters
 //! embed) are served with a view in which every user-supplied field (job, trainer and member
-//! names and addresses, failure reasons, errors) carries markup, quotes and an event handler;
+//! names and addresses, failure reasons, errors, rendezvous run ids) carries markup, quotes and an event handler;
 //! headless chromium renders it, and no element may come of it, nor any script run, nor any
 //! console message appear, while the text itself is shown. No cluster: a few seconds.
 
@@ -37,9 +37,9 @@ fn hostile_names_and_reasons_render_as_text() {
     assert!(!dom_without_own_script.contains("<script"), "a script element:\n{}", look.dom);
     assert!(!look.dom.contains("<img"), "an image element:\n{}", look.dom);
     // Job name, trainer name, pserver address, failure reason, member address and error,
-    // leader error: each shown once as text.
+    // leader error, rendezvous run: each shown once as text.
     let shown = look.dom.matches(HOSTILE_SHOWN).count();
-    assert!(shown >= 6, "the hostile text is shown {shown} times:\n{}", look.dom);
+    assert!(shown >= 7, "the hostile text is shown {shown} times:\n{}", look.dom);
 }
 
 /// A view of one job in which every text a client or an operator chose is hostile.
@@ -63,6 +63,7 @@ fn hostile_view() -> serde_json::Value {
         "leader_reachable": false, "leader_error": HOSTILE,
         "group": {"leader": 1, "term": 2, "leader_since_ms": 1_000, "members": members},
         "jobs": [job],
+        "rendezvous": {"runs": [{"run": HOSTILE, "keys": 3, "bytes": 120, "idle_ms": 1_500}], "error": null},
         "timeline": [{"at_ms": 1_000, "kind": "slot", "job": HOSTILE, "slot": 0, "from_generation": 1, "to_generation": 2}],
     })
 }

@@ -9,6 +9,7 @@ mod command;
 mod dashboard;
 mod dashboard_browser;
 mod dashboard_escaping;
+mod dashboard_runs;
 mod dashboard_tls;
 mod data_root;
 mod demo;

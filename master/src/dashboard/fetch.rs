@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client::{ClientOptions, GroupView, JobList, JobStatus, MasterClient};
+use client::{ClientOptions, GroupView, JobList, JobStatus, MasterClient, RendezvousRun};
 use platform::security::Security;
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -29,6 +29,8 @@ pub(crate) struct Fetched {
     pub jobs: Result<(JobList, Vec<JobStatus>), String>,
     /// Each member's own view, by id (with its address), or why it did not answer.
     pub members: BTreeMap<u64, (String, Result<GroupView, String>)>,
+    /// The torchrun rendezvous runs the leader holds, or why it could not be asked.
+    pub rendezvous: Result<Vec<RendezvousRun>, String>,
     /// When it was fetched.
     pub at: Instant,
     /// Each trainer's tasks per second since the fetch before, by (job, trainer id).
@@ -71,8 +73,10 @@ impl LeaderFetcher {
     }
 
     async fn fetch(&self) -> Fetched {
-        let (jobs, members) = tokio::join!(self.jobs(), self.members());
-        Fetched { jobs, members, at: Instant::now(), trainer_rates: BTreeMap::new() }
+        let runs = async { self.client.list_rendezvous().await.map(|(runs, _)| runs) };
+        let (jobs, members, rendezvous) = tokio::join!(self.jobs(), self.members(), runs);
+        let rendezvous = rendezvous.map_err(|error| error.to_string());
+        Fetched { jobs, members, rendezvous, at: Instant::now(), trainer_rates: BTreeMap::new() }
     }
 
     /// Every job, and each one's status, from the leader.
@@ -161,6 +165,7 @@ mod tests {
         Fetched {
             jobs: Ok((list, vec![status])),
             members: BTreeMap::new(),
+            rendezvous: Ok(Vec::new()),
             at,
             trainer_rates: BTreeMap::new(),
         }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
+use crate::state::RUN_COUNT_MAX;
 use client::{JobStatus, JobSummary};
 use consensus::ClusterInfo;
 
@@ -26,7 +27,7 @@ const MEMBERS_SHOWN_MAX: usize = 16;
 const TEXT_CHARS_MAX: usize = 128;
 const REASON_CHARS_MAX: usize = 512;
 /// The largest view's JSON, measured by the test below for the largest group.
-pub(crate) const VIEW_BYTES_MAX: usize = 2 << 20;
+pub(crate) const VIEW_BYTES_MAX: usize = 3 << 20;
 
 /// Who answers: this master's id and what its own Raft metrics say.
 pub(crate) struct Answering<'a> {
@@ -57,8 +58,21 @@ pub(crate) fn render(answering: &Answering<'_>, fetched: &Fetched) -> Value {
         "leader_error": leader_error,
         "group": group_json(answering, fetched),
         "jobs": jobs,
+        "rendezvous": rendezvous_json(&fetched.rendezvous),
         "timeline": answering.history.timeline.iter().map(timeline_json).collect::<Vec<_>>(),
     })
+}
+
+/// The torchrun rendezvous runs (the state holds at most `RUN_COUNT_MAX`), each id cut to a
+/// length, or why the leader could not list them.
+fn rendezvous_json(runs: &Result<Vec<client::RendezvousRun>, String>) -> Value {
+    match runs {
+        Ok(runs) => json!({"runs": runs.iter().take(RUN_COUNT_MAX).map(|run| json!({
+            "run": cut(&run.run, TEXT_CHARS_MAX), "keys": run.key_count, "bytes": run.bytes,
+            "idle_ms": run.idle_ms,
+        })).collect::<Vec<_>>(), "error": null}),
+        Err(reason) => json!({"runs": [], "error": cut(reason, REASON_CHARS_MAX)}),
+    }
 }
 
 /// The members, each with its own view; the leader and since when this master has seen it.
@@ -223,8 +237,8 @@ mod tests {
     use crate::dashboard::history::{EVALS_MAX, RATE_SAMPLES_MAX, TIMELINE_EVENTS_MAX};
     use crate::state::{
         FAILED_TASKS_SHOWN_MAX as STATE_FAILED_SHOWN_MAX, FAILURE_REASON_BYTES_MAX, JOB_COUNT_MAX,
-        JOB_NAME_BYTES_MAX, PSERVER_ADDR_BYTES_MAX, PSERVER_COUNT_MAX, TRAINER_COUNT_MAX,
-        TRAINER_NAME_BYTES_MAX,
+        JOB_NAME_BYTES_MAX, PSERVER_ADDR_BYTES_MAX, PSERVER_COUNT_MAX, RUN_ID_BYTES_MAX,
+        TRAINER_COUNT_MAX, TRAINER_NAME_BYTES_MAX,
     };
 
     /// A text of `bytes` control characters: each takes six bytes in JSON (`\u0001`).
@@ -320,9 +334,16 @@ mod tests {
         let members = (0..MEMBERS_SHOWN_MAX as u64 * 2).map(member).collect();
         // Every trainer of the largest status has the id u64::MAX.
         let rates = names.iter().map(|name| ((name.clone(), u64::MAX), f64::MAX));
+        let run = |index: usize| client::RendezvousRun {
+            run: format!("{index:02}{}", worst_text(RUN_ID_BYTES_MAX - 2)),
+            key_count: u64::MAX,
+            bytes: u64::MAX,
+            idle_ms: u64::MAX,
+        };
         let fetched = Fetched {
             jobs: Ok((list, statuses)),
             members,
+            rendezvous: Ok((0..RUN_COUNT_MAX).map(run).collect()),
             at: Instant::now(),
             trainer_rates: rates.collect(),
         };

@@ -162,10 +162,20 @@ function renderTimeline(timeline) {
   }
 }
 
+function renderRendezvous(rendezvous) {
+  const note = document.getElementById("rendezvous-note");
+  note.textContent = rendezvous.error !== null
+    ? `the leader did not list them: ${rendezvous.error}`
+    : `${rendezvous.runs.length} run(s)`;
+  document.getElementById("rendezvous").replaceChildren(table(["run", "keys", "bytes", "last written (s ago)"],
+    rendezvous.runs.map((r) => [r.run, r.keys, r.bytes, (r.idle_ms / 1000).toFixed(1)])));
+}
+
 function render(view) {
   renderServedBy(view);
   renderGroup(view.group);
   document.getElementById("jobs").replaceChildren(...view.jobs.map(renderJob));
+  renderRendezvous(view.rendezvous);
   renderTimeline(view.timeline);
   const updated = document.getElementById("updated");
   updated.className = "";
