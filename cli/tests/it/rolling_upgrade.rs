@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use client::{MasterClient, TaskOutcome};
+use proto::master::master_service_client::MasterServiceClient;
 use proto::raft::ClusterInfoRequest;
 
 use crate::command::raftrain_ok;
@@ -46,8 +47,11 @@ async fn await_agreement(group: &MasterGroup) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut answers = Vec::new();
-        for index in 0..group.addrs.len() {
-            let mut service = group.service(index).await;
+        for addr in &group.addrs {
+            let Ok(mut service) = MasterServiceClient::connect(format!("http://{addr}")).await
+            else {
+                continue;
+            };
             let request = ClusterInfoRequest { state_digest: true };
             if let Ok(reply) = service.cluster_info(request).await {
                 let reply = reply.into_inner();
@@ -64,6 +68,23 @@ async fn await_agreement(group: &MasterGroup) -> u64 {
             group.logs()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `dir` holds a snapshot file: the replica's snapshot of the raised level (the
+/// job is far too short for one taken by count).
+fn await_snapshot(dir: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let names = std::fs::read_dir(dir).into_iter().flatten().flatten();
+        if names
+            .map(|entry| entry.file_name())
+            .any(|name| name.to_string_lossy().ends_with(".snap"))
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no snapshot in {}", dir.display());
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -100,7 +121,11 @@ async fn a_group_of_the_previous_release_is_upgraded_one_master_at_a_time() {
         group.set_program(index, None);
         group.spawn(index);
         await_agreement(&group).await;
-        assert_eq!(group_level(&masters), 1, "raised while a previous build was a member");
+        if index < 2 {
+            // 0 when a previous build leads (it says no level), else 1.
+            let level = group_level(&masters);
+            assert!(level <= 1, "raised while a previous build is a member\n{}", group.logs());
+        }
         assert!(!work(&client, trainer, 5).await, "the job ran out early");
     }
     assert!(work(&client, trainer, TASKS as usize).await, "the job finishes");
@@ -114,12 +139,13 @@ async fn a_group_of_the_previous_release_is_upgraded_one_master_at_a_time() {
     await_agreement(&group).await;
 
     tracing::info!("--- the previous build put back on a raised replica refuses to start");
+    await_snapshot(&group.dir.path().join("master-3/snapshots"));
     group.kill(2);
     group.set_program(2, Some(&previous));
     group.spawn(2);
     let exited = group.wait_exit(2, Duration::from_secs(30));
-    assert!(exited.is_some_and(|status| !status.success()), "still running: {exited:?}");
     let log = std::fs::read_to_string(group.log_path(2)).expect("master 3's log");
+    assert!(exited.is_some_and(|status| !status.success()), "still running: {exited:?}\n{log}");
     assert!(log.contains("snapshot"), "{log}");
     group.set_program(2, None);
     group.spawn(2);
