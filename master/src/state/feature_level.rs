@@ -1,6 +1,6 @@
 //! Feature levels: which kinds of command a group may carry. Each kind of [`Command`] belongs to
 //! the level that introduced it; a build decodes every kind up to [`FEATURE_LEVEL`]. The
-//! group's level is replicated state ([`MasterState::feature_level`]), raised only by a leader
+//! group's level is replicated state (`MasterState::feature_level`), raised only by a leader
 //! decision ([`Command::RaiseFeatureLevel`]) taken once every member said it decodes the new
 //! level, and never lowered; a leader proposes a command only if the group's level covers it.
 //! So a replica never meets a command it cannot decode unless it runs an older build than the
@@ -11,9 +11,7 @@
 //! adds the rendezvous key space, restart, idle expiry, shuffled reports and the raise itself.
 
 use super::command::Command;
-use super::master_state::MasterState;
 use super::request::{decode_request, Request};
-use super::response::Response;
 
 /// The newest feature level this build decodes and admits.
 pub const FEATURE_LEVEL: u32 = 2;
@@ -88,19 +86,5 @@ pub(crate) fn appliable_request(bytes: &[u8], admitted: u32) -> Result<Request, 
             Err(Unappliable::NewerLevel { level, admitted })
         }
         _ => Ok(request),
-    }
-}
-
-impl MasterState {
-    /// The group's feature level: every member decodes every command of this level.
-    pub fn feature_level(&self) -> u32 {
-        self.feature_level
-    }
-
-    /// Applies a leader's decision to raise the level to `level` (a level at or below the
-    /// group's changes nothing: levels never go down).
-    pub(crate) fn raise_feature_level(&mut self, level: u32) -> Response {
-        self.feature_level = self.feature_level.max(level);
-        Response::Accepted
     }
 }

@@ -308,3 +308,17 @@ impl MasterState {
         );
     }
 }
+
+impl MasterState {
+    /// The group's feature level: every member decodes every command of this level.
+    pub fn feature_level(&self) -> u32 {
+        self.feature_level
+    }
+
+    /// Applies a leader's decision to raise the level to `level` (a level at or below the
+    /// group's changes nothing: levels never go down).
+    pub(crate) fn raise_feature_level(&mut self, level: u32) -> Response {
+        self.feature_level = self.feature_level.max(level);
+        Response::Accepted
+    }
+}
