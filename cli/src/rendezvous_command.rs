@@ -66,11 +66,12 @@ fn runs_table(runs: &[client::RendezvousRun], idle_expiry_ms: u64) -> String {
     if runs.is_empty() {
         return "no rendezvous runs\n".to_string();
     }
-    let mut out = format!("{:<32} {:>6} {:>9} {:>12}\n", "run", "keys", "bytes", "idle");
+    let mut out = format!("{:<32} {:>6} {:>9} {:>12}  round\n", "run", "keys", "bytes", "idle");
     for run in runs {
         let idle = format!("{:.1} s", run.idle_ms as f64 / 1000.0);
         let name = crate::status::escaped(&run.run);
-        out += &format!("{name:<32} {:>6} {:>9} {idle:>12}\n", run.key_count, run.bytes);
+        let round = run.round.as_ref().map_or("-".to_string(), ToString::to_string);
+        out += &format!("{name:<32} {:>6} {:>9} {idle:>12}  {round}\n", run.key_count, run.bytes);
     }
     out + &format!("(a run idle for {} s is removed)\n", idle_expiry_ms / 1000)
 }

@@ -61,7 +61,8 @@ pub use policy_bounds::{
     PASS_COUNT_MAX, TASK_TIMEOUT_MIN_MS_FLOOR, TASK_TIMEOUT_MIN_MS_MAX, TIMEOUT_FACTOR_MAX,
 };
 pub use rendezvous::{
-    RendezvousEntry, RendezvousRun, RendezvousWrite, RendezvousWritten, RENDEZVOUS_WAIT_MS_ROUND,
+    RendezvousEntry, RendezvousRound, RendezvousRun, RendezvousWrite, RendezvousWritten,
+    RENDEZVOUS_SUMMARY_BYTES_MAX, RENDEZVOUS_SUMMARY_KEY, RENDEZVOUS_WAIT_MS_ROUND,
 };
 pub use session::Session;
 pub use slot_asks::{SlotAsks, SlotReload};

@@ -60,13 +60,57 @@ pub struct RendezvousRun {
     pub key_count: u64,
     pub bytes: u64,
     pub idle_ms: u64,
+    /// The round raftrain's torch backend last wrote (`RENDEZVOUS_SUMMARY_KEY`), if any.
+    pub round: Option<RendezvousRound>,
+}
+
+/// Where raftrain's torch backend writes a summary of each round it sets (JSON of
+/// [`RendezvousRound`]), for `status`, `rendezvous list` and the dashboard.
+pub const RENDEZVOUS_SUMMARY_KEY: &str = "raftrain.rendezvous.summary";
+/// A longer summary is not shown.
+pub const RENDEZVOUS_SUMMARY_BYTES_MAX: usize = 512;
+
+/// A rendezvous round as the backend summarized it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct RendezvousRound {
+    pub round: u64,
+    /// Nodes admitted to the round, and nodes waiting for the next one.
+    pub participants: u64,
+    #[serde(default)]
+    pub waiting: u64,
+    /// Whether the round completed (the workers started).
+    #[serde(default)]
+    pub complete: bool,
+}
+
+impl std::fmt::Display for RendezvousRound {
+    /// `round 3 (complete), 2 participants, 1 waiting`.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = if self.complete { "complete" } else { "forming" };
+        write!(formatter, "round {} ({state}), {} participants", self.round, self.participants)?;
+        write!(formatter, ", {} waiting", self.waiting)
+    }
+}
+
+impl RendezvousRound {
+    /// The round a summary's text says, or `None` for text that is not one.
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_str(text).ok()
+    }
 }
 
 impl RendezvousRun {
     /// The run as `raftrain rendezvous list --json` and `status --json` show it.
     pub fn to_json(&self) -> serde_json::Value {
+        let round = self.round.as_ref().map(|round| {
+            serde_json::json!({
+                "round": round.round, "participants": round.participants,
+                "waiting": round.waiting, "complete": round.complete,
+            })
+        });
         serde_json::json!({
             "run": self.run, "keys": self.key_count, "bytes": self.bytes, "idle_ms": self.idle_ms,
+            "round": round,
         })
     }
 }
@@ -152,6 +196,7 @@ impl MasterClient {
             key_count: summary.key_count,
             bytes: summary.bytes,
             idle_ms: summary.idle_ms,
+            round: RendezvousRound::parse(&summary.summary),
         };
         Ok((reply.runs.into_iter().map(run).collect(), reply.idle_expiry_ms))
     }

@@ -16,14 +16,19 @@ torchrun finds this module through the ``torchrun.handlers`` entry point ``raftr
 
 The backend keeps torch's state under the store key ``torch.rendezvous.<run_id>`` (base64, as
 torch's c10d backend does); its fencing token is the key's version, which the masters never
-reuse within a run.
+reuse within a run. After each state it sets it writes a summary of the round (JSON: round,
+participants, waiting, complete) under ``raftrain.rendezvous.summary``, which ``raftrain
+status``, ``raftrain rendezvous list`` and the dashboard show.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
+import logging
 import os
+import pickle
 from datetime import timedelta
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
@@ -142,6 +147,12 @@ class RaftrainStore(dist.Store):
         return key_count
 
 
+#: Where the backend summarizes each round it sets (``client::RENDEZVOUS_SUMMARY_KEY``).
+SUMMARY_KEY = "raftrain.rendezvous.summary"
+
+_log = logging.getLogger(__name__)
+
+
 class RaftrainRendezvousBackend(RendezvousBackend):
     """torch's ``RendezvousBackend`` on the master group: the state under the store key
     ``torch.rendezvous.<run_id>`` (base64), fenced by the key's version."""
@@ -170,7 +181,25 @@ class RaftrainRendezvousBackend(RendezvousBackend):
         if entry is None:
             return None
         now_state, now_token = self._decode(entry)
+        if written:
+            self._summarize(state)
         return now_state, now_token, written
+
+    def _summarize(self, state: bytes) -> None:
+        """Writes what operators see of the round this process just set (best effort: the
+        summary only informs, and the state is already written)."""
+        try:
+            # The bytes this process's own rendezvous handler just pickled.
+            held = pickle.loads(state)  # noqa: S301
+            summary = {
+                "round": int(held.round),
+                "participants": len(held.participants),
+                "waiting": len(held.wait_list),
+                "complete": bool(held.complete),
+            }
+            self._client.set(SUMMARY_KEY, json.dumps(summary).encode())
+        except Exception as error:  # noqa: BLE001 - a summary never fails a rendezvous
+            _log.debug("no rendezvous summary written: %s", error)
 
     @staticmethod
     def _version(token: Optional[Any]) -> Optional[int]:

@@ -177,3 +177,24 @@ def test_operators_list_and_delete_runs_from_the_command_line(masters):
     with pytest.raises(AssertionError, match="no rendezvous run"):
         run_tool("rendezvous", "delete", "ops-run", "--masters", masters.masters)
     assert client.read(["k"]) == ([None], 0)
+
+
+def test_each_round_set_is_summarized_for_operators(masters):
+    import pickle
+
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc, _RendezvousState
+
+    backend, _ = create_backend(params(masters, run_id="summed"))
+    held = _RendezvousState()
+    held.round = 3
+    held.complete = True
+    held.participants[_NodeDesc("node-a", 1, 0)] = 0
+    held.participants[_NodeDesc("node-b", 2, 0)] = 1
+    held.wait_list.add(_NodeDesc("node-c", 3, 0))
+    _, _, written = backend.set_state(pickle.dumps(held))
+    assert written
+    listed = json.loads(run_tool("rendezvous", "list", "--json", "--masters", masters.masters))
+    (run,) = [run for run in listed["runs"] if run["run"] == "summed"]
+    assert run["round"] == {"round": 3, "participants": 2, "waiting": 1, "complete": True}
+    text = run_tool("status", "--masters", masters.masters)
+    assert b"round 3 (complete), 2 participants, 1 waiting" in text, text

@@ -109,8 +109,9 @@ fn rendezvous_text(snapshot: &Snapshot) -> String {
         Some(runs) if !runs.is_empty() => {
             let mut out = format!("torchrun rendezvous runs: {}\n", runs.len());
             for run in runs {
+                let round = run.round.as_ref().map_or(String::new(), |round| format!("{round}, "));
                 out += &format!(
-                    "  {}: {} keys, {} bytes, last written {:.1} s ago\n",
+                    "  {}: {round}{} keys, {} bytes, last written {:.1} s ago\n",
                     escaped(&run.run),
                     run.key_count,
                     run.bytes,

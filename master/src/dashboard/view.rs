@@ -69,7 +69,9 @@ fn rendezvous_json(runs: &Result<Vec<client::RendezvousRun>, String>) -> Value {
     match runs {
         Ok(runs) => json!({"runs": runs.iter().take(RUN_COUNT_MAX).map(|run| json!({
             "run": cut(&run.run, TEXT_CHARS_MAX), "keys": run.key_count, "bytes": run.bytes,
-            "idle_ms": run.idle_ms,
+            "idle_ms": run.idle_ms, "round": run.round.as_ref().map(|round| round.round),
+            "participants": run.round.as_ref().map(|round| round.participants),
+            "waiting": run.round.as_ref().map(|round| round.waiting),
         })).collect::<Vec<_>>(), "error": null}),
         Err(reason) => json!({"runs": [], "error": cut(reason, REASON_CHARS_MAX)}),
     }
@@ -339,6 +341,12 @@ mod tests {
             key_count: u64::MAX,
             bytes: u64::MAX,
             idle_ms: u64::MAX,
+            round: Some(client::RendezvousRound {
+                round: u64::MAX,
+                participants: u64::MAX,
+                waiting: u64::MAX,
+                complete: true,
+            }),
         };
         let fetched = Fetched {
             jobs: Ok((list, statuses)),

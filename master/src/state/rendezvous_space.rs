@@ -85,6 +85,7 @@ impl RendezvousSpace {
             key_count: state.keys.len() as u64,
             bytes: state.bytes,
             touched_ms: state.touched_ms,
+            summary: summary_of(state),
         };
         self.runs.iter().map(view).collect()
     }
@@ -141,6 +142,16 @@ pub struct RendezvousRunView {
     pub key_count: u64,
     pub bytes: u64,
     pub touched_ms: u64,
+    /// The value of `client::RENDEZVOUS_SUMMARY_KEY` if it is text of at most
+    /// `client::RENDEZVOUS_SUMMARY_BYTES_MAX` bytes, else empty.
+    pub summary: String,
+}
+
+/// The run's summary key as text, if it is short text.
+fn summary_of(state: &RendezvousRun) -> String {
+    let entry = state.keys.get(client::RENDEZVOUS_SUMMARY_KEY);
+    let short = entry.filter(|entry| entry.value.len() <= client::RENDEZVOUS_SUMMARY_BYTES_MAX);
+    short.and_then(|entry| std::str::from_utf8(&entry.value).ok()).unwrap_or_default().to_string()
 }
 
 /// A stamped operation: a retry gets the first answer (its value read again), a new sequence

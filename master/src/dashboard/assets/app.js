@@ -167,8 +167,10 @@ function renderRendezvous(rendezvous) {
   note.textContent = rendezvous.error !== null
     ? `the leader did not list them: ${rendezvous.error}`
     : `${rendezvous.runs.length} run(s)`;
-  document.getElementById("rendezvous").replaceChildren(table(["run", "keys", "bytes", "last written (s ago)"],
-    rendezvous.runs.map((r) => [r.run, r.keys, r.bytes, (r.idle_ms / 1000).toFixed(1)])));
+  document.getElementById("rendezvous").replaceChildren(table(
+    ["run", "round", "participants", "waiting", "keys", "bytes", "last written (s ago)"],
+    rendezvous.runs.map((r) => [r.run, r.round, r.participants, r.waiting, r.keys, r.bytes,
+      (r.idle_ms / 1000).toFixed(1)])));
 }
 
 function render(view) {

@@ -114,6 +114,7 @@ pub(super) async fn list_rendezvous(
         key_count: view.key_count,
         bytes: view.bytes,
         idle_ms: now_ms.saturating_sub(view.touched_ms),
+        summary: view.summary,
     };
     let idle_expiry_ms = rpc.duties.rendezvous_idle_ms();
     let reply =
