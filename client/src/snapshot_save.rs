@@ -153,4 +153,14 @@ mod tests {
             }
         }
     }
+
+    /// A master busy with another save refuses as `save-busy`: retryable, and not waited out.
+    #[test]
+    fn a_busy_master_is_a_retryable_refusal() {
+        let mut status = Status::resource_exhausted("busy");
+        let refusal = tonic::metadata::MetadataValue::from_static(crate::REFUSAL_SAVE_BUSY);
+        status.metadata_mut().insert(crate::REFUSAL_METADATA_KEY, refusal);
+        let error = ClientError::from_status("SaveSnapshot", &status);
+        assert!(matches!(error, ClientError::TryAgainLater { .. }), "{error}");
+    }
 }

@@ -120,3 +120,22 @@ async fn send_chunks(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second save while one holds the place is refused as retryable (`save-busy`), and the place frees when the first ends.
+    #[test]
+    fn one_save_at_a_time() {
+        let saves = SnapshotSaves::default();
+        let first = saves.take().expect("the first save takes the place");
+        let refused = saves.take().err().expect("a second save is refused");
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        let refusal =
+            refused.metadata().get(REFUSAL_METADATA_KEY).and_then(|value| value.to_str().ok());
+        assert_eq!(refusal, Some(REFUSAL_SAVE_BUSY), "the client reads it as retryable");
+        drop(first);
+        assert!(saves.take().is_ok(), "the place frees when the first save ends");
+    }
+}
