@@ -128,6 +128,8 @@ async fn a_restored_group_goes_on_from_the_save_and_finishes_the_job() {
     work(client.clone(), redone.clone(), Arc::default()).await;
     let status = client.status_of(JOB).await.expect("status of the restored job");
     assert!(status.job_finished, "{status:?}");
+    let gap = consensus::restore::RESTORED_TERM_GAP;
+    assert!(status.group.term > gap, "a new identity: terms start above the gap {status:?}");
 
     let old_finished = finished.lock().expect("not poisoned").clone();
     let new_set: BTreeSet<u64> =
