@@ -15,6 +15,7 @@ mod recordio;
 mod rendezvous_command;
 mod runtime_args;
 mod shutdown;
+mod snapshot;
 mod status;
 mod trainer_command;
 
@@ -59,6 +60,9 @@ enum Command {
     Status(status::StatusArgs),
     /// Submit, list and cancel the group's jobs; record and restore a job's progress.
     Job(job::JobArgs),
+    /// Backups of the master group: save the whole state online, check a saved file, seed a
+    /// new group's members from it.
+    Snapshot(snapshot::SnapshotArgs),
     /// List and delete the torchrun rendezvous runs the group holds (--rdzv-backend=raftrain).
     Rendezvous(rendezvous_command::RendezvousArgs),
     /// Write, read, index, convert and inspect RecordIO datasets (PaddlePaddle-compatible).
@@ -81,6 +85,7 @@ impl Command {
             Command::Eval(_) => ("eval", None),
             Command::Status(_) => ("status", None),
             Command::Job(_) => ("job", None),
+            Command::Snapshot(_) => ("snapshot", None),
             Command::Rendezvous(_) => ("rendezvous", None),
             Command::Recordio(_) => ("recordio", None),
             Command::Certs(_) => ("certs", None),
@@ -102,6 +107,7 @@ fn main() {
         Command::Eval(args) => eval_command::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Job(args) => job::run(&args),
+        Command::Snapshot(args) => snapshot::run(&args),
         Command::Rendezvous(args) => rendezvous_command::run(&args),
         Command::Recordio(args) => recordio::run(args),
         Command::Bench(args) => bench::run(args),

@@ -17,6 +17,9 @@ pub const REFUSAL_TRY_AGAIN_LATER: &str = "try-again-later";
 pub const REFUSAL_NO_SUCH_JOB: &str = "no-such-job";
 /// The job was cancelled (FAILED_PRECONDITION): its members stop and exit 0.
 pub const REFUSAL_JOB_CANCELLED: &str = "job-cancelled";
+/// Refusal of a snapshot save while this master serves another (RESOURCE_EXHAUSTED): one save
+/// at a time per master; try again once it ends.
+pub const REFUSAL_SAVE_BUSY: &str = "save-busy";
 /// Metadata key of a `try-again-later` refusal: in how many milliseconds a place frees up.
 pub const RETRY_AFTER_MS_METADATA_KEY: &str = "x-raftrain-retry-after-ms";
 
@@ -95,6 +98,9 @@ impl ClientError {
             }
             (tonic::Code::FailedPrecondition, Some(REFUSAL_NOT_HOLDER)) => {
                 Self::NotHolder { call, message }
+            }
+            (tonic::Code::ResourceExhausted, Some(REFUSAL_SAVE_BUSY)) => {
+                Self::TryAgainLater { call, message }
             }
             (tonic::Code::ResourceExhausted, Some(REFUSAL_TRY_AGAIN_LATER)) => {
                 Self::TryAgainLater { call, message }

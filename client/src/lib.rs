@@ -32,6 +32,7 @@ mod session;
 pub mod shuffle;
 mod slot_asks;
 mod slot_secret;
+mod snapshot_save;
 mod status;
 mod status_conversions;
 mod task_source;
@@ -43,8 +44,8 @@ pub use chunk_fault::chunk_fault;
 pub use conversions::checkpoint_to_proto;
 pub use error::{
     ClientError, REFUSAL_JOB_CANCELLED, REFUSAL_METADATA_KEY, REFUSAL_NOT_HOLDER,
-    REFUSAL_NO_SUCH_JOB, REFUSAL_STALE_REQUEST, REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER,
-    RETRY_AFTER_MS_METADATA_KEY,
+    REFUSAL_NO_SUCH_JOB, REFUSAL_SAVE_BUSY, REFUSAL_STALE_REQUEST, REFUSAL_STAMP_REUSED,
+    REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
 };
 pub use failure_reason::{cut_reason, FAILURE_REASON_BYTES_MAX};
 pub use job_name::{check_job_name, require_job_name, SUBMITTED_JOB_NAME_BYTES_MAX};
@@ -67,6 +68,9 @@ pub use rendezvous::{
 pub use session::Session;
 pub use slot_asks::{SlotAsks, SlotReload};
 pub use slot_secret::SLOT_SECRET_BYTES;
+pub use snapshot_save::{
+    SavedSnapshot, SNAPSHOT_CHUNK_BYTES_MAX, SNAPSHOT_SAVE_RPC_TIMEOUT_MS, SNAPSHOT_STATE_BYTES_MAX,
+};
 pub use status::{
     answered_feature_level, CheckpointStatus, DatasetKind, EvalStatus, FailedTask, GroupView,
     JobStatus, Member, PServerStatus, TrainerStatus,

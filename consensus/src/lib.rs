@@ -72,6 +72,7 @@ mod node;
 pub mod planted;
 pub mod raft_log;
 pub mod raft_metrics;
+pub mod restore;
 mod rpc_bounds;
 mod rpc_handler;
 mod service;

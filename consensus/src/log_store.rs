@@ -130,6 +130,29 @@ impl LogStore {
             }
         }
     }
+
+    /// Seeds this empty log for a member of a group restored from a saved state (`restore.rs`):
+    /// every entry up to `snapshot` purged and committed (the snapshot file holds their
+    /// effect), `vote` saved, and the bootstrap record naming the new peers; all synced.
+    pub(crate) async fn seed_restored(
+        &mut self,
+        record: &BootstrapRecord,
+        snapshot: LogId<u64>,
+        vote: Vote<u64>,
+    ) -> Result<(), StartError> {
+        let dir = &self.dir;
+        let failed = |error: anyhow::Error| StartError::Storage {
+            dir: dir.clone(),
+            reason: error.to_string(),
+        };
+        if self.own_id.is_some() || self.db.range(LOG_PREFIX..LOG_END).next().is_some() {
+            return Err(failed(anyhow::anyhow!("a restore seeds only an empty log")));
+        }
+        write_value(&self.db, PURGED_KEY, &snapshot).map_err(&failed)?;
+        write_value(&self.db, COMMITTED_KEY, &Some(snapshot)).map_err(&failed)?;
+        write_value(&self.db, VOTE_KEY, &vote).map_err(&failed)?;
+        self.record_bootstrap(record).await
+    }
 }
 
 fn log_key(index: u64) -> [u8; 12] {

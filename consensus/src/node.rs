@@ -381,6 +381,11 @@ impl<S: StateMachine> ConsensusNode<S> {
         self.inner.state_machine.read_applied(read)
     }
 
+    /// Like [`ConsensusNode::read`], with the (index, term) of the last entry the state holds.
+    pub fn read_applied_log_id<R>(&self, read: impl FnOnce(&S) -> R) -> ((u64, u64), R) {
+        self.inner.state_machine.read_applied_log_id(read)
+    }
+
     /// This node's view of the group.
     pub fn cluster_info(&self) -> ClusterInfo {
         let mut info = ClusterInfo::from_metrics(&self.inner.raft.metrics().borrow());

@@ -165,6 +165,14 @@ impl<S: StateMachine> StateMachineStore<S> {
         (applied.last_applied.map_or(0, |log_id| log_id.index), read(&applied.machine))
     }
 
+    /// Runs `read` on the applied state; also returns the index and term of the last entry in
+    /// it (zeros before any).
+    pub fn read_applied_log_id<R>(&self, read: impl FnOnce(&S) -> R) -> ((u64, u64), R) {
+        let applied = self.applied();
+        let log_id = applied.last_applied.map_or((0, 0), |id| (id.index, id.leader_id.term));
+        (log_id, read(&applied.machine))
+    }
+
     fn applied(&self) -> RwLockReadGuard<'_, Applied<S>> {
         // A panic in `apply` leaves a state no replica can trust; carrying on is no worse than
         // what the panic already did, and openraft stops on the failed apply task anyway.

@@ -53,6 +53,7 @@ mod security;
 mod session_flood;
 mod shuffled_jobs;
 mod slow_streams;
+mod snapshot_backup;
 mod status;
 mod synth;
 mod task_consumer;

@@ -92,6 +92,16 @@ fake_master_service! {
             Err(Status::unimplemented("the fake does not answer watch_p_servers"))
         }
 
+        type SaveSnapshotStream =
+            tonic::codegen::tokio_stream::Empty<Result<proto::master::SnapshotChunk, Status>>;
+
+        async fn save_snapshot(
+            &self,
+            _: Request<proto::master::SaveSnapshotRequest>,
+        ) -> Result<Response<Self::SaveSnapshotStream>, Status> {
+            Err(Status::unimplemented("the fake does not answer save_snapshot"))
+        }
+
         async fn register_trainer(
             &self,
             _: Request<RegisterTrainerRequest>,

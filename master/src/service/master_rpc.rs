@@ -14,6 +14,7 @@ use super::job_scope::{job_id, job_restores};
 use super::proposer::Proposer;
 use super::rendezvous_waits::RendezvousWaits;
 use super::reported_steps::ReportedSteps;
+use super::snapshot_save::SnapshotSaves;
 use super::status_mapping::{not_leader, write_error, wrong_secret};
 use crate::dataset_scan::{DataRoot, ScanLimits};
 use crate::leader::LeaderDuties;
@@ -44,6 +45,8 @@ pub struct MasterRpc {
     steps: Arc<ReportedSteps>,
     /// The rendezvous reads waiting for keys now.
     rendezvous_waits: Arc<RendezvousWaits>,
+    /// The one snapshot save this master serves at a time.
+    saves: SnapshotSaves,
 }
 
 impl MasterRpc {
@@ -57,7 +60,8 @@ impl MasterRpc {
         let steps = Arc::new(ReportedSteps::default());
         let rendezvous_waits = Arc::default();
         let node = proposer.node().clone();
-        Self { node, proposer, duties, policy, scanner, steps, rendezvous_waits }
+        let saves = SnapshotSaves::default();
+        Self { node, proposer, duties, policy, scanner, steps, rendezvous_waits, saves }
     }
 
     /// Replicates one command and returns the state machine's answer.
@@ -292,6 +296,14 @@ impl pb::master_service_server::MasterService for MasterRpc {
     }
 
     type WatchPServersStream = super::watch::PServerStream;
+    type SaveSnapshotStream = super::snapshot_save::SnapshotStream;
+
+    async fn save_snapshot(
+        &self,
+        _request: tonic::Request<pb::SaveSnapshotRequest>,
+    ) -> Reply<Self::SaveSnapshotStream> {
+        Ok(tonic::Response::new(self.saves.save(&self.node).await?))
+    }
 
     async fn watch_p_servers(
         &self,

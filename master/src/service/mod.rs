@@ -12,6 +12,7 @@ mod proposer;
 mod rendezvous_waits;
 mod reported_steps;
 mod slot_model;
+mod snapshot_save;
 mod status_mapping;
 mod status_view;
 mod watch;

@@ -1,0 +1,205 @@
+//! The file `raftrain snapshot save` writes: a 44-byte little-endian header (magic, format
+//! version, the applied index, its term, the group's feature level, the state's byte length,
+//! CRC32 of the state) and then the state bytes exactly as the masters encode them. Written
+//! whole or not at all (`FILE.tmp`, fsync, rename, fsync of the directory); read back only
+//! after the magic, version, length and checksum check, each refusal naming the file and where.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::durable_file::DurableFile;
+
+/// The first eight bytes of every backup file.
+pub const MAGIC: [u8; 8] = *b"RTBACKUP";
+/// The layout of this header; a reader refuses any other.
+pub const FORMAT_VERSION: u32 = 1;
+/// magic 8, version 4, index 8, term 8, feature level 4, length 8, checksum 4.
+pub const HEADER_BYTES: usize = 44;
+/// The largest state a backup holds: the consensus layer's largest decoded snapshot
+/// (256 MiB), above the master's largest admitted state (160 MiB).
+pub const STATE_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
+/// What the header says about the state after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackupHeader {
+    /// The index of the last entry the state holds (committed).
+    pub index: u64,
+    /// The term of that entry.
+    pub term: u64,
+    /// The group's feature level in that state.
+    pub feature_level: u32,
+    /// The state's length in bytes.
+    pub length: u64,
+    /// CRC32 (IEEE) of the state bytes.
+    pub checksum: u32,
+}
+
+/// Why a backup file cannot be written or read; each names the file and the field or offset.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupFileError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path}: truncated: {length} bytes, shorter than the {HEADER_BYTES}-byte header")]
+    ShortHeader { path: PathBuf, length: u64 },
+    #[error("{path}: bad magic at offset 0: not a raftrain backup")]
+    BadMagic { path: PathBuf },
+    #[error("{path}: format version {version} at offset 8; this build reads {FORMAT_VERSION}")]
+    Version { path: PathBuf, version: u32 },
+    #[error(
+        "{path}: the header's length (offset 32) says {length} state bytes, over {STATE_BYTES_MAX}"
+    )]
+    TooLarge { path: PathBuf, length: u64 },
+    #[error(
+        "{path}: truncated or extended: the header's length (offset 32) says {expected} state \
+         bytes after offset {HEADER_BYTES}, the file has {actual}"
+    )]
+    Length { path: PathBuf, expected: u64, actual: u64 },
+    #[error(
+        "{path}: checksum mismatch over bytes {HEADER_BYTES}..{end}: the header (offset 40) \
+         says {expected:#010x}, the bytes give {actual:#010x}"
+    )]
+    Checksum { path: PathBuf, end: u64, expected: u32, actual: u32 },
+}
+
+/// CRC32 (IEEE) of a state, as the header and the save RPC carry it.
+pub fn checksum(state: &[u8]) -> u32 {
+    crc32fast::hash(state)
+}
+
+impl BackupHeader {
+    /// The header's bytes.
+    pub fn encode(&self) -> [u8; HEADER_BYTES] {
+        let mut bytes = [0u8; HEADER_BYTES];
+        bytes[..8].copy_from_slice(&MAGIC);
+        bytes[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        bytes[12..20].copy_from_slice(&self.index.to_le_bytes());
+        bytes[20..28].copy_from_slice(&self.term.to_le_bytes());
+        bytes[28..32].copy_from_slice(&self.feature_level.to_le_bytes());
+        bytes[32..40].copy_from_slice(&self.length.to_le_bytes());
+        bytes[40..44].copy_from_slice(&self.checksum.to_le_bytes());
+        bytes
+    }
+
+    /// Reads a header, checking its magic, version and length bound.
+    fn decode(path: &Path, bytes: &[u8; HEADER_BYTES]) -> Result<Self, BackupFileError> {
+        let path = path.to_path_buf();
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        if bytes[..8] != MAGIC {
+            return Err(BackupFileError::BadMagic { path });
+        }
+        if u32_at(8) != FORMAT_VERSION {
+            return Err(BackupFileError::Version { path, version: u32_at(8) });
+        }
+        let length = u64_at(32);
+        if length > STATE_BYTES_MAX {
+            return Err(BackupFileError::TooLarge { path, length });
+        }
+        Ok(Self {
+            index: u64_at(12),
+            term: u64_at(20),
+            feature_level: u32_at(28),
+            length,
+            checksum: u32_at(40),
+        })
+    }
+}
+
+/// Writes `path` whole or not at all: the header (its length and checksum computed from
+/// `state`), then `state`. Returns the header written.
+pub fn write(
+    path: &Path,
+    index: u64,
+    term: u64,
+    feature_level: u32,
+    state: &[u8],
+) -> Result<BackupHeader, BackupFileError> {
+    let failed = |source| BackupFileError::Io { path: path.to_path_buf(), source };
+    let length = state.len() as u64;
+    if length > STATE_BYTES_MAX {
+        return Err(BackupFileError::TooLarge { path: path.to_path_buf(), length });
+    }
+    let header = BackupHeader { index, term, feature_level, length, checksum: checksum(state) };
+    let name = path.file_name().ok_or_else(|| {
+        failed(io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))
+    })?;
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let mut file = DurableFile::create(dir, &name.to_string_lossy()).map_err(failed)?;
+    file.write_all(&header.encode()).map_err(failed)?;
+    file.write_all(state).map_err(failed)?;
+    file.commit().map_err(failed)?;
+    Ok(header)
+}
+
+/// Reads and checks `path`: magic, version, length against the file's, then the checksum.
+/// Returns the header and the state bytes.
+pub fn read(path: &Path) -> Result<(BackupHeader, Vec<u8>), BackupFileError> {
+    let failed = |source| BackupFileError::Io { path: path.to_path_buf(), source };
+    let file_length = fs::metadata(path).map_err(failed)?.len();
+    if file_length < HEADER_BYTES as u64 {
+        return Err(BackupFileError::ShortHeader { path: path.into(), length: file_length });
+    }
+    let mut file = File::open(path).map_err(failed)?;
+    let mut header_bytes = [0u8; HEADER_BYTES];
+    file.read_exact(&mut header_bytes).map_err(failed)?;
+    let header = BackupHeader::decode(path, &header_bytes)?;
+    let actual = file_length - HEADER_BYTES as u64;
+    if actual != header.length {
+        return Err(BackupFileError::Length { path: path.into(), expected: header.length, actual });
+    }
+    let mut state = Vec::with_capacity(header.length as usize);
+    file.take(header.length).read_to_end(&mut state).map_err(failed)?;
+    let computed = checksum(&state);
+    if computed != header.checksum {
+        return Err(BackupFileError::Checksum {
+            path: path.into(),
+            end: file_length,
+            expected: header.checksum,
+            actual: computed,
+        });
+    }
+    Ok((header, state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(damage: impl Fn(&mut Vec<u8>), expected: Result<(), &str>) {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("state.backup");
+        let written = write(&path, 42, 7, 2, b"state bytes").expect("a backup writes");
+        assert!(!dir.path().join("state.backup.tmp").exists(), "no temp file is left");
+        let mut bytes = fs::read(&path).expect("the file reads");
+        damage(&mut bytes);
+        fs::write(&path, &bytes).expect("the damaged file writes");
+        match (read(&path), expected) {
+            (Ok((header, state)), Ok(())) => {
+                assert_eq!((header, state.as_slice()), (written, b"state bytes".as_slice()))
+            }
+            (Err(error), Err(want)) => {
+                let text = error.to_string();
+                assert!(text.contains(want), "{text} lacks {want}");
+                assert!(text.contains("state.backup"), "{text} names no file");
+            }
+            (actual, expected) => panic!("got {actual:?}, expected {expected:?}"),
+        }
+    }
+
+    /// A backup round-trips; every kind of damage is refused naming the file and where.
+    #[test]
+    fn detects_damage() {
+        check(|_| {}, Ok(()));
+        check(|bytes| bytes.truncate(10), Err("shorter than the 44-byte header"));
+        check(|bytes| bytes[0] ^= 1, Err("bad magic at offset 0"));
+        check(|bytes| bytes[8] = 9, Err("format version 9 at offset 8"));
+        check(|bytes| bytes[39] = 0xff, Err("over"));
+        check(|bytes| bytes.truncate(bytes.len() - 1), Err("truncated or extended"));
+        check(|bytes| bytes.push(0), Err("the file has 12"));
+        check(|bytes| *bytes.last_mut().expect("not empty") ^= 4, Err("checksum mismatch"));
+    }
+}
