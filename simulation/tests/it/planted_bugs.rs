@@ -140,15 +140,16 @@ fn a_claim_naming_another_incarnation_is_caught() -> anyhow::Result<()> {
 }
 
 /// A shard that applies a push whatever model restore it was computed on: the operator
-/// restores seed 11's job with the model while its trainers push, a gradient computed on the
+/// restores seed 7's job with the model while its trainers push, a gradient computed on the
 /// model before the restore lands in a reloaded shard, and restore fencing sees it from the
-/// simulation's own record of what each shard was loaded for.
+/// simulation's own record of what each shard was loaded for (`--plant push-across-restore
+/// --operator --seeds 30` finds 7, 14, 16, 17 and 27; 11 did before schedules moved).
 #[test]
 #[cfg(feature = "planted-bugs")]
 fn a_push_across_a_restore_is_caught() -> anyhow::Result<()> {
-    let config = SimulationConfig::new(11).with_operator();
+    let config = SimulationConfig::new(7).with_operator();
     let violation = check_config(config, production(&["push-across-restore"]), "restore fencing")?;
-    assert!(violation.detail.contains("reloaded for restore 1"), "--seed 11: {violation}");
+    assert!(violation.detail.contains("reloaded for restore 1"), "--seed 7: {violation}");
     Ok(())
 }
 
