@@ -35,6 +35,17 @@ pub struct BackupHeader {
     pub checksum: u32,
 }
 
+impl std::fmt::Display for BackupHeader {
+    /// `index 40 (term 3, feature level 2): 1234 bytes, crc32 0x0a1b2c3d`.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "index {} (term {}, feature level {}): {} bytes, crc32 {:#010x}",
+            self.index, self.term, self.feature_level, self.length, self.checksum
+        )
+    }
+}
+
 /// Why a backup file cannot be written or read; each names the file and the field or offset.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupFileError {

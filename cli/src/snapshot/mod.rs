@@ -81,14 +81,6 @@ fn save(file: &Path, connection: &Connection) -> anyhow::Result<()> {
             saved.checksum
         );
     }
-    println!(
-        "saved {} at index {} (term {}, feature level {}): {} bytes, crc32 {:#010x}",
-        file.display(),
-        header.index,
-        header.term,
-        header.feature_level,
-        header.length,
-        header.checksum
-    );
+    println!("saved {} at {header}", file.display());
     Ok(())
 }

@@ -57,15 +57,7 @@ fn as_json(header: &BackupHeader, state: &MasterState) -> serde_json::Value {
 }
 
 fn as_text(file: &Path, header: &BackupHeader, state: &MasterState) -> String {
-    let mut out = format!(
-        "{}: index {}, term {}, feature level {}, {} bytes, crc32 {:#010x}\n",
-        file.display(),
-        header.index,
-        header.term,
-        header.feature_level,
-        header.length,
-        header.checksum
-    );
+    let mut out = format!("{}: {header}\n", file.display());
     let views = job_views(state);
     if views.is_empty() {
         out += "no jobs\n";

@@ -333,18 +333,8 @@ pub(crate) async fn run_duties(
     duties: std::sync::Arc<LeaderDuties>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut ticks = tokio::time::interval(Duration::from_millis(DUTY_TICK_MS));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            // Polled in order, so a replayed simulation takes the same branch.
-            biased;
-            _ = ticks.tick() => {}
-            _ = stop.changed() => return,
-        }
-        if *stop.borrow() {
-            return;
-        }
+    let mut ticks = super::ticks::every(DUTY_TICK_MS);
+    while super::ticks::next(&mut ticks, &mut stop).await {
         let node = proposer.node();
         // The term is read before leadership: if leadership changes in between, the
         // decisions of this tick carry the old term and are refused when applied.

@@ -5,7 +5,6 @@
 //! a refused command waits for a raise under way (try again) or for an upgrade (refused).
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use consensus::{ask_all, MemberLevels};
 
@@ -64,18 +63,9 @@ pub(crate) async fn run_level_raise(
     heard: Arc<LevelsHeard>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut ticks = tokio::time::interval(Duration::from_millis(ASK_EVERY_MS));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks = super::ticks::every(ASK_EVERY_MS);
     let mut applied_level = proposer.node().read(|state| state.state().feature_level());
-    loop {
-        tokio::select! {
-            biased;
-            _ = ticks.tick() => {}
-            _ = stop.changed() => return,
-        }
-        if *stop.borrow() {
-            return;
-        }
+    while super::ticks::next(&mut ticks, &mut stop).await {
         snapshot_a_raise(&proposer, &mut applied_level).await;
         raise_if_all_decode(&proposer, probe.as_ref(), &heard).await;
     }

@@ -11,6 +11,7 @@ mod lease_table;
 mod level_raise;
 mod quiet_time;
 mod reload_failures;
+mod ticks;
 
 pub(crate) use duties::{run_duties, LeaderDuties};
 pub(crate) use level_raise::{run_level_raise, LevelWait, LevelsHeard};
