@@ -34,7 +34,7 @@ const CALL_DEADLINE_MS: u64 = 4_000;
 const PAUSE_MS: (u64, u64) = (10, 120);
 /// Between reading the state key's version and writing by it: the others race meanwhile.
 const RACE_MS: (u64, u64) = (0, 60);
-/// How often a write names a version older than the one just read.
+/// How often a write names a version older than the one just read (which must be refused).
 const STALE_PERCENT: u32 = 20;
 /// How long the final read keeps trying.
 const FINAL_READ_MS: u64 = 10_000;
@@ -129,9 +129,11 @@ impl Rendezvous {
         let Some(read) = read(&self.history, process, client).await? else { return Ok(()) };
         tokio::time::sleep(Duration::from_millis(rng.gen_range(RACE_MS.0..=RACE_MS.1))).await;
         let stale = read.version > 0 && rng.gen_ratio(STALE_PERCENT, 100);
-        let base = match stale {
-            true => rng.gen_range(0..read.version),
-            false => read.version,
+        // Mostly the version just before (the likeliest stale read), else any older one.
+        let base = match (stale, rng.gen_ratio(2, 3)) {
+            (true, true) => read.version - 1,
+            (true, false) => rng.gen_range(0..read.version),
+            (false, _) => read.version,
         };
         let write = format!("p{process}-s{seq}");
         let f = Operation::RendezvousCompareVersion { base, write: write.clone(), stale };
