@@ -169,7 +169,7 @@ fn check_compare_version(ops: &[Op], pairs: &[Completed<'_>]) -> Vec<Violation> 
         if let Some(write) = refused.get(state.value.as_str()) {
             let message = format!("{:?} was seen although its write was refused", state.value);
             violations.push(Violation::new(COMPARE, message, vec![*write, op]));
-        } else if !asked.get(state.value.as_str()).is_some_and(|at| *at < op) {
+        } else if asked.get(state.value.as_str()).is_none_or(|at| *at >= op) {
             let message = format!("{:?} was seen but no write asked for it before", state.value);
             violations.push(Violation::new(COMPARE, message, vec![op]));
         }
