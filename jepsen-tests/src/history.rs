@@ -72,6 +72,18 @@ pub enum Operation {
     Rejoin {
         master: u64,
     },
+    /// Adds 1 to the rendezvous run's shared counter key (stamped: exactly once).
+    RendezvousAdd,
+    /// Writes `write` (naming the client and its sequence) to the shared state key if the
+    /// key's version is `base` (0: absent); `stale` when `base` is older than the version the
+    /// client last read, on purpose.
+    RendezvousCompareVersion {
+        base: u64,
+        write: String,
+        stale: bool,
+    },
+    /// A linearizable read of the counter and state keys.
+    RendezvousRead,
 }
 
 /// What an operation returned.
@@ -125,6 +137,28 @@ pub enum Value {
     Elapsed {
         elapsed_ms: u64,
     },
+    /// A rendezvous add's sum and the version it wrote.
+    RdzvAdded {
+        count: i64,
+        version: u64,
+    },
+    /// A compare-by-version's verdict and the state key after it.
+    RdzvWritten {
+        set: bool,
+        state: KeyEntry,
+    },
+    /// The counter and state keys as one read found them.
+    RdzvKeys {
+        counter: KeyEntry,
+        state: KeyEntry,
+    },
+}
+
+/// A rendezvous key's value (lossy UTF-8) and version; version 0: the key is absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyEntry {
+    pub value: String,
+    pub version: u64,
 }
 
 /// The queue counts a status read returned.
@@ -161,6 +195,8 @@ pub struct Op {
 pub const NEMESIS_PROCESS: u64 = u64::MAX;
 /// The process id of process exits and rejoins, as the supervisor saw them.
 pub const SUPERVISOR_PROCESS: u64 = u64::MAX - 4;
+/// The process id of the rendezvous keys' final read, after the clients stopped.
+pub const RENDEZVOUS_FINAL_PROCESS: u64 = u64::MAX - 5;
 
 /// The recorder the workload and nemesis write to, shared by every task of a run.
 pub struct History {

@@ -27,9 +27,10 @@ struct Args {
     /// The schedule's seed; the same seed replays the same faults at the same times.
     #[arg(long)]
     seed: Option<u64>,
-    /// What runs under the faults: task-queue clients, or a whole training job (which adds
+    /// What runs under the faults: task-queue clients; a whole training job (which adds
     /// kill-trainer, pause-trainer and break-trainer-data to `all`, and ends when the job
-    /// does).
+    /// does); or `rendezvous`: the task-queue clients and three clients racing on a torchrun
+    /// rendezvous run's keys.
     #[arg(long, value_enum, default_value = "task-queue")]
     workload: Workload,
     /// Concurrent task-queue clients.

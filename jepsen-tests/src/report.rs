@@ -194,6 +194,9 @@ pub fn operation_name(f: &Operation) -> &'static str {
         Operation::Nemesis { .. } => "nemesis",
         Operation::ProcessExit { .. } => "process-exit",
         Operation::Rejoin { .. } => "rejoin",
+        Operation::RendezvousAdd => "rendezvous-add",
+        Operation::RendezvousCompareVersion { .. } => "rendezvous-compare-version",
+        Operation::RendezvousRead => "rendezvous-read",
     }
 }
 

@@ -19,6 +19,7 @@ use crate::history::{History, OpKind, Operation, Phase, Value, NEMESIS_PROCESS};
 use crate::nemesis::{self, Fault, Schedule};
 use crate::report::Report;
 use crate::workload::observers;
+use crate::workload::rendezvous::{self, Rendezvous};
 use crate::workload::task_queue::TaskQueue;
 use crate::workload::training::{self, TrainingResult};
 
@@ -37,6 +38,9 @@ pub enum Workload {
     TaskQueue,
     /// A whole training job (trainer processes), judged by its accuracy.
     Training,
+    /// The task-queue clients, and beside them clients racing on a torchrun rendezvous
+    /// run's keys (adds to a counter, compare-by-version writes of a state key, reads).
+    Rendezvous,
 }
 
 /// What to run.
@@ -107,7 +111,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         args
     };
     let cluster_options = match options.workload {
-        Workload::TaskQueue => ClusterOptions {
+        Workload::TaskQueue | Workload::Rendezvous => ClusterOptions {
             pserver_slots: 1,
             pservers: 2,
             jobs: Vec::new(),
@@ -125,7 +129,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
     let mut cluster =
         Cluster::start(options.binary.clone(), &options.dir, &cluster_options).await?;
     let outcome = match options.workload {
-        Workload::TaskQueue => {
+        Workload::TaskQueue | Workload::Rendezvous => {
             drive_task_queue(&mut cluster, options).await.map(|history| (history, Vec::new()))
         }
         Workload::Training => drive_training(&mut cluster, options).await,
@@ -166,21 +170,38 @@ async fn drive_task_queue(
     client.report_dataset("jepsen", &[dataset], PASSES).await.context("report the dataset")?;
     let history = Arc::new(History::new());
     let (stop, stopped) = watch::channel(false);
+    let next_process = Arc::new(AtomicU64::new(1));
     let workload = TaskQueue {
         masters: cluster.master_addrs.clone(),
         history: history.clone(),
-        next_process: Arc::new(AtomicU64::new(1)),
+        next_process: next_process.clone(),
         stop: stopped.clone(),
     };
     let clients = tokio::spawn(workload.run(options.clients, options.schedule.seed));
+    let rendezvous = (options.workload == Workload::Rendezvous).then(|| {
+        let workload = Rendezvous {
+            masters: cluster.master_addrs.clone(),
+            history: history.clone(),
+            next_process,
+            stop: stopped.clone(),
+        };
+        tokio::spawn(workload.run(rendezvous::CLIENTS, options.schedule.seed))
+    });
     let observers = spawn_observers(cluster, &history, stopped);
     let faults = run_schedule(cluster, &options.schedule, &history).await;
     watch_exits(cluster, &history, Duration::from_millis(QUIET_AFTER_MS)).await;
     let _ = stop.send(true);
     let _ = clients.await;
+    if let Some(rendezvous) = rendezvous {
+        let _ = rendezvous.await;
+    }
     let _ = observers.await;
     faults?;
     final_reads(cluster, &history).await;
+    if options.workload == Workload::Rendezvous {
+        // A missing final read is the checker's finding, not a harness error.
+        let _ = rendezvous::final_read(&history, &cluster.master_addrs).await;
+    }
     Ok(history)
 }
 

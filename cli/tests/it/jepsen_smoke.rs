@@ -1,8 +1,9 @@
 //! The fault harness's smoke schedule, run by `cargo test` against the binary this build made:
-//! three masters, two pservers and six task-queue clients through a leader kill, a leader
-//! isolated by a partition, a leader paused past its election timeout, a pserver kill and a
-//! graceful leader restart (SIGTERM; a leader that ignores it for 10 s is a violation);
-//! fails on any violation, printing the summary and the seed. (It lives with the CLI's tests
+//! three masters, two pservers, six task-queue clients and the rendezvous workload's clients
+//! (adds, compare-by-version races and reads on one torchrun run's keys) through a leader
+//! kill, a leader isolated by a partition, a leader paused past its election timeout, a
+//! pserver kill and a graceful leader restart (SIGTERM; a leader that ignores it for 10 s is a
+//! violation); fails on any violation, printing the summary and the seed. (It lives with the CLI's tests
 //! because only they know where cargo put the `raftrain` binary of this build.)
 
 use std::time::Duration;
@@ -21,7 +22,7 @@ async fn smoke_schedule_finds_no_violation() {
         binary,
         dir: dir.path().to_path_buf(),
         schedule: Schedule::smoke(seed),
-        workload: Workload::TaskQueue,
+        workload: Workload::Rendezvous,
         clients: 6,
         check: CheckOptions::default(),
         netns: false,
@@ -37,5 +38,9 @@ async fn smoke_schedule_finds_no_violation() {
     assert!(report.valid(), "{summary}\nlogs kept in {}", dir.keep().display());
     let dispatched = report.counts.get("get-task ok").copied().unwrap_or(0);
     assert!(dispatched > 50, "the workload made progress: {summary}");
+    for rendezvous in ["rendezvous-add ok", "rendezvous-compare-version ok"] {
+        let count = report.counts.get(rendezvous).copied().unwrap_or(0);
+        assert!(count > 20, "{rendezvous}: the rendezvous clients made progress: {summary}");
+    }
     assert_eq!(report.faults.len(), 5, "{summary}");
 }

@@ -1,8 +1,8 @@
 //! Liveness: after each heal (a fault's end with no other fault in force), the job makes
-//! progress within a bound: a client write completes (a grant, a report, a registration), or
-//! a status read shows more tasks dispatched than any read before the heal (the training
-//! workload's trainers are black boxes). A group that answers reads but never commits again
-//! (a jammed write path) fails here.
+//! progress within a bound: a client write completes (a grant, a report, a registration, a
+//! rendezvous add or compare-by-version), or a status read shows more tasks dispatched than
+//! any read before the heal (the training workload's trainers are black boxes). A group that
+//! answers reads but never commits again (a jammed write path) fails here.
 
 use crate::checker::{completed, Violation};
 use crate::history::{Op, OpKind, Operation, Phase, Value};
@@ -82,6 +82,8 @@ fn is_write(f: &Operation) -> bool {
             | Operation::GetTask { .. }
             | Operation::TaskFinished { .. }
             | Operation::TaskFailed { .. }
+            | Operation::RendezvousAdd
+            | Operation::RendezvousCompareVersion { .. }
     )
 }
 

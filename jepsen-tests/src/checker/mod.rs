@@ -10,6 +10,7 @@ pub mod lost_task;
 pub mod process_exits;
 pub mod queue_invariants;
 pub mod recovery;
+pub mod rendezvous_keys;
 
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +61,7 @@ pub fn check_all(ops: &[Op], schedule: &Schedule, options: &CheckOptions) -> Rep
     violations.extend(liveness::check(ops, options.liveness_ms));
     violations.extend(process_exits::check(ops));
     violations.extend(failed_tasks::check(ops));
+    violations.extend(rendezvous_keys::check(ops));
     let linearizable = linearizable::check(ops, options.search_states_max);
     violations.extend(linearizable.violations);
     let mut report =
