@@ -1,0 +1,45 @@
+"""`python -m raftrain.bench_rendezvous` keeps working: a short run (two agents, one repetition,
+raftrain and c10d, etcd-v2 too when the etcd binary and python-etcd are here) prints its table
+with a number in every figure. No timing is asserted: the figures are the benchmark's to report.
+The round closes a second after its minimum (`last_call_timeout=1`) to keep the run short."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from cluster import binary
+
+from raftrain.bench_rendezvous import etcd_missing
+
+#: The longest the short run may take before the test gives up on it.
+RUN_LIMIT_S = 600
+
+
+def test_the_benchmark_prints_a_number_for_every_backend(tmp_path):
+    backends = ["raftrain", "c10d"] + ([] if etcd_missing() else ["etcd-v2"])
+    output = tmp_path / "runs.json"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "raftrain.bench_rendezvous",
+            "--agents", "2",
+            "--repetitions", "1",
+            "--backends", ",".join(backends),
+            "--rdzv-conf", "last_call_timeout=1",
+            "--json", str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=RUN_LIMIT_S,
+        env=dict(os.environ, RAFTRAIN_BIN=binary()),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    figure = r"(\d+\.\d+)"
+    for name in backends:
+        row = re.search(rf"^\| 2 \| {re.escape(name)} \| {figure} \| [^|]* \| {figure} \| [^|]* \|$", done.stdout, re.MULTILINE)
+        assert row is not None, f"no row with numbers for {name}:\n{done.stdout}"
+    assert re.search(rf"^\| 2 \| raftrain \| {figure} \| {figure}x \| {figure} \| {figure}x \|$", done.stdout, re.MULTILINE), \
+        f"raftrain's row compares with c10d:\n{done.stdout}"
+    assert output.read_text().count('"backend"') == len(backends)
