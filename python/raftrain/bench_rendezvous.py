@@ -37,7 +37,7 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 from .bench import free_addr, three_masters
 
@@ -45,15 +45,21 @@ BACKENDS = ("raftrain", "c10d", "etcd-v2")
 #: Upper bounds of the benchmark's own waits (a figure past one is reported as missing).
 JOIN_WAIT_S = 600.0
 RESUME_WAIT_S = 300.0
-#: Steps every worker trains in a world of N before the first kill, and the pause per step.
-STEPS_BEFORE_KILL = 3
+#: The pause between a worker's steps; the first kill waits for a step from every worker logged
+#: at least `TRAINED_AFTER_JOIN_S` after the join.
 STEP_S = 0.2
+TRAINED_AFTER_JOIN_S = 0.6
 #: The most steps a worker trains (it is killed long before).
 STEPS_MAX = 100_000
 #: The most repetitions and agents one run accepts.
 REPETITIONS_MAX = 20
 AGENTS_MAX = 32
 POLL_S = 0.05
+#: The masters' Raft timings: etcd's defaults (a heartbeat every 100 ms, elections after 1 to 2
+#: s), so both replicated backends meet the same CPU starvation alike. raftrain's own defaults
+#: (50 ms, 110 to 200 ms) are for masters on machines of their own: beside 2N torch processes
+#: on two cores they keep electing, and `--raft-defaults` measures that.
+MASTER_TIMINGS = ("--heartbeat-ms", "100", "--election-timeout-min-ms", "1000", "--election-timeout-max-ms", "2000")
 
 
 def worker(directory: Path, step_s: float) -> None:
@@ -234,7 +240,7 @@ def measure(backend: Backend, agents_count: int, run_id: str, conf: List[str], d
         run.join_s = joined - started
         if agents_count < 2:
             return run
-        trained = lambda: all_logged(agents, "step", agents_count, joined + STEPS_BEFORE_KILL * STEP_S)  # noqa: E731
+        trained = lambda: all_logged(agents, "step", agents_count, joined + TRAINED_AFTER_JOIN_S)  # noqa: E731
         wait_for(trained, RESUME_WAIT_S)
         killed_at = time.time()
         agents[-1].kill_node()
@@ -331,7 +337,7 @@ def report(runs: List[Run], backends: List[str], counts: List[int], repetitions:
             print(f"| {run.agents} | {run.backend} | {run.store_host_kill.replace('|', '/')} |")
 
 
-def backends_for(names: List[str], stack: contextlib.ExitStack, directory: Path) -> List[Backend]:
+def backends_for(names: List[str], stack: contextlib.ExitStack, directory: Path, timings: Sequence[str]) -> List[Backend]:
     """Each named backend, its servers started on `stack` (raftrain masters, etcd members)."""
     found = []
     for name in names:
@@ -339,7 +345,7 @@ def backends_for(names: List[str], stack: contextlib.ExitStack, directory: Path)
             binary = os.environ.get("RAFTRAIN_BIN") or shutil.which("raftrain")
             if not binary:
                 raise SystemExit("no raftrain binary: set RAFTRAIN_BIN or put raftrain on PATH")
-            addrs = stack.enter_context(three_masters(binary, directory / "masters"))
+            addrs = stack.enter_context(three_masters(binary, directory / "masters", timings))
             found.append(Backend("raftrain", lambda addrs=addrs: ",".join(addrs)))
         elif name == "c10d":
             found.append(Backend("c10d", free_addr, lambda index: [f"is_host={'true' if index == 0 else 'false'}"]))
@@ -364,24 +370,30 @@ def numbers(text: str, low: int, high: int) -> List[int]:
     return values
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(f"terminated by signal {signum}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m raftrain.bench_rendezvous", description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=lambda text: numbers(text, 2, AGENTS_MAX), default=[2, 4, 8], help="agent counts, comma-separated (default 2,4,8)")
     parser.add_argument("--repetitions", type=int, default=3, choices=range(1, REPETITIONS_MAX + 1), metavar="R", help="runs of each backend and count; medians reported (default 3)")
     parser.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated, of {', '.join(BACKENDS)} (default all)")
     parser.add_argument("--rdzv-conf", default="", help="torchrun --rdzv-conf keys for every backend alike (default none: torch's defaults)")
+    parser.add_argument("--raft-defaults", action="store_true", help="run the masters with raftrain's default Raft timings, not etcd's")
     parser.add_argument("--json", type=Path, help="also write every run's figures to this file")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
         worker(args.worker, STEP_S)
         return
+    signal.signal(signal.SIGTERM, _terminated)  # so every agent, master and etcd member is killed
     names = [name.strip() for name in args.backends.split(",") if name.strip()]
     conf = [key for key in args.rdzv_conf.split(",") if key]
     runs: List[Run] = []
     print(f"load average at the start: {' '.join(f'{load:.2f}' for load in os.getloadavg())}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-rendezvous-") as temporary, contextlib.ExitStack() as stack:
-        backends = backends_for(names, stack, Path(temporary))
+        backends = backends_for(names, stack, Path(temporary), () if args.raft_defaults else MASTER_TIMINGS)
         for repetition in range(args.repetitions):
             for count in args.agents:
                 for backend in backends:

@@ -1,7 +1,8 @@
 """`python -m raftrain.bench_rendezvous` keeps working: a short run (two agents, one repetition,
 raftrain and c10d, etcd-v2 too when the etcd binary and python-etcd are here) prints its table
 with a number in every figure. No timing is asserted: the figures are the benchmark's to report.
-The round closes a second after its minimum (`last_call_timeout=1`) to keep the run short."""
+A round closes a second after its minimum and a lost node is noticed within two seconds
+(`last_call_timeout=1`, `keep_alive_interval=1`, `keep_alive_max_attempt=2`) to keep the run short."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_the_benchmark_prints_a_number_for_every_backend(tmp_path):
             "--agents", "2",
             "--repetitions", "1",
             "--backends", ",".join(backends),
-            "--rdzv-conf", "last_call_timeout=1",
+            "--rdzv-conf", "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2",
             "--json", str(output),
         ],
         capture_output=True,
