@@ -10,9 +10,9 @@ cluster on loopback, started with `--enable-v2`). Each run starts N agents (`--n
   (in a world of N);
 - node kill: seconds from `kill -9` of the last agent and everything under it (it hosts no
   rendezvous store) to the first step every survivor trains after the re-rendezvous;
-- store-host kill (N >= 3): the same kill of the first agent, the one hosting c10d's store (the
-  same position for the others): the job resumes (in seconds), or every agent fails (with the
-  error torch prints).
+- store-host kill, in a second job of N agents: the same kill of the first agent, the one
+  hosting c10d's store (the same position for the others): the job resumes (in seconds), or
+  every agent fails (with the error torch prints).
 
 torchrun runs with torch's defaults unless `--rdzv-conf` says otherwise (the same keys for
 every backend). Needs torch, the `raftrain` binary (`RAFTRAIN_BIN` or on PATH), and for etcd-v2
@@ -42,7 +42,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 from .bench import free_addr, three_masters
 
 BACKENDS = ("raftrain", "c10d", "etcd-v2")
-#: Upper bounds of the benchmark's own waits (a figure past one is reported as missing).
+#: Upper bounds of the benchmark's own waits (a figure past one is reported as missing); the
+#: second is the default of `--resume-wait`.
 JOIN_WAIT_S = 600.0
 RESUME_WAIT_S = 300.0
 #: The pause between a worker's steps; the first kill waits for a step from every worker logged
@@ -55,6 +56,9 @@ STEPS_MAX = 100_000
 REPETITIONS_MAX = 20
 AGENTS_MAX = 32
 POLL_S = 0.05
+#: torch's switch that gives each round's workers a TCP store of their own (rank 0's worker
+#: hosts it) instead of one the rank-0 agent keeps across rounds.
+UNSHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 #: The masters' Raft timings: etcd's defaults (a heartbeat every 100 ms, elections after 1 to 2
 #: s), so both replicated backends meet the same CPU starvation alike. raftrain's own defaults
 #: (50 ms, 110 to 200 ms) are for masters on machines of their own: beside 2N torch processes
@@ -108,11 +112,11 @@ def descendants(pid: int) -> List[int]:
 class Agent:
     """One torchrun agent (a node) and its worker, in a session of its own."""
 
-    def __init__(self, index: int, args: List[str], directory: Path):
+    def __init__(self, index: int, args: List[str], directory: Path, env: Dict[str, str]):
         self.index = index
         self.directory = directory
         self.log_path = directory / f"agent-{index}.log"
-        env = dict(os.environ, RAFTRAIN_BENCH_NODE=str(index), OMP_NUM_THREADS="1")
+        env = dict(os.environ, RAFTRAIN_BENCH_NODE=str(index), OMP_NUM_THREADS="1", **env)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
@@ -175,11 +179,12 @@ class Run:
 @dataclass
 class Backend:
     """How torchrun reaches one backend: its name, endpoint and extra `--rdzv-conf` keys per
-    agent (`index` -> keys)."""
+    agent (`index` -> keys), and the environment every agent gets (the same for all)."""
 
     name: str
     endpoint: Callable[[], str]
     conf: Callable[[int], List[str]] = field(default=lambda index: [])
+    env: Dict[str, str] = field(default_factory=dict)
 
 
 def torchrun_args(backend: Backend, endpoint: str, run_id: str, agents: int, index: int, conf: List[str], directory: Path) -> List[str]:
@@ -199,9 +204,9 @@ def torchrun_args(backend: Backend, endpoint: str, run_id: str, agents: int, ind
     ]
 
 
-def store_host_kill(agents: List[Agent], run: Run) -> None:
-    """Kills the first agent (c10d's store host) and records what the survivors do."""
-    survivors = agents[1:-1]
+def store_host_kill(agents: List[Agent], run: Run, resume_wait_s: float) -> None:
+    """Kills the first agent (c10d's store host) and records what the others do."""
+    survivors = agents[1:]
     killed_at = time.time()
     agents[0].kill_node()
 
@@ -211,9 +216,9 @@ def store_host_kill(agents: List[Agent], run: Run) -> None:
             return resumed
         return -1.0 if all(agent.process.poll() is not None for agent in survivors) else None
 
-    found = wait_for(outcome, RESUME_WAIT_S)
+    found = wait_for(outcome, resume_wait_s)
     if found is None:
-        run.store_host_kill = f"no step within {RESUME_WAIT_S:.0f} s"
+        run.store_host_kill = f"no step within {resume_wait_s:.0f} s"
     elif found < 0:
         codes = sorted({agent.process.returncode for agent in survivors})
         run.store_host_kill = f"every agent fails (exit {codes}): {survivors[0].error()}"
@@ -222,32 +227,46 @@ def store_host_kill(agents: List[Agent], run: Run) -> None:
         run.store_host_kill = f"survives, resumes in {run.store_host_kill_s:.1f} s"
 
 
-def measure(backend: Backend, agents_count: int, run_id: str, conf: List[str], directory: Path) -> Run:
-    """One run of `agents_count` agents against `backend`: join, node kill, store-host kill."""
+def start_job(backend: Backend, agents_count: int, run_id: str, conf: List[str], directory: Path, agents: List[Agent]) -> Optional[float]:
+    """Starts `agents_count` agents (into `agents`) in a job of their own; seconds from the
+    last start to every worker's `init_process_group` in a world of all, or None."""
     directory.mkdir(parents=True)
-    run = Run(backend.name, agents_count)
     endpoint = backend.endpoint()
+    for index in range(agents_count):
+        args = torchrun_args(backend, endpoint, run_id, agents_count, index, conf, directory)
+        agents.append(Agent(index, args, directory, backend.env))
+    started = time.time()
+    joined = wait_for(lambda: all_logged(agents, "init", agents_count, 0.0), JOIN_WAIT_S)
+    if joined is None:
+        return None
+    trained = lambda: all_logged(agents, "step", agents_count, joined + TRAINED_AFTER_JOIN_S)  # noqa: E731
+    wait_for(trained, JOIN_WAIT_S)
+    return joined - started
+
+
+def measure(backend: Backend, agents_count: int, run_id: str, conf: List[str], directory: Path, resume_wait_s: float) -> Run:
+    """Two jobs of `agents_count` agents against `backend`: the join and a node kill in the
+    first, the store host's kill in the second."""
+    run = Run(backend.name, agents_count)
     agents: List[Agent] = []
     try:
-        for index in range(agents_count):
-            args = torchrun_args(backend, endpoint, run_id, agents_count, index, conf, directory)
-            agents.append(Agent(index, args, directory))
-        started = time.time()
-        joined = wait_for(lambda: all_logged(agents, "init", agents_count, 0.0), JOIN_WAIT_S)
-        if joined is None:
+        run.join_s = start_job(backend, agents_count, run_id, conf, directory / "node-kill", agents)
+        if run.join_s is None:
             run.store_host_kill = f"no join within {JOIN_WAIT_S:.0f} s: {agents[0].error()}"
             return run
-        run.join_s = joined - started
-        if agents_count < 2:
-            return run
-        trained = lambda: all_logged(agents, "step", agents_count, joined + TRAINED_AFTER_JOIN_S)  # noqa: E731
-        wait_for(trained, RESUME_WAIT_S)
         killed_at = time.time()
         agents[-1].kill_node()
-        resumed = wait_for(lambda: all_logged(agents[:-1], "step", agents_count - 1, killed_at), RESUME_WAIT_S)
+        resumed = wait_for(lambda: all_logged(agents[:-1], "step", agents_count - 1, killed_at), resume_wait_s)
         run.node_kill_s = None if resumed is None else resumed - killed_at
-        if agents_count >= 3 and resumed is not None:
-            store_host_kill(agents, run)
+    finally:
+        for agent in agents:
+            agent.kill_node()
+    agents = []
+    try:
+        if start_job(backend, agents_count, run_id + "-host", conf, directory / "store-host-kill", agents) is None:
+            run.store_host_kill = f"no join within {JOIN_WAIT_S:.0f} s: {agents[0].error()}"
+            return run
+        store_host_kill(agents, run, resume_wait_s)
         return run
     finally:
         for agent in agents:
@@ -317,10 +336,11 @@ def ratio(values: List[Optional[float]], baseline: List[Optional[float]]) -> str
     return f"{statistics.median(found) / statistics.median(base):.2f}x" if found and base else ""
 
 
-def report(runs: List[Run], backends: List[str], counts: List[int], repetitions: int) -> None:
-    print(f"\nSeconds, median of {repetitions}; `vs c10d` is the backend's median over c10d's\n")
-    print("| agents | backend | join | vs c10d | node kill to resumed | vs c10d |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: |")
+def report(runs: List[Run], backends: List[str], counts: List[int]) -> None:
+    """The tables: medians per backend and agent count, then each store-host kill."""
+    print("\nSeconds, the median of the runs; `vs c10d` is the backend's median over c10d's\n")
+    print("| agents | backend | runs | join | vs c10d | node kill to resumed | vs c10d |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for count in counts:
         mine = {name: [run for run in runs if run.backend == name and run.agents == count] for name in backends}
         base = mine.get("c10d", [])
@@ -328,7 +348,7 @@ def report(runs: List[Run], backends: List[str], counts: List[int], repetitions:
             joins, kills = [run.join_s for run in mine[name]], [run.node_kill_s for run in mine[name]]
             vs_join = ratio(joins, [run.join_s for run in base]) if base else ""
             vs_kill = ratio(kills, [run.node_kill_s for run in base]) if base else ""
-            print(f"| {count} | {name} | {median(joins)} | {vs_join} | {median(kills)} | {vs_kill} |")
+            print(f"| {count} | {name} | {len(mine[name])} | {median(joins)} | {vs_join} | {median(kills)} | {vs_kill} |")
     hosts = [run for run in runs if run.store_host_kill]
     if hosts:
         print("\nThe first agent (c10d's store host) killed -9, each run\n")
@@ -370,6 +390,17 @@ def numbers(text: str, low: int, high: int) -> List[int]:
     return values
 
 
+@contextlib.contextmanager
+def _log_directory(kept: Optional[Path]) -> Iterator[str]:
+    if kept is None:
+        with tempfile.TemporaryDirectory(prefix="bench-rendezvous-") as temporary:
+            yield temporary
+        return
+    kept.mkdir(parents=True)
+    print(f"logs kept in {kept}", file=sys.stderr)
+    yield str(kept)
+
+
 def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(f"terminated by signal {signum}")
 
@@ -380,7 +411,10 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=3, choices=range(1, REPETITIONS_MAX + 1), metavar="R", help="runs of each backend and count; medians reported (default 3)")
     parser.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated, of {', '.join(BACKENDS)} (default all)")
     parser.add_argument("--rdzv-conf", default="", help="torchrun --rdzv-conf keys for every backend alike (default none: torch's defaults)")
+    parser.add_argument("--resume-wait", type=float, default=RESUME_WAIT_S, metavar="S", help=f"seconds a kill's survivors get to train again before the run reports none (default {RESUME_WAIT_S:.0f})")
+    parser.add_argument("--unshared-store", action="store_true", help=f"{UNSHARED_STORE}=1 for every agent: each round's workers get a store of their own, not the rank-0 agent's (whose keys outlive the round)")
     parser.add_argument("--raft-defaults", action="store_true", help="run the masters with raftrain's default Raft timings, not etcd's")
+    parser.add_argument("--log-dir", type=Path, help="keep the agents', workers' and servers' logs in this new directory (default: a temporary one, removed)")
     parser.add_argument("--json", type=Path, help="also write every run's figures to this file")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -392,17 +426,19 @@ def main() -> None:
     conf = [key for key in args.rdzv_conf.split(",") if key]
     runs: List[Run] = []
     print(f"load average at the start: {' '.join(f'{load:.2f}' for load in os.getloadavg())}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="bench-rendezvous-") as temporary, contextlib.ExitStack() as stack:
+    with _log_directory(args.log_dir) as temporary, contextlib.ExitStack() as stack:
         backends = backends_for(names, stack, Path(temporary), () if args.raft_defaults else MASTER_TIMINGS)
+        for backend in backends:
+            backend.env.update({UNSHARED_STORE: "1"} if args.unshared_store else {})
         for repetition in range(args.repetitions):
             for count in args.agents:
                 for backend in backends:
                     where = Path(temporary) / f"{backend.name}-{count}-{repetition}"
-                    run = measure(backend, count, f"bench-{count}-{repetition}", conf, where)
+                    run = measure(backend, count, f"bench-{count}-{repetition}", conf, where, args.resume_wait)
                     print(f"run: {json.dumps(asdict(run))}", flush=True)
                     runs.append(run)
     print(f"load average at the end: {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
-    report(runs, [backend.name for backend in backends], args.agents, args.repetitions)
+    report(runs, [backend.name for backend in backends], args.agents)
     if args.json:
         args.json.write_text(json.dumps([asdict(run) for run in runs], indent=1))
 

@@ -29,6 +29,7 @@ def test_the_benchmark_prints_a_number_for_every_backend(tmp_path):
             "--repetitions", "1",
             "--backends", ",".join(backends),
             "--rdzv-conf", "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2",
+            "--resume-wait", "90",
             "--json", str(output),
         ],
         capture_output=True,
@@ -39,8 +40,11 @@ def test_the_benchmark_prints_a_number_for_every_backend(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     figure = r"(\d+\.\d+)"
     for name in backends:
-        row = re.search(rf"^\| 2 \| {re.escape(name)} \| {figure} \| [^|]* \| {figure} \| [^|]* \|$", done.stdout, re.MULTILINE)
+        row = re.search(rf"^\| 2 \| {re.escape(name)} \| 1 \| {figure} \| [^|]* \| {figure} \| [^|]* \|$", done.stdout, re.MULTILINE)
         assert row is not None, f"no row with numbers for {name}:\n{done.stdout}"
-    assert re.search(rf"^\| 2 \| raftrain \| {figure} \| {figure}x \| {figure} \| {figure}x \|$", done.stdout, re.MULTILINE), \
+    assert re.search(rf"^\| 2 \| raftrain \| 1 \| {figure} \| {figure}x \| {figure} \| {figure}x \|$", done.stdout, re.MULTILINE), \
         f"raftrain's row compares with c10d:\n{done.stdout}"
+    for name in backends:
+        assert re.search(rf"^\| 2 \| {re.escape(name)} \| (survives|every agent fails|no step within)", done.stdout, re.MULTILINE), \
+            f"no store-host kill row for {name}:\n{done.stdout}"
     assert output.read_text().count('"backend"') == len(backends)
