@@ -46,6 +46,7 @@ BACKENDS = ("raftrain", "c10d", "etcd-v2")
 #: second is the default of `--resume-wait`.
 JOIN_WAIT_S = 600.0
 RESUME_WAIT_S = 300.0
+RESUME_WAIT_S_MAX = 3600.0
 #: The pause between a worker's steps; the first kill waits for a step from every worker logged
 #: at least `TRAINED_AFTER_JOIN_S` after the join.
 STEP_S = 0.2
@@ -405,13 +406,20 @@ def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(f"terminated by signal {signum}")
 
 
+def seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= RESUME_WAIT_S_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds, more than 0 and at most {RESUME_WAIT_S_MAX:.0f}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m raftrain.bench_rendezvous", description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=lambda text: numbers(text, 2, AGENTS_MAX), default=[2, 4, 8], help="agent counts, comma-separated (default 2,4,8)")
     parser.add_argument("--repetitions", type=int, default=3, choices=range(1, REPETITIONS_MAX + 1), metavar="R", help="runs of each backend and count; medians reported (default 3)")
     parser.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated, of {', '.join(BACKENDS)} (default all)")
     parser.add_argument("--rdzv-conf", default="", help="torchrun --rdzv-conf keys for every backend alike (default none: torch's defaults)")
-    parser.add_argument("--resume-wait", type=float, default=RESUME_WAIT_S, metavar="S", help=f"seconds a kill's survivors get to train again before the run reports none (default {RESUME_WAIT_S:.0f})")
+    parser.add_argument("--resume-wait", type=seconds, default=RESUME_WAIT_S, metavar="S", help=f"seconds a kill's survivors get to train again before the run reports none (default {RESUME_WAIT_S:.0f})")
     parser.add_argument("--unshared-store", action="store_true", help=f"{UNSHARED_STORE}=1 for every agent: each round's workers get a store of their own, not the rank-0 agent's (whose keys outlive the round)")
     parser.add_argument("--raft-defaults", action="store_true", help="run the masters with raftrain's default Raft timings, not etcd's")
     parser.add_argument("--log-dir", type=Path, help="keep the agents', workers' and servers' logs in this new directory (default: a temporary one, removed)")
