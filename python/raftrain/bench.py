@@ -26,6 +26,7 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
+from typing import Sequence
 
 from . import TaskClient, status
 from .recordio import Reader, Writer
@@ -90,14 +91,15 @@ def free_addr() -> str:
 
 
 @contextlib.contextmanager
-def three_masters(binary: str, directory: Path):
-    """Three `raftrain master` processes on loopback, killed on exit; yields their addresses."""
+def three_masters(binary: str, directory: Path, extra_args: Sequence[str] = ()):
+    """Three `raftrain master` processes on loopback (each given `extra_args` too), killed on
+    exit; yields their addresses."""
     addrs = [free_addr() for _ in range(3)]
     peers = ",".join(f"{index + 1}={addr}" for index, addr in enumerate(addrs))
     masters = []
     try:
         for index, addr in enumerate(addrs):
-            args = [binary, "master", "--id", str(index + 1), "--listen", addr, "--peers", peers, "--data-dir", str(directory / f"m{index}")]
+            args = [binary, "master", "--id", str(index + 1), "--listen", addr, "--peers", peers, "--data-dir", str(directory / f"m{index}"), *extra_args]
             masters.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         status(addrs)
         yield addrs
