@@ -80,7 +80,7 @@ async fn snapshot_a_raise(proposer: &Proposer, applied_level: &mut u32) {
         return;
     }
     *applied_level = level;
-    tracing::info!(level, "the group runs a newer feature level: snapshotting it");
+    tracing::info!(feature_level = level, "the group runs a newer feature level: snapshotting it");
     if let Err(error) = proposer.node().raft().trigger().snapshot().await {
         tracing::warn!(%error, "no snapshot of the raised feature level");
     }
@@ -114,7 +114,12 @@ async fn raise_if_all_decode(proposer: &Proposer, probe: &dyn MemberLevels, hear
             decide(proposer, term, Command::RaiseFeatureLevel { level }).await;
         }
         Some(level) => {
-            tracing::debug!(group, level, ?answers, "a member decodes no newer feature level");
+            tracing::debug!(
+                group_level = group,
+                lowest_level = level,
+                ?answers,
+                "a member decodes no newer feature level"
+            );
         }
         None => tracing::debug!(?answers, "a member did not say its feature level"),
     }
