@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from cluster import SETTLE_S, wait_until
+from raftrain.bench_rendezvous import descendants
 
 SCRIPT = Path(__file__).resolve().parent / "torchrun_train.py"
 #: Steps the job trains in all, and how long each takes.
@@ -71,25 +72,6 @@ class Agent:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
-
-
-def descendants(pid: int) -> List[int]:
-    """Every process below `pid`, from /proc."""
-    children: Dict[int, List[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def steps(directory: Path, name: str) -> List[Dict]:

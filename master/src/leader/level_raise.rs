@@ -10,7 +10,9 @@ use consensus::{ask_all, MemberLevels};
 
 use super::decisions::decide;
 use crate::service::Proposer;
-use crate::state::{answered_level, Command};
+use client::answered_feature_level;
+
+use crate::state::Command;
 
 /// How often the leader asks while a raise is possible.
 const ASK_EVERY_MS: u64 = 300;
@@ -90,7 +92,7 @@ async fn snapshot_a_raise(proposer: &Proposer, applied_level: &mut u32) {
 async fn raise_if_all_decode(proposer: &Proposer, probe: &dyn MemberLevels, heard: &LevelsHeard) {
     let node = proposer.node();
     let term = node.term();
-    let own = answered_level(node.feature_level());
+    let own = answered_feature_level(node.feature_level());
     let group = node.read(|state| state.state().feature_level());
     if !node.is_leader() || own <= group {
         return;
@@ -99,9 +101,9 @@ async fn raise_if_all_decode(proposer: &Proposer, probe: &dyn MemberLevels, hear
     let others = info.members.iter().filter(|member| member.id != node.id());
     let others = others.map(|member| (member.id, member.addr.clone())).collect::<Vec<_>>();
     let answers = ask_all(probe, &others).await;
-    let lowest = answers
-        .values()
-        .try_fold(own, |lowest, answer| answer.map(|answer| lowest.min(answered_level(answer))));
+    let lowest = answers.values().try_fold(own, |lowest, answer| {
+        answer.map(|answer| lowest.min(answered_feature_level(answer)))
+    });
     heard.record(Heard { term, lowest });
     match lowest {
         Some(level) if level > group => {

@@ -18,9 +18,6 @@ pub const FEATURE_LEVEL: u32 = 2;
 /// The level of a state that names none (a group of builds before levels).
 pub const BASE_FEATURE_LEVEL: u32 = 1;
 
-/// The level a member's `ClusterInfo` answer stands for (0 from builds before levels: 1).
-pub use client::answered_feature_level as answered_level;
-
 impl Command {
     /// The feature level that introduced this kind of command (a job's command: its own).
     pub fn feature_level(&self) -> u32 {

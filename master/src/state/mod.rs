@@ -126,7 +126,7 @@ pub use dataset::{
 pub use dataset_loading::LOADING_IDLE_MS_MAX;
 pub use eval::EvalRecord;
 pub use failers::FAILERS_COUNT_MAX;
-pub use feature_level::{answered_level, Unappliable, BASE_FEATURE_LEVEL, FEATURE_LEVEL};
+pub use feature_level::{Unappliable, BASE_FEATURE_LEVEL, FEATURE_LEVEL};
 pub use job_lifecycle::JobEnd;
 pub use job_state::JobState;
 pub use job_state::{FAILED_TASKS_SHOWN_MAX, TIMED_OUT_REASON};
