@@ -9,6 +9,7 @@ mod exit_code;
 mod job;
 mod logging;
 mod master_command;
+mod member_command;
 mod process_group;
 mod pserver_command;
 mod recordio;
@@ -60,6 +61,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Submit, list and cancel the group's jobs; record and restore a job's progress.
     Job(job::JobArgs),
+    /// The master group's members: list them, add, promote and remove one (joint consensus).
+    Member(member_command::MemberArgs),
     /// Backups of the master group: save the whole state online, check a saved file, seed a
     /// new group's members from it.
     Snapshot(snapshot::SnapshotArgs),
@@ -85,6 +88,7 @@ impl Command {
             Command::Eval(_) => ("eval", None),
             Command::Status(_) => ("status", None),
             Command::Job(_) => ("job", None),
+            Command::Member(_) => ("member", None),
             Command::Snapshot(_) => ("snapshot", None),
             Command::Rendezvous(_) => ("rendezvous", None),
             Command::Recordio(_) => ("recordio", None),
@@ -107,6 +111,7 @@ fn main() {
         Command::Eval(args) => eval_command::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Job(args) => job::run(&args),
+        Command::Member(args) => member_command::run(&args),
         Command::Snapshot(args) => snapshot::run(&args),
         Command::Rendezvous(args) => rendezvous_command::run(&args),
         Command::Recordio(args) => recordio::run(args),

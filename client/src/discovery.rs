@@ -6,11 +6,20 @@ use super::master_client::service_client;
 use super::options::ClientOptions;
 use proto::raft::{ClusterInfoReply, ClusterInfoRequest};
 
-/// Returns the leader address reported in the highest term, or what each master answered.
+/// The leader found, and the group's members as the answer that named it lists them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Discovered {
+    pub(crate) leader_addr: String,
+    /// Every member's address (voters and learners), so a client started with addresses that
+    /// have since been replaced keeps finding the group.
+    pub(crate) members: Vec<String>,
+}
+
+/// Returns the leader reported in the highest term, or what each master answered.
 pub(crate) async fn discover_leader(
     masters: &[String],
     options: &ClientOptions,
-) -> Result<String, DiscoveryError> {
+) -> Result<Discovered, DiscoveryError> {
     // Spawned so the asks run concurrently: a dead master costs one timeout, not one each.
     let asks: Vec<_> = masters
         .iter()
@@ -40,10 +49,15 @@ pub(crate) async fn discover_leader(
         };
         unanswered.push(Unanswered { addr: addr.clone(), reason });
     }
-    best.map(|info| info.leader_addr).ok_or(DiscoveryError::NoLeader { masters: unanswered })
+    let best = best.ok_or(DiscoveryError::NoLeader { masters: unanswered })?;
+    let members = best.members.iter().map(|member| member.addr.clone()).collect();
+    Ok(Discovered { leader_addr: best.leader_addr, members })
 }
 
-async fn ask(addr: &str, options: &ClientOptions) -> Result<ClusterInfoReply, AskFailure> {
+pub(crate) async fn ask(
+    addr: &str,
+    options: &ClientOptions,
+) -> Result<ClusterInfoReply, AskFailure> {
     let mut service = service_client(addr, options).map_err(AskFailure::BadAddress)?;
     let request = super::master_client::timed(ClusterInfoRequest::default(), options.rpc_timeout);
     let reply = service.cluster_info(request).await;

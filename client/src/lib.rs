@@ -19,8 +19,10 @@ mod fault;
 mod job_calls;
 mod job_name;
 mod jobs;
+mod known_members;
 mod master_addr;
 mod master_client;
+mod members;
 mod never_sent;
 mod options;
 mod pass_walker;
@@ -53,7 +55,9 @@ pub use jobs::{
     JobDataset, JobList, JobPhase, JobSpec, JobSummary, PolicyOverrides, ProgressCheckpoint,
     RestoredProgress,
 };
+pub use master_addr::check_master_addr;
 pub use master_client::{MasterClient, ServiceClient, LEADER_METADATA_KEY};
+pub use members::{MemberChange, MemberRow, Membership, MEMBER_CHANGE_RPC_MS};
 pub use never_sent::never_sent;
 pub use options::{ClientOptions, Dialer, CALL_DEADLINE_MS_DEFAULT};
 pub use pass_walker::{PassWalker, Step, Waiting, Walked, WALK_IDLE_DEFAULT};

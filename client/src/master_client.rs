@@ -8,6 +8,7 @@ use super::discovery_error::DiscoveryError;
 use super::error::{
     ClientError, REFUSAL_METADATA_KEY, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
 };
+use super::known_members::KnownMembers;
 use super::options::{
     ClientOptions, Jitter, CONNECT_TIMEOUT_MS, MESSAGE_BYTES_MAX, TRY_AGAIN_WAIT_MS_MAX,
     TRY_AGAIN_WAIT_MS_MIN,
@@ -27,7 +28,11 @@ pub const LEADER_METADATA_KEY: &str = "x-raftrain-leader";
 pub type ServiceClient = MasterServiceClient<RpcChannel>;
 
 pub struct MasterClient {
+    /// The addresses the client was given.
     masters: Vec<String>,
+    /// The members a leader last listed: asked first, so the group is found after every
+    /// given address was replaced.
+    learned: KnownMembers,
     options: ClientOptions,
     client_id: u64,
     next_seq: AtomicU64,
@@ -83,6 +88,7 @@ impl MasterClient {
         let jitter = Jitter::new(options.seed);
         Ok(Self {
             masters: masters.to_vec(),
+            learned: KnownMembers::default(),
             options,
             client_id: jitter.client_id(),
             jitter,
@@ -178,10 +184,17 @@ impl MasterClient {
 
     async fn leader(&self) -> Result<Leader, DiscoveryError> {
         if let Some(leader) = self.cached_leader() {
+            self.learned.refresh_if_stale(&leader.addr, &self.options);
             return Ok(leader);
         }
-        let addr = discover_leader(&self.masters, &self.options).await?;
-        self.follow(&addr).map_err(DiscoveryError::BadLeaderAddress)?;
+        let learned = self.learned.members();
+        let discovered = match discover_leader(&learned, &self.options).await {
+            Ok(discovered) => discovered,
+            // Nothing learned yet, or none of it answers: the given addresses.
+            Err(_) => discover_leader(&self.masters, &self.options).await?,
+        };
+        self.learned.learn(&discovered.members, &self.options);
+        self.follow(&discovered.leader_addr).map_err(DiscoveryError::BadLeaderAddress)?;
         self.cached_leader().ok_or(DiscoveryError::LeaderForgotten)
     }
 
@@ -196,8 +209,13 @@ impl MasterClient {
         Ok(())
     }
 
-    pub(crate) fn masters(&self) -> &[String] {
-        &self.masters
+    /// The members the last leader found listed, else the addresses the client was given.
+    pub(crate) fn masters(&self) -> Vec<String> {
+        let learned = self.learned.members();
+        if learned.is_empty() {
+            return self.masters.clone();
+        }
+        learned
     }
 
     /// The TLS and token this client connects with (other clients of the job reuse them).

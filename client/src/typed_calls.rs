@@ -364,7 +364,7 @@ impl MasterClient {
     /// The pserver table now and after every change, following the leader (see
     /// [`PServerWatch`]).
     pub fn watch_pservers(&self) -> PServerWatch {
-        PServerWatch::start(self.masters().to_vec(), self.options().clone())
+        PServerWatch::start(self.masters(), self.options().clone())
     }
 
     /// Reports the job's dataset (`patterns` as the masters see them); the first report wins,

@@ -22,6 +22,8 @@ pub struct ClusterInfo {
     pub last_applied_index: Option<u64>,
     /// The answering node's feature level (`NodeConfig::feature_level`; 0: none given).
     pub feature_level: u32,
+    /// The log index of the entry that set `members`.
+    pub membership_index: u64,
 }
 
 /// A member and its role as the answering node believes it to be.
@@ -95,8 +97,14 @@ impl ClusterInfo {
             last_log_index: metrics.last_log_index,
             last_applied_index: metrics.last_applied.map(|log_id| log_id.index),
             feature_level: 0,
+            membership_index: membership_index(metrics),
         }
     }
+}
+
+/// The log index of the entry that set the membership `metrics` shows.
+pub(crate) fn membership_index(metrics: &Metrics) -> u64 {
+    metrics.membership_config.log_id().map_or(0, |log_id| log_id.index)
 }
 
 fn member_role(metrics: &Metrics, id: u64, is_voter: bool) -> Role {
@@ -148,6 +156,7 @@ impl From<&ClusterInfo> for ClusterInfoReply {
             feature_level: info.feature_level,
             // The application fills it (the master service does).
             group_feature_level: 0,
+            membership_index: info.membership_index,
         }
     }
 }
@@ -173,6 +182,7 @@ impl From<&ClusterInfoReply> for ClusterInfo {
             last_log_index: Some(reply.last_log_index),
             last_applied_index: Some(reply.last_applied_index),
             feature_level: reply.feature_level,
+            membership_index: reply.membership_index,
         }
     }
 }

@@ -58,6 +58,9 @@ pub struct NodeConfig {
     /// admits, answered in `ClusterInfo` so a leader can tell what every member decodes
     /// (`member_levels.rs`); 0, the default, says none (as builds before levels answer).
     pub feature_level: u32,
+    /// This node joins a running group (it asks to be added) instead of seeding a new one:
+    /// [`crate::ConsensusNode::bootstrap`] initializes nothing.
+    pub joins: bool,
 }
 
 /// A configuration that cannot work.
@@ -99,6 +102,7 @@ impl NodeConfig {
             security: Security::default(),
             raft_addrs: BTreeMap::new(),
             feature_level: 0,
+            joins: false,
         }
     }
 

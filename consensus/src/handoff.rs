@@ -132,6 +132,12 @@ pub(crate) struct Successor {
 }
 
 impl Successor {
+    /// Forgets the member found: a node that handed off and stays (a leader handing off before
+    /// it is removed) looks again at its next handoff.
+    pub(crate) async fn forget(&self) {
+        *self.found.lock().await = None;
+    }
+
     /// Holds the caller until another member leads (or the bound ends), then redirects it.
     pub(crate) async fn redirect(&self, raft: &Raft) -> WriteError {
         let mut found = self.found.lock().await;

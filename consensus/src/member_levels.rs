@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use proto::raft::ClusterInfoRequest;
+use proto::raft::{ClusterInfoReply, ClusterInfoRequest};
 
 use crate::network::{endpoint, raft_client};
 use platform::security::Security;
@@ -52,17 +52,31 @@ impl GrpcMemberLevels {
     }
 
     async fn ask(&self, addr: &str) -> Option<u32> {
-        let endpoint = endpoint(&self.security, addr).ok()?;
-        let mut client = raft_client(self.security.channel(&endpoint));
-        let call = client.cluster_info(ClusterInfoRequest { state_digest: false });
-        let reply = tokio::time::timeout(Duration::from_millis(LEVEL_RPC_MS), call).await;
-        match reply {
-            Ok(Ok(reply)) => Some(reply.into_inner().feature_level),
-            Ok(Err(status)) => {
-                tracing::debug!(%addr, %status, "a member did not say its feature level");
+        match self.cluster_info_at(addr).await {
+            Ok(reply) => Some(reply.feature_level),
+            Err(reason) => {
+                tracing::debug!(%addr, %reason, "a member did not say its feature level");
                 None
             }
-            Err(_elapsed) => None,
+        }
+    }
+
+    /// What member `id` (at `addr`, or its `raft_addrs` entry) says about itself and its
+    /// group, asked of its Raft service within a second; `Err` says why there is no answer.
+    pub async fn cluster_info(&self, id: u64, addr: &str) -> Result<ClusterInfoReply, String> {
+        let addr = self.raft_addrs.get(&id).map_or(addr, String::as_str);
+        self.cluster_info_at(addr).await
+    }
+
+    /// What the master whose Raft service is at `addr` says about itself and its group.
+    pub async fn cluster_info_at(&self, addr: &str) -> Result<ClusterInfoReply, String> {
+        let endpoint = endpoint(&self.security, addr).map_err(|error| error.to_string())?;
+        let mut client = raft_client(self.security.channel(&endpoint));
+        let call = client.cluster_info(ClusterInfoRequest { state_digest: false });
+        match tokio::time::timeout(Duration::from_millis(LEVEL_RPC_MS), call).await {
+            Ok(Ok(reply)) => Ok(reply.into_inner()),
+            Ok(Err(status)) => Err(format!("{}: {}", status.code(), status.message())),
+            Err(_elapsed) => Err(format!("no answer within {LEVEL_RPC_MS} ms")),
         }
     }
 }

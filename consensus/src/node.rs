@@ -40,29 +40,29 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A running member of the group. Cheap to clone: clones share the node.
 pub struct ConsensusNode<S> {
-    inner: Arc<Inner<S>>,
+    pub(crate) inner: Arc<Inner<S>>,
 }
 
-struct Inner<S> {
-    config: NodeConfig,
-    raft: Raft,
-    state_machine: StateMachineStore<S>,
-    log_store_closed: LogStoreClosed,
-    rpc_handler: RpcHandler,
-    batcher: Batcher,
-    leadership: Leadership,
+pub(crate) struct Inner<S> {
+    pub(crate) config: NodeConfig,
+    pub(crate) raft: Raft,
+    pub(crate) state_machine: StateMachineStore<S>,
+    pub(crate) log_store_closed: LogStoreClosed,
+    pub(crate) rpc_handler: RpcHandler,
+    pub(crate) batcher: Batcher,
+    pub(crate) leadership: Leadership,
     /// Set once by [`ConsensusNode::hand_off_leadership`]: this node will stop, and acts as a
     /// leader no more (no writes, confirmations or linearizable reads).
-    leaving: Arc<AtomicBool>,
+    pub(crate) leaving: Arc<AtomicBool>,
     /// Where held callers go once this node has left (found once, answered in arrival order).
-    successor: Arc<Successor>,
+    pub(crate) successor: Arc<Successor>,
     /// Cleared by [`ConsensusNode::enable_elections`]: this node's election timer then never
     /// campaigns (openraft's own switch has no getter, so the timer keeps this copy).
-    elections: Arc<AtomicBool>,
+    pub(crate) elections: Arc<AtomicBool>,
     /// When this node last became leader (seen from its metrics), while it leads.
-    leading_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
+    pub(crate) leading_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
     /// How far the log is durable, or why it never will be (a failed flush stops the core).
-    durable: DurableWatch,
+    pub(crate) durable: DurableWatch,
 }
 
 impl<S> Clone for ConsensusNode<S> {
@@ -188,17 +188,18 @@ impl<S: StateMachine> ConsensusNode<S> {
             Raft::new(config.id, Arc::new(raft_config), network, log_store, state_machine.clone())
                 .await
                 .map_err(|error| StartError::Raft(error.to_string()))?;
-        tokio::spawn(stop_on_failed_flush(durable.clone(), raft.clone()));
+        tokio::spawn(crate::core_stop::stop_on_failed_flush(durable.clone(), raft.clone()));
         Ok((raft, state_machine, durable))
     }
 
     /// Static bootstrap: the lowest id of `peers` initializes the group with every peer as a
-    /// voter, once. Every other node, and any node with a non-empty log, does nothing.
+    /// voter, once. Every other node, a node that joins a running group, and any node with a
+    /// non-empty log, does nothing.
     #[tracing::instrument(skip_all, fields(node = self.inner.config.id, term = self.term()))]
     pub async fn bootstrap(&self) -> Result<(), StartError> {
         let config = &self.inner.config;
         let lowest = config.peers.keys().next().copied();
-        if lowest != Some(config.id) {
+        if config.joins || lowest != Some(config.id) {
             return Ok(());
         }
         let members: BTreeMap<u64, BasicNode> =
@@ -398,26 +399,6 @@ impl<S: StateMachine> ConsensusNode<S> {
         self.inner.raft.metrics()
     }
 
-    /// Resolves once openraft's core has stopped on its own (a fatal error, or a panic), with
-    /// why. It never does while the node runs; a server should then exit, so that whatever
-    /// supervises it restarts it on its durable state (openraft 0.9.25 can stop a leader's
-    /// core in a race: a replication stream that quit on a higher vote, then a snapshot sent
-    /// to it).
-    pub async fn core_stopped(&self) -> String {
-        let mut metrics = self.inner.raft.metrics();
-        let stopped = metrics.wait_for(|metrics| metrics.running_state.is_err()).await;
-        if let Some(reason) = self.inner.durable.failure_now() {
-            return format!("a flush of the Raft log failed: {reason}");
-        }
-        match stopped {
-            Ok(metrics) => match &metrics.running_state {
-                Err(fatal) => fatal.to_string(),
-                Ok(()) => "the Raft core stopped".to_string(),
-            },
-            Err(_closed) => "the Raft core stopped without a word (it panicked)".to_string(),
-        }
-    }
-
     /// If this node leads: how long ago the newest heartbeat a quorum acknowledged was sent
     /// (openraft's `millis_since_quorum_ack`), plus two heartbeat intervals for how stale
     /// those metrics may be (the core refreshes them at least every 1.5 heartbeats), so the
@@ -476,19 +457,5 @@ impl<S: StateMachine> ConsensusNode<S> {
             .map_err(|error| ShutdownError { reason: error.to_string() })?;
         let closed = self.inner.log_store_closed.wait(CLOSE_TIMEOUT).await;
         closed.map_err(|reason| ShutdownError { reason })
-    }
-}
-
-/// Stops the Raft core once a flush of its log failed. A follower's failed append already
-/// stops it (openraft gets the error), but the leader's own entries were acknowledged before
-/// their flush (`durable_log`): openraft would go on leading, every AppendEntries refused by
-/// the durability gate, and never commit again. Stopped, the core reports it
-/// (`ConsensusNode::core_stopped`), and the server exits for its supervisor to restart it on
-/// what its disk holds.
-async fn stop_on_failed_flush(durable: DurableWatch, raft: Raft) {
-    let Some(reason) = durable.failure().await else { return };
-    tracing::error!(%reason, "a flush of the Raft log failed: stopping the Raft core");
-    if let Err(error) = raft.shutdown().await {
-        tracing::error!(%error, "the Raft core did not stop cleanly");
     }
 }

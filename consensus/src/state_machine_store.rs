@@ -173,6 +173,11 @@ impl<S: StateMachine> StateMachineStore<S> {
         (log_id, read(&applied.machine))
     }
 
+    /// The last membership applied (committed: it can no longer be undone).
+    pub fn applied_membership(&self) -> StoredMembership<u64, BasicNode> {
+        self.applied().last_membership.clone()
+    }
+
     fn applied(&self) -> RwLockReadGuard<'_, Applied<S>> {
         // A panic in `apply` leaves a state no replica can trust; carrying on is no worse than
         // what the panic already did, and openraft stops on the failed apply task anyway.

@@ -50,9 +50,20 @@ pub struct MasterConfig {
     /// Address to serve the Raft and master services on (host:port).
     #[arg(long, env = "RAFTRAIN_LISTEN")]
     pub listen: SocketAddr,
-    /// Every master of the group as id=host:port, comma-separated, the same on every master.
-    #[arg(long, env = "RAFTRAIN_PEERS")]
-    pub peers: String,
+    /// Every founding master of the group as id=host:port, comma-separated, the same on every
+    /// master. It seeds a new group and must stay the same on later starts; members added
+    /// since (`raftrain member add`, --join) come from the replicated membership.
+    #[arg(long, env = "RAFTRAIN_PEERS", required_unless_present = "join", conflicts_with = "join")]
+    pub peers: Option<String>,
+    /// Instead of --peers: join a running group by asking any of these masters (host:port,
+    /// comma-separated) to add this one as a learner and then promote it once it caught up.
+    /// Keep the same flag on later starts (a member already in the group asks nothing).
+    #[arg(long, env = "RAFTRAIN_JOIN", value_delimiter = ',')]
+    pub join: Option<Vec<String>>,
+    /// With --join: the address (host:port) other masters and clients reach this one at; the
+    /// default is --listen, which must then not be a wildcard address such as 0.0.0.0.
+    #[arg(long, env = "RAFTRAIN_ADVERTISE", requires = "join")]
+    pub advertise: Option<String>,
     /// Directory for the Raft log (sled) and snapshot files; reopened on restart.
     #[arg(long, env = "RAFTRAIN_DATA_DIR")]
     pub data_dir: PathBuf,
@@ -149,8 +160,9 @@ pub struct MasterConfig {
 impl MasterConfig {
     /// The consensus node's configuration; checks the peers and timings.
     pub fn node_config(&self) -> anyhow::Result<NodeConfig> {
-        let peers = parse_peers(&self.peers).context("--peers")?;
-        let mut node = NodeConfig::new(self.id, self.listen, peers, self.data_dir.clone());
+        let mut node =
+            NodeConfig::new(self.id, self.listen, self.seed_peers()?, self.data_dir.clone());
+        node.joins = self.join.is_some();
         node.heartbeat_ms = self.heartbeat_ms;
         node.election_timeout_min_ms = self.election_timeout_min_ms;
         node.election_timeout_max_ms = self.election_timeout_max_ms;
@@ -162,6 +174,39 @@ impl MasterConfig {
         }
         node.validate().context("--id, --listen, --peers, --peer-addrs and the timing flags")?;
         Ok(node)
+    }
+
+    /// What the data directory is seeded with: --peers, or with --join this master alone at
+    /// its advertised address.
+    pub fn seed_peers(&self) -> anyhow::Result<std::collections::BTreeMap<u64, String>> {
+        match (&self.peers, &self.join) {
+            (Some(peers), _) => parse_peers(peers).context("--peers"),
+            (None, Some(join)) => {
+                anyhow::ensure!(!join.is_empty(), "--join names no master: give host:port,...");
+                for addr in join {
+                    client::check_master_addr(addr)
+                        .map_err(|error| anyhow::anyhow!("--join {addr:?} {error}"))?;
+                }
+                Ok(std::collections::BTreeMap::from([(self.id, self.advertised()?)]))
+            }
+            (None, None) => anyhow::bail!("give --peers (a new group) or --join (a running one)"),
+        }
+    }
+
+    /// The address this master is reached at: --advertise, else --listen when it names a host.
+    pub fn advertised(&self) -> anyhow::Result<String> {
+        if let Some(addr) = &self.advertise {
+            client::check_master_addr(addr)
+                .map_err(|error| anyhow::anyhow!("--advertise {addr:?} {error}"))?;
+            return Ok(addr.clone());
+        }
+        anyhow::ensure!(
+            !self.listen.ip().is_unspecified(),
+            "--listen {} is a wildcard address that others cannot dial: give --advertise \
+             host:port",
+            self.listen
+        );
+        Ok(self.listen.to_string())
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {

@@ -26,6 +26,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     config.validate()?;
+    crate::membership_duties::refuse_if_removed(&config.data_dir)?;
     let mut node_config = config.node_config()?;
     let security = Security::load_for_server(&config.security)?;
     node_config.security = security.clone();
@@ -74,35 +75,47 @@ pub async fn run(
         None => None,
     };
     node.bootstrap().await.context("bootstrap the master group")?;
-    let core_stopped = until_stopped(&node, shutdown).await;
+    if let Some(join) = &config.join {
+        let joined = crate::membership_duties::join_group(
+            node.clone(),
+            join.clone(),
+            config.advertised()?,
+            security.clone(),
+        );
+        tokio::spawn(joined);
+    }
+    let removed = crate::membership_duties::removed(node.clone(), config.data_dir.clone());
+    let core_stopped = until_stopped(&node, shutdown, removed).await;
     let serving = Serving { replica, servers, health_keeper, metrics };
     let served = serving.stop().await?;
     let stopped = node.shutdown().await.context("stop the Raft node");
     if let Some(reason) = core_stopped {
         // Exit with an error, so that whatever supervises this master restarts it on its
         // durable state (a StatefulSet, systemd, the harness).
-        anyhow::bail!("master {}: the Raft core stopped: {reason}", config.id);
+        anyhow::bail!("master {}: {reason}", config.id);
     }
     stopped?;
     served.context("serve the master")
 }
 
-/// Waits for `shutdown` (then hands leadership off, if this node leads) or for the Raft core
-/// to stop (its reason).
+/// Waits for `shutdown` (then hands leadership off, if this node leads), for the Raft core
+/// to stop, or for this master's removal from the group (the reason of either).
 async fn until_stopped(
     node: &ConsensusNode<ReplicatedState>,
     shutdown: impl Future<Output = ()>,
+    removed: impl Future<Output = String>,
 ) -> Option<String> {
     let core_stopped = tokio::select! {
         () = shutdown => None,
-        reason = node.core_stopped() => Some(reason),
+        reason = node.core_stopped() => Some(format!("the Raft core stopped: {reason}")),
+        why = removed => Some(format!("this master was removed from the group: {why}")),
     };
     match &core_stopped {
         None => {
             tracing::info!("master shutting down");
             hand_off(node).await;
         }
-        Some(reason) => tracing::error!(%reason, "the Raft core stopped; exiting"),
+        Some(reason) => tracing::error!(%reason, "exiting"),
     }
     core_stopped
 }
@@ -263,7 +276,7 @@ fn serve_metrics(
     let (routes, recorder) = match config.no_dashboard {
         true => (None, None),
         false => {
-            let peers = consensus::parse_peers(&config.peers).context("--peers")?;
+            let peers = config.seed_peers()?;
             let (routes, recorder) =
                 crate::dashboard::start(node, peers, security.clone(), stopped.clone())?;
             (Some(routes), Some(recorder))

@@ -35,6 +35,7 @@ mod master_large_job;
 mod master_lost_disk;
 mod master_pause;
 mod master_service;
+mod membership;
 mod metrics;
 mod metrics_slowloris;
 mod model_checkpoints;

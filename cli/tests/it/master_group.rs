@@ -27,6 +27,8 @@ pub struct MasterGroup {
     extra_args: Vec<String>,
     /// Election timeouts (min, max) per replica; the default favours no one.
     election_timeouts_ms: Vec<(u64, u64)>,
+    /// Per replica: the masters it joins through (`--join`) instead of `--peers`.
+    joins: Vec<Option<String>>,
 }
 
 impl MasterGroup {
@@ -62,6 +64,7 @@ impl MasterGroup {
             peers: peers.join(","),
             extra_args: extra_args.iter().map(|arg| arg.to_string()).collect(),
             election_timeouts_ms: vec![ELECTION_TIMEOUTS_MS; count],
+            joins: vec![None; count],
             processes,
         };
         for index in 0..count {
@@ -80,8 +83,8 @@ impl MasterGroup {
             &(index + 1).to_string(),
             "--listen",
             &self.addrs[index],
-            "--peers",
-            &self.peers,
+            self.joins[index].as_ref().map_or("--peers", |_| "--join"),
+            self.joins[index].as_ref().unwrap_or(&self.peers),
             "--data-dir",
             &data_dir.display().to_string(),
             "--heartbeat-ms",
@@ -97,6 +100,18 @@ impl MasterGroup {
         args.extend(self.extra_args.iter().cloned());
         self.processes.set_args(index, args);
         self.processes.spawn(index).expect("start raftrain master");
+    }
+
+    /// A new replica (id `index + 1`, a new address and directory) that joins the group
+    /// through `through` (`--join`), started; its index.
+    pub fn add_joiner(&mut self, through: &[String]) -> usize {
+        let index = self.addrs.len();
+        self.addrs.push(free_loopback_addr());
+        self.election_timeouts_ms.push(ELECTION_TIMEOUTS_MS);
+        self.joins.push(Some(through.join(",")));
+        self.processes.add_stopped(&format!("master-{}", index + 1), Vec::new());
+        self.spawn(index);
+        index
     }
 
     /// Restarts, as its supervisor would, every replica that exited because its Raft core

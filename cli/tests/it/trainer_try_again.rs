@@ -58,6 +58,8 @@ fake_master_service! {
     submit_job(SubmitJobRequest) -> ReportDatasetReply;
     list_jobs(ListJobsRequest) -> ListJobsReply;
     cancel_job(CancelJobRequest) -> CancelJobReply;
+    members(MembersRequest) -> MembersReply;
+    change_member(ChangeMemberRequest) -> MembersReply;
     checkpoint_job(CheckpointJobRequest) -> CheckpointJobReply;
     restore_job(RestoreJobRequest) -> RestoreJobReply;
     report_reloaded(ReportReloadedRequest) -> ReportReloadedReply;

@@ -365,6 +365,7 @@ mod tests {
             last_log_index: None,
             last_applied_index: None,
             feature_level: u32::MAX,
+            membership_index: u64::MAX,
         };
         let answering = Answering { local: &local, history: &history, now_ms: u64::MAX };
         let rendered = render(&answering, &fetched).to_string();

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use tonic::Status;
 
 mod job_calls;
+mod member_calls;
 mod rendezvous_calls;
 mod slot_calls;
 mod task_calls;
@@ -303,6 +304,20 @@ impl pb::master_service_server::MasterService for MasterRpc {
         _request: tonic::Request<pb::SaveSnapshotRequest>,
     ) -> Reply<Self::SaveSnapshotStream> {
         Ok(tonic::Response::new(self.saves.save(&self.node).await?))
+    }
+
+    async fn members(
+        &self,
+        request: tonic::Request<pb::MembersRequest>,
+    ) -> Reply<pb::MembersReply> {
+        member_calls::members(self, request).await
+    }
+
+    async fn change_member(
+        &self,
+        request: tonic::Request<pb::ChangeMemberRequest>,
+    ) -> Reply<pb::MembersReply> {
+        member_calls::change_member(self, request).await
     }
 
     async fn watch_p_servers(

@@ -1,0 +1,146 @@
+//! `raftrain member` and `raftrain master --join` with real masters while a job's tasks are
+//! taken and finished: the group grows from 3 to 5 members and back to 3 (the leader among the
+//! removed, so it hands off first), a dead member is removed and replaced on a new address, and
+//! a client started with the three original addresses keeps working after all of them left.
+//! Removed masters stop and refuse to serve again; duplicate ids and addresses are refused; the
+//! job finishes with every task done and none failed.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use client::{MasterClient, TaskOutcome};
+
+use crate::command::{raftrain, raftrain_ok};
+use crate::master_group::MasterGroup;
+
+const TASKS: u64 = 600;
+const JOB: &str = "members";
+
+type Finished = Arc<Mutex<BTreeSet<u64>>>;
+
+/// Takes and finishes tasks until the job finishes, a few ms each; heartbeats keep the lease.
+async fn work(client: Arc<MasterClient>, finished: Finished) {
+    let trainer = client.register_trainer("worker").await.expect("register").trainer_id;
+    let beating = client.clone();
+    let heartbeat = tokio::spawn(async move {
+        loop {
+            let _ = beating.heartbeat(trainer, 0).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    });
+    loop {
+        match client.get_task(trainer, 0).await.expect("get_task") {
+            TaskOutcome::Task(task) => {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+                assert!(client.task_finished(task.task_id, task.epoch).await.expect("finish"));
+                finished.lock().expect("not poisoned").insert(task.task_id);
+            }
+            TaskOutcome::NoMoreAvailable => tokio::time::sleep(Duration::from_millis(100)).await,
+            TaskOutcome::JobFinished => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    heartbeat.abort();
+}
+
+fn count(finished: &Finished) -> usize {
+    finished.lock().expect("not poisoned").len()
+}
+
+/// `member list --json` through `masters`.
+fn members(masters: &str) -> serde_json::Value {
+    let text = raftrain_ok(&["member", "list", "--json", "--masters", masters], b"");
+    serde_json::from_str(&text).expect("member list prints JSON")
+}
+
+fn voters(members: &serde_json::Value) -> BTreeSet<u64> {
+    let rows = members["members"].as_array().expect("a member array");
+    let voters = rows.iter().filter(|row| row["voter"] == true);
+    voters.map(|row| row["id"].as_u64().expect("an id")).collect()
+}
+
+/// Waits up to a minute for the voters to be `want`.
+async fn wait_voters(group: &MasterGroup, masters: &str, want: &[u64]) {
+    let want: BTreeSet<u64> = want.iter().copied().collect();
+    let started = Instant::now();
+    loop {
+        let listed = members(masters);
+        if voters(&listed) == want && listed["joint"] == false {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{listed}\n{}", group.logs());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits for removed replica `index` to stop, saying why.
+fn assert_stops_removed(group: &mut MasterGroup, index: usize) {
+    let status = group.wait_exit(index, Duration::from_secs(20));
+    assert!(status.is_some_and(|status| !status.success()), "{status:?}\n{}", group.logs());
+    let log = std::fs::read_to_string(group.log_path(index)).unwrap_or_default();
+    assert!(log.contains("removed from the group"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_group_grows_shrinks_and_replaces_members_while_a_job_trains() {
+    let mut group = MasterGroup::start(3, &["--trainer-lease-ms", "3000"]);
+    let original = group.addrs.clone();
+    let masters = original.join(",");
+    let submit = ["job", "submit", "--masters", &masters, "--name", JOB, "--index", "600"];
+    raftrain_ok(&[&submit[..], &["--shard-size", "1", "--passes", "1"]].concat(), b"");
+    let finished = Finished::default();
+    // Built on the three original addresses only: it must learn the members that replace them.
+    let worker = tokio::spawn(work(Arc::new(group.client()), finished.clone()));
+
+    tracing::info!("--- grow from 3 to 5: two masters join");
+    let four = group.add_joiner(&original);
+    let five = group.add_joiner(&original);
+    wait_voters(&group, &masters, &[1, 2, 3, 4, 5]).await;
+    let (addr4, addr5) = (group.addrs[four].clone(), group.addrs[five].clone());
+    let taken = raftrain(&["member", "add", "4", &addr5, "--masters", &masters], b"");
+    assert!(!taken.success && taken.stderr.contains("already"), "{}", taken.stderr);
+    let taken = raftrain(&["member", "add", "6", &addr4, "--masters", &masters], b"");
+    assert!(!taken.success && taken.stderr.contains("already member 4"), "{}", taken.stderr);
+    let before = count(&finished);
+
+    tracing::info!("--- shrink to 3: the leader removes itself (handing off first), then another");
+    let leader = group.leader_index().await;
+    assert!(leader < 3, "an original member leads: {leader}");
+    let leader_id = (leader + 1).to_string();
+    let table = raftrain_ok(&["member", "remove", &leader_id, "--masters", &masters], b"");
+    assert!(!table.contains(&format!("\n{leader_id:>6}  ")), "{table}");
+    assert_stops_removed(&mut group, leader);
+    let other = (0..3).find(|index| *index != leader).expect("another original");
+    raftrain_ok(&["member", "remove", &(other + 1).to_string(), "--masters", &masters], b"");
+    assert_stops_removed(&mut group, other);
+    let last = (0..3).find(|index| *index != leader && *index != other).expect("the third");
+    let last_id = last as u64 + 1;
+    wait_voters(&group, &masters, &[last_id, 4, 5]).await;
+
+    tracing::info!("--- remove a dead member and replace it on a new address");
+    group.kill(last);
+    let now = [addr4.clone(), addr5.clone()].join(",");
+    raftrain_ok(&["member", "remove", &last_id.to_string(), "--masters", &now], b"");
+    let six = group.add_joiner(std::slice::from_ref(&addr4));
+    let now = [addr4, addr5, group.addrs[six].clone()].join(",");
+    wait_voters(&group, &now, &[4, 5, 6]).await;
+    let after_changes = count(&finished);
+    assert!(after_changes > before, "tasks were finished while the members changed");
+
+    tracing::info!("--- the worker, given only the original addresses, finishes the job");
+    worker.await.expect("the worker finishes the job");
+    let addrs: Vec<String> = now.split(',').map(str::to_string).collect();
+    let client = MasterClient::new(&addrs, client::ClientOptions::default()).expect("a client");
+    let status = client.status_of(JOB).await.expect("status");
+    assert!(status.job_finished, "{status:?}");
+    assert_eq!((status.done, status.failed), (TASKS, 0), "{status:?}");
+    assert_eq!(count(&finished) as u64, TASKS);
+
+    tracing::info!("--- a removed master refuses to start on its directory");
+    group.spawn(leader);
+    let status = group.wait_exit(leader, Duration::from_secs(20));
+    assert!(status.is_some_and(|status| !status.success()), "{status:?}");
+    let log = std::fs::read_to_string(group.log_path(leader)).unwrap_or_default();
+    assert!(log.contains("was removed from its group"), "{log}");
+}

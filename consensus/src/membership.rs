@@ -1,0 +1,248 @@
+//! Membership changes through openraft's joint consensus: list the members with how far each
+//! has the log, add a learner, promote a learner that caught up to voter, remove a member. A
+//! leader asked to remove itself first hands leadership to a caught-up follower and sends the
+//! caller there (the new leader removes it), so the group is never left to wait for an
+//! election. Every change is bounded in time and its refusals name what is wrong.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers};
+
+use crate::batcher::forward_to_leader;
+use crate::handoff::{Handoff, HandoffTransport};
+use crate::membership_error::MembershipError;
+use crate::{ConsensusNode, StateMachine, WriteError};
+
+/// One member as the leader sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberStatus {
+    pub id: u64,
+    /// Its membership address.
+    pub addr: String,
+    /// A voter counts in quorums; a learner only receives the log.
+    pub voter: bool,
+    /// The last log index the leader knows it holds (`None`: nothing matched yet).
+    pub matched: Option<u64>,
+    /// Entries it lacks of the leader's log (`None` while nothing is matched).
+    pub lag: Option<u64>,
+}
+
+/// The group's members as its leader sees them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Members {
+    pub leader_id: u64,
+    pub term: u64,
+    /// The leader's last log index.
+    pub last_log_index: u64,
+    /// The index of the entry that set this membership.
+    pub membership_index: u64,
+    /// Whether a change is half done (the joint configuration of old and new voters).
+    pub joint: bool,
+    pub members: Vec<MemberStatus>,
+}
+
+impl<S: StateMachine> ConsensusNode<S> {
+    /// The members, their roles and how far each has the log; only a leader knows the last.
+    pub fn members(&self) -> Result<Members, WriteError> {
+        self.leader_or_redirect()?;
+        let metrics = self.inner.raft.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership();
+        let voters: BTreeSet<u64> = membership.voter_ids().collect();
+        let last = metrics.last_log_index.unwrap_or(0);
+        let replication = metrics.replication.clone().unwrap_or_default();
+        let members = membership
+            .nodes()
+            .map(|(id, node)| {
+                let matched = if *id == metrics.id {
+                    metrics.last_log_index
+                } else {
+                    replication.get(id).copied().flatten().map(|log_id| log_id.index)
+                };
+                let lag = matched.map(|matched| last.saturating_sub(matched));
+                let voter = voters.contains(id);
+                MemberStatus { id: *id, addr: node.addr.clone(), voter, matched, lag }
+            })
+            .collect();
+        Ok(Members {
+            leader_id: metrics.id,
+            term: metrics.current_term,
+            last_log_index: last,
+            membership_index: crate::cluster_info::membership_index(&metrics),
+            joint: membership.get_joint_config().len() > 1,
+            members,
+        })
+    }
+
+    /// The last membership this node applied (committed, so never undone): the index of the
+    /// entry that set it and the ids of its members, voters and learners.
+    pub fn applied_membership(&self) -> (u64, BTreeSet<u64>) {
+        let stored = self.inner.state_machine.applied_membership();
+        let index = stored.log_id().map_or(0, |log_id| log_id.index);
+        (index, stored.membership().nodes().map(|(id, _)| *id).collect())
+    }
+
+    /// Adds member `id` at `addr` as a learner (the leader starts sending it the log at once).
+    /// The same id at the same address again changes nothing; another member's id or address
+    /// is refused.
+    pub async fn add_learner(&self, id: u64, addr: &str) -> Result<Members, MembershipError> {
+        let members = self.members()?;
+        if id == 0 {
+            return Err(MembershipError::ZeroId);
+        }
+        if !self.inner.config.raft_addrs.is_empty() {
+            return Err(MembershipError::PeerAddrs);
+        }
+        for member in &members.members {
+            match (member.id == id, member.addr == addr) {
+                (true, true) => return Ok(members),
+                (true, false) => {
+                    return Err(MembershipError::IdTaken { id, addr: member.addr.clone() });
+                }
+                (false, true) => {
+                    return Err(MembershipError::AddrTaken {
+                        addr: addr.to_string(),
+                        id: member.id,
+                    });
+                }
+                (false, false) => {}
+            }
+        }
+        let nodes = BTreeMap::from([(id, BasicNode::new(addr))]);
+        self.change(ChangeMembers::AddNodes(nodes)).await?;
+        Ok(self.members()?)
+    }
+
+    /// Makes learner `id` a voter once it holds the log up to where the leader's was when
+    /// asked (within `bound`): a voter that lags would hold back every commit.
+    pub async fn promote(&self, id: u64, bound: Duration) -> Result<Members, MembershipError> {
+        let members = self.members()?;
+        let Some(member) = members.members.iter().find(|member| member.id == id) else {
+            return Err(MembershipError::NotMember { id });
+        };
+        if member.voter {
+            return Ok(members);
+        }
+        self.caught_up(id, members.last_log_index, bound).await?;
+        self.change(ChangeMembers::AddVoterIds(BTreeSet::from([id]))).await?;
+        Ok(self.members()?)
+    }
+
+    /// Removes member `id`, voter or learner. The last voter cannot be removed. A leader asked
+    /// to remove itself hands leadership off and answers [`MembershipError::HandedOff`].
+    pub async fn remove_member(
+        &self,
+        id: u64,
+        transport: &dyn HandoffTransport,
+        bound: Duration,
+    ) -> Result<Members, MembershipError> {
+        let members = self.members()?;
+        let Some(member) = members.members.iter().find(|member| member.id == id) else {
+            return Err(MembershipError::NotMember { id });
+        };
+        let voters = members.members.iter().filter(|member| member.voter).count();
+        if member.voter && voters == 1 {
+            return Err(MembershipError::LastVoter { id });
+        }
+        if id == self.id() {
+            return Err(self.hand_off_to_be_removed(transport, bound).await);
+        }
+        let change = match member.voter {
+            true => ChangeMembers::RemoveVoters(BTreeSet::from([id])),
+            false => ChangeMembers::RemoveNodes(BTreeSet::from([id])),
+        };
+        self.change(change).await?;
+        Ok(self.members()?)
+    }
+
+    /// Hands leadership to a caught-up follower and then acts as a follower again (it stays a
+    /// member until the new leader removes it): what the caller is told to do next.
+    async fn hand_off_to_be_removed(
+        &self,
+        transport: &dyn HandoffTransport,
+        bound: Duration,
+    ) -> MembershipError {
+        let handed = self.hand_off_leadership(transport, bound).await;
+        self.inner.leaving.store(false, Ordering::SeqCst);
+        self.inner.successor.forget().await;
+        let elections = self.inner.elections.load(Ordering::SeqCst);
+        self.inner.raft.runtime_config().elect(elections);
+        match handed {
+            Handoff::Done { to, .. } => {
+                let addr = self.cluster_info().leader_addr;
+                MembershipError::HandedOff { to, addr }
+            }
+            Handoff::NotLeader => MembershipError::Write(self.not_leader()),
+            Handoff::Failed { reason } => {
+                MembershipError::HandOffFailed { reason: reason.to_string() }
+            }
+        }
+    }
+
+    /// Waits until member `id` holds the log up to `index`.
+    async fn caught_up(&self, id: u64, index: u64, bound: Duration) -> Result<(), MembershipError> {
+        let holds = move |metrics: &crate::Metrics| matched(metrics, id) >= Some(index);
+        let waited =
+            self.inner.raft.wait(Some(bound)).metrics(holds, "the learner caught up").await;
+        match waited {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                let matched = matched(&self.inner.raft.metrics().borrow(), id);
+                Err(MembershipError::NotCaughtUp { id, matched, index, bound })
+            }
+        }
+    }
+
+    /// One membership change, joint consensus and all, within twice the write timeout.
+    async fn change(&self, change: ChangeMembers<u64, BasicNode>) -> Result<(), MembershipError> {
+        let timeout_ms = 2 * self.inner.config.write_timeout_ms;
+        let changed = self.inner.raft.change_membership(change, false);
+        let result = match tokio::time::timeout(Duration::from_millis(timeout_ms), changed).await {
+            Err(_elapsed) => return Err(WriteError::Timeout { timeout_ms }.into()),
+            Ok(result) => result,
+        };
+        match result {
+            Ok(response) => {
+                tracing::info!(index = response.log_id.index, "membership changed");
+                Ok(())
+            }
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+                Err(forward_to_leader(&self.inner.raft, forward).into())
+            }
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(error))) => {
+                Err(match error {
+                    ChangeMembershipError::InProgress(error) => {
+                        MembershipError::InProgress { reason: error.to_string() }
+                    }
+                    other => MembershipError::Refused { reason: other.to_string() },
+                })
+            }
+            Err(RaftError::Fatal(fatal)) => {
+                Err(WriteError::Stopped { reason: fatal.to_string() }.into())
+            }
+        }
+    }
+
+    /// `Ok` if this node leads; otherwise where the caller should go.
+    fn leader_or_redirect(&self) -> Result<(), WriteError> {
+        match self.is_leader() {
+            true => Ok(()),
+            false => Err(self.not_leader()),
+        }
+    }
+
+    fn not_leader(&self) -> WriteError {
+        let info = self.cluster_info();
+        let leader_id = info.leader_id.filter(|leader| *leader != self.id());
+        let leader_addr = info.leader_addr.filter(|_| leader_id.is_some());
+        WriteError::ForwardToLeader { leader_id, leader_addr }
+    }
+}
+
+/// The last index the leader knows member `id` holds.
+fn matched(metrics: &crate::Metrics, id: u64) -> Option<u64> {
+    let replication = metrics.replication.as_ref()?;
+    replication.get(&id).copied().flatten().map(|log_id| log_id.index)
+}
