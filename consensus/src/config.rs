@@ -52,7 +52,8 @@ pub struct NodeConfig {
     /// TLS and token for Raft traffic, both ways; the default is neither.
     pub security: Security,
     /// Where each member's Raft service is dialled, when it has a port of its own; empty
-    /// means at its `peers` address (one port for everything).
+    /// means at its `peers` address (one port for everything). It lists at least every peer;
+    /// it may list more (members that join later, with these ids).
     pub raft_addrs: BTreeMap<u64, String>,
     /// The newest feature level (command set) the application on this node decodes and
     /// admits, answered in `ClusterInfo` so a leader can tell what every member decodes
@@ -74,7 +75,7 @@ pub enum ConfigError {
     IdNotInPeers { id: u64, peers: BTreeMap<u64, String> },
     #[error("{name} is {value_ms} ms: {rule}")]
     Timing { name: &'static str, value_ms: u64, rule: String },
-    #[error("the Raft addresses name ids {raft:?} but the peers are {peers:?}: list the same ids")]
+    #[error("the Raft addresses name ids {raft:?} but the peers are {peers:?}: list every peer")]
     RaftAddrsMismatch { peers: Vec<u64>, raft: Vec<u64> },
     #[error("{name} must be at least 1")]
     Zero { name: &'static str },
@@ -114,7 +115,8 @@ impl NodeConfig {
         if !self.peers.contains_key(&self.id) {
             return Err(ConfigError::IdNotInPeers { id: self.id, peers: self.peers.clone() });
         }
-        if !self.raft_addrs.is_empty() && !self.raft_addrs.keys().eq(self.peers.keys()) {
+        let unlisted = self.peers.keys().any(|id| !self.raft_addrs.contains_key(id));
+        if !self.raft_addrs.is_empty() && unlisted {
             return Err(ConfigError::RaftAddrsMismatch {
                 peers: self.peers.keys().copied().collect(),
                 raft: self.raft_addrs.keys().copied().collect(),
@@ -269,6 +271,9 @@ mod tests {
         let own_port = NodeConfig { raft_addrs, ..config.clone() };
         assert_eq!(own_port.validate(), Ok(()));
         let raft_addrs = parse_peers("1=127.0.0.1:2,2=127.0.0.1:3").expect("literal peers parse");
+        let more = NodeConfig { raft_addrs, ..config.clone() };
+        assert_eq!(more.validate(), Ok(()), "members that join later may be listed");
+        let raft_addrs = parse_peers("2=127.0.0.1:3").expect("literal peers parse");
         let mismatched = NodeConfig { raft_addrs, ..config };
         assert!(matches!(mismatched.validate(), Err(ConfigError::RaftAddrsMismatch { .. })));
     }

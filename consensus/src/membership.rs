@@ -92,8 +92,9 @@ impl<S: StateMachine> ConsensusNode<S> {
         if id == 0 {
             return Err(MembershipError::ZeroId);
         }
-        if !self.inner.config.raft_addrs.is_empty() {
-            return Err(MembershipError::PeerAddrs);
+        let raft_addrs = &self.inner.config.raft_addrs;
+        if !raft_addrs.is_empty() && !raft_addrs.contains_key(&id) {
+            return Err(MembershipError::PeerAddrs { id });
         }
         for member in &members.members {
             match (member.id == id, member.addr == addr) {

@@ -20,10 +20,10 @@ pub enum MembershipError {
     #[error("address {addr} is already member {id}'s: two members cannot share an address")]
     AddrTaken { addr: String, id: u64 },
     #[error(
-        "this group dials its members at --peer-addrs, which a new member is not in: membership \
-         changes need each member's Raft service on its --listen address (no --peer-listen)"
+        "this group dials its members at their --peer-addrs entry, and member {id} has none: \
+         list it in every master's --peer-addrs first (or run the group without --peer-listen)"
     )]
-    PeerAddrs,
+    PeerAddrs { id: u64 },
     #[error("{id} is not a member of the group")]
     NotMember { id: u64 },
     #[error("member {id} is the last voter: a group needs one")]

@@ -87,7 +87,8 @@ pub struct MasterConfig {
     #[arg(long, env = "RAFTRAIN_PEER_LISTEN", requires = "peer_addrs")]
     pub peer_listen: Option<SocketAddr>,
     /// With --peer-listen: every master's Raft address as id=host:port, comma-separated, the
-    /// same on every master; --peers then lists the addresses clients reach.
+    /// same on every master; --peers then lists the addresses clients reach. A member added
+    /// later (`member add`, --join) must be listed here on every master first.
     #[arg(long, env = "RAFTRAIN_PEER_ADDRS", requires = "peer_listen")]
     pub peer_addrs: Option<String>,
     #[command(flatten)]

@@ -71,7 +71,7 @@ async fn check_newcomer(rpc: &MasterRpc, id: u64, addr: &str) -> Result<(), Stat
         // `add_learner` tells which.
         return Ok(());
     }
-    let info = rpc.node.grpc_member_levels().cluster_info_at(addr).await.map_err(|reason| {
+    let info = rpc.node.grpc_member_levels().cluster_info(id, addr).await.map_err(|reason| {
         Status::failed_precondition(format!(
             "no master answers at {addr} ({reason}): start member {id} there first \
              (`raftrain master --id {id} --join ...` asks the group itself)"
@@ -105,7 +105,7 @@ fn membership_status(error: MembershipError) -> Status {
         MembershipError::HandedOff { addr, .. } => not_leader(addr.as_deref()),
         MembershipError::IdTaken { .. }
         | MembershipError::AddrTaken { .. }
-        | MembershipError::PeerAddrs
+        | MembershipError::PeerAddrs { .. }
         | MembershipError::NotMember { .. }
         | MembershipError::LastVoter { .. }
         | MembershipError::NotCaughtUp { .. }
