@@ -276,9 +276,8 @@ fn serve_metrics(
     let (routes, recorder) = match config.no_dashboard {
         true => (None, None),
         false => {
-            let peers = config.seed_peers()?;
             let (routes, recorder) =
-                crate::dashboard::start(node, peers, security.clone(), stopped.clone())?;
+                crate::dashboard::start(node, security.clone(), stopped.clone())?;
             (Some(routes), Some(recorder))
         }
     };

@@ -144,3 +144,69 @@ async fn the_group_grows_shrinks_and_replaces_members_while_a_job_trains() {
     let log = std::fs::read_to_string(group.log_path(leader)).unwrap_or_default();
     assert!(log.contains("was removed from its group"), "{log}");
 }
+
+/// Waits up to a minute until member `id` is listed (as a learner or a voter).
+async fn wait_listed(group: &MasterGroup, masters: &str, id: u64) {
+    let started = Instant::now();
+    loop {
+        let listed = members(masters);
+        let rows = listed["members"].as_array().expect("a member array");
+        if rows.iter().any(|row| row["id"] == id) {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{listed}\n{}", group.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The leader killed in the middle of a member's joining, and a learner killed while it
+/// catches up: both joins complete once the killed processes are back, and the job finishes
+/// with every task done and none failed. Changes that cannot be made are refused clearly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_complete_through_a_killed_leader_and_a_killed_learner() {
+    let mut group = MasterGroup::start(3, &["--trainer-lease-ms", "3000"]);
+    let original = group.addrs.clone();
+    let masters = original.join(",");
+    let submit = ["job", "submit", "--masters", &masters, "--name", JOB, "--index", "600"];
+    raftrain_ok(&[&submit[..], &["--shard-size", "1", "--passes", "1"]].concat(), b"");
+    let finished = Finished::default();
+    let worker = tokio::spawn(work(Arc::new(group.client()), finished.clone()));
+
+    tracing::info!("--- changes that cannot be made are refused, naming why");
+    let nobody = crate::master_group::free_loopback_addr();
+    let out = raftrain(&["member", "add", "7", &nobody, "--masters", &masters], b"");
+    assert!(!out.success && out.stderr.contains("no master answers"), "{}", out.stderr);
+    let out = raftrain(&["member", "remove", "9", "--masters", &masters], b"");
+    assert!(!out.success && out.stderr.contains("9 is not a member"), "{}", out.stderr);
+    let out = raftrain(&["member", "add", "0", &nobody, "--masters", &masters], b"");
+    assert!(!out.success && out.stderr.contains("id 0"), "{}", out.stderr);
+    let out = raftrain(&["member", "add", "7", "localhost", "--masters", &masters], b"");
+    assert!(!out.success && out.stderr.contains("no port"), "{}", out.stderr);
+
+    tracing::info!("--- the leader is killed as soon as member 4 is listed");
+    let four = group.add_joiner(&original);
+    wait_listed(&group, &masters, 4).await;
+    let leader = group.leader_index().await;
+    group.kill(leader);
+    let survivors: Vec<String> =
+        (0..4).filter(|index| *index != leader).map(|index| group.addrs[index].clone()).collect();
+    let survivors = survivors.join(",");
+    wait_voters(&group, &survivors, &[1, 2, 3, 4]).await;
+    group.spawn(leader);
+    assert_eq!(four, 3);
+
+    tracing::info!("--- member 5 is killed while it catches up, then started again");
+    let five = group.add_joiner(&original);
+    wait_listed(&group, &masters, 5).await;
+    group.kill(five);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    group.spawn(five);
+    wait_voters(&group, &masters, &[1, 2, 3, 4, 5]).await;
+
+    tracing::info!("--- the job finishes, nothing lost");
+    worker.await.expect("the worker finishes the job");
+    let status = group.client().status_of(JOB).await.expect("status");
+    assert!(status.job_finished, "{status:?}");
+    assert_eq!((status.done, status.failed), (TASKS, 0), "{status:?}");
+    assert_eq!(count(&finished) as u64, TASKS);
+}

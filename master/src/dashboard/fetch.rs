@@ -38,22 +38,27 @@ pub(crate) struct Fetched {
 }
 
 /// Fetches, one at a time, and keeps the newest answer.
+/// Lists the members to ask, by id, at their client addresses.
+pub(crate) type Members = Box<dyn Fn() -> BTreeMap<u64, String> + Send + Sync>;
+
 pub(crate) struct LeaderFetcher {
     client: Arc<MasterClient>,
-    peers: BTreeMap<u64, String>,
+    /// The members to ask, as this master's membership lists them now.
+    peers: Members,
     newest: Mutex<Option<Arc<Fetched>>>,
 }
 
 impl LeaderFetcher {
-    /// A fetcher over the group's client addresses `peers`, with this master's TLS and token.
-    pub(crate) fn new(peers: BTreeMap<u64, String>, security: Security) -> anyhow::Result<Self> {
+    /// A fetcher over the group's members (`peers` lists them, by client address, when
+    /// asked), with this master's TLS and token.
+    pub(crate) fn new(peers: Members, security: Security) -> anyhow::Result<Self> {
         let options = ClientOptions {
             rpc_timeout: Duration::from_millis(RPC_TIMEOUT_MS),
             call_deadline: Some(Duration::from_millis(CALL_DEADLINE_MS)),
             security,
             ..ClientOptions::default()
         };
-        let addrs: Vec<String> = peers.values().cloned().collect();
+        let addrs: Vec<String> = peers().values().cloned().collect();
         let client = Arc::new(MasterClient::new(&addrs, options)?);
         Ok(Self { client, peers, newest: Mutex::new(None) })
     }
@@ -98,8 +103,8 @@ impl LeaderFetcher {
     /// Each member's own view, asked of it directly.
     async fn members(&self) -> BTreeMap<u64, (String, Result<GroupView, String>)> {
         let mut asked = JoinSet::new();
-        for (id, addr) in &self.peers {
-            let (client, id, addr) = (self.client.clone(), *id, addr.clone());
+        for (id, addr) in (self.peers)() {
+            let (client, id, addr) = (self.client.clone(), id, addr.clone());
             asked.spawn(async move {
                 let view = client.member_info(&addr).await.map_err(|error| error.to_string());
                 (id, (addr, view))

@@ -12,7 +12,6 @@ mod history;
 mod recorder;
 mod view;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
@@ -54,12 +53,16 @@ struct Dashboard {
 /// The dashboard's routes for this master, and its recorder running until `stopped`.
 pub(crate) fn start(
     node: ConsensusNode<ReplicatedState>,
-    peers: BTreeMap<u64, String>,
     security: Security,
     stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<(Router, tokio::task::JoinHandle<()>)> {
     let history: SharedHistory = Arc::new(Mutex::new(History::default()));
     let recorder = recorder::spawn(node.clone(), history.clone(), stopped);
+    let listed = node.clone();
+    let peers: fetch::Members = Box::new(move || {
+        let members = listed.cluster_info().members;
+        members.into_iter().map(|member| (member.id, member.addr)).collect()
+    });
     let fetcher = Arc::new(LeaderFetcher::new(peers, security)?);
     let requests = Arc::new(Semaphore::new(VIEW_REQUESTS_MAX));
     let dashboard = Dashboard { node, history, fetcher, requests };
