@@ -27,6 +27,7 @@ mod joining_by_name;
 mod logging;
 mod manifests;
 mod manifests_hardening;
+mod manifests_scaling;
 mod master_failover;
 mod master_graceful_restart;
 mod master_group;

@@ -67,15 +67,24 @@ pub(crate) fn name(document: &Value) -> &str {
     document["metadata"]["name"].as_str().unwrap_or_default()
 }
 
+/// A workload's pod template (a CronJob's is in its job template); null for other kinds.
+pub(crate) fn pod_template(document: &Value) -> &Value {
+    match kind(document) {
+        "CronJob" => &document["spec"]["jobTemplate"]["spec"]["template"],
+        _ => &document["spec"]["template"],
+    }
+}
+
 /// A workload's containers.
 pub(crate) fn containers(document: &Value) -> Vec<&Value> {
-    document["spec"]["template"]["spec"]["containers"]
+    pod_template(document)["spec"]["containers"]
         .as_sequence()
         .map(|containers| containers.iter().collect())
         .unwrap_or_default()
 }
 
-/// The words of a container's command and arguments; a `sh -c` script is split into words.
+/// The words of a container's command and arguments; a `sh -c` script is split into words
+/// (quotes and a command's closing `;` left out).
 pub(crate) fn words(container: &Value) -> Vec<String> {
     let strings = |key: &str| -> Vec<String> {
         container[key]
@@ -86,7 +95,10 @@ pub(crate) fn words(container: &Value) -> Vec<String> {
     let mut all = strings("command");
     all.extend(strings("args"));
     all.iter()
-        .flat_map(|word| word.split_whitespace().map(|part| part.trim_matches('"').to_string()))
+        .flat_map(|word| {
+            word.split_whitespace()
+                .map(|part| part.trim_end_matches(';').trim_matches('"').to_string())
+        })
         .collect()
 }
 
@@ -193,7 +205,7 @@ fn ports_probes_and_mounts_agree() {
 }
 
 /// Subcommands that run to their end and serve nothing.
-const ONE_SHOT: [&str; 1] = ["job submit"];
+const ONE_SHOT: [&str; 2] = ["job submit", "snapshot save"];
 
 /// The gRPC service whose health tells whether each subcommand is ready, where a `grpc:`
 /// probe fits (the process serves gRPC); other subcommands are probed over HTTP.
@@ -244,7 +256,7 @@ fn check_probes(
 
 /// Every file a flag names lies under a mount backed by a Secret or volume of the pod.
 fn check_mounts(file: &str, document: &Value, container: &Value, flags: &BTreeMap<String, String>) {
-    let volumes: BTreeMap<&str, &Value> = document["spec"]["template"]["spec"]["volumes"]
+    let volumes: BTreeMap<&str, &Value> = pod_template(document)["spec"]["volumes"]
         .as_sequence()
         .into_iter()
         .flatten()

@@ -11,7 +11,8 @@ use std::process::Command;
 use serde_yaml::Value;
 
 use crate::manifests::{
-    container_ports, containers, documents, kind, port_of, raftrain_flags, words, workspace,
+    container_ports, containers, documents, kind, pod_template, port_of, raftrain_flags, words,
+    workspace,
 };
 
 /// The label every pod and NetworkPolicy selector names a role by.
@@ -24,13 +25,13 @@ const ANYWHERE: &str = "*";
 fn workloads(documents: &[(String, Value)]) -> Vec<(&str, &Value)> {
     documents
         .iter()
-        .filter(|(_, document)| document["spec"]["template"]["spec"].is_mapping())
+        .filter(|(_, document)| pod_template(document)["spec"].is_mapping())
         .map(|(file, document)| (file.as_str(), document))
         .collect()
 }
 
 fn role(workload: &Value) -> String {
-    let labels = &workload["spec"]["template"]["metadata"]["labels"];
+    let labels = &pod_template(workload)["metadata"]["labels"];
     labels[ROLE_LABEL].as_str().expect("pods carry their role label").to_string()
 }
 
@@ -41,7 +42,7 @@ fn every_pod_runs_unprivileged_and_bounded_on_the_workspace_image() {
     let workloads = workloads(&documents);
     assert!(workloads.len() >= 4, "masters, pservers, trainers and the submit Job");
     for (file, workload) in workloads {
-        let pod = &workload["spec"]["template"]["spec"];
+        let pod = &pod_template(workload)["spec"];
         assert_eq!(pod["automountServiceAccountToken"].as_bool(), Some(false), "{file}: token");
         let security = &pod["securityContext"];
         assert_eq!(security["seccompProfile"]["type"].as_str(), Some("RuntimeDefault"), "{file}");
@@ -66,8 +67,11 @@ fn every_pod_runs_unprivileged_and_bounded_on_the_workspace_image() {
     }
 }
 
-/// Who calls whom on which port, read from the flags: a process with `--masters` or `--peers`
-/// calls the masters on that port, a trainer calls the pservers on their `--listen` port.
+/// The flags whose value lists masters to call.
+const MASTER_LISTS: [&str; 3] = ["--masters", "--peers", "--join"];
+
+/// Who calls whom on which port, read from the flags: a process with `--masters`, `--peers`
+/// or `--join` calls the masters on that port, a trainer calls the pservers on their `--listen` port.
 fn calls(documents: &[(String, Value)]) -> BTreeSet<(String, String, u64)> {
     let workloads = workloads(documents);
     let serving = |subcommand: &str| {
@@ -82,11 +86,12 @@ fn calls(documents: &[(String, Value)]) -> BTreeSet<(String, String, u64)> {
     for (file, workload) in &workloads {
         let caller = role(workload);
         for container in containers(workload) {
-            let (subcommand, flags) = raftrain_flags(&words(container)).expect("runs raftrain");
-            for flag in ["--masters", "--peers"] {
-                for address in flags.get(flag).into_iter().flat_map(|list| list.split(',')) {
-                    calls.insert((caller.clone(), masters.clone(), port_of(address)));
-                }
+            let words = words(container);
+            let (subcommand, _) = raftrain_flags(&words).expect("runs raftrain");
+            // Anywhere in a script: a master's --peers or --join may be set before `raftrain`.
+            let lists = words.windows(2).filter(|pair| MASTER_LISTS.contains(&pair[0].as_str()));
+            for address in lists.flat_map(|pair| pair[1].split(',')) {
+                calls.insert((caller.clone(), masters.clone(), port_of(address)));
             }
             if subcommand == "trainer" {
                 calls.insert((caller.clone(), pservers.clone(), pserver_port));
