@@ -143,6 +143,8 @@ class MasterGroup:
         self.addrs = [free_addr() for _ in range(count)]
         self.peers = ",".join(f"{index + 1}={addr}" for index, addr in enumerate(self.addrs))
         self.extra_args = list(extra_args)
+        #: Per replica: the masters it joins through (`--join`) instead of `--peers`.
+        self.joins: List[Optional[str]] = [None] * count
         #: Keyword arguments for clients of this group (TLS files, token).
         self.security: Dict[str, str] = dict(security or {})
         for index in range(count):
@@ -158,7 +160,7 @@ class MasterGroup:
             "master",
             "--id", str(index + 1),
             "--listen", self.addrs[index],
-            "--peers", self.peers,
+            *(["--join", self.joins[index]] if self.joins[index] else ["--peers", self.peers]),
             "--data-dir", str(self.dir / f"master-{index + 1}"),
             "--heartbeat-ms", str(HEARTBEAT_MS),
             "--election-timeout-min-ms", str(ELECTION_TIMEOUT_MS[0]),
@@ -167,6 +169,18 @@ class MasterGroup:
             *self.extra_args,
         ]
         self.processes.start(f"master-{index + 1}", args)
+
+    def add_joiner(self, through: Sequence[str]) -> int:
+        """Starts a new replica (id `index + 1`, a new address and directory) that joins the
+        group through `through` (`--join`); its index."""
+        index = len(self.addrs)
+        self.addrs.append(free_addr())
+        self.joins.append(",".join(through))
+        self.spawn(index)
+        return index
+
+    def running(self, index: int) -> bool:
+        return self.processes.running(f"master-{index + 1}")
 
     def security_args(self) -> List[str]:
         flags = {"tls_ca": "--tls-ca", "tls_cert": "--tls-cert", "tls_key": "--tls-key", "token_file": "--token-file"}
