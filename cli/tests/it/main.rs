@@ -37,6 +37,7 @@ mod master_lost_disk;
 mod master_pause;
 mod master_service;
 mod membership;
+mod membership_training;
 mod metrics;
 mod metrics_slowloris;
 mod model_checkpoints;
