@@ -40,6 +40,7 @@ pub(crate) async fn measure(
         times.push(next_put(group.client_addrs(), signalled_at, round).await?);
         restart(group, leader, take_down)?;
         group.wait_until_rejoined(leader).await?;
+        tokio::time::sleep(super::master::LEADER_SETTLE).await;
     }
     Ok(times)
 }

@@ -227,6 +227,14 @@ impl TakeDown {
 /// How long a SIGTERM'd master may take to exit before the benchmark calls it a failure.
 const TERMINATE_EXIT_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// After a failover, the next leader is taken down only once it has led this long, as in a
+/// running group, where a planned restart meets a leader that has led for minutes: openraft
+/// grants no vote within a lease (`--election-timeout-max-ms`) of a leader's own election, so
+/// a leader taken down sooner cannot hand off before that lease ends, and the row measured
+/// the benchmark's pace (a leader 150-300 ms old) instead of the handoff. etcd's rows wait the
+/// same.
+pub(crate) const LEADER_SETTLE: Duration = Duration::from_secs(1);
+
 /// Takes the leader down `failovers` times each way (kill -9, then SIGTERM) under load; time
 /// from each signal to the next GetTask.
 async fn failover(args: &MasterBenchArgs, root: &Path) -> anyhow::Result<Table> {
@@ -359,5 +367,6 @@ async fn take_leader_down(
     // up (taking the leader down while a replica still lags is a double fault, and openraft
     // then adds a `smaller_log_timeout` to the lagging replica's election).
     wait_until_caught_up(&masters.addrs, leader).await?;
+    tokio::time::sleep(LEADER_SETTLE).await;
     Ok(time)
 }
