@@ -96,7 +96,7 @@ pub use grpc_handoff::GrpcHandoff;
 pub use handoff::{Handoff, HandoffTransport, TimeoutNow};
 pub use log_store_closed::{LogStoreClosed, OpenHandle};
 pub use member_levels::{ask_all, GrpcMemberLevels, LevelFuture, MemberLevels};
-pub use membership::{MemberStatus, Members};
+pub use membership::{MemberStatus, Members, MEMBERS_MAX, MEMBER_ADDR_BYTES_MAX};
 pub use membership_error::MembershipError;
 pub use node::{ConsensusNode, COMMAND_BYTES_MAX};
 pub use raft_log::{NodeStorage, PurgeGuard, RaftLog};

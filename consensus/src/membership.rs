@@ -16,6 +16,12 @@ use crate::handoff::{Handoff, HandoffTransport};
 use crate::membership_error::MembershipError;
 use crate::{ConsensusNode, StateMachine, WriteError};
 
+/// Members (voters and learners) a group holds at most: etcd advises at most seven voters;
+/// a few more leave room for learners catching up while members are replaced.
+pub const MEMBERS_MAX: usize = 9;
+/// The longest member address: a DNS name (253 bytes), a colon and a port.
+pub const MEMBER_ADDR_BYTES_MAX: usize = 260;
+
 /// One member as the leader sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemberStatus {
@@ -92,6 +98,10 @@ impl<S: StateMachine> ConsensusNode<S> {
         if id == 0 {
             return Err(MembershipError::ZeroId);
         }
+        if addr.len() > MEMBER_ADDR_BYTES_MAX {
+            let bytes = addr.len();
+            return Err(MembershipError::AddrTooLong { bytes, bytes_max: MEMBER_ADDR_BYTES_MAX });
+        }
         let raft_addrs = &self.inner.config.raft_addrs;
         if !raft_addrs.is_empty() && !raft_addrs.contains_key(&id) {
             return Err(MembershipError::PeerAddrs { id });
@@ -110,6 +120,9 @@ impl<S: StateMachine> ConsensusNode<S> {
                 }
                 (false, false) => {}
             }
+        }
+        if members.members.len() >= MEMBERS_MAX {
+            return Err(MembershipError::TooMany { members_max: MEMBERS_MAX });
         }
         let nodes = BTreeMap::from([(id, BasicNode::new(addr))]);
         self.change(ChangeMembers::AddNodes(nodes)).await?;

@@ -24,6 +24,10 @@ pub enum MembershipError {
          list it in every master's --peer-addrs first (or run the group without --peer-listen)"
     )]
     PeerAddrs { id: u64 },
+    #[error("the member address is {bytes} bytes; at most {bytes_max} are allowed")]
+    AddrTooLong { bytes: usize, bytes_max: usize },
+    #[error("the group has {members_max} members, as many as it may: remove one first")]
+    TooMany { members_max: usize },
     #[error("{id} is not a member of the group")]
     NotMember { id: u64 },
     #[error("member {id} is the last voter: a group needs one")]

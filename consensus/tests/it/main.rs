@@ -11,6 +11,7 @@ mod handoff;
 mod leader_crash;
 mod leader_isolation;
 mod lossy_links;
+mod membership;
 mod pending_writes;
 mod refuse_to_start;
 mod restart;

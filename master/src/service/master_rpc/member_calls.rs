@@ -36,6 +36,13 @@ pub(super) async fn change_member(
     let node = &rpc.node;
     let changed = match pb::MemberAction::try_from(request.action) {
         Ok(pb::MemberAction::Add) => {
+            let bytes_max = consensus::MEMBER_ADDR_BYTES_MAX;
+            if request.addr.len() > bytes_max {
+                return Err(Status::invalid_argument(format!(
+                    "the member address is {} bytes; at most {bytes_max} are allowed",
+                    request.addr.len()
+                )));
+            }
             client::check_master_addr(&request.addr).map_err(|error| {
                 Status::invalid_argument(format!("member address {:?} {error}", request.addr))
             })?;
@@ -98,7 +105,9 @@ fn membership_status(error: MembershipError) -> Status {
     let message = error.to_string();
     match error {
         MembershipError::Write(error) => write_error(error),
-        MembershipError::ZeroId => Status::invalid_argument(message),
+        MembershipError::ZeroId | MembershipError::AddrTooLong { .. } => {
+            Status::invalid_argument(message)
+        }
         MembershipError::InProgress { .. } | MembershipError::HandOffFailed { .. } => {
             Status::unavailable(message)
         }
@@ -106,6 +115,7 @@ fn membership_status(error: MembershipError) -> Status {
         MembershipError::IdTaken { .. }
         | MembershipError::AddrTaken { .. }
         | MembershipError::PeerAddrs { .. }
+        | MembershipError::TooMany { .. }
         | MembershipError::NotMember { .. }
         | MembershipError::LastVoter { .. }
         | MembershipError::NotCaughtUp { .. }
