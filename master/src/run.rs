@@ -287,8 +287,13 @@ fn serve_metrics(
     let (routes, recorder) = match config.no_dashboard {
         true => (None, None),
         false => {
+            // The seeds, or with --join the masters it joins through: members come later.
+            let seeds: Vec<String> = match &config.join {
+                Some(join) => join.clone(),
+                None => config.seed_peers()?.into_values().collect(),
+            };
             let (routes, recorder) =
-                crate::dashboard::start(node, security.clone(), stopped.clone())?;
+                crate::dashboard::start(node, &seeds, security.clone(), stopped.clone())?;
             (Some(routes), Some(recorder))
         }
     };

@@ -50,16 +50,20 @@ pub(crate) struct LeaderFetcher {
 
 impl LeaderFetcher {
     /// A fetcher over the group's members (`peers` lists them, by client address, when
-    /// asked), with this master's TLS and token.
-    pub(crate) fn new(peers: Members, security: Security) -> anyhow::Result<Self> {
+    /// asked; its client starts from `seeds`, the addresses this master was started with, and
+    /// learns the rest), with this master's TLS and token.
+    pub(crate) fn new(
+        seeds: &[String],
+        peers: Members,
+        security: Security,
+    ) -> anyhow::Result<Self> {
         let options = ClientOptions {
             rpc_timeout: Duration::from_millis(RPC_TIMEOUT_MS),
             call_deadline: Some(Duration::from_millis(CALL_DEADLINE_MS)),
             security,
             ..ClientOptions::default()
         };
-        let addrs: Vec<String> = peers().values().cloned().collect();
-        let client = Arc::new(MasterClient::new(&addrs, options)?);
+        let client = Arc::new(MasterClient::new(seeds, options)?);
         Ok(Self { client, peers, newest: Mutex::new(None) })
     }
 

@@ -53,6 +53,7 @@ struct Dashboard {
 /// The dashboard's routes for this master, and its recorder running until `stopped`.
 pub(crate) fn start(
     node: ConsensusNode<ReplicatedState>,
+    seeds: &[String],
     security: Security,
     stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<(Router, tokio::task::JoinHandle<()>)> {
@@ -63,7 +64,7 @@ pub(crate) fn start(
         let members = listed.cluster_info().members;
         members.into_iter().map(|member| (member.id, member.addr)).collect()
     });
-    let fetcher = Arc::new(LeaderFetcher::new(peers, security)?);
+    let fetcher = Arc::new(LeaderFetcher::new(seeds, peers, security)?);
     let requests = Arc::new(Semaphore::new(VIEW_REQUESTS_MAX));
     let dashboard = Dashboard { node, history, fetcher, requests };
     Ok((router(dashboard), recorder))
