@@ -161,6 +161,11 @@ impl Serving {
 /// Past it the followers elect a leader on their own (an election timeout after the lease).
 const HANDOFF_MS_MAX: u64 = 3_000;
 
+/// After a handoff, how long a stopping master goes on answering (every call with a redirect
+/// to the new leader) before its servers stop: a few heartbeats, so a busy client's next call
+/// is sent on, while a stopping master still exits within about a second.
+const REDIRECT_GRACE_MS: u64 = 300;
+
 /// How long the servers may take to finish the calls in flight once told to stop. The
 /// master's own streams end when it stops leading; a client that holds a call open past this
 /// is cut off, so a stopping master exits in bounded time whatever its clients do.
@@ -175,6 +180,9 @@ async fn hand_off(node: &ConsensusNode<ReplicatedState>) {
         Handoff::NotLeader => {}
         Handoff::Done { to, elapsed } => {
             tracing::info!(to, elapsed_ms = elapsed.as_millis() as u64, "handed leadership off");
+            // Clients whose next call comes here are told where the new leader is, at once,
+            // instead of finding a closed port and rediscovering after a backoff.
+            tokio::time::sleep(Duration::from_millis(REDIRECT_GRACE_MS)).await;
         }
         Handoff::Failed { reason } => {
             tracing::warn!(%reason, "could not hand leadership off; the followers will elect");

@@ -79,8 +79,10 @@ impl MasterRpc {
             return Ok(());
         }
         // A leaving leader still names itself as leader until the handoff completes: send the
-        // client to rediscover instead of back here.
-        let leader_addr = self.node.cluster_info().leader_addr.filter(|_| !self.node.is_leaving());
+        // client to rediscover instead of back here, until another member leads.
+        let info = self.node.cluster_info();
+        let elsewhere = info.leader_id.is_some_and(|leader| leader != self.node.id());
+        let leader_addr = info.leader_addr.filter(|_| elsewhere || !self.node.is_leaving());
         Err(not_leader(leader_addr.as_deref()))
     }
 
