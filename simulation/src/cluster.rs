@@ -143,7 +143,10 @@ impl Cluster {
             }
             true => {
                 let join: Vec<String> = founders.iter().map(|id| master_addr(*id)).collect();
-                vec![format!("--join={}", join.join(",")), format!("--advertise={}", master_addr(id))]
+                vec![
+                    format!("--join={}", join.join(",")),
+                    format!("--advertise={}", master_addr(id)),
+                ]
             }
         };
         let settings = &self.config.master;
@@ -227,6 +230,7 @@ impl Cluster {
         self.joiners.insert(id);
         self.nodes.insert(id);
         self.trace.record(format!("node {id} is new: it joins the group"));
+        self.trace.tally("new member joined");
         self.start_node(id).await
     }
 

@@ -179,32 +179,34 @@ impl MembershipNemesis {
             members.members.iter().filter(|member| member.voter).map(|member| member.id).collect();
         let running: BTreeSet<u64> = cluster.running().iter().map(|node| node.id).collect();
         let roll = self.rng.range(0, 100);
-        let plan = match roll {
+        let (kind, plan) = match roll {
             0..=39 => {
                 let victim = match self.rng.percent(50) {
                     true => leader.id,
                     false => voters[self.rng.index(voters.len())],
                 };
-                replace(victim, false)
+                ("membership plan: replace a voter", replace(victim, false))
             }
             40..=69 => {
                 let count = self.rng.range(1, 3);
                 let first = self.next_new_id;
                 self.next_new_id += count;
-                grow(first..first + count)
+                ("membership plan: grow and shrink", grow(first..first + count))
             }
             _ => {
                 let dead: Vec<u64> =
                     voters.iter().copied().filter(|id| !running.contains(id)).collect();
                 let others: Vec<u64> =
                     voters.iter().copied().filter(|id| *id != leader.id).collect();
-                match (dead.first(), others.is_empty()) {
+                let plan = match (dead.first(), others.is_empty()) {
                     (Some(victim), _) => replace(*victim, false),
                     (None, false) => replace(others[self.rng.index(others.len())], true),
                     (None, true) => return,
-                }
+                };
+                ("membership plan: remove a dead voter", plan)
             }
         };
+        self.trace.tally(kind);
         self.trace.record(format!("membership nemesis plans {plan:?} (voters {voters:?})"));
         self.plan = plan.into();
         self.attempts = 0;
@@ -240,7 +242,12 @@ impl MembershipNemesis {
     }
 
     /// What the leader answered to `step`.
-    fn answered(&mut self, cluster: &Cluster, step: Step, answer: Result<Members, MembershipError>) {
+    fn answered(
+        &mut self,
+        cluster: &Cluster,
+        step: Step,
+        answer: Result<Members, MembershipError>,
+    ) {
         let Step::Change(kind, id) = step else { return };
         let now_ms = self.trace.now_ms();
         match answer {
@@ -298,7 +305,8 @@ impl MembershipNemesis {
     /// A failed attempt: tries again a little later, or gives the plan up after too many.
     fn retry_later(&mut self, kind: MemberChangeKind, id: u64, why: &str) {
         self.attempts += 1;
-        self.trace.record(format!("membership {kind:?} {id} failed ({why}), attempt {}", self.attempts));
+        self.trace
+            .record(format!("membership {kind:?} {id} failed ({why}), attempt {}", self.attempts));
         let now_ms = self.trace.now_ms();
         if self.attempts >= ATTEMPTS_MAX {
             self.trace.record(format!("membership nemesis gives up its plan {:?}", self.plan));

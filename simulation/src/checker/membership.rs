@@ -1,9 +1,10 @@
 //! Membership changes: the group's configuration changes only through joint consensus, and a
 //! change answered as done is committed. Read from the canonical log's membership entries, in
 //! order, and from the changes the membership nemesis was told are done:
-//! - each configuration's first voter set is the one before's last (openraft's coherent
-//!   steps: a uniform `[A]` is followed by `[A]` with other learners or by the joint `[A, B]`;
-//!   a joint `[A, B]` by its uniform `[B]`, or by `[B, C]` when a change was taken up again);
+//! - each configuration shares a voter set with the one before (openraft's coherent steps,
+//!   whose quorums all intersect: a uniform `[A]` is followed by `[A]` with other learners or
+//!   by the joint `[A, B]`; a joint `[A, B]` by its uniform `[B]`, by `[A]` when a change is
+//!   taken back, or by `[B, C]` when another change follows one left halfway);
 //! - a removal answered as done shows in the committed membership at once (the member is in
 //!   none of its sets), an addition lists the member, a promotion makes it a voter of a uniform
 //!   configuration: openraft answers a change once the entry that ends it is applied;
@@ -140,9 +141,9 @@ fn acked_violation(change: &AckedChange, why: &str) -> Violation {
     )
 }
 
-/// Whether `next` may follow `before`: it starts with the voters `before` ends with.
+/// Whether `next` may follow `before`: at most two voter sets, one of them `before`'s.
 fn coherent(before: &MembershipSeen, next: &MembershipSeen) -> bool {
-    next.configs.len() <= 2 && before.configs.last() == next.configs.first()
+    next.configs.len() <= 2 && next.configs.iter().any(|voters| before.configs.contains(voters))
 }
 
 #[cfg(test)]
@@ -170,7 +171,9 @@ mod tests {
         check(seen(&[&[1, 2, 3]], &[4]), seen(&[&[1, 2, 3], &[1, 2, 3, 4]], &[]), true);
         check(seen(&[&[1, 2, 3], &[1, 2, 3, 4]], &[]), seen(&[&[1, 2, 3, 4]], &[]), true);
         check(seen(&[&[1, 2, 3], &[1, 2]], &[]), seen(&[&[1, 2], &[1, 2, 5]], &[]), true);
+        check(seen(&[&[1, 2, 3], &[1, 2]], &[]), seen(&[&[1, 2, 3]], &[]), true);
         check(seen(&[&[1, 2, 3]], &[]), seen(&[&[1, 2]], &[]), false);
-        check(seen(&[&[1, 2, 3], &[1, 2]], &[]), seen(&[&[1, 2, 3]], &[]), false);
+        check(seen(&[&[1, 2, 3], &[1, 2]], &[]), seen(&[&[2, 3]], &[]), false);
+        check(seen(&[&[1, 2]], &[]), seen(&[&[1, 3], &[1, 2, 3]], &[]), false);
     }
 }
