@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::checker::{AckedChange, MemberChangeKind};
 use crate::cluster::Cluster;
+use crate::config::SimulationConfig;
 use crate::master_link::master_addr;
 use crate::rng::SimRng;
 use crate::trace::Trace;
@@ -106,6 +107,12 @@ impl MembershipNemesis {
             acks: Vec::new(),
             planning: true,
         }
+    }
+
+    /// The nemesis of a run with `--membership` (none without).
+    pub fn for_run(config: &SimulationConfig, trace: &Trace) -> Option<Self> {
+        let rng = SimRng::derive(config.seed, MEMBERSHIP_STREAM);
+        config.membership.then(|| Self::new(rng, trace.clone(), config.node_count))
     }
 
     /// The changes answered as done since the last call.

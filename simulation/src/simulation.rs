@@ -16,7 +16,7 @@ use crate::data_plane::SimDataPlane;
 use crate::dataset::{recordio_path, SimDataset};
 use crate::history::History;
 use crate::job::SimJob;
-use crate::membership_nemesis::{MembershipNemesis, MEMBERSHIP_STREAM};
+use crate::membership_nemesis::MembershipNemesis;
 use crate::nemesis::Nemesis;
 use crate::network::SimNetwork;
 use crate::operator::SimOperator;
@@ -163,10 +163,7 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     };
     let rendezvous_agents = crate::rendezvous_agents::spawn_all(config, &context)?;
     let leases_ms = (config.master.trainer_lease_ms, config.master.pserver_lease_ms);
-    let membership = config.membership.then(|| {
-        let rng = SimRng::derive(config.seed, MEMBERSHIP_STREAM);
-        MembershipNemesis::new(rng, trace.clone(), config.node_count)
-    });
+    let membership = MembershipNemesis::for_run(config, &trace);
     let mut run = Run {
         config: config.clone(),
         trace: trace.clone(),

@@ -44,7 +44,7 @@ fn ten_seeds_with_membership_changes_run_clean() -> anyhow::Result<()> {
 #[test]
 fn a_membership_seed_replays_exactly_in_parallel_runs() -> anyhow::Result<()> {
     let config = SimulationConfig::new(4).with_membership();
-    let runs: Vec<std::thread::JoinHandle<anyhow::Result<Vec<(u64, u64)>>>> = (0..THREADS)
+    let runs: Vec<std::thread::JoinHandle<Traces>> = (0..THREADS)
         .map(|_| {
             let config = config.clone();
             std::thread::spawn(move || {
@@ -70,6 +70,9 @@ fn a_membership_seed_replays_exactly_in_parallel_runs() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Each run's trace hash and event count, from one thread.
+type Traces = anyhow::Result<Vec<(u64, u64)>>;
 
 /// Runs at once, and runs of each, for the replay test: enough to load two cores.
 const THREADS: usize = 4;
