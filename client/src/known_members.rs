@@ -5,7 +5,12 @@
 //! the group.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock, not the wall clock: the simulation pauses it, so a run refreshes at the same
+// simulated moments however long it takes on the machine (with `std`'s, a loaded machine's
+// runs refreshed more often and no longer replayed their seed).
+use tokio::time::Instant;
 
 use crate::discovery::ask;
 use crate::options::ClientOptions;

@@ -21,6 +21,10 @@ use crate::{ConsensusNode, StateMachine, WriteError};
 pub const MEMBERS_MAX: usize = 9;
 /// The longest member address: a DNS name (253 bytes), a colon and a port.
 pub const MEMBER_ADDR_BYTES_MAX: usize = 260;
+/// How often a promotion looks whether its learner caught up. A timer, not a wait on
+/// openraft's metrics watch: a watch wakes its waiters in an order tokio draws at random, and
+/// the simulation replays a seed only while no such order matters.
+const CATCH_UP_POLL_MS: u64 = 10;
 
 /// One member as the leader sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,8 +95,8 @@ impl<S: StateMachine> ConsensusNode<S> {
     }
 
     /// Adds member `id` at `addr` as a learner (the leader starts sending it the log at once).
-    /// The same id at the same address again changes nothing; another member's id or address
-    /// is refused.
+    /// The same id at the same address again changes nothing (answered once the membership
+    /// that lists it is committed); another member's id or address is refused.
     pub async fn add_learner(&self, id: u64, addr: &str) -> Result<Members, MembershipError> {
         let members = self.members()?;
         if id == 0 {
@@ -108,7 +112,7 @@ impl<S: StateMachine> ConsensusNode<S> {
         }
         for member in &members.members {
             match (member.id == id, member.addr == addr) {
-                (true, true) => return Ok(members),
+                (true, true) => return self.committed(members),
                 (true, false) => {
                     return Err(MembershipError::IdTaken { id, addr: member.addr.clone() });
                 }
@@ -130,14 +134,16 @@ impl<S: StateMachine> ConsensusNode<S> {
     }
 
     /// Makes learner `id` a voter once it holds the log up to where the leader's was when
-    /// asked (within `bound`): a voter that lags would hold back every commit.
+    /// asked (within `bound`): a voter that lags would hold back every commit. A voter already
+    /// is answered once its membership is committed; a joint configuration that makes it one
+    /// (left by a leader that stopped halfway) is ended first.
     pub async fn promote(&self, id: u64, bound: Duration) -> Result<Members, MembershipError> {
         let members = self.members()?;
         let Some(member) = members.members.iter().find(|member| member.id == id) else {
             return Err(MembershipError::NotMember { id });
         };
-        if member.voter {
-            return Ok(members);
+        if member.voter && !members.joint {
+            return self.committed(members);
         }
         self.caught_up(id, members.last_log_index, bound).await?;
         self.change(ChangeMembers::AddVoterIds(BTreeSet::from([id]))).await?;
@@ -171,6 +177,21 @@ impl<S: StateMachine> ConsensusNode<S> {
         Ok(self.members()?)
     }
 
+    /// `members` once the entry that set them is committed (this leader applied it); until
+    /// then the change is under way: answered done, it could still be lost with the entry.
+    fn committed(&self, members: Members) -> Result<Members, MembershipError> {
+        let (applied_index, _) = self.applied_membership();
+        match applied_index >= members.membership_index {
+            true => Ok(members),
+            false => Err(MembershipError::InProgress {
+                reason: format!(
+                    "the membership set at index {} is not committed yet (applied: {applied_index})",
+                    members.membership_index
+                ),
+            }),
+        }
+    }
+
     /// Hands leadership to a caught-up follower and then acts as a follower again (it stays a
     /// member until the new leader removes it): what the caller is told to do next.
     async fn hand_off_to_be_removed(
@@ -195,17 +216,19 @@ impl<S: StateMachine> ConsensusNode<S> {
         }
     }
 
-    /// Waits until member `id` holds the log up to `index`.
+    /// Waits until member `id` holds the log up to `index`, looking every
+    /// [`CATCH_UP_POLL_MS`].
     async fn caught_up(&self, id: u64, index: u64, bound: Duration) -> Result<(), MembershipError> {
-        let holds = move |metrics: &crate::Metrics| matched(metrics, id) >= Some(index);
-        let waited =
-            self.inner.raft.wait(Some(bound)).metrics(holds, "the learner caught up").await;
-        match waited {
-            Ok(_) => Ok(()),
-            Err(_) => {
-                let matched = matched(&self.inner.raft.metrics().borrow(), id);
-                Err(MembershipError::NotCaughtUp { id, matched, index, bound })
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let matched = matched(&self.inner.raft.metrics().borrow(), id);
+            if matched >= Some(index) {
+                return Ok(());
             }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(MembershipError::NotCaughtUp { id, matched, index, bound });
+            }
+            tokio::time::sleep(Duration::from_millis(CATCH_UP_POLL_MS)).await;
         }
     }
 
@@ -213,6 +236,12 @@ impl<S: StateMachine> ConsensusNode<S> {
     async fn change(&self, change: ChangeMembers<u64, BasicNode>) -> Result<(), MembershipError> {
         let timeout_ms = 2 * self.inner.config.write_timeout_ms;
         let changed = self.inner.raft.change_membership(change, false);
+        if crate::planted::active("membership-ack-before-commit") {
+            // The change is sent to the core at the first poll; the answer does not wait.
+            let proposed = tokio::time::timeout(Duration::from_millis(1), changed).await;
+            tracing::info!(done = proposed.is_ok(), "membership change answered as proposed");
+            return Ok(());
+        }
         let result = match tokio::time::timeout(Duration::from_millis(timeout_ms), changed).await {
             Err(_elapsed) => return Err(WriteError::Timeout { timeout_ms }.into()),
             Ok(result) => result,

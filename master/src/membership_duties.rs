@@ -81,10 +81,14 @@ pub(crate) async fn join_group(
     }
 }
 
+/// Whether this master is a voter of a uniform configuration: in a joint one (a change left
+/// halfway by a leader that stopped) it asks again, and the promotion ends it.
 fn is_voter(node: &ConsensusNode<ReplicatedState>) -> bool {
     let metrics = node.metrics();
     let metrics = metrics.borrow();
-    metrics.membership_config.membership().voter_ids().any(|voter| voter == metrics.id)
+    let membership = metrics.membership_config.membership();
+    let uniform = membership.get_joint_config().len() == 1;
+    uniform && membership.voter_ids().any(|voter| voter == metrics.id)
 }
 
 /// Resolves once this master learns it was removed, after writing `REMOVED` in `data_dir`:

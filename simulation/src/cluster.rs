@@ -1,9 +1,11 @@
 //! The simulated master group: each node's disk and clock, and its running incarnation, which
 //! is production code end to end: a `ConsensusNode` (batcher, pace, leadership cache, RPC
 //! handler) over the simulated log store, snapshots and network, and a `master::Replica` (the
-//! master service and the leader's duties) on it. Crashes, restarts and pauses.
+//! master service and the leader's duties) on it. Crashes, restarts and pauses; and, for
+//! membership changes, nodes that join the running group (new ids, or an id whose disk was
+//! wiped after its removal) and nodes retired for good.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use clap::Parser;
@@ -39,6 +41,9 @@ pub struct RunningNode {
     pub node: ConsensusNode<ReplicatedState>,
     pub observer: SimObserver,
     pub disk: SimDisk,
+    /// How many times its disk was wiped before this incarnation (a wiped node is a new
+    /// member that happens to reuse the id).
+    pub life: u64,
 }
 
 impl RunningNode {
@@ -63,6 +68,11 @@ impl RunningNode {
     pub fn master_state(&self) -> MasterState {
         self.node.read(|state| state.state().clone())
     }
+
+    /// The same, with the index of the last entry it holds.
+    pub fn master_state_applied(&self) -> (u64, MasterState) {
+        self.node.read_applied(|state| state.state().clone())
+    }
 }
 
 /// Parses a master's command line into its configuration, as `raftrain master` does.
@@ -81,6 +91,12 @@ pub struct Cluster {
     origin: Instant,
     disks: BTreeMap<u64, SimDisk>,
     incarnations: BTreeMap<u64, u64>,
+    /// The nodes that should run: the founders, joiners, not the retired.
+    nodes: BTreeSet<u64>,
+    /// Nodes that start with `--join` (added to the running group) instead of `--peers`.
+    joiners: BTreeSet<u64>,
+    /// How many times each node's disk was wiped.
+    lives: BTreeMap<u64, u64>,
     running: BTreeMap<u64, RunningNode>,
     replicas: BTreeMap<u64, Replica>,
     /// Observers of crashed incarnations whose last applies the checkers still read.
@@ -102,6 +118,9 @@ impl Cluster {
             origin: Instant::now(),
             disks: config.node_ids().into_iter().map(|id| (id, SimDisk::default())).collect(),
             incarnations: BTreeMap::new(),
+            nodes: config.node_ids().into_iter().collect(),
+            joiners: BTreeSet::new(),
+            lives: BTreeMap::new(),
             running: BTreeMap::new(),
             replicas: BTreeMap::new(),
             retired: Vec::new(),
@@ -115,14 +134,26 @@ impl Cluster {
     /// Master `id`'s configuration, from the command line a real master would get.
     fn master_config(&mut self, id: u64) -> anyhow::Result<MasterConfig> {
         let timeout_ms = self.rng.range(ELECTION_TIMEOUT_MS.0, ELECTION_TIMEOUT_MS.1);
-        let peers: Vec<String> =
-            self.config.node_ids().iter().map(|id| format!("{id}={}", master_addr(*id))).collect();
+        let founders = self.config.node_ids();
+        let group = match self.joiners.contains(&id) {
+            false => {
+                let peers: Vec<String> =
+                    founders.iter().map(|id| format!("{id}={}", master_addr(*id))).collect();
+                vec![format!("--peers={}", peers.join(","))]
+            }
+            true => {
+                let join: Vec<String> = founders.iter().map(|id| master_addr(*id)).collect();
+                vec![
+                    format!("--join={}", join.join(",")),
+                    format!("--advertise={}", master_addr(id)),
+                ]
+            }
+        };
         let settings = &self.config.master;
         let args = [
             "master".to_string(),
             format!("--id={id}"),
             "--listen=127.0.0.1:7000".to_string(),
-            format!("--peers={}", peers.join(",")),
             format!("--data-dir=sim/node-{id}"),
             format!("--heartbeat-ms={}", settings.heartbeat_ms),
             format!("--election-timeout-min-ms={timeout_ms}"),
@@ -136,7 +167,7 @@ impl Cluster {
             format!("--trainer-lease-ms={}", settings.trainer_lease_ms),
             format!("--pserver-lease-ms={}", settings.pserver_lease_ms),
         ];
-        Ok(MasterArgs::try_parse_from(args)?.config)
+        Ok(MasterArgs::try_parse_from(args.into_iter().chain(group))?.config)
     }
 
     /// Starts a new incarnation of node `id` on its disk, its clock skewed as drawn.
@@ -187,8 +218,56 @@ impl Cluster {
         ));
         node.bootstrap().await?;
         self.replicas.insert(id, replica);
-        self.running.insert(id, RunningNode { id, incarnation, node, observer, disk });
+        let life = self.life(id);
+        self.running.insert(id, RunningNode { id, incarnation, node, observer, disk, life });
         Ok(())
+    }
+
+    /// Starts node `id`, never seen before, with an empty disk, as a master that joins the
+    /// running group (`--join`): it waits to be added as a learner.
+    pub async fn add_node(&mut self, id: u64) -> anyhow::Result<()> {
+        self.disks.insert(id, SimDisk::default());
+        self.joiners.insert(id);
+        self.nodes.insert(id);
+        self.trace.record(format!("node {id} is new: it joins the group"));
+        self.trace.tally("new member joined");
+        self.start_node(id).await
+    }
+
+    /// Node `id`, removed from the group, exits; its disk is wiped and it starts again as a
+    /// master that joins the running group (`--join`), a new member with the old id.
+    pub async fn wipe(&mut self, id: u64) -> anyhow::Result<()> {
+        self.exit(id);
+        self.disks.insert(id, SimDisk::default());
+        *self.lives.entry(id).or_default() += 1;
+        self.joiners.insert(id);
+        self.nodes.insert(id);
+        self.trace.record(format!("node {id}'s disk is wiped: it joins the group anew"));
+        self.trace.tally("wiped and rejoined");
+        self.start_node(id).await
+    }
+
+    /// Node `id`, removed from the group, exits and is never started again (as a removed
+    /// master stops and refuses its directory).
+    pub fn retire(&mut self, id: u64) {
+        self.exit(id);
+        self.nodes.remove(&id);
+        self.trace.record(format!("node {id} retired"));
+    }
+
+    /// How many times node `id`'s disk was wiped.
+    pub fn life(&self, id: u64) -> u64 {
+        self.lives.get(&id).copied().unwrap_or(0)
+    }
+
+    /// How many times each node's disk was wiped (every node ever started).
+    pub fn lives(&self) -> BTreeMap<u64, u64> {
+        self.disks.keys().map(|id| (*id, self.life(*id))).collect()
+    }
+
+    /// The nodes that should run (crashed ones included), lowest first.
+    pub fn nodes(&self) -> Vec<u64> {
+        self.nodes.iter().copied().collect()
     }
 
     /// SIGTERM: node `id` hands leadership off as `raftrain master` does (see
@@ -298,10 +377,9 @@ impl Cluster {
         self.running.values().cloned().collect()
     }
 
-    /// Ids of nodes that are down.
+    /// Ids of nodes that are down (and not retired).
     pub fn crashed(&self) -> Vec<u64> {
-        let ids = self.config.node_ids();
-        ids.into_iter().filter(|id| !self.running.contains_key(id)).collect()
+        self.nodes.iter().copied().filter(|id| !self.running.contains_key(id)).collect()
     }
 
     /// Observers of crashed incarnations.

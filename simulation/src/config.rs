@@ -34,6 +34,7 @@ pub const PRODUCTION_BUGS: &[&str] = &[
     "claim-another-incarnation",
     "push-across-restore",
     "rendezvous-stale-version",
+    "membership-ack-before-commit",
 ];
 
 /// How the simulated masters are configured (flags of `raftrain master`, scaled to the
@@ -93,6 +94,9 @@ pub struct SimulationConfig {
     /// Rendezvous agents write one run's keys through the fault phase
     /// (`rendezvous_agents.rs`; off unless set, like `operator`).
     pub rendezvous: bool,
+    /// The membership nemesis removes, wipes and re-adds members, grows and shrinks the group
+    /// through the fault phase (`membership_nemesis.rs`; off unless set, like `operator`).
+    pub membership: bool,
     /// Trace every applied command and its answer (to read a failing seed).
     pub verbose: bool,
     /// How many of the trace's last lines a report keeps.
@@ -131,6 +135,7 @@ impl SimulationConfig {
             leader_disk_stall_ms: None,
             operator: false,
             rendezvous: false,
+            membership: false,
             verbose: false,
             trace_lines: crate::trace::TAIL_LINES_DEFAULT,
         }
@@ -165,6 +170,12 @@ impl SimulationConfig {
     /// The same run with rendezvous agents racing on one run's keys.
     pub fn with_rendezvous(mut self) -> Self {
         self.rendezvous = true;
+        self
+    }
+
+    /// The same run with the membership nemesis changing the group's members.
+    pub fn with_membership(mut self) -> Self {
+        self.membership = true;
         self
     }
 

@@ -23,7 +23,8 @@
 //!   trainers and pservers. `dataset`: a job's dataset, a RecordIO file or (for some seeds)
 //!   an index range, and what each task must cover. `operator`: (with `--operator`)
 //!   checkpoints, cancels and then tries to restore the last job. `rendezvous_agents`:
-//!   (with `--rendezvous`) agents racing on one rendezvous run's keys. `nemesis`: faults.
+//!   (with `--rendezvous`) agents racing on one rendezvous run's keys. `nemesis`: faults;
+//!   `membership_nemesis`: (with `--membership`) removes, wipes, re-adds, grows and shrinks.
 //!   `history`: invoke/ok/fail/info. `checker`: one file per invariant. `simulation`: one run
 //!   (fault phase, heal, liveness phase). `runner`: many seeds.
 //!
@@ -62,6 +63,7 @@ pub mod history;
 pub mod job;
 pub mod log_store;
 pub mod master_link;
+pub mod membership_nemesis;
 pub mod nemesis;
 pub mod network;
 pub mod observer;

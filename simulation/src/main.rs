@@ -2,7 +2,7 @@
 //! [--forever]` runs schedules and prints each failing seed as `--seed N`; `--seed N` replays
 //! one schedule and prints its trace tail and what each job did; `--jobs 1|2` overrides how
 //! many jobs the seeds draw; `--operator` and `--rendezvous` add clients no seed runs
-//! otherwise. `--plant BUG` needs `--features planted-bugs`.
+//! otherwise, `--membership` membership changes. `--plant BUG` needs `--features planted-bugs`.
 
 use clap::Parser;
 use simulation::{run, PlantedBugs, SimulationConfig};
@@ -28,7 +28,8 @@ struct Args {
     /// Plant a bug of the production code by name (to see it caught); repeatable. One of
     /// `jammed-batcher`, `skip-epoch-check`, `answer-before-commit`, `deposed-heartbeats`,
     /// `leases-across-terms`, `restore-revives-ended`, `claim-another-incarnation`,
-    /// `push-across-restore`, `rendezvous-stale-version`. Only in a build with `--features
+    /// `push-across-restore`, `rendezvous-stale-version`, `membership-ack-before-commit`. Only
+    /// in a build with `--features
     /// planted-bugs`.
     #[arg(long = "plant", value_name = "BUG", value_parser = clap::builder::PossibleValuesParser::new(simulation::config::PRODUCTION_BUGS))]
     plant: Vec<String>,
@@ -66,6 +67,11 @@ struct Args {
     /// compares by a version they read, some stale), judged by the rendezvous-keys checker.
     #[arg(long)]
     rendezvous: bool,
+    /// The membership nemesis changes the group through the fault phase: removes a voter
+    /// (the leader too) and adds it back on a wiped disk, grows the group to 4 or 5 and
+    /// shrinks it back, removes a dead member.
+    #[arg(long)]
+    membership: bool,
 }
 
 impl Args {
@@ -81,6 +87,7 @@ impl Args {
         };
         let config = if self.operator { config.with_operator() } else { config };
         let config = if self.rendezvous { config.with_rendezvous() } else { config };
+        let config = if self.membership { config.with_membership() } else { config };
         SimulationConfig {
             fault_phase_ms: self.fault_phase_ms.unwrap_or(config.fault_phase_ms),
             flush_failure_at_ms: self.flush_failure_at_ms.or(config.flush_failure_at_ms),

@@ -2,6 +2,7 @@
 //! records which entry, commands and answers every node applied at every index, for the
 //! checkers to compare across nodes and against what clients were told.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use consensus::apply_observer::ApplyObserver;
@@ -24,6 +25,28 @@ pub struct AppliedEntry {
     /// A hash of the entry's payload, equal on every node that applied the same entry.
     pub payload_hash: u64,
     pub commands: Vec<AppliedCommand>,
+    /// The configuration a membership entry sets (none for any other entry).
+    pub membership: Option<MembershipSeen>,
+}
+
+/// A membership entry's configuration: its voter sets (two while a change is half done:
+/// openraft's joint consensus) and every member, voter or learner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MembershipSeen {
+    pub configs: Vec<BTreeSet<u64>>,
+    pub nodes: BTreeSet<u64>,
+}
+
+impl MembershipSeen {
+    /// Whether a change is half done: old and new voters both decide.
+    pub fn joint(&self) -> bool {
+        self.configs.len() > 1
+    }
+
+    /// Every voter of any of its configurations.
+    pub fn voters(&self) -> BTreeSet<u64> {
+        self.configs.iter().flatten().copied().collect()
+    }
 }
 
 /// What one node incarnation applied since the checkers last looked. Cheap to clone.
@@ -57,8 +80,15 @@ impl ApplyObserver for SimObserver {
                 .collect(),
             EntryPayload::Blank | EntryPayload::Membership(_) => Vec::new(),
         };
-        let applied =
-            AppliedEntry { log_id: entry.log_id, payload_hash: payload_hash(entry), commands };
+        let membership = match &entry.payload {
+            EntryPayload::Membership(membership) => Some(MembershipSeen {
+                configs: membership.get_joint_config().clone(),
+                nodes: membership.nodes().map(|(id, _)| *id).collect(),
+            }),
+            EntryPayload::Blank | EntryPayload::Normal(_) => None,
+        };
+        let (log_id, payload_hash) = (entry.log_id, payload_hash(entry));
+        let applied = AppliedEntry { log_id, payload_hash, commands, membership };
         self.entries().push(applied);
     }
 }

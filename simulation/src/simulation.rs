@@ -16,6 +16,7 @@ use crate::data_plane::SimDataPlane;
 use crate::dataset::{recordio_path, SimDataset};
 use crate::history::History;
 use crate::job::SimJob;
+use crate::membership_nemesis::MembershipNemesis;
 use crate::nemesis::Nemesis;
 use crate::network::SimNetwork;
 use crate::operator::SimOperator;
@@ -84,6 +85,9 @@ pub fn replay_command(config: &SimulationConfig) -> String {
     if config.rendezvous {
         command.push_str(" --rendezvous");
     }
+    if config.membership {
+        command.push_str(" --membership");
+    }
     command
 }
 
@@ -112,6 +116,8 @@ struct Run {
     operator: Option<JoinHandle<()>>,
     /// The rendezvous agents, if any, which stop asking when the fault phase ends.
     rendezvous_agents: Vec<JoinHandle<()>>,
+    /// The membership nemesis, if any.
+    membership: Option<MembershipNemesis>,
     checkers: Checkers,
 }
 
@@ -157,6 +163,7 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
     };
     let rendezvous_agents = crate::rendezvous_agents::spawn_all(config, &context)?;
     let leases_ms = (config.master.trainer_lease_ms, config.master.pserver_lease_ms);
+    let membership = MembershipNemesis::for_run(config, &trace);
     let mut run = Run {
         config: config.clone(),
         trace: trace.clone(),
@@ -166,6 +173,7 @@ async fn drive(config: &SimulationConfig) -> anyhow::Result<SimulationReport> {
         pservers,
         operator,
         rendezvous_agents,
+        membership,
         checkers: Checkers::new(leases_ms, &config.jobs),
     };
     let violation = run.phases().await?.err();
@@ -274,17 +282,26 @@ impl Run {
             if let Some(stall) = &mut stall {
                 stall.step(&self.cluster, elapsed_ms);
             }
+            if let Some(membership) = &mut self.membership {
+                membership.step(&mut self.cluster).await?;
+            }
             self.cluster.restart_stopped_cores().await?;
             if let Err(violation) = self.step() {
                 return Ok(Err(violation));
             }
         }
         nemesis.heal(&mut self.cluster).await?;
+        if let Some(membership) = &mut self.membership {
+            membership.heal();
+        }
         let healed_ms = self.trace.now_ms();
         let deadline_ms = elapsed_ms + self.config.liveness_ms_max;
         while elapsed_ms < deadline_ms {
             tokio::time::sleep(Duration::from_millis(step_ms)).await;
             elapsed_ms += step_ms;
+            if let Some(membership) = &mut self.membership {
+                membership.step(&mut self.cluster).await?;
+            }
             self.cluster.restart_stopped_cores().await?;
             if let Err(violation) = self.step().and_then(|()| self.calls_complete(healed_ms)) {
                 return Ok(Err(violation));
@@ -299,7 +316,10 @@ impl Run {
 
     /// Every checker on what every node shows now.
     fn step(&mut self) -> Result<(), Violation> {
-        let observation = self.observe();
+        let mut observation = self.observe();
+        if let Some(membership) = &mut self.membership {
+            observation.membership_acks = membership.take_acks();
+        }
         self.checkers.check(&observation)
     }
 
@@ -340,9 +360,11 @@ impl Run {
                 }
                 applied.push((node.id, entry));
             }
+            let (applied_index, state) = node.master_state_applied();
             nodes.push(NodeView {
                 id: node.id,
                 incarnation: node.incarnation,
+                life: node.life,
                 metrics: node.metrics(),
                 leading_since_ms: node
                     .node
@@ -354,7 +376,8 @@ impl Run {
                 durable_vote: node.disk.durable_vote(),
                 committed: node.disk.committed(),
                 durable_last_index: node.disk.durable_last_index(),
-                state: node.master_state(),
+                applied_index,
+                state,
             });
         }
         let now_ms = self.trace.now_ms();
@@ -370,6 +393,8 @@ impl Run {
             push_events,
             dataset_events,
             rendezvous_events,
+            membership_acks: Vec::new(),
+            lives: self.cluster.lives(),
             now_ms,
         }
     }

@@ -12,6 +12,7 @@ mod leader_crash;
 mod leader_isolation;
 mod lossy_links;
 mod membership;
+mod membership_answers;
 mod pending_writes;
 mod refuse_to_start;
 mod restart;

@@ -6,7 +6,8 @@
 //! - at most one node leads under one leader id;
 //! - a node's durable vote never goes back, across crashes and restarts too. (The page-cache
 //!   vote may: a crash can lose a committed vote whose flush had not finished, which is fine,
-//!   as nothing was acknowledged on it; seed 333 does that.)
+//!   as nothing was acknowledged on it; seed 333 does that.) A disk wiped after the node's
+//!   removal starts a new member with the old id, and a new record of its votes.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +19,8 @@ use super::{NodeView, Violation};
 #[derive(Default)]
 pub struct ElectionSafety {
     leaders: BTreeMap<(u64, u64), u64>,
-    votes: BTreeMap<u64, Vote<u64>>,
+    /// By node id and life (how many times its disk was wiped).
+    votes: BTreeMap<(u64, u64), Vote<u64>>,
     highest_term: u64,
 }
 
@@ -27,7 +29,7 @@ impl ElectionSafety {
         for node in nodes {
             let (id, metrics) = (node.id, &node.metrics);
             if let Some(stored) = node.durable_vote {
-                self.check_vote(id, stored)?;
+                self.check_vote((id, node.life), stored)?;
             }
             let vote = metrics.vote;
             if metrics.state != ServerState::Leader {
@@ -52,8 +54,8 @@ impl ElectionSafety {
         Ok(())
     }
 
-    fn check_vote(&mut self, id: u64, vote: Vote<u64>) -> Result<(), Violation> {
-        match self.votes.insert(id, vote) {
+    fn check_vote(&mut self, (id, life): (u64, u64), vote: Vote<u64>) -> Result<(), Violation> {
+        match self.votes.insert((id, life), vote) {
             Some(before) if vote < before => Err(Violation::new(
                 "election safety",
                 format!("node {id}'s durable vote went back from {before} to {vote}"),

@@ -10,6 +10,10 @@
 //! push computed before a restore is applied to the restored model; `rendezvous_keys` that
 //! every rendezvous run's keys answer as a model replaying the log in order does (a compare by
 //! version writes only at the key's version, versions never repeat, adds count once).
+//! `membership` reads the canonical log's membership entries (joint consensus only; a change
+//! answered as done is committed) and notes each removal, by which `removed_members` holds a
+//! removed member to never leading again nor applying past its removal; `state_agreement`
+//! that nodes at the same applied index hold the same state.
 //!
 //! The group runs one job or several at once. The Raft checkers, state machine safety, lease
 //! terms and the task-queue invariants (on the whole `MasterState`) are the group's; the
@@ -29,11 +33,14 @@ mod job_directory;
 mod leader_completeness;
 mod lease_terms;
 mod log_matching;
+mod membership;
 mod per_job;
 mod raft_core;
+mod removed_members;
 mod rendezvous_keys;
 mod restore_fencing;
 mod slot_holders;
+mod state_agreement;
 mod state_machine_safety;
 mod task_queue;
 
@@ -55,6 +62,7 @@ pub use epoch_fencing::EpochFencing;
 pub use job_directory::JobDirectory;
 pub use leader_completeness::LeaderCompleteness;
 pub use lease_terms::LeaseTerms;
+pub use membership::{AckedChange, MemberChangeKind, MembershipChanges};
 pub use rendezvous_keys::RendezvousKeys;
 pub use slot_holders::SlotHolders;
 pub use state_machine_safety::{CanonicalLog, StateMachineSafety};
@@ -64,6 +72,8 @@ pub use task_queue::TaskQueueInvariants;
 pub struct NodeView {
     pub id: u64,
     pub incarnation: u64,
+    /// How many times its disk was wiped (a wiped node is a new member with the old id).
+    pub life: u64,
     pub metrics: Metrics,
     /// The term this node leads and when (simulated ms) it began leading it, as the node
     /// itself noted: the checkers may look only after a pause (a graceful stop is awaited).
@@ -80,6 +90,8 @@ pub struct NodeView {
     pub committed: Option<LogId<u64>>,
     /// The last index its disk would keep in a crash.
     pub durable_last_index: Option<u64>,
+    /// The index of the last entry `state` holds.
+    pub applied_index: u64,
     pub state: MasterState,
 }
 
@@ -98,6 +110,10 @@ pub struct Observation {
     pub dataset_events: Vec<DatasetEvent>,
     /// What rendezvous agents asked for and were told since the last step.
     pub rendezvous_events: Vec<RendezvousEvent>,
+    /// Membership changes answered as done since the last step.
+    pub membership_acks: Vec<AckedChange>,
+    /// How many times each node's disk was wiped so far.
+    pub lives: BTreeMap<u64, u64>,
     /// Simulated time of the observation.
     pub now_ms: u64,
 }
@@ -137,6 +153,7 @@ pub struct Checkers {
     slot_holders: SlotHolders,
     dataset_answers: DatasetAnswers,
     rendezvous_keys: RendezvousKeys,
+    membership: MembershipChanges,
 }
 
 impl Checkers {
@@ -155,6 +172,7 @@ impl Checkers {
             slot_holders: SlotHolders::new(pserver_lease_ms),
             dataset_answers: DatasetAnswers::new(jobs),
             rendezvous_keys: RendezvousKeys::default(),
+            membership: MembershipChanges::default(),
         }
     }
 
@@ -166,6 +184,9 @@ impl Checkers {
         log_matching::check(&observation.nodes)?;
         self.state_machine.check(&observation.applied)?;
         let canonical = self.state_machine.canonical();
+        state_agreement::check(&observation.nodes)?;
+        self.membership.check(canonical, &observation.lives, &observation.membership_acks)?;
+        removed_members::check(&observation.nodes, self.membership.removed())?;
         self.leader_completeness.check(
             &observation.nodes,
             canonical,
@@ -190,5 +211,10 @@ impl Checkers {
     /// finished in it, as client-visible safety attributed them.
     pub fn tasks_seen(&self) -> BTreeMap<String, TasksSeen> {
         self.client_visible.tasks_seen()
+    }
+
+    /// How many membership entries the group committed.
+    pub fn membership_entries(&self) -> u64 {
+        self.membership.entries_read()
     }
 }

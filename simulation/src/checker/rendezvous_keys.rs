@@ -367,7 +367,8 @@ mod tests {
                 response: encode_response(&response),
             };
             let log_id = LogId::new(CommittedLeaderId::new(1, 1), index);
-            let entry = AppliedEntry { log_id, payload_hash: index, commands: vec![command] };
+            let commands = vec![command];
+            let entry = AppliedEntry { log_id, payload_hash: index, commands, membership: None };
             safety.check(&[(1, entry)]).map_err(|violation| panic!("{violation}"))?;
             keys.check(safety.canonical(), &[])?;
         }

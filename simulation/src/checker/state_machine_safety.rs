@@ -8,7 +8,7 @@ use master::state::{decode_request, decode_response, Request, Response};
 use openraft::LogId;
 
 use super::Violation;
-use crate::observer::AppliedEntry;
+use crate::observer::{AppliedEntry, MembershipSeen};
 
 /// One command of the canonical log, decoded.
 pub struct CanonicalCommand {
@@ -25,6 +25,8 @@ pub struct CanonicalEntry {
     pub log_id: LogId<u64>,
     pub payload_hash: u64,
     pub commands: Vec<CanonicalCommand>,
+    /// The configuration a membership entry sets.
+    pub membership: Option<MembershipSeen>,
 }
 
 /// One decoded command of the canonical log, and the entry that holds it.
@@ -92,8 +94,12 @@ impl CanonicalLog {
                 replay,
             });
         }
-        let entry =
-            CanonicalEntry { log_id: applied.log_id, payload_hash: applied.payload_hash, commands };
+        let entry = CanonicalEntry {
+            log_id: applied.log_id,
+            payload_hash: applied.payload_hash,
+            commands,
+            membership: applied.membership.clone(),
+        };
         self.entries.insert(applied.log_id.index, entry);
     }
 }

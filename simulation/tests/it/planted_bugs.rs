@@ -184,6 +184,22 @@ fn a_compare_by_a_stale_rendezvous_version_is_caught() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A membership change answered as done once it is proposed, before openraft commits it (a
+/// joint change then never even proposes its uniform configuration): at seed 3 with the
+/// membership nemesis, the removal of member 2 is answered while the committed membership
+/// still lists it, and the membership checker says so at that step, before the nemesis wipes
+/// the member's disk (`--plant membership-ack-before-commit --membership --seeds 30` catches
+/// it at every seed).
+#[test]
+#[cfg(feature = "planted-bugs")]
+fn a_membership_change_answered_before_it_commits_is_caught() -> anyhow::Result<()> {
+    let config = SimulationConfig::new(3).with_membership();
+    let bug = production(&["membership-ack-before-commit"]);
+    let violation = check_config(config, bug, "membership change acknowledged")?;
+    assert!(violation.detail.contains("Remove of member 2"), "--seed 3: {violation}");
+    Ok(())
+}
+
 /// Without the `planted-bugs` feature a run naming a production bug fails at once, naming the
 /// feature, instead of running clean (which would read as "the bug went unnoticed").
 #[test]
