@@ -211,7 +211,7 @@ async fn remove(
     };
     match answer {
         Ok(members) => step.end(OpKind::Ok, format!("removed; {}", describe(&members))),
-        Err(error) => step.end(OpKind::Info, format!("no answer: {error}")),
+        Err(error) => step.end(OpKind::Info, format!("outcome unknown: {error}")),
     }
     let Some((leader, delay, restarted)) = killed else { return Ok(()) };
     let step = Recorded::begin(history, "kill-leader", leader);
