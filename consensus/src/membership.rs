@@ -3,6 +3,14 @@
 //! leader asked to remove itself first hands leadership to a caught-up follower and sends the
 //! caller there (the new leader removes it), so the group is never left to wait for an
 //! election. Every change is bounded in time and its refusals name what is wrong.
+//!
+//! A change is two commits: the joint configuration (old and new voters both decide), then
+//! the new one alone. openraft proposes the second from the caller's future, so a leader that
+//! dies between the two (or a caller that gives up, dropping the future) leaves the group in
+//! the joint configuration for good: every later commit then needs a majority of the old
+//! voters too, and a member being removed still counts. [`ConsensusNode::half_done_change`]
+//! finds such a configuration and [`ConsensusNode::finish_change`] completes it; a promotion
+//! asked again completes it as well.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -145,6 +153,8 @@ impl<S: StateMachine> ConsensusNode<S> {
         if member.voter && !members.joint {
             return self.committed(members);
         }
+        // A voter of a joint configuration is one of its new voters (or of both): adding it
+        // again completes the change instead of leaving it half done.
         self.caught_up(id, members.last_log_index, bound).await?;
         self.change(ChangeMembers::AddVoterIds(BTreeSet::from([id]))).await?;
         Ok(self.members()?)
@@ -214,6 +224,41 @@ impl<S: StateMachine> ConsensusNode<S> {
                 MembershipError::HandOffFailed { reason: reason.to_string() }
             }
         }
+    }
+
+    /// When this node leads and its membership is a joint configuration: the index of the
+    /// entry that set it. Seen twice (apart by more than a change's two commits take), it was
+    /// left half done: [`ConsensusNode::finish_change`] completes it.
+    pub fn half_done_change(&self) -> Option<u64> {
+        if !self.is_leader() {
+            return None;
+        }
+        let metrics = self.inner.raft.metrics().borrow().clone();
+        let joint = metrics.membership_config.membership().get_joint_config().len() > 1;
+        joint.then(|| crate::cluster_info::membership_index(&metrics))
+    }
+
+    /// Completes the joint configuration set by the entry at `index`, if it is still this
+    /// leader's membership: its new voters alone decide from then on (members that were only
+    /// old voters leave, as the change's own second commit would have had them).
+    pub async fn finish_change(&self, index: u64) -> Result<Members, MembershipError> {
+        let members = self.members()?;
+        if !members.joint || members.membership_index != index {
+            return Ok(members);
+        }
+        let new_voters: BTreeSet<u64> = {
+            let metrics = self.inner.raft.metrics().borrow().clone();
+            let configs = metrics.membership_config.membership().get_joint_config().clone();
+            configs.last().cloned().unwrap_or_default()
+        };
+        if new_voters.is_empty() {
+            return Err(MembershipError::Refused {
+                reason: "a joint configuration with no new voters".into(),
+            });
+        }
+        tracing::warn!(index, ?new_voters, "finishing a membership change left half done");
+        self.change(ChangeMembers::ReplaceAllVoters(new_voters)).await?;
+        Ok(self.members()?)
     }
 
     /// Waits until member `id` holds the log up to `index`, looking every

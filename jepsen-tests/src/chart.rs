@@ -36,7 +36,11 @@ pub fn latency_svg(ops: &[Op], faults: &[(String, Vec<u64>, u64, u64)]) -> Strin
     for pair in completed(ops) {
         if matches!(
             pair.invoke.f,
-            Operation::Status | Operation::Digest { .. } | Operation::PserverStatus { .. }
+            Operation::Status
+                | Operation::Digest { .. }
+                | Operation::PserverStatus { .. }
+                | Operation::MemberChange { .. }
+                | Operation::Members
         ) {
             continue;
         }

@@ -84,6 +84,17 @@ pub enum Operation {
     },
     /// A linearizable read of the counter and state keys.
     RendezvousRead,
+    /// One step of the membership nemesis on `master` (id): `remove` it, `rejoin` it with an
+    /// empty data directory until it is a voter again, `stop` (it exits once removed),
+    /// `kill-leader` in the middle of a change, `kill-learner` during its catch-up. Recorded
+    /// under [`MEMBERSHIP_PROCESS`]: `Ok`, `Info` (an answer lost to a fault: the change may
+    /// or may not have happened), or `Fail` (the group broke a promise: the checker's finding).
+    MemberChange {
+        step: String,
+        master: u64,
+    },
+    /// The members as the leader lists them (`raftrain member list`), read once after the run.
+    Members,
 }
 
 /// What an operation returned.
@@ -152,6 +163,19 @@ pub enum Value {
         counter: KeyEntry,
         state: KeyEntry,
     },
+    /// How a membership step ended and how long it took.
+    Changed {
+        elapsed_ms: u64,
+        outcome: String,
+    },
+    /// The voters and learners (ids) a member list showed, and whether a change was half
+    /// done (a joint configuration).
+    Members {
+        leader: u64,
+        voters: Vec<u64>,
+        learners: Vec<u64>,
+        joint: bool,
+    },
 }
 
 /// A rendezvous key's value (lossy UTF-8) and version; version 0: the key is absent.
@@ -197,6 +221,8 @@ pub const NEMESIS_PROCESS: u64 = u64::MAX;
 pub const SUPERVISOR_PROCESS: u64 = u64::MAX - 4;
 /// The process id of the rendezvous keys' final read, after the clients stopped.
 pub const RENDEZVOUS_FINAL_PROCESS: u64 = u64::MAX - 5;
+/// The process id of the membership nemesis's steps and of the final member list read.
+pub const MEMBERSHIP_PROCESS: u64 = u64::MAX - 6;
 
 /// The recorder the workload and nemesis write to, shared by every task of a run.
 pub struct History {

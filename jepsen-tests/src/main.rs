@@ -19,9 +19,9 @@ struct Args {
     /// Faults to draw from: `all`, `smoke` (the fixed smoke schedule), or a comma-separated
     /// list of kill-leader, kill-follower, kill-all, pause-leader, pause-follower,
     /// isolate-leader, split-one-two, bridge, clog, kill-pserver, pause-pserver,
-    /// restart-leader, restart-follower, rolling-restart, majority-outage (60 s), half-open
-    /// (and, with --workload training, kill-trainer, pause-trainer, break-trainer-data: root
-    /// and unshare only).
+    /// restart-leader, restart-follower, rolling-restart, majority-outage (60 s), half-open,
+    /// membership (a voter removed, wiped and rejoined with --join) (and, with --workload
+    /// training, kill-trainer, pause-trainer, break-trainer-data: root and unshare only).
     #[arg(long, default_value = "all")]
     nemesis: String,
     /// The schedule's seed; the same seed replays the same faults at the same times.

@@ -41,6 +41,10 @@ pub struct Report {
     /// Restarted masters back in the group: master, ms taken (`None`: not within the bound).
     #[serde(default)]
     pub rejoins: Vec<(u64, Option<u64>)>,
+    /// The membership nemesis's steps, one line each: when, which master, the step, how it
+    /// ended, how long it took and what the leader listed.
+    #[serde(default)]
+    pub membership: Vec<String>,
     pub logs: Vec<PathBuf>,
 }
 
@@ -64,6 +68,7 @@ impl Report {
             fault_counts: fault_counts(ops),
             exits: Vec::new(),
             rejoins: rejoins(ops),
+            membership: crate::checker::membership::summary(ops),
             logs: Vec::new(),
         }
     }
@@ -142,6 +147,9 @@ impl Report {
             let took = took.map_or("not within the bound".to_string(), |ms| format!("in {ms} ms"));
             let _ = writeln!(text, "rejoin: master-{master} back in the group {took}");
         }
+        for line in &self.membership {
+            let _ = writeln!(text, "membership: {line}");
+        }
         for line in &self.exits {
             let _ = writeln!(text, "exit: {line}");
         }
@@ -197,6 +205,8 @@ pub fn operation_name(f: &Operation) -> &'static str {
         Operation::RendezvousAdd => "rendezvous-add",
         Operation::RendezvousCompareVersion { .. } => "rendezvous-compare-version",
         Operation::RendezvousRead => "rendezvous-read",
+        Operation::MemberChange { .. } => "member-change",
+        Operation::Members => "members",
     }
 }
 

@@ -336,7 +336,7 @@ async fn run_schedule(
         }
         let wait_ms = step.start_ms.saturating_sub(history.now_ms());
         watch_exits(cluster, history, Duration::from_millis(wait_ms)).await;
-        let targets = nemesis::targets(cluster, step.fault, &mut rng).await?;
+        let targets = nemesis::targets(cluster, step.fault, &mut rng, history).await?;
         let recorded: Vec<u64> = targets.iter().map(|index| *index as u64).collect();
         let event = |phase| Operation::Nemesis {
             fault: step.fault.name().to_string(),
@@ -345,7 +345,7 @@ async fn run_schedule(
         };
         let started = Instant::now();
         history.record(NEMESIS_PROCESS, OpKind::Info, event(Phase::Start), Value::None);
-        let active = nemesis::apply(cluster, step.fault, &targets, history).await?;
+        let active = nemesis::apply(cluster, step.fault, &targets, history, &mut rng).await?;
         tracing::info!(fault = step.fault.name(), ?targets, how = active.how, "nemesis: start");
         let hold = Duration::from_millis(step.hold_ms).saturating_sub(started.elapsed());
         nemesis::hold(cluster, &active, hold, &mut rng, history).await?;
@@ -382,12 +382,13 @@ fn revive_pservers(cluster: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A last status read, then every master's digest once their applied indexes agree (or
+/// A last status read and member list, then every master's digest once their applied indexes agree (or
 /// after ten seconds, whatever they are). The leader still writes after the clients stop (a
 /// lost trainer's lease ends), so an entry can commit between two masters' digest reads: the
 /// reads are taken again until one round finds every master at the same index.
 async fn final_reads(cluster: &Cluster, history: &History) {
     let _ = observers::read_status(history, &cluster.master_addrs).await;
+    let _ = observers::read_members(history, &cluster.master_addrs).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         while Instant::now() < deadline && !applied_indexes_agree(cluster).await {

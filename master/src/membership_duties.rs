@@ -7,8 +7,11 @@
 //! master and was set by a later entry than this master's own applied membership (committed,
 //! never undone), which listed it, means it was removed. (Not the terms: a removed voter hears no leader and campaigns, so
 //! its term passes the group's.) It then writes `REMOVED` in its data directory, stops, and refuses
-//! to start on that directory again.
+//! to start on that directory again. A leader also finishes a membership change it finds left
+//! half done (a joint configuration that outlived its change: the leader that proposed it died
+//! between its two commits, or its caller gave up).
 
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,6 +20,7 @@ use client::{ClientOptions, MasterClient, MemberChange};
 use consensus::ConsensusNode;
 use platform::security::Security;
 
+use crate::config::MasterConfig;
 use crate::replicated_state::ReplicatedState;
 
 /// The file a removed master leaves in its data directory.
@@ -25,6 +29,9 @@ pub(crate) const REMOVED_FILE: &str = "REMOVED";
 const REMOVAL_ASK_EVERY_MS: u64 = 2_000;
 /// How long a joining master waits between two attempts.
 const JOIN_RETRY_MS: u64 = 1_000;
+/// How often a leader looks for a change left half done. A change's own two commits take
+/// milliseconds; a joint configuration seen at two looks in a row was abandoned.
+const HALF_DONE_LOOK_MS: u64 = 2_000;
 
 /// Refuses to start on a data directory whose master was removed from its group.
 pub(crate) fn refuse_if_removed(data_dir: &Path) -> anyhow::Result<()> {
@@ -41,9 +48,35 @@ pub(crate) fn refuse_if_removed(data_dir: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// Asks the group to add this master and promote it, until it is a voter of its own
-/// membership. Never returns an error: it logs each failed attempt and tries again.
-pub(crate) async fn join_group(
+/// Starts this master's membership duties: asking to join (with `--join`), and finishing
+/// changes left half done while it leads. The future they return resolves once this master
+/// learns it was removed ([`removed`]); dropping it ends the duties it drives.
+pub(crate) fn start(
+    node: &ConsensusNode<ReplicatedState>,
+    config: &MasterConfig,
+    security: &Security,
+) -> anyhow::Result<impl std::future::Future<Output = String>> {
+    if let Some(join) = &config.join {
+        let advertised = config.advertised()?;
+        tokio::spawn(join_group(node.clone(), join.clone(), advertised, security.clone()));
+    }
+    let (node, data_dir) = (node.clone(), config.data_dir.clone());
+    Ok(async move {
+        tokio::select! {
+            why = removed(node.clone(), data_dir) => why,
+            never = finish_half_done_changes(node) => match never {},
+        }
+    })
+}
+
+/// Asks the group to add this master and promote it, until the leader lists it a voter of a
+/// whole membership (no change half done). Never returns an error: it logs each failed attempt
+/// and tries again. The leader's list decides, not this master's own log: a joiner killed
+/// during its catch-up restarts on the start of the group's log, where its id may be a
+/// founding voter (a member removed and joining again under its id), and trusting that it
+/// asked nothing and stayed a learner for good (the fault harness's membership nemesis found
+/// it, killing a learner during its catch-up).
+async fn join_group(
     node: ConsensusNode<ReplicatedState>,
     join: Vec<String>,
     advertise: String,
@@ -63,7 +96,14 @@ pub(crate) async fn join_group(
         }
     };
     let changes = [MemberChange::Add { id, addr: advertise }, MemberChange::Promote { id }];
-    while !is_voter(&node) {
+    loop {
+        if let Ok(members) = client.members().await {
+            let voter = members.members.iter().any(|member| member.id == id && member.voter);
+            if voter && !members.joint {
+                tracing::info!("a voter of the group");
+                return;
+            }
+        }
         let mut failed = None;
         for change in &changes {
             if let Err(error) = client.change_member(change).await {
@@ -71,29 +111,33 @@ pub(crate) async fn join_group(
                 break;
             }
         }
-        match failed {
-            None => tracing::info!("joined the group as a voter"),
-            Some(error) => {
-                tracing::warn!(%error, "asking to join the group failed; trying again");
-                tokio::time::sleep(Duration::from_millis(JOIN_RETRY_MS)).await;
-            }
+        if let Some(error) = failed {
+            tracing::warn!(%error, "asking to join the group failed; trying again");
+            tokio::time::sleep(Duration::from_millis(JOIN_RETRY_MS)).await;
         }
     }
 }
 
-/// Whether this master is a voter of a uniform configuration: in a joint one (a change left
-/// halfway by a leader that stopped) it asks again, and the promotion ends it.
-fn is_voter(node: &ConsensusNode<ReplicatedState>) -> bool {
-    let metrics = node.metrics();
-    let metrics = metrics.borrow();
-    let membership = metrics.membership_config.membership();
-    let uniform = membership.get_joint_config().len() == 1;
-    uniform && membership.voter_ids().any(|voter| voter == metrics.id)
+/// While this master leads, completes a membership change left half done: a joint
+/// configuration set by the same entry at two looks in a row. Runs until dropped.
+async fn finish_half_done_changes(node: ConsensusNode<ReplicatedState>) -> Infallible {
+    let mut seen = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(HALF_DONE_LOOK_MS)).await;
+        let half_done = node.half_done_change();
+        if let Some(index) = half_done.filter(|index| seen == Some(*index)) {
+            match node.finish_change(index).await {
+                Ok(_) => tracing::info!(index, "a membership change left half done is finished"),
+                Err(error) => tracing::warn!(%error, index, "finishing a half-done change failed"),
+            }
+        }
+        seen = half_done;
+    }
 }
 
 /// Resolves once this master learns it was removed, after writing `REMOVED` in `data_dir`:
 /// why, for the exit message.
-pub(crate) async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> String {
+async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> String {
     let probe = node.grpc_member_levels();
     loop {
         tokio::time::sleep(Duration::from_millis(REMOVAL_ASK_EVERY_MS)).await;

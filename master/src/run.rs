@@ -75,8 +75,7 @@ pub async fn run(
         None => None,
     };
     node.bootstrap().await.context("bootstrap the master group")?;
-    spawn_join(&config, &node, &security)?;
-    let removed = crate::membership_duties::removed(node.clone(), config.data_dir.clone());
+    let removed = crate::membership_duties::start(&node, &config, &security)?;
     let core_stopped = until_stopped(&node, shutdown, removed).await;
     let serving = Serving { replica, servers, health_keeper, metrics };
     let served = serving.stop().await?;
@@ -88,25 +87,6 @@ pub async fn run(
     }
     stopped?;
     served.context("serve the master")
-}
-
-/// With `--join`: asks the group, in the background, to add this master and promote it.
-fn spawn_join(
-    config: &MasterConfig,
-    node: &ConsensusNode<ReplicatedState>,
-    security: &Security,
-) -> anyhow::Result<()> {
-    if let Some(join) = &config.join {
-        let advertised = config.advertised()?;
-        let joined = crate::membership_duties::join_group(
-            node.clone(),
-            join.clone(),
-            advertised,
-            security.clone(),
-        );
-        tokio::spawn(joined);
-    }
-    Ok(())
 }
 
 /// Waits for `shutdown` (then hands leadership off, if this node leads), for the Raft core

@@ -114,6 +114,13 @@ impl MasterGroup {
         index
     }
 
+    /// Starts replica `index` again, joining the group through `through` (`--join`) from now
+    /// on instead of `--peers`.
+    pub fn rejoin(&mut self, index: usize, through: &[String]) {
+        self.joins[index] = Some(through.join(","));
+        self.spawn(index);
+    }
+
     /// Restarts, as its supervisor would, every replica that exited because its Raft core
     /// stopped (`raftrain master` exits with an error then, by design, for a StatefulSet or
     /// systemd to restart it); any other exit fails the test with the replica's log.

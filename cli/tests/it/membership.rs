@@ -210,3 +210,60 @@ async fn joins_complete_through_a_killed_leader_and_a_killed_learner() {
     assert_eq!((status.done, status.failed), (TASKS, 0), "{status:?}");
     assert_eq!(count(&finished) as u64, TASKS);
 }
+
+/// A master whose own log says it is a voter (as a joiner killed during its catch-up restarts
+/// on the start of the group's log, where its id was a founding voter) is not one for that:
+/// started with `--join` it asks the group until the leader lists it a voter. It used to trust
+/// its own log, ask nothing and stay out of the group (a learner for good, when it had been
+/// added before its restart): the fault harness's membership nemesis found it. Here the log is
+/// an old copy of its directory, from before it was removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_rejoining_on_an_old_log_asks_until_it_is_a_voter() {
+    let mut group = MasterGroup::start(3, &[]);
+    let masters = group.addrs.join(",");
+    wait_voters(&group, &masters, &[1, 2, 3]).await;
+    let leader = group.leader_index().await;
+    let follower = (0..3).find(|index| *index != leader).expect("a follower");
+    let id = (follower + 1).to_string();
+    let data_dir = group.dir.path().join(format!("master-{}", follower + 1));
+    let others: Vec<String> =
+        (0..3).filter(|index| *index != follower).map(|index| group.addrs[index].clone()).collect();
+
+    tracing::info!("--- remove a follower and bring it back with an empty directory and --join");
+    raftrain_ok(&["member", "remove", &id, "--masters", &masters], b"");
+    assert_stops_removed(&mut group, follower);
+    std::fs::remove_dir_all(&data_dir).expect("wipe the removed master's directory");
+    group.rejoin(follower, &others);
+    wait_voters(&group, &masters, &[1, 2, 3]).await;
+
+    tracing::info!("--- keep a copy of its directory while it is a voter");
+    let stopped = group.terminate(follower, Duration::from_secs(20));
+    assert!(stopped.is_some(), "{}", group.logs());
+    let early = group.dir.path().join("early-copy");
+    copy_dir(&data_dir, &early);
+    group.spawn(follower);
+    wait_voters(&group, &masters, &[1, 2, 3]).await;
+
+    tracing::info!("--- remove it again, then start it on the old copy: it asks, and votes again");
+    raftrain_ok(&["member", "remove", &id, "--masters", &masters], b"");
+    assert_stops_removed(&mut group, follower);
+    std::fs::remove_dir_all(&data_dir).expect("remove the removed master's directory");
+    std::fs::rename(&early, &data_dir).expect("put the old copy in its place");
+    group.spawn(follower);
+    wait_voters(&group, &masters, &[1, 2, 3]).await;
+}
+
+/// Copies directory `from` to `to`, files and subdirectories.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create the copy");
+    for entry in std::fs::read_dir(from).expect("list the directory") {
+        let entry = entry.expect("a directory entry");
+        let target = to.join(entry.file_name());
+        match entry.file_type().expect("a file type").is_dir() {
+            true => copy_dir(&entry.path(), &target),
+            false => {
+                std::fs::copy(entry.path(), &target).expect("copy a file");
+            }
+        }
+    }
+}

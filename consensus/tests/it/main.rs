@@ -7,6 +7,7 @@ mod cluster_info_grpc;
 mod confirm_leadership;
 mod election;
 mod forged_terms;
+mod half_done_change;
 mod handoff;
 mod leader_crash;
 mod leader_isolation;

@@ -7,6 +7,7 @@ pub mod fencing;
 pub mod linearizable;
 pub mod liveness;
 pub mod lost_task;
+pub mod membership;
 pub mod process_exits;
 pub mod queue_invariants;
 pub mod recovery;
@@ -62,6 +63,7 @@ pub fn check_all(ops: &[Op], schedule: &Schedule, options: &CheckOptions) -> Rep
     violations.extend(process_exits::check(ops));
     violations.extend(failed_tasks::check(ops));
     violations.extend(rendezvous_keys::check(ops));
+    violations.extend(membership::check(ops));
     let linearizable = linearizable::check(ops, options.search_states_max);
     violations.extend(linearizable.violations);
     let mut report =

@@ -1,9 +1,12 @@
 //! The masters' processes: each started with its flags (directly, or inside its network
-//! namespace), killed, restarted, paused, resumed, or stopped gracefully with SIGTERM and a
-//! bound.
+//! namespace), killed, restarted, paused, resumed, stopped gracefully with SIGTERM and a
+//! bound, or (after its removal from the group) waited for, wiped and started again with
+//! `--join`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
 
 use super::{Cluster, MASTER_COUNT, STOP_WAIT_MS_MAX};
 use crate::supervisor::ProcessExit;
@@ -125,5 +128,82 @@ impl Cluster {
 
     pub fn is_master_running(&self, index: usize) -> bool {
         self.processes.pid(self.masters[index]).is_some()
+    }
+
+    /// Waits up to `limit` for master `index` to exit by itself (a removed master does);
+    /// whether it did (the exit is kept for [`Cluster::record_exits`]). A master not running
+    /// counts as exited.
+    pub async fn wait_master_exit(&mut self, index: usize, limit: Duration) -> bool {
+        let process = self.masters[index];
+        let deadline = Instant::now() + limit;
+        loop {
+            match self.processes.exit_status(process) {
+                Ok(Some(_)) | Err(_) => {
+                    // Reaps it, so that it can be started again; its exit stays its own.
+                    self.processes.kill(process);
+                    return true;
+                }
+                Ok(None) if self.processes.pid(process).is_none() => return true,
+                Ok(None) if Instant::now() >= deadline => return false,
+                Ok(None) => tokio::time::sleep(Duration::from_millis(STOP_POLL_MS)).await,
+            }
+        }
+    }
+
+    /// Empties master `index`'s data directory and makes its next starts join the running
+    /// group (`--join` the other masters, instead of `--peers`): a removed master comes back
+    /// as a new member with the same id and addresses (so its proxies stay valid).
+    pub fn wipe_to_join(&mut self, index: usize) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.is_master_running(index), "master-{} still runs", index + 1);
+        let data_dir = self.dir.join(format!("master-{}", index + 1));
+        match std::fs::remove_dir_all(&data_dir) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(error).with_context(|| format!("wipe {}", data_dir.display()));
+            }
+        }
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("create {}", data_dir.display()))?;
+        let others: Vec<String> = (0..MASTER_COUNT)
+            .filter(|other| *other != index)
+            .map(|other| self.master_addrs[other].clone())
+            .collect();
+        let process = self.masters[index];
+        let args = join_args(self.processes.args(process), &others.join(","));
+        self.processes.set_args(process, args);
+        Ok(())
+    }
+}
+
+/// `args` with `--peers LIST` replaced by `--join JOIN` (kept as they are if already joining).
+fn join_args(args: &[String], join: &str) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "--peers" | "--join" => {
+                words.next();
+                out.extend(["--join".to_string(), join.to_string()]);
+            }
+            _ => out.push(word.clone()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A master's flags with `--peers` become the same flags with `--join`, wherever they are
+    /// (a namespaced master's come after `ip netns exec`), and stay so when done again.
+    #[test]
+    fn peers_become_join() {
+        let words = |text: &str| text.split(' ').map(str::to_string).collect::<Vec<_>>();
+        let args = words("master --id 2 --peers 1=a,2=b,3=c --data-dir d");
+        let joined = join_args(&args, "a,c");
+        assert_eq!(joined, words("master --id 2 --join a,c --data-dir d"));
+        assert_eq!(join_args(&joined, "a,c"), joined);
     }
 }

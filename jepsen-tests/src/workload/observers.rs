@@ -43,6 +43,34 @@ pub async fn read_status(history: &History, masters: &[String]) -> anyhow::Resul
     Ok(())
 }
 
+/// One member list from the leader (`raftrain member list`), recorded: the voters, the
+/// learners and whether a change is half done.
+pub async fn read_members(history: &History, masters: &[String]) -> anyhow::Result<()> {
+    let client = client(masters, Duration::from_secs(5))?;
+    let process = crate::history::MEMBERSHIP_PROCESS;
+    history
+        .call(process, Operation::Members, async {
+            match client.members().await {
+                Ok(members) => {
+                    let ids = |voter: bool| -> Vec<u64> {
+                        let rows = members.members.iter().filter(|row| row.voter == voter);
+                        rows.map(|row| row.id).collect()
+                    };
+                    let value = Value::Members {
+                        leader: members.leader_id,
+                        voters: ids(true),
+                        learners: ids(false),
+                        joint: members.joint,
+                    };
+                    (OpKind::Ok, value, ())
+                }
+                Err(error) => (kind_of(&error), error_value(&error), ()),
+            }
+        })
+        .await;
+    Ok(())
+}
+
 /// The group's task queues: the only job's status, or with several jobs the sum of each
 /// job's (each read linearizably in turn, so every summed count still only grows, and the
 /// queues still add up to the tasks).
