@@ -136,11 +136,21 @@ async fn finish_half_done_changes(node: ConsensusNode<ReplicatedState>) -> Infal
 }
 
 /// Resolves once this master learns it was removed, after writing `REMOVED` in `data_dir`:
-/// why, for the exit message.
+/// why, for the exit message. Either its own applied membership, which listed it earlier in
+/// this process's life, no longer does (it received and applied its removal), or a leader's
+/// later membership leaves it out (it never received it).
 async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> String {
     let probe = node.grpc_member_levels();
+    let mut was_listed = false;
     loop {
         tokio::time::sleep(Duration::from_millis(REMOVAL_ASK_EVERY_MS)).await;
+        let (applied_index, applied) = node.applied_membership();
+        if applied.contains(&node.id()) {
+            was_listed = true;
+        } else if was_listed {
+            let why = format!("its applied membership at index {applied_index} lists {applied:?}");
+            return removed_because(&data_dir, why);
+        }
         let Some((own_index, asked)) = others_to_ask(&node) else { continue };
         for (id, addr) in asked {
             let Ok(info) = probe.cluster_info(id, &addr).await else { continue };
@@ -152,13 +162,18 @@ async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> Str
                     "the leader, member {id} in term {}, lists members {members:?}",
                     info.term
                 );
-                if let Err(error) = std::fs::write(data_dir.join(REMOVED_FILE), &why) {
-                    tracing::error!(%error, "cannot write the REMOVED marker");
-                }
-                return why;
+                return removed_because(&data_dir, why);
             }
         }
     }
+}
+
+/// Leaves the `REMOVED` marker saying `why`; `why` again, for the exit message.
+fn removed_because(data_dir: &Path, why: String) -> String {
+    if let Err(error) = std::fs::write(data_dir.join(REMOVED_FILE), &why) {
+        tracing::error!(%error, "cannot write the REMOVED marker");
+    }
+    why
 }
 
 /// The index of this master's applied membership and the other members to ask, when this

@@ -82,16 +82,24 @@ fn assert_stops_removed(group: &mut MasterGroup, index: usize) {
     assert!(log.contains("removed from the group"), "{log}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_group_grows_shrinks_and_replaces_members_while_a_job_trains() {
-    let mut group = MasterGroup::start(3, &["--trainer-lease-ms", "3000"]);
-    let original = group.addrs.clone();
-    let masters = original.join(",");
-    let submit = ["job", "submit", "--masters", &masters, "--name", JOB, "--index", "600"];
+/// Three masters, a job of `TASKS` tasks, and a worker taking and finishing them, built on the
+/// three original addresses only (it must learn the members that replace them).
+fn start_training() -> (MasterGroup, Finished, tokio::task::JoinHandle<()>) {
+    let group = MasterGroup::start(3, &["--trainer-lease-ms", "3000"]);
+    let masters = group.addrs.join(",");
+    let tasks = TASKS.to_string();
+    let submit = ["job", "submit", "--masters", &masters, "--name", JOB, "--index", &tasks];
     raftrain_ok(&[&submit[..], &["--shard-size", "1", "--passes", "1"]].concat(), b"");
     let finished = Finished::default();
-    // Built on the three original addresses only: it must learn the members that replace them.
     let worker = tokio::spawn(work(Arc::new(group.client()), finished.clone()));
+    (group, finished, worker)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_group_grows_shrinks_and_replaces_members_while_a_job_trains() {
+    let (mut group, finished, worker) = start_training();
+    let original = group.addrs.clone();
+    let masters = original.join(",");
 
     tracing::info!("--- grow from 3 to 5: two masters join");
     let four = group.add_joiner(&original);
@@ -164,13 +172,9 @@ async fn wait_listed(group: &MasterGroup, masters: &str, id: u64) {
 /// with every task done and none failed. Changes that cannot be made are refused clearly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joins_complete_through_a_killed_leader_and_a_killed_learner() {
-    let mut group = MasterGroup::start(3, &["--trainer-lease-ms", "3000"]);
+    let (mut group, finished, worker) = start_training();
     let original = group.addrs.clone();
     let masters = original.join(",");
-    let submit = ["job", "submit", "--masters", &masters, "--name", JOB, "--index", "600"];
-    raftrain_ok(&[&submit[..], &["--shard-size", "1", "--passes", "1"]].concat(), b"");
-    let finished = Finished::default();
-    let worker = tokio::spawn(work(Arc::new(group.client()), finished.clone()));
 
     tracing::info!("--- changes that cannot be made are refused, naming why");
     let nobody = crate::master_group::free_loopback_addr();
