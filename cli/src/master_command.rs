@@ -26,9 +26,11 @@ pub(crate) fn run(args: MasterArgs) -> anyhow::Result<()> {
     args.config.validate().context(Configuration)?;
     let runtime = args.runtime.build()?;
     runtime.block_on(async {
+        // The SIGTERM handler first: anyone who can connect may also signal.
+        let shutdown = crate::shutdown::signal_received();
         let listener = tokio::net::TcpListener::bind(args.config.listen)
             .await
             .with_context(|| format!("bind --listen {}", args.config.listen))?;
-        master::run(args.config, listener, crate::shutdown::signal_received()).await
+        master::run(args.config, listener, shutdown).await
     })
 }

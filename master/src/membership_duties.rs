@@ -136,23 +136,18 @@ async fn finish_half_done_changes(node: ConsensusNode<ReplicatedState>) -> Infal
 }
 
 /// Resolves once this master learns it was removed, after writing `REMOVED` in `data_dir`:
-/// why, for the exit message. Either its own applied membership, which listed it earlier in
-/// this process's life, no longer does (it received and applied its removal), or a leader's
-/// later membership leaves it out (it never received it).
+/// why, for the exit message. Only a leader's view decides: a leader whose membership, set by a
+/// later entry than the last applied membership that listed this master (looked at on start and
+/// every 2 s), leaves it out. The first question waits 2 s, so a master started with `--join`
+/// on an old directory is added again first.
 async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> String {
     let probe = node.grpc_member_levels();
-    let mut was_listed = false;
+    let mut listed_at = listed_index(&node, None);
     loop {
         tokio::time::sleep(Duration::from_millis(REMOVAL_ASK_EVERY_MS)).await;
-        let (applied_index, applied) = node.applied_membership();
-        if applied.contains(&node.id()) {
-            was_listed = true;
-        } else if was_listed {
-            let why = format!("its applied membership at index {applied_index} lists {applied:?}");
-            return removed_because(&data_dir, why);
-        }
-        let Some((own_index, asked)) = others_to_ask(&node) else { continue };
-        for (id, addr) in asked {
+        listed_at = listed_index(&node, listed_at);
+        let Some(own_index) = listed_at.filter(|_| !node.is_leader()) else { continue };
+        for (id, addr) in others(&node) {
             let Ok(info) = probe.cluster_info(id, &addr).await else { continue };
             let leads = info.leader_id == info.node_id && info.node_id != 0;
             let listed = info.members.iter().any(|member| member.id == node.id());
@@ -168,6 +163,16 @@ async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> Str
     }
 }
 
+/// The index of this master's applied membership (committed: never undone) if it lists this
+/// master, else what was known before.
+fn listed_index(node: &ConsensusNode<ReplicatedState>, before: Option<u64>) -> Option<u64> {
+    let (index, applied) = node.applied_membership();
+    match applied.contains(&node.id()) {
+        true => Some(index),
+        false => before,
+    }
+}
+
 /// Leaves the `REMOVED` marker saying `why`; `why` again, for the exit message.
 fn removed_because(data_dir: &Path, why: String) -> String {
     if let Err(error) = std::fs::write(data_dir.join(REMOVED_FILE), &why) {
@@ -176,24 +181,11 @@ fn removed_because(data_dir: &Path, why: String) -> String {
     why
 }
 
-/// The index of this master's applied membership and the other members to ask, when this
-/// master is not the leader and its applied membership (committed: never undone) lists it.
-fn others_to_ask(node: &ConsensusNode<ReplicatedState>) -> Option<(u64, Vec<(u64, String)>)> {
-    if node.is_leader() {
-        return None;
-    }
-    let (own_index, applied) = node.applied_membership();
-    if !applied.contains(&node.id()) {
-        return None;
-    }
+/// The other members this master's membership lists, to ask.
+fn others(node: &ConsensusNode<ReplicatedState>) -> Vec<(u64, String)> {
     let metrics = node.metrics();
     let metrics = metrics.borrow();
-    let others = metrics
-        .membership_config
-        .membership()
-        .nodes()
-        .filter(|(id, _)| **id != metrics.id)
-        .map(|(id, node)| (*id, node.addr.clone()))
-        .collect();
-    Some((own_index, others))
+    let membership = metrics.membership_config.membership();
+    let others = membership.nodes().filter(|(id, _)| **id != metrics.id);
+    others.map(|(id, node)| (*id, node.addr.clone())).collect()
 }

@@ -37,6 +37,20 @@ fn restart(group: &mut MasterGroup, index: usize, role: &str) {
     });
     assert!(status.success(), "the {role} exited with {status}\n{}", group.logs());
     group.spawn(index);
+    wait_serving(group, index);
+}
+
+/// Waits until replica `index` accepts connections: a signal sent before it installed its
+/// handler would kill it by the signal's default action, which no master ever meets in use
+/// (and which a quick test reached once a stopping leader stayed up a little longer).
+fn wait_serving(group: &MasterGroup, index: usize) {
+    for _ in 0..600 {
+        if std::net::TcpStream::connect(&group.addrs[index]).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("master {} never listened\n{}", index + 1, group.logs());
 }
 
 /// A SIGTERM'd leader with open watch streams hands off and exits 0 within the bound, and the
