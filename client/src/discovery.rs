@@ -54,10 +54,7 @@ pub(crate) async fn discover_leader(
     Ok(Discovered { leader_addr: best.leader_addr, members })
 }
 
-pub(crate) async fn ask(
-    addr: &str,
-    options: &ClientOptions,
-) -> Result<ClusterInfoReply, AskFailure> {
+async fn ask(addr: &str, options: &ClientOptions) -> Result<ClusterInfoReply, AskFailure> {
     let mut service = service_client(addr, options).map_err(AskFailure::BadAddress)?;
     let request = super::master_client::timed(ClusterInfoRequest::default(), options.rpc_timeout);
     let reply = service.cluster_info(request).await;

@@ -12,8 +12,9 @@ use std::time::Duration;
 // runs refreshed more often and no longer replayed their seed).
 use tokio::time::Instant;
 
-use crate::discovery::ask;
+use crate::master_client::{timed, ServiceClient};
 use crate::options::ClientOptions;
+use proto::raft::ClusterInfoRequest;
 
 /// A leader's member list is asked again when the last answer is older than this.
 const REFRESH_EVERY: Duration = Duration::from_secs(3);
@@ -51,8 +52,9 @@ impl KnownMembers {
         }
     }
 
-    /// Asks `leader` for the members in the background when the last answer is stale.
-    pub(crate) fn refresh_if_stale(&self, leader: &str, options: &ClientOptions) {
+    /// Asks the leader (on `service`, the connection the client already holds to it: no new
+    /// connection per refresh) for the members in the background when the last answer is stale.
+    pub(crate) fn refresh_if_stale(&self, service: &ServiceClient, options: &ClientOptions) {
         {
             let mut known = self.lock();
             if known.refreshed.is_some_and(|at| at.elapsed() < REFRESH_EVERY) {
@@ -61,11 +63,12 @@ impl KnownMembers {
             // One ask at a time: the next is due a whole period from now.
             known.refreshed = Some(Instant::now());
         }
-        let (this, leader, options) = (self.clone(), leader.to_string(), options.clone());
+        let (this, mut service, options) = (self.clone(), service.clone(), options.clone());
         tokio::spawn(async move {
-            if let Ok(info) = ask(&leader, &options).await {
+            let request = timed(ClusterInfoRequest::default(), options.rpc_timeout);
+            if let Ok(info) = service.cluster_info(request).await {
                 let members: Vec<String> =
-                    info.members.iter().map(|member| member.addr.clone()).collect();
+                    info.into_inner().members.into_iter().map(|member| member.addr).collect();
                 this.learn(&members, &options);
             }
         });

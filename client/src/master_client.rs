@@ -184,7 +184,7 @@ impl MasterClient {
 
     async fn leader(&self) -> Result<Leader, DiscoveryError> {
         if let Some(leader) = self.cached_leader() {
-            self.learned.refresh_if_stale(&leader.addr, &self.options);
+            self.learned.refresh_if_stale(&leader.service, &self.options);
             return Ok(leader);
         }
         let learned = self.learned.members();

@@ -3,15 +3,17 @@
 //! token), so a leader proposes a newer kind of command only once every member decodes it. The
 //! simulation answers in process; `GrpcMemberLevels` is the production transport.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use proto::raft::raft_service_client::RaftServiceClient;
 use proto::raft::{ClusterInfoReply, ClusterInfoRequest};
 
 use crate::network::{endpoint, raft_client};
-use platform::security::Security;
+use platform::security::{RpcChannel, Security};
 
 /// One member may take this long to answer: an unanswered member counts as unknown.
 const LEVEL_RPC_MS: u64 = 1_000;
@@ -38,17 +40,48 @@ pub async fn ask_all(
     answers
 }
 
-/// The production [`MemberLevels`].
-#[derive(Clone, Debug)]
+/// The production [`MemberLevels`]. Clones share one connection per member address, so
+/// asking every few seconds (the level raise, a removed member's watch) opens no new
+/// connection each time; a tonic channel reconnects by itself.
+#[derive(Clone)]
 pub struct GrpcMemberLevels {
     security: Security,
     raft_addrs: BTreeMap<u64, String>,
+    clients: Arc<Mutex<HashMap<String, RaftServiceClient<RpcChannel>>>>,
 }
+
+impl std::fmt::Debug for GrpcMemberLevels {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("GrpcMemberLevels")
+            .field("raft_addrs", &self.raft_addrs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Connections kept at most (a group has at most `MEMBERS_MAX` members; past this the cache
+/// starts over).
+const CLIENTS_MAX: usize = 16;
 
 impl GrpcMemberLevels {
     /// Dials members with `security`, at their `raft_addrs` entry when listed.
     pub fn new(security: Security, raft_addrs: BTreeMap<u64, String>) -> Self {
-        Self { security, raft_addrs }
+        Self { security, raft_addrs, clients: Arc::default() }
+    }
+
+    /// The Raft service client of `addr`: the one made before, or a new one (kept).
+    fn client(&self, addr: &str) -> Result<RaftServiceClient<RpcChannel>, String> {
+        let mut clients = self.clients.lock().unwrap_or_else(|poison| poison.into_inner());
+        if let Some(client) = clients.get(addr) {
+            return Ok(client.clone());
+        }
+        let endpoint = endpoint(&self.security, addr).map_err(|error| error.to_string())?;
+        let client = raft_client(self.security.channel(&endpoint));
+        if clients.len() >= CLIENTS_MAX {
+            clients.clear();
+        }
+        clients.insert(addr.to_string(), client.clone());
+        Ok(client)
     }
 
     async fn ask(&self, addr: &str) -> Option<u32> {
@@ -70,8 +103,7 @@ impl GrpcMemberLevels {
 
     /// What the master whose Raft service is at `addr` says about itself and its group.
     pub async fn cluster_info_at(&self, addr: &str) -> Result<ClusterInfoReply, String> {
-        let endpoint = endpoint(&self.security, addr).map_err(|error| error.to_string())?;
-        let mut client = raft_client(self.security.channel(&endpoint));
+        let mut client = self.client(addr)?;
         let call = client.cluster_info(ClusterInfoRequest { state_digest: false });
         match tokio::time::timeout(Duration::from_millis(LEVEL_RPC_MS), call).await {
             Ok(Ok(reply)) => Ok(reply.into_inner()),

@@ -149,9 +149,12 @@ async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> Str
         let Some(own_index) = listed_at.filter(|_| !node.is_leader()) else { continue };
         for (id, addr) in others(&node) {
             let Ok(info) = probe.cluster_info(id, &addr).await else { continue };
-            let leads = info.leader_id == info.node_id && info.node_id != 0;
+            if info.leader_id != info.node_id || info.node_id == 0 {
+                continue;
+            }
+            // The leader answered: its view decides, and the others need not be asked.
             let listed = info.members.iter().any(|member| member.id == node.id());
-            if leads && info.membership_index > own_index && !listed {
+            if info.membership_index > own_index && !listed {
                 let members: Vec<u64> = info.members.iter().map(|member| member.id).collect();
                 let why = format!(
                     "the leader, member {id} in term {}, lists members {members:?}",
@@ -159,6 +162,7 @@ async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> Str
                 );
                 return removed_because(&data_dir, why);
             }
+            break;
         }
     }
 }
