@@ -102,6 +102,12 @@ impl<S: StateMachine> ConsensusNode<S> {
         (index, stored.membership().nodes().map(|(id, _)| *id).collect())
     }
 
+    /// The index of the last membership this node applied that listed it (voter or learner),
+    /// since it started (its snapshot's membership included); `None` when none did.
+    pub fn last_listed(&self) -> Option<u64> {
+        self.inner.state_machine.last_listed(self.id())
+    }
+
     /// Adds member `id` at `addr` as a learner (the leader starts sending it the log at once).
     /// The same id at the same address again changes nothing (answered once the membership
     /// that lists it is committed); another member's id or address is refused.

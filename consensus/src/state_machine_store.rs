@@ -1,6 +1,7 @@
 //! Adapts an application [`StateMachine`] to openraft's `RaftStateMachine`: applies entries,
 //! tracks the last applied log id and membership, builds and installs snapshot files.
 
+use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -55,6 +56,26 @@ struct Applied<S> {
     machine: S,
     last_applied: Option<LogId<u64>>,
     last_membership: StoredMembership<u64, BasicNode>,
+    /// Per member id, the index of the last applied membership that listed it (voter or
+    /// learner): what a removed member compares a leader's membership against.
+    listed: BTreeMap<u64, u64>,
+}
+
+impl<S> Applied<S> {
+    /// Makes `membership` the last applied one and notes the members it lists.
+    fn set_membership(&mut self, membership: StoredMembership<u64, BasicNode>) {
+        note_listed(&mut self.listed, &membership);
+        self.last_membership = membership;
+    }
+}
+
+/// Notes in `listed` that `membership`'s entry listed each of its members.
+fn note_listed(listed: &mut BTreeMap<u64, u64>, membership: &StoredMembership<u64, BasicNode>) {
+    let Some(log_id) = membership.log_id() else { return };
+    for (id, _) in membership.membership().nodes() {
+        let noted = listed.entry(*id).or_insert(log_id.index);
+        *noted = (*noted).max(log_id.index);
+    }
 }
 
 #[derive(Clone)]
@@ -100,7 +121,9 @@ impl<S: StateMachine> StateMachineStore<S> {
             }
         };
         let applied_index = AppliedIndex::new(last_applied.map_or(0, |log_id| log_id.index));
-        let applied = Applied { machine, last_applied, last_membership };
+        let mut listed = BTreeMap::new();
+        note_listed(&mut listed, &last_membership);
+        let applied = Applied { machine, last_applied, last_membership, listed };
         let durable = watch::Sender::new(
             current.as_ref().and_then(|current: &StoredSnapshot| current.meta.last_log_id),
         );
@@ -176,6 +199,12 @@ impl<S: StateMachine> StateMachineStore<S> {
     /// The last membership applied (committed: it can no longer be undone).
     pub fn applied_membership(&self) -> StoredMembership<u64, BasicNode> {
         self.applied().last_membership.clone()
+    }
+
+    /// The index of the last applied membership that listed member `id` (as a voter or a
+    /// learner), since this store opened (its snapshot's membership included).
+    pub fn last_listed(&self, id: u64) -> Option<u64> {
+        self.applied().listed.get(&id).copied()
     }
 
     fn applied(&self) -> RwLockReadGuard<'_, Applied<S>> {
@@ -311,7 +340,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
                 }
                 EntryPayload::Membership(membership) => {
                     let membership = membership.clone();
-                    applied.last_membership = StoredMembership::new(Some(entry.log_id), membership);
+                    applied.set_membership(StoredMembership::new(Some(entry.log_id), membership));
                     Vec::new()
                 }
             };
@@ -362,7 +391,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
                 .restore(&contents.state)
                 .map_err(|error| StorageIOError::read_snapshot(signature, &error))?;
             applied.last_applied = meta.last_log_id;
-            applied.last_membership = meta.last_membership.clone();
+            applied.set_membership(meta.last_membership.clone());
         }
         self.shared.applied_index.raise(meta.last_log_id.map_or(0, |log_id| log_id.index));
         self.set_current(stored);

@@ -4,8 +4,8 @@
 //! leader stops sending a member the log as soon as it appends the entry that removes it, so a
 //! removed master may never see that entry and must ask. While it is not the leader it asks the
 //! other members who leads and who the members are; a leader whose membership leaves out this
-//! master and was set by a later entry than this master's own applied membership (committed,
-//! never undone), which listed it, means it was removed. (Not the terms: a removed voter hears no leader and campaigns, so
+//! master and was set by a later entry than the last membership this master applied (committed,
+//! never undone) that listed it means it was removed. (Not the terms: a removed voter hears no leader and campaigns, so
 //! its term passes the group's.) It then writes `REMOVED` in its data directory, stops, and refuses
 //! to start on that directory again. A leader also finishes a membership change it finds left
 //! half done (a joint configuration that outlived its change: the leader that proposed it died
@@ -70,7 +70,8 @@ pub(crate) fn start(
 }
 
 /// Asks the group to add this master and promote it, until the leader lists it a voter of a
-/// whole membership (no change half done). Never returns an error: it logs each failed attempt
+/// whole membership (no change half done); while a change is under way it waits for its end
+/// and asks nothing. Never returns an error: it logs each failed attempt
 /// and tries again. The leader's list decides, not this master's own log: a joiner killed
 /// during its catch-up restarts on the start of the group's log, where its id may be a
 /// founding voter (a member removed and joining again under its id), and trusting that it
@@ -99,7 +100,13 @@ async fn join_group(
     loop {
         if let Ok(members) = client.members().await {
             let voter = members.members.iter().any(|member| member.id == id && member.voter);
-            if voter && !members.joint {
+            if members.joint {
+                // A change is under way (its own promotion, or a removal of this master that
+                // an operator asked for): its outcome decides, not a change made across it.
+                tokio::time::sleep(Duration::from_millis(JOIN_RETRY_MS)).await;
+                continue;
+            }
+            if voter {
                 tracing::info!("a voter of the group");
                 return;
             }
@@ -137,16 +144,15 @@ async fn finish_half_done_changes(node: ConsensusNode<ReplicatedState>) -> Infal
 
 /// Resolves once this master learns it was removed, after writing `REMOVED` in `data_dir`:
 /// why, for the exit message. Only a leader's view decides: a leader whose membership, set by a
-/// later entry than the last applied membership that listed this master (looked at on start and
-/// every 2 s), leaves it out. The first question waits 2 s, so a master started with `--join`
-/// on an old directory is added again first.
+/// later entry than the last applied membership that listed this master (noted as each is
+/// applied: a master restarted on a log that ends in its own removal still finds the one before
+/// it), leaves it out. Asked every 2 s, the first time 2 s after start, so a master started
+/// with `--join` on an old directory is added again first.
 async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> String {
     let probe = node.grpc_member_levels();
-    let mut listed_at = listed_index(&node, None);
     loop {
         tokio::time::sleep(Duration::from_millis(REMOVAL_ASK_EVERY_MS)).await;
-        listed_at = listed_index(&node, listed_at);
-        let Some(own_index) = listed_at.filter(|_| !node.is_leader()) else { continue };
+        let Some(own_index) = node.last_listed().filter(|_| !node.is_leader()) else { continue };
         for (id, addr) in others(&node) {
             let Ok(info) = probe.cluster_info(id, &addr).await else { continue };
             if info.leader_id != info.node_id || info.node_id == 0 {
@@ -164,16 +170,6 @@ async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> Str
             }
             break;
         }
-    }
-}
-
-/// The index of this master's applied membership (committed: never undone) if it lists this
-/// master, else what was known before.
-fn listed_index(node: &ConsensusNode<ReplicatedState>, before: Option<u64>) -> Option<u64> {
-    let (index, applied) = node.applied_membership();
-    match applied.contains(&node.id()) {
-        true => Some(index),
-        false => before,
     }
 }
 

@@ -245,8 +245,12 @@ async fn a_master_rejoining_on_an_old_log_asks_until_it_is_a_voter() {
     assert!(stopped.is_some(), "{}", group.logs());
     let early = group.dir.path().join("early-copy");
     copy_dir(&data_dir, &early);
+    let joined_before = joined_count(&group, follower);
     group.spawn(follower);
     wait_voters(&group, &masters, &[1, 2, 3]).await;
+    // Its `--join` asks until a leader lists it a voter: removed while it still asks, it would
+    // ask to be added again.
+    wait_joined(&group, follower, joined_before).await;
 
     tracing::info!("--- remove it again, then start it on the old copy: it asks, and votes again");
     raftrain_ok(&["member", "remove", &id, "--masters", &masters], b"");
@@ -255,6 +259,23 @@ async fn a_master_rejoining_on_an_old_log_asks_until_it_is_a_voter() {
     std::fs::rename(&early, &data_dir).expect("put the old copy in its place");
     group.spawn(follower);
     wait_voters(&group, &masters, &[1, 2, 3]).await;
+}
+
+/// How often replica `index`'s log says its `--join` found it a voter.
+fn joined_count(group: &MasterGroup, index: usize) -> usize {
+    let log = std::fs::read_to_string(group.log_path(index)).unwrap_or_default();
+    log.matches("a voter of the group").count()
+}
+
+/// Waits (300 looks, 100 ms apart) until replica `index`'s `--join` found it a voter again.
+async fn wait_joined(group: &MasterGroup, index: usize, before: usize) {
+    for _ in 0..300 {
+        if joined_count(group, index) > before {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("replica {index} never found itself a voter\n{}", group.logs());
 }
 
 /// Copies directory `from` to `to`, files and subdirectories.

@@ -175,3 +175,32 @@ async fn an_oversized_state_keeps_the_previous_snapshot() {
     assert_eq!(refused.meta, small.meta, "the previous snapshot stands");
     assert_eq!(*store.durable_snapshots().borrow(), small.meta.last_log_id);
 }
+
+fn membership_entry(index: u64, voters: &[u64]) -> Entry {
+    let nodes: BTreeMap<u64, BasicNode> =
+        voters.iter().map(|id| (*id, BasicNode::new(format!("127.0.0.1:{id}")))).collect();
+    let membership = openraft::Membership::new(vec![nodes.keys().copied().collect()], nodes);
+    let log_id = LogId::new(CommittedLeaderId::new(1, 1), index);
+    Entry { log_id, payload: EntryPayload::Membership(membership) }
+}
+
+/// Each member's last listing is noted as memberships apply: a member the log's last membership
+/// leaves out (its removal, replayed on restart) still has the one before, and the snapshot's
+/// membership seeds a reopened store.
+#[tokio::test]
+async fn the_last_membership_listing_each_member_is_noted() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut store = StateMachineStore::open(dir.path(), TermRecorder::default())
+        .expect("an empty snapshot dir opens");
+    assert_eq!(store.last_listed(3), None);
+    let entries =
+        vec![membership_entry(1, &[1, 2, 3]), entry(1, 2, 1), membership_entry(3, &[1, 2])];
+    store.apply(entries).await.expect("applies");
+    assert_eq!((store.last_listed(1), store.last_listed(3)), (Some(3), Some(1)));
+    assert_eq!(store.last_listed(4), None);
+
+    store.apply(vec![membership_entry(4, &[1, 3])]).await.expect("applies");
+    store.get_snapshot_builder().await.build_snapshot().await.expect("builds");
+    let reopened = StateMachineStore::open(dir.path(), TermRecorder::default()).expect("reopens");
+    assert_eq!((reopened.last_listed(3), reopened.last_listed(2)), (Some(4), None));
+}
