@@ -10,11 +10,16 @@ mod master;
 mod master_dataset;
 mod master_load;
 mod master_snapshot;
+mod page_cache;
 mod process_logs;
 mod pserver;
 mod pserver_baseline;
+mod pserver_checkpoint;
+mod pserver_cluster;
 mod raw_sync;
+mod read_file;
 mod recordio;
+mod spread;
 mod table;
 mod trainer;
 
@@ -40,6 +45,10 @@ enum BenchCommand {
     /// Pservers: push+pull GB/s by model size and pserver count against raw loopback TCP,
     /// checkpoint write/restore against raw write+fsync/read, kill -9 to replacement serving.
     Pserver(pserver::PServerBenchArgs),
+    /// Reads one file as a restore or raw, in a fresh process (started by `bench pserver`, not
+    /// by hand).
+    #[command(hide = true)]
+    ReadFile(read_file::ReadFileArgs),
     /// Trainers: examples/s of 1, 2 and 4 trainer processes against a single-process loop on
     /// the same model and data (softmax on 100 features, and the MLP).
     Trainer(trainer::TrainerBenchArgs),
@@ -52,6 +61,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::ConsensusNode(args) => consensus_node::run(&args),
         BenchCommand::Master(args) => master::run(&args),
         BenchCommand::Pserver(args) => pserver::run(&args),
+        BenchCommand::ReadFile(args) => read_file::run(&args),
         BenchCommand::Trainer(args) => trainer::run(&args),
     }
 }

@@ -95,9 +95,9 @@ fn measure(
     let scanned = scan_records(path)?;
     let scan = started.elapsed();
     anyhow::ensure!(scanned == records, "scan found {scanned} records, wrote {records}");
-    evict_from_cache(path)?;
+    super::page_cache::evict(path)?;
     let raw_read_cold = time(|| read_raw(path))?;
-    evict_from_cache(path)?;
+    super::page_cache::evict(path)?;
     let scan_cold = time(|| scan_records(path).map(|_| ()))?;
     let started = Instant::now();
     let index = FileIndex::build(path)?;
@@ -166,16 +166,6 @@ fn scan_records(path: &Path) -> anyhow::Result<u64> {
         }
     }
     Ok(records)
-}
-
-/// Drops the file's pages from the page cache (it is synced, so they are clean), so that the
-/// next read comes from the disk, as a dataset larger than memory would.
-fn evict_from_cache(path: &Path) -> anyhow::Result<()> {
-    let file = std::fs::File::open(path)?;
-    file.sync_all()?;
-    nix::fcntl::posix_fadvise(&file, 0, 0, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED)
-        .context("posix_fadvise(DONTNEED)")?;
-    Ok(())
 }
 
 fn time(work: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<Duration> {

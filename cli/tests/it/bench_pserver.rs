@@ -4,7 +4,8 @@
 
 use std::process::{Command, Stdio};
 
-/// With every log at INFO, standard output holds only the three tables' lines (and the blank
+/// With every log at INFO, standard output holds only the three tables' lines (throughput with
+/// its spread over runs, checkpoints warm and cold, replacements) (and the blank
 /// lines between them), and the named log directory holds each process's non-empty log.
 #[test]
 fn bench_pserver_prints_only_tables_on_stdout() {
@@ -13,7 +14,9 @@ fn bench_pserver_prints_only_tables_on_stdout() {
     let args = ["bench", "pserver", "--params", "1000", "--pservers", "1", "--rounds", "1"];
     let output = Command::new(env!("CARGO_BIN_EXE_raftrain"))
         .args(args)
-        .args(["--replacements", "1", "--log-dir", &logs.display().to_string()])
+        .args(["--runs", "2", "--checkpoint-params", "1000", "--checkpoint-runs", "2"])
+        .args(["--replacements", "1", "--replacement-params", "300000"])
+        .args(["--log-dir", &logs.display().to_string()])
         .env("RAFTRAIN_LOG", "info")
         .env("RAFTRAIN_BENCH_LOG", "info")
         .stdin(Stdio::null())
@@ -26,6 +29,9 @@ fn bench_pserver_prints_only_tables_on_stdout() {
     assert!(table_lines >= 3 * 3, "three tables of a header, a rule and rows:\n{stdout}");
     for line in stdout.lines().filter(|line| !line.is_empty()) {
         assert!(line.starts_with('|') && line.ends_with('|'), "not a table line: {line:?}");
+    }
+    for column in ["vs raw TCP min / median / max", "restore cold s", "a whole pull (ms)"] {
+        assert!(stdout.contains(column), "no {column:?} column:\n{stdout}");
     }
     assert!(stderr.contains(&format!("the processes' logs are in {}", logs.display())), "{stderr}");
     let mut process_logs = Vec::new();

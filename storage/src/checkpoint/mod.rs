@@ -21,6 +21,7 @@ mod cursor;
 mod dir;
 mod error;
 mod reader;
+mod seam;
 mod writer;
 
 pub use dir::CheckpointDir;

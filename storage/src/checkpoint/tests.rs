@@ -111,6 +111,49 @@ fn damage_is_refused_saying_where() {
     check(|bytes| bytes.extend_from_slice(b"more"), "no trailer");
 }
 
+/// A body large enough to be hashed in two halves at once reads back exactly, and damage in
+/// either half, or a torn float at the seam, is refused as a checksum mismatch.
+#[test]
+fn a_large_checkpoint_is_hashed_in_halves_and_checked_whole() {
+    let temp = tempfile::tempdir().expect("temp");
+    let dir = CheckpointDir::open(temp.path()).expect("open");
+    let values: Vec<f32> = (0..(6 << 20)).map(|i| i as f32 * 0.25).collect();
+    let header = CheckpointHeader {
+        params: vec![ParamShape { name: "w".into(), shape: vec![values.len() as u64] }],
+        ..header(0, 1, 1)
+    };
+    let blocks: Vec<CheckpointBlock> = values
+        .chunks(65_536)
+        .enumerate()
+        .map(|(index, part)| CheckpointBlock {
+            name: "w".into(),
+            block: index as u32,
+            updates: 1,
+            values: part.to_vec(),
+            slots: vec![],
+        })
+        .collect();
+    let written = write(&dir, &header, &blocks);
+    assert!(written.file_bytes > 16 << 20, "large enough to split");
+    let read = read_checkpoint(&written.path).expect("reads");
+    assert_eq!((read.header, read.blocks, read.crc32), (header, blocks, written.crc32));
+    // The header ("adam", one parameter "w" of rank 1) ends at body offset 61: a seam is found.
+    let body = written.file_bytes - (MAGIC.len() + TRAILER_BYTES) as u64;
+    let file = std::fs::File::open(&written.path).expect("open");
+    let seam = super::seam::seam(&file, MAGIC.len() as u64, 61, body, body / 2);
+    assert!(seam.is_some_and(|seam| seam >= body / 2 && seam < body), "{seam:?}");
+
+    let clean = std::fs::read(&written.path).expect("read");
+    let middle = clean.len() / 2;
+    for at in [1_000, middle - 2, middle + 1, clean.len() - 100] {
+        let mut bytes = clean.clone();
+        bytes[at] ^= 0x10;
+        std::fs::write(&written.path, &bytes).expect("write back");
+        let error = read_checkpoint(&written.path).expect_err("refused").to_string();
+        assert!(error.contains("checksum mismatch"), "byte {at}: {error}");
+    }
+}
+
 #[test]
 fn a_consistent_file_with_a_bad_length_is_refused_at_its_offset() {
     // A body whose crc matches but whose parameter count is absurd: the limit stops it before

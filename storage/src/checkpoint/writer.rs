@@ -130,8 +130,10 @@ impl CheckpointWriter {
     fn floats(&mut self, values: &[f32]) -> Result<(), CheckpointError> {
         let mut buffer = std::mem::take(&mut self.buffer);
         for part in values.chunks(FLOATS_PER_WRITE) {
-            buffer.clear();
-            buffer.extend(part.iter().flat_map(|value| value.to_le_bytes()));
+            buffer.resize(part.len() * 4, 0);
+            for (bytes, value) in buffer.chunks_exact_mut(4).zip(part) {
+                bytes.copy_from_slice(&value.to_le_bytes());
+            }
             self.body(&buffer)?;
         }
         self.buffer = buffer;
