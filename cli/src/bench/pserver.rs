@@ -34,8 +34,8 @@ pub(crate) struct PServerBenchArgs {
     /// holds the values and one read-back in memory, 8 GB).
     #[arg(long, value_delimiter = ',', default_value = "100000000")]
     checkpoint_params: Vec<u64>,
-    /// Runs per checkpoint row (the row prints each measure's median).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    /// Runs per checkpoint row (the row prints each measure's median; 0 skips the rows).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100))]
     checkpoint_runs: u32,
     /// Kill -9 / replacement measurements each way, same address and new (0 skips them).
     #[arg(long, default_value_t = 3)]
@@ -69,7 +69,7 @@ pub(crate) fn run(args: &PServerBenchArgs) -> anyhow::Result<()> {
 
 async fn bench(args: &PServerBenchArgs, root: &Path, logs: &mut ProcessLogs) -> anyhow::Result<()> {
     println!("{}", throughput_table(args, root, logs).await?.render());
-    if !args.checkpoint_params.is_empty() {
+    if args.checkpoint_runs > 0 && !args.checkpoint_params.is_empty() {
         let table = checkpoint_table(root, &args.checkpoint_params, args.checkpoint_runs)?;
         println!("{}", table.render());
     }

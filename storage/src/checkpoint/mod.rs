@@ -15,7 +15,8 @@
 //!   tag u8 = 0 (end of blocks)
 //! trailer: body length u64, crc32 of the body u32, magic "RTCKEND1"
 //! ```
-//! A reader checks the trailer and the body's crc before it trusts any length inside.
+//! A reader checks the frame first and bounds every length inside by its limit and by the body
+//! bytes that remain; a body whose crc does not match is refused as damaged, whatever it holds.
 
 mod cursor;
 mod dir;
