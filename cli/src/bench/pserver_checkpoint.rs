@@ -3,7 +3,7 @@
 //! into blocks and hashed), against the same bytes written raw by the same durable-write
 //! routine and read raw with one `read`, in the same run. Both reads run in a fresh process
 //! (`bench read-file`), as a replacement pserver's restore does. They are timed warm (the file
-//! in the page cache, as it is just after a write) and cold (its pages dropped first with
+//! read once before, untimed, so it is in the page cache) and cold (its pages dropped first with
 //! `posix_fadvise(DONTNEED)`, which needs no privilege; the kernel may keep pages another
 //! process maps, which no benchmark file is).
 
@@ -56,6 +56,7 @@ pub(crate) fn checkpoint_table(root: &Path, params: &[u64], runs: u32) -> anyhow
         let mut bytes = 0;
         for run in 0..runs.max(1) {
             let (one, file_bytes) = measure(&dir, &values, u64::from(run) + 1)?;
+            tracing::info!(params = count, ?one, "checkpoint run");
             measured.push(one);
             bytes = file_bytes;
         }
@@ -87,6 +88,7 @@ fn measure(dir: &CheckpointDir, values: &[f32], step: u64) -> anyhow::Result<(Ru
     let started = Instant::now();
     let written = write(dir, values, step)?;
     run.write = started.elapsed().as_secs_f64();
+    warm(&written.path)?;
     run.warm_restore = read_in_child(&written.path, ReadAs::Checkpoint)?;
     super::page_cache::evict(&written.path)?;
     run.cold_restore = read_in_child(&written.path, ReadAs::Checkpoint)?;
@@ -96,6 +98,7 @@ fn measure(dir: &CheckpointDir, values: &[f32], step: u64) -> anyhow::Result<(Ru
     let raw_path = write_durably(dir.path(), "raw.bin", &raw)?;
     run.raw_write = started.elapsed().as_secs_f64();
     drop(raw);
+    warm(&raw_path)?;
     run.warm_raw_read = read_in_child(&raw_path, ReadAs::Raw)?;
     super::page_cache::evict(&raw_path)?;
     run.cold_raw_read = read_in_child(&raw_path, ReadAs::Raw)?;
@@ -125,4 +128,13 @@ fn write(
         writer.write_block("weight", index as u32, 0, block, &[])?;
     }
     Ok(writer.finish()?)
+}
+
+/// Reads the file at `path` once, untimed, so that its pages are in the page cache and recently
+/// used (pages only written may already be on their way out, and were in runs on this machine).
+fn warm(path: &Path) -> anyhow::Result<()> {
+    let mut file = std::fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
+    std::io::copy(&mut file, &mut std::io::sink())
+        .with_context(|| format!("read {}", path.display()))?;
+    Ok(())
 }

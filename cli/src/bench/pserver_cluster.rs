@@ -17,8 +17,6 @@ use crate::process_group::{free_loopback_addrs, ProcessGroup};
 
 /// The masters' pserver lease in the benchmark: a killed pserver's slot frees after this.
 pub(crate) const LEASE_MS: &str = "1000";
-/// Whole pulls timed before each kill, for the time a pull itself takes at this size.
-const STEADY_PULLS: usize = 3;
 
 /// One master and `count` pservers, with a client.
 pub(crate) struct Cluster {
@@ -90,29 +88,24 @@ impl Cluster {
 
     /// kill -9 of the pserver holding slot 0, then a replacement, `count` times each way:
     /// restarted on the same address (the master hands the slot straight back) or started on
-    /// a new one (it waits for the dead one's lease); milliseconds until a whole pull of the
-    /// `params`-parameter model succeeds again, next to what a whole pull takes before the kill.
+    /// a new one (it waits for the dead one's lease); milliseconds until the replacement (a new
+    /// generation) answers `Status` restored (`READY`) at the step of the newest checkpoint, for
+    /// a `params`-parameter model. Asked of the pserver itself, not through a pull: a pull of a
+    /// billion parameters would take seconds of its own and hold the model in this process
+    /// twice more.
     pub(crate) async fn replacements(mut self, count: u32, params: u64) -> anyhow::Result<Table> {
-        let mut table = Table::new(&[
-            "params",
-            "replacement",
-            "kill -9 to a whole pull answered (ms)",
-            "a whole pull (ms)",
-            "lease (ms)",
-        ]);
+        let mut table =
+            Table::new(&["params", "replacement", "kill -9 to serving (ms)", "lease (ms)"]);
         anyhow::ensure!(
             !layout(params, self.count).blocks_of_slot(0).is_empty(),
             "--replacement-params {params} puts no block on slot 0, the one killed: give more"
         );
         let (client, layout) = self.model(params).await?;
         let gradient = vec![0.001_f32; params as usize];
-        let settle = Duration::from_secs(self.checkpoint_interval_s) + Duration::from_millis(500);
         for round in 0..2 * count {
             client.push(&layout, &[("weight", &gradient)]).await?;
-            // A checkpoint after the push, so that the replacement restores a recorded one.
-            tokio::time::sleep(settle).await;
-            let pull_ms = steady_pull_ms(&client, &layout).await?;
             let (process, before) = self.holder(0).await?;
+            let step = self.wait_checkpointed(0).await?;
             let new_address = round % 2 == 1;
             if new_address {
                 self.move_pserver(process)?;
@@ -120,17 +113,49 @@ impl Cluster {
             self.processes.kill(process);
             let killed = Instant::now();
             self.processes.spawn(process)?;
-            client.pull(&layout).await?;
-            let answered = killed.elapsed().as_millis();
-            anyhow::ensure!(
-                self.holder(0).await?.1 != before,
-                "the pull was served by a replacement"
-            );
+            let restored = self.wait_serving(0, before).await?;
+            let serving = killed.elapsed().as_millis();
+            anyhow::ensure!(restored >= step, "restored at step {restored}, checkpointed {step}");
             let kind = if new_address { "new address" } else { "same address" };
-            let cells = [params.to_string(), kind.into(), answered.to_string()];
-            table.row([&cells[..], &[format!("{pull_ms:.0}"), LEASE_MS.into()]].concat());
+            table.row(vec![params.to_string(), kind.into(), serving.to_string(), LEASE_MS.into()]);
         }
         Ok(table)
+    }
+
+    /// Waits (two minutes at most) until `slot`'s holder has a checkpoint of its current step
+    /// recorded; that step.
+    async fn wait_checkpointed(&self, slot: u32) -> anyhow::Result<u64> {
+        for _ in 0..24_000 {
+            let addr = self.slot_entry(slot).await?.map(|(addr, _)| addr);
+            if let Some(addr) = addr {
+                let reply = status_of(&addr).await?;
+                if reply.checkpoint_step >= reply.step && reply.step > 0 {
+                    return Ok(reply.step);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        anyhow::bail!("slot {slot}'s checkpoint was never recorded")
+    }
+
+    /// Waits (two minutes at most) until a holder of `slot` other than generation `before`
+    /// answers `Status` restored; the step it restored.
+    async fn wait_serving(&self, slot: u32, before: u64) -> anyhow::Result<u64> {
+        for _ in 0..24_000 {
+            let entry = self.slot_entry(slot).await?;
+            if let Some((addr, generation)) = entry.filter(|(_, generation)| *generation != before)
+            {
+                let ready = proto::pserver::ShardState::Ready as i32;
+                match status_of(&addr).await {
+                    Ok(reply) if reply.generation == generation && reply.state == ready => {
+                        return Ok(reply.step)
+                    }
+                    _ => {}
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        anyhow::bail!("no replacement of slot {slot} ever served")
     }
 
     /// Gives pserver `process` a new address from its next start.
@@ -150,27 +175,28 @@ impl Cluster {
 
     /// The process serving `slot` and its generation.
     async fn holder(&self, slot: u32) -> anyhow::Result<(usize, u64)> {
-        let table = self.master.list_pservers().await?;
-        let entry =
-            table.pservers.iter().find(|entry| entry.slot == slot).context("the slot is held")?;
+        let (addr, generation) = self.slot_entry(slot).await?.context("the slot is held")?;
         let process = self
             .pserver_addrs
             .iter()
-            .position(|addr| *addr == entry.addr)
+            .position(|known| *known == addr)
             .context("a known pserver holds it")?;
-        Ok((process + 1, entry.generation))
+        Ok((process + 1, generation))
+    }
+
+    /// The address and generation of `slot`'s holder in the master's table (`None`: vacant).
+    async fn slot_entry(&self, slot: u32) -> anyhow::Result<Option<(String, u64)>> {
+        let table = self.master.list_pservers().await?;
+        let entry = table.pservers.iter().find(|entry| entry.slot == slot);
+        Ok(entry.map(|entry| (entry.addr.clone(), entry.generation)))
     }
 }
 
-/// The median of [`STEADY_PULLS`] whole pulls, milliseconds.
-async fn steady_pull_ms(client: &PServerClient, layout: &JobLayout) -> anyhow::Result<f64> {
-    let mut times = Vec::with_capacity(STEADY_PULLS);
-    for _ in 0..STEADY_PULLS {
-        let started = Instant::now();
-        client.pull(layout).await?;
-        times.push(started.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok(super::spread::Spread::of(&times).median)
+/// The `Status` of the pserver at `addr`, on a connection of its own.
+async fn status_of(addr: &str) -> anyhow::Result<proto::pserver::StatusReply> {
+    use proto::pserver::p_server_service_client::PServerServiceClient;
+    let mut client = PServerServiceClient::connect(format!("http://{addr}")).await?;
+    Ok(client.status(proto::pserver::StatusRequest {}).await?.into_inner())
 }
 
 /// Push+pull rounds of the model `client` initialized: GB/s of f32 payload both ways, over at

@@ -30,7 +30,7 @@ fn bench_pserver_prints_only_tables_on_stdout() {
     for line in stdout.lines().filter(|line| !line.is_empty()) {
         assert!(line.starts_with('|') && line.ends_with('|'), "not a table line: {line:?}");
     }
-    for column in ["vs raw TCP min / median / max", "restore cold s", "a whole pull (ms)"] {
+    for column in ["vs raw TCP min / median / max", "restore cold s", "kill -9 to serving (ms)"] {
         assert!(stdout.contains(column), "no {column:?} column:\n{stdout}");
     }
     assert!(stderr.contains(&format!("the processes' logs are in {}", logs.display())), "{stderr}");
