@@ -96,9 +96,13 @@ class Registration:
     so that a task hand-off does not wait for the master; an answer asked ahead and not used
     costs nothing: a task it handed out is answered again by the next ask.
 
-    Asks ahead are sent one after the other (each thread waits for the one asked before it),
-    and their answers are taken in that order (`ask_order`): the master hands a pass's tasks out
-    in the order of the asks, so a shuffled pass comes to the loop in its seeded order.
+    Answers asked ahead are taken first, in the order asked (`ask_order`): the master hands a
+    pass's tasks out in the order of the asks, so a shuffled pass comes to the loop in its
+    seeded order.
+
+    `reported_upto` is how many reports the loader had queued once this registration's task
+    was consumed (its finish among them; `None` while it is not): an ask ahead waits for those
+    to be answered, or the master would answer that task again.
 
     `asked_since` is when this registration first asked after it took its last task: no task
     it takes next was dispatched before then, so a task's deadline (a timeout from its dispatch)
@@ -111,35 +115,39 @@ class Registration:
         self.held: Optional[Receipt] = None
         self.asked_since: Optional[float] = None
         self._ahead: Optional[Tuple[threading.Thread, dict, int]] = None
+        # When this registration last took a task, in the order of asks (-1: never).
+        self._taken = -1
+        self.reported_upto: Optional[int] = None
 
     def ask_order(self) -> Tuple[bool, int]:
-        """Sorts registrations asked ahead first, in the order they were asked."""
+        """Sorts registrations asked ahead first, in the order they were asked, then the others
+        from the one that took its task longest ago (the likeliest to have it reported: one
+        whose task is not is answered that task again, a write for nothing)."""
         if self._ahead is None:
-            return (False, 0)
+            return (False, -self._taken)
         return (True, -self._ahead[2])
 
-    def ask_thread(self) -> Optional[Tuple[int, threading.Thread]]:
-        """The ask under way or answered ahead, with its order, if any."""
-        return None if self._ahead is None else (self._ahead[2], self._ahead[0])
+    def taken(self) -> int:
+        """When this registration last took a task, in the order of asks (-1: never)."""
+        return self._taken
 
     def take(self, step) -> None:
         """This registration's task `step` goes to the training loop."""
         self.held = (step.task.task_id, step.task.dispatch)
         self.asked_since = None
+        self.reported_upto = None
+        self._taken = next(Registration._asks)
 
-    def ask_ahead(self, landed: Optional[Callable[[], int]] = None, after: Optional[threading.Thread] = None) -> Optional[threading.Thread]:
-        """Asks for the next step on a thread, unless an ask is already under way; on that
-        thread, `after` (an earlier ask's thread) is waited for first, then `landed` (it waits
-        for the reports queued before this ask). Returns the asking thread, if one started."""
+    def ask_ahead(self, landed: Optional[Callable[[], int]] = None) -> None:
+        """Asks for the next step on a thread, unless an ask is already under way; `landed`
+        (given) runs on that thread first: it waits for this registration's last report."""
         if self._ahead is not None:
-            return None
+            return
         self._asking()
         answer: dict = {}
 
         def ask() -> None:
             try:
-                if after is not None:
-                    after.join()
                 if landed is not None:
                     landed()
                 answer["step"] = self.client.step()
@@ -149,7 +157,6 @@ class Registration:
         thread = threading.Thread(target=ask, name="raftrain-ask-ahead", daemon=True)
         thread.start()
         self._ahead = (thread, answer, next(Registration._asks))
-        return thread
 
     def step(self):
         """The next step: the one asked ahead, or asked now."""

@@ -5,7 +5,7 @@ DataLoader workers and training processes. Importing `raftrain` does not import 
 How it works
 ------------
 Each DataLoader worker (or the training process itself with `num_workers=0`) is a trainer of
-the job: it registers with the masters (twice: see below), takes tasks, reads each task's
+the job: it registers with the masters (three times: see below), takes tasks, reads each task's
 samples (`read(start, end)` over an index task's range, or the RecordIO task's checked
 chunks) and yields them in batches. Batches never span two tasks: a task's last batch may be
 short. The batch holding a task's last sample carries a *receipt* (task id, dispatch).
@@ -239,6 +239,8 @@ class TaskDataset(IterableDataset):
         yielded = False
         idle_since: Optional[float] = None
         landed, pause = -1, HELD_POLL_S_MIN
+        # The registration whose task the loop is consuming (or consumed last).
+        current: Optional[Registration] = None
         while True:
             steps = []
             # Registrations whose next step was asked ahead answer first, in the order asked.
@@ -258,7 +260,11 @@ class TaskDataset(IterableDataset):
                 continue
             if step.kind == StepKind.Task and not registration.holds(step):
                 dispatched_at = registration.asked_since or time.monotonic()
+                if loader is not None and current is not None:
+                    # The loop consumed the last task: its finish report is queued.
+                    current.reported_upto = loader._reports_queued()
                 registration.take(step)
+                current = registration
                 # In the training process itself (no DataLoader workers), while this task's last
                 # batches are consumed, the others ask for their next task (no sooner: a task's
                 # deadline runs from its dispatch), each once the reports queued before it are
@@ -266,7 +272,7 @@ class TaskDataset(IterableDataset):
                 # holding tasks ahead makes the DataLoader, which takes batches from its workers
                 # in turn, wait on the others.
                 others = [other for other in registrations if other is not registration]
-                ask_ahead = (lambda: _ask_ahead(others, loader)) if loader is not None else (lambda: None)
+                ask_ahead = (lambda left, count: self._ask_ahead(others, loader, left, count)) if loader is not None else (lambda left, count: None)
                 yield from self._batches(step.task, ask_ahead, dispatched_at)
                 yielded, idle_since, pause = True, None, HELD_POLL_S_MIN
                 continue
@@ -313,12 +319,11 @@ class TaskDataset(IterableDataset):
             self._registered_pid = os.getpid()
         return self._registered
 
-    def _batches(self, task, ask_ahead: Callable[[], object], dispatched_at: float) -> Iterator[Tuple[object, List[Receipt], Receipt, float]]:
+    def _batches(self, task, ask_ahead: Callable[[int, int], object], dispatched_at: float) -> Iterator[Tuple[object, List[Receipt], Receipt, float]]:
         """The task's batches, each with the receipts it carries, the task it is of and when
         it was asked for (`time.monotonic()`, the same clock in every process of the machine:
-        no later than its dispatch). `ask_ahead` runs once, when the batches left are expected
-        to take the loop less than the ask-ahead time (`_ask_ahead_s`, from how long it took
-        over the last batches), or else before the last."""
+        no later than its dispatch). `ask_ahead(left, count)` runs before each batch is yielded
+        (`left` of the task's `count` batches, this one included)."""
         receipt = (task.task_id, task.dispatch)
         # A shuffled job's samples come in the task's seeded order (offsets into the task).
         order = task.sample_order()
@@ -336,16 +341,32 @@ class TaskDataset(IterableDataset):
             count = len(labels)
             ranges = [(start, min(start + self.batch_size, count)) for start in range(0, count, self.batch_size)] or [(0, 0)]
             batches = (self._batch(features[start:end], labels[start:end]) for start, end in ranges)
-        asked, ahead_s = False, self._ask_ahead_s()
         for left, batch in zip(range(len(ranges), 0, -1), batches):
-            if not asked and (left == 1 or left * self._batch_seconds <= ahead_s):
-                ask_ahead()
-                asked = True
+            ask_ahead(left, len(ranges))
             yielded_at = time.monotonic()
             yield batch, [receipt] if left == 1 else [], receipt, dispatched_at
             # The loop asked for the next batch: how long one takes it, smoothed.
             took = time.monotonic() - yielded_at
             self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 8
+
+    def _ask_ahead(self, registrations: List[Registration], loader: "TaskLoader", left: int, count: int) -> None:
+        """Asks one of `registrations` for its next step on a thread, in the training process,
+        while `left` of the current task's `count` batches are still to be consumed: one task
+        ahead before the task's last batch, and more while the task asked would wait (the
+        batches left, then the tasks asked ahead before it, at the loop's pace) no longer than
+        the ask-ahead time (`_ask_ahead_s`): its deadline runs meanwhile. The registration that
+        took its task longest ago asks, once that task's finish report is answered (else the
+        master would answer that task again), which it usually is already."""
+        free = [registration for registration in registrations if not registration.ask_order()[0]]
+        if not free:
+            return
+        ahead = len(registrations) - len(free)
+        waits_s = (left + ahead * count) * self._batch_seconds
+        if (ahead > 0 or left > 1) and not waits_s <= self._ask_ahead_s():
+            return
+        registration = min(free, key=Registration.taken)
+        upto = registration.reported_upto if registration.reported_upto is not None else loader._reports_queued()
+        registration.ask_ahead(lambda: loader._reports_landed(upto))
 
     def _ask_ahead_s(self) -> float:
         """How long before a task's batches run out the next is asked for: `ASK_AHEAD_S`
@@ -369,17 +390,6 @@ class TaskDataset(IterableDataset):
         if self.transform is not None:
             return self.transform(features, labels)
         return torch.from_numpy(np.array(features)), labels
-
-
-def _ask_ahead(registrations: List[Registration], loader: "TaskLoader") -> None:
-    """Asks each of `registrations` for its next step on a thread, one after the other (after
-    any ask already under way), each once the reports the loader queued so far are in (its last
-    task's finish among them, or the master would answer that task again)."""
-    queued = loader._reports_queued()
-    under_way = [asked for asked in (registration.ask_thread() for registration in registrations) if asked is not None]
-    previous = max(under_way, key=lambda asked: asked[0])[1] if under_way else None
-    for registration in registrations:
-        previous = registration.ask_ahead(lambda: loader._reports_landed(queued), previous) or previous
 
 
 def _labels_as(labels: np.ndarray, dtype: torch.dtype, task_id: int) -> torch.Tensor:
