@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import TaskClient, status
+from .task_client import StepKind
 from .recordio import Reader, Writer
 
 RECORD_BYTES = 1000
@@ -207,15 +208,22 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int) -> None:
         print(f"| {workers} | {batch} | {plain:.2f} | {through_tasks:.2f} | {plain / through_tasks:.2f}x |", flush=True)
 
 
+def _take(client: TaskClient):
+    """The task one ask of `client` is handed, if it is handed one."""
+    step = client.step()
+    return step.task if step.kind == StepKind.Task else None
+
+
 def _hand_offs(clients: Sequence[TaskClient], tasks: int) -> list:
-    """Milliseconds per task of rounds in which every one of `clients` takes a task and then
-    reports it, each on a thread of its own, all at once (one client: one GetTask and one
-    TaskFinished, timed); the masters put writes that arrive together in one Raft entry."""
+    """Milliseconds per task of rounds in which every one of `clients` (registered before)
+    takes a task and then reports it, each on a thread of its own, all at once (one client:
+    one GetTask and one TaskFinished, timed); the masters put writes that arrive together in
+    one Raft entry."""
     times: list = []
     with concurrent.futures.ThreadPoolExecutor(len(clients)) as pool:
         while len(times) < tasks:
             started = time.perf_counter()
-            taken = [task for task in pool.map(lambda client: client.next_task(), clients) if task is not None]
+            taken = [task for task in pool.map(_take, clients) if task is not None]
             if not taken:
                 break
             list(pool.map(lambda task: task.finish(), taken))
@@ -232,7 +240,10 @@ def bench_hand_off(binary: str, directory: Path, tasks: int, together: int) -> N
     for count in (1, together):
         with three_masters(binary, directory / f"hand-off-{count}") as addrs:
             clients = [TaskClient(addrs, name=f"hand-off-{index}") for index in range(count)]
-            clients[0].report_index_dataset("hand-off", tasks, 1, passes=1)
+            # Whole rounds: every client of a round is handed a task.
+            clients[0].report_index_dataset("hand-off", max(1, tasks // count) * count, 1, passes=1)
+            for client in clients:
+                client.trainer_id  # registered before the clock starts
             times = _hand_offs(clients, tasks)
         p50, p99 = times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
         name = "one TaskClient" if count == 1 else f"{count} TaskClients at once (writes share Raft entries)"
