@@ -24,11 +24,13 @@ task. So, with any `num_workers` and `prefetch_factor`:
   trainer one task at a time (and answers one that holds a task with that task until its
   report is in), so the other registrations let a worker read ahead while its previous
   tasks' last batches wait in the prefetch queue or their reports are on their way; without
-  workers, once the batches left of a task are expected to take the loop less than
-  `ASK_AHEAD_S` (a share of the task timeout once known, at most `ASK_AHEAD_S_MAX`), the other
-  registrations ask for their next task on threads of their own, each once the reports
-  queued before are answered, so the hand-off does not wait for the masters (no sooner: a
-  task's deadline runs from its dispatch; workers' asks already overlap the training loop);
+  workers, by a task's last batch (sooner once the batches left are expected to take the loop
+  less than `ASK_AHEAD_S`: a share of the task timeout once known, at most
+  `ASK_AHEAD_S_MAX`), the registration that took its task longest ago asks for its next task
+  on a thread of its own, once that task's finish report is answered, so the hand-off does
+  not wait for the masters; a second is asked ahead only while the task asked would wait less
+  than that time (no sooner: a task's deadline runs from its dispatch; workers' asks already
+  overlap the training loop);
 - the finish reports are sent in order by a thread of the training process, so the loop never
   waits for the masters to take one; the loader waits for them before it reads the job's
   state (`job_finished`, the end of a pass, `state_dict`), and the dataset, without workers,
@@ -121,8 +123,9 @@ PASS_END_POLL_S = 0.2
 
 
 class TaskDataset(IterableDataset):
-    """A job's tasks as an IterableDataset of `(batch, receipts, holding)` (`holding`: the
-    receipt of the task the batch is of); use it through `loader()`.
+    """A job's tasks as an IterableDataset of `(batch, receipts, holding, asked_at)`
+    (`holding`: the receipt of the task the batch is of; `asked_at`: when it was asked for, by
+    `time.monotonic()`); use it through `loader()`.
 
     Either `index=(name, size, shard_size)` with `read`: an index dataset the masters never
     read (tasks are ranges of `shard_size` indices of `[0, size)`), each batch being
@@ -266,9 +269,9 @@ class TaskDataset(IterableDataset):
                 registration.take(step)
                 current = registration
                 # In the training process itself (no DataLoader workers), while this task's last
-                # batches are consumed, the others ask for their next task (no sooner: a task's
-                # deadline runs from its dispatch), each once the reports queued before it are
-                # in. Workers do not: their asks already overlap the training loop, and a worker
+                # batches are consumed, another registration asks for its next task (no sooner:
+                # a task's deadline runs from its dispatch), once its last report is in.
+                # Workers do not: their asks already overlap the training loop, and a worker
                 # holding tasks ahead makes the DataLoader, which takes batches from its workers
                 # in turn, wait on the others.
                 others = [other for other in registrations if other is not registration]
