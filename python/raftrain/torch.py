@@ -117,9 +117,11 @@ ASK_AHEAD_S = 0.02
 #: at most `ASK_AHEAD_S_MAX` (tasks shorter than that are asked for as the previous one starts).
 ASK_AHEAD_TIMEOUT_SHARE = 0.05
 ASK_AHEAD_S_MAX = 0.25
-#: The longest pause between looks at the master while this process waits for the pass's
-#: other tasks to finish (the first looks come sooner).
-PASS_END_POLL_S = 0.2
+#: The longest pause between looks at the master (a linearizable read) while this process waits
+#: for the pass's other tasks to finish (the first looks come sooner): short, because the
+#: process that finishes the pass starts the next at once, and one that noticed later than
+#: the next pass took to run would find it over and miss it.
+PASS_END_POLL_S = 0.05
 
 
 class TaskDataset(IterableDataset):
@@ -560,7 +562,7 @@ class TaskLoader:
         """Waits until pass `pass_index` is over or the job ended (`over`), or until tasks of
         the pass are back in the queue for this process to take (`over` false). `vote`, given,
         makes every rank decide alike (DDP)."""
-        pause = PASS_END_POLL_S / 16
+        pause = PASS_END_POLL_S / 8
         while True:
             status = self._job_status()
             over = status["ended"] or status["pass"] != pass_index
