@@ -5,7 +5,8 @@ measured in the same run on the same machine (ratios, not absolute figures, on a
   same uncompressed file (zlib's CRC), and `raftrain recordio cat` into /dev/null.
 - The task queue: task transitions per second (a GetTask and its TaskFinished count as two) of
   one `TaskClient` against `raftrain bench master` with one Rust client, on three masters.
-- The hand-off: milliseconds for one `TaskClient` to take a task and report it (p50, p99).
+- The hand-off: milliseconds for one `TaskClient` to take a task and report it (p50, p99), and
+  per task for several clients of one process doing so at once (their writes share entries).
 - `raftrain.torch` (when PyTorch is installed): seconds for one pass of a small MLP fed by
   `TaskLoader` over an index-range job against the same loop fed by a `DataLoader` slicing the
   same batches from the same in-memory tensors, with 0 and 2 workers, batches of 64 and 512.
@@ -16,6 +17,7 @@ Needs the `raftrain` binary (`RAFTRAIN_BIN`, or `raftrain` on PATH). Prints Mark
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import os
 import shutil
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import TaskClient, status
+from .task_client import StepKind
 from .recordio import Reader, Writer
 
 RECORD_BYTES = 1000
@@ -205,24 +208,46 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int) -> None:
         print(f"| {workers} | {batch} | {plain:.2f} | {through_tasks:.2f} | {plain / through_tasks:.2f}x |", flush=True)
 
 
-def bench_hand_off(binary: str, directory: Path, tasks: int) -> None:
-    """Milliseconds a `TaskClient` takes to hand a task over: one GetTask and one
-    TaskFinished, each timed (p50, p99)."""
-    with three_masters(binary, directory / "hand-off") as addrs:
-        client = TaskClient(addrs, name="hand-off")
-        client.report_index_dataset("hand-off", tasks, 1, passes=1)
-        times = []
-        for _ in range(tasks):
+def _take(client: TaskClient):
+    """The task one ask of `client` is handed, if it is handed one."""
+    step = client.step()
+    return step.task if step.kind == StepKind.Task else None
+
+
+def _hand_offs(clients: Sequence[TaskClient], tasks: int) -> list:
+    """Milliseconds per task of rounds in which every one of `clients` (registered before)
+    takes a task and then reports it, each on a thread of its own, all at once (one client:
+    one GetTask and one TaskFinished, timed); the masters put writes that arrive together in
+    one Raft entry."""
+    times: list = []
+    with concurrent.futures.ThreadPoolExecutor(len(clients)) as pool:
+        while len(times) < tasks:
             started = time.perf_counter()
-            task = client.next_task()
-            if task is None:
+            taken = [task for task in pool.map(_take, clients) if task is not None]
+            if not taken:
                 break
-            task.finish()
-            times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    p50, p99 = times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
-    print(f"\nTask hand-off (GetTask + TaskFinished, one TaskClient, three masters, {len(times)} tasks)\n")
-    print(f"| p50 ms | p99 ms |\n| ---: | ---: |\n| {p50:.2f} | {p99:.2f} |")
+            list(pool.map(lambda task: task.finish(), taken))
+            times.extend([(time.perf_counter() - started) * 1000 / len(taken)] * len(taken))
+    return sorted(times)
+
+
+def bench_hand_off(binary: str, directory: Path, tasks: int, together: int) -> None:
+    """Milliseconds a task hand-off takes (one GetTask and one TaskFinished, p50 and p99):
+    one `TaskClient` alone, and `together` registrations of one process handing off at once
+    (per task: a round's time over its tasks)."""
+    print(f"\nTask hand-off (GetTask + TaskFinished, three masters, {tasks} tasks each row)\n")
+    print("| clients | p50 ms a task | p99 ms a task |\n| --- | ---: | ---: |")
+    for count in (1, together):
+        with three_masters(binary, directory / f"hand-off-{count}") as addrs:
+            clients = [TaskClient(addrs, name=f"hand-off-{index}") for index in range(count)]
+            # Whole rounds: every client of a round is handed a task.
+            clients[0].report_index_dataset("hand-off", max(1, tasks // count) * count, 1, passes=1)
+            for client in clients:
+                client.trainer_id  # registered before the clock starts
+            times = _hand_offs(clients, tasks)
+        p50, p99 = times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
+        name = "one TaskClient" if count == 1 else f"{count} TaskClients at once (writes share Raft entries)"
+        print(f"| {name} | {p50:.2f} | {p99:.2f} |", flush=True)
 
 
 def main() -> None:
@@ -232,7 +257,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of task-queue load")
     parser.add_argument("--samples", type=int, default=50_000, help="samples of the PyTorch job")
     parser.add_argument("--shard", type=int, default=1_000, help="samples per task of the PyTorch job")
-    parser.add_argument("--hand-offs", type=int, default=500, help="tasks handed over one by one")
+    parser.add_argument("--hand-offs", type=int, default=500, help="tasks handed over, per row")
+    parser.add_argument("--together", type=int, default=16, help="clients handing tasks over at once (the batched row)")
     args = parser.parse_args()
     binary = os.environ.get("RAFTRAIN_BIN") or shutil.which("raftrain")
     if not binary:
@@ -240,7 +266,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         bench_reader(binary, Path(directory), args.megabytes)
         bench_tasks(binary, Path(directory), args.tasks, args.seconds)
-        bench_hand_off(binary, Path(directory), args.hand_offs)
+        bench_hand_off(binary, Path(directory), args.hand_offs, args.together)
         bench_torch(binary, Path(directory), args.samples, args.shard)
 
 

@@ -5,7 +5,7 @@ DataLoader workers and training processes. Importing `raftrain` does not import 
 How it works
 ------------
 Each DataLoader worker (or the training process itself with `num_workers=0`) is a trainer of
-the job: it registers with the masters (twice: see below), takes tasks, reads each task's
+the job: it registers with the masters (three times: see below), takes tasks, reads each task's
 samples (`read(start, end)` over an index task's range, or the RecordIO task's checked
 chunks) and yields them in batches. Batches never span two tasks: a task's last batch may be
 short. The batch holding a task's last sample carries a *receipt* (task id, dispatch).
@@ -20,21 +20,28 @@ task. So, with any `num_workers` and `prefetch_factor`:
 - prefetched batches of tasks not yet consumed are not reported; if the process dies they are
   lost with it, and their tasks go back to the queue when the workers' trainer leases end (the
   workers die with their DataLoader): each task is trained on at least once per pass;
-- a worker holds at most two unreported tasks (one per registration): the master hands a
-  trainer one task at a time, so the second registration lets a worker read ahead while its
-  previous task's last batches wait in the prefetch queue; without workers, when a task's
-  last batch is yielded, the other registration asks for its next task on a thread of its
-  own, so the hand-off does not wait for the masters (no sooner: a task's deadline runs from
-  its dispatch; workers' asks already overlap the training loop);
+- a worker holds at most three unreported tasks (one per registration): the master hands a
+  trainer one task at a time (and answers one that holds a task with that task until its
+  report is in), so the other registrations let a worker read ahead while its previous
+  tasks' last batches wait in the prefetch queue or their reports are on their way; without
+  workers, by a task's last batch (sooner once the batches left are expected to take the loop
+  less than `ASK_AHEAD_S`: a share of the task timeout once known, at most
+  `ASK_AHEAD_S_MAX`), the registration that took its task longest ago asks for its next task
+  on a thread of its own, once that task's finish report is answered, so the hand-off does
+  not wait for the masters; a second is asked ahead only while the task asked would wait less
+  than that time (no sooner: a task's deadline runs from its dispatch; workers' asks already
+  overlap the training loop);
 - the finish reports are sent in order by a thread of the training process, so the loop never
   waits for the masters to take one; the loader waits for them before it reads the job's
-  state (`job_finished`, the end of a pass, `state_dict`);
-- a task the training loop is consuming slowly is not taken back: when the loop has consumed
-  the first batch of a task of several, the training process reports its progress
-  (`Task.progress`), which moves the task's deadline a whole timeout on
-  (`--task-timeout-min-ms`, 20 s by default, scaled by the task's size), and again every
-  third of that timeout while batches of it are consumed; only a stuck or dead loop loses its
-  tasks. A task's batches waiting in
+  state (`job_finished`, the end of a pass, `state_dict`), and the dataset, without workers,
+  before it asks again for a task the master answered as still held (the pass's last);
+- a task the training loop is consuming slowly is not taken back: the training process
+  reports its progress (`Task.progress`), which moves the task's deadline a whole timeout on
+  (`--task-timeout-min-ms`, 20 s by default, or more for tasks slow on average), once a
+  third of the task timeout passed since the task was asked for (after the task's first
+  batch, until a progress answer told the loader the timeout), and again every third of
+  that timeout while batches of it are consumed; a task consumed sooner sends none, and only
+  a stuck or dead loop loses its tasks. A task's batches waiting in
   the prefetch queue are not reported yet: the loop must reach a task's first batch within the
   timeout of its dispatch (a prefetch queue of `num_workers x prefetch_factor` batches ahead
   of the loop). A task taken back anyway is refused when reported (counted in
@@ -75,9 +82,7 @@ alike on every rank: see `python/tests/torch_training.py`.
 from __future__ import annotations
 
 import os
-import queue
 import socket
-import threading
 import time
 import warnings
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -86,30 +91,43 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from ._torch_io import Receipt, Registration, Reports
 from .errors import DataError, InvalidArgument, JobEnded
 from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, Waiting, master_list, raise_if_failed
 
-#: Registrations per worker: one task in flight to the training loop, one being read.
-REGISTRATIONS_PER_WORKER = 2
-#: Between asks while every registration of a worker holds an unreported task.
+#: Registrations per worker: one task being consumed by the training loop, one read or asked
+#: ahead, and one whose finish report is on its way (the master answers a trainer that holds a
+#: task with that task until the report is in, so with two the next ask often waited for it).
+REGISTRATIONS_PER_WORKER = 3
+#: Between asks while nothing is free for a worker (every registration holds an unreported
+#: task, or the pass's last tasks are held): the first pause, doubled after each fruitless
+#: round up to the longest (each round is a replicated write per registration; the pass's
+#: last finish usually lands within the first pauses).
+HELD_POLL_S_MIN = 0.005
 HELD_POLL_S = 0.05
 #: A worker ends its pass once nothing was free for it this long: the pass's last tasks are
 #: held elsewhere (by another process's workers, which may wait in DDP for this one).
 PASS_END_IDLE_S = 1.0
 #: How long before a task's batches are expected to run out the next task is asked for (in the
-#: training process, without workers): enough to hide a task hand-off, short enough that a
-#: task's deadline, which runs from its dispatch, is not spent waiting.
+#: training process, without workers), before the loader learned the job's task timeout:
+#: enough to hide a task hand-off, short enough that a task's deadline, which runs from its
+#: dispatch, is not spent waiting.
 ASK_AHEAD_S = 0.02
-#: The longest pause between looks at the master while this process waits for the pass's
-#: other tasks to finish (the first looks come sooner).
-PASS_END_POLL_S = 0.2
-
-Receipt = Tuple[int, int]
+#: Once the timeout is known (from a progress report's answer): asked this share of it ahead,
+#: at most `ASK_AHEAD_S_MAX` (tasks shorter than that are asked for as the previous one starts).
+ASK_AHEAD_TIMEOUT_SHARE = 0.05
+ASK_AHEAD_S_MAX = 0.25
+#: The longest pause between looks at the master (a linearizable read) while this process waits
+#: for the pass's other tasks to finish (the first looks come sooner): short, because the
+#: process that finishes the pass starts the next at once, and one that noticed later than
+#: the next pass took to run would find it over and miss it.
+PASS_END_POLL_S = 0.05
 
 
 class TaskDataset(IterableDataset):
-    """A job's tasks as an IterableDataset of `(batch, receipts, holding)` (`holding`: the
-    receipt of the task the batch is of); use it through `loader()`.
+    """A job's tasks as an IterableDataset of `(batch, receipts, holding, asked_at)`
+    (`holding`: the receipt of the task the batch is of; `asked_at`: when it was asked for, by
+    `time.monotonic()`); use it through `loader()`.
 
     Either `index=(name, size, shard_size)` with `read`: an index dataset the masters never
     read (tasks are ranges of `shard_size` indices of `[0, size)`), each batch being
@@ -187,10 +205,13 @@ class TaskDataset(IterableDataset):
         self.restart = bool(restart)
         self.name = name or f"torch-{socket.gethostname()}-{os.getpid()}"
         self.client_options = dict(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token_file=token_file, deadline_s=deadline_s)
-        self._registered: List[_Registration] = []
+        self._registered: List[Registration] = []
         # How long the training loop takes per batch (smoothed; for asking ahead).
         self._batch_seconds = float("inf")
         self._registered_pid: Optional[int] = None
+        # The loader iterating this dataset in its own process (no workers): its reports tell
+        # a registration when its last task's finish is in, and its answers the task timeout.
+        self._loader: Optional["TaskLoader"] = None
 
     def client(self, suffix: str) -> TaskClient:
         """A client of this job, registered as `<name>-<suffix>`."""
@@ -200,7 +221,7 @@ class TaskDataset(IterableDataset):
     def __getstate__(self) -> dict:
         # Registrations belong to the process that made them (a spawned worker makes its own).
         state = dict(self.__dict__)
-        state["_registered"], state["_registered_pid"] = [], None
+        state["_registered"], state["_registered_pid"], state["_loader"] = [], None, None
         return state
 
     def loader(self, *, allow_ended: bool = False, **dataloader_options) -> "TaskLoader":
@@ -211,23 +232,26 @@ class TaskDataset(IterableDataset):
         empty loop instead."""
         return TaskLoader(self, allow_ended=allow_ended, **dataloader_options)
 
-    def __iter__(self) -> Iterator[Tuple[object, List[Receipt], Receipt]]:
+    def __iter__(self) -> Iterator[Tuple[object, List[Receipt], Receipt, float]]:
         """One pass as this worker sees it: tasks until the pass is over after it yielded
         some, or until nothing is free for `PASS_END_IDLE_S` (the rest are held elsewhere), or
         the job finished. Each registration walks the passes with the client's walker; when one
         learns the pass moved, the others are moved with it."""
         registrations = self._registrations()
-        in_process = get_worker_info() is None
+        loader = self._loader if get_worker_info() is None else None
         self._report(registrations[0].client)
         pass_index = registrations[0].client.pass_index
         yielded = False
         idle_since: Optional[float] = None
+        landed, pause = -1, HELD_POLL_S_MIN
+        # The registration whose task the loop is consuming (or consumed last).
+        current: Optional[Registration] = None
         while True:
             steps = []
-            # Registrations whose next step was asked ahead answer first.
-            for registration in sorted(registrations, key=_Registration.asked_ahead, reverse=True):
+            # Registrations whose next step was asked ahead answer first, in the order asked.
+            for registration in sorted(registrations, key=Registration.ask_order, reverse=True):
                 step = registration.step()
-                steps.append(step)
+                steps.append((registration, step))
                 if step.kind != StepKind.Wait and not registration.holds(step):
                     break
             if step.kind in (StepKind.Finished, StepKind.Cancelled):
@@ -240,22 +264,36 @@ class TaskDataset(IterableDataset):
                     other.go_to(pass_index)
                 continue
             if step.kind == StepKind.Task and not registration.holds(step):
-                registration.held = (step.task.task_id, step.task.dispatch)
+                dispatched_at = registration.asked_since or time.monotonic()
+                if loader is not None and current is not None:
+                    # The loop consumed the last task: its finish report is queued.
+                    current.reported_upto = loader._reports_queued()
+                registration.take(step)
+                current = registration
                 # In the training process itself (no DataLoader workers), while this task's last
-                # batch is consumed, the others ask for their next task (no sooner: a task's
-                # deadline runs from its dispatch). Workers do not: their asks already overlap
-                # the training loop, and a worker holding tasks ahead makes the DataLoader,
-                # which takes batches from its workers in turn, wait on the others.
+                # batches are consumed, another registration asks for its next task (no sooner:
+                # a task's deadline runs from its dispatch), once its last report is in.
+                # Workers do not: their asks already overlap the training loop, and a worker
+                # holding tasks ahead makes the DataLoader, which takes batches from its workers
+                # in turn, wait on the others.
                 others = [other for other in registrations if other is not registration]
-                ask_ahead = (lambda: [other.ask_ahead() for other in others]) if in_process else (lambda: None)
-                yield from self._batches(step.task, ask_ahead)
-                yielded, idle_since = True, None
+                ask_ahead = (lambda left, count: self._ask_ahead(others, loader, left, count)) if loader is not None else (lambda left, count: None)
+                yield from self._batches(step.task, ask_ahead, dispatched_at)
+                yielded, idle_since, pause = True, None, HELD_POLL_S_MIN
                 continue
+            if loader is not None and any(asker.holds(each) for asker, each in steps):
+                # A registration was answered the task this process is reporting (the pass's
+                # last, usually): ask again once the reports are in, rather than after a pause.
+                answered = loader._reports_landed()
+                if answered != landed:
+                    landed = answered
+                    continue
             idle_since = idle_since or time.monotonic()
-            waiting_for_dataset = all(step.waiting_for == Waiting.NO_DATASET for step in steps)
+            waiting_for_dataset = all(each.waiting_for == Waiting.NO_DATASET for _asker, each in steps)
             if not waiting_for_dataset and time.monotonic() - idle_since >= PASS_END_IDLE_S:
                 return
-            time.sleep(HELD_POLL_S)
+            time.sleep(pause)
+            pause = min(pause * 2, HELD_POLL_S)
 
     def _report(self, client: TaskClient, restart: bool = False) -> None:
         """Reports the job's dataset (the first report wins; repeats are answered alike), or
@@ -273,7 +311,7 @@ class TaskDataset(IterableDataset):
         else:
             client.report_dataset(self.records, passes=self.passes, job=self.job, shuffle=self.shuffle, seed=self.seed)
 
-    def _registrations(self) -> "List[_Registration]":
+    def _registrations(self) -> "List[Registration]":
         """This process's registrations, made on first use and kept for later passes: a worker
         keeps heartbeating until it exits, so a task it yielded stays its own until the
         training loop reports it."""
@@ -281,16 +319,16 @@ class TaskDataset(IterableDataset):
             worker = get_worker_info()
             worker_name = f"w{worker.id}" if worker is not None else "main"
             self._registered = [
-                _Registration(self.client(f"{worker_name}-{index}")) for index in range(REGISTRATIONS_PER_WORKER)
+                Registration(self.client(f"{worker_name}-{index}")) for index in range(REGISTRATIONS_PER_WORKER)
             ]
             self._registered_pid = os.getpid()
         return self._registered
 
-    def _batches(self, task, ask_ahead: Callable[[], object]) -> Iterator[Tuple[object, List[Receipt], Receipt]]:
-        """The task's batches, each with the receipts it carries and the task it is of.
-        `ask_ahead` runs once, in the task's second half when the batches left are expected
-        to take the loop less than `ASK_AHEAD_S` (from how long it took over the last batches),
-        or else before the last."""
+    def _batches(self, task, ask_ahead: Callable[[int, int], object], dispatched_at: float) -> Iterator[Tuple[object, List[Receipt], Receipt, float]]:
+        """The task's batches, each with the receipts it carries, the task it is of and when
+        it was asked for (`time.monotonic()`, the same clock in every process of the machine:
+        no later than its dispatch). `ask_ahead(left, count)` runs before each batch is yielded
+        (`left` of the task's `count` batches, this one included)."""
         receipt = (task.task_id, task.dispatch)
         # A shuffled job's samples come in the task's seeded order (offsets into the task).
         order = task.sample_order()
@@ -308,19 +346,41 @@ class TaskDataset(IterableDataset):
             count = len(labels)
             ranges = [(start, min(start + self.batch_size, count)) for start in range(0, count, self.batch_size)] or [(0, 0)]
             batches = (self._batch(features[start:end], labels[start:end]) for start, end in ranges)
-        asked = False
         for left, batch in zip(range(len(ranges), 0, -1), batches):
-            # Not in the task's first half: the other registration's previous task must have
-            # been reported (from the loader's thread) by then, or the ask finds it held.
-            soon = left <= len(ranges) // 2 and left * self._batch_seconds <= ASK_AHEAD_S
-            if not asked and (left == 1 or soon):
-                ask_ahead()
-                asked = True
+            ask_ahead(left, len(ranges))
             yielded_at = time.monotonic()
-            yield batch, [receipt] if left == 1 else [], receipt
+            yield batch, [receipt] if left == 1 else [], receipt, dispatched_at
             # The loop asked for the next batch: how long one takes it, smoothed.
             took = time.monotonic() - yielded_at
             self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 8
+
+    def _ask_ahead(self, registrations: List[Registration], loader: "TaskLoader", left: int, count: int) -> None:
+        """Asks one of `registrations` for its next step on a thread, in the training process,
+        while `left` of the current task's `count` batches are still to be consumed: one task
+        ahead before the task's last batch, and more while the task asked would wait (the
+        batches left, then the tasks asked ahead before it, at the loop's pace) no longer than
+        the ask-ahead time (`_ask_ahead_s`): its deadline runs meanwhile. The registration that
+        took its task longest ago asks, once that task's finish report is answered (else the
+        master would answer that task again), which it usually is already."""
+        free = [registration for registration in registrations if not registration.ask_order()[0]]
+        if not free:
+            return
+        ahead = len(registrations) - len(free)
+        waits_s = (left + ahead * count) * self._batch_seconds
+        if (ahead > 0 or left > 1) and not waits_s <= self._ask_ahead_s():
+            return
+        registration = min(free, key=Registration.taken)
+        upto = registration.reported_upto if registration.reported_upto is not None else loader._reports_queued()
+        registration.ask_ahead(lambda: loader._reports_landed(upto))
+
+    def _ask_ahead_s(self) -> float:
+        """How long before a task's batches run out the next is asked for: `ASK_AHEAD_S`
+        until the loader learned the task timeout, then a share of it (the asked task's
+        deadline runs meanwhile), at most `ASK_AHEAD_S_MAX`."""
+        timeout_s = None if self._loader is None else self._loader._task_timeout_s
+        if timeout_s is None:
+            return ASK_AHEAD_S
+        return min(ASK_AHEAD_S_MAX, timeout_s * ASK_AHEAD_TIMEOUT_SHARE)
 
     def _index_batches(self, task, order: Optional[List[int]]):
         """An index task's batches through `read_indices`, in `order` (offsets into the task)
@@ -352,63 +412,6 @@ def _labels_as(labels: np.ndarray, dtype: torch.dtype, task_id: int) -> torch.Te
     return converted
 
 
-class _Registration:
-    """One registration of a worker, and the task it last handed out (held until reported: the
-    master answers a trainer that holds a task with that task). Its next step may be asked
-    ahead on a thread of its own (`ask_ahead`) while another registration's task is consumed,
-    so that a task hand-off does not wait for the master; an answer asked ahead and not used
-    costs nothing: a task it handed out is answered again by the next ask."""
-
-    def __init__(self, client: TaskClient):
-        self.client = client
-        self.held: Optional[Receipt] = None
-        self._ahead: Optional[Tuple[threading.Thread, dict]] = None
-
-    def asked_ahead(self) -> bool:
-        return self._ahead is not None
-
-    def ask_ahead(self) -> None:
-        """Asks for the next step on a thread, unless an ask is already under way."""
-        if self._ahead is not None:
-            return
-        answer: dict = {}
-
-        def ask() -> None:
-            try:
-                answer["step"] = self.client.step()
-            except BaseException as error:  # noqa: BLE001 - raised where the step is taken
-                answer["error"] = error
-
-        thread = threading.Thread(target=ask, name="raftrain-ask-ahead", daemon=True)
-        thread.start()
-        self._ahead = (thread, answer)
-
-    def step(self):
-        """The next step: the one asked ahead, or asked now."""
-        if self._ahead is None:
-            return self.client.step()
-        thread, answer = self._ahead
-        self._ahead = None
-        thread.join()
-        if "error" in answer:
-            raise answer["error"]
-        if self.holds(answer["step"]):
-            # Asked before its last task's report landed: ask again now.
-            return self.client.step()
-        return answer["step"]
-
-    def go_to(self, pass_index: int) -> None:
-        """Moves the walk to `pass_index`, after any ask under way (its answer is dropped)."""
-        if self._ahead is not None:
-            self._ahead[0].join()
-            self._ahead = None
-        self.client.go_to(pass_index)
-
-    def holds(self, step) -> bool:
-        """Whether `step` is the task this registration already handed out."""
-        return step.kind == StepKind.Task and self.held == (step.task.task_id, step.task.dispatch)
-
-
 class TaskLoader:
     """Iterates a `TaskDataset` through a DataLoader, exactly one pass of the job per iteration
     (`pass_index` says which), and reports each task finished once the training loop has
@@ -421,6 +424,8 @@ class TaskLoader:
             raise ValueError("TaskDataset batches itself: give batch_size to the TaskDataset")
         self.dataset = dataset
         self.dataloader = DataLoader(dataset, batch_size=None, **dataloader_options)
+        # Iterated in this process (no workers), the dataset asks ahead once these reports land.
+        dataset._loader = self
         #: Tasks this loader reported finished, and reports the master refused (taken back).
         self.finished = 0
         self.refused = 0
@@ -431,13 +436,16 @@ class TaskLoader:
         #: The last epoch a trainer gave `set_epoch` (`None` before any).
         self.epoch: Optional[int] = None
         self._reporter: Optional[TaskClient] = None
-        self._reports: Optional[_Reports] = None
+        self._reports: Optional[Reports] = None
         self._job_reported = False
         # Whether the job was seen running: a job that had ended before raises `JobEnded`
         # (unless `allow_ended`), rather than letting a script train nothing and succeed.
         self._seen_running = allow_ended
         # Per task being consumed: when its progress is due next (infinity: no longer held).
         self._progress_due: Dict[Receipt, float] = {}
+        # The shortest task timeout a progress report was answered with (`None` before one):
+        # a task's first progress report is due a third of it after the task was asked for.
+        self._task_timeout_s: Optional[float] = None
 
     def __iter__(self) -> Iterator[object]:
         """One pass: the batches this process gets of it, then a wait until the pass is over
@@ -524,10 +532,10 @@ class TaskLoader:
     def _batches(self) -> Iterator[object]:
         """The DataLoader's batches of this process, reporting each task as it is consumed."""
         self._progress_due.clear()
-        for batch, receipts, holding in self.dataloader:
+        for batch, receipts, holding, dispatched_at in self.dataloader:
             yield batch
             # The loop asked for the next batch: it has consumed this one.
-            self._consumed((int(holding[0]), int(holding[1])), finishing=bool(receipts))
+            self._consumed((int(holding[0]), int(holding[1])), bool(receipts), float(dispatched_at))
             for task_id, dispatch in receipts:
                 self._progress_due.pop((int(task_id), int(dispatch)), None)
                 self._report(int(task_id), int(dispatch))
@@ -554,7 +562,7 @@ class TaskLoader:
         """Waits until pass `pass_index` is over or the job ended (`over`), or until tasks of
         the pass are back in the queue for this process to take (`over` false). `vote`, given,
         makes every rank decide alike (DDP)."""
-        pause = PASS_END_POLL_S / 16
+        pause = PASS_END_POLL_S / 8
         while True:
             status = self._job_status()
             over = status["ended"] or status["pass"] != pass_index
@@ -569,24 +577,30 @@ class TaskLoader:
             time.sleep(pause)
             pause = min(pause * 2, PASS_END_POLL_S)
 
-    def _consumed(self, holding: Receipt, finishing: bool) -> None:
-        """The loop consumed a batch of task `holding` (its last when `finishing`): reports
-        its progress after its first batch, then every third of its timeout (from the
-        reporting thread, in order with the finish reports)."""
+    def _consumed(self, holding: Receipt, finishing: bool, dispatched_at: float) -> None:
+        """The loop consumed a batch of task `holding` (its last when `finishing`), asked for
+        at `dispatched_at`: reports its progress a third of the task timeout after that (after
+        its first batch, before the timeout is known), then every third of its timeout (from
+        the reporting thread, in order with the finish reports). A task consumed within a
+        third of its timeout sends none."""
         now = time.monotonic()
-        if finishing or now < self._progress_due.setdefault(holding, now):
+        first_due = now if self._task_timeout_s is None else dispatched_at + self._task_timeout_s / 3
+        if finishing or now < self._progress_due.setdefault(holding, first_due):
             return
         # Not due again until the answer says when.
         self._progress_due[holding] = float("inf")
         self._queue_report(("progress", holding))
 
     def _progressed(self, holding: Receipt, asked_at: float, timeout: Optional[float]) -> None:
-        """The answer to a progress report: when the next is due (never, when the task was
-        taken back or the job cancelled: its finish report will say so)."""
-        if timeout is None or holding not in self._progress_due:
+        """The answer to a progress report: the task timeout, and when the next report is due
+        if the task is still being consumed (never, when the task was taken back or the job
+        cancelled: its finish report will say so)."""
+        if timeout is None:
             return
+        self._task_timeout_s = timeout if self._task_timeout_s is None else min(self._task_timeout_s, timeout)
         self.progressed += 1
-        self._progress_due[holding] = asked_at + timeout / 3
+        if holding in self._progress_due:
+            self._progress_due[holding] = asked_at + timeout / 3
 
     @property
     def job_finished(self) -> bool:
@@ -608,8 +622,26 @@ class TaskLoader:
 
     def _queue_report(self, report: Tuple[str, Receipt]) -> None:
         if self._reports is None:
-            self._reports = _Reports(self)
+            self._reports = Reports(self._send_report)
         self._reports.put(report)
+
+    def _send_report(self, kind: str, receipt: Receipt) -> None:
+        """Sends one report (on the reporting thread) and takes its answer."""
+        client = self._reporter_client()
+        task_id, dispatch = receipt
+        if kind == "finish":
+            self._answered(task_id, dispatch, client._native.finish(task_id, dispatch))
+            return
+        asked_at = time.monotonic()
+        self._progressed(receipt, asked_at, client.progress(task_id, dispatch))
+
+    def _reports_queued(self) -> int:
+        return 0 if self._reports is None else self._reports.queued
+
+    def _reports_landed(self, queued: Optional[int] = None) -> int:
+        """Waits for the reports queued so far (or the first `queued`) to be answered; how many
+        were answered."""
+        return 0 if self._reports is None else self._reports.landed(queued)
 
     def _flush_reports(self) -> None:
         """Waits until every queued report was answered (raising the first that failed)."""
@@ -684,48 +716,3 @@ class _DdpPasses:
         value = torch.tensor([1 if flag else 0])
         self._dist.all_reduce(value, op=self._dist.ReduceOp.MAX)
         return bool(value.item())
-
-
-class _Reports:
-    """A training process's finish reports, sent in order by a thread of its own, so that the
-    training loop never waits for the masters to take one. A report the process dies before
-    sending is a task trained again (at least once); `flush` waits for every report queued so
-    far (before the loader reads the job's state) and raises the first that failed."""
-
-    def __init__(self, loader: TaskLoader):
-        self._loader = loader
-        self._queue: "queue.Queue[Tuple[str, Receipt]]" = queue.Queue()
-        self._failure: Optional[BaseException] = None
-        threading.Thread(target=self._send, name="raftrain-reports", daemon=True).start()
-
-    def put(self, report: Tuple[str, Receipt]) -> None:
-        """Queues `("finish", receipt)` or `("progress", receipt)`."""
-        self._raise_failure()
-        self._queue.put(report)
-
-    def flush(self) -> None:
-        self._queue.join()
-        self._raise_failure()
-
-    def _send(self) -> None:
-        client = self._loader._reporter_client()
-        while True:
-            kind, (task_id, dispatch) = self._queue.get()
-            try:
-                if self._failure is not None:
-                    pass
-                elif kind == "finish":
-                    self._loader._answered(task_id, dispatch, client._native.finish(task_id, dispatch))
-                else:
-                    asked_at = time.monotonic()
-                    timeout = client.progress(task_id, dispatch)
-                    self._loader._progressed((task_id, dispatch), asked_at, timeout)
-            except BaseException as error:  # noqa: BLE001 - raised in the training loop
-                self._failure = error
-            finally:
-                self._queue.task_done()
-
-    def _raise_failure(self) -> None:
-        if self._failure is not None:
-            failure, self._failure = self._failure, None
-            raise failure

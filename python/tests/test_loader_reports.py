@@ -1,0 +1,84 @@
+"""What keeps `TaskLoader`'s hand-offs off the training loop: its reports land in order and a
+registration can wait for the ones queued before its ask; a loop that consumes each task
+within a third of the task timeout sends progress reports only until it learned the timeout
+(each is a replicated write); and `python -m raftrain.bench` prints the hand-off alone and
+batched."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import threading
+
+import torch  # the test environment installs it: a missing torch fails, never skips
+
+from raftrain import bench
+from raftrain._torch_io import Reports
+from raftrain.torch import TaskDataset
+
+from cluster import binary
+
+
+def test_reports_land_in_order_and_landed_waits_for_those_queued_before():
+    gates = {receipt: threading.Event() for receipt in [(1, 1), (2, 1), (3, 1)]}
+    sent = []
+
+    def send(kind, receipt):
+        gates[receipt].wait(10)
+        sent.append((kind, receipt))
+
+    reports = Reports(send)
+    for receipt in gates:
+        reports.put(("finish", receipt))
+    assert reports.queued == 3
+    gates[(1, 1)].set()
+    assert reports.landed(1) >= 1, "the first report's answer is waited for alone"
+    gates[(2, 1)].set()
+    gates[(3, 1)].set()
+    assert reports.landed() == 3
+    reports.flush()
+    assert sent == [("finish", (1, 1)), ("finish", (2, 1)), ("finish", (3, 1))]
+
+
+def test_a_failed_report_is_raised_in_the_loop_and_still_counts_as_landed():
+    def send(kind, receipt):
+        raise RuntimeError(f"no master took {kind} {receipt}")
+
+    reports = Reports(send)
+    reports.put(("finish", (7, 2)))
+    assert reports.landed() == 1, "a failure does not leave an ask waiting"
+    try:
+        reports.flush()
+    except RuntimeError as error:
+        assert "finish (7, 2)" in str(error)
+    else:
+        raise AssertionError("the failed report was not raised")
+
+
+def test_a_fast_loop_reports_progress_only_until_it_learned_the_task_timeout(masters):
+    """20 tasks of 4 samples, 2 batches each, consumed in far less than a third of the 20 s
+    timeout: the first task reports its progress (that answer tells the loader the timeout),
+    at most the two after it too (asked before that answer was in), and no other; every task
+    is finished once, none taken back."""
+    read = lambda start, end: torch.arange(start, end)
+    dataset = TaskDataset(masters.masters, index=("quick", 80, 4), read=read, passes=1, batch_size=2)
+    loader = dataset.loader(num_workers=0)
+    seen = []
+    for batch in loader:
+        seen.extend(batch.tolist())
+    status = masters.status()
+    assert sorted(seen) == list(range(80))
+    assert (loader.finished, loader.refused) == (20, 0)
+    assert 1 <= loader.progressed <= 3, loader.progressed
+    assert status["job_finished"] and status["dispatched"] == 20
+
+
+def test_the_hand_off_benchmark_prints_one_client_and_clients_at_once(tmp_path):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        bench.bench_hand_off(binary(), tmp_path, 24, 4)
+    rows = [line for line in printed.getvalue().splitlines() if line.startswith("| ") and "ms" not in line and "---" not in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| one TaskClient", "| 4 TaskClients at once (writes share Raft entries)"], printed.getvalue()
+    for row in rows:
+        p50, p99 = (float(cell) for cell in row.strip(" |").split(" | ")[1:])
+        assert 0 < p50 <= p99
