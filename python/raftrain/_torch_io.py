@@ -127,6 +127,10 @@ class Registration:
             return (False, -self._taken)
         return (True, -self._ahead[2])
 
+    def taken(self) -> int:
+        """When this registration last took a task, in the order of asks (-1: never)."""
+        return self._taken
+
     def take(self, step) -> None:
         """This registration's task `step` goes to the training loop."""
         self.held = (step.task.task_id, step.task.dispatch)
