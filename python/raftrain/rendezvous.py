@@ -39,7 +39,6 @@ from torch.distributed.elastic.rendezvous.api import (
     RendezvousInfo,
     RendezvousParameters,
     RendezvousStateError,
-    RendezvousStoreInfo,
 )
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     DynamicRendezvousHandler,
@@ -270,23 +269,25 @@ def create_backend(params: RendezvousParameters) -> Tuple[RaftrainRendezvousBack
 
 
 class RaftrainRendezvousHandler(DynamicRendezvousHandler):
-    """torch's dynamic rendezvous, with one repair: in every round, the node of rank 0
-    publishes where the workers' shared TCP store is (``MASTER_ADDR``, ``MASTER_PORT``) under
-    that round's keys.
+    """torch's dynamic rendezvous, with one repair: every round gets a fresh TCP store for
+    its workers (``MASTER_ADDR``, ``MASTER_PORT``), hosted by that round's rank 0 and
+    published under that round's keys.
 
-    torch publishes them only in a round where rank 0 creates the store; a node that stays
-    rank 0 into a later round (the world grew) publishes nothing there, and a node joining in
-    that round waits for them until its store timeout: scaling up never completes. Publishing
-    again is harmless (the same values) and lets the newcomer find the store.
+    torch builds the workers' store once per node and reuses it while the node's rank
+    allows, which breaks a world that changes: a node that stays rank 0 into a later round
+    (the world grew) hands the new workers the store the old ones wrote their addresses in,
+    so a newcomer connects to a worker that is gone; a node that was rank 0 and is now rank
+    1 (a newcomer sorts first) points its workers at its own old store, so the two halves of
+    the world never meet. Forgetting the store before each round makes torch build it the
+    way it builds the first one (rank 0 listens on a port the system picks and publishes
+    it; every other rank reads it from the round's keys); the old store closes with the
+    workers that used it.
     """
 
     def next_rendezvous(self) -> RendezvousInfo:
-        info = super().next_rendezvous()
-        bootstrap = info.bootstrap_store_info
-        if info.rank == 0 and bootstrap is not None:
-            info.store.set(RendezvousStoreInfo.MASTER_ADDR_KEY, bootstrap.master_addr.encode("utf-8"))
-            info.store.set(RendezvousStoreInfo.MASTER_PORT_KEY, str(bootstrap.master_port).encode("utf-8"))
-        return info
+        self._shared_tcp_store_server = None
+        self._bootstrap_store_info = None
+        return super().next_rendezvous()
 
 
 def create_rendezvous_handler(params: RendezvousParameters) -> RendezvousHandler:

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+import pytest
+
 from cluster import SETTLE_S, wait_until
 from raftrain.bench_rendezvous import descendants
 
@@ -37,7 +39,7 @@ def torchrun() -> str:
 class Agent:
     """One torchrun agent (a node) with its workers, in a process group of its own."""
 
-    def __init__(self, name: str, masters: str, directory: Path):
+    def __init__(self, name: str, masters: str, directory: Path, local_addr: str):
         self.name = name
         self.log_path = directory / f"agent-{name}.log"
         env = dict(os.environ, RAFTRAIN_TEST_NODE=name, OMP_NUM_THREADS="1", LOGLEVEL="INFO")
@@ -51,7 +53,7 @@ class Agent:
             f"--rdzv-endpoint={masters}",
             "--rdzv-id=elastic-run",
             f"--rdzv-conf={RDZV_CONF}",
-            "--local-addr=127.0.0.1",
+            f"--local-addr={local_addr}",
             str(SCRIPT),
             "--steps", str(STEPS),
             "--dir", str(directory),
@@ -86,10 +88,17 @@ def last(directory: Path, name: str) -> Dict:
     return lines[-1] if lines else {"step": 0, "world": 0, "restart": -1}
 
 
-def test_an_elastic_job_survives_leader_kills_a_lost_node_and_grows_again(masters, tmp_path):
-    agents = {name: Agent(name, masters.masters, tmp_path) for name in ("a", "b")}
+#: The first two nodes' address. torch ranks a round's nodes in the order of their addresses
+#: (then process ids), so the newcomer's address decides whether the surviving node stays
+#: rank 0 (and must publish its store again) or becomes rank 1 (and must find the newcomer's).
+FIRST_NODES_ADDR = "127.0.0.2"
+
+
+@pytest.mark.parametrize("newcomer_addr", ["127.0.0.3", "127.0.0.1"], ids=["newcomer-ranks-last", "newcomer-ranks-first"])
+def test_an_elastic_job_survives_leader_kills_a_lost_node_and_grows_again(masters, tmp_path, newcomer_addr):
+    agents = {name: Agent(name, masters.masters, tmp_path, FIRST_NODES_ADDR) for name in ("a", "b")}
     try:
-        run(masters, agents, tmp_path)
+        run(masters, agents, tmp_path, newcomer_addr)
     except BaseException:
         for agent in agents.values():
             print(f"--- agent {agent.name}\n{agent.log()[-6000:]}")
@@ -99,7 +108,7 @@ def test_an_elastic_job_survives_leader_kills_a_lost_node_and_grows_again(master
             agent.kill_node()
 
 
-def run(masters, agents: Dict[str, Agent], directory: Path) -> None:
+def run(masters, agents: Dict[str, Agent], directory: Path, newcomer_addr: str) -> None:
     wait_until(lambda: last(directory, "a")["step"] >= 5 and last(directory, "b")["step"] >= 5,
                "both nodes to train in a world of 2", timeout_s=120)
     assert last(directory, "a")["world"] == 2
@@ -128,7 +137,7 @@ def run(masters, agents: Dict[str, Agent], directory: Path) -> None:
             masters.spawn(index)
 
     # A new node joins: the world grows back to two.
-    agents["c"] = Agent("c", masters.masters, directory)
+    agents["c"] = Agent("c", masters.masters, directory, newcomer_addr)
     wait_until(lambda: last(directory, "c")["world"] == 2 and last(directory, "b")["world"] == 2,
                "the world to grow back to two", timeout_s=120)
 
