@@ -55,6 +55,7 @@ pub mod durability_error;
 mod durable_commits;
 pub mod durable_log;
 mod election_timer;
+mod empty_log_guard;
 mod error;
 mod fifo_wait;
 mod flusher;

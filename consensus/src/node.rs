@@ -65,6 +65,14 @@ pub(crate) struct Inner<S> {
     pub(crate) durable: DurableWatch,
 }
 
+/// What `start_raft` opened: Raft on the log, and whether the log held a vote.
+struct Started<S> {
+    raft: Raft,
+    state_machine: StateMachineStore<S>,
+    durable: DurableWatch,
+    had_vote: bool,
+}
+
 impl<S> Clone for ConsensusNode<S> {
     fn clone(&self) -> Self {
         Self { inner: Arc::clone(&self.inner) }
@@ -111,10 +119,9 @@ impl<S: StateMachine> ConsensusNode<S> {
             }
         };
         match started {
-            Ok(raft) => {
-                let (raft, state_machine, durable) = raft;
+            Ok(started) => {
                 tracing::info!(node = config.id, dir = %config.data_dir.display(), "raft node started");
-                Ok(Self::assemble(config, raft, state_machine, log_closed, durable))
+                Ok(Self::assemble(config, started, log_closed))
             }
             Err(error) => {
                 // The store is dropped by now; wait for its files to close so that a caller
@@ -128,20 +135,15 @@ impl<S: StateMachine> ConsensusNode<S> {
     }
 
     /// The node around a running Raft: its batcher, RPC handler and leadership cache.
-    fn assemble(
-        config: NodeConfig,
-        raft: Raft,
-        state_machine: StateMachineStore<S>,
-        log_store_closed: LogStoreClosed,
-        durable: DurableWatch,
-    ) -> Self {
+    fn assemble(config: NodeConfig, started: Started<S>, log_store_closed: LogStoreClosed) -> Self {
+        let Started { raft, state_machine, durable, had_vote } = started;
         let leaving = Arc::new(AtomicBool::new(false));
         let successor = Arc::new(Successor::default());
         let timeout_ms = config.write_timeout_ms;
         let leave = (leaving.clone(), successor.clone());
         let batcher = Batcher::start(raft.clone(), COMMAND_BYTES_MAX, timeout_ms, leave);
         let lease = Duration::from_millis(config.election_timeout_max_ms);
-        let rpc_handler = RpcHandler::new(raft.clone(), lease, leaving.clone());
+        let rpc_handler = RpcHandler::new(raft.clone(), lease, leaving.clone(), had_vote);
         let timing = ElectionTiming::of(&config);
         let elections = Arc::new(AtomicBool::new(true));
         let switches = ElectionSwitches { leaving: leaving.clone(), elections: elections.clone() };
@@ -174,9 +176,14 @@ impl<S: StateMachine> ConsensusNode<S> {
         state_machine: StateMachineStore<S>,
         network: N,
         mut log_store: L,
-    ) -> Result<(Raft, StateMachineStore<S>, DurableWatch), StartError> {
+    ) -> Result<Started<S>, StartError> {
         let record = BootstrapRecord { node_id: config.id, peers: config.peers.clone() };
         log_store.check_bootstrap(&record).await?;
+        let had_vote = log_store
+            .read_vote()
+            .await
+            .map_err(|error| StartError::Raft(format!("reading the vote: {error}")))?
+            .is_some();
         log_store.purge_behind(state_machine.durable_snapshots());
         // The gates that let the leader replicate while it flushes (see `durable_log`).
         state_machine.apply_when_durable(log_store.durable());
@@ -189,7 +196,7 @@ impl<S: StateMachine> ConsensusNode<S> {
                 .await
                 .map_err(|error| StartError::Raft(error.to_string()))?;
         tokio::spawn(crate::core_stop::stop_on_failed_flush(durable.clone(), raft.clone()));
-        Ok((raft, state_machine, durable))
+        Ok(Started { raft, state_machine, durable, had_vote })
     }
 
     /// Static bootstrap: the lowest id of `peers` initializes the group with every peer as a

@@ -1,6 +1,6 @@
 //! What a node does with each incoming Raft RPC: refuse what breaks `rpc_bounds` (a forged or
-//! corrupt term must never reach openraft), hand the rest to openraft, and let [`StepUp`] watch
-//! AppendEntries and votes. The gRPC service and the tests' in-memory router both go through
+//! corrupt term must never reach openraft) and the votes [`EmptyLogGuard`] holds back, hand the
+//! rest to openraft, and let [`StepUp`] and the guard watch AppendEntries and votes. The gRPC service and the tests' in-memory router both go through
 //! here, so the tests exercise the same handling as the wire.
 
 use std::sync::atomic::AtomicBool;
@@ -15,6 +15,7 @@ use openraft::raft::{
 
 use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageError, StorageIOError};
 
+use crate::empty_log_guard::EmptyLogGuard;
 use crate::handoff::{TimeoutNow, TimeoutNowGate};
 use crate::rpc_bounds::{self, Refusal};
 use crate::step_up::StepUp;
@@ -27,15 +28,26 @@ pub struct RpcHandler {
     raft: Raft,
     step_up: Arc<StepUp>,
     timeout_now: Arc<TimeoutNowGate>,
+    empty_log: Arc<EmptyLogGuard>,
 }
 
 impl RpcHandler {
     /// The handler of `raft`, whose leader lease (`election_timeout_max`) is `leader_lease`;
     /// once `leaving` is set (the node hands leadership off before it stops) it never steps up
-    /// to campaign. Every transport of the node must share this one handler (clones of it).
-    pub(crate) fn new(raft: Raft, leader_lease: Duration, leaving: Arc<AtomicBool>) -> Self {
+    /// to campaign; `had_vote` says whether its disk held a vote when it opened (see
+    /// [`EmptyLogGuard`]). Every transport of the node must share this one handler (clones of it).
+    pub(crate) fn new(
+        raft: Raft,
+        leader_lease: Duration,
+        leaving: Arc<AtomicBool>,
+        had_vote: bool,
+    ) -> Self {
         let step_up = Arc::new(StepUp::new(leader_lease, leaving));
-        Self { raft, step_up, timeout_now: Arc::default() }
+        let empty_log = Arc::new(EmptyLogGuard::new(had_vote));
+        if !had_vote {
+            tokio::spawn(Arc::clone(&empty_log).release_once_leading(raft.metrics()));
+        }
+        Self { raft, step_up, timeout_now: Arc::default(), empty_log }
     }
 
     /// When this node last heard from a leader (for the election timer).
@@ -48,8 +60,10 @@ impl RpcHandler {
         request: AppendEntriesRequest<TypeConfig>,
     ) -> Result<AppendEntriesResponse<u64>, RaftError<u64>> {
         rpc_bounds::check_append(self.own_term(), &request).map_err(refused)?;
+        let reaches_commit = EmptyLogGuard::reaches_commit(&request);
         let result = self.raft.append_entries(request).await;
         self.step_up.after_append(&result);
+        self.empty_log.after_append(reaches_commit, &result);
         result
     }
 
@@ -58,6 +72,7 @@ impl RpcHandler {
         request: VoteRequest<u64>,
     ) -> Result<VoteResponse<u64>, RaftError<u64>> {
         rpc_bounds::check_vote(self.own_term(), &request).map_err(refused)?;
+        self.empty_log.check_vote(&request).map_err(refused)?;
         let result = self.raft.vote(request.clone()).await;
         if let Ok(response) = &result {
             self.step_up.after_vote(&self.raft, &request, response);

@@ -32,7 +32,8 @@ from .errors import (
 )
 from .example import Example
 from .pserver import PServerClient
-from .task_client import Step, StepKind, Task, TaskClient, Waiting, status
+from .task import Task
+from .task_client import Step, StepKind, TaskClient, Waiting, status
 
 try:
     #: The installed package's version (the extension crate's, python/Cargo.toml).

@@ -4,7 +4,7 @@
 //! walks the job's passes with `client::PassWalker` one typed step at a time (`WalkStep`; the
 //! Python side waits as a step says) and reports tasks, and records and restores the job's
 //! progress checkpoints. The Python class in
-//! `raftrain/task_client.py` adds iteration, `Task` objects and the context manager.
+//! `raftrain/task_client.py` adds iteration and `raftrain/task.py` the `Task` objects and their context manager.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -12,6 +12,7 @@ mod handoff;
 mod leader_crash;
 mod leader_isolation;
 mod lossy_links;
+mod lost_disk;
 mod membership;
 mod membership_answers;
 mod pending_writes;

@@ -1,0 +1,331 @@
+"""`TaskLoader`: a `TaskDataset` through a DataLoader, one pass of the job per iteration, each task
+reported finished once the training loop consumed it; and its DistributedDataParallel passes.
+`raftrain.torch` documents how they work and exports them."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import TYPE_CHECKING, Dict, Iterator, Optional, Tuple
+
+import torch
+from torch.utils.data import DataLoader
+
+from ._torch_io import Receipt, Reports
+from .errors import InvalidArgument, JobEnded
+from .task_client import TaskClient, raise_if_failed
+
+if TYPE_CHECKING:
+    from .torch import TaskDataset
+
+#: The longest pause between looks at the master (a linearizable read) while this process waits
+#: for the pass's other tasks to finish (the first looks come sooner): short, because the
+#: process that finishes the pass starts the next at once, and one that noticed later than
+#: the next pass took to run would find it over and miss it.
+PASS_END_POLL_S = 0.05
+
+
+class TaskLoader:
+    """Iterates a `TaskDataset` through a DataLoader, exactly one pass of the job per iteration
+    (`pass_index` says which), and reports each task finished once the training loop has
+    consumed its last batch (see the module's documentation). Loop
+    `while not loader.job_finished: for batch in loader: ...`; with DistributedDataParallel,
+    iterate `loader.ddp(model)` instead."""
+
+    def __init__(self, dataset: TaskDataset, *, allow_ended: bool = False, **dataloader_options):
+        if dataloader_options.pop("batch_size", None) is not None:
+            raise ValueError("TaskDataset batches itself: give batch_size to the TaskDataset")
+        self.dataset = dataset
+        self.dataloader = DataLoader(dataset, batch_size=None, **dataloader_options)
+        # Iterated in this process (no workers), the dataset asks ahead once these reports land.
+        dataset._loader = self
+        #: Tasks this loader reported finished, and reports the master refused (taken back).
+        self.finished = 0
+        self.refused = 0
+        #: Progress reports that moved a task's deadline on.
+        self.progressed = 0
+        #: The pass the last iteration walked (`None` before the first).
+        self.pass_index: Optional[int] = None
+        #: The last epoch a trainer gave `set_epoch` (`None` before any).
+        self.epoch: Optional[int] = None
+        self._reporter: Optional[TaskClient] = None
+        self._reports: Optional[Reports] = None
+        self._job_reported = False
+        # Whether the job was seen running: a job that had ended before raises `JobEnded`
+        # (unless `allow_ended`), rather than letting a script train nothing and succeed.
+        self._seen_running = allow_ended
+        # Per task being consumed: when its progress is due next (infinity: no longer held).
+        self._progress_due: Dict[Receipt, float] = {}
+        # The shortest task timeout a progress report was answered with (`None` before one):
+        # a task's first progress report is due a third of it after the task was asked for.
+        self._task_timeout_s: Optional[float] = None
+
+    def __iter__(self) -> Iterator[object]:
+        """One pass: the batches this process gets of it, then a wait until the pass is over
+        (its last tasks may be held by other processes; tasks that come back to the queue
+        meanwhile are taken here too). Nothing when the job has ended."""
+        status = self._job_status()
+        self.pass_index = None if status["ended"] else status["pass"]
+        while self.pass_index is not None:
+            yield from self._batches()
+            status = self._wait_for_pass_end(self.pass_index)
+            if status["over"]:
+                return
+
+    def __len__(self) -> int:
+        """Not known: `len()` raises `TypeError`, as for any iterable without a length, and
+        `batches_per_pass` gives an index job's count. How many batches one iteration yields
+        depends on what the other processes of the job take, on tasks taken back and handed
+        out again, and on a `load_state_dict()` mid-pass (the task that was being consumed comes
+        again whole). A trainer that stops at `len()` batches (Lightning does, when a loader has
+        a length) would stop short of a pass, or never ask for the batch after the pass's last
+        one, so the pass's last task would not be reported; without a length it iterates to the
+        end of each pass."""
+        raise TypeError(
+            "a TaskLoader's batches per iteration are not known in advance (other processes, tasks "
+            "handed out again, a resume mid-pass): see TaskLoader.batches_per_pass"
+        )
+
+    @property
+    def batches_per_pass(self) -> Optional[int]:
+        """An index job's batches in one whole pass (every task's range cut into `batch_size`
+        batches): what this process gets when it is the job's only consumer and nothing is
+        handed out again; fewer when several share the job. For progress bars and schedules,
+        not for stopping the loop. `None` for a RecordIO job, whose batch count is not known
+        before its chunks are read."""
+        if self.dataset.index is None:
+            return None
+        _job, size, shard_size = self.dataset.index
+        full, rest = divmod(size, shard_size)
+        per_full = -(-shard_size // self.dataset.batch_size)
+        return full * per_full + (-(-rest // self.dataset.batch_size))
+
+    def set_epoch(self, epoch: int) -> None:
+        """What loops written for a reseeding sampler call before each epoch (as on accelerate's
+        prepared loaders). The passes are the job's (`pass_index`): the masters decide which
+        tasks a pass hands out and in what order, so nothing is reseeded here; the epoch is kept
+        in `epoch` for the caller to compare with `pass_index`."""
+        self.epoch = int(epoch)
+
+    @property
+    def client(self) -> TaskClient:
+        """This loader's own `TaskClient` of the job (it sends the finish and progress reports
+        and records checkpoints): for `status()`, `record_eval`, `checkpoint()`. Made on first
+        use; use it from the training process only."""
+        return self._reporter_client()
+
+    def state_dict(self) -> dict:
+        """What resumes this job's data where it is now (torchdata's `StatefulDataLoader`
+        protocol): records a progress checkpoint through the masters (the pass and which tasks
+        are done, one replicated entry; the job's pservers record theirs under its id) and
+        returns its id with the pass. Save it with the model's state."""
+        self._job_status()  # the job exists (reported) and runs
+        checkpoint_id = self._reporter_client().checkpoint()
+        return {"raftrain_checkpoint": checkpoint_id, "job": self._reporter_client().job, "pass_index": self.pass_index}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Puts the job back to `state` (from `state_dict()`): the tasks done after it are
+        done again, at least once, and a job with pservers gets its model back from their
+        checkpoints first. With several training processes, one of them restores (rank 0);
+        the others just go on iterating."""
+        if "raftrain_checkpoint" not in state:
+            raise InvalidArgument(f"not a TaskLoader state (no raftrain_checkpoint key): {sorted(state)}")
+        restored = self._reporter_client().restore(int(state["raftrain_checkpoint"]))
+        self.pass_index = restored["pass_index"]
+
+    def ddp(self, model: torch.nn.Module) -> "_DdpPasses":
+        """This loader for DistributedDataParallel: each iteration is one pass on every rank
+        together. A rank whose batches of the pass ran out shadows the others' steps
+        (`torch.distributed.algorithms.Join` over `model`) instead of blocking them, the ranks
+        then wait together for the pass to end, and they check that they walk the same pass
+        (a `RuntimeError` names a rank that does not, rather than averaging gradients of two
+        passes). Loop `while not passes.job_finished: for batch in passes: ...`."""
+        return _DdpPasses(self, model)
+
+    def _batches(self) -> Iterator[object]:
+        """The DataLoader's batches of this process, reporting each task as it is consumed."""
+        self._progress_due.clear()
+        for batch, receipts, holding, dispatched_at in self.dataloader:
+            yield batch
+            # The loop asked for the next batch: it has consumed this one.
+            self._consumed((int(holding[0]), int(holding[1])), bool(receipts), float(dispatched_at))
+            for task_id, dispatch in receipts:
+                self._progress_due.pop((int(task_id), int(dispatch)), None)
+                self._report(int(task_id), int(dispatch))
+
+    def _job_status(self) -> dict:
+        """The job as the leader sees it, with `ended` (finished or cancelled; failed tasks
+        raise `TasksFailed`)."""
+        self._flush_reports()
+        client = self._reporter_client()
+        if not self._job_reported:
+            # The job exists once reported (the report submits it when none of its name does).
+            # With `restart`, a job that ended gets a new incarnation here, in the process
+            # that iterates, before any worker reports (theirs only join it).
+            self.dataset._report(client, restart=self.dataset.restart)
+            self._job_reported = True
+        status = raise_if_failed(client.status())
+        status["ended"] = bool(status["job_finished"] or status.get("job_cancelled"))
+        if status["ended"] and not self._seen_running:
+            raise JobEnded(status.get("job"), "been cancelled" if status.get("job_cancelled") else "finished")
+        self._seen_running = True
+        return status
+
+    def _wait_for_pass_end(self, pass_index: int, vote=None) -> dict:
+        """Waits until pass `pass_index` is over or the job ended (`over`), or until tasks of
+        the pass are back in the queue for this process to take (`over` false). `vote`, given,
+        makes every rank decide alike (DDP)."""
+        pause = PASS_END_POLL_S / 8
+        while True:
+            status = self._job_status()
+            over = status["ended"] or status["pass"] != pass_index
+            waiting = not over and status["todo"] > 0
+            if vote is not None:
+                over, waiting = vote(over, waiting)
+            if over or waiting:
+                status["over"] = over
+                return status
+            # The pass usually ends at once (its last reports were this process's): look
+            # again soon, then less often.
+            time.sleep(pause)
+            pause = min(pause * 2, PASS_END_POLL_S)
+
+    def _consumed(self, holding: Receipt, finishing: bool, dispatched_at: float) -> None:
+        """The loop consumed a batch of task `holding` (its last when `finishing`), asked for
+        at `dispatched_at`: reports its progress a third of the task timeout after that (after
+        its first batch, before the timeout is known), then every third of its timeout (from
+        the reporting thread, in order with the finish reports). A task consumed within a
+        third of its timeout sends none."""
+        now = time.monotonic()
+        first_due = now if self._task_timeout_s is None else dispatched_at + self._task_timeout_s / 3
+        if finishing or now < self._progress_due.setdefault(holding, first_due):
+            return
+        # Not due again until the answer says when.
+        self._progress_due[holding] = float("inf")
+        self._queue_report(("progress", holding))
+
+    def _progressed(self, holding: Receipt, asked_at: float, timeout: Optional[float]) -> None:
+        """The answer to a progress report: the task timeout, and when the next report is due
+        if the task is still being consumed (never, when the task was taken back or the job
+        cancelled: its finish report will say so)."""
+        if timeout is None:
+            return
+        self._task_timeout_s = timeout if self._task_timeout_s is None else min(self._task_timeout_s, timeout)
+        self.progressed += 1
+        if holding in self._progress_due:
+            self._progress_due[holding] = asked_at + timeout / 3
+
+    @property
+    def job_finished(self) -> bool:
+        """Whether the job finished, or was cancelled (a linearizable read through the
+        leader): the training loop ends either way. A job that finished with failed tasks
+        raises `raftrain.errors.TasksFailed` naming them and why, instead of ending the loop as
+        if every sample had been trained on."""
+        return self._job_status()["ended"]
+
+    def _reporter_client(self) -> TaskClient:
+        if self._reporter is None:
+            self._reporter = self.dataset.client("reporter")
+        return self._reporter
+
+    def _report(self, task_id: int, dispatch: int) -> None:
+        """Queues a task's finish report for the reporting thread (in order; the training loop
+        goes on at once)."""
+        self._queue_report(("finish", (task_id, dispatch)))
+
+    def _queue_report(self, report: Tuple[str, Receipt]) -> None:
+        if self._reports is None:
+            self._reports = Reports(self._send_report)
+        self._reports.put(report)
+
+    def _send_report(self, kind: str, receipt: Receipt) -> None:
+        """Sends one report (on the reporting thread) and takes its answer."""
+        client = self._reporter_client()
+        task_id, dispatch = receipt
+        if kind == "finish":
+            self._answered(task_id, dispatch, client._native.finish(task_id, dispatch))
+            return
+        asked_at = time.monotonic()
+        self._progressed(receipt, asked_at, client.progress(task_id, dispatch))
+
+    def _reports_queued(self) -> int:
+        return 0 if self._reports is None else self._reports.queued
+
+    def _reports_landed(self, queued: Optional[int] = None) -> int:
+        """Waits for the reports queued so far (or the first `queued`) to be answered; how many
+        were answered."""
+        return 0 if self._reports is None else self._reports.landed(queued)
+
+    def _flush_reports(self) -> None:
+        """Waits until every queued report was answered (raising the first that failed)."""
+        if self._reports is not None:
+            self._reports.flush()
+
+    def _answered(self, task_id: int, dispatch: int, accepted: bool) -> None:
+        if accepted:
+            self.finished += 1
+            return
+        self.refused += 1
+        warnings.warn(
+            f"task {task_id} (dispatch {dispatch}) was taken back before it was consumed; it is trained again elsewhere"
+        )
+
+
+class _DdpPasses:
+    """`TaskLoader.ddp(model)`: one pass per iteration on every rank together."""
+
+    def __init__(self, loader: TaskLoader, model: torch.nn.Module):
+        import torch.distributed as dist
+
+        self.loader = loader
+        self.model = model
+        self._dist = dist
+
+    @property
+    def pass_index(self) -> Optional[int]:
+        return self.loader.pass_index
+
+    @property
+    def job_finished(self) -> bool:
+        """Whether the job ended, as every rank decides alike (any rank that sees it running
+        keeps them all going: the others shadow its steps)."""
+        return not self._any(not self.loader.job_finished)
+
+    def __iter__(self) -> Iterator[object]:
+        from torch.distributed.algorithms.join import Join
+
+        status = self.loader._job_status()
+        if self._any(status["ended"]):
+            self.loader.pass_index = None
+            return
+        self._agree(status["pass"])
+        self.loader.pass_index = status["pass"]
+        while True:
+            with Join([self.model]):
+                yield from self.loader._batches()
+            if self.loader._wait_for_pass_end(status["pass"], vote=self._vote)["over"]:
+                return
+
+    def _agree(self, pass_index: int) -> None:
+        """Every rank starts the same pass, or none trains on: averaging two passes' gradients
+        would be silent."""
+        lowest, highest = torch.tensor([pass_index]), torch.tensor([pass_index])
+        self._dist.all_reduce(lowest, op=self._dist.ReduceOp.MIN)
+        self._dist.all_reduce(highest, op=self._dist.ReduceOp.MAX)
+        if lowest.item() != highest.item():
+            raise RuntimeError(
+                f"rank {self._dist.get_rank()} walks pass {pass_index}, another rank pass "
+                f"{lowest.item() if lowest.item() != pass_index else highest.item()}: the ranks disagree on the pass"
+            )
+
+    def _vote(self, over: bool, waiting: bool) -> Tuple[bool, bool]:
+        """The pass is over once any rank saw it over (a linearizable read: the pass only
+        moves on); else tasks came back when any rank sees them, and every rank then takes
+        part in one more joined iteration."""
+        over = self._any(over)
+        return over, self._any(waiting) and not over
+
+    def _any(self, flag: bool) -> bool:
+        value = torch.tensor([1 if flag else 0])
+        self._dist.all_reduce(value, op=self._dist.ReduceOp.MAX)
+        return bool(value.item())
