@@ -95,7 +95,10 @@ impl EmptyLogGuard {
 
     /// Stops holding back once `metrics` show this node leading (spawned while it holds back:
     /// a leader receives no AppendEntries, yet its vote is what a handoff's successor needs).
-    pub(crate) async fn release_once_leading(self: Arc<Self>, mut metrics: watch::Receiver<Metrics>) {
+    pub(crate) async fn release_once_leading(
+        self: Arc<Self>,
+        mut metrics: watch::Receiver<Metrics>,
+    ) {
         let led = metrics.wait_for(|metrics| metrics.state == ServerState::Leader).await;
         if led.is_ok() && self.holding.swap(false, Ordering::AcqRel) {
             tracing::info!("elected: this node votes again");

@@ -15,7 +15,11 @@ fn vote_request(last_index: Option<u64>) -> VoteRequest<u64> {
     VoteRequest::new(Vote::new(7, 2), last_index.map(|index| log_id(6, index)))
 }
 
-fn append(prev: Option<u64>, entries: &[u64], commit: Option<u64>) -> AppendEntriesRequest<TypeConfig> {
+fn append(
+    prev: Option<u64>,
+    entries: &[u64],
+    commit: Option<u64>,
+) -> AppendEntriesRequest<TypeConfig> {
     AppendEntriesRequest {
         vote: Vote::new_committed(7, 1),
         prev_log_id: prev.map(|index| log_id(7, index)),
@@ -53,12 +57,21 @@ fn it_votes_again_once_an_append_reached_the_leaders_commit_index() {
     let guard = EmptyLogGuard::new(false);
     guard.after_append(EmptyLogGuard::reaches_commit(&append(None, &[], Some(40))), &SUCCESS);
     assert!(guard.holding(), "an empty heartbeat reaches nothing");
-    guard.after_append(EmptyLogGuard::reaches_commit(&append(Some(10), &[11, 12], Some(40))), &SUCCESS);
+    guard.after_append(
+        EmptyLogGuard::reaches_commit(&append(Some(10), &[11, 12], Some(40))),
+        &SUCCESS,
+    );
     assert!(guard.holding(), "entries up to 12 of 40 committed");
     let conflict = Ok(AppendEntriesResponse::Conflict);
-    guard.after_append(EmptyLogGuard::reaches_commit(&append(Some(38), &[39, 40], Some(40))), &conflict);
+    guard.after_append(
+        EmptyLogGuard::reaches_commit(&append(Some(38), &[39, 40], Some(40))),
+        &conflict,
+    );
     assert!(guard.holding(), "a refused append changed nothing here");
-    guard.after_append(EmptyLogGuard::reaches_commit(&append(Some(38), &[39, 40, 41], Some(40))), &SUCCESS);
+    guard.after_append(
+        EmptyLogGuard::reaches_commit(&append(Some(38), &[39, 40, 41], Some(40))),
+        &SUCCESS,
+    );
     assert!(!guard.holding(), "the log reaches the commit index");
     assert_eq!(guard.check_vote(&vote_request(Some(41))), Ok(()));
 }

@@ -48,7 +48,9 @@ async fn a_member_back_on_an_empty_disk_votes_for_no_one_until_caught_up() -> an
         assert_eq!(state.entries().len(), 5, "node {id} holds every committed write");
     }
 
-    tracing::info!("--- caught up, {acked} votes again: without {leader}, it and {behind} elect a leader");
+    tracing::info!(
+        "--- caught up, {acked} votes again: without {leader}, it and {behind} elect a leader"
+    );
     cluster.stop(leader).await?;
     let survivors = cluster.ids();
     let next = cluster.leader_among(&survivors).await?;
