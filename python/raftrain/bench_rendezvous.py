@@ -15,7 +15,8 @@ cluster on loopback, started with `--enable-v2`). Each run starts N agents (`--n
   every agent fails (with the error torch prints).
 
 torchrun runs with torch's defaults unless `--rdzv-conf` says otherwise (the same keys for
-every backend). Needs torch, the `raftrain` binary (`RAFTRAIN_BIN` or on PATH), and for etcd-v2
+every backend). Before the first run, torch is imported once, so no backend's first run pays
+for a cold page cache. Needs torch, the `raftrain` binary (`RAFTRAIN_BIN` or on PATH), and for etcd-v2
 the `etcd` binary and the `python-etcd` package (else etcd-v2 is left out, saying why). Prints
 Markdown tables; `--json` also writes every run's figures to a file.
 """
@@ -413,6 +414,15 @@ def seconds(text: str) -> float:
     return value
 
 
+def warm_up() -> None:
+    """Imports what every agent and worker imports once, before any run is timed: the first
+    run on a cold page cache otherwise pays for reading torch from the disk, whichever backend
+    it measures."""
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import torch.distributed.run, torch.nn.parallel"], check=True)
+    print(f"warm-up: torch imported in {time.monotonic() - started:.1f} s", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m raftrain.bench_rendezvous", description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=lambda text: numbers(text, 2, AGENTS_MAX), default=[2, 4, 8], help="agent counts, comma-separated (default 2,4,8)")
@@ -434,6 +444,7 @@ def main() -> None:
     conf = [key for key in args.rdzv_conf.split(",") if key]
     runs: List[Run] = []
     print(f"load average at the start: {' '.join(f'{load:.2f}' for load in os.getloadavg())}", flush=True)
+    warm_up()
     with _log_directory(args.log_dir) as temporary, contextlib.ExitStack() as stack:
         backends = backends_for(names, stack, Path(temporary), () if args.raft_defaults else MASTER_TIMINGS)
         for backend in backends:
