@@ -138,14 +138,20 @@ def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(
 
 def test_one_iteration_is_one_pass_when_other_processes_hold_its_last_tasks(masters, tmp_path):
     """Two training processes of one job (no DDP) share its tasks unevenly: each process's
-    `for batch in loader` ends only when the pass is over, so both walk exactly the job's three
-    passes, in order, with no empty iteration, and every task is finished once."""
+    `for batch in loader` ends only when the pass is over, so each walks the job's passes in
+    order, never one pass in two iterations, and ends with the last; every task is finished
+    once. A process that is slow between two iterations may find the next pass already run
+    by the other (it then walks the one after: the pass index says which), so together, not
+    each, they walk all three."""
     # The two start together: a process slow to start (a loaded machine) found the job
     # finished by the other and, rightly, raised JobEnded.
     meeting = ("--index", "1500", "--peers", "2", "--barrier", str(tmp_path / "barrier"))
     _all_succeed([_training(masters, rank, tmp_path / f"model-{rank}.pt", *meeting) for rank in range(2)])
     summaries = [json.loads((tmp_path / f"model-{rank}.pt.rank{rank}.json").read_text()) for rank in range(2)]
-    assert [summary["passes_walked"] for summary in summaries] == [[0, 1, 2]] * 2, summaries
+    for summary in summaries:
+        walked = summary["passes_walked"]
+        assert walked == sorted(set(walked)) and walked[-1] == 2, summaries
+    assert set().union(*(summary["passes_walked"] for summary in summaries)) == {0, 1, 2}, summaries
     status = masters.status()
     assert status["job_finished"] and status["failed"] == 0
     assert sum(summary["finished"] for summary in summaries) == 3 * status["done"], summaries
