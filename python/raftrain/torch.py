@@ -60,6 +60,10 @@ loop is
             ...
         evaluate(loader.pass_index)
 
+With several training processes outside DDP, one that starts its next iteration after the
+others ran a whole pass finds that pass over and walks the next one: count passes by
+`pass_index`, not by iterations (under `loader.ddp(model)` every rank walks every pass).
+
 Lightning and accelerate drive a `TaskLoader` as it is (`python/tests/test_lightning.py`): it
 has `state_dict()`/`load_state_dict()` (Lightning saves the first in its checkpoints and calls
 the second on resume), `set_epoch` (recorded only: the passes are the job's) and no length
