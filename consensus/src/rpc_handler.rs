@@ -1,7 +1,8 @@
 //! What a node does with each incoming Raft RPC: refuse what breaks `rpc_bounds` (a forged or
 //! corrupt term must never reach openraft) and the votes [`EmptyLogGuard`] holds back, hand the
-//! rest to openraft, and let [`StepUp`] and the guard watch AppendEntries and votes. The gRPC service and the tests' in-memory router both go through
-//! here, so the tests exercise the same handling as the wire.
+//! rest to openraft, and let [`StepUp`] and the guard watch AppendEntries and votes. The gRPC
+//! service and the tests' in-memory router both go through here, so the tests exercise the
+//! same handling as the wire.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
