@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 
-use crate::guarded_stream::GuardedStream;
+use crate::guarded_stream::{GuardedStream, StreamGuards};
 use crate::http_connections::HttpConnections;
 use crate::port_limits::PortLimits;
 
@@ -35,8 +35,7 @@ pub struct GuardedListener {
     listener: TcpListener,
     permits: Arc<Semaphore>,
     connections_max: usize,
-    first_bytes: Duration,
-    idle: Duration,
+    guards: StreamGuards,
     refused_count: u64,
     evicted_count: u64,
     warned_at: Option<Instant>,
@@ -51,8 +50,11 @@ impl GuardedListener {
             listener,
             permits: Arc::new(Semaphore::new(connections_max)),
             connections_max,
-            first_bytes: limits.first_bytes(),
-            idle: limits.idle(),
+            guards: StreamGuards {
+                first_bytes: limits.first_bytes(),
+                idle: limits.idle(),
+                lingering: Arc::new(Semaphore::new(connections_max)),
+            },
             refused_count: 0,
             evicted_count: 0,
             warned_at: None,
@@ -91,7 +93,7 @@ impl GuardedListener {
             // Without it small RPCs wait 40 ms for delayed ACKs; a socket that refuses it is
             // still usable.
             let _ = stream.set_nodelay(true);
-            return (GuardedStream::new(stream, permit, self.first_bytes, self.idle), peer);
+            return (GuardedStream::new(stream, permit, &self.guards), peer);
         }
     }
 
@@ -138,6 +140,15 @@ pub fn incoming(
     listener: TcpListener,
     limits: &PortLimits,
 ) -> impl Stream<Item = io::Result<GuardedStream>> {
+    ReceiverStream::new(accept_loop(listener, limits))
+}
+
+/// Accepts on `listener` under `limits` into a queue of one, until the queue's receiver is
+/// dropped.
+pub(crate) fn accept_loop(
+    listener: TcpListener,
+    limits: &PortLimits,
+) -> mpsc::Receiver<io::Result<GuardedStream>> {
     let mut guarded = GuardedListener::new(listener, limits);
     let (sender, receiver) = mpsc::channel(1);
     tokio::spawn(async move {
@@ -151,7 +162,7 @@ pub fn incoming(
             }
         }
     });
-    ReceiverStream::new(receiver)
+    receiver
 }
 
 impl axum::serve::Listener for GuardedListener {

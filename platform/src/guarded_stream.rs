@@ -1,16 +1,18 @@
 //! `GuardedStream`: an accepted TCP connection that holds its listener's connection permit
 //! (given back when the connection closes) and fails its reads once the peer has been silent
 //! too long, so the server closes it: `first_bytes` before anything arrived, `idle` after.
+//! Dropped, it lingers (`lingering_close`) unless it was closed for its silence.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
@@ -24,17 +26,36 @@ pub struct GuardedStream {
     deadline: Pin<Box<Sleep>>,
     last_heard: Option<Instant>,
     idle: Duration,
+    /// The listener's bound on connections lingering after they closed.
+    lingering: Arc<Semaphore>,
+    /// Whether a read failed for the peer's silence: such a connection closes at once.
+    silent: bool,
+}
+
+/// Time limits and the lingering bound a listener gives each of its connections.
+#[derive(Clone)]
+pub(crate) struct StreamGuards {
+    pub(crate) first_bytes: Duration,
+    pub(crate) idle: Duration,
+    pub(crate) lingering: Arc<Semaphore>,
 }
 
 impl GuardedStream {
     pub(crate) fn new(
         inner: TcpStream,
         permit: OwnedSemaphorePermit,
-        first_bytes: Duration,
-        idle: Duration,
+        guards: &StreamGuards,
     ) -> Self {
-        let deadline = Box::pin(tokio::time::sleep(first_bytes));
-        Self { inner, _permit: permit, deadline, last_heard: None, idle }
+        let deadline = Box::pin(tokio::time::sleep(guards.first_bytes));
+        Self {
+            inner,
+            _permit: permit,
+            deadline,
+            last_heard: None,
+            idle: guards.idle,
+            lingering: guards.lingering.clone(),
+            silent: false,
+        }
     }
 
     /// The first byte the peer sent, left unread for whoever reads the stream; `None` when the
@@ -57,10 +78,12 @@ impl GuardedStream {
                 return Poll::Pending;
             }
             let Some(heard) = self.last_heard else {
+                self.silent = true;
                 return Poll::Ready(silent("sent nothing after connecting"));
             };
             let next = heard + self.idle;
             if next <= Instant::now() {
+                self.silent = true;
                 return Poll::Ready(silent("went idle"));
             }
             self.deadline.as_mut().reset(next);
@@ -71,6 +94,14 @@ impl GuardedStream {
 fn silent(what: &str) -> io::Error {
     tracing::debug!(what, "closing a silent connection");
     io::Error::new(io::ErrorKind::TimedOut, format!("the connection {what}; closed"))
+}
+
+impl Drop for GuardedStream {
+    fn drop(&mut self) {
+        if !self.silent {
+            crate::lingering_close::linger(&self.inner, &self.lingering);
+        }
+    }
 }
 
 impl AsyncRead for GuardedStream {
@@ -131,3 +162,6 @@ impl Connected for GuardedStream {
         self.inner.connect_info()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use client::{ClientOptions, MasterClient, SlotLease};
 use platform::security::Security;
-use platform::{GrpcHealth, PortLimits};
+use platform::{GrpcHealth, HandedIncoming, PortLimits};
 use proto::pserver::p_server_service_server::PServerServiceServer;
 use storage::checkpoint::CheckpointDir;
 use tokio::net::TcpListener;
@@ -28,7 +28,7 @@ use crate::restore::restore;
 use crate::service::PServerRpc;
 use crate::shard_cell::ShardCell;
 use crate::slot_keeper;
-use crate::standby::{split_listener, Standby};
+use crate::standby::Standby;
 
 /// The pserver service's full name, as health and reflection know it: SERVING while this
 /// process holds its slot under a confirmed lease and has restored the shard.
@@ -84,10 +84,12 @@ pub async fn run(
     // waiting for its job, is alive (probes answer) but not ready.
     let health = GrpcHealth::default();
     let slot_metrics = Arc::new(std::sync::OnceLock::new());
-    // The port answers from the start too: as a standby until the slot is served.
-    let (listener, standby_listener) = split_listener(listener)?;
+    // The port answers from the start too: as a standby until the slot is served. One accept
+    // loop feeds both servers, so a connection the standby accepted but did not take when it
+    // stopped goes to the slot's server instead of being closed.
+    let incoming = HandedIncoming::new(listener, &config.port_limits);
     let standby =
-        Standby::start(standby_listener, (&security, &config.port_limits, &health)).await?;
+        Standby::start(incoming.clone(), (&security, &config.port_limits, &health)).await?;
     let (metrics_stop, metrics_stopped) = watch::channel(false);
     let metrics = metrics_listener.map(|listener| {
         platform::metrics_http::spawn_with_health(
@@ -100,7 +102,7 @@ pub async fn run(
     });
     let served = claim_and_serve(
         &config,
-        (listener, standby),
+        (incoming, standby),
         (root, addr),
         master,
         (&health, &slot_metrics),
@@ -118,7 +120,7 @@ pub async fn run(
 /// answering meanwhile), then keeps it and serves it until shutdown or a lost lease.
 async fn claim_and_serve(
     config: &PServerConfig,
-    (listener, standby): (TcpListener, Standby),
+    (incoming, standby): (HandedIncoming, Standby),
     (root, addr): (std::path::PathBuf, String),
     master: Arc<MasterClient>,
     (health, slot_metrics): (&GrpcHealth, &Arc<std::sync::OnceLock<SlotMetrics>>),
@@ -155,7 +157,7 @@ async fn claim_and_serve(
     ));
     let served = serve_slot(
         config,
-        (listener, standby),
+        (incoming, standby),
         (dir, master, held.clone(), lease),
         (health, slot_metrics),
         stopped,
@@ -171,7 +173,7 @@ async fn claim_and_serve(
 /// lease; the metrics show the slot from its restore on.
 async fn serve_slot(
     config: &PServerConfig,
-    (listener, standby): (TcpListener, Standby),
+    (incoming, standby): (HandedIncoming, Standby),
     (dir, master, held, lease): (CheckpointDir, Arc<MasterClient>, Arc<HeldSlot>, SlotLease),
     (health, slot_metrics): (&GrpcHealth, &Arc<std::sync::OnceLock<SlotMetrics>>),
     stopped: watch::Receiver<bool>,
@@ -193,7 +195,7 @@ async fn serve_slot(
     let _ = slot_metrics.set(shown);
     standby.stop().await;
     let server = tokio::spawn(serve(
-        listener,
+        incoming,
         service,
         (master.security().clone(), config.port_limits.clone(), health.clone()),
         server_stopped,
@@ -378,7 +380,7 @@ async fn restored_cell(
 
 /// Serves the shard's service, with health and reflection beside it, until `stopped`.
 async fn serve(
-    listener: TcpListener,
+    incoming: HandedIncoming,
     service: DataPlaneServer,
     (security, limits, health): (Security, PortLimits, GrpcHealth),
     mut stopped: watch::Receiver<bool>,
@@ -387,7 +389,7 @@ async fn serve(
     let services = [PSERVER_SERVICE];
     platform::conventional_router(&mut builder, &health, &services, proto::FILE_DESCRIPTOR_SET)?
         .add_service(service)
-        .serve_with_incoming_shutdown(platform::incoming(listener, &limits), async move {
+        .serve_with_incoming_shutdown(incoming, async move {
             let _ = stopped.wait_for(|stop| *stop).await;
         })
         .await

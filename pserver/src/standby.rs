@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use platform::security::Security;
-use platform::{GrpcHealth, PortLimits};
-use tokio::net::TcpListener;
+use platform::{GrpcHealth, HandedIncoming, PortLimits};
 use tokio::sync::watch;
 
 use crate::run::PSERVER_SERVICE;
@@ -35,10 +34,10 @@ pub(crate) struct Standby {
 }
 
 impl Standby {
-    /// Serves the standby's answers on `listener` (a clone of the pserver's own: the slot's
-    /// server takes over the same socket).
+    /// Serves the standby's answers on `incoming` (the pserver's port: the slot's server takes
+    /// the connections the standby leaves).
     pub(crate) async fn start(
-        listener: TcpListener,
+        incoming: HandedIncoming,
         (security, limits, health): (&Security, &PortLimits, &GrpcHealth),
     ) -> anyhow::Result<Self> {
         health.set(PSERVER_SERVICE, false).await;
@@ -52,7 +51,6 @@ impl Standby {
         )?
         .add_service(StandbyRefusal);
         let (stop, mut stopped) = watch::channel(false);
-        let incoming = platform::incoming(listener, limits);
         let server = tokio::spawn(async move {
             let stopped = async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
@@ -85,15 +83,6 @@ impl Drop for Standby {
     fn drop(&mut self) {
         self.server.abort();
     }
-}
-
-/// Two listeners on one bound socket: the standby's and the slot's server's.
-pub(crate) fn split_listener(listener: TcpListener) -> anyhow::Result<(TcpListener, TcpListener)> {
-    let listener = listener.into_std().context("take the --listen socket")?;
-    let clone = listener.try_clone().context("share the --listen socket")?;
-    let first = TcpListener::from_std(listener).context("listen on the --listen socket")?;
-    let second = TcpListener::from_std(clone).context("listen on the --listen socket")?;
-    Ok((first, second))
 }
 
 /// `PServerService` as a standby serves it: every call refused with `UNAVAILABLE`.

@@ -34,9 +34,10 @@ pub(super) fn classify(slot: u32, idempotent: bool, status: &Status) -> Failure 
         // The server had no room for the request under its --request-bytes-in-flight budget:
         // refused before any service saw it, so nothing was applied.
         (Code::ResourceExhausted, _) => Failure::Retry(message),
-        // Dropped unsent from a connection that closed (a standby handing its port over says
-        // GOAWAY): the server saw none of it.
-        (Code::Cancelled, _) if crate::never_sent(status) => Failure::Retry(message),
+        // Dropped unsent from a connection that closed, or refused by the server's GOAWAY (a
+        // pserver handing its slot over, a standby handing its port over): the server acted
+        // on none of it, whatever code tonic gave it.
+        _ if crate::never_sent(status) => Failure::Retry(message),
         // Cut off mid-flight: the server may or may not have acted on it. That includes an
         // HTTP/2 error this side's transport met (a connection a standby handed over broke
         // off), which tonic reports as INTERNAL with the h2 error as its source; the server's
