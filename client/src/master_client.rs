@@ -259,6 +259,11 @@ pub(crate) fn timed<T>(message: T, timeout: Duration) -> tonic::Request<T> {
 
 fn next_step(status: &tonic::Status, unknown_count: u32) -> Next {
     use tonic::Code;
+    // Refused by a stopping master's GOAWAY (INTERNAL, from h2) or dropped unsent: no master
+    // acted on it, and the one that said GOAWAY is leaving.
+    if crate::never_sent(status) {
+        return Next::Rediscover;
+    }
     match status.code() {
         Code::Unavailable => match status.metadata().get(LEADER_METADATA_KEY) {
             Some(value) => match value.to_str() {
@@ -370,5 +375,15 @@ mod tests {
         for (status, unknown_count, expected) in cases {
             assert_eq!(next_step(&status, unknown_count), expected, "{status:?}");
         }
+    }
+
+    /// A call a stopping master's GOAWAY refused comes back INTERNAL, which is otherwise final:
+    /// it is looked for again, since no master acted on it.
+    #[tokio::test]
+    async fn a_call_refused_by_a_goaway_is_tried_again() {
+        use crate::never_sent::raw_peer::{call_against, Peer};
+        let refused = call_against(Peer::GoAway { last: 0 }).await;
+        assert_eq!(refused.code(), tonic::Code::Internal, "{refused:?}");
+        assert_eq!(next_step(&refused, 0), Next::Rediscover);
     }
 }

@@ -33,4 +33,6 @@ pub fn never_sent(status: &tonic::Status) -> bool {
 }
 
 #[cfg(test)]
+pub(crate) mod raw_peer;
+#[cfg(test)]
 mod tests;
