@@ -59,11 +59,9 @@ pub(crate) async fn call_against(behaviour: Peer) -> tonic::Status {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
     let server = tokio::spawn(peer(listener, behaviour));
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect");
+    let security = platform::security::Security::new(None, None);
+    let endpoint = security.endpoint(&addr.to_string()).expect("endpoint");
+    let channel = endpoint.connect().await.expect("connect");
     let answer = PServerServiceClient::new(channel)
         .pull_params(PullParamsRequest { fence: None, blocks: Vec::new() })
         .await;
