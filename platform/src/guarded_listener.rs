@@ -50,11 +50,7 @@ impl GuardedListener {
             listener,
             permits: Arc::new(Semaphore::new(connections_max)),
             connections_max,
-            guards: StreamGuards {
-                first_bytes: limits.first_bytes(),
-                idle: limits.idle(),
-                lingering: Arc::new(Semaphore::new(connections_max)),
-            },
+            guards: StreamGuards { first_bytes: limits.first_bytes(), idle: limits.idle() },
             refused_count: 0,
             evicted_count: 0,
             warned_at: None,

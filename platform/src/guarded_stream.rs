@@ -1,43 +1,41 @@
 //! `GuardedStream`: an accepted TCP connection that holds its listener's connection permit
 //! (given back when the connection closes) and fails its reads once the peer has been silent
 //! too long, so the server closes it: `first_bytes` before anything arrived, `idle` after.
-//! Dropped, it lingers (`lingering_close`) unless it was closed for its silence.
+//! Dropped with unread bytes waiting, it lingers (`lingering_close`), permit held, unless it
+//! was closed for its silence.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
 /// One accepted connection under its listener's limits.
 pub struct GuardedStream {
     inner: TcpStream,
-    /// The listener's connection permit, given back when this is dropped.
-    _permit: OwnedSemaphorePermit,
+    /// The listener's connection permit, given back when this is dropped (or when its
+    /// lingering ends).
+    permit: Option<OwnedSemaphorePermit>,
     /// When the connection counts as silent unless something arrives (moved lazily: a read
     /// only notes its time, and the timer is pushed back when it fires).
     deadline: Pin<Box<Sleep>>,
     last_heard: Option<Instant>,
     idle: Duration,
-    /// The listener's bound on connections lingering after they closed.
-    lingering: Arc<Semaphore>,
     /// Whether a read failed for the peer's silence: such a connection closes at once.
     silent: bool,
 }
 
-/// Time limits and the lingering bound a listener gives each of its connections.
-#[derive(Clone)]
+/// The silence bounds a listener gives each of its connections.
+#[derive(Clone, Copy)]
 pub(crate) struct StreamGuards {
     pub(crate) first_bytes: Duration,
     pub(crate) idle: Duration,
-    pub(crate) lingering: Arc<Semaphore>,
 }
 
 impl GuardedStream {
@@ -49,11 +47,10 @@ impl GuardedStream {
         let deadline = Box::pin(tokio::time::sleep(guards.first_bytes));
         Self {
             inner,
-            _permit: permit,
+            permit: Some(permit),
             deadline,
             last_heard: None,
             idle: guards.idle,
-            lingering: guards.lingering.clone(),
             silent: false,
         }
     }
@@ -98,8 +95,8 @@ fn silent(what: &str) -> io::Error {
 
 impl Drop for GuardedStream {
     fn drop(&mut self) {
-        if !self.silent {
-            crate::lingering_close::linger(&self.inner, &self.lingering);
+        if let (false, Some(permit)) = (self.silent, self.permit.take()) {
+            crate::lingering_close::linger(&self.inner, permit);
         }
     }
 }

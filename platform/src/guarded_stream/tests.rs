@@ -40,3 +40,24 @@ async fn an_answer_sent_before_closing_reaches_a_peer_still_sending() {
     let answer = answer.expect("the peer finishes").expect("the peer's task");
     assert_eq!(answer.as_deref(), Ok(&b"refused"[..]), "the answer survives the close");
 }
+
+/// A port that holds one connection: an idle one, closed, gives its place back at once (it
+/// has nothing unread, so it does not linger), and the next connection is taken, not refused.
+#[tokio::test]
+async fn a_connection_closed_with_nothing_unread_gives_its_place_back_at_once() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let limits = PortLimits { connections_max: Some(1), ..PortLimits::default() };
+    let mut guarded = GuardedListener::new(listener, &limits);
+    let _first = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (served, _peer) = guarded.accept_guarded().await;
+    drop(served);
+
+    let mut second = tokio::net::TcpStream::connect(addr).await.expect("connect again");
+    let accepted = tokio::time::timeout(Duration::from_secs(10), guarded.accept_guarded()).await;
+    let (mut served, _peer) = accepted.expect("the second connection is taken");
+    served.write_all(b"taken").await.expect("answer");
+    let mut answer = [0u8; 5];
+    second.read_exact(&mut answer).await.expect("the second connection is served");
+    assert_eq!(&answer, b"taken");
+}
