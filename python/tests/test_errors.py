@@ -6,7 +6,9 @@ used instead of hanging, and a forked child's own client answers."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import threading
 import time
 
@@ -160,6 +162,19 @@ def _fork_and_report(masters: str, records: str, index: int) -> None:
             assert os.waitstatus_to_exitcode(status) == 0, f"child {index} failed"
             return
         time.sleep(0.01)
+    stacks = _thread_stacks(pid)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    raise AssertionError(f"child {index} (pid {pid}) hung in its first call")
+    raise AssertionError(f"child {index} (pid {pid}) hung in its first call; its threads:\n{stacks}")
+
+
+def _thread_stacks(pid: int) -> str:
+    """Every thread's stack of process `pid`, as gdb prints them, or why there are none."""
+    if shutil.which("gdb") is None:
+        return "(no gdb on PATH to print them)"
+    command = ["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"]
+    try:
+        printed = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "(gdb did not answer within 60 s)"
+    return printed.stdout[-20000:]
