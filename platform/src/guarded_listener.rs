@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 
-use crate::guarded_stream::{GuardedStream, StreamGuards};
+use crate::guarded_stream::GuardedStream;
 use crate::http_connections::HttpConnections;
 use crate::port_limits::PortLimits;
 
@@ -35,7 +35,8 @@ pub struct GuardedListener {
     listener: TcpListener,
     permits: Arc<Semaphore>,
     connections_max: usize,
-    guards: StreamGuards,
+    first_bytes: Duration,
+    idle: Duration,
     refused_count: u64,
     evicted_count: u64,
     warned_at: Option<Instant>,
@@ -50,7 +51,8 @@ impl GuardedListener {
             listener,
             permits: Arc::new(Semaphore::new(connections_max)),
             connections_max,
-            guards: StreamGuards { first_bytes: limits.first_bytes(), idle: limits.idle() },
+            first_bytes: limits.first_bytes(),
+            idle: limits.idle(),
             refused_count: 0,
             evicted_count: 0,
             warned_at: None,
@@ -89,7 +91,7 @@ impl GuardedListener {
             // Without it small RPCs wait 40 ms for delayed ACKs; a socket that refuses it is
             // still usable.
             let _ = stream.set_nodelay(true);
-            return (GuardedStream::new(stream, permit, &self.guards), peer);
+            return (GuardedStream::new(stream, permit, self.first_bytes, self.idle), peer);
         }
     }
 

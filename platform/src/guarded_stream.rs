@@ -31,28 +31,15 @@ pub struct GuardedStream {
     silent: bool,
 }
 
-/// The silence bounds a listener gives each of its connections.
-#[derive(Clone, Copy)]
-pub(crate) struct StreamGuards {
-    pub(crate) first_bytes: Duration,
-    pub(crate) idle: Duration,
-}
-
 impl GuardedStream {
     pub(crate) fn new(
         inner: TcpStream,
         permit: OwnedSemaphorePermit,
-        guards: &StreamGuards,
+        first_bytes: Duration,
+        idle: Duration,
     ) -> Self {
-        let deadline = Box::pin(tokio::time::sleep(guards.first_bytes));
-        Self {
-            inner,
-            permit: Some(permit),
-            deadline,
-            last_heard: None,
-            idle: guards.idle,
-            silent: false,
-        }
+        let deadline = Box::pin(tokio::time::sleep(first_bytes));
+        Self { inner, permit: Some(permit), deadline, last_heard: None, idle, silent: false }
     }
 
     /// The first byte the peer sent, left unread for whoever reads the stream; `None` when the
