@@ -114,12 +114,13 @@ fn every_path_the_architecture_names_exists() {
     assert!(missing.is_empty(), "ARCHITECTURE.md names paths that do not exist: {missing:?}");
 }
 
-/// Rust sources of the workspace (not `target/`).
+/// Rust sources of the workspace (not `target/`, nor the code carried in `third_party/`).
 fn rust_sources(directory: &Path, found: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(directory).into_iter().flatten().flatten() {
         let path = entry.path();
         let name = entry.file_name();
-        if path.is_dir() && name != "target" && !name.to_string_lossy().starts_with('.') {
+        let skipped = name == "target" || name == "third_party";
+        if path.is_dir() && !skipped && !name.to_string_lossy().starts_with('.') {
             rust_sources(&path, found);
         } else if path.extension().is_some_and(|extension| extension == "rs") {
             found.push(path);

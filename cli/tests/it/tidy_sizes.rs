@@ -11,12 +11,13 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("cli sits in the workspace").to_owned()
 }
 
-/// Every `.rs` file under `directory`, `target/` and hidden folders left out.
+/// Every `.rs` file under `directory`, `target/`, `third_party/` (code carried, not written
+/// here) and hidden folders left out.
 fn rust_sources(directory: &Path, found: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(directory).into_iter().flatten().flatten() {
         let (path, name) = (entry.path(), entry.file_name());
         let hidden = name.to_string_lossy().starts_with('.');
-        if path.is_dir() && name != "target" && !hidden {
+        if path.is_dir() && name != "target" && name != "third_party" && !hidden {
             rust_sources(&path, found);
         } else if path.extension().is_some_and(|extension| extension == "rs") {
             found.push(path);
