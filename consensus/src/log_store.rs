@@ -97,8 +97,9 @@ impl LogStore {
         let own_id = read_value::<BootstrapRecord>(&db, BOOTSTRAP_KEY)
             .map_err(|error| failed(error.to_string()))?
             .map(|record| record.node_id);
+        let left_over = purge_left_over(&db).map_err(failed)?;
         let durable = DurableLog::new(last_log_id);
-        let (flusher, thread) = Flusher::start(db.clone(), db_file, durable.clone())
+        let (flusher, thread) = Flusher::start(db.clone(), db_file, durable.clone(), left_over)
             .map_err(|error| failed(format!("cannot start the flusher thread: {error}")))?;
         let (open, closed) = LogStoreClosed::new(thread, db_path);
         let purge_guard = PurgeGuard::default();
@@ -193,12 +194,35 @@ fn check_contents(db: &sled::Db) -> Result<Option<LogId<u64>>, String> {
     read_value::<Option<LogId<u64>>>(db, COMMITTED_KEY).map_err(|error| error.to_string())?;
     let purged = read_value::<LogId<u64>>(db, PURGED_KEY).map_err(|error| error.to_string())?;
     read_value::<BootstrapRecord>(db, BOOTSTRAP_KEY).map_err(|error| error.to_string())?;
-    let mut last = purged;
+    let mut last = None;
     for item in db.range(LOG_PREFIX..LOG_END) {
         let (key, value) = item.map_err(|error| error.to_string())?;
         last = Some(decode_entry(&key, &value).map_err(|error| error.to_string())?.log_id);
     }
-    Ok(last)
+    Ok(later(purged, last))
+}
+
+/// The log's last id: its last entry's, unless the purged id is further (a snapshot installed
+/// past the log, or entries at or below the purged id not yet removed).
+fn later(purged: Option<LogId<u64>>, last_entry: Option<LogId<u64>>) -> Option<LogId<u64>> {
+    match (purged, last_entry) {
+        (Some(purged), Some(entry)) if entry.index < purged.index => Some(purged),
+        (purged, None) => purged,
+        (_, entry) => entry,
+    }
+}
+
+/// The index a stop left purged entries at or below (recorded purged, not all removed yet).
+fn purge_left_over(db: &sled::Db) -> Result<Option<u64>, String> {
+    let purged = read_value::<LogId<u64>>(db, PURGED_KEY).map_err(|error| error.to_string())?;
+    let Some(purged) = purged else { return Ok(None) };
+    let first = db.range(purged_keys(purged.index)).keys().next().transpose();
+    Ok(first.map_err(|error| error.to_string())?.map(|_| purged.index))
+}
+
+/// The keys of every entry at or below `index`: what a purge to `index` removes.
+pub(crate) fn purged_keys(index: u64) -> std::ops::RangeInclusive<Vec<u8>> {
+    LOG_PREFIX.to_vec()..=log_key(index).to_vec()
 }
 
 /// The keys of `range`, or `None` when it is empty.
@@ -249,10 +273,22 @@ fn entries_batch(entries: &[Entry]) -> Result<sled::Batch, StorageError> {
 // openraft's trait methods return its (large) `StorageError`; boxing it here would only move
 // the allocation.
 #[allow(clippy::result_large_err)]
+/// The entries of `range` above the purged id: the flusher removes purged entries a chunk at a
+/// time, so some may still be stored.
 fn read_entries(db: &sled::Db, range: impl RangeBounds<u64>) -> Result<Vec<Entry>, StorageError> {
     let Some((start, end)) = key_range(&range) else {
         return Ok(Vec::new());
     };
+    let purged = read_value::<LogId<u64>>(db, PURGED_KEY)
+        .map_err(|error| StorageIOError::read_logs(AnyError::error(error)))?;
+    let start = match purged.map(|purged| purged.index.checked_add(1)) {
+        None => start,
+        Some(Some(first_kept)) => start.max(log_key(first_kept).to_vec()),
+        Some(None) => return Ok(Vec::new()),
+    };
+    if start >= end {
+        return Ok(Vec::new());
+    }
     let mut entries = Vec::new();
     for item in db.range(start..end) {
         let (key, value) = item.map_err(|error| StorageIOError::read_logs(&error))?;
@@ -288,8 +324,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let last_purged_log_id: Option<LogId<u64>> = read_value(&self.db, PURGED_KEY)
             .map_err(|error| StorageIOError::read_logs(AnyError::error(error)))?;
         let last = self.db.range(LOG_PREFIX..LOG_END).next_back();
-        let last_log_id = match last {
-            None => last_purged_log_id,
+        let last_entry = match last {
+            None => None,
             Some(item) => {
                 let (key, value) = item.map_err(|error| StorageIOError::read_logs(&error))?;
                 let entry = decode_entry(&key, &value)
@@ -297,6 +333,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 Some(entry.log_id)
             }
         };
+        let last_log_id = later(last_purged_log_id, last_entry);
         Ok(LogState { last_purged_log_id, last_log_id })
     }
 
@@ -387,15 +424,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .wait_for_covering_snapshot(log_id)
             .await
             .map_err(|reason| StorageIOError::write_logs(AnyError::error(reason)))?;
-        // The purged id and the removals are one atomic batch, so a crash never leaves a gap
-        // between the purged id and the first entry. Not synced: a lost purge only keeps more.
-        let mut batch = sled::Batch::default();
-        let encoded = codec::encode(&log_id).map_err(|error| StorageIOError::write_logs(&error))?;
-        batch.insert(PURGED_KEY, encoded);
-        for key in self.db.range(LOG_PREFIX.to_vec()..=log_key(log_id.index).to_vec()).keys() {
-            batch.remove(key.map_err(|error| StorageIOError::write_logs(&error))?);
-        }
-        self.db.apply_batch(batch).map_err(|error| StorageIOError::write_logs(&error))?;
+        // The purged id is recorded here, the entries it covers are removed by the flusher
+        // thread a chunk at a time (`flusher.rs`): a snapshot interval's entries in one batch
+        // stalled this task, openraft's, for most of a second. Nothing reads an entry at or
+        // below the purged id again (openraft reads above it, and the log's last id is the
+        // later of the two), and a stop only leaves more behind, removed at the next open. Not
+        // synced: a lost purge only keeps more.
+        write_value(&self.db, PURGED_KEY, &log_id)
+            .map_err(|error| StorageIOError::write_logs(AnyError::error(error)))?;
+        self.flusher
+            .purge(log_id.index)
+            .await
+            .map_err(|error| StorageIOError::write_logs(&error))?;
         Ok(())
     }
 }
@@ -433,34 +473,7 @@ mod restart_tests {
 }
 
 #[cfg(test)]
-mod purge_tests {
-    use openraft::CommittedLeaderId;
-
-    use super::*;
-
-    /// A purge attached to a state machine store completes only once a durable snapshot covers
-    /// the purged entries, so the purge can never reach the disk before the snapshot file.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_purge_waits_for_the_snapshot_that_covers_it() {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let (mut store, _closed) = LogStore::open(dir.path()).expect("an empty log opens");
-        let (durable, receiver) = watch::channel(None);
-        store.purge_behind(receiver);
-        let log_id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
-
-        let purge = tokio::spawn(async move {
-            store.purge(log_id(5)).await.expect("the purge succeeds");
-            store
-        });
-        durable.send_replace(Some(log_id(4)));
-        tokio::task::yield_now().await;
-        assert!(!purge.is_finished(), "a snapshot up to 4 does not cover a purge up to 5");
-        durable.send_replace(Some(log_id(5)));
-        let mut store = purge.await.expect("the purge task runs");
-        let state = store.get_log_state().await.expect("the log state reads");
-        assert_eq!(state.last_purged_log_id, Some(log_id(5)));
-    }
-}
+mod purge_tests;
 
 impl RaftLog for LogStore {
     async fn check_bootstrap(&mut self, record: &BootstrapRecord) -> Result<(), StartError> {
