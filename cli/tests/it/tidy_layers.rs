@@ -152,7 +152,8 @@ fn only_the_raft_log_and_its_baseline_name_sled() {
             let path = entry.expect("a directory entry").path();
             let relative = path.strip_prefix(root()).expect("under the root").to_path_buf();
             // sled itself (`third_party/sled`, patched) is not a user of sled.
-            let skipped = ["target", ".git", "third_party"].iter().any(|top| relative.starts_with(top));
+            let skipped =
+                ["target", ".git", "third_party"].iter().any(|top| relative.starts_with(top));
             if path.is_dir() && !skipped {
                 pending.push(path);
             } else if relative.components().any(|part| part.as_os_str() == "src")
