@@ -16,6 +16,9 @@ use anyhow::Context as _;
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
+mod loopback_ports;
+pub use loopback_ports::{free_loopback_addr, free_loopback_addrs};
+
 /// Set on a child to its parent's pid: the child then asks for SIGTERM when the parent dies.
 const EXIT_WITH_PARENT_ENV: &str = "RAFTRAIN_EXIT_WITH_PARENT";
 /// The tracing filter of children unless the group is given another.
@@ -417,15 +420,6 @@ pub fn exit_with_parent() {
         tracing::warn!(parent, "the parent process is gone; stopping");
         std::process::exit(1);
     }
-}
-
-/// Loopback addresses with ports the kernel just handed out (and that are free again now).
-pub fn free_loopback_addrs(count: usize) -> anyhow::Result<Vec<String>> {
-    let listeners: Vec<std::net::TcpListener> = (0..count)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .context("bind a loopback port")?;
-    listeners.iter().map(|listener| Ok(listener.local_addr()?.to_string())).collect()
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@ use client::JobStatus;
 use client::{ClientOptions, MasterClient};
 use proto::master::master_service_client::MasterServiceClient;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use supervisor::ProcessGroup;
 use tonic::transport::Channel;
@@ -269,37 +268,8 @@ impl MasterGroup {
     }
 }
 
-/// A loopback address nothing listens on right now.
-///
-/// Picked below the kernel's ephemeral port range (`ip_local_port_range`, 32768-60999 by
-/// default), one port after another from an offset drawn from the process id: `bind(0)` and
-/// every outgoing connection of every process draw their ports from that range, so a port
-/// picked there with `bind(0)` and released could be taken again (by the next `bind(0)`, here
-/// or in a child, or as a connection's local port) before the child given it binds it. Two
-/// replicas given one port broke a full run twice ("127.0.0.1:35917,...,127.0.0.1:35917"), a
-/// dashboard test's metrics port once. Below the range only an explicit bind can take it, and
-/// this process never hands out one port twice.
+/// A loopback address nothing listens on right now, below the kernel's ephemeral port range
+/// (`supervisor::free_loopback_addr` says why).
 pub fn free_loopback_addr() -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let (low, high) = (PICKED_PORT_LOW, ephemeral_port_low().max(PICKED_PORT_LOW + 1000));
-    let span = u32::from(high - low);
-    let offset = std::process::id().wrapping_mul(7919) % span;
-    for _ in 0..span {
-        let next = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = low + ((offset + next) % span) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return format!("127.0.0.1:{port}");
-        }
-    }
-    panic!("no free loopback port in {low}..{high}");
-}
-
-/// The lowest port free_loopback_addr picks.
-const PICKED_PORT_LOW: u16 = 15_000;
-
-/// The first port of the kernel's ephemeral range.
-fn ephemeral_port_low() -> u16 {
-    let range =
-        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
-    range.split_whitespace().next().and_then(|low| low.parse().ok()).unwrap_or(32_768)
+    supervisor::free_loopback_addr().expect("a free loopback port")
 }
