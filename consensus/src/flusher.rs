@@ -31,7 +31,7 @@ const FLUSH_BATCH_LENGTH_MAX: usize = 1024;
 
 /// Purged entries removed in one sled batch between flushes: a few milliseconds of work, so
 /// an append waiting for its flush waits at most that long for a purge.
-pub(crate) const PURGE_CHUNK_KEYS: usize = 256;
+const PURGE_CHUNK_KEYS: usize = 256;
 
 /// Someone waiting for everything written so far to be durable.
 pub(crate) enum FlushRequest {
