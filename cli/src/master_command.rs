@@ -25,7 +25,7 @@ impl MasterArgs {
 pub(crate) fn run(args: MasterArgs) -> anyhow::Result<()> {
     args.config.validate().context(Configuration)?;
     let runtime = args.runtime.build()?;
-    runtime.block_on(async {
+    crate::runtime_args::serve(&runtime, async move {
         // The SIGTERM handler first: anyone who can connect may also signal.
         let shutdown = crate::shutdown::signal_received();
         let listener = tokio::net::TcpListener::bind(args.config.listen)

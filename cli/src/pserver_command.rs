@@ -27,7 +27,7 @@ impl PServerArgs {
 pub(crate) fn run(args: PServerArgs) -> anyhow::Result<()> {
     args.config.validate().context(Configuration)?;
     let runtime = args.runtime.build()?;
-    runtime.block_on(async {
+    crate::runtime_args::serve(&runtime, async move {
         let listener = tokio::net::TcpListener::bind(args.config.listen)
             .await
             .with_context(|| format!("bind --listen {}", args.config.listen))?;

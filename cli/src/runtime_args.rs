@@ -23,3 +23,23 @@ impl RuntimeArgs {
         builder.enable_all().build().context("start the tokio runtime")
     }
 }
+
+/// Runs a server process's main future on `runtime`'s workers and waits for it. Polled by
+/// `block_on` itself, the future would run on the main thread, outside the workers: every
+/// wake-up of what it awaits directly (the Raft core's metrics watch changes several times
+/// per write) would be a wake-up of another thread, two context switches each. A panic in it
+/// is the process's panic, as under `block_on`.
+pub(crate) fn serve<F>(runtime: &tokio::runtime::Runtime, main: F) -> F::Output
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match runtime.block_on(runtime.spawn(main)) {
+        Ok(output) => output,
+        Err(error) => match error.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            // A task is cancelled only by the runtime shutting down, which `block_on` prevents.
+            Err(error) => panic!("the main task ended without an answer: {error}"),
+        },
+    }
+}

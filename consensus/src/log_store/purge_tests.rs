@@ -16,8 +16,7 @@ fn store_entries(store: &LogStore, first: u64, last: u64) {
     let entries: Vec<Entry> = (first..=last)
         .map(|index| Entry { log_id: log_id(index), payload: EntryPayload::Blank })
         .collect();
-    let batch = entries_batch(&entries).expect("blank entries encode");
-    store.db.apply_batch(batch).expect("sled takes the entries");
+    insert_entries(&store.db, &entries).expect("sled takes the entries");
 }
 
 /// How many entries at or below `index` are still stored.

@@ -933,7 +933,8 @@ pub(in crate::pagecache) fn make_stable_inner(
             // nothing to write, don't bother sealing
             // current IO buffer.
         } else {
-            maybe_seal_and_write_iobuf(iobufs, &iobuf, header, false)?;
+            // raftrain patch: written here, as this thread waits for it below (PATCHES.md).
+            maybe_seal_and_write_iobuf_on(iobufs, &iobuf, header, false, true)?;
             stable = iobufs.stable();
             // NB we have to continue here to possibly clear
             // the next io buffer, which may have dirty
@@ -1022,6 +1023,19 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
     iobuf: &Arc<IoBuf>,
     header: Header,
     from_reserve: bool,
+) -> Result<()> {
+    maybe_seal_and_write_iobuf_on(iobufs, iobuf, header, from_reserve, false)
+}
+
+/// raftrain patch: `maybe_seal_and_write_iobuf`, writing the sealed buffer on this thread when
+/// `write_here` (a thread about to wait for that write anyway: `make_stable_inner`) instead of
+/// handing it to the IO pool and waiting for a pool thread to take it (PATCHES.md).
+pub(in crate::pagecache) fn maybe_seal_and_write_iobuf_on(
+    iobufs: &Arc<IoBufs>,
+    iobuf: &Arc<IoBuf>,
+    header: Header,
+    from_reserve: bool,
+    write_here: bool,
 ) -> Result<()> {
     if header::is_sealed(header) {
         // this buffer is already sealed. nothing to do here.
@@ -1180,7 +1194,7 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
         );
         let iobufs = iobufs.clone();
         let iobuf = iobuf.clone();
-        let _result = threadpool::spawn(move || {
+        let write = move || {
             if let Err(e) = iobufs.write_to_log(&iobuf) {
                 error!(
                     "hit error while writing iobuf with lsn {}: {:?}",
@@ -1199,7 +1213,12 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
 
                 let _notified = iobufs.interval_updated.notify_all();
             }
-        })?;
+        };
+        if write_here {
+            write();
+            return Ok(());
+        }
+        let _result = threadpool::spawn(write)?;
 
         #[cfg(feature = "event_log")]
         _result.wait();
