@@ -23,6 +23,9 @@ use crate::flusher::Flusher;
 use crate::log_store_closed::{LogStoreClosed, OpenHandle};
 use crate::type_config::{Entry, StorageError, TypeConfig};
 
+mod stored_entries;
+use stored_entries::encoded_entries;
+
 /// An encoded entry may not exceed this: sled stores values over ~128 KiB in blob files it
 /// never fsyncs, so a bigger entry would not be durable.
 pub const ENTRY_BYTES_MAX: usize = 64 * 1024;
@@ -244,36 +247,6 @@ fn key_range(range: &impl RangeBounds<u64>) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((log_key(start).to_vec(), end_key))
 }
 
-/// One entry as stored: its key and its encoding.
-type StoredEntry = ([u8; 12], Vec<u8>);
-
-/// The keys and encodings of `entries`, which must be consecutive: all of them checked before
-/// any is stored.
-// openraft's trait methods return its (large) `StorageError`; boxing it here would only move
-// the allocation.
-#[allow(clippy::result_large_err)]
-fn encoded_entries(entries: &[Entry]) -> Result<Vec<StoredEntry>, StorageError> {
-    let mut encoded = Vec::with_capacity(entries.len());
-    let mut previous: Option<u64> = None;
-    for entry in entries {
-        // Cheap, and everything after relies on it: a gap would be read back as a log.
-        let index = entry.log_id.index;
-        assert!(
-            previous.is_none_or(|previous| index == previous + 1),
-            "openraft appends consecutive entries: {index} after {previous:?}"
-        );
-        previous = Some(index);
-        let bytes = codec::encode(entry).map_err(|error| StorageIOError::write_logs(&error))?;
-        if bytes.len() > ENTRY_BYTES_MAX {
-            let reason =
-                format!("entry {} is {} bytes, over {ENTRY_BYTES_MAX}", entry.log_id, bytes.len());
-            return Err(StorageIOError::write_logs(AnyError::error(reason)).into());
-        }
-        encoded.push((log_key(entry.log_id.index), bytes));
-    }
-    Ok(encoded)
-}
-
 /// Inserts `entries` one by one, in order: a crash keeps a prefix of them (sled recovers a
 /// prefix of its writes), which is a log, and nothing is acknowledged before the flush. One
 /// sled batch would cost two extra log buffer writes on sled's IO threads per append (its
@@ -286,11 +259,11 @@ fn insert_entries(db: &sled::Db, entries: &[Entry]) -> Result<(), StorageError> 
     Ok(())
 }
 
+/// The entries of `range` above the purged id: the flusher removes purged entries a chunk at a
+/// time, so some may still be stored.
 // openraft's trait methods return its (large) `StorageError`; boxing it here would only move
 // the allocation.
 #[allow(clippy::result_large_err)]
-/// The entries of `range` above the purged id: the flusher removes purged entries a chunk at a
-/// time, so some may still be stored.
 fn read_entries(db: &sled::Db, range: impl RangeBounds<u64>) -> Result<Vec<Entry>, StorageError> {
     let Some((start, end)) = key_range(&range) else {
         return Ok(Vec::new());
