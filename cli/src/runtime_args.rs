@@ -43,3 +43,33 @@ where
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        RuntimeArgs { worker_threads: Some(1) }.build().expect("a runtime starts")
+    }
+
+    /// The main future runs on a worker, not on the thread that waits for it, and its answer
+    /// comes back.
+    #[test]
+    fn the_main_future_runs_on_a_worker() {
+        let caller = std::thread::current().id();
+        let ran_on = serve(&runtime(), async { std::thread::current().id() });
+        assert_ne!(ran_on, caller, "the main future ran on the waiting thread");
+    }
+
+    /// A panic in the main future is the caller's panic, with its message.
+    #[test]
+    fn a_panic_in_the_main_future_reaches_the_caller() {
+        let runtime = runtime();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            serve(&runtime, async { panic!("the main future failed") })
+        }));
+        let payload = caught.expect_err("the panic propagates");
+        let message = payload.downcast_ref::<&str>().copied().unwrap_or_default();
+        assert_eq!(message, "the main future failed");
+    }
+}
