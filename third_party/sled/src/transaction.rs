@@ -348,8 +348,12 @@ impl TransactionalTree {
         self.tree.context.pagecache.generate_id_inner()
     }
 
+    // raftrain patch: drops what this overlay staged (it was left unimplemented; `stage` never
+    // fails and `validate` is always true for a tree, so no caller reaches it, and a retried
+    // transaction builds a fresh overlay anyway) (PATCHES.md).
     fn unstage(&self) {
-        unimplemented!()
+        self.writes.borrow_mut().clear();
+        self.read_cache.borrow_mut().clear();
     }
 
     const fn validate(&self) -> bool {
