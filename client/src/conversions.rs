@@ -160,6 +160,7 @@ mod tests {
             outcome,
             task,
             current_pass: 3,
+            finished_accepted: Vec::new(),
         };
         assert!(task_outcome(reply(99, None)).is_err(), "an unknown outcome");
         assert!(task_outcome(reply(0, None)).is_err(), "no outcome");

@@ -5,7 +5,7 @@
 //! Code map: `master_client` is the machinery (leader discovery, redirects, retries with
 //! jittered backoff inside a deadline or without one, one stamp per logical write; `retrying`
 //! is one call's retry state; `discovery` asks members who leads); `typed_calls` is the API,
-//! one method per RPC; `types`, `fault`, `slot_secret` and `status` are the values it answers,
+//! one method per RPC (`hand_off`: a task's finish and the next ask in one write); `types`, `fault`, `slot_secret` and `status` are the values it answers,
 //! and `conversions` the only place that turns protobuf into them; `watch` follows the pserver
 //! table across leader changes.
 
@@ -16,6 +16,7 @@ mod discovery_error;
 mod error;
 mod failure_reason;
 mod fault;
+mod hand_off;
 mod job_calls;
 mod job_name;
 mod jobs;
@@ -50,6 +51,7 @@ pub use error::{
     REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
 };
 pub use failure_reason::{cut_reason, FAILURE_REASON_BYTES_MAX};
+pub use hand_off::{HandOff, FINISHED_PER_ASK_MAX};
 pub use job_name::{check_job_name, require_job_name, SUBMITTED_JOB_NAME_BYTES_MAX};
 pub use jobs::{
     JobDataset, JobList, JobPhase, JobSpec, JobSummary, PolicyOverrides, ProgressCheckpoint,

@@ -64,8 +64,13 @@ impl MasterClient {
         let reply = self
             .write("GetTask", |mut service, stamp| {
                 let job = self.job().to_string();
-                let request =
-                    pb::GetTaskRequest { stamp: Some(stamp), trainer_id, pass_index: pass, job };
+                let request = pb::GetTaskRequest {
+                    stamp: Some(stamp),
+                    trainer_id,
+                    pass_index: pass,
+                    job,
+                    finished: Vec::new(),
+                };
                 async move { service.get_task(timed(request, timeout)).await }
             })
             .await?;

@@ -116,6 +116,12 @@ pub enum Command {
     /// heard every member say it decodes that level. A leader decision, applied only in its
     /// term; a level at or below the group's changes nothing.
     RaiseFeatureLevel { level: u32 },
+    /// A trainer reports the tasks it (or another trainer of its process) finished, each as
+    /// `TaskFinished` applies it, and then asks for the next task of `pass` as `GetTask` does:
+    /// one entry for a task hand-off instead of two. At most
+    /// [`client::FINISHED_PER_ASK_MAX`] receipts `(task_id, epoch)`; the answer is
+    /// `Response::FinishedThenTask`.
+    FinishedThenGetTask { finished: Vec<(u64, u64)>, trainer: u64, pass: u32 },
 }
 
 /// Which job a command is for.

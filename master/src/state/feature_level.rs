@@ -8,13 +8,14 @@
 //! differently from the others.
 //!
 //! Level 1 is every command of the builds before levels (they answer a level of 0); level 2
-//! adds the rendezvous key space, restart, idle expiry, shuffled reports and the raise itself.
+//! adds the rendezvous key space, restart, idle expiry, shuffled reports and the raise itself;
+//! level 3 the task hand-off in one entry (`FinishedThenGetTask`).
 
 use super::command::Command;
 use super::request::{decode_request, Request};
 
 /// The newest feature level this build decodes and admits.
-pub const FEATURE_LEVEL: u32 = 2;
+pub const FEATURE_LEVEL: u32 = 3;
 /// The level of a state that names none (a group of builds before levels).
 pub const BASE_FEATURE_LEVEL: u32 = 1;
 
@@ -23,6 +24,7 @@ impl Command {
     pub fn feature_level(&self) -> u32 {
         match self {
             Command::InJob { command, .. } => command.feature_level(),
+            Command::FinishedThenGetTask { .. } => 3,
             Command::Rendezvous { .. }
             | Command::RemoveRendezvous { .. }
             | Command::RestartJob

@@ -82,6 +82,9 @@ impl JobState {
                 let Some(job) = &mut self.job else { return Response::NoDataset };
                 job.task_finished(*task_id, *epoch, now_ms)
             }
+            Command::FinishedThenGetTask { finished, trainer, pass } => {
+                self.finished_then_get_task(finished, *trainer, *pass, now_ms)
+            }
             Command::TaskFailed { task_id, epoch, reason } => {
                 self.task_failed((*task_id, *epoch), reason, Fault::Content)
             }
@@ -128,6 +131,37 @@ impl JobState {
             }
             other => not_of_family("a member's call", other),
         }
+    }
+}
+
+impl JobState {
+    /// Each receipt of `finished` as `TaskFinished` applies it, then `trainer`'s ask for a
+    /// task of `pass` as `GetTask` does (so the ask sees the finishes: a trainer whose own task
+    /// was among them is handed its next). More receipts than a client may send are refused
+    /// whole, nothing applied.
+    fn finished_then_get_task(
+        &mut self,
+        finished: &[(u64, u64)],
+        trainer: u64,
+        pass: u32,
+        now_ms: u64,
+    ) -> Response {
+        if finished.len() > client::FINISHED_PER_ASK_MAX {
+            let reason = format!(
+                "{} finished tasks in one ask; at most {} go with one",
+                finished.len(),
+                client::FINISHED_PER_ASK_MAX
+            );
+            return Response::Rejected { reason };
+        }
+        let finished = finished
+            .iter()
+            .map(|&(task_id, epoch)| {
+                self.execute_task(&Command::TaskFinished { task_id, epoch }, now_ms)
+            })
+            .collect();
+        let then = self.execute_task(&Command::GetTask { trainer, pass }, now_ms);
+        Response::FinishedThenTask { finished, then: Box::new(then) }
     }
 }
 

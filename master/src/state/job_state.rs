@@ -160,6 +160,7 @@ impl JobState {
             | Command::ReportIndexDataset { .. }
             | Command::ShuffledReport { .. } => self.execute_report(command, now_ms),
             Command::GetTask { .. }
+            | Command::FinishedThenGetTask { .. }
             | Command::TaskFinished { .. }
             | Command::TaskFailed { .. }
             | Command::TaskFailedWithFault { .. }

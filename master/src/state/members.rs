@@ -58,7 +58,9 @@ pub(crate) fn unbound_spoken_for(
     sessions: &Sessions,
 ) -> Option<Member> {
     let member = match command {
-        Command::GetTask { trainer, .. } => Member::Trainer(*trainer),
+        Command::GetTask { trainer, .. } | Command::FinishedThenGetTask { trainer, .. } => {
+            Member::Trainer(*trainer)
+        }
         Command::ReleasePServerSlot { slot, generation }
         | Command::RecordCheckpoint { slot, generation, .. }
         | Command::TagSlotCheckpoint { slot, generation, .. }

@@ -71,6 +71,8 @@ mod failers;
 mod feature_level;
 mod group_invariant;
 mod group_limits;
+#[cfg(test)]
+mod hand_off_tests;
 mod index_range;
 mod index_report;
 mod invariant;

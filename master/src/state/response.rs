@@ -86,6 +86,9 @@ pub enum Response {
     RendezvousRemoved { existed: bool },
     /// A restart made job incarnation `job_id`: the job of its name had ended.
     JobRestarted { job_id: u64 },
+    /// The answers to a `FinishedThenGetTask`: one per finished receipt, as `TaskFinished`
+    /// answers it, and `then`, as `GetTask` answers the ask.
+    FinishedThenTask { finished: Vec<Response>, then: Box<Response> },
 }
 
 impl Response {
@@ -94,6 +97,10 @@ impl Response {
     /// nothing (refusals, "nothing to hand out", fenced reports) are not kept, so they take no
     /// session and cannot push out the session of a client whose write did take effect.
     pub fn must_be_replayed(&self) -> bool {
+        if let Response::FinishedThenTask { finished, then } = self {
+            // A retry applied afresh would find its accepted finishes already applied (stale).
+            return then.must_be_replayed() || finished.iter().any(Response::must_be_replayed);
+        }
         !matches!(
             self,
             Response::Rejected { .. }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use master::state::{decode_request, decode_response, Request, Response};
+use master::state::{decode_request, decode_response, Command, Request, Response};
 use openraft::LogId;
 
 use super::Violation;
@@ -18,6 +18,10 @@ pub struct CanonicalCommand {
     pub response_bytes: Vec<u8>,
     /// A retry of a stamp already applied: answered from the session, changed nothing.
     pub replay: bool,
+    /// A task hand-off in one command (`FinishedThenGetTask`) as the commands it applies in
+    /// turn (each `TaskFinished`, then the `GetTask`) with their answers: what the checkers
+    /// read in its place. Empty for any other command.
+    pub parts: Vec<(Request, Response)>,
 }
 
 /// One entry of the canonical log.
@@ -54,8 +58,14 @@ impl LogCursor {
                 let (Some(request), Some(response)) = (&command.request, &command.response) else {
                     continue;
                 };
-                let log_id = entry.log_id;
-                read.push(AppliedCommand { log_id, request, response, replay: command.replay });
+                let (log_id, replay) = (entry.log_id, command.replay);
+                if command.parts.is_empty() {
+                    read.push(AppliedCommand { log_id, request, response, replay });
+                    continue;
+                }
+                for (request, response) in &command.parts {
+                    read.push(AppliedCommand { log_id, request, response, replay });
+                }
             }
             self.next_index += 1;
         }
@@ -86,7 +96,12 @@ impl CanonicalLog {
             if let Some(stamp) = stamp.filter(|_| kept && !replay) {
                 self.last_seq.insert(stamp.client_id, stamp.seq);
             }
+            let parts = match (&request, &response) {
+                (Some(request), Some(response)) => hand_off_parts(request, response),
+                _ => Vec::new(),
+            };
             commands.push(CanonicalCommand {
+                parts,
                 request,
                 response,
                 request_bytes: command.request.clone(),
@@ -102,6 +117,32 @@ impl CanonicalLog {
         };
         self.entries.insert(applied.log_id.index, entry);
     }
+}
+
+/// A `FinishedThenGetTask` answered `FinishedThenTask` as its parts, each in the same job
+/// envelope (empty for any other command, or a hand-off refused or answered whole, as a
+/// cancelled job answers it).
+fn hand_off_parts(request: &Request, response: &Response) -> Vec<(Request, Response)> {
+    let (job, command) = request.command.scoped();
+    let (
+        Command::FinishedThenGetTask { finished, trainer, pass },
+        Response::FinishedThenTask { finished: answers, then },
+    ) = (command, response)
+    else {
+        return Vec::new();
+    };
+    let part = |command: Command| {
+        let command = match job {
+            Some(job) => Command::InJob { job: job.clone(), command: Box::new(command) },
+            None => command,
+        };
+        Request { command, ..request.clone() }
+    };
+    let reports = finished.iter().zip(answers).map(|(&(task_id, epoch), answer)| {
+        (part(Command::TaskFinished { task_id, epoch }), answer.clone())
+    });
+    let ask = (part(Command::GetTask { trainer: *trainer, pass: *pass }), (**then).clone());
+    reports.chain(std::iter::once(ask)).collect()
 }
 
 /// Keeps the canonical log and compares every apply against it.

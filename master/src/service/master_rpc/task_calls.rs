@@ -9,6 +9,7 @@ use crate::service::status_mapping::unexpected;
 use crate::state::{Command, Fault, Response, FAILURE_REASON_BYTES_MAX};
 use proto::master as pb;
 use proto::master::get_task_reply::Outcome;
+use tonic::Status;
 
 use super::{MasterRpc, Reply};
 
@@ -85,8 +86,9 @@ pub(super) async fn get_task(
 ) -> Reply<pb::GetTaskReply> {
     let request = request.into_inner();
     let client = stamp(request.stamp)?;
-    let command = Command::GetTask { trainer: request.trainer_id, pass: request.pass_index };
+    let command = hand_off_command(rpc, &request)?;
     let response = rpc.propose(Some(client), for_job(&request.job, command)).await?;
+    let (finished_accepted, response) = finished_answers(response, request.finished.len());
     let job = || rpc.job_id("GetTask", &request.job);
     if !matches!(response, Response::UnknownTrainer | Response::NoDataset) {
         rpc.duties.trainer_alive(rpc.node.term(), (job()?, request.trainer_id));
@@ -95,6 +97,7 @@ pub(super) async fn get_task(
         outcome: outcome as i32,
         task,
         current_pass,
+        finished_accepted: finished_accepted.clone(),
     };
     let reply = match response {
         Response::Task(assignment) => {
@@ -118,6 +121,43 @@ pub(super) async fn get_task(
         other => return Err(unexpected("GetTask", other)),
     };
     Ok(tonic::Response::new(reply))
+}
+
+/// The ask as a command: with finished receipts, one `FinishedThenGetTask` where the group's
+/// feature level has it; else (none, or a group below level 3) the ask alone, answered with no
+/// `finished_accepted`, so the client reports the receipts itself.
+fn hand_off_command(rpc: &MasterRpc, request: &pb::GetTaskRequest) -> Result<Command, Status> {
+    let (trainer, pass) = (request.trainer_id, request.pass_index);
+    if request.finished.len() > client::FINISHED_PER_ASK_MAX {
+        return Err(Status::invalid_argument(format!(
+            "finished: {} receipts in one ask; at most {} go with one",
+            request.finished.len(),
+            client::FINISHED_PER_ASK_MAX
+        )));
+    }
+    let finished: Vec<(u64, u64)> =
+        request.finished.iter().map(|receipt| (receipt.task_id, receipt.epoch)).collect();
+    let combined = Command::FinishedThenGetTask { finished, trainer, pass };
+    if request.finished.is_empty() || !rpc.proposer.admits(&combined) {
+        return Ok(Command::GetTask { trainer, pass });
+    }
+    Ok(combined)
+}
+
+/// Whether each of `receipts` finished receipts was accepted, and the ask's own answer.
+fn finished_answers(response: Response, receipts: usize) -> (Vec<bool>, Response) {
+    match response {
+        Response::FinishedThenTask { finished, then } => {
+            let accepted: Vec<bool> =
+                finished.iter().map(|answer| *answer == Response::Accepted).collect();
+            let count = accepted.iter().filter(|accepted| **accepted).count();
+            metrics::counter!("raftrain_master_tasks_finished_total").increment(count as u64);
+            (accepted, *then)
+        }
+        // The job was cancelled before the receipts were looked at: none was accepted.
+        Response::JobCancelled if receipts > 0 => (vec![false; receipts], Response::JobCancelled),
+        other => (Vec::new(), other),
+    }
 }
 
 /// A task's holder is at work on it: its deadline moves to a whole timeout from now.

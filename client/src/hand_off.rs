@@ -1,0 +1,92 @@
+//! A task hand-off in one write: `GetTask` carrying the receipts of tasks finished since the
+//! last ask ([`MasterClient::finished_then_get_task`]), which a master of feature level 3
+//! applies as one entry (each finish, then the ask). A master that does not (an older build,
+//! or a group not yet at level 3) answers the ask alone; the receipts are then reported one
+//! by one and the ask made again, which the trainer cannot tell from the one write.
+
+use super::conversions::task_outcome;
+use super::error::ClientError;
+use super::master_client::{timed, MasterClient};
+use super::types::TaskOutcome;
+use proto::master as pb;
+
+/// The most finished-task receipts one ask carries: the master refuses more. A loader has at
+/// most a few tasks reported but not yet answered per ask.
+pub const FINISHED_PER_ASK_MAX: usize = 16;
+
+/// What a hand-off met: per receipt, whether the finish was accepted (`false`: a newer
+/// dispatch holds the task, or the job was cancelled), and the ask's outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HandOff {
+    pub finished: Vec<bool>,
+    pub outcome: TaskOutcome,
+}
+
+impl MasterClient {
+    /// Reports `finished` (receipts `(task_id, epoch)`, at most [`FINISHED_PER_ASK_MAX`]) and
+    /// asks for the next task of `pass` for the trainer, in one write where the masters can.
+    pub async fn finished_then_get_task(
+        &self,
+        trainer_id: u64,
+        pass: u32,
+        finished: &[(u64, u64)],
+    ) -> Result<HandOff, ClientError> {
+        if finished.len() > FINISHED_PER_ASK_MAX {
+            return Err(ClientError::InvalidArgument {
+                call: "GetTask",
+                message: format!(
+                    "{} finished tasks in one ask; at most {FINISHED_PER_ASK_MAX} go with one",
+                    finished.len()
+                ),
+            });
+        }
+        let reply = self.ask_reporting(trainer_id, pass, finished).await?;
+        if reply.finished_accepted.len() == finished.len() {
+            let finished = reply.finished_accepted.clone();
+            return Ok(HandOff { finished, outcome: task_outcome(reply)? });
+        }
+        self.reported_one_by_one(trainer_id, pass, finished).await
+    }
+
+    /// One `GetTask` with the receipts, retried under one stamp.
+    async fn ask_reporting(
+        &self,
+        trainer_id: u64,
+        pass: u32,
+        finished: &[(u64, u64)],
+    ) -> Result<pb::GetTaskReply, ClientError> {
+        let timeout = self.rpc_timeout();
+        let receipts: Vec<pb::TaskReceipt> =
+            finished.iter().map(|&(task_id, epoch)| pb::TaskReceipt { task_id, epoch }).collect();
+        self.write("GetTask", |mut service, stamp| {
+            let request = pb::GetTaskRequest {
+                stamp: Some(stamp),
+                trainer_id,
+                pass_index: pass,
+                job: self.job().to_string(),
+                finished: receipts.clone(),
+            };
+            async move { service.get_task(timed(request, timeout)).await }
+        })
+        .await
+    }
+
+    /// The masters answered the ask without the receipts: each is reported on its own, then
+    /// the trainer asks again (the first answer may have been a task it held, finished since).
+    async fn reported_one_by_one(
+        &self,
+        trainer_id: u64,
+        pass: u32,
+        finished: &[(u64, u64)],
+    ) -> Result<HandOff, ClientError> {
+        let mut accepted = Vec::with_capacity(finished.len());
+        for &(task_id, epoch) in finished {
+            accepted.push(match self.task_finished(task_id, epoch).await {
+                Err(ClientError::JobCancelled { .. }) => false,
+                reported => reported?,
+            });
+        }
+        let outcome = self.get_task(trainer_id, pass).await?;
+        Ok(HandOff { finished: accepted, outcome })
+    }
+}
