@@ -81,7 +81,7 @@ pub use status::{
     answered_feature_level, CheckpointStatus, DatasetKind, EvalStatus, FailedTask, GroupView,
     JobStatus, Member, PServerStatus, TrainerStatus,
 };
-pub use task_source::TaskSource;
+pub use task_source::{HandOffSource, TaskSource};
 pub use typed_calls::REPORT_RPC_TIMEOUT_MS;
 pub use types::new_slot_secret;
 pub use types::{

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::{ClientError, Task, TaskOutcome, TaskSource};
+use crate::{ClientError, HandOffSource, Task, TaskOutcome, TaskSource};
 
 /// How long to wait, by default, before asking again when nothing is free: a task freed by
 /// another trainer is taken within this.
@@ -88,7 +88,13 @@ impl<S: TaskSource> PassWalker<S> {
 
     /// One ask, without waiting.
     pub async fn step(&mut self) -> Result<Step, ClientError> {
-        let walked = match self.ask().await? {
+        let outcome = self.ask().await?;
+        self.walk(outcome)
+    }
+
+    /// What the walk makes of one answer.
+    fn walk(&mut self, outcome: TaskOutcome) -> Result<Step, ClientError> {
+        let walked = match outcome {
             TaskOutcome::Task(task) => Walked::Task(task),
             TaskOutcome::PassBefore { current } | TaskOutcome::PassAfter { current } => {
                 return Ok(self.move_to(current));
@@ -102,6 +108,28 @@ impl<S: TaskSource> PassWalker<S> {
             }
         };
         Ok(Step::Walked(walked))
+    }
+
+    /// One ask that first reports `finished` (receipts `(task_id, epoch)` of tasks done,
+    /// this trainer's or others' of its process), in one write where the masters can: per
+    /// receipt whether its finish was accepted, and the step. A trainer the masters forgot
+    /// registers again and asks once more (the finishes were already applied).
+    pub async fn hand_off(
+        &mut self,
+        finished: &[(u64, u64)],
+    ) -> Result<(Vec<bool>, Step), ClientError>
+    where
+        S: HandOffSource,
+    {
+        let handed = self.source.finished_then_get_task(self.pass, finished).await?;
+        let outcome = match handed.outcome {
+            TaskOutcome::UnknownTrainer => {
+                self.source.renew().await?;
+                self.source.get_task(self.pass).await?
+            }
+            outcome => outcome,
+        };
+        Ok((handed.finished, self.walk(outcome)?))
     }
 
     /// What the walk meets next, waiting as each wait says meanwhile.
@@ -156,6 +184,7 @@ mod tests {
         answers: Mutex<VecDeque<TaskOutcome>>,
         asked: Mutex<Vec<u32>>,
         renewals: Mutex<u32>,
+        reported: Mutex<Vec<(u64, u64)>>,
     }
 
     impl Script {
@@ -177,6 +206,20 @@ mod tests {
         async fn renew(&self) -> Result<(), ClientError> {
             *self.renewals.lock().expect("renewals") += 1;
             Ok(())
+        }
+    }
+
+    impl HandOffSource for Script {
+        async fn finished_then_get_task(
+            &self,
+            pass: u32,
+            finished: &[(u64, u64)],
+        ) -> Result<crate::HandOff, ClientError> {
+            self.reported.lock().expect("reported").extend_from_slice(finished);
+            let outcome = self.get_task(pass).await?;
+            // Scripted: a receipt of an odd epoch was taken back meanwhile.
+            let finished = finished.iter().map(|(_task, epoch)| epoch % 2 == 0).collect();
+            Ok(crate::HandOff { finished, outcome })
         }
     }
 
@@ -234,5 +277,25 @@ mod tests {
         let mut walker = PassWalker::new(Script::of([TaskOutcome::PassBefore { current: 0 }]));
         assert!(matches!(walker.step().await.expect("step"), Step::Wait { .. }));
         assert_eq!(walker.pass(), 0);
+    }
+
+    /// A hand-off reports its receipts with the ask and walks its answer as a step does; a
+    /// forgotten trainer registers again and asks once more, without the receipts (applied).
+    #[tokio::test]
+    async fn a_hand_off_reports_with_the_ask_and_walks_the_answer() {
+        let script = Script::of([
+            TaskOutcome::PassBefore { current: 1 },
+            TaskOutcome::UnknownTrainer,
+            TaskOutcome::Task(task(4, 1)),
+        ]);
+        let mut walker = PassWalker::new(script);
+        let (finished, step) = walker.hand_off(&[(2, 2), (3, 1)]).await.expect("hand-off");
+        assert_eq!(finished, [true, false]);
+        assert_eq!(step, Step::Walked(Walked::PassOver { pass: 0, next: 1 }));
+        let (finished, step) = walker.hand_off(&[(5, 4)]).await.expect("hand-off");
+        assert_eq!((finished, step), (vec![true], Step::Walked(Walked::Task(task(4, 1)))));
+        assert_eq!(walker.source().asked(), [0, 1, 1]);
+        assert_eq!(*walker.source().renewals.lock().expect("renewals"), 1);
+        assert_eq!(*walker.source().reported.lock().expect("reported"), [(2, 2), (3, 1), (5, 4)]);
     }
 }

@@ -5,13 +5,13 @@ registration's task is consumed). Imports no PyTorch."""
 
 from __future__ import annotations
 
+import collections
 import itertools
-import queue
 import threading
 import time
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
-from .task_client import StepKind, TaskClient
+from .task_client import FINISHED_PER_STEP_MAX, StepKind, TaskClient
 
 Receipt = Tuple[int, int]
 
@@ -29,27 +29,57 @@ class Reports:
     `landed` waits for the reports queued so far without raising (a registration about to ask
     again: its last task's finish must be in first, or the master answers that task again).
 
-    `send(kind, receipt)` sends one report (on the reporting thread)."""
+    A registration about to ask takes the finishes not sent yet (`claim`) and reports them with
+    its ask, in the same write (`settle` hands their answers back): a task hand-off in one
+    write. So that the next ask finds them, the thread sends a finish only once it waited
+    `hold_s` (0: at once; the loader holds them only where its own process asks) or a `flush` or
+    `landed` waits for it. Progress reports are never claimed; one that a claimed finish
+    overtakes is answered "no longer held", which changes nothing.
 
-    def __init__(self, send: Callable[[str, Receipt], None]):
+    `send(kind, receipt)` sends one report (on the reporting thread); `answered(receipt,
+    accepted)` takes a claimed finish's answer."""
+
+    def __init__(
+        self,
+        send: Callable[[str, Receipt], None],
+        answered: Callable[[Receipt, bool], None],
+        hold_s: float = 0.0,
+    ):
         self._send_one = send
-        self._queue: "queue.Queue[Tuple[str, Receipt]]" = queue.Queue()
+        self._answered_claim = answered
+        self._hold_s = hold_s
+        # Reports not sent yet: (number in the order queued, kind, receipt, when queued).
+        self._waiting: "collections.deque[Tuple[int, str, Receipt, float]]" = collections.deque()
+        # The number of the report the thread is sending (`None`: none).
+        self._sending: Optional[int] = None
+        # Reports numbered below this are sent at once, held or not (a flush or landed waits).
+        self._urgent_below = 0
+        # Claimed finishes whose ask has not answered yet.
+        self._claimed_open = 0
         self._failure: Optional[BaseException] = None
-        # Reports queued, and answered (or failed), so far: `landed` waits on these.
         self._queued = 0
-        self._answered = 0
+        # Reports answered or failed so far (claimed ones once their ask answered).
+        self._settled = 0
         self._changed = threading.Condition()
         threading.Thread(target=self._send, name="raftrain-reports", daemon=True).start()
 
     def put(self, report: Tuple[str, Receipt]) -> None:
         """Queues `("finish", receipt)` or `("progress", receipt)`."""
         self._raise_failure()
+        kind, receipt = report
         with self._changed:
+            self._waiting.append((self._queued, kind, receipt, time.monotonic()))
             self._queued += 1
-        self._queue.put(report)
+            self._changed.notify_all()
 
     def flush(self) -> None:
-        self._queue.join()
+        """Waits until every report queued so far was answered (claimed ones by their ask), and
+        raises the first that failed."""
+        with self._changed:
+            self._urgent_below = max(self._urgent_below, self._queued)
+            self._changed.notify_all()
+            while self._waiting or self._sending is not None or self._claimed_open:
+                self._changed.wait()
         self._raise_failure()
 
     @property
@@ -59,19 +89,69 @@ class Reports:
             return self._queued
 
     def landed(self, queued: Optional[int] = None) -> int:
-        """Waits until the first `queued` reports (every one queued so far by default) were
-        answered or failed (a failure is raised by the next `put` or `flush`, in the training
-        loop); returns how many were answered in all."""
+        """Waits until none of the first `queued` reports (every one queued so far by default)
+        is still to be sent or being sent by the thread (claimed ones go with the claimer's
+        ask); a failure is raised by the next `put` or `flush`, in the training loop. Returns
+        how many reports were answered in all."""
         deadline = time.monotonic() + REPORTS_WAIT_S_MAX
         with self._changed:
             target = self._queued if queued is None else queued
-            while self._answered < target and time.monotonic() < deadline:
+            self._urgent_below = max(self._urgent_below, target)
+            self._changed.notify_all()
+            while self._unsent_before(target) and time.monotonic() < deadline:
                 self._changed.wait(deadline - time.monotonic())
-            return self._answered
+            return self._settled
+
+    def claim(self) -> List[Receipt]:
+        """Takes the finishes not sent yet (at most `FINISHED_PER_STEP_MAX`), in order, for an
+        ask to carry: `settle` must follow with their answers (or the ask's failure)."""
+        with self._changed:
+            if self._failure is not None:
+                return []
+            claimed = [item for item in self._waiting if item[1] == "finish"][:FINISHED_PER_STEP_MAX]
+            for item in claimed:
+                self._waiting.remove(item)
+            self._claimed_open += len(claimed)
+            self._changed.notify_all()
+            return [receipt for _number, _kind, receipt, _at in claimed]
+
+    def settle(self, claimed: Sequence[Receipt], accepted: Optional[Sequence[bool]], failure: Optional[BaseException] = None) -> None:
+        """The answers to `claimed` finishes (`accepted`, per receipt), or the failure of the
+        ask that carried them (raised in the training loop like a report's)."""
+        try:
+            if failure is None and accepted is not None:
+                for receipt, taken in zip(claimed, accepted):
+                    self._answered_claim(receipt, taken)
+        finally:
+            with self._changed:
+                if failure is not None and self._failure is None:
+                    self._failure = failure
+                self._claimed_open -= len(claimed)
+                self._settled += len(claimed)
+                self._changed.notify_all()
+
+    def _unsent_before(self, target: int) -> bool:
+        if self._sending is not None and self._sending < target:
+            return True
+        return bool(self._waiting) and self._waiting[0][0] < target
+
+    def _due_in(self) -> Optional[float]:
+        """Seconds until the first waiting report is due (0: now; `None`: none waits)."""
+        if not self._waiting:
+            return None
+        number, kind, _receipt, queued_at = self._waiting[0]
+        if kind != "finish" or number < self._urgent_below:
+            return 0.0
+        return max(0.0, queued_at + self._hold_s - time.monotonic())
 
     def _send(self) -> None:
         while True:
-            kind, receipt = self._queue.get()
+            with self._changed:
+                due_in = self._due_in()
+                while due_in is None or due_in > 0:
+                    self._changed.wait(due_in)
+                    due_in = self._due_in()
+                self._sending, kind, receipt, _at = self._waiting.popleft()
             try:
                 if self._failure is None:
                     self._send_one(kind, receipt)
@@ -79,9 +159,9 @@ class Reports:
                 self._failure = error
             finally:
                 with self._changed:
-                    self._answered += 1
+                    self._sending = None
+                    self._settled += 1
                     self._changed.notify_all()
-                self._queue.task_done()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
@@ -138,9 +218,10 @@ class Registration:
         self.reported_upto = None
         self._taken = next(Registration._asks)
 
-    def ask_ahead(self, landed: Optional[Callable[[], int]] = None) -> None:
+    def ask_ahead(self, landed: Optional[Callable[[], int]] = None, reports: Optional[Reports] = None) -> None:
         """Asks for the next step on a thread, unless an ask is already under way; `landed`
-        (given) runs on that thread first: it waits for this registration's last report."""
+        (given) runs on that thread first: it waits for this registration's last report. The
+        ask carries the finishes `reports` (given) has not sent yet."""
         if self._ahead is not None:
             return
         self._asking()
@@ -148,9 +229,7 @@ class Registration:
 
         def ask() -> None:
             try:
-                if landed is not None:
-                    landed()
-                answer["step"] = self.client.step()
+                answer["step"] = self._ask(reports, landed)
             except BaseException as error:  # noqa: BLE001 - raised where the step is taken
                 answer["error"] = error
 
@@ -158,11 +237,12 @@ class Registration:
         thread.start()
         self._ahead = (thread, answer, next(Registration._asks))
 
-    def step(self):
-        """The next step: the one asked ahead, or asked now."""
+    def step(self, reports: Optional[Reports] = None):
+        """The next step: the one asked ahead, or asked now (carrying the finishes `reports`,
+        given, has not sent yet)."""
         if self._ahead is None:
             self._asking()
-            return self.client.step()
+            return self._ask(reports)
         thread, answer, _order = self._ahead
         self._ahead = None
         thread.join()
@@ -170,8 +250,24 @@ class Registration:
             raise answer["error"]
         if self.holds(answer["step"]):
             # Asked before its last task's report landed: ask again now.
-            return self.client.step()
+            return self._ask(reports)
         return answer["step"]
+
+    def _ask(self, reports: Optional[Reports], landed: Optional[Callable[[], int]] = None):
+        """One step carrying the finishes `reports` has not sent yet (taken first, so that
+        `landed` waits only for those the reporting thread is sending)."""
+        claimed = reports.claim() if reports is not None else []
+        try:
+            if landed is not None:
+                landed()
+            step = self.client.step(claimed)
+        except BaseException as error:
+            if reports is not None and claimed:
+                reports.settle(claimed, None, error)
+            raise
+        if reports is not None and claimed:
+            reports.settle(claimed, step.finished)
+        return step
 
     def go_to(self, pass_index: int) -> None:
         """Moves the walk to `pass_index`, after any ask under way (its answer is dropped)."""

@@ -4,6 +4,7 @@ reported finished once the training loop consumed it; and its DistributedDataPar
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from typing import TYPE_CHECKING, Dict, Iterator, Optional, Tuple
@@ -23,6 +24,12 @@ if TYPE_CHECKING:
 #: process that finishes the pass starts the next at once, and one that noticed later than
 #: the next pass took to run would find it over and miss it.
 PASS_END_POLL_S = 0.05
+#: Without DataLoader workers, how long a finish report waits for this process's next ask to
+#: carry it (one write for the finish and the ask) before the reporting thread sends it alone:
+#: longer than a task's batches take the loop at the rates where a write per task costs (tasks
+#: of a few milliseconds), short against any task timeout. A pass's end or a state read sends
+#: it at once.
+FINISH_HOLD_S = 0.25
 
 
 class TaskLoader:
@@ -48,6 +55,8 @@ class TaskLoader:
         self.pass_index: Optional[int] = None
         #: The last epoch a trainer gave `set_epoch` (`None` before any).
         self.epoch: Optional[int] = None
+        # Finish answers come from the reporting thread and from asking threads.
+        self._counting = threading.Lock()
         self._reporter: Optional[TaskClient] = None
         self._reports: Optional[Reports] = None
         self._job_reported = False
@@ -235,7 +244,9 @@ class TaskLoader:
 
     def _queue_report(self, report: Tuple[str, Receipt]) -> None:
         if self._reports is None:
-            self._reports = Reports(self._send_report)
+            # Without workers, this process's asks carry its finishes: hold them for the next.
+            hold_s = FINISH_HOLD_S if self.dataloader.num_workers == 0 else 0.0
+            self._reports = Reports(self._send_report, self._claim_answered, hold_s)
         self._reports.put(report)
 
     def _send_report(self, kind: str, receipt: Receipt) -> None:
@@ -261,11 +272,16 @@ class TaskLoader:
         if self._reports is not None:
             self._reports.flush()
 
+    def _claim_answered(self, receipt: Receipt, accepted: bool) -> None:
+        """The answer to a finish an ask carried (on the asking thread)."""
+        self._answered(receipt[0], receipt[1], accepted)
+
     def _answered(self, task_id: int, dispatch: int, accepted: bool) -> None:
-        if accepted:
-            self.finished += 1
-            return
-        self.refused += 1
+        with self._counting:
+            if accepted:
+                self.finished += 1
+                return
+            self.refused += 1
         warnings.warn(
             f"task {task_id} (dispatch {dispatch}) was taken back before it was consumed; it is trained again elsewhere"
         )

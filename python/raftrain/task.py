@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Tuple
 
 from . import _native
 from .errors import DataError, FailedPrecondition
@@ -16,8 +16,8 @@ class Task:
     """A task from the master: RecordIO chunks to read, or (index datasets) the range
     `start`..`end` of indices, to train on once and report.
 
-    As a context manager it is reported finished on a normal exit and failed, with the
-    exception's text, otherwise (a `DataError` with its fault, anything else as the data's
+    As a context manager it is reported finished on a normal exit (from `TaskClient.tasks()`,
+    with the ask for the next task) and failed, with the exception's text, otherwise (a `DataError` with its fault, anything else as the data's
     fault: the master gives a task that keeps failing up after its failure budget)."""
 
     def __init__(self, client: TaskClient, native):
@@ -36,6 +36,9 @@ class Task:
         #: The job's shuffle seed when it is shuffled (`None`: samples in stored order).
         self.shuffle_seed: Optional[int] = native.shuffle_seed
         self.reported: Optional[str] = None
+        # Set by `TaskClient.tasks()`: a `with` block that ends normally hands the task to it,
+        # to be reported with the next ask, instead of reporting it now.
+        self._finish_later: Optional[Callable[["Task"], None]] = None
 
     @property
     def record_count(self) -> int:
@@ -109,7 +112,10 @@ class Task:
     def __exit__(self, exc_type, exc, traceback) -> bool:
         if self.reported is not None:
             return False
-        if exc is None:
+        if exc is None and self._finish_later is not None:
+            self.reported = "finished"
+            self._finish_later(self)
+        elif exc is None:
             self.finish()
         elif isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
             # Not the data's fault: the task goes back when this trainer's lease ends.

@@ -46,6 +46,18 @@ def _shuffle_seed(shuffle: bool, seed: int) -> Optional[int]:
     return seed
 
 
+#: The most finished tasks one `TaskClient.step` reports with its ask (the masters' bound).
+FINISHED_PER_STEP_MAX: int = _native.FINISHED_PER_STEP_MAX
+
+
+def _receipts(finished) -> List[Tuple[int, int]]:
+    """`(task_id, dispatch)` of each of `finished` (`Task`s or receipts), checked."""
+    receipts = [(each.task_id, each.dispatch) if isinstance(each, Task) else (int(each[0]), int(each[1])) for each in finished]
+    if len(receipts) > FINISHED_PER_STEP_MAX:
+        raise InvalidArgument(f"finished: {len(receipts)} tasks in one step; at most {FINISHED_PER_STEP_MAX} go with one")
+    return receipts
+
+
 def master_list(masters: Masters) -> List[str]:
     """`"a:1,b:2"` or `["a:1", "b:2"]` as a list of addresses."""
     if isinstance(masters, str):
@@ -111,7 +123,8 @@ class Waiting(enum.Enum):
 
 
 class Step(NamedTuple):
-    """One step of a `TaskClient`'s walk through its job's passes (`TaskClient.step`)."""
+    """One step of a `TaskClient`'s walk through its job's passes (`TaskClient.step`);
+    `finished`: per task the step reported finished first, whether it was accepted."""
 
     kind: "StepKind"
     task: Optional["Task"]
@@ -119,6 +132,7 @@ class Step(NamedTuple):
     ended_pass: Optional[int]
     waiting_for: Optional[Waiting]
     retry_in_s: float
+    finished: Tuple[bool, ...] = ()
 
 
 class TaskClient:
@@ -293,12 +307,14 @@ class TaskClient:
         tasks = self._native.report_index_dataset(str(name), int(size), int(shard_size), int(passes), shuffle_seed)
         return {"tasks": tasks, "size": int(size), "shard_size": int(shard_size)}
 
-    def next_task(self) -> Optional["Task"]:
+    def next_task(self, finished: Sequence[Union["Task", Tuple[int, int]]] = ()) -> Optional["Task"]:
         """The next task (waiting while none is free, moving through passes), or `None` once
         the job finished or was cancelled. Until it is reported, the master answers the same
-        task again."""
+        task again. `finished` (tasks done since the last ask) are reported finished with the
+        first ask, in the same write (see `step`)."""
         while True:
-            step = self.step()
+            step = self.step(finished)
+            finished = ()
             if step.kind == StepKind.Task:
                 return step.task
             if step.kind in (StepKind.Finished, StepKind.Cancelled):
@@ -323,28 +339,48 @@ class TaskClient:
         that the job's pass moved)."""
         self._native.go_to(int(pass_index))
 
-    def step(self) -> "Step":
+    def step(self, finished: Sequence[Union["Task", Tuple[int, int]]] = ()) -> "Step":
         """One step of the walk through the job's passes, without waiting: a `Step` whose
         `kind` (a `StepKind`) is `Task` (`step.task`), `PassOver` (`step.ended_pass` is over;
         the walk goes on with `step.pass_index`), `PassRewound` (a restore put the job back to
         `step.pass_index`), `Wait` (nothing is free: `step.waiting_for`, a `Waiting`, says why; ask again
-        after `step.retry_in_s`), `Finished` or `Cancelled`."""
-        native = self._native.step()
+        after `step.retry_in_s`), `Finished` or `Cancelled`.
+
+        `finished`: tasks done since the last step (`Task`s of this client, or `(task_id,
+        dispatch)` receipts of any trainer of the job, at most `FINISHED_PER_STEP_MAX`),
+        reported finished before the ask in the same replicated write (a task hand-off in one
+        write; masters of an older build take them one by one): `step.finished` says which were
+        accepted, as `Task.finish` would."""
+        receipts = _receipts(finished)
+        native = self._native.step(receipts) if receipts else self._native.step()
+        for each in finished:
+            if isinstance(each, Task):
+                each.reported = "finished"
         task = None if native.task is None else Task(self, native.task)
         waiting_for = None if native.waiting_for is None else Waiting(native.waiting_for)
-        return Step(native.kind, task, native.pass_index, native.ended_pass, waiting_for, native.retry_in_s)
+        accepted = tuple(native.finished)
+        return Step(native.kind, task, native.pass_index, native.ended_pass, waiting_for, native.retry_in_s, accepted)
 
     def tasks(self) -> Iterator["Task"]:
         """Every task this trainer gets, across passes, until the job finishes. Report each
-        (`finish`, `fail`, or use it as a context manager) before taking the next. A job that
-        finished with failed tasks raises `TasksFailed` naming them and why: their data was
-        not trained on."""
-        while True:
-            task = self.next_task()
-            if task is None:
-                raise_if_failed(self.status())
-                return
-            yield task
+        (`finish`, `fail`, or use it as a context manager) before taking the next. A task a
+        `with` block ends normally is reported finished with the ask for the next one, in the
+        same replicated write (a hand-off in one write); if the loop stops instead, it is
+        reported on its own then. A job that finished with failed tasks raises `TasksFailed`
+        naming them and why: their data was not trained on."""
+        pending: List[Task] = []
+        try:
+            while True:
+                task = self.next_task(pending)
+                pending = []
+                if task is None:
+                    raise_if_failed(self.status())
+                    return
+                task._finish_later = pending.append
+                yield task
+        finally:
+            for task in pending:
+                self._native.finish(task.task_id, task.dispatch)
 
     def record_eval(self, pass_index: int, loss: float, accuracy: float) -> None:
         """Records an evaluation of the model after pass `pass_index` (accuracy in 0..1)."""

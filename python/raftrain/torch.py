@@ -251,7 +251,7 @@ class TaskDataset(IterableDataset):
             steps = []
             # Registrations whose next step was asked ahead answer first, in the order asked.
             for registration in sorted(registrations, key=Registration.ask_order, reverse=True):
-                step = registration.step()
+                step = registration.step(loader._reports if loader is not None else None)
                 steps.append((registration, step))
                 if step.kind != StepKind.Wait and not registration.holds(step):
                     break
@@ -372,7 +372,7 @@ class TaskDataset(IterableDataset):
             return
         registration = min(free, key=Registration.taken)
         upto = registration.reported_upto if registration.reported_upto is not None else loader._reports_queued()
-        registration.ask_ahead(lambda: loader._reports_landed(upto))
+        registration.ask_ahead(lambda: loader._reports_landed(upto), loader._reports)
 
     def _ask_ahead_s(self) -> float:
         """How long before a task's batches run out the next is asked for: `ASK_AHEAD_S`

@@ -57,6 +57,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(fork_guard::after_fork_in_child, module)?)?;
     module.add_function(wrap_pyfunction!(log_forward::next_log, module)?)?;
     module.add("SIGNAL_CHECK_MS", runtime::SIGNAL_CHECK_MS)?;
+    module.add("FINISHED_PER_STEP_MAX", client::FINISHED_PER_ASK_MAX)?;
     Ok(())
 }
 

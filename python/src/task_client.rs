@@ -219,19 +219,27 @@ impl TaskClient {
     /// One step of the walk through the job's passes (one ask, no waiting): a task, a pass
     /// over or rewound, a wait (with how long), or the job's end. A trainer the master forgot
     /// registers again and asks once more. A trainer holds one task at a time: until it is
-    /// reported, the master answers it again.
-    fn step(&self, py: Python<'_>) -> PyResult<WalkStep> {
+    /// reported, the master answers it again. `finished` (receipts `(task_id, dispatch)` of
+    /// tasks done, this process's) are reported first, in the same write where the masters
+    /// can: the step's `finished` says which were accepted.
+    #[pyo3(signature = (finished=Vec::new()))]
+    fn step(&self, py: Python<'_>, finished: Vec<(u64, u64)>) -> PyResult<WalkStep> {
         guarded("step", || {
             self.process.check("TaskClient")?;
             let (walker, pass_index) = (self.walker(py)?, self.pass_index.clone());
             let stepped = wait(py, async move {
                 let mut walker = walker.lock().await;
-                let step = walker.step().await;
+                let step = match finished.is_empty() {
+                    true => walker.step().await.map(|step| (Vec::new(), step)),
+                    false => walker.hand_off(&finished).await,
+                };
                 pass_index.store(walker.pass(), Ordering::SeqCst);
                 step.map(|step| (step, walker.pass()))
             })?;
-            let (step, pass) = stepped.map_err(Failure::from)?;
-            WalkStep::new(py, step, pass)
+            let ((accepted, step), pass) = stepped.map_err(Failure::from)?;
+            let done = accepted.iter().filter(|accepted| **accepted).count() as u64;
+            self.tasks_done.fetch_add(done, Ordering::Relaxed);
+            WalkStep::new(py, step, pass, accepted)
         })
     }
 

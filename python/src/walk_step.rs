@@ -35,11 +35,14 @@ pub struct WalkStep {
     /// Why nothing is free, for `Wait`: `held_elsewhere` or `no_dataset`.
     pub waiting_for: Option<&'static str>,
     pub retry_in_s: f64,
+    /// Per finished receipt the step reported first, whether it was accepted.
+    pub finished: Vec<bool>,
 }
 
 impl WalkStep {
-    /// `step`, after which the walk asks for pass `pass_index`.
-    pub fn new(py: Python<'_>, step: Step, pass_index: u32) -> PyResult<Self> {
+    /// `step`, after which the walk asks for pass `pass_index`, having reported finished
+    /// receipts with the acceptances `finished`.
+    pub fn new(py: Python<'_>, step: Step, pass_index: u32, finished: Vec<bool>) -> PyResult<Self> {
         let blank = |kind| WalkStep {
             kind,
             task: None,
@@ -47,6 +50,7 @@ impl WalkStep {
             ended_pass: None,
             waiting_for: None,
             retry_in_s: 0.0,
+            finished: finished.clone(),
         };
         Ok(match step {
             Step::Walked(Walked::Task(task)) => {

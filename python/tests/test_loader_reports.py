@@ -10,6 +10,7 @@ import contextlib
 import io
 import threading
 
+import pytest
 import torch  # the test environment installs it: a missing torch fails, never skips
 
 from raftrain import bench
@@ -27,7 +28,7 @@ def test_reports_land_in_order_and_landed_waits_for_those_queued_before():
         gates[receipt].wait(10)
         sent.append((kind, receipt))
 
-    reports = Reports(send)
+    reports = Reports(send, unclaimed)
     for receipt in gates:
         reports.put(("finish", receipt))
     assert reports.queued == 3
@@ -44,7 +45,7 @@ def test_a_failed_report_is_raised_in_the_loop_and_still_counts_as_landed():
     def send(kind, receipt):
         raise RuntimeError(f"no master took {kind} {receipt}")
 
-    reports = Reports(send)
+    reports = Reports(send, unclaimed)
     reports.put(("finish", (7, 2)))
     assert reports.landed() == 1, "a failure does not leave an ask waiting"
     try:
@@ -53,6 +54,41 @@ def test_a_failed_report_is_raised_in_the_loop_and_still_counts_as_landed():
         assert "finish (7, 2)" in str(error)
     else:
         raise AssertionError("the failed report was not raised")
+
+
+def unclaimed(receipt, accepted):
+    raise AssertionError(f"no ask claimed {receipt}")
+
+
+def test_an_ask_carries_the_held_finishes_and_a_flush_sends_the_rest_at_once():
+    """Finishes wait (held) for an ask to claim them, in order and never a progress report; the
+    claim's answers go to the loader, its failure to the loop; a flush sends what is held."""
+    sent, answered = [], []
+    reports = Reports(lambda kind, receipt: sent.append((kind, receipt)), lambda *answer: answered.append(answer), hold_s=600)
+    reports.put(("finish", (1, 1)))
+    reports.put(("progress", (2, 1)))
+    reports.put(("finish", (3, 1)))
+    claimed = reports.claim()
+    assert claimed == [(1, 1), (3, 1)]
+    assert reports.landed() == 1, "the progress report went; the claimed finishes are the ask's"
+    reports.settle(claimed, [True, False])
+    assert answered == [((1, 1), True), ((3, 1), False)]
+    reports.put(("finish", (4, 1)))
+    failed = reports.claim()
+    reports.settle(failed, None, RuntimeError("the ask failed"))
+    with pytest.raises(RuntimeError, match="the ask failed"):
+        reports.flush()
+    reports.put(("finish", (5, 1)))
+    reports.flush()
+    assert sent == [("progress", (2, 1)), ("finish", (5, 1))], "held, then sent by the flush"
+
+
+def test_a_held_finish_no_ask_claims_is_sent_once_its_hold_ran_out():
+    sent = threading.Event()
+    reports = Reports(lambda kind, receipt: sent.set(), unclaimed, hold_s=0.05)
+    reports.put(("finish", (1, 1)))
+    assert sent.wait(10), "sent by the reporting thread after its hold"
+    assert reports.claim() == []
 
 
 def test_a_fast_loop_reports_progress_only_until_it_learned_the_task_timeout(masters):

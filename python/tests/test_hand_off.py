@@ -1,0 +1,90 @@
+"""A task hand-off in one replicated write: a step carries the finishes of the tasks done
+since the last one (`TaskClient.step(finished=...)`, `tasks()` with a `with` block, the
+loader's asks), the masters apply them before the ask, and masters that cannot (a group held
+at feature level 2) take them one by one, which the caller cannot tell apart but by the log."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import raftrain
+from raftrain.errors import InvalidArgument
+
+from cluster import run_tool, wait_until
+
+HAND_OFFS = 10
+
+
+def leader_log_index(group) -> int:
+    """The leader's last log index, as `raftrain status --json` shows each member's."""
+    status = json.loads(run_tool("status", "--masters", group.masters, "--json"))
+    leader = status["leader"]
+    return next(member["last_log_index"] for member in status["members"] if member["id"] == leader)
+
+
+def hand_offs(group, level: int) -> int:
+    """`HAND_OFFS` tasks taken, each finished with the ask for the next, at feature level
+    `level`: the entries they took, after checking each finish was accepted and each ask handed
+    out the next task (a plain ask would answer the task still held)."""
+    wait_until(lambda: group.status()["feature_level"] == level, f"the group at feature level {level}")
+    client = raftrain.TaskClient(group.masters, name="handing", job="hand")
+    client.report_index_dataset("hand", HAND_OFFS + 1, 1, passes=1)
+    task = client.next_task()
+    before = leader_log_index(group)
+    seen = [task.task_id]
+    for _ in range(HAND_OFFS):
+        step = client.step(finished=[task])
+        assert step.finished == (True,), step
+        assert step.kind == raftrain.StepKind.Task and step.task.task_id not in seen, step
+        task = step.task
+        seen.append(task.task_id)
+    entries = leader_log_index(group) - before
+    last = client.step(finished=[(task.task_id, task.dispatch)])
+    assert (last.kind, last.finished) == (raftrain.StepKind.Finished, (True,))
+    assert sorted(seen) == list(range(HAND_OFFS + 1))
+    return entries
+
+
+def test_a_hand_off_is_one_write(masters):
+    """At this build's feature level, a step with a finish is one entry (two writes would be
+    two, and the leader's own decisions are few in a second)."""
+    entries = hand_offs(masters, 3)
+    assert entries < HAND_OFFS * 3 // 2, f"{entries} entries for {HAND_OFFS} hand-offs"
+
+
+def test_a_group_below_level_3_takes_the_finishes_one_by_one(start_masters):
+    """A group held at level 2 answers the ask alone; the client reports the finish and asks
+    again: the same answers, three writes each."""
+    group = start_masters(extra_args=["--feature-level", "2"])
+    entries = hand_offs(group, 2)
+    assert entries >= HAND_OFFS * 3, f"{entries} entries for {HAND_OFFS} hand-offs one by one"
+
+
+def test_tasks_reports_a_finished_block_with_the_next_ask(masters):
+    """`tasks()` reports a `with` block's task with the next ask (one write each), and a task
+    finished last before the loop stops early on its own: none is left held."""
+    client = raftrain.TaskClient(masters.masters, name="looping", job="loop")
+    client.report_index_dataset("loop", 6, 1, passes=1)
+    done = []
+    for task in client.tasks():
+        with task:
+            done.append(task.task_id)
+        if len(done) == 3:
+            break
+    assert sorted(done) == [0, 1, 2]
+    wait_until(lambda: masters.status()["done"] == 3, "the early stop's last finish reported")
+    for task in client.tasks():
+        with task:
+            done.append(task.task_id)
+    assert sorted(done) == list(range(6))
+    status = masters.status()
+    assert status["job_finished"] and status["dispatched"] == 6, status
+
+
+def test_too_many_finishes_in_one_step_are_refused(masters):
+    client = raftrain.TaskClient(masters.masters, name="greedy", job="greedy")
+    client.report_index_dataset("greedy", 4, 1, passes=1)
+    with pytest.raises(InvalidArgument, match="at most 16"):
+        client.step(finished=[(0, 1)] * (raftrain.task_client.FINISHED_PER_STEP_MAX + 1))
