@@ -3,8 +3,9 @@
 //! workspace member enables (the simulation's and `cli`'s features of that name do), and each
 //! is switched on by name in `RAFTRAIN_PLANTED_BUG` (comma-separated):
 //!
-//! - `skip-epoch-check`: `TaskFinished` is applied under the task's current epoch, whatever
-//!   epoch the trainer reported (PaddlePaddle's master accepted late reports).
+//! - `skip-epoch-check`: `TaskFinished` (and a hand-off's finished receipts) is applied under
+//!   the task's current epoch, whatever epoch the trainer reported (PaddlePaddle's master
+//!   accepted late reports).
 //! - `answer-before-commit`: `TaskFinished` is answered "accepted" at once and proposed in
 //!   the background; a leader that loses its quorum loses the report.
 //! - `stale-status`: `Status` is answered from the local state of whichever master is asked,

@@ -5,8 +5,9 @@ measured in the same run on the same machine (ratios, not absolute figures, on a
   same uncompressed file (zlib's CRC), and `raftrain recordio cat` into /dev/null.
 - The task queue: task transitions per second (a GetTask and its TaskFinished count as two) of
   one `TaskClient` against `raftrain bench master` with one Rust client, on three masters.
-- The hand-off: milliseconds for one `TaskClient` to take a task and report it (p50, p99), and
-  per task for several clients of one process doing so at once (their writes share entries).
+- The hand-off: milliseconds for one `TaskClient` to report its task finished and take the next
+  in one call (one replicated write; p50, p99), and per task for several clients of one
+  process doing so at once (their writes share entries).
 - `raftrain.torch` (when PyTorch is installed): seconds for one pass of a small MLP fed by
   `TaskLoader` over an index-range job against the same loop fed by a `DataLoader` slicing the
   same batches from the same in-memory tensors, with 0 and 2 workers, batches of 64 and 512.
@@ -214,34 +215,46 @@ def _take(client: TaskClient):
     return step.task if step.kind == StepKind.Task else None
 
 
+def _hand_off(held):
+    """One ask of a client that first reports the task it holds, in the same write
+    (`held`: the client and its task): the task it is handed next, if any."""
+    client, task = held
+    step = client.step(finished=[task])
+    return step.task if step.kind == StepKind.Task else None
+
+
 def _hand_offs(clients: Sequence[TaskClient], tasks: int) -> list:
-    """Milliseconds per task of rounds in which every one of `clients` (registered before)
-    takes a task and then reports it, each on a thread of its own, all at once (one client:
-    one GetTask and one TaskFinished, timed); the masters put writes that arrive together in
-    one Raft entry."""
+    """Milliseconds per task of rounds in which every one of `clients` (registered, each
+    holding a task taken before the clock starts) reports its task finished and takes the next
+    in one call, each on a thread of its own, all at once (one client: one GetTask carrying one
+    finish, timed); the masters put writes that arrive together in one Raft entry."""
     times: list = []
     with concurrent.futures.ThreadPoolExecutor(len(clients)) as pool:
+        held = list(pool.map(_take, clients))
         while len(times) < tasks:
-            started = time.perf_counter()
-            taken = [task for task in pool.map(_take, clients) if task is not None]
-            if not taken:
+            holders = [(client, task) for client, task in zip(clients, held) if task is not None]
+            if not holders:
                 break
-            list(pool.map(lambda task: task.finish(), taken))
-            times.extend([(time.perf_counter() - started) * 1000 / len(taken)] * len(taken))
+            started = time.perf_counter()
+            held = list(pool.map(_hand_off, holders))
+            clients = [client for client, _task in holders]
+            times.extend([(time.perf_counter() - started) * 1000 / len(holders)] * len(holders))
     return sorted(times)
 
 
 def bench_hand_off(binary: str, directory: Path, tasks: int, together: int) -> None:
-    """Milliseconds a task hand-off takes (one GetTask and one TaskFinished, p50 and p99):
-    one `TaskClient` alone, and `together` registrations of one process handing off at once
-    (per task: a round's time over its tasks)."""
-    print(f"\nTask hand-off (GetTask + TaskFinished, three masters, {tasks} tasks each row)\n")
+    """Milliseconds a task hand-off takes (a task's finish and the next GetTask, in one call
+    and one replicated write, p50 and p99): one `TaskClient` alone, and `together`
+    registrations of one process handing off at once (per task: a round's time over its
+    tasks)."""
+    print(f"\nTask hand-off (a finish and the next GetTask in one write, three masters, {tasks} tasks each row)\n")
     print("| clients | p50 ms a task | p99 ms a task |\n| --- | ---: | ---: |")
     for count in (1, together):
         with three_masters(binary, directory / f"hand-off-{count}") as addrs:
             clients = [TaskClient(addrs, name=f"hand-off-{index}") for index in range(count)]
-            # Whole rounds: every client of a round is handed a task.
-            clients[0].report_index_dataset("hand-off", max(1, tasks // count) * count, 1, passes=1)
+            # Whole rounds: every client of a round is handed a task, one more round taken
+            # before the clock starts.
+            clients[0].report_index_dataset("hand-off", (max(1, tasks // count) + 1) * count, 1, passes=1)
             for client in clients:
                 client.trainer_id  # registered before the clock starts
             times = _hand_offs(clients, tasks)

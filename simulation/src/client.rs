@@ -97,13 +97,27 @@ impl ClientContext {
         call: impl std::future::Future<Output = Result<T, ClientError>>,
         fact: impl FnOnce(&T) -> Option<Fact>,
     ) -> Result<T, ClientError> {
+        let facts = |value: &T| fact(value).into_iter().collect();
+        self.call_with_facts(client, seq, what, call, facts).await
+    }
+
+    /// Records one call that may acknowledge several facts (a hand-off: its finishes and the
+    /// task it was handed).
+    pub async fn call_with_facts<T>(
+        &self,
+        client: u64,
+        seq: &mut u64,
+        what: String,
+        call: impl std::future::Future<Output = Result<T, ClientError>>,
+        facts: impl FnOnce(&T) -> Vec<Fact>,
+    ) -> Result<T, ClientError> {
         *seq += 1;
         self.history.record(client, *seq, OperationType::Invoke, what);
         match call.await {
             Ok(value) => {
-                let acked = fact(&value);
+                let acked = facts(&value);
                 self.history.record(client, *seq, OperationType::Ok, format!("{acked:?}"));
-                if let Some(fact) = acked {
+                for fact in acked {
                     let (time_ms, job) = (self.trace.now_ms(), self.job.clone());
                     self.history.acked(AckedWrite { client, job, time_ms, fact });
                 }
@@ -138,6 +152,10 @@ pub struct SimTrainer {
     plane: Arc<SimDataPlane>,
     /// The model restore its last whole pull came from, as `PServerClient` keeps it.
     basis: ModelBasis,
+    /// Whether it reports finished tasks with its next ask (`SimulationConfig::hand_offs`),
+    /// and the receipts of those not reported yet.
+    hand_offs: bool,
+    finished: Vec<(u64, u64)>,
 }
 
 impl SimTrainer {
@@ -169,6 +187,8 @@ impl SimTrainer {
             shuffle_seed,
             plane,
             basis,
+            hand_offs: config.hand_offs,
+            finished: Vec::new(),
         })
     }
 
@@ -247,7 +267,7 @@ impl SimTrainer {
             if !alive.load(Ordering::SeqCst) {
                 return false;
             }
-            match walker.step().await {
+            match self.ask(&mut walker).await {
                 Ok(Step::Walked(Walked::Task(task))) => {
                     self.told(DatasetTold::Handed {
                         task_id: task.task_id,
@@ -264,6 +284,17 @@ impl SimTrainer {
                 }
             }
         }
+    }
+
+    /// The next step of the walk: one ask, carrying the receipts of the tasks finished since
+    /// the last one (hand-offs). A hand-off whose answer did not come may or may not have
+    /// applied them: they are not sent again (a task not finished times out).
+    async fn ask(&mut self, walker: &mut PassWalker<SimTasks>) -> Result<Step, ClientError> {
+        if self.finished.is_empty() {
+            return walker.step().await;
+        }
+        let finished = std::mem::take(&mut self.finished);
+        walker.hand_off(&finished).await.map(|(_accepted, step)| step)
     }
 
     /// Records one call of this trainer's: invoke, then ok or info.
@@ -296,6 +327,10 @@ impl SimTrainer {
         }
         let fact =
             move |accepted: &bool| Some(Fact::Reported { task_id, epoch, accepted: *accepted });
+        if self.hand_offs && !failed {
+            self.finished.push((task_id, epoch));
+            return self.maybe_stall(alive).await;
+        }
         let reported = if failed {
             let call = master.task_failed(task_id, epoch, "simulated failure", Fault::Content);
             let what = format!("task_failed {task_id} epoch {epoch}");
@@ -311,6 +346,11 @@ impl SimTrainer {
                 .trace
                 .record(format!("client {} leaves task {task_id} to time out", self.client));
         }
+        self.maybe_stall(alive).await;
+    }
+
+    /// Now and then the trainer stalls past its lease after a task.
+    async fn maybe_stall(&mut self, alive: &AtomicBool) {
         if self.rng.percent(STALL_PERCENT) {
             self.context.trace.record(format!("client {} stalls", self.client));
             alive.store(false, Ordering::SeqCst);

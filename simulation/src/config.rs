@@ -97,6 +97,9 @@ pub struct SimulationConfig {
     /// The membership nemesis removes, wipes and re-adds members, grows and shrinks the group
     /// through the fault phase (`membership_nemesis.rs`; off unless set, like `operator`).
     pub membership: bool,
+    /// Trainers report each finished task with their next ask, one write for both
+    /// (`PassWalker::hand_off`; off unless set, like `operator`).
+    pub hand_offs: bool,
     /// Trace every applied command and its answer (to read a failing seed).
     pub verbose: bool,
     /// How many of the trace's last lines a report keeps.
@@ -136,6 +139,7 @@ impl SimulationConfig {
             operator: false,
             rendezvous: false,
             membership: false,
+            hand_offs: false,
             verbose: false,
             trace_lines: crate::trace::TAIL_LINES_DEFAULT,
         }
@@ -176,6 +180,12 @@ impl SimulationConfig {
     /// The same run with the membership nemesis changing the group's members.
     pub fn with_membership(mut self) -> Self {
         self.membership = true;
+        self
+    }
+
+    /// The same run with trainers handing tasks off in one write (finish and next ask).
+    pub fn with_hand_offs(mut self) -> Self {
+        self.hand_offs = true;
         self
     }
 

@@ -72,6 +72,9 @@ struct Args {
     /// shrinks it back, removes a dead member.
     #[arg(long)]
     membership: bool,
+    /// Trainers report each finished task with their next ask, in one write.
+    #[arg(long)]
+    hand_offs: bool,
 }
 
 impl Args {
@@ -88,6 +91,7 @@ impl Args {
         let config = if self.operator { config.with_operator() } else { config };
         let config = if self.rendezvous { config.with_rendezvous() } else { config };
         let config = if self.membership { config.with_membership() } else { config };
+        let config = if self.hand_offs { config.with_hand_offs() } else { config };
         SimulationConfig {
             fault_phase_ms: self.fault_phase_ms.unwrap_or(config.fault_phase_ms),
             flush_failure_at_ms: self.flush_failure_at_ms.or(config.flush_failure_at_ms),

@@ -82,6 +82,9 @@ pub fn replay_command(config: &SimulationConfig) -> String {
     if config.operator {
         command.push_str(" --operator");
     }
+    if config.hand_offs {
+        command.push_str(" --hand-offs");
+    }
     if config.rendezvous {
         command.push_str(" --rendezvous");
     }

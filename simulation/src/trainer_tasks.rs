@@ -2,13 +2,14 @@
 //! with the production `client::PassWalker`. Each `GetTask` goes through the production
 //! `MasterClient` and lands in the history (invoke, then ok with the dispatch it acknowledged,
 //! or info), and an answer the trainer cannot read is told to the dataset-answers checker. A
+//! hand-off (`HandOffSource`) is one recorded call acknowledging its finishes and its task. A
 //! trainer the masters forgot does not register again here: the trainer's own loop does, as a
 //! recorded call of its own.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use client::{ClientError, MasterClient, TaskOutcome, TaskSource};
+use client::{ClientError, HandOff, HandOffSource, MasterClient, TaskOutcome, TaskSource};
 
 use crate::client::ClientContext;
 use crate::history::{DatasetEvent, DatasetTold, Fact};
@@ -46,5 +47,31 @@ impl TaskSource for SimTasks {
 
     async fn renew(&self) -> Result<(), ClientError> {
         Err(ClientError::UnknownTrainer { call: "GetTask" })
+    }
+}
+
+impl HandOffSource for SimTasks {
+    /// One hand-off through the production `MasterClient`, in the history as one call that
+    /// acknowledged each accepted finish and the task it was handed.
+    async fn finished_then_get_task(
+        &self,
+        pass: u32,
+        finished: &[(u64, u64)],
+    ) -> Result<HandOff, ClientError> {
+        let what = format!("hand_off trainer {} pass {pass} finished {finished:?}", self.trainer);
+        let receipts = finished.to_vec();
+        let facts = move |handed: &HandOff| {
+            let reported = receipts.iter().zip(&handed.finished).filter(|(_, accepted)| **accepted);
+            let mut facts: Vec<Fact> = reported
+                .map(|(&(task_id, epoch), _)| Fact::Reported { task_id, epoch, accepted: true })
+                .collect();
+            if let TaskOutcome::Task(task) = &handed.outcome {
+                facts.push(Fact::Dispatched { task_id: task.task_id, epoch: task.epoch });
+            }
+            facts
+        };
+        let mut seq = self.calls.fetch_add(1, Ordering::Relaxed);
+        let call = self.master.finished_then_get_task(self.trainer, pass, finished);
+        self.context.call_with_facts(self.client, &mut seq, what, call, facts).await
     }
 }

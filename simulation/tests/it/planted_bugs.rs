@@ -91,6 +91,17 @@ fn skipping_the_epoch_check_is_caught_in_the_second_of_two_jobs() -> anyhow::Res
     Ok(())
 }
 
+/// The same in a hand-off: a master that applies a hand-off's finished receipts under each
+/// task's current epoch tells a trainer whose task was taken that its finish was accepted,
+/// and the log (read as the hand-off's finishes, then its ask) shows another epoch's. Seed 21
+/// with `--hand-offs` (a search of seeds 0-30 found 10, 21, 22, 23, 26 and 27).
+#[test]
+#[cfg(feature = "planted-bugs")]
+fn skipping_the_epoch_check_in_a_hand_off_is_caught() -> anyhow::Result<()> {
+    let config = SimulationConfig::new(21).with_hand_offs();
+    check_config(config, production(&["skip-epoch-check"]), "client-visible safety").map(drop)
+}
+
 /// A master that answers `TaskFinished` before the report is committed tells a trainer of a
 /// completion no replica applies.
 #[test]

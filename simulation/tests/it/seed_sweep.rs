@@ -74,3 +74,11 @@ fn seeds_0_to_25_with_an_operator_are_safe_and_live() {
 fn seeds_0_to_25_with_rendezvous_agents_are_safe_and_live() {
     check_configured(0, 25, SimulationConfig::with_rendezvous);
 }
+
+/// Seeds 0..50 with trainers that report each finished task with their next ask (one write
+/// for both) keep every invariant: the checkers read such an entry as its finishes and then
+/// its ask.
+#[test]
+fn seeds_0_to_50_with_hand_offs_are_safe_and_live() {
+    check_configured(0, SEEDS_PER_TEST, SimulationConfig::with_hand_offs);
+}

@@ -135,13 +135,30 @@ fn hand_off_command(rpc: &MasterRpc, request: &pb::GetTaskRequest) -> Result<Com
             client::FINISHED_PER_ASK_MAX
         )));
     }
-    let finished: Vec<(u64, u64)> =
-        request.finished.iter().map(|receipt| (receipt.task_id, receipt.epoch)).collect();
+    let finished = request
+        .finished
+        .iter()
+        .map(|receipt| {
+            let epoch = reported_epoch(rpc, &request.job, (receipt.task_id, receipt.epoch))?;
+            Ok((receipt.task_id, epoch))
+        })
+        .collect::<Result<Vec<_>, Status>>()?;
     let combined = Command::FinishedThenGetTask { finished, trainer, pass };
     if request.finished.is_empty() || !rpc.proposer.admits(&combined) {
         return Ok(Command::GetTask { trainer, pass });
     }
     Ok(combined)
+}
+
+/// The epoch a finish report is applied under: the reported one (the planted
+/// `skip-epoch-check` takes the task's pending one instead, as PaddlePaddle's master did).
+fn reported_epoch(rpc: &MasterRpc, job: &str, (task_id, epoch): (u64, u64)) -> Result<u64, Status> {
+    if !crate::planted::active("skip-epoch-check") {
+        return Ok(epoch);
+    }
+    let job = rpc.job_id("TaskFinished", job)?;
+    let pending = rpc.node.read(|state| state.job(job)?.pending_epoch(task_id));
+    Ok(pending.unwrap_or(epoch))
 }
 
 /// Whether each of `receipts` finished receipts was accepted, and the ask's own answer.
@@ -185,12 +202,7 @@ pub(super) async fn task_finished(
 ) -> Reply<pb::TaskReportReply> {
     let request = request.into_inner();
     let client = stamp(request.stamp)?;
-    let mut epoch = request.epoch;
-    if crate::planted::active("skip-epoch-check") {
-        let job = rpc.job_id("TaskFinished", &request.job)?;
-        let pending = rpc.node.read(|state| state.job(job)?.pending_epoch(request.task_id));
-        epoch = pending.unwrap_or(epoch);
-    }
+    let epoch = reported_epoch(rpc, &request.job, (request.task_id, request.epoch))?;
     let command = for_job(&request.job, Command::TaskFinished { task_id: request.task_id, epoch });
     if crate::planted::active("answer-before-commit") {
         let proposer = rpc.proposer.clone();
