@@ -6,7 +6,9 @@ registration's task is consumed). Imports no PyTorch."""
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import itertools
+import queue
 import threading
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -172,7 +174,7 @@ class Reports:
 class Registration:
     """One registration of a worker, and the task it last handed out (held until reported: the
     master answers a trainer that holds a task with that task). Its next step may be asked
-    ahead on a thread of its own (`ask_ahead`) while another registration's task is consumed,
+    ahead on a thread of its own (`ask_ahead`, a daemon thread kept for its asks) while another registration's task is consumed,
     so that a task hand-off does not wait for the master; an answer asked ahead and not used
     costs nothing: a task it handed out is answered again by the next ask.
 
@@ -194,7 +196,9 @@ class Registration:
         self.client = client
         self.held: Optional[Receipt] = None
         self.asked_since: Optional[float] = None
-        self._ahead: Optional[Tuple[threading.Thread, dict, int]] = None
+        self._ahead: Optional[Tuple[concurrent.futures.Future, int]] = None
+        # The thread that asks ahead for it (made on its first ask ahead).
+        self._asker: Optional[_Asker] = None
         # When this registration last took a task, in the order of asks (-1: never).
         self._taken = -1
         self.reported_upto: Optional[int] = None
@@ -205,7 +209,7 @@ class Registration:
         whose task is not is answered that task again, a write for nothing)."""
         if self._ahead is None:
             return (False, -self._taken)
-        return (True, -self._ahead[2])
+        return (True, -self._ahead[1])
 
     def taken(self) -> int:
         """When this registration last took a task, in the order of asks (-1: never)."""
@@ -219,23 +223,17 @@ class Registration:
         self._taken = next(Registration._asks)
 
     def ask_ahead(self, landed: Optional[Callable[[], int]] = None, reports: Optional[Reports] = None) -> None:
-        """Asks for the next step on a thread, unless an ask is already under way; `landed`
-        (given) runs on that thread first: it waits for this registration's last report. The
-        ask carries the finishes `reports` (given) has not sent yet."""
+        """Asks for the next step on this registration's asking thread, unless an ask is
+        already under way; `landed` (given) runs on that thread first: it waits for this
+        registration's last report. The ask carries the finishes `reports` (given) has not sent
+        yet."""
         if self._ahead is not None:
             return
         self._asking()
-        answer: dict = {}
-
-        def ask() -> None:
-            try:
-                answer["step"] = self._ask(reports, landed)
-            except BaseException as error:  # noqa: BLE001 - raised where the step is taken
-                answer["error"] = error
-
-        thread = threading.Thread(target=ask, name="raftrain-ask-ahead", daemon=True)
-        thread.start()
-        self._ahead = (thread, answer, next(Registration._asks))
+        if self._asker is None:
+            self._asker = _Asker()
+        asked = self._asker.submit(lambda: self._ask(reports, landed))
+        self._ahead = (asked, next(Registration._asks))
 
     def step(self, reports: Optional[Reports] = None):
         """The next step: the one asked ahead, or asked now (carrying the finishes `reports`,
@@ -243,15 +241,28 @@ class Registration:
         if self._ahead is None:
             self._asking()
             return self._ask(reports)
-        thread, answer, _order = self._ahead
+        asked, _order = self._ahead
         self._ahead = None
-        thread.join()
-        if "error" in answer:
-            raise answer["error"]
-        if self.holds(answer["step"]):
+        step = asked.result()
+        if self.holds(step):
             # Asked before its last task's report landed: ask again now.
             return self._ask(reports)
-        return answer["step"]
+        return step
+
+    def go_to(self, pass_index: int) -> None:
+        """Moves the walk to `pass_index`, after any ask under way (its answer is dropped)."""
+        if self._ahead is not None:
+            concurrent.futures.wait([self._ahead[0]])
+            self._ahead = None
+        self.client.go_to(pass_index)
+
+    def holds(self, step) -> bool:
+        """Whether `step` is the task this registration already handed out."""
+        return step.kind == StepKind.Task and self.held == (step.task.task_id, step.task.dispatch)
+
+    def _asking(self) -> None:
+        if self.asked_since is None:
+            self.asked_since = time.monotonic()
 
     def _ask(self, reports: Optional[Reports], landed: Optional[Callable[[], int]] = None):
         """One step carrying the finishes `reports` has not sent yet (taken first, so that
@@ -269,17 +280,25 @@ class Registration:
             reports.settle(claimed, step.finished)
         return step
 
-    def go_to(self, pass_index: int) -> None:
-        """Moves the walk to `pass_index`, after any ask under way (its answer is dropped)."""
-        if self._ahead is not None:
-            self._ahead[0].join()
-            self._ahead = None
-        self.client.go_to(pass_index)
 
-    def holds(self, step) -> bool:
-        """Whether `step` is the task this registration already handed out."""
-        return step.kind == StepKind.Task and self.held == (step.task.task_id, step.task.dispatch)
+class _Asker:
+    """A daemon thread that runs one registration's asks ahead, one at a time: handed to it,
+    an ask does not wait for a new thread to start (on the training thread), and a process that
+    exits never waits for an ask in flight."""
 
-    def _asking(self) -> None:
-        if self.asked_since is None:
-            self.asked_since = time.monotonic()
+    def __init__(self):
+        self._work: "queue.SimpleQueue[Tuple[concurrent.futures.Future, Callable[[], object]]]" = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="raftrain-ask-ahead", daemon=True).start()
+
+    def submit(self, ask: Callable[[], object]) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._work.put((future, ask))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, ask = self._work.get()
+            try:
+                future.set_result(ask())
+            except BaseException as error:  # noqa: BLE001 - raised where the step is taken
+                future.set_exception(error)
