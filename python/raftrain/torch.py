@@ -35,6 +35,8 @@ task. So, with any `num_workers` and `prefetch_factor`:
   waits for the masters to take one; the loader waits for them before it reads the job's
   state (`job_finished`, the end of a pass, `state_dict`), and the dataset, without workers,
   before it asks again for a task the master answered as still held (the pass's last);
+  without workers, a finish waits up to `FINISH_HOLD_S` for the process's next ask, which
+  carries it (one replicated write for the finish and the ask: `TaskClient.step(finished=...)`);
 - a task the training loop is consuming slowly is not taken back: the training process
   reports its progress (`Task.progress`), which moves the task's deadline a whole timeout on
   (`--task-timeout-min-ms`, 20 s by default, or more for tasks slow on average), once a

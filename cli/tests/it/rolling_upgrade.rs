@@ -28,16 +28,24 @@ fn previous_build() -> Option<PathBuf> {
     Some(path)
 }
 
-/// Takes and finishes up to `count` tasks; whether the job finished.
+/// Takes and finishes up to `count` tasks, each reported with the ask for the next (one write
+/// once the group runs this build's level; before, a previous build ignores the receipts and
+/// this build's leader answers the ask alone, so the client reports them one by one): whether
+/// the job finished.
 async fn work(client: &MasterClient, trainer: u64, count: usize) -> bool {
+    let mut finished = Vec::new();
     for _ in 0..count {
-        match client.get_task(trainer, 0).await.expect("get_task") {
-            TaskOutcome::Task(task) => {
-                assert!(client.task_finished(task.task_id, task.epoch).await.expect("finish"));
-            }
+        let handed = client.finished_then_get_task(trainer, 0, &finished).await.expect("hand-off");
+        assert!(handed.finished.iter().all(|accepted| *accepted), "{finished:?}: {handed:?}");
+        finished.clear();
+        match handed.outcome {
+            TaskOutcome::Task(task) => finished.push((task.task_id, task.epoch)),
             TaskOutcome::JobFinished | TaskOutcome::PassAfter { .. } => return true,
             other => panic!("{other:?}"),
         }
+    }
+    for (task_id, epoch) in finished {
+        assert!(client.task_finished(task_id, epoch).await.expect("finish"));
     }
     false
 }
