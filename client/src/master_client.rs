@@ -37,6 +37,10 @@ pub struct MasterClient {
     client_id: u64,
     next_seq: AtomicU64,
     leader: std::sync::Mutex<Option<Leader>>,
+    /// The channel to each master this client followed (at most `FOLLOWED_CHANNELS_MAX`, the
+    /// oldest dropped): leadership moves among a few members, and following one again reuses
+    /// its connection instead of connecting anew in the middle of a failover.
+    followed: std::sync::Mutex<Vec<Leader>>,
     /// Stamped writes go one at a time: the state machine keeps only the last sequence number
     /// per client, so a lower one arriving late would be refused as stale.
     writes: tokio::sync::Mutex<()>,
@@ -50,6 +54,10 @@ struct Leader {
     addr: String,
     service: ServiceClient,
 }
+
+/// Channels kept to masters a client followed: more than a group's members, few enough that a
+/// client holds a bounded number of connections.
+const FOLLOWED_CHANNELS_MAX: usize = 8;
 
 /// `UNKNOWN` may be a transport failure (worth a retry on a rediscovered leader) or a server
 /// bug (never worth the whole deadline): after this many it is an error.
@@ -94,6 +102,7 @@ impl MasterClient {
             jitter,
             next_seq: AtomicU64::new(1),
             leader: std::sync::Mutex::new(None),
+            followed: std::sync::Mutex::new(Vec::new()),
             writes: tokio::sync::Mutex::new(()),
             waiting: AtomicUsize::new(0),
         })
@@ -203,10 +212,24 @@ impl MasterClient {
     }
 
     fn follow(&self, addr: &str) -> Result<(), ClientError> {
-        let service = service_client(addr, &self.options)?;
-        let leader = Leader { addr: addr.to_string(), service };
+        let leader = self.followed_channel(addr)?;
         *self.leader.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(leader);
         Ok(())
+    }
+
+    /// The channel to `addr` this client made when it followed it before, or a new one (kept).
+    fn followed_channel(&self, addr: &str) -> Result<Leader, ClientError> {
+        let mut followed = self.followed.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(leader) = followed.iter().find(|leader| leader.addr == addr) {
+            return Ok(leader.clone());
+        }
+        let leader =
+            Leader { addr: addr.to_string(), service: service_client(addr, &self.options)? };
+        if followed.len() >= FOLLOWED_CHANNELS_MAX {
+            followed.remove(0);
+        }
+        followed.push(leader.clone());
+        Ok(leader)
     }
 
     /// The members the last leader found listed, else the addresses the client was given.

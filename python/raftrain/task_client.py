@@ -371,8 +371,10 @@ class TaskClient:
         pending: List[Task] = []
         try:
             while True:
-                task = self.next_task(pending)
-                pending = []
+                # Taken out first: a step that raised may or may not have reported them (a
+                # task not reported is trained again), and they are not sent twice.
+                finished, pending = pending, []
+                task = self.next_task(finished)
                 if task is None:
                     raise_if_failed(self.status())
                     return
