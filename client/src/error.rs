@@ -20,6 +20,9 @@ pub const REFUSAL_JOB_CANCELLED: &str = "job-cancelled";
 /// Refusal of a snapshot save while this master serves another (RESOURCE_EXHAUSTED): one save
 /// at a time per master; try again once it ends.
 pub const REFUSAL_SAVE_BUSY: &str = "save-busy";
+/// The group cannot take finished receipts with an ask yet (FAILED_PRECONDITION: its feature
+/// level is below the hand-off's): nothing was applied; report them and ask on their own.
+pub const REFUSAL_HAND_OFF_UNSUPPORTED: &str = "hand-off-unsupported";
 /// Metadata key of a `try-again-later` refusal: in how many milliseconds a place frees up.
 pub const RETRY_AFTER_MS_METADATA_KEY: &str = "x-raftrain-retry-after-ms";
 
@@ -59,6 +62,11 @@ pub enum ClientError {
     /// pservers stop and exit 0.
     #[error("{call}: the job was cancelled")]
     JobCancelled { call: &'static str },
+    /// The group cannot take finished receipts with an ask yet (FAILED_PRECONDITION,
+    /// `hand-off-unsupported`): nothing was applied. `finished_then_get_task` reports them
+    /// on their own then.
+    #[error("{call}: {message}")]
+    HandOffUnsupported { call: &'static str, message: String },
     /// The connection failed below gRPC (no status came from a master): most often TLS or
     /// the token configured differently here and there.
     #[error("{call}: the connection to the master failed: {message} ({hint})")]
@@ -95,6 +103,9 @@ impl ClientError {
             }
             (tonic::Code::FailedPrecondition, Some(REFUSAL_STAMP_REUSED)) => {
                 Self::StampReused { call, message }
+            }
+            (tonic::Code::FailedPrecondition, Some(REFUSAL_HAND_OFF_UNSUPPORTED)) => {
+                Self::HandOffUnsupported { call, message }
             }
             (tonic::Code::FailedPrecondition, Some(REFUSAL_NOT_HOLDER)) => {
                 Self::NotHolder { call, message }

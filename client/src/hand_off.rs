@@ -1,8 +1,9 @@
 //! A task hand-off in one write: `GetTask` carrying the receipts of tasks finished since the
 //! last ask ([`MasterClient::finished_then_get_task`]), which a master of feature level 3
-//! applies as one entry (each finish, then the ask). A master that does not (an older build,
-//! or a group not yet at level 3) answers the ask alone; the receipts are then reported one
-//! by one and the ask made again, which the trainer cannot tell from the one write.
+//! applies as one entry (each finish, then the ask). A group below level 3 refuses it before
+//! applying anything (`hand-off-unsupported`), and a master of an older build answers the ask
+//! alone; either way the receipts are then reported one by one and the ask made again, each a
+//! call of its own, which the trainer cannot tell from the one write.
 
 use super::conversions::task_outcome;
 use super::error::ClientError;
@@ -40,7 +41,12 @@ impl MasterClient {
                 ),
             });
         }
-        let reply = self.ask_reporting(trainer_id, pass, finished).await?;
+        let reply = match self.ask_reporting(trainer_id, pass, finished).await {
+            Err(ClientError::HandOffUnsupported { .. }) => {
+                return self.reported_one_by_one(trainer_id, pass, finished).await;
+            }
+            reply => reply?,
+        };
         if reply.finished_accepted.len() == finished.len() {
             let finished = reply.finished_accepted.clone();
             return Ok(HandOff { finished, outcome: task_outcome(reply)? });
@@ -71,8 +77,9 @@ impl MasterClient {
         .await
     }
 
-    /// The masters answered the ask without the receipts: each is reported on its own, then
-    /// the trainer asks again (the first answer may have been a task it held, finished since).
+    /// The masters refused the receipts, or answered the ask without them (an older build):
+    /// each is reported on its own, then the trainer asks again (an older build's answer may
+    /// have been a task it held, finished since).
     async fn reported_one_by_one(
         &self,
         trainer_id: u64,

@@ -38,13 +38,13 @@ class Reports:
     `landed` waits for it. Progress reports are never claimed; one that a claimed finish
     overtakes is answered "no longer held", which changes nothing.
 
-    `send(kind, receipt)` sends one report (on the reporting thread); `answered(receipt,
-    accepted)` takes a claimed finish's answer."""
+    `send(kind, receipt)` sends one report (on the reporting thread); `answered(task_id,
+    dispatch, accepted)` takes a claimed finish's answer."""
 
     def __init__(
         self,
         send: Callable[[str, Receipt], None],
-        answered: Callable[[Receipt, bool], None],
+        answered: Callable[[int, int, bool], None],
         hold_s: float = 0.0,
     ):
         self._send_one = send
@@ -123,7 +123,7 @@ class Reports:
         try:
             if failure is None and accepted is not None:
                 for receipt, taken in zip(claimed, accepted):
-                    self._answered_claim(receipt, taken)
+                    self._answered_claim(*receipt, taken)
         finally:
             with self._changed:
                 if failure is not None and self._failure is None:

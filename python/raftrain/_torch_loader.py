@@ -246,7 +246,7 @@ class TaskLoader:
         if self._reports is None:
             # Without workers, this process's asks carry its finishes: hold them for the next.
             hold_s = FINISH_HOLD_S if self.dataloader.num_workers == 0 else 0.0
-            self._reports = Reports(self._send_report, self._claim_answered, hold_s)
+            self._reports = Reports(self._send_report, self._answered, hold_s)
         self._reports.put(report)
 
     def _send_report(self, kind: str, receipt: Receipt) -> None:
@@ -271,10 +271,6 @@ class TaskLoader:
         """Waits until every queued report was answered (raising the first that failed)."""
         if self._reports is not None:
             self._reports.flush()
-
-    def _claim_answered(self, receipt: Receipt, accepted: bool) -> None:
-        """The answer to a finish an ask carried (on the asking thread)."""
-        self._answered(receipt[0], receipt[1], accepted)
 
     def _answered(self, task_id: int, dispatch: int, accepted: bool) -> None:
         with self._counting:

@@ -63,6 +63,7 @@ impl From<ClientError> for Failure {
             ClientError::NotHolder { .. }
             | ClientError::StaleRequest { .. }
             | ClientError::StampReused { .. }
+            | ClientError::HandOffUnsupported { .. }
             | ClientError::JobCancelled { .. } => "FAILED_PRECONDITION",
             ClientError::UnknownTrainer { .. } | ClientError::NoSuchJob { .. } => "NOT_FOUND",
             ClientError::TryAgainLater { .. } => "RESOURCE_EXHAUSTED",

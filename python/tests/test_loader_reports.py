@@ -56,8 +56,8 @@ def test_a_failed_report_is_raised_in_the_loop_and_still_counts_as_landed():
         raise AssertionError("the failed report was not raised")
 
 
-def unclaimed(receipt, accepted):
-    raise AssertionError(f"no ask claimed {receipt}")
+def unclaimed(task_id, dispatch, accepted):
+    raise AssertionError(f"no ask claimed {(task_id, dispatch)}")
 
 
 def test_an_ask_carries_the_held_finishes_and_a_flush_sends_the_rest_at_once():
@@ -72,7 +72,7 @@ def test_an_ask_carries_the_held_finishes_and_a_flush_sends_the_rest_at_once():
     assert claimed == [(1, 1), (3, 1)]
     assert reports.landed() == 1, "the progress report went; the claimed finishes are the ask's"
     reports.settle(claimed, [True, False])
-    assert answered == [((1, 1), True), ((3, 1), False)]
+    assert answered == [(1, 1, True), (3, 1, False)]
     reports.put(("finish", (4, 1)))
     failed = reports.claim()
     reports.settle(failed, None, RuntimeError("the ask failed"))

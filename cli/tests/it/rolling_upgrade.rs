@@ -30,7 +30,7 @@ fn previous_build() -> Option<PathBuf> {
 
 /// Takes and finishes up to `count` tasks, each reported with the ask for the next (one write
 /// once the group runs this build's level; before, a previous build ignores the receipts and
-/// this build's leader answers the ask alone, so the client reports them one by one): whether
+/// this build's leader refuses them, so the client reports them one by one): whether
 /// the job finished.
 async fn work(client: &MasterClient, trainer: u64, count: usize) -> bool {
     let mut finished = Vec::new();

@@ -123,9 +123,11 @@ pub(super) async fn get_task(
     Ok(tonic::Response::new(reply))
 }
 
-/// The ask as a command: with finished receipts, one `FinishedThenGetTask` where the group's
-/// feature level has it; else (none, or a group below level 3) the ask alone, answered with no
-/// `finished_accepted`, so the client reports the receipts itself.
+/// The ask as a command: with finished receipts, one `FinishedThenGetTask`. A group whose
+/// feature level is below it refuses the request before anything is applied under its stamp
+/// (`hand-off-unsupported`), so the client reports the receipts and asks in calls of their own:
+/// answering the ask alone under the stamp would make a retry after the group's level rose a
+/// different request under the same stamp.
 fn hand_off_command(rpc: &MasterRpc, request: &pb::GetTaskRequest) -> Result<Command, Status> {
     let (trainer, pass) = (request.trainer_id, request.pass_index);
     if request.finished.len() > client::FINISHED_PER_ASK_MAX {
@@ -144,10 +146,25 @@ fn hand_off_command(rpc: &MasterRpc, request: &pb::GetTaskRequest) -> Result<Com
         })
         .collect::<Result<Vec<_>, Status>>()?;
     let combined = Command::FinishedThenGetTask { finished, trainer, pass };
-    if request.finished.is_empty() || !rpc.proposer.admits(&combined) {
+    if request.finished.is_empty() {
         return Ok(Command::GetTask { trainer, pass });
     }
+    if !rpc.proposer.admits(&combined) {
+        return Err(hand_off_unsupported(rpc));
+    }
     Ok(combined)
+}
+
+/// The refusal of finished receipts by a group below the hand-off's feature level.
+fn hand_off_unsupported(rpc: &MasterRpc) -> Status {
+    let level = rpc.node.read(|state| state.state().feature_level());
+    let mut status = Status::failed_precondition(format!(
+        "GetTask: the group runs feature level {level}; finished tasks go with an ask from \
+         level 3: report them with TaskFinished"
+    ));
+    let kind = tonic::metadata::MetadataValue::from_static(client::REFUSAL_HAND_OFF_UNSUPPORTED);
+    status.metadata_mut().insert(client::REFUSAL_METADATA_KEY, kind);
+    status
 }
 
 /// The epoch a finish report is applied under: the reported one (the planted
@@ -172,7 +189,7 @@ fn finished_answers(response: Response, receipts: usize) -> (Vec<bool>, Response
             (accepted, *then)
         }
         // The job was cancelled before the receipts were looked at: none was accepted.
-        Response::JobCancelled if receipts > 0 => (vec![false; receipts], Response::JobCancelled),
+        Response::JobCancelled => (vec![false; receipts], Response::JobCancelled),
         other => (Vec::new(), other),
     }
 }
