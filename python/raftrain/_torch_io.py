@@ -35,8 +35,9 @@ class Reports:
     its ask, in the same write (`settle` hands their answers back): a task hand-off in one
     write. So that the next ask finds them, the thread sends a finish only once it waited
     `hold_s` (0: at once; the loader holds them only where its own process asks) or a `flush` or
-    `landed` waits for it. Progress reports are never claimed; one that a claimed finish
-    overtakes is answered "no longer held", which changes nothing.
+    `landed` waits for it, or a progress report is queued after it (a deadline is near: the
+    reports before it go at once). Progress reports are never claimed; one that a claimed
+    finish overtakes is answered "no longer held", which changes nothing.
 
     `send(kind, receipt)` sends one report (on the reporting thread); `answered(task_id,
     dispatch, accepted)` takes a claimed finish's answer."""
@@ -70,6 +71,9 @@ class Reports:
         self._raise_failure()
         kind, receipt = report
         with self._changed:
+            if kind == "progress":
+                # A task's deadline is near: nothing queued before its report waits a hold.
+                self._urgent_below = max(self._urgent_below, self._queued)
             self._waiting.append((self._queued, kind, receipt, time.monotonic()))
             self._queued += 1
             self._changed.notify_all()

@@ -155,9 +155,9 @@ class TaskLoader:
         """The DataLoader's batches of this process, reporting each task as it is consumed."""
         self._progress_due.clear()
         for batch, receipts, holding, dispatched_at in self.dataloader:
+            self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
             yield batch
             # The loop asked for the next batch: it has consumed this one.
-            self._consumed((int(holding[0]), int(holding[1])), bool(receipts), float(dispatched_at))
             for task_id, dispatch in receipts:
                 self._progress_due.pop((int(task_id), int(dispatch)), None)
                 self._report(int(task_id), int(dispatch))
@@ -199,15 +199,17 @@ class TaskLoader:
             time.sleep(pause)
             pause = min(pause * 2, PASS_END_POLL_S)
 
-    def _consumed(self, holding: Receipt, finishing: bool, dispatched_at: float) -> None:
-        """The loop consumed a batch of task `holding` (its last when `finishing`), asked for
-        at `dispatched_at`: reports its progress a third of the task timeout after that (after
-        its first batch, before the timeout is known), then every third of its timeout (from
-        the reporting thread, in order with the finish reports). A task consumed within a
-        third of its timeout sends none."""
+    def _consuming(self, holding: Receipt, dispatched_at: float) -> None:
+        """The loop is about to consume a batch of task `holding`, asked for at
+        `dispatched_at`: reports its progress once a third of the task timeout passed since then
+        (at once, before the timeout is known), then every third of its timeout (from the
+        reporting thread, in order with the finish reports). A task consumed within a third of
+        its timeout sends none. Checked as a batch goes to the loop, not as it comes back: a
+        task asked while the last one's batches ran is reported before the loop spends a step
+        on its first batch."""
         now = time.monotonic()
         first_due = now if self._task_timeout_s is None else dispatched_at + self._task_timeout_s / 3
-        if finishing or now < self._progress_due.setdefault(holding, first_due):
+        if now < self._progress_due.setdefault(holding, first_due):
             return
         # Not due again until the answer says when.
         self._progress_due[holding] = float("inf")

@@ -24,9 +24,9 @@ task. So, with any `num_workers` and `prefetch_factor`:
   trainer one task at a time (and answers one that holds a task with that task until its
   report is in), so the other registrations let a worker read ahead while its previous
   tasks' last batches wait in the prefetch queue or their reports are on their way; without
-  workers, by a task's last batch (sooner once the batches left are expected to take the loop
-  less than `ASK_AHEAD_S`: a share of the task timeout once known, at most
-  `ASK_AHEAD_S_MAX`), the registration that took its task longest ago asks for its next task
+  workers, once a task's batches left are expected to take the loop less than `ASK_AHEAD_S`
+  (a share of the task timeout once known, at most `ASK_AHEAD_S_MAX`; a loop slower than
+  that asks as it needs the task), the registration that took its task longest ago asks for its next task
   on a thread of its own, once that task's finish report is answered, so the hand-off does
   not wait for the masters; a second is asked ahead only while the task asked would wait less
   than that time (no sooner: a task's deadline runs from its dispatch; workers' asks already
@@ -40,9 +40,10 @@ task. So, with any `num_workers` and `prefetch_factor`:
 - a task the training loop is consuming slowly is not taken back: the training process
   reports its progress (`Task.progress`), which moves the task's deadline a whole timeout on
   (`--task-timeout-min-ms`, 20 s by default, or more for tasks slow on average), once a
-  third of the task timeout passed since the task was asked for (after the task's first
-  batch, until a progress answer told the loader the timeout), and again every third of
-  that timeout while batches of it are consumed; a task consumed sooner sends none, and only
+  third of the task timeout passed since the task was asked for (checked as each of its
+  batches goes to the loop; at its first batch, until a progress answer told the loader the
+  timeout), and again every third of that timeout while batches of it are consumed; a task
+  consumed sooner sends none, and only
   a stuck or dead loop loses its tasks. A task's batches waiting in
   the prefetch queue are not reported yet: the loop must reach a task's first batch within the
   timeout of its dispatch (a prefetch queue of `num_workers x prefetch_factor` batches ahead
@@ -359,10 +360,11 @@ class TaskDataset(IterableDataset):
 
     def _ask_ahead(self, registrations: List[Registration], loader: "TaskLoader", left: int, count: int) -> None:
         """Asks one of `registrations` for its next step on a thread, in the training process,
-        while `left` of the current task's `count` batches are still to be consumed: one task
-        ahead before the task's last batch, and more while the task asked would wait (the
-        batches left, then the tasks asked ahead before it, at the loop's pace) no longer than
-        the ask-ahead time (`_ask_ahead_s`): its deadline runs meanwhile. The registration that
+        while `left` of the current task's `count` batches are still to be consumed, once the
+        task asked would wait (the batches left, then the tasks asked ahead before it, at the
+        loop's pace) no longer than the ask-ahead time (`_ask_ahead_s`): its deadline runs
+        meanwhile, and a loop whose batches take longer than that gains nothing from asking
+        ahead that the ask's millisecond would cost it. The registration that
         took its task longest ago asks, once that task's finish report is answered (else the
         master would answer that task again), which it usually is already."""
         free = [registration for registration in registrations if not registration.ask_order()[0]]
@@ -370,7 +372,7 @@ class TaskDataset(IterableDataset):
             return
         ahead = len(registrations) - len(free)
         waits_s = (left + ahead * count) * self._batch_seconds
-        if (ahead > 0 or left > 1) and not waits_s <= self._ask_ahead_s():
+        if not waits_s <= self._ask_ahead_s():
             return
         registration = min(free, key=Registration.taken)
         upto = registration.reported_upto if registration.reported_upto is not None else loader._reports_queued()

@@ -65,8 +65,8 @@ def test_an_ask_carries_the_held_finishes_and_a_flush_sends_the_rest_at_once():
     claim's answers go to the loader, its failure to the loop; a flush sends what is held."""
     sent, answered = [], []
     reports = Reports(lambda kind, receipt: sent.append((kind, receipt)), lambda *answer: answered.append(answer), hold_s=600)
-    reports.put(("finish", (1, 1)))
     reports.put(("progress", (2, 1)))
+    reports.put(("finish", (1, 1)))
     reports.put(("finish", (3, 1)))
     claimed = reports.claim()
     assert claimed == [(1, 1), (3, 1)]
@@ -81,6 +81,24 @@ def test_an_ask_carries_the_held_finishes_and_a_flush_sends_the_rest_at_once():
     reports.put(("finish", (5, 1)))
     reports.flush()
     assert sent == [("progress", (2, 1)), ("finish", (5, 1))], "held, then sent by the flush"
+
+
+def test_a_progress_report_sends_the_finishes_held_before_it_at_once():
+    """A progress report means a task's deadline is near: it does not wait behind a finish held
+    for an ask (the hold is ten minutes here), and it goes after it, in order."""
+    sent, progressed = [], threading.Event()
+
+    def send(kind, receipt):
+        sent.append((kind, receipt))
+        if kind == "progress":
+            progressed.set()
+
+    reports = Reports(send, unclaimed, hold_s=600)
+    reports.put(("finish", (1, 1)))
+    reports.put(("progress", (2, 1)))
+    assert progressed.wait(10), "the progress report waited for the held finish's hold"
+    assert sent == [("finish", (1, 1)), ("progress", (2, 1))]
+    assert reports.claim() == []
 
 
 def test_a_held_finish_no_ask_claims_is_sent_once_its_hold_ran_out():
