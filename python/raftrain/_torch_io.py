@@ -260,6 +260,13 @@ class Registration:
             self._ahead = None
         self.client.go_to(pass_index)
 
+    def close(self) -> None:
+        """Stops this registration's heartbeats, after any ask under way."""
+        if self._ahead is not None:
+            concurrent.futures.wait([self._ahead[0]])
+            self._ahead = None
+        self.client.close()
+
     def holds(self, step) -> bool:
         """Whether `step` is the task this registration already handed out."""
         return step.kind == StepKind.Task and self.held == (step.task.task_id, step.task.dispatch)

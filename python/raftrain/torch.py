@@ -259,6 +259,9 @@ class TaskDataset(IterableDataset):
                 if step.kind != StepKind.Wait and not registration.holds(step):
                     break
             if step.kind in (StepKind.Finished, StepKind.Cancelled):
+                # The job ended: this process's registrations stop heartbeating now, rather
+                # than warning every lease once the masters are gone.
+                self._unregister(registrations)
                 return
             if step.kind in (StepKind.PassOver, StepKind.PassRewound):
                 if step.kind == StepKind.PassOver and step.pass_index > pass_index and yielded:
@@ -327,6 +330,13 @@ class TaskDataset(IterableDataset):
             ]
             self._registered_pid = os.getpid()
         return self._registered
+
+    def _unregister(self, registrations: "List[Registration]") -> None:
+        """Closes `registrations` (their heartbeats stop); a later iteration registers anew."""
+        for registration in registrations:
+            registration.close()
+        if self._registered is registrations:
+            self._registered, self._registered_pid = [], None
 
     def _batches(self, task, ask_ahead: Callable[[int, int], object], dispatched_at: float) -> Iterator[Tuple[object, List[Receipt], Receipt, float]]:
         """The task's batches, each with the receipts it carries, the task it is of and when

@@ -248,3 +248,17 @@ class _Rows:
 
     def __call__(self, start, end):
         return self.rows[start:end]
+
+
+def test_a_loop_whose_job_finished_stops_heartbeating(start_masters):
+    """Once the loop learned the job finished, its registrations stop heartbeating (a notebook
+    kept open after training warns about nothing once the masters are gone): the masters drop
+    them a lease later, while the dataset object is still alive."""
+    group = start_masters(extra_args=["--trainer-lease-ms", "1000"])
+    dataset = TaskDataset(group.masters, index=("ends", 8, 4), read=lambda start, end: torch.arange(start, end), passes=1, batch_size=4)
+    loader = dataset.loader(num_workers=0)
+    assert sorted(int(each) for batch in loader for each in batch) == list(range(8))
+    assert loader.job_finished
+    trainers = lambda: [each["name"] for each in group.status()["trainers"] if "-main-" in each["name"]]
+    wait_until(lambda: not trainers(), "the loop's registrations to be dropped", 30)
+    assert dataset.name and loader.pass_index is not None, "both still alive"
