@@ -63,7 +63,17 @@ class Reports:
         self._queued = 0
         # Reports answered or failed so far (claimed ones once their ask answered).
         self._settled = 0
-        self._changed = threading.Condition()
+        lock = threading.Lock()
+        # Waiters for answers (`flush`, `landed`) wait on `_changed`; the sending thread on
+        # `_due_changed`, woken only when a report may be due sooner than it waits for (one
+        # queued while it waits for any, a progress report, a flush or `landed` making a waiting
+        # one urgent): a finish queued behind a held one, or claimed, wakes no thread (each
+        # wake takes the training thread's interpreter lock for a moment).
+        self._changed = threading.Condition(lock)
+        self._due_changed = threading.Condition(lock)
+        # Whether the sending thread waits for a report to be queued (rather than for one's
+        # hold to run out: a finish queued meanwhile is due later than that).
+        self._sender_idle = False
         threading.Thread(target=self._send, name="raftrain-reports", daemon=True).start()
 
     def put(self, report: Tuple[str, Receipt]) -> None:
@@ -73,17 +83,17 @@ class Reports:
         with self._changed:
             if kind == "progress":
                 # A task's deadline is near: nothing queued before its report waits a hold.
-                self._urgent_below = max(self._urgent_below, self._queued)
+                self._make_urgent(self._queued)
+            if kind == "progress" or self._sender_idle:
+                self._due_changed.notify()
             self._waiting.append((self._queued, kind, receipt, time.monotonic()))
             self._queued += 1
-            self._changed.notify_all()
 
     def flush(self) -> None:
         """Waits until every report queued so far was answered (claimed ones by their ask), and
         raises the first that failed."""
         with self._changed:
-            self._urgent_below = max(self._urgent_below, self._queued)
-            self._changed.notify_all()
+            self._make_urgent(self._queued)
             while self._waiting or self._sending is not None or self._claimed_open:
                 self._changed.wait()
         self._raise_failure()
@@ -102,8 +112,7 @@ class Reports:
         deadline = time.monotonic() + REPORTS_WAIT_S_MAX
         with self._changed:
             target = self._queued if queued is None else queued
-            self._urgent_below = max(self._urgent_below, target)
-            self._changed.notify_all()
+            self._make_urgent(target)
             while self._unsent_before(target) and time.monotonic() < deadline:
                 self._changed.wait(deadline - time.monotonic())
             return self._settled
@@ -136,6 +145,13 @@ class Reports:
                 self._settled += len(claimed)
                 self._changed.notify_all()
 
+    def _make_urgent(self, below: int) -> None:
+        """Reports numbered below `below` are sent at once, held or not (the lock is held)."""
+        if below > self._urgent_below:
+            self._urgent_below = below
+            if self._waiting and self._waiting[0][0] < below:
+                self._due_changed.notify()
+
     def _unsent_before(self, target: int) -> bool:
         if self._sending is not None and self._sending < target:
             return True
@@ -155,8 +171,10 @@ class Reports:
             with self._changed:
                 due_in = self._due_in()
                 while due_in is None or due_in > 0:
-                    self._changed.wait(due_in)
+                    self._sender_idle = due_in is None
+                    self._due_changed.wait(due_in)
                     due_in = self._due_in()
+                self._sender_idle = False
                 self._sending, kind, receipt, _at = self._waiting.popleft()
             try:
                 if self._failure is None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Dict, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, Optional, Tuple
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_convert
 
 from ._torch_io import Receipt, Reports
 from .errors import InvalidArgument, JobEnded
@@ -43,7 +43,8 @@ class TaskLoader:
         if dataloader_options.pop("batch_size", None) is not None:
             raise ValueError("TaskDataset batches itself: give batch_size to the TaskDataset")
         self.dataset = dataset
-        self.dataloader = DataLoader(dataset, batch_size=None, **dataloader_options)
+        convert = _BatchConverted(dataloader_options.pop("collate_fn", None) or default_convert)
+        self.dataloader = DataLoader(dataset, batch_size=None, collate_fn=convert, **dataloader_options)
         # Iterated in this process (no workers), the dataset asks ahead once these reports land.
         dataset._loader = self
         #: Tasks this loader reported finished, and reports the master refused (taken back).
@@ -343,3 +344,17 @@ class _DdpPasses:
         value = torch.tensor([1 if flag else 0])
         self._dist.all_reduce(value, op=self._dist.ReduceOp.MAX)
         return bool(value.item())
+
+
+class _BatchConverted:
+    """The DataLoader's conversion of each item (its `collate_fn`: the trainer's, or PyTorch's
+    `default_convert`, which makes NumPy arrays tensors) applied to the batch the dataset
+    yields, never to the receipts and times it carries along (which that conversion would walk
+    element by element at every batch). A class, not a closure: spawned workers unpickle it."""
+
+    def __init__(self, convert: Callable[[object], object]):
+        self.convert = convert
+
+    def __call__(self, item: Tuple[object, list, Receipt, float]) -> Tuple[object, list, Receipt, float]:
+        batch, receipts, holding, dispatched_at = item
+        return self.convert(batch), receipts, holding, dispatched_at

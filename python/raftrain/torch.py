@@ -230,7 +230,8 @@ class TaskDataset(IterableDataset):
 
     def loader(self, *, allow_ended: bool = False, **dataloader_options) -> "TaskLoader":
         """A `TaskLoader` over this dataset (DataLoader options: num_workers, prefetch_factor,
-        pin_memory, ...; batching is this dataset's). A job that had already ended when the
+        pin_memory, collate_fn (given each batch this dataset made), ...; batching is this
+        dataset's). A job that had already ended when the
         loader first looks raises `raftrain.JobEnded` (a script run again after its job
         finished would otherwise train nothing and succeed); `allow_ended=True` makes that an
         empty loop instead."""
@@ -241,9 +242,12 @@ class TaskDataset(IterableDataset):
         some, or until nothing is free for `PASS_END_IDLE_S` (the rest are held elsewhere), or
         the job finished. Each registration walks the passes with the client's walker; when one
         learns the pass moved, the others are moved with it."""
+        fresh = self._registered_pid != os.getpid()
         registrations = self._registrations()
         loader = self._loader if get_worker_info() is None else None
-        self._report(registrations[0].client)
+        if fresh:
+            # Once a process: the job exists from then on (a repeat is answered alike, a write).
+            self._report(registrations[0].client)
         pass_index = registrations[0].client.pass_index
         yielded = False
         idle_since: Optional[float] = None
@@ -341,8 +345,9 @@ class TaskDataset(IterableDataset):
     def _batches(self, task, ask_ahead: Callable[[int, int], object], dispatched_at: float) -> Iterator[Tuple[object, List[Receipt], Receipt, float]]:
         """The task's batches, each with the receipts it carries, the task it is of and when
         it was asked for (`time.monotonic()`, the same clock in every process of the machine:
-        no later than its dispatch). `ask_ahead(left, count)` runs before each batch is yielded
-        (`left` of the task's `count` batches, this one included)."""
+        no later than its dispatch). `ask_ahead(left, count)` runs before a batch is yielded
+        (`left` of the task's `count` batches, this one included) once the batches left are
+        expected to take the loop no longer than the ask-ahead time."""
         receipt = (task.task_id, task.dispatch)
         # A shuffled job's samples come in the task's seeded order (offsets into the task).
         order = task.sample_order()
@@ -360,13 +365,18 @@ class TaskDataset(IterableDataset):
             count = len(labels)
             ranges = [(start, min(start + self.batch_size, count)) for start in range(0, count, self.batch_size)] or [(0, 0)]
             batches = (self._batch(features[start:end], labels[start:end]) for start, end in ranges)
-        for left, batch in zip(range(len(ranges), 0, -1), batches):
-            ask_ahead(left, len(ranges))
-            yielded_at = time.monotonic()
+        count = len(ranges)
+        # No ask ahead before the batches left are expected to take the loop the ask-ahead time
+        # (checked once a task: the check per batch is a comparison).
+        ask_from = self._ask_ahead_s() / self._batch_seconds
+        started = time.monotonic()
+        for left, batch in zip(range(count, 0, -1), batches):
+            if left <= ask_from:
+                ask_ahead(left, count)
             yield batch, [receipt] if left == 1 else [], receipt, dispatched_at
-            # The loop asked for the next batch: how long one takes it, smoothed.
-            took = time.monotonic() - yielded_at
-            self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 8
+        # The loop asked for the batch after the task's last: how long a batch takes it, smoothed.
+        took = (time.monotonic() - started) / count
+        self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 4
 
     def _ask_ahead(self, registrations: List[Registration], loader: "TaskLoader", left: int, count: int) -> None:
         """Asks one of `registrations` for its next step on a thread, in the training process,

@@ -136,3 +136,12 @@ def test_the_hand_off_benchmark_prints_one_client_and_clients_at_once(tmp_path):
     for row in rows:
         p50, p99 = (float(cell) for cell in row.strip(" |").split(" | ")[1:])
         assert 0 < p50 <= p99
+
+
+def test_the_loader_benchmark_prints_each_row_from_several_passes(tmp_path):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        bench.bench_torch(binary(), tmp_path, 2_000, 500, passes=2)
+    rows = [line for line in printed.getvalue().splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [row.split("|")[1:3] for row in rows] == [[" 0 ", " 64 "], [" 0 ", " 512 "], [" 2 ", " 64 "], [" 2 ", " 512 "]], printed.getvalue()
+    assert all(row.rstrip(" |").endswith("x") for row in rows), printed.getvalue()

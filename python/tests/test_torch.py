@@ -262,3 +262,18 @@ def test_a_loop_whose_job_finished_stops_heartbeating(start_masters):
     trainers = lambda: [each["name"] for each in group.status()["trainers"] if "-main-" in each["name"]]
     wait_until(lambda: not trainers(), "the loop's registrations to be dropped", 30)
     assert dataset.name and loader.pass_index is not None, "both still alive"
+
+
+def test_a_collate_fn_is_given_each_batch_and_numpy_batches_become_tensors(masters):
+    """A DataLoader option `collate_fn` converts each batch the dataset made (not the loader's
+    own bookkeeping), and without one a `read` returning NumPy arrays yields tensors, as a
+    DataLoader would."""
+    read = lambda start, end: np.arange(start, end)
+    dataset = TaskDataset(masters.masters, index=("converted", 8, 4), read=read, passes=1, batch_size=4)
+    batches = list(dataset.loader(num_workers=0))
+    assert all(isinstance(batch, torch.Tensor) for batch in batches)
+    assert sorted(int(each) for batch in batches for each in batch) == list(range(8))
+    doubled = TaskDataset(masters.masters, index=("doubled", 8, 4), read=read, passes=1, batch_size=4)
+    batches = list(doubled.loader(num_workers=0, collate_fn=lambda batch: ("doubled", batch * 2)))
+    assert all(tag == "doubled" for tag, _batch in batches)
+    assert sorted(int(each) for _tag, batch in batches for each in batch) == list(range(0, 16, 2))
