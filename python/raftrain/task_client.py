@@ -36,6 +36,30 @@ StepKind = _native.StepKind
 Masters = Union[str, Sequence[str]]
 
 
+#: The widths the masters take each count in (bits): a value outside is refused here, naming it.
+_BITS = {"passes": 32, "chunks_per_task": 32, "timeout_factor": 32, "max_task_failures": 32}
+
+
+def _count(field: str, value) -> int:
+    """`value` as the unsigned whole number `field` is on the wire (`_BITS`, else 64 bits), or
+    `InvalidArgument` naming the field (not an `OverflowError` from the conversion)."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or isinstance(value, bool) or isinstance(value, float) and number != value:
+        raise InvalidArgument(f"{field}: a whole number, not {value!r}")
+    bits = _BITS.get(field, 64)
+    if not 0 <= number < 1 << bits:
+        raise InvalidArgument(f"{field}: {number} is not an unsigned {bits}-bit whole number")
+    return number
+
+
+def _policy(policy: dict) -> dict:
+    """The queue policy's values checked (`retry_failed_next_pass` a truth value, the rest counts)."""
+    return {key: bool(value) if key == "retry_failed_next_pass" else _count(key, value) for key, value in policy.items()}
+
+
 def _shuffle_seed(shuffle: bool, seed: int) -> Optional[int]:
     """The wire's shuffle seed: `seed` (an unsigned 64-bit integer) when shuffling, else none."""
     if not shuffle:
@@ -207,16 +231,16 @@ class TaskClient:
         if isinstance(records, (str, os.PathLike)):
             records = [records]
         patterns = None if records is None else [os.fspath(pattern) for pattern in records]
-        index = None if index is None else (int(index[0]), int(index[1]))
+        index = None if index is None else (_count("size", index[0]), _count("shard_size", index[1]))
         shuffle_seed = _shuffle_seed(shuffle, seed)
         tasks, chunks, count = self._native.submit_job(
             str(name),
-            int(passes),
+            _count("passes", passes),
             patterns=patterns,
             index=index,
             restart=bool(restart),
             shuffle_seed=shuffle_seed,
-            **policy,
+            **_policy(policy),
         )
         return {"tasks": tasks, "chunks": chunks, "records": count}
 
@@ -278,7 +302,7 @@ class TaskClient:
         if restart:
             return self.submit_job(job, passes=passes, records=patterns, restart=True, shuffle=shuffle, seed=seed)
         shuffle_seed = _shuffle_seed(shuffle, seed)
-        tasks, chunks, records = self._native.report_dataset(job, patterns, int(passes), shuffle_seed)
+        tasks, chunks, records = self._native.report_dataset(job, patterns, _count("passes", passes), shuffle_seed)
         return {"tasks": tasks, "chunks": chunks, "records": records}
 
     def report_index_dataset(
@@ -299,13 +323,13 @@ class TaskClient:
         trains a job that ended again, as a new incarnation (`submit_job`); a running one is
         joined. `shuffle` and `seed` as in `report_dataset`."""
         self._same_job(name)
+        size, shard_size = _count("size", size), _count("shard_size", shard_size)
         if restart:
-            index = (int(size), int(shard_size))
-            submitted = self.submit_job(str(name), passes=passes, index=index, restart=True, shuffle=shuffle, seed=seed)
-            return {"tasks": submitted["tasks"], "size": int(size), "shard_size": int(shard_size)}
+            submitted = self.submit_job(str(name), passes=passes, index=(size, shard_size), restart=True, shuffle=shuffle, seed=seed)
+            return {"tasks": submitted["tasks"], "size": size, "shard_size": shard_size}
         shuffle_seed = _shuffle_seed(shuffle, seed)
-        tasks = self._native.report_index_dataset(str(name), int(size), int(shard_size), int(passes), shuffle_seed)
-        return {"tasks": tasks, "size": int(size), "shard_size": int(shard_size)}
+        tasks = self._native.report_index_dataset(str(name), size, shard_size, _count("passes", passes), shuffle_seed)
+        return {"tasks": tasks, "size": size, "shard_size": shard_size}
 
     def next_task(self, finished: Sequence[Union["Task", Tuple[int, int]]] = ()) -> Optional["Task"]:
         """The next task (waiting while none is free, moving through passes), or `None` once

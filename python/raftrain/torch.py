@@ -100,7 +100,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from ._torch_io import Receipt, Registration
 from ._torch_loader import TaskLoader
 from .errors import DataError, InvalidArgument
-from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, Waiting, master_list
+from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, Waiting, _count, master_list
 
 __all__ = ["TaskDataset", "TaskLoader"]
 
@@ -192,7 +192,7 @@ class TaskDataset(IterableDataset):
         if index is not None and job is not None and job != str(index[0]):
             raise InvalidArgument(f"index=({index[0]!r}, ...) names the job, and job={job!r} another: give one")
         self.masters = master_list(masters)
-        self.index = None if index is None else (str(index[0]), int(index[1]), int(index[2]))
+        self.index = None if index is None else (str(index[0]), _count("size", index[1]), _count("shard_size", index[2]))
         self.read = read
         self.read_indices = read_indices
         self.shuffle = bool(shuffle)
@@ -200,7 +200,7 @@ class TaskDataset(IterableDataset):
         if isinstance(records, (str, os.PathLike)):
             records = [records]
         self.records = None if records is None else [os.fspath(pattern) for pattern in records]
-        self.passes = int(passes)
+        self.passes = _count("passes", passes)
         self.batch_size = int(batch_size)
         self.job = job
         self.transform = transform

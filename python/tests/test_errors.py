@@ -178,3 +178,25 @@ def _thread_stacks(pid: int) -> str:
     except subprocess.TimeoutExpired:
         return "(gdb did not answer within 60 s)"
     return printed.stdout[-20000:]
+
+
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda client: client.report_index_dataset("counts", -5, 4, passes=1), "size"),
+        (lambda client: client.report_index_dataset("counts", 10, 2**64, passes=1), "shard_size"),
+        (lambda client: client.report_index_dataset("counts", 10, 4, passes=-1), "passes"),
+        (lambda client: client.report_index_dataset("counts", 10.5, 4, passes=1), "size"),
+        (lambda client: client.submit_job("counts", passes=1, index=(10, 4), max_task_failures=-2), "max_task_failures"),
+        (lambda client: client.submit_job("counts", passes=True, index=(10, 4)), "passes"),
+        (lambda client: client.report_dataset(["x.recordio"], passes=2**32, job="counts"), "passes"),
+    ],
+)
+def test_a_count_out_of_range_is_refused_naming_its_field(masters, call, field):
+    """Negative, fractional, too wide or a flag where a count belongs: `InvalidArgument` (a
+    `ValueError`) naming the field, before anything is sent, rather than an `OverflowError`."""
+    with raftrain.TaskClient(masters.masters, job="counts") as client:
+        with pytest.raises(raftrain.InvalidArgument, match=f"{field}: ") as raised:
+            call(client)
+        assert isinstance(raised.value, ValueError)
+        assert "counts" not in [job["name"] for job in client.jobs()], "nothing was submitted"
