@@ -64,6 +64,12 @@ pub struct MasterConfig {
     /// default is --listen, which must then not be a wildcard address such as 0.0.0.0.
     #[arg(long, env = "RAFTRAIN_ADVERTISE", requires = "join")]
     pub advertise: Option<String>,
+    /// With --join: a member that follows its process, as a scaled StatefulSet's pod does. On a
+    /// planned stop (SIGTERM) it asks the group to remove it (after handing leadership off),
+    /// so a scale-down leaves no dead voter behind; started again on a directory whose master
+    /// left or was removed, it clears that directory and joins anew.
+    #[arg(long, env = "RAFTRAIN_LEAVE_ON_STOP", requires = "join")]
+    pub leave_on_stop: bool,
     /// Directory for the Raft log (sled) and snapshot files; reopened on restart.
     #[arg(long, env = "RAFTRAIN_DATA_DIR")]
     pub data_dir: PathBuf,

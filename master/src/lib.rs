@@ -12,6 +12,7 @@ mod dataset_scan;
 mod health;
 mod leader;
 mod leader_clock;
+mod leaving;
 mod membership_duties;
 mod metrics;
 pub mod planted;

@@ -33,8 +33,17 @@ const JOIN_RETRY_MS: u64 = 1_000;
 /// milliseconds; a joint configuration seen at two looks in a row was abandoned.
 const HALF_DONE_LOOK_MS: u64 = 2_000;
 
+/// Readies the data directory before the node opens it: with --leave-on-stop, one whose master
+/// left or was removed is cleared (it joins anew); otherwise such a directory is refused.
+pub(crate) fn check_directory(config: &MasterConfig) -> anyhow::Result<()> {
+    if config.leave_on_stop {
+        crate::leaving::clear_if_left(&config.data_dir)?;
+    }
+    refuse_if_removed(&config.data_dir)
+}
+
 /// Refuses to start on a data directory whose master was removed from its group.
-pub(crate) fn refuse_if_removed(data_dir: &Path) -> anyhow::Result<()> {
+fn refuse_if_removed(data_dir: &Path) -> anyhow::Result<()> {
     let marker = data_dir.join(REMOVED_FILE);
     match std::fs::read_to_string(&marker) {
         Ok(why) => anyhow::bail!(
@@ -50,21 +59,32 @@ pub(crate) fn refuse_if_removed(data_dir: &Path) -> anyhow::Result<()> {
 
 /// Starts this master's membership duties: asking to join (with `--join`), and finishing
 /// changes left half done while it leads. The future they return resolves once this master
-/// learns it was removed ([`removed`]); dropping it ends the duties it drives.
+/// learns it was removed ([`removed`]); dropping it ends the duties it drives, the asking to
+/// join among them (a master leaving on stop must not ask to be added back).
 pub(crate) fn start(
     node: &ConsensusNode<ReplicatedState>,
     config: &MasterConfig,
     security: &Security,
 ) -> anyhow::Result<impl std::future::Future<Output = String>> {
-    if let Some(join) = &config.join {
-        let advertised = config.advertised()?;
-        tokio::spawn(join_group(node.clone(), join.clone(), advertised, security.clone()));
-    }
+    let join = match &config.join {
+        Some(join) => Some((join.clone(), config.advertised()?, security.clone())),
+        None => None,
+    };
+    let joining = {
+        let node = node.clone();
+        async move {
+            if let Some((join, advertised, security)) = join {
+                join_group(node, join, advertised, security).await;
+            }
+            std::future::pending::<Infallible>().await
+        }
+    };
     let (node, data_dir) = (node.clone(), config.data_dir.clone());
     Ok(async move {
         tokio::select! {
             why = removed(node.clone(), data_dir) => why,
             never = finish_half_done_changes(node) => match never {},
+            never = joining => match never {},
         }
     })
 }
@@ -182,7 +202,7 @@ fn removed_because(data_dir: &Path, why: String) -> String {
 }
 
 /// The other members this master's membership lists, to ask.
-fn others(node: &ConsensusNode<ReplicatedState>) -> Vec<(u64, String)> {
+pub(crate) fn others(node: &ConsensusNode<ReplicatedState>) -> Vec<(u64, String)> {
     let metrics = node.metrics();
     let metrics = metrics.borrow();
     let membership = metrics.membership_config.membership();

@@ -26,7 +26,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     config.validate()?;
-    crate::membership_duties::refuse_if_removed(&config.data_dir)?;
+    crate::membership_duties::check_directory(&config)?;
     let mut node_config = config.node_config()?;
     let security = Security::load_for_server(&config.security)?;
     node_config.security = security.clone();
@@ -76,7 +76,7 @@ pub async fn run(
     };
     node.bootstrap().await.context("bootstrap the master group")?;
     let removed = crate::membership_duties::start(&node, &config, &security)?;
-    let core_stopped = until_stopped(&node, shutdown, removed).await;
+    let core_stopped = until_stopped(&node, shutdown, removed, (&config, &security)).await;
     let serving = Serving { replica, servers, health_keeper, metrics };
     let served = serving.stop().await?;
     let stopped = node.shutdown().await.context("stop the Raft node");
@@ -89,12 +89,14 @@ pub async fn run(
     served.context("serve the master")
 }
 
-/// Waits for `shutdown` (then hands leadership off, if this node leads), for the Raft core
-/// to stop, or for this master's removal from the group (the reason of either).
+/// Waits for `shutdown` (then hands leadership off, if this node leads, and with
+/// --leave-on-stop leaves the group), for the Raft core to stop, or for this master's removal
+/// from the group (the reason of either).
 async fn until_stopped(
     node: &ConsensusNode<ReplicatedState>,
     shutdown: impl Future<Output = ()>,
     removed: impl Future<Output = String>,
+    (config, security): (&MasterConfig, &Security),
 ) -> Option<String> {
     let core_stopped = tokio::select! {
         () = shutdown => None,
@@ -105,6 +107,9 @@ async fn until_stopped(
         None => {
             tracing::info!("master shutting down");
             hand_off(node).await;
+            if config.leave_on_stop {
+                crate::leaving::leave(node, &config.data_dir, security).await;
+            }
         }
         Some(reason) => tracing::error!(%reason, "exiting"),
     }

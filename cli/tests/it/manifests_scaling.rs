@@ -1,7 +1,7 @@
 //! The masters' StatefulSet scales: its start script (run here in `sh`, with `raftrain`
 //! replaced by `echo`) gives the three first ordinals the same `--peers` and every later one
-//! `--join` to those three with its own stable name as `--advertise`, and the flags it gives
-//! are the binary's. Scaling back deletes a scaled-away member's volume, so a later scale-up
+//! `--join` to those three with its own stable name as `--advertise` and `--leave-on-stop`
+//! (scaled back down, it leaves the group), and the flags it gives are the binary's. Scaling back deletes a scaled-away member's volume, so a later scale-up
 //! joins afresh.
 
 use std::collections::BTreeMap;
@@ -50,7 +50,8 @@ fn the_first_three_masters_seed_the_group_and_later_ones_join_it() {
         let (subcommand, flags) = raftrain_flags(&words).expect("starts raftrain");
         assert_eq!(subcommand, "master");
         for flag in flags.keys() {
-            assert!(help.contains(&format!("{flag} ")), "raftrain master has no {flag}");
+            let listed = [" ", "\n"].iter().any(|end| help.contains(&format!("{flag}{end}")));
+            assert!(listed, "raftrain master has no {flag}");
         }
         assert_eq!(flags["--id"], (ordinal + 1).to_string(), "{words:?}");
         if ordinal < 3 {
@@ -58,10 +59,12 @@ fn the_first_three_masters_seed_the_group_and_later_ones_join_it() {
                 consensus::parse_peers(&flags["--peers"]).expect("--peers parses");
             assert_eq!(peers.values().cloned().collect::<Vec<_>>(), seeds, "{words:?}");
             assert!(!flags.contains_key("--join"), "{words:?}");
+            assert!(!flags.contains_key("--leave-on-stop"), "a founder stays: {words:?}");
         } else {
             assert_eq!(flags["--join"], seeds.join(","), "{words:?}");
             assert_eq!(flags["--advertise"], format!("{hostname}.{DOMAIN}:7000"), "{words:?}");
             assert!(!flags.contains_key("--peers"), "{words:?}");
+            assert!(flags.contains_key("--leave-on-stop"), "a scaled pod leaves: {words:?}");
         }
     }
     let retention = &masters["spec"]["persistentVolumeClaimRetentionPolicy"];

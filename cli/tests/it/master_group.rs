@@ -104,11 +104,19 @@ impl MasterGroup {
     /// A new replica (id `index + 1`, a new address and directory) that joins the group
     /// through `through` (`--join`), started; its index.
     pub fn add_joiner(&mut self, through: &[String]) -> usize {
+        self.add_joiner_with_env(through, &[])
+    }
+
+    /// Like `add_joiner`, with environment variables `(name, value)` for the new replica.
+    pub fn add_joiner_with_env(&mut self, through: &[String], envs: &[(&str, &str)]) -> usize {
         let index = self.addrs.len();
         self.addrs.push(free_loopback_addr());
         self.election_timeouts_ms.push(ELECTION_TIMEOUTS_MS);
         self.joins.push(Some(through.join(",")));
         self.processes.add_stopped(&format!("master-{}", index + 1), Vec::new());
+        for (name, value) in envs {
+            self.processes.set_env(index, name, value);
+        }
         self.spawn(index);
         index
     }

@@ -2,7 +2,8 @@
 //! taken and finished: the group grows from 3 to 5 members and back to 3 (the leader among the
 //! removed, so it hands off first), a dead member is removed and replaced on a new address, and
 //! a client started with the three original addresses keeps working after all of them left.
-//! Removed masters stop and refuse to serve again; duplicate ids and addresses are refused; the
+//! Removed masters stop and refuse to serve again (one started with `--leave-on-stop` leaves on
+//! SIGTERM and joins anew when started again); duplicate ids and addresses are refused; the
 //! job finishes with every task done and none failed.
 
 use std::collections::BTreeSet;
@@ -259,6 +260,33 @@ async fn a_master_rejoining_on_an_old_log_asks_until_it_is_a_voter() {
     std::fs::rename(&early, &data_dir).expect("put the old copy in its place");
     group.spawn(follower);
     wait_voters(&group, &masters, &[1, 2, 3]).await;
+}
+
+/// `--leave-on-stop` (the masters' StatefulSet's pods beyond the three founders): a joined
+/// member stopped with SIGTERM has the group remove it and exits cleanly, so a scale-down
+/// leaves the three voters it started from (no dead voter, whose absence would make any
+/// further failure cost the quorum); started again on its directory, it clears it and joins
+/// anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_leaves_on_stop_leaves_the_group_and_joins_again() {
+    let mut group = MasterGroup::start(3, &[]);
+    let original = group.addrs.clone();
+    let masters = original.join(",");
+    let four = group.add_joiner_with_env(&original, &[("RAFTRAIN_LEAVE_ON_STOP", "true")]);
+    wait_voters(&group, &masters, &[1, 2, 3, 4]).await;
+
+    tracing::info!("--- SIGTERM: it leaves the group and exits 0");
+    let stopped = group.terminate(four, Duration::from_secs(30));
+    assert!(stopped.is_some_and(|status| status.success()), "{stopped:?}\n{}", group.logs());
+    wait_voters(&group, &masters, &[1, 2, 3]).await;
+    let log = std::fs::read_to_string(group.log_path(four)).unwrap_or_default();
+    assert!(log.contains("left the group (--leave-on-stop)"), "{log}");
+
+    tracing::info!("--- started again on its directory: it clears it and joins anew");
+    group.spawn(four);
+    wait_voters(&group, &masters, &[1, 2, 3, 4]).await;
+    let log = std::fs::read_to_string(group.log_path(four)).unwrap_or_default();
+    assert!(log.contains("clearing its directory to join anew"), "{log}");
 }
 
 /// How often replica `index`'s log says its `--join` found it a voter.
