@@ -368,14 +368,14 @@ class TaskDataset(IterableDataset):
         count = len(ranges)
         # No ask ahead before the batches left are expected to take the loop the ask-ahead time
         # (checked once a task: the check per batch is a comparison).
-        ask_from = self._ask_ahead_s() / self._batch_seconds
+        ask_from = self._ask_ahead_s() / self._batch_seconds if self._batch_seconds > 0 else float(count)
         started = time.monotonic()
         for left, batch in zip(range(count, 0, -1), batches):
             if left <= ask_from:
                 ask_ahead(left, count)
             yield batch, [receipt] if left == 1 else [], receipt, dispatched_at
         # The loop asked for the batch after the task's last: how long a batch takes it, smoothed.
-        took = (time.monotonic() - started) / count
+        took = (time.monotonic() - started) / max(count, 1)
         self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 4
 
     def _ask_ahead(self, registrations: List[Registration], loader: "TaskLoader", left: int, count: int) -> None:
