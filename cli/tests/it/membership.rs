@@ -266,7 +266,7 @@ async fn a_master_rejoining_on_an_old_log_asks_until_it_is_a_voter() {
 /// member stopped with SIGTERM has the group remove it and exits cleanly, so a scale-down
 /// leaves the three voters it started from (no dead voter, whose absence would make any
 /// further failure cost the quorum); started again on its directory, it clears it and joins
-/// anew.
+/// anew; leading when stopped, it hands leadership off first (with a founder dead meanwhile).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_that_leaves_on_stop_leaves_the_group_and_joins_again() {
     let mut group = MasterGroup::start(3, &[]);
@@ -282,11 +282,33 @@ async fn a_member_that_leaves_on_stop_leaves_the_group_and_joins_again() {
     let log = std::fs::read_to_string(group.log_path(four)).unwrap_or_default();
     assert!(log.contains("left the group (--leave-on-stop)"), "{log}");
 
-    tracing::info!("--- started again on its directory: it clears it and joins anew");
+    tracing::info!("--- started again on its directory (favoured in elections): it joins anew");
+    group.favour(four);
     group.spawn(four);
     wait_voters(&group, &masters, &[1, 2, 3, 4]).await;
     let log = std::fs::read_to_string(group.log_path(four)).unwrap_or_default();
     assert!(log.contains("clearing its directory to join anew"), "{log}");
+
+    tracing::info!("--- leading when stopped: it hands leadership off, then leaves");
+    let founder = group.leader_index().await;
+    group.kill(founder);
+    let mut leader = founder;
+    for _ in 0..300 {
+        leader = group.leader_index().await;
+        if leader == four {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(leader, four, "the favoured member leads\n{}", group.logs());
+    let stopped = group.terminate(four, Duration::from_secs(30));
+    assert!(stopped.is_some_and(|status| status.success()), "{stopped:?}\n{}", group.logs());
+    wait_voters(&group, &masters, &[1, 2, 3]).await;
+    let log = std::fs::read_to_string(group.log_path(four)).unwrap_or_default();
+    assert!(log.contains("handed leadership off"), "{log}");
+    assert_eq!(log.matches("left the group (--leave-on-stop)").count(), 2, "{log}");
+    group.spawn(founder);
+    wait_voters(&group, &masters, &[1, 2, 3]).await;
 }
 
 /// How often replica `index`'s log says its `--join` found it a voter.
