@@ -63,20 +63,15 @@ pub(crate) async fn leave(
     }
 }
 
-/// With `--leave-on-stop`: a directory whose master left or was removed is cleared, so that
-/// this master joins anew (its old log and votes belong to a member the group forgot).
-pub(crate) fn clear_if_left(data_dir: &Path) -> anyhow::Result<()> {
-    let marker = data_dir.join(REMOVED_FILE);
-    let why = match std::fs::read_to_string(&marker) {
-        Ok(why) => why,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => return Err(error).with_context(|| format!("read {}", marker.display())),
-    };
+/// With `--leave-on-stop`: clears the directory of a master that left or was removed (`why`),
+/// so that this master joins anew (its old log and votes belong to a member the group forgot).
+pub(crate) fn clear(data_dir: &Path, why: &str) -> anyhow::Result<()> {
     tracing::info!(
-        reason = why.trim(),
+        reason = why,
         dir = %data_dir.display(),
         "this master is no longer a member; clearing its directory to join anew"
     );
+    let marker = data_dir.join(REMOVED_FILE);
     let entries =
         std::fs::read_dir(data_dir).with_context(|| format!("list {}", data_dir.display()))?;
     // The marker last: a crash midway leaves a directory that is still cleared next time.

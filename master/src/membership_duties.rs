@@ -33,28 +33,24 @@ const JOIN_RETRY_MS: u64 = 1_000;
 /// milliseconds; a joint configuration seen at two looks in a row was abandoned.
 const HALF_DONE_LOOK_MS: u64 = 2_000;
 
-/// Readies the data directory before the node opens it: with --leave-on-stop, one whose master
-/// left or was removed is cleared (it joins anew); otherwise such a directory is refused.
+/// Readies the data directory before the node opens it: one whose master left or was removed
+/// (`REMOVED` in it) is cleared with --leave-on-stop (it joins anew), refused otherwise.
 pub(crate) fn check_directory(config: &MasterConfig) -> anyhow::Result<()> {
+    let marker = config.data_dir.join(REMOVED_FILE);
+    let why = match std::fs::read_to_string(&marker) {
+        Ok(why) => why,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error).with_context(|| format!("read {}", marker.display())),
+    };
     if config.leave_on_stop {
-        crate::leaving::clear_if_left(&config.data_dir)?;
+        return crate::leaving::clear(&config.data_dir, why.trim());
     }
-    refuse_if_removed(&config.data_dir)
-}
-
-/// Refuses to start on a data directory whose master was removed from its group.
-fn refuse_if_removed(data_dir: &Path) -> anyhow::Result<()> {
-    let marker = data_dir.join(REMOVED_FILE);
-    match std::fs::read_to_string(&marker) {
-        Ok(why) => anyhow::bail!(
-            "{}: this master was removed from its group ({}); it does not serve again from this \
-             directory: add it anew with an empty --data-dir (`--join`)",
-            marker.display(),
-            why.trim()
-        ),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(error) => Err(error).with_context(|| format!("read {}", marker.display())),
-    }
+    anyhow::bail!(
+        "{}: this master was removed from its group ({}); it does not serve again from this \
+         directory: add it anew with an empty --data-dir (`--join`)",
+        marker.display(),
+        why.trim()
+    )
 }
 
 /// Starts this master's membership duties: asking to join (with `--join`), and finishing

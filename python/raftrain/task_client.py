@@ -62,12 +62,7 @@ def _policy(policy: dict) -> dict:
 
 def _shuffle_seed(shuffle: bool, seed: int) -> Optional[int]:
     """The wire's shuffle seed: `seed` (an unsigned 64-bit integer) when shuffling, else none."""
-    if not shuffle:
-        return None
-    seed = int(seed)
-    if not 0 <= seed < 1 << 64:
-        raise InvalidArgument(f"seed {seed} is not an unsigned 64-bit integer")
-    return seed
+    return _count("seed", seed) if shuffle else None
 
 
 #: The most finished tasks one `TaskClient.step` reports with its ask (the masters' bound).
