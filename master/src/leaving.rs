@@ -12,6 +12,7 @@ use anyhow::Context as _;
 use client::{ClientOptions, MasterClient, MemberChange};
 use consensus::ConsensusNode;
 use platform::security::Security;
+use storage::durable_file::write_durably;
 
 use crate::membership_duties::REMOVED_FILE;
 use crate::replicated_state::ReplicatedState;
@@ -51,7 +52,7 @@ pub(crate) async fn leave(
         anyhow::Ok(())
     };
     match tokio::time::timeout(deadline, removal).await {
-        Ok(Ok(())) => match std::fs::write(data_dir.join(REMOVED_FILE), LEFT_REASON) {
+        Ok(Ok(())) => match write_durably(data_dir, REMOVED_FILE, LEFT_REASON.as_bytes()) {
             Ok(()) => tracing::info!("left the group (--leave-on-stop)"),
             Err(error) => tracing::warn!(%error, "left the group; marking the directory failed"),
         },

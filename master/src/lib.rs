@@ -10,6 +10,7 @@ mod config;
 mod dashboard;
 mod dataset_scan;
 mod health;
+mod join_record;
 mod leader;
 mod leader_clock;
 mod leaving;

@@ -7,12 +7,16 @@
 //! master and was set by a later entry than the last membership this master applied (committed,
 //! never undone) that listed it means it was removed. (Not the terms: a removed voter hears no leader and campaigns, so
 //! its term passes the group's.) It then writes `REMOVED` in its data directory, stops, and refuses
-//! to start on that directory again. A leader also finishes a membership change it finds left
+//! to start on that directory again. A `--join` master also notes the first committed
+//! membership that listed it (`join_record.rs`): a later one that leaves it out removed it, so
+//! it never asks to be added again once removed, even by a removal made while it still asked
+//! or while it was down. A leader also finishes a membership change it finds left
 //! half done (a joint configuration that outlived its change: the leader that proposed it died
 //! between its two commits, or its caller gave up).
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -21,6 +25,7 @@ use consensus::ConsensusNode;
 use platform::security::Security;
 
 use crate::config::MasterConfig;
+use crate::join_record::{JoinRecord, Standing};
 use crate::replicated_state::ReplicatedState;
 
 /// The file a removed master leaves in its data directory.
@@ -62,82 +67,105 @@ pub(crate) fn start(
     config: &MasterConfig,
     security: &Security,
 ) -> anyhow::Result<impl std::future::Future<Output = String>> {
+    let record = Arc::new(JoinRecord::open(&config.data_dir)?);
     let join = match &config.join {
         Some(join) => Some((join.clone(), config.advertised()?, security.clone())),
         None => None,
     };
     let joining = {
-        let node = node.clone();
+        let (node, record, data_dir) = (node.clone(), record.clone(), config.data_dir.clone());
         async move {
             if let Some((join, advertised, security)) = join {
-                join_group(node, join, advertised, security).await;
+                let asked = Joiner { node, record, join, advertise: advertised, security };
+                if let Some(why) = asked.join_group().await {
+                    return removed_because(&data_dir, why);
+                }
             }
-            std::future::pending::<Infallible>().await
+            std::future::pending::<String>().await
         }
     };
     let (node, data_dir) = (node.clone(), config.data_dir.clone());
     Ok(async move {
         tokio::select! {
-            why = removed(node.clone(), data_dir) => why,
+            why = removed(node.clone(), record, data_dir) => why,
             never = finish_half_done_changes(node) => match never {},
-            never = joining => match never {},
+            why = joining => why,
         }
     })
 }
 
-/// Asks the group to add this master and promote it, until the leader lists it a voter of a
-/// whole membership (no change half done); while a change is under way it waits for its end
-/// and asks nothing. Never returns an error: it logs each failed attempt
-/// and tries again. The leader's list decides, not this master's own log: a joiner killed
-/// during its catch-up restarts on the start of the group's log, where its id may be a
-/// founding voter (a member removed and joining again under its id), and trusting that it
-/// asked nothing and stayed a learner for good (the fault harness's membership nemesis found
-/// it, killing a learner during its catch-up).
-async fn join_group(
+/// A `--join` master's asking: its node, its admission record, the masters to ask, and the
+/// address it is reached at.
+struct Joiner {
     node: ConsensusNode<ReplicatedState>,
+    record: Arc<JoinRecord>,
     join: Vec<String>,
     advertise: String,
     security: Security,
-) {
-    let id = node.id();
-    let options = ClientOptions {
-        call_deadline: Some(Duration::from_secs(30)),
-        security,
-        ..ClientOptions::default()
-    };
-    let client = match MasterClient::new(&join, options) {
-        Ok(client) => client,
-        Err(error) => {
-            tracing::error!(%error, "--join names masters no client can reach");
-            return;
-        }
-    };
-    let changes = [MemberChange::Add { id, addr: advertise }, MemberChange::Promote { id }];
-    loop {
-        if let Ok(members) = client.members().await {
-            let voter = members.members.iter().any(|member| member.id == id && member.voter);
-            if members.joint {
-                // A change is under way (its own promotion, or a removal of this master that
-                // an operator asked for): its outcome decides, not a change made across it.
+}
+
+impl Joiner {
+    /// Asks the group to add this master and promote it, until the leader lists it a voter of
+    /// a whole membership (no change half done); while a change is under way it waits for its
+    /// end and asks nothing. The leader's list decides, not this master's own log: a joiner
+    /// killed during its catch-up restarts on the start of the group's log, where its id may
+    /// be a founding voter (the fault harness's membership nemesis found such a learner asking
+    /// nothing and staying a learner). Once a leader listed this directory's master
+    /// ([`JoinRecord`]), a membership that leaves it out removed it: it asks nothing more and
+    /// answers why (an operator's removal is never undone by a join still asking). Logs each
+    /// failed attempt and tries again.
+    async fn join_group(self) -> Option<String> {
+        let id = self.node.id();
+        let options = ClientOptions {
+            call_deadline: Some(Duration::from_secs(30)),
+            security: self.security.clone(),
+            ..ClientOptions::default()
+        };
+        let client = match MasterClient::new(&self.join, options) {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::error!(%error, "--join names masters no client can reach");
+                return None;
+            }
+        };
+        loop {
+            let standing = match client.members().await {
+                Ok(members) if members.joint => {
+                    // A change is under way (its own promotion, or a removal of this master
+                    // that an operator asked for): its outcome decides.
+                    tokio::time::sleep(Duration::from_millis(JOIN_RETRY_MS)).await;
+                    continue;
+                }
+                Ok(members) => Some(self.record.standing(&members, id)),
+                Err(_) => None,
+            };
+            let changes = match standing {
+                Some(Standing::Voter) => {
+                    tracing::info!("a voter of the group");
+                    return None;
+                }
+                Some(Standing::Removed(why)) => return Some(why),
+                Some(Standing::Learner) => vec![MemberChange::Promote { id }],
+                Some(Standing::Absent) | None => vec![
+                    MemberChange::Add { id, addr: self.advertise.clone() },
+                    MemberChange::Promote { id },
+                ],
+            };
+            if let Err(error) = self.ask(&client, &changes).await {
+                tracing::warn!(%error, "asking to join the group failed; trying again");
                 tokio::time::sleep(Duration::from_millis(JOIN_RETRY_MS)).await;
-                continue;
-            }
-            if voter {
-                tracing::info!("a voter of the group");
-                return;
             }
         }
-        let mut failed = None;
-        for change in &changes {
-            if let Err(error) = client.change_member(change).await {
-                failed = Some(error);
-                break;
-            }
+    }
+
+    /// Asks for `changes` in order, noting the first committed membership that lists this
+    /// master (a change is answered once the membership it made is applied).
+    async fn ask(&self, client: &MasterClient, changes: &[MemberChange]) -> anyhow::Result<()> {
+        for change in changes {
+            let members = client.change_member(change).await?;
+            self.record.note_committed(&members, self.node.id())?;
         }
-        if let Some(error) = failed {
-            tracing::warn!(%error, "asking to join the group failed; trying again");
-            tokio::time::sleep(Duration::from_millis(JOIN_RETRY_MS)).await;
-        }
+        Ok(())
     }
 }
 
@@ -162,13 +190,18 @@ async fn finish_half_done_changes(node: ConsensusNode<ReplicatedState>) -> Infal
 /// why, for the exit message. Only a leader's view decides: a leader whose membership, set by a
 /// later entry than the last applied membership that listed this master (noted as each is
 /// applied: a master restarted on a log that ends in its own removal still finds the one before
-/// it), leaves it out. Asked every 2 s, the first time 2 s after start, so a master started
-/// with `--join` on an old directory is added again first.
-async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> String {
+/// it), or than the first committed membership that listed this `--join` master
+/// ([`JoinRecord`]), leaves it out. Asked every 2 s, the first time 2 s after start.
+async fn removed(
+    node: ConsensusNode<ReplicatedState>,
+    record: Arc<JoinRecord>,
+    data_dir: PathBuf,
+) -> String {
     let probe = node.grpc_member_levels();
     loop {
         tokio::time::sleep(Duration::from_millis(REMOVAL_ASK_EVERY_MS)).await;
-        let Some(own_index) = node.last_listed().filter(|_| !node.is_leader()) else { continue };
+        let listed = node.last_listed().max(record.listed_at());
+        let Some(own_index) = listed.filter(|_| !node.is_leader()) else { continue };
         for (id, addr) in others(&node) {
             let Ok(info) = probe.cluster_info(id, &addr).await else { continue };
             if info.leader_id != info.node_id || info.node_id == 0 {
@@ -191,7 +224,8 @@ async fn removed(node: ConsensusNode<ReplicatedState>, data_dir: PathBuf) -> Str
 
 /// Leaves the `REMOVED` marker saying `why`; `why` again, for the exit message.
 fn removed_because(data_dir: &Path, why: String) -> String {
-    if let Err(error) = std::fs::write(data_dir.join(REMOVED_FILE), &why) {
+    if let Err(error) = storage::durable_file::write_durably(data_dir, REMOVED_FILE, why.as_bytes())
+    {
         tracing::error!(%error, "cannot write the REMOVED marker");
     }
     why

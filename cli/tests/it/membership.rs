@@ -216,12 +216,14 @@ async fn joins_complete_through_a_killed_leader_and_a_killed_learner() {
     assert_eq!(count(&finished) as u64, TASKS);
 }
 
-/// A master whose own log says it is a voter (as a joiner killed during its catch-up restarts
-/// on the start of the group's log, where its id was a founding voter) is not one for that:
-/// started with `--join` it asks the group until the leader lists it a voter. It used to trust
-/// its own log, ask nothing and stay out of the group (a learner for good, when it had been
-/// added before its restart): the fault harness's membership nemesis found it. Here the log is
-/// an old copy of its directory, from before it was removed.
+/// A `--join` master keeps the first committed membership that listed it (`JOINED`): started
+/// on a copy of its directory from before its removal, it stops as removed instead of asking
+/// to be added again (a removal is never undone by a join). A directory without that record
+/// (an older build's) whose own log says it is a voter (as a joiner killed during its
+/// catch-up restarts on the start of the group's log, where its id was a founding voter) is
+/// not one for that: it asks the group until the leader lists it a voter. It used to trust its
+/// own log, ask nothing and stay out of the group: the fault harness's membership nemesis found
+/// it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_rejoining_on_an_old_log_asks_until_it_is_a_voter() {
     let mut group = MasterGroup::start(3, &[]);
@@ -246,20 +248,37 @@ async fn a_master_rejoining_on_an_old_log_asks_until_it_is_a_voter() {
     assert!(stopped.is_some(), "{}", group.logs());
     let early = group.dir.path().join("early-copy");
     copy_dir(&data_dir, &early);
+    assert!(early.join("JOINED").is_file(), "the joined master keeps its record");
     let joined_before = joined_count(&group, follower);
     group.spawn(follower);
     wait_voters(&group, &masters, &[1, 2, 3]).await;
-    // Its `--join` asks until a leader lists it a voter: removed while it still asks, it would
-    // ask to be added again.
     wait_joined(&group, follower, joined_before).await;
 
-    tracing::info!("--- remove it again, then start it on the old copy: it asks, and votes again");
+    tracing::info!("--- remove it again, then start it on the old copy: it stops as removed");
     raftrain_ok(&["member", "remove", &id, "--masters", &masters], b"");
     assert_stops_removed(&mut group, follower);
+    let removals = removed_count(&group, follower);
     std::fs::remove_dir_all(&data_dir).expect("remove the removed master's directory");
+    copy_dir(&early, &data_dir);
+    group.spawn(follower);
+    assert_stops_removed(&mut group, follower);
+    assert_eq!(removed_count(&group, follower), removals + 1, "{}", group.logs());
+    let why = std::fs::read_to_string(data_dir.join("REMOVED")).expect("the REMOVED marker");
+    assert!(why.contains("listed this master"), "{why}");
+    assert_eq!(voters(&members(&masters)).len(), 2);
+
+    tracing::info!("--- the old copy without its record (an older build's): it asks, and votes");
+    std::fs::remove_dir_all(&data_dir).expect("remove the removed master's directory");
+    std::fs::remove_file(early.join("JOINED")).expect("drop the record");
     std::fs::rename(&early, &data_dir).expect("put the old copy in its place");
     group.spawn(follower);
     wait_voters(&group, &masters, &[1, 2, 3]).await;
+}
+
+/// How often replica `index`'s log says it stopped as removed.
+fn removed_count(group: &MasterGroup, index: usize) -> usize {
+    let log = std::fs::read_to_string(group.log_path(index)).unwrap_or_default();
+    log.matches("exiting reason=this master was removed from the group").count()
 }
 
 /// `--leave-on-stop` (the masters' StatefulSet's pods beyond the three founders): a joined
