@@ -53,7 +53,7 @@ pub(crate) async fn leave(
     };
     match tokio::time::timeout(deadline, removal).await {
         Ok(Ok(())) => match write_durably(data_dir, REMOVED_FILE, LEFT_REASON.as_bytes()) {
-            Ok(()) => tracing::info!("left the group (--leave-on-stop)"),
+            Ok(_) => tracing::info!("left the group (--leave-on-stop)"),
             Err(error) => tracing::warn!(%error, "left the group; marking the directory failed"),
         },
         Ok(Err(error)) => tracing::warn!(%error, "could not leave the group; it stops a member"),
