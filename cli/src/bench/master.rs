@@ -5,7 +5,7 @@
 //! beside a planned restart (SIGTERM, which hands leadership off).
 
 use super::etcd::{EtcdAnchorArgs, EtcdGroup};
-use super::master_load::{drive, run_trainer, time_to_first_task, Trainer};
+use super::master_load::{catch_up, drive, run_trainer, time_to_first_task, Trainer};
 use super::table::Table;
 use crate::process_group::{free_loopback_addrs, percentile_ms, resident_bytes, ProcessGroup};
 use anyhow::Context as _;
@@ -341,6 +341,7 @@ async fn take_leader_down(
     take_down: TakeDown,
 ) -> anyhow::Result<Duration> {
     let leader = wait_for_leader(masters).await?;
+    catch_up(probe).await?;
     let signalled_at = Instant::now();
     match take_down {
         TakeDown::Kill => masters.group.kill(leader),

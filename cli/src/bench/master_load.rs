@@ -95,6 +95,24 @@ pub(crate) async fn run_trainer(
     Ok(report)
 }
 
+/// Steps `probe` until it walks a task: its pass is then the job's current one. A probe left
+/// idle while the other trainers finished passes would spend its first GetTask after a
+/// take-down learning that its pass is over (a round trip that measures the probe's idleness,
+/// not the failover), as a trainer at work never does.
+pub(crate) async fn catch_up(probe: &mut Trainer) -> anyhow::Result<()> {
+    let mut report = LoadReport::default();
+    for _ in 0..CATCH_UP_STEPS_MAX {
+        if probe.step(&mut report).await?.is_some() {
+            return Ok(());
+        }
+    }
+    anyhow::bail!("the probe walked no task in {CATCH_UP_STEPS_MAX} steps")
+}
+
+/// Steps a probe may take to reach a task before a take-down (passes over, tasks held by
+/// other trainers at a pass's end).
+const CATCH_UP_STEPS_MAX: usize = 10_000;
+
 /// Time until a GetTask succeeds again, from `killed_at`.
 pub(crate) async fn time_to_first_task(
     probe: &mut Trainer,
