@@ -1,6 +1,7 @@
 //! Integration tests for the `raftrain` binary, run as real processes the way a user runs them.
 
 mod bench_consensus;
+mod bench_master;
 mod bench_pserver;
 mod broken_mount;
 mod careless_input;
