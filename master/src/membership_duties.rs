@@ -110,10 +110,10 @@ impl Joiner {
     /// end and asks nothing. The leader's list decides, not this master's own log: a joiner
     /// killed during its catch-up restarts on the start of the group's log, where its id may
     /// be a founding voter (the fault harness's membership nemesis found such a learner asking
-    /// nothing and staying a learner). Once a leader listed this directory's master
-    /// ([`JoinRecord`]), a membership that leaves it out removed it: it asks nothing more and
-    /// answers why (an operator's removal is never undone by a join still asking). Logs each
-    /// failed attempt and tries again.
+    /// nothing and staying a learner). Once a committed membership listed this directory's
+    /// master ([`JoinRecord`]), a later one that leaves it out removed it: it asks nothing more
+    /// and answers why (an operator's removal is never undone by a join still asking). Logs
+    /// each failed attempt and tries again.
     async fn join_group(self) -> Option<String> {
         let id = self.node.id();
         let options = ClientOptions {
