@@ -5,7 +5,8 @@
 //! waits until the leader lists it a voter again with no change half done. Each fault of a
 //! run follows the next [`Plan`] of a fixed rotation, so a short run sees every twist: a
 //! leader killed (-9) in the middle of the removal or of the promotion, a learner killed
-//! during its catch-up. Every step is recorded under [`MEMBERSHIP_PROCESS`], one after
+//! during its catch-up, a joiner removed again as soon as it is listed (while it may still be
+//! asking to join: it must stop as removed, never be added back). Every step is recorded under [`MEMBERSHIP_PROCESS`], one after
 //! another (never two open at once): `Ok`, `Info` when an answer was lost to a fault, `Fail`
 //! when the group broke a promise (the `membership` checker's finding).
 
@@ -56,6 +57,9 @@ pub enum Twist {
     KillLearner,
     /// kill -9 the leader once the joiner is listed (the promotion under way).
     KillLeaderDuringJoin,
+    /// `member remove` the joiner as soon as it is listed (usually a learner still asking to
+    /// join); once it stopped as removed, wipe it and let it join again.
+    RemoveJoiner,
 }
 
 impl Plan {
@@ -69,17 +73,19 @@ impl Plan {
             (false, Twist::KillLearner) => "learner killed in catch-up",
             (true, Twist::KillLearner) => "the leader leaves, learner killed in catch-up",
             (_, Twist::KillLeaderDuringJoin) => "leader killed mid-promotion",
+            (_, Twist::RemoveJoiner) => "joiner removed while it joins",
         }
     }
 }
 
 /// The rotation of plans, one per fault in order.
-const PLANS: [Plan; 5] = [
+const PLANS: [Plan; 6] = [
     Plan { leader_leaves: false, twist: Twist::None },
     Plan { leader_leaves: true, twist: Twist::None },
     Plan { leader_leaves: false, twist: Twist::KillLeaderDuringRemove },
     Plan { leader_leaves: true, twist: Twist::KillLearner },
     Plan { leader_leaves: false, twist: Twist::KillLeaderDuringJoin },
+    Plan { leader_leaves: false, twist: Twist::RemoveJoiner },
 ];
 
 /// The plan of the next membership fault: the rotation's entry after those already healed.
@@ -146,6 +152,7 @@ pub async fn cycle(
             Twist::KillLeaderDuringJoin => {
                 kill_leader(cluster, rng, history, victim).await?;
             }
+            Twist::RemoveJoiner => remove_joiner(cluster, &client, victim, history, rng).await?,
             Twist::None | Twist::KillLeaderDuringRemove => {}
         }
     }
@@ -285,7 +292,8 @@ async fn wait_listed(
     twist: Twist,
 ) -> Option<bool> {
     let step = Recorded::begin(history, "join", victim);
-    let poll_ms = if twist == Twist::KillLearner { LEARNER_POLL_MS } else { POLL_MS };
+    let fast = matches!(twist, Twist::KillLearner | Twist::RemoveJoiner);
+    let poll_ms = if fast { LEARNER_POLL_MS } else { POLL_MS };
     let deadline = Instant::now() + Duration::from_millis(LISTED_WAIT_MS_MAX);
     while Instant::now() < deadline {
         if let Ok(members) = client.members().await {
@@ -317,6 +325,31 @@ async fn kill_learner(
     cluster.restart_master(victim)?;
     let when = if voter { "already promoted: " } else { "" };
     step.end(OpKind::Ok, format!("{when}killed, restarted after {KILLED_DOWN_MS} ms"));
+    Ok(())
+}
+
+/// Removes the joiner as soon as it is listed, then, once the removal committed and the joiner
+/// stopped as removed (`wait_stopped` records a `Fail` if it kept running: asked to be added
+/// back), wipes it and lets it join again.
+async fn remove_joiner(
+    cluster: &mut Cluster,
+    client: &MasterClient,
+    victim: usize,
+    history: &History,
+    rng: &mut StdRng,
+) -> anyhow::Result<()> {
+    let plan = Plan { leader_leaves: false, twist: Twist::None };
+    remove(cluster, client, victim, plan, history, rng).await?;
+    if !ensure_removed(client, victim, history).await {
+        if !cluster.is_master_running(victim) {
+            cluster.restart_master(victim)?;
+        }
+        return Ok(());
+    }
+    wait_stopped(cluster, victim, history).await;
+    cluster.wipe_to_join(victim)?;
+    cluster.restart_master(victim)?;
+    wait_listed(client, victim, history, Twist::None).await;
     Ok(())
 }
 
