@@ -67,33 +67,9 @@ impl<S: StateMachine> ConsensusNode<S> {
     pub fn members(&self) -> Result<Members, WriteError> {
         self.leader_or_redirect()?;
         let metrics = self.inner.raft.metrics().borrow().clone();
-        let membership = metrics.membership_config.membership();
-        let voters: BTreeSet<u64> = membership.voter_ids().collect();
-        let last = metrics.last_log_index.unwrap_or(0);
-        let replication = metrics.replication.clone().unwrap_or_default();
-        let members = membership
-            .nodes()
-            .map(|(id, node)| {
-                let matched = if *id == metrics.id {
-                    metrics.last_log_index
-                } else {
-                    replication.get(id).copied().flatten().map(|log_id| log_id.index)
-                };
-                let lag = matched.map(|matched| last.saturating_sub(matched));
-                let voter = voters.contains(id);
-                MemberStatus { id: *id, addr: node.addr.clone(), voter, matched, lag }
-            })
-            .collect();
-        Ok(Members {
-            leader_id: metrics.id,
-            term: metrics.current_term,
-            last_log_index: last,
-            membership_index: crate::cluster_info::membership_index(&metrics),
-            joint: membership.get_joint_config().len() > 1,
-            members,
-        })
+        let index = crate::cluster_info::membership_index(&metrics);
+        Ok(members_of(&metrics, metrics.membership_config.membership(), index))
     }
-
     /// The last membership this node applied (committed, so never undone): the index of the
     /// entry that set it and the ids of its members, voters and learners.
     pub fn applied_membership(&self) -> (u64, BTreeSet<u64>) {
@@ -143,8 +119,7 @@ impl<S: StateMachine> ConsensusNode<S> {
             return Err(MembershipError::TooMany { members_max: MEMBERS_MAX });
         }
         let nodes = BTreeMap::from([(id, BasicNode::new(addr))]);
-        self.change(ChangeMembers::AddNodes(nodes)).await?;
-        Ok(self.members()?)
+        self.change(ChangeMembers::AddNodes(nodes)).await
     }
 
     /// Makes learner `id` a voter once it holds the log up to where the leader's was when
@@ -162,8 +137,7 @@ impl<S: StateMachine> ConsensusNode<S> {
         // A voter of a joint configuration is one of its new voters (or of both): adding it
         // again completes the change instead of leaving it half done.
         self.caught_up(id, members.last_log_index, bound).await?;
-        self.change(ChangeMembers::AddVoterIds(BTreeSet::from([id]))).await?;
-        Ok(self.members()?)
+        self.change(ChangeMembers::AddVoterIds(BTreeSet::from([id]))).await
     }
 
     /// Removes member `id`, voter or learner. The last voter cannot be removed. A leader asked
@@ -189,8 +163,7 @@ impl<S: StateMachine> ConsensusNode<S> {
             true => ChangeMembers::RemoveVoters(BTreeSet::from([id])),
             false => ChangeMembers::RemoveNodes(BTreeSet::from([id])),
         };
-        self.change(change).await?;
-        Ok(self.members()?)
+        self.change(change).await
     }
 
     /// `members` once the entry that set them is committed (this leader applied it); until
@@ -263,8 +236,7 @@ impl<S: StateMachine> ConsensusNode<S> {
             });
         }
         tracing::warn!(index, ?new_voters, "finishing a membership change left half done");
-        self.change(ChangeMembers::ReplaceAllVoters(new_voters)).await?;
-        Ok(self.members()?)
+        self.change(ChangeMembers::ReplaceAllVoters(new_voters)).await
     }
 
     /// Waits until member `id` holds the log up to `index`, looking every
@@ -283,15 +255,20 @@ impl<S: StateMachine> ConsensusNode<S> {
         }
     }
 
-    /// One membership change, joint consensus and all, within twice the write timeout.
-    async fn change(&self, change: ChangeMembers<u64, BasicNode>) -> Result<(), MembershipError> {
+    /// One membership change, joint consensus and all, within twice the write timeout: the
+    /// membership it committed (not whatever this leader's is by the time the answer is read,
+    /// which may already hold the next change, uncommitted).
+    async fn change(
+        &self,
+        change: ChangeMembers<u64, BasicNode>,
+    ) -> Result<Members, MembershipError> {
         let timeout_ms = 2 * self.inner.config.write_timeout_ms;
         let changed = self.inner.raft.change_membership(change, false);
         if crate::planted::active("membership-ack-before-commit") {
             // The change is sent to the core at the first poll; the answer does not wait.
             let proposed = tokio::time::timeout(Duration::from_millis(1), changed).await;
             tracing::info!(done = proposed.is_ok(), "membership change answered as proposed");
-            return Ok(());
+            return Ok(self.members()?);
         }
         let result = match tokio::time::timeout(Duration::from_millis(timeout_ms), changed).await {
             Err(_elapsed) => return Err(WriteError::Timeout { timeout_ms }.into()),
@@ -299,8 +276,13 @@ impl<S: StateMachine> ConsensusNode<S> {
         };
         match result {
             Ok(response) => {
-                tracing::info!(index = response.log_id.index, "membership changed");
-                Ok(())
+                let index = response.log_id.index;
+                tracing::info!(index, "membership changed");
+                let metrics = self.inner.raft.metrics().borrow().clone();
+                Ok(match &response.membership {
+                    Some(membership) => members_of(&metrics, membership, index),
+                    None => self.members()?,
+                })
             }
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
                 Err(forward_to_leader(&self.inner.raft, forward).into())
@@ -332,6 +314,39 @@ impl<S: StateMachine> ConsensusNode<S> {
         let leader_id = info.leader_id.filter(|leader| *leader != self.id());
         let leader_addr = info.leader_addr.filter(|_| leader_id.is_some());
         WriteError::ForwardToLeader { leader_id, leader_addr }
+    }
+}
+
+/// `membership`, set by the entry at `membership_index`, with how far each member has the log
+/// as this node's `metrics` say (a leader's).
+fn members_of(
+    metrics: &crate::Metrics,
+    membership: &openraft::Membership<u64, BasicNode>,
+    membership_index: u64,
+) -> Members {
+    let voters: BTreeSet<u64> = membership.voter_ids().collect();
+    let last = metrics.last_log_index.unwrap_or(0);
+    let replication = metrics.replication.clone().unwrap_or_default();
+    let members = membership
+        .nodes()
+        .map(|(id, node)| {
+            let matched = if *id == metrics.id {
+                metrics.last_log_index
+            } else {
+                replication.get(id).copied().flatten().map(|log_id| log_id.index)
+            };
+            let lag = matched.map(|matched| last.saturating_sub(matched));
+            let voter = voters.contains(id);
+            MemberStatus { id: *id, addr: node.addr.clone(), voter, matched, lag }
+        })
+        .collect();
+    Members {
+        leader_id: metrics.id,
+        term: metrics.current_term,
+        last_log_index: last,
+        membership_index,
+        joint: membership.get_joint_config().len() > 1,
+        members,
     }
 }
 
