@@ -240,11 +240,19 @@ impl<S: StateMachine> ConsensusNode<S> {
     }
 
     /// Waits until member `id` holds the log up to `index`, looking every
-    /// [`CATCH_UP_POLL_MS`].
+    /// [`CATCH_UP_POLL_MS`]; a member removed meanwhile (by another change) is no longer
+    /// waited for.
     async fn caught_up(&self, id: u64, index: u64, bound: Duration) -> Result<(), MembershipError> {
         let deadline = tokio::time::Instant::now() + bound;
         loop {
-            let matched = matched(&self.inner.raft.metrics().borrow(), id);
+            let (matched, listed) = {
+                let metrics = self.inner.raft.metrics().borrow().clone();
+                let listed = metrics.membership_config.membership().get_node(&id).is_some();
+                (matched(&metrics, id), listed)
+            };
+            if !listed {
+                return Err(MembershipError::NotMember { id });
+            }
             if matched >= Some(index) {
                 return Ok(());
             }
