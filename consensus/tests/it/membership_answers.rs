@@ -54,3 +54,28 @@ async fn a_retried_change_is_answered_only_once_committed() -> anyhow::Result<()
     }
     cluster.stop_all().await
 }
+
+/// A promotion waits for its learner's catch-up; a learner that another change removes
+/// meanwhile is no longer waited for: the promotion is answered "not a member" at once, so a
+/// joiner asking for it learns of its removal instead of waiting out the bound (it used to
+/// answer only at the bound, not caught up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_of_a_learner_removed_meanwhile_stops_waiting() -> anyhow::Result<()> {
+    crate::init_tracing();
+    let mut cluster = Cluster::start(3, |config| config).await?;
+    let leader = cluster.leader().await?;
+    let node = cluster.node(leader).clone();
+    node.add_learner(9, LEARNER_ADDR).await?;
+
+    tracing::info!("--- the learner never catches up (the router ignores it); it is removed");
+    let promoting = {
+        let node = node.clone();
+        tokio::spawn(async move { node.promote(9, Duration::from_secs(120)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let removed = node.remove_member(9, &cluster.router, Duration::from_secs(10)).await?;
+    assert!(removed.members.iter().all(|member| member.id != 9), "{removed:?}");
+    let promoted = promoting.await?;
+    assert!(matches!(promoted, Err(MembershipError::NotMember { id: 9 })), "{promoted:?}");
+    cluster.stop_all().await
+}
