@@ -135,17 +135,9 @@ pub async fn cycle(
     if !is_whole(&client, victim, history).await {
         return Ok(());
     }
-    remove(cluster, &client, victim, plan, history, rng).await?;
-    if !ensure_removed(&client, victim, history).await {
-        // Still a member: its log is the group's, so it is not wiped; it just runs again.
-        if !cluster.is_master_running(victim) {
-            cluster.restart_master(victim)?;
-        }
+    if !take_out_and_rejoin(cluster, &client, victim, plan, history, rng).await? {
         return Ok(());
     }
-    wait_stopped(cluster, victim, history).await;
-    cluster.wipe_to_join(victim)?;
-    cluster.restart_master(victim)?;
     if let Some(voter) = wait_listed(&client, victim, history, plan.twist).await {
         match plan.twist {
             Twist::KillLearner => kill_learner(cluster, victim, voter, history).await?,
@@ -339,18 +331,34 @@ async fn remove_joiner(
     rng: &mut StdRng,
 ) -> anyhow::Result<()> {
     let plan = Plan { leader_leaves: false, twist: Twist::None };
+    if take_out_and_rejoin(cluster, client, victim, plan, history, rng).await? {
+        wait_listed(client, victim, history, Twist::None).await;
+    }
+    Ok(())
+}
+
+/// Removes `victim` as `plan` says, waits for it to stop as removed, wipes it and starts it
+/// again with `--join`; whether it was (false: the removal never committed, and the master,
+/// still a member with the group's log, just runs again unwiped).
+async fn take_out_and_rejoin(
+    cluster: &mut Cluster,
+    client: &MasterClient,
+    victim: usize,
+    plan: Plan,
+    history: &History,
+    rng: &mut StdRng,
+) -> anyhow::Result<bool> {
     remove(cluster, client, victim, plan, history, rng).await?;
     if !ensure_removed(client, victim, history).await {
         if !cluster.is_master_running(victim) {
             cluster.restart_master(victim)?;
         }
-        return Ok(());
+        return Ok(false);
     }
     wait_stopped(cluster, victim, history).await;
     cluster.wipe_to_join(victim)?;
     cluster.restart_master(victim)?;
-    wait_listed(client, victim, history, Twist::None).await;
-    Ok(())
+    Ok(true)
 }
 
 /// kill -9 the leader (after a drawn delay), start it again after [`KILLED_DOWN_MS`].
