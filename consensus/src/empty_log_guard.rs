@@ -11,8 +11,11 @@
 //! from one that lost its disk, so it treats both alike: it grants a vote only to a candidate
 //! whose log holds at most the group's initial membership (index 0: the group's first
 //! election, when every member is new), and once a leader's AppendEntries left its log
-//! reaching that leader's commit index (everything it could have acknowledged before is then
-//! back on its disk), or once it was elected itself (a majority found its log up to date, and
+//! reaching a commit index that leader announced since this node opened, an entry of the
+//! leader's own term (everything committed before that entry, everything it could have
+//! acknowledged before among it, is then back on its disk; a follower that lags behind every
+//! newest commit, as one does under a steady load, reaches the first such one soon), or once it
+//! was elected itself (a majority found its log up to date, and
 //! a majority holds every committed entry), it votes as any member does. A node that had a
 //! vote on its disk is never held back.
 //!
@@ -22,7 +25,7 @@
 //! come back if that term's candidate had never reached the leader, which then still leads.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use openraft::ServerState;
 use tokio::sync::watch;
@@ -37,6 +40,9 @@ use crate::{Metrics, TypeConfig};
 #[derive(Debug)]
 pub(crate) struct EmptyLogGuard {
     holding: AtomicBool,
+    /// The first commit index of its own term the leader of the highest term seen announced
+    /// (that term, that index): the log reaching it is caught up.
+    target: Mutex<Option<(u64, u64)>>,
 }
 
 impl EmptyLogGuard {
@@ -48,7 +54,7 @@ impl EmptyLogGuard {
                  election until a leader has brought its log up to date"
             );
         }
-        Self { holding: AtomicBool::new(!had_vote) }
+        Self { holding: AtomicBool::new(!had_vote), target: Mutex::new(None) }
     }
 
     /// Refuses a vote for a candidate whose log goes past the group's initial membership
@@ -69,12 +75,28 @@ impl EmptyLogGuard {
         })
     }
 
-    /// Whether `request`, applied whole, leaves the receiver's log reaching the sender's
-    /// commit index (taken before the request goes to openraft, which consumes it).
-    pub(crate) fn reaches_commit(request: &AppendEntriesRequest<TypeConfig>) -> bool {
+    /// Whether `request`, applied whole, leaves the receiver's log reaching the catch-up
+    /// target: the first commit index of the sender's own term it announced (taken before the
+    /// request goes to openraft, which consumes it). A commit of an earlier term (a leader's
+    /// before its first commit) sets no target: the entries after it may hold commits of the
+    /// term before.
+    pub(crate) fn reaches_commit(&self, request: &AppendEntriesRequest<TypeConfig>) -> bool {
+        let term = request.vote.leader_id().term;
+        let own_commit = request.leader_commit.filter(|id| id.leader_id.term == term);
+        let target = {
+            let mut target = self.target.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Some(commit) = own_commit {
+                if target.is_none_or(|(seen, _)| term > seen) {
+                    *target = Some((term, commit.index));
+                }
+            }
+            *target
+        };
         let reached = request.entries.last().map(|entry| entry.log_id).or(request.prev_log_id);
-        let committed = request.leader_commit.map_or(0, |id| id.index);
-        reached.is_some_and(|id| id.index >= committed)
+        match (reached, target) {
+            (Some(reached), Some((_, index))) => reached.index >= index,
+            _ => false,
+        }
     }
 
     /// Stops holding back once a leader's AppendEntries that `reaches_commit` succeeded.

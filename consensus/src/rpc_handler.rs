@@ -61,7 +61,7 @@ impl RpcHandler {
         request: AppendEntriesRequest<TypeConfig>,
     ) -> Result<AppendEntriesResponse<u64>, RaftError<u64>> {
         rpc_bounds::check_append(self.own_term(), &request).map_err(refused)?;
-        let reaches_commit = EmptyLogGuard::reaches_commit(&request);
+        let reaches_commit = self.empty_log.reaches_commit(&request);
         let result = self.raft.append_entries(request).await;
         self.step_up.after_append(&result);
         self.empty_log.after_append(reaches_commit, &result);
