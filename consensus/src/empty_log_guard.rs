@@ -81,6 +81,9 @@ impl EmptyLogGuard {
     /// before its first commit) sets no target: the entries after it may hold commits of the
     /// term before.
     pub(crate) fn reaches_commit(&self, request: &AppendEntriesRequest<TypeConfig>) -> bool {
+        if !self.holding.load(Ordering::Acquire) {
+            return false; // Nothing to lift: no lock on a caught-up follower's every append.
+        }
         let term = request.vote.leader_id().term;
         let own_commit = request.leader_commit.filter(|id| id.leader_id.term == term);
         let target = {

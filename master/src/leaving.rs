@@ -12,7 +12,6 @@ use anyhow::Context as _;
 use client::{ClientOptions, MasterClient, MemberChange};
 use consensus::ConsensusNode;
 use platform::security::Security;
-use storage::durable_file::write_durably;
 
 use crate::membership_duties::REMOVED_FILE;
 use crate::replicated_state::ReplicatedState;
@@ -52,8 +51,8 @@ pub(crate) async fn leave(
         anyhow::Ok(())
     };
     match tokio::time::timeout(deadline, removal).await {
-        Ok(Ok(())) => match write_durably(data_dir, REMOVED_FILE, LEFT_REASON.as_bytes()) {
-            Ok(_) => tracing::info!("left the group (--leave-on-stop)"),
+        Ok(Ok(())) => match crate::membership_duties::mark_removed(data_dir, LEFT_REASON) {
+            Ok(()) => tracing::info!("left the group (--leave-on-stop)"),
             Err(error) => tracing::warn!(%error, "left the group; marking the directory failed"),
         },
         Ok(Err(error)) => tracing::warn!(%error, "could not leave the group; it stops a member"),

@@ -224,11 +224,16 @@ async fn removed(
 
 /// Leaves the `REMOVED` marker saying `why`; `why` again, for the exit message.
 fn removed_because(data_dir: &Path, why: String) -> String {
-    if let Err(error) = storage::durable_file::write_durably(data_dir, REMOVED_FILE, why.as_bytes())
-    {
+    if let Err(error) = mark_removed(data_dir, &why) {
         tracing::error!(%error, "cannot write the REMOVED marker");
     }
     why
+}
+
+/// Writes the `REMOVED` marker saying `why`, durably: the one way a directory is marked, by a
+/// removed master and by one that left (`leaving.rs`).
+pub(crate) fn mark_removed(data_dir: &Path, why: &str) -> std::io::Result<()> {
+    storage::durable_file::write_durably(data_dir, REMOVED_FILE, why.as_bytes()).map(|_| ())
 }
 
 /// The other members this master's membership lists, to ask.
