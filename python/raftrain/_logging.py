@@ -17,6 +17,7 @@ WAIT_S = 1.0
 
 
 def _forward() -> None:
+    _native.run_as_background()
     while True:
         record = _native.next_log(WAIT_S)
         if record is not None:

@@ -1,23 +1,22 @@
 """What `raftrain.torch` sends to and asks of the masters off the training thread: a loader's
 finish and progress reports (`Reports`, in order from a thread of their own) and one
-registration's asks (`Registration`, one of which may be asked ahead on a thread while another
-registration's task is consumed). Imports no PyTorch."""
+registration's asks (`Registration`, one of which may be asked ahead in the background while
+another registration's task is consumed). Imports no PyTorch."""
 
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import itertools
-import queue
 import threading
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from .task_client import FINISHED_PER_STEP_MAX, StepKind, TaskClient
+from . import _native
+from .task_client import FINISHED_PER_STEP_MAX, PendingStep, StepKind, TaskClient
 
 Receipt = Tuple[int, int]
 
-#: The longest a report or an ask ahead waits for the reports queued before it to be answered:
+#: The longest `Reports.landed` waits for the reports queued before it to be answered:
 #: a report is one call of at most the client's deadline (60 s by default), so this only ends
 #: a wait on a reporting thread that can no longer answer.
 REPORTS_WAIT_S_MAX = 300.0
@@ -72,7 +71,9 @@ class Reports:
         self._changed = threading.Condition(lock)
         self._due_changed = threading.Condition(lock)
         # Whether the sending thread waits for a report to be queued (rather than for one's
-        # hold to run out: a finish queued meanwhile is due later than that).
+        # hold to run out: a finish queued meanwhile is due later than that). With a hold, an
+        # idle thread looks again every `hold_s` instead, so a held finish wakes no thread (it
+        # goes at most two holds after it was queued, unless an ask carries it first).
         self._sender_idle = False
         threading.Thread(target=self._send, name="raftrain-reports", daemon=True).start()
 
@@ -84,7 +85,8 @@ class Reports:
             if kind == "progress":
                 # A task's deadline is near: nothing queued before its report waits a hold.
                 self._make_urgent(self._queued)
-            if kind == "progress" or self._sender_idle:
+            # A held finish wakes no thread: the idle sender looks every hold anyway.
+            if kind == "progress" or (self._sender_idle and not self._hold_s):
                 self._due_changed.notify()
             self._waiting.append((self._queued, kind, receipt, time.monotonic()))
             self._queued += 1
@@ -116,6 +118,18 @@ class Reports:
             while self._unsent_before(target) and time.monotonic() < deadline:
                 self._changed.wait(deadline - time.monotonic())
             return self._settled
+
+    def in_the_way(self, queued: int) -> bool:
+        """Whether one of the first `queued` reports is one an ask cannot carry yet: being
+        sent by the thread, or a progress report waiting (an ask carries only finishes; those
+        waiting are then sent at once, held or not)."""
+        with self._changed:
+            if self._sending is not None and self._sending < queued:
+                return True
+            if any(number < queued and kind == "progress" for number, kind, _receipt, _at in self._waiting):
+                self._make_urgent(queued)
+                return True
+            return False
 
     def claim(self) -> List[Receipt]:
         """Takes the finishes not sent yet (at most `FINISHED_PER_STEP_MAX`), in order, for an
@@ -167,12 +181,13 @@ class Reports:
         return max(0.0, queued_at + self._hold_s - time.monotonic())
 
     def _send(self) -> None:
+        _native.run_as_background()
         while True:
             with self._changed:
                 due_in = self._due_in()
                 while due_in is None or due_in > 0:
                     self._sender_idle = due_in is None
-                    self._due_changed.wait(due_in)
+                    self._due_changed.wait(due_in if due_in is not None else (self._hold_s or None))
                     due_in = self._due_in()
                 self._sender_idle = False
                 self._sending, kind, receipt, _at = self._waiting.popleft()
@@ -196,17 +211,19 @@ class Reports:
 class Registration:
     """One registration of a worker, and the task it last handed out (held until reported: the
     master answers a trainer that holds a task with that task). Its next step may be asked
-    ahead on a thread of its own (`ask_ahead`, a daemon thread kept for its asks) while another registration's task is consumed,
-    so that a task hand-off does not wait for the master; an answer asked ahead and not used
-    costs nothing: a task it handed out is answered again by the next ask.
+    ahead (`ask_ahead`, started in the background by `TaskClient.step_ahead`: no Python thread
+    waits for it) while another registration's task is consumed, so that a task hand-off does
+    not wait for the master; an answer asked ahead and not used costs nothing: a task it handed
+    out is answered again by the next ask.
 
     Answers asked ahead are taken first, in the order asked (`ask_order`): the master hands a
     pass's tasks out in the order of the asks, so a shuffled pass comes to the loop in its
     seeded order.
 
     `reported_upto` is how many reports the loader had queued once this registration's task
-    was consumed (its finish among them; `None` while it is not): an ask ahead waits for those
-    to be answered, or the master would answer that task again.
+    was consumed (its finish among them; `None` while it is not): an ask ahead waits until none
+    of those is still to be sent by the reporting thread, or the master would answer that task
+    again.
 
     `asked_since` is when this registration first asked after it took its last task: no task
     it takes next was dispatched before then, so a task's deadline (a timeout from its dispatch)
@@ -218,9 +235,7 @@ class Registration:
         self.client = client
         self.held: Optional[Receipt] = None
         self.asked_since: Optional[float] = None
-        self._ahead: Optional[Tuple[concurrent.futures.Future, int]] = None
-        # The thread that asks ahead for it (made on its first ask ahead).
-        self._asker: Optional[_Asker] = None
+        self._ahead: Optional[_Ahead] = None
         # When this registration last took a task, in the order of asks (-1: never).
         self._taken = -1
         self.reported_upto: Optional[int] = None
@@ -231,7 +246,7 @@ class Registration:
         whose task is not is answered that task again, a write for nothing)."""
         if self._ahead is None:
             return (False, -self._taken)
-        return (True, -self._ahead[1])
+        return (True, -self._ahead.order)
 
     def taken(self) -> int:
         """When this registration last took a task, in the order of asks (-1: never)."""
@@ -244,18 +259,25 @@ class Registration:
         self.reported_upto = None
         self._taken = next(Registration._asks)
 
-    def ask_ahead(self, landed: Optional[Callable[[], int]] = None, reports: Optional[Reports] = None) -> None:
-        """Asks for the next step on this registration's asking thread, unless an ask is
-        already under way; `landed` (given) runs on that thread first: it waits for this
-        registration's last report. The ask carries the finishes `reports` (given) has not sent
-        yet."""
+    def ask_ahead(self, reports: Optional[Reports] = None, upto: Optional[int] = None) -> bool:
+        """Starts this registration's next step in the background, unless one is under way,
+        carrying the finishes `reports` (given) has not sent yet. Not while one of the first
+        `upto` reports (its last task's finish may be among them: the master would answer that
+        task again) is in the way (`Reports.in_the_way`): it answers False (ask again later)."""
         if self._ahead is not None:
-            return
+            return True
+        if reports is not None and upto is not None and reports.in_the_way(upto):
+            return False
         self._asking()
-        if self._asker is None:
-            self._asker = _Asker()
-        asked = self._asker.submit(lambda: self._ask(reports, landed))
-        self._ahead = (asked, next(Registration._asks))
+        claimed = reports.claim() if reports is not None else []
+        try:
+            pending = self.client.step_ahead(claimed)
+        except BaseException as error:
+            if claimed:
+                reports.settle(claimed, None, error)
+            raise
+        self._ahead = _Ahead(pending, claimed, reports, next(Registration._asks))
+        return True
 
     def step(self, reports: Optional[Reports] = None):
         """The next step: the one asked ahead, or asked now (carrying the finishes `reports`,
@@ -263,43 +285,46 @@ class Registration:
         if self._ahead is None:
             self._asking()
             return self._ask(reports)
-        asked, _order = self._ahead
-        self._ahead = None
-        step = asked.result()
+        ahead, self._ahead = self._ahead, None
+        step = ahead.answer()
         if self.holds(step):
             # Asked before its last task's report landed: ask again now.
             return self._ask(reports)
         return step
 
+    def settle_ahead(self) -> None:
+        """Waits for the step asked ahead, if any, and hands the answers to the finishes it
+        carries to their `Reports` (a flush waits for them); the step is kept for `step`."""
+        if self._ahead is not None:
+            self._ahead.settle_quietly()
+
     def go_to(self, pass_index: int) -> None:
         """Moves the walk to `pass_index`, after any ask under way (its answer is dropped)."""
-        if self._ahead is not None:
-            concurrent.futures.wait([self._ahead[0]])
-            self._ahead = None
+        self._drop_ahead()
         self.client.go_to(pass_index)
 
     def close(self) -> None:
         """Stops this registration's heartbeats, after any ask under way."""
-        if self._ahead is not None:
-            concurrent.futures.wait([self._ahead[0]])
-            self._ahead = None
+        self._drop_ahead()
         self.client.close()
 
     def holds(self, step) -> bool:
         """Whether `step` is the task this registration already handed out."""
         return step.kind == StepKind.Task and self.held == (step.task.task_id, step.task.dispatch)
 
+    def _drop_ahead(self) -> None:
+        if self._ahead is not None:
+            self._ahead.settle_quietly()
+            self._ahead = None
+
     def _asking(self) -> None:
         if self.asked_since is None:
             self.asked_since = time.monotonic()
 
-    def _ask(self, reports: Optional[Reports], landed: Optional[Callable[[], int]] = None):
-        """One step carrying the finishes `reports` has not sent yet (taken first, so that
-        `landed` waits only for those the reporting thread is sending)."""
+    def _ask(self, reports: Optional[Reports]):
+        """One step now, carrying the finishes `reports` has not sent yet."""
         claimed = reports.claim() if reports is not None else []
         try:
-            if landed is not None:
-                landed()
             step = self.client.step(claimed)
         except BaseException as error:
             if reports is not None and claimed:
@@ -310,24 +335,36 @@ class Registration:
         return step
 
 
-class _Asker:
-    """A daemon thread that runs one registration's asks ahead, one at a time: handed to it,
-    an ask does not wait for a new thread to start (on the training thread), and a process that
-    exits never waits for an ask in flight."""
+class _Ahead:
+    """A step asked ahead: what `TaskClient.step_ahead` returned, the finishes it carries (their
+    answers go to `reports` once, when the step is first answered) and its place in the order
+    of asks."""
 
-    def __init__(self):
-        self._work: "queue.SimpleQueue[Tuple[concurrent.futures.Future, Callable[[], object]]]" = queue.SimpleQueue()
-        threading.Thread(target=self._run, name="raftrain-ask-ahead", daemon=True).start()
+    def __init__(self, pending: PendingStep, claimed: List[Receipt], reports: Optional[Reports], order: int):
+        self.pending = pending
+        self.claimed = claimed
+        self.reports = reports
+        self.order = order
 
-    def submit(self, ask: Callable[[], object]) -> concurrent.futures.Future:
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        self._work.put((future, ask))
-        return future
+    def answer(self):
+        """The step (waited for), or its error raised; the claimed finishes settled first."""
+        try:
+            step = self.pending.result()
+        except BaseException as error:
+            self._settle(None, error)
+            raise
+        self._settle(step.finished)
+        return step
 
-    def _run(self) -> None:
-        while True:
-            future, ask = self._work.get()
-            try:
-                future.set_result(ask())
-            except BaseException as error:  # noqa: BLE001 - raised where the step is taken
-                future.set_exception(error)
+    def settle_quietly(self) -> None:
+        """Waits for the answer and settles the claimed finishes; a failure goes to `reports`
+        (raised in the training loop by its next flush) rather than here."""
+        try:
+            self.answer()
+        except Exception:  # noqa: BLE001 - recorded in reports by `answer`
+            pass
+
+    def _settle(self, accepted, failure: Optional[BaseException] = None) -> None:
+        claimed, self.claimed = self.claimed, []
+        if claimed and self.reports is not None:
+            self.reports.settle(claimed, accepted, failure)

@@ -66,6 +66,9 @@ class TaskLoader:
         self._seen_running = allow_ended
         # Per task being consumed: when its progress is due next (infinity: no longer held).
         self._progress_due: Dict[Receipt, float] = {}
+        # The pass this process's walk moved on to as it saw the last one end (no workers;
+        # `None`: not since the last iteration began): the next iteration walks it.
+        self._walked_on: Optional[int] = None
         # The shortest task timeout a progress report was answered with (`None` before one):
         # a task's first progress report is due a third of it after the task was asked for.
         self._task_timeout_s: Optional[float] = None
@@ -73,11 +76,19 @@ class TaskLoader:
     def __iter__(self) -> Iterator[object]:
         """One pass: the batches this process gets of it, then a wait until the pass is over
         (its last tasks may be held by other processes; tasks that come back to the queue
-        meanwhile are taken here too). Nothing when the job has ended."""
-        status = self._job_status()
-        self.pass_index = None if status["ended"] else status["pass"]
+        meanwhile are taken here too). Nothing when the job has ended. Without workers, a pass
+        the walk itself saw end (its ask was answered with the next pass: a write through the
+        leader) needs no read of the job's state, at its end or at the next one's start."""
+        walked_on, self._walked_on = self._walked_on, None
+        if walked_on is not None:
+            self.pass_index = walked_on
+        else:
+            status = self._job_status()
+            self.pass_index = None if status["ended"] else status["pass"]
         while self.pass_index is not None:
             yield from self._batches()
+            if self._walked_on is not None and self._walked_on > self.pass_index:
+                return
             status = self._wait_for_pass_end(self.pass_index)
             if status["over"]:
                 return
@@ -271,8 +282,10 @@ class TaskLoader:
         return 0 if self._reports is None else self._reports.landed(queued)
 
     def _flush_reports(self) -> None:
-        """Waits until every queued report was answered (raising the first that failed)."""
+        """Waits until every queued report was answered (raising the first that failed): the
+        finishes carried by asks ahead once those are answered."""
         if self._reports is not None:
+            self.dataset._settle_asks()
             self._reports.flush()
 
     def _answered(self, task_id: int, dispatch: int, accepted: bool) -> None:
@@ -309,6 +322,7 @@ class _DdpPasses:
     def __iter__(self) -> Iterator[object]:
         from torch.distributed.algorithms.join import Join
 
+        self.loader._walked_on = None
         status = self.loader._job_status()
         if self._any(status["ended"]):
             self.loader.pass_index = None

@@ -154,6 +154,25 @@ class Step(NamedTuple):
     finished: Tuple[bool, ...] = ()
 
 
+class PendingStep:
+    """A step of `TaskClient.step_ahead` under way: `done()` says whether its answer is in,
+    `result()` waits for it (the GIL released) and returns the `Step`, or raises the step's
+    error."""
+
+    def __init__(self, client: "TaskClient", native):
+        self._client = client
+        self._native = native
+        self._step: Optional[Step] = None
+
+    def done(self) -> bool:
+        return self._step is not None or self._native.done()
+
+    def result(self) -> "Step":
+        if self._step is None:
+            self._step = self._client._step_of(self._native.result())
+        return self._step
+
+
 class TaskClient:
     """One trainer of a job: `report_dataset`, `tasks()`, `record_eval`, `status()`,
     `checkpoint()` and `restore()`.
@@ -375,6 +394,15 @@ class TaskClient:
         for each in finished:
             if isinstance(each, Task):
                 each.reported = "finished"
+        return self._step_of(native)
+
+    def step_ahead(self, finished: Sequence[Tuple[int, int]] = ()) -> "PendingStep":
+        """`step(finished)` started in the background, returning at once (`finished`:
+        receipts only): `result()` of what it returns is the `Step`. No Python thread waits
+        for it meanwhile, so the training thread is never interrupted for its answer."""
+        return PendingStep(self, self._native.step_ahead(_receipts(finished)))
+
+    def _step_of(self, native) -> "Step":
         task = None if native.task is None else Task(self, native.task)
         waiting_for = None if native.waiting_for is None else Waiting(native.waiting_for)
         accepted = tuple(native.finished)

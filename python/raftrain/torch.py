@@ -27,8 +27,9 @@ task. So, with any `num_workers` and `prefetch_factor`:
   workers, once a task's batches left are expected to take the loop less than `ASK_AHEAD_S`
   (a share of the task timeout once known, at most `ASK_AHEAD_S_MAX`; a loop slower than
   that asks as it needs the task), the registration that took its task longest ago asks for its next task
-  on a thread of its own, once that task's finish report is answered, so the hand-off does
-  not wait for the masters; a second is asked ahead only while the task asked would wait less
+  in the background (`TaskClient.step_ahead`: no Python thread waits for the answer, so none
+  interrupts the training thread), once that task's finish report is sent or carried by an
+  ask, so the hand-off does not wait for the masters; a second is asked ahead only while the task asked would wait less
   than that time (no sooner: a task's deadline runs from its dispatch; workers' asks already
   overlap the training loop);
 - the finish reports are sent in order by a thread of the training process, so the loop never
@@ -268,11 +269,15 @@ class TaskDataset(IterableDataset):
                 self._unregister(registrations)
                 return
             if step.kind in (StepKind.PassOver, StepKind.PassRewound):
-                if step.kind == StepKind.PassOver and step.pass_index > pass_index and yielded:
-                    return
+                over = step.kind == StepKind.PassOver and step.pass_index > pass_index and yielded
                 pass_index = step.pass_index
                 for other in registrations:
                     other.go_to(pass_index)
+                if over:
+                    if loader is not None:
+                        # The walk saw the pass over: the loader needs no read to know it.
+                        loader._walked_on = pass_index
+                    return
                 continue
             if step.kind == StepKind.Task and not registration.holds(step):
                 dispatched_at = registration.asked_since or time.monotonic()
@@ -288,7 +293,7 @@ class TaskDataset(IterableDataset):
                 # holding tasks ahead makes the DataLoader, which takes batches from its workers
                 # in turn, wait on the others.
                 others = [other for other in registrations if other is not registration]
-                ask_ahead = (lambda left, count: self._ask_ahead(others, loader, left, count)) if loader is not None else (lambda left, count: None)
+                ask_ahead = (lambda left, count: self._ask_ahead(others, loader, left, count)) if loader is not None else (lambda left, count: False)
                 yield from self._batches(step.task, ask_ahead, dispatched_at)
                 yielded, idle_since, pause = True, None, HELD_POLL_S_MIN
                 continue
@@ -335,6 +340,13 @@ class TaskDataset(IterableDataset):
             self._registered_pid = os.getpid()
         return self._registered
 
+    def _settle_asks(self) -> None:
+        """Waits for this process's asks ahead and settles the finishes they carry (before the
+        loader waits for every report to be answered)."""
+        if self._registered_pid == os.getpid():
+            for registration in self._registered:
+                registration.settle_ahead()
+
     def _unregister(self, registrations: "List[Registration]") -> None:
         """Closes `registrations` (their heartbeats stop); a later iteration registers anew."""
         for registration in registrations:
@@ -347,7 +359,7 @@ class TaskDataset(IterableDataset):
         it was asked for (`time.monotonic()`, the same clock in every process of the machine:
         no later than its dispatch). `ask_ahead(left, count)` runs before a batch is yielded
         (`left` of the task's `count` batches, this one included) once the batches left are
-        expected to take the loop no longer than the ask-ahead time."""
+        expected to take the loop no longer than the ask-ahead time, until it answers False."""
         receipt = (task.task_id, task.dispatch)
         # A shuffled job's samples come in the task's seeded order (offsets into the task).
         order = task.sample_order()
@@ -370,33 +382,37 @@ class TaskDataset(IterableDataset):
         # (checked once a task: the check per batch is a comparison).
         ask_from = self._ask_ahead_s() / self._batch_seconds if self._batch_seconds > 0 else float(count)
         started = time.monotonic()
+        asking = True
         for left, batch in zip(range(count, 0, -1), batches):
-            if left <= ask_from:
-                ask_ahead(left, count)
+            if asking and left <= ask_from:
+                # False once no registration is left to ask for the rest of this task.
+                asking = ask_ahead(left, count) is not False
             yield batch, [receipt] if left == 1 else [], receipt, dispatched_at
         # The loop asked for the batch after the task's last: how long a batch takes it, smoothed.
         took = (time.monotonic() - started) / max(count, 1)
         self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 4
 
-    def _ask_ahead(self, registrations: List[Registration], loader: "TaskLoader", left: int, count: int) -> None:
-        """Asks one of `registrations` for its next step on a thread, in the training process,
+    def _ask_ahead(self, registrations: List[Registration], loader: "TaskLoader", left: int, count: int) -> bool:
+        """Asks one of `registrations` for its next step in the background, in the training process,
         while `left` of the current task's `count` batches are still to be consumed, once the
         task asked would wait (the batches left, then the tasks asked ahead before it, at the
         loop's pace) no longer than the ask-ahead time (`_ask_ahead_s`): its deadline runs
         meanwhile, and a loop whose batches take longer than that gains nothing from asking
         ahead that the ask's millisecond would cost it. The registration that
-        took its task longest ago asks, once that task's finish report is answered (else the
-        master would answer that task again), which it usually is already."""
+        took its task longest ago asks, once that task's finish report is sent or carried by an
+        ask (else the master would answer that task again), which it usually is already; if it
+        is not, a later batch asks. False once none of `registrations` is left to ask."""
         free = [registration for registration in registrations if not registration.ask_order()[0]]
         if not free:
-            return
+            return False
         ahead = len(registrations) - len(free)
         waits_s = (left + ahead * count) * self._batch_seconds
         if not waits_s <= self._ask_ahead_s():
-            return
+            return True
         registration = min(free, key=Registration.taken)
         upto = registration.reported_upto if registration.reported_upto is not None else loader._reports_queued()
-        registration.ask_ahead(lambda: loader._reports_landed(upto), loader._reports)
+        asked = registration.ask_ahead(loader._reports, upto)
+        return not asked or len(free) > 1
 
     def _ask_ahead_s(self) -> float:
         """How long before a task's batches run out the next is asked for: `ASK_AHEAD_S`

@@ -12,7 +12,7 @@ use storage::recordio::RecordIoError;
 
 /// An error on its way to Python: a gRPC status name (`raftrain.errors.CODES` picks the
 /// class) and the message.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Failure {
     code: &'static str,
     message: String,

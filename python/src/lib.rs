@@ -6,19 +6,22 @@
 //! module is not meant to be used directly.
 //!
 //! Code map: `runtime` is the per-process tokio runtime and `wait` (GIL released, signals
-//! checked); `errors` maps every error to a `raftrain.errors` exception and catches panics;
+//! checked), its threads under `background_policy`; `errors` maps every error to a `raftrain.errors` exception and catches panics;
 //! `connection` turns the constructors' arguments into client options; `process_bound` refuses
 //! an object used after `fork`, and `fork_guard` holds standard error and the log queue across
 //! one; `log_forward` hands Rust's log events to Python's `logging`;
-//! `task_client` and `task` are the task queue, `status` the job's status; `recordio` and
+//! `task_client` and `task` are the task queue (`pending_step` a step asked ahead on the
+//! runtime), `status` the job's status; `recordio` and
 //! `example` the data; `pserver_client` the parameter servers;
 //! `rendezvous_client` a torchrun rendezvous run's keys.
 
+mod background_policy;
 mod connection;
 mod errors;
 mod example;
 mod fork_guard;
 mod log_forward;
+mod pending_step;
 mod process_bound;
 mod pserver_client;
 mod recordio;
@@ -41,6 +44,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<task_client::TaskClient>()?;
     module.add_class::<task::Task>()?;
     module.add_class::<walk_step::WalkStep>()?;
+    module.add_class::<pending_step::PendingStep>()?;
     module.add_class::<walk_step::StepKind>()?;
     module.add_class::<recordio::ChunkReader>()?;
     module.add_class::<recordio::ChunkWriter>()?;
@@ -56,6 +60,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(fork_guard::after_fork, module)?)?;
     module.add_function(wrap_pyfunction!(fork_guard::after_fork_in_child, module)?)?;
     module.add_function(wrap_pyfunction!(log_forward::next_log, module)?)?;
+    module.add_function(wrap_pyfunction!(background_policy::run_as_background, module)?)?;
     module.add("SIGNAL_CHECK_MS", runtime::SIGNAL_CHECK_MS)?;
     module.add("FINISHED_PER_STEP_MAX", client::FINISHED_PER_ASK_MAX)?;
     Ok(())

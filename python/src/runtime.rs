@@ -40,6 +40,7 @@ pub fn runtime() -> Result<Arc<Runtime>, std::io::Error> {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(WORKER_THREADS)
             .thread_name("raftrain-runtime")
+            .on_thread_start(crate::background_policy::run_as_background)
             .enable_all()
             .build()?,
     );

@@ -17,6 +17,7 @@ use tokio::sync::{watch, Mutex as AsyncMutex};
 
 use crate::connection::Connection;
 use crate::errors::{guarded, Failure};
+use crate::pending_step::{PendingStep, Walked};
 use crate::process_bound::ProcessBound;
 use crate::runtime::{runtime, wait};
 use crate::walk_step::WalkStep;
@@ -226,20 +227,23 @@ impl TaskClient {
     fn step(&self, py: Python<'_>, finished: Vec<(u64, u64)>) -> PyResult<WalkStep> {
         guarded("step", || {
             self.process.check("TaskClient")?;
-            let (walker, pass_index) = (self.walker(py)?, self.pass_index.clone());
-            let stepped = wait(py, async move {
-                let mut walker = walker.lock().await;
-                let step = match finished.is_empty() {
-                    true => walker.step().await.map(|step| (Vec::new(), step)),
-                    false => walker.hand_off(&finished).await,
-                };
-                pass_index.store(walker.pass(), Ordering::SeqCst);
-                step.map(|step| (step, walker.pass()))
-            })?;
-            let ((accepted, step), pass) = stepped.map_err(Failure::from)?;
+            let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished);
+            let ((accepted, step), pass) = wait(py, walking)?.map_err(Failure::from)?;
             let done = accepted.iter().filter(|accepted| **accepted).count() as u64;
             self.tasks_done.fetch_add(done, Ordering::Relaxed);
             WalkStep::new(py, step, pass, accepted)
+        })
+    }
+
+    /// `step(finished)` started on the runtime, returning at once: its answer is the
+    /// `PendingStep`'s `result()`. No Python thread waits for it meanwhile.
+    #[pyo3(signature = (finished=Vec::new()))]
+    fn step_ahead(&self, py: Python<'_>, finished: Vec<(u64, u64)>) -> PyResult<PendingStep> {
+        guarded("step_ahead", || {
+            self.process.check("TaskClient")?;
+            let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished);
+            let runtime = runtime().map_err(|error| Failure::new("INTERNAL", error.to_string()))?;
+            Ok(PendingStep::new(runtime.spawn(walking), self.tasks_done.clone()))
         })
     }
 
@@ -405,6 +409,22 @@ impl Drop for TaskClient {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
     }
+}
+
+/// One step of `walker` (reporting `finished` first, in the same write, when there are any);
+/// `pass_index` follows the walk.
+async fn walk_once(
+    walker: Walker,
+    pass_index: Arc<AtomicU32>,
+    finished: Vec<(u64, u64)>,
+) -> Walked {
+    let mut walker = walker.lock().await;
+    let step = match finished.is_empty() {
+        true => walker.step().await.map(|step| (Vec::new(), step)),
+        false => walker.hand_off(&finished).await,
+    };
+    pass_index.store(walker.pass(), Ordering::SeqCst);
+    step.map(|step| (step, walker.pass()))
 }
 
 /// A task report of a cancelled job is not an error: it was not accepted, and the trainer's

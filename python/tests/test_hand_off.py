@@ -89,3 +89,21 @@ def test_too_many_finishes_in_one_step_are_refused(masters):
     client.report_index_dataset("greedy", 4, 1, passes=1)
     with pytest.raises(InvalidArgument, match="at most 16"):
         client.step(finished=[(0, 1)] * (raftrain.task_client.FINISHED_PER_STEP_MAX + 1))
+
+
+def test_a_step_asked_ahead_hands_off_in_the_background_and_answers_alike_again(masters):
+    """`step_ahead` returns at once; its `result()` is the step (the finish it carries
+    accepted, the next task handed out), the same object each time it is asked; a step of a
+    cancelled job answers `Cancelled`."""
+    client = raftrain.TaskClient(masters.masters, name="ahead", job="ahead")
+    client.report_index_dataset("ahead", 3, 1, passes=1)
+    task = client.next_task()
+    pending = client.step_ahead([(task.task_id, task.dispatch)])
+    wait_until(pending.done, "the step asked ahead answered")
+    step = pending.result()
+    assert step.finished == (True,) and step.kind == raftrain.StepKind.Task, step
+    assert step.task.task_id != task.task_id
+    assert pending.result() is step
+    assert masters.status()["done"] == 1
+    client.cancel("ahead")
+    assert client.step_ahead().result().kind == raftrain.StepKind.Cancelled

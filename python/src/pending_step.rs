@@ -1,0 +1,83 @@
+//! `PendingStep` (native): one step of a trainer's walk started on the runtime and left to
+//! run there (`TaskClient.step_ahead`), so that asking for a task ahead of the training loop
+//! takes no Python thread. A Python thread that waits for an answer takes the interpreter lock
+//! from the training thread each time it wakes; a task on the runtime never does. The training
+//! thread takes the answer with `result()` when it needs it (at once, usually).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use client::{ClientError, Step};
+use pyo3::prelude::*;
+use tokio::task::JoinHandle;
+
+use crate::errors::{guarded, Failure};
+use crate::runtime::wait;
+use crate::walk_step::WalkStep;
+
+/// What one step of the walk answers: per finished receipt whether it was accepted, the step,
+/// and the pass the walk asks for next.
+pub type Walked = Result<((Vec<bool>, Step), u32), ClientError>;
+
+/// The step while it runs, and its answer once taken (so `result()` answers alike again).
+enum State {
+    Running(JoinHandle<Walked>),
+    Answered(Py<WalkStep>),
+    Failed(Failure),
+}
+
+#[pyclass(module = "raftrain._native", frozen)]
+pub struct PendingStep {
+    state: Mutex<State>,
+    /// The client's count of tasks reported done (its heartbeats report it).
+    tasks_done: Arc<AtomicU64>,
+}
+
+impl PendingStep {
+    pub fn new(running: JoinHandle<Walked>, tasks_done: Arc<AtomicU64>) -> Self {
+        Self { state: Mutex::new(State::Running(running)), tasks_done }
+    }
+}
+
+#[pymethods]
+impl PendingStep {
+    /// Whether the answer is in (`result()` then returns at once).
+    fn done(&self) -> bool {
+        match &*self.state.lock().unwrap_or_else(PoisonError::into_inner) {
+            State::Running(running) => running.is_finished(),
+            State::Answered(_) | State::Failed(_) => true,
+        }
+    }
+
+    /// The step's answer, waited for with the GIL released if it is not in yet; a failed
+    /// step raises its error (each time it is asked).
+    fn result(&self, py: Python<'_>) -> PyResult<Py<WalkStep>> {
+        guarded("step", || {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let running = match &mut *state {
+                State::Answered(step) => return Ok(step.clone_ref(py)),
+                State::Failed(failure) => return Err(failure.clone().into()),
+                State::Running(running) => running,
+            };
+            // Interrupted (Ctrl-C), the step stays under way and a later call waits again.
+            let joined = wait(py, running)?;
+            let walked = joined
+                .map_err(|error| {
+                    Failure::new("INTERNAL", format!("the step's task on the runtime: {error}"))
+                })
+                .and_then(|walked| walked.map_err(Failure::from));
+            let ((accepted, step), pass) = match walked {
+                Ok(walked) => walked,
+                Err(failure) => {
+                    *state = State::Failed(failure.clone());
+                    return Err(failure.into());
+                }
+            };
+            let done = accepted.iter().filter(|accepted| **accepted).count() as u64;
+            self.tasks_done.fetch_add(done, Ordering::Relaxed);
+            let step = Py::new(py, WalkStep::new(py, step, pass, accepted)?)?;
+            *state = State::Answered(step.clone_ref(py));
+            Ok(step)
+        })
+    }
+}
