@@ -153,6 +153,8 @@ class TaskLoader:
             raise InvalidArgument(f"not a TaskLoader state (no raftrain_checkpoint key): {sorted(state)}")
         restored = self._reporter_client().restore(int(state["raftrain_checkpoint"]))
         self.pass_index = restored["pass_index"]
+        # The pass the walk last saw is no longer the next iteration's.
+        self._walked_on = None
 
     def ddp(self, model: torch.nn.Module) -> "_DdpPasses":
         """This loader for DistributedDataParallel: each iteration is one pass on every rank

@@ -242,6 +242,21 @@ def test_a_loaders_state_puts_the_data_back_where_it_was(masters):
         second.load_state_dict({"epoch": 3})
 
 
+def test_a_state_loaded_between_passes_decides_the_next_iterations_pass(masters):
+    """Without workers, a pass the walk saw end needs no read of the job's state at the next
+    iteration's start; a `load_state_dict()` in between still decides which pass it walks."""
+    rows = torch.arange(20)
+    loader = TaskDataset(masters.masters, index=("between", 20, 10), read=_Rows(rows), passes=3, batch_size=5).loader()
+    state = loader.state_dict()
+    assert sorted(torch.cat(list(loader)).tolist()) == list(range(20))
+    assert loader.pass_index == 0 and masters.status()["pass"] == 1
+    loader.load_state_dict(state)
+    again = torch.cat(list(loader)).tolist()
+    assert loader.pass_index == 0 and sorted(again) == list(range(20)), "pass 0 again, and only it"
+    assert masters.status()["pass"] == 1
+    assert sorted(torch.cat(list(loader)).tolist()) == list(range(20)) and loader.pass_index == 1
+
+
 class _Rows:
     def __init__(self, rows):
         self.rows = rows
