@@ -5,7 +5,7 @@
 //! thread takes the answer with `result()` when it needs it (at once, usually).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use client::{ClientError, Step};
 use pyo3::prelude::*;
@@ -37,13 +37,31 @@ impl PendingStep {
     pub fn new(running: JoinHandle<Walked>, tasks_done: Arc<AtomicU64>) -> Self {
         Self { state: Mutex::new(State::Running(running)), tasks_done }
     }
+
+    /// The state, locked; while another thread holds it (waiting for the answer with the GIL
+    /// released), this one waits with the GIL released too, so neither waits for the other.
+    fn locked(&self, py: Python<'_>) -> MutexGuard<'_, State> {
+        loop {
+            match self.state.try_lock() {
+                Ok(state) => return state,
+                Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => py.detach(|| drop(self.state.lock())),
+            }
+        }
+    }
 }
 
 #[pymethods]
 impl PendingStep {
     /// Whether the answer is in (`result()` then returns at once).
     fn done(&self) -> bool {
-        match &*self.state.lock().unwrap_or_else(PoisonError::into_inner) {
+        let state = match self.state.try_lock() {
+            Ok(state) => state,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            // Another thread is taking the answer: it is not in yet.
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        match &*state {
             State::Running(running) => running.is_finished(),
             State::Answered(_) | State::Failed(_) => true,
         }
@@ -53,7 +71,7 @@ impl PendingStep {
     /// step raises its error (each time it is asked).
     fn result(&self, py: Python<'_>) -> PyResult<Py<WalkStep>> {
         guarded("step", || {
-            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = self.locked(py);
             let running = match &mut *state {
                 State::Answered(step) => return Ok(step.clone_ref(py)),
                 State::Failed(failure) => return Err(failure.clone().into()),

@@ -6,6 +6,7 @@ caller cannot tell apart but by the log."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 
 import pytest
@@ -93,8 +94,8 @@ def test_too_many_finishes_in_one_step_are_refused(masters):
 
 def test_a_step_asked_ahead_hands_off_in_the_background_and_answers_alike_again(masters):
     """`step_ahead` returns at once; its `result()` is the step (the finish it carries
-    accepted, the next task handed out), the same object each time it is asked; a step of a
-    cancelled job answers `Cancelled`."""
+    accepted, the next task handed out), the same object each time it is asked, from any
+    thread; a step of a cancelled job answers `Cancelled`."""
     client = raftrain.TaskClient(masters.masters, name="ahead", job="ahead")
     client.report_index_dataset("ahead", 3, 1, passes=1)
     task = client.next_task()
@@ -105,5 +106,11 @@ def test_a_step_asked_ahead_hands_off_in_the_background_and_answers_alike_again(
     assert step.task.task_id != task.task_id
     assert pending.result() is step
     assert masters.status()["done"] == 1
+    # Two threads taking one answer at once both get it (neither holds the other up).
+    ahead = client.step_ahead([(step.task.task_id, step.task.dispatch)])
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: ahead.result(), range(2)))
+    receipts = {(answer.task.task_id, answer.task.dispatch, answer.finished) for answer in answers}
+    assert len(receipts) == 1 and answers[0].finished == (True,), answers
     client.cancel("ahead")
     assert client.step_ahead().result().kind == raftrain.StepKind.Cancelled
