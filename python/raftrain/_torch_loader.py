@@ -187,6 +187,7 @@ class TaskLoader:
             # that iterates, before any worker reports (theirs only join it).
             self.dataset._report(client, restart=self.dataset.restart)
             self._job_reported = True
+            self.dataset._reported_by_loader = True
         status = raise_if_failed(client.status())
         status["ended"] = bool(status["job_finished"] or status.get("job_cancelled"))
         if status["ended"] and not self._seen_running:

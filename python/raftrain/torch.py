@@ -217,6 +217,9 @@ class TaskDataset(IterableDataset):
         # The loader iterating this dataset in its own process (no workers): its reports tell
         # a registration when its last task's finish is in, and its answers the task timeout.
         self._loader: Optional["TaskLoader"] = None
+        # Whether a loader of this dataset reported the job (copied into its workers, which
+        # are started after that: they need not report it again).
+        self._reported_by_loader = False
 
     def client(self, suffix: str) -> TaskClient:
         """A client of this job, registered as `<name>-<suffix>`."""
@@ -246,8 +249,9 @@ class TaskDataset(IterableDataset):
         fresh = self._registered_pid != os.getpid()
         registrations = self._registrations()
         loader = self._loader if get_worker_info() is None else None
-        if fresh:
+        if fresh and not self._reported_by_loader:
             # Once a process: the job exists from then on (a repeat is answered alike, a write).
+            # Not where its loader reported it before iterating (its workers then only join).
             self._report(registrations[0].client)
         pass_index = registrations[0].client.pass_index
         yielded = False
