@@ -267,6 +267,11 @@ class TaskDataset(IterableDataset):
                 steps.append((registration, step))
                 if step.kind != StepKind.Wait and not registration.holds(step):
                     break
+                if step.kind == StepKind.Wait and loader is None:
+                    # A worker: nothing is free for the job, so another registration's ask (a
+                    # write) would be answered alike (in the training process one may still
+                    # carry the finishes that end the pass).
+                    break
             if step.kind in (StepKind.Finished, StepKind.Cancelled):
                 # The job ended: this process's registrations stop heartbeating now, rather
                 # than warning every lease once the masters are gone.
