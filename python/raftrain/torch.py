@@ -287,6 +287,10 @@ class TaskDataset(IterableDataset):
                         # The walk saw the pass over: the loader needs no read to know it.
                         loader._walked_on = pass_index
                     return
+                if loader is not None and not yielded:
+                    # The pass this iteration walks (the others may have run the one it began
+                    # with while this process was away).
+                    loader.pass_index = pass_index
                 continue
             if step.kind == StepKind.Task and not registration.holds(step):
                 dispatched_at = registration.asked_since or time.monotonic()

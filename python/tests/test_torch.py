@@ -257,6 +257,23 @@ def test_a_state_loaded_between_passes_decides_the_next_iterations_pass(masters)
     assert sorted(torch.cat(list(loader)).tolist()) == list(range(20)) and loader.pass_index == 1
 
 
+def test_a_loader_slow_between_passes_names_the_pass_it_walks(masters):
+    """A training process (no workers) that saw its pass end and comes back after another ran
+    the whole next pass walks the pass after it, and `pass_index` says so."""
+    rows = torch.arange(20)
+
+    def loader(name):
+        dataset = TaskDataset(masters.masters, index=("late", 20, 10), read=_Rows(rows), passes=3, batch_size=5, name=name)
+        return dataset.loader()
+
+    slow, other = loader("slow"), loader("other")
+    assert sorted(torch.cat(list(slow)).tolist()) == list(range(20)) and slow.pass_index == 0
+    assert sorted(torch.cat(list(other)).tolist()) == list(range(20)) and other.pass_index == 1
+    assert sorted(torch.cat(list(slow)).tolist()) == list(range(20))
+    assert slow.pass_index == 2, "the pass it walked, not the one after its last"
+    assert slow.job_finished
+
+
 class _Rows:
     def __init__(self, rows):
         self.rows = rows
