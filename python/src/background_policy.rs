@@ -2,8 +2,8 @@
 //! threads that send reports and forward logs): Linux's `SCHED_BATCH`, which keeps their full
 //! share of the CPU but never lets one that wakes take a core from a running thread at once.
 //! An RPC's answer wakes the runtime's threads several times; under the default policy each
-//! wake could preempt the training thread on its core, and on a machine of few cores that was
-//! a measured 8% of a pass of a small model fed one task per 3 ms. Elsewhere it does nothing.
+//! wake could preempt the training thread on its core (BENCHMARKS.md, the Python package's
+//! loader rows, says how that was found and what it cost). Elsewhere it does nothing.
 
 /// Puts the calling thread under the background policy (best effort: a failure only costs
 /// the training thread those preemptions, and is logged at debug level).

@@ -84,18 +84,28 @@ impl PendingStep {
                     Failure::new("INTERNAL", format!("the step's task on the runtime: {error}"))
                 })
                 .and_then(|walked| walked.map_err(Failure::from));
-            let ((accepted, step), pass) = match walked {
+            let walked = match walked {
                 Ok(walked) => walked,
                 Err(failure) => {
                     *state = State::Failed(failure.clone());
                     return Err(failure.into());
                 }
             };
-            let done = accepted.iter().filter(|accepted| **accepted).count() as u64;
-            self.tasks_done.fetch_add(done, Ordering::Relaxed);
-            let step = Py::new(py, WalkStep::new(py, step, pass, accepted)?)?;
+            let step = Py::new(py, walk_step(py, walked, &self.tasks_done)?)?;
             *state = State::Answered(step.clone_ref(py));
             Ok(step)
         })
     }
+}
+
+/// A step's answer for Python, its accepted finishes counted in `tasks_done` (the client's
+/// count, which its heartbeats report).
+pub fn walk_step(
+    py: Python<'_>,
+    ((accepted, step), pass): ((Vec<bool>, Step), u32),
+    tasks_done: &AtomicU64,
+) -> PyResult<WalkStep> {
+    let done = accepted.iter().filter(|accepted| **accepted).count() as u64;
+    tasks_done.fetch_add(done, Ordering::Relaxed);
+    WalkStep::new(py, step, pass, accepted)
 }

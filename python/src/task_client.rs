@@ -17,7 +17,7 @@ use tokio::sync::{watch, Mutex as AsyncMutex};
 
 use crate::connection::Connection;
 use crate::errors::{guarded, Failure};
-use crate::pending_step::{PendingStep, Walked};
+use crate::pending_step::{walk_step, PendingStep, Walked};
 use crate::process_bound::ProcessBound;
 use crate::runtime::{runtime, wait};
 use crate::walk_step::WalkStep;
@@ -228,10 +228,8 @@ impl TaskClient {
         guarded("step", || {
             self.process.check("TaskClient")?;
             let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished);
-            let ((accepted, step), pass) = wait(py, walking)?.map_err(Failure::from)?;
-            let done = accepted.iter().filter(|accepted| **accepted).count() as u64;
-            self.tasks_done.fetch_add(done, Ordering::Relaxed);
-            WalkStep::new(py, step, pass, accepted)
+            let walked = wait(py, walking)?.map_err(Failure::from)?;
+            walk_step(py, walked, &self.tasks_done)
         })
     }
 
