@@ -4,12 +4,15 @@
 //! from the training thread each time it wakes; a task on the runtime never does. The training
 //! thread takes the answer with `result()` when it needs it (at once, usually).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::task::{Context, Poll, Waker};
 
 use client::{ClientError, Step};
 use pyo3::prelude::*;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinError, JoinHandle};
 
 use crate::errors::{guarded, Failure};
 use crate::runtime::wait;
@@ -78,7 +81,10 @@ impl PendingStep {
                 State::Running(running) => running,
             };
             // Interrupted (Ctrl-C), the step stays under way and a later call waits again.
-            let joined = wait(py, running)?;
+            let joined = match take_finished(running) {
+                Some(joined) => joined,
+                None => wait(py, running)?,
+            };
             let walked = joined
                 .map_err(|error| {
                     Failure::new("INTERNAL", format!("the step's task on the runtime: {error}"))
@@ -95,6 +101,20 @@ impl PendingStep {
             *state = State::Answered(step.clone_ref(py));
             Ok(step)
         })
+    }
+}
+
+/// The output of `running` if it already finished, taken without waiting (no release of the
+/// GIL, no entry into the runtime: an answer asked ahead is usually in by the time it is
+/// taken); `None` while it runs.
+fn take_finished(running: &mut JoinHandle<Walked>) -> Option<Result<Walked, JoinError>> {
+    if !running.is_finished() {
+        return None;
+    }
+    let mut context = Context::from_waker(Waker::noop());
+    match Pin::new(running).poll(&mut context) {
+        Poll::Ready(joined) => Some(joined),
+        Poll::Pending => None,
     }
 }
 
