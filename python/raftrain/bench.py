@@ -13,7 +13,8 @@ measured in the same run on the same machine (ratios, not absolute figures, on a
   same batches from the same in-memory tensors, with 0 and 2 workers, batches of 64 and 512:
   `--passes` of each, alternating, beside the same masters; the median of the passes after the
   first (a training run's passes) and the first pass's ratio (it registers the process's
-  trainers and learns the task timeout) apart.
+  trainers and learns the task timeout) apart; and the CPU the three masters spent during
+  each loader's passes (from /proc).
 
 Needs the `raftrain` binary (`RAFTRAIN_BIN`, or `raftrain` on PATH). Prints Markdown tables.
 """
@@ -33,7 +34,7 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence, Tuple
 
 from . import TaskClient, status
 from .task_client import StepKind
@@ -99,12 +100,12 @@ def free_addr() -> str:
 
 
 @contextlib.contextmanager
-def three_masters(binary: str, directory: Path, extra_args: Sequence[str] = ()):
+def three_masters(binary: str, directory: Path, extra_args: Sequence[str] = (), processes: Optional[list] = None):
     """Three `raftrain master` processes on loopback (each given `extra_args` too), killed on
-    exit; yields their addresses."""
+    exit; yields their addresses (and puts the processes in `processes`, given)."""
     addrs = [free_addr() for _ in range(3)]
     peers = ",".join(f"{index + 1}={addr}" for index, addr in enumerate(addrs))
-    masters = []
+    masters = [] if processes is None else processes
     try:
         for index, addr in enumerate(addrs):
             args = [binary, "master", "--id", str(index + 1), "--listen", addr, "--peers", peers, "--data-dir", str(directory / f"m{index}"), *extra_args]
@@ -186,36 +187,64 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
     rows = torch.randn(samples, features)
     labels = torch.randint(0, classes, (samples,))
 
-    def train(batches) -> float:
-        """Seconds for one pass of the loop over `batches`."""
+    def train(batches, masters) -> Tuple[float, Optional[float]]:
+        """Seconds for one pass of the loop over `batches`, and the CPU seconds the `masters`
+        (processes) spent meanwhile (`None` where /proc cannot tell)."""
         net = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, classes))
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+        cpu = _cpu_seconds(masters)
         started = time.perf_counter()
         for x, y in batches:
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(net(x), y).backward()
             optimizer.step()
-        return time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        after = _cpu_seconds(masters)
+        return seconds, (None if cpu is None or after is None else after - cpu)
 
     class Sliced(_SlicedTasks, IterableDataset):
         pass
 
     print(f"\nraftrain.torch: passes of an MLP {features}-{hidden}-{classes} over {samples} in-memory samples in tasks of {shard},")
-    print(f"{passes} of each loader, alternating, beside the same three masters; seconds the median of passes 2-{passes}\n")
-    print("| workers | batch | DataLoader slicing the same batches, s | TaskLoader, s | vs DataLoader | first pass |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"{passes} of each loader, alternating, beside the same three masters; seconds the median of passes 2-{passes};")
+    print("the masters' CPU seconds (all three, user and system) during a pass of each, the same median\n")
+    print("| workers | batch | DataLoader slicing the same batches, s | TaskLoader, s | vs DataLoader | first pass | masters' CPU, DataLoader / TaskLoader, s |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for number, (workers, batch) in enumerate([(0, 64), (0, 512), (2, 64), (2, 512)]):
-        with three_masters(binary, directory / f"torch-{number}") as addrs:
+        masters: list = []
+        with three_masters(binary, directory / f"torch-{number}", processes=masters) as addrs:
             dataset = TaskDataset(addrs, index=(f"bench{number}", samples, shard), read=_Rows(rows, labels), batch_size=batch, passes=passes)
             loader = dataset.loader(num_workers=workers)
             loader.job_finished  # the job is submitted before the clock starts
             plain, through_tasks = [], []
             for _ in range(passes):
-                plain.append(train(DataLoader(Sliced(rows, labels, shard, batch), batch_size=None, num_workers=workers)))
-                through_tasks.append(train(loader))
-        later = (statistics.median(plain[1:]), statistics.median(through_tasks[1:])) if passes > 1 else (plain[0], through_tasks[0])
-        first = f"{plain[0] / through_tasks[0]:.2f}x"
-        print(f"| {workers} | {batch} | {later[0]:.2f} | {later[1]:.2f} | {later[0] / later[1]:.2f}x | {first} |", flush=True)
+                plain.append(train(DataLoader(Sliced(rows, labels, shard, batch), batch_size=None, num_workers=workers), masters))
+                through_tasks.append(train(loader, masters))
+        seconds = [[each[0] for each in runs] for runs in (plain, through_tasks)]
+        later = [statistics.median(runs[1:]) if passes > 1 else runs[0] for runs in seconds]
+        first = f"{seconds[0][0] / seconds[1][0]:.2f}x"
+        cpu = " / ".join(_median_cpu(runs) for runs in (plain, through_tasks))
+        print(f"| {workers} | {batch} | {later[0]:.2f} | {later[1]:.2f} | {later[0] / later[1]:.2f}x | {first} | {cpu} |", flush=True)
+
+
+def _cpu_seconds(processes) -> Optional[float]:
+    """The CPU seconds (user and system) `processes` spent so far, from /proc (`None` where
+    there is none, or a process is gone)."""
+    total = 0
+    try:
+        for process in processes:
+            with open(f"/proc/{process.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _median_cpu(runs) -> str:
+    """The median of the passes' CPU seconds after the first (`?` where unknown)."""
+    cpu = [each[1] for each in (runs[1:] if len(runs) > 1 else runs)]
+    return "?" if None in cpu else f"{statistics.median(cpu):.2f}"
 
 
 def _take(client: TaskClient):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import threading
 
 import pytest
@@ -144,4 +145,7 @@ def test_the_loader_benchmark_prints_each_row_from_several_passes(tmp_path):
         bench.bench_torch(binary(), tmp_path, 2_000, 500, passes=2)
     rows = [line for line in printed.getvalue().splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [row.split("|")[1:3] for row in rows] == [[" 0 ", " 64 "], [" 0 ", " 512 "], [" 2 ", " 64 "], [" 2 ", " 512 "]], printed.getvalue()
-    assert all(row.rstrip(" |").endswith("x") for row in rows), printed.getvalue()
+    cells = [[cell.strip() for cell in row.strip(" |").split("|")] for row in rows]
+    # The two ratios, then the masters' CPU beside each loader (read from /proc on Linux).
+    assert all(row[4].endswith("x") and row[5].endswith("x") for row in cells), printed.getvalue()
+    assert all(re.fullmatch(r"\d+\.\d\d / \d+\.\d\d", row[6]) for row in cells), printed.getvalue()
