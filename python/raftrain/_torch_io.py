@@ -239,6 +239,8 @@ class Registration:
         # When this registration last took a task, in the order of asks (-1: never).
         self._taken = -1
         self.reported_upto: Optional[int] = None
+        # When the held task was asked for (its dispatch was no earlier).
+        self._held_asked_since: Optional[float] = None
 
     def ask_order(self) -> Tuple[bool, int]:
         """Sorts registrations asked ahead first, in the order they were asked, then the others
@@ -255,9 +257,20 @@ class Registration:
     def take(self, step) -> None:
         """This registration's task `step` goes to the training loop."""
         self.held = (step.task.task_id, step.task.dispatch)
-        self.asked_since = None
+        self._held_asked_since, self.asked_since = self.asked_since, None
         self.reported_upto = None
         self._taken = next(Registration._asks)
+
+    def forget_held(self) -> None:
+        """A new iteration begins, every finish queued before it answered: a task this
+        registration handed out and the master answers again was not consumed (the last
+        iteration stopped inside it, at a `break`), so it goes to the loop again, whole, rather
+        than waiting out its timeout. Not while a step asked ahead is under way (its answer may
+        be that task, asked before its finish landed)."""
+        if self._ahead is None and self.held is not None:
+            self.held = None
+            # Its deadline runs from its dispatch, no later than this.
+            self.asked_since = self._held_asked_since
 
     def ask_ahead(self, reports: Optional[Reports] = None, upto: Optional[int] = None) -> bool:
         """Starts this registration's next step in the background, unless one is under way,

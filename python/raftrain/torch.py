@@ -249,6 +249,10 @@ class TaskDataset(IterableDataset):
         fresh = self._registered_pid != os.getpid()
         registrations = self._registrations()
         loader = self._loader if get_worker_info() is None else None
+        # The loader reads the job's state (every report answered) before an iteration, or
+        # saw the last pass end: a task still held was not consumed.
+        for registration in registrations:
+            registration.forget_held()
         if fresh and not self._reported_by_loader:
             # Once a process: the job exists from then on (a repeat is answered alike, a write).
             # Not where its loader reported it before iterating (its workers then only join).

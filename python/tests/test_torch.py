@@ -274,6 +274,23 @@ def test_a_loader_slow_between_passes_names_the_pass_it_walks(masters):
     assert slow.job_finished
 
 
+def test_a_loop_that_stops_inside_a_task_gets_that_task_back_at_once(masters):
+    """A training loop that stops inside a task (a `break` to look at a few batches) and
+    iterates again gets that task again, whole, from the masters at once: it was not consumed,
+    so not reported, and the iteration no longer waits for its timeout to hand it out again
+    (each of the pass's tasks is dispatched once). The tasks before it are not seen again."""
+    rows = torch.arange(40)
+    dataset = TaskDataset(masters.masters, index=("stopped", 40, 10), read=_Rows(rows), passes=2, batch_size=5)
+    loader = dataset.loader()
+    for number, _batch in enumerate(loader):
+        if number == 2:  # the first batch of the pass's second task
+            break
+    assert sorted(torch.cat(list(loader)).tolist()) == list(range(10, 40))
+    status = loader.client.status()
+    assert status["pass"] == 1 and status["dispatched"] == 4, status
+    assert loader.finished == 4 and loader.refused == 0
+
+
 class _Rows:
     def __init__(self, rows):
         self.rows = rows
