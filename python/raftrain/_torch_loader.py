@@ -168,6 +168,9 @@ class TaskLoader:
     def _batches(self) -> Iterator[object]:
         """The DataLoader's batches of this process, reporting each task as it is consumed."""
         self._progress_due.clear()
+        # The loader iterating the dataset is the one whose reports its asks carry (another
+        # loader of the same dataset may have been made since this one).
+        self.dataset._loader = self
         for batch, receipts, holding, dispatched_at in self.dataloader:
             self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
             yield batch

@@ -149,3 +149,20 @@ def test_the_loader_benchmark_prints_each_row_from_several_passes(tmp_path):
     # The two ratios, then the masters' CPU beside each loader (read from /proc on Linux).
     assert all(row[4].endswith("x") and row[5].endswith("x") for row in cells), printed.getvalue()
     assert all(re.fullmatch(r"\d+\.\d\d / \d+\.\d\d", row[6]) for row in cells), printed.getvalue()
+
+
+def test_the_loader_iterating_a_dataset_carries_its_finishes_though_another_was_made_since(masters):
+    """Two loaders of one dataset in one process (one made later for another look, say): the
+    one iterating is the one whose finishes its asks carry, a task hand-off in one write, not
+    each finish sent alone once its hold ran out while every ask is answered the task whose
+    finish it waits for (a pass 20 times slower)."""
+    read = lambda start, end: torch.arange(start, end)
+    dataset = TaskDataset(masters.masters, index=("twice", 40, 4), read=read, passes=1, batch_size=2)
+    first = dataset.loader(num_workers=0)
+    dataset.loader(num_workers=0)  # made, never iterated
+    sent_alone = []
+    send = first._send_report
+    first._send_report = lambda kind, receipt: (sent_alone.append(kind), send(kind, receipt))
+    assert sorted(each for batch in first for each in batch.tolist()) == list(range(40))
+    assert (first.finished, first.refused) == (10, 0)
+    assert sent_alone.count("finish") <= 1, sent_alone
