@@ -58,6 +58,8 @@ class TaskLoader:
         self.epoch: Optional[int] = None
         # Finish answers come from the reporting thread and from asking threads.
         self._counting = threading.Lock()
+        # Finishes refused and not warned of yet: `(task_id, dispatch)`.
+        self._refusals: list = []
         self._reporter: Optional[TaskClient] = None
         self._reports: Optional[Reports] = None
         self._job_reported = False
@@ -88,6 +90,8 @@ class TaskLoader:
         while self.pass_index is not None:
             yield from self._batches()
             if self._walked_on is not None and self._walked_on > self.pass_index:
+                # The walk saw the pass end: the job was not cancelled.
+                self._warn_refused(cancelled=False)
                 return
             status = self._wait_for_pass_end(self.pass_index)
             if status["over"]:
@@ -193,6 +197,7 @@ class TaskLoader:
             self.dataset._reported_by_loader = True
         status = raise_if_failed(client.status())
         status["ended"] = bool(status["job_finished"] or status.get("job_cancelled"))
+        self._warn_refused(cancelled=bool(status.get("job_cancelled")))
         if status["ended"] and not self._seen_running:
             raise JobEnded(status.get("job"), "been cancelled" if status.get("job_cancelled") else "finished")
         self._seen_running = True
@@ -295,14 +300,25 @@ class TaskLoader:
             self._reports.flush()
 
     def _answered(self, task_id: int, dispatch: int, accepted: bool) -> None:
+        """A finish's answer (from the reporting thread or an ask's): a refusal is warned of
+        by the training thread once it knows why (`_warn_refused`)."""
         with self._counting:
             if accepted:
                 self.finished += 1
                 return
             self.refused += 1
-        warnings.warn(
-            f"task {task_id} (dispatch {dispatch}) was taken back before it was consumed; it is trained again elsewhere"
-        )
+            self._refusals.append((task_id, dispatch))
+
+    def _warn_refused(self, cancelled: bool) -> None:
+        """Warns of each finish refused since the last look: its task was taken back before it
+        was consumed, and is trained again elsewhere; nothing when the job was `cancelled`
+        (every report after the cancel is refused, and nothing is trained again)."""
+        with self._counting:
+            refusals, self._refusals = self._refusals, []
+        if cancelled:
+            return
+        for task_id, dispatch in refusals:
+            warnings.warn(f"task {task_id} (dispatch {dispatch}) was taken back before it was consumed; it is trained again elsewhere")
 
 
 class _DdpPasses:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ import torch  # the test environment installs it: a missing torch fails, never s
 import raftrain
 from raftrain.torch import TaskDataset
 
-from cluster import free_addr, wait_until
+from cluster import free_addr, run_tool, wait_until
 from data import blobs, write_blobs
 
 HERE = Path(__file__).resolve().parent
@@ -289,6 +290,41 @@ def test_a_loop_that_stops_inside_a_task_gets_that_task_back_at_once(masters):
     status = loader.client.status()
     assert status["pass"] == 1 and status["dispatched"] == 4, status
     assert loader.finished == 4 and loader.refused == 0
+
+
+def test_a_job_cancelled_mid_pass_ends_the_loop_without_warning_of_take_backs(masters):
+    """`raftrain job cancel` in the middle of a pass ends the loader's loop (`job_finished`),
+    and the finishes the masters refused after the cancel are not warned of as tasks taken
+    back to be trained again elsewhere: nothing is trained again."""
+    rows = torch.arange(400)
+    dataset = TaskDataset(masters.masters, index=("cut", 400, 10), read=_Rows(rows), passes=3, batch_size=5)
+    loader = dataset.loader()
+    batches = 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        while not loader.job_finished:
+            for _batch in loader:
+                batches += 1
+                if batches == 30:
+                    run_tool("job", "cancel", "cut", "--masters", masters.masters)
+    assert 30 <= batches < 80 * 3, batches
+    assert loader.client.status()["job_cancelled"] is True
+    assert not [str(each.message) for each in caught if "taken back" in str(each.message)]
+
+
+def test_a_finish_refused_while_the_job_runs_is_warned_of(masters):
+    """A finish the masters refused while the job runs (its task was taken back) is warned of
+    once the loader knows the job was not cancelled; after a cancel it is not."""
+    dataset = TaskDataset(masters.masters, index=("warned", 10, 5), read=_Rows(torch.arange(10)), batch_size=5)
+    loader = dataset.loader()
+    loader._answered(3, 1, False)
+    with pytest.warns(UserWarning, match=r"task 3 \(dispatch 1\) was taken back"):
+        loader._warn_refused(cancelled=False)
+    loader._answered(4, 1, False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loader._warn_refused(cancelled=True)
+    assert loader.refused == 2
 
 
 class _Rows:
