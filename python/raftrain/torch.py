@@ -49,7 +49,11 @@ task. So, with any `num_workers` and `prefetch_factor`:
   the prefetch queue are not reported yet: the loop must reach a task's first batch within the
   timeout of its dispatch (a prefetch queue of `num_workers x prefetch_factor` batches ahead
   of the loop). A task taken back anyway is refused when reported (counted in
-  `TaskLoader.refused`, and warned) and trained again elsewhere.
+  `TaskLoader.refused`, and warned of once the loader knows the job was not cancelled: after
+  a cancel every report is refused and nothing is trained again) and trained again elsewhere;
+- a loop that stops inside a task (a `break`, an exception) did not consume it: the next
+  iteration of that process gets it again, whole, from the masters at once (with workers that
+  are not persistent, once the stopped workers' trainer leases end).
 
 One iteration of a `TaskLoader` is exactly one pass of the job, and `loader.pass_index` says
 which: after the batches this process gets of the pass (its workers stop asking once the pass
