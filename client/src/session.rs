@@ -37,6 +37,18 @@ impl Session {
         Ok(Arc::new(Self { master, name, id, lease, job_ended }))
     }
 
+    /// Acts as trainer `id`, registered as `name` by another client that keeps it alive (a
+    /// DataLoader worker asking for tasks as its training process's trainer): no call, and
+    /// no heartbeats of its own. If the master forgot the trainer (its owner's heartbeats
+    /// stopped for a lease), [`Session::renew`] registers one of its own, which no heartbeat
+    /// keeps: the masters drop it a lease later and take back what it holds, trained again
+    /// (at least once), and the next ask registers again.
+    pub fn attached(master: Arc<MasterClient>, name: String, id: u64) -> Arc<Self> {
+        let (id, job_ended) = (AtomicU64::new(id), watch::Sender::new(false));
+        // The lease paces heartbeats, and an attached session sends none.
+        Arc::new(Self { master, name, id, lease: Duration::ZERO, job_ended })
+    }
+
     /// Returns once a heartbeat heard that the job was cancelled or removed.
     pub async fn job_ended(&self) {
         let mut ended = self.job_ended.subscribe();

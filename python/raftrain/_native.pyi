@@ -52,6 +52,7 @@ class TaskClient:
         tls_key: Optional[_Path] = None,
         token_file: Optional[_Path] = None,
         deadline_s: Optional[float] = None,
+        trainer_id: Optional[int] = None,
     ) -> None: ...
     @property
     def trainer_id(self) -> int: ...

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Callable, Dict, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch.utils.data import DataLoader, default_convert
@@ -61,6 +61,8 @@ class TaskLoader:
         # Finishes refused and not warned of yet: `(task_id, dispatch)`.
         self._refusals: list = []
         self._reporter: Optional[TaskClient] = None
+        # The trainers this loader registered for its DataLoader workers (`_lend_trainers`).
+        self._lent_clients: List[TaskClient] = []
         self._reports: Optional[Reports] = None
         self._job_reported = False
         # Whether the job was seen running: a job that had ended before raises `JobEnded`
@@ -175,6 +177,7 @@ class TaskLoader:
         # The loader iterating the dataset is the one whose reports its asks carry (another
         # loader of the same dataset may have been made since this one).
         self.dataset._loader = self
+        self._lend_trainers()
         for batch, receipts, holding, dispatched_at in self.dataloader:
             self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
             yield batch
@@ -182,6 +185,28 @@ class TaskLoader:
             for task_id, dispatch in receipts:
                 self._progress_due.pop((int(task_id), int(dispatch)), None)
                 self._report(int(task_id), int(dispatch))
+
+    def _lend_trainers(self) -> None:
+        """With workers, registers their trainers here once (kept alive by this process's
+        heartbeats) and lends them to the dataset the workers get: a new worker of each pass
+        asks as the same trainers instead of registering its own, which would each be a write,
+        and another once its lease ran out after the worker exited (and a task a stopped worker
+        held comes back with the next pass's worker at once, not a lease later)."""
+        workers = self.dataloader.num_workers
+        if not workers or self._lent_clients:
+            return
+        for worker in range(workers):
+            clients = [self.dataset.client(suffix) for suffix in self.dataset.worker_suffixes(worker)]
+            self._lent_clients.extend(clients)
+            self.dataset._lent[worker] = [client.trainer_id for client in clients]
+
+    def _return_trainers(self) -> None:
+        """The job ended: the trainers lent to the workers stop heartbeating (the masters drop
+        them a lease later)."""
+        for client in self._lent_clients:
+            client.close()
+        self._lent_clients = []
+        self.dataset._lent = {}
 
     def _job_status(self) -> dict:
         """The job as the leader sees it, with `ended` (finished or cancelled; failed tasks
@@ -198,6 +223,8 @@ class TaskLoader:
         status = raise_if_failed(client.status())
         status["ended"] = bool(status["job_finished"] or status.get("job_cancelled"))
         self._warn_refused(cancelled=bool(status.get("job_cancelled")))
+        if status["ended"]:
+            self._return_trainers()
         if status["ended"] and not self._seen_running:
             raise JobEnded(status.get("job"), "been cancelled" if status.get("job_cancelled") else "finished")
         self._seen_running = True

@@ -180,7 +180,11 @@ class TaskClient:
     `job` names the job (one of several a master group runs; `raftrain job submit` makes one,
     and so does this client's first dataset report); by default, the group's only job. The
     trainer registers when it first asks for a task (or reads `trainer_id`), so a process may
-    report the dataset, and so submit its job, first."""
+    report the dataset, and so submit its job, first.
+
+    `trainer_id` makes this client act as a trainer another client of the job registered and
+    keeps alive (its heartbeats): a DataLoader worker asking for tasks as a trainer its
+    training process lent it, so that each new worker does not register one of its own."""
 
     def __init__(
         self,
@@ -193,6 +197,7 @@ class TaskClient:
         tls_key=None,
         token_file=None,
         deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
+        trainer_id: Optional[int] = None,
     ):
         self.job: Optional[str] = job
         self._native = _native.TaskClient(
@@ -204,6 +209,7 @@ class TaskClient:
             tls_key=_path(tls_key),
             token_file=_path(token_file),
             deadline_s=deadline_s,
+            trainer_id=None if trainer_id is None else _count("trainer_id", trainer_id),
         )
 
     @property

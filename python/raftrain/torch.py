@@ -5,7 +5,9 @@ DataLoader workers and training processes. Importing `raftrain` does not import 
 How it works
 ------------
 Each DataLoader worker (or the training process itself with `num_workers=0`) is a trainer of
-the job: it registers with the masters (three times: see below), takes tasks, reads each task's
+the job, three times over (see below): the training process registers its workers' trainers
+once and keeps them alive, and each worker (a new process each pass unless
+`persistent_workers`) asks as the ones lent to it. It takes tasks, reads each task's
 samples (`read(start, end)` over an index task's range, or the RecordIO task's checked
 chunks) and yields them in batches. Batches never span two tasks: a task's last batch may be
 short. The batch holding a task's last sample carries a *receipt* (task id, dispatch).
@@ -18,7 +20,7 @@ task. So, with any `num_workers` and `prefetch_factor`:
 - a task is reported finished exactly when the training loop has consumed all its samples,
   by the training process (not the worker, which may be several batches ahead);
 - prefetched batches of tasks not yet consumed are not reported; if the process dies they are
-  lost with it, and their tasks go back to the queue when the workers' trainer leases end (the
+  lost with it, and their tasks go back to the queue when its trainers' leases end (the
   workers die with their DataLoader): each task is trained on at least once per pass;
 - a worker holds at most three unreported tasks (one per registration): the master hands a
   trainer one task at a time (and answers one that holds a task with that task until its
@@ -52,8 +54,8 @@ task. So, with any `num_workers` and `prefetch_factor`:
   `TaskLoader.refused`, and warned of once the loader knows the job was not cancelled: after
   a cancel every report is refused and nothing is trained again) and trained again elsewhere;
 - a loop that stops inside a task (a `break`, an exception) did not consume it: the next
-  iteration of that process gets it again, whole, from the masters at once (with workers that
-  are not persistent, once the stopped workers' trainer leases end).
+  iteration of that process gets it again, whole, from the masters at once (its workers ask
+  as the same trainers as the stopped ones).
 
 One iteration of a `TaskLoader` is exactly one pass of the job, and `loader.pass_index` says
 which: after the batches this process gets of the pass (its workers stop asking once the pass
@@ -96,7 +98,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -224,11 +226,19 @@ class TaskDataset(IterableDataset):
         # Whether a loader of this dataset reported the job (copied into its workers, which
         # are started after that: they need not report it again).
         self._reported_by_loader = False
+        # Per DataLoader worker, the ids of the trainers the loader registered for it and keeps
+        # alive (copied into the workers, started after that).
+        self._lent: Dict[int, List[int]] = {}
 
-    def client(self, suffix: str) -> TaskClient:
-        """A client of this job, registered as `<name>-<suffix>`."""
+    def client(self, suffix: str, trainer_id: Optional[int] = None) -> TaskClient:
+        """A client of this job, registered as `<name>-<suffix>` (or acting as the trainer
+        `trainer_id` another client registered under that name and keeps alive)."""
         job = self.index[0] if self.index is not None else (self.job or "python")
-        return TaskClient(self.masters, name=f"{self.name}-{suffix}", job=job, **self.client_options)
+        return TaskClient(self.masters, name=f"{self.name}-{suffix}", job=job, trainer_id=trainer_id, **self.client_options)
+
+    def worker_suffixes(self, worker: int) -> List[str]:
+        """The names (after `<name>-`) of DataLoader worker `worker`'s registrations."""
+        return [f"w{worker}-{index}" for index in range(REGISTRATIONS_PER_WORKER)]
 
     def __getstate__(self) -> dict:
         # Registrations belong to the process that made them (a spawned worker makes its own).
@@ -354,10 +364,14 @@ class TaskDataset(IterableDataset):
         training loop reports it."""
         if self._registered_pid != os.getpid():
             worker = get_worker_info()
-            worker_name = f"w{worker.id}" if worker is not None else "main"
-            self._registered = [
-                Registration(self.client(f"{worker_name}-{index}")) for index in range(REGISTRATIONS_PER_WORKER)
-            ]
+            if worker is None:
+                clients = [self.client(f"main-{index}") for index in range(REGISTRATIONS_PER_WORKER)]
+            else:
+                # A worker acts as the trainers its training process lent it (registered once,
+                # kept alive there), else it registers its own.
+                lent = self._lent.get(worker.id) or [None] * REGISTRATIONS_PER_WORKER
+                clients = [self.client(suffix, trainer_id) for suffix, trainer_id in zip(self.worker_suffixes(worker.id), lent)]
+            self._registered = [Registration(client) for client in clients]
             self._registered_pid = os.getpid()
         return self._registered
 

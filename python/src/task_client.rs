@@ -46,9 +46,10 @@ pub struct TaskClient {
 #[pymethods]
 impl TaskClient {
     /// A trainer named `name` of job `job` (empty: the group's only job); it registers on
-    /// first use.
+    /// first use, or acts as the registered trainer `trainer_id` that another client keeps
+    /// alive (`client::Session::attached`).
     #[new]
-    #[pyo3(signature = (masters, name, job=String::new(), tls_ca=None, tls_cert=None, tls_key=None, token_file=None, deadline_s=None))]
+    #[pyo3(signature = (masters, name, job=String::new(), tls_ca=None, tls_cert=None, tls_key=None, token_file=None, deadline_s=None, trainer_id=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         masters: Vec<String>,
@@ -59,6 +60,7 @@ impl TaskClient {
         tls_key: Option<std::path::PathBuf>,
         token_file: Option<std::path::PathBuf>,
         deadline_s: Option<f64>,
+        trainer_id: Option<u64>,
     ) -> PyResult<Self> {
         guarded("TaskClient", || {
             let connection =
@@ -66,11 +68,15 @@ impl TaskClient {
             let master = connection.master_client()?;
             let tasks_done = Arc::new(AtomicU64::new(0));
             let (stop, stopped) = watch::channel(false);
+            let session = OnceLock::new();
+            if let Some(id) = trainer_id {
+                let _ = session.set(Session::attached(master.clone(), name.clone(), id));
+            }
             Ok(Self {
                 process: ProcessBound::here(),
                 master,
                 name,
-                session: OnceLock::new(),
+                session,
                 walker: OnceLock::new(),
                 pass_index: Arc::default(),
                 tasks_done,

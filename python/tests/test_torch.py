@@ -327,6 +327,30 @@ def test_a_finish_refused_while_the_job_runs_is_warned_of(masters):
     assert loader.refused == 2
 
 
+def test_workers_ask_as_the_trainers_their_training_process_lent_them(masters):
+    """DataLoader workers are new processes each pass: the training process registers their
+    trainers once and keeps them alive, so every pass's workers ask as the same trainers, and
+    the tasks the workers held when the loop stopped inside the pass come back with the next
+    iteration's workers at once (not a trainer lease later, handed out again)."""
+    rows = torch.arange(80)
+    dataset = TaskDataset(masters.masters, index=("lent", 80, 10), read=_Rows(rows), passes=3, batch_size=5, name="lent")
+    loader = dataset.loader(num_workers=2)
+    seen = []
+    for number, batch in enumerate(loader):
+        seen.extend(batch.tolist())
+        if number == 2:
+            break
+    workers = lambda: sorted(each["id"] for each in loader.client.status()["trainers"] if each["name"].startswith("lent-w"))
+    lent = workers()
+    assert len(lent) == 2 * 3, loader.client.status()["trainers"]
+    passes = []
+    while not loader.job_finished:
+        passes.append(sorted(torch.cat(list(loader)).tolist()))
+        assert workers() == lent, "the same trainers every pass"
+    assert set(seen) | set(passes[0]) == set(range(80)) and passes[1:] == [list(range(80))] * 2
+    assert loader.client.status()["dispatched"] == 8 * 3, "no task handed out twice in a pass"
+
+
 class _Rows:
     def __init__(self, rows):
         self.rows = rows
