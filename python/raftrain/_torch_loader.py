@@ -63,6 +63,8 @@ class TaskLoader:
         self._reporter: Optional[TaskClient] = None
         # The trainers this loader registered for its DataLoader workers (`_lend_trainers`).
         self._lent_clients: List[TaskClient] = []
+        # Their ids, per worker (what the dataset hands the workers).
+        self._lent: Dict[int, List[int]] = {}
         self._reports: Optional[Reports] = None
         self._job_reported = False
         # Whether the job was seen running: a job that had ended before raises `JobEnded`
@@ -193,20 +195,22 @@ class TaskLoader:
         and another once its lease ran out after the worker exited (and a task a stopped worker
         held comes back with the next pass's worker at once, not a lease later)."""
         workers = self.dataloader.num_workers
-        if not workers or self._lent_clients:
-            return
-        for worker in range(workers):
-            clients = [self.dataset.client(suffix) for suffix in self.dataset.worker_suffixes(worker)]
-            self._lent_clients.extend(clients)
-            self.dataset._lent[worker] = [client.trainer_id for client in clients]
+        if workers and not self._lent_clients:
+            for worker in range(workers):
+                clients = [self.dataset.client(suffix) for suffix in self.dataset.worker_suffixes(worker)]
+                self._lent_clients.extend(clients)
+                self._lent[worker] = [client.trainer_id for client in clients]
+        # This loader's, though another loader of the dataset lent its own since: those may
+        # no longer be kept alive, or be in use by that loader's workers.
+        self.dataset._lent = self._lent
 
     def _return_trainers(self) -> None:
         """The job ended: the trainers lent to the workers stop heartbeating (the masters drop
         them a lease later)."""
         for client in self._lent_clients:
             client.close()
-        self._lent_clients = []
-        self.dataset._lent = {}
+        self._lent_clients, self._lent = [], {}
+        self.dataset._lent = self._lent
 
     def _job_status(self) -> dict:
         """The job as the leader sees it, with `ended` (finished or cancelled; failed tasks

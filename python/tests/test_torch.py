@@ -351,6 +351,25 @@ def test_workers_ask_as_the_trainers_their_training_process_lent_them(masters):
     assert loader.client.status()["dispatched"] == 8 * 3, "no task handed out twice in a pass"
 
 
+def test_a_loader_lends_its_workers_its_own_trainers_though_another_lent_since(masters):
+    """Two loaders with workers of one dataset, iterated in turn: each pass's workers ask as
+    the trainers of the loader iterating, not those the other loader lent last (which that
+    loader's workers use, and which stop being kept alive with that loader)."""
+    rows = torch.arange(40)
+    dataset = TaskDataset(masters.masters, index=("turns", 40, 10), read=_Rows(rows), passes=3, batch_size=5, name="turns")
+    first, second = dataset.loader(num_workers=1), dataset.loader(num_workers=1)
+    assert sorted(torch.cat(list(first)).tolist()) == list(range(40))
+    lent_by_first = dict(dataset._lent)
+    assert sorted(torch.cat(list(second)).tolist()) == list(range(40))
+    assert dataset._lent != lent_by_first
+    batches = []
+    for batch in first:
+        assert dataset._lent == lent_by_first, "the workers of the loader iterating get its trainers"
+        batches.append(batch)
+    assert sorted(torch.cat(batches).tolist()) == list(range(40)) and first.job_finished
+    assert dataset._lent == {}, "the job ended: nothing lent any more"
+
+
 class _Rows:
     def __init__(self, rows):
         self.rows = rows
