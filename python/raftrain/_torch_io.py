@@ -38,20 +38,23 @@ class Reports:
     reports before it go at once). Progress reports are never claimed; one that a claimed
     finish overtakes is answered "no longer held", which changes nothing.
 
-    `send(kind, receipt)` sends one report (on the reporting thread); `answered(task_id,
+    A finish may come with a `carry` (which worker's task it is, see `Carriage`): an ask of
+    that DataLoader worker may carry it instead, within the hold.
+
+    `send(kind, receipt, carry)` sends one report (on the reporting thread); `answered(task_id,
     dispatch, accepted)` takes a claimed finish's answer."""
 
     def __init__(
         self,
-        send: Callable[[str, Receipt], None],
+        send: Callable[[str, Receipt, Optional[Tuple[int, int]]], None],
         answered: Callable[[int, int, bool], None],
         hold_s: float = 0.0,
     ):
         self._send_one = send
         self._answered_claim = answered
         self._hold_s = hold_s
-        # Reports not sent yet: (number in the order queued, kind, receipt, when queued).
-        self._waiting: "collections.deque[Tuple[int, str, Receipt, float]]" = collections.deque()
+        # Reports not sent yet: (number in the order queued, kind, receipt, when queued, carry).
+        self._waiting: "collections.deque[Tuple[int, str, Receipt, float, Optional[Tuple[int, int]]]]" = collections.deque()
         # The number of the report the thread is sending (`None`: none).
         self._sending: Optional[int] = None
         # Reports numbered below this are sent at once, held or not (a flush or landed waits).
@@ -77,8 +80,8 @@ class Reports:
         self._sender_idle = False
         threading.Thread(target=self._send, name="raftrain-reports", daemon=True).start()
 
-    def put(self, report: Tuple[str, Receipt]) -> None:
-        """Queues `("finish", receipt)` or `("progress", receipt)`."""
+    def put(self, report: Tuple[str, Receipt], carry: Optional[Tuple[int, int]] = None) -> None:
+        """Queues `("finish", receipt)` (with its `carry`, given) or `("progress", receipt)`."""
         self._raise_failure()
         kind, receipt = report
         with self._changed:
@@ -88,7 +91,7 @@ class Reports:
             # A held finish wakes no thread: the idle sender looks every hold anyway.
             if kind == "progress" or (self._sender_idle and not self._hold_s):
                 self._due_changed.notify()
-            self._waiting.append((self._queued, kind, receipt, time.monotonic()))
+            self._waiting.append((self._queued, kind, receipt, time.monotonic(), carry))
             self._queued += 1
 
     def flush(self) -> None:
@@ -126,7 +129,7 @@ class Reports:
         with self._changed:
             if self._sending is not None and self._sending < queued:
                 return True
-            if any(number < queued and kind == "progress" for number, kind, _receipt, _at in self._waiting):
+            if any(number < queued and kind == "progress" for number, kind, *_rest in self._waiting):
                 self._make_urgent(queued)
                 return True
             return False
@@ -137,12 +140,12 @@ class Reports:
         with self._changed:
             if self._failure is not None:
                 return []
-            claimed = [item for item in self._waiting if item[1] == "finish"][:FINISHED_PER_STEP_MAX]
+            claimed = [item for item in self._waiting if item[1] == "finish" and item[4] is None][:FINISHED_PER_STEP_MAX]
             for item in claimed:
                 self._waiting.remove(item)
             self._claimed_open += len(claimed)
             self._changed.notify_all()
-            return [receipt for _number, _kind, receipt, _at in claimed]
+            return [receipt for _number, _kind, receipt, *_rest in claimed]
 
     def settle(self, claimed: Sequence[Receipt], accepted: Optional[Sequence[bool]], failure: Optional[BaseException] = None) -> None:
         """The answers to `claimed` finishes (`accepted`, per receipt), or the failure of the
@@ -175,7 +178,7 @@ class Reports:
         """Seconds until the first waiting report is due (0: now; `None`: none waits)."""
         if not self._waiting:
             return None
-        number, kind, _receipt, queued_at = self._waiting[0]
+        number, kind, _receipt, queued_at, _carry = self._waiting[0]
         if kind != "finish" or number < self._urgent_below:
             return 0.0
         return max(0.0, queued_at + self._hold_s - time.monotonic())
@@ -190,10 +193,10 @@ class Reports:
                     self._due_changed.wait(due_in if due_in is not None else (self._hold_s or None))
                     due_in = self._due_in()
                 self._sender_idle = False
-                self._sending, kind, receipt, _at = self._waiting.popleft()
+                self._sending, kind, receipt, _at, carry = self._waiting.popleft()
             try:
                 if self._failure is None:
-                    self._send_one(kind, receipt)
+                    self._send_one(kind, receipt, carry)
             except BaseException as error:  # noqa: BLE001 - raised in the training loop
                 self._failure = error
             finally:
@@ -239,6 +242,8 @@ class Registration:
         # When this registration last took a task, in the order of asks (-1: never).
         self._taken = -1
         self.reported_upto: Optional[int] = None
+        # A worker's number for its last task, whose finish its asks carry (`Carriage`).
+        self.number: Optional[int] = None
         # When the held task was asked for (its dispatch was no earlier).
         self._held_asked_since: Optional[float] = None
 

@@ -4,6 +4,7 @@ reported finished once the training loop consumed it; and its DistributedDataPar
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 import warnings
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Tupl
 import torch
 from torch.utils.data import DataLoader, default_convert
 
+from ._torch_carry import Carriage
 from ._torch_io import Receipt, Reports
 from .errors import InvalidArgument, JobEnded
 from .task_client import TaskClient, raise_if_failed
@@ -30,6 +32,10 @@ PASS_END_POLL_S = 0.05
 #: of a few milliseconds), short against any task timeout. A pass's end or a state read sends
 #: it at once.
 FINISH_HOLD_S = 0.25
+#: With DataLoader workers, how long a finish report waits for an ask of the worker that read
+#: its task to carry it (`Carriage`) before the reporting thread sends it alone: about the
+#: time between a worker's asks at the rates where a write per task costs.
+CARRY_HOLD_S = 0.25
 
 
 class TaskLoader:
@@ -50,6 +56,9 @@ class TaskLoader:
         #: Tasks this loader reported finished, and reports the master refused (taken back).
         self.finished = 0
         self.refused = 0
+        #: Of those, finishes an ask of a DataLoader worker carried (one write for the finish
+        #: and the worker's next task; the rest this process sent alone).
+        self.carried = 0
         #: Progress reports that moved a task's deadline on.
         self.progressed = 0
         #: The pass the last iteration walked (`None` before the first).
@@ -65,6 +74,8 @@ class TaskLoader:
         self._lent_clients: List[TaskClient] = []
         # Their ids, per worker (what the dataset hands the workers).
         self._lent: Dict[int, List[int]] = {}
+        # The shared memory through which the workers' asks carry this process's finishes.
+        self._carriage: Optional[Carriage] = None
         self._reports: Optional[Reports] = None
         self._job_reported = False
         # Whether the job was seen running: a job that had ended before raises `JobEnded`
@@ -180,13 +191,13 @@ class TaskLoader:
         # loader of the same dataset may have been made since this one).
         self.dataset._loader = self
         self._lend_trainers()
-        for batch, receipts, holding, dispatched_at in self.dataloader:
+        for batch, receipts, holding, dispatched_at, carry in self.dataloader:
             self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
             yield batch
             # The loop asked for the next batch: it has consumed this one.
             for task_id, dispatch in receipts:
                 self._progress_due.pop((int(task_id), int(dispatch)), None)
-                self._report(int(task_id), int(dispatch))
+                self._report(int(task_id), int(dispatch), None if carry is None else (int(carry[0]), int(carry[1])))
 
     def _lend_trainers(self) -> None:
         """With workers, registers their trainers here once (kept alive by this process's
@@ -200,9 +211,13 @@ class TaskLoader:
                 clients = [self.dataset.client(suffix) for suffix in self.dataset.worker_suffixes(worker)]
                 self._lent_clients.extend(clients)
                 self._lent[worker] = [client.trainer_id for client in clients]
+        if workers and self._carriage is None:
+            context = self.dataloader.multiprocessing_context or multiprocessing.get_context()
+            self._carriage = Carriage(workers, context)
         # This loader's, though another loader of the dataset lent its own since: those may
         # no longer be kept alive, or be in use by that loader's workers.
         self.dataset._lent = self._lent
+        self.dataset._carriage = self._carriage
 
     def _return_trainers(self) -> None:
         """The job ended: the trainers lent to the workers stop heartbeating (the masters drop
@@ -293,24 +308,40 @@ class TaskLoader:
             self._reporter = self.dataset.client("reporter")
         return self._reporter
 
-    def _report(self, task_id: int, dispatch: int) -> None:
+    def _report(self, task_id: int, dispatch: int, carry: Optional[Tuple[int, int]] = None) -> None:
         """Queues a task's finish report for the reporting thread (in order; the training loop
-        goes on at once)."""
-        self._queue_report(("finish", (task_id, dispatch)))
+        goes on at once), offered to the next ask of the worker that read the task (`carry`:
+        the worker and its number for the task)."""
+        carriage = self._carriage
+        if carry is not None and (carriage is None or not carriage.on or not carriage.consumed(*carry, (task_id, dispatch))):
+            carry = None
+        self._queue_report(("finish", (task_id, dispatch)), carry)
 
-    def _queue_report(self, report: Tuple[str, Receipt]) -> None:
+    def _queue_report(self, report: Tuple[str, Receipt], carry: Optional[Tuple[int, int]] = None) -> None:
         if self._reports is None:
-            # Without workers, this process's asks carry its finishes: hold them for the next.
-            hold_s = FINISH_HOLD_S if self.dataloader.num_workers == 0 else 0.0
+            # This process's asks carry its finishes without workers, the workers' asks with
+            # them: hold them for the next.
+            hold_s = FINISH_HOLD_S if self.dataloader.num_workers == 0 else CARRY_HOLD_S
             self._reports = Reports(self._send_report, self._answered, hold_s)
-        self._reports.put(report)
+        self._reports.put(report, carry)
 
-    def _send_report(self, kind: str, receipt: Receipt) -> None:
-        """Sends one report (on the reporting thread) and takes its answer."""
+    def _send_report(self, kind: str, receipt: Receipt, carry: Optional[Tuple[int, int]] = None) -> None:
+        """Sends one report (on the reporting thread) and takes its answer; a finish an ask of
+        its worker carries is answered by that ask."""
         client = self._reporter_client()
         task_id, dispatch = receipt
         if kind == "finish":
-            self._answered(task_id, dispatch, client._native.finish(task_id, dispatch))
+            mine = carry is None or self._carriage.take_over(*carry)
+            if not mine:
+                carried = self._carriage.verdict(*carry)
+                if carried is not None:
+                    self.carried += 1
+                    self._answered(task_id, dispatch, carried)
+                    return
+            accepted = client._native.finish(task_id, dispatch)
+            # Sent here after its worker's ask took it and failed or died: a refusal may
+            # answer the worker's own report, which may have landed.
+            self._answered(task_id, dispatch, accepted if mine or accepted else None)
             return
         asked_at = time.monotonic()
         self._progressed(receipt, asked_at, client.progress(task_id, dispatch))
@@ -330,9 +361,12 @@ class TaskLoader:
             self.dataset._settle_asks()
             self._reports.flush()
 
-    def _answered(self, task_id: int, dispatch: int, accepted: bool) -> None:
+    def _answered(self, task_id: int, dispatch: int, accepted: Optional[bool]) -> None:
         """A finish's answer (from the reporting thread or an ask's): a refusal is warned of
-        by the training thread once it knows why (`_warn_refused`)."""
+        by the training thread once it knows why (`_warn_refused`); `None`: not known (a
+        finish sent twice)."""
+        if accepted is None:
+            return
         with self._counting:
             if accepted:
                 self.finished += 1
@@ -422,6 +456,6 @@ class _BatchConverted:
     def __init__(self, convert: Callable[[object], object]):
         self.convert = convert
 
-    def __call__(self, item: Tuple[object, list, Receipt, float]) -> Tuple[object, list, Receipt, float]:
-        batch, receipts, holding, dispatched_at = item
-        return self.convert(batch), receipts, holding, dispatched_at
+    def __call__(self, item: Tuple[object, list, Receipt, float, object]) -> Tuple[object, list, Receipt, float, object]:
+        batch, receipts, holding, dispatched_at, carry = item
+        return self.convert(batch), receipts, holding, dispatched_at, carry

@@ -40,6 +40,11 @@ task. So, with any `num_workers` and `prefetch_factor`:
   before it asks again for a task the master answered as still held (the pass's last);
   without workers, a finish waits up to `FINISH_HOLD_S` for the process's next ask, which
   carries it (one replicated write for the finish and the ask: `TaskClient.step(finished=...)`);
+  with workers, up to `CARRY_HOLD_S` for the next ask of the worker that read the task, to
+  which the training process hands it through shared memory (`Carriage`: exactly one of them
+  sends it; a worker whose ask failed or that died leaves it to the training process); a
+  worker asks as a registration whose task the loop has not consumed yet only once it has
+  (the master would answer that task again);
 - a task the training loop is consuming slowly is not taken back: the training process
   reports its progress (`Task.progress`), which moves the task's deadline a whole timeout on
   (`--task-timeout-min-ms`, 20 s by default, or more for tasks slow on average), once a
@@ -104,6 +109,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from ._torch_carry import Carriage, WorkerCarrier
 from ._torch_io import Receipt, Registration
 from ._torch_loader import TaskLoader
 from .errors import DataError, InvalidArgument
@@ -124,6 +130,11 @@ HELD_POLL_S = 0.05
 #: A worker ends its pass once nothing was free for it this long: the pass's last tasks are
 #: held elsewhere (by another process's workers, which may wait in DDP for this one).
 PASS_END_IDLE_S = 1.0
+#: Between looks of a worker at its training process's progress while each of its
+#: registrations holds a task the training loop has not consumed yet (shared memory, no ask):
+#: the first pause, doubled up to the longest while the loop consumes nothing.
+CONSUMED_POLL_S_MIN = 0.001
+CONSUMED_POLL_S = 0.02
 #: How long before a task's batches are expected to run out the next task is asked for (in the
 #: training process, without workers), before the loader learned the job's task timeout:
 #: enough to hide a task hand-off, short enough that a task's deadline, which runs from its
@@ -136,9 +147,10 @@ ASK_AHEAD_S_MAX = 0.25
 
 
 class TaskDataset(IterableDataset):
-    """A job's tasks as an IterableDataset of `(batch, receipts, holding, asked_at)`
+    """A job's tasks as an IterableDataset of `(batch, receipts, holding, asked_at, carry)`
     (`holding`: the receipt of the task the batch is of; `asked_at`: when it was asked for, by
-    `time.monotonic()`); use it through `loader()`.
+    `time.monotonic()`; `carry`: which worker's task it is, for its finish to travel with that
+    worker's next ask); use it through `loader()`.
 
     Either `index=(name, size, shard_size)` with `read`: an index dataset the masters never
     read (tasks are ranges of `shard_size` indices of `[0, size)`), each batch being
@@ -229,6 +241,10 @@ class TaskDataset(IterableDataset):
         # Per DataLoader worker, the ids of the trainers the loader registered for it and keeps
         # alive (copied into the workers, started after that).
         self._lent: Dict[int, List[int]] = {}
+        # The loader's shared memory through which the workers' asks carry its finishes
+        # (copied into the workers, started after it is made), and this worker's side of it.
+        self._carriage: Optional[Carriage] = None
+        self._carrier: Optional[WorkerCarrier] = None
 
     def client(self, suffix: str, trainer_id: Optional[int] = None) -> TaskClient:
         """A client of this job, registered as `<name>-<suffix>` (or acting as the trainer
@@ -243,7 +259,7 @@ class TaskDataset(IterableDataset):
     def __getstate__(self) -> dict:
         # Registrations belong to the process that made them (a spawned worker makes its own).
         state = dict(self.__dict__)
-        state["_registered"], state["_registered_pid"], state["_loader"] = [], None, None
+        state["_registered"], state["_registered_pid"], state["_loader"], state["_carrier"] = [], None, None, None
         return state
 
     def loader(self, *, allow_ended: bool = False, **dataloader_options) -> "TaskLoader":
@@ -263,6 +279,8 @@ class TaskDataset(IterableDataset):
         fresh = self._registered_pid != os.getpid()
         registrations = self._registrations()
         loader = self._loader if get_worker_info() is None else None
+        # A worker's asks carry the finishes its training process consumed of its tasks.
+        carrier = self._carrier if loader is None else None
         # The loader reads the job's state (every report answered) before an iteration, or
         # saw the last pass end: a task still held was not consumed.
         for registration in registrations:
@@ -274,14 +292,17 @@ class TaskDataset(IterableDataset):
         pass_index = registrations[0].client.pass_index
         yielded = False
         idle_since: Optional[float] = None
-        landed, pause = -1, HELD_POLL_S_MIN
+        landed, pause, unconsumed_pause = -1, HELD_POLL_S_MIN, CONSUMED_POLL_S_MIN
         # The registration whose task the loop is consuming (or consumed last).
         current: Optional[Registration] = None
         while True:
             steps = []
             # Registrations whose next step was asked ahead answer first, in the order asked.
             for registration in sorted(registrations, key=Registration.ask_order, reverse=True):
-                step = registration.step(loader._reports if loader is not None else None)
+                if self._unconsumed(registration):
+                    # The master would answer its task again (a write): ask once it is consumed.
+                    continue
+                step = registration.step(loader._reports if loader is not None else carrier)
                 steps.append((registration, step))
                 if step.kind != StepKind.Wait and not registration.holds(step):
                     break
@@ -290,6 +311,11 @@ class TaskDataset(IterableDataset):
                     # write) would be answered alike (in the training process one may still
                     # carry the finishes that end the pass).
                     break
+            if not steps:
+                # Every registration holds a task the loop has not consumed yet.
+                time.sleep(unconsumed_pause)
+                unconsumed_pause = min(unconsumed_pause * 2, CONSUMED_POLL_S)
+                continue
             if step.kind in (StepKind.Finished, StepKind.Cancelled):
                 # The job ended: this process's registrations stop heartbeating now, rather
                 # than warning every lease once the masters are gone.
@@ -316,6 +342,7 @@ class TaskDataset(IterableDataset):
                     # The loop consumed the last task: its finish report is queued.
                     current.reported_upto = loader._reports_queued()
                 registration.take(step)
+                registration.number = self._carrier.issue() if self._carrier is not None else None
                 current = registration
                 # In the training process itself (no DataLoader workers), while this task's last
                 # batches are consumed, another registration asks for its next task (no sooner:
@@ -325,8 +352,9 @@ class TaskDataset(IterableDataset):
                 # in turn, wait on the others.
                 others = [other for other in registrations if other is not registration]
                 ask_ahead = (lambda left, count: self._ask_ahead(others, loader, left, count)) if loader is not None else (lambda left, count: False)
-                yield from self._batches(step.task, ask_ahead, dispatched_at)
-                yielded, idle_since, pause = True, None, HELD_POLL_S_MIN
+                carry = None if registration.number is None else (self._carrier.worker, registration.number)
+                yield from self._batches(step.task, ask_ahead, dispatched_at, carry)
+                yielded, idle_since, pause, unconsumed_pause = True, None, HELD_POLL_S_MIN, CONSUMED_POLL_S_MIN
                 continue
             if loader is not None and any(asker.holds(each) for asker, each in steps):
                 # A registration was answered the task this process is reporting (the pass's
@@ -371,9 +399,18 @@ class TaskDataset(IterableDataset):
                 # kept alive there), else it registers its own.
                 lent = self._lent.get(worker.id) or [None] * REGISTRATIONS_PER_WORKER
                 clients = [self.client(suffix, trainer_id) for suffix, trainer_id in zip(self.worker_suffixes(worker.id), lent)]
+                carriage = self._carriage
+                on = carriage is not None and carriage.on and worker.id < carriage.workers
+                self._carrier = WorkerCarrier(carriage, worker.id) if on else None
             self._registered = [Registration(client) for client in clients]
             self._registered_pid = os.getpid()
         return self._registered
+
+    def _unconsumed(self, registration: Registration) -> bool:
+        """Whether `registration` (of a worker whose asks carry its training process's finishes)
+        holds a task the training loop has not consumed yet."""
+        number = registration.number
+        return self._carrier is not None and registration.held is not None and number is not None and self._carrier.consumed_upto() < number
 
     def _settle_asks(self) -> None:
         """Waits for this process's asks ahead and settles the finishes they carry (before the
@@ -389,10 +426,11 @@ class TaskDataset(IterableDataset):
         if self._registered is registrations:
             self._registered, self._registered_pid = [], None
 
-    def _batches(self, task, ask_ahead: Callable[[int, int], object], dispatched_at: float) -> Iterator[Tuple[object, List[Receipt], Receipt, float]]:
-        """The task's batches, each with the receipts it carries, the task it is of and when
+    def _batches(self, task, ask_ahead: Callable[[int, int], object], dispatched_at: float, carry=None) -> Iterator[Tuple[object, List[Receipt], Receipt, float, object]]:
+        """The task's batches, each with the receipts it carries, the task it is of, when
         it was asked for (`time.monotonic()`, the same clock in every process of the machine:
-        no later than its dispatch). `ask_ahead(left, count)` runs before a batch is yielded
+        no later than its dispatch) and `carry` (the worker and its number for the task, whose
+        asks carry its finish; `None` without a `Carriage`). `ask_ahead(left, count)` runs before a batch is yielded
         (`left` of the task's `count` batches, this one included) once the batches left are
         expected to take the loop no longer than the ask-ahead time, until it answers False."""
         receipt = (task.task_id, task.dispatch)
@@ -422,7 +460,7 @@ class TaskDataset(IterableDataset):
             if asking and left <= ask_from:
                 # False once no registration is left to ask for the rest of this task.
                 asking = ask_ahead(left, count) is not False
-            yield batch, [receipt] if left == 1 else [], receipt, dispatched_at
+            yield batch, [receipt] if left == 1 else [], receipt, dispatched_at, carry
         # The loop asked for the batch after the task's last: how long a batch takes it, smoothed.
         took = (time.monotonic() - started) / max(count, 1)
         self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 4

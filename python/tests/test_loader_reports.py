@@ -25,7 +25,7 @@ def test_reports_land_in_order_and_landed_waits_for_those_queued_before():
     gates = {receipt: threading.Event() for receipt in [(1, 1), (2, 1), (3, 1)]}
     sent = []
 
-    def send(kind, receipt):
+    def send(kind, receipt, carry=None):
         gates[receipt].wait(10)
         sent.append((kind, receipt))
 
@@ -43,7 +43,7 @@ def test_reports_land_in_order_and_landed_waits_for_those_queued_before():
 
 
 def test_a_failed_report_is_raised_in_the_loop_and_still_counts_as_landed():
-    def send(kind, receipt):
+    def send(kind, receipt, carry=None):
         raise RuntimeError(f"no master took {kind} {receipt}")
 
     reports = Reports(send, unclaimed)
@@ -65,7 +65,7 @@ def test_an_ask_carries_the_held_finishes_and_a_flush_sends_the_rest_at_once():
     """Finishes wait (held) for an ask to claim them, in order and never a progress report; the
     claim's answers go to the loader, its failure to the loop; a flush sends what is held."""
     sent, answered = [], []
-    reports = Reports(lambda kind, receipt: sent.append((kind, receipt)), lambda *answer: answered.append(answer), hold_s=600)
+    reports = Reports(lambda kind, receipt, carry=None: sent.append((kind, receipt)), lambda *answer: answered.append(answer), hold_s=600)
     reports.put(("progress", (2, 1)))
     reports.put(("finish", (1, 1)))
     reports.put(("finish", (3, 1)))
@@ -89,7 +89,7 @@ def test_a_progress_report_sends_the_finishes_held_before_it_at_once():
     for an ask (the hold is ten minutes here), and it goes after it, in order."""
     sent, progressed = [], threading.Event()
 
-    def send(kind, receipt):
+    def send(kind, receipt, carry=None):
         sent.append((kind, receipt))
         if kind == "progress":
             progressed.set()
@@ -104,7 +104,7 @@ def test_a_progress_report_sends_the_finishes_held_before_it_at_once():
 
 def test_a_held_finish_no_ask_claims_is_sent_once_its_hold_ran_out():
     sent = threading.Event()
-    reports = Reports(lambda kind, receipt: sent.set(), unclaimed, hold_s=0.05)
+    reports = Reports(lambda kind, receipt, carry=None: sent.set(), unclaimed, hold_s=0.05)
     reports.put(("finish", (1, 1)))
     assert sent.wait(10), "sent by the reporting thread after its hold"
     assert reports.claim() == []
@@ -162,7 +162,7 @@ def test_the_loader_iterating_a_dataset_carries_its_finishes_though_another_was_
     dataset.loader(num_workers=0)  # made, never iterated
     sent_alone = []
     send = first._send_report
-    first._send_report = lambda kind, receipt: (sent_alone.append(kind), send(kind, receipt))
+    first._send_report = lambda kind, receipt, carry=None: (sent_alone.append(kind), send(kind, receipt, carry))
     assert sorted(each for batch in first for each in batch.tolist()) == list(range(40))
     assert (first.finished, first.refused) == (10, 0)
     assert sent_alone.count("finish") <= 1, sent_alone

@@ -1,0 +1,187 @@
+"""`Carriage`: the finish reports of the tasks a training process consumed, handed through
+shared memory to the DataLoader workers that read those tasks, whose next ask carries them
+(one replicated write for a task's finish and the next ask, as without workers, instead of
+one each); `WorkerCarrier` is a worker's side of it. The training process still sends a
+finish itself when no ask of its worker took it within the hold, at a flush (before it reads
+the job's state), and when the worker that took it failed to send it or died. Imports no
+PyTorch.
+
+Each worker's tasks are numbered in the order it took them (from 1, across the worker
+processes of successive passes, which share the worker's slot); per worker slot the shared
+counters say which number the training process consumed last (`CONSUMED`), up to which the
+finishes were claimed (`CLAIMED`: by an ask of the worker, or by the training process taking
+one over) and up to which the worker's asks were answered (`ANSWERED`), each answer's verdict
+kept in a ring beside the consumed receipts. Claims take the worker slot's lock, so exactly
+one of the two sends each finish."""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.context
+import os
+import time
+from typing import List, Optional, Sequence, Tuple
+
+from .task_client import FINISHED_PER_STEP_MAX
+
+Receipt = Tuple[int, int]
+
+#: Consumed finishes a worker slot holds until they are claimed; a finish consumed while the
+#: ring has no room goes by the training process alone.
+RING = 1024
+# The counters of a worker slot, each a task number of that worker (0: none yet).
+CONSUMED, CLAIMED, ANSWERED, ISSUED, CARRIER = range(5)
+FIELDS = 5
+# A verdict: the task number shifted left by 2, with one of these in the low bits.
+ACCEPTED, REFUSED, UNSENT = 1, 2, 3
+#: Between looks of the training process at a worker's answer to an ask under way.
+ANSWER_POLL_S = 0.0005
+#: The longest the training process waits for a live worker's ask to answer the finishes it
+#: carries (an ask waits at most the client's deadline, 60 s by default, for a leader).
+ANSWER_WAIT_S_MAX = 300.0
+
+
+class Carriage:
+    """The shared memory of `workers` worker slots, made in the training process with the
+    DataLoader's multiprocessing `context` before its workers start (they inherit it, or get it
+    pickled as they are spawned; pickled any other way, it arrives switched off)."""
+
+    def __init__(self, workers: int, context=None):
+        context = context or multiprocessing.get_context()
+        self.workers = workers
+        self._locks = [context.Lock() for _ in range(workers)]
+        self._counters = context.RawArray("q", workers * FIELDS)
+        self._ring = context.RawArray("q", workers * RING * 3)
+        self._verdicts = context.RawArray("q", workers * RING)
+
+    def __getstate__(self) -> dict:
+        if multiprocessing.context.get_spawning_popen() is None:
+            # Not to a worker being started (a copy, a pickle): shared memory cannot follow.
+            return {"workers": self.workers, "_locks": None}
+        return dict(self.__dict__)
+
+    @property
+    def on(self) -> bool:
+        """Whether the shared memory is here (not in a copy made other than by starting a
+        worker)."""
+        return self._locks is not None
+
+    def consumed(self, worker: int, number: int, receipt: Receipt) -> bool:
+        """The training loop consumed task `number` of `worker` (`receipt`): its finish is
+        offered to that worker's next ask. False when the ring has no room for it (the
+        training process sends it)."""
+        with self._locks[worker]:
+            room = number - RING <= self._get(worker, CLAIMED)
+            if room:
+                slot = (worker * RING + number % RING) * 3
+                self._ring[slot], self._ring[slot + 1], self._ring[slot + 2] = number, receipt[0], receipt[1]
+            self._set(worker, CONSUMED, max(number, self._get(worker, CONSUMED)))
+        return room
+
+    def take_over(self, worker: int, number: int) -> bool:
+        """Whether the finish of task `number` of `worker` is now the training process's to
+        send (no ask of the worker claimed it); False: an ask carries it (`verdict` waits for
+        its answer)."""
+        with self._locks[worker]:
+            if self._get(worker, CLAIMED) >= number:
+                return False
+            self._set(worker, CLAIMED, number)
+            return True
+
+    def verdict(self, worker: int, number: int) -> Optional[bool]:
+        """Waits for the answer of the ask that carried task `number`'s finish: whether the
+        master took it; `None` when it was not sent (the ask failed, or its worker died with
+        it under way): the training process sends it itself."""
+        deadline = time.monotonic() + ANSWER_WAIT_S_MAX
+        carrier = self._get(worker, CARRIER)
+        while self._get(worker, ANSWERED) < number:
+            if not _alive(carrier) or time.monotonic() > deadline:
+                return None
+            time.sleep(ANSWER_POLL_S)
+        verdict = self._verdicts[worker * RING + number % RING]
+        if verdict >> 2 != number:
+            return None
+        return {ACCEPTED: True, REFUSED: False}.get(verdict & 3)
+
+    def _get(self, worker: int, field: int) -> int:
+        return self._counters[worker * FIELDS + field]
+
+    def _set(self, worker: int, field: int, value: int) -> None:
+        self._counters[worker * FIELDS + field] = value
+
+
+class WorkerCarrier:
+    """A DataLoader worker's side of a `Carriage`: numbers the tasks it takes, says which the
+    training loop consumed, and (as `Registration` takes a `Reports`) lets an ask `claim` the
+    consumed finishes and `settle` their answers."""
+
+    def __init__(self, carriage: Carriage, worker: int):
+        self.carriage = carriage
+        self.worker = worker
+        # The last claim: the numbers it carries, and the number it claimed up to.
+        self._claim: Tuple[List[int], int] = ([], 0)
+
+    def issue(self) -> int:
+        """The number of the task this worker takes now."""
+        number = self.carriage._get(self.worker, ISSUED) + 1
+        self.carriage._set(self.worker, ISSUED, number)
+        return number
+
+    def consumed_upto(self) -> int:
+        """The last of this worker's tasks the training loop consumed."""
+        return self.carriage._get(self.worker, CONSUMED)
+
+    def claim(self) -> List[Receipt]:
+        """The consumed finishes no ask or the training process took yet (at most
+        `FINISHED_PER_STEP_MAX`), for this ask to carry: `settle` must follow."""
+        carriage, worker = self.carriage, self.worker
+        numbers: List[int] = []
+        receipts: List[Receipt] = []
+        with carriage._locks[worker]:
+            start, end = carriage._get(worker, CLAIMED), carriage._get(worker, CONSUMED)
+            for number in range(start + 1, end + 1):
+                slot = (worker * RING + number % RING) * 3
+                if carriage._ring[slot] != number:
+                    continue  # not consumed (a stopped iteration's task), or sent by the training process
+                numbers.append(number)
+                receipts.append((carriage._ring[slot + 1], carriage._ring[slot + 2]))
+                if len(numbers) == FINISHED_PER_STEP_MAX:
+                    end = number
+                    break
+            if end <= start:
+                return []
+            carriage._set(worker, CLAIMED, end)
+            carriage._set(worker, CARRIER, os.getpid())
+        self._claim = (numbers, end)
+        if not numbers:
+            carriage._set(worker, ANSWERED, end)
+        return receipts
+
+    def settle(self, claimed: Sequence[Receipt], accepted: Optional[Sequence[bool]], failure: Optional[BaseException] = None) -> None:
+        """The answers to the last claim's finishes (`accepted`, per receipt), or its ask's
+        failure (the training process then sends them itself)."""
+        carriage, worker = self.carriage, self.worker
+        numbers, end = self._claim
+        answers = list(accepted) if failure is None and accepted is not None else [None] * len(numbers)
+        for number, taken in zip(numbers, answers):
+            code = UNSENT if taken is None else (ACCEPTED if taken else REFUSED)
+            carriage._verdicts[worker * RING + number % RING] = (number << 2) | code
+        carriage._set(worker, ANSWERED, end)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not)."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,116 @@
+"""The finish reports a training process hands its DataLoader workers to carry with their next
+ask (`raftrain._torch_carry`): exactly one of the worker and the training process sends each,
+a finish whose carrier failed or died is sent by the training process, and through real
+masters the workers' asks carry a pass's finishes (one write per task instead of two)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+
+import pytest
+import torch  # the test environment installs it: a missing torch fails, never skips
+
+import raftrain._torch_loader
+from raftrain._torch_carry import Carriage, WorkerCarrier
+from raftrain.torch import TaskDataset
+
+FORK = multiprocessing.get_context("fork")
+
+
+def _claim_and_settle(carriage: Carriage, answers, results) -> None:
+    """A worker's ask: claims the consumed finishes, and answers them with `answers`
+    (`None`: the ask failed)."""
+    carrier = WorkerCarrier(carriage, 0)
+    claimed = carrier.claim()
+    results.put(claimed)
+    if answers is None:
+        carrier.settle(claimed, None, RuntimeError("no leader"))
+    else:
+        carrier.settle(claimed, answers[: len(claimed)])
+
+
+def _claim_and_die(carriage: Carriage, results) -> None:
+    results.put(WorkerCarrier(carriage, 0).claim())
+    results.close()
+    results.join_thread()  # the claim is sent before the worker dies, its ask unanswered
+    os._exit(0)
+
+
+def _in_a_worker(target, *arguments):
+    results = FORK.Queue()
+    worker = FORK.Process(target=target, args=(*arguments, results))
+    worker.start()
+    claimed = results.get(timeout=30)
+    worker.join(30)
+    return claimed
+
+
+def test_a_workers_ask_carries_the_consumed_finishes_and_answers_each():
+    carriage = Carriage(1, FORK)
+    assert carriage.consumed(0, 1, (10, 1)) and carriage.consumed(0, 2, (11, 1))
+    assert _in_a_worker(_claim_and_settle, carriage, [True, False]) == [(10, 1), (11, 1)]
+    assert not carriage.take_over(0, 1) and not carriage.take_over(0, 2), "the worker's ask took both"
+    assert carriage.verdict(0, 1) is True and carriage.verdict(0, 2) is False
+
+
+def test_a_finish_the_training_process_took_over_is_not_carried():
+    carriage = Carriage(1, FORK)
+    carriage.consumed(0, 1, (10, 1))
+    assert carriage.take_over(0, 1)
+    carriage.consumed(0, 2, (11, 1))
+    assert _in_a_worker(_claim_and_settle, carriage, [True]) == [(11, 1)], "only the one not taken over"
+    assert carriage.verdict(0, 2) is True
+
+
+def test_a_finish_whose_ask_failed_or_whose_worker_died_is_the_training_processs_to_send():
+    failed = Carriage(1, FORK)
+    failed.consumed(0, 1, (10, 1))
+    assert _in_a_worker(_claim_and_settle, failed, None) == [(10, 1)]
+    assert not failed.take_over(0, 1) and failed.verdict(0, 1) is None
+    died = Carriage(1, FORK)
+    died.consumed(0, 1, (10, 1))
+    assert _in_a_worker(_claim_and_die, died) == [(10, 1)]
+    assert not died.take_over(0, 1) and died.verdict(0, 1) is None
+
+
+def test_a_task_the_loop_did_not_consume_is_never_carried():
+    """A stopped iteration's task (numbered, never consumed) is skipped by the next claim."""
+    carriage = Carriage(1, FORK)
+    carrier = WorkerCarrier(carriage, 0)
+    assert [carrier.issue() for _ in range(3)] == [1, 2, 3]
+    carriage.consumed(0, 1, (10, 1))
+    carriage.consumed(0, 3, (12, 1))
+    assert carrier.consumed_upto() == 3
+    assert _in_a_worker(_claim_and_settle, carriage, [True, True]) == [(10, 1), (12, 1)]
+
+
+def test_a_carriage_copied_other_than_to_a_starting_worker_is_off():
+    carriage = Carriage(2, FORK)
+    assert carriage.on and not pickle.loads(pickle.dumps(carriage)).on
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_the_workers_asks_carry_the_training_processs_finishes(masters, monkeypatch, start_method):
+    """With DataLoader workers, the finish of each task the loop consumed travels with the next
+    ask of the worker that read it (the training process sends none alone while its hold
+    lasts, here longer than the pass), every sample once, nothing refused."""
+    monkeypatch.setattr(raftrain._torch_loader, "CARRY_HOLD_S", 30.0)
+    rows = torch.arange(200)
+    job = f"carried-{start_method}"
+    dataset = TaskDataset(masters.masters, index=(job, 200, 10), read=_Rows(rows), batch_size=5)
+    loader = dataset.loader(num_workers=2, multiprocessing_context=start_method)
+    assert sorted(torch.cat(list(loader)).tolist()) == list(range(200))
+    assert loader.job_finished and loader.finished == 20 and loader.refused == 0
+    # The pass ends once its last finish lands: carried by a worker's wait for that.
+    assert loader.carried == 20, (loader.carried, loader.finished)
+    assert loader.client.status()["dispatched"] == 20
+
+
+class _Rows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __call__(self, start, end):
+        return self.rows[start:end]
