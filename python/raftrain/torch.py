@@ -112,8 +112,10 @@ from torch.utils.data import IterableDataset, get_worker_info
 from ._torch_carry import Carriage, WorkerCarrier
 from ._torch_io import Receipt, Registration
 from ._torch_loader import TaskLoader
+# The walk's pauses, named here beside the dataset's other constants (documented above).
+from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
-from .task_client import DEADLINE_S_DEFAULT, Masters, StepKind, TaskClient, Waiting, _count, master_list
+from .task_client import DEADLINE_S_DEFAULT, Masters, TaskClient, _count, master_list
 
 __all__ = ["TaskDataset", "TaskLoader"]
 
@@ -121,20 +123,6 @@ __all__ = ["TaskDataset", "TaskLoader"]
 #: ahead, and one whose finish report is on its way (the master answers a trainer that holds a
 #: task with that task until the report is in, so with two the next ask often waited for it).
 REGISTRATIONS_PER_WORKER = 3
-#: Between asks while nothing is free for a worker (every registration holds an unreported
-#: task, or the pass's last tasks are held): the first pause, doubled after each fruitless
-#: round up to the longest (each round is a replicated write per registration; the pass's
-#: last finish usually lands within the first pauses).
-HELD_POLL_S_MIN = 0.005
-HELD_POLL_S = 0.05
-#: A worker ends its pass once nothing was free for it this long: the pass's last tasks are
-#: held elsewhere (by another process's workers, which may wait in DDP for this one).
-PASS_END_IDLE_S = 1.0
-#: Between looks of a worker at its training process's progress while each of its
-#: registrations holds a task the training loop has not consumed yet (shared memory, no ask):
-#: the first pause, doubled up to the longest while the loop consumes nothing.
-CONSUMED_POLL_S_MIN = 0.001
-CONSUMED_POLL_S = 0.02
 #: How long before a task's batches are expected to run out the next task is asked for (in the
 #: training process, without workers), before the loader learned the job's task timeout:
 #: enough to hide a task hand-off, short enough that a task's deadline, which runs from its
@@ -271,16 +259,13 @@ class TaskDataset(IterableDataset):
         empty loop instead."""
         return TaskLoader(self, allow_ended=allow_ended, **dataloader_options)
 
-    def __iter__(self) -> Iterator[Tuple[object, List[Receipt], Receipt, float]]:
-        """One pass as this worker sees it: tasks until the pass is over after it yielded
-        some, or until nothing is free for `PASS_END_IDLE_S` (the rest are held elsewhere), or
-        the job finished. Each registration walks the passes with the client's walker; when one
-        learns the pass moved, the others are moved with it."""
+    def __iter__(self) -> Iterator[Tuple[object, List[Receipt], Receipt, float, object]]:
+        """One pass as this process (or worker) sees it (`Walk`): tasks until the pass is over
+        after it yielded some, or until nothing is free for `PASS_END_IDLE_S` (the rest are
+        held elsewhere), or the job finished."""
         fresh = self._registered_pid != os.getpid()
         registrations = self._registrations()
         loader = self._loader if get_worker_info() is None else None
-        # A worker's asks carry the finishes its training process consumed of its tasks.
-        carrier = self._carrier if loader is None else None
         # The loader reads the job's state (every report answered) before an iteration, or
         # saw the last pass end: a task still held was not consumed.
         for registration in registrations:
@@ -289,86 +274,7 @@ class TaskDataset(IterableDataset):
             # Once a process: the job exists from then on (a repeat is answered alike, a write).
             # Not where its loader reported it before iterating (its workers then only join).
             self._report(registrations[0].client)
-        pass_index = registrations[0].client.pass_index
-        yielded = False
-        idle_since: Optional[float] = None
-        landed, pause, unconsumed_pause = -1, HELD_POLL_S_MIN, CONSUMED_POLL_S_MIN
-        # The registration whose task the loop is consuming (or consumed last).
-        current: Optional[Registration] = None
-        while True:
-            steps = []
-            # Registrations whose next step was asked ahead answer first, in the order asked.
-            for registration in sorted(registrations, key=Registration.ask_order, reverse=True):
-                if self._unconsumed(registration):
-                    # The master would answer its task again (a write): ask once it is consumed.
-                    continue
-                step = registration.step(loader._reports if loader is not None else carrier)
-                steps.append((registration, step))
-                if step.kind != StepKind.Wait and not registration.holds(step):
-                    break
-                if step.kind == StepKind.Wait and loader is None:
-                    # A worker: nothing is free for the job, so another registration's ask (a
-                    # write) would be answered alike (in the training process one may still
-                    # carry the finishes that end the pass).
-                    break
-            if not steps:
-                # Every registration holds a task the loop has not consumed yet.
-                time.sleep(unconsumed_pause)
-                unconsumed_pause = min(unconsumed_pause * 2, CONSUMED_POLL_S)
-                continue
-            if step.kind in (StepKind.Finished, StepKind.Cancelled):
-                # The job ended: this process's registrations stop heartbeating now, rather
-                # than warning every lease once the masters are gone.
-                self._unregister(registrations)
-                return
-            if step.kind in (StepKind.PassOver, StepKind.PassRewound):
-                over = step.kind == StepKind.PassOver and step.pass_index > pass_index and yielded
-                pass_index = step.pass_index
-                for other in registrations:
-                    other.go_to(pass_index)
-                if over:
-                    if loader is not None:
-                        # The walk saw the pass over: the loader needs no read to know it.
-                        loader._walked_on = pass_index
-                    return
-                if loader is not None and not yielded:
-                    # The pass this iteration walks (the others may have run the one it began
-                    # with while this process was away).
-                    loader.pass_index = pass_index
-                continue
-            if step.kind == StepKind.Task and not registration.holds(step):
-                dispatched_at = registration.asked_since or time.monotonic()
-                if loader is not None and current is not None:
-                    # The loop consumed the last task: its finish report is queued.
-                    current.reported_upto = loader._reports_queued()
-                registration.take(step)
-                registration.number = self._carrier.issue() if self._carrier is not None else None
-                current = registration
-                # In the training process itself (no DataLoader workers), while this task's last
-                # batches are consumed, another registration asks for its next task (no sooner:
-                # a task's deadline runs from its dispatch), once its last report is in.
-                # Workers do not: their asks already overlap the training loop, and a worker
-                # holding tasks ahead makes the DataLoader, which takes batches from its workers
-                # in turn, wait on the others.
-                others = [other for other in registrations if other is not registration]
-                ask_ahead = (lambda left, count: self._ask_ahead(others, loader, left, count)) if loader is not None else (lambda left, count: False)
-                carry = None if registration.number is None else (self._carrier.worker, registration.number)
-                yield from self._batches(step.task, ask_ahead, dispatched_at, carry)
-                yielded, idle_since, pause, unconsumed_pause = True, None, HELD_POLL_S_MIN, CONSUMED_POLL_S_MIN
-                continue
-            if loader is not None and any(asker.holds(each) for asker, each in steps):
-                # A registration was answered the task this process is reporting (the pass's
-                # last, usually): ask again once the reports are in, rather than after a pause.
-                answered = loader._reports_landed()
-                if answered != landed:
-                    landed = answered
-                    continue
-            idle_since = idle_since or time.monotonic()
-            waiting_for_dataset = all(each.waiting_for == Waiting.NO_DATASET for _asker, each in steps)
-            if not waiting_for_dataset and time.monotonic() - idle_since >= PASS_END_IDLE_S:
-                return
-            time.sleep(pause)
-            pause = min(pause * 2, HELD_POLL_S)
+        yield from Walk(self, registrations, loader).batches()
 
     def _report(self, client: TaskClient, restart: bool = False) -> None:
         """Reports the job's dataset (the first report wins; repeats are answered alike), or
@@ -405,12 +311,6 @@ class TaskDataset(IterableDataset):
             self._registered = [Registration(client) for client in clients]
             self._registered_pid = os.getpid()
         return self._registered
-
-    def _unconsumed(self, registration: Registration) -> bool:
-        """Whether `registration` (of a worker whose asks carry its training process's finishes)
-        holds a task the training loop has not consumed yet."""
-        number = registration.number
-        return self._carrier is not None and registration.held is not None and number is not None and self._carrier.consumed_upto() < number
 
     def _settle_asks(self) -> None:
         """Waits for this process's asks ahead and settles the finishes they carry (before the

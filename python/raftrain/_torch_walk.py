@@ -1,0 +1,175 @@
+"""`Walk`: one iteration of a `TaskDataset` in one process (the training process itself without
+DataLoader workers, or one worker): its registrations' steps through one pass of the job, and
+the batches of the tasks they take. `raftrain.torch` documents how the steps go."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
+
+from ._torch_io import Registration
+from .task_client import StepKind, Waiting
+
+if TYPE_CHECKING:
+    from ._torch_loader import TaskLoader
+    from .torch import TaskDataset
+
+#: Between asks while nothing is free for a worker (every registration holds an unreported
+#: task, or the pass's last tasks are held): the first pause, doubled after each fruitless
+#: round up to the longest (each round is a replicated write per registration; the pass's
+#: last finish usually lands within the first pauses).
+HELD_POLL_S_MIN = 0.005
+HELD_POLL_S = 0.05
+#: A worker ends its pass once nothing was free for it this long: the pass's last tasks are
+#: held elsewhere (by another process's workers, which may wait in DDP for this one).
+PASS_END_IDLE_S = 1.0
+#: Between looks of a worker at its training process's progress while each of its
+#: registrations holds a task the training loop has not consumed yet (shared memory, no ask):
+#: the first pause, doubled up to the longest while the loop consumes nothing.
+CONSUMED_POLL_S_MIN = 0.001
+CONSUMED_POLL_S = 0.02
+
+Steps = List[Tuple[Registration, object]]
+
+
+class Walk:
+    """One pass as this process sees it: tasks until the pass is over after it yielded some,
+    or until nothing is free for `PASS_END_IDLE_S` (the rest are held elsewhere), or the job
+    finished. Each registration walks the passes with the client's walker; when one learns the
+    pass moved, the others are moved with it. `loader`: the `TaskLoader` iterating in this
+    process (`None` in a DataLoader worker)."""
+
+    def __init__(self, dataset: "TaskDataset", registrations: List[Registration], loader: Optional["TaskLoader"]):
+        self.dataset = dataset
+        self.registrations = registrations
+        self.loader = loader
+        # A worker's asks carry the finishes its training process consumed of its tasks.
+        self.carrier = dataset._carrier if loader is None else None
+        self.pass_index = registrations[0].client.pass_index
+        self.yielded = False
+        self.idle_since: Optional[float] = None
+        # How many reports had landed when a registration was last answered this process's
+        # own unreported task.
+        self.landed = -1
+        self.pause, self.unconsumed_pause = HELD_POLL_S_MIN, CONSUMED_POLL_S_MIN
+        # The registration whose task the loop is consuming (or consumed last).
+        self.current: Optional[Registration] = None
+
+    def batches(self) -> Iterator[object]:
+        """The pass's batches of the tasks this process's registrations take (the dataset's
+        items)."""
+        while True:
+            steps = self._steps()
+            if not steps:
+                # Every registration holds a task the loop has not consumed yet.
+                time.sleep(self.unconsumed_pause)
+                self.unconsumed_pause = min(self.unconsumed_pause * 2, CONSUMED_POLL_S)
+                continue
+            registration, step = steps[-1]
+            if step.kind in (StepKind.Finished, StepKind.Cancelled):
+                # The job ended: this process's registrations stop heartbeating now, rather
+                # than warning every lease once the masters are gone.
+                self.dataset._unregister(self.registrations)
+                return
+            if step.kind in (StepKind.PassOver, StepKind.PassRewound):
+                if self._moved(step):
+                    return
+                continue
+            if step.kind == StepKind.Task and not registration.holds(step):
+                yield from self._task(registration, step)
+                continue
+            if self._own_reports_landed(steps):
+                continue
+            if self._idle_over(steps):
+                return
+
+    def _steps(self) -> Steps:
+        """The next steps: registrations whose next step was asked ahead answer first, in the
+        order asked, and the others ask until one is handed a task it did not hold, the pass
+        moved or ended, or (in a worker) nothing is free."""
+        reports = self.loader._reports if self.loader is not None else self.carrier
+        steps: Steps = []
+        for registration in sorted(self.registrations, key=Registration.ask_order, reverse=True):
+            if self._unconsumed(registration):
+                # The master would answer its task again (a write): ask once it is consumed.
+                continue
+            step = registration.step(reports)
+            steps.append((registration, step))
+            if step.kind != StepKind.Wait and not registration.holds(step):
+                break
+            if step.kind == StepKind.Wait and self.loader is None:
+                # A worker: nothing is free for the job, so another registration's ask (a
+                # write) would be answered alike (in the training process one may still carry
+                # the finishes that end the pass).
+                break
+        return steps
+
+    def _unconsumed(self, registration: Registration) -> bool:
+        """Whether `registration` (of a worker whose asks carry its training process's finishes)
+        holds a task the training loop has not consumed yet."""
+        number = registration.number
+        return self.carrier is not None and registration.held is not None and number is not None and self.carrier.consumed_upto() < number
+
+    def _moved(self, step) -> bool:
+        """The pass moved (or was rewound): every registration moves with it. True when this
+        iteration is over (the pass it yielded batches of is)."""
+        over = step.kind == StepKind.PassOver and step.pass_index > self.pass_index and self.yielded
+        self.pass_index = step.pass_index
+        for other in self.registrations:
+            other.go_to(self.pass_index)
+        if over and self.loader is not None:
+            # The walk saw the pass over: the loader needs no read to know it.
+            self.loader._walked_on = self.pass_index
+        elif self.loader is not None and not self.yielded:
+            # The pass this iteration walks (the others may have run the one it began with
+            # while this process was away).
+            self.loader.pass_index = self.pass_index
+        return over
+
+    def _task(self, registration: Registration, step) -> Iterator[object]:
+        """The batches of the task `registration` was handed."""
+        loader, carrier = self.loader, self.carrier
+        dispatched_at = registration.asked_since or time.monotonic()
+        if loader is not None and self.current is not None:
+            # The loop consumed the last task: its finish report is queued.
+            self.current.reported_upto = loader._reports_queued()
+        registration.take(step)
+        registration.number = carrier.issue() if carrier is not None else None
+        self.current = registration
+        # In the training process itself (no DataLoader workers), while this task's last
+        # batches are consumed, another registration asks for its next task (no sooner: a
+        # task's deadline runs from its dispatch), once its last report is in. Workers do not:
+        # their asks already overlap the training loop, and a worker holding tasks ahead makes
+        # the DataLoader, which takes batches from its workers in turn, wait on the others.
+        others = [other for other in self.registrations if other is not registration]
+        if loader is not None:
+            ask_ahead = lambda left, count: self.dataset._ask_ahead(others, loader, left, count)  # noqa: E731
+        else:
+            ask_ahead = lambda left, count: False  # noqa: E731
+        carry = None if carrier is None else (carrier.worker, registration.number)
+        yield from self.dataset._batches(step.task, ask_ahead, dispatched_at, carry)
+        self.yielded, self.idle_since = True, None
+        self.pause, self.unconsumed_pause = HELD_POLL_S_MIN, CONSUMED_POLL_S_MIN
+
+    def _own_reports_landed(self, steps: Steps) -> bool:
+        """In the training process, a registration answered the task this process is
+        reporting (the pass's last, usually): True to ask again at once, once more reports
+        landed than when last seen, rather than after a pause."""
+        if self.loader is None or not any(asker.holds(each) for asker, each in steps):
+            return False
+        answered = self.loader._reports_landed()
+        if answered == self.landed:
+            return False
+        self.landed = answered
+        return True
+
+    def _idle_over(self, steps: Steps) -> bool:
+        """Nothing was free: True once nothing has been for `PASS_END_IDLE_S` (the pass's
+        last tasks are held elsewhere; not while the job has no dataset yet), else pauses."""
+        self.idle_since = self.idle_since or time.monotonic()
+        waiting_for_dataset = all(each.waiting_for == Waiting.NO_DATASET for _asker, each in steps)
+        if not waiting_for_dataset and time.monotonic() - self.idle_since >= PASS_END_IDLE_S:
+            return True
+        time.sleep(self.pause)
+        self.pause = min(self.pause * 2, HELD_POLL_S)
+        return False
