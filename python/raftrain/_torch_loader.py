@@ -56,8 +56,8 @@ class TaskLoader:
         #: Tasks this loader reported finished, and reports the master refused (taken back).
         self.finished = 0
         self.refused = 0
-        #: Of those, finishes an ask of a DataLoader worker carried (one write for the finish
-        #: and the worker's next task; the rest this process sent alone).
+        #: Finishes (accepted or refused) an ask of a DataLoader worker carried: one write for
+        #: the finish and the worker's next task (the rest this process sent alone).
         self.carried = 0
         #: Progress reports that moved a task's deadline on.
         self.progressed = 0
