@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 #: last finish usually lands within the first pauses).
 HELD_POLL_S_MIN = 0.005
 HELD_POLL_S = 0.05
-#: A worker ends its pass once nothing was free for it this long: the pass's last tasks are
-#: held elsewhere (by another process's workers, which may wait in DDP for this one).
+#: The training process (without DataLoader workers) ends its walk of a pass once nothing was
+#: free for it this long: the pass's last tasks are held by other processes (which may wait in
+#: DDP for this one). A worker ends its walk as soon as nothing is free (see `Walk._idle_over`).
 PASS_END_IDLE_S = 1.0
 #: Between looks of a worker at its training process's progress while each of its
 #: registrations holds a task the training loop has not consumed yet (shared memory, no ask):
@@ -34,8 +35,8 @@ Steps = List[Tuple[Registration, object]]
 
 class Walk:
     """One pass as this process sees it: tasks until the pass is over after it yielded some,
-    or until nothing is free for `PASS_END_IDLE_S` (the rest are held elsewhere), or the job
-    finished. Each registration walks the passes with the client's walker; when one learns the
+    or until nothing is free (the rest are held elsewhere: at once in a worker, after
+    `PASS_END_IDLE_S` in the training process), or the job finished. Each registration walks the passes with the client's walker; when one learns the
     pass moved, the others are moved with it. `loader`: the `TaskLoader` iterating in this
     process (`None` in a DataLoader worker)."""
 
@@ -164,9 +165,17 @@ class Walk:
         return True
 
     def _idle_over(self, steps: Steps) -> bool:
-        """Nothing was free: True once nothing has been for `PASS_END_IDLE_S` (the pass's
-        last tasks are held elsewhere; not while the job has no dataset yet), else pauses."""
+        """Nothing was free, or a registration was answered its own task (its finish not in
+        yet): True when this walk is over, else pauses. Never while the job has no dataset
+        yet. A worker's walk is over as soon as the pass's other tasks are held elsewhere:
+        the DataLoader takes its workers' batches in turn, so a worker waiting here would hold
+        back the loop from its siblings' batches, whose finishes may be the ones that end the
+        pass (the training process then waits for the pass's end, and walks again for tasks
+        that come back). The training process's walk is over once nothing has been free for
+        `PASS_END_IDLE_S`."""
         self.idle_since = self.idle_since or time.monotonic()
+        if self.loader is None and any(each.waiting_for == Waiting.HELD_ELSEWHERE for _asker, each in steps):
+            return True
         waiting_for_dataset = all(each.waiting_for == Waiting.NO_DATASET for _asker, each in steps)
         if not waiting_for_dataset and time.monotonic() - self.idle_since >= PASS_END_IDLE_S:
             return True

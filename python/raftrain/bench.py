@@ -10,8 +10,9 @@ measured in the same run on the same machine (ratios, not absolute figures, on a
   process doing so at once (their writes share entries).
 - `raftrain.torch` (when PyTorch is installed): seconds for a pass of a small MLP fed by
   `TaskLoader` over an index-range job against the same loop fed by a `DataLoader` slicing the
-  same batches from the same in-memory tensors, with 0 and 2 workers, batches of 64 and 512:
-  `--passes` of each, alternating, beside the same masters; the median of the passes after the
+  same batches from the same in-memory tensors, with 0 and 2 workers, batches of 64 and 512
+  (and 2 workers, batch 512, tasks of twice `--shard`: fewer, longer tasks, so the workers
+  run out of tasks apart): `--passes` of each, alternating, beside the same masters; the median of the passes after the
   first (a training run's passes) and the first pass's ratio (it registers the process's
   trainers and learns the task timeout) apart; and the CPU the three masters spent during
   each loader's passes (from /proc).
@@ -205,26 +206,27 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
     class Sliced(_SlicedTasks, IterableDataset):
         pass
 
-    print(f"\nraftrain.torch: passes of an MLP {features}-{hidden}-{classes} over {samples} in-memory samples in tasks of {shard},")
+    print(f"\nraftrain.torch: passes of an MLP {features}-{hidden}-{classes} over {samples} in-memory samples in tasks of the size shown,")
     print(f"{passes} of each loader, alternating, beside the same three masters; seconds the median of passes 2-{passes};")
     print("the masters' CPU seconds (all three, user and system) during a pass of each, the same median\n")
-    print("| workers | batch | DataLoader slicing the same batches, s | TaskLoader, s | vs DataLoader | first pass | masters' CPU, DataLoader / TaskLoader, s |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for number, (workers, batch) in enumerate([(0, 64), (0, 512), (2, 64), (2, 512)]):
+    print("| workers | batch | task | DataLoader slicing the same batches, s | TaskLoader, s | vs DataLoader | first pass | masters' CPU, DataLoader / TaskLoader, s |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    rows_of = [(0, 64, shard), (0, 512, shard), (2, 64, shard), (2, 512, shard), (2, 512, 2 * shard)]
+    for number, (workers, batch, task_size) in enumerate(rows_of):
         masters: list = []
         with three_masters(binary, directory / f"torch-{number}", processes=masters) as addrs:
-            dataset = TaskDataset(addrs, index=(f"bench{number}", samples, shard), read=_Rows(rows, labels), batch_size=batch, passes=passes)
+            dataset = TaskDataset(addrs, index=(f"bench{number}", samples, task_size), read=_Rows(rows, labels), batch_size=batch, passes=passes)
             loader = dataset.loader(num_workers=workers)
             loader.job_finished  # the job is submitted before the clock starts
             plain, through_tasks = [], []
             for _ in range(passes):
-                plain.append(train(DataLoader(Sliced(rows, labels, shard, batch), batch_size=None, num_workers=workers), masters))
+                plain.append(train(DataLoader(Sliced(rows, labels, task_size, batch), batch_size=None, num_workers=workers), masters))
                 through_tasks.append(train(loader, masters))
         seconds = [[each[0] for each in runs] for runs in (plain, through_tasks)]
         later = [statistics.median(runs[1:]) if passes > 1 else runs[0] for runs in seconds]
         first = f"{seconds[0][0] / seconds[1][0]:.2f}x"
         cpu = " / ".join(_median_cpu(runs) for runs in (plain, through_tasks))
-        print(f"| {workers} | {batch} | {later[0]:.2f} | {later[1]:.2f} | {later[0] / later[1]:.2f}x | {first} | {cpu} |", flush=True)
+        print(f"| {workers} | {batch} | {task_size} | {later[0]:.2f} | {later[1]:.2f} | {later[0] / later[1]:.2f}x | {first} | {cpu} |", flush=True)
 
 
 def _cpu_seconds(processes) -> Optional[float]:

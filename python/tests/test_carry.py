@@ -95,7 +95,7 @@ def test_a_carriage_copied_other_than_to_a_starting_worker_is_off():
 def test_the_workers_asks_carry_the_training_processs_finishes(masters, monkeypatch, start_method):
     """With DataLoader workers, the finish of each task the loop consumed travels with the next
     ask of the worker that read it (the training process sends none alone while its hold
-    lasts, here longer than the pass), every sample once, nothing refused."""
+    lasts, here longer than the pass, but a worker's last), every sample once, nothing refused."""
     monkeypatch.setattr(raftrain._torch_loader, "CARRY_HOLD_S", 30.0)
     rows = torch.arange(200)
     job = f"carried-{start_method}"
@@ -103,8 +103,9 @@ def test_the_workers_asks_carry_the_training_processs_finishes(masters, monkeypa
     loader = dataset.loader(num_workers=2, multiprocessing_context=start_method)
     assert sorted(torch.cat(list(loader)).tolist()) == list(range(200))
     assert loader.job_finished and loader.finished == 20 and loader.refused == 0
-    # The pass ends once its last finish lands: carried by a worker's wait for that.
-    assert loader.carried == 20, (loader.carried, loader.finished)
+    # A worker whose walk ended (nothing was free for it) leaves the finish of its last task
+    # to the training process, which sends it before it reads whether the pass is over.
+    assert 20 - 2 <= loader.carried <= 20, (loader.carried, loader.finished)
     assert loader.client.status()["dispatched"] == 20
 
 

@@ -144,11 +144,12 @@ def test_the_loader_benchmark_prints_each_row_from_several_passes(tmp_path):
     with contextlib.redirect_stdout(printed):
         bench.bench_torch(binary(), tmp_path, 2_000, 500, passes=2)
     rows = [line for line in printed.getvalue().splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert [row.split("|")[1:3] for row in rows] == [[" 0 ", " 64 "], [" 0 ", " 512 "], [" 2 ", " 64 "], [" 2 ", " 512 "]], printed.getvalue()
+    shapes = [row.split("|")[1:4] for row in rows]
+    assert shapes == [[" 0 ", " 64 ", " 500 "], [" 0 ", " 512 ", " 500 "], [" 2 ", " 64 ", " 500 "], [" 2 ", " 512 ", " 500 "], [" 2 ", " 512 ", " 1000 "]], printed.getvalue()
     cells = [[cell.strip() for cell in row.strip(" |").split("|")] for row in rows]
     # The two ratios, then the masters' CPU beside each loader (read from /proc on Linux).
-    assert all(row[4].endswith("x") and row[5].endswith("x") for row in cells), printed.getvalue()
-    assert all(re.fullmatch(r"\d+\.\d\d / \d+\.\d\d", row[6]) for row in cells), printed.getvalue()
+    assert all(row[5].endswith("x") and row[6].endswith("x") for row in cells), printed.getvalue()
+    assert all(re.fullmatch(r"\d+\.\d\d / \d+\.\d\d", row[7]) for row in cells), printed.getvalue()
 
 
 def test_the_loader_iterating_a_dataset_carries_its_finishes_though_another_was_made_since(masters):

@@ -20,6 +20,7 @@ import pytest
 import torch  # the test environment installs it: a missing torch fails, never skips
 
 import raftrain
+import raftrain._torch_walk
 from raftrain.torch import TaskDataset
 
 from cluster import free_addr, run_tool, wait_until
@@ -349,6 +350,23 @@ def test_workers_ask_as_the_trainers_their_training_process_lent_them(masters):
         assert workers() == lent, "the same trainers every pass"
     assert set(seen) | set(passes[0]) == set(range(80)) and passes[1:] == [list(range(80))] * 2
     assert loader.client.status()["dispatched"] == 8 * 3, "no task handed out twice in a pass"
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_with_nothing_free_ends_its_walk_rather_than_hold_back_its_siblings(masters, monkeypatch):
+    """The DataLoader takes its workers' batches in turn: a worker that found nothing free and
+    waited there for the pass to end would keep the loop from the batches of the sibling that
+    holds the pass's last task, whose finish ends the pass. One task of ten batches, two
+    workers: one of them finds nothing free at its first ask and ends its walk at once (were it
+    to wait as the training process does, for `PASS_END_IDLE_S`, set past this test's timeout,
+    the loop would never get the task's second batch)."""
+    monkeypatch.setattr(raftrain._torch_walk, "PASS_END_IDLE_S", 3600.0)
+    rows = torch.arange(100)
+    dataset = TaskDataset(masters.masters, index=("one-task", 100, 100), read=_Rows(rows), passes=2, batch_size=10)
+    loader = dataset.loader(num_workers=2, multiprocessing_context="fork")  # the workers see the patch
+    passes = [sorted(torch.cat(list(loader)).tolist()) for _ in range(2)]
+    assert passes == [list(range(100))] * 2
+    assert loader.job_finished and loader.finished == 2 and loader.refused == 0
 
 
 def test_a_loader_lends_its_workers_its_own_trainers_though_another_lent_since(masters):
