@@ -14,15 +14,15 @@ if TYPE_CHECKING:
     from ._torch_loader import TaskLoader
     from .torch import TaskDataset
 
-#: Between asks while nothing is free for a worker (every registration holds an unreported
-#: task, or the pass's last tasks are held): the first pause, doubled after each fruitless
-#: round up to the longest (each round is a replicated write per registration; the pass's
-#: last finish usually lands within the first pauses).
+#: Between asks while a walk's registrations are answered their own tasks (their finishes not
+#: in yet), or the job has no dataset yet: the first pause, doubled after each fruitless round
+#: up to the longest (each round is a replicated write per registration; a finish usually
+#: lands within the first pauses).
 HELD_POLL_S_MIN = 0.005
 HELD_POLL_S = 0.05
-#: The training process (without DataLoader workers) ends its walk of a pass once nothing was
-#: free for it this long: the pass's last tasks are held by other processes (which may wait in
-#: DDP for this one). A worker ends its walk as soon as nothing is free (see `Walk._idle_over`).
+#: A walk in the training process ends once its registrations have been answered only their
+#: own tasks (whose finishes are on their way) for this long. A walk ends at once when the
+#: pass's other tasks are held elsewhere (see `Walk._idle_over`).
 PASS_END_IDLE_S = 1.0
 #: Between looks of a worker at its training process's progress while each of its
 #: registrations holds a task the training loop has not consumed yet (shared memory, no ask):
@@ -35,8 +35,7 @@ Steps = List[Tuple[Registration, object]]
 
 class Walk:
     """One pass as this process sees it: tasks until the pass is over after it yielded some,
-    or until nothing is free (the rest are held elsewhere: at once in a worker, after
-    `PASS_END_IDLE_S` in the training process), or the job finished. Each registration walks the passes with the client's walker; when one learns the
+    or until nothing is free (the rest are held elsewhere), or the job finished. Each registration walks the passes with the client's walker; when one learns the
     pass moved, the others are moved with it. `loader`: the `TaskLoader` iterating in this
     process (`None` in a DataLoader worker)."""
 
@@ -167,14 +166,17 @@ class Walk:
     def _idle_over(self, steps: Steps) -> bool:
         """Nothing was free, or a registration was answered its own task (its finish not in
         yet): True when this walk is over, else pauses. Never while the job has no dataset
-        yet. A worker's walk is over as soon as the pass's other tasks are held elsewhere:
-        the DataLoader takes its workers' batches in turn, so a worker waiting here would hold
-        back the loop from its siblings' batches, whose finishes may be the ones that end the
-        pass (the training process then waits for the pass's end, and walks again for tasks
-        that come back). The training process's walk is over once nothing has been free for
-        `PASS_END_IDLE_S`."""
+        yet. A walk is over as soon as the pass's other tasks are held elsewhere: whoever holds
+        them may wait for this process (a DataLoader takes its workers' batches in turn, so a
+        worker waiting here would keep the loop from its siblings' batches, whose finishes end
+        the pass; a DDP rank's step waits for the other ranks, so one waiting here would keep
+        the others from their last steps). The training process then waits for the pass's end,
+        and walks again for tasks that come back. While the training process's registrations
+        are answered their own tasks, its walk asks again after a pause (the finishes usually
+        land within it), for at most `PASS_END_IDLE_S`."""
         self.idle_since = self.idle_since or time.monotonic()
-        if self.loader is None and any(each.waiting_for == Waiting.HELD_ELSEWHERE for _asker, each in steps):
+        held_elsewhere = any(each.waiting_for == Waiting.HELD_ELSEWHERE for _asker, each in steps)
+        if held_elsewhere and (self.loader is None or not any(asker.holds(each) for asker, each in steps)):
             return True
         waiting_for_dataset = all(each.waiting_for == Waiting.NO_DATASET for _asker, each in steps)
         if not waiting_for_dataset and time.monotonic() - self.idle_since >= PASS_END_IDLE_S:

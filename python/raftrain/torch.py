@@ -63,11 +63,10 @@ task. So, with any `num_workers` and `prefetch_factor`:
   as the same trainers as the stopped ones).
 
 One iteration of a `TaskLoader` is exactly one pass of the job, and `loader.pass_index` says
-which: after the batches this process gets of the pass (its workers stop asking once the pass
-is over or nothing is free for them: the DataLoader takes its workers' batches in turn, so a
-worker waiting would keep the loop from its siblings' batches; without workers, the process
-stops once nothing has been free for `PASS_END_IDLE_S`: the pass's last tasks are held by
-other processes), the iteration waits until the master's pass is over, taking tasks that come
+which: after the batches this process gets of the pass (it and its workers stop asking once
+the pass is over or nothing is free for them: whoever holds the pass's last tasks may be
+waiting for them, a DataLoader taking its workers' batches in turn or a DDP rank's step the
+other ranks'), the iteration waits until the master's pass is over, taking tasks that come
 back to the queue meanwhile; it yields nothing only when the job has ended.
 The master starts the next pass only when every task of this one is finished, so a training
 loop is
@@ -263,8 +262,8 @@ class TaskDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Tuple[object, List[Receipt], Receipt, float, object]]:
         """One pass as this process (or worker) sees it (`Walk`): tasks until the pass is over
-        after it yielded some, or until nothing is free (the rest are held elsewhere: at once
-        in a worker, for `PASS_END_IDLE_S` in the training process), or the job finished."""
+        after it yielded some, or until nothing is free (the rest are held elsewhere), or the
+        job finished."""
         fresh = self._registered_pid != os.getpid()
         registrations = self._registrations()
         loader = self._loader if get_worker_info() is None else None

@@ -138,6 +138,27 @@ def test_two_ddp_processes_train_through_a_leader_kill_to_the_baseline_accuracy(
     assert baseline_accuracy > 0.9
 
 
+@pytest.mark.timeout(240)
+def test_ddp_ranks_whose_tasks_end_unevenly_do_not_wait_for_each_other(masters, tmp_path):
+    """Two DDP processes without DataLoader workers, 29 tasks a pass: the ranks step together,
+    so one runs out of tasks while the other still trains the pass's last. Its walk ends as
+    soon as the masters answer that nothing is free, and it shadows the other's steps: were it
+    to wait there for the pass to end (for `PASS_END_IDLE_S`, set past this test's timeout),
+    the other's next step would wait for it, and the last task would time out and be trained
+    twice. Every task of each pass is handed out once, and each iteration is one pass."""
+    out = tmp_path / "model.pt"
+    port = free_addr().split(":")[1]
+    arguments = ("--index", "2900", "--world-size", "2", "--port", port, "--workers", "0", "--pass-end-idle-s", "3600")
+    _all_succeed([_training(masters, rank, out, *arguments) for rank in range(2)])
+    status = masters.status()
+    summaries = [json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in range(2)]
+    assert status["job_finished"] and status["failed"] == 0 and status["done"] == 29
+    assert status["dispatched"] == 3 * 29, "no task was handed out twice"
+    assert sum(summary["finished"] for summary in summaries) == 3 * 29, summaries
+    assert sum(summary["refused"] for summary in summaries) == 0, summaries
+    assert [summary["passes_walked"] for summary in summaries] == [[0, 1, 2]] * 2
+
+
 def test_one_iteration_is_one_pass_when_other_processes_hold_its_last_tasks(masters, tmp_path):
     """Two training processes of one job (no DDP) share its tasks unevenly: each process's
     `for batch in loader` ends only when the pass is over, so each walks the job's passes in

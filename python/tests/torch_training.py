@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+import raftrain._torch_walk
 from raftrain.torch import TaskDataset
 
 from data import blobs
@@ -60,7 +61,10 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--peers", type=int, default=1, help="processes (of one job, no DDP) that start together")
     parser.add_argument("--barrier", help="a directory where --peers processes meet before they train")
+    parser.add_argument("--pass-end-idle-s", type=float, help="raftrain._torch_walk.PASS_END_IDLE_S for this process")
     args = parser.parse_args()
+    if args.pass_end_idle_s is not None:
+        raftrain._torch_walk.PASS_END_IDLE_S = args.pass_end_idle_s
     if args.barrier:
         meet(Path(args.barrier), args.rank, args.peers)
     torch.set_num_threads(1)
