@@ -16,6 +16,9 @@ measured in the same run on the same machine (ratios, not absolute figures, on a
   first (a training run's passes) and the first pass's ratio (it registers the process's
   trainers and learns the task timeout) apart; and the CPU the three masters spent during
   each loader's passes (from /proc).
+- `raftrain.torch` with DDP: two ranks' passes through `TaskLoader.ddp(model)` against a
+  `DataLoader` of the same batches dealt to the ranks under `Join`, with an even and an odd
+  task count (`raftrain/_bench_ddp.py`).
 
 Needs the `raftrain` binary (`RAFTRAIN_BIN`, or `raftrain` on PATH). Prints Markdown tables.
 """
@@ -317,6 +320,8 @@ def main() -> None:
     parser.add_argument("--hand-offs", type=int, default=500, help="tasks handed over, per row")
     parser.add_argument("--together", type=int, default=16, help="clients handing tasks over at once (the batched row)")
     args = parser.parse_args()
+    from ._bench_ddp import bench_ddp
+
     binary = os.environ.get("RAFTRAIN_BIN") or shutil.which("raftrain")
     if not binary:
         raise SystemExit("no raftrain binary: set RAFTRAIN_BIN or put raftrain on PATH")
@@ -325,6 +330,7 @@ def main() -> None:
         bench_tasks(binary, Path(directory), args.tasks, args.seconds)
         bench_hand_off(binary, Path(directory), args.hand_offs, args.together)
         bench_torch(binary, Path(directory), args.samples, args.shard, args.passes)
+        bench_ddp(binary, Path(directory), args.samples, args.shard, args.passes)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import pytest
 import torch  # the test environment installs it: a missing torch fails, never skips
 
 from raftrain import bench
+from raftrain._bench_ddp import bench_ddp
 from raftrain._torch_io import Reports
 from raftrain.torch import TaskDataset
 
@@ -150,6 +151,16 @@ def test_the_loader_benchmark_prints_each_row_from_several_passes(tmp_path):
     # The two ratios, then the masters' CPU beside each loader (read from /proc on Linux).
     assert all(row[5].endswith("x") and row[6].endswith("x") for row in cells), printed.getvalue()
     assert all(re.fullmatch(r"\d+\.\d\d / \d+\.\d\d", row[7]) for row in cells), printed.getvalue()
+
+
+def test_the_ddp_benchmark_prints_a_row_for_each_task_size(tmp_path):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        bench_ddp(binary(), tmp_path, 2_000, 400, passes=2)
+    rows = [line for line in printed.getvalue().splitlines() if line.startswith("| ") and line[2].isdigit()]
+    cells = [[cell.strip() for cell in row.strip(" |").split("|")] for row in rows]
+    assert [row[:3] for row in cells] == [["2", "400", "5"], ["2", "800", "3"]], printed.getvalue()
+    assert all(float(row[3]) > 0 and float(row[4]) > 0 and row[5].endswith("x") for row in cells), printed.getvalue()
 
 
 def test_the_loader_iterating_a_dataset_carries_its_finishes_though_another_was_made_since(masters):

@@ -1,0 +1,118 @@
+"""`python -m raftrain.bench`'s DDP rows: two DistributedDataParallel ranks (gloo, spawned
+processes, no DataLoader workers) train an MLP over the same in-memory samples through
+`TaskLoader.ddp(model)` and through a `DataLoader` of the same batches whose tasks are dealt to
+the ranks in turn, under `Join` (the baseline a DDP user writes for uneven data), alternating
+passes, beside the same three masters. With tasks of twice the shard the task count is odd, so
+the ranks run out of tasks apart: the rank out of tasks shadows the other's last steps, and
+neither loader should wait longer than that."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import List
+
+#: The ranks of each row.
+WORLD_SIZE = 2
+#: Rows per rank: a batch and tasks of one or two shards.
+BATCH = 512
+
+
+def bench_ddp(binary: str, directory: Path, samples: int, shard: int, passes: int) -> None:
+    try:
+        import torch.multiprocessing
+    except ImportError:
+        print("\nraftrain.torch with DDP: PyTorch is not installed; skipped")
+        return
+    from .bench import free_addr, three_masters
+
+    print(f"\nraftrain.torch with DDP: {WORLD_SIZE} ranks (gloo, no workers), batch {BATCH} a rank, {samples} samples in tasks of the")
+    print(f"size shown, {passes} passes of each loader, alternating, beside the same three masters; seconds a pass on rank 0,")
+    print("the median of passes 2 on (the DataLoader deals the tasks to the ranks in turn, under Join)\n")
+    print("| ranks | task | tasks | DataLoader with Join, s | TaskLoader.ddp, s | vs DataLoader |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    context = torch.multiprocessing.get_context("spawn")
+    for number, task_size in enumerate((shard, 2 * shard)):
+        with three_masters(binary, directory / f"ddp-{number}") as addrs:
+            results = context.SimpleQueue()
+            port = int(free_addr().rsplit(":", 1)[1])
+            arguments = (port, ",".join(addrs), f"ddp{number}", samples, task_size, passes, results)
+            ranks = [context.Process(target=_rank, args=(rank, *arguments)) for rank in range(WORLD_SIZE)]
+            for process in ranks:
+                process.start()
+            plain, through_tasks = _collect(results, ranks)
+        later = [statistics.median(runs[1:]) for runs in (plain, through_tasks)]
+        tasks = -(-samples // task_size)
+        print(f"| {WORLD_SIZE} | {task_size} | {tasks} | {later[0]:.2f} | {later[1]:.2f} | {later[0] / later[1]:.2f}x |", flush=True)
+
+
+def _collect(results, ranks) -> tuple:
+    """Rank 0's result, once every rank exited; a rank that failed raises."""
+    while results.empty() and all(process.is_alive() for process in ranks):
+        time.sleep(0.1)
+    for process in ranks:
+        process.join()
+    failed = [number for number, process in enumerate(ranks) if process.exitcode != 0]
+    if failed or results.empty():
+        raise RuntimeError(f"DDP benchmark ranks {failed} failed (exit codes {[process.exitcode for process in ranks]})")
+    return results.get()
+
+
+def _rank(rank: int, port: int, masters: str, job: str, samples: int, task_size: int, passes: int, results) -> None:
+    """One rank: `passes` of each loader, alternating; rank 0 puts the seconds of each in
+    `results`."""
+    import torch
+    import torch.distributed as dist
+
+    from .bench import _Rows
+    from .torch import TaskDataset
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD_SIZE)
+    try:
+        generator = torch.Generator().manual_seed(0)
+        rows, labels = torch.randn(samples, 256, generator=generator), torch.randint(0, 10, (samples,), generator=generator)
+        net = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)))
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+        dataset = TaskDataset(masters, index=(job, samples, task_size), read=_Rows(rows, labels), batch_size=BATCH, passes=passes)
+        passes_of_tasks = dataset.loader().ddp(net)
+        passes_of_tasks.job_finished  # the job is submitted before the clock starts
+        plain: List[float] = []
+        through_tasks: List[float] = []
+        for _ in range(passes):
+            plain.append(_pass(net, optimizer, _dealt(rows, labels, task_size, rank), joined=True))
+            through_tasks.append(_pass(net, optimizer, passes_of_tasks, joined=False))
+        if rank == 0:
+            results.put((plain, through_tasks))
+    finally:
+        dist.destroy_process_group()
+
+
+def _pass(net, optimizer, batches, joined: bool) -> float:
+    """Seconds for one pass over `batches`, from a barrier of the ranks to this rank's end
+    (`joined`: under `Join`, which `TaskLoader.ddp` does itself)."""
+    import contextlib
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.join import Join
+
+    dist.barrier()
+    started = time.perf_counter()
+    with Join([net]) if joined else contextlib.nullcontext():
+        for x, y in batches:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            optimizer.step()
+    return time.perf_counter() - started
+
+
+def _dealt(rows, labels, task_size: int, rank: int):
+    """The baseline's batches for `rank`: tasks of `task_size` rows dealt to the ranks in turn,
+    cut into batches (never across a task)."""
+    for task_start in range(rank * task_size, len(rows), WORLD_SIZE * task_size):
+        task_end = min(task_start + task_size, len(rows))
+        for start in range(task_start, task_end, BATCH):
+            end = min(start + BATCH, task_end)
+            yield rows[start:end], labels[start:end]
