@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 #: process that finishes the pass starts the next at once, and one that noticed later than
 #: the next pass took to run would find it over and miss it.
 PASS_END_POLL_S = 0.05
+#: Tasks are back in the queue but the last walk found none free for this process (a restore
+#: holds the queue until the job's pservers reloaded, or another process took them first):
+#: the pause before walking again, doubled after each such walk up to the longest.
+REWALK_PAUSE_S_MIN = 0.05
+REWALK_PAUSE_S_MAX = 1.0
 #: Without DataLoader workers, how long a finish report waits for this process's next ask to
 #: carry it (one write for the finish and the ask) before the reporting thread sends it alone:
 #: longer than a task's batches take the loop at the rates where a write per task costs (tasks
@@ -86,6 +91,8 @@ class TaskLoader:
         # The pass this process's walk moved on to as it saw the last one end (no workers;
         # `None`: not since the last iteration began): the next iteration walks it.
         self._walked_on: Optional[int] = None
+        # Walks in a row that found no task free for this process (`_pause_if_fruitless`).
+        self._fruitless_walks = 0
         # The shortest task timeout a progress report was answered with (`None` before one):
         # a task's first progress report is due a third of it after the task was asked for.
         self._task_timeout_s: Optional[float] = None
@@ -111,6 +118,7 @@ class TaskLoader:
             status = self._wait_for_pass_end(self.pass_index)
             if status["over"]:
                 return
+            self._pause_if_fruitless()
 
     def __len__(self) -> int:
         """Not known: `len()` raises `TypeError`, as for any iterable without a length, and
@@ -191,13 +199,23 @@ class TaskLoader:
         # loader of the same dataset may have been made since this one).
         self.dataset._loader = self
         self._lend_trainers()
+        fruitless = True
         for batch, receipts, holding, dispatched_at, carry in self.dataloader:
+            fruitless = False
             self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
             yield batch
             # The loop asked for the next batch: it has consumed this one.
             for task_id, dispatch in receipts:
                 self._progress_due.pop((int(task_id), int(dispatch)), None)
                 self._report(int(task_id), int(dispatch), None if carry is None else (int(carry[0]), int(carry[1])))
+        self._fruitless_walks = self._fruitless_walks + 1 if fruitless else 0
+
+    def _pause_if_fruitless(self) -> None:
+        """Before walking again for tasks back in the queue: a pause if the last walk found none
+        free for this process (`REWALK_PAUSE_S_MIN`, doubled after each such walk up to
+        `REWALK_PAUSE_S_MAX`), since a walk ends as soon as nothing is free."""
+        if self._fruitless_walks:
+            time.sleep(min(REWALK_PAUSE_S_MIN * 2 ** min(self._fruitless_walks - 1, 10), REWALK_PAUSE_S_MAX))
 
     def _lend_trainers(self) -> None:
         """With workers, registers their trainers here once (kept alive by this process's
@@ -421,6 +439,7 @@ class _DdpPasses:
                 yield from self.loader._batches()
             if self.loader._wait_for_pass_end(status["pass"], vote=self._vote)["over"]:
                 return
+            self.loader._pause_if_fruitless()
 
     def _agree(self, pass_index: int) -> None:
         """Every rank starts the same pass, or none trains on: averaging two passes' gradients

@@ -67,7 +67,9 @@ which: after the batches this process gets of the pass (it and its workers stop 
 the pass is over or nothing is free for them: whoever holds the pass's last tasks may be
 waiting for them, a DataLoader taking its workers' batches in turn or a DDP rank's step the
 other ranks'), the iteration waits until the master's pass is over, taking tasks that come
-back to the queue meanwhile; it yields nothing only when the job has ended.
+back to the queue meanwhile (a walk that finds none of them free, as while a restore waits for
+the job's pservers, is followed by a pause, longer each time, up to `REWALK_PAUSE_S_MAX`); it
+yields nothing only when the job has ended.
 The master starts the next pass only when every task of this one is finished, so a training
 loop is
 

@@ -14,6 +14,7 @@ import threading
 import pytest
 import torch  # the test environment installs it: a missing torch fails, never skips
 
+import raftrain._torch_loader
 from raftrain import bench
 from raftrain._bench_ddp import bench_ddp
 from raftrain._torch_io import Reports
@@ -161,6 +162,38 @@ def test_the_ddp_benchmark_prints_a_row_for_each_task_size(tmp_path):
     cells = [[cell.strip() for cell in row.strip(" |").split("|")] for row in rows]
     assert [row[:3] for row in cells] == [["2", "400", "5"], ["2", "800", "3"]], printed.getvalue()
     assert all(float(row[3]) > 0 and float(row[4]) > 0 and row[5].endswith("x") for row in cells), printed.getvalue()
+
+
+class _Walks:
+    """A stand-in for a loader's DataLoader: each iteration (a walk of the dataset) yields the
+    next of `walks`' batches."""
+
+    num_workers = 0
+
+    def __init__(self, walks):
+        self.walks = iter(walks)
+
+    def __iter__(self):
+        return iter([(batch, [], (1, 1), 0.0, None) for batch in next(self.walks)])
+
+
+def test_a_loader_pauses_longer_before_each_walk_again_that_found_nothing_free(monkeypatch):
+    """Tasks are back in the queue but no walk of this process gets one (a restore holds the
+    queue until the job's pservers reloaded; another process took them): a walk ends as soon
+    as nothing is free, so the loader pauses before the next, longer each time, rather than
+    asking the masters in a loop; a walk that yields a batch starts the pauses over."""
+    dataset = TaskDataset("127.0.0.1:9", index=("walks", 10, 5), read=lambda start, end: torch.arange(start, end), batch_size=5)
+    loader = dataset.loader()
+    loader.dataloader = _Walks([[], [], [], ["batch"], []])
+    overs = iter([False, False, False, False, True])
+    monkeypatch.setattr(loader, "_job_status", lambda: {"ended": False, "pass": 0})
+    monkeypatch.setattr(loader, "_consuming", lambda holding, dispatched_at: None)
+    monkeypatch.setattr(loader, "_wait_for_pass_end", lambda pass_index: {"over": next(overs)})
+    pauses = []
+    monkeypatch.setattr(raftrain._torch_loader.time, "sleep", pauses.append)
+    assert list(loader) == ["batch"]
+    minimum = raftrain._torch_loader.REWALK_PAUSE_S_MIN
+    assert pauses == [minimum, 2 * minimum, 4 * minimum], pauses
 
 
 def test_the_loader_iterating_a_dataset_carries_its_finishes_though_another_was_made_since(masters):
