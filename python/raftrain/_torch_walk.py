@@ -35,8 +35,9 @@ Steps = List[Tuple[Registration, object]]
 
 class Walk:
     """One pass as this process sees it: tasks until the pass is over after it yielded some,
-    or until nothing is free (the rest are held elsewhere), or the job finished. Each registration walks the passes with the client's walker; when one learns the
-    pass moved, the others are moved with it. `loader`: the `TaskLoader` iterating in this
+    or until nothing is free (the rest are held elsewhere), or the job finished. Each
+    registration walks the passes with the client's walker; when one learns the pass moved,
+    the others are moved with it. `loader`: the `TaskLoader` iterating in this
     process (`None` in a DataLoader worker)."""
 
     def __init__(self, dataset: "TaskDataset", registrations: List[Registration], loader: Optional["TaskLoader"]):
