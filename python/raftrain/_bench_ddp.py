@@ -15,7 +15,7 @@ from typing import List
 
 #: The ranks of each row.
 WORLD_SIZE = 2
-#: Rows per rank: a batch and tasks of one or two shards.
+#: Rows in a batch of each rank.
 BATCH = 512
 
 
@@ -65,15 +65,17 @@ def _rank(rank: int, port: int, masters: str, job: str, samples: int, task_size:
     import torch
     import torch.distributed as dist
 
-    from .bench import _Rows
+    from .bench import MLP_WIDTHS, _Rows, mlp, task_batches
     from .torch import TaskDataset
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD_SIZE)
     try:
         generator = torch.Generator().manual_seed(0)
-        rows, labels = torch.randn(samples, 256, generator=generator), torch.randint(0, 10, (samples,), generator=generator)
-        net = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)))
+        features, _hidden, classes = MLP_WIDTHS
+        rows = torch.randn(samples, features, generator=generator)
+        labels = torch.randint(0, classes, (samples,), generator=generator)
+        net = torch.nn.parallel.DistributedDataParallel(mlp())
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
         dataset = TaskDataset(masters, index=(job, samples, task_size), read=_Rows(rows, labels), batch_size=BATCH, passes=passes)
         passes_of_tasks = dataset.loader().ddp(net)
@@ -81,7 +83,8 @@ def _rank(rank: int, port: int, masters: str, job: str, samples: int, task_size:
         plain: List[float] = []
         through_tasks: List[float] = []
         for _ in range(passes):
-            plain.append(_pass(net, optimizer, _dealt(rows, labels, task_size, rank), joined=True))
+            dealt = task_batches(rows, labels, task_size, BATCH, rank, WORLD_SIZE)
+            plain.append(_pass(net, optimizer, dealt, joined=True))
             through_tasks.append(_pass(net, optimizer, passes_of_tasks, joined=False))
         if rank == 0:
             results.put((plain, through_tasks))
@@ -106,13 +109,3 @@ def _pass(net, optimizer, batches, joined: bool) -> float:
             torch.nn.functional.cross_entropy(net(x), y).backward()
             optimizer.step()
     return time.perf_counter() - started
-
-
-def _dealt(rows, labels, task_size: int, rank: int):
-    """The baseline's batches for `rank`: tasks of `task_size` rows dealt to the ranks in turn,
-    cut into batches (never across a task)."""
-    for task_start in range(rank * task_size, len(rows), WORLD_SIZE * task_size):
-        task_end = min(task_start + task_size, len(rows))
-        for start in range(task_start, task_end, BATCH):
-            end = min(start + BATCH, task_end)
-            yield rows[start:end], labels[start:end]

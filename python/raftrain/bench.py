@@ -12,8 +12,8 @@ measured in the same run on the same machine (ratios, not absolute figures, on a
   `TaskLoader` over an index-range job against the same loop fed by a `DataLoader` slicing the
   same batches from the same in-memory tensors, with 0 and 2 workers, batches of 64 and 512
   (and 2 workers, batch 512, tasks of twice `--shard`: fewer, longer tasks, so the workers
-  run out of tasks apart): `--passes` of each, alternating, beside the same masters; the median of the passes after the
-  first (a training run's passes) and the first pass's ratio (it registers the process's
+  run out of tasks apart): `--passes` of each, alternating, beside the same masters; the
+  median of the passes after the first (a training run's passes) and the first pass's ratio (it registers the process's
   trainers and learns the task timeout) apart; and the CPU the three masters spent during
   each loader's passes (from /proc).
 - `raftrain.torch` with DDP: two ranks' passes through `TaskLoader.ddp(model)` against a
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
 from . import TaskClient, status
+from ._bench_ddp import bench_ddp
 from .task_client import StepKind
 from .recordio import Reader, Writer
 
@@ -159,11 +160,29 @@ class _SlicedTasks:
 
         worker = torch.utils.data.get_worker_info()
         workers, index = (1, 0) if worker is None else (worker.num_workers, worker.id)
-        for task_start in range(index * self.shard, len(self.rows), workers * self.shard):
-            task_end = min(task_start + self.shard, len(self.rows))
-            for start in range(task_start, task_end, self.batch):
-                end = min(start + self.batch, task_end)
-                yield self.rows[start:end], self.labels[start:end]
+        return task_batches(self.rows, self.labels, self.shard, self.batch, index, workers)
+
+
+def task_batches(rows, labels, shard: int, batch: int, index: int, count: int):
+    """The batches of tasks `index`, `index + count`, ... (of `shard` rows each, the last one
+    short) cut into `batch` rows, never across a task: a baseline's share of the tasks."""
+    for task_start in range(index * shard, len(rows), count * shard):
+        task_end = min(task_start + shard, len(rows))
+        for start in range(task_start, task_end, batch):
+            end = min(start + batch, task_end)
+            yield rows[start:end], labels[start:end]
+
+
+#: The benchmarks' model: an MLP of these widths (features, hidden, classes).
+MLP_WIDTHS = (256, 256, 10)
+
+
+def mlp():
+    """A new `MLP_WIDTHS` model."""
+    import torch
+
+    features, hidden, classes = MLP_WIDTHS
+    return torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, classes))
 
 
 class _Rows:
@@ -187,14 +206,14 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
         return
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    features, hidden, classes = 256, 256, 10
+    features, hidden, classes = MLP_WIDTHS
     rows = torch.randn(samples, features)
     labels = torch.randint(0, classes, (samples,))
 
     def train(batches, masters) -> Tuple[float, Optional[float]]:
         """Seconds for one pass of the loop over `batches`, and the CPU seconds the `masters`
         (processes) spent meanwhile (`None` where /proc cannot tell)."""
-        net = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, classes))
+        net = mlp()
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
         cpu = _cpu_seconds(masters)
         started = time.perf_counter()
@@ -320,8 +339,6 @@ def main() -> None:
     parser.add_argument("--hand-offs", type=int, default=500, help="tasks handed over, per row")
     parser.add_argument("--together", type=int, default=16, help="clients handing tasks over at once (the batched row)")
     args = parser.parse_args()
-    from ._bench_ddp import bench_ddp
-
     binary = os.environ.get("RAFTRAIN_BIN") or shutil.which("raftrain")
     if not binary:
         raise SystemExit("no raftrain binary: set RAFTRAIN_BIN or put raftrain on PATH")
