@@ -75,17 +75,20 @@ def test_a_loader_waiting_on_a_restore_asks_rarely_and_trains_every_sample(maste
     consumed, waited = [0], {}
 
     def restore_while_stopped():
-        while consumed[0] < 60:
-            time.sleep(0.01)
-        checkpoint_id = _checkpoint_with_model(masters.masters, "p")
-        os.kill(pserver.pid, signal.SIGSTOP)
         try:
-            started, asked = time.monotonic(), asks.count
-            args = [binary(), "job", "restore", "p", "--checkpoint", str(checkpoint_id), "--masters", masters.masters]
-            waited["restore"] = subprocess.run(args, capture_output=True, text=True, timeout=120)
-            waited["seconds"], waited["asks"] = time.monotonic() - started, asks.count - asked
-        finally:
-            os.kill(pserver.pid, signal.SIGCONT)
+            while consumed[0] < 60:
+                time.sleep(0.01)
+            checkpoint_id = _checkpoint_with_model(masters.masters, "p")
+            os.kill(pserver.pid, signal.SIGSTOP)
+            try:
+                started, asked = time.monotonic(), asks.count
+                args = [binary(), "job", "restore", "p", "--checkpoint", str(checkpoint_id), "--masters", masters.masters]
+                waited["restore"] = subprocess.run(args, capture_output=True, text=True, timeout=120)
+                waited["seconds"], waited["asks"] = time.monotonic() - started, asks.count - asked
+            finally:
+                os.kill(pserver.pid, signal.SIGCONT)
+        except BaseException as error:  # the test thread raises it
+            waited["error"] = error
 
     restorer = threading.Thread(target=restore_while_stopped, daemon=True)
     restorer.start()
@@ -96,6 +99,9 @@ def test_a_loader_waiting_on_a_restore_asks_rarely_and_trains_every_sample(maste
             consumed[0] += 1
             time.sleep(0.005)
     restorer.join(timeout=120)
+    if "error" in waited:
+        raise waited["error"]
+    assert "restore" in waited, "the restore did not end within the test"
     restore = waited["restore"]
     assert restore.returncode == 0, restore.stdout + restore.stderr
     assert "reload" in restore.stdout, "the restore waited for the pserver to reload"
