@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cluster import binary
@@ -20,7 +21,16 @@ from raftrain.bench_rendezvous import etcd_missing
 RUN_LIMIT_S = 600
 
 
-@pytest.mark.timeout(RUN_LIMIT_S + 60)
+def _log_tails(directory: Path, lines: int = 25) -> str:
+    """The last `lines` lines of every log the benchmark kept (each agent with its worker)."""
+    tails = []
+    for log in sorted(directory.rglob("*.log")):
+        text = log.read_text(errors="replace").splitlines()[-lines:]
+        tails.append(f"--- {log.relative_to(directory)}\n" + "\n".join(text))
+    return "\n".join(tails)
+
+
+@pytest.mark.timeout(RUN_LIMIT_S + 120)
 def test_the_benchmark_prints_a_number_for_every_backend(tmp_path):
     backends = ["raftrain", "c10d"] + ([] if etcd_missing() else ["etcd-v2"])
     output = tmp_path / "runs.json"
@@ -32,16 +42,18 @@ def test_the_benchmark_prints_a_number_for_every_backend(tmp_path):
         "--rdzv-conf", "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2",
         "--resume-wait", "30",
         "--json", str(output),
+        "--log-dir", str(tmp_path / "logs"),
     ]
     bench = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, RAFTRAIN_BIN=binary()))
     try:
         stdout, _ = bench.communicate(timeout=RUN_LIMIT_S)
-    finally:
-        if bench.poll() is None:  # SIGTERM: the benchmark kills its agents, masters and etcd members
-            bench.terminate()
-            bench.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        # SIGTERM: the benchmark kills its agents, masters and etcd members.
+        bench.terminate()
+        stdout, _ = bench.communicate(timeout=60)
+        pytest.fail(f"the benchmark ran past {RUN_LIMIT_S} s:\n{stdout}\n{_log_tails(tmp_path / 'logs')}")
     done = subprocess.CompletedProcess(args, bench.returncode, stdout, "")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + _log_tails(tmp_path / "logs")
     figure = r"(\d+\.\d+)"
     for name in backends:
         row = re.search(rf"^\| 2 \| {re.escape(name)} \| 1 \| {figure} \| [^|]* \| {figure} \| [^|]* \|$", done.stdout, re.MULTILINE)
