@@ -14,6 +14,9 @@ use proto::master as pb;
 /// The most finished-task receipts one ask carries: the master refuses more. A loader has at
 /// most a few tasks reported but not yet answered per ask.
 pub const FINISHED_PER_ASK_MAX: usize = 16;
+/// The most asks a client says it sent at once (`GetTaskRequest.together`): the masters refuse
+/// more. The leader holds an ask's write up to a millisecond for the others.
+pub const ASKS_TOGETHER_MAX: u32 = 8;
 
 /// What a hand-off met: per receipt, whether the finish was accepted (`false`: a newer
 /// dispatch holds the task, or the job was cancelled), and the ask's outcome.
@@ -26,12 +29,24 @@ pub struct HandOff {
 impl MasterClient {
     /// Reports `finished` (receipts `(task_id, epoch)`, at most [`FINISHED_PER_ASK_MAX`]) and
     /// asks for the next task of `pass` for the trainer, in one write where the masters can.
+    /// `together`: how many such asks (this one included, at most [`ASKS_TOGETHER_MAX`]) the
+    /// caller sends at once, each in a call of its own; the masters put them in one write
+    /// where they arrive within a moment (1: sent alone).
     pub async fn finished_then_get_task(
         &self,
         trainer_id: u64,
         pass: u32,
         finished: &[(u64, u64)],
+        together: u32,
     ) -> Result<HandOff, ClientError> {
+        if together > ASKS_TOGETHER_MAX {
+            return Err(ClientError::InvalidArgument {
+                call: "GetTask",
+                message: format!(
+                    "{together} asks sent at once; at most {ASKS_TOGETHER_MAX} share a write"
+                ),
+            });
+        }
         if finished.len() > FINISHED_PER_ASK_MAX {
             return Err(ClientError::InvalidArgument {
                 call: "GetTask",
@@ -41,7 +56,7 @@ impl MasterClient {
                 ),
             });
         }
-        let reply = match self.ask_reporting(trainer_id, pass, finished).await {
+        let reply = match self.ask_reporting(trainer_id, pass, finished, together).await {
             Err(ClientError::HandOffUnsupported { .. }) => {
                 return self.reported_one_by_one(trainer_id, pass, finished).await;
             }
@@ -60,6 +75,7 @@ impl MasterClient {
         trainer_id: u64,
         pass: u32,
         finished: &[(u64, u64)],
+        together: u32,
     ) -> Result<pb::GetTaskReply, ClientError> {
         let timeout = self.rpc_timeout();
         let receipts: Vec<pb::TaskReceipt> =
@@ -71,6 +87,7 @@ impl MasterClient {
                 pass_index: pass,
                 job: self.job().to_string(),
                 finished: receipts.clone(),
+                together,
             };
             async move { service.get_task(timed(request, timeout)).await }
         })

@@ -51,7 +51,7 @@ pub use error::{
     REFUSAL_STAMP_REUSED, REFUSAL_TRY_AGAIN_LATER, RETRY_AFTER_MS_METADATA_KEY,
 };
 pub use failure_reason::{cut_reason, FAILURE_REASON_BYTES_MAX};
-pub use hand_off::{HandOff, FINISHED_PER_ASK_MAX};
+pub use hand_off::{HandOff, ASKS_TOGETHER_MAX, FINISHED_PER_ASK_MAX};
 pub use job_name::{check_job_name, require_job_name, SUBMITTED_JOB_NAME_BYTES_MAX};
 pub use jobs::{
     JobDataset, JobList, JobPhase, JobSpec, JobSummary, PolicyOverrides, ProgressCheckpoint,

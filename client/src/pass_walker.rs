@@ -112,16 +112,19 @@ impl<S: TaskSource> PassWalker<S> {
 
     /// One ask that first reports `finished` (receipts `(task_id, epoch)` of tasks done,
     /// this trainer's or others' of its process), in one write where the masters can: per
-    /// receipt whether its finish was accepted, and the step. A trainer the masters forgot
-    /// registers again and asks once more (the finishes were already applied).
+    /// receipt whether its finish was accepted, and the step. `together`: how many walks'
+    /// asks (this one included) the caller sends at once, which the masters then write
+    /// together (1: alone). A trainer the masters forgot registers again and asks once more
+    /// (the finishes were already applied).
     pub async fn hand_off(
         &mut self,
         finished: &[(u64, u64)],
+        together: u32,
     ) -> Result<(Vec<bool>, Step), ClientError>
     where
         S: HandOffSource,
     {
-        let handed = self.source.finished_then_get_task(self.pass, finished).await?;
+        let handed = self.source.finished_then_get_task(self.pass, finished, together).await?;
         let outcome = match handed.outcome {
             TaskOutcome::UnknownTrainer => {
                 self.source.renew().await?;
@@ -214,6 +217,7 @@ mod tests {
             &self,
             pass: u32,
             finished: &[(u64, u64)],
+            _together: u32,
         ) -> Result<crate::HandOff, ClientError> {
             self.reported.lock().expect("reported").extend_from_slice(finished);
             let outcome = self.get_task(pass).await?;
@@ -289,10 +293,10 @@ mod tests {
             TaskOutcome::Task(task(4, 1)),
         ]);
         let mut walker = PassWalker::new(script);
-        let (finished, step) = walker.hand_off(&[(2, 2), (3, 1)]).await.expect("hand-off");
+        let (finished, step) = walker.hand_off(&[(2, 2), (3, 1)], 2).await.expect("hand-off");
         assert_eq!(finished, [true, false]);
         assert_eq!(step, Step::Walked(Walked::PassOver { pass: 0, next: 1 }));
-        let (finished, step) = walker.hand_off(&[(5, 4)]).await.expect("hand-off");
+        let (finished, step) = walker.hand_off(&[(5, 4)], 1).await.expect("hand-off");
         assert_eq!((finished, step), (vec![true], Step::Walked(Walked::Task(task(4, 1)))));
         assert_eq!(walker.source().asked(), [0, 1, 1]);
         assert_eq!(*walker.source().renewals.lock().expect("renewals"), 1);

@@ -22,11 +22,12 @@ pub trait TaskSource: Send + Sync {
 /// (`MasterClient::finished_then_get_task`).
 pub trait HandOffSource: TaskSource {
     /// Reports `finished` (receipts `(task_id, epoch)`), then one `GetTask` for a task of
-    /// `pass`, as this trainer.
+    /// `pass`, as this trainer; `together` such asks (this one included) are sent at once.
     fn finished_then_get_task(
         &self,
         pass: u32,
         finished: &[(u64, u64)],
+        together: u32,
     ) -> impl Future<Output = Result<HandOff, ClientError>> + Send;
 }
 
@@ -35,8 +36,9 @@ impl HandOffSource for Session {
         &self,
         pass: u32,
         finished: &[(u64, u64)],
+        together: u32,
     ) -> impl Future<Output = Result<HandOff, ClientError>> + Send {
-        self.master().finished_then_get_task(self.id(), pass, finished)
+        self.master().finished_then_get_task(self.id(), pass, finished, together)
     }
 }
 
@@ -45,8 +47,9 @@ impl<T: HandOffSource> HandOffSource for Arc<T> {
         &self,
         pass: u32,
         finished: &[(u64, u64)],
+        together: u32,
     ) -> impl Future<Output = Result<HandOff, ClientError>> + Send {
-        (**self).finished_then_get_task(pass, finished)
+        (**self).finished_then_get_task(pass, finished, together)
     }
 }
 

@@ -70,6 +70,7 @@ impl MasterClient {
                     pass_index: pass,
                     job,
                     finished: Vec::new(),
+                    together: 1,
                 };
                 async move { service.get_task(timed(request, timeout)).await }
             })

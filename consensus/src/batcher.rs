@@ -39,14 +39,22 @@ const BATCH_LENGTH_MAX: usize = 1024;
 const BATCHES_IN_FLIGHT_MAX: usize = 2;
 /// bincode's length prefix of each command in an entry.
 const COMMAND_OVERHEAD_BYTES: usize = 8;
+/// Writes a writer may say were sent together ([`Batcher::write_together`]) at most: a larger
+/// count is taken as this.
+pub const TOGETHER_MAX: usize = 8;
+/// How long an entry waits, at most, for the rest of the writes sent together with one it
+/// holds: they left the client within microseconds of each other.
+const TOGETHER_LINGER: Duration = Duration::from_millis(1);
 
 /// Where one write's response goes.
 type Reply = oneshot::Sender<Result<Vec<u8>, WriteError>>;
 
-/// One write waiting for its batch.
+/// One write waiting for its batch, and how many writes were sent together with it (itself
+/// included; at most [`TOGETHER_MAX`]).
 struct Pending {
     command: Vec<u8>,
     reply: Reply,
+    together: usize,
 }
 
 /// The sending side of the batching task; the task ends when every sender is dropped.
@@ -86,12 +94,19 @@ impl Batcher {
         drop(permits);
     }
 
-    /// Replicates `command` in some batch and returns its response.
-    pub(crate) async fn write(&self, command: Vec<u8>) -> Result<Vec<u8>, WriteError> {
+    /// Replicates `command` in some batch and returns its response. `together`: how many
+    /// writes (this one included) were sent at once, each on its own: the entry holding this
+    /// one waits up to [`TOGETHER_LINGER`] for the others, so that they share its disk syncs.
+    pub(crate) async fn write(
+        &self,
+        command: Vec<u8>,
+        together: usize,
+    ) -> Result<Vec<u8>, WriteError> {
         let (reply, response) = oneshot::channel();
         let stopped =
             || WriteError::Stopped { reason: "the write batcher has stopped".to_string() };
-        self.requests.send(Pending { command, reply }).await.map_err(|_| stopped())?;
+        let together = together.clamp(1, TOGETHER_MAX);
+        self.requests.send(Pending { command, reply, together }).await.map_err(|_| stopped())?;
         response.await.map_err(|_| stopped())?
     }
 }
@@ -160,26 +175,31 @@ struct Gathered {
     writes: Vec<Pending>,
     bytes: usize,
     bytes_max: usize,
+    /// The most writes one of those gathered said were sent together with it.
+    together: usize,
 }
 
 impl Gathered {
     fn new(first: Pending, bytes_max: usize) -> Self {
         let bytes = first.command.len() + COMMAND_OVERHEAD_BYTES;
-        Self { writes: vec![first], bytes, bytes_max }
+        Self { together: first.together, writes: vec![first], bytes, bytes_max }
     }
 
-    /// Takes queued writes until the entry is full, and while `pace` wants more, waits for
-    /// them up to its linger. Returns a write that did not fit, for the next entry.
+    /// Takes queued writes until the entry is full, and while `pace` wants more, or writes
+    /// sent together with one gathered are missing, waits for them up to the linger of each
+    /// ([`BatchPace::linger`], [`TOGETHER_LINGER`]). Returns a write that did not fit, for the
+    /// next entry.
     async fn gather(
         &mut self,
         receiver: &mut mpsc::Receiver<Pending>,
         pace: BatchPace,
     ) -> Option<Pending> {
-        let deadline = Instant::now() + pace.linger();
+        let started = Instant::now();
         while self.writes.len() < BATCH_LENGTH_MAX {
             let pending = match receiver.try_recv() {
                 Ok(pending) => pending,
-                Err(_) if pace.wants_more(self.writes.len()) => {
+                Err(_) if self.wants_more(pace) => {
+                    let deadline = started + self.linger(pace);
                     match tokio::time::timeout_at(deadline, receiver.recv()).await {
                         Ok(Some(pending)) => pending,
                         Ok(None) | Err(_) => return None,
@@ -194,6 +214,20 @@ impl Gathered {
         None
     }
 
+    /// Whether to wait for more writes: `pace` wants more, or some sent together with one
+    /// gathered are not in yet.
+    fn wants_more(&self, pace: BatchPace) -> bool {
+        pace.wants_more(self.writes.len()) || self.writes.len() < self.together
+    }
+
+    /// The longest wait for more, counted from when the gathering began.
+    fn linger(&self, pace: BatchPace) -> Duration {
+        if self.writes.len() < self.together {
+            return pace.linger().max(TOGETHER_LINGER);
+        }
+        pace.linger()
+    }
+
     fn split(self) -> (Vec<Vec<u8>>, Vec<Reply>) {
         self.writes.into_iter().map(|pending| (pending.command, pending.reply)).unzip()
     }
@@ -204,6 +238,7 @@ impl Gathered {
             return Err(pending);
         }
         self.bytes += size;
+        self.together = self.together.max(pending.together);
         self.writes.push(pending);
         Ok(())
     }
@@ -300,4 +335,70 @@ pub(crate) fn forward_to_leader(
         }
     };
     WriteError::ForwardToLeader { leader_id: forward.leader_id, leader_addr }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(together: usize) -> (Pending, oneshot::Receiver<Result<Vec<u8>, WriteError>>) {
+        let (reply, answer) = oneshot::channel();
+        (Pending { command: vec![0; 100], reply, together }, answer)
+    }
+
+    /// Sends writes of `together` to `requests` after `after` (once the gathering waits, when
+    /// zero: tokio's timers tick in milliseconds), one after the other.
+    fn send_later(requests: &mpsc::Sender<Pending>, after: Duration, together: &[usize]) {
+        let (requests, together) = (requests.clone(), together.to_vec());
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            for together in together {
+                tokio::task::yield_now().await;
+                let (write, _answer) = pending(together);
+                requests.send(write).await.expect("the receiver waits");
+            }
+        });
+    }
+
+    /// Gathers an entry from `first` with no pace (the first entry's: no wait of its own);
+    /// the writes gathered, and how long the gathering took.
+    async fn gathered(first: Pending, receiver: &mut mpsc::Receiver<Pending>) -> (usize, Duration) {
+        let started = Instant::now();
+        let mut batch = Gathered::new(first, 1 << 20);
+        assert!(batch.gather(receiver, BatchPace::default()).await.is_none(), "all fit");
+        (batch.writes.len(), started.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_sent_together_share_an_entry() {
+        let (requests, mut receiver) = mpsc::channel(16);
+        send_later(&requests, Duration::ZERO, &[2]);
+        let (first, _answer) = pending(2);
+        assert_eq!(gathered(first, &mut receiver).await, (2, Duration::ZERO));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_missing_partner_is_waited_for_no_longer_than_the_linger() {
+        let (requests, mut receiver) = mpsc::channel(16);
+        send_later(&requests, Duration::from_millis(5), &[3]);
+        let (first, _answer) = pending(3);
+        assert_eq!(gathered(first, &mut receiver).await, (1, TOGETHER_LINGER));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_sent_alone_waits_for_nothing() {
+        let (requests, mut receiver) = mpsc::channel(16);
+        send_later(&requests, Duration::ZERO, &[1]);
+        let (first, _answer) = pending(1);
+        assert_eq!(gathered(first, &mut receiver).await, (1, Duration::ZERO));
+    }
+
+    /// A later write saying more were sent with it makes the entry wait for those too.
+    #[tokio::test(start_paused = true)]
+    async fn the_largest_group_gathered_is_waited_for() {
+        let (requests, mut receiver) = mpsc::channel(16);
+        send_later(&requests, Duration::ZERO, &[3, 3]);
+        let (first, _answer) = pending(2);
+        assert_eq!(gathered(first, &mut receiver).await, (3, Duration::ZERO));
+    }
 }

@@ -89,6 +89,7 @@ mod step_up;
 pub mod timeout_now_error;
 mod type_config;
 
+pub use batcher::TOGETHER_MAX;
 pub use cluster_info::{cluster_info_reply, ClusterInfo, Member, Role};
 pub use config::{parse_peers, ConfigError, NodeConfig};
 pub use durable_log::{acknowledge_early, DurableLog, DurableWatch};

@@ -233,8 +233,20 @@ impl<S: StateMachine> ConsensusNode<S> {
     }
 
     /// Replicates `command`, waits until it is applied here, and returns the response.
-    #[tracing::instrument(level = "debug", skip_all, fields(node = self.inner.config.id, term = self.term()))]
     pub async fn write(&self, command: Vec<u8>) -> Result<Vec<u8>, WriteError> {
+        self.write_together(command, 1).await
+    }
+
+    /// [`ConsensusNode::write`] of one of `together` writes sent at once (by one client, each
+    /// on its own): the entry that takes this one waits a moment for the others (at most
+    /// [`crate::TOGETHER_MAX`] count), so that they share one entry and its disk syncs. A hint:
+    /// each write is applied and answered as if sent alone.
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.inner.config.id, term = self.term()))]
+    pub async fn write_together(
+        &self,
+        command: Vec<u8>,
+        together: usize,
+    ) -> Result<Vec<u8>, WriteError> {
         if command.len() > COMMAND_BYTES_MAX {
             let size_bytes = command.len();
             return Err(WriteError::CommandTooLarge {
@@ -245,7 +257,7 @@ impl<S: StateMachine> ConsensusNode<S> {
         self.redirect_if_leaving().await?;
         let timeout_ms = self.inner.config.write_timeout_ms;
         let started = std::time::Instant::now();
-        let write = self.inner.batcher.write(command);
+        let write = self.inner.batcher.write(command, together);
         let result = match tokio::time::timeout(Duration::from_millis(timeout_ms), write).await {
             Err(_elapsed) => Err(WriteError::Timeout { timeout_ms }),
             Ok(result) => result,

@@ -134,13 +134,15 @@ class Reports:
                 return True
             return False
 
-    def claim(self) -> List[Receipt]:
+    def claim(self, leave: Sequence[Receipt] = ()) -> List[Receipt]:
         """Takes the finishes not sent yet (at most `FINISHED_PER_STEP_MAX`), in order, for an
-        ask to carry: `settle` must follow with their answers (or the ask's failure)."""
+        ask to carry, but those of `leave` (another ask sent with it carries them): `settle`
+        must follow with their answers (or the ask's failure)."""
         with self._changed:
             if self._failure is not None:
                 return []
-            claimed = [item for item in self._waiting if item[1] == "finish" and item[4] is None][:FINISHED_PER_STEP_MAX]
+            claimable = (item for item in self._waiting if item[1] == "finish" and item[4] is None and item[2] not in leave)
+            claimed = list(itertools.islice(claimable, FINISHED_PER_STEP_MAX))
             for item in claimed:
                 self._waiting.remove(item)
             self._claimed_open += len(claimed)
@@ -255,6 +257,22 @@ class Registration:
             return (False, -self._taken)
         return (True, -self._ahead.order)
 
+    @staticmethod
+    def in_pass_order(ordered: "List[Registration]") -> "List[Registration]":
+        """`ordered` (by `ask_order`), the first two swapped when their steps were asked
+        together and the second's task comes first in the pass: the masters applied the two
+        asks in either order, and a shuffled pass comes to the loop in its seeded order."""
+        if len(ordered) < 2 or ordered[0]._ahead is None or ordered[1]._ahead is None or ordered[1]._ahead.partner is not ordered[0]._ahead:
+            return ordered
+        try:
+            first, second = (each._ahead.pending.result() for each in ordered[:2])
+        except Exception:  # noqa: BLE001 - raised again where the step is taken
+            return ordered
+        tasks = first.kind == StepKind.Task and second.kind == StepKind.Task
+        if tasks and first.task.pass_index == second.task.pass_index and second.task.pass_rank < first.task.pass_rank:
+            return [ordered[1], ordered[0], *ordered[2:]]
+        return ordered
+
     def taken(self) -> int:
         """When this registration last took a task, in the order of asks (-1: never)."""
         return self._taken
@@ -286,16 +304,36 @@ class Registration:
             return True
         if reports is not None and upto is not None and reports.in_the_way(upto):
             return False
+        self._start_ahead(reports)
+        return True
+
+    @staticmethod
+    def ask_ahead_together(pair: "List[Registration]", reports: Reports, upto: List[int]) -> bool:
+        """`ask_ahead` of the two registrations of `pair` at once (neither has a step under way),
+        which the masters write together: one replicated entry for both asks. Each ask carries
+        its own registration's last finish (the other the rest): the masters may apply the two
+        in either order, and one applied before its own finish would be answered its task
+        again. Not while a report of `upto` (per registration) is in the way: False."""
+        if any(reports.in_the_way(each) for each in upto):
+            return False
+        first, second = pair
+        leave = [second.held] if second.held is not None else []
+        first._start_ahead(reports, together=2, leave=leave)
+        second._start_ahead(reports, together=2, partner=first._ahead)
+        return True
+
+    def _start_ahead(self, reports: Optional[Reports], together: int = 1, leave: Sequence[Receipt] = (), partner: "Optional[_Ahead]" = None) -> None:
+        """Starts the step ahead, one of `together` (after `partner`'s, given), carrying the
+        finishes `reports` has not sent yet but those of `leave`."""
         self._asking()
-        claimed = reports.claim() if reports is not None else []
+        claimed = reports.claim(leave) if reports is not None else []
         try:
-            pending = self.client.step_ahead(claimed)
+            pending = self.client.step_ahead(claimed, together)
         except BaseException as error:
             if claimed:
                 reports.settle(claimed, None, error)
             raise
-        self._ahead = _Ahead(pending, claimed, reports, next(Registration._asks))
-        return True
+        self._ahead = _Ahead(pending, claimed, reports, next(Registration._asks), partner)
 
     def step(self, reports: Optional[Reports] = None):
         """The next step: the one asked ahead, or asked now (carrying the finishes `reports`,
@@ -358,11 +396,13 @@ class _Ahead:
     answers go to `reports` once, when the step is first answered) and its place in the order
     of asks."""
 
-    def __init__(self, pending: PendingStep, claimed: List[Receipt], reports: Optional[Reports], order: int):
+    def __init__(self, pending: PendingStep, claimed: List[Receipt], reports: Optional[Reports], order: int, partner: "Optional[_Ahead]" = None):
         self.pending = pending
         self.claimed = claimed
         self.reports = reports
         self.order = order
+        #: The step asked at once with this one (written together, applied in either order).
+        self.partner = partner
 
     def answer(self):
         """The step (waited for), or its error raised; the claimed finishes settled first."""

@@ -90,7 +90,7 @@ class Walk:
         moved or ended, or (in a worker) nothing is free."""
         reports = self.loader._reports if self.loader is not None else self.carrier
         steps: Steps = []
-        for registration in sorted(self.registrations, key=Registration.ask_order, reverse=True):
+        for registration in Registration.in_pass_order(sorted(self.registrations, key=Registration.ask_order, reverse=True)):
             if self._unconsumed(registration):
                 # The master would answer its task again (a write): ask once it is consumed.
                 continue

@@ -35,6 +35,10 @@ class Task:
         self.deadline_ms: int = native.deadline_ms
         #: The job's shuffle seed when it is shuffled (`None`: samples in stored order).
         self.shuffle_seed: Optional[int] = native.shuffle_seed
+        #: Where the task comes in its pass: the masters hand a pass's tasks out by increasing
+        #: rank (the seeded order of a shuffled job, else the task id), tasks taken back and
+        #: handed out again aside.
+        self.pass_rank: int = native.pass_rank
         self.reported: Optional[str] = None
         # Set by `TaskClient.tasks()`: a `with` block that ends normally hands the task to it,
         # to be reported with the next ask, instead of reporting it now.

@@ -67,6 +67,8 @@ def _shuffle_seed(shuffle: bool, seed: int) -> Optional[int]:
 
 #: The most finished tasks one `TaskClient.step` reports with its ask (the masters' bound).
 FINISHED_PER_STEP_MAX: int = _native.FINISHED_PER_STEP_MAX
+#: The most steps started at once (`TaskClient.step_ahead(together=)`) the masters write together.
+ASKS_TOGETHER_MAX: int = _native.ASKS_TOGETHER_MAX
 
 
 def _receipts(finished) -> List[Tuple[int, int]]:
@@ -402,11 +404,16 @@ class TaskClient:
                 each.reported = "finished"
         return self._step_of(native)
 
-    def step_ahead(self, finished: Sequence[Tuple[int, int]] = ()) -> "PendingStep":
+    def step_ahead(self, finished: Sequence[Tuple[int, int]] = (), together: int = 1) -> "PendingStep":
         """`step(finished)` started in the background, returning at once (`finished`:
         receipts only): `result()` of what it returns is the `Step`. No Python thread waits
-        for it meanwhile, so the training thread is never interrupted for its answer."""
-        return PendingStep(self, self._native.step_ahead(_receipts(finished)))
+        for it meanwhile, so the training thread is never interrupted for its answer.
+        `together`: how many clients' steps (this one included, at most
+        `ASKS_TOGETHER_MAX`) are started at once, one right after the other: the masters then
+        write them together (one replicated entry instead of one each)."""
+        if not 1 <= together <= ASKS_TOGETHER_MAX:
+            raise InvalidArgument(f"together={together}: from 1 to {ASKS_TOGETHER_MAX} steps are started at once")
+        return PendingStep(self, self._native.step_ahead(_receipts(finished), together))
 
     def _step_of(self, native) -> "Step":
         task = None if native.task is None else Task(self, native.task)

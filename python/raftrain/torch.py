@@ -369,26 +369,31 @@ class TaskDataset(IterableDataset):
         self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 4
 
     def _ask_ahead(self, registrations: List[Registration], loader: "TaskLoader", left: int, count: int) -> bool:
-        """Asks one of `registrations` for its next step in the background, in the training process,
+        """Asks `registrations` for their next steps in the background, in the training process,
         while `left` of the current task's `count` batches are still to be consumed, once the
         task asked would wait (the batches left, then the tasks asked ahead before it, at the
         loop's pace) no longer than the ask-ahead time (`_ask_ahead_s`): its deadline runs
         meanwhile, and a loop whose batches take longer than that gains nothing from asking
-        ahead that the ask's millisecond would cost it. The registration that
-        took its task longest ago asks, once that task's finish report is sent or carried by an
-        ask (else the master would answer that task again), which it usually is already; if it
-        is not, a later batch asks. False once none of `registrations` is left to ask."""
-        free = [registration for registration in registrations if not registration.ask_order()[0]]
+        ahead that the ask's millisecond would cost it. The registrations that took their
+        tasks longest ago ask, once their tasks' finish reports are sent or carried by an ask
+        (else the master would answer those tasks again), which they usually are already; if
+        not, a later batch asks. Two ask together (one replicated write for both) where the
+        second asked would wait no longer either; while a task asked ahead is still to come,
+        one alone does not ask (it asks with another at the next task). False once none of
+        `registrations` is left to ask for the rest of this task."""
+        free = sorted((registration for registration in registrations if not registration.ask_order()[0]), key=Registration.taken)
         if not free:
             return False
         ahead = len(registrations) - len(free)
-        waits_s = (left + ahead * count) * self._batch_seconds
-        if not waits_s <= self._ask_ahead_s():
+        ask_ahead_s = self._ask_ahead_s()
+        if not (left + ahead * count) * self._batch_seconds <= ask_ahead_s:
             return True
-        registration = min(free, key=Registration.taken)
-        upto = registration.reported_upto if registration.reported_upto is not None else loader._reports_queued()
-        asked = registration.ask_ahead(loader._reports, upto)
-        return not asked or len(free) > 1
+        upto = [registration.reported_upto if registration.reported_upto is not None else loader._reports_queued() for registration in free[:2]]
+        if len(free) > 1 and (left + (ahead + 1) * count) * self._batch_seconds <= ask_ahead_s:
+            return not Registration.ask_ahead_together(free[:2], loader._reports, upto) or len(free) > 2
+        if ahead:
+            return False
+        return not free[0].ask_ahead(loader._reports, upto[0]) or len(free) > 1
 
     def _ask_ahead_s(self) -> float:
         """How long before a task's batches run out the next is asked for: `ASK_AHEAD_S`

@@ -63,6 +63,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(background_policy::run_as_background, module)?)?;
     module.add("SIGNAL_CHECK_MS", runtime::SIGNAL_CHECK_MS)?;
     module.add("FINISHED_PER_STEP_MAX", client::FINISHED_PER_ASK_MAX)?;
+    module.add("ASKS_TOGETHER_MAX", client::ASKS_TOGETHER_MAX)?;
     Ok(())
 }
 

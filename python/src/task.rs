@@ -24,6 +24,10 @@ pub struct Task {
     /// The job's shuffle seed if it is shuffled: the task's samples are read in the order
     /// `sample_order(seed, pass_index, task_id, count)` gives.
     pub shuffle_seed: Option<u64>,
+    /// Where the task comes in its pass: the masters hand a pass's tasks out by increasing
+    /// rank (`client::shuffle::task_rank` in a shuffled job, else the task id), tasks taken
+    /// back and handed out again aside.
+    pub pass_rank: u64,
 }
 
 impl From<client::Task> for Task {
@@ -40,7 +44,12 @@ impl From<client::Task> for Task {
             }
             client::TaskData::IndexRange { start, end } => (Vec::new(), Some(start), Some(end)),
         };
+        let pass_rank = match task.shuffle_seed {
+            Some(seed) => client::shuffle::task_rank(seed, task.pass, task.task_id),
+            None => task.task_id,
+        };
         Self {
+            pass_rank,
             task_id: task.task_id,
             dispatch: task.epoch,
             pass_index: task.pass,

@@ -233,19 +233,26 @@ impl TaskClient {
     fn step(&self, py: Python<'_>, finished: Vec<(u64, u64)>) -> PyResult<WalkStep> {
         guarded("step", || {
             self.process.check("TaskClient")?;
-            let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished);
+            let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished, 1);
             let walked = wait(py, walking)?.map_err(Failure::from)?;
             walk_step(py, walked, &self.tasks_done)
         })
     }
 
     /// `step(finished)` started on the runtime, returning at once: its answer is the
-    /// `PendingStep`'s `result()`. No Python thread waits for it meanwhile.
-    #[pyo3(signature = (finished=Vec::new()))]
-    fn step_ahead(&self, py: Python<'_>, finished: Vec<(u64, u64)>) -> PyResult<PendingStep> {
+    /// `PendingStep`'s `result()`. No Python thread waits for it meanwhile. `together`: how
+    /// many clients' steps (this one included, at most 8) the caller starts at once, which the
+    /// masters then write together (one log entry, one disk sync on each).
+    #[pyo3(signature = (finished=Vec::new(), together=1))]
+    fn step_ahead(
+        &self,
+        py: Python<'_>,
+        finished: Vec<(u64, u64)>,
+        together: u32,
+    ) -> PyResult<PendingStep> {
         guarded("step_ahead", || {
             self.process.check("TaskClient")?;
-            let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished);
+            let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished, together);
             let runtime = runtime().map_err(|error| Failure::new("INTERNAL", error.to_string()))?;
             Ok(PendingStep::new(runtime.spawn(walking), self.tasks_done.clone()))
         })
@@ -415,17 +422,18 @@ impl Drop for TaskClient {
     }
 }
 
-/// One step of `walker` (reporting `finished` first, in the same write, when there are any);
-/// `pass_index` follows the walk.
+/// One step of `walker` (reporting `finished` first, in the same write, when there are any),
+/// one of `together` started at once; `pass_index` follows the walk.
 async fn walk_once(
     walker: Walker,
     pass_index: Arc<AtomicU32>,
     finished: Vec<(u64, u64)>,
+    together: u32,
 ) -> Walked {
     let mut walker = walker.lock().await;
-    let step = match finished.is_empty() {
+    let step = match finished.is_empty() && together <= 1 {
         true => walker.step().await.map(|step| (Vec::new(), step)),
-        false => walker.hand_off(&finished).await,
+        false => walker.hand_off(&finished, together).await,
     };
     pass_index.store(walker.pass(), Ordering::SeqCst);
     step.map(|step| (step, walker.pass()))

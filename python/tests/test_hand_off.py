@@ -92,6 +92,27 @@ def test_too_many_finishes_in_one_step_are_refused(masters):
         client.step(finished=[(0, 1)] * (raftrain.task_client.FINISHED_PER_STEP_MAX + 1))
 
 
+def test_steps_started_together_share_a_write_and_a_count_out_of_bounds_is_refused(masters):
+    """Two clients' `step_ahead(together=2)`, each carrying its own finish, both answered a
+    task of their own; over several rounds they take fewer entries than asks (they met in the
+    leader's batch at least once). A count from 1 to `ASKS_TOGETHER_MAX` only."""
+    wait_until(lambda: masters.status()["feature_level"] >= 3, "the group at feature level 3 (hand-offs)")
+    clients = [raftrain.TaskClient(masters.masters, name=f"pair-{index}", job="pair") for index in range(2)]
+    clients[0].report_index_dataset("pair", 40, 1, passes=1)
+    held = [client.next_task() for client in clients]
+    before, rounds = leader_log_index(masters), 6
+    for _ in range(rounds):
+        pending = [client.step_ahead([(task.task_id, task.dispatch)], together=2) for client, task in zip(clients, held)]
+        steps = [each.result() for each in pending]
+        assert all(step.finished == (True,) and step.kind == raftrain.StepKind.Task for step in steps), steps
+        held = [step.task for step in steps]
+        assert held[0].task_id != held[1].task_id
+    assert leader_log_index(masters) - before < 2 * rounds, "no two asks sent together shared an entry"
+    for together in (0, raftrain.task_client.ASKS_TOGETHER_MAX + 1):
+        with pytest.raises(InvalidArgument, match=f"together={together}: from 1 to 8"):
+            clients[0].step_ahead(together=together)
+
+
 def test_a_step_asked_ahead_hands_off_in_the_background_and_answers_alike_again(masters):
     """`step_ahead` returns at once; its `result()` is the step (the finish it carries
     accepted, the next task handed out), the same object each time it is asked, from any

@@ -97,3 +97,52 @@ def test_a_shuffled_loader_reads_each_sample_once_per_pass_in_a_seeded_order(mas
     assert [by_task(batches) for batches in workers] == [by_task(batches) for batches in first], "workers order samples alike"
     other = _read_passes(masters, "shuffle-d", seed=6, num_workers=0)
     assert other != first, "another seed, another order"
+
+
+MASK = (1 << 64) - 1
+
+
+def _mix(value: int) -> int:
+    """splitmix64's finalizer, written apart from the Rust one the masters use."""
+    z = (value + 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def _rank(seed: int, pass_index: int, task_id: int) -> int:
+    """Where a task comes in a pass of a job shuffled with `seed`."""
+    return _mix(_mix(seed ^ _mix(pass_index)) ^ task_id)
+
+
+def test_a_loader_takes_tasks_asked_together_in_the_pass_order(masters, monkeypatch):
+    """Without workers, a fast loop's loader asks for two tasks at once (one replicated write
+    for both), which the masters apply in either order: the loop still gets each pass's tasks
+    in the seeded order, each once."""
+    counts = []
+    step_ahead = raftrain.TaskClient.step_ahead
+
+    def counted(client, finished=(), together=1):
+        counts.append(together)
+        return step_ahead(client, finished, together)
+
+    monkeypatch.setattr(raftrain.TaskClient, "step_ahead", counted)
+    size, shard, passes, seed = 400, 10, 2, 7
+    read_indices = lambda indices: torch.tensor(indices)
+    dataset = TaskDataset(
+        masters.masters, index=("paired", size, shard), read_indices=read_indices, passes=passes, batch_size=5, shuffle=True, seed=seed
+    )
+    loader = dataset.loader(num_workers=0)
+    seen = []
+    while not loader.job_finished:
+        tasks = []
+        for batch in loader:
+            task = batch[0].item() // shard
+            assert {index // shard for index in batch.tolist()} == {task}, "a batch of one task"
+            if not tasks or tasks[-1] != task:
+                tasks.append(task)
+        seen.append((loader.pass_index, tasks))
+    assert [pass_index for pass_index, _tasks in seen] == list(range(passes))
+    for pass_index, tasks in seen:
+        assert tasks == sorted(range(size // shard), key=lambda task: _rank(seed, pass_index, task)), f"pass {pass_index}"
+    assert counts.count(2) >= size // shard, f"asks ahead, each with how many were sent together: {counts}"

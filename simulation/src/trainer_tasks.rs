@@ -57,6 +57,7 @@ impl HandOffSource for SimTasks {
         &self,
         pass: u32,
         finished: &[(u64, u64)],
+        together: u32,
     ) -> Result<HandOff, ClientError> {
         let what = format!("hand_off trainer {} pass {pass} finished {finished:?}", self.trainer);
         let receipts = finished.to_vec();
@@ -71,7 +72,7 @@ impl HandOffSource for SimTasks {
             facts
         };
         let mut seq = self.calls.fetch_add(1, Ordering::Relaxed);
-        let call = self.master.finished_then_get_task(self.trainer, pass, finished);
+        let call = self.master.finished_then_get_task(self.trainer, pass, finished, together);
         self.context.call_with_facts(self.client, &mut seq, what, call, facts).await
     }
 }

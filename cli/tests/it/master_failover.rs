@@ -143,6 +143,7 @@ async fn retry_after_leader_change_is_exactly_once() {
         pass_index: 0,
         job: String::new(),
         finished: Vec::new(),
+        together: 0,
     };
     // A raw request with a stamp of the test's own, sent to whichever master leads: the
     // typed client would draw a new stamp for a new call.

@@ -35,7 +35,8 @@ fn previous_build() -> Option<PathBuf> {
 async fn work(client: &MasterClient, trainer: u64, count: usize) -> bool {
     let mut finished = Vec::new();
     for _ in 0..count {
-        let handed = client.finished_then_get_task(trainer, 0, &finished).await.expect("hand-off");
+        let handed =
+            client.finished_then_get_task(trainer, 0, &finished, 1).await.expect("hand-off");
         assert!(handed.finished.iter().all(|accepted| *accepted), "{finished:?}: {handed:?}");
         finished.clear();
         match handed.outcome {

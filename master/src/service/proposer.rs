@@ -47,19 +47,33 @@ impl Proposer {
         client: Option<ClientStamp>,
         command: Command,
     ) -> Result<Response, Status> {
-        self.replicate(Request { client, now_ms: self.now_ms(), term: None, command }).await
+        self.propose_together(client, command, 1).await
+    }
+
+    /// [`Proposer::propose`] of one of `together` commands a client sent at once, each in a
+    /// call of its own: they share a log entry where they arrive within a moment
+    /// (`ConsensusNode::write_together`).
+    pub(crate) async fn propose_together(
+        &self,
+        client: Option<ClientStamp>,
+        command: Command,
+        together: usize,
+    ) -> Result<Response, Status> {
+        let request = Request { client, now_ms: self.now_ms(), term: None, command };
+        self.replicate(request, together).await
     }
 
     /// Replicates a leader decision justified by this node's soft state in `term`: it takes
     /// effect only if committed in that same term.
     pub(crate) async fn decide(&self, term: u64, command: Command) -> Result<Response, Status> {
-        self.replicate(Request { client: None, now_ms: self.now_ms(), term: Some(term), command })
-            .await
+        let request = Request { client: None, now_ms: self.now_ms(), term: Some(term), command };
+        self.replicate(request, 1).await
     }
 
-    async fn replicate(&self, request: Request) -> Result<Response, Status> {
+    async fn replicate(&self, request: Request, together: usize) -> Result<Response, Status> {
         self.admit_level(&request.command)?;
-        let bytes = self.node.write(encode_request(&request)).await.map_err(write_error)?;
+        let bytes = encode_request(&request);
+        let bytes = self.node.write_together(bytes, together).await.map_err(write_error)?;
         decode_response(&bytes).map_err(|error| {
             Status::internal(format!("undecodable answer from the state machine: {error}"))
         })

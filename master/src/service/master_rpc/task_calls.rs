@@ -87,7 +87,9 @@ pub(super) async fn get_task(
     let request = request.into_inner();
     let client = stamp(request.stamp)?;
     let command = hand_off_command(rpc, &request)?;
-    let response = rpc.propose(Some(client), for_job(&request.job, command)).await?;
+    let together = asks_together(request.together)?;
+    let command = for_job(&request.job, command);
+    let response = rpc.proposer.propose_together(Some(client), command, together).await?;
     let (finished_accepted, response) = finished_answers(response, request.finished.len());
     let job = || rpc.job_id("GetTask", &request.job);
     if !matches!(response, Response::UnknownTrainer | Response::NoDataset) {
@@ -121,6 +123,21 @@ pub(super) async fn get_task(
         other => return Err(unexpected("GetTask", other)),
     };
     Ok(tonic::Response::new(reply))
+}
+
+// What a client may say it sent together, the batcher waits for.
+const _: () = assert!(client::ASKS_TOGETHER_MAX as usize <= consensus::TOGETHER_MAX);
+
+/// How many asks the client sent with this one (`together`: 0 and 1 mean alone), at most
+/// `client::ASKS_TOGETHER_MAX`.
+fn asks_together(together: u32) -> Result<usize, Status> {
+    if together > client::ASKS_TOGETHER_MAX {
+        return Err(Status::invalid_argument(format!(
+            "together: {together} asks sent at once; at most {} share a write",
+            client::ASKS_TOGETHER_MAX
+        )));
+    }
+    Ok(usize::try_from(together.max(1)).unwrap_or(1))
 }
 
 /// The ask as a command: with finished receipts, one `FinishedThenGetTask`. A group whose

@@ -1,0 +1,80 @@
+//! End-to-end: asks a client sends at once, each saying so (`GetTaskRequest.together`), share
+//! one log entry on a real three-process group, and each is answered as if sent alone; a count
+//! over the bound is refused before anything is applied.
+
+use crate::master_group::MasterGroup;
+use crate::task_consumer::{register, report_dataset, write_dataset};
+use client::{MasterClient, TaskOutcome, ASKS_TOGETHER_MAX};
+use proto::master::{ClientStamp, GetTaskRequest};
+use std::collections::BTreeSet;
+
+/// Rounds of two asks sent at once.
+const ROUNDS: usize = 6;
+
+/// The leader's last log index.
+async fn last_log_index(group: &MasterGroup) -> u64 {
+    let mut service = group.leader_service().await;
+    let request = proto::raft::ClusterInfoRequest::default();
+    service.cluster_info(request).await.expect("cluster info").into_inner().last_log_index
+}
+
+/// One trainer's hand-off of `finished`, one of two sent at once: its task.
+async fn hand_off(client: &MasterClient, trainer: u64, finished: &[(u64, u64)]) -> (u64, u64) {
+    let handed = client.finished_then_get_task(trainer, 0, finished, 2).await.expect("hand-off");
+    assert!(handed.finished.iter().all(|accepted| *accepted), "{finished:?}: {handed:?}");
+    match handed.outcome {
+        TaskOutcome::Task(task) => (task.task_id, task.epoch),
+        other => panic!("expected a task, got {other:?}"),
+    }
+}
+
+/// Two trainers hand tasks off at once, round after round: each round's two writes (each a
+/// finish and an ask) grow the log by one entry where they met in time (at least one round of
+/// six on a loaded machine), never by more than two; every answer is a task of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asks_sent_together_share_an_entry() {
+    let group = MasterGroup::start(3, &[]);
+    let dataset = write_dataset(group.dir.path(), 2 * ROUNDS);
+    report_dataset(&group.client(), &dataset, 1).await;
+    let (first, second) = (group.client(), group.client());
+    let trainers = [register(&first, "left").await, register(&second, "right").await];
+    let (mut held, mut handed, mut growth) =
+        ([Vec::new(), Vec::new()], BTreeSet::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let before = last_log_index(&group).await;
+        let (left, right) = tokio::join!(
+            hand_off(&first, trainers[0], &held[0]),
+            hand_off(&second, trainers[1], &held[1]),
+        );
+        growth.push(last_log_index(&group).await - before);
+        assert!(handed.insert(left.0) && handed.insert(right.0), "tasks handed out twice");
+        held = [vec![left], vec![right]];
+    }
+    assert!(growth.iter().all(|entries| *entries <= 2), "entries per round: {growth:?}");
+    assert!(growth.contains(&1), "no round shared an entry: {growth:?}");
+}
+
+/// A count of asks over the bound is refused, naming the field, and applies nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_asks_together_are_refused() {
+    let group = MasterGroup::start(3, &[]);
+    let dataset = write_dataset(group.dir.path(), 3);
+    let client = group.client();
+    report_dataset(&client, &dataset, 1).await;
+    let trainer = register(&client, "greedy").await;
+    let request = GetTaskRequest {
+        stamp: Some(ClientStamp { client_id: 777, seq: 1 }),
+        trainer_id: trainer,
+        pass_index: 0,
+        job: String::new(),
+        finished: Vec::new(),
+        together: ASKS_TOGETHER_MAX + 1,
+    };
+    let refused = group.leader_service().await.get_task(request).await.expect_err("refused");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("together: 9"), "{}", refused.message());
+    assert_eq!(group.status().await.pending, 0, "nothing was dispatched");
+    let typed = client.finished_then_get_task(trainer, 0, &[], ASKS_TOGETHER_MAX + 1).await;
+    let typed = typed.expect_err("refused before sending");
+    assert!(matches!(typed, client::ClientError::InvalidArgument { .. }), "{typed:?}");
+}
