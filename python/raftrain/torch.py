@@ -33,7 +33,11 @@ task. So, with any `num_workers` and `prefetch_factor`:
   interrupts the training thread), once that task's finish report is sent or carried by an
   ask, so the hand-off does not wait for the masters; a second is asked ahead only while the task asked would wait less
   than that time (no sooner: a task's deadline runs from its dispatch; workers' asks already
-  overlap the training loop);
+  overlap the training loop). Where both may ask, the two ask at once, each carrying its own
+  last finish, and say so (`step_ahead(together=2)`): the leader writes them as one entry,
+  one disk sync on each master for two tasks; while a task asked ahead is still to come, one
+  alone waits to ask with the other. The masters apply the two in either order, so the loop
+  takes their tasks in the pass's order (`Task.pass_rank`: a shuffled pass stays seeded);
 - the finish reports are sent in order by a thread of the training process, so the loop never
   waits for the masters to take one; the loader waits for them before it reads the job's
   state (`job_finished`, the end of a pass, `state_dict`), and the dataset, without workers,
