@@ -259,19 +259,21 @@ class Registration:
 
     @staticmethod
     def in_pass_order(ordered: "List[Registration]") -> "List[Registration]":
-        """`ordered` (by `ask_order`), the first two swapped when their steps were asked
-        together and the second's task comes first in the pass: the masters applied the two
-        asks in either order, and a shuffled pass comes to the loop in its seeded order."""
-        if len(ordered) < 2 or ordered[0]._ahead is None or ordered[1]._ahead is None or ordered[1]._ahead.partner is not ordered[0]._ahead:
+        """`ordered` (by `ask_order`), those first whose steps were asked together put in the
+        pass's order of their tasks: the masters applied the asks in whatever order they
+        arrived, and a shuffled pass comes to the loop in its seeded order."""
+        group = ordered[0]._ahead.group if ordered and ordered[0]._ahead is not None else None
+        if group is None:
             return ordered
+        count = next((index for index, each in enumerate(ordered) if each._ahead is None or each._ahead.group is not group), len(ordered))
         try:
-            first, second = (each._ahead.pending.result() for each in ordered[:2])
+            steps = [each._ahead.pending.result() for each in ordered[:count]]
         except Exception:  # noqa: BLE001 - raised again where the step is taken
             return ordered
-        tasks = first.kind == StepKind.Task and second.kind == StepKind.Task
-        if tasks and first.task.pass_index == second.task.pass_index and second.task.pass_rank < first.task.pass_rank:
-            return [ordered[1], ordered[0], *ordered[2:]]
-        return ordered
+        if any(step.kind != StepKind.Task or step.task.pass_index != steps[0].task.pass_index for step in steps):
+            return ordered
+        ranked = sorted(zip(steps, ordered[:count]), key=lambda answered: answered[0].task.pass_rank)
+        return [registration for _step, registration in ranked] + ordered[count:]
 
     def taken(self) -> int:
         """When this registration last took a task, in the order of asks (-1: never)."""
@@ -308,23 +310,24 @@ class Registration:
         return True
 
     @staticmethod
-    def ask_ahead_together(pair: "List[Registration]", reports: Reports, upto: List[int]) -> bool:
-        """`ask_ahead` of the two registrations of `pair` at once (neither has a step under way),
-        which the masters write together: one replicated entry for both asks. Each ask carries
-        its own registration's last finish (the other the rest): the masters may apply the two
-        in either order, and one applied before its own finish would be answered its task
-        again. Not while a report of `upto` (per registration) is in the way: False."""
+    def ask_ahead_together(group: "List[Registration]", reports: Reports, upto: List[int]) -> bool:
+        """`ask_ahead` of the registrations of `group` at once (none has a step under way),
+        which the masters write together: one replicated entry for all their asks. Each ask
+        carries its own registration's last finish (the first the rest too): the masters apply
+        the asks in whatever order they arrive, and one applied before its own finish would be
+        answered its task again. Not while a report of `upto` (per registration) is in the
+        way: False."""
         if any(reports.in_the_way(each) for each in upto):
             return False
-        first, second = pair
-        leave = [second.held] if second.held is not None else []
-        first._start_ahead(reports, together=2, leave=leave)
-        second._start_ahead(reports, together=2, partner=first._ahead)
+        together: list = []
+        for index, registration in enumerate(group):
+            leave = [later.held for later in group[index + 1 :] if later.held is not None]
+            registration._start_ahead(reports, together=len(group), leave=leave, group=together)
         return True
 
-    def _start_ahead(self, reports: Optional[Reports], together: int = 1, leave: Sequence[Receipt] = (), partner: "Optional[_Ahead]" = None) -> None:
-        """Starts the step ahead, one of `together` (after `partner`'s, given), carrying the
-        finishes `reports` has not sent yet but those of `leave`."""
+    def _start_ahead(self, reports: Optional[Reports], together: int = 1, leave: Sequence[Receipt] = (), group: Optional[list] = None) -> None:
+        """Starts the step ahead, one of `together` (of `group`, given), carrying the finishes
+        `reports` has not sent yet but those of `leave`."""
         self._asking()
         claimed = reports.claim(leave) if reports is not None else []
         try:
@@ -333,7 +336,7 @@ class Registration:
             if claimed:
                 reports.settle(claimed, None, error)
             raise
-        self._ahead = _Ahead(pending, claimed, reports, next(Registration._asks), partner)
+        self._ahead = _Ahead(pending, claimed, reports, next(Registration._asks), group)
 
     def step(self, reports: Optional[Reports] = None):
         """The next step: the one asked ahead, or asked now (carrying the finishes `reports`,
@@ -396,13 +399,14 @@ class _Ahead:
     answers go to `reports` once, when the step is first answered) and its place in the order
     of asks."""
 
-    def __init__(self, pending: PendingStep, claimed: List[Receipt], reports: Optional[Reports], order: int, partner: "Optional[_Ahead]" = None):
+    def __init__(self, pending: PendingStep, claimed: List[Receipt], reports: Optional[Reports], order: int, group: Optional[list] = None):
         self.pending = pending
         self.claimed = claimed
         self.reports = reports
         self.order = order
-        #: The step asked at once with this one (written together, applied in either order).
-        self.partner = partner
+        #: The same object for the steps asked at once with this one (written together,
+        #: applied in the order they arrived); `None` for a step asked alone.
+        self.group = group
 
     def answer(self):
         """The step (waited for), or its error raised; the claimed finishes settled first."""

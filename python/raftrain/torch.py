@@ -33,11 +33,11 @@ task. So, with any `num_workers` and `prefetch_factor`:
   interrupts the training thread), once that task's finish report is sent or carried by an
   ask, so the hand-off does not wait for the masters; a second is asked ahead only while the task asked would wait less
   than that time (no sooner: a task's deadline runs from its dispatch; workers' asks already
-  overlap the training loop). Where both may ask, the two ask at once, each carrying its own
-  last finish, and say so (`step_ahead(together=2)`): the leader writes them as one entry,
-  one disk sync on each master for two tasks; while a task asked ahead is still to come, one
-  alone waits to ask with the other. The masters apply the two in either order, so the loop
-  takes their tasks in the pass's order (`Task.pass_rank`: a shuffled pass stays seeded);
+  overlap the training loop). They ask once no task asked ahead is still to come, and
+  where two may, at once, each carrying its own last finish, saying so
+  (`step_ahead(together=2)`): the leader writes them as one entry, one disk sync on each
+  master for two tasks. The masters apply them in the order they arrive, so the loop takes
+  their tasks in the pass's order (`Task.pass_rank`: a shuffled pass stays seeded);
 - the finish reports are sent in order by a thread of the training process, so the loop never
   waits for the masters to take one; the loader waits for them before it reads the job's
   state (`job_finished`, the end of a pass, `state_dict`), and the dataset, without workers,
@@ -381,23 +381,22 @@ class TaskDataset(IterableDataset):
         ahead that the ask's millisecond would cost it. The registrations that took their
         tasks longest ago ask, once their tasks' finish reports are sent or carried by an ask
         (else the master would answer those tasks again), which they usually are already; if
-        not, a later batch asks. Two ask together (one replicated write for both) where the
-        second asked would wait no longer either; while a task asked ahead is still to come,
-        one alone does not ask (it asks with another at the next task). False once none of
-        `registrations` is left to ask for the rest of this task."""
+        not, a later batch asks. They ask once no task asked ahead is still to come, all at
+        once (one replicated write for all) as many as would wait no longer than that time.
+        False once none of `registrations` is left to ask for the rest of this task."""
         free = sorted((registration for registration in registrations if not registration.ask_order()[0]), key=Registration.taken)
-        if not free:
+        if len(free) < len(registrations):
             return False
-        ahead = len(registrations) - len(free)
         ask_ahead_s = self._ask_ahead_s()
-        if not (left + ahead * count) * self._batch_seconds <= ask_ahead_s:
+        # Those whose tasks would wait no longer than the ask-ahead time, the task asked by
+        # each after those asked before it.
+        fits = [registration for ahead, registration in enumerate(free) if (left + ahead * count) * self._batch_seconds <= ask_ahead_s]
+        if not fits:
             return True
-        upto = [registration.reported_upto if registration.reported_upto is not None else loader._reports_queued() for registration in free[:2]]
-        if len(free) > 1 and (left + (ahead + 1) * count) * self._batch_seconds <= ask_ahead_s:
-            return not Registration.ask_ahead_together(free[:2], loader._reports, upto) or len(free) > 2
-        if ahead:
-            return False
-        return not free[0].ask_ahead(loader._reports, upto[0]) or len(free) > 1
+        upto = [registration.reported_upto if registration.reported_upto is not None else loader._reports_queued() for registration in fits]
+        if len(fits) > 1:
+            return not Registration.ask_ahead_together(fits, loader._reports, upto)
+        return not fits[0].ask_ahead(loader._reports, upto[0])
 
     def _ask_ahead_s(self) -> float:
         """How long before a task's batches run out the next is asked for: `ASK_AHEAD_S`
