@@ -39,8 +39,8 @@ const BATCH_LENGTH_MAX: usize = 1024;
 const BATCHES_IN_FLIGHT_MAX: usize = 2;
 /// bincode's length prefix of each command in an entry.
 const COMMAND_OVERHEAD_BYTES: usize = 8;
-/// Writes a writer may say were sent together ([`Batcher::write_together`]) at most: a larger
-/// count is taken as this.
+/// Writes a writer may say were sent together (`ConsensusNode::write_together`) at most: a
+/// larger count is taken as this.
 pub const TOGETHER_MAX: usize = 8;
 /// How long an entry waits, at most, for the rest of the writes sent together with one it
 /// holds: they left the client within microseconds of each other.
