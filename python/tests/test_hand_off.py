@@ -100,7 +100,7 @@ def test_steps_started_together_share_a_write_and_a_count_out_of_bounds_is_refus
     clients = [raftrain.TaskClient(masters.masters, name=f"pair-{index}", job="pair") for index in range(2)]
     clients[0].report_index_dataset("pair", 40, 1, passes=1)
     held = [client.next_task() for client in clients]
-    before, rounds = leader_log_index(masters), 6
+    before, rounds = leader_log_index(masters), 10
     for _ in range(rounds):
         pending = [client.step_ahead([(task.task_id, task.dispatch)], together=2) for client, task in zip(clients, held)]
         steps = [each.result() for each in pending]

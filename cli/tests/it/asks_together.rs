@@ -7,15 +7,34 @@ use crate::task_consumer::{register, report_dataset, write_dataset};
 use client::{MasterClient, TaskOutcome, ASKS_TOGETHER_MAX};
 use proto::master::{ClientStamp, GetTaskRequest};
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 /// Rounds of two asks sent at once.
-const ROUNDS: usize = 6;
+const ROUNDS: usize = 10;
+/// The feature level from which a finish goes with an ask in one command (below it, a
+/// hand-off is a call per finish, then the ask).
+const HAND_OFF_LEVEL: u32 = 3;
+
+/// The leader's view of the group.
+async fn cluster_info(group: &MasterGroup) -> proto::raft::ClusterInfoReply {
+    let mut service = group.leader_service().await;
+    let request = proto::raft::ClusterInfoRequest::default();
+    service.cluster_info(request).await.expect("cluster info").into_inner()
+}
 
 /// The leader's last log index.
 async fn last_log_index(group: &MasterGroup) -> u64 {
-    let mut service = group.leader_service().await;
-    let request = proto::raft::ClusterInfoRequest::default();
-    service.cluster_info(request).await.expect("cluster info").into_inner().last_log_index
+    cluster_info(group).await.last_log_index
+}
+
+/// Waits until the leader raised the group to the hand-off's feature level (a group starts
+/// at the base level and is raised once the leader heard every member).
+async fn await_hand_off_level(group: &MasterGroup) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster_info(group).await.group_feature_level < HAND_OFF_LEVEL {
+        assert!(Instant::now() < deadline, "the group never reached level {HAND_OFF_LEVEL}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// One trainer's hand-off of `finished`, one of two sent at once: its task.
@@ -30,10 +49,11 @@ async fn hand_off(client: &MasterClient, trainer: u64, finished: &[(u64, u64)]) 
 
 /// Two trainers hand tasks off at once, round after round: each round's two writes (each a
 /// finish and an ask) grow the log by one entry where they met in time (at least one round of
-/// six on a loaded machine), never by more than two; every answer is a task of its own.
+/// ten on a loaded machine), never by more than two; every answer is a task of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn asks_sent_together_share_an_entry() {
     let group = MasterGroup::start(3, &[]);
+    await_hand_off_level(&group).await;
     let dataset = write_dataset(group.dir.path(), 2 * ROUNDS);
     report_dataset(&group.client(), &dataset, 1).await;
     let (first, second) = (group.client(), group.client());
