@@ -94,8 +94,10 @@ def test_too_many_finishes_in_one_step_are_refused(masters):
 
 def test_steps_started_together_share_a_write_and_a_count_out_of_bounds_is_refused(masters):
     """Two clients' `step_ahead(together=2)`, each carrying its own finish, both answered a
-    task of their own; over several rounds they take fewer entries than asks (they met in the
-    leader's batch at least once). A count from 1 to `ASKS_TOGETHER_MAX` only."""
+    task of their own; over several rounds they take fewer entries than asks. That bound also
+    holds once the batcher's pace has learned that two come back together, so it checks the
+    answers more than the count: `cli/tests/it/asks_together.rs` is the test that fails with
+    the count left at 1. A count from 1 to `ASKS_TOGETHER_MAX` only."""
     wait_until(lambda: masters.status()["feature_level"] >= 3, "the group at feature level 3 (hand-offs)")
     clients = [raftrain.TaskClient(masters.masters, name=f"pair-{index}", job="pair") for index in range(2)]
     clients[0].report_index_dataset("pair", 40, 1, passes=1)
