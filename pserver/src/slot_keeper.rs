@@ -18,6 +18,10 @@ use crate::slot_master::SlotMaster;
 const CLAIM_RETRY_MS: u64 = 250;
 /// Heartbeats per lease: three may be lost before the lease (trusted at 80%) runs out.
 const HEARTBEATS_PER_LEASE: u32 = 5;
+/// How long a heartbeat waits for its answer once the lease ran out unanswered. Nothing more is
+/// lost by waiting then, and a heartbeat cut off at every lease, each one looking for the
+/// leader afresh, may never be answered on a loaded machine while a new leader settles.
+const OVERDUE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// Claims the lowest free slot below `desired` for `addr`, waiting while all are held; the
 /// slot's lease is judged on `clock`. `None` if `stop` turned true first.
@@ -76,9 +80,10 @@ pub async fn claim(
 }
 
 /// Renews the lease until `stop` turns true, the master says another generation holds the
-/// slot (then `held` is marked lost), or that the slot's job ended (then `held` says so). A lease that ran out unanswered (a master failover) is
-/// renewed again as soon as a leader answers. Each heartbeat carries the claim's secret and
-/// the shard's step as last seen.
+/// slot (then `held` is marked lost), or that the slot's job ended (then `held` says so). A
+/// lease that ran out unanswered (a master failover) is renewed again as soon as a leader
+/// answers; until then each heartbeat waits longer for its answer. Each heartbeat carries the
+/// claim's secret and the shard's step as last seen.
 pub async fn keep(
     master: Arc<impl SlotMaster>,
     held: Arc<HeldSlot>,
@@ -97,12 +102,13 @@ pub async fn keep(
             return;
         }
         let sent = held.clock().now();
+        let waits = patience(&held);
         let beat = master.slot_heartbeat(&lease, &addr, held.step_seen());
         // A stop does not wait for a heartbeat to masters that may be gone.
         let answered = tokio::select! {
             biased;
             _ = stop.wait_for(|stop| *stop) => return,
-            answered = tokio::time::timeout(held.lease(), beat) => answered,
+            answered = tokio::time::timeout(waits, beat) => answered,
         };
         match answered {
             Ok(Ok(SlotHeartbeat::Held(asks))) => {
@@ -128,11 +134,112 @@ pub async fn keep(
             Err(_) => {
                 tracing::warn!(
                     slot = held.slot(),
-                    "pserver heartbeat got no answer within the lease"
+                    waited_ms = waits.as_millis() as u64,
+                    "pserver heartbeat got no answer in time"
                 );
                 // The next heartbeat looks for the leader afresh.
                 master.forget_leader();
             }
         }
+    }
+}
+
+/// How long the next heartbeat waits for its answer: the lease while it holds, so that a
+/// master that stopped answering is left in time; longer once it ran out.
+fn patience(held: &HeldSlot) -> Duration {
+    match held.check() {
+        Ok(()) => held.lease(),
+        Err(_) => held.lease().max(OVERDUE_PATIENCE),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+    use client::{CheckpointMeta, CheckpointRecorded, SlotAsks, SlotSecret};
+
+    use super::*;
+    use crate::clock::SystemClock;
+
+    /// A master group whose leader takes `finding` to be found (as on a loaded machine during a
+    /// failover): a heartbeat looking for it answers after that, the next ones at once, until
+    /// `forget_leader` makes the next look again.
+    struct SlowMaster {
+        finding: Duration,
+        found: AtomicBool,
+        forgotten: AtomicU32,
+    }
+
+    impl SlotMaster for SlowMaster {
+        async fn claim_slot(
+            &self,
+            _addr: &str,
+            _desired: u32,
+            _secret: SlotSecret,
+        ) -> Result<Option<SlotLease>, ClientError> {
+            Ok(None)
+        }
+
+        async fn slot_heartbeat(
+            &self,
+            _lease: &SlotLease,
+            _addr: &str,
+            _step: u64,
+        ) -> Result<SlotHeartbeat, ClientError> {
+            if !self.found.load(Ordering::Relaxed) {
+                tokio::time::sleep(self.finding).await;
+                self.found.store(true, Ordering::Relaxed);
+            }
+            Ok(SlotHeartbeat::Held(SlotAsks::default()))
+        }
+
+        async fn record_checkpoint(
+            &self,
+            _lease: &SlotLease,
+            _meta: &CheckpointMeta,
+        ) -> Result<CheckpointRecorded, ClientError> {
+            unreachable!("the keeper records no checkpoint")
+        }
+
+        fn forget_leader(&self) {
+            self.forgotten.fetch_add(1, Ordering::Relaxed);
+            self.found.store(false, Ordering::Relaxed);
+        }
+
+        fn new_secret(&self) -> SlotSecret {
+            SlotSecret::from_bits(1)
+        }
+    }
+
+    /// The leader takes twice the lease to be found: the first heartbeat is cut off at the lease,
+    /// which runs out, and the next waits for its answer (and so for the leader to be found)
+    /// instead of being cut off at every lease for ever; the one after renews the lease.
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_that_ran_out_waits_for_the_leader_to_be_found_and_is_renewed() {
+        let lease_time = Duration::from_millis(500);
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let held = Arc::new(HeldSlot::granted(0, 1, lease_time, clock.clone(), clock.now()));
+        let master = Arc::new(SlowMaster {
+            finding: 2 * lease_time,
+            found: AtomicBool::new(false),
+            forgotten: AtomicU32::new(0),
+        });
+        let lease = SlotLease {
+            slot: 0,
+            generation: 1,
+            secret: SlotSecret::from_bits(1),
+            lease_ms: 500,
+            checkpoint: None,
+            job_id: 1,
+            model_restore: 0,
+        };
+        let (stop, stopped) = watch::channel(false);
+        let keeper = tokio::spawn(keep(master.clone(), held.clone(), lease, "a".into(), stopped));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        stop.send_replace(true);
+        keeper.await.expect("keeper");
+        assert!(held.check().is_ok(), "renewed once the leader was found");
+        assert_eq!(master.forgotten.load(Ordering::Relaxed), 1, "only the first was cut off");
     }
 }
