@@ -86,7 +86,7 @@ pub enum ClientError {
 impl ClientError {
     /// The error for a status that retrying will not fix.
     pub(crate) fn from_status(call: &'static str, status: &tonic::Status) -> Self {
-        let message = status.message().to_string();
+        let message = without_call(call, status.message());
         if let Some(source) = std::error::Error::source(status) {
             return Self::Connection { call, message, hint: connection_hint(source) };
         }
@@ -121,6 +121,13 @@ impl ClientError {
     }
 }
 
+/// The master's message without the call's name in front, which the masters' refusals begin
+/// with and every variant above names already (`RestoreJob: RestoreJob: ...` otherwise).
+fn without_call(call: &str, message: &str) -> String {
+    let named = message.strip_prefix(call).and_then(|rest| rest.strip_prefix(": "));
+    named.unwrap_or(message).to_string()
+}
+
 /// What to check after a connection-level failure whose cause is `source`.
 fn connection_hint(source: &(dyn std::error::Error + 'static)) -> &'static str {
     let mut cause = Some(source);
@@ -133,4 +140,28 @@ fn connection_hint(source: &(dyn std::error::Error + 'static)) -> &'static str {
     "check that this client's --tls-ca, --tls-cert, --tls-key and --token-file match the \
      masters': a TLS server closes plain connections, and a server that demands a client \
      certificate closes connections without one"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: tonic::Code, message: &str, refusal: &'static str) -> tonic::Status {
+        let mut status = tonic::Status::new(code, message);
+        status.metadata_mut().insert(REFUSAL_METADATA_KEY, refusal.parse().expect("ascii"));
+        status
+    }
+
+    /// The masters begin a refusal with the call's name, which the error names already: said
+    /// once, not twice.
+    #[test]
+    fn a_refusal_names_its_call_once() {
+        let status =
+            refused(tonic::Code::NotFound, "RestoreJob: no job named \"a\"", REFUSAL_NO_SUCH_JOB);
+        let error = ClientError::from_status("RestoreJob", &status);
+        assert_eq!(error.to_string(), "RestoreJob: no job named \"a\"");
+        let status = refused(tonic::Code::FailedPrecondition, "slot held", REFUSAL_NOT_HOLDER);
+        let error = ClientError::from_status("SlotHeartbeat", &status);
+        assert_eq!(error.to_string(), "SlotHeartbeat: not the slot's holder: slot held");
+    }
 }
