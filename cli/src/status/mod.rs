@@ -1,9 +1,10 @@
 //! `raftrain status`: the cluster and a job, asked of the masters: the job `--job` names, or
 //! the group's only one; with several jobs and no `--job`, a summary of every job. The job
-//! comes from the leader (linearizable); every listed master is also asked for its own view (term, last log
-//! and applied index), so a dead or lagging replica shows as such, and without a quorum the
-//! members' own views are still shown, marked as not linearizable. Exits with
-//! [`NO_MASTER_EXIT_CODE`] when no master answers at all.
+//! comes from the leader (linearizable); every listed master, and every other member the group
+//! knows, is also asked for its own view (term, last log and applied index), so a dead or
+//! lagging replica shows as such, and without a quorum the members' own views are still shown,
+//! marked as not linearizable. Exits with [`NO_MASTER_EXIT_CODE`] when no master answers at
+//! all.
 
 mod terminal_text;
 mod view;
@@ -93,12 +94,44 @@ async fn fetch(client: &MasterClient, masters: &[String], job: Option<&str>) -> 
     };
     let mut members = Vec::with_capacity(masters.len());
     for addr in masters {
-        members.push((
-            addr.clone(),
-            client.member_info(addr).await.map_err(|error| error.to_string()),
-        ));
+        members.push((addr.clone(), own_view(client, addr).await));
+    }
+    // The members the group knows beyond those listed: a healthy one not asked would show as
+    // unreachable.
+    for addr in unlisted_members(status.as_ref(), &members) {
+        let view = own_view(client, &addr).await;
+        members.push((addr, view));
     }
     Snapshot { status, members, jobs, one_job: job.is_some(), rendezvous }
+}
+
+/// Master `addr`'s own view of the group, or why it gave none.
+async fn own_view(client: &MasterClient, addr: &str) -> Result<client::GroupView, String> {
+    client.member_info(addr).await.map_err(|error| error.to_string())
+}
+
+/// The client addresses of the group's members (as the leader's answer, or else the most
+/// advanced view asked, knows them) not among those `asked`.
+fn unlisted_members(
+    status: Option<&client::JobStatus>,
+    asked: &[(String, Result<client::GroupView, String>)],
+) -> Vec<String> {
+    let known = match status {
+        Some(status) => Some(&status.group),
+        None => asked
+            .iter()
+            .filter_map(|(_, view)| view.as_ref().ok())
+            .max_by_key(|view| (view.term, view.last_log_index)),
+    };
+    let members = known.map(|group| group.members.as_slice()).unwrap_or_default();
+    let mut unlisted: Vec<String> = Vec::new();
+    for member in members {
+        let listed = asked.iter().any(|(addr, _)| *addr == member.addr);
+        if !listed && !member.addr.is_empty() && !unlisted.contains(&member.addr) {
+            unlisted.push(member.addr.clone());
+        }
+    }
+    unlisted
 }
 
 fn show(args: &StatusArgs, snapshot: &Snapshot) {

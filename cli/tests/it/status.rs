@@ -1,13 +1,17 @@
-//! `raftrain status` against real masters: each member's own progress; without a quorum the
-//! members' own views, marked not linearizable; exit code 3 when no master answers.
+//! `raftrain status` against real masters: each member's own progress (asked of one master, the
+//! others it knows too); without a quorum the members' own views, marked not linearizable; exit
+//! code 3 when no master answers.
 
 use crate::command::raftrain;
 use crate::master_group::MasterGroup;
 
 fn status_json(group: &MasterGroup) -> (bool, Option<i32>, serde_json::Value) {
-    let masters = group.addrs.join(",");
-    let output =
-        raftrain(&["status", "--masters", &masters, "--json", "--timeout-ms", "1500"], b"");
+    status_json_of(&group.addrs.join(","))
+}
+
+/// `raftrain status --json` asked of `masters` (comma-separated).
+fn status_json_of(masters: &str) -> (bool, Option<i32>, serde_json::Value) {
+    let output = raftrain(&["status", "--masters", masters, "--json", "--timeout-ms", "1500"], b"");
     let value = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
     (output.success, output.code, value)
 }
@@ -25,6 +29,12 @@ async fn status_shows_members_and_survives_a_lost_quorum() {
             && member["last_applied_index"].as_u64() >= Some(1)),
         "{healthy}"
     );
+    // Asked of one follower alone, status asks the members it learns of too: none of the
+    // healthy ones shows as unreachable.
+    let (ok, _, one_asked) = status_json_of(&group.addrs[(leader + 1) % 3]);
+    let members = one_asked["members"].as_array().expect("members");
+    assert!(ok && members.len() == 3, "{one_asked}");
+    assert!(members.iter().all(|member| member["reachable"] == true), "{one_asked}");
 
     tracing::info!("--- two of three gone: no quorum, the survivor's own view");
     let survivor = (leader + 1) % 3;
