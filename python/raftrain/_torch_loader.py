@@ -5,6 +5,7 @@ reported finished once the training loop consumed it; and its DistributedDataPar
 from __future__ import annotations
 
 import multiprocessing
+import operator
 import threading
 import time
 import warnings
@@ -178,7 +179,7 @@ class TaskLoader:
         the others just go on iterating."""
         if "raftrain_checkpoint" not in state:
             raise InvalidArgument(f"not a TaskLoader state (no raftrain_checkpoint key): {sorted(state)}")
-        restored = self._reporter_client().restore(int(state["raftrain_checkpoint"]))
+        restored = self._reporter_client().restore(_checkpoint_id(state["raftrain_checkpoint"]))
         self.pass_index = restored["pass_index"]
         # The pass the walk last saw is no longer the next iteration's.
         self._walked_on = None
@@ -402,6 +403,19 @@ class TaskLoader:
             return
         for task_id, dispatch in refusals:
             warnings.warn(f"task {task_id} (dispatch {dispatch}) was taken back before it was consumed; it is trained again elsewhere")
+
+
+def _checkpoint_id(value: object) -> int:
+    """A saved state's checkpoint id: a whole number (a NumPy one too, as a state passed
+    through arrays may hold), never a string, float or bool."""
+    try:
+        if not isinstance(value, bool):
+            checkpoint_id = operator.index(value)  # type: ignore[arg-type]
+            if checkpoint_id >= 0:
+                return checkpoint_id
+    except TypeError:
+        pass
+    raise InvalidArgument(f"raftrain_checkpoint: {value!r} is not a checkpoint id (the whole number state_dict() returned)")
 
 
 class _DdpPasses:

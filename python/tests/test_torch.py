@@ -263,6 +263,9 @@ def test_a_loaders_state_puts_the_data_back_where_it_was(masters):
     assert sorted(again) == list(range(10, 40)), "the tasks done after the checkpoint, and only those"
     with pytest.raises(raftrain.InvalidArgument, match="raftrain_checkpoint"):
         second.load_state_dict({"epoch": 3})
+    for garbled in ("abc", 1.5, True, -1):
+        with pytest.raises(raftrain.InvalidArgument, match="is not a checkpoint id"):
+            second.load_state_dict({"raftrain_checkpoint": garbled})
 
 
 def test_a_state_loaded_between_passes_decides_the_next_iterations_pass(masters):
