@@ -15,6 +15,8 @@ use platform::security::{Security, SecurityFiles};
 
 use spec::SpecFields;
 
+use crate::exit_code::Configuration;
+
 #[derive(Debug, Args)]
 pub(crate) struct JobArgs {
     #[command(subcommand)]
@@ -128,16 +130,17 @@ async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<
     | JobCommand::Checkpoint { name, .. }
     | JobCommand::Restore { name, .. } = command
     {
-        client::require_job_name(name).map_err(anyhow::Error::msg)?;
+        client::require_job_name(name).map_err(anyhow::Error::msg).context(Configuration)?;
     }
     match command {
         JobCommand::Submit { spec, fields, restart, .. } => {
             let mut spec = match spec {
-                Some(path) => SpecFields::from_file(path)?
-                    .to_spec()
-                    .with_context(|| format!("job spec {}", path.display()))?,
-                None => fields.to_spec()?,
-            };
+                Some(path) => SpecFields::from_file(path).and_then(|fields| {
+                    fields.to_spec().with_context(|| format!("job spec {}", path.display()))
+                }),
+                None => fields.to_spec(),
+            }
+            .context(Configuration)?;
             spec.restart = *restart;
             let sizes = client.submit_job(&spec).await?;
             println!(

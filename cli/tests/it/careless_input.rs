@@ -1,8 +1,9 @@
 //! Careless and hostile input on the job surfaces, through real processes: an empty job name
 //! (an unset shell variable) changes no job; a job name that is not a DNS label, or a policy
-//! no job can run with, is refused naming the fault, by the command line and by the master's
-//! service for a client that skips the command line's checks; an output path that is not a
-//! regular file is left alone; a glob over a symbolic link loop is refused at once.
+//! no job can run with, is refused naming the fault (exit status 2), by the command line and
+//! by the master's service for a client that skips the command line's checks; an output path
+//! that is not a regular file is left alone; a glob over a symbolic link loop is refused at
+//! once.
 
 use crate::command::{raftrain, raftrain_ok};
 use crate::master_group::MasterGroup;
@@ -20,10 +21,12 @@ fn jobs(masters: &str) -> Vec<(String, String)> {
     jobs.map(|job| (job["name"].to_string(), job["state"].to_string())).collect()
 }
 
-/// Runs `args`, which must fail with `expected` in its error.
+/// Runs `args`, which must fail with `expected` in its error, as a configuration error (exit
+/// status 2: the same command fails again), whether the command line or the masters refused.
 fn refused(args: &[&str], expected: &str) {
     let output = raftrain(args, b"");
     assert!(!output.success && output.stderr.contains(expected), "{args:?}: {}", output.stderr);
+    assert_eq!(output.code, Some(2), "{args:?}: {}", output.stderr);
 }
 
 /// A raw submit of an index job named `name`, with `policy` overriding the masters'.
