@@ -139,8 +139,16 @@ fn difference(dataset: &Dataset, batch: &Batch<'_>) -> Option<String> {
         .iter()
         .enumerate()
         .find(|(index, chunk)| !chunks.matches(first.saturating_add(*index), *chunk));
-    if let Some((index, (path, _))) = differing {
-        return Some(format!("chunk {} ({path:?}) differs from the reported one", first + index));
+    if let Some((index, (path, span))) = differing {
+        let index = first + index;
+        let reported = chunks.get(index).map_or_else(
+            || "none".to_string(),
+            |chunk| format!("{:?} at offset {}", chunk.path, chunk.offset),
+        );
+        return Some(format!(
+            "chunk {index} ({path:?} at offset {}) differs from the reported one ({reported})",
+            span.offset
+        ));
     }
     (*digest != batch.digest)
         .then(|| "the chunk list differs (its digest does not match)".to_string())

@@ -55,7 +55,12 @@ fn dataset_reports() {
                 at(
                     0,
                     Command::ReportDataset { job: "job".into(), chunks: moved, passes: 2, policy: policy() },
-                    Expect::RejectedWith("chunk 1"),
+                    // Both chunks named, the reported one too (a path given relative to
+                    // another directory differs from the accepted one only there).
+                    Expect::RejectedWith(
+                        "chunk 1 (\"data/train.recordio\" at offset 999) differs from the \
+                         reported one (\"data/train.recordio\" at offset 100)",
+                    ),
                 ),
                 counts(0, [3, 0, 0, 0], false),
             ],
