@@ -484,7 +484,9 @@ class TaskClient:
         return {"pass_index": pass_index, "todo": todo, "reloading": reloading}
 
     def close(self) -> None:
-        """Stops heartbeating; a task still held goes back to the queue when its lease ends."""
+        """Stops heartbeating; a task still held goes back to the queue when its lease ends.
+        A closed client asks for no more tasks (`next_task`, `step` and `step_ahead` raise
+        `FailedPrecondition`); its reports still go."""
         self._native.close()
 
     def __enter__(self) -> "TaskClient":

@@ -233,6 +233,7 @@ impl TaskClient {
     fn step(&self, py: Python<'_>, finished: Vec<(u64, u64)>) -> PyResult<WalkStep> {
         guarded("step", || {
             self.process.check("TaskClient")?;
+            self.still_open()?;
             let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished, 1);
             let walked = wait(py, walking)?.map_err(Failure::from)?;
             walk_step(py, walked, &self.tasks_done)
@@ -252,6 +253,7 @@ impl TaskClient {
     ) -> PyResult<PendingStep> {
         guarded("step_ahead", || {
             self.process.check("TaskClient")?;
+            self.still_open()?;
             let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished, together);
             let runtime = runtime().map_err(|error| Failure::new("INTERNAL", error.to_string()))?;
             Ok(PendingStep::new(runtime.spawn(walking), self.tasks_done.clone()))
@@ -392,6 +394,17 @@ impl TaskClient {
 }
 
 impl TaskClient {
+    /// Refuses an ask once the client was closed: no heartbeat would keep a task it took.
+    fn still_open(&self) -> Result<(), Failure> {
+        if *self.stopped.borrow() {
+            let closed =
+                "this TaskClient was closed, so its heartbeats stopped and a task it took \
+                          would be taken back: make a new TaskClient";
+            return Err(Failure::new("FAILED_PRECONDITION", closed));
+        }
+        Ok(())
+    }
+
     /// The walk through the passes, with this trainer's registration (made now if it was not).
     fn walker(&self, py: Python<'_>) -> Result<Walker, PyErr> {
         if let Some(walker) = self.walker.get() {

@@ -110,7 +110,8 @@ def test_a_truncated_file_fails_the_task_as_this_trainers_fault(masters, tmp_pat
 
 def test_a_task_held_by_a_dead_trainer_is_handed_out_again(masters, tmp_path):
     """A trainer that stops heartbeating with a task (a killed process) loses it when its lease
-    ends; another trainer gets it with a newer dispatch, and the late report is refused."""
+    ends; another trainer gets it with a newer dispatch, and the late report is refused. The
+    closed client asks for no more tasks."""
     write_blobs(tmp_path / "train.recordio", 50, seed=4, max_chunk_bytes=100_000)
     dying = raftrain.TaskClient(masters.masters, name="dying")
     dying.report_dataset(str(tmp_path / "train.recordio"), passes=1)
@@ -121,6 +122,10 @@ def test_a_task_held_by_a_dead_trainer_is_handed_out_again(masters, tmp_path):
     assert task.task_id == lost.task_id and task.dispatch > lost.dispatch
     assert lost.finish() is False, "the dead trainer's report is fenced off"
     assert task.finish() is True
+    # A closed client takes no more tasks: no heartbeat would keep them.
+    for ask in (dying.next_task, dying.step, dying.step_ahead):
+        with pytest.raises(raftrain.FailedPrecondition, match="TaskClient was closed"):
+            ask()
 
 
 def test_an_index_job_covers_every_index_once_per_pass(masters):
