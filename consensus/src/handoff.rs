@@ -60,6 +60,8 @@ pub enum Handoff {
     Done { to: u64, elapsed: Duration },
     /// No other member leads within the bound; the followers will elect one on their own.
     Failed { reason: HandoffFailure },
+    /// This node is the group's only voter: nobody could lead after it.
+    Alone,
 }
 
 /// Hands leadership off from `raft`, which must already refuse new writes; gives up after
@@ -79,6 +81,10 @@ pub(crate) async fn hand_off(
         let metrics = metrics.borrow();
         if metrics.state != ServerState::Leader {
             return Handoff::NotLeader;
+        }
+        let mut voters = metrics.membership_config.membership().voter_ids();
+        if voters.all(|voter| voter == metrics.id) {
+            return Handoff::Alone;
         }
         (metrics.id, metrics.current_term)
     };

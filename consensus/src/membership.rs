@@ -199,6 +199,9 @@ impl<S: StateMachine> ConsensusNode<S> {
                 MembershipError::HandedOff { to, addr }
             }
             Handoff::NotLeader => MembershipError::Write(self.not_leader()),
+            Handoff::Alone => MembershipError::HandOffFailed {
+                reason: "this node is the only voter: no other member could lead".to_string(),
+            },
             Handoff::Failed { reason } => {
                 MembershipError::HandOffFailed { reason: reason.to_string() }
             }

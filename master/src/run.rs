@@ -162,7 +162,8 @@ const DRAIN_MS_MAX: u64 = 3_000;
 async fn hand_off(node: &ConsensusNode<ReplicatedState>) {
     let bound = Duration::from_millis(HANDOFF_MS_MAX);
     match node.hand_off_leadership(&node.grpc_handoff(), bound).await {
-        Handoff::NotLeader => {}
+        // A group of one has nobody to hand off to: it stops at once.
+        Handoff::NotLeader | Handoff::Alone => {}
         Handoff::Done { to, elapsed } => {
             tracing::info!(to, elapsed_ms = elapsed.as_millis() as u64, "handed leadership off");
             // Clients whose next call comes here are told where the new leader is, at once,

@@ -1,5 +1,6 @@
 //! A leader about to stop hands leadership to a caught-up follower (`consensus/src/handoff.rs`),
-//! and a follower starts an election for nobody but the leader it follows.
+//! unless it is the only voter, and a follower starts an election for nobody but the leader it
+//! follows.
 
 use std::time::Duration;
 
@@ -62,6 +63,19 @@ async fn a_write_during_the_handoff_is_sent_to_the_successor() -> anyhow::Result
     let outcome = handoff.await?;
     let Handoff::Done { to, .. } = outcome else { panic!("no handoff: {outcome:?}") };
     assert_redirected_to(&cluster, during, to);
+    cluster.stop_all().await
+}
+
+/// A group of one has nobody to hand off to: the handoff says so at once instead of waiting
+/// the bound for a follower that does not exist (a single master's SIGTERM took 3 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_only_voter_has_nobody_to_hand_off_to() -> anyhow::Result<()> {
+    crate::init_tracing();
+    let mut cluster = Cluster::start(1, |config| config).await?;
+    let leader = cluster.leader().await?;
+    put(cluster.node(leader), "k", "v").await?;
+    let outcome = cluster.node(leader).hand_off_leadership(&cluster.router, BOUND).await;
+    assert!(matches!(outcome, Handoff::Alone), "{outcome:?}");
     cluster.stop_all().await
 }
 
