@@ -109,6 +109,10 @@ impl NodeConfig {
 
     /// Checks the rules that involve more than one field.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        // A membership change refuses member id 0: no founding member may have it either.
+        if self.id == 0 {
+            return Err(ConfigError::Zero { name: "the node id (--id)" });
+        }
         if self.peers.is_empty() {
             return Err(ConfigError::NoPeers);
         }
@@ -207,6 +211,9 @@ pub fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, ConfigError> {
             return Err(bad("expected `id=host:port`"));
         };
         let id: u64 = id.trim().parse().map_err(|_| bad("the id is not an unsigned integer"))?;
+        if id == 0 {
+            return Err(bad("member id 0 is not allowed: give an id of 1 or more"));
+        }
         let addr = addr.trim();
         let port = addr.rsplit_once(':').map(|(host, port)| (host, port.parse::<u16>()));
         if !matches!(port, Some((host, Ok(_))) if !host.is_empty()) {
@@ -252,6 +259,7 @@ mod tests {
         check("1=a:1,2=b", Err("`2=b`"));
         check("1=a:1,1=b:2", Err("twice"));
         check("1", Err("`1`"));
+        check("0=a:1,1=b:2", Err("member id 0 is not allowed"));
     }
 
     /// The defaults are valid and the cross-field timing rules are enforced.
@@ -265,6 +273,8 @@ mod tests {
         assert!(short_election.validate().is_err());
         let inverted = NodeConfig { election_timeout_max_ms: 500, ..config.clone() };
         assert!(inverted.validate().is_err());
+        let zero = NodeConfig { id: 0, ..config.clone() };
+        assert!(matches!(zero.validate(), Err(ConfigError::Zero { .. })), "as a member change");
         let stranger = NodeConfig { id: 2, ..config.clone() };
         assert!(matches!(stranger.validate(), Err(ConfigError::IdNotInPeers { .. })));
         let raft_addrs = parse_peers("1=127.0.0.1:2").expect("literal peers parse");
