@@ -116,13 +116,7 @@ fn unlisted_members(
     status: Option<&client::JobStatus>,
     asked: &[(String, Result<client::GroupView, String>)],
 ) -> Vec<String> {
-    let known = match status {
-        Some(status) => Some(&status.group),
-        None => asked
-            .iter()
-            .filter_map(|(_, view)| view.as_ref().ok())
-            .max_by_key(|view| (view.term, view.last_log_index)),
-    };
+    let known = status.map(|status| &status.group).or_else(|| view::most_advanced(asked));
     let members = known.map(|group| group.members.as_slice()).unwrap_or_default();
     let mut unlisted: Vec<String> = Vec::new();
     for member in members {

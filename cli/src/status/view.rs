@@ -59,12 +59,13 @@ fn member_views(reply: &JobStatus, snapshot: &Snapshot) -> Vec<Value> {
 
 /// Without a leader's answer, the membership as the most advanced reachable member sees it.
 fn best_view(snapshot: &Snapshot) -> Option<GroupView> {
-    snapshot
-        .members
-        .iter()
-        .filter_map(|(_, view)| view.as_ref().ok())
-        .max_by_key(|view| (view.term, view.last_log_index))
-        .cloned()
+    most_advanced(&snapshot.members).cloned()
+}
+
+/// The view of the member that answered with the highest term and last log index.
+pub(crate) fn most_advanced(members: &[(String, Result<GroupView, String>)]) -> Option<&GroupView> {
+    let answered = members.iter().filter_map(|(_, view)| view.as_ref().ok());
+    answered.max_by_key(|view| (view.term, view.last_log_index))
 }
 
 /// The text view of a snapshot.
