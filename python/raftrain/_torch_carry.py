@@ -12,7 +12,13 @@ counters say which number the training process consumed last (`CONSUMED`), up to
 finishes were claimed (`CLAIMED`: by an ask of the worker, or by the training process taking
 one over) and up to which the worker's asks were answered (`ANSWERED`), each answer's verdict
 kept in a ring beside the consumed receipts. Claims take the worker slot's lock, so exactly
-one of the two sends each finish."""
+one of the two sends each finish.
+
+A worker also records each task it takes (its receipt and when it was asked for) under its
+number, so that the training process can report the progress of the tasks its workers took
+whose batches have not reached the loop yet (`held`): they wait in the DataLoader's queue
+behind the batches before them, for as long as the loop takes over those, and without a
+report a slow loop would lose them to the task timeout."""
 
 from __future__ import annotations
 
@@ -53,6 +59,10 @@ class Carriage:
         self._counters = context.RawArray("q", workers * FIELDS)
         self._ring = context.RawArray("q", workers * RING * 3)
         self._verdicts = context.RawArray("q", workers * RING)
+        # Per worker slot and task number (mod RING): the number, task id and dispatch of the
+        # task the worker took, and when it was asked for (`time.monotonic()`, system-wide).
+        self._taken = context.RawArray("q", workers * RING * 3)
+        self._taken_at = context.RawArray("d", workers * RING)
 
     def __getstate__(self) -> dict:
         if multiprocessing.context.get_spawning_popen() is None:
@@ -103,6 +113,18 @@ class Carriage:
             return None
         return {ACCEPTED: True, REFUSED: False}.get(verdict & 3)
 
+    def held(self) -> List[Tuple[Receipt, float]]:
+        """The tasks the workers took and the training loop has not consumed to the end yet
+        (the one it is consuming among them), each with when it was asked for."""
+        held: List[Tuple[Receipt, float]] = []
+        for worker in range(self.workers):
+            issued = self._get(worker, ISSUED)
+            for number in range(max(self._get(worker, CONSUMED), issued - RING) + 1, issued + 1):
+                slot = worker * RING + number % RING
+                if self._taken[slot * 3] == number:
+                    held.append(((self._taken[slot * 3 + 1], self._taken[slot * 3 + 2]), self._taken_at[slot]))
+        return held
+
     def _get(self, worker: int, field: int) -> int:
         return self._counters[worker * FIELDS + field]
 
@@ -121,10 +143,15 @@ class WorkerCarrier:
         # The last claim: the numbers it carries, and the number it claimed up to.
         self._claim: Tuple[List[int], int] = ([], 0)
 
-    def issue(self) -> int:
-        """The number of the task this worker takes now."""
-        number = self.carriage._get(self.worker, ISSUED) + 1
-        self.carriage._set(self.worker, ISSUED, number)
+    def issue(self, receipt: Receipt, asked_at: float) -> int:
+        """The number of the task this worker takes now (`receipt`, asked for at `asked_at`),
+        recorded for `Carriage.held` before the number is issued."""
+        carriage, worker = self.carriage, self.worker
+        number = carriage._get(worker, ISSUED) + 1
+        slot = worker * RING + number % RING
+        carriage._taken[slot * 3], carriage._taken[slot * 3 + 1], carriage._taken[slot * 3 + 2] = number, receipt[0], receipt[1]
+        carriage._taken_at[slot] = asked_at
+        carriage._set(worker, ISSUED, number)
         return number
 
     def consumed_upto(self) -> int:

@@ -38,6 +38,9 @@ REWALK_PAUSE_S_MAX = 1.0
 #: of a few milliseconds), short against any task timeout. A pass's end or a state read sends
 #: it at once.
 FINISH_HOLD_S = 0.25
+#: With DataLoader workers, before the task timeout is known (the first progress report's
+#: answer says it), the pause between looks at the tasks the workers took ahead.
+WORKERS_HELD_LOOK_S = 0.05
 #: With DataLoader workers, how long a finish report waits for an ask of the worker that read
 #: its task to carry it (`Carriage`) before the reporting thread sends it alone: about the
 #: time between a worker's asks at the rates where a write per task costs.
@@ -97,6 +100,8 @@ class TaskLoader:
         # The shortest task timeout a progress report was answered with (`None` before one):
         # a task's first progress report is due a third of it after the task was asked for.
         self._task_timeout_s: Optional[float] = None
+        # When `_consuming` next looks at the tasks the workers took ahead.
+        self._workers_held_look = 0.0
 
     def __iter__(self) -> Iterator[object]:
         """One pass: the batches this process gets of it, then a wait until the pass is over
@@ -296,12 +301,33 @@ class TaskLoader:
         task asked while the last one's batches ran is reported before the loop spends a step
         on its first batch."""
         now = time.monotonic()
+        self._progress_if_due(holding, dispatched_at, now)
+        if self._carriage is not None and now >= self._workers_held_look:
+            self._progress_of_workers_tasks(now)
+
+    def _progress_if_due(self, holding: Receipt, dispatched_at: float, now: float) -> None:
+        """Queues a progress report of task `holding` (asked for at `dispatched_at`) if one is
+        due: a third of the task timeout after it was asked for (at once, before the timeout is
+        known), then as its last answer said."""
         first_due = now if self._task_timeout_s is None else dispatched_at + self._task_timeout_s / 3
         if now < self._progress_due.setdefault(holding, first_due):
             return
         # Not due again until the answer says when.
         self._progress_due[holding] = float("inf")
         self._queue_report(("progress", holding))
+
+    def _progress_of_workers_tasks(self, now: float) -> None:
+        """As the loop consumes a batch: the progress of the tasks the DataLoader workers took
+        whose batches wait in the queue (`Carriage.held`), due as for the task consumed. A
+        worker takes its next task once it yielded its last task's last batch, and that task's
+        first batch reaches the loop only after every batch queued before it: longer than the
+        task timeout for a slow enough loop. Looked at every sixth of the timeout (before it is
+        known, every `WORKERS_HELD_LOOK_S`), so each is reported by half its timeout."""
+        timeout_s = self._task_timeout_s
+        self._workers_held_look = now + (WORKERS_HELD_LOOK_S if timeout_s is None else timeout_s / 6)
+        if self._carriage.on:
+            for holding, dispatched_at in self._carriage.held():
+                self._progress_if_due(holding, dispatched_at, now)
 
     def _progressed(self, holding: Receipt, asked_at: float, timeout: Optional[float]) -> None:
         """The answer to a progress report: the task timeout, and when the next report is due

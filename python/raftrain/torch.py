@@ -56,10 +56,11 @@ task. So, with any `num_workers` and `prefetch_factor`:
   batches goes to the loop; at its first batch, until a progress answer told the loader the
   timeout), and again every third of that timeout while batches of it are consumed; a task
   consumed sooner sends none, and only
-  a stuck or dead loop loses its tasks. A task's batches waiting in
-  the prefetch queue are not reported yet: the loop must reach a task's first batch within the
-  timeout of its dispatch (a prefetch queue of `num_workers x prefetch_factor` batches ahead
-  of the loop). A task taken back anyway is refused when reported (counted in
+  a stuck or dead loop loses its tasks. The tasks the DataLoader workers took whose batches
+  wait in the prefetch queue (a worker takes its next task as soon as it yielded its last
+  task's last batch) are reported alike, by the training process as the loop consumes
+  batches, from what each worker records in shared memory as it takes a task
+  (`Carriage.held`). A task taken back anyway is refused when reported (counted in
   `TaskLoader.refused`, and warned of once the loader knows the job was not cancelled: after
   a cancel every report is refused and nothing is trained again) and trained again elsewhere;
 - a loop that stops inside a task (a `break`, an exception) did not consume it: the next

@@ -79,11 +79,29 @@ def test_a_task_the_loop_did_not_consume_is_never_carried():
     """A stopped iteration's task (numbered, never consumed) is skipped by the next claim."""
     carriage = Carriage(1, FORK)
     carrier = WorkerCarrier(carriage, 0)
-    assert [carrier.issue() for _ in range(3)] == [1, 2, 3]
+    assert [carrier.issue((10 + index, 1), 0.0) for index in range(3)] == [1, 2, 3]
     carriage.consumed(0, 1, (10, 1))
     carriage.consumed(0, 3, (12, 1))
     assert carrier.consumed_upto() == 3
     assert _in_a_worker(_claim_and_settle, carriage, [True, True]) == [(10, 1), (12, 1)]
+
+
+def test_the_tasks_workers_took_are_held_until_the_loop_consumed_them():
+    """What the training process reports the progress of: each task a worker took (in a
+    worker process) and the loop has not consumed to the end, with when it was asked for."""
+    carriage = Carriage(2, FORK)
+    assert carriage.held() == []
+    _in_a_worker(_take, carriage, 0, [((10, 1), 5.0), ((11, 2), 6.0), ((12, 1), 7.0)])
+    _in_a_worker(_take, carriage, 1, [((20, 1), 8.0)])
+    assert carriage.held() == [((10, 1), 5.0), ((11, 2), 6.0), ((12, 1), 7.0), ((20, 1), 8.0)]
+    carriage.consumed(0, 2, (11, 2))
+    carriage.consumed(1, 1, (20, 1))
+    assert carriage.held() == [((12, 1), 7.0)], "the loop consumed those up to each one's last"
+
+
+def _take(carriage: Carriage, worker: int, tasks, results) -> None:
+    carrier = WorkerCarrier(carriage, worker)
+    results.put([carrier.issue(receipt, asked_at) for receipt, asked_at in tasks])
 
 
 def test_a_carriage_copied_other_than_to_a_starting_worker_is_off():

@@ -74,6 +74,35 @@ def test_a_slow_training_loop_keeps_its_tasks_through_progress_reports(start_mas
     assert status["dispatched"] == 3, "no task was taken back and handed out again"
 
 
+class _Arange:
+    """`read(start, end)`: the indices themselves (a class, so workers of any start method get it)."""
+
+    def __call__(self, start: int, end: int):
+        return torch.arange(start, end)
+
+
+def test_a_slow_loop_keeps_the_tasks_its_workers_took_ahead(start_masters):
+    """With DataLoader workers, a worker takes its next task as soon as it yielded its last
+    task's last batch, and that task's batches then wait in the DataLoader's queue behind the
+    batches of both workers before the loop: about 4 steps of 0.6 s here, longer than the 2 s
+    task timeout. The training process reports the progress of its workers' tasks waiting there
+    too, so a slow loop loses none of them to the timeout (each is handed out once)."""
+    group = start_masters(extra_args=["--task-timeout-min-ms", "2000"])
+    dataset = TaskDataset(group.masters, index=("slow-workers", 24, 6), read=_Arange(), passes=1, batch_size=1)
+    loader = dataset.loader(num_workers=2)
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a finish refused (a task taken back) warns
+        for batch in loader:
+            seen.extend(batch.tolist())
+            time.sleep(0.6)  # a slow step
+    status = group.status()
+    assert sorted(seen) == list(range(24)), "each sample once"
+    assert (loader.finished, loader.refused) == (4, 0)
+    assert status["job_finished"] and status["failed"] == 0
+    assert status["dispatched"] == 4, "no task was taken back and handed out again"
+
+
 def test_a_killed_process_leaves_its_tasks_to_be_handed_out_again(masters, tmp_path):
     """A training process killed (SIGKILL) in the middle of the job: its tasks, read but not
     reported, come back once its workers' leases end, and a new process finishes the job,
