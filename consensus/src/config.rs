@@ -79,6 +79,11 @@ pub enum ConfigError {
     RaftAddrsMismatch { peers: Vec<u64>, raft: Vec<u64> },
     #[error("{name} must be at least 1")]
     Zero { name: &'static str },
+    #[error(
+        "node {id} listens on {listen} but the peers give {addr} as member {id}'s address: \
+         is --id the one of this host?"
+    )]
+    NotOwnAddr { id: u64, listen: SocketAddr, addr: SocketAddr },
 }
 
 impl NodeConfig {
@@ -119,6 +124,7 @@ impl NodeConfig {
         if !self.peers.contains_key(&self.id) {
             return Err(ConfigError::IdNotInPeers { id: self.id, peers: self.peers.clone() });
         }
+        self.check_own_addr()?;
         let unlisted = self.peers.keys().any(|id| !self.raft_addrs.contains_key(id));
         if !self.raft_addrs.is_empty() && unlisted {
             return Err(ConfigError::RaftAddrsMismatch {
@@ -155,6 +161,25 @@ impl NodeConfig {
             return Err(ConfigError::Zero { name: "snapshot_logs_since_last" });
         }
         Ok(())
+    }
+
+    /// A node that listens on a host's own address is the peer of that address: started with
+    /// the wrong `--id`, it would answer for another member (and vote as it). Checked where
+    /// both are IP addresses and the peers are dialled at `listen` (no separate Raft
+    /// addresses); a wildcard `listen`, port 0 or a host name cannot be compared.
+    fn check_own_addr(&self) -> Result<(), ConfigError> {
+        let own = self.peers.get(&self.id).and_then(|addr| addr.parse::<SocketAddr>().ok());
+        match own {
+            Some(own)
+                if self.raft_addrs.is_empty()
+                    && !self.listen.ip().is_unspecified()
+                    && self.listen.port() != 0
+                    && own != self.listen =>
+            {
+                Err(ConfigError::NotOwnAddr { id: self.id, listen: self.listen, addr: own })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The openraft configuration these settings stand for.
@@ -219,6 +244,11 @@ pub fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, ConfigError> {
         if !matches!(port, Some((host, Ok(_))) if !host.is_empty()) {
             return Err(bad("the address is not `host:port`"));
         }
+        let same_addr = |known: &String| known.eq_ignore_ascii_case(addr);
+        if let Some((other, _)) = peers.iter().find(|(_, known)| same_addr(known)) {
+            // Two ids at one address would be one process counted as two voters.
+            return Err(bad(&format!("the address is member {other}'s too")));
+        }
         if peers.insert(id, addr.to_string()).is_some() {
             return Err(bad("the id appears twice"));
         }
@@ -258,6 +288,7 @@ mod tests {
         check("1=a:1,x=b:2", Err("`x=b:2`"));
         check("1=a:1,2=b", Err("`2=b`"));
         check("1=a:1,1=b:2", Err("twice"));
+        check("1=a:1,2=A:1", Err("`2=A:1` is malformed: the address is member 1's too"));
         check("1", Err("`1`"));
         check("0=a:1,1=b:2", Err("member id 0 is not allowed"));
     }
@@ -286,5 +317,23 @@ mod tests {
         let raft_addrs = parse_peers("2=127.0.0.1:3").expect("literal peers parse");
         let mismatched = NodeConfig { raft_addrs, ..config };
         assert!(matches!(mismatched.validate(), Err(ConfigError::RaftAddrsMismatch { .. })));
+    }
+
+    /// A node listening on an address the peers give another member refuses to start (a host
+    /// started with the wrong `--id`); a wildcard or a host name is not compared.
+    #[test]
+    fn refuses_to_listen_at_another_members_address() {
+        let peers = parse_peers("1=127.0.0.1:1,2=127.0.0.1:2,3=node-3:3").expect("peers parse");
+        let at = |id: u64, listen: &str| {
+            let listen = listen.parse().expect("literal address parses");
+            NodeConfig::new(id, listen, peers.clone(), PathBuf::from("d")).validate()
+        };
+        assert_eq!(at(2, "127.0.0.1:2"), Ok(()));
+        let error = at(2, "127.0.0.1:1").expect_err("member 1's address");
+        assert!(error
+            .to_string()
+            .contains("node 2 listens on 127.0.0.1:1 but the peers give 127.0.0.1:2"));
+        assert_eq!(at(2, "0.0.0.0:2"), Ok(()), "a wildcard");
+        assert_eq!(at(3, "127.0.0.1:3"), Ok(()), "a host name");
     }
 }

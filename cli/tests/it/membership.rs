@@ -361,3 +361,82 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// A master holding another group's log is refused by `member add` before the group changes:
+/// one founded on its own (none of the group's members in its membership), and one seeded from
+/// a backup of this very group (its terms start far above the group's). Added, either log would
+/// meet the group's at the same indexes with other entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_holding_another_groups_log_is_refused() {
+    let group = MasterGroup::start(3, &[]);
+    let masters = group.addrs.join(",");
+    wait_voters(&group, &masters, &[1, 2, 3]).await;
+    let dir = group.dir.path();
+    let founded = crate::master_group::free_loopback_addr();
+    let own_peers = format!("4={founded}");
+    let mut alone = start_master("4", &founded, &own_peers, &dir.join("alone"));
+    wait_serving(&founded);
+    refused(&masters, "4", &founded, "its members 4=");
+
+    let backup = dir.join("backup.bin").display().to_string();
+    raftrain_ok(&["snapshot", "save", &backup, "--masters", &masters], b"");
+    let seeded = crate::master_group::free_loopback_addr();
+    let peers: Vec<String> =
+        (0..3).map(|index| format!("{}={}", index + 1, group.addrs[index])).collect();
+    let peers = format!("{},5={seeded}", peers.join(","));
+    let seeded_dir = dir.join("seeded").display().to_string();
+    let restore =
+        ["snapshot", "restore", &backup, "--data-dir", &seeded_dir, "--id", "5", "--peers", &peers];
+    raftrain_ok(&restore, b"");
+    let mut restored = start_master("5", &seeded, &peers, &dir.join("seeded"));
+    refused(&masters, "5", &seeded, "is above the group's");
+    assert_eq!(voters(&members(&masters)), BTreeSet::from([1, 2, 3]), "{}", group.logs());
+    for child in [&mut alone, &mut restored] {
+        child.kill().expect("kill the other master");
+        child.wait().expect("reap it");
+    }
+}
+
+fn start_master(
+    id: &str,
+    listen: &str,
+    peers: &str,
+    data_dir: &std::path::Path,
+) -> std::process::Child {
+    let data_dir = data_dir.display().to_string();
+    let args =
+        ["master", "--id", id, "--listen", listen, "--peers", peers, "--data-dir", &data_dir];
+    std::process::Command::new(env!("CARGO_BIN_EXE_raftrain"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start a master")
+}
+
+/// Waits (300 looks, 100 ms apart) until the master at `addr` answers `status` as a leader.
+fn wait_serving(addr: &str) {
+    for _ in 0..300 {
+        if raftrain(&["status", "--masters", addr], b"").success {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the master at {addr} never served");
+}
+
+/// `member add ID ADDR` is refused as another group's master, naming `why`; retried while the
+/// newcomer is not answering yet.
+fn refused(masters: &str, id: &str, addr: &str, why: &str) {
+    let mut output = raftrain(&["member", "add", id, addr, "--masters", masters], b"");
+    for _ in 0..100 {
+        if !output.stderr.contains("no master answers") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        output = raftrain(&["member", "add", id, addr, "--masters", masters], b"");
+    }
+    assert!(!output.success, "member {id} was added");
+    assert!(output.stderr.contains("holds a log of another group"), "{}", output.stderr);
+    assert!(output.stderr.contains(why), "{}", output.stderr);
+}

@@ -1,12 +1,13 @@
 //! The membership RPCs (`raftrain member`): `Members` lists the group as the leader sees it;
 //! `ChangeMember` adds a learner (after asking it who it is and what it decodes: a master
-//! answering as another id, or decoding less than the group's feature level, is refused before
-//! the group changes), promotes one that caught up, or removes a member.
+//! answering as another id, holding a log already (another group's, or a backup's), or
+//! decoding less than the group's feature level, is refused before the group changes), promotes one that caught up, or removes a member.
 
 use std::time::Duration;
 
 use consensus::{Members, MembershipError};
 use proto::master as pb;
+use proto::raft as pb_raft;
 use tonic::Status;
 
 use super::{MasterRpc, Reply};
@@ -36,6 +37,9 @@ pub(super) async fn change_member(
     let node = &rpc.node;
     let changed = match pb::MemberAction::try_from(request.action) {
         Ok(pb::MemberAction::Add) => {
+            if request.id == 0 {
+                return Err(membership_status(MembershipError::ZeroId));
+            }
             let bytes_max = consensus::MEMBER_ADDR_BYTES_MAX;
             if request.addr.len() > bytes_max {
                 return Err(Status::invalid_argument(format!(
@@ -69,8 +73,8 @@ pub(super) async fn change_member(
 }
 
 /// Asks the master at `addr` who it is and what it decodes before it joins: it must answer as
-/// `id` and decode at least the group's feature level (else it would stop at the first entry
-/// of a newer kind it receives).
+/// `id`, hold no log of another group, and decode at least the group's feature level (else it
+/// would stop at the first entry of a newer kind it receives).
 async fn check_newcomer(rpc: &MasterRpc, id: u64, addr: &str) -> Result<(), Status> {
     let members = rpc.node.cluster_info().members;
     if members.iter().any(|member| member.id == id || member.addr == addr) {
@@ -90,6 +94,13 @@ async fn check_newcomer(rpc: &MasterRpc, id: u64, addr: &str) -> Result<(), Stat
             info.node_id
         )));
     }
+    if let Some(foreign) = foreign_log(&rpc.node.cluster_info(), &info) {
+        return Err(Status::failed_precondition(format!(
+            "the master at {addr} holds a log of another group ({foreign}): it was founded \
+             on its own or seeded from a backup; a new member starts with an empty \
+             --data-dir (`raftrain master --id {id} --join ...`)"
+        )));
+    }
     let group_level = rpc.node.read(|state| state.state().feature_level());
     let level = client::answered_feature_level(info.feature_level);
     if level < group_level {
@@ -99,6 +110,37 @@ async fn check_newcomer(rpc: &MasterRpc, id: u64, addr: &str) -> Result<(), Stat
         )));
     }
     Ok(())
+}
+
+/// Why the log of the newcomer that answered `newcomer` is not an older copy of this group's
+/// (`ours`), or `None`: it holds none, or one whose term is not above ours and whose members
+/// include one of ours at the same address (a member that left and comes back on its old
+/// directory). Another group's log would meet ours at the same indexes with other entries: a
+/// group seeded from a backup runs terms far above, and one founded on its own knows none of
+/// our members.
+fn foreign_log(
+    ours: &consensus::ClusterInfo,
+    newcomer: &pb_raft::ClusterInfoReply,
+) -> Option<String> {
+    if newcomer.last_log_index == 0 && newcomer.last_applied_index == 0 {
+        return None;
+    }
+    if newcomer.term > ours.term {
+        return Some(format!("its term {} is above the group's {}", newcomer.term, ours.term));
+    }
+    let known = |member: &&pb_raft::Member| {
+        member.id != newcomer.node_id
+            && ours.members.iter().any(|our| our.id == member.id && our.addr == member.addr)
+    };
+    if !newcomer.members.iter().any(|member| known(&member)) {
+        let theirs: Vec<String> = newcomer
+            .members
+            .iter()
+            .map(|member| format!("{}={}", member.id, member.addr))
+            .collect();
+        return Some(format!("its members {} are none of the group's", theirs.join(",")));
+    }
+    None
 }
 
 fn membership_status(error: MembershipError) -> Status {
