@@ -209,6 +209,16 @@ impl<S: StateMachine> ConsensusNode<S> {
         if config.joins || lowest != Some(config.id) {
             return Ok(());
         }
+        // A node that voted, committed or holds a snapshot was initialized before: openraft
+        // would refuse again, logging an error at every restart.
+        let started_before = self.inner.raft.with_raft_state(|state| {
+            state.vote_ref().leader_id().get_term() > 0
+                || state.committed.is_some()
+                || state.snapshot_meta.last_log_id.is_some()
+        });
+        if started_before.await.map_err(|error| StartError::Raft(error.to_string()))? {
+            return Ok(());
+        }
         let members: BTreeMap<u64, BasicNode> =
             config.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr))).collect();
         match self.inner.raft.initialize(members).await {
