@@ -22,7 +22,8 @@ enum RendezvousCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Delete a run with its state and store keys: its agents start a new rendezvous.
+    /// Delete a run with its state and store keys, once its agents stopped (running agents lose
+    /// their state and stop writing; an agent started later forms a world of its own).
     Delete {
         /// The run id (torchrun's --rdzv-id).
         run: String,

@@ -52,6 +52,9 @@ from . import _native, errors
 READ_TIMEOUT_S_DEFAULT = 60
 #: Seconds a call retries across leader changes unless ``deadline`` says otherwise.
 DEADLINE_S_DEFAULT = 60.0
+#: The longest `--rdzv-conf` time in seconds (a day, as the masters' longest deadline): NaN,
+#: infinity and more are refused by name rather than by a conversion deep in the handler.
+CONF_SECONDS_MAX = 86400.0
 
 _Value = Union[str, bytes, bytearray]
 
@@ -237,8 +240,8 @@ def _positive(params: RendezvousParameters, key: str, default: float) -> float:
         number = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"--rdzv-conf {key}={value!r} is not a number of seconds") from None
-    if number <= 0:
-        raise ValueError(f"--rdzv-conf {key}={value!r} must be positive")
+    if not 0 < number <= CONF_SECONDS_MAX:
+        raise ValueError(f"--rdzv-conf {key}={value!r} must be more than 0 and at most {CONF_SECONDS_MAX:.0f} seconds")
     return number
 
 

@@ -160,6 +160,9 @@ def test_bad_parameters_are_refused_by_name(masters):
         create_backend(RendezvousParameters(backend="raftrain", endpoint="", run_id="r", min_nodes=1, max_nodes=1))
     with pytest.raises(ValueError, match="read_timeout"):
         create_backend(params(masters, read_timeout="soon"))
+    for value in ("nan", "inf", "1e30", "0"):
+        with pytest.raises(ValueError, match=f"read_timeout='{value}' must be more than 0 and at most 86400 seconds"):
+            create_backend(params(masters, read_timeout=value))
     with pytest.raises(ValueError, match="localhost"):
         create_backend(RendezvousParameters(backend="raftrain", endpoint="localhost", run_id="r", min_nodes=1, max_nodes=1))
 
