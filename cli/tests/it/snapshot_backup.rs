@@ -163,10 +163,13 @@ async fn damaged_files_and_a_leaderless_group_are_refused_clearly() {
 
     tracing::info!("--- a truncated and a bit-flipped file are refused, naming where");
     let bytes = std::fs::read(&file).expect("the backup reads");
-    let cases: [(&str, Vec<u8>, &str); 3] = [
+    let mut term_flipped = bytes.clone();
+    term_flipped[24] ^= 1;
+    let cases: [(&str, Vec<u8>, &str); 4] = [
         ("truncated", bytes[..bytes.len() - 3].to_vec(), "truncated"),
-        ("header cut", bytes[..20].to_vec(), "shorter than the 44-byte header"),
+        ("header cut", bytes[..20].to_vec(), "shorter than the 48-byte header"),
         ("bit flipped", flip_last_bit(&bytes), "checksum mismatch"),
+        ("term flipped", term_flipped, "header checksum mismatch over bytes 0..44"),
     ];
     for (name, damaged, want) in cases {
         std::fs::write(&file, damaged).expect("write the damaged copy");
