@@ -28,6 +28,9 @@ pub(crate) const CONFIGURATION: i32 = 2;
 pub(crate) const LOST_SLOT: i32 = 3;
 /// The cluster was out of reach for longer than the process was told to wait.
 pub(crate) const RETRYABLE: i32 = 75;
+/// A thread or task panicked (a bug), and the process ended on an error since: Rust's own
+/// status for a panic.
+pub(crate) const PANICKED: i32 = 101;
 
 /// Marks an error as a configuration error (`.context(Configuration)`), for checks that have
 /// no type of their own (`validate()`'s messages).
@@ -42,6 +45,14 @@ impl std::fmt::Display for Configuration {
 
 /// The exit status for `error`, from the first cause in it that one of the codes names.
 pub(crate) fn exit_status(error: &anyhow::Error) -> i32 {
+    status_after(error, crate::logging::PANICKED.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+/// [`exit_status`] of a process in which a thread or task `panicked` (or not).
+fn status_after(error: &anyhow::Error, panicked: bool) -> i32 {
+    if panicked {
+        return PANICKED;
+    }
     // A context marker is found by anyhow through every context layer above it.
     let configuration = error.downcast_ref::<Configuration>().is_some()
         || find::<SecurityError>(error).is_some()
@@ -100,12 +111,23 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// After a panic of any thread or task (the Raft core's), every error exits with Rust's
+    /// panic status, whatever its cause.
+    #[test]
+    fn an_error_after_a_panic_is_the_panic_status() {
+        let stopped = anyhow::anyhow!("the Raft core stopped without a word (it panicked)");
+        assert_eq!(status_after(&stopped, true), 101);
+        assert_eq!(status_after(&stopped, false), 1);
+        let configuration = anyhow::anyhow!("bad").context(Configuration);
+        assert_eq!(status_after(&configuration, true), 101);
+    }
+
     /// Each typed cause maps to its code wherever it sits in the chain, under any context.
     #[test]
     fn causes_map_to_codes() {
         let check = |error: anyhow::Error, expected: i32| {
             let error = error.context("run the process").context("outermost");
-            assert_eq!(exit_status(&error), expected, "{error:#}");
+            assert_eq!(status_after(&error, false), expected, "{error:#}");
         };
         check(anyhow::anyhow!("--passes must be at least 1").context(Configuration), 2);
         check(SecurityError::Pair { given: "--tls-cert", missing: "--tls-key" }.into(), 2);

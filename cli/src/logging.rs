@@ -54,10 +54,17 @@ pub(crate) fn init(format: LogFormat, identity: &ProcessIdentity) {
     }
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        PANICKED.store(true, std::sync::atomic::Ordering::SeqCst);
         tracing::error!(panic = %info, "raftrain panicked; this is a bug");
         default_hook(info);
     }));
 }
+
+/// Whether any thread or task of this process panicked (a task's panic, such as the Raft
+/// core's, does not end the process by itself: the error it leads to exits with Rust's panic
+/// status, 101, rather than 1).
+pub(crate) static PANICKED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 impl ProcessIdentity {
     /// `"role":"...","id":"...",`: the members every JSON line starts with, escaped once.
