@@ -1,7 +1,10 @@
 //! Process-wide logging: `tracing` to standard error, filtered by `RAFTRAIN_LOG` (default
-//! `info,openraft=warn`: openraft's own INFO lines are many and rarely what an operator
-//! needs), as text (coloured only on a terminal) or one JSON object a line, and a panic hook
-//! that logs the panic before the default report.
+//! `LOG_FILTER_DEFAULT`: INFO, openraft's own at WARN, since its INFO lines are many and rarely
+//! what an operator needs, and its replication's off, since it logs three lines per failed try
+//! to a peer that is down, every few tens of milliseconds; the consensus crate logs such a peer
+//! once as it goes down and comes back instead, `peer unreachable`), as text (coloured only on
+//! a terminal) or one JSON object a line, and a panic hook that logs the panic before the
+//! default report.
 //!
 //! A JSON line is flat for log stores to query: the event's fields (`message` included) sit at
 //! the top level beside `timestamp`, `level` and `target`, and so do the process's `role`
@@ -20,7 +23,8 @@ use tracing_subscriber::EnvFilter;
 
 /// The environment variable holding a `tracing` filter such as `info,consensus=debug`.
 const LOG_FILTER_VARIABLE: &str = "RAFTRAIN_LOG";
-const LOG_FILTER_DEFAULT: &str = "info,openraft=warn";
+const LOG_FILTER_DEFAULT: &str =
+    "info,openraft=warn,openraft::replication=off,openraft::engine::handler::replication_handler=off";
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -73,6 +73,7 @@ mod membership;
 mod membership_error;
 pub mod network;
 mod node;
+mod peer_reach;
 pub mod planted;
 pub mod raft_log;
 pub mod raft_metrics;

@@ -22,6 +22,7 @@ use serde::Serialize;
 use tonic::transport::Endpoint;
 
 use crate::codec;
+use crate::peer_reach::PeerReach;
 use crate::TypeConfig;
 use platform::security::{RpcChannel, Security, SecurityError};
 use platform::MESSAGE_BYTES_MAX;
@@ -44,6 +45,7 @@ pub struct NetworkConnection {
     client: Option<RaftServiceClient<RpcChannel>>,
     retry_after: Duration,
     security: Security,
+    reach: PeerReach,
 }
 
 impl Network {
@@ -80,7 +82,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             Some(addr) => BasicNode::new(addr),
             None => node.clone(),
         };
-        NetworkConnection { target, node, client: None, retry_after, security }
+        let reach = PeerReach::new(target);
+        NetworkConnection { target, node, client: None, retry_after, security, reach }
     }
 }
 
@@ -108,7 +111,32 @@ impl NetworkConnection {
         Ok(client)
     }
 
+    /// One RPC, its peer's reachability noted (`PeerReach`).
     async fn call<Request, Reply, E>(
+        &mut self,
+        rpc: Rpc,
+        request: &Request,
+        option: &RPCOption,
+    ) -> RpcResult<Reply, E>
+    where
+        Request: Serialize,
+        Reply: DeserializeOwned,
+        E: Error + DeserializeOwned,
+    {
+        let result = self.call_once(rpc, request, option).await;
+        let now = std::time::Instant::now();
+        match &result {
+            Err(RPCError::Unreachable(error)) => {
+                self.reach.unreachable(&self.node.addr, error, now);
+            }
+            _ => {
+                self.reach.answered(&self.node.addr, now);
+            }
+        }
+        result
+    }
+
+    async fn call_once<Request, Reply, E>(
         &mut self,
         rpc: Rpc,
         request: &Request,
