@@ -1,8 +1,8 @@
 //! The file `raftrain snapshot save` writes: a 48-byte little-endian header (magic, format
 //! version, the applied index, its term, the group's feature level, the state's byte length,
 //! CRC32 of the state, CRC32 of the header's first 44 bytes) and then the state bytes exactly
-//! as the masters encode them. Written whole or not at all (`FILE.tmp`, fsync, rename, fsync
-//! of the directory); read back only after the magic, version, header checksum, length and
+//! as the masters encode them. Written whole or not at all (`FILE.PID-N.tmp`, fsync, rename,
+//! fsync of the directory: saves to one file at once each write theirs whole, the last stays); read back only after the magic, version, header checksum, length and
 //! state checksum check, each refusal naming the file and where. Format version 1 (a 44-byte
 //! header without its own checksum) is still read.
 
@@ -56,8 +56,9 @@ impl std::fmt::Display for BackupHeader {
 /// Why a backup file cannot be written or read; each names the file and the field or offset.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupFileError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    // Not a `source`: the message says it already, and a chain printed whole would twice.
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: io::Error },
     #[error("{path}: truncated: {length} bytes, shorter than the {header}-byte header")]
     ShortHeader { path: PathBuf, length: u64, header: usize },
     #[error("{path}: bad magic at offset 0: not a raftrain backup")]
@@ -157,7 +158,7 @@ pub fn write(
     feature_level: u32,
     state: &[u8],
 ) -> Result<BackupHeader, BackupFileError> {
-    let failed = |source| BackupFileError::Io { path: path.to_path_buf(), source };
+    let failed = |error| BackupFileError::Io { path: path.to_path_buf(), error };
     let length = state.len() as u64;
     if length > STATE_BYTES_MAX {
         return Err(BackupFileError::TooLarge { path: path.to_path_buf(), length });
@@ -170,7 +171,13 @@ pub fn write(
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    let mut file = DurableFile::create(dir, &name.to_string_lossy()).map_err(failed)?;
+    // A temporary name of this process's own: two saves to one file at once each write theirs
+    // whole, and the last renamed stays (`FILE.tmp` alone would be removed under the other).
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = name.to_string_lossy();
+    let stem = format!("{name}.{}-{write}", std::process::id());
+    let mut file = DurableFile::create_as(dir, &name, &stem).map_err(failed)?;
     file.write_all(&header.encode()).map_err(failed)?;
     file.write_all(state).map_err(failed)?;
     file.commit().map_err(failed)?;
@@ -180,7 +187,7 @@ pub fn write(
 /// Reads and checks `path`: magic, version, length against the file's, then the checksum.
 /// Returns the header and the state bytes.
 pub fn read(path: &Path) -> Result<(BackupHeader, Vec<u8>), BackupFileError> {
-    let failed = |source| BackupFileError::Io { path: path.to_path_buf(), source };
+    let failed = |error| BackupFileError::Io { path: path.to_path_buf(), error };
     let file_length = fs::metadata(path).map_err(failed)?.len();
     let short =
         |header| BackupFileError::ShortHeader { path: path.into(), length: file_length, header };
@@ -231,7 +238,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temp dir");
         let path = dir.path().join("state.backup");
         let written = write(&path, 42, 7, 2, b"state bytes").expect("a backup writes");
-        assert!(!dir.path().join("state.backup.tmp").exists(), "no temp file is left");
+        let left = fs::read_dir(dir.path()).expect("the dir lists").count();
+        assert_eq!(left, 1, "no temp file is left");
         let mut bytes = fs::read(&path).expect("the file reads");
         damage(&mut bytes);
         fs::write(&path, &bytes).expect("the damaged file writes");
@@ -267,6 +275,32 @@ mod tests {
         check(|bytes| bytes.truncate(bytes.len() - 1), Err("truncated or extended"));
         check(|bytes| bytes.push(0), Err("the file has 12"));
         check(|bytes| *bytes.last_mut().expect("not empty") ^= 4, Err("checksum mismatch"));
+    }
+
+    /// Saves to one file at once each write theirs whole: every one succeeds, and the file
+    /// holds one of them.
+    #[test]
+    fn writes_to_one_file_at_once_each_land_whole() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("same.backup");
+        std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..6u64)
+                .map(|index| {
+                    let path = &path;
+                    scope.spawn(move || write(path, index, 1, 2, &vec![index as u8; 100_000]))
+                })
+                .collect();
+            for writer in writers {
+                writer.join().expect("no panic").expect("each save succeeds");
+            }
+        });
+        let (header, state) = read(&path).expect("the file is one whole backup");
+        assert!(state.iter().all(|byte| u64::from(*byte) == header.index));
+        assert_eq!(
+            fs::read_dir(dir.path()).expect("the dir lists").count(),
+            1,
+            "no temp file left"
+        );
     }
 
     /// A version 1 file (a 44-byte header without its own checksum) still reads.

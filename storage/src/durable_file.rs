@@ -33,9 +33,15 @@ pub struct DurableFile {
 impl DurableFile {
     /// Starts `<dir>/<name>` (written as `<name>.tmp` until committed).
     pub fn create(dir: &Path, name: &str) -> io::Result<Self> {
+        Self::create_as(dir, name, name)
+    }
+
+    /// Starts `<dir>/<name>`, written as `<temp_stem>.tmp` until committed (a stem of a
+    /// writer's own where several may write `name` at once).
+    pub fn create_as(dir: &Path, name: &str, temp_stem: &str) -> io::Result<Self> {
         let path = dir.join(name);
         check_target(&path)?;
-        let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
+        let temp = dir.join(format!("{temp_stem}{TEMP_SUFFIX}"));
         // What a crash left under the temporary name (or someone planted there) goes first.
         match fs::remove_file(&temp) {
             Err(error) if error.kind() != io::ErrorKind::NotFound => {
