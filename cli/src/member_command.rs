@@ -3,6 +3,7 @@
 //! (`--promote` makes it a voter once it caught up); `promote`; `remove` (a leader removing
 //! itself hands leadership off first). Each change goes through Raft's joint consensus.
 
+use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use client::{MasterClient, MemberChange, Membership};
 
@@ -75,7 +76,8 @@ async fn execute(client: &MasterClient, command: &MemberCommand) -> anyhow::Resu
         MemberCommand::List { .. } => client.members().await?,
         MemberCommand::Add { id, addr, promote, .. } => {
             client::check_master_addr(addr)
-                .map_err(|error| anyhow::anyhow!("ADDR {addr:?} {error}"))?;
+                .map_err(|error| anyhow::anyhow!("ADDR {addr:?} {error}"))
+                .context(crate::exit_code::Configuration)?;
             let change = MemberChange::Add { id: *id, addr: addr.clone() };
             let added = client.change_member(&change).await?;
             match promote {
