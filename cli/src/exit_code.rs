@@ -93,6 +93,7 @@ fn client_status(error: &ClientError) -> i32 {
     match error {
         ClientError::NoMasters
         | ClientError::BadAddress { .. }
+        | ClientError::NoSuchJob { .. }
         | ClientError::InvalidArgument { .. } => CONFIGURATION,
         ClientError::Rejected {
             code: tonic::Code::Unauthenticated | tonic::Code::PermissionDenied,

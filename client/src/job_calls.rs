@@ -151,6 +151,7 @@ impl MasterClient {
             pass: reply.pass_index,
             todo: reply.todo,
             reloading: reply.reloading,
+            job_id: reply.job_id,
         })
     }
 }

@@ -102,6 +102,11 @@ impl JobPhase {
             JobPhase::Cancelled => "cancelled",
         }
     }
+
+    /// Whether the job finished or was cancelled (it never runs again).
+    pub fn ended(self) -> bool {
+        matches!(self, JobPhase::Finished | JobPhase::Cancelled)
+    }
 }
 
 /// One job of the group, as `ListJobs` sums it up.
@@ -228,4 +233,6 @@ pub struct RestoredProgress {
     pub pass: u32,
     pub todo: u64,
     pub reloading: u32,
+    /// The incarnation restored (0: a master before this field said none).
+    pub job_id: u64,
 }

@@ -61,6 +61,10 @@ impl PServerConfig {
     /// The rules between fields, checked before anything is bound or claimed.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.port_limits.validate(crate::limits::MESSAGE_BYTES_MAX)?;
+        if !self.job.is_empty() {
+            // A name no submit admits would be waited for for ever.
+            client::check_job_name(&self.job).map_err(|error| anyhow::anyhow!("--job: {error}"))?;
+        }
         anyhow::ensure!(!self.masters.is_empty(), "--masters is empty");
         anyhow::ensure!(
             (1..=SLOT_COUNT_MAX).contains(&self.num_pservers),

@@ -126,6 +126,8 @@ pub struct TrainerConfig {
 impl TrainerConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         self.port_limits.validate(0)?;
+        // A name no submit admits would be waited for for ever.
+        client::check_job_name(&self.job).map_err(|error| anyhow::anyhow!("--job: {error}"))?;
         let empty_dataset = self.dataset.as_ref().is_some_and(|patterns| patterns.is_empty());
         anyhow::ensure!(!empty_dataset, "--dataset is empty");
         anyhow::ensure!(

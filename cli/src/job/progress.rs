@@ -26,8 +26,11 @@ pub(super) async fn checkpoint(
         return Ok(());
     }
     println!(
-        "progress checkpoint {} of job {name:?}: pass {}, {} tasks done",
-        taken.id, taken.pass, taken.done
+        "progress checkpoint {} of job {name:?}: pass {} (counted from 1, as `job list` does), \
+         {} tasks done",
+        taken.id,
+        u64::from(taken.pass) + 1,
+        taken.done
     );
     if taken.pservers_asked {
         println!(
@@ -51,7 +54,8 @@ pub(super) async fn restore(
         let what = if data_only { " (the data position only)" } else { "" };
         println!(
             "job {name:?} restored to progress checkpoint {checkpoint}{what}: pass {}, {} tasks to do",
-            restored.pass, restored.todo
+            u64::from(restored.pass) + 1,
+            restored.todo
         );
         return Ok(());
     }
@@ -60,31 +64,49 @@ pub(super) async fn restore(
          no task is handed out until they have",
         restored.reloading
     );
-    wait_for_reloads(client, name, wait).await?;
+    wait_for_reloads(client, (name, restored.job_id), wait).await?;
     println!(
         "job {name:?} restored to progress checkpoint {checkpoint} with its model: pass {}",
-        restored.pass
+        u64::from(restored.pass) + 1
     );
     Ok(())
 }
 
-/// Returns once no pserver of `name` is left to reload; an error naming how many are after
-/// `wait` (the restore stays under way). Why a holder cannot reload is printed once per slot
-/// and reason; such a holder gives its slot up after a few attempts (its replacement restores
-/// from the same file at its claim), so the restore does not wait for it for ever.
-async fn wait_for_reloads(client: &MasterClient, name: &str, wait: Duration) -> anyhow::Result<()> {
+/// Returns once no pserver of `name` (incarnation `job_id`; 0: the name's running one) is left
+/// to reload; an error naming how many are after `wait` (the restore stays under way), or when
+/// the job ended or was removed meanwhile (it was not restored). Why a holder cannot reload is
+/// printed once per slot and reason; such a holder gives its slot up after a few attempts (its
+/// replacement restores from the same file at its claim), so the restore does not wait for it
+/// for ever.
+async fn wait_for_reloads(
+    client: &MasterClient,
+    (name, job_id): (&str, u64),
+    wait: Duration,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + wait;
     let mut told = std::collections::BTreeSet::new();
     loop {
         let jobs = client.list_jobs().await.context("list the jobs")?;
-        let summary = jobs.jobs.iter().find(|summary| summary.job == name);
-        let waiting = summary.map_or(0, |summary| summary.reloads_waiting);
+        let restored = |summary: &&client::JobSummary| match job_id {
+            0 => summary.job == name && !summary.state.ended(),
+            id => summary.job_id == id,
+        };
+        let Some(summary) = jobs.jobs.iter().find(restored) else {
+            anyhow::bail!(
+                "job {name:?} was removed while its pservers reloaded: it was not restored"
+            );
+        };
+        if summary.state.ended() {
+            anyhow::bail!(
+                "job {name:?} {} while its pservers reloaded: it was not restored",
+                summary.state.as_str()
+            );
+        }
+        let waiting = summary.reloads_waiting;
         if waiting == 0 {
             return Ok(());
         }
-        for (slot, reason) in
-            summary.map(|summary| summary.reload_waits.clone()).unwrap_or_default()
-        {
+        for (slot, reason) in summary.reload_waits.clone() {
             if told.insert((slot, reason.clone())) {
                 eprintln!("slot {slot} cannot reload: {}", crate::status::escaped(&reason));
             }

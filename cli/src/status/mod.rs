@@ -53,7 +53,7 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<()> {
         };
         let client = MasterClient::new(&args.masters, options)?;
         loop {
-            let snapshot = fetch(&client, &args.masters, args.job.as_deref()).await;
+            let snapshot = fetch(&client, &args.masters, args.job.as_deref()).await?;
             if snapshot.status.is_none() && snapshot.members.iter().all(|(_, view)| view.is_err()) {
                 let reasons: Vec<String> = snapshot
                     .members
@@ -77,12 +77,16 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn fetch(client: &MasterClient, masters: &[String], job: Option<&str>) -> Snapshot {
+async fn fetch(
+    client: &MasterClient,
+    masters: &[String],
+    job: Option<&str>,
+) -> anyhow::Result<Snapshot> {
     let status = client.status_of(job.unwrap_or_default()).await;
-    if let (Err(error), Some(job)) = (&status, job) {
-        if matches!(error, client::ClientError::NoSuchJob { .. }) {
-            eprintln!("error: no job named {job:?} in the group");
-        }
+    if let (Err(client::ClientError::NoSuchJob { .. }), Some(job)) = (&status, job) {
+        // The leader answered: the name is wrong (or the job was removed), not the group.
+        let refused = anyhow::anyhow!("no job named {job:?} in the group (`raftrain job list`)");
+        return Err(refused.context(crate::exit_code::Configuration));
     }
     let status = status.ok();
     let (jobs, rendezvous) = match status {
@@ -102,7 +106,7 @@ async fn fetch(client: &MasterClient, masters: &[String], job: Option<&str>) -> 
         let view = own_view(client, &addr).await;
         members.push((addr, view));
     }
-    Snapshot { status, members, jobs, one_job: job.is_some(), rendezvous }
+    Ok(Snapshot { status, members, jobs, one_job: job.is_some(), rendezvous })
 }
 
 /// Master `addr`'s own view of the group, or why it gave none.

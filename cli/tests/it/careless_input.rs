@@ -59,6 +59,20 @@ async fn an_empty_job_name_changes_no_job() {
     refused(&["job", "checkpoint", "", "--masters", &masters], "job name: empty");
     refused(&["job", "restore", "", "--checkpoint", "1", "--masters", &masters], "job name");
 
+    tracing::info!("--- a name no job has is a configuration error too, status included");
+    refused(&["job", "cancel", "nosuch", "--masters", &masters], "no job named \"nosuch\"");
+    refused(&["job", "checkpoint", "nosuch", "--masters", &masters], "no job named \"nosuch\"");
+    refused(&["status", "--job", "nosuch", "--masters", &masters], "no job named \"nosuch\"");
+    let status = raftrain(&["status", "--job", "nosuch", "--masters", &masters], b"");
+    assert!(!status.stdout_text().contains("no leader answered"), "{}", status.stdout_text());
+
+    tracing::info!("--- a trainer or pserver waiting for a name no submit admits is refused");
+    let trainer = ["trainer", "--masters", &masters, "--model", "softmax", "--classes", "3"];
+    refused(&[&trainer[..], &["--job", "al.pha"]].concat(), "--job: job name \"al.pha\"");
+    let checkpoints = group.dir.path().join("checkpoints").display().to_string();
+    let pserver = ["pserver", "--masters", &masters, "--num-pservers", "1", "--job", "al.pha"];
+    refused(&[&pserver[..], &["--checkpoint-dir", &checkpoints]].concat(), "--job: job name");
+
     tracing::info!("--- so does the service, for a client that sends \"\" itself");
     let mut service = group.leader_service().await;
     let cancel = pb::CancelJobRequest { stamp: stamp(1), job: String::new() };

@@ -133,12 +133,15 @@ pub(super) async fn restore_job(
     crate::service::admission::require_named(&request.job)?;
     let (checkpoint, data_only) = (request.checkpoint_id, request.data_only);
     let command = Command::RestoreProgress { checkpoint, data_only };
-    let reply = match rpc.propose(Some(client), for_job(&request.job, command)).await? {
+    let response = rpc.propose(Some(client), for_job(&request.job, command)).await?;
+    // The incarnation the name stands for once the restore applied.
+    let job_id = rpc.job_id("RestoreJob", &request.job)?;
+    let reply = match response {
         Response::ProgressRestored { pass, todo } => {
-            pb::RestoreJobReply { pass_index: pass, todo, reloading: 0 }
+            pb::RestoreJobReply { pass_index: pass, todo, reloading: 0, job_id }
         }
         Response::RestoreWaiting { pass, pservers } => {
-            pb::RestoreJobReply { pass_index: pass, todo: 0, reloading: pservers }
+            pb::RestoreJobReply { pass_index: pass, todo: 0, reloading: pservers, job_id }
         }
         other => return Err(unexpected("RestoreJob", other)),
     };
