@@ -47,6 +47,10 @@ pub struct MasterClient {
     jitter: Jitter,
     /// Calls waiting for a leader now (see `waiting_for_leader`).
     waiting: AtomicUsize,
+    /// The job name a client given none bound itself to (`bind_job`): the group's only job
+    /// when it joined, named from then on, so a second job submitted later does not make its
+    /// calls ambiguous.
+    bound_job: std::sync::OnceLock<String>,
 }
 
 #[derive(Clone)]
@@ -105,6 +109,7 @@ impl MasterClient {
             followed: std::sync::Mutex::new(Vec::new()),
             writes: tokio::sync::Mutex::new(()),
             waiting: AtomicUsize::new(0),
+            bound_job: std::sync::OnceLock::new(),
         })
     }
 
@@ -251,9 +256,18 @@ impl MasterClient {
     }
 
     /// The deadline of one ordinary attempt.
-    /// The job this client's job-scoped calls name (empty: the group's only job).
+    /// The job this client's job-scoped calls name (empty: the group's only job), or the one
+    /// it bound itself to (`bind_job`).
     pub fn job(&self) -> &str {
-        &self.options.job
+        self.bound_job.get().map_or(&self.options.job, String::as_str)
+    }
+
+    /// A client given no job name names `job` from now on (the group's only job, which it
+    /// joined); a client given one, or bound already, keeps its own.
+    pub fn bind_job(&self, job: &str) {
+        if self.options.job.is_empty() && !job.is_empty() {
+            let _ = self.bound_job.set(job.to_string());
+        }
     }
 
     /// The id this client stamps its writes with.

@@ -116,6 +116,23 @@ pub async fn run(
     served
 }
 
+/// A pserver given no `--job` claimed the group's only job's slot: its later calls name that job,
+/// so that a second job submitted meanwhile does not make them ambiguous (they were refused,
+/// "name one", and the slot was lost). Unbound when the list fails: the calls then name no job,
+/// as before.
+async fn bind_to_claimed_job(master: &MasterClient, job_id: u64) {
+    if !master.job().is_empty() {
+        return;
+    }
+    match master.list_jobs().await {
+        Ok(list) => match list.jobs.iter().find(|job| job.job_id == job_id) {
+            Some(job) => master.bind_job(&job.job),
+            None => tracing::warn!(job_id, "the claimed job is not listed; calls name no job"),
+        },
+        Err(error) => tracing::warn!(%error, job_id, "could not name the claimed job"),
+    }
+}
+
 /// Claims a slot (waiting while all are held or the job is not submitted yet, `standby`
 /// answering meanwhile), then keeps it and serves it until shutdown or a lost lease.
 async fn claim_and_serve(
@@ -137,6 +154,7 @@ async fn claim_and_serve(
         return Ok(());
     };
     tracing::info!(slot = held.slot(), generation = held.generation(), job_id = lease.job_id, %addr, "pserver slot claimed");
+    bind_to_claimed_job(&master, lease.job_id).await;
     let job_dir = crate::job_dir::job_checkpoint_dir(&root, lease.job_id, &config.job);
     let dir = CheckpointDir::open(&job_dir)
         .with_context(|| format!("open the job's checkpoint directory {}", job_dir.display()));

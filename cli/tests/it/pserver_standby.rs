@@ -105,3 +105,34 @@ async fn a_pserver_client_for_a_missing_job_says_the_job_does_not_exist() {
     let message = error.to_string();
     assert!(message.contains(job) && message.contains("does not exist"), "{message}");
 }
+
+/// A pserver given no `--job` serves the group's only job, and keeps serving it once a second
+/// job is submitted: its calls name the job it claimed, where they used to name none and be
+/// refused ("the group runs 2 jobs: name one") until its slot was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pserver_of_the_only_job_keeps_it_once_another_is_submitted() {
+    let group = MasterGroup::start(1, &["--pserver-lease-ms", "500"]);
+    let masters = group.addrs.join(",");
+    let submit = |name: &str| {
+        let args = ["job", "submit", "--masters", &masters, "--name", name, "--index", "10"];
+        crate::command::raftrain_ok(
+            &[&args[..], &["--shard-size", "2", "--passes", "1"]].concat(),
+            b"",
+        );
+    };
+    submit("one");
+    let dir = tempfile::tempdir().expect("temp");
+    let mut pservers = PServerProcesses::new(&group.addrs, dir.path(), 1);
+    pservers.spawn();
+    wait_for_log(&pservers, 0, "pserver slot claimed").await;
+    submit("two");
+    // Several leases: a pserver whose heartbeats were refused would have lost its slot.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!pservers.log(0).contains("name one"), "{}", pservers.logs());
+    assert_eq!(pservers.wait_exit(0, Duration::from_millis(1)), None, "{}", pservers.logs());
+    let listed =
+        crate::command::raftrain_ok(&["job", "list", "--json", "--masters", &masters], b"");
+    let listed: serde_json::Value = serde_json::from_str(&listed).expect("json");
+    let one = listed["jobs"].as_array().expect("jobs").iter().find(|job| job["name"] == "one");
+    assert_eq!(one.expect("job one")["pservers"], 1, "{listed}");
+}
