@@ -63,6 +63,11 @@ task. So, with any `num_workers` and `prefetch_factor`:
   (`Carriage.held`). A task taken back anyway is refused when reported (counted in
   `TaskLoader.refused`, and warned of once the loader knows the job was not cancelled: after
   a cancel every report is refused and nothing is trained again) and trained again elsewhere;
+- a task whose data cannot be read (a `read` that raises, a corrupt RecordIO chunk) is
+  reported failed as the error propagates to the loop (`Task.fail`, spending the task's
+  failure budget, `max_task_failures`): iterated again, the loader gets it again until the
+  budget is spent, and the job then ends with it failed (`job_finished` raises `TasksFailed`
+  naming it and the error), rather than handing it to this process for ever;
 - a loop that stops inside a task (a `break`, an exception) did not consume it: the next
   iteration of that process gets it again, whole, from the masters at once (its workers ask
   as the same trainers as the stopped ones).
@@ -342,29 +347,28 @@ class TaskDataset(IterableDataset):
         (`left` of the task's `count` batches, this one included) once the batches left are
         expected to take the loop no longer than the ask-ahead time, until it answers False."""
         receipt = (task.task_id, task.dispatch)
-        # A shuffled job's samples come in the task's seeded order (offsets into the task).
-        order = task.sample_order()
-        if task.start is not None and (order is not None or self.read is None):
-            ranges, batches = self._index_batches(task, order)
-        elif task.start is not None:
-            ranges = [(start, min(start + self.batch_size, task.end)) for start in range(task.start, task.end, self.batch_size)]
-            batches = (self.read(start, end) for start, end in ranges)
-        else:
-            features, labels = task.arrays()
-            if order is not None:
-                features, labels = features[order], labels[order]
-            if self.transform is None:
-                labels = _labels_as(labels, self.label_dtype, task.task_id)
-            count = len(labels)
-            ranges = [(start, min(start + self.batch_size, count)) for start in range(0, count, self.batch_size)] or [(0, 0)]
-            batches = (self._batch(features[start:end], labels[start:end]) for start, end in ranges)
+        try:
+            ranges, batches = self._task_batches(task)
+        except InvalidArgument:
+            raise  # the loader's configuration, not the task's data
+        except Exception as error:
+            task._fail_for(error)
+            raise
         count = len(ranges)
         # No ask ahead before the batches left are expected to take the loop the ask-ahead time
         # (checked once a task: the check per batch is a comparison).
         ask_from = self._ask_ahead_s() / self._batch_seconds if self._batch_seconds > 0 else float(count)
         started = time.monotonic()
         asking = True
-        for left, batch in zip(range(count, 0, -1), batches):
+        batches = iter(batches)
+        for left in range(count, 0, -1):
+            try:
+                batch = next(batches)
+            except Exception as error:
+                # The data (or `read`) failed: the task is reported failed, spending its failure
+                # budget, rather than handed to this process again and again for ever.
+                task._fail_for(error)
+                raise
             if asking and left <= ask_from:
                 # False once no registration is left to ask for the rest of this task.
                 asking = ask_ahead(left, count) is not False
@@ -372,6 +376,25 @@ class TaskDataset(IterableDataset):
         # The loop asked for the batch after the task's last: how long a batch takes it, smoothed.
         took = (time.monotonic() - started) / max(count, 1)
         self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 4
+
+    def _task_batches(self, task):
+        """The task's batch ranges and (lazily) its batches: an index task's through `read`
+        (or `read_indices`), a RecordIO task's from its chunks."""
+        # A shuffled job's samples come in the task's seeded order (offsets into the task).
+        order = task.sample_order()
+        if task.start is not None and (order is not None or self.read is None):
+            return self._index_batches(task, order)
+        if task.start is not None:
+            ranges = [(start, min(start + self.batch_size, task.end)) for start in range(task.start, task.end, self.batch_size)]
+            return ranges, (self.read(start, end) for start, end in ranges)
+        features, labels = task.arrays()
+        if order is not None:
+            features, labels = features[order], labels[order]
+        if self.transform is None:
+            labels = _labels_as(labels, self.label_dtype, task.task_id)
+        count = len(labels)
+        ranges = [(start, min(start + self.batch_size, count)) for start in range(0, count, self.batch_size)] or [(0, 0)]
+        return ranges, (self._batch(features[start:end], labels[start:end]) for start, end in ranges)
 
     def _ask_ahead(self, registrations: List[Registration], loader: "TaskLoader", left: int, count: int) -> bool:
         """Asks `registrations` for their next steps in the background, in the training process,

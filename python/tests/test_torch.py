@@ -103,6 +103,42 @@ def test_a_slow_loop_keeps_the_tasks_its_workers_took_ahead(start_masters):
     assert status["dispatched"] == 4, "no task was taken back and handed out again"
 
 
+class _CorruptAt:
+    """`read(start, end)` that fails for the range starting at `bad`, as a corrupt file would."""
+
+    def __init__(self, bad: int):
+        self.bad = bad
+
+    def __call__(self, start: int, end: int):
+        if start == self.bad:
+            raise ValueError(f"rows {start}-{end}: corrupt")
+        return torch.arange(start, end)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_task_whose_data_fails_is_failed_and_ends_the_job_naming_it(masters, workers):
+    """A `read` that raises fails its task (spending its failure budget) as the error reaches the
+    loop; iterated again, the loader gets the task again until the budget is spent, and the job
+    then ends with it failed: `job_finished` raises `TasksFailed` naming it, where the task was
+    handed to the process again for ever, the job never finishing."""
+    dataset = TaskDataset(masters.masters, index=(f"corrupt-{workers}", 12, 4), read=_CorruptAt(4), passes=1, batch_size=4, policy={"max_task_failures": 2})
+    loader = dataset.loader(num_workers=workers)
+    raised = 0
+    with pytest.raises(raftrain.TasksFailed, match="rows 4-8: corrupt"):
+        while not loader.job_finished:
+            try:
+                for _batch in loader:
+                    pass
+            except ValueError as error:
+                assert "rows 4-8: corrupt" in str(error)
+                raised += 1
+                assert raised <= 12, "the task keeps coming back"
+    status = raftrain.status(masters.masters, job=f"corrupt-{workers}")
+    assert status["failed"] == 1 and status["done"] == 2, status
+    # Each raise reached the loop (a DataLoader worker's failures may count in one raise).
+    assert raised >= 1, raised
+
+
 def test_a_killed_process_leaves_its_tasks_to_be_handed_out_again(masters, tmp_path):
     """A training process killed (SIGKILL) in the middle of the job: its tasks, read but not
     reported, come back once its workers' leases end, and a new process finishes the job,
