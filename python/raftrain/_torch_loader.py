@@ -182,8 +182,13 @@ class TaskLoader:
         done again, at least once, and a job with pservers gets its model back from their
         checkpoints first. With several training processes, one of them restores (rank 0);
         the others just go on iterating."""
-        if "raftrain_checkpoint" not in state:
-            raise InvalidArgument(f"not a TaskLoader state (no raftrain_checkpoint key): {sorted(state)}")
+        if not isinstance(state, dict) or "raftrain_checkpoint" not in state:
+            keys = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise InvalidArgument(f"not a TaskLoader state (no raftrain_checkpoint key): {keys}")
+        job = self._reporter_client().job
+        if state.get("job") not in (None, job):
+            # Checkpoint ids count per job: another job's id would name one of this job's.
+            raise InvalidArgument(f"the state is of job {state['job']!r}, this loader's job is {job!r}")
         restored = self._reporter_client().restore(_checkpoint_id(state["raftrain_checkpoint"]))
         self.pass_index = restored["pass_index"]
         # The pass the walk last saw is no longer the next iteration's.

@@ -33,6 +33,11 @@ class TasksFailed(Error):
         name = f"job {job!r}" if job else "the job"
         super().__init__(f"{name} finished with {len(failed_tasks)} failed tasks: {shown}{more}", "FAILED_PRECONDITION")
         self.failed_tasks = failed_tasks
+        self.job = job
+
+    def __reduce__(self):
+        # Pickled as its arguments (a DataLoader worker's, a multiprocessing result's).
+        return (TasksFailed, (self.failed_tasks, self.job))
 
 
 class InvalidArgument(Error, ValueError):
@@ -65,6 +70,11 @@ class JobEnded(FailedPrecondition):
             "FAILED_PRECONDITION",
         )
         self.job = job
+        self.how = how
+
+    def __reduce__(self):
+        # Pickled as its arguments (a DataLoader worker's, a multiprocessing result's).
+        return (JobEnded, (self.job, self.how))
 
 
 class ResourceExhausted(Error):

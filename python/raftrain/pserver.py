@@ -64,7 +64,15 @@ class PServerClient:
         """Waits for every pserver slot to be held, then offers the layout (names, shapes,
         `optimizer` in sgd, momentum, adam, adagrad) and initial values. The first
         initializer's values win; every other client must offer the same layout."""
-        tensors = [(name, list(array.shape), array.tobytes()) for name, array in _float32(params).items()]
+        arrays = _float32(params)
+        for name, array in arrays.items():
+            # Refused here, before any slot is offered the layout: a pserver refuses a value
+            # that is not finite, and one slot refusing while another took the layout left the
+            # job's pservers serving two layouts for good.
+            if not np.isfinite(array).all():
+                offset = int(np.flatnonzero(~np.isfinite(array.reshape(-1)))[0])
+                raise InvalidArgument(f"parameter {name!r}: element {offset} is {array.reshape(-1)[offset]} (not finite); init offers finite values only")
+        tensors = [(name, list(array.shape), array.tobytes()) for name, array in arrays.items()]
         self._native.init(tensors, optimizer, float(learning_rate), int(block_elements))
 
     def push(self, grads: Mapping[str, np.ndarray]) -> bool:

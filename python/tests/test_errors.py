@@ -54,6 +54,19 @@ def test_bad_addresses_and_arguments_are_invalid_arguments(tmp_path):
         raftrain.status(free_addr(), tls_ca=missing)
 
 
+def test_the_loaders_own_errors_survive_pickling():
+    """A DataLoader worker's or a multiprocessing result's exception comes back whole."""
+    import pickle
+
+    from raftrain.errors import JobEnded, TasksFailed
+
+    ended = pickle.loads(pickle.dumps(JobEnded("blobs", "finished")))
+    assert (type(ended), ended.job, str(ended)) == (JobEnded, "blobs", str(JobEnded("blobs", "finished")))
+    failed = TasksFailed([{"task": 3, "reason": "corrupt"}], "blobs")
+    again = pickle.loads(pickle.dumps(failed))
+    assert (type(again), again.failed_tasks, str(again)) == (TasksFailed, failed.failed_tasks, str(failed))
+
+
 def test_no_quorum_is_unavailable_within_the_deadline(start_masters):
     """One master of three left: no leader can be elected, and a call fails with
     `DeadlineExceeded` (an `Unavailable`, a `TimeoutError`) saying no leader answered within its

@@ -52,6 +52,9 @@ def test_misuse_is_refused_clearly(masters, start_pservers):
     client = raftrain.PServerClient(masters.masters)
     with pytest.raises(raftrain.InvalidArgument, match="optimizer"):
         client.init({"w": np.zeros(3)}, "rmsprop")
+    # Refused before any slot is offered the layout: the good init below still lands.
+    with pytest.raises(raftrain.InvalidArgument, match="parameter 'n': element 1 is nan"):
+        client.init({"n": np.array([0.0, np.nan], np.float32)}, "adam")
     client.init({"w": np.zeros(3)}, "adam", learning_rate=0.1)
     with pytest.raises(raftrain.InvalidArgument, match="not a parameter"):
         client.push({"nope": np.zeros(3)})

@@ -328,6 +328,10 @@ def test_a_loaders_state_puts_the_data_back_where_it_was(masters):
     assert sorted(again) == list(range(10, 40)), "the tasks done after the checkpoint, and only those"
     with pytest.raises(raftrain.InvalidArgument, match="raftrain_checkpoint"):
         second.load_state_dict({"epoch": 3})
+    with pytest.raises(raftrain.InvalidArgument, match="raftrain_checkpoint"):
+        second.load_state_dict(None)
+    with pytest.raises(raftrain.InvalidArgument, match="the state is of job 'other', this loader's job is 'resume'"):
+        second.load_state_dict({**state, "job": "other"})  # checkpoint ids count per job
     for garbled in ("abc", 1.5, True, -1):
         with pytest.raises(raftrain.InvalidArgument, match="is not a checkpoint id"):
             second.load_state_dict({"raftrain_checkpoint": garbled})
