@@ -56,8 +56,9 @@ class Reader:
 
 class Writer:
     """Writes records into a new RecordIO file that appears, whole, only at `close()` (written
-    as `<path>.tmp`, fsynced, renamed). As a context manager it closes on a normal exit and
-    leaves no file when the block raises."""
+    under a temporary name of its own, `<path>.<pid>-<n>.tmp`, fsynced, renamed: two writers of
+    one path each write theirs whole, and the one closed last stays). As a context manager it
+    closes on a normal exit and leaves no file when the block raises."""
 
     def __init__(self, path, compressor: str = "none", *, max_chunk_bytes: int = MAX_CHUNK_BYTES_DEFAULT):
         self.path = os.fspath(path)

@@ -128,10 +128,8 @@ impl ChunkWriter {
 
     /// Drops what was written: no file appears (the temporary one is removed).
     fn abort(&self) {
-        let taken = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
-        if taken.is_some() {
-            let _ = std::fs::remove_file(temp_path(&self.path));
-        }
+        // Dropped uncommitted, the file removes its temporary one.
+        drop(self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take());
     }
 }
 
@@ -144,15 +142,35 @@ impl ChunkWriter {
     }
 
     fn io_failure(&self, error: &std::io::Error) -> Failure {
-        let code = match error.kind() {
-            std::io::ErrorKind::InvalidInput => "INVALID_ARGUMENT",
-            _ => "UNKNOWN",
-        };
-        Failure::new(code, format!("{}: {error}", self.path.display()))
+        io_failure(&self.path, error)
     }
 }
 
-/// A `DurableFile` for `path` (written as `path.tmp` until committed).
+/// An I/O error of the file at `path` as the error class it stands for: a path that cannot be
+/// written (`InvalidArgument`, `PermissionDenied`), a full disk (`ResourceExhausted`), else the
+/// system's failure (`Internal`); the path said once.
+fn io_failure(path: &Path, error: &std::io::Error) -> Failure {
+    use std::io::ErrorKind;
+    let code = match error.kind() {
+        ErrorKind::InvalidInput
+        | ErrorKind::NotFound
+        | ErrorKind::IsADirectory
+        | ErrorKind::NotADirectory
+        | ErrorKind::AlreadyExists => "INVALID_ARGUMENT",
+        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => "PERMISSION_DENIED",
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => "RESOURCE_EXHAUSTED",
+        _ => "INTERNAL",
+    };
+    let text = error.to_string();
+    let shown = path.display().to_string();
+    // A message that names the path already is not prefixed with it again.
+    match text.starts_with(&shown) {
+        true => Failure::new(code, text),
+        false => Failure::new(code, format!("{shown}: {text}")),
+    }
+}
+
+/// A `DurableFile` for `path` (written as `path.PID-N.tmp` until committed).
 fn create(path: &Path) -> Result<DurableFile, Failure> {
     let name = path
         .file_name()
@@ -162,12 +180,10 @@ fn create(path: &Path) -> Result<DurableFile, Failure> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    DurableFile::create(dir, name)
-        .map_err(|error| Failure::new("UNKNOWN", format!("{}: {error}", path.display())))
-}
-
-fn temp_path(path: &Path) -> PathBuf {
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(storage::durable_file::TEMP_SUFFIX);
-    PathBuf::from(temp)
+    // A temporary name of this writer's own: two writers of one path each write theirs whole
+    // and the last closed stays (`path.tmp` alone was removed under the first by the second).
+    static WRITERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let writer = WRITERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stem = format!("{name}.{}-{writer}", std::process::id());
+    DurableFile::create_as(dir, name, &stem).map_err(|error| io_failure(path, &error))
 }

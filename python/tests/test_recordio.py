@@ -170,3 +170,27 @@ def test_a_writer_replaces_only_a_regular_file(tmp_path, kind):
         run_tool("recordio", "write", "--out", str(path), input=b"00\n")
     assert aimed.read_bytes() == b"kept"
     assert kind != "symlink" or path.is_symlink()
+
+
+def test_two_writers_of_one_path_each_write_theirs_whole(tmp_path):
+    """Each writer writes under a temporary name of its own: both close, and the file holds the
+    one closed last, whole (the second used to remove the first's temporary file, so the first
+    close published the second's records and the second failed)."""
+    path = tmp_path / "same.rio"
+    first, second = Writer(path), Writer(path)
+    for index in range(100):
+        first.write(f"one-{index}".encode())
+    for index in range(3):
+        second.write(f"two-{index}".encode())
+    first.close()
+    assert len(list(Reader(path))) == 100
+    second.close()
+    assert list(Reader(path)) == [b"two-0", b"two-1", b"two-2"]
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["same.rio"], "no temporary file left"
+
+
+def test_a_path_no_writer_can_use_is_an_invalid_argument(tmp_path):
+    (tmp_path / "dir").mkdir()
+    for path in (tmp_path / "dir", tmp_path / "missing" / "x.rio"):
+        with pytest.raises(raftrain.InvalidArgument, match=str(path.parent if path.name == "x.rio" else path)):
+            Writer(path)
