@@ -16,7 +16,7 @@ import json
 import os
 import socket
 import time
-from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _native
 from .errors import InvalidArgument, TasksFailed
@@ -55,9 +55,17 @@ def _count(field: str, value) -> int:
     return number
 
 
+def _flag(field: str, value) -> bool:
+    """`value` as a truth value: `True` or `False` (or NumPy's), never a string or a number,
+    whose truth says nothing (`"false"` is true)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise InvalidArgument(f"{field}: True or False, not {value!r}")
+
+
 def _policy(policy: dict) -> dict:
     """The queue policy's values checked (`retry_failed_next_pass` a truth value, the rest counts)."""
-    return {key: bool(value) if key == "retry_failed_next_pass" else _count(key, value) for key, value in policy.items()}
+    return {key: _flag(key, value) if key == "retry_failed_next_pass" else _count(key, value) for key, value in policy.items()}
 
 
 def _shuffle_seed(shuffle: bool, seed: int) -> Optional[int]:
@@ -272,7 +280,14 @@ class TaskClient:
         `shuffle` and `seed`, and the queue policy keys (`task-timeout-min-ms`, ...; `_` or `-`
         alike). `restart=True` is `job submit --restart`: a job of this name that ended is
         trained again as a new incarnation. Returns `{"tasks", "chunks", "records"}`."""
-        fields = {str(key).replace("-", "_"): value for key, value in dict(spec).items()}
+        if not isinstance(spec, Mapping):
+            raise InvalidArgument(f"a spec is a dict of its keys, not {type(spec).__name__}")
+        fields = {}
+        for key, value in spec.items():
+            field = str(key).replace("-", "_")
+            if field in fields:
+                raise InvalidArgument(f"spec key {key!r} given twice (`-` and `_` spell one key)")
+            fields[field] = value
         known = {"name", "passes", "dataset", "index", "shard_size", "shuffle", "seed", *POLICY_KEYS}
         unknown = sorted(set(fields) - known)
         if unknown:
@@ -283,9 +298,13 @@ class TaskClient:
         if fields.get("index") is not None:
             if fields.get("shard_size") is None:
                 raise InvalidArgument("shard-size: an index dataset needs one")
-            index = (int(fields["index"]), int(fields["shard_size"]))
+            index = (_count("index", fields["index"]), _count("shard-size", fields["shard_size"]))
+        if "seed" in fields and not fields.get("shuffle", False):
+            raise InvalidArgument("seed: only a shuffled job has one (give shuffle: True)")
+        if isinstance(fields.get("dataset"), (str, bytes)) or "dataset" in fields and not isinstance(fields["dataset"], (list, tuple)):
+            raise InvalidArgument(f"dataset: a list of RecordIO paths or globs, not {fields['dataset']!r}")
         policy = {key: fields[key] for key in POLICY_KEYS if key in fields}
-        shuffled = dict(shuffle=bool(fields.get("shuffle", False)), seed=int(fields.get("seed", 0)))
+        shuffled = dict(shuffle=_flag("shuffle", fields.get("shuffle", False)), seed=_count("seed", fields.get("seed", 0)))
         return self.submit_job(
             fields["name"],
             passes=fields["passes"],

@@ -164,6 +164,23 @@ def test_submit_mirrors_job_submit_and_restart_trains_an_ended_job_again(masters
     assert sorted(covered(client)) == [0]
     with pytest.raises(raftrain.InvalidArgument):
         client.submit({"name": "s", "passes": 1, "index": 4, "shard-size": 2, "colour": "red"})
+    base = {"name": "loose", "passes": 1, "index": 4, "shard-size": 2}
+    loose = raftrain.TaskClient(masters.masters, name="loose", job="loose")
+    for extra, named in [
+        ({"shuffle": "false"}, "shuffle: True or False, not 'false'"),
+        ({"retry-failed-next-pass": "no"}, "retry_failed_next_pass: True or False"),
+        ({"index": 10.7}, "index: a whole number, not 10.7"),
+        ({"index": "ten"}, "index: a whole number, not 'ten'"),
+        ({"seed": 3}, "seed: only a shuffled job has one"),
+        ({"shard_size": 2}, "given twice"),
+        ({"dataset": "train.rio", "index": None}, "dataset: a list of RecordIO paths"),
+    ]:
+        with pytest.raises(raftrain.InvalidArgument, match=named):
+            loose.submit({**base, **extra})
+    for spec in (None, "name=x"):
+        with pytest.raises(raftrain.InvalidArgument, match="a spec is a dict"):
+            loose.submit(spec)
+    assert not [job for job in client.jobs() if job["name"] == "loose"], "nothing half-applied"
     again = raftrain.TaskClient(masters.masters, name="spec-again", job="s")
     assert again.report_index_dataset("s", 6, 2, passes=2, restart=True)["tasks"] == 3
     assert sorted(covered(again)) == [0, 1], "the new incarnation's own passes"
