@@ -157,7 +157,7 @@ async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<
         }
         JobCommand::Cancel { name, .. } => {
             client.cancel_job(name).await?;
-            println!("job {name:?} cancelled");
+            println!("{}", cancelled_line(&client, name).await);
         }
         JobCommand::Checkpoint { name, json, .. } => {
             progress::checkpoint(client, name, *json).await?
@@ -214,4 +214,19 @@ fn checkpoint_column(job: &client::JobSummary) -> String {
         column += &format!("; slot {slot} cannot reload: {}", crate::status::escaped(reason));
     }
     column
+}
+
+/// What a cancel of `name` did, as the job list says after it: a job that had finished stays
+/// finished (a cancel changes nothing, and its pservers serve the model until it is removed).
+async fn cancelled_line(client: &MasterClient, name: &str) -> String {
+    let listed = client.list_jobs().await.ok();
+    let newest =
+        listed.as_ref().and_then(|list| list.jobs.iter().rev().find(|job| job.job == name));
+    match newest.map(|job| job.state) {
+        Some(client::JobPhase::Finished) => format!(
+            "job {name:?} had already finished: nothing was cancelled (its pservers serve the \
+             model until the job is removed; stop them yourself)"
+        ),
+        _ => format!("job {name:?} cancelled"),
+    }
 }

@@ -179,6 +179,9 @@ async fn two_jobs_train_at_once_while_a_third_is_cancelled() {
     let listed = job_list(&group);
     assert_eq!(state_of(&listed, "a").as_deref(), Some("finished"), "{listed}");
     assert_eq!(state_of(&listed, "b").as_deref(), Some("finished"), "{listed}");
+    let cancel = raftrain_ok(&["job", "cancel", "a", "--masters", &masters], b"");
+    assert!(cancel.contains("had already finished: nothing was cancelled"), "{cancel}");
+    assert_eq!(state_of(&job_list(&group), "a").as_deref(), Some("finished"));
     let summary = raftrain_ok(&["status", "--masters", &masters], b"");
     assert!(["a", "b", "c"].iter().all(|name| summary.contains(name)), "{summary}");
 }
@@ -232,7 +235,7 @@ async fn a_restored_progress_checkpoint_redoes_exactly_what_came_after_it() {
     let restored =
         raftrain_ok(&["job", "restore", "r", "--checkpoint", &id, "--masters", &masters], b"");
     let todo = 40 - done_at_checkpoint.len();
-    assert!(restored.contains(&format!("pass 1, {todo} tasks to do")), "{restored}");
+    assert!(restored.contains(&format!("pass 2, {todo} tasks to do")), "{restored}");
     let after = Arc::new(Mutex::new(History::default()));
     let trainers = spawn_consumers(2, "v", work, &after, || client_of(&group, "r"));
     for trainer in trainers {
