@@ -157,7 +157,7 @@ async fn execute(client: &MasterClient, command: &JobCommand) -> anyhow::Result<
         }
         JobCommand::Cancel { name, .. } => {
             client.cancel_job(name).await?;
-            println!("{}", cancelled_line(&client, name).await);
+            println!("{}", cancelled_line(client, name).await);
         }
         JobCommand::Checkpoint { name, json, .. } => {
             progress::checkpoint(client, name, *json).await?
