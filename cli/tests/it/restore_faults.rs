@@ -63,6 +63,33 @@ async fn checkpointed(group: &MasterGroup, pservers: &mut PServerProcesses, name
     id
 }
 
+/// `job restore` waiting for its pservers says the restore did not happen when the job is
+/// cancelled meanwhile (it printed "restored ... with its model" and exited 0): a paused
+/// pserver keeps its slot for its lease (long here), so the restore waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_waiting_when_its_job_is_cancelled_says_it_did_not_happen() {
+    let group = MasterGroup::start(3, &["--pserver-lease-ms", "30000"]);
+    let masters = group.addrs.join(",");
+    let dir = tempfile::tempdir().expect("temp");
+    let mut pservers = PServerProcesses::new(&group.addrs, dir.path(), 2);
+    let id = checkpointed(&group, &mut pservers, "w").await.to_string();
+    pservers.signal(0, Signal::SIGSTOP);
+    let restore = ["job", "restore", "w", "--checkpoint", &id, "--masters", &masters];
+    let owned: Vec<String> = restore.iter().map(|arg| arg.to_string()).collect();
+    let waiting = std::thread::spawn(move || {
+        let args: Vec<&str> = owned.iter().map(String::as_str).collect();
+        raftrain(&[&args[..], &["--wait-secs", "60"]].concat(), b"")
+    });
+    let restoring = || listed(&group, "w")["reloads_waiting"].as_u64() >= Some(1);
+    wait_until(Duration::from_secs(30), restoring, || pservers.logs());
+    raftrain_ok(&["job", "cancel", "w", "--masters", &masters], b"");
+    let waited = waiting.join().expect("the waiting restore");
+    let said = "cancelled while its pservers reloaded: it was not restored";
+    let output = format!("{}{}", waited.stdout_text(), waited.stderr);
+    assert!(!waited.success && waited.stderr.contains(said), "{output}");
+    pservers.kill(0);
+}
+
 /// A cancel made while a restore waits for its pservers is final: the paused pserver's slot is
 /// released a lease after it is killed, and that release completes nothing; the job stays
 /// cancelled, no restore waits, and a restore of it is refused.
