@@ -13,13 +13,13 @@ import os
 import random
 import struct
 import tempfile
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
 from . import _native
 from .errors import InvalidArgument
-from .task_client import DEADLINE_S_DEFAULT, Masters, _path, master_list
+from .task_client import DEADLINE_S_DEFAULT, Masters, _count, _path, master_list
 
 #: Parameters are cut into blocks of this many elements, spread over the pserver slots.
 BLOCK_ELEMENTS_DEFAULT = 65_536
@@ -44,7 +44,7 @@ class PServerClient:
     ):
         self._native = _native.PServerClient(
             master_list(masters),
-            initializer if initializer is not None else random.getrandbits(63) + 1,
+            _count("initializer", initializer) if initializer is not None else random.getrandbits(63) + 1,
             job=job or "",
             tls_ca=_path(tls_ca),
             tls_cert=_path(tls_cert),
@@ -52,6 +52,9 @@ class PServerClient:
             token_file=_path(token_file),
             deadline_s=deadline_s,
         )
+        # Each parameter's shape, once this client offered or pulled the layout: a push of
+        # another shape with the same count of values would land on the wrong elements.
+        self._shapes: Dict[str, Tuple[int, ...]] = {}
 
     def init(
         self,
@@ -73,7 +76,8 @@ class PServerClient:
                 offset = int(np.flatnonzero(~np.isfinite(array.reshape(-1)))[0])
                 raise InvalidArgument(f"parameter {name!r}: element {offset} is {array.reshape(-1)[offset]} (not finite); init offers finite values only")
         tensors = [(name, list(array.shape), array.tobytes()) for name, array in arrays.items()]
-        self._native.init(tensors, optimizer, float(learning_rate), int(block_elements))
+        self._native.init(tensors, optimizer, float(learning_rate), _count("block_elements", block_elements))
+        self._shapes = {name: array.shape for name, array in arrays.items()}
 
     def push(self, grads: Mapping[str, np.ndarray]) -> bool:
         """Applies gradients (every parameter or some) on the pservers, at most once.
@@ -82,19 +86,21 @@ class PServerClient:
         restore (``raftrain job restore``) replaced since the last ``pull``: pull, and push
         what is computed on the restored model. A push before any pull is taken as is.
         """
-        return self._native.push(
-            [(name, array.tobytes()) for name, array in _float32(grads).items()]
-        )
+        arrays = _float32(grads)
+        for name, array in arrays.items():
+            shape = self._shapes.get(name)
+            if shape is not None and array.shape != shape:
+                raise InvalidArgument(f"gradient {name!r}: shape {list(array.shape)}, the parameter's is {list(shape)}")
+        return self._native.push([(name, array.tobytes()) for name, array in arrays.items()])
 
     def pull(self) -> Dict[str, np.ndarray]:
         """The whole model, each block a consistent copy, as float32 arrays of their shapes.
         A client that did not `init` takes the layout the job's pservers serve (a driver or a
         new process evaluating or exporting the model), waiting up to `deadline_s` for a
         trainer to initialize them."""
-        return {
-            name: np.frombuffer(values, dtype="<f4").reshape(shape)
-            for name, shape, values in self._native.pull()
-        }
+        pulled = {name: np.frombuffer(values, dtype="<f4").reshape(shape) for name, shape, values in self._native.pull()}
+        self._shapes = {name: array.shape for name, array in pulled.items()}
+        return pulled
 
     def save_safetensors(self, path) -> Dict[str, np.ndarray]:
         """Pulls the model and writes it to `path` as safetensors (float32, the parameters'

@@ -498,7 +498,8 @@ class TaskClient:
         first (unless `data_only`): `reloading` pservers reload, and no task is handed out
         until they have (`todo` is then counted once the queue goes back). Returns
         `{"pass_index", "todo", "reloading"}`."""
-        pass_index, todo, reloading = self._native.restore(int(checkpoint_id), bool(data_only))
+        checkpoint_id = _count("checkpoint_id", checkpoint_id)
+        pass_index, todo, reloading = self._native.restore(checkpoint_id, _flag("data_only", data_only))
         self._native.go_to(pass_index)
         return {"pass_index": pass_index, "todo": todo, "reloading": reloading}
 

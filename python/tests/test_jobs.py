@@ -54,6 +54,11 @@ def test_a_restored_checkpoint_gives_back_the_tasks_done_after_it(masters):
             done.append(task.start)
         if done is before:
             checkpoint_id = client.checkpoint()
+    for bad in (-1, 2**64, 1.9, "abc", True):
+        with pytest.raises(raftrain.InvalidArgument, match="checkpoint_id"):
+            client.restore(bad)
+    with pytest.raises(raftrain.InvalidArgument, match="data_only: True or False"):
+        client.restore(checkpoint_id, data_only="no")
     assert client.restore(checkpoint_id) == {"pass_index": 0, "todo": 6, "reloading": 0}
     redone = sorted(index for indices in covered(client).values() for index in indices)
     assert redone == sorted(set(range(10)) - set(before))

@@ -58,8 +58,13 @@ def test_misuse_is_refused_clearly(masters, start_pservers):
     client.init({"w": np.zeros(3)}, "adam", learning_rate=0.1)
     with pytest.raises(raftrain.InvalidArgument, match="not a parameter"):
         client.push({"nope": np.zeros(3)})
-    with pytest.raises(raftrain.InvalidArgument, match="values"):
+    with pytest.raises(raftrain.InvalidArgument, match=r"shape \[4\], the parameter's is \[3\]"):
         client.push({"w": np.zeros(4)})
+    with pytest.raises(raftrain.InvalidArgument, match=r"gradient 'w': shape \[3, 1\], the parameter's is \[3\]"):
+        client.push({"w": np.zeros((3, 1))})  # the same count of values, another shape
+    for bad in (-1, 2**64, 1.5, "one"):
+        with pytest.raises(raftrain.InvalidArgument, match="initializer"):
+            raftrain.PServerClient(masters.masters, initializer=bad)
     other = raftrain.PServerClient(masters.masters)
     with pytest.raises(raftrain.FailedPrecondition, match="layout"):
         other.init({"w": np.zeros(5)}, "adam", learning_rate=0.1)
