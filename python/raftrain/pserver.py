@@ -12,7 +12,6 @@ import json
 import os
 import random
 import struct
-import tempfile
 from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
@@ -122,7 +121,13 @@ def _write_safetensors(path, tensors: Mapping[str, np.ndarray]) -> None:
     encoded += b" " * (-len(encoded) % 8)
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    descriptor, temporary = tempfile.mkstemp(prefix=".safetensors-", dir=directory)
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}-{random.getrandbits(32):08x}.tmp")
+    try:
+        # Created with the umask's mode, as any saved file (mkstemp's is 0600).
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as error:
+        # Named by the path asked for, not the temporary one.
+        raise type(error)(error.errno, error.strerror, path) from None
     try:
         with os.fdopen(descriptor, "wb") as file:
             file.write(struct.pack("<Q", len(encoded)) + encoded)

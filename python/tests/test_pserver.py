@@ -5,6 +5,7 @@ computed before a restore is refused, and misuse is a clear exception."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -129,3 +130,10 @@ def test_a_client_that_never_initialized_attaches_pulls_and_saves(masters, start
     np.testing.assert_array_equal(loaded["w"], params["w"])
     np.testing.assert_array_equal(loaded["b"], pulled["b"])
     assert [entry.name for entry in path.parent.iterdir()] == ["model.safetensors"], "no temporary file is left"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask, "saved with the umask's mode, as any file"
+    missing = tmp_path / "missing" / "model.safetensors"
+    with pytest.raises(FileNotFoundError) as raised:
+        raftrain.PServerClient(masters.masters).save_safetensors(missing)
+    assert raised.value.filename == str(missing), "named by the path asked for"
