@@ -135,8 +135,7 @@ class Walk:
             # The loop consumed the last task: its finish report is queued.
             self.current.reported_upto = loader._reports_queued()
         registration.take(step)
-        receipt = (step.task.task_id, step.task.dispatch)
-        registration.number = carrier.issue(receipt, dispatched_at) if carrier is not None else None
+        registration.number = carrier.issue(registration.held, dispatched_at) if carrier is not None else None
         self.current = registration
         # In the training process itself (no DataLoader workers), while this task's last
         # batches are consumed, another registration asks for its next task (no sooner: a

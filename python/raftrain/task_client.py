@@ -301,8 +301,9 @@ class TaskClient:
             index = (_count("index", fields["index"]), _count("shard-size", fields["shard_size"]))
         if "seed" in fields and not fields.get("shuffle", False):
             raise InvalidArgument("seed: only a shuffled job has one (give shuffle: True)")
-        if isinstance(fields.get("dataset"), (str, bytes)) or "dataset" in fields and not isinstance(fields["dataset"], (list, tuple)):
-            raise InvalidArgument(f"dataset: a list of RecordIO paths or globs, not {fields['dataset']!r}")
+        dataset = fields.get("dataset")
+        if dataset is not None and not isinstance(dataset, (list, tuple)):
+            raise InvalidArgument(f"dataset: a list of RecordIO paths or globs, not {dataset!r}")
         policy = {key: fields[key] for key in POLICY_KEYS if key in fields}
         shuffled = dict(shuffle=_flag("shuffle", fields.get("shuffle", False)), seed=_count("seed", fields.get("seed", 0)))
         return self.submit_job(

@@ -1,7 +1,8 @@
 //! The membership RPCs (`raftrain member`): `Members` lists the group as the leader sees it;
 //! `ChangeMember` adds a learner (after asking it who it is and what it decodes: a master
 //! answering as another id, holding a log already (another group's, or a backup's), or
-//! decoding less than the group's feature level, is refused before the group changes), promotes one that caught up, or removes a member.
+//! decoding less than the group's feature level, is refused before the group changes),
+//! promotes one that caught up, or removes a member.
 
 use std::time::Duration;
 
@@ -76,8 +77,8 @@ pub(super) async fn change_member(
 /// `id`, hold no log of another group, and decode at least the group's feature level (else it
 /// would stop at the first entry of a newer kind it receives).
 async fn check_newcomer(rpc: &MasterRpc, id: u64, addr: &str) -> Result<(), Status> {
-    let members = rpc.node.cluster_info().members;
-    if members.iter().any(|member| member.id == id || member.addr == addr) {
+    let ours = rpc.node.cluster_info();
+    if ours.members.iter().any(|member| member.id == id || member.addr == addr) {
         // The same member again (a restarted joiner), or an id or address taken:
         // `add_learner` tells which.
         return Ok(());
@@ -94,7 +95,7 @@ async fn check_newcomer(rpc: &MasterRpc, id: u64, addr: &str) -> Result<(), Stat
             info.node_id
         )));
     }
-    if let Some(foreign) = foreign_log(&rpc.node.cluster_info(), &info) {
+    if let Some(foreign) = foreign_log(&ours, &info) {
         return Err(Status::failed_precondition(format!(
             "the master at {addr} holds a log of another group ({foreign}): it was founded \
              on its own or seeded from a backup; a new member starts with an empty \
@@ -128,11 +129,11 @@ fn foreign_log(
     if newcomer.term > ours.term {
         return Some(format!("its term {} is above the group's {}", newcomer.term, ours.term));
     }
-    let known = |member: &&pb_raft::Member| {
+    let known = |member: &pb_raft::Member| {
         member.id != newcomer.node_id
             && ours.members.iter().any(|our| our.id == member.id && our.addr == member.addr)
     };
-    if !newcomer.members.iter().any(|member| known(&member)) {
+    if !newcomer.members.iter().any(known) {
         let theirs: Vec<String> = newcomer
             .members
             .iter()
