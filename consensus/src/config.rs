@@ -164,22 +164,24 @@ impl NodeConfig {
     }
 
     /// A node that listens on a host's own address is the peer of that address: started with
-    /// the wrong `--id`, it would answer for another member (and vote as it). Checked where
-    /// both are IP addresses and the peers are dialled at `listen` (no separate Raft
-    /// addresses); a wildcard `listen`, port 0 or a host name cannot be compared.
+    /// the wrong `--id`, it would answer for another member (and vote as it). Refused where
+    /// `listen` is another member's address, or on the IP of this node's own address at
+    /// another port; checked only where the peers are dialled at `listen` (no separate Raft
+    /// addresses) and both are IP addresses. A wildcard `listen`, port 0, a host name or
+    /// another IP (a translated address) cannot be compared.
     fn check_own_addr(&self) -> Result<(), ConfigError> {
-        let own = self.peers.get(&self.id).and_then(|addr| addr.parse::<SocketAddr>().ok());
-        match own {
-            Some(own)
-                if self.raft_addrs.is_empty()
-                    && !self.listen.ip().is_unspecified()
-                    && self.listen.port() != 0
-                    && own != self.listen =>
-            {
-                Err(ConfigError::NotOwnAddr { id: self.id, listen: self.listen, addr: own })
-            }
-            _ => Ok(()),
+        let listen = self.listen;
+        if !self.raft_addrs.is_empty() || listen.ip().is_unspecified() || listen.port() == 0 {
+            return Ok(());
         }
+        let parsed = |addr: &String| addr.parse::<SocketAddr>().ok();
+        let Some(own) = self.peers.get(&self.id).and_then(parsed) else { return Ok(()) };
+        let others = self.peers.iter().filter(|(id, _)| **id != self.id);
+        let anothers = others.filter_map(|(_, addr)| parsed(addr)).any(|addr| addr == listen);
+        if anothers || (own.ip() == listen.ip() && own.port() != listen.port()) {
+            return Err(ConfigError::NotOwnAddr { id: self.id, listen, addr: own });
+        }
+        Ok(())
     }
 
     /// The openraft configuration these settings stand for.
@@ -335,5 +337,7 @@ mod tests {
             .contains("node 2 listens on 127.0.0.1:1 but the peers give 127.0.0.1:2"));
         assert_eq!(at(2, "0.0.0.0:2"), Ok(()), "a wildcard");
         assert_eq!(at(3, "127.0.0.1:3"), Ok(()), "a host name");
+        assert!(at(2, "127.0.0.1:9").is_err(), "its own IP at another port");
+        assert_eq!(at(2, "10.0.0.2:2"), Ok(()), "another IP: a translated address");
     }
 }
