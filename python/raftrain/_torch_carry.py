@@ -140,8 +140,8 @@ class WorkerCarrier:
     def __init__(self, carriage: Carriage, worker: int):
         self.carriage = carriage
         self.worker = worker
-        # The last claim: the numbers it carries, and the number it claimed up to.
-        self._claim: Tuple[List[int], int] = ([], 0)
+        # The claims whose asks are under way, in the order claimed.
+        self._claims: List[_Claim] = []
 
     def issue(self, receipt: Receipt, asked_at: float) -> int:
         """The number of the task this worker takes now (`receipt`, asked for at `asked_at`),
@@ -158,9 +158,17 @@ class WorkerCarrier:
         """The last of this worker's tasks the training loop consumed."""
         return self.carriage._get(self.worker, CONSUMED)
 
-    def claim(self) -> List[Receipt]:
+    def answered_upto(self) -> int:
+        """The last of this worker's tasks whose finish an ask of this worker carried and was
+        answered."""
+        return self.carriage._get(self.worker, ANSWERED)
+
+    def claim(self, leave: Sequence[Receipt] = ()) -> List[Receipt]:
         """The consumed finishes no ask or the training process took yet (at most
-        `FINISHED_PER_STEP_MAX`), for this ask to carry: `settle` must follow."""
+        `FINISHED_PER_STEP_MAX`), for this ask to carry, stopping before any of `leave` (the
+        last finishes of asks sent at once with this one, which carry their own:
+        `Registration.ask_ahead_together`): `settle` must follow. Claims are answered in any
+        order; the training process learns a verdict once every earlier claim's is in."""
         carriage, worker = self.carriage, self.worker
         numbers: List[int] = []
         receipts: List[Receipt] = []
@@ -170,8 +178,12 @@ class WorkerCarrier:
                 slot = (worker * RING + number % RING) * 3
                 if carriage._ring[slot] != number:
                     continue  # not consumed (a stopped iteration's task), or sent by the training process
+                receipt = (carriage._ring[slot + 1], carriage._ring[slot + 2])
+                if receipt in leave:
+                    end = number - 1
+                    break
                 numbers.append(number)
-                receipts.append((carriage._ring[slot + 1], carriage._ring[slot + 2]))
+                receipts.append(receipt)
                 if len(numbers) == FINISHED_PER_STEP_MAX:
                     end = number
                     break
@@ -179,21 +191,39 @@ class WorkerCarrier:
                 return []
             carriage._set(worker, CLAIMED, end)
             carriage._set(worker, CARRIER, os.getpid())
-        self._claim = (numbers, end)
+        claim = _Claim(receipts, numbers, end)
+        self._claims.append(claim)
         if not numbers:
-            carriage._set(worker, ANSWERED, end)
+            self._answered(claim)
         return receipts
 
     def settle(self, claimed: Sequence[Receipt], accepted: Optional[Sequence[bool]], failure: Optional[BaseException] = None) -> None:
-        """The answers to the last claim's finishes (`accepted`, per receipt), or its ask's
-        failure (the training process then sends them itself)."""
-        carriage, worker = self.carriage, self.worker
-        numbers, end = self._claim
-        answers = list(accepted) if failure is None and accepted is not None else [None] * len(numbers)
-        for number, taken in zip(numbers, answers):
+        """The answers to the finishes of the claim that returned `claimed` (`accepted`, per
+        receipt), or its ask's failure (the training process then sends them itself)."""
+        claim = next(each for each in self._claims if each.receipts is claimed)
+        answers = list(accepted) if failure is None and accepted is not None else [None] * len(claim.numbers)
+        for number, taken in zip(claim.numbers, answers):
             code = UNSENT if taken is None else (ACCEPTED if taken else REFUSED)
-            carriage._verdicts[worker * RING + number % RING] = (number << 2) | code
-        carriage._set(worker, ANSWERED, end)
+            self.carriage._verdicts[self.worker * RING + number % RING] = (number << 2) | code
+        self._answered(claim)
+
+    def _answered(self, claim: "_Claim") -> None:
+        """`claim`'s verdicts are written: the answered counter moves past every claim whose
+        verdicts are in, up to the first still under way."""
+        claim.answered = True
+        while self._claims and self._claims[0].answered:
+            self.carriage._set(self.worker, ANSWERED, self._claims.pop(0).end)
+
+
+class _Claim:
+    """One ask's claim of a worker's consumed finishes: the receipts it carries (the list
+    object the ask settles with), their task numbers, and the number it claimed up to."""
+
+    def __init__(self, receipts: List[Receipt], numbers: List[int], end: int):
+        self.receipts = receipts
+        self.numbers = numbers
+        self.end = end
+        self.answered = False
 
 
 def _alive(pid: int) -> bool:

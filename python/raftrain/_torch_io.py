@@ -248,6 +248,11 @@ class Registration:
         self.number: Optional[int] = None
         # When the held task was asked for (its dispatch was no earlier).
         self._held_asked_since: Optional[float] = None
+        # A worker's task recorded as taken before this registration took it (asked for at
+        # once with the task taken before it), and its number.
+        self.issued: Optional[Tuple[Receipt, int]] = None
+        # The steps the last answered one was asked at once with (`_Ahead.group`).
+        self._answered_group: Optional[list] = None
 
     def ask_order(self) -> Tuple[bool, int]:
         """Sorts registrations asked ahead first, in the order they were asked, then the others
@@ -338,6 +343,10 @@ class Registration:
             raise
         self._ahead = _Ahead(pending, claimed, reports, next(Registration._asks), group)
 
+    def asked_ahead(self) -> bool:
+        """Whether a step asked ahead is still to be taken (`step`)."""
+        return self._ahead is not None
+
     def step(self, reports: Optional[Reports] = None):
         """The next step: the one asked ahead, or asked now (carrying the finishes `reports`,
         given, has not sent yet)."""
@@ -345,11 +354,23 @@ class Registration:
             self._asking()
             return self._ask(reports)
         ahead, self._ahead = self._ahead, None
+        self._answered_group = ahead.group
         step = ahead.answer()
         if self.holds(step):
             # Asked before its last task's report landed: ask again now.
             return self._ask(reports)
         return step
+
+    def answered_with(self, other: "Registration"):
+        """The answer (waited for) to this registration's step asked at once with the one
+        `other` took last; `None` when there is none such or it failed (`step` raises it)."""
+        ahead = self._ahead
+        if self is other or ahead is None or ahead.group is None or ahead.group is not other._answered_group:
+            return None
+        try:
+            return ahead.pending.result()
+        except Exception:  # noqa: BLE001 - raised again where the step is taken
+            return None
 
     def settle_ahead(self) -> None:
         """Waits for the step asked ahead, if any, and hands the answers to the finishes it

@@ -89,6 +89,8 @@ class Walk:
         order asked, and the others ask until one is handed a task it did not hold, the pass
         moved or ended, or (in a worker) nothing is free."""
         reports = self.loader._reports if self.loader is not None else self.carrier
+        if self.carrier is not None:
+            self._ask_pair()
         steps: Steps = []
         for registration in Registration.in_pass_order(sorted(self.registrations, key=Registration.ask_order, reverse=True)):
             if self._unconsumed(registration):
@@ -98,12 +100,29 @@ class Walk:
             steps.append((registration, step))
             if step.kind != StepKind.Wait and not registration.holds(step):
                 break
-            if step.kind == StepKind.Wait and self.loader is None:
+            if step.kind == StepKind.Wait and self.loader is None and not self._asked_ahead():
                 # A worker: nothing is free for the job, so another registration's ask (a
                 # write) would be answered alike (in the training process one may still carry
                 # the finishes that end the pass).
                 break
         return steps
+
+    def _ask_pair(self) -> None:
+        """A worker whose registrations have no ask under way and two of them free (their
+        tasks consumed) asks for two tasks at once, saying so: the masters write both asks as
+        one entry (one disk sync on each master for two tasks, as for the training process's
+        own asks ahead), and each carries its registration's last finish, the first the rest
+        too (an ask applied before its own finish would be answered that task again)."""
+        if self._asked_ahead():
+            return
+        ordered = sorted(self.registrations, key=Registration.ask_order, reverse=True)
+        free = [registration for registration in ordered if not self._unconsumed(registration)]
+        if len(free) >= 2:
+            Registration.ask_ahead_together(free[:2], self.carrier, [])
+
+    def _asked_ahead(self) -> bool:
+        """Whether a registration's step asked ahead is still to be taken."""
+        return any(registration.asked_ahead() for registration in self.registrations)
 
     def _unconsumed(self, registration: Registration) -> bool:
         """Whether `registration` (of a worker whose asks carry its training process's finishes)
@@ -135,13 +154,15 @@ class Walk:
             # The loop consumed the last task: its finish report is queued.
             self.current.reported_upto = loader._reports_queued()
         registration.take(step)
-        registration.number = carrier.issue(registration.held, dispatched_at) if carrier is not None else None
+        if carrier is not None:
+            self._issue(registration, dispatched_at)
         self.current = registration
         # In the training process itself (no DataLoader workers), while this task's last
         # batches are consumed, another registration asks for its next task (no sooner: a
-        # task's deadline runs from its dispatch), once its last report is in. Workers do not:
-        # their asks already overlap the training loop, and a worker holding tasks ahead makes
-        # the DataLoader, which takes batches from its workers in turn, wait on the others.
+        # task's deadline runs from its dispatch), once its last report is in. Workers do not
+        # ask while they read (their asks already overlap the training loop, and a worker
+        # holding tasks ahead makes the DataLoader, which takes batches from its workers in
+        # turn, wait on the others), but ask for two at once (`_ask_pair`).
         others = [other for other in self.registrations if other is not registration]
         if loader is not None:
             ask_ahead = lambda left, count: self.dataset._ask_ahead(others, loader, left, count)  # noqa: E731
@@ -151,6 +172,23 @@ class Walk:
         yield from self.dataset._batches(step.task, ask_ahead, dispatched_at, carry)
         self.yielded, self.idle_since = True, None
         self.pause, self.unconsumed_pause = HELD_POLL_S_MIN, CONSUMED_POLL_S_MIN
+
+    def _issue(self, registration: Registration, dispatched_at: float) -> None:
+        """(A worker.) Records the task `registration` took in the carriage (`Carriage.held`),
+        unless it was already, and the tasks asked for at once with it as soon as they are
+        answered, before this worker reads them: their deadlines run while they wait behind
+        this task's batches, and the training process reports the progress of the tasks
+        recorded there."""
+        issued, registration.issued = registration.issued, None
+        if issued is not None and issued[0] == registration.held:
+            registration.number = issued[1]
+        else:
+            registration.number = self.carrier.issue(registration.held, dispatched_at)
+        for other in self.registrations:
+            step = other.answered_with(registration)
+            if step is not None and step.kind == StepKind.Task and not other.holds(step):
+                receipt = (step.task.task_id, step.task.dispatch)
+                other.issued = (receipt, self.carrier.issue(receipt, other.asked_since or time.monotonic()))
 
     def _own_reports_landed(self, steps: Steps) -> bool:
         """In the training process, a registration answered the task this process is

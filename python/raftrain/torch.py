@@ -5,7 +5,7 @@ DataLoader workers and training processes. Importing `raftrain` does not import 
 How it works
 ------------
 Each DataLoader worker (or the training process itself with `num_workers=0`) is a trainer of
-the job, three times over (see below): the training process registers its workers' trainers
+the job, three or four times over (see below): the training process registers its workers' trainers
 once and keeps them alive, and each worker (a new process each pass unless
 `persistent_workers`) asks as the ones lent to it. It takes tasks, reads each task's
 samples (`read(start, end)` over an index task's range, or the RecordIO task's checked
@@ -22,10 +22,13 @@ task. So, with any `num_workers` and `prefetch_factor`:
 - prefetched batches of tasks not yet consumed are not reported; if the process dies they are
   lost with it, and their tasks go back to the queue when its trainers' leases end (the
   workers die with their DataLoader): each task is trained on at least once per pass;
-- a worker holds at most three unreported tasks (one per registration): the master hands a
+- a worker holds at most four unreported tasks (one per registration): the master hands a
   trainer one task at a time (and answers one that holds a task with that task until its
   report is in), so the other registrations let a worker read ahead while its previous
-  tasks' last batches wait in the prefetch queue or their reports are on their way; without
+  tasks' last batches wait in the prefetch queue or their reports are on their way; a worker
+  asks for two tasks at once where two of its registrations' tasks were consumed, each ask
+  carrying its registration's last finish and saying so (`step_ahead(together=2)`, below):
+  one replicated entry for both; without
   workers, once a task's batches left are expected to take the loop less than `ASK_AHEAD_S`
   (a share of the task timeout once known, at most `ASK_AHEAD_S_MAX`; a loop slower than
   that asks as it needs the task), the registration that took its task longest ago asks for its next task
@@ -132,10 +135,15 @@ from .task_client import DEADLINE_S_DEFAULT, Masters, TaskClient, _count, master
 
 __all__ = ["TaskDataset", "TaskLoader"]
 
-#: Registrations per worker: one task being consumed by the training loop, one read or asked
-#: ahead, and one whose finish report is on its way (the master answers a trainer that holds a
-#: task with that task until the report is in, so with two the next ask often waited for it).
-REGISTRATIONS_PER_WORKER = 3
+#: Registrations per worker: a pair whose tasks were asked for at once and are being read or
+#: consumed by the training loop, and a pair whose finish reports are on their way (the
+#: master answers a trainer that holds a task with that task until the report is in, so
+#: with fewer the next pair's asks often waited for them).
+REGISTRATIONS_PER_WORKER = 4
+#: Registrations of the training process without workers: one task being consumed, and two
+#: asked ahead once their finish reports are in (a fourth, asking three at once, made no
+#: difference: BENCHMARKS.md).
+REGISTRATIONS_OF_THE_LOOP = 3
 #: How long before a task's batches are expected to run out the next task is asked for (in the
 #: training process, without workers), before the loader learned the job's task timeout:
 #: enough to hide a task hand-off, short enough that a task's deadline, which runs from its
@@ -312,7 +320,7 @@ class TaskDataset(IterableDataset):
         if self._registered_pid != os.getpid():
             worker = get_worker_info()
             if worker is None:
-                clients = [self.client(f"main-{index}") for index in range(REGISTRATIONS_PER_WORKER)]
+                clients = [self.client(f"main-{index}") for index in range(REGISTRATIONS_OF_THE_LOOP)]
             else:
                 # A worker acts as the trainers its training process lent it (registered once,
                 # kept alive there), else it registers its own.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import ctypes
 import itertools
+import json
 import os
 import signal
 import socket
@@ -100,6 +101,13 @@ def run_tool(*args: str, input: Optional[bytes] = None) -> bytes:
     if done.returncode != 0:
         raise AssertionError(f"raftrain {' '.join(args)} failed: {done.stderr.decode(errors='replace')}")
     return done.stdout
+
+
+def leader_log_index(group) -> int:
+    """The leader's last log index, as `raftrain status --json` shows each member's."""
+    status = json.loads(run_tool("status", "--masters", group.masters, "--json"))
+    leader = status["leader"]
+    return next(member["last_log_index"] for member in status["members"] if member["id"] == leader)
 
 
 class Processes:

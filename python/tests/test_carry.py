@@ -1,7 +1,8 @@
 """The finish reports a training process hands its DataLoader workers to carry with their next
 ask (`raftrain._torch_carry`): exactly one of the worker and the training process sends each,
 a finish whose carrier failed or died is sent by the training process, and through real
-masters the workers' asks carry a pass's finishes (one write per task instead of two)."""
+masters the workers' asks carry a pass's finishes (one write per task instead of two), asked
+two at once (one write for two tasks)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import torch  # the test environment installs it: a missing torch fails, never s
 import raftrain._torch_loader
 from raftrain._torch_carry import Carriage, WorkerCarrier
 from raftrain.torch import REGISTRATIONS_PER_WORKER, TaskDataset
+
+from cluster import leader_log_index
 
 FORK = multiprocessing.get_context("fork")
 
@@ -75,6 +78,25 @@ def test_a_finish_whose_ask_failed_or_whose_worker_died_is_the_training_processs
     assert not died.take_over(0, 1) and died.verdict(0, 1) is None
 
 
+def test_two_asks_at_once_carry_their_own_finishes_whichever_is_answered_first():
+    """A worker asking for two tasks at once (`Registration.ask_ahead_together`): the first ask
+    carries the consumed finishes before the second's own last finish, the second that one and
+    after; the training process learns a verdict only once every earlier claim's is in."""
+    carriage = Carriage(1, FORK)
+    carrier = WorkerCarrier(carriage, 0)
+    for number, receipt in ((1, (10, 1)), (2, (11, 1)), (3, (12, 1))):
+        carriage.consumed(0, number, receipt)
+    first = carrier.claim(leave=[(12, 1)])
+    second = carrier.claim()
+    assert (first, second) == ([(10, 1), (11, 1)], [(12, 1)])
+    assert not carriage.take_over(0, 3), "the second ask carries it"
+    carrier.settle(second, [True])
+    assert carrier.answered_upto() == 0, "the first ask is still under way"
+    carrier.settle(first, [True, False])
+    assert carrier.answered_upto() == 3
+    assert [carriage.verdict(0, number) for number in (1, 2, 3)] == [True, False, True]
+
+
 def test_a_task_the_loop_did_not_consume_is_never_carried():
     """A stopped iteration's task (numbered, never consumed) is skipped by the next claim."""
     carriage = Carriage(1, FORK)
@@ -117,15 +139,21 @@ def test_the_workers_asks_carry_the_training_processs_finishes(masters, monkeypa
     monkeypatch.setattr(raftrain._torch_loader, "CARRY_HOLD_S", 30.0)
     rows = torch.arange(200)
     job = f"carried-{start_method}"
-    dataset = TaskDataset(masters.masters, index=(job, 200, 10), read=_Rows(rows), batch_size=5)
+    dataset = TaskDataset(masters.masters, index=(job, 200, 10), read=_Rows(rows), batch_size=5, passes=2)
     loader = dataset.loader(num_workers=2, multiprocessing_context=start_method)
     assert sorted(torch.cat(list(loader)).tolist()) == list(range(200))
-    assert loader.job_finished and loader.finished == 20 and loader.refused == 0
+    before = leader_log_index(masters)
+    assert sorted(torch.cat(list(loader)).tolist()) == list(range(200))
+    entries = leader_log_index(masters) - before
+    # Each worker asks for two tasks at once, which the masters write as one entry (asked one
+    # at a time, the pass took 26).
+    assert entries < 20, f"{entries} entries for the 20 tasks of a pass"
+    assert loader.job_finished and loader.finished == 40 and loader.refused == 0
     # A worker whose walk ended (nothing was free for it) leaves the finishes of its tasks the
     # loop had not consumed yet (one a registration at most) to the training process, which
     # sends them before it reads whether the pass is over.
-    assert 20 - 2 * REGISTRATIONS_PER_WORKER <= loader.carried <= 20, (loader.carried, loader.finished)
-    assert loader.client.status()["dispatched"] == 20
+    assert 40 - 4 * REGISTRATIONS_PER_WORKER <= loader.carried <= 40, (loader.carried, loader.finished)
+    assert loader.client.status()["dispatched"] == 40
 
 
 class _Rows:

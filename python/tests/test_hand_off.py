@@ -7,23 +7,15 @@ caller cannot tell apart but by the log."""
 from __future__ import annotations
 
 import concurrent.futures
-import json
 
 import pytest
 
 import raftrain
 from raftrain.errors import InvalidArgument
 
-from cluster import run_tool, wait_until
+from cluster import leader_log_index, run_tool, wait_until
 
 HAND_OFFS = 10
-
-
-def leader_log_index(group) -> int:
-    """The leader's last log index, as `raftrain status --json` shows each member's."""
-    status = json.loads(run_tool("status", "--masters", group.masters, "--json"))
-    leader = status["leader"]
-    return next(member["last_log_index"] for member in status["members"] if member["id"] == leader)
 
 
 def hand_offs(group, level: int) -> int:

@@ -21,7 +21,7 @@ import torch  # the test environment installs it: a missing torch fails, never s
 
 import raftrain
 import raftrain._torch_walk
-from raftrain.torch import TaskDataset
+from raftrain.torch import REGISTRATIONS_PER_WORKER, TaskDataset
 
 from cluster import free_addr, run_tool, wait_until
 from data import blobs, write_blobs
@@ -436,7 +436,7 @@ def test_workers_ask_as_the_trainers_their_training_process_lent_them(masters):
             break
     workers = lambda: sorted(each["id"] for each in loader.client.status()["trainers"] if each["name"].startswith("lent-w"))
     lent = workers()
-    assert len(lent) == 2 * 3, loader.client.status()["trainers"]
+    assert len(lent) == 2 * REGISTRATIONS_PER_WORKER, loader.client.status()["trainers"]
     passes = []
     while not loader.job_finished:
         passes.append(sorted(torch.cat(list(loader)).tolist()))
