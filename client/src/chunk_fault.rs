@@ -18,6 +18,7 @@ pub fn chunk_fault(error: &RecordIoError) -> Fault {
         | ErrorKind::TruncatedPayload { .. }
         | ErrorKind::IndexMismatch { .. }
         | ErrorKind::NoMatch { .. }
+        | ErrorKind::Directory { .. }
         | ErrorKind::DirectoryLoop { .. }
         | ErrorKind::TooDeep { .. }
         | ErrorKind::RangeOutOfBounds { .. } => Fault::Local,

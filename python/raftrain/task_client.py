@@ -42,9 +42,10 @@ _BITS = {"passes": 32, "chunks_per_task": 32, "timeout_factor": 32, "max_task_fa
 
 def _count(field: str, value) -> int:
     """`value` as the unsigned whole number `field` is on the wire (`_BITS`, else 64 bits), or
-    `InvalidArgument` naming the field (not an `OverflowError` from the conversion)."""
+    `InvalidArgument` naming the field (not an `OverflowError` from the conversion; text is
+    refused, as `"5"` may be a typing slip for anything)."""
     try:
-        number = int(value)
+        number = None if isinstance(value, (str, bytes)) else int(value)
     except (TypeError, ValueError):
         number = None
     if number is None or isinstance(value, bool) or isinstance(value, float) and number != value:

@@ -131,7 +131,7 @@ from ._torch_loader import TaskLoader
 # The walk's pauses, named here beside the dataset's other constants (documented above).
 from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
-from .task_client import DEADLINE_S_DEFAULT, Masters, TaskClient, _count, master_list
+from .task_client import DEADLINE_S_DEFAULT, Masters, TaskClient, _count, _flag, master_list
 
 __all__ = ["TaskDataset", "TaskLoader"]
 
@@ -153,6 +153,17 @@ ASK_AHEAD_S = 0.02
 #: at most `ASK_AHEAD_S_MAX` (tasks shorter than that are asked for as the previous one starts).
 ASK_AHEAD_TIMEOUT_SHARE = 0.05
 ASK_AHEAD_S_MAX = 0.25
+
+
+def _index_triple(index) -> Tuple[str, int, int]:
+    """`index=(name, size, shard_size)` checked: a job name (text) and two whole numbers, or
+    `InvalidArgument` saying which is wrong."""
+    if isinstance(index, (str, bytes)) or not isinstance(index, Sequence) or len(index) != 3:
+        raise InvalidArgument(f"index: (name, size, shard_size), not {index!r}")
+    name, size, shard_size = index
+    if not isinstance(name, str):
+        raise InvalidArgument(f"index: the job's name first, as text, not {name!r}")
+    return name, _count("size", size), _count("shard_size", shard_size)
 
 
 class TaskDataset(IterableDataset):
@@ -209,7 +220,7 @@ class TaskDataset(IterableDataset):
         read_indices: Optional[Callable[[List[int]], object]] = None,
     ):
         super().__init__()
-        if batch_size < 1:
+        if _count("batch_size", batch_size) < 1:
             raise InvalidArgument("batch_size must be at least 1")
         if (index is None) == (records is None):
             raise InvalidArgument("give either index=(name, size, shard_size) with read, or records")
@@ -217,14 +228,15 @@ class TaskDataset(IterableDataset):
             raise InvalidArgument("an index dataset needs read(start, end) -> batch")
         if index is not None and shuffle and read_indices is None:
             raise InvalidArgument("a shuffled index dataset needs read_indices(indices) -> batch (its samples come in a seeded order)")
-        if index is not None and job is not None and job != str(index[0]):
+        index = None if index is None else _index_triple(index)
+        if index is not None and job is not None and job != index[0]:
             raise InvalidArgument(f"index=({index[0]!r}, ...) names the job, and job={job!r} another: give one")
         self.masters = master_list(masters)
-        self.index = None if index is None else (str(index[0]), _count("size", index[1]), _count("shard_size", index[2]))
+        self.index = index
         self.read = read
         self.read_indices = read_indices
-        self.shuffle = bool(shuffle)
-        self.seed = int(seed)
+        self.shuffle = _flag("shuffle", shuffle)
+        self.seed = _count("seed", seed)
         if isinstance(records, (str, os.PathLike)):
             records = [records]
         self.records = None if records is None else [os.fspath(pattern) for pattern in records]
@@ -234,7 +246,7 @@ class TaskDataset(IterableDataset):
         self.transform = transform
         self.label_dtype = label_dtype
         self.policy = dict(policy) if policy else None
-        self.restart = bool(restart)
+        self.restart = _flag("restart", restart)
         self.name = name or f"torch-{socket.gethostname()}-{os.getpid()}"
         self.client_options = dict(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token_file=token_file, deadline_s=deadline_s)
         self._registered: List[Registration] = []

@@ -23,7 +23,8 @@ from data import write_blobs
 def test_bad_addresses_and_arguments_are_invalid_arguments(tmp_path):
     """Refused before anything is sent: no addresses, an address that is not one (no port, a
     scheme), a deadline out of range, TLS files that do not exist (the file is named), an
-    unknown fault."""
+    unknown fault, a `TaskDataset`'s arguments of the wrong kind (each named, not a bare
+    `TypeError` or `IndexError`)."""
     with pytest.raises(raftrain.InvalidArgument):
         raftrain.TaskClient([])
     with pytest.raises(raftrain.InvalidArgument) as bad:
@@ -47,6 +48,20 @@ def test_bad_addresses_and_arguments_are_invalid_arguments(tmp_path):
 
     with pytest.raises(raftrain.InvalidArgument, match="give one"):
         TaskDataset(free_addr(), index=("a", 10, 2), read=lambda start, end: None, job="b")
+    read = lambda start, end: None  # noqa: E731
+    for arguments, named in [
+        (dict(index=(10, 5)), r"index: \(name, size, shard_size\), not \(10, 5\)"),
+        (dict(index="a"), r"index: \(name, size, shard_size\)"),
+        (dict(index=(10, 5, 2)), "index: the job's name first, as text, not 10"),
+        (dict(index=("a", "10", 2)), "size: a whole number, not '10'"),
+        (dict(index=("a", 10, 2), batch_size="5"), "batch_size: a whole number, not '5'"),
+        (dict(index=("a", 10, 2), batch_size=0), "batch_size must be at least 1"),
+        (dict(index=("a", 10, 2), shuffle="false", read_indices=read), "shuffle: True or False, not 'false'"),
+        (dict(index=("a", 10, 2), seed=1.5), "seed: a whole number, not 1.5"),
+        (dict(index=("a", 10, 2), restart=1), "restart: True or False, not 1"),
+    ]:
+        with pytest.raises(raftrain.InvalidArgument, match=named):
+            TaskDataset(free_addr(), read=read, **arguments)
     with pytest.raises(raftrain.InvalidArgument, match="deadline_s"):
         raftrain.status(free_addr(), deadline_s=-1)
     missing = tmp_path / "missing.pem"

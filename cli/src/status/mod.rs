@@ -62,7 +62,14 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<()> {
                         view.as_ref().err().map(|reason| format!("{addr}: {reason}"))
                     })
                     .collect();
-                eprintln!("error: no master answered ({})", reasons.join("; "));
+                let error = format!("no master answered ({})", reasons.join("; "));
+                if args.json {
+                    // A script reading stdout gets a document saying so, not nothing.
+                    let mut value = snapshot_json(&snapshot);
+                    value["error"] = serde_json::json!(error);
+                    println!("{value}");
+                }
+                eprintln!("error: {error}");
                 std::process::exit(NO_MASTER_EXIT_CODE);
             }
             show(args, &snapshot);

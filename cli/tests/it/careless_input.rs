@@ -3,7 +3,8 @@
 //! no job can run with, is refused naming the fault (exit status 2), by the command line and
 //! by the master's service for a client that skips the command line's checks; an output path
 //! that is not a regular file is left alone; a glob over a symbolic link loop is refused at
-//! once.
+//! once; `status --json` with no master answering still prints a document, and `recordio cat`
+//! of a directory says it is one.
 
 use crate::command::{raftrain, raftrain_ok};
 use crate::master_group::MasterGroup;
@@ -172,6 +173,27 @@ fn master_policy_flags_no_job_can_run_with_are_refused() {
     ] {
         refused(&[&base[..], &["--data-dir", &data_dir, flag, value]].concat(), expected);
     }
+}
+
+/// With no master answering, `status --json` still prints a document (saying so under
+/// `error`, `linearizable` false) and exits 3; `recordio cat` of a directory says it is one.
+#[test]
+fn status_json_with_no_master_and_a_directory_as_records_say_what_is_wrong() {
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = nobody.local_addr().expect("addr").to_string();
+    drop(nobody);
+    let output = raftrain(&["status", "--masters", &addr, "--json", "--timeout-ms", "500"], b"");
+    assert_eq!(output.code, Some(3), "{}", output.stderr);
+    let value: serde_json::Value = serde_json::from_str(output.stdout_text().trim())
+        .unwrap_or_else(|error| panic!("{error}: {:?}", output.stdout_text()));
+    assert_eq!(value["linearizable"], serde_json::json!(false), "{value}");
+    let error = value["error"].as_str().unwrap_or_default();
+    assert!(error.contains("no master answered") && error.contains(&addr), "{value}");
+    let dir = tempfile::tempdir().expect("temp");
+    let folder = dir.path().display().to_string();
+    let output = raftrain(&["recordio", "cat", &folder], b"");
+    let expected = format!("{folder:?} is a directory: name its files");
+    assert!(!output.success && output.stderr.contains(&expected), "{}", output.stderr);
 }
 
 /// `recordio write --out` leaves a symbolic link, a fifo or a directory where it is, naming

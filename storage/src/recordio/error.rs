@@ -7,8 +7,8 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[error("{}: byte {offset}: {kind}", path.display())]
 pub struct RecordIoError {
-    /// The file that failed, or the pattern for [`ErrorKind::NoMatch`] and
-    /// [`ErrorKind::BadPattern`].
+    /// The file that failed, or the pattern for [`ErrorKind::NoMatch`],
+    /// [`ErrorKind::Directory`] and [`ErrorKind::BadPattern`].
     pub path: PathBuf,
     /// The byte offset of the failing chunk or header; 0 when the error is not about bytes.
     pub offset: u64,
@@ -84,6 +84,9 @@ pub enum ErrorKind {
     /// A pattern matched no file.
     #[error("no file matches {pattern:?}; check the path and the working directory")]
     NoMatch { pattern: String },
+    /// A pattern named a directory: its files are not taken unless named.
+    #[error("{pattern:?} is a directory: name its files (all of them: \"{pattern}/*\")")]
+    Directory { pattern: String },
     /// A `**` reached a directory it is already inside: a symbolic link loop, which `**`
     /// (following links) would walk for ever. `path` is where the loop closes.
     #[error(

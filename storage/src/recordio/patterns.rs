@@ -54,14 +54,19 @@ impl ExpandGuard for Unguarded {
 /// Expands each pattern, in the order given, into the files it names: an existing file is
 /// taken as is (even if its name contains glob characters); anything else is a glob whose
 /// matching files come in sorted order. Directories are skipped. A pattern that names no file
-/// is an error naming the pattern.
+/// is an error naming the pattern (and saying so when it names a directory).
 pub fn expand_patterns(patterns: &[String]) -> Result<Vec<PathBuf>, RecordIoError> {
     let mut paths = Vec::new();
     for pattern in patterns {
         let matched = expand_pattern_guarded(Path::new(""), pattern, &mut Unguarded)?;
         if matched.is_empty() {
-            let kind = ErrorKind::NoMatch { pattern: pattern.clone() };
-            return Err(RecordIoError::new(pattern, 0, kind));
+            let pattern = pattern.clone();
+            let kind = if Path::new(&pattern).is_dir() {
+                ErrorKind::Directory { pattern: pattern.clone() }
+            } else {
+                ErrorKind::NoMatch { pattern: pattern.clone() }
+            };
+            return Err(RecordIoError::new(&pattern, 0, kind));
         }
         paths.extend(matched);
     }

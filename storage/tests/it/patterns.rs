@@ -54,6 +54,13 @@ fn unmatched_and_invalid_patterns() {
     assert!(error.to_string().contains("no file matches"), "{error}");
     let error = Scanner::open(&patterns).expect_err("scanner refuses too");
     assert!(matches!(error.kind, ErrorKind::NoMatch { .. }), "{error}");
+    let folder = directory.path().display().to_string();
+    let error = expand_patterns(std::slice::from_ref(&folder)).expect_err("a directory");
+    assert!(
+        matches!(&error.kind, ErrorKind::Directory { pattern } if *pattern == folder),
+        "{error}"
+    );
+    assert!(error.to_string().contains("is a directory: name its files"), "{error}");
 
     let invalid = directory.path().join("[").display().to_string();
     let error = expand_patterns(std::slice::from_ref(&invalid)).expect_err("invalid glob");
