@@ -86,6 +86,9 @@ def test_corrupt_chunks_raise_data_errors_naming_file_and_offset(tmp_path):
     with pytest.raises(raftrain.DataError) as missing:
         Reader(tmp_path / "nothing-*.recordio")
     assert missing.value.fault == "local"
+    with pytest.raises(raftrain.DataError, match="is a directory: name its files") as directory:
+        Reader(tmp_path)
+    assert directory.value.fault == "local"
 
 
 def test_a_failed_writer_leaves_no_file(tmp_path):
