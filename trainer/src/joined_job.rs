@@ -64,11 +64,7 @@ impl JoinedJob {
             }
             let Some(dataset) = &config.dataset else {
                 if !waiting_logged {
-                    tracing::info!(
-                        job = config.job,
-                        "waiting for the job to be submitted (`raftrain job submit`, or a \
-                         trainer with --dataset)"
-                    );
+                    log_waiting(&config.job, master).await;
                     waiting_logged = true;
                 }
                 tokio::time::sleep(Duration::from_millis(JOB_WAIT_MS)).await;
@@ -103,6 +99,34 @@ impl JoinedJob {
         }
         tracing::info!(job, passes = status.passes, "joined the submitted job");
         Ok(JoinedJob { passes: status.passes, first_chunk: status.first_chunk })
+    }
+}
+
+/// Says once that the trainer waits for job `job` to be submitted, naming the jobs the group
+/// runs under other names (a `--job` left out, or mistyped, would otherwise wait in silence).
+async fn log_waiting(job: &str, master: &MasterClient) {
+    let others: Vec<String> = match master.list_jobs().await {
+        Ok(list) => list
+            .jobs
+            .into_iter()
+            .filter(|each| !each.state.ended() && each.job != job)
+            .map(|each| each.job)
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    if others.is_empty() {
+        tracing::info!(
+            job,
+            "waiting for the job to be submitted (`raftrain job submit`, or a trainer with \
+             --dataset)"
+        );
+    } else {
+        tracing::warn!(
+            job,
+            others = others.join(", "),
+            "waiting for the job to be submitted (`raftrain job submit`, or a trainer with \
+             --dataset); the group runs other jobs: is --job the one meant?"
+        );
     }
 }
 

@@ -92,18 +92,23 @@ fn a_trainer_whose_passes_differ_from_the_job_is_refused_naming_both() {
     }
 }
 
-/// A trainer started before its job is submitted, with only `--job`, says that it waits, and
-/// trains the job to its end once it is submitted.
+/// A trainer started before its job is submitted, with only `--job`, says that it waits
+/// (naming the jobs the group runs under other names), and trains the job to its end once it
+/// is submitted.
 #[test]
 fn a_trainer_started_before_the_submit_waits_then_trains() {
     let dir = tempfile::tempdir().expect("temp");
     let (train, _) = synth(dir.path(), "blobs", "1000", "2.0");
     let mut job = TrainingJob::start(1, 0, dir.path(), &trainer_flags("b"));
     pservers_of(&mut job, dir.path(), "b", 1);
+    // Another job runs meanwhile: the waiting trainer names it (is `--job b` the one meant?).
+    submit(&job.masters.addrs, "other", &train, "1");
     let trainer = job.spawn_trainer();
     let waiting = || job.trainer_log(trainer).contains("waiting for the job to be submitted");
     wait_until(Duration::from_secs(60), waiting, || job.logs());
     assert_eq!(job.trainer_exit(trainer), None, "it waits:\n{}", job.logs());
+    let log = job.trainer_log(trainer);
+    assert!(log.contains("is --job the one meant") && log.contains("others=\"other\""), "{log}");
 
     tracing::info!("--- the job is submitted; the waiting trainer trains it to the end");
     submit(&job.masters.addrs, "b", &train, "2");
