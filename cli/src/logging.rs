@@ -2,7 +2,8 @@
 //! `LOG_FILTER_DEFAULT`: INFO, openraft's own at WARN, since its INFO lines are many and rarely
 //! what an operator needs, and its replication's off, since it logs three lines per failed try
 //! to a peer that is down, every few tens of milliseconds; the consensus crate logs such a peer
-//! once as it goes down and comes back instead, `peer unreachable`), as text (coloured only on
+//! once as it goes down and comes back instead, `peer unreachable`, and `QuietVotes` drops
+//! openraft's error line for each vote request such a peer fails), as text (coloured only on
 //! a terminal) or one JSON object a line, and a panic hook that logs the panic before the
 //! default report.
 //!
@@ -18,8 +19,12 @@ use std::io::IsTerminal as _;
 use clap::ValueEnum;
 use tracing_subscriber::fmt::format::{self, FormatEvent, FormatFields, Writer};
 use tracing_subscriber::fmt::FmtContext;
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::EnvFilter;
+
+use crate::quiet_votes::QuietVotes;
 
 /// The environment variable holding a `tracing` filter such as `info,consensus=debug`.
 const LOG_FILTER_VARIABLE: &str = "RAFTRAIN_LOG";
@@ -49,11 +54,13 @@ pub(crate) fn init(format: LogFormat, identity: &ProcessIdentity) {
         .unwrap_or_else(|_| EnvFilter::new(LOG_FILTER_DEFAULT));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Text => {
+            builder.with_ansi(std::io::stderr().is_terminal()).finish().with(QuietVotes).init()
+        }
         LogFormat::Json => {
             let json = format::format().json().flatten_event(true);
             let tagged = Tagged { inner: json, members: identity.json_members() };
-            builder.json().event_format(tagged).init()
+            builder.json().event_format(tagged).finish().with(QuietVotes).init()
         }
     }
     let default_hook = std::panic::take_hook();

@@ -12,6 +12,7 @@ mod master_command;
 mod member_command;
 mod process_group;
 mod pserver_command;
+mod quiet_votes;
 mod recordio;
 mod rendezvous_command;
 mod runtime_args;

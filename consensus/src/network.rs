@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::error::Error;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use openraft::error::{
@@ -36,6 +37,9 @@ pub struct Network {
     retry_after: Duration,
     security: Security,
     raft_addrs: BTreeMap<u64, String>,
+    /// Each peer's reachability, shared by every connection to it: openraft makes a new one
+    /// for each election's vote requests, which would each log the peer down afresh.
+    reach: Arc<Mutex<BTreeMap<u64, Arc<Mutex<PeerReach>>>>>,
 }
 
 /// The link to one peer. The tonic channel reconnects by itself after a failure.
@@ -45,7 +49,7 @@ pub struct NetworkConnection {
     client: Option<RaftServiceClient<RpcChannel>>,
     retry_after: Duration,
     security: Security,
-    reach: PeerReach,
+    reach: Arc<Mutex<PeerReach>>,
 }
 
 impl Network {
@@ -59,7 +63,15 @@ impl Network {
         security: Security,
         raft_addrs: BTreeMap<u64, String>,
     ) -> Self {
-        Self { retry_after, security, raft_addrs }
+        Self { retry_after, security, raft_addrs, reach: Arc::default() }
+    }
+
+    /// Peer `target`'s reachability, made on first use.
+    fn reach_of(&self, target: u64) -> Arc<Mutex<PeerReach>> {
+        let mut reach = self.reach.lock().unwrap_or_else(PoisonError::into_inner);
+        let peer =
+            reach.entry(target).or_insert_with(|| Arc::new(Mutex::new(PeerReach::new(target))));
+        Arc::clone(peer)
     }
 }
 
@@ -82,7 +94,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             Some(addr) => BasicNode::new(addr),
             None => node.clone(),
         };
-        let reach = PeerReach::new(target);
+        let reach = self.reach_of(target);
         NetworkConnection { target, node, client: None, retry_after, security, reach }
     }
 }
@@ -125,14 +137,16 @@ impl NetworkConnection {
     {
         let result = self.call_once(rpc, request, option).await;
         let now = std::time::Instant::now();
+        let mut reach = self.reach.lock().unwrap_or_else(PoisonError::into_inner);
         match &result {
             Err(RPCError::Unreachable(error)) => {
-                self.reach.unreachable(&self.node.addr, error, now);
+                reach.unreachable(&self.node.addr, error, now);
             }
             _ => {
-                self.reach.answered(&self.node.addr, now);
+                reach.answered(&self.node.addr, now);
             }
         }
+        drop(reach);
         result
     }
 
