@@ -136,7 +136,7 @@ impl MasterClient {
                 Err(error) => {
                     tracing::debug!(call, attempts, %error, "no leader found; backing off");
                     retrying.failed(error.to_string());
-                    tokio::time::sleep(self.jitter.backoff(attempts)).await;
+                    tokio::time::sleep(self.jitter.backoff(attempts, retrying.waited())).await;
                     continue;
                 }
             };
@@ -159,7 +159,7 @@ impl MasterClient {
                 Next::Redirect(_) | Next::Rediscover => {
                     retrying.failed(error);
                     self.forget_leader();
-                    tokio::time::sleep(self.jitter.backoff(attempts)).await;
+                    tokio::time::sleep(self.jitter.backoff(attempts, retrying.waited())).await;
                 }
                 Next::Wait(pause) => {
                     if !retrying.has_time_for(pause) {

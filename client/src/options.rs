@@ -21,6 +21,13 @@ pub const BACKOFF_MS_MIN: u64 = 10;
 /// 300-400 ms failover); an attempt is a handful of small RPCs, cheap enough to repeat twenty
 /// times a second.
 pub const BACKOFF_MS_MAX: u64 = 50;
+/// A call that has found no leader for `OUTAGE_MS` is in an outage, not an election: its
+/// pauses grow to at most `BACKOFF_MS_OUTAGE`, so that every client of a group whose masters
+/// are all down (each attempt dials every master) does not keep twenty attempts a second
+/// going, and a group coming back is not met by all of them at once. A leader elected then is
+/// found within that pause.
+pub const OUTAGE_MS: u64 = 10_000;
+pub const BACKOFF_MS_OUTAGE: u64 = 500;
 /// The shortest and longest pause after a `try-again-later` refusal (the strangers' session
 /// pool is full): the master says when a place frees up, and the client asks again then,
 /// but at least this seldom (each ask is a log entry) and at most this late (another client
@@ -91,14 +98,20 @@ impl Jitter {
         self.draw(|rng| rng.gen::<u64>().max(1))
     }
 
-    /// Exponential backoff between `BACKOFF_MS_MIN` and `BACKOFF_MS_MAX`, with "equal
-    /// jitter": half the step fixed, half random, so clients that failed together (every
-    /// trainer at a leader's death) do not retry in lockstep.
-    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
-        let step_ms = backoff_step_ms(attempt);
+    /// Exponential backoff between `BACKOFF_MS_MIN` and `BACKOFF_MS_MAX` (`BACKOFF_MS_OUTAGE`
+    /// once the call has `waited` `OUTAGE_MS`), with "equal jitter": half the step fixed, half
+    /// random, so clients that failed together (every trainer at a leader's death) do not
+    /// retry in lockstep.
+    pub(crate) fn backoff(&self, attempt: u32, waited: Duration) -> Duration {
+        let cap_ms = if waited >= Duration::from_millis(OUTAGE_MS) {
+            BACKOFF_MS_OUTAGE
+        } else {
+            BACKOFF_MS_MAX
+        };
+        let step_ms = backoff_step_ms(attempt, cap_ms);
         let half_ms = step_ms / 2;
         let pause_ms = half_ms + self.draw(|rng| rng.gen_range(0..=step_ms - half_ms));
-        assert!(pause_ms <= BACKOFF_MS_MAX, "a backoff of {pause_ms} ms passes the cap");
+        assert!(pause_ms <= cap_ms, "a backoff of {pause_ms} ms passes the cap");
         Duration::from_millis(pause_ms)
     }
 
@@ -107,27 +120,34 @@ impl Jitter {
     }
 }
 
-/// The capped exponential step the jitter is drawn within.
-fn backoff_step_ms(attempt: u32) -> u64 {
+/// The exponential step, capped at `cap_ms`, the jitter is drawn within.
+fn backoff_step_ms(attempt: u32, cap_ms: u64) -> u64 {
     let factor = 1u64 << attempt.min(16);
-    BACKOFF_MS_MIN.saturating_mul(factor).min(BACKOFF_MS_MAX)
+    BACKOFF_MS_MIN.saturating_mul(factor).min(cap_ms)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     /// The step doubles from the minimum and stops at the maximum; each pause lies within
-    /// [step / 2, step] and pauses are not all alike.
+    /// [step / 2, step] and pauses are not all alike; a call waiting an outage's length pauses
+    /// up to the outage cap instead.
     #[test]
     fn backoff_doubles_caps_and_jitters() {
-        let steps: Vec<u64> = (0..8).map(super::backoff_step_ms).collect();
+        let steps: Vec<u64> =
+            (0..8).map(|attempt| super::backoff_step_ms(attempt, super::BACKOFF_MS_MAX)).collect();
         assert_eq!(steps, [10, 20, 40, 50, 50, 50, 50, 50]);
         let jitter = super::Jitter::new(None);
-        let pauses: Vec<u64> = (0..200).map(|_| jitter.backoff(6).as_millis() as u64).collect();
+        let pause_ms = |waited_ms| jitter.backoff(6, Duration::from_millis(waited_ms)).as_millis();
+        let pauses: Vec<u128> = (0..200).map(|_| pause_ms(9_999)).collect();
         assert!(pauses.iter().all(|pause| (25..=50).contains(pause)), "{pauses:?}");
         assert!(pauses.iter().any(|pause| *pause != pauses[0]), "jittered");
+        let outage: Vec<u128> = (0..200).map(|_| pause_ms(super::OUTAGE_MS)).collect();
+        assert!(outage.iter().all(|pause| (250..=500).contains(pause)), "{outage:?}");
         let seeded = |seed| {
             let jitter = super::Jitter::new(Some(seed));
-            (0..20).map(|_| jitter.backoff(6)).collect::<Vec<_>>()
+            (0..20).map(|_| jitter.backoff(6, Duration::ZERO)).collect::<Vec<_>>()
         };
         assert_eq!(seeded(7), seeded(7), "a seed replays");
         assert_ne!(seeded(7), seeded(8));

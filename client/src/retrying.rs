@@ -24,6 +24,11 @@ pub(crate) struct Retrying<'a> {
 }
 
 impl<'a> Retrying<'a> {
+    /// How long the call has been trying.
+    pub(crate) fn waited(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     pub(crate) fn new(
         call: &'static str,
         deadline: Option<Duration>,
