@@ -158,11 +158,6 @@ class WorkerCarrier:
         """The last of this worker's tasks the training loop consumed."""
         return self.carriage._get(self.worker, CONSUMED)
 
-    def answered_upto(self) -> int:
-        """The last of this worker's tasks whose finish an ask of this worker carried and was
-        answered."""
-        return self.carriage._get(self.worker, ANSWERED)
-
     def claim(self, leave: Sequence[Receipt] = ()) -> List[Receipt]:
         """The consumed finishes no ask or the training process took yet (at most
         `FINISHED_PER_STEP_MAX`), for this ask to carry, stopping before any of `leave` (the

@@ -220,7 +220,8 @@ class TaskDataset(IterableDataset):
         read_indices: Optional[Callable[[List[int]], object]] = None,
     ):
         super().__init__()
-        if _count("batch_size", batch_size) < 1:
+        batch_size = _count("batch_size", batch_size)
+        if batch_size < 1:
             raise InvalidArgument("batch_size must be at least 1")
         if (index is None) == (records is None):
             raise InvalidArgument("give either index=(name, size, shard_size) with read, or records")
@@ -241,7 +242,7 @@ class TaskDataset(IterableDataset):
             records = [records]
         self.records = None if records is None else [os.fspath(pattern) for pattern in records]
         self.passes = _count("passes", passes)
-        self.batch_size = int(batch_size)
+        self.batch_size = batch_size
         self.job = job
         self.transform = transform
         self.label_dtype = label_dtype

@@ -14,7 +14,7 @@ import pytest
 import torch  # the test environment installs it: a missing torch fails, never skips
 
 import raftrain._torch_loader
-from raftrain._torch_carry import Carriage, WorkerCarrier
+from raftrain._torch_carry import ANSWERED, Carriage, WorkerCarrier
 from raftrain.torch import REGISTRATIONS_PER_WORKER, TaskDataset
 
 from cluster import leader_log_index
@@ -91,9 +91,9 @@ def test_two_asks_at_once_carry_their_own_finishes_whichever_is_answered_first()
     assert (first, second) == ([(10, 1), (11, 1)], [(12, 1)])
     assert not carriage.take_over(0, 3), "the second ask carries it"
     carrier.settle(second, [True])
-    assert carrier.answered_upto() == 0, "the first ask is still under way"
+    assert carriage._get(0, ANSWERED) == 0, "the first ask is still under way"
     carrier.settle(first, [True, False])
-    assert carrier.answered_upto() == 3
+    assert carriage._get(0, ANSWERED) == 3
     assert [carriage.verdict(0, number) for number in (1, 2, 3)] == [True, False, True]
 
 
