@@ -211,7 +211,7 @@ class TaskLoader:
         self.dataset._loader = self
         self._lend_trainers()
         fruitless = True
-        for batch, receipts, holding, dispatched_at, carry in self.dataloader:
+        for batch, receipts, holding, dispatched_at, carry in self._items():
             fruitless = False
             self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
             yield batch
@@ -220,6 +220,16 @@ class TaskLoader:
                 self._progress_due.pop((int(task_id), int(dispatch)), None)
                 self._report(int(task_id), int(dispatch), None if carry is None else (int(carry[0]), int(carry[1])))
         self._fruitless_walks = self._fruitless_walks + 1 if fruitless else 0
+
+    def _items(self) -> Iterator[Tuple[object, list, Receipt, float, object]]:
+        """The dataset's items through the DataLoader: converted (its `collate_fn`), pinned
+        (its `pin_memory`), from its workers. Without workers or pinning, the same conversion
+        applied here, item by item: the DataLoader's own iteration would add its per-batch
+        machinery (a profiler range, a fetcher, a sampler) to every batch and nothing else."""
+        dataloader = self.dataloader
+        if dataloader.num_workers or dataloader.pin_memory:
+            return iter(dataloader)
+        return map(dataloader.collate_fn, self.dataset)
 
     def _pause_if_fruitless(self) -> None:
         """Before walking again for tasks back in the queue: a pause if the last walk found none
