@@ -21,7 +21,7 @@ use openraft::BasicNode;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
-use crate::batch_pace::BatchPace;
+use crate::batch_pace::{writer_share, BatchPace};
 use crate::cluster_info::ClusterInfo;
 use crate::handoff::Successor;
 use crate::leadership_ends::LeadershipEnds;
@@ -146,6 +146,7 @@ async fn run(
         // Entries reach openraft in the order they were gathered; only answers are awaited
         // concurrently.
         let started = Instant::now();
+        let writers = batch.writers;
         let (commands, replies) = batch.split();
         if leaving.load(Ordering::SeqCst) {
             let (raft, successor) = (raft.clone(), Arc::clone(&successor));
@@ -159,12 +160,11 @@ async fn run(
         let (raft, leadership) = (raft.clone(), leadership.clone());
         let pace = Arc::clone(&pace);
         tokio::spawn(async move {
-            let answered = replies.len();
             let ended = leadership.ended(leading_term);
             let outcome = settle(&raft, answer, ended, limits.write_timeout_ms).await;
             deliver(outcome, replies);
             *pace.lock().expect("the pace lock is never poisoned") =
-                BatchPace::new(answered, started.elapsed());
+                BatchPace::new(writers, started.elapsed());
             drop(permit);
         });
     }
@@ -177,12 +177,15 @@ struct Gathered {
     bytes_max: usize,
     /// The most writes one of those gathered said were sent together with it.
     together: usize,
+    /// The writers of those gathered, in [`writer_share`]s.
+    writers: usize,
 }
 
 impl Gathered {
     fn new(first: Pending, bytes_max: usize) -> Self {
         let bytes = first.command.len() + COMMAND_OVERHEAD_BYTES;
-        Self { together: first.together, writes: vec![first], bytes, bytes_max }
+        let writers = writer_share(first.together);
+        Self { together: first.together, writes: vec![first], bytes, bytes_max, writers }
     }
 
     /// Takes queued writes until the entry is full, and while `pace` wants more, or writes
@@ -217,7 +220,7 @@ impl Gathered {
     /// Whether to wait for more writes: `pace` wants more, or some sent together with one
     /// gathered are not in yet.
     fn wants_more(&self, pace: BatchPace) -> bool {
-        pace.wants_more(self.writes.len()) || self.writes.len() < self.together
+        pace.wants_more(self.writers) || self.writes.len() < self.together
     }
 
     /// The longest wait for more, counted from when the gathering began.
@@ -239,6 +242,7 @@ impl Gathered {
         }
         self.bytes += size;
         self.together = self.together.max(pending.together);
+        self.writers += writer_share(pending.together);
         self.writes.push(pending);
         Ok(())
     }
@@ -363,10 +367,41 @@ mod tests {
     /// Gathers an entry from `first` with no pace (the first entry's: no wait of its own);
     /// the writes gathered, and how long the gathering took.
     async fn gathered(first: Pending, receiver: &mut mpsc::Receiver<Pending>) -> (usize, Duration) {
+        gathered_after(BatchPace::default(), first, receiver).await
+    }
+
+    /// [`gathered`] after an entry that set `pace`.
+    async fn gathered_after(
+        pace: BatchPace,
+        first: Pending,
+        receiver: &mut mpsc::Receiver<Pending>,
+    ) -> (usize, Duration) {
         let started = Instant::now();
         let mut batch = Gathered::new(first, 1 << 20);
-        assert!(batch.gather(receiver, BatchPace::default()).await.is_none(), "all fit");
+        assert!(batch.gather(receiver, pace).await.is_none(), "all fit");
         (batch.writes.len(), started.elapsed())
+    }
+
+    /// The pace an entry of `writes` (each sent with `together` in all) left (a round of 4 ms:
+    /// a linger of whole milliseconds, as tokio's timers tick).
+    fn pace_after(writes: usize, together: usize) -> BatchPace {
+        BatchPace::new(writes * writer_share(together), Duration::from_millis(4))
+    }
+
+    /// An entry of one client's writes sent together answered one writer, who may come back
+    /// with a single write: it goes at once (a `TaskLoader`'s last ask of a pass, after a
+    /// pair); after two writers, a write alone waits for the other up to the linger.
+    #[tokio::test(start_paused = true)]
+    async fn a_writer_of_writes_sent_together_is_waited_for_once() {
+        let (_requests, mut receiver) = mpsc::channel(16);
+        let (first, _answer) = pending(1);
+        assert_eq!(
+            gathered_after(pace_after(2, 2), first, &mut receiver).await,
+            (1, Duration::ZERO)
+        );
+        let (first, _answer) = pending(1);
+        let linger = pace_after(2, 1).linger();
+        assert_eq!(gathered_after(pace_after(2, 1), first, &mut receiver).await, (1, linger));
     }
 
     #[tokio::test(start_paused = true)]
