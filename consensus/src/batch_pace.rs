@@ -21,7 +21,7 @@ const LINGER_MAX: Duration = Duration::from_millis(2);
 /// One writer, in the shares [`writer_share`] counts: divisible by every count of writes sent
 /// together, 1 to [`crate::batcher::TOGETHER_MAX`].
 pub(crate) const WRITER: usize = 840;
-const _: () = assert!(WRITER % lcm_up_to(crate::batcher::TOGETHER_MAX) == 0);
+const _: () = assert!(WRITER.is_multiple_of(lcm_up_to(crate::batcher::TOGETHER_MAX)));
 
 /// The share of one writer that a write sent together with `together - 1` others is (`together`
 /// from 1 to [`crate::batcher::TOGETHER_MAX`]).
