@@ -8,7 +8,6 @@ neither loader should wait longer than that."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from pathlib import Path
 from typing import List
@@ -25,11 +24,12 @@ def bench_ddp(binary: str, directory: Path, samples: int, shard: int, passes: in
     except ImportError:
         print("\nraftrain.torch with DDP: PyTorch is not installed; skipped")
         return
-    from .bench import free_addr, three_masters
+    from .bench import _later, free_addr, three_masters
 
     print(f"\nraftrain.torch with DDP: {WORLD_SIZE} ranks (gloo, no workers), batch {BATCH} a rank, {samples} samples in tasks of the")
     print(f"size shown, {passes} passes of each loader, alternating, beside the same three masters; seconds a pass on rank 0,")
-    print("the median of passes 2 on (the DataLoader deals the tasks to the ranks in turn, under Join)\n")
+    print("the median of passes 2 on (the DataLoader deals the tasks to the ranks in turn, under Join); vs DataLoader: the")
+    print("median of passes 2 on of each DataLoader pass's seconds over the TaskLoader pass's after it\n")
     print("| ranks | task | tasks | DataLoader with Join, s | TaskLoader.ddp, s | vs DataLoader |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     context = torch.multiprocessing.get_context("spawn")
@@ -42,9 +42,10 @@ def bench_ddp(binary: str, directory: Path, samples: int, shard: int, passes: in
             for process in ranks:
                 process.start()
             plain, through_tasks = _collect(results, ranks)
-        later = [statistics.median(runs[1:]) for runs in (plain, through_tasks)]
+        later = [_later(runs) for runs in (plain, through_tasks)]
+        ratio = _later([baseline / tasks for baseline, tasks in zip(plain, through_tasks)])
         tasks = -(-samples // task_size)
-        print(f"| {WORLD_SIZE} | {task_size} | {tasks} | {later[0]:.2f} | {later[1]:.2f} | {later[0] / later[1]:.2f}x |", flush=True)
+        print(f"| {WORLD_SIZE} | {task_size} | {tasks} | {later[0]:.2f} | {later[1]:.2f} | {ratio:.2f}x |", flush=True)
 
 
 def _collect(results, ranks) -> tuple:

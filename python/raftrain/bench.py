@@ -13,9 +13,10 @@ measured in the same run on the same machine (ratios, not absolute figures, on a
   same batches from the same in-memory tensors, with 0 and 2 workers, batches of 64 and 512
   (and 2 workers, batch 512, tasks of twice `--shard`: fewer, longer tasks, so the workers
   run out of tasks apart): `--passes` of each, alternating, beside the same masters; the
-  median of the passes after the first (a training run's passes) and the first pass's ratio (it registers the process's
-  trainers and learns the task timeout) apart; and the CPU the three masters spent during
-  each loader's passes (from /proc).
+  median of the passes after the first (a training run's passes) and the first pass's ratio
+  (it registers the process's trainers and learns the task timeout) apart, each ratio a
+  pass's against the other loader's pass beside it (the machine's drift over a run cancels);
+  and the CPU the three masters spent during each loader's passes (from /proc).
 - `raftrain.torch` with DDP: two ranks' passes through `TaskLoader.ddp(model)` against a
   `DataLoader` of the same batches dealt to the ranks under `Join`, with an even and an odd
   task count (`raftrain/_bench_ddp.py`).
@@ -230,7 +231,9 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
 
     print(f"\nraftrain.torch: passes of an MLP {features}-{hidden}-{classes} over {samples} in-memory samples in tasks of the size shown,")
     print(f"{passes} of each loader, alternating, beside the same three masters; seconds the median of passes 2-{passes};")
-    print("the masters' CPU seconds (all three, user and system) during a pass of each, the same median\n")
+    print(f"vs DataLoader: the median of passes 2-{passes} of each DataLoader pass's seconds over the TaskLoader pass's after it")
+    print("(adjacent passes: the machine's drift over the run cancels); the masters' CPU seconds (all three, user and system)")
+    print("during a pass of each, the median of passes 2 on\n")
     print("| workers | batch | task | DataLoader slicing the same batches, s | TaskLoader, s | vs DataLoader | first pass | masters' CPU, DataLoader / TaskLoader, s |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     rows_of = [(0, 64, shard), (0, 512, shard), (2, 64, shard), (2, 512, shard), (2, 512, 2 * shard)]
@@ -245,10 +248,15 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
                 plain.append(train(DataLoader(Sliced(rows, labels, task_size, batch), batch_size=None, num_workers=workers), masters))
                 through_tasks.append(train(loader, masters))
         seconds = [[each[0] for each in runs] for runs in (plain, through_tasks)]
-        later = [statistics.median(runs[1:]) if passes > 1 else runs[0] for runs in seconds]
-        first = f"{seconds[0][0] / seconds[1][0]:.2f}x"
+        later = [_later(runs) for runs in seconds]
+        ratios = [baseline / tasks for baseline, tasks in zip(*seconds)]
         cpu = " / ".join(_median_cpu(runs) for runs in (plain, through_tasks))
-        print(f"| {workers} | {batch} | {task_size} | {later[0]:.2f} | {later[1]:.2f} | {later[0] / later[1]:.2f}x | {first} | {cpu} |", flush=True)
+        print(f"| {workers} | {batch} | {task_size} | {later[0]:.2f} | {later[1]:.2f} | {_later(ratios):.2f}x | {ratios[0]:.2f}x | {cpu} |", flush=True)
+
+
+def _later(runs: Sequence[float]) -> float:
+    """The median of `runs` but the first (the first alone when there is no other)."""
+    return statistics.median(runs[1:]) if len(runs) > 1 else runs[0]
 
 
 def _cpu_seconds(processes) -> Optional[float]:
@@ -335,7 +343,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of task-queue load")
     parser.add_argument("--samples", type=int, default=50_000, help="samples of the PyTorch job")
     parser.add_argument("--shard", type=int, default=1_000, help="samples per task of the PyTorch job")
-    parser.add_argument("--passes", type=int, default=5, help="passes of each loader in the PyTorch rows")
+    parser.add_argument("--passes", type=int, default=9, help="passes of each loader in the PyTorch rows")
     parser.add_argument("--hand-offs", type=int, default=500, help="tasks handed over, per row")
     parser.add_argument("--together", type=int, default=16, help="clients handing tasks over at once (the batched row)")
     args = parser.parse_args()
