@@ -108,7 +108,8 @@ class TaskLoader:
         (its last tasks may be held by other processes; tasks that come back to the queue
         meanwhile are taken here too). Nothing when the job has ended. Without workers, a pass
         the walk itself saw end (its ask was answered with the next pass: a write through the
-        leader) needs no read of the job's state, at its end or at the next one's start."""
+        leader) needs no read of the job's state, at its end or at the next one's start; a
+        pass whose end was read needs none at the next one's start either."""
         walked_on, self._walked_on = self._walked_on, None
         if walked_on is not None:
             self.pass_index = walked_on
@@ -123,6 +124,10 @@ class TaskLoader:
                 return
             status = self._wait_for_pass_end(self.pass_index)
             if status["over"]:
+                if not status["ended"]:
+                    # The pass the next iteration walks, just read: it needs no read of its own
+                    # (its walk follows the pass if it moved on meanwhile).
+                    self._walked_on = status["pass"]
                 return
             self._pause_if_fruitless()
 
@@ -209,6 +214,8 @@ class TaskLoader:
         # The loader iterating the dataset is the one whose reports its asks carry (another
         # loader of the same dataset may have been made since this one).
         self.dataset._loader = self
+        # New registrations (a new worker's, each pass unless persistent) walk from this pass.
+        self.dataset._pass_hint = self.pass_index
         self._lend_trainers()
         fruitless = True
         for batch, receipts, holding, dispatched_at, carry in self._items():

@@ -267,6 +267,10 @@ class TaskDataset(IterableDataset):
         # (copied into the workers, started after it is made), and this worker's side of it.
         self._carriage: Optional[Carriage] = None
         self._carrier: Optional[WorkerCarrier] = None
+        # The pass the loader's iteration walks (copied into the workers, started after it is
+        # set): new registrations ask for it first, not for pass 0 (an ask for a pass that is
+        # over is answered so: a write for nothing, in every new worker of every pass).
+        self._pass_hint: Optional[int] = None
 
     def client(self, suffix: str, trainer_id: Optional[int] = None) -> TaskClient:
         """A client of this job, registered as `<name>-<suffix>` (or acting as the trainer
@@ -342,6 +346,10 @@ class TaskDataset(IterableDataset):
                 carriage = self._carriage
                 on = carriage is not None and carriage.on and worker.id < carriage.workers
                 self._carrier = WorkerCarrier(carriage, worker.id) if on else None
+            if self._pass_hint:
+                # (A client that is not a lent trainer registers here, as its first ask would.)
+                for client in clients:
+                    client.go_to(self._pass_hint)
             self._registered = [Registration(client) for client in clients]
             self._registered_pid = os.getpid()
         return self._registered

@@ -14,7 +14,9 @@ import pytest
 import torch  # the test environment installs it: a missing torch fails, never skips
 
 import raftrain._torch_loader
+import raftrain._torch_walk
 from raftrain._torch_carry import ANSWERED, Carriage, WorkerCarrier
+from raftrain.task_client import StepKind
 from raftrain.torch import REGISTRATIONS_PER_WORKER, TaskDataset
 
 from cluster import leader_log_index
@@ -154,6 +156,32 @@ def test_the_workers_asks_carry_the_training_processs_finishes(masters, monkeypa
     # sends them before it reads whether the pass is over.
     assert 40 - 4 * REGISTRATIONS_PER_WORKER <= loader.carried <= 40, (loader.carried, loader.finished)
     assert loader.client.status()["dispatched"] == 40
+
+
+def test_each_passs_new_workers_ask_for_the_pass_the_loader_walks(masters, monkeypatch):
+    """A DataLoader's workers are new processes each pass: they ask for the pass the training
+    process walks from their first ask on. Asked for pass 0, every first ask of theirs in a
+    later pass was answered that the pass is over (a write for nothing, before any batch)."""
+    stale = FORK.Value("i", 0)
+    moved = raftrain._torch_walk.Walk._moved
+
+    def counting(walk, step):
+        if walk.loader is None and not walk.yielded and step.kind == StepKind.PassOver:
+            # A worker's walk told the pass moved before it yielded a batch: in order, the
+            # DataLoader takes each worker's first batch before the pass can end.
+            with stale.get_lock():
+                stale.value += 1
+        return moved(walk, step)
+
+    monkeypatch.setattr(raftrain._torch_walk.Walk, "_moved", counting)
+    rows = torch.arange(200)
+    dataset = TaskDataset(masters.masters, index=("hinted", 200, 10), read=_Rows(rows), batch_size=5, passes=3)
+    loader = dataset.loader(num_workers=2, multiprocessing_context="fork")
+    for pass_index in range(3):
+        assert sorted(torch.cat(list(loader)).tolist()) == list(range(200))
+        assert loader.pass_index == pass_index
+    assert stale.value == 0, f"{stale.value} first asks of new workers were for a pass that was over"
+    assert loader.job_finished
 
 
 class _Rows:

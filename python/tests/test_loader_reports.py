@@ -165,15 +165,13 @@ def test_the_ddp_benchmark_prints_a_row_for_each_task_size(tmp_path):
 
 
 class _Walks:
-    """A stand-in for a loader's DataLoader: each iteration (a walk of the dataset) yields the
-    next of `walks`' batches."""
-
-    num_workers = 0
+    """A stand-in for a loader's items (`TaskLoader._items`): each call (a walk of the dataset)
+    yields the next of `walks`' batches."""
 
     def __init__(self, walks):
         self.walks = iter(walks)
 
-    def __iter__(self):
+    def __call__(self):
         return iter([(batch, [], (1, 1), 0.0, None) for batch in next(self.walks)])
 
 
@@ -184,11 +182,11 @@ def test_a_loader_pauses_longer_before_each_walk_again_that_found_nothing_free(m
     asking the masters in a loop; a walk that yields a batch starts the pauses over."""
     dataset = TaskDataset("127.0.0.1:9", index=("walks", 10, 5), read=lambda start, end: torch.arange(start, end), batch_size=5)
     loader = dataset.loader()
-    loader.dataloader = _Walks([[], [], [], ["batch"], []])
+    monkeypatch.setattr(loader, "_items", _Walks([[], [], [], ["batch"], []]))
     overs = iter([False, False, False, False, True])
     monkeypatch.setattr(loader, "_job_status", lambda: {"ended": False, "pass": 0})
     monkeypatch.setattr(loader, "_consuming", lambda holding, dispatched_at: None)
-    monkeypatch.setattr(loader, "_wait_for_pass_end", lambda pass_index: {"over": next(overs)})
+    monkeypatch.setattr(loader, "_wait_for_pass_end", lambda pass_index: {"over": next(overs), "ended": False, "pass": 1})
     pauses = []
     monkeypatch.setattr(raftrain._torch_loader.time, "sleep", pauses.append)
     assert list(loader) == ["batch"]
