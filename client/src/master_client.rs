@@ -279,6 +279,29 @@ impl MasterClient {
         self.options.rpc_timeout
     }
 
+    /// The address of the leader this client follows now, if it knows one and can tell without
+    /// waiting (`None` while another thread updates it: this may run in a forked child, where
+    /// a lock held by one of the parent's threads is never released).
+    pub fn leader_hint(&self) -> Option<String> {
+        match self.leader.try_lock() {
+            Ok(leader) => leader.as_ref().map(|leader| leader.addr.clone()),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                poisoned.into_inner().as_ref().map(|leader| leader.addr.clone())
+            }
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Follows `addr` as the leader, without asking the masters who leads, unless this client
+    /// already knows a leader: what another client of the same process found a moment ago. A
+    /// hint gone stale costs a redirect, or a discovery, on the first call.
+    pub fn follow_hint(&self, addr: &str) -> Result<(), ClientError> {
+        if self.cached_leader().is_some() {
+            return Ok(());
+        }
+        self.follow(addr)
+    }
+
     /// Forgets the cached leader: the next call looks for it afresh (a caller that gave up on
     /// a call, say a heartbeat gone unanswered, knows something the client does not).
     pub fn forget_leader(&self) {

@@ -54,10 +54,13 @@ impl Connection {
         Ok(ClientOptions { security, call_deadline, job, ..ClientOptions::default() })
     }
 
-    /// A master client on these settings (it connects on its first call).
+    /// A master client on these settings (it connects on its first call, to the leader
+    /// another client of this process follows if one does: `leader_hints`).
     pub fn master_client(&self) -> Result<Arc<MasterClient>, Failure> {
         let masters: Vec<String> =
             self.masters.iter().map(|addr| addr.trim().to_string()).collect();
-        Ok(Arc::new(MasterClient::new(&masters, self.options()?)?))
+        let client = Arc::new(MasterClient::new(&masters, self.options()?)?);
+        crate::leader_hints::share(&masters, &client);
+        Ok(client)
     }
 }

@@ -20,6 +20,7 @@ mod connection;
 mod errors;
 mod example;
 mod fork_guard;
+mod leader_hints;
 mod log_forward;
 mod pending_step;
 mod process_bound;

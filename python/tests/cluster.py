@@ -10,10 +10,12 @@ import ctypes
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -145,10 +147,12 @@ class Processes:
 class MasterGroup:
     """Three (or `count`) `raftrain master` replicas on loopback."""
 
-    def __init__(self, dir: Path, count: int = 3, extra_args: Sequence[str] = (), security=None):
+    def __init__(self, dir: Path, count: int = 3, extra_args: Sequence[str] = (), security=None, metrics: bool = False):
         self.dir = dir
         self.processes = Processes(dir)
         self.addrs = [free_addr() for _ in range(count)]
+        #: Per replica, where it serves `/metrics` (`metrics=True`), else nothing.
+        self.metrics_addrs = [free_addr() for _ in range(count)] if metrics else []
         self.peers = ",".join(f"{index + 1}={addr}" for index, addr in enumerate(self.addrs))
         self.extra_args = list(extra_args)
         #: Per replica: the masters it joins through (`--join`) instead of `--peers`.
@@ -174,9 +178,20 @@ class MasterGroup:
             "--election-timeout-min-ms", str(ELECTION_TIMEOUT_MS[0]),
             "--election-timeout-max-ms", str(ELECTION_TIMEOUT_MS[1]),
             *self.security_args(),
+            *(["--metrics-listen", self.metrics_addrs[index]] if self.metrics_addrs else []),
             *self.extra_args,
         ]
         self.processes.start(f"master-{index + 1}", args)
+
+    def rpcs(self, method: str) -> int:
+        """How many `method` calls the replicas served in all, from their `/metrics` (a group
+        made with `metrics=True`)."""
+        pattern = re.compile(r'raftrain_rpc_seconds_count\{[^}]*method="' + re.escape(method) + r'"[^}]*\} (\S+)')
+        total = 0.0
+        for addr in self.metrics_addrs:
+            text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+            total += sum(float(count) for count in pattern.findall(text))
+        return int(total)
 
     def add_joiner(self, through: Sequence[str]) -> int:
         """Starts a new replica (id `index + 1`, a new address and directory) that joins the

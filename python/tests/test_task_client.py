@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -241,3 +242,28 @@ def test_a_job_name_that_is_not_a_dns_label_is_refused(masters, tmp_path, name):
     with pytest.raises(raftrain.InvalidArgument, match=expected):
         client._native.report_index_dataset(name, 10, 2, 1)
     assert json.loads(run_tool("job", "list", "--json", "--masters", masters.masters))["jobs"] == []
+
+
+def test_a_new_client_follows_the_leader_another_client_of_the_process_found(start_masters):
+    """A client made after another of the same process found the leader goes to it at once,
+    instead of asking every master who leads (a DataLoader worker's four registrations do so
+    every pass): the masters serve it one `ClusterInfo`, its background refresh of the members
+    on its connection to the leader, not one from each master first."""
+    group = start_masters(metrics=True)
+    group.status()
+    first = raftrain.TaskClient(group.masters, name="first", job="hinted")
+    first.report_index_dataset("hinted", 10, 5, passes=1)
+    wait_until(lambda: _unchanged(lambda: group.rpcs("ClusterInfo")), "the first client's calls to settle")
+    before = group.rpcs("ClusterInfo")
+    second = raftrain.TaskClient(group.masters, name="second", job="hinted")
+    assert second.step().kind == raftrain.StepKind.Task
+    wait_until(lambda: group.rpcs("ClusterInfo") > before, "the second client's refresh of the members")
+    asked = group.rpcs("ClusterInfo") - before
+    assert asked == 1, f"{asked} ClusterInfo calls for a client that could follow the leader found"
+
+
+def _unchanged(count) -> bool:
+    """Whether `count()` is the same a moment later."""
+    first = count()
+    time.sleep(0.3)
+    return count() == first
