@@ -55,12 +55,22 @@ impl Connection {
     }
 
     /// A master client on these settings (it connects on its first call, to the leader
-    /// another client of this process follows if one does: `leader_hints`).
+    /// another client of this process with the same addresses and credentials follows if one
+    /// does: `leader_hints`).
     pub fn master_client(&self) -> Result<Arc<MasterClient>, Failure> {
         let masters: Vec<String> =
             self.masters.iter().map(|addr| addr.trim().to_string()).collect();
         let client = Arc::new(MasterClient::new(&masters, self.options()?)?);
-        crate::leader_hints::share(&masters, &client);
+        crate::leader_hints::share(&self.hint_key(&masters), &client);
         Ok(client)
+    }
+
+    /// What clients that may share a leader hint have alike: the addresses, and the files
+    /// they authenticate with (a client without the group's token must meet its refusal where
+    /// any such client does, in discovery, not at a leader another client found).
+    fn hint_key(&self, masters: &[String]) -> Vec<String> {
+        let files = [&self.tls_ca, &self.tls_cert, &self.tls_key, &self.token_file];
+        let files = files.into_iter().map(|file| format!("{file:?}"));
+        masters.iter().cloned().chain(files).collect()
     }
 }

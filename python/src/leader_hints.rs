@@ -1,6 +1,7 @@
 //! The leaders this process's master clients found, shared with the clients it makes later: a
 //! new client (each of a DataLoader worker's registrations, every pass) follows the leader
-//! another client of the same addresses follows, instead of asking every master who leads
+//! another client of the same key (addresses and credentials) follows, instead of asking every
+//! master who leads
 //! (a `ClusterInfo` call and a connection to each master, per client). A hint gone stale costs
 //! a redirect or a discovery on the first call, as a leader change does.
 //!
@@ -15,19 +16,19 @@ use client::MasterClient;
 /// Clients remembered at most (the oldest forgotten first): a process makes a few per loader.
 const REMEMBERED_MAX: usize = 64;
 
-/// The clients made so far in this process (or its parent, before a fork), by their addresses.
+/// The clients made so far in this process (or its parent, before a fork), by their keys.
 static CLIENTS: Mutex<Vec<(Vec<String>, Weak<MasterClient>)>> = Mutex::new(Vec::new());
 
-/// Makes `client` (of the masters at `masters`) follow the leader that the newest live client of
-/// the same addresses follows, if one does, and remembers it for the clients made after it.
-pub fn share(masters: &[String], client: &Arc<MasterClient>) {
+/// Makes `client` follow the leader that the newest live client of the same `key` follows, if
+/// one does, and remembers it for the clients made after it.
+pub fn share(key: &[String], client: &Arc<MasterClient>) {
     let Some(mut clients) = tried(&CLIENTS) else { return };
-    clients.retain(|(_addrs, known)| known.strong_count() > 0);
+    clients.retain(|(_key, known)| known.strong_count() > 0);
     let hint = clients
         .iter()
         .rev()
-        .filter(|(addrs, _known)| addrs.as_slice() == masters)
-        .find_map(|(_addrs, known)| known.upgrade()?.leader_hint());
+        .filter(|(known_key, _known)| known_key.as_slice() == key)
+        .find_map(|(_key, known)| known.upgrade()?.leader_hint());
     if let (Some(addr), Ok(runtime)) = (hint, crate::runtime::runtime()) {
         // Its channel is made on this process's runtime. An address that does not parse
         // leaves the client to look for the leader itself.
@@ -37,7 +38,7 @@ pub fn share(masters: &[String], client: &Arc<MasterClient>) {
     if clients.len() >= REMEMBERED_MAX {
         clients.remove(0);
     }
-    clients.push((masters.to_vec(), Arc::downgrade(client)));
+    clients.push((key.to_vec(), Arc::downgrade(client)));
 }
 
 /// `mutex` locked, unless another thread holds it.
