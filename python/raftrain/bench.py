@@ -275,8 +275,8 @@ def _cpu_seconds(processes) -> Optional[float]:
 
 def _median_cpu(runs) -> str:
     """The median of the passes' CPU seconds after the first (`?` where unknown)."""
-    cpu = [each[1] for each in (runs[1:] if len(runs) > 1 else runs)]
-    return "?" if None in cpu else f"{statistics.median(cpu):.2f}"
+    cpu = [each[1] for each in runs]
+    return "?" if None in (cpu[1:] or cpu) else f"{_later(cpu):.2f}"
 
 
 def _take(client: TaskClient):
