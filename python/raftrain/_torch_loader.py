@@ -42,9 +42,14 @@ FINISH_HOLD_S = 0.25
 #: answer says it), the pause between looks at the tasks the workers took ahead.
 WORKERS_HELD_LOOK_S = 0.05
 #: With DataLoader workers, how long a finish report waits for an ask of the worker that read
-#: its task to carry it (`Carriage`) before the reporting thread sends it alone: about the
-#: time between a worker's asks at the rates where a write per task costs.
-CARRY_HOLD_S = 0.25
+#: its task to carry it (`Carriage`) before the reporting thread sends it alone: longer than
+#: the time between a worker's asks at the rates where a write per task costs. A worker asks
+#: for two tasks at once, once both of its last two were consumed, so the first of a pair
+#: waits for the second's batches and the next pair's reading: about 0.3 s at the benchmark's
+#: batch 64 with two workers, where a hold of 0.25 s sent one finish in four alone, each a
+#: write of its own (12.5 a pass; 2, the pass's last, with 1 s). Short against any task timeout;
+#: a pass's end or a state read sends what is held at once.
+CARRY_HOLD_S = 1.0
 
 
 class TaskLoader:
