@@ -193,6 +193,55 @@ fn survivors(pids: Vec<i32>) -> Vec<i32> {
     left
 }
 
+/// Fails naming each child of the demo still running (its command line, state and kernel wait
+/// channel) with the tail of every log of the demo, after killing those children: a failed run
+/// leaves no process behind and says which one did not stop, and where it was.
+fn assert_no_survivors(left: Vec<i32>, work: &WorkDir) {
+    if left.is_empty() {
+        return;
+    }
+    let described: Vec<String> = left.iter().map(|&pid| describe(pid)).collect();
+    for &pid in &left {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    panic!(
+        "children left running 30 s after the demo ended:\n{}\n{}",
+        described.join("\n"),
+        log_tails(work)
+    );
+}
+
+/// A process's command line, state and wait channel, from /proc.
+fn describe(pid: i32) -> String {
+    let read =
+        |name: &str| std::fs::read_to_string(format!("/proc/{pid}/{name}")).unwrap_or_default();
+    let command = read("cmdline").replace('\0', " ");
+    let state = read("status")
+        .lines()
+        .find(|line| line.starts_with("State:"))
+        .unwrap_or_default()
+        .to_string();
+    format!("pid {pid}: {} ({state}, waiting in {})", command.trim(), read("wchan"))
+}
+
+/// The last lines of each of the demo's logs.
+fn log_tails(work: &WorkDir) -> String {
+    let Ok(entries) = std::fs::read_dir(work.0.join("logs")) else {
+        return "no logs".to_string();
+    };
+    let mut tails = Vec::new();
+    for entry in entries.flatten() {
+        let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        tails.push(format!("--- {}:\n{tail}", entry.path().display()));
+    }
+    tails.join("\n")
+}
+
 #[test]
 fn sigterm_stops_the_demo_and_every_child() {
     let (mut demo, spawned, work) = running_demo();
@@ -200,7 +249,7 @@ fn sigterm_stops_the_demo_and_every_child() {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal the demo");
     let status = demo.wait().expect("the demo exits");
     assert!(!status.success(), "an interrupted demo reports it");
-    assert_eq!(survivors(spawned), Vec::<i32>::new(), "children left running");
+    assert_no_survivors(survivors(spawned), &work);
     assert!(work.0.join("logs").is_dir(), "an interrupted demo keeps its logs");
 }
 
@@ -208,8 +257,8 @@ fn sigterm_stops_the_demo_and_every_child() {
 /// parent dies.
 #[test]
 fn sigkill_of_the_demo_leaves_no_orphans() {
-    let (mut demo, spawned, _work) = running_demo();
+    let (mut demo, spawned, work) = running_demo();
     demo.kill().expect("kill -9 the demo");
     let _ = demo.wait();
-    assert_eq!(survivors(spawned), Vec::<i32>::new(), "children left running");
+    assert_no_survivors(survivors(spawned), &work);
 }
