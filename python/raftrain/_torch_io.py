@@ -94,6 +94,15 @@ class Reports:
             self._waiting.append((self._queued, kind, receipt, time.monotonic(), carry))
             self._queued += 1
 
+    def hold_at_most(self, seconds: float) -> None:
+        """Shortens the hold of finishes to `seconds`, now and for those already held (the task
+        timeout was learned: a finish held past its task's deadline is refused, and the task
+        trained again)."""
+        with self._changed:
+            if seconds < self._hold_s:
+                self._hold_s = seconds
+                self._due_changed.notify()
+
     def flush(self) -> None:
         """Waits until every report queued so far was answered (claimed ones by their ask), and
         raises the first that failed."""

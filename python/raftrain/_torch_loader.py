@@ -44,12 +44,17 @@ WORKERS_HELD_LOOK_S = 0.05
 #: With DataLoader workers, how long a finish report waits for an ask of the worker that read
 #: its task to carry it (`Carriage`) before the reporting thread sends it alone: longer than
 #: the time between a worker's asks at the rates where a write per task costs. A worker asks
-#: for two tasks at once, once both of its last two were consumed, so the first of a pair
-#: waits for the second's batches and the next pair's reading: about 0.3 s at the benchmark's
-#: batch 64 with two workers, where a hold of 0.25 s sent one finish in four alone, each a
-#: write of its own (12.5 a pass; 2, the pass's last, with 1 s). Short against any task timeout;
-#: a pass's end or a state read sends what is held at once.
+#: for two tasks at once, once both of its last two were consumed, so the second of a pair's
+#: finishes waits for the next pair's first task to be read and consumed: about 0.3 s at the
+#: benchmark's batch 64 with two workers, where a hold of 0.25 s sent one finish in four alone,
+#: each a write of its own (12.5 a pass; 2, the pass's last, with 1 s). A pass's end or a state
+#: read sends what is held at once.
 CARRY_HOLD_S = 1.0
+#: Either hold is at most this share of the task timeout once the loader learned it (a job's
+#: minimum timeout may be as short as 0.1 s): a finish held while its task's deadline runs out
+#: is refused, and the task trained again. A task's progress is reported every third of the
+#: timeout, so a finish sent within a sixth lands within half a timeout of the last report.
+HOLD_TIMEOUT_SHARE = 1 / 6
 
 
 class TaskLoader:
@@ -363,6 +368,8 @@ class TaskLoader:
         if timeout is None:
             return
         self._task_timeout_s = timeout if self._task_timeout_s is None else min(self._task_timeout_s, timeout)
+        if self._reports is not None:
+            self._reports.hold_at_most(self._task_timeout_s * HOLD_TIMEOUT_SHARE)
         self.progressed += 1
         if holding in self._progress_due:
             self._progress_due[holding] = asked_at + timeout / 3

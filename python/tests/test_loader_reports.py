@@ -112,6 +112,42 @@ def test_a_held_finish_no_ask_claims_is_sent_once_its_hold_ran_out():
     assert reports.claim() == []
 
 
+def test_a_held_finish_goes_once_the_hold_is_shortened():
+    """A finish held for a long hold is sent as soon as the hold is cut below its age (the
+    loader learned a task timeout shorter than the hold)."""
+    sent = threading.Event()
+    reports = Reports(lambda kind, receipt, carry=None: sent.set(), unclaimed, hold_s=30.0)
+    reports.put(("finish", (1, 1)))
+    assert not sent.wait(0.2), "held"
+    reports.hold_at_most(0.05)
+    assert sent.wait(10), "sent once the shorter hold ran out, not after the 30 s one"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_short_task_timeout_shortens_the_finishes_hold(masters, workers):
+    """A job whose tasks time out after 1.2 s: once the first progress report answers that
+    timeout, a finish is held at most a sixth of it for an ask to carry (the holds, 0.25 s and
+    1 s, would otherwise let a held finish reach the masters after its task's deadline), and
+    every sample is trained once, nothing taken back."""
+    read = _Arange()
+    policy = {"task_timeout_min_ms": 1200}
+    dataset = TaskDataset(masters.masters, index=(f"short-timeout-{workers}", 80, 4), read=read, passes=1, batch_size=2, policy=policy)
+    loader = dataset.loader(num_workers=workers)
+    seen = [value for batch in loader for value in batch.tolist()]
+    assert sorted(seen) == list(range(80))
+    assert loader.refused == 0
+    timeout = loader._task_timeout_s
+    assert timeout is not None and timeout < 2, timeout
+    assert loader._reports._hold_s == pytest.approx(timeout * raftrain._torch_loader.HOLD_TIMEOUT_SHARE)
+
+
+class _Arange:
+    """`read(start, end)` of the indices themselves (a class: spawned workers get it)."""
+
+    def __call__(self, start: int, end: int):
+        return torch.arange(start, end)
+
+
 def test_a_fast_loop_reports_progress_only_until_it_learned_the_task_timeout(masters):
     """20 tasks of 4 samples, 2 batches each, consumed in far less than a third of the 20 s
     timeout: the first task reports its progress (that answer tells the loader the timeout),
