@@ -274,20 +274,24 @@ class Registration:
     @staticmethod
     def in_pass_order(ordered: "List[Registration]") -> "List[Registration]":
         """`ordered` (by `ask_order`), those first whose steps were asked together put in the
-        pass's order of their tasks: the masters applied the asks in whatever order they
-        arrived, and a shuffled pass comes to the loop in its seeded order."""
+        pass's order of their tasks, those answered "wait" after them: the masters applied the
+        asks in whatever order they arrived, and a shuffled pass comes to the loop in its
+        seeded order (at a pass's end some of the asks find nothing free)."""
         group = ordered[0]._ahead.group if ordered and ordered[0]._ahead is not None else None
         if group is None:
             return ordered
         count = next((index for index, each in enumerate(ordered) if each._ahead is None or each._ahead.group is not group), len(ordered))
         try:
-            steps = [each._ahead.pending.result() for each in ordered[:count]]
+            answered = [(each._ahead.pending.result(), each) for each in ordered[:count]]
         except Exception:  # noqa: BLE001 - raised again where the step is taken
             return ordered
-        if any(step.kind != StepKind.Task or step.task.pass_index != steps[0].task.pass_index for step in steps):
+        tasks = [(step, each) for step, each in answered if step.kind == StepKind.Task]
+        waiting = [each for step, each in answered if step.kind == StepKind.Wait]
+        if len(tasks) + len(waiting) < count or len({step.task.pass_index for step, _each in tasks}) > 1:
+            # The pass moved or the job ended among the answers: taken as asked.
             return ordered
-        ranked = sorted(zip(steps, ordered[:count]), key=lambda answered: answered[0].task.pass_rank)
-        return [registration for _step, registration in ranked] + ordered[count:]
+        ranked = sorted(tasks, key=lambda task: task[0].task.pass_rank)
+        return [each for _step, each in ranked] + waiting + ordered[count:]
 
     def taken(self) -> int:
         """When this registration last took a task, in the order of asks (-1: never)."""
@@ -370,14 +374,19 @@ class Registration:
             return self._ask(reports)
         return step
 
+    def asked_at_once_with(self, other: "Registration") -> bool:
+        """Whether this registration's step asked ahead, still to be taken, was asked at once
+        with the one `other` took last."""
+        ahead = self._ahead
+        return self is not other and ahead is not None and ahead.group is not None and ahead.group is other._answered_group
+
     def answered_with(self, other: "Registration"):
         """The answer (waited for) to this registration's step asked at once with the one
         `other` took last; `None` when there is none such or it failed (`step` raises it)."""
-        ahead = self._ahead
-        if self is other or ahead is None or ahead.group is None or ahead.group is not other._answered_group:
+        if not self.asked_at_once_with(other):
             return None
         try:
-            return ahead.pending.result()
+            return self._ahead.pending.result()
         except Exception:  # noqa: BLE001 - raised again where the step is taken
             return None
 

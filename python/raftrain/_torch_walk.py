@@ -4,6 +4,7 @@ the batches of the tasks they take. `raftrain.torch` documents how the steps go.
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
@@ -55,6 +56,9 @@ class Walk:
         self.pause, self.unconsumed_pause = HELD_POLL_S_MIN, CONSUMED_POLL_S_MIN
         # The registration whose task the loop is consuming (or consumed last).
         self.current: Optional[Registration] = None
+        # (The training process.) The registrations asked at once with `current` whose answers
+        # come after its task in the pass's order, worked out once for them all (`_ready_step`).
+        self.ready: List[Registration] = []
 
     def batches(self) -> Iterator[object]:
         """The pass's batches of the tasks this process's registrations take (the dataset's
@@ -91,21 +95,42 @@ class Walk:
         reports = self.loader._reports if self.loader is not None else self.carrier
         if self.carrier is not None:
             self._ask_pair()
+        elif self.ready:
+            ready = self._ready_step(reports)
+            if ready is not None:
+                return [ready]
         steps: Steps = []
-        for registration in Registration.in_pass_order(sorted(self.registrations, key=Registration.ask_order, reverse=True)):
+        ordered = Registration.in_pass_order(sorted(self.registrations, key=Registration.ask_order, reverse=True))
+        for index, registration in enumerate(ordered):
             if self._unconsumed(registration):
                 # The master would answer its task again (a write): ask once it is consumed.
                 continue
+            asked_now = not registration.asked_ahead()
             step = registration.step(reports)
             steps.append((registration, step))
             if step.kind != StepKind.Wait and not registration.holds(step):
+                if self.loader is not None:
+                    self.ready = list(itertools.takewhile(lambda each: each.asked_at_once_with(registration), ordered[index + 1 :]))
                 break
-            if step.kind == StepKind.Wait and self.loader is None and not self._asked_ahead():
-                # A worker: nothing is free for the job, so another registration's ask (a
-                # write) would be answered alike (in the training process one may still carry
-                # the finishes that end the pass).
+            if step.kind == StepKind.Wait and (asked_now if self.loader is not None else not self._asked_ahead()):
+                # Nothing is free for the job, so another registration's ask (a write) would be
+                # answered alike: in the training process once an ask made now (it carried the
+                # finishes not sent yet; the answers asked ahead, which come first, may be
+                # older), in a worker once no answer asked ahead is left.
                 break
         return steps
+
+    def _ready_step(self, reports) -> Optional[Tuple[Registration, object]]:
+        """(The training process.) The next of `ready` and its task, taken, when its answer is
+        a task it did not hold, as `_steps` would take it (the pass's order of the steps asked
+        at once is worked out once for them all); else `None` and `ready` dropped, for
+        `_steps` to ask as usual."""
+        registration = self.ready.pop(0)
+        step = registration.answered_with(self.current)
+        if step is None or step.kind != StepKind.Task or registration.holds(step):
+            self.ready = []
+            return None
+        return registration, registration.step(reports)
 
     def _ask_pair(self) -> None:
         """A worker whose registrations have no ask under way and two of them free (their

@@ -34,13 +34,14 @@ task. So, with any `num_workers` and `prefetch_factor`:
   that asks as it needs the task), the registration that took its task longest ago asks for its next task
   in the background (`TaskClient.step_ahead`: no Python thread waits for the answer, so none
   interrupts the training thread), once that task's finish report is sent or carried by an
-  ask, so the hand-off does not wait for the masters; a second is asked ahead only while the task asked would wait less
-  than that time (no sooner: a task's deadline runs from its dispatch; workers' asks already
-  overlap the training loop). They ask once no task asked ahead is still to come, and
-  where two may, at once, each carrying its own last finish, saying so
-  (`step_ahead(together=2)`): the leader writes them as one entry, one disk sync on each
-  master for two tasks. The masters apply them in the order they arrive, so the loop takes
-  their tasks in the pass's order (`Task.pass_rank`: a shuffled pass stays seeded);
+  ask, so the hand-off does not wait for the masters; others are asked ahead only while the
+  tasks asked would wait less than that time (no sooner: a task's deadline runs from its
+  dispatch; workers' asks already overlap the training loop). They ask once no task asked
+  ahead is still to come, as many as may (up to eight of its `REGISTRATIONS_OF_THE_LOOP`) at
+  once, each carrying its own last finish, saying so (`step_ahead(together=...)`): the leader
+  writes them as one entry, one disk sync on each master for eight tasks. The masters apply
+  them in the order they arrive, so the loop takes their tasks in the pass's order
+  (`Task.pass_rank`: a shuffled pass stays seeded);
 - the finish reports are sent in order by a thread of the training process, so the loop never
   waits for the masters to take one; the loader waits for them before it reads the job's
   state (`job_finished`, the end of a pass, `state_dict`), and the dataset, without workers,
@@ -131,7 +132,7 @@ from ._torch_loader import TaskLoader
 # The walk's pauses, named here beside the dataset's other constants (documented above).
 from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
-from .task_client import DEADLINE_S_DEFAULT, Masters, TaskClient, _count, _flag, master_list
+from .task_client import ASKS_TOGETHER_MAX, DEADLINE_S_DEFAULT, Masters, TaskClient, _count, _flag, master_list
 
 __all__ = ["TaskDataset", "TaskLoader"]
 
@@ -140,10 +141,14 @@ __all__ = ["TaskDataset", "TaskLoader"]
 #: master answers a trainer that holds a task with that task until the report is in, so
 #: with fewer the next pair's asks often waited for them).
 REGISTRATIONS_PER_WORKER = 4
-#: Registrations of the training process without workers: one task being consumed, and two
-#: asked ahead once their finish reports are in (a fourth, asking three at once, made no
-#: difference: BENCHMARKS.md).
-REGISTRATIONS_OF_THE_LOOP = 3
+#: Registrations of the training process without workers: one task being consumed, and the
+#: others asked ahead all at once once their finish reports are in (as many as
+#: `TaskClient.step_ahead` starts together, `ASKS_TOGETHER_MAX`): the masters write asks that
+#: arrive together as one entry, so a pass of short tasks costs the masters a write per eight
+#: tasks instead of one per two (their CPU for a pass of 50 tasks at batch 512: 0.050 s
+#: against 0.115 s with three registrations, BENCHMARKS.md). Asks wait no longer than the
+#: ask-ahead time: a slow loop keeps fewer tasks ahead (`TaskDataset._ask_ahead`).
+REGISTRATIONS_OF_THE_LOOP = 1 + ASKS_TOGETHER_MAX
 #: How long before a task's batches are expected to run out the next task is asked for (in the
 #: training process, without workers), before the loader learned the job's task timeout:
 #: enough to hide a task hand-off, short enough that a task's deadline, which runs from its
@@ -437,9 +442,9 @@ class TaskDataset(IterableDataset):
         not, a later batch asks. They ask once no task asked ahead is still to come, all at
         once (one replicated write for all) as many as would wait no longer than that time.
         False once none of `registrations` is left to ask for the rest of this task."""
-        free = sorted((registration for registration in registrations if not registration.ask_order()[0]), key=Registration.taken)
-        if len(free) < len(registrations):
+        if any(registration.asked_ahead() for registration in registrations):
             return False
+        free = sorted(registrations, key=Registration.taken)
         ask_ahead_s = self._ask_ahead_s()
         # Those whose tasks would wait no longer than the ask-ahead time, the task asked by
         # each after those asked before it.

@@ -18,9 +18,9 @@ import raftrain._torch_loader
 from raftrain import bench
 from raftrain._bench_ddp import bench_ddp
 from raftrain._torch_io import Reports
-from raftrain.torch import TaskDataset
+from raftrain.torch import REGISTRATIONS_OF_THE_LOOP, TaskDataset
 
-from cluster import binary
+from cluster import binary, leader_log_index
 
 
 def test_reports_land_in_order_and_landed_waits_for_those_queued_before():
@@ -148,11 +148,27 @@ class _Arange:
         return torch.arange(start, end)
 
 
+def test_a_loader_without_workers_asks_for_eight_tasks_at_once(masters):
+    """Without workers, once its tasks' finishes are in, the loader's registrations ask for
+    the next tasks all at once, which the masters write as one entry: a pass of 80 tasks takes
+    about one entry per eight tasks (asked two at a time it took over 40), every sample comes
+    once and in the pass's order (asks applied in any order, some at the pass's end finding
+    nothing free), nothing is refused."""
+    dataset = TaskDataset(masters.masters, index=("eight-at-once", 400, 5), read=_Arange(), batch_size=5, passes=2)
+    loader = dataset.loader(num_workers=0)
+    assert [value for batch in loader for value in batch.tolist()] == list(range(400))
+    before = leader_log_index(masters)
+    assert [value for batch in loader for value in batch.tolist()] == list(range(400))
+    entries = leader_log_index(masters) - before
+    assert entries < 30, f"{entries} entries for the 80 tasks of a pass"
+    assert loader.job_finished and (loader.finished, loader.refused) == (160, 0)
+
+
 def test_a_fast_loop_reports_progress_only_until_it_learned_the_task_timeout(masters):
     """20 tasks of 4 samples, 2 batches each, consumed in far less than a third of the 20 s
     timeout: the first task reports its progress (that answer tells the loader the timeout),
-    at most the two after it too (asked before that answer was in), and no other; every task
-    is finished once, none taken back."""
+    at most the tasks asked at once after it too (taken before that answer was in), and no
+    other; every task is finished once, none taken back."""
     read = lambda start, end: torch.arange(start, end)
     dataset = TaskDataset(masters.masters, index=("quick", 80, 4), read=read, passes=1, batch_size=2)
     loader = dataset.loader(num_workers=0)
@@ -162,7 +178,7 @@ def test_a_fast_loop_reports_progress_only_until_it_learned_the_task_timeout(mas
     status = masters.status()
     assert sorted(seen) == list(range(80))
     assert (loader.finished, loader.refused) == (20, 0)
-    assert 1 <= loader.progressed <= 3, loader.progressed
+    assert 1 <= loader.progressed <= REGISTRATIONS_OF_THE_LOOP, loader.progressed
     assert status["job_finished"] and status["dispatched"] == 20
 
 
