@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, default_convert
 from ._torch_carry import Carriage
 from ._torch_io import Receipt, Reports
 from .errors import InvalidArgument, JobEnded
-from .task_client import TaskClient, raise_if_failed
+from .task_client import TaskClient, raise_if_failed, register_together
 
 if TYPE_CHECKING:
     from .torch import TaskDataset
@@ -263,10 +263,10 @@ class TaskLoader:
         held comes back with the next pass's worker at once, not a lease later)."""
         workers = self.dataloader.num_workers
         if workers and not self._lent_clients:
-            for worker in range(workers):
-                clients = [self.dataset.client(suffix) for suffix in self.dataset.worker_suffixes(worker)]
-                self._lent_clients.extend(clients)
-                self._lent[worker] = [client.trainer_id for client in clients]
+            lent = {worker: [self.dataset.client(suffix) for suffix in self.dataset.worker_suffixes(worker)] for worker in range(workers)}
+            self._lent_clients = [client for clients in lent.values() for client in clients]
+            ids = iter(register_together(self._lent_clients))
+            self._lent = {worker: [next(ids) for _client in clients] for worker, clients in lent.items()}
         if workers and self._carriage is None:
             context = self.dataloader.multiprocessing_context or multiprocessing.get_context()
             self._carriage = Carriage(workers, context)

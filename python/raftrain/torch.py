@@ -132,7 +132,7 @@ from ._torch_loader import TaskLoader
 # The walk's pauses, named here beside the dataset's other constants (documented above).
 from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
-from .task_client import ASKS_TOGETHER_MAX, DEADLINE_S_DEFAULT, Masters, TaskClient, _count, _flag, master_list
+from .task_client import ASKS_TOGETHER_MAX, DEADLINE_S_DEFAULT, Masters, TaskClient, _count, _flag, master_list, register_together
 
 __all__ = ["TaskDataset", "TaskLoader"]
 
@@ -317,6 +317,9 @@ class TaskDataset(IterableDataset):
             # Once a process: the job exists from then on (a repeat is answered alike, a write).
             # Not where its loader reported it before iterating (its workers then only join).
             self._report(registrations[0].client)
+        if fresh and loader is not None:
+            # Registered at once now the job exists, not one write each as each first asks.
+            register_together([registration.client for registration in registrations])
         yield from Walk(self, registrations, loader).batches()
 
     def _report(self, client: TaskClient, restart: bool = False) -> None:
