@@ -133,8 +133,12 @@ def register_together(clients: Sequence["TaskClient"]) -> List[int]:
     loader's nine before its first task). Raises the first failure."""
     if len(clients) < 2:
         return [client.trainer_id for client in clients]
-    with concurrent.futures.ThreadPoolExecutor(len(clients), thread_name_prefix="raftrain-register") as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(len(clients), thread_name_prefix="raftrain-register")
+    try:
         return list(pool.map(lambda client: client.trainer_id, clients))
+    finally:
+        # Interrupted (Ctrl-C), the training thread does not wait for the others' calls.
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def raise_if_failed(status: dict) -> dict:

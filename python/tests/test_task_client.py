@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import raftrain
+from raftrain.task_client import register_together
 
-from cluster import run_tool, wait_until
+from cluster import leader_log_index, run_tool, wait_until
 from data import FEATURES, write_blobs
 
 
@@ -150,6 +151,22 @@ def test_an_index_job_covers_every_index_once_per_pass(masters):
     status = client.status()
     assert status["job_finished"] and status["failed"] == 0
     assert (status["dataset_kind"], status["dataset_size"], status["shard_size"]) == ("index_range", 1000, 64)
+
+
+def test_clients_registered_together_share_entries_and_get_their_own_ids(masters):
+    """`register_together` registers nine trainers of one job at once: nine ids, each its
+    own, in fewer replicated entries than one each (registered one after the other, nine); a
+    client registered already keeps its id."""
+    first = raftrain.TaskClient(masters.masters, job="together", name="first")
+    first.report_index_dataset("together", 90, 10, passes=1)
+    known = first.trainer_id
+    clients = [first] + [raftrain.TaskClient(masters.masters, job="together", name=f"t{index}") for index in range(8)]
+    before = leader_log_index(masters)
+    ids = register_together(clients)
+    entries = leader_log_index(masters) - before
+    assert ids[0] == known and len(set(ids)) == 9, ids
+    assert [client.trainer_id for client in clients] == ids
+    assert entries < 8, f"{entries} entries for eight registrations"
 
 
 def test_the_walk_through_the_passes_is_typed_steps(masters):
