@@ -262,6 +262,9 @@ class Registration:
         self.issued: Optional[Tuple[Receipt, int]] = None
         # The steps the last answered one was asked at once with (`_Ahead.group`).
         self._answered_group: Optional[list] = None
+        # Whether this registration forgot a task it held that may not have been consumed
+        # (`forget_held`) and has not asked since: the master answers its ask with that task.
+        self._forgot = False
 
     def ask_order(self) -> Tuple[bool, int]:
         """Sorts registrations asked ahead first, in the order they were asked, then the others
@@ -270,6 +273,11 @@ class Registration:
         if self._ahead is None:
             return (False, -self._taken)
         return (True, -self._ahead.order)
+
+    def forgot(self) -> bool:
+        """Whether this registration forgot a task it held that the loop may not have
+        consumed (`forget_held`), and has not asked since: the master answers it that task."""
+        return self._forgot
 
     @staticmethod
     def in_pass_order(ordered: "List[Registration]") -> "List[Registration]":
@@ -309,9 +317,11 @@ class Registration:
         registration handed out and the master answers again was not consumed (the last
         iteration stopped inside it, at a `break`), so it goes to the loop again, whole, rather
         than waiting out its timeout. Not while a step asked ahead is under way (its answer may
-        be that task, asked before its finish landed)."""
+        be that task, asked before its finish landed). A task the training process's loop may
+        not have consumed (`reported_upto` unset) is remembered as `forgot`: its registration
+        asks though others were answered "wait"."""
         if self._ahead is None and self.held is not None:
-            self.held = None
+            self.held, self._forgot = None, self.reported_upto is None
             # Its deadline runs from its dispatch, no later than this.
             self.asked_since = self._held_asked_since
 
@@ -416,6 +426,7 @@ class Registration:
             self._ahead = None
 
     def _asking(self) -> None:
+        self._forgot = False
         if self.asked_since is None:
             self.asked_since = time.monotonic()
 

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, default_convert
 from ._torch_carry import Carriage
 from ._torch_io import Receipt, Reports
 from .errors import InvalidArgument, JobEnded
-from .task_client import TaskClient, raise_if_failed, register_together
+from .task_client import TaskClient, leave_together, raise_if_failed, register_together
 
 if TYPE_CHECKING:
     from .torch import TaskDataset
@@ -72,6 +72,7 @@ class TaskLoader:
         self.dataloader = DataLoader(dataset, batch_size=None, collate_fn=convert, **dataloader_options)
         # Iterated in this process (no workers), the dataset asks ahead once these reports land.
         dataset._loader = self
+        dataset._loaders.add(self)
         #: Tasks this loader reported finished, and reports the master refused (taken back).
         self.finished = 0
         self.refused = 0
@@ -107,6 +108,8 @@ class TaskLoader:
         self._walked_on: Optional[int] = None
         # Walks in a row that found no task free for this process (`_pause_if_fruitless`).
         self._fruitless_walks = 0
+        # Whether an iteration of this loader is under way (its generator not closed).
+        self._iterating = False
         # The shortest task timeout a progress report was answered with (`None` before one):
         # a task's first progress report is due a third of it after the task was asked for.
         self._task_timeout_s: Optional[float] = None
@@ -226,17 +229,34 @@ class TaskLoader:
         self.dataset._loader = self
         # New registrations (a new worker's, each pass unless persistent) walk from this pass.
         self.dataset._pass_hint = self.pass_index
+        self._release_stopped_loaders()
         self._lend_trainers()
         fruitless = True
-        for batch, receipts, holding, dispatched_at, carry in self._items():
-            fruitless = False
-            self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
-            yield batch
-            # The loop asked for the next batch: it has consumed this one.
-            for task_id, dispatch in receipts:
-                self._progress_due.pop((int(task_id), int(dispatch)), None)
-                self._report(int(task_id), int(dispatch), None if carry is None else (int(carry[0]), int(carry[1])))
+        self._iterating = True
+        try:
+            for batch, receipts, holding, dispatched_at, carry in self._items():
+                fruitless = False
+                self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
+                yield batch
+                # The loop asked for the next batch: it has consumed this one.
+                for task_id, dispatch in receipts:
+                    self._progress_due.pop((int(task_id), int(dispatch)), None)
+                    self._report(int(task_id), int(dispatch), None if carry is None else (int(carry[0]), int(carry[1])))
+        finally:
+            self._iterating = False
         self._fruitless_walks = self._fruitless_walks + 1 if fruitless else 0
+
+    def _release_stopped_loaders(self) -> None:
+        """The trainers another loader of the dataset lent its workers, where that loader is
+        not iterating (its loop stopped inside a pass, and this one took over: a notebook cell
+        run again), leave the job: the tasks its stopped workers took go back to the queue now,
+        for this loader's workers, rather than at their timeout (each counted a failure
+        meanwhile). That loader lends new ones if it iterates again. Not a loader whose
+        workers persist: they keep asking as the trainers they were started with."""
+        for other in list(self.dataset._loaders):
+            if other is not self and not other._iterating and other._lent_clients and not other.dataloader.persistent_workers:
+                clients, other._lent_clients, other._lent = other._lent_clients, [], {}
+                leave_together(clients)
 
     def _items(self) -> Iterator[Tuple[object, list, Receipt, float, object]]:
         """The dataset's items through the DataLoader: converted (its `collate_fn`), pinned
@@ -397,12 +417,17 @@ class TaskLoader:
         self._queue_report(("finish", (task_id, dispatch)), carry)
 
     def _queue_report(self, report: Tuple[str, Receipt], carry: Optional[Tuple[int, int]] = None) -> None:
+        self._report_queue().put(report, carry)
+
+    def _report_queue(self) -> Reports:
+        """This loader's reports, made (and their thread started) on first use: a finish
+        queued, or an ask ahead that carries those queued."""
         if self._reports is None:
             # This process's asks carry its finishes without workers, the workers' asks with
             # them: hold them for the next.
             hold_s = FINISH_HOLD_S if self.dataloader.num_workers == 0 else CARRY_HOLD_S
             self._reports = Reports(self._send_report, self._answered, hold_s)
-        self._reports.put(report, carry)
+        return self._reports
 
     def _send_report(self, kind: str, receipt: Receipt, carry: Optional[Tuple[int, int]] = None) -> None:
         """Sends one report (on the reporting thread) and takes its answer; a finish an ask of
@@ -435,10 +460,16 @@ class TaskLoader:
 
     def _flush_reports(self) -> None:
         """Waits until every queued report was answered (raising the first that failed): the
-        finishes carried by asks ahead once those are answered."""
-        if self._reports is not None:
+        finishes carried by asks ahead once those are answered, and those queued by the
+        dataset's other loaders. The registrations are the dataset's, so another loader (one
+        made again after a loop stopped inside a task) consumed tasks they hold, and may still
+        hold those finishes for an ask: an iteration forgets the tasks its registrations hold
+        (`Registration.forget_held`), and the masters would hand such a task out again."""
+        queues = [loader._reports for loader in (self, *self.dataset._loaders) if loader._reports is not None]
+        if queues:
             self.dataset._settle_asks()
-            self._reports.flush()
+        for reports in dict.fromkeys(queues):
+            reports.flush()
 
     def _answered(self, task_id: int, dispatch: int, accepted: Optional[bool]) -> None:
         """A finish's answer (from the reporting thread or an ask's): a refusal is warned of

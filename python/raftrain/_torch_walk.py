@@ -116,8 +116,10 @@ class Walk:
                 # Nothing is free for the job, so another registration's ask (a write) would be
                 # answered alike: in the training process once an ask made now (it carried the
                 # finishes not sent yet; the answers asked ahead, which come first, may be
-                # older), in a worker once no answer asked ahead is left.
-                break
+                # older), in a worker once no answer asked ahead is left. But for one that
+                # forgot a task the loop stopped inside: it is answered that task.
+                if not any(later.forgot() for later in ordered[index + 1 :]):
+                    break
         return steps
 
     def _ready_step(self, reports) -> Optional[Tuple[Registration, object]]:

@@ -16,11 +16,13 @@ import json
 import os
 import socket
 import time
-from typing import Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _native
 from .errors import InvalidArgument, TasksFailed
 from .task import Task
+
+T = TypeVar("T")
 
 #: The deadline of one logical call, retries across leader changes included: a failover takes
 #: well under a second; 60 s rides out a restart of every master. `None` waits without limit,
@@ -131,11 +133,22 @@ def register_together(clients: Sequence["TaskClient"]) -> List[int]:
     and returns their trainer ids: the registrations reach the leader together and share
     entries, where one after the other each waited for a replicated write of its own (a
     loader's nine before its first task). Raises the first failure."""
+    return _together(clients, lambda client: client.trainer_id)
+
+
+def leave_together(clients: Sequence["TaskClient"]) -> List[int]:
+    """`TaskClient.leave` of `clients` at once, each from a thread of its own (their writes
+    share entries): how many tasks each gave back. Raises the first failure."""
+    return _together(clients, TaskClient.leave)
+
+
+def _together(clients: Sequence["TaskClient"], call: Callable[["TaskClient"], T]) -> List[T]:
+    """`call` of each of `clients`, from a thread each when there are several."""
     if len(clients) < 2:
-        return [client.trainer_id for client in clients]
-    pool = concurrent.futures.ThreadPoolExecutor(len(clients), thread_name_prefix="raftrain-register")
+        return [call(client) for client in clients]
+    pool = concurrent.futures.ThreadPoolExecutor(len(clients), thread_name_prefix="raftrain-together")
     try:
-        return list(pool.map(lambda client: client.trainer_id, clients))
+        return list(pool.map(call, clients))
     finally:
         # Interrupted (Ctrl-C), the training thread does not wait for the others' calls.
         pool.shutdown(wait=False, cancel_futures=True)
@@ -525,6 +538,12 @@ class TaskClient:
         A closed client asks for no more tasks (`next_task`, `step` and `step_ahead` raise
         `FailedPrecondition`); its reports still go."""
         self._native.close()
+
+    def leave(self) -> int:
+        """Leaves the job (a planned stop): `close`, and the tasks this trainer holds go back
+        to the queue now rather than when its lease ends, counting no failure against them.
+        Returns how many went back (0 when it never registered: nothing is sent)."""
+        return self._native.leave()
 
     def __enter__(self) -> "TaskClient":
         return self

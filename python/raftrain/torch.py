@@ -74,7 +74,11 @@ task. So, with any `num_workers` and `prefetch_factor`:
   naming it and the error), rather than handing it to this process for ever;
 - a loop that stops inside a task (a `break`, an exception) did not consume it: the next
   iteration of that process gets it again, whole, from the masters at once (its workers ask
-  as the same trainers as the stopped ones).
+  as the same trainers as the stopped ones), and none of the tasks the loop consumed. So does
+  a new loader of the same dataset (a notebook cell run again, a loader made each pass): it
+  first sends the finishes the other loaders still hold, and the trainers a stopped loader
+  lent its workers leave the job (`TaskClient.leave`), so the tasks those workers took go back
+  to the queue at once rather than at their timeout.
 
 One iteration of a `TaskLoader` is exactly one pass of the job, and `loader.pass_index` says
 which: after the batches this process gets of the pass (it and its workers stop asking once
@@ -120,6 +124,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import weakref
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -262,6 +267,9 @@ class TaskDataset(IterableDataset):
         # The loader iterating this dataset in its own process (no workers): its reports tell
         # a registration when its last task's finish is in, and its answers the task timeout.
         self._loader: Optional["TaskLoader"] = None
+        # Every live loader of this dataset (the training process's): their reports hold
+        # finishes of tasks these registrations took, which a new iteration must see landed.
+        self._loaders: Optional["weakref.WeakSet[TaskLoader]"] = weakref.WeakSet()
         # Whether a loader of this dataset reported the job (copied into its workers, which
         # are started after that: they need not report it again).
         self._reported_by_loader = False
@@ -291,6 +299,7 @@ class TaskDataset(IterableDataset):
         # Registrations belong to the process that made them (a spawned worker makes its own).
         state = dict(self.__dict__)
         state["_registered"], state["_registered_pid"], state["_loader"], state["_carrier"] = [], None, None, None
+        state["_loaders"] = None  # the training process's loaders; a worker iterates none
         return state
 
     def loader(self, *, allow_ended: bool = False, **dataloader_options) -> "TaskLoader":
@@ -456,8 +465,8 @@ class TaskDataset(IterableDataset):
             return True
         upto = [registration.reported_upto if registration.reported_upto is not None else loader._reports_queued() for registration in fits]
         if len(fits) > 1:
-            return not Registration.ask_ahead_together(fits, loader._reports, upto)
-        return not fits[0].ask_ahead(loader._reports, upto[0])
+            return not Registration.ask_ahead_together(fits, loader._report_queue(), upto)
+        return not fits[0].ask_ahead(loader._report_queue(), upto[0])
 
     def _ask_ahead_s(self) -> float:
         """How long before a task's batches run out the next is asked for: `ASK_AHEAD_S`

@@ -391,6 +391,22 @@ impl TaskClient {
     fn close(&self) {
         let _ = self.stop.send(true);
     }
+
+    /// Leaves the job (a planned stop): stops heartbeating, and the tasks this trainer holds
+    /// go back to the queue now, counting no failure against them. How many went back (0 for
+    /// a client that never registered, which sends nothing).
+    fn leave(&self, py: Python<'_>) -> PyResult<u64> {
+        guarded("leave", || {
+            self.process.check("TaskClient")?;
+            let _ = self.stop.send(true);
+            let Some(trainer) = self.session.get().map(|session| session.id()) else {
+                return Ok(0);
+            };
+            let master = self.master.clone();
+            let left = wait(py, async move { master.leave_job(trainer).await })?;
+            Ok(left.map_err(Failure::from)?)
+        })
+    }
 }
 
 impl TaskClient {

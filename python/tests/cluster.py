@@ -193,6 +193,16 @@ class MasterGroup:
             total += sum(float(count) for count in pattern.findall(text))
         return int(total)
 
+    def counter(self, name: str) -> int:
+        """A counter summed over the replicas' `/metrics` (a group made with `metrics=True`;
+        0 where none counted yet)."""
+        pattern = re.compile(r"^" + re.escape(name) + r"(?:\{[^}]*\})? (\S+)$", re.MULTILINE)
+        total = 0.0
+        for addr in self.metrics_addrs:
+            text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+            total += sum(float(count) for count in pattern.findall(text))
+        return int(total)
+
     def add_joiner(self, through: Sequence[str]) -> int:
         """Starts a new replica (id `index + 1`, a new address and directory) that joins the
         group through `through` (`--join`); its index."""

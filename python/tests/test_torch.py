@@ -369,21 +369,68 @@ def test_a_loader_slow_between_passes_names_the_pass_it_walks(masters):
     assert slow.job_finished
 
 
-def test_a_loop_that_stops_inside_a_task_gets_that_task_back_at_once(masters):
-    """A training loop that stops inside a task (a `break` to look at a few batches) and
-    iterates again gets that task again, whole, from the masters at once: it was not consumed,
-    so not reported, and the iteration no longer waits for its timeout to hand it out again
-    (each of the pass's tasks is dispatched once). The tasks before it are not seen again."""
+def test_a_loader_made_anew_for_each_pass_trains_each_pass_once(masters):
+    """A new loader of the same dataset for each pass (as scripts do with a DataLoader): each
+    trains its pass once. The dataset already knows the loop's pace, so a new loader asks
+    ahead at its first task, before it queued a report of its own."""
+    rows = torch.arange(40)
+    dataset = TaskDataset(masters.masters, index=("anew", 40, 10), read=_Rows(rows), passes=3, batch_size=5)
+    for pass_index in range(3):
+        loader = dataset.loader()
+        assert sorted(torch.cat(list(loader)).tolist()) == list(range(40))
+        assert loader.pass_index == pass_index and loader.refused == 0
+    assert loader.job_finished
+
+
+@pytest.mark.parametrize("stopped_at, again", [(2, "the same loader"), (4, "the same loader"), (4, "a new loader")])
+def test_a_loop_that_stops_inside_a_task_gets_that_task_back_at_once(masters, stopped_at, again):
+    """A training loop that stops inside a task (a `break` at the first batch of the pass's
+    second or third task, to look at a few batches) and iterates again, with the same loader
+    or a new one of the same dataset (a notebook cell run again), gets that task again, whole,
+    from the masters at once: it was not consumed, so not reported, and the iteration no
+    longer waits for its timeout to hand it out again (each of the pass's tasks is dispatched
+    once), though the registration holding it asks after others answered that nothing is
+    free. The tasks before it are not seen again, even those whose finishes the first loader
+    still held for its next ask (a new loader sends them before its registrations forget the
+    tasks they hold)."""
     rows = torch.arange(40)
     dataset = TaskDataset(masters.masters, index=("stopped", 40, 10), read=_Rows(rows), passes=2, batch_size=5)
-    loader = dataset.loader()
-    for number, _batch in enumerate(loader):
-        if number == 2:  # the first batch of the pass's second task
+    first = dataset.loader()
+    for number, _batch in enumerate(first):
+        if number == stopped_at:
             break
-    assert sorted(torch.cat(list(loader)).tolist()) == list(range(10, 40))
-    status = loader.client.status()
+    second = first if again == "the same loader" else dataset.loader()
+    assert sorted(torch.cat(list(second)).tolist()) == list(range(stopped_at * 5, 40))
+    status = second.client.status()
+    # A stopped task that waited out its timeout would have been dispatched again.
     assert status["pass"] == 1 and status["dispatched"] == 4, status
-    assert loader.finished == 4 and loader.refused == 0
+    assert first.finished + (second.finished if second is not first else 0) == 4
+    assert first.refused == second.refused == 0
+
+
+def test_a_new_loader_takes_at_once_the_tasks_a_stopped_loaders_workers_held(start_masters):
+    """A loop with DataLoader workers that stops inside a pass, then a new loader of the same
+    dataset (a notebook cell run again): the trainers the stopped loader lent its workers
+    leave the job, so the tasks those workers took go back to the queue at once, for the new
+    loader's workers, rather than at their timeout. The stopped loader lends new trainers
+    when it iterates again."""
+    masters = start_masters(metrics=True)
+    rows = torch.arange(80)
+    dataset = TaskDataset(masters.masters, index=("stopped-workers", 80, 10), read=_Rows(rows), passes=2, batch_size=5)
+    first = dataset.loader(num_workers=2)
+    batches = []
+    for batch in first:
+        batches.append(batch)
+        if len(batches) == 4:
+            break
+    second = dataset.loader(num_workers=2)
+    # The batches the loop consumed (all but the one it stopped at) and the new loader's.
+    assert set(torch.cat(batches[:-1] + list(second)).tolist()) == set(range(80))
+    status = second.client.status()
+    assert status["pass"] == 1 and status["failed"] == 0, status
+    assert masters.counter("raftrain_master_tasks_timed_out_total") == 0 and masters.rpcs("LeaveJob") >= 1
+    assert sorted(torch.cat(list(first)).tolist()) == list(range(80))
+    assert first.job_finished and first.refused == second.refused == 0
 
 
 def test_a_job_cancelled_mid_pass_ends_the_loop_without_warning_of_take_backs(masters):
@@ -465,17 +512,21 @@ def test_a_worker_with_nothing_free_ends_its_walk_rather_than_hold_back_its_sibl
 def test_a_loader_lends_its_workers_its_own_trainers_though_another_lent_since(masters):
     """Two loaders with workers of one dataset, iterated in turn: each pass's workers ask as
     the trainers of the loader iterating, not those the other loader lent last (which that
-    loader's workers use, and which stop being kept alive with that loader)."""
+    loader's workers use, and which stop being kept alive with that loader). A loader not
+    iterating when the other begins has its lent trainers leave the job, and lends new ones
+    when it iterates again."""
     rows = torch.arange(40)
     dataset = TaskDataset(masters.masters, index=("turns", 40, 10), read=_Rows(rows), passes=3, batch_size=5, name="turns")
     first, second = dataset.loader(num_workers=1), dataset.loader(num_workers=1)
     assert sorted(torch.cat(list(first)).tolist()) == list(range(40))
     lent_by_first = dict(dataset._lent)
     assert sorted(torch.cat(list(second)).tolist()) == list(range(40))
-    assert dataset._lent != lent_by_first
+    assert dataset._lent != lent_by_first and first._lent == {}, "the first loader's trainers left"
+    lent_by_second = dict(dataset._lent)
     batches = []
     for batch in first:
-        assert dataset._lent == lent_by_first, "the workers of the loader iterating get its trainers"
+        assert dataset._lent == first._lent != lent_by_second, "the workers of the loader iterating get its trainers"
+        assert set(first._lent[0]).isdisjoint(lent_by_first[0]), "new trainers, not those that left"
         batches.append(batch)
     assert sorted(torch.cat(batches).tolist()) == list(range(40)) and first.job_finished
     assert dataset._lent == {}, "the job ended: nothing lent any more"
