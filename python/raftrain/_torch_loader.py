@@ -4,11 +4,13 @@ reported finished once the training loop consumed it; and its DistributedDataPar
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import operator
 import threading
 import time
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
@@ -16,8 +18,10 @@ from torch.utils.data import DataLoader, default_convert
 
 from ._torch_carry import Carriage
 from ._torch_io import Receipt, Reports
-from .errors import InvalidArgument, JobEnded
+from .errors import Error, InvalidArgument, JobEnded
 from .task_client import TaskClient, leave_together, raise_if_failed, register_together
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .torch import TaskDataset
@@ -72,6 +76,9 @@ class TaskLoader:
         self.dataloader = DataLoader(dataset, batch_size=None, collate_fn=convert, **dataloader_options)
         # Iterated in this process (no workers), the dataset asks ahead once these reports land.
         dataset._loader = self
+        if dataset._loaders is None:
+            # A copy of a dataset (pickled, deep-copied) comes without the loaders of the original.
+            dataset._loaders = weakref.WeakSet()
         dataset._loaders.add(self)
         #: Tasks this loader reported finished, and reports the master refused (taken back).
         self.finished = 0
@@ -256,7 +263,11 @@ class TaskLoader:
         for other in list(self.dataset._loaders):
             if other is not self and not other._iterating and other._lent_clients and not other.dataloader.persistent_workers:
                 clients, other._lent_clients, other._lent = other._lent_clients, [], {}
-                leave_together(clients)
+                try:
+                    leave_together(clients)
+                except Error as error:
+                    # Closed already: what they hold goes back when their lease ends.
+                    _log.debug("the trainers of a stopped loader did not leave the job: %s", error)
 
     def _items(self) -> Iterator[Tuple[object, list, Receipt, float, object]]:
         """The dataset's items through the DataLoader: converted (its `collate_fn`), pinned

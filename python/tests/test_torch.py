@@ -6,6 +6,7 @@ once, to the accuracy of one plain PyTorch process."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -367,6 +368,17 @@ def test_a_loader_slow_between_passes_names_the_pass_it_walks(masters):
     assert sorted(torch.cat(list(slow)).tolist()) == list(range(20))
     assert slow.pass_index == 2, "the pass it walked, not the one after its last"
     assert slow.job_finished
+
+
+def test_a_copied_dataset_makes_loaders_of_its_own():
+    """A copy of a dataset (`copy.deepcopy`, as pickling does) comes without the original's
+    loaders, registrations and reports, and makes loaders of its own (nothing is asked of the
+    masters before an iteration)."""
+    dataset = TaskDataset("127.0.0.1:1", index=("copied", 40, 10), read=_Rows(torch.arange(40)), batch_size=5)
+    original = dataset.loader()
+    copied = copy.deepcopy(dataset)
+    loader = copied.loader()
+    assert loader.dataset is copied and set(copied._loaders) == {loader} and set(dataset._loaders) == {original}
 
 
 def test_a_loader_made_anew_for_each_pass_trains_each_pass_once(masters):
