@@ -257,8 +257,8 @@ class TaskLoader:
         """The trainers another loader of the dataset lent its workers, where that loader is
         not iterating (its loop stopped inside a pass, and this one took over: a notebook cell
         run again), leave the job: the tasks its stopped workers took go back to the queue now,
-        for this loader's workers, rather than at their timeout (each counted a failure
-        meanwhile). That loader lends new ones if it iterates again. Not a loader whose
+        for this loader's workers, rather than at their timeout (each timeout counts against
+        the task's failure budget). That loader lends new ones if it iterates again. Not a loader whose
         workers persist: they keep asking as the trainers they were started with."""
         for other in list(self.dataset._loaders):
             if other is not self and not other._iterating and other._lent_clients and not other.dataloader.persistent_workers:
