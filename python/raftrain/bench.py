@@ -211,20 +211,30 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
     rows = torch.randn(samples, features)
     labels = torch.randint(0, classes, (samples,))
 
-    def train(batches, masters) -> Tuple[float, Optional[float]]:
-        """Seconds for one pass of the loop over `batches`, and the CPU seconds the `masters`
-        (processes) spent meanwhile (`None` where /proc cannot tell)."""
+    def train(batches, masters) -> Tuple[float, Optional[float], float]:
+        """Seconds for one pass of the loop over `batches`, the CPU seconds the `masters`
+        (processes) spent meanwhile (`None` where /proc cannot tell), and the seconds of the
+        pass the loop waited for its batches (in `iter()` and `next()`, the last one that
+        ended the pass included)."""
         net = mlp()
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
         cpu = _cpu_seconds(masters)
         started = time.perf_counter()
-        for x, y in batches:
+        each = iter(batches)
+        waited = time.perf_counter() - started
+        while True:
+            asked = time.perf_counter()
+            batch = next(each, None)
+            waited += time.perf_counter() - asked
+            if batch is None:
+                break
+            x, y = batch
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(net(x), y).backward()
             optimizer.step()
         seconds = time.perf_counter() - started
         after = _cpu_seconds(masters)
-        return seconds, (None if cpu is None or after is None else after - cpu)
+        return seconds, (None if cpu is None or after is None else after - cpu), waited
 
     class Sliced(_SlicedTasks, IterableDataset):
         pass
@@ -233,9 +243,10 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
     print(f"{passes} of each loader, alternating, beside the same three masters; seconds the median of passes 2-{passes};")
     print(f"vs DataLoader: the median of passes 2-{passes} of each DataLoader pass's seconds over the TaskLoader pass's after it")
     print("(adjacent passes: the machine's drift over the run cancels); the masters' CPU seconds (all three, user and system)")
-    print("during a pass of each, the median of passes 2 on\n")
-    print("| workers | batch | task | DataLoader slicing the same batches, s | TaskLoader, s | vs DataLoader | first pass | masters' CPU, DataLoader / TaskLoader, s |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("during a pass of each, the median of passes 2 on; the milliseconds of a pass the loop waited in iter() and next() for")
+    print("its batches, the median of passes 2 on\n")
+    print("| workers | batch | task | DataLoader slicing the same batches, s | TaskLoader, s | vs DataLoader | first pass | masters' CPU, DataLoader / TaskLoader, s | waiting for batches, DataLoader / TaskLoader, ms |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     rows_of = [(0, 64, shard), (0, 512, shard), (2, 64, shard), (2, 512, shard), (2, 512, 2 * shard)]
     for number, (workers, batch, task_size) in enumerate(rows_of):
         masters: list = []
@@ -251,7 +262,8 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
         later = [_later(runs) for runs in seconds]
         ratios = [baseline / tasks for baseline, tasks in zip(*seconds)]
         cpu = " / ".join(_median_cpu(runs) for runs in (plain, through_tasks))
-        print(f"| {workers} | {batch} | {task_size} | {later[0]:.2f} | {later[1]:.2f} | {_later(ratios):.2f}x | {ratios[0]:.2f}x | {cpu} |", flush=True)
+        waited = " / ".join(f"{_later([each[2] for each in runs]) * 1000:.1f}" for runs in (plain, through_tasks))
+        print(f"| {workers} | {batch} | {task_size} | {later[0]:.2f} | {later[1]:.2f} | {_later(ratios):.2f}x | {ratios[0]:.2f}x | {cpu} | {waited} |", flush=True)
 
 
 def _later(runs: Sequence[float]) -> float:

@@ -186,17 +186,15 @@ class MasterGroup:
     def rpcs(self, method: str) -> int:
         """How many `method` calls the replicas served in all, from their `/metrics` (a group
         made with `metrics=True`)."""
-        pattern = re.compile(r'raftrain_rpc_seconds_count\{[^}]*method="' + re.escape(method) + r'"[^}]*\} (\S+)')
-        total = 0.0
-        for addr in self.metrics_addrs:
-            text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
-            total += sum(float(count) for count in pattern.findall(text))
-        return int(total)
+        return self._summed(re.compile(r'raftrain_rpc_seconds_count\{[^}]*method="' + re.escape(method) + r'"[^}]*\} (\S+)'))
 
     def counter(self, name: str) -> int:
         """A counter summed over the replicas' `/metrics` (a group made with `metrics=True`;
         0 where none counted yet)."""
-        pattern = re.compile(r"^" + re.escape(name) + r"(?:\{[^}]*\})? (\S+)$", re.MULTILINE)
+        return self._summed(re.compile(r"^" + re.escape(name) + r"(?:\{[^}]*\})? (\S+)$", re.MULTILINE))
+
+    def _summed(self, pattern: "re.Pattern[str]") -> int:
+        """The values `pattern` matches in the replicas' `/metrics`, summed."""
         total = 0.0
         for addr in self.metrics_addrs:
             text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
