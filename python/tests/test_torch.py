@@ -544,6 +544,21 @@ def test_a_loader_lends_its_workers_its_own_trainers_though_another_lent_since(m
     assert dataset._lent == {}, "the job ended: nothing lent any more"
 
 
+def test_a_loader_whose_workers_persist_keeps_its_trainers_while_another_iterates(masters):
+    """A loader with persistent workers, then another loader of the dataset, then the first
+    again: the first's trainers do not leave the job while the second iterates, since its
+    workers, alive between passes, ask as the trainers they were started with."""
+    rows = torch.arange(40)
+    dataset = TaskDataset(masters.masters, index=("persisting", 40, 10), read=_Rows(rows), passes=3, batch_size=5)
+    first = dataset.loader(num_workers=1, persistent_workers=True)
+    assert sorted(torch.cat(list(first)).tolist()) == list(range(40))
+    lent_by_first = dict(first._lent)
+    assert sorted(torch.cat(list(dataset.loader(num_workers=1))).tolist()) == list(range(40))
+    assert first._lent == lent_by_first, "the persistent workers' trainers stayed"
+    assert sorted(torch.cat(list(first)).tolist()) == list(range(40))
+    assert first.job_finished and first.refused == 0 and masters.status()["failed"] == 0
+
+
 class _Rows:
     def __init__(self, rows):
         self.rows = rows
