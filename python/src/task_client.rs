@@ -378,11 +378,20 @@ impl TaskClient {
         })
     }
 
-    fn status_json(&self, py: Python<'_>) -> PyResult<String> {
+    /// The job's status as JSON text; with `lists`, every job and rendezvous run too (two
+    /// more linearizable reads, each a heartbeat round of the leader's).
+    #[pyo3(signature = (lists=true))]
+    fn status_json(&self, py: Python<'_>, lists: bool) -> PyResult<String> {
         guarded("status", || {
             self.process.check("TaskClient")?;
             let master = self.master.clone();
-            let status = wait(py, async move { crate::status::status_with_jobs(&master).await })?;
+            let status = wait(py, async move {
+                if lists {
+                    crate::status::status_with_jobs(&master).await
+                } else {
+                    master.status().await.map(|status| status.to_json().to_string())
+                }
+            })?;
             Ok(status.map_err(Failure::from)?)
         })
     }

@@ -445,6 +445,22 @@ def test_a_new_loader_takes_at_once_the_tasks_a_stopped_loaders_workers_held(sta
     assert first.job_finished and first.refused == second.refused == 0
 
 
+def test_a_loader_reads_its_own_jobs_state_only(start_masters):
+    """The loader reads its job's state at pass ends and in `job_finished` (a linearizable
+    read, a heartbeat round of the leader's, each time): its own job's only, never the list of
+    every job and rendezvous run that `TaskClient.status()` adds."""
+    masters = start_masters(metrics=True)
+    rows = torch.arange(40)
+    dataset = TaskDataset(masters.masters, index=("own-state", 40, 10), read=_Rows(rows), passes=2, batch_size=5)
+    loader = dataset.loader()
+    seen = []
+    while not loader.job_finished:
+        seen.extend(torch.cat(list(loader)).tolist())
+    assert sorted(seen) == sorted(list(range(40)) * 2)
+    assert masters.rpcs("Status") >= 2
+    assert masters.rpcs("ListJobs") == 0 and masters.rpcs("ListRendezvous") == 0
+
+
 def test_a_job_cancelled_mid_pass_ends_the_loop_without_warning_of_take_backs(masters):
     """`raftrain job cancel` in the middle of a pass ends the loader's loop (`job_finished`),
     and the finishes the masters refused after the cancel are not warned of as tasks taken
