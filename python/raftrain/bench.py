@@ -245,9 +245,10 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
     print("(adjacent passes: the machine's drift over the run cancels; the pairs run in turn in either order, as neither")
     print("loader's pass always follows the other's); the masters' CPU seconds (all three, user and system)")
     print("during a pass of each, the median of passes 2 on; the milliseconds of a pass the loop waited in iter() and next() for")
-    print("its batches, the median of passes 2 on\n")
-    print("| workers | batch | task | DataLoader slicing the same batches, s | TaskLoader, s | vs DataLoader | first pass | masters' CPU, DataLoader / TaskLoader, s | waiting for batches, DataLoader / TaskLoader, ms |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("its batches, the median of passes 2 on; and vs DataLoader over the pairs of passes 2 on that ran the DataLoader first,")
+    print("and over those that ran the TaskLoader first\n")
+    print("| workers | batch | task | DataLoader slicing the same batches, s | TaskLoader, s | vs DataLoader | first pass | masters' CPU, DataLoader / TaskLoader, s | waiting for batches, DataLoader / TaskLoader, ms | vs DataLoader, DataLoader first / TaskLoader first |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     rows_of = [(0, 64, shard), (0, 512, shard), (2, 64, shard), (2, 512, shard), (2, 512, 2 * shard)]
     for number, (workers, batch, task_size) in enumerate(rows_of):
         masters: list = []
@@ -261,8 +262,8 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
                 # Pairs in turn DataLoader first and TaskLoader first (the first pair the former:
                 # its TaskLoader pass starts the job), so that neither loader's passes all come
                 # right after the other's (the masters idle for a pass before, or finishing the
-                # other's work): with the DataLoader always first, the ratio came out 0.3% to 3%
-                # lower than with the TaskLoader always first.
+                # other's work): in some runs the pairs of one order gave ratios several hundredths
+                # apart from the other's, one way or the other (the last column shows both).
                 if pass_number % 2 == 0:
                     plain.append(train(baseline, masters))
                     through_tasks.append(train(loader, masters))
@@ -274,7 +275,14 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
         ratios = [baseline / tasks for baseline, tasks in zip(*seconds)]
         cpu = " / ".join(_median_cpu(runs) for runs in (plain, through_tasks))
         waited = " / ".join(f"{_later([each[2] for each in runs]) * 1000:.1f}" for runs in (plain, through_tasks))
-        print(f"| {workers} | {batch} | {task_size} | {later[0]:.2f} | {later[1]:.2f} | {_later(ratios):.2f}x | {ratios[0]:.2f}x | {cpu} | {waited} |", flush=True)
+        print(f"| {workers} | {batch} | {task_size} | {later[0]:.2f} | {later[1]:.2f} | {_later(ratios):.2f}x | {ratios[0]:.2f}x | {cpu} | {waited} | {_by_order(ratios)} |", flush=True)
+
+
+def _by_order(ratios: Sequence[float]) -> str:
+    """The median of the ratios of passes 2 on whose pair ran the `DataLoader` first (the odd
+    passes), and of those that ran the `TaskLoader` first (`-` where there is none)."""
+    orders = (ratios[2::2], ratios[1::2])
+    return " / ".join(f"{statistics.median(order):.2f}x" if order else "-" for order in orders)
 
 
 def _later(runs: Sequence[float]) -> float:
