@@ -12,7 +12,9 @@ torchrun finds this module through the ``torchrun.handlers`` entry point ``raftr
 (``handler``). ``--rdzv-conf`` keys: ``tls_ca``, ``tls_cert``, ``tls_key``, ``token_file``
 (else ``RAFTRAIN_TLS_CA``, ``RAFTRAIN_TLS_CERT``, ``RAFTRAIN_TLS_KEY``,
 ``RAFTRAIN_TOKEN_FILE``), ``read_timeout`` (seconds a store read waits for its key; 60),
-``deadline`` (seconds a call retries while no master leads; 60).
+``deadline`` (seconds a call retries while no master leads; 60; once a call gave up before any
+reached a leader, each later one retries for at most two seconds, so a wrong endpoint fails
+torchrun after one deadline).
 
 The backend keeps torch's state under the store key ``torch.rendezvous.<run_id>`` (base64, as
 torch's c10d backend does); its fencing token is the key's version, which the masters never
@@ -56,7 +58,48 @@ DEADLINE_S_DEFAULT = 60.0
 #: infinity and more are refused by name rather than by a conversion deep in the handler.
 CONF_SECONDS_MAX = 86400.0
 
+#: Once a call gave up without any call of the run having reached a leader (a wrong
+#: ``--rdzv-endpoint``, masters not started), each later call retries for at most this long,
+#: not the whole ``deadline`` again: torch reads and writes the state once more as it shuts the
+#: failed rendezvous down, which doubled the wait for the error.
+UNREACHED_DEADLINE_S = 2.0
+
 _Value = Union[str, bytes, bytearray]
+
+
+class _Reach:
+    """A run's native client, shared by its backend and store, and whether any call reached a
+    leader yet: once one gave up without that, later calls go through a client whose deadline
+    is ``UNREACHED_DEADLINE_S`` (a call that reaches a leader then restores the whole one)."""
+
+    def __init__(self, client: "_native.RendezvousClient", quick: Optional[Callable[[], "_native.RendezvousClient"]] = None):
+        self.client = client
+        self._quick = quick
+        self._quick_client: Optional["_native.RendezvousClient"] = None
+        self._reached = False
+        self._gave_up = False
+
+    @staticmethod
+    def of(client: "Union[_Reach, _native.RendezvousClient]") -> "_Reach":
+        return client if isinstance(client, _Reach) else _Reach(client)
+
+    @property
+    def run(self) -> str:
+        return self.client.run
+
+    def call(self, name: str, *args: Any) -> Any:
+        """``client.name(*args)``; raises what it raises."""
+        client = self.client
+        if self._gave_up and not self._reached and self._quick is not None:
+            self._quick_client = self._quick_client or self._quick()
+            client = self._quick_client
+        try:
+            result = getattr(client, name)(*args)
+        except errors.Unavailable:
+            self._gave_up = self._gave_up or not self._reached
+            raise
+        self._reached = True
+        return result
 
 
 def _bytes(value: _Value) -> bytes:
@@ -81,9 +124,9 @@ class RaftrainStore(dist.Store):
     makes the client retry it.
     """
 
-    def __init__(self, client: "_native.RendezvousClient", timeout: timedelta = timedelta(seconds=READ_TIMEOUT_S_DEFAULT)):
+    def __init__(self, client: "Union[_Reach, _native.RendezvousClient]", timeout: timedelta = timedelta(seconds=READ_TIMEOUT_S_DEFAULT)):
         super().__init__()  # the pybind trampoline needs it
-        self._client = client
+        self._client = _Reach.of(client)
         self.set_timeout(timeout)
 
     @property
@@ -92,7 +135,7 @@ class RaftrainStore(dist.Store):
 
     def _call(self, name: str, *args: Any) -> Any:
         try:
-            return getattr(self._client, name)(*args)
+            return self._client.call(name, *args)
         except errors.Error as error:
             raise dist.DistStoreError(f"raftrain store {name}: {error}") from error
 
@@ -159,10 +202,10 @@ class RaftrainRendezvousBackend(RendezvousBackend):
     """torch's ``RendezvousBackend`` on the master group: the state under the store key
     ``torch.rendezvous.<run_id>`` (base64), fenced by the key's version."""
 
-    def __init__(self, client: "_native.RendezvousClient", run_id: str):
+    def __init__(self, client: "Union[_Reach, _native.RendezvousClient]", run_id: str):
         if not run_id:
             raise ValueError("The run id must be a non-empty string.")
-        self._client = client
+        self._client = _Reach.of(client)
         self._key = "torch.rendezvous." + run_id
 
     @property
@@ -199,7 +242,7 @@ class RaftrainRendezvousBackend(RendezvousBackend):
                 "waiting": len(held.wait_list),
                 "complete": bool(held.complete),
             }
-            self._client.set(SUMMARY_KEY, json.dumps(summary).encode())
+            self._client.call("set", SUMMARY_KEY, json.dumps(summary).encode())
         except Exception as error:  # noqa: BLE001 - a summary never fails a rendezvous
             _log.debug("no rendezvous summary written: %s", error)
 
@@ -222,7 +265,7 @@ class RaftrainRendezvousBackend(RendezvousBackend):
 
     def _call(self, name: str, *args: Any) -> Any:
         try:
-            return getattr(self._client, name)(*args)
+            return self._client.call(name, *args)
         except errors.Error as error:
             raise RendezvousConnectionError(
                 f"The connection to the raftrain masters has failed: {error}"
@@ -245,11 +288,13 @@ def _positive(params: RendezvousParameters, key: str, default: float) -> float:
     return number
 
 
-def _client(params: RendezvousParameters) -> "_native.RendezvousClient":
+def _client(params: RendezvousParameters) -> _Reach:
     masters = [addr.strip() for addr in (params.endpoint or "").split(",") if addr.strip()]
     if not masters:
         raise ValueError("--rdzv-endpoint names no master: give the masters as host:port,host:port,...")
-    try:
+    deadline_s = _positive(params, "deadline", DEADLINE_S_DEFAULT)
+
+    def connect(deadline_s: float) -> "_native.RendezvousClient":
         return _native.RendezvousClient(
             masters,
             params.run_id,
@@ -257,8 +302,11 @@ def _client(params: RendezvousParameters) -> "_native.RendezvousClient":
             tls_cert=_conf(params, "tls_cert", "RAFTRAIN_TLS_CERT"),
             tls_key=_conf(params, "tls_key", "RAFTRAIN_TLS_KEY"),
             token_file=_conf(params, "token_file", "RAFTRAIN_TOKEN_FILE"),
-            deadline_s=_positive(params, "deadline", DEADLINE_S_DEFAULT),
+            deadline_s=deadline_s,
         )
+
+    try:
+        return _Reach(connect(deadline_s), lambda: connect(min(deadline_s, UNREACHED_DEADLINE_S)))
     except errors.InvalidArgument as error:
         raise ValueError(f"--rdzv-backend=raftrain: {error.message}") from error
 

@@ -12,10 +12,11 @@ from datetime import timedelta
 import pytest
 import torch.distributed as dist
 from torch.distributed.elastic.rendezvous import RendezvousParameters
-from torch.distributed.elastic.rendezvous.api import RendezvousStateError
+from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousStateError
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
-from cluster import run_tool
+import raftrain.rendezvous
+from cluster import free_addr, run_tool
 from raftrain import _native
 from raftrain.rendezvous import RaftrainRendezvousBackend, RaftrainStore, create_backend
 
@@ -165,6 +166,29 @@ def test_bad_parameters_are_refused_by_name(masters):
             create_backend(params(masters, read_timeout=value))
     with pytest.raises(ValueError, match="localhost"):
         create_backend(RendezvousParameters(backend="raftrain", endpoint="localhost", run_id="r", min_nodes=1, max_nodes=1))
+
+
+def test_masters_never_reached_cost_one_deadline_then_short_ones(start_masters):
+    """A wrong endpoint (nothing listens there) fails the first call after the whole `deadline`;
+    a later call (torch reads and writes the state once more as it shuts the failed rendezvous
+    down) retries for at most `UNREACHED_DEADLINE_S`, so torchrun fails after one deadline, not
+    two. A run whose masters answer keeps its whole deadline."""
+    nowhere = RendezvousParameters(backend="raftrain", endpoint=free_addr(), run_id="nowhere", min_nodes=1, max_nodes=1, deadline="3")
+    backend, store = create_backend(nowhere)
+    with pytest.raises(RendezvousConnectionError, match="within 3s"):
+        backend.get_state()
+    with pytest.raises(RendezvousConnectionError, match=f"within {raftrain.rendezvous.UNREACHED_DEADLINE_S:g}s"):
+        backend.set_state(b"state")
+    with pytest.raises(dist.DistStoreError, match=f"within {raftrain.rendezvous.UNREACHED_DEADLINE_S:g}s"):
+        store.set("key", b"value")
+    group = start_masters()
+    reached, _store = create_backend(params(group, run_id="reached", deadline="3"))
+    assert reached.get_state() is None
+    for index in range(3):
+        group.kill(index)
+    for _call in range(2):
+        with pytest.raises(RendezvousConnectionError, match="within 3s"):
+            reached.get_state()
 
 
 def test_operators_list_and_delete_runs_from_the_command_line(masters):
