@@ -326,7 +326,7 @@ class TaskLoader:
             self.dataset._report(client, restart=self.dataset.restart)
             self._job_reported = True
             self.dataset._reported_by_loader = True
-        status = raise_if_failed(client._job_status())
+        status = raise_if_failed(client.status(lists=False))
         status["ended"] = bool(status["job_finished"] or status.get("job_cancelled"))
         self._warn_refused(cancelled=bool(status.get("job_cancelled")))
         if status["ended"]:

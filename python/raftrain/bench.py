@@ -259,17 +259,14 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
             plain, through_tasks = [], []
             for pass_number in range(passes):
                 baseline = DataLoader(Sliced(rows, labels, task_size, batch), batch_size=None, num_workers=workers)
-                # Pairs in turn DataLoader first and TaskLoader first (the first pair the former:
-                # its TaskLoader pass starts the job), so that neither loader's passes all come
-                # right after the other's (the masters idle for a pass before, or finishing the
-                # other's work): in some runs the pairs of one order gave ratios several hundredths
-                # apart from the other's, one way or the other (the last column shows both).
-                if pass_number % 2 == 0:
-                    plain.append(train(baseline, masters))
-                    through_tasks.append(train(loader, masters))
-                else:
-                    through_tasks.append(train(loader, masters))
-                    plain.append(train(baseline, masters))
+                # Pairs in turn DataLoader first and TaskLoader first, so that neither loader's
+                # passes all come right after the other's (the masters idle for a pass before,
+                # or finishing the other's work): in some runs the pairs of one order gave ratios
+                # several hundredths apart from the other's, one way or the other (the last
+                # column shows both). The first pair runs the DataLoader first, as before.
+                pair = [(plain, baseline), (through_tasks, loader)]
+                for runs, batches in pair if pass_number % 2 == 0 else reversed(pair):
+                    runs.append(train(batches, masters))
         seconds = [[each[0] for each in runs] for runs in (plain, through_tasks)]
         later = [_later(runs) for runs in seconds]
         ratios = [baseline / tasks for baseline, tasks in zip(*seconds)]

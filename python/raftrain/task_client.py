@@ -485,7 +485,7 @@ class TaskClient:
                 finished, pending = pending, []
                 task = self.next_task(finished)
                 if task is None:
-                    raise_if_failed(self._job_status())
+                    raise_if_failed(self.status(lists=False))
                     return
                 task._finish_later = pending.append
                 yield task
@@ -511,14 +511,12 @@ class TaskClient:
             raise InvalidArgument("name the job to cancel: this client was made without job=")
         self._native.cancel_job(name)
 
-    def status(self) -> dict:
-        """The job as the leader sees it: the keys of `raftrain status --json`."""
-        return _status(self._native.status_json())
-
-    def _job_status(self) -> dict:
-        """`status()` without `jobs` and `rendezvous`: one linearizable read instead of three
-        (a loader reads the job's state each pass, and needs no other job's)."""
-        return _status(self._native.status_json(False))
+    def status(self, lists: bool = True) -> dict:
+        """The job as the leader sees it: the keys of `raftrain status --json`. `lists=False`
+        leaves out `jobs` and `rendezvous` (every job and rendezvous run of the group): one
+        linearizable read, a heartbeat round of the leader's, instead of three, for a loop that
+        reads its job's state every pass."""
+        return _status(self._native.status_json(_flag("lists", lists)))
 
     def checkpoint(self) -> int:
         """Records the job's progress (its pass and which of its tasks are done) as one

@@ -77,8 +77,8 @@ task. So, with any `num_workers` and `prefetch_factor`:
   as the same trainers as the stopped ones), and none of the tasks the loop consumed. So does
   a new loader of the same dataset (a notebook cell run again, a loader made each pass): it
   first sends the finishes the other loaders still hold, and the trainers a stopped loader
-  lent its workers leave the job (`TaskClient.leave`; not where its workers persist), so the tasks those workers took go back
-  to the queue at once rather than at their timeout.
+  lent its workers leave the job (`TaskClient.leave`; not where its workers persist), so the
+  tasks those workers took go back to the queue at once rather than at their timeout.
 
 One iteration of a `TaskLoader` is exactly one pass of the job, and `loader.pass_index` says
 which: after the batches this process gets of the pass (it and its workers stop asking once

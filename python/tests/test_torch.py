@@ -448,7 +448,7 @@ def test_a_new_loader_takes_at_once_the_tasks_a_stopped_loaders_workers_held(sta
 def test_a_loader_reads_its_own_jobs_state_only(start_masters):
     """The loader reads its job's state at pass ends and in `job_finished` (a linearizable
     read, a heartbeat round of the leader's, each time): its own job's only, never the list of
-    every job and rendezvous run that `TaskClient.status()` adds."""
+    every job and rendezvous run that `TaskClient.status()` adds by default."""
     masters = start_masters(metrics=True)
     rows = torch.arange(40)
     dataset = TaskDataset(masters.masters, index=("own-state", 40, 10), read=_Rows(rows), passes=2, batch_size=5)
