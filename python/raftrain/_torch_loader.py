@@ -122,6 +122,11 @@ class TaskLoader:
         self._task_timeout_s: Optional[float] = None
         # When `_consuming` next looks at the tasks the workers took ahead.
         self._workers_held_look = 0.0
+        # (DDP, no workers.) This rank's share of the pass's tasks, and the tasks it took of the
+        # pass so far: it asks ahead for no more than its share (`TaskDataset._ask_ahead`).
+        # `None`: no share, as any process that is not one of several ranks stepping together.
+        self._pass_share: Optional[int] = None
+        self._taken_in_pass = 0
 
     def __iter__(self) -> Iterator[object]:
         """One pass: the batches this process gets of it, then a wait until the pass is over
@@ -550,6 +555,7 @@ class _DdpPasses:
             return
         self._agree(status["pass"])
         self.loader.pass_index = status["pass"]
+        self._share_out(status["todo"])
         while True:
             with Join([self.model]):
                 yield from self.loader._batches()
@@ -568,6 +574,17 @@ class _DdpPasses:
                 f"rank {self._dist.get_rank()} walks pass {pass_index}, another rank pass "
                 f"{lowest.item() if lowest.item() != pass_index else highest.item()}: the ranks disagree on the pass"
             )
+
+    def _share_out(self, todo: int) -> None:
+        """Each rank asks ahead for no more than its share of the `todo` tasks it read at the
+        pass's start: the ranks step together, so a pass takes as long as the rank with the
+        most tasks, and a rank whose asks ahead took eight of the last tasks at once would leave
+        the others shadowing its steps (with tasks of four batches, 64 batches against 36 a
+        pass was seen). Past its share a rank still takes what is free, one ask at a time once
+        its task is consumed."""
+        world = self._dist.get_world_size()
+        self.loader._pass_share = -(-todo // world) if world > 1 else None
+        self.loader._taken_in_pass = 0
 
     def _vote(self, over: bool, waiting: bool) -> Tuple[bool, bool]:
         """The pass is over once any rank saw it over (a linearizable read: the pass only

@@ -181,6 +181,8 @@ class Walk:
             # The loop consumed the last task: its finish report is queued.
             self.current.reported_upto = loader._reports_queued()
         registration.take(step)
+        if loader is not None:
+            loader._taken_in_pass += 1
         if carrier is not None:
             self._issue(registration, dispatched_at)
         self.current = registration

@@ -39,7 +39,10 @@ task. So, with any `num_workers` and `prefetch_factor`:
   dispatch; workers' asks already overlap the training loop). They ask once no task asked
   ahead is still to come, as many as may (up to eight of its `REGISTRATIONS_OF_THE_LOOP`) at
   once, each carrying its own last finish, saying so (`step_ahead(together=...)`): the leader
-  writes them as one entry, one disk sync on each master for eight tasks. The masters apply
+  writes them as one entry, one disk sync on each master for eight tasks (a DDP rank, in
+  `loader.ddp(model)`, asks ahead for no more than its share of the tasks the pass had at its
+  start: the ranks step together, so one holding several tasks more than the others would
+  have them shadow its steps; past its share it takes what is free one task at a time). The masters apply
   them in the order they arrive, so the loop takes their tasks in the pass's order
   (`Task.pass_rank`: a shuffled pass stays seeded);
 - the finish reports are sent in order by a thread of the training process, so the loop never
@@ -452,7 +455,8 @@ class TaskDataset(IterableDataset):
         tasks longest ago ask, once their tasks' finish reports are sent or carried by an ask
         (else the master would answer those tasks again), which they usually are already; if
         not, a later batch asks. They ask once no task asked ahead is still to come, all at
-        once (one replicated write for all) as many as would wait no longer than that time.
+        once (one replicated write for all) as many as would wait no longer than that time,
+        and a DDP rank no more than are left of its share of the pass (`_DdpPasses._share_out`).
         False once none of `registrations` is left to ask for the rest of this task."""
         if any(registration.asked_ahead() for registration in registrations):
             return False
@@ -461,6 +465,11 @@ class TaskDataset(IterableDataset):
         # Those whose tasks would wait no longer than the ask-ahead time, the task asked by
         # each after those asked before it.
         fits = [registration for ahead, registration in enumerate(free) if (left + ahead * count) * self._batch_seconds <= ask_ahead_s]
+        if loader._pass_share is not None:
+            room = loader._pass_share - loader._taken_in_pass
+            if room <= 0:
+                return False
+            fits = fits[:room]
         if not fits:
             return True
         upto = [registration.reported_upto if registration.reported_upto is not None else loader._reports_queued() for registration in fits]

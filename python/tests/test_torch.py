@@ -211,7 +211,10 @@ def test_ddp_ranks_whose_tasks_end_unevenly_do_not_wait_for_each_other(masters, 
     soon as the masters answer that nothing is free, and it shadows the other's steps: were it
     to wait there for the pass to end (for `PASS_END_IDLE_S`, set past this test's timeout),
     the other's next step would wait for it, and the last task would time out and be trained
-    twice. Every task of each pass is handed out once, and each iteration is one pass."""
+    twice. Every task of each pass is handed out once, and each iteration is one pass. The
+    ranks share the tasks evenly: each asks ahead for no more than its share of a pass (15 of
+    29), where asks of up to eight at once could leave one rank several tasks more than the
+    other, which the other then shadowed step by step."""
     out = tmp_path / "model.pt"
     port = free_addr().split(":")[1]
     arguments = ("--index", "2900", "--world-size", "2", "--port", port, "--workers", "0", "--pass-end-idle-s", "3600")
@@ -223,6 +226,10 @@ def test_ddp_ranks_whose_tasks_end_unevenly_do_not_wait_for_each_other(masters, 
     assert sum(summary["finished"] for summary in summaries) == 3 * 29, summaries
     assert sum(summary["refused"] for summary in summaries) == 0, summaries
     assert [summary["passes_walked"] for summary in summaries] == [[0, 1, 2]] * 2
+    # 15 and 14 tasks of four batches a pass; past its share a rank still takes what is free,
+    # one task at a time, where the other's asks ahead are slow to be answered.
+    for batches in zip(*(summary["batches_per_pass"] for summary in summaries)):
+        assert abs(batches[0] - batches[1]) <= 2 * 4, summaries
 
 
 def test_one_iteration_is_one_pass_when_other_processes_hold_its_last_tasks(masters, tmp_path):

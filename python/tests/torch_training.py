@@ -85,16 +85,18 @@ def main() -> None:
     loader = dataset.loader(num_workers=args.workers)
     optimizer = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
     loss_fn = torch.nn.CrossEntropyLoss()
-    batches, walked = 0, []
+    batches, walked, per_pass = 0, [], []
     # With DDP every iteration is one pass on all ranks together; a rank whose batches ran out
     # shadows the others' steps (Join) and all wait for the pass to end.
     passes = loader.ddp(net) if args.world_size > 1 else loader
     while not passes.job_finished:
+        per_pass.append(0)
         for features, labels in passes:
             optimizer.zero_grad()
             loss_fn(net(features), labels.long()).backward()
             optimizer.step()
             batches += 1
+            per_pass[-1] += 1
         walked.append(passes.pass_index)
     plain = net.module if args.world_size > 1 else net
     if args.rank == 0:
@@ -102,6 +104,7 @@ def main() -> None:
     summary = {
         "rank": args.rank,
         "batches": batches,
+        "batches_per_pass": per_pass,
         "finished": loader.finished,
         "refused": loader.refused,
         "passes_walked": walked,
