@@ -543,17 +543,16 @@ class _DdpPasses:
     def job_finished(self) -> bool:
         """Whether the job ended, as every rank decides alike (any rank that sees it running
         keeps them all going: the others shadow its steps)."""
-        return not self._any(not self.loader.job_finished)
+        return not self._max(not self.loader.job_finished)[0]
 
     def __iter__(self) -> Iterator[object]:
         from torch.distributed.algorithms.join import Join
 
         self.loader._walked_on = None
         status = self.loader._job_status()
-        if self._any(status["ended"]):
+        if self._started_ended(status):
             self.loader.pass_index = None
             return
-        self._agree(status["pass"])
         self.loader.pass_index = status["pass"]
         self._share_out(status["todo"])
         while True:
@@ -563,17 +562,21 @@ class _DdpPasses:
                 return
             self.loader._pause_if_fruitless()
 
-    def _agree(self, pass_index: int) -> None:
-        """Every rank starts the same pass, or none trains on: averaging two passes' gradients
-        would be silent."""
-        lowest, highest = torch.tensor([pass_index]), torch.tensor([pass_index])
-        self._dist.all_reduce(lowest, op=self._dist.ReduceOp.MIN)
-        self._dist.all_reduce(highest, op=self._dist.ReduceOp.MAX)
-        if lowest.item() != highest.item():
+    def _started_ended(self, status: dict) -> bool:
+        """Whether the job ended on any rank (none then trains on); else every rank starts the
+        same pass, or none trains on: averaging two passes' gradients would be silent. One
+        `all_reduce` for both."""
+        pass_index = status["pass"]
+        ended, lowest_negated, highest = self._max(status["ended"], -pass_index, pass_index)
+        if ended:
+            return True
+        lowest = -lowest_negated
+        if lowest != highest:
             raise RuntimeError(
                 f"rank {self._dist.get_rank()} walks pass {pass_index}, another rank pass "
-                f"{lowest.item() if lowest.item() != pass_index else highest.item()}: the ranks disagree on the pass"
+                f"{lowest if lowest != pass_index else highest}: the ranks disagree on the pass"
             )
+        return False
 
     def _share_out(self, todo: int) -> None:
         """Each rank asks ahead for no more than its share of the `todo` tasks it read at the
@@ -590,13 +593,15 @@ class _DdpPasses:
         """The pass is over once any rank saw it over (a linearizable read: the pass only
         moves on); else tasks came back when any rank sees them, and every rank then takes
         part in one more joined iteration."""
-        over = self._any(over)
-        return over, self._any(waiting) and not over
+        any_over, any_waiting = self._max(over, waiting)
+        return bool(any_over), bool(any_waiting) and not any_over
 
-    def _any(self, flag: bool) -> bool:
-        value = torch.tensor([1 if flag else 0])
-        self._dist.all_reduce(value, op=self._dist.ReduceOp.MAX)
-        return bool(value.item())
+    def _max(self, *values: int) -> List[int]:
+        """Each of `values` (whole numbers or truth values) at its highest over the ranks: one
+        `all_reduce`."""
+        highest = torch.tensor([int(value) for value in values], dtype=torch.int64)
+        self._dist.all_reduce(highest, op=self._dist.ReduceOp.MAX)
+        return [int(value) for value in highest.tolist()]
 
 
 class _BatchConverted:

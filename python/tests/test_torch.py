@@ -232,6 +232,42 @@ def test_ddp_ranks_whose_tasks_end_unevenly_do_not_wait_for_each_other(masters, 
         assert abs(batches[0] - batches[1]) <= 2 * 4, summaries
 
 
+_DDP_START = """
+import sys
+import torch.distributed as dist
+from raftrain._torch_loader import _DdpPasses
+rank, port, ended, pass_index = (int(value) for value in sys.argv[1:])
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+try:
+    print(_DdpPasses(None, None)._started_ended({"ended": bool(ended), "pass": pass_index}))
+except RuntimeError as error:
+    print(error)
+finally:
+    dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("ended", [False, True])
+def test_ddp_ranks_that_start_different_passes_raise_unless_the_job_ended(ended):
+    """`loader.ddp(model)`: two gloo ranks that read different passes at an iteration's start
+    both raise, naming the other's pass, rather than average gradients of two passes; when
+    the job ended on any rank, both stop instead (one `all_reduce` decides both)."""
+    port = free_addr().split(":")[1]
+    ranks = [
+        subprocess.Popen([sys.executable, "-c", _DDP_START, str(rank), port, str(int(ended and rank == 1)), str(3 + rank)],
+                         env=_env(), cwd=HERE, stdout=subprocess.PIPE, text=True)
+        for rank in range(2)
+    ]
+    outputs = [rank.communicate(timeout=120)[0].strip() for rank in ranks]
+    if ended:
+        assert outputs == ["True", "True"], outputs
+    else:
+        assert outputs == [
+            "rank 0 walks pass 3, another rank pass 4: the ranks disagree on the pass",
+            "rank 1 walks pass 4, another rank pass 3: the ranks disagree on the pass",
+        ], outputs
+
+
 def test_one_iteration_is_one_pass_when_other_processes_hold_its_last_tasks(masters, tmp_path):
     """Two training processes of one job (no DDP) share its tasks unevenly: each process's
     `for batch in loader` ends only when the pass is over, so each walks the job's passes in
