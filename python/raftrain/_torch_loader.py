@@ -136,6 +136,8 @@ class TaskLoader:
         leader) needs no read of the job's state, at its end or at the next one's start; a
         pass whose end was read needs none at the next one's start either."""
         walked_on, self._walked_on = self._walked_on, None
+        # Not a rank of `ddp(model)`: no share caps its asks ahead.
+        self._pass_share = None
         if walked_on is not None:
             self.pass_index = walked_on
         else:
