@@ -85,7 +85,7 @@ def main() -> None:
     loader = dataset.loader(num_workers=args.workers)
     optimizer = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
     loss_fn = torch.nn.CrossEntropyLoss()
-    batches, walked, per_pass = 0, [], []
+    walked, per_pass = [], []
     # With DDP every iteration is one pass on all ranks together; a rank whose batches ran out
     # shadows the others' steps (Join) and all wait for the pass to end.
     passes = loader.ddp(net) if args.world_size > 1 else loader
@@ -95,7 +95,6 @@ def main() -> None:
             optimizer.zero_grad()
             loss_fn(net(features), labels.long()).backward()
             optimizer.step()
-            batches += 1
             per_pass[-1] += 1
         walked.append(passes.pass_index)
     plain = net.module if args.world_size > 1 else net
@@ -103,7 +102,6 @@ def main() -> None:
         torch.save(plain.state_dict(), args.out)
     summary = {
         "rank": args.rank,
-        "batches": batches,
         "batches_per_pass": per_pass,
         "finished": loader.finished,
         "refused": loader.refused,
