@@ -1,10 +1,12 @@
 //! A task hand-off in one write: `GetTask` carrying the receipts of tasks finished since the
-//! last ask ([`MasterClient::finished_then_get_task`]), which a master of feature level 3
+//! last ask ([`MasterClient::finished_then_get_task`]; asks of several trainers gathered in
+//! one `GetTasks` call, `ask_gather`), which a master of feature level 3
 //! applies as one entry (each finish, then the ask). A group below level 3 refuses it before
 //! applying anything (`hand-off-unsupported`), and a master of an older build answers the ask
 //! alone; either way the receipts are then reported one by one and the ask made again, each a
 //! call of its own, which the trainer cannot tell from the one write.
 
+use super::ask_gather::Together;
 use super::conversions::task_outcome;
 use super::error::ClientError;
 use super::master_client::{timed, MasterClient};
@@ -29,21 +31,22 @@ pub struct HandOff {
 impl MasterClient {
     /// Reports `finished` (receipts `(task_id, epoch)`, at most [`FINISHED_PER_ASK_MAX`]) and
     /// asks for the next task of `pass` for the trainer, in one write where the masters can.
-    /// `together`: how many such asks (this one included, at most [`ASKS_TOGETHER_MAX`]) the
-    /// caller sends at once, each in a call of its own; the masters put them in one write
-    /// where they arrive within a moment (1: sent alone).
+    /// `together`: the ask alone, one of several (at most [`ASKS_TOGETHER_MAX`]) the caller
+    /// sends at once each in a call of its own, or gathered with them in one call; the masters
+    /// put asks sent together in one write.
     pub async fn finished_then_get_task(
         &self,
         trainer_id: u64,
         pass: u32,
         finished: &[(u64, u64)],
-        together: u32,
+        together: &Together,
     ) -> Result<HandOff, ClientError> {
-        if together > ASKS_TOGETHER_MAX {
+        let count = together.count();
+        if count > ASKS_TOGETHER_MAX {
             return Err(ClientError::InvalidArgument {
                 call: "GetTask",
                 message: format!(
-                    "{together} asks sent at once; at most {ASKS_TOGETHER_MAX} share a write"
+                    "{count} asks sent at once; at most {ASKS_TOGETHER_MAX} share a write"
                 ),
             });
         }
@@ -69,17 +72,19 @@ impl MasterClient {
         self.reported_one_by_one(trainer_id, pass, finished).await
     }
 
-    /// One `GetTask` with the receipts, retried under one stamp.
+    /// One `GetTask` with the receipts, retried under one stamp: the first attempt of a
+    /// gathered ask goes in its round's `GetTasks` call, any other alone.
     async fn ask_reporting(
         &self,
         trainer_id: u64,
         pass: u32,
         finished: &[(u64, u64)],
-        together: u32,
+        together: &Together,
     ) -> Result<pb::GetTaskReply, ClientError> {
         let timeout = self.rpc_timeout();
         let receipts: Vec<pb::TaskReceipt> =
             finished.iter().map(|&(task_id, epoch)| pb::TaskReceipt { task_id, epoch }).collect();
+        let gather = together.gather();
         self.write("GetTask", |mut service, stamp| {
             let request = pb::GetTaskRequest {
                 stamp: Some(stamp),
@@ -87,9 +92,20 @@ impl MasterClient {
                 pass_index: pass,
                 job: self.job().to_string(),
                 finished: receipts.clone(),
-                together,
+                together: together.count(),
             };
-            async move { service.get_task(timed(request, timeout)).await }
+            // The master the attempt goes to (this client's leader a moment ago).
+            let addr = self.leader_hint().unwrap_or_default();
+            async move {
+                if let Some(gather) = gather {
+                    let to = (service.clone(), addr);
+                    let gathered = gather.ask(to, request.clone(), timeout).await;
+                    if let Some(answered) = gathered {
+                        return answered.map(tonic::Response::new);
+                    }
+                }
+                service.get_task(timed(request, timeout)).await
+            }
         })
         .await
     }

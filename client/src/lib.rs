@@ -9,6 +9,7 @@
 //! and `conversions` the only place that turns protobuf into them; `watch` follows the pserver
 //! table across leader changes.
 
+mod ask_gather;
 mod chunk_fault;
 mod conversions;
 mod discovery;
@@ -43,6 +44,7 @@ mod typed_calls;
 mod types;
 mod watch;
 
+pub use ask_gather::{AskGather, Together};
 pub use chunk_fault::chunk_fault;
 pub use conversions::checkpoint_to_proto;
 pub use error::{

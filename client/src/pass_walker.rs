@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::{ClientError, HandOffSource, Task, TaskOutcome, TaskSource};
+use crate::{ClientError, HandOffSource, Task, TaskOutcome, TaskSource, Together};
 
 /// How long to wait, by default, before asking again when nothing is free: a task freed by
 /// another trainer is taken within this.
@@ -119,7 +119,7 @@ impl<S: TaskSource> PassWalker<S> {
     pub async fn hand_off(
         &mut self,
         finished: &[(u64, u64)],
-        together: u32,
+        together: &Together,
     ) -> Result<(Vec<bool>, Step), ClientError>
     where
         S: HandOffSource,
@@ -217,7 +217,7 @@ mod tests {
             &self,
             pass: u32,
             finished: &[(u64, u64)],
-            _together: u32,
+            _together: &crate::Together,
         ) -> Result<crate::HandOff, ClientError> {
             self.reported.lock().expect("reported").extend_from_slice(finished);
             let outcome = self.get_task(pass).await?;
@@ -293,10 +293,12 @@ mod tests {
             TaskOutcome::Task(task(4, 1)),
         ]);
         let mut walker = PassWalker::new(script);
-        let (finished, step) = walker.hand_off(&[(2, 2), (3, 1)], 2).await.expect("hand-off");
+        let (finished, step) =
+            walker.hand_off(&[(2, 2), (3, 1)], &crate::Together::Sent(2)).await.expect("hand-off");
         assert_eq!(finished, [true, false]);
         assert_eq!(step, Step::Walked(Walked::PassOver { pass: 0, next: 1 }));
-        let (finished, step) = walker.hand_off(&[(5, 4)], 1).await.expect("hand-off");
+        let (finished, step) =
+            walker.hand_off(&[(5, 4)], &crate::Together::Alone).await.expect("hand-off");
         assert_eq!((finished, step), (vec![true], Step::Walked(Walked::Task(task(4, 1)))));
         assert_eq!(walker.source().asked(), [0, 1, 1]);
         assert_eq!(*walker.source().renewals.lock().expect("renewals"), 1);

@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::{ClientError, HandOff, Session, TaskOutcome};
+use crate::{ClientError, HandOff, Session, TaskOutcome, Together};
 
 /// One trainer's way to ask the masters for tasks.
 pub trait TaskSource: Send + Sync {
@@ -22,12 +22,12 @@ pub trait TaskSource: Send + Sync {
 /// (`MasterClient::finished_then_get_task`).
 pub trait HandOffSource: TaskSource {
     /// Reports `finished` (receipts `(task_id, epoch)`), then one `GetTask` for a task of
-    /// `pass`, as this trainer; `together` such asks (this one included) are sent at once.
+    /// `pass`, as this trainer; `together` says which asks of its process go with it.
     fn finished_then_get_task(
         &self,
         pass: u32,
         finished: &[(u64, u64)],
-        together: u32,
+        together: &Together,
     ) -> impl Future<Output = Result<HandOff, ClientError>> + Send;
 }
 
@@ -36,7 +36,7 @@ impl HandOffSource for Session {
         &self,
         pass: u32,
         finished: &[(u64, u64)],
-        together: u32,
+        together: &Together,
     ) -> impl Future<Output = Result<HandOff, ClientError>> + Send {
         self.master().finished_then_get_task(self.id(), pass, finished, together)
     }
@@ -47,7 +47,7 @@ impl<T: HandOffSource> HandOffSource for Arc<T> {
         &self,
         pass: u32,
         finished: &[(u64, u64)],
-        together: u32,
+        together: &Together,
     ) -> impl Future<Output = Result<HandOff, ClientError>> + Send {
         (**self).finished_then_get_task(pass, finished, together)
     }

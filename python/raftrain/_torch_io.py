@@ -9,10 +9,10 @@ import collections
 import itertools
 import threading
 import time
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _native
-from .task_client import FINISHED_PER_STEP_MAX, PendingStep, StepKind, TaskClient
+from .task_client import FINISHED_PER_STEP_MAX, AskGather, PendingStep, StepKind, TaskClient
 
 Receipt = Tuple[int, int]
 
@@ -340,7 +340,8 @@ class Registration:
     @staticmethod
     def ask_ahead_together(group: "List[Registration]", reports: Reports, upto: List[int]) -> bool:
         """`ask_ahead` of the registrations of `group` at once (none has a step under way),
-        which the masters write together: one replicated entry for all their asks. Each ask
+        in one call (an `AskGather`) which the masters write together: one replicated entry
+        for all their asks. Each ask
         carries its own registration's last finish (the first the rest too): the masters apply
         the asks in whatever order they arrive, and one applied before its own finish would be
         answered its task again. Not while a report of `upto` (per registration) is in the
@@ -348,12 +349,13 @@ class Registration:
         if any(reports.in_the_way(each) for each in upto):
             return False
         together: list = []
+        gather = AskGather(len(group))
         for index, registration in enumerate(group):
             leave = [later.held for later in group[index + 1 :] if later.held is not None]
-            registration._start_ahead(reports, together=len(group), leave=leave, group=together)
+            registration._start_ahead(reports, together=gather, leave=leave, group=together)
         return True
 
-    def _start_ahead(self, reports: Optional[Reports], together: int = 1, leave: Sequence[Receipt] = (), group: Optional[list] = None) -> None:
+    def _start_ahead(self, reports: Optional[Reports], together: Union[int, AskGather] = 1, leave: Sequence[Receipt] = (), group: Optional[list] = None) -> None:
         """Starts the step ahead, one of `together` (of `group`, given), carrying the finishes
         `reports` has not sent yet but those of `leave`."""
         self._asking()

@@ -35,6 +35,11 @@ POLICY_KEYS = ("chunks_per_task", "task_timeout_min_ms", "timeout_factor", "max_
 #: What a step of the walk through a job's passes met (`TaskClient.step`).
 StepKind = _native.StepKind
 
+#: A round of several clients' steps started at once (`TaskClient.step_ahead(together=)`),
+#: whose asks go to the leader in one call: `AskGather(count)`, `count` from 1 to
+#: `ASKS_TOGETHER_MAX`.
+AskGather = _native.AskGather
+
 Masters = Union[str, Sequence[str]]
 
 
@@ -453,13 +458,19 @@ class TaskClient:
                 each.reported = "finished"
         return self._step_of(native)
 
-    def step_ahead(self, finished: Sequence[Tuple[int, int]] = (), together: int = 1) -> "PendingStep":
+    def step_ahead(self, finished: Sequence[Tuple[int, int]] = (), together: Union[int, "AskGather"] = 1) -> "PendingStep":
         """`step(finished)` started in the background, returning at once (`finished`:
         receipts only): `result()` of what it returns is the `Step`. No Python thread waits
         for it meanwhile, so the training thread is never interrupted for its answer.
         `together`: how many clients' steps (this one included, at most
         `ASKS_TOGETHER_MAX`) are started at once, one right after the other: the masters then
-        write them together (one replicated entry instead of one each)."""
+        write them together (one replicated entry instead of one each). Or the `AskGather`
+        of those steps, each client's started with it: their asks also go in one call
+        (masters of an older build take them one call each)."""
+        if isinstance(together, AskGather):
+            return PendingStep(self, self._native.step_ahead(_receipts(finished), together.count, together))
+        if isinstance(together, bool) or not isinstance(together, int):
+            raise TypeError(f"together={together!r}: a count of steps or an AskGather")
         if not 1 <= together <= ASKS_TOGETHER_MAX:
             raise InvalidArgument(f"together={together}: from 1 to {ASKS_TOGETHER_MAX} steps are started at once")
         return PendingStep(self, self._native.step_ahead(_receipts(finished), together))

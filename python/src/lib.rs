@@ -11,10 +11,11 @@
 //! an object used after `fork`, and `fork_guard` holds standard error and the log queue across
 //! one; `log_forward` hands Rust's log events to Python's `logging`;
 //! `task_client` and `task` are the task queue (`pending_step` a step asked ahead on the
-//! runtime), `status` the job's status; `recordio` and
+//! runtime, `ask_gather` a round of such steps sent in one call), `status` the job's status; `recordio` and
 //! `example` the data; `pserver_client` the parameter servers;
 //! `rendezvous_client` a torchrun rendezvous run's keys.
 
+mod ask_gather;
 mod background_policy;
 mod connection;
 mod errors;
@@ -46,6 +47,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<task::Task>()?;
     module.add_class::<walk_step::WalkStep>()?;
     module.add_class::<pending_step::PendingStep>()?;
+    module.add_class::<ask_gather::AskGather>()?;
     module.add_class::<walk_step::StepKind>()?;
     module.add_class::<recordio::ChunkReader>()?;
     module.add_class::<recordio::ChunkWriter>()?;

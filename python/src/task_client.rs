@@ -11,10 +11,12 @@ use std::sync::{Arc, OnceLock};
 
 use client::{
     ClientError, Fault, JobDataset, JobSpec, MasterClient, PassWalker, PolicyOverrides, Session,
+    Together,
 };
 use pyo3::prelude::*;
 use tokio::sync::{watch, Mutex as AsyncMutex};
 
+use crate::ask_gather::AskGather;
 use crate::connection::Connection;
 use crate::errors::{guarded, Failure};
 use crate::pending_step::{walk_step, PendingStep, Walked};
@@ -234,7 +236,8 @@ impl TaskClient {
         guarded("step", || {
             self.process.check("TaskClient")?;
             self.still_open()?;
-            let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished, 1);
+            let walking =
+                walk_once(self.walker(py)?, self.pass_index.clone(), finished, Together::Alone);
             let walked = wait(py, walking)?.map_err(Failure::from)?;
             walk_step(py, walked, &self.tasks_done)
         })
@@ -243,17 +246,20 @@ impl TaskClient {
     /// `step(finished)` started on the runtime, returning at once: its answer is the
     /// `PendingStep`'s `result()`. No Python thread waits for it meanwhile. `together`: how
     /// many clients' steps (this one included, at most 8) the caller starts at once, which the
-    /// masters then write together (one log entry, one disk sync on each).
-    #[pyo3(signature = (finished=Vec::new(), together=1))]
+    /// masters then write together (one log entry, one disk sync on each); `gather`, given:
+    /// the round those steps belong to, whose asks go in one call.
+    #[pyo3(signature = (finished=Vec::new(), together=1, gather=None))]
     fn step_ahead(
         &self,
         py: Python<'_>,
         finished: Vec<(u64, u64)>,
         together: u32,
+        gather: Option<PyRef<'_, AskGather>>,
     ) -> PyResult<PendingStep> {
         guarded("step_ahead", || {
             self.process.check("TaskClient")?;
             self.still_open()?;
+            let together = gather.map_or(Together::Sent(together), |gather| gather.together());
             let walking = walk_once(self.walker(py)?, self.pass_index.clone(), finished, together);
             let runtime = runtime().map_err(|error| Failure::new("INTERNAL", error.to_string()))?;
             Ok(PendingStep::new(runtime.spawn(walking), self.tasks_done.clone()))
@@ -466,12 +472,12 @@ async fn walk_once(
     walker: Walker,
     pass_index: Arc<AtomicU32>,
     finished: Vec<(u64, u64)>,
-    together: u32,
+    together: Together,
 ) -> Walked {
     let mut walker = walker.lock().await;
-    let step = match finished.is_empty() && together <= 1 {
+    let step = match finished.is_empty() && together.is_alone() {
         true => walker.step().await.map(|step| (Vec::new(), step)),
-        false => walker.hand_off(&finished, together).await,
+        false => walker.hand_off(&finished, &together).await,
     };
     pass_index.store(walker.pass(), Ordering::SeqCst);
     step.map(|step| (step, walker.pass()))

@@ -107,6 +107,34 @@ def test_steps_started_together_share_a_write_and_a_count_out_of_bounds_is_refus
             clients[0].step_ahead(together=together)
 
 
+def test_steps_gathered_go_in_one_call_each_answered_its_own_and_bad_rounds_are_refused(masters):
+    """Three clients' `step_ahead(together=AskGather(3))`, each carrying its own finish, go
+    to the leader in one call (`answered_in_one_call` is on the Rust side; here: each answered a
+    task of its own, every finish accepted, round after round, until the job ends with each
+    task handed out once). A round's count from 1 to `ASKS_TOGETHER_MAX`; `together` a count
+    or an `AskGather`."""
+    wait_until(lambda: masters.status()["feature_level"] >= 3, "the group at feature level 3 (hand-offs)")
+    clients = [raftrain.TaskClient(masters.masters, name=f"gathered-{index}", job="gathered") for index in range(3)]
+    clients[0].report_index_dataset("gathered", 30, 1, passes=1)
+    held = [client.next_task() for client in clients]
+    seen = [task.task_id for task in held]
+    for _ in range(9):
+        gather = raftrain.task_client.AskGather(3)
+        pending = [client.step_ahead([(task.task_id, task.dispatch)], together=gather) for client, task in zip(clients, held)]
+        steps = [each.result() for each in pending]
+        assert all(step.finished == (True,) and step.kind == raftrain.StepKind.Task for step in steps), steps
+        held = [step.task for step in steps]
+        seen.extend(task.task_id for task in held)
+    assert sorted(seen) == list(range(30)), "each task handed out once"
+    last = [client.step([(task.task_id, task.dispatch)]) for client, task in zip(clients, held)]
+    assert last[-1].kind == raftrain.StepKind.Finished and all(step.finished == (True,) for step in last), last
+    for count in (0, raftrain.task_client.ASKS_TOGETHER_MAX + 1):
+        with pytest.raises(InvalidArgument, match=f"{count} asks gathered; from 1 to 8"):
+            raftrain.task_client.AskGather(count)
+    with pytest.raises(TypeError, match="a count of steps or an AskGather"):
+        clients[0].step_ahead(together="3")
+
+
 def test_a_step_asked_ahead_hands_off_in_the_background_and_answers_alike_again(masters):
     """`step_ahead` returns at once; its `result()` is the step (the finish it carries
     accepted, the next task handed out), the same object each time it is asked, from any

@@ -294,7 +294,7 @@ impl SimTrainer {
             return walker.step().await;
         }
         let finished = std::mem::take(&mut self.finished);
-        walker.hand_off(&finished, 1).await.map(|(_accepted, step)| step)
+        walker.hand_off(&finished, &client::Together::Alone).await.map(|(_accepted, step)| step)
     }
 
     /// Records one call of this trainer's: invoke, then ok or info.

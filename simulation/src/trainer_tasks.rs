@@ -57,7 +57,7 @@ impl HandOffSource for SimTasks {
         &self,
         pass: u32,
         finished: &[(u64, u64)],
-        together: u32,
+        together: &client::Together,
     ) -> Result<HandOff, ClientError> {
         let what = format!("hand_off trainer {} pass {pass} finished {finished:?}", self.trainer);
         let receipts = finished.to_vec();

@@ -4,7 +4,7 @@
 
 use crate::master_group::MasterGroup;
 use crate::task_consumer::{register, report_dataset, write_dataset};
-use client::{MasterClient, TaskOutcome, ASKS_TOGETHER_MAX};
+use client::{MasterClient, TaskOutcome, Together, ASKS_TOGETHER_MAX};
 use proto::master::{ClientStamp, GetTaskRequest};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -23,13 +23,13 @@ async fn cluster_info(group: &MasterGroup) -> proto::raft::ClusterInfoReply {
 }
 
 /// The leader's last log index.
-async fn last_log_index(group: &MasterGroup) -> u64 {
+pub async fn last_log_index(group: &MasterGroup) -> u64 {
     cluster_info(group).await.last_log_index
 }
 
 /// Waits until the leader raised the group to the hand-off's feature level (a group starts
 /// at the base level and is raised once the leader heard every member).
-async fn await_hand_off_level(group: &MasterGroup) {
+pub async fn await_hand_off_level(group: &MasterGroup) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while cluster_info(group).await.group_feature_level < HAND_OFF_LEVEL {
         assert!(Instant::now() < deadline, "the group never reached level {HAND_OFF_LEVEL}");
@@ -39,7 +39,10 @@ async fn await_hand_off_level(group: &MasterGroup) {
 
 /// One trainer's hand-off of `finished`, one of two sent at once: its task.
 async fn hand_off(client: &MasterClient, trainer: u64, finished: &[(u64, u64)]) -> (u64, u64) {
-    let handed = client.finished_then_get_task(trainer, 0, finished, 2).await.expect("hand-off");
+    let handed = client
+        .finished_then_get_task(trainer, 0, finished, &Together::Sent(2))
+        .await
+        .expect("hand-off");
     assert!(handed.finished.iter().all(|accepted| *accepted), "{finished:?}: {handed:?}");
     match handed.outcome {
         TaskOutcome::Task(task) => (task.task_id, task.epoch),
@@ -94,7 +97,9 @@ async fn too_many_asks_together_are_refused() {
     assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
     assert!(refused.message().contains("together: 9"), "{}", refused.message());
     assert_eq!(group.status().await.pending, 0, "nothing was dispatched");
-    let typed = client.finished_then_get_task(trainer, 0, &[], ASKS_TOGETHER_MAX + 1).await;
+    let typed = client
+        .finished_then_get_task(trainer, 0, &[], &Together::Sent(ASKS_TOGETHER_MAX + 1))
+        .await;
     let typed = typed.expect_err("refused before sending");
     assert!(matches!(typed, client::ClientError::InvalidArgument { .. }), "{typed:?}");
 }

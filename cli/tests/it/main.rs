@@ -17,6 +17,7 @@ mod data_root;
 mod demo;
 mod exit_codes;
 mod feature_levels;
+mod gathered_asks;
 mod grpc_conventions;
 mod headless_browser;
 mod health_watches;

@@ -35,8 +35,10 @@ fn previous_build() -> Option<PathBuf> {
 async fn work(client: &MasterClient, trainer: u64, count: usize) -> bool {
     let mut finished = Vec::new();
     for _ in 0..count {
-        let handed =
-            client.finished_then_get_task(trainer, 0, &finished, 1).await.expect("hand-off");
+        let handed = client
+            .finished_then_get_task(trainer, 0, &finished, &client::Together::Alone)
+            .await
+            .expect("hand-off");
         assert!(handed.finished.iter().all(|accepted| *accepted), "{finished:?}: {handed:?}");
         finished.clear();
         match handed.outcome {
@@ -49,6 +51,31 @@ async fn work(client: &MasterClient, trainer: u64, count: usize) -> bool {
         assert!(client.task_finished(task_id, epoch).await.expect("finish"));
     }
     false
+}
+
+/// Two trainers' asks gathered in one call (`client::AskGather`) to a group of the previous
+/// build, which has no `GetTasks`: each ask is sent alone instead, and answered its own task.
+async fn gathered_by_the_previous_build(
+    group: &MasterGroup,
+    (client, trainer): (&MasterClient, u64),
+) {
+    let other = group.client();
+    let other_trainer = other.register_trainer("u").await.expect("register").trainer_id;
+    let gather = client::AskGather::new(2).expect("a round of two");
+    let together = client::Together::Gathered(gather.clone());
+    let (first, second) = tokio::join!(
+        client.finished_then_get_task(trainer, 0, &[], &together),
+        other.finished_then_get_task(other_trainer, 0, &[], &together),
+    );
+    assert!(!gather.answered_in_one_call(), "the previous build answered GetTasks");
+    for (client, handed) in [(client, first), (&other, second)] {
+        match handed.expect("an ask sent alone").outcome {
+            TaskOutcome::Task(task) => {
+                assert!(client.task_finished(task.task_id, task.epoch).await.expect("finish"));
+            }
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
 }
 
 /// Waits until every replica applied the same index and says the same state digest there.
@@ -123,6 +150,7 @@ async fn a_group_of_the_previous_release_is_upgraded_one_master_at_a_time() {
     let client = group.client();
     let trainer = client.register_trainer("t").await.expect("register").trainer_id;
     assert!(!work(&client, trainer, 5).await, "the job ran out early");
+    gathered_by_the_previous_build(&group, (&client, trainer)).await;
 
     for index in 0..3 {
         tracing::info!(index, "--- master {} runs this build now", index + 1);

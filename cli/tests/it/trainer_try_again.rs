@@ -48,6 +48,7 @@ fake_master_service! {
     report_index_dataset(ReportIndexDatasetRequest) -> ReportDatasetReply;
     heartbeat(HeartbeatRequest) -> HeartbeatReply;
     get_task(GetTaskRequest) -> GetTaskReply;
+    get_tasks(GetTasksRequest) -> GetTasksReply;
     task_finished(TaskFinishedRequest) -> TaskReportReply;
     task_failed(TaskFailedRequest) -> TaskReportReply;
     claim_p_server_slot(ClaimPServerSlotRequest) -> ClaimPServerSlotReply;

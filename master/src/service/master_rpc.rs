@@ -25,6 +25,7 @@ use proto::master as pb;
 use std::sync::Arc;
 use tonic::Status;
 
+mod batched_asks;
 mod job_calls;
 mod member_calls;
 mod rendezvous_calls;
@@ -226,6 +227,13 @@ impl pb::master_service_server::MasterService for MasterRpc {
         request: tonic::Request<pb::GetTaskRequest>,
     ) -> Reply<pb::GetTaskReply> {
         task_calls::get_task(self, request).await
+    }
+
+    async fn get_tasks(
+        &self,
+        request: tonic::Request<pb::GetTasksRequest>,
+    ) -> Reply<pb::GetTasksReply> {
+        batched_asks::get_tasks(self, request).await
     }
 
     async fn rendezvous_write(

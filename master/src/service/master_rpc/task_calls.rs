@@ -85,9 +85,19 @@ pub(super) async fn get_task(
     request: tonic::Request<pb::GetTaskRequest>,
 ) -> Reply<pb::GetTaskReply> {
     let request = request.into_inner();
+    let together = asks_together(request.together)?;
+    answer_ask(rpc, request, together).await.map(tonic::Response::new)
+}
+
+/// One ask's answer, the ask one of `together` that reached the leader at once (their writes
+/// wait for each other and share a log entry).
+pub(super) async fn answer_ask(
+    rpc: &MasterRpc,
+    request: pb::GetTaskRequest,
+    together: usize,
+) -> Result<pb::GetTaskReply, Status> {
     let client = stamp(request.stamp)?;
     let command = hand_off_command(rpc, &request)?;
-    let together = asks_together(request.together)?;
     let command = for_job(&request.job, command);
     let response = rpc.proposer.propose_together(Some(client), command, together).await?;
     let (finished_accepted, response) = finished_answers(response, request.finished.len());
@@ -122,7 +132,7 @@ pub(super) async fn get_task(
         Response::JobCancelled => reply(Outcome::JobCancelled, None, request.pass_index),
         other => return Err(unexpected("GetTask", other)),
     };
-    Ok(tonic::Response::new(reply))
+    Ok(reply)
 }
 
 // What a client may say it sent together, the batcher waits for.
