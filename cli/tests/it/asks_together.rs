@@ -37,12 +37,16 @@ pub async fn await_hand_off_level(group: &MasterGroup) {
     }
 }
 
-/// One trainer's hand-off of `finished`, one of two sent at once: its task.
-async fn hand_off(client: &MasterClient, trainer: u64, finished: &[(u64, u64)]) -> (u64, u64) {
-    let handed = client
-        .finished_then_get_task(trainer, 0, finished, &Together::Sent(2))
-        .await
-        .expect("hand-off");
+/// One trainer's hand-off of `finished`, sent `together` with others: its task, each receipt
+/// accepted.
+pub async fn hand_off(
+    client: &MasterClient,
+    trainer: u64,
+    finished: &[(u64, u64)],
+    together: &Together,
+) -> (u64, u64) {
+    let handed = client.finished_then_get_task(trainer, 0, finished, together).await;
+    let handed = handed.expect("hand-off");
     assert!(handed.finished.iter().all(|accepted| *accepted), "{finished:?}: {handed:?}");
     match handed.outcome {
         TaskOutcome::Task(task) => (task.task_id, task.epoch),
@@ -66,8 +70,8 @@ async fn asks_sent_together_share_an_entry() {
     for _ in 0..ROUNDS {
         let before = last_log_index(&group).await;
         let (left, right) = tokio::join!(
-            hand_off(&first, trainers[0], &held[0]),
-            hand_off(&second, trainers[1], &held[1]),
+            hand_off(&first, trainers[0], &held[0], &Together::Sent(2)),
+            hand_off(&second, trainers[1], &held[1], &Together::Sent(2)),
         );
         growth.push(last_log_index(&group).await - before);
         assert!(handed.insert(left.0) && handed.insert(right.0), "tasks handed out twice");

@@ -4,7 +4,7 @@
 //! own; the call's bounds are refused naming the field, and a follower sends the caller to the
 //! leader.
 
-use crate::asks_together::{await_hand_off_level, last_log_index};
+use crate::asks_together::{self, await_hand_off_level, last_log_index};
 use crate::master_group::MasterGroup;
 use crate::task_consumer::{register, report_dataset, write_dataset};
 use client::{AskGather, ClientError, ClientOptions, MasterClient, TaskOutcome, Together};
@@ -25,14 +25,17 @@ async fn hand_off(
     finished: &[(u64, u64)],
     gather: &Arc<AskGather>,
 ) -> (u64, u64) {
-    let together = Together::Gathered(gather.clone());
-    let handed = client.finished_then_get_task(trainer, 0, finished, &together).await;
-    let handed = handed.expect("hand-off");
-    assert!(handed.finished.iter().all(|accepted| *accepted), "{finished:?}: {handed:?}");
-    match handed.outcome {
-        TaskOutcome::Task(task) => (task.task_id, task.epoch),
-        other => panic!("expected a task, got {other:?}"),
-    }
+    asks_together::hand_off(client, trainer, finished, &Together::Gathered(gather.clone())).await
+}
+
+/// A group holding a job of `tasks` tasks, a client of it and a trainer it registered.
+async fn group_with_trainer(tasks: usize) -> (MasterGroup, MasterClient, u64) {
+    let group = MasterGroup::start(3, &[]);
+    let dataset = write_dataset(group.dir.path(), tasks);
+    let client = group.client();
+    report_dataset(&client, &dataset, 1).await;
+    let trainer = register(&client, "first").await;
+    (group, client, trainer)
 }
 
 /// Three trainers of three clients hand tasks off round after round, each round's asks
@@ -82,11 +85,7 @@ async fn gathered_asks_are_each_answered_as_if_sent_alone() {
 /// would be, while the other ask is handed its task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_ask_does_not_refuse_the_others_of_its_call() {
-    let group = MasterGroup::start(3, &[]);
-    let dataset = write_dataset(group.dir.path(), 2);
-    let client = group.client();
-    report_dataset(&client, &dataset, 1).await;
-    let trainer = register(&client, "known").await;
+    let (group, client, trainer) = group_with_trainer(2).await;
     let options = ClientOptions {
         call_deadline: Some(Duration::from_secs(60)),
         job: "no-such-job".to_string(),
@@ -123,11 +122,7 @@ fn ask(trainer_id: u64, seq: u64) -> GetTaskRequest {
 /// nothing; a follower answers one with the leader's address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gathered_call_out_of_bounds_or_to_a_follower_is_refused() {
-    let group = MasterGroup::start(3, &[]);
-    let dataset = write_dataset(group.dir.path(), 12);
-    let client = group.client();
-    report_dataset(&client, &dataset, 1).await;
-    let trainer = register(&client, "bounded").await;
+    let (group, _, trainer) = group_with_trainer(12).await;
     let most = client::ASKS_TOGETHER_MAX as u64;
     for count in [0, most + 1] {
         let asks = (1..=count).map(|seq| ask(trainer, seq)).collect();
