@@ -74,8 +74,20 @@ pub struct AskGather {
 #[derive(Debug, Default)]
 struct Gathering {
     asks: Vec<Gathered>,
+    /// The master the call goes to, the first ask's: an ask whose client follows another (a
+    /// client of another group, or one that has not learned of a new leader) goes alone.
+    addr: Option<String>,
+    /// Asks of the round that went alone for following another master.
+    alone: usize,
     /// The call went: an ask arriving now (a retry, or one too late) goes alone.
     sent: bool,
+}
+
+impl Gathering {
+    /// The round's asks that arrived: gathered, or gone alone.
+    fn arrived(&self) -> usize {
+        self.asks.len() + self.alone
+    }
 }
 
 #[derive(Debug)]
@@ -112,8 +124,8 @@ impl AskGather {
 
     /// The answer to `request`, sent in this round's call (on `service`, the first ask's, a
     /// channel to the master at `addr`, within `timeout`); `None` when it must go alone: the
-    /// call went already (this is a retry, or came too late), or that master cannot take
-    /// `GetTasks`.
+    /// call went already (this is a retry, or came too late), its client follows another
+    /// master than the first ask's, or that master cannot take `GetTasks`.
     pub(crate) async fn ask(
         self: &Arc<Self>,
         (service, addr): (ServiceClient, String),
@@ -124,18 +136,24 @@ impl AskGather {
             return None;
         }
         let (answer, answered) = oneshot::channel();
-        let gathered = {
+        let (first, full) = {
             let mut gathering = self.lock();
-            if gathering.sent || gathering.asks.len() >= self.count as usize {
+            let elsewhere = gathering.addr.as_ref().is_some_and(|first| *first != addr);
+            if gathering.sent || elsewhere || gathering.arrived() >= self.count as usize {
+                gathering.alone += usize::from(elsewhere);
+                if elsewhere && gathering.arrived() == self.count as usize {
+                    self.full.notify_one();
+                }
                 return None;
             }
+            gathering.addr.get_or_insert_with(|| addr.clone());
             gathering.asks.push(Gathered { request, answer });
-            gathering.asks.len()
+            (gathering.asks.len() == 1, gathering.arrived() == self.count as usize)
         };
-        if gathered == 1 {
+        if first {
             tokio::spawn(self.clone().send((service, addr), timeout));
         }
-        if gathered == self.count as usize {
+        if full {
             self.full.notify_one();
         }
         Some(answered.await.unwrap_or_else(|_| {

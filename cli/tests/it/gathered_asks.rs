@@ -142,3 +142,25 @@ async fn a_gathered_call_out_of_bounds_or_to_a_follower_is_refused() {
     let named = named.and_then(|value| value.to_str().ok());
     assert_eq!(named, Some(group.addrs[leader].as_str()), "{refused:?}");
 }
+
+/// A round gathering asks of clients of two groups: each ask goes to its own client's group
+/// (the one following another master than the first ask's goes alone), and each group hands
+/// out one task of its own job, without the round waiting out its gathering time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asks_of_clients_of_another_group_go_to_their_own_group() {
+    let ((first_group, first, first_trainer), (second_group, second, second_trainer)) =
+        tokio::join!(group_with_trainer(2), group_with_trainer(2));
+    let gather = AskGather::new(2).expect("a round of two");
+    let together = Together::Gathered(gather.clone());
+    let (left, right) = tokio::join!(
+        first.finished_then_get_task(first_trainer, 0, &[], &together),
+        second.finished_then_get_task(second_trainer, 0, &[], &together),
+    );
+    for handed in [left, right] {
+        let handed = handed.expect("an ask of each group");
+        assert!(matches!(handed.outcome, TaskOutcome::Task(_)), "{handed:?}");
+    }
+    for group in [&first_group, &second_group] {
+        assert_eq!(group.status().await.pending, 1, "each group handed out one task");
+    }
+}
