@@ -173,9 +173,8 @@ impl AskGather {
             gathering.sent = true;
             std::mem::take(&mut gathering.asks)
         };
-        let requests: Vec<pb::GetTaskRequest> =
-            asks.iter().map(|ask| ask.request.clone()).collect();
-        let call = pb::GetTasksRequest { asks: requests.clone() };
+        let call =
+            pb::GetTasksRequest { asks: asks.iter().map(|ask| ask.request.clone()).collect() };
         match service.get_tasks(timed(call, timeout)).await {
             Ok(reply) => {
                 self.answered_in_one_call.store(true, Ordering::Relaxed);
