@@ -29,6 +29,13 @@ impl AskGather {
     fn count(&self) -> u32 {
         self.gather.count()
     }
+
+    /// Whether the round's asks went in one call the leader answered (not one call each, as
+    /// to masters of an older build).
+    #[getter]
+    fn answered_in_one_call(&self) -> bool {
+        self.gather.answered_in_one_call()
+    }
 }
 
 impl AskGather {

@@ -109,9 +109,9 @@ def test_steps_started_together_share_a_write_and_a_count_out_of_bounds_is_refus
 
 def test_steps_gathered_go_in_one_call_each_answered_its_own_and_bad_rounds_are_refused(masters):
     """Three clients' `step_ahead(together=AskGather(3))`, each carrying its own finish, go
-    to the leader in one call (`answered_in_one_call` is on the Rust side; here: each answered a
-    task of its own, every finish accepted, round after round, until the job ends with each
-    task handed out once). A round's count from 1 to `ASKS_TOGETHER_MAX`; `together` a count
+    to the leader in one call (`answered_in_one_call`), each answered a task of its own with
+    every finish accepted, round after round, until the job ends with each task handed out
+    once. A round's count from 1 to `ASKS_TOGETHER_MAX`; `together` a count
     or an `AskGather`."""
     wait_until(lambda: masters.status()["feature_level"] >= 3, "the group at feature level 3 (hand-offs)")
     clients = [raftrain.TaskClient(masters.masters, name=f"gathered-{index}", job="gathered") for index in range(3)]
@@ -123,6 +123,7 @@ def test_steps_gathered_go_in_one_call_each_answered_its_own_and_bad_rounds_are_
         pending = [client.step_ahead([(task.task_id, task.dispatch)], together=gather) for client, task in zip(clients, held)]
         steps = [each.result() for each in pending]
         assert all(step.finished == (True,) and step.kind == raftrain.StepKind.Task for step in steps), steps
+        assert gather.answered_in_one_call, "the round went in calls of their own"
         held = [step.task for step in steps]
         seen.extend(task.task_id for task in held)
     assert sorted(seen) == list(range(30)), "each task handed out once"
