@@ -131,17 +131,30 @@ class Reports:
                 self._changed.wait(deadline - time.monotonic())
             return self._settled
 
+    def clear_of(self, queued: int) -> None:
+        """Waits until none of the first `queued` reports is in the way of an ask
+        (`in_the_way`): the one the thread is sending answered, progress reports waiting sent.
+        Finishes still held stay held, for the ask to carry."""
+        deadline = time.monotonic() + REPORTS_WAIT_S_MAX
+        with self._changed:
+            while self._in_the_way(queued) and time.monotonic() < deadline:
+                self._changed.wait(deadline - time.monotonic())
+
     def in_the_way(self, queued: int) -> bool:
         """Whether one of the first `queued` reports is one an ask cannot carry yet: being
         sent by the thread, or a progress report waiting (an ask carries only finishes; those
         waiting are then sent at once, held or not)."""
         with self._changed:
-            if self._sending is not None and self._sending < queued:
-                return True
-            if any(number < queued and kind == "progress" for number, kind, *_rest in self._waiting):
-                self._make_urgent(queued)
-                return True
-            return False
+            return self._in_the_way(queued)
+
+    def _in_the_way(self, queued: int) -> bool:
+        """`in_the_way`, the lock held."""
+        if self._sending is not None and self._sending < queued:
+            return True
+        if any(number < queued and kind == "progress" for number, kind, *_rest in self._waiting):
+            self._make_urgent(queued)
+            return True
+        return False
 
     def claim(self, leave: Sequence[Receipt] = ()) -> List[Receipt]:
         """Takes the finishes not sent yet (at most `FINISHED_PER_STEP_MAX`), in order, for an

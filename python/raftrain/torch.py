@@ -454,10 +454,10 @@ class TaskDataset(IterableDataset):
         ahead that the ask's millisecond would cost it. The registrations that took their
         tasks longest ago ask, once their tasks' finish reports are sent or carried by an ask
         (else the master would answer those tasks again), which they usually are already; if
-        not, a later batch asks. They ask once no task asked ahead is still to come, all at
-        once (one replicated write for all) as many as would wait no longer than that time,
-        and a DDP rank no more than are left of its share of the pass (`_DdpPasses._share_out`).
-        False once none of `registrations` is left to ask for the rest of this task."""
+        not, a later batch asks, or the task's last waits for them. They ask once no task
+        asked ahead is still to come, all at once (one replicated write for all) as many as
+        would wait no longer than that time, and a DDP rank no more than are left of its share
+        of the pass (`_DdpPasses._share_out`). False once none of `registrations` is left to ask for the rest of this task."""
         if any(registration.asked_ahead() for registration in registrations):
             return False
         free = sorted(registrations, key=Registration.taken)
@@ -473,6 +473,11 @@ class TaskDataset(IterableDataset):
         if not fits:
             return True
         upto = [registration.reported_upto if registration.reported_upto is not None else loader._reports_queued() for registration in fits]
+        if left == 1:
+            # The task's last batch, its last chance to ask ahead: a report the thread is
+            # sending in the way is waited for (what is left of its write), not the next task
+            # asked then, alone (a whole write, and the round after it asked alone too).
+            loader._report_queue().clear_of(max(upto))
         if len(fits) > 1:
             return not Registration.ask_ahead_together(fits, loader._report_queue(), upto)
         return not fits[0].ask_ahead(loader._report_queue(), upto[0])

@@ -10,11 +10,14 @@ import contextlib
 import io
 import re
 import threading
+import time
 
 import pytest
 import torch  # the test environment installs it: a missing torch fails, never skips
 
+import raftrain
 import raftrain._torch_loader
+import raftrain.task_client
 from raftrain import bench
 from raftrain._bench_ddp import bench_ddp
 from raftrain._torch_io import Reports
@@ -162,6 +165,36 @@ def test_a_loader_without_workers_asks_for_eight_tasks_at_once(masters):
     entries = leader_log_index(masters) - before
     assert entries < 30, f"{entries} entries for the 80 tasks of a pass"
     assert loader.job_finished and (loader.finished, loader.refused) == (160, 0)
+
+
+def test_reports_slow_to_land_still_let_the_loop_ask_its_tasks_eight_at_once(masters, monkeypatch):
+    """Each finish sent by the reporting thread at once (no hold) and slow to land (20 ms, as
+    on masters writing to a busy disk): a round's asks must not overtake the finish under way
+    (the master would answer its task again), so at a task's last batch the loader waits for
+    it, and asks the round then, rather than taking its next task in a call of its own, and
+    every task after it too."""
+    monkeypatch.setattr(raftrain._torch_loader, "FINISH_HOLD_S", 0.0)
+    send_report = raftrain._torch_loader.TaskLoader._send_report
+
+    def slow(loader, kind, receipt, carry=None):
+        time.sleep(0.02)
+        return send_report(loader, kind, receipt, carry)
+
+    monkeypatch.setattr(raftrain._torch_loader.TaskLoader, "_send_report", slow)
+    counts = []
+    step_ahead = raftrain.TaskClient.step_ahead
+
+    def counted(client, finished=(), together=1):
+        counts.append(together.count if isinstance(together, raftrain.task_client.AskGather) else together)
+        return step_ahead(client, finished, together)
+
+    monkeypatch.setattr(raftrain.TaskClient, "step_ahead", counted)
+    dataset = TaskDataset(masters.masters, index=("slow-reports", 400, 10), read=_Arange(), batch_size=5)
+    loader = dataset.loader(num_workers=0)
+    assert [value for batch in loader for value in batch.tolist()] == list(range(400))
+    assert loader.job_finished and (loader.finished, loader.refused) == (40, 0)
+    asked_at_once = REGISTRATIONS_OF_THE_LOOP - 1
+    assert counts.count(asked_at_once) >= 32, f"asks ahead, each with how many were sent together: {counts}"
 
 
 def test_a_fast_loop_reports_progress_only_until_it_learned_the_task_timeout(masters):
