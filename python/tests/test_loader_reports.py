@@ -194,7 +194,7 @@ def test_reports_slow_to_land_still_let_the_loop_ask_its_tasks_eight_at_once(mas
     assert [value for batch in loader for value in batch.tolist()] == list(range(400))
     assert loader.job_finished and (loader.finished, loader.refused) == (40, 0)
     asked_at_once = REGISTRATIONS_OF_THE_LOOP - 1
-    assert counts.count(asked_at_once) >= 32, f"asks ahead, each with how many were sent together: {counts}"
+    assert counts.count(asked_at_once) >= 2 * asked_at_once, f"asks ahead, each with how many were sent together: {counts}"
 
 
 def test_a_fast_loop_reports_progress_only_until_it_learned_the_task_timeout(masters):
