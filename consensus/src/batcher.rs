@@ -125,7 +125,7 @@ async fn run(
     (leaving, successor): (Arc<AtomicBool>, Arc<Successor>),
     in_flight: Arc<Semaphore>,
 ) {
-    let leadership = LeadershipEnds::start(raft.metrics());
+    let leadership = LeadershipEnds::start(raft.server_metrics());
     let pace = Arc::new(Mutex::new(BatchPace::default()));
     let mut carried: Option<Pending> = None;
     loop {

@@ -11,17 +11,17 @@ impl<S: StateMachine> ConsensusNode<S> {
     /// core in a race: a replication stream that quit on a higher vote, then a snapshot sent
     /// to it).
     pub async fn core_stopped(&self) -> String {
-        let mut metrics = self.inner.raft.metrics();
-        let stopped = metrics.wait_for(|metrics| metrics.running_state.is_err()).await;
+        // The core owns the server metrics' sender, which changes only with the role: their
+        // channel closes when the core ends. (The full metrics change at every turn of the
+        // core, several times an entry: waiting on them would wake this task as often.)
+        let mut server = self.inner.raft.server_metrics();
+        while server.changed().await.is_ok() {}
         if let Some(reason) = self.inner.durable.failure_now() {
             return format!("a flush of the Raft log failed: {reason}");
         }
-        match stopped {
-            Ok(metrics) => match &metrics.running_state {
-                Err(fatal) => fatal.to_string(),
-                Ok(()) => "the Raft core stopped".to_string(),
-            },
-            Err(_closed) => "the Raft core stopped without a word (it panicked)".to_string(),
+        match &self.inner.raft.metrics().borrow().running_state {
+            Err(fatal) => fatal.to_string(),
+            Ok(()) => "the Raft core stopped without a word (it panicked)".to_string(),
         }
     }
 }

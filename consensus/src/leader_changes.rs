@@ -1,5 +1,5 @@
 //! Counting the known leader's changes (`raftrain_raft_leader_changes_total`) and noting when
-//! this node began leading, from its Raft metrics.
+//! this node began leading, from its Raft server metrics (sent only when the role changes).
 
 use std::sync::Arc;
 
@@ -8,7 +8,7 @@ use openraft::ServerState;
 /// Counts every change of the known leader (`raftrain_raft_leader_changes_total`) and notes
 /// when this node began leading (`leading_since`, for a handoff) until the node stops.
 pub(crate) async fn count_leader_changes(
-    mut watched: tokio::sync::watch::Receiver<crate::Metrics>,
+    mut watched: tokio::sync::watch::Receiver<crate::ServerMetrics>,
     leading_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
 ) {
     let mut leader = None;
@@ -16,7 +16,7 @@ pub(crate) async fn count_leader_changes(
         let (now, leads) = {
             let metrics = watched.borrow_and_update();
             let leads = metrics.state == ServerState::Leader;
-            (metrics.current_leader.map(|id| (id, metrics.current_term)), leads)
+            (metrics.current_leader.map(|id| (id, metrics.vote.leader_id().get_term())), leads)
         };
         if now != leader {
             if now.is_some() {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use openraft::ServerState;
 use tokio::sync::{watch, Notify};
 
-use crate::Metrics;
+use crate::ServerMetrics;
 
 /// Cheap to clone: clones share the follower task's view.
 #[derive(Clone)]
@@ -21,14 +21,15 @@ pub(crate) struct LeadershipEnds {
 struct Inner {
     notify: Notify,
     /// Read for the latest metrics; only the follower task waits on it.
-    metrics: watch::Receiver<Metrics>,
+    metrics: watch::Receiver<ServerMetrics>,
     /// Raft stopped: its metrics will not change again.
     stopped: AtomicBool,
 }
 
 impl LeadershipEnds {
-    /// Starts following `metrics`.
-    pub(crate) fn start(metrics: watch::Receiver<Metrics>) -> Self {
+    /// Starts following `metrics` (the server metrics: the ones that change when leadership
+    /// does, not at every entry).
+    pub(crate) fn start(metrics: watch::Receiver<ServerMetrics>) -> Self {
         let inner = Arc::new(Inner {
             notify: Notify::new(),
             metrics: metrics.clone(),
@@ -65,11 +66,11 @@ impl LeadershipEnds {
     }
 }
 
-fn leading_term(metrics: &Metrics) -> Option<u64> {
-    (metrics.state == ServerState::Leader).then_some(metrics.current_term)
+fn leading_term(metrics: &ServerMetrics) -> Option<u64> {
+    (metrics.state == ServerState::Leader).then_some(metrics.vote.leader_id().get_term())
 }
 
-async fn follow(mut metrics: watch::Receiver<Metrics>, inner: Arc<Inner>) {
+async fn follow(mut metrics: watch::Receiver<ServerMetrics>, inner: Arc<Inner>) {
     while metrics.changed().await.is_ok() {
         metrics.borrow_and_update();
         inner.notify.notify_waiters();

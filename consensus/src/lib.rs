@@ -107,4 +107,4 @@ pub use rpc_handler::RpcHandler;
 pub use service::{serve, RaftServer, RAFT_SERVICE};
 pub use snapshot_file::STATE_SNAPSHOT_BYTES_MAX;
 pub use state_machine::{ApplyError, RestoreError, StateMachine};
-pub use type_config::{Commands, Entry, Metrics, Raft, Responses, TypeConfig};
+pub use type_config::{Commands, Entry, Metrics, Raft, Responses, ServerMetrics, TypeConfig};

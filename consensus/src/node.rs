@@ -151,7 +151,7 @@ impl<S: StateMachine> ConsensusNode<S> {
         let leadership = Leadership::new(raft.clone(), config.election_timeout_min_ms);
         let leading_since = Arc::new(std::sync::Mutex::new(None));
         tokio::spawn(crate::leader_changes::count_leader_changes(
-            raft.metrics(),
+            raft.server_metrics(),
             leading_since.clone(),
         ));
         let inner = Inner {
@@ -423,9 +423,16 @@ impl<S: StateMachine> ConsensusNode<S> {
         info
     }
 
-    /// Raft metrics, updated as they change.
+    /// Raft metrics, updated as they change (sent at every turn of openraft's core: a task
+    /// waiting on them wakes several times for each entry).
     pub fn metrics(&self) -> watch::Receiver<Metrics> {
         self.inner.raft.metrics()
+    }
+
+    /// Raft's server metrics (vote, state, leader, membership), sent only when one changes:
+    /// for tasks that wait for the role to change.
+    pub fn server_metrics(&self) -> watch::Receiver<crate::ServerMetrics> {
+        self.inner.raft.server_metrics()
     }
 
     /// If this node leads: how long ago the newest heartbeat a quorum acknowledged was sent

@@ -33,5 +33,10 @@ pub type Entry = openraft::Entry<TypeConfig>;
 /// Raft metrics as published by a node.
 pub type Metrics = openraft::RaftMetrics<u64, openraft::BasicNode>;
 
+/// The part of a node's Raft metrics about its role (vote, state, leader, membership): sent
+/// only when one of those changes, where [`Metrics`] is sent at every turn of openraft's core
+/// (several times for each entry), waking every task that waits on it.
+pub type ServerMetrics = openraft::metrics::RaftServerMetrics<u64, openraft::BasicNode>;
+
 /// Storage errors as openraft wants them.
 pub type StorageError = openraft::StorageError<u64>;

@@ -3,7 +3,7 @@
 //! or is stopping; the Raft service, where this port carries it, is SERVING while the port
 //! serves. The statuses follow the node's Raft metrics as they change, never a poll.
 
-use consensus::{ConsensusNode, Metrics};
+use consensus::{ConsensusNode, ServerMetrics};
 use platform::GrpcHealth;
 use proto::master::master_service_server::MasterServiceServer;
 use tokio::sync::watch;
@@ -34,18 +34,18 @@ pub(crate) async fn initial(raft_on_its_own_port: bool) -> GrpcHealth {
     health
 }
 
-/// Keeps the master service's status current: at each change of the node's metrics, SERVING
+/// Keeps the master service's status current: at each change of the node's server metrics, SERVING
 /// when a leader is known; NOT_SERVING for good once `stopped` turns true.
 pub(crate) fn spawn_keeper(
     node: &ConsensusNode<ReplicatedState>,
     health: GrpcHealth,
     stopped: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(keep(node.metrics(), health, stopped))
+    tokio::spawn(keep(node.server_metrics(), health, stopped))
 }
 
 async fn keep(
-    mut metrics: watch::Receiver<Metrics>,
+    mut metrics: watch::Receiver<ServerMetrics>,
     health: GrpcHealth,
     mut stopped: watch::Receiver<bool>,
 ) {
