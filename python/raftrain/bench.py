@@ -21,6 +21,10 @@ measured in the same run on the same machine (ratios, not absolute figures, on a
   `DataLoader` of the same batches dealt to the ranks under `Join`, with an even and an odd
   task count (`raftrain/_bench_ddp.py`).
 
+The three masters of each row share the machine's cores with each other and with what is
+measured: they run one tokio worker each (`MASTER_WORKER_THREADS`) unless
+`RAFTRAIN_WORKER_THREADS` says otherwise.
+
 Needs the `raftrain` binary (`RAFTRAIN_BIN`, or `raftrain` on PATH). Prints Markdown tables.
 """
 
@@ -105,16 +109,26 @@ def free_addr() -> str:
         return f"127.0.0.1:{sock.getsockname()[1]}"
 
 
+#: Tokio workers of each of the three masters, which share this machine's cores with each other
+#: and with the loop measured (unless `RAFTRAIN_WORKER_THREADS` says otherwise): one each, as
+#: `raftrain master --worker-threads` advises where several servers share few cores. On 2
+#: cores one hand-off took 0.90-0.95 ms (p50) with one worker a master and 1.03-1.05 ms with
+#: the default of one per core (BENCHMARKS.md).
+MASTER_WORKER_THREADS = 1
+
+
 @contextlib.contextmanager
 def three_masters(binary: str, directory: Path, extra_args: Sequence[str] = (), processes: Optional[list] = None):
-    """Three `raftrain master` processes on loopback (each given `extra_args` too), killed on
-    exit; yields their addresses (and puts the processes in `processes`, given)."""
+    """Three `raftrain master` processes on loopback, `MASTER_WORKER_THREADS` workers each (each
+    given `extra_args` too), killed on exit; yields their addresses (and puts the processes in
+    `processes`, given)."""
     addrs = [free_addr() for _ in range(3)]
     peers = ",".join(f"{index + 1}={addr}" for index, addr in enumerate(addrs))
     masters = [] if processes is None else processes
+    workers = [] if os.environ.get("RAFTRAIN_WORKER_THREADS") else ["--worker-threads", str(MASTER_WORKER_THREADS)]
     try:
         for index, addr in enumerate(addrs):
-            args = [binary, "master", "--id", str(index + 1), "--listen", addr, "--peers", peers, "--data-dir", str(directory / f"m{index}"), *extra_args]
+            args = [binary, "master", "--id", str(index + 1), "--listen", addr, "--peers", peers, "--data-dir", str(directory / f"m{index}"), *workers, *extra_args]
             masters.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         status(addrs)
         yield addrs
