@@ -1,7 +1,7 @@
 //! The master's `grpc.health.v1` statuses: the master service is SERVING while this replica
 //! knows a leader (it answers, or redirects to the leader) and NOT_SERVING while it knows none
 //! or is stopping; the Raft service, where this port carries it, is SERVING while the port
-//! serves. The statuses follow the node's Raft metrics as they change, never a poll.
+//! serves. The statuses follow the node's Raft server metrics as they change, never a poll.
 
 use consensus::{ConsensusNode, ServerMetrics};
 use platform::GrpcHealth;
@@ -34,8 +34,8 @@ pub(crate) async fn initial(raft_on_its_own_port: bool) -> GrpcHealth {
     health
 }
 
-/// Keeps the master service's status current: at each change of the node's server metrics, SERVING
-/// when a leader is known; NOT_SERVING for good once `stopped` turns true.
+/// Keeps the master service's status current: at each change of the node's server metrics,
+/// SERVING when a leader is known; NOT_SERVING for good once `stopped` turns true.
 pub(crate) fn spawn_keeper(
     node: &ConsensusNode<ReplicatedState>,
     health: GrpcHealth,

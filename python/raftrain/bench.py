@@ -111,9 +111,8 @@ def free_addr() -> str:
 
 #: Tokio workers of each of the three masters, which share this machine's cores with each other
 #: and with the loop measured (unless `RAFTRAIN_WORKER_THREADS` says otherwise): one each, as
-#: `raftrain master --worker-threads` advises where several servers share few cores. On 2
-#: cores one hand-off took 0.90-0.95 ms (p50) with one worker a master and 1.03-1.05 ms with
-#: the default of one per core (BENCHMARKS.md).
+#: `raftrain master --worker-threads` advises where several servers share few cores (what it
+#: changed for one hand-off on 2 cores: BENCHMARKS.md).
 MASTER_WORKER_THREADS = 1
 
 

@@ -112,6 +112,19 @@ def leader_log_index(group) -> int:
     return next(member["last_log_index"] for member in status["members"] if member["id"] == leader)
 
 
+def entries_of_each(group, passes: int, run_pass) -> list:
+    """The leader's log entries during each of `passes` calls of `run_pass()` (one pass of a
+    loader each). A test asserts on the fewest: on a loaded machine (a loop and three masters on
+    two cores) one pass's end can take more asks, while a loader that stopped gathering its asks
+    takes more entries in every pass."""
+    entries = []
+    for _pass in range(passes):
+        before = leader_log_index(group)
+        run_pass()
+        entries.append(leader_log_index(group) - before)
+    return entries
+
+
 class Processes:
     """Named child processes, each logging to its own file under `dir`."""
 

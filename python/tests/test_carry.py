@@ -19,7 +19,7 @@ from raftrain._torch_carry import ANSWERED, Carriage, WorkerCarrier
 from raftrain.task_client import StepKind
 from raftrain.torch import REGISTRATIONS_PER_WORKER, TaskDataset
 
-from cluster import leader_log_index
+from cluster import entries_of_each
 
 FORK = multiprocessing.get_context("fork")
 
@@ -145,14 +145,9 @@ def test_the_workers_asks_carry_the_training_processs_finishes(masters, monkeypa
     dataset = TaskDataset(masters.masters, index=(job, 200, 10), read=_Rows(rows), batch_size=5, passes=passes)
     loader = dataset.loader(num_workers=2, multiprocessing_context=start_method)
     assert sorted(torch.cat(list(loader)).tolist()) == list(range(200))
-    entries = []
-    for _pass in range(passes - 1):
-        before = leader_log_index(masters)
-        assert sorted(torch.cat(list(loader)).tolist()) == list(range(200))
-        entries.append(leader_log_index(masters) - before)
+    entries = entries_of_each(masters, passes - 1, lambda: _every_row_once(loader, 200))
     # Each worker asks for two tasks at once, which the masters write as one entry (asked one
-    # at a time, the pass took 26). The fewest of three passes: on a loaded machine (the
-    # loop, the workers and three masters on two cores) a pass's end can take more asks.
+    # at a time, the pass took 26).
     assert min(entries) < 20, f"{entries} entries for the 20 tasks of each pass"
     assert loader.job_finished and loader.finished == 20 * passes and loader.refused == 0
     # A worker whose walk ended (nothing was free for it) leaves the finishes of its tasks the
@@ -160,6 +155,10 @@ def test_the_workers_asks_carry_the_training_processs_finishes(masters, monkeypa
     # sends them before it reads whether the pass is over.
     assert passes * (20 - 2 * REGISTRATIONS_PER_WORKER) <= loader.carried <= 20 * passes, (loader.carried, loader.finished)
     assert loader.client.status()["dispatched"] == 20 * passes
+
+
+def _every_row_once(loader, rows: int) -> None:
+    assert sorted(torch.cat(list(loader)).tolist()) == list(range(rows))
 
 
 def test_each_passs_new_workers_ask_for_the_pass_the_loader_walks(masters, monkeypatch):

@@ -23,7 +23,7 @@ from raftrain._bench_ddp import bench_ddp
 from raftrain._torch_io import Reports
 from raftrain.torch import REGISTRATIONS_OF_THE_LOOP, TaskDataset
 
-from cluster import binary, leader_log_index
+from cluster import binary, entries_of_each
 
 
 def test_reports_land_in_order_and_landed_waits_for_those_queued_before():
@@ -161,15 +161,13 @@ def test_a_loader_without_workers_asks_for_eight_tasks_at_once(masters):
     dataset = TaskDataset(masters.masters, index=("eight-at-once", 400, 5), read=_Arange(), batch_size=5, passes=passes)
     loader = dataset.loader(num_workers=0)
     assert [value for batch in loader for value in batch.tolist()] == list(range(400))
-    entries = []
-    for _pass in range(passes - 1):
-        before = leader_log_index(masters)
-        assert [value for batch in loader for value in batch.tolist()] == list(range(400))
-        entries.append(leader_log_index(masters) - before)
-    # The fewest of three passes: on a loaded machine (the loop and three masters on two cores)
-    # a pass's end can take more asks.
+    entries = entries_of_each(masters, passes - 1, lambda: _in_order_once(loader, 400))
     assert min(entries) < 30, f"{entries} entries for the 80 tasks of each pass"
     assert loader.job_finished and (loader.finished, loader.refused) == (80 * passes, 0)
+
+
+def _in_order_once(loader, rows: int) -> None:
+    assert [value for batch in loader for value in batch.tolist()] == list(range(rows))
 
 
 def test_reports_slow_to_land_still_let_the_loop_ask_its_tasks_eight_at_once(masters, monkeypatch):
