@@ -42,6 +42,7 @@
 //! - sled appears only in `log_store` and `flusher`; protobuf only in `service`, `network`,
 //!   `cluster_info`, `kv_service` and `kv_stream`.
 
+mod append_stream;
 mod applied_index;
 pub mod apply_observer;
 mod batch_pace;

@@ -1,4 +1,5 @@
-//! The client side of the Raft transport: openraft's RPCs as bincode payloads over tonic.
+//! The client side of the Raft transport: openraft's RPCs as bincode payloads over tonic,
+//! AppendEntries on a stream per peer ([`AppendStream`]), the others as unary calls.
 //! A peer that cannot be reached (refused, reset, timed out) is `Unreachable`, so openraft
 //! backs off instead of hammering it.
 
@@ -17,11 +18,13 @@ use openraft::raft::{
 };
 use openraft::{AnyError, BasicNode};
 use proto::raft::raft_service_client::RaftServiceClient;
-use proto::raft::RaftRequest;
+use proto::raft::{RaftReply, RaftRequest};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::time::Instant;
 use tonic::transport::Endpoint;
 
+use crate::append_stream::{AppendStream, StreamFailure};
 use crate::codec;
 use crate::peer_reach::PeerReach;
 use crate::TypeConfig;
@@ -47,9 +50,18 @@ pub struct NetworkConnection {
     target: u64,
     node: BasicNode,
     client: Option<RaftServiceClient<RpcChannel>>,
+    appends: AppendPath,
     retry_after: Duration,
     security: Security,
     reach: Arc<Mutex<PeerReach>>,
+}
+
+/// How a connection sends AppendEntries.
+enum AppendPath {
+    /// On a stream ([`AppendStream`]); `None` until one is open, and after one failed.
+    Stream(Option<AppendStream>),
+    /// As unary calls: the peer's build has no stream (it answered `UNIMPLEMENTED`).
+    Unary,
 }
 
 impl Network {
@@ -95,7 +107,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             None => node.clone(),
         };
         let reach = self.reach_of(target);
-        NetworkConnection { target, node, client: None, retry_after, security, reach }
+        let appends = AppendPath::Stream(None);
+        NetworkConnection { target, node, client: None, appends, retry_after, security, reach }
     }
 }
 
@@ -135,10 +148,20 @@ impl NetworkConnection {
         Reply: DeserializeOwned,
         E: Error + DeserializeOwned,
     {
-        let result = self.call_once(rpc, request, option).await;
+        let deadline = Instant::now() + option.hard_ttl();
+        let result = match encode(request) {
+            Ok(request) => self.send(rpc, request, deadline).await,
+            Err(error) => Err(RPCError::Network(error)),
+        };
+        self.note_reach(&result);
+        result
+    }
+
+    /// Notes in the peer's reachability what `result` says about it.
+    fn note_reach<T, E: Error>(&self, result: &RpcResult<T, E>) {
         let now = std::time::Instant::now();
         let mut reach = self.reach.lock().unwrap_or_else(PoisonError::into_inner);
-        match &result {
+        match result {
             Err(RPCError::Unreachable(error)) => {
                 reach.unreachable(&self.node.addr, error, now);
             }
@@ -146,25 +169,38 @@ impl NetworkConnection {
                 reach.answered(&self.node.addr, now);
             }
         }
-        drop(reach);
-        result
     }
 
-    async fn call_once<Request, Reply, E>(
+    /// Sends `request` (appends on the stream while the peer has one) and decodes the answer.
+    async fn send<Reply, E>(
         &mut self,
         rpc: Rpc,
-        request: &Request,
-        option: &RPCOption,
+        request: RaftRequest,
+        deadline: Instant,
     ) -> RpcResult<Reply, E>
     where
-        Request: Serialize,
         Reply: DeserializeOwned,
         E: Error + DeserializeOwned,
     {
-        let payload =
-            codec::encode(request).map_err(|error| RPCError::Network(NetworkError::new(&error)))?;
+        let reply = match rpc {
+            Rpc::AppendEntries => self.append(request, deadline).await?,
+            Rpc::Vote | Rpc::InstallSnapshot => self.unary(rpc, request, deadline).await?,
+        };
+        let result: Result<Reply, RaftError<u64, E>> = codec::decode(&reply.payload)
+            .map_err(|error| RPCError::Network(NetworkError::new(&error)))?;
+        result.map_err(|error| {
+            RPCError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), error))
+        })
+    }
+
+    /// One unary call.
+    async fn unary<E: Error>(
+        &mut self,
+        rpc: Rpc,
+        request: RaftRequest,
+        deadline: Instant,
+    ) -> RpcResult<RaftReply, E> {
         let mut client = self.client().map_err(RPCError::Unreachable)?;
-        let request = RaftRequest { payload: payload.into() };
         let call = async move {
             match rpc {
                 Rpc::AppendEntries => client.append_entries(request).await,
@@ -172,21 +208,69 @@ impl NetworkConnection {
                 Rpc::InstallSnapshot => client.install_snapshot(request).await,
             }
         };
-        let timeout = option.hard_ttl();
-        let reply = match tokio::time::timeout(timeout, call).await {
-            Ok(Ok(reply)) => reply.into_inner(),
-            Ok(Err(status)) => return Err(self.status_error(status)),
-            Err(_elapsed) => {
-                let message =
-                    format!("{rpc:?} to node {} got no reply in {timeout:?}", self.target);
-                return Err(RPCError::Unreachable(Unreachable::new(&AnyError::error(message))));
-            }
+        match tokio::time::timeout_at(deadline, call).await {
+            Ok(Ok(reply)) => Ok(reply.into_inner()),
+            Ok(Err(status)) => Err(self.status_error(status)),
+            Err(_elapsed) => Err(self.no_reply(rpc)),
+        }
+    }
+
+    /// One append on the peer's stream, or unary when it has none. A stream that was already
+    /// open may have ended meanwhile (its body deadline, a reconnect): the append is sent again
+    /// on a new one (AppendEntries is idempotent), so that costs no back-off.
+    async fn append<E: Error>(
+        &mut self,
+        request: RaftRequest,
+        deadline: Instant,
+    ) -> RpcResult<RaftReply, E> {
+        let AppendPath::Stream(open) = &mut self.appends else {
+            return self.unary(Rpc::AppendEntries, request, deadline).await;
         };
-        let result: Result<Reply, RaftError<u64, E>> = codec::decode(&reply.payload)
-            .map_err(|error| RPCError::Network(NetworkError::new(&error)))?;
-        result.map_err(|error| {
-            RPCError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), error))
-        })
+        if let Some(mut stream) = open.take().filter(AppendStream::fresh) {
+            if let Ok(reply) = stream.append(request.clone(), deadline).await {
+                self.appends = AppendPath::Stream(Some(stream));
+                return Ok(reply);
+            }
+        }
+        match self.append_on_new_stream(request.clone(), deadline).await {
+            Ok(reply) => Ok(reply),
+            Err(StreamFailure::Status(status)) if status.code() == tonic::Code::Unimplemented => {
+                tracing::info!(
+                    node = self.target,
+                    "the peer has no append stream; appending unary"
+                );
+                self.appends = AppendPath::Unary;
+                self.unary(Rpc::AppendEntries, request, deadline).await
+            }
+            Err(StreamFailure::Status(status)) => Err(self.status_error(status)),
+            Err(StreamFailure::Ended) => {
+                Err(self.unreachable("the append stream ended unanswered"))
+            }
+            Err(StreamFailure::TimedOut) => Err(self.no_reply(Rpc::AppendEntries)),
+        }
+    }
+
+    /// Opens a stream, sends the append on it, and keeps the stream for the next once answered.
+    async fn append_on_new_stream(
+        &mut self,
+        request: RaftRequest,
+        deadline: Instant,
+    ) -> Result<RaftReply, StreamFailure> {
+        let mut client = self.client().map_err(|error| {
+            StreamFailure::Status(tonic::Status::unavailable(error.to_string()))
+        })?;
+        let mut stream = AppendStream::open(&mut client, deadline).await?;
+        let reply = stream.append(request, deadline).await?;
+        self.appends = AppendPath::Stream(Some(stream));
+        Ok(reply)
+    }
+
+    fn no_reply<E: Error>(&self, rpc: Rpc) -> RPCError<u64, BasicNode, RaftError<u64, E>> {
+        self.unreachable(&format!("{rpc:?} to node {} got no reply in time", self.target))
+    }
+
+    fn unreachable<E: Error>(&self, why: &str) -> RPCError<u64, BasicNode, RaftError<u64, E>> {
+        RPCError::Unreachable(Unreachable::new(&AnyError::error(why)))
     }
 
     fn status_error<E: Error>(
@@ -200,6 +284,11 @@ impl NetworkConnection {
             _ => RPCError::Network(NetworkError::new(&status)),
         }
     }
+}
+
+fn encode<T: Serialize>(request: &T) -> Result<RaftRequest, NetworkError> {
+    let payload = codec::encode(request).map_err(|error| NetworkError::new(&error))?;
+    Ok(RaftRequest { payload: payload.into() })
 }
 
 impl RaftNetwork<TypeConfig> for NetworkConnection {

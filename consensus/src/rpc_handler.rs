@@ -8,6 +8,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use openraft::error::{Fatal, InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -30,6 +32,8 @@ pub struct RpcHandler {
     step_up: Arc<StepUp>,
     timeout_now: Arc<TimeoutNowGate>,
     empty_log: Arc<EmptyLogGuard>,
+    /// Turns true when the node's servers stop: its append streams end (`append_stream`).
+    streams_end: Arc<watch::Sender<bool>>,
 }
 
 impl RpcHandler {
@@ -48,7 +52,8 @@ impl RpcHandler {
         if !had_vote {
             tokio::spawn(Arc::clone(&empty_log).release_once_leading(raft.metrics()));
         }
-        Self { raft, step_up, timeout_now: Arc::default(), empty_log }
+        let streams_end = Arc::new(watch::Sender::new(false));
+        Self { raft, step_up, timeout_now: Arc::default(), empty_log, streams_end }
     }
 
     /// When this node last heard from a leader (for the election timer).
@@ -100,6 +105,18 @@ impl RpcHandler {
         let metrics = self.raft.metrics();
         let metrics = metrics.borrow();
         metrics.current_term.max(metrics.vote.leader_id().term)
+    }
+
+    /// Ends every append stream this node serves, after the append in hand, and any opened
+    /// later at once. A server's graceful stop waits for its open calls, and a leader keeps its
+    /// stream for seconds, so whatever stops a server that carries the Raft service calls this.
+    pub fn end_append_streams(&self) {
+        self.streams_end.send_replace(true);
+    }
+
+    /// Turns true when the append streams must end.
+    pub(crate) fn append_streams_end(&self) -> watch::Receiver<bool> {
+        self.streams_end.subscribe()
     }
 
     /// The node's `Raft` handle (for `ClusterInfo` and metrics).

@@ -11,9 +11,11 @@ use proto::raft::{ClusterInfoReply, ClusterInfoRequest, RaftReply, RaftRequest};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::net::TcpListener;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::server::NamedService;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
+use crate::append_stream;
 use crate::cluster_info::{cluster_info_reply, ClusterInfo};
 use crate::rpc_handler::RpcHandler;
 use crate::{codec, ConsensusNode, StateMachine};
@@ -38,15 +40,25 @@ impl RaftServer {
     }
 }
 
-fn decode_request<T: DeserializeOwned>(request: &Request<RaftRequest>) -> Result<T, Status> {
-    codec::decode(&request.get_ref().payload)
+/// A request's bincode payload; garbage is `INVALID_ARGUMENT`.
+pub(crate) fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, Status> {
+    codec::decode(payload)
         .map_err(|error| Status::invalid_argument(format!("payload does not decode: {error}")))
 }
 
-fn reply<T: Serialize>(result: &T) -> Result<Response<RaftReply>, Status> {
+fn decode_request<T: DeserializeOwned>(request: &Request<RaftRequest>) -> Result<T, Status> {
+    decode_payload(&request.get_ref().payload)
+}
+
+/// An answer as a reply message.
+pub(crate) fn encode_reply<T: Serialize>(result: &T) -> Result<RaftReply, Status> {
     let payload = codec::encode(result)
         .map_err(|error| Status::internal(format!("reply does not encode: {error}")))?;
-    Ok(Response::new(RaftReply { payload: payload.into() }))
+    Ok(RaftReply { payload: payload.into() })
+}
+
+fn reply<T: Serialize>(result: &T) -> Result<Response<RaftReply>, Status> {
+    encode_reply(result).map(Response::new)
 }
 
 #[tonic::async_trait]
@@ -58,6 +70,16 @@ impl RaftService for RaftServer {
     ) -> Result<Response<RaftReply>, Status> {
         let result = self.handler.append_entries(decode_request(&request)?).await;
         reply(&result)
+    }
+
+    type AppendEntriesStreamStream = ReceiverStream<Result<RaftReply, Status>>;
+
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id))]
+    async fn append_entries_stream(
+        &self,
+        request: Request<Streaming<RaftRequest>>,
+    ) -> Result<Response<Self::AppendEntriesStreamStream>, Status> {
+        Ok(Response::new(append_stream::serve(self.handler.clone(), request.into_inner())))
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(node = self.node_id, term = self.handler.raft().metrics().borrow().current_term))]
@@ -110,6 +132,11 @@ pub async fn serve<S: StateMachine>(
 ) -> anyhow::Result<()> {
     let health = GrpcHealth::default();
     health.set(RAFT_SERVICE, true).await;
+    let handler = node.rpc_handler();
+    let shutdown = async move {
+        shutdown.await;
+        handler.end_append_streams();
+    };
     let mut builder = server_builder(node.security(), &limits)?;
     conventional_router(&mut builder, &health, &[RAFT_SERVICE], proto::FILE_DESCRIPTOR_SET)?
         .add_service(node.raft_service())

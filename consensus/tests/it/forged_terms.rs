@@ -144,11 +144,31 @@ async fn forged_terms_are_refused_over_grpc() -> anyhow::Result<()> {
     }
     assert_eq!(seen(&node.metrics().borrow()), before, "term, vote and leader unchanged");
 
+    tracing::info!("--- a forged append on the append stream is refused, garbage ends the stream");
+    let (requests, receiver) = tokio::sync::mpsc::channel(4);
+    let stream = tokio_stream::wrappers::ReceiverStream::new(receiver);
+    let mut replies = client.append_entries_stream(stream).await?.into_inner();
+    requests.send(encode(&append_request(u64::MAX))?).await?;
+    let reply = replies.message().await?.expect("the forged append is answered");
+    let append: Result<AppendEntriesResponse<u64>, RaftError<u64>> = decode(&reply.payload)?;
+    assert!(append.is_err(), "refused: {append:?}");
+    requests.send(RaftRequest { payload: vec![0xff; 7].into() }).await?;
+    let garbage = replies.message().await.expect_err("garbage fails the stream");
+    assert_eq!(garbage.code(), tonic::Code::InvalidArgument, "{garbage:?}");
+    assert_eq!(seen(&node.metrics().borrow()), before, "term, vote and leader unchanged");
+
     tracing::info!("--- the node still leads and commits");
     node.ensure_linearizable().await?;
     put(&node, "after", "2").await?;
+
+    tracing::info!("--- a stream the leader still holds ends when the server stops");
+    let (_held, receiver) = tokio::sync::mpsc::channel(1);
+    let stream = tokio_stream::wrappers::ReceiverStream::new(receiver);
+    let mut replies = client.append_entries_stream(stream).await?.into_inner();
     let _ = stop.send(());
-    server.await??;
+    // Without the stream's end, the graceful stop would wait for it for ever.
+    tokio::time::timeout(std::time::Duration::from_secs(60), server).await???;
+    assert!(replies.message().await?.is_none(), "the stream ended without an error");
     node.shutdown().await?;
     Ok(())
 }

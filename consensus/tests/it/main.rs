@@ -3,6 +3,7 @@
 mod cluster;
 mod router;
 
+mod append_stream;
 mod cluster_info_grpc;
 mod confirm_leadership;
 mod election;

@@ -106,6 +106,11 @@ pub async fn run_node(
     }
     let mut builder = server_builder(node.security(), &limits)?;
     let services = [consensus::RAFT_SERVICE, kv_service];
+    let stopping = node.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.rpc_handler().end_append_streams();
+    };
     conventional_router(&mut builder, &health, &services, proto::FILE_DESCRIPTOR_SET)?
         .add_service(node.raft_service())
         .add_service(kv)
