@@ -26,14 +26,14 @@ use platform::security::RpcChannel;
 pub(crate) const STREAM_AGE_MAX: Duration = Duration::from_secs(10);
 
 /// Answers the appends of one stream in order, until the leader closes it or the node's
-/// servers stop ([`RpcHandler::end_append_streams`]). A message that does not decode ends the
+/// servers stop ([`RpcHandler::end_streams`]). A message that does not decode ends the
 /// stream with `INVALID_ARGUMENT`, as it fails a unary call.
 pub(crate) fn serve(
     handler: RpcHandler,
     mut requests: Streaming<RaftRequest>,
 ) -> ReceiverStream<Result<RaftReply, Status>> {
     let (replies, receiver) = mpsc::channel(1);
-    let mut end = handler.append_streams_end();
+    let mut end = handler.streams_end();
     tokio::spawn(async move {
         loop {
             let message = tokio::select! {

@@ -32,7 +32,8 @@ pub struct RpcHandler {
     step_up: Arc<StepUp>,
     timeout_now: Arc<TimeoutNowGate>,
     empty_log: Arc<EmptyLogGuard>,
-    /// Turns true when the node's servers stop: its append streams end (`append_stream`).
+    /// Turns true when the node's servers stop: the streams they hold open end (the append
+    /// streams, `append_stream`; the master's ask streams).
     streams_end: Arc<watch::Sender<bool>>,
 }
 
@@ -107,15 +108,16 @@ impl RpcHandler {
         metrics.current_term.max(metrics.vote.leader_id().term)
     }
 
-    /// Ends every append stream this node serves, after the append in hand, and any opened
-    /// later at once. A server's graceful stop waits for its open calls, and a leader keeps its
-    /// stream for seconds, so whatever stops a server that carries the Raft service calls this.
-    pub fn end_append_streams(&self) {
+    /// Ends every stream this node's servers hold open (after the message in hand), and any
+    /// opened later at once. A server's graceful stop waits for its open calls, and a leader
+    /// keeps its append stream (a client its ask stream) for seconds, so whatever stops a server
+    /// of this node calls this first.
+    pub fn end_streams(&self) {
         self.streams_end.send_replace(true);
     }
 
-    /// Turns true when the append streams must end.
-    pub(crate) fn append_streams_end(&self) -> watch::Receiver<bool> {
+    /// Turns true when the node's streams must end ([`RpcHandler::end_streams`]).
+    pub fn streams_end(&self) -> watch::Receiver<bool> {
         self.streams_end.subscribe()
     }
 

@@ -135,7 +135,7 @@ pub async fn serve<S: StateMachine>(
     let handler = node.rpc_handler();
     let shutdown = async move {
         shutdown.await;
-        handler.end_append_streams();
+        handler.end_streams();
     };
     let mut builder = server_builder(node.security(), &limits)?;
     conventional_router(&mut builder, &health, &[RAFT_SERVICE], proto::FILE_DESCRIPTOR_SET)?

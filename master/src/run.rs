@@ -78,7 +78,7 @@ pub async fn run(
     let removed = crate::membership_duties::start(&node, &config, &security)?;
     let core_stopped = until_stopped(&node, shutdown, removed, (&config, &security)).await;
     let serving = Serving { replica, servers, health_keeper, metrics };
-    node.rpc_handler().end_append_streams();
+    node.rpc_handler().end_streams();
     let served = serving.stop().await?;
     let stopped = node.shutdown().await.context("stop the Raft node");
     if let Some(reason) = core_stopped {

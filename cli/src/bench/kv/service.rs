@@ -109,7 +109,7 @@ pub async fn run_node(
     let stopping = node.clone();
     let shutdown = async move {
         shutdown.await;
-        stopping.rpc_handler().end_append_streams();
+        stopping.rpc_handler().end_streams();
     };
     conventional_router(&mut builder, &health, &services, proto::FILE_DESCRIPTOR_SET)?
         .add_service(node.raft_service())
