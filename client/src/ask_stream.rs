@@ -13,12 +13,11 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use platform::{CallStream, StreamFailure as Failure};
 use proto::master as pb;
 use proto::master::get_task_answer::Answer;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Status, Streaming};
+use tonic::Status;
 
 use crate::ask_gather::refusal_status;
 use crate::master_client::ServiceClient;
@@ -36,21 +35,11 @@ pub(crate) struct AskStreams {
     refused_by: Mutex<Option<(String, Instant)>>,
 }
 
+/// The stream to the master at `addr`.
 #[derive(Debug)]
 struct OpenStream {
     addr: String,
-    requests: mpsc::Sender<pb::GetTaskRequest>,
-    answers: Streaming<pb::GetTaskAnswer>,
-    opened: Instant,
-}
-
-/// Why an ask on a stream got no answer.
-enum Failure {
-    /// The master refused the stream, or failed it, with this status.
-    Status(Status),
-    /// The stream ended before the answer.
-    Ended,
-    TimedOut,
+    stream: CallStream<pb::GetTaskRequest, pb::GetTaskAnswer>,
 }
 
 impl AskStreams {
@@ -105,7 +94,7 @@ impl AskStreams {
     /// The open stream, if it goes to `addr` and is young enough for another ask.
     fn reusable(&self, addr: &str) -> Option<OpenStream> {
         let mut open = self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        open.take().filter(|stream| stream.addr == addr && stream.opened.elapsed() < STREAM_AGE_MAX)
+        open.take().filter(|open| open.addr == addr && open.stream.age() < STREAM_AGE_MAX)
     }
 
     /// The ask's answer; the stream is kept for the next unless the master refused the ask
@@ -136,31 +125,15 @@ impl OpenStream {
         addr: &str,
         deadline: Instant,
     ) -> Result<Self, Failure> {
-        let (requests, receiver) = mpsc::channel(1);
-        let opening = service.get_task_stream(ReceiverStream::new(receiver));
-        let answers = match tokio::time::timeout_at(deadline, opening).await {
-            Ok(Ok(response)) => response.into_inner(),
-            Ok(Err(status)) => return Err(Failure::Status(status)),
-            Err(_elapsed) => return Err(Failure::TimedOut),
-        };
-        Ok(Self { addr: addr.to_string(), requests, answers, opened: Instant::now() })
+        let stream = CallStream::open(|asks| service.get_task_stream(asks), deadline).await?;
+        Ok(Self { addr: addr.to_string(), stream })
     }
 
-    /// Sends one ask and waits for its answer until `deadline`. After a failure the stream is
-    /// of no further use: an answer may still be on its way.
     async fn ask(
         &mut self,
         request: pb::GetTaskRequest,
         deadline: Instant,
     ) -> Result<pb::GetTaskAnswer, Failure> {
-        let exchange = async {
-            self.requests.send(request).await.map_err(|_| Failure::Ended)?;
-            match self.answers.message().await {
-                Ok(Some(answer)) => Ok(answer),
-                Ok(None) => Err(Failure::Ended),
-                Err(status) => Err(Failure::Status(status)),
-            }
-        };
-        tokio::time::timeout_at(deadline, exchange).await.unwrap_or(Err(Failure::TimedOut))
+        self.stream.call(request, deadline).await
     }
 }

@@ -24,12 +24,12 @@ use serde::Serialize;
 use tokio::time::Instant;
 use tonic::transport::Endpoint;
 
-use crate::append_stream::{AppendStream, StreamFailure};
+use crate::append_stream::{self, AppendStream};
 use crate::codec;
 use crate::peer_reach::PeerReach;
 use crate::TypeConfig;
 use platform::security::{RpcChannel, Security, SecurityError};
-use platform::MESSAGE_BYTES_MAX;
+use platform::{StreamFailure, MESSAGE_BYTES_MAX};
 
 /// Giving up on a TCP connect after this long makes the peer `Unreachable`.
 const CONNECT_TIMEOUT_MS: u64 = 1_000;
@@ -226,8 +226,8 @@ impl NetworkConnection {
         let AppendPath::Stream(open) = &mut self.appends else {
             return self.unary(Rpc::AppendEntries, request, deadline).await;
         };
-        if let Some(mut stream) = open.take().filter(AppendStream::fresh) {
-            if let Ok(reply) = stream.append(request.clone(), deadline).await {
+        if let Some(mut stream) = open.take().filter(append_stream::fresh) {
+            if let Ok(reply) = stream.call(request.clone(), deadline).await {
                 self.appends = AppendPath::Stream(Some(stream));
                 return Ok(reply);
             }
@@ -259,8 +259,8 @@ impl NetworkConnection {
         let mut client = self.client().map_err(|error| {
             StreamFailure::Status(tonic::Status::unavailable(error.to_string()))
         })?;
-        let mut stream = AppendStream::open(&mut client, deadline).await?;
-        let reply = stream.append(request, deadline).await?;
+        let mut stream = append_stream::open(&mut client, deadline).await?;
+        let reply = stream.call(request, deadline).await?;
         self.appends = AppendPath::Stream(Some(stream));
         Ok(reply)
     }

@@ -30,6 +30,7 @@
 //!   only the build's and the RPC layer's.
 
 mod budget_body;
+mod call_stream;
 pub mod clock;
 pub mod endpoint;
 pub mod grpc_conventions;
@@ -47,11 +48,13 @@ pub mod port_limits;
 mod request_budget;
 pub mod rpc_metrics;
 pub mod security;
+mod serve_in_order;
 mod server_builder;
 mod sniffing_listener;
 pub mod telemetry;
 pub mod unary;
 
+pub use call_stream::{CallStream, StreamFailure};
 pub use endpoint::{endpoint, CONNECTION_WINDOW_BYTES, MESSAGE_BYTES_MAX, STREAM_WINDOW_BYTES};
 pub use grpc_conventions::{conventional_router, GrpcHealth, ServerRouter};
 pub use guarded_listener::{incoming, GuardedListener};
@@ -59,5 +62,6 @@ pub use guarded_stream::GuardedStream;
 pub use handed_incoming::HandedIncoming;
 pub use port_limits::PortLimits;
 pub use security::Security;
+pub use serve_in_order::{serve_in_order, Answered};
 pub use server_builder::{server_builder, ServerBuilder, ServerLayers};
 pub use sniffing_listener::{HttpPeer, HttpStream, SniffingListener};

@@ -27,6 +27,19 @@ fn ask(trainer_id: u64, seq: u64, finished: Vec<TaskReceipt>) -> GetTaskRequest 
     }
 }
 
+/// A group whose masters take finishes with an ask, holding a job of `tasks` tasks; a trainer
+/// registered in it, and the leader's index.
+async fn group_with_trainer(tasks: usize) -> (MasterGroup, u64, usize) {
+    let group = MasterGroup::start(3, &[]);
+    await_hand_off_level(&group).await;
+    let dataset = write_dataset(group.dir.path(), tasks);
+    let client = group.client();
+    report_dataset(&client, &dataset, 1).await;
+    let trainer = register(&client, "streamed").await;
+    let leader = group.leader_index().await;
+    (group, trainer, leader)
+}
+
 type Asks = (mpsc::Sender<GetTaskRequest>, Streaming<GetTaskAnswer>);
 
 /// A stream opened on master `index` of `group`.
@@ -54,14 +67,7 @@ fn task_of(answer: Answer) -> TaskReceipt {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn asks_on_a_stream_are_answered_in_order_until_one_is_refused() {
-    let group = MasterGroup::start(3, &[]);
-    await_hand_off_level(&group).await;
-    let dataset = write_dataset(group.dir.path(), 3);
-    let client = group.client();
-    report_dataset(&client, &dataset, 1).await;
-    let trainer = register(&client, "streamed").await;
-    let leader = group.leader_index().await;
-
+    let (group, trainer, leader) = group_with_trainer(3).await;
     let mut asks = open(&group, leader).await;
     let first = task_of(answer(&mut asks, ask(trainer, 1, Vec::new())).await);
     let second = task_of(answer(&mut asks, ask(trainer, 2, vec![first])).await);
@@ -92,12 +98,7 @@ async fn asks_on_a_stream_are_answered_in_order_until_one_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopping_master_ends_the_streams_it_serves() {
-    let mut group = MasterGroup::start(3, &[]);
-    let dataset = write_dataset(group.dir.path(), 2);
-    let client = group.client();
-    report_dataset(&client, &dataset, 1).await;
-    let trainer = register(&client, "streamed").await;
-    let leader = group.leader_index().await;
+    let (mut group, trainer, leader) = group_with_trainer(2).await;
     let mut asks = open(&group, leader).await;
     task_of(answer(&mut asks, ask(trainer, 1, Vec::new())).await);
 

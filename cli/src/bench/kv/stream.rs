@@ -6,9 +6,10 @@
 
 use std::time::Duration;
 
+use platform::{serve_in_order, CallStream, StreamFailure};
 use proto::kv::kv_service_client::KvServiceClient;
 use proto::kv::{PutReply, PutRequest};
-use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Status, Streaming};
@@ -18,36 +19,24 @@ use consensus::kv::{KvCommand, KvStore};
 use consensus::ConsensusNode;
 
 /// Answers the requests of one stream in order; the first failed write ends the stream with
-/// its status, as does a request that does not decode.
+/// its status, as does a request that does not decode, and so does the node's stop.
 pub(crate) fn serve(
     node: ConsensusNode<KvStore>,
-    mut requests: Streaming<PutRequest>,
+    requests: Streaming<PutRequest>,
 ) -> ReceiverStream<Result<PutReply, Status>> {
-    let (replies, receiver) = mpsc::channel(1);
-    tokio::spawn(async move {
-        loop {
-            let reply = match requests.message().await {
-                Ok(Some(PutRequest { key, value })) => {
-                    let command = KvCommand::Put { key, value }.encode();
-                    node.write(command).await.map(|_| PutReply {}).map_err(write_status)
-                }
-                Ok(None) => return,
-                Err(status) => Err(status),
-            };
-            let failed = reply.is_err();
-            // The client may have gone; then nobody is waiting for the rest.
-            if replies.send(reply).await.is_err() || failed {
-                return;
-            }
+    let end = node.rpc_handler().streams_end();
+    serve_in_order(requests, end, move |PutRequest { key, value }| {
+        let node = node.clone();
+        async move {
+            let command = KvCommand::Put { key, value }.encode();
+            (node.write(command).await.map(|_| PutReply {}).map_err(write_status), false)
         }
-    });
-    ReceiverStream::new(receiver)
+    })
 }
 
 /// One client's write stream: `put` sends a write and waits for its answer.
 pub struct PutStream {
-    requests: mpsc::Sender<PutRequest>,
-    replies: Streaming<PutReply>,
+    stream: CallStream<PutRequest, PutReply>,
     timeout: Duration,
 }
 
@@ -57,22 +46,24 @@ impl PutStream {
         client: &mut KvServiceClient<Channel>,
         timeout: Duration,
     ) -> anyhow::Result<Self> {
-        let (requests, receiver) = mpsc::channel(1);
-        let replies = client.put_stream(ReceiverStream::new(receiver)).await?.into_inner();
-        Ok(Self { requests, replies, timeout })
+        let deadline = Instant::now() + timeout;
+        let stream = CallStream::open(|puts| client.put_stream(puts), deadline).await;
+        Ok(Self { stream: stream.map_err(failure)?, timeout })
     }
 
     /// Writes `key = value`; returns once it is committed. After an error the stream is closed:
     /// open another.
     pub async fn put(&mut self, key: String, value: String) -> anyhow::Result<()> {
-        let closed = || anyhow::anyhow!("the write stream has closed");
-        self.requests.send(PutRequest { key, value }).await.map_err(|_| closed())?;
-        let answer = tokio::time::timeout(self.timeout, self.replies.message())
-            .await
-            .map_err(|_| anyhow::anyhow!("no answer on the write stream in {:?}", self.timeout))?;
-        match answer? {
-            Some(PutReply {}) => Ok(()),
-            None => Err(closed()),
-        }
+        let deadline = Instant::now() + self.timeout;
+        self.stream.call(PutRequest { key, value }, deadline).await.map_err(failure)?;
+        Ok(())
+    }
+}
+
+fn failure(failure: StreamFailure) -> anyhow::Error {
+    match failure {
+        StreamFailure::Status(status) => status.into(),
+        StreamFailure::Ended => anyhow::anyhow!("the write stream has closed"),
+        StreamFailure::TimedOut => anyhow::anyhow!("no answer on the write stream in time"),
     }
 }

@@ -10,9 +10,9 @@
 use super::batched_asks::answer_of;
 use super::task_calls::ask_alone;
 use super::MasterRpc;
+use platform::serve_in_order;
 use proto::master as pb;
 use proto::master::get_task_answer::Answer;
-use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
@@ -20,30 +20,14 @@ pub(crate) type AskStream = ReceiverStream<Result<pb::GetTaskAnswer, Status>>;
 
 /// Answers the asks of one stream in order until the client closes it, an ask is refused, or
 /// the master stops; a message that does not decode ends it with its status.
-pub(super) fn serve(rpc: MasterRpc, mut requests: Streaming<pb::GetTaskRequest>) -> AskStream {
-    let (answers, receiver) = mpsc::channel(1);
-    let mut end = rpc.node.rpc_handler().streams_end();
-    tokio::spawn(async move {
-        loop {
-            let message = tokio::select! {
-                message = requests.message() => message,
-                _ = end.wait_for(|end| *end) => return,
-            };
-            let answer = match message {
-                Ok(Some(request)) => answer_of(ask_alone(&rpc, request).await),
-                Ok(None) => return,
-                Err(status) => {
-                    let _ = answers.send(Err(status)).await;
-                    return;
-                }
-            };
+pub(super) fn serve(rpc: MasterRpc, requests: Streaming<pb::GetTaskRequest>) -> AskStream {
+    let end = rpc.node.rpc_handler().streams_end();
+    serve_in_order(requests, end, move |request| {
+        let rpc = rpc.clone();
+        async move {
+            let answer = answer_of(ask_alone(&rpc, request).await);
             let refused = matches!(answer, Answer::Refused(_));
-            let sent = answers.send(Ok(pb::GetTaskAnswer { answer: Some(answer) })).await;
-            // The client may have gone; then nobody waits for the rest.
-            if sent.is_err() || refused {
-                return;
-            }
+            (Ok(pb::GetTaskAnswer { answer: Some(answer) }), refused)
         }
-    });
-    ReceiverStream::new(receiver)
+    })
 }
