@@ -41,8 +41,7 @@ pub(super) async fn get_tasks(
     Ok(tonic::Response::new(pb::GetTasksReply { answers: answers.into_iter().flatten().collect() }))
 }
 
-/// An ask's answer as `GetTasks` and the ask stream carry it.
-pub(super) fn answer_of(answer: Result<pb::GetTaskReply, Status>) -> Answer {
+fn answer_of(answer: Result<pb::GetTaskReply, Status>) -> Answer {
     match answer {
         Ok(reply) => Answer::Reply(reply),
         Err(status) => Answer::Refused(refusal(&status)),
