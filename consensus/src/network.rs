@@ -227,9 +227,14 @@ impl NetworkConnection {
             return self.unary(Rpc::AppendEntries, request, deadline).await;
         };
         if let Some(mut stream) = open.take().filter(append_stream::fresh) {
-            if let Ok(reply) = stream.call(request.clone(), deadline).await {
-                self.appends = AppendPath::Stream(Some(stream));
-                return Ok(reply);
+            match stream.call(request.clone(), deadline).await {
+                Ok(reply) => {
+                    self.appends = AppendPath::Stream(Some(stream));
+                    return Ok(reply);
+                }
+                // The deadline has passed: a new stream could only be opened and reset at once.
+                Err(StreamFailure::TimedOut) => return Err(self.no_reply(Rpc::AppendEntries)),
+                Err(StreamFailure::Ended | StreamFailure::Status(_)) => {}
             }
         }
         match self.append_on_new_stream(request.clone(), deadline).await {
