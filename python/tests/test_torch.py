@@ -148,7 +148,8 @@ def test_a_killed_process_leaves_its_tasks_to_be_handed_out_again(masters, tmp_p
     records = str(tmp_path / "train.recordio")
     out = tmp_path / "killed.pt"
     script = [sys.executable, str(HERE / "torch_training.py"), "--masters", masters.masters, "--records", records, "--passes", "1", "--workers", "2", "--out", str(out)]
-    victim = subprocess.Popen(script, env=_env(), cwd=HERE)
+    # Slow steps, so the victim cannot finish the job between the check and the kill.
+    victim = subprocess.Popen([*script, "--step-s", "0.2"], env=_env(), cwd=HERE)
     wait_until(lambda: _running(victim) and masters.status()["done"] >= 3, "the first process to finish some tasks", timeout_s=120)
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=30)

@@ -62,6 +62,7 @@ def main() -> None:
     parser.add_argument("--peers", type=int, default=1, help="processes (of one job, no DDP) that start together")
     parser.add_argument("--barrier", help="a directory where --peers processes meet before they train")
     parser.add_argument("--pass-end-idle-s", type=float, help="raftrain._torch_walk.PASS_END_IDLE_S for this process")
+    parser.add_argument("--step-s", type=float, default=0.0, help="seconds each step sleeps (a slow model)")
     args = parser.parse_args()
     if args.pass_end_idle_s is not None:
         raftrain._torch_walk.PASS_END_IDLE_S = args.pass_end_idle_s
@@ -95,6 +96,7 @@ def main() -> None:
             optimizer.zero_grad()
             loss_fn(net(features), labels.long()).backward()
             optimizer.step()
+            time.sleep(args.step_s)
             per_pass[-1] += 1
         walked.append(passes.pass_index)
     plain = net.module if args.world_size > 1 else net
