@@ -250,7 +250,7 @@ fn send_alone(service: ServiceClient, asks: Vec<Gathered>, timeout: Duration) {
 }
 
 /// An ask's refusal as the status a `GetTask` of it alone would have failed with.
-fn refusal_status(refusal: pb::AskRefusal) -> Status {
+pub(crate) fn refusal_status(refusal: pb::AskRefusal) -> Status {
     let mut metadata = tonic::metadata::MetadataMap::new();
     for entry in refusal.metadata {
         let key = tonic::metadata::AsciiMetadataKey::from_bytes(entry.key.as_bytes());

@@ -9,9 +9,10 @@
 use super::ask_gather::Together;
 use super::conversions::task_outcome;
 use super::error::ClientError;
-use super::master_client::{timed, MasterClient};
+use super::master_client::{timed, MasterClient, ServiceClient};
 use super::types::TaskOutcome;
 use proto::master as pb;
+use std::time::Duration;
 
 /// The most finished-task receipts one ask carries: the master refuses more. A loader has at
 /// most a few tasks reported but not yet answered per ask.
@@ -98,16 +99,31 @@ impl MasterClient {
             let addr = self.leader_hint().unwrap_or_default();
             async move {
                 if let Some(gather) = gather {
-                    let to = (service.clone(), addr);
+                    let to = (service.clone(), addr.clone());
                     let gathered = gather.ask(to, request.clone(), timeout).await;
                     if let Some(answered) = gathered {
                         return answered.map(tonic::Response::new);
                     }
                 }
-                service.get_task(timed(request, timeout)).await
+                self.ask_alone(&mut service, &addr, request, timeout).await
             }
         })
         .await
+    }
+
+    /// One ask in no `GetTasks` call: on the client's ask stream to the master at `addr` (on
+    /// `service`), or as a `GetTask` where that master has no stream.
+    pub(crate) async fn ask_alone(
+        &self,
+        service: &mut ServiceClient,
+        addr: &str,
+        request: pb::GetTaskRequest,
+        timeout: Duration,
+    ) -> Result<tonic::Response<pb::GetTaskReply>, tonic::Status> {
+        if let Some(answered) = self.asks.ask(service, addr, request.clone(), timeout).await {
+            return answered.map(tonic::Response::new);
+        }
+        service.get_task(timed(request, timeout)).await
     }
 
     /// The masters refused the receipts, or answered the ask without them (an older build):

@@ -10,6 +10,7 @@
 //! table across leader changes.
 
 mod ask_gather;
+mod ask_stream;
 mod chunk_fault;
 mod conversions;
 mod discovery;

@@ -14,6 +14,7 @@ use super::options::{
     TRY_AGAIN_WAIT_MS_MIN,
 };
 use super::retrying::Retrying;
+use crate::ask_stream::AskStreams;
 use platform::security::RpcChannel;
 use proto::master::master_service_client::MasterServiceClient;
 use proto::master::ClientStamp;
@@ -51,6 +52,8 @@ pub struct MasterClient {
     /// when it joined, named from then on, so a second job submitted later does not make its
     /// calls ambiguous.
     bound_job: std::sync::OnceLock<String>,
+    /// Its asks' stream to the master it follows (`ask_stream`).
+    pub(crate) asks: AskStreams,
 }
 
 #[derive(Clone)]
@@ -110,6 +113,7 @@ impl MasterClient {
             writes: tokio::sync::Mutex::new(()),
             waiting: AtomicUsize::new(0),
             bound_job: std::sync::OnceLock::new(),
+            asks: AskStreams::default(),
         })
     }
 

@@ -72,7 +72,9 @@ impl MasterClient {
                     finished: Vec::new(),
                     together: 1,
                 };
-                async move { service.get_task(timed(request, timeout)).await }
+                // The master the attempt goes to (this client's leader a moment ago).
+                let addr = self.leader_hint().unwrap_or_default();
+                async move { self.ask_alone(&mut service, &addr, request, timeout).await }
             })
             .await?;
         task_outcome(reply)

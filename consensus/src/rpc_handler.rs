@@ -33,7 +33,7 @@ pub struct RpcHandler {
     timeout_now: Arc<TimeoutNowGate>,
     empty_log: Arc<EmptyLogGuard>,
     /// Turns true when the node's servers stop: the streams they hold open end (the append
-    /// streams, `append_stream`; the key-value bench's write streams).
+    /// streams, `append_stream`; the master's ask streams).
     streams_end: Arc<watch::Sender<bool>>,
 }
 
@@ -110,7 +110,7 @@ impl RpcHandler {
 
     /// Ends every stream this node's servers hold open (after the message in hand), and any
     /// opened later at once. A server's graceful stop waits for its open calls, and a leader
-    /// keeps its append stream for seconds, so whatever stops a server
+    /// keeps its append stream (a client its ask stream) for seconds, so whatever stops a server
     /// of this node calls this first.
     pub fn end_streams(&self) {
         self.streams_end.send_replace(true);

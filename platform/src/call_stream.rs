@@ -1,6 +1,6 @@
 //! `CallStream`: the client's end of a long-lived gRPC stream that carries one call at a time,
-//! each request answered in order before the next is sent (a Raft leader's appends, the
-//! key-value bench's writes). What it saves over a unary call each is the HTTP/2
+//! each request answered in order before the next is sent (a Raft leader's appends, a client's
+//! asks, the key-value bench's writes). What it saves over a unary call each is the HTTP/2
 //! stream, headers and trailers of every call; the server's end is [`crate::serve_in_order`].
 
 use std::future::Future;

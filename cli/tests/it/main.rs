@@ -1,5 +1,6 @@
 //! Integration tests for the `raftrain` binary, run as real processes the way a user runs them.
 
+mod ask_stream;
 mod asks_together;
 mod bench_consensus;
 mod bench_master;

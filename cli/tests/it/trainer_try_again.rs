@@ -95,6 +95,16 @@ fake_master_service! {
             Err(Status::unimplemented("the fake does not answer watch_p_servers"))
         }
 
+        type GetTaskStreamStream =
+            tonic::codegen::tokio_stream::Empty<Result<GetTaskAnswer, Status>>;
+
+        async fn get_task_stream(
+            &self,
+            _: Request<tonic::Streaming<GetTaskRequest>>,
+        ) -> Result<Response<Self::GetTaskStreamStream>, Status> {
+            Err(Status::unimplemented("the fake does not answer get_task_stream"))
+        }
+
         type SaveSnapshotStream =
             tonic::codegen::tokio_stream::Empty<Result<proto::master::SnapshotChunk, Status>>;
 

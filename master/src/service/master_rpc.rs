@@ -25,6 +25,7 @@ use proto::master as pb;
 use std::sync::Arc;
 use tonic::Status;
 
+mod ask_stream;
 mod batched_asks;
 mod job_calls;
 mod member_calls;
@@ -234,6 +235,15 @@ impl pb::master_service_server::MasterService for MasterRpc {
         request: tonic::Request<pb::GetTasksRequest>,
     ) -> Reply<pb::GetTasksReply> {
         batched_asks::get_tasks(self, request).await
+    }
+
+    type GetTaskStreamStream = ask_stream::AskStream;
+
+    async fn get_task_stream(
+        &self,
+        request: tonic::Request<tonic::Streaming<pb::GetTaskRequest>>,
+    ) -> Reply<Self::GetTaskStreamStream> {
+        Ok(tonic::Response::new(ask_stream::serve(self.clone(), request.into_inner())))
     }
 
     async fn rendezvous_write(

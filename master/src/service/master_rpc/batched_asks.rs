@@ -41,7 +41,8 @@ pub(super) async fn get_tasks(
     Ok(tonic::Response::new(pb::GetTasksReply { answers: answers.into_iter().flatten().collect() }))
 }
 
-fn answer_of(answer: Result<pb::GetTaskReply, Status>) -> Answer {
+/// An ask's answer as `GetTasks` and the ask stream carry it.
+pub(super) fn answer_of(answer: Result<pb::GetTaskReply, Status>) -> Answer {
     match answer {
         Ok(reply) => Answer::Reply(reply),
         Err(status) => Answer::Refused(refusal(&status)),

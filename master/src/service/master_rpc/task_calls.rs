@@ -84,9 +84,16 @@ pub(super) async fn get_task(
     rpc: &MasterRpc,
     request: tonic::Request<pb::GetTaskRequest>,
 ) -> Reply<pb::GetTaskReply> {
-    let request = request.into_inner();
+    ask_alone(rpc, request.into_inner()).await.map(tonic::Response::new)
+}
+
+/// One `GetTask`'s answer (sent alone, or on an ask stream).
+pub(super) async fn ask_alone(
+    rpc: &MasterRpc,
+    request: pb::GetTaskRequest,
+) -> Result<pb::GetTaskReply, Status> {
     let together = asks_together(request.together)?;
-    answer_ask(rpc, request, together).await.map(tonic::Response::new)
+    answer_ask(rpc, request, together).await
 }
 
 /// One ask's answer, the ask one of `together` that reached the leader at once (their writes
