@@ -89,6 +89,9 @@ def _rank(rank: int, port: int, masters: str, job: str, samples: int, task_size:
             through_tasks.append(_pass(net, optimizer, passes_of_tasks, joined=False))
         if rank == 0:
             results.put((plain, through_tasks))
+        # Both ranks' collectives are over before either tears the group down: gloo aborts a
+        # process (std::terminate) whose group goes away with work in flight.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

@@ -112,6 +112,9 @@ def main() -> None:
     with open(f"{args.out}.rank{args.rank}.json", "w") as file:
         json.dump(summary, file)
     if args.world_size > 1:
+        # No collective in flight when the group goes (gloo aborts a process whose group goes
+        # away with work in flight).
+        dist.barrier()
         dist.destroy_process_group()
 
 
