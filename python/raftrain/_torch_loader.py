@@ -250,7 +250,9 @@ class TaskLoader:
         fruitless = True
         self._iterating = True
         try:
-            for batch, receipts, holding, dispatched_at, carry in self._items():
+            for batch, receipts, holding, dispatched_at, carry, pass_index in self._items():
+                if pass_index > self.pass_index and self._pass_moved_on(int(pass_index), fruitless):
+                    break
                 fruitless = False
                 self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
                 yield batch
@@ -261,6 +263,19 @@ class TaskLoader:
         finally:
             self._iterating = False
         self._fruitless_walks = self._fruitless_walks + 1 if fruitless else 0
+
+    def _pass_moved_on(self, pass_index: int, fruitless: bool) -> bool:
+        """A batch of pass `pass_index`, later than this iteration's: the pass had moved on when
+        a DataLoader worker asked (another process ran the rest of it meanwhile; a walk in this
+        process follows the pass itself). Before the iteration yielded a batch, it walks that
+        pass: False. After, its pass is over (a later pass's task is handed out only then), so
+        True: the iteration ends before the batch, whose task was not consumed, so not
+        reported, and its holder is answered it again in the next iteration."""
+        if fruitless:
+            self.pass_index = pass_index
+            return False
+        self._walked_on = pass_index
+        return True
 
     def _release_stopped_loaders(self) -> None:
         """The trainers another loader of the dataset lent its workers, where that loader is
@@ -278,7 +293,7 @@ class TaskLoader:
                     # Closed already: what they hold goes back when their lease ends.
                     _log.debug("the trainers of a stopped loader did not leave the job: %s", error)
 
-    def _items(self) -> Iterator[Tuple[object, list, Receipt, float, object]]:
+    def _items(self) -> Iterator[Tuple[object, list, Receipt, float, object, int]]:
         """The dataset's items through the DataLoader: converted (its `collate_fn`), pinned
         (its `pin_memory`), from its workers. Without workers or pinning, the same conversion
         applied here, item by item: the DataLoader's own iteration would add its per-batch
@@ -573,7 +588,8 @@ class _DdpPasses:
         while True:
             with Join([self.model]):
                 yield from self.loader._batches()
-            if self.loader._wait_for_pass_end(status["pass"], vote=self._vote)["over"]:
+            # The pass its batches were of (`_pass_moved_on`): the one read, unless a worker found it run.
+            if self.loader._wait_for_pass_end(self.loader.pass_index, vote=self._vote)["over"]:
                 return
             self.loader._pause_if_fruitless()
 
@@ -628,6 +644,6 @@ class _BatchConverted:
     def __init__(self, convert: Callable[[object], object]):
         self.convert = convert
 
-    def __call__(self, item: Tuple[object, list, Receipt, float, object]) -> Tuple[object, list, Receipt, float, object]:
-        batch, receipts, holding, dispatched_at, carry = item
-        return self.convert(batch), receipts, holding, dispatched_at, carry
+    def __call__(self, item: Tuple[object, list, Receipt, float, object, int]) -> Tuple[object, list, Receipt, float, object, int]:
+        batch, receipts, holding, dispatched_at, carry, pass_index = item
+        return self.convert(batch), receipts, holding, dispatched_at, carry, pass_index

@@ -100,8 +100,12 @@ loop is
         evaluate(loader.pass_index)
 
 With several training processes outside DDP, one that starts its next iteration after the
-others ran a whole pass finds that pass over and walks the next one: count passes by
-`pass_index`, not by iterations (under `loader.ddp(model)` every rank walks every pass).
+others ran a whole pass (or whose DataLoader workers first ask after that) finds that pass over
+and walks the next one: count passes by `pass_index`, not by iterations (under
+`loader.ddp(model)` every rank walks every pass). Each batch says which pass its task is of, so
+a worker that first asks once the pass the iteration yielded batches of is over (its siblings
+ran it) ends the iteration before that batch of the next pass; its task comes again, not
+consumed, in the next iteration.
 
 Lightning and accelerate drive a `TaskLoader` as it is (`python/tests/test_lightning.py`): it
 has `state_dict()`/`load_state_dict()` (Lightning saves the first in its checkpoints and calls
@@ -180,10 +184,11 @@ def _index_triple(index) -> Tuple[str, int, int]:
 
 
 class TaskDataset(IterableDataset):
-    """A job's tasks as an IterableDataset of `(batch, receipts, holding, asked_at, carry)`
-    (`holding`: the receipt of the task the batch is of; `asked_at`: when it was asked for, by
-    `time.monotonic()`; `carry`: which worker's task it is, for its finish to travel with that
-    worker's next ask); use it through `loader()`.
+    """A job's tasks as an IterableDataset of `(batch, receipts, holding, asked_at, carry,
+    pass_index)` (`holding`: the receipt of the task the batch is of; `asked_at`: when it was
+    asked for, by `time.monotonic()`; `carry`: which worker's task it is, for its finish to
+    travel with that worker's next ask; `pass_index`: the pass the task is of); use it through
+    `loader()`.
 
     Either `index=(name, size, shard_size)` with `read`: an index dataset the masters never
     read (tasks are ranges of `shard_size` indices of `[0, size)`), each batch being
@@ -314,7 +319,7 @@ class TaskDataset(IterableDataset):
         empty loop instead."""
         return TaskLoader(self, allow_ended=allow_ended, **dataloader_options)
 
-    def __iter__(self) -> Iterator[Tuple[object, List[Receipt], Receipt, float, object]]:
+    def __iter__(self) -> Iterator[Tuple[object, List[Receipt], Receipt, float, object, int]]:
         """One pass as this process (or worker) sees it (`Walk`): tasks until the pass is over
         after it yielded some, or until nothing is free (the rest are held elsewhere), or the
         job finished."""
@@ -388,7 +393,7 @@ class TaskDataset(IterableDataset):
         if self._registered is registrations:
             self._registered, self._registered_pid = [], None
 
-    def _batches(self, task, ask_ahead: Callable[[int, int], object], dispatched_at: float, carry=None) -> Iterator[Tuple[object, List[Receipt], Receipt, float, object]]:
+    def _batches(self, task, ask_ahead: Callable[[int, int], object], dispatched_at: float, carry=None) -> Iterator[Tuple[object, List[Receipt], Receipt, float, object, int]]:
         """The task's batches, each with the receipts it carries, the task it is of, when
         it was asked for (`time.monotonic()`, the same clock in every process of the machine:
         no later than its dispatch) and `carry` (the worker and its number for the task, whose
@@ -421,7 +426,7 @@ class TaskDataset(IterableDataset):
             if asking and left <= ask_from:
                 # False once no registration is left to ask for the rest of this task.
                 asking = ask_ahead(left, count) is not False
-            yield batch, [receipt] if left == 1 else [], receipt, dispatched_at, carry
+            yield batch, [receipt] if left == 1 else [], receipt, dispatched_at, carry, task.pass_index
         # The loop asked for the batch after the task's last: how long a batch takes it, smoothed.
         took = (time.monotonic() - started) / max(count, 1)
         self._batch_seconds = took if self._batch_seconds == float("inf") else self._batch_seconds + (took - self._batch_seconds) / 4

@@ -264,7 +264,7 @@ class _Walks:
         self.walks = iter(walks)
 
     def __call__(self):
-        return iter([(batch, [], (1, 1), 0.0, None) for batch in next(self.walks)])
+        return iter([(batch, [], (1, 1), 0.0, None, 0) for batch in next(self.walks)])
 
 
 def test_a_loader_pauses_longer_before_each_walk_again_that_found_nothing_free(monkeypatch):

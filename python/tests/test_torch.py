@@ -7,6 +7,7 @@ once, to the accuracy of one plain PyTorch process."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import signal
@@ -412,6 +413,54 @@ def test_a_loader_slow_between_passes_names_the_pass_it_walks(masters):
     assert sorted(torch.cat(list(slow)).tolist()) == list(range(20))
     assert slow.pass_index == 2, "the pass it walked, not the one after its last"
     assert slow.job_finished
+
+
+def test_a_loader_whose_worker_finds_its_pass_run_by_another_names_the_pass_it_walks(masters):
+    """A training process with a DataLoader worker reads the job at pass 0, and another process
+    runs the whole pass before that worker first asks (a process slow to start its workers):
+    the iteration walks pass 1, and `pass_index` says so, not the pass read before."""
+    rows = torch.arange(20)
+
+    def loader(name, **options):
+        dataset = TaskDataset(masters.masters, index=("late-worker", 20, 10), read=_Rows(rows), passes=2, batch_size=5, name=name)
+        return dataset.loader(**options)
+
+    late, other = loader("late", num_workers=1), loader("other")
+    read, ran = late._job_status, []
+
+    def read_then_the_other_runs_the_pass():
+        status = read()
+        if not ran:
+            ran.append(sorted(torch.cat(list(other)).tolist()))
+        return status
+
+    late._job_status = read_then_the_other_runs_the_pass
+    assert sorted(torch.cat(list(late)).tolist()) == list(range(20))
+    assert ran == [list(range(20))] and other.pass_index == 0
+    assert late.pass_index == 1, "the pass its worker walked"
+    assert late.job_finished and late.refused == 0
+
+
+def _start_after_pass_zero(masters: str, worker_id: int) -> None:
+    """A DataLoader `worker_init_fn`: worker 1 starts once job `moved-on` left pass 0."""
+    if worker_id == 1:
+        client = raftrain.TaskClient(masters, job="moved-on")
+        wait_until(lambda: client.status(lists=False)["pass"] >= 1, "pass 0 of job moved-on to end")
+
+
+def test_an_iteration_ends_before_a_batch_of_the_next_pass_a_late_worker_took(start_masters):
+    """Two DataLoader workers, the second started only once the first ran the whole pass (one
+    task): the second's walk, which yielded nothing of the pass, goes on to the next pass's
+    task. The iteration ends before that batch (one iteration, one pass); the next iteration
+    gets its task again at once (not consumed, so not reported), not at its timeout."""
+    masters = start_masters(metrics=True)
+    dataset = TaskDataset(masters.masters, index=("moved-on", 5, 5), read=_Rows(torch.arange(5)), passes=2, batch_size=5)
+    loader = dataset.loader(num_workers=2, worker_init_fn=functools.partial(_start_after_pass_zero, masters.masters))
+    assert [batch.tolist() for batch in loader] == [list(range(5))] and loader.pass_index == 0
+    assert [batch.tolist() for batch in loader] == [list(range(5))] and loader.pass_index == 1
+    assert loader.job_finished and loader.refused == 0
+    assert loader.client.status()["failed"] == 0
+    assert masters.counter("raftrain_master_tasks_timed_out_total") == 0
 
 
 def test_a_copied_dataset_makes_loaders_of_its_own():
