@@ -448,14 +448,17 @@ def _start_after_pass_zero(masters: str, worker_id: int) -> None:
         wait_until(lambda: client.status(lists=False)["pass"] >= 1, "pass 0 of job moved-on to end")
 
 
-def test_an_iteration_ends_before_a_batch_of_the_next_pass_a_late_worker_took(start_masters):
+@pytest.mark.parametrize("persistent", [False, True])
+def test_an_iteration_ends_before_a_batch_of_the_next_pass_a_late_worker_took(start_masters, persistent):
     """Two DataLoader workers, the second started only once the first ran the whole pass (one
     task): the second's walk, which yielded nothing of the pass, goes on to the next pass's
     task. The iteration ends before that batch (one iteration, one pass); the next iteration
-    gets its task again at once (not consumed, so not reported), not at its timeout."""
+    gets its task again at once (not consumed, so not reported), not at its timeout, from new
+    workers or from persistent ones."""
     masters = start_masters(metrics=True)
     dataset = TaskDataset(masters.masters, index=("moved-on", 5, 5), read=_Rows(torch.arange(5)), passes=2, batch_size=5)
-    loader = dataset.loader(num_workers=2, worker_init_fn=functools.partial(_start_after_pass_zero, masters.masters))
+    late = functools.partial(_start_after_pass_zero, masters.masters)
+    loader = dataset.loader(num_workers=2, worker_init_fn=late, persistent_workers=persistent)
     assert [batch.tolist() for batch in loader] == [list(range(5))] and loader.pass_index == 0
     assert [batch.tolist() for batch in loader] == [list(range(5))] and loader.pass_index == 1
     assert loader.job_finished and loader.refused == 0
