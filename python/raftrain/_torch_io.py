@@ -55,8 +55,10 @@ class Reports:
         self._hold_s = hold_s
         # Reports not sent yet: (number in the order queued, kind, receipt, when queued, carry).
         self._waiting: "collections.deque[Tuple[int, str, Receipt, float, Optional[Tuple[int, int]]]]" = collections.deque()
-        # The number of the report the thread is sending (`None`: none).
+        # The number of the report the thread is sending (`None`: none), and whether it is a
+        # progress report.
         self._sending: Optional[int] = None
+        self._sending_progress = False
         # Reports numbered below this are sent at once, held or not (a flush or landed waits).
         self._urgent_below = 0
         # Claimed finishes whose ask has not answered yet.
@@ -140,6 +142,12 @@ class Reports:
             while self._in_the_way(queued) and time.monotonic() < deadline:
                 self._changed.wait(deadline - time.monotonic())
 
+    def progress_unanswered(self) -> bool:
+        """Whether a progress report is queued or being sent (its answer not taken yet). One
+        skipped after an earlier report failed counts as answered."""
+        with self._changed:
+            return self._sending_progress or any(kind == "progress" for _number, kind, *_rest in self._waiting)
+
     def in_the_way(self, queued: int) -> bool:
         """Whether one of the first `queued` reports is one an ask cannot carry yet: being
         sent by the thread, or a progress report waiting (an ask carries only finishes; those
@@ -218,6 +226,7 @@ class Reports:
                     due_in = self._due_in()
                 self._sender_idle = False
                 self._sending, kind, receipt, _at, carry = self._waiting.popleft()
+                self._sending_progress = kind == "progress"
             try:
                 if self._failure is None:
                     self._send_one(kind, receipt, carry)
@@ -225,7 +234,7 @@ class Reports:
                 self._failure = error
             finally:
                 with self._changed:
-                    self._sending = None
+                    self._sending, self._sending_progress = None, False
                     self._settled += 1
                     self._changed.notify_all()
 

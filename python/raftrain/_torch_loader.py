@@ -120,8 +120,6 @@ class TaskLoader:
         # The shortest task timeout a progress report was answered with (`None` before one):
         # a task's first progress report is due a third of it after the task was asked for.
         self._task_timeout_s: Optional[float] = None
-        # Whether a progress report sent before the task timeout was known is still unanswered.
-        self._timeout_asked = False
         # When `_consuming` next looks at the tasks the workers took ahead.
         self._workers_held_look = 0.0
         # (DDP, no workers.) This rank's share of the pass's tasks, and the tasks it took of the
@@ -396,7 +394,7 @@ class TaskLoader:
         """Queues a progress report of task `holding` (asked for at `dispatched_at`) if one is
         due: a third of the task timeout after it was asked for (at once, before the timeout is
         known), then as its last answer said."""
-        if self._task_timeout_s is None and self._timeout_asked:
+        if self._task_timeout_s is None and self._reports is not None and self._reports.progress_unanswered():
             # One report at a time learns the timeout: each other task's first report would be a
             # write too, and would send the finish held before it alone (reports go in order).
             # Looked at again at its next batch.
@@ -406,7 +404,6 @@ class TaskLoader:
             return
         # Not due again until the answer says when.
         self._progress_due[holding] = float("inf")
-        self._timeout_asked = self._task_timeout_s is None
         self._queue_report(("progress", holding))
 
     def _progress_of_workers_tasks(self, now: float) -> None:
@@ -489,12 +486,7 @@ class TaskLoader:
             self._answered(task_id, dispatch, accepted if mine or accepted else None)
             return
         asked_at = time.monotonic()
-        try:
-            self._progressed(receipt, asked_at, client.progress(task_id, dispatch))
-        finally:
-            # Answered (or failed): the next task's first report may ask again if the timeout
-            # is still not known.
-            self._timeout_asked = False
+        self._progressed(receipt, asked_at, client.progress(task_id, dispatch))
 
     def _reports_queued(self) -> int:
         return 0 if self._reports is None else self._reports.queued

@@ -62,6 +62,32 @@ def test_a_failed_report_is_raised_in_the_loop_and_still_counts_as_landed():
         raise AssertionError("the failed report was not raised")
 
 
+def test_a_progress_report_is_unanswered_while_queued_or_sent_and_not_after_one_skipped():
+    """`progress_unanswered` (the loader sends one progress report at a time until it learned
+    the task timeout): true while one waits or is being sent; false once it was answered, and
+    once it was skipped because an earlier report failed (never sent, so never answered: it
+    must not keep the next from being asked)."""
+    gate, failing = threading.Event(), []
+
+    def send(kind, receipt, carry=None):
+        if failing:
+            raise RuntimeError("no master")
+        gate.wait(10)
+
+    reports = Reports(send, unclaimed)
+    assert not reports.progress_unanswered()
+    reports.put(("progress", (1, 1)))
+    assert reports.progress_unanswered()
+    gate.set()
+    reports.flush()
+    assert not reports.progress_unanswered()
+    failing.append(True)
+    reports.put(("finish", (2, 1)))
+    reports.put(("progress", (3, 1)))
+    assert reports.landed() == 3
+    assert not reports.progress_unanswered(), "the skipped progress report is not waited for"
+
+
 def unclaimed(task_id, dispatch, accepted):
     raise AssertionError(f"no ask claimed {(task_id, dispatch)}")
 
