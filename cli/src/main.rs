@@ -98,12 +98,27 @@ impl Command {
         };
         logging::ProcessIdentity { role, id }
     }
+
+    /// Whether the command is a server that stops gracefully on SIGTERM or Ctrl-C
+    /// (`shutdown::server_shutdown`).
+    fn stops_on_signal(&self) -> bool {
+        matches!(self, Command::Master(_) | Command::Pserver(_) | Command::Trainer(_))
+    }
 }
 
 fn main() {
     let cli = Cli::parse();
+    // A server holds its shutdown signals until it listens for them (`shutdown.rs`), and asks
+    // for its parent's death as a SIGTERM only then; any other command at once (for them
+    // SIGTERM keeps its default action: the process ends).
+    let serves = cli.command.stops_on_signal();
+    if serves {
+        shutdown::hold_signals();
+    }
     logging::init(cli.log_format, &cli.command.identity());
-    process_group::exit_with_parent();
+    if !serves {
+        process_group::exit_with_parent();
+    }
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Master(args) => master_command::run(args),

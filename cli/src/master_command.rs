@@ -25,9 +25,9 @@ impl MasterArgs {
 pub(crate) fn run(args: MasterArgs) -> anyhow::Result<()> {
     args.config.validate().context(Configuration)?;
     let runtime = args.runtime.build()?;
+    // The SIGTERM handler first: anyone who can connect may also signal.
+    let shutdown = crate::shutdown::server_shutdown(&runtime);
     crate::runtime_args::serve(&runtime, async move {
-        // The SIGTERM handler first: anyone who can connect may also signal.
-        let shutdown = crate::shutdown::signal_received();
         let listener = tokio::net::TcpListener::bind(args.config.listen)
             .await
             .with_context(|| format!("bind --listen {}", args.config.listen))?;

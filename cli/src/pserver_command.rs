@@ -27,10 +27,11 @@ impl PServerArgs {
 pub(crate) fn run(args: PServerArgs) -> anyhow::Result<()> {
     args.config.validate().context(Configuration)?;
     let runtime = args.runtime.build()?;
+    let shutdown = crate::shutdown::server_shutdown(&runtime);
     crate::runtime_args::serve(&runtime, async move {
         let listener = tokio::net::TcpListener::bind(args.config.listen)
             .await
             .with_context(|| format!("bind --listen {}", args.config.listen))?;
-        pserver::run(args.config, listener, crate::shutdown::signal_received()).await
+        pserver::run(args.config, listener, shutdown).await
     })
 }

@@ -28,11 +28,11 @@ impl TrainerArgs {
 pub(crate) fn run(args: TrainerArgs) -> anyhow::Result<()> {
     check_configuration(&args.config).context(Configuration)?;
     let runtime = args.runtime.build()?;
-    // The signal handler is installed inside the runtime, before the trainer starts.
+    // The signal handler is installed before the trainer starts.
+    let shutdown = crate::shutdown::server_shutdown(&runtime);
     let config = args.config;
-    let summary = crate::runtime_args::serve(&runtime, async move {
-        trainer::run(config, crate::shutdown::signal_received()).await
-    })?;
+    let summary =
+        crate::runtime_args::serve(&runtime, async move { trainer::run(config, shutdown).await })?;
     let eval = summary.last_eval.map_or_else(String::new, |eval| {
         let accuracy = eval
             .accuracy()

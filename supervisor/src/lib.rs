@@ -406,7 +406,8 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 
 /// In a child started by a [`ProcessGroup`]: asks the kernel for SIGTERM (a graceful stop) when
 /// the parent dies, and stops at once if it already has (the parent is no longer the one that
-/// started us).
+/// started us). A child that handles SIGTERM calls it only once its handler is wholly in
+/// place: a signal that comes while the handler is being installed may be lost.
 pub fn exit_with_parent() {
     let Some(parent) =
         std::env::var(EXIT_WITH_PARENT_ENV).ok().and_then(|pid| pid.parse::<i32>().ok())

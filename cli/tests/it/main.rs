@@ -16,6 +16,7 @@ mod dashboard_runs;
 mod dashboard_tls;
 mod data_root;
 mod demo;
+mod early_signals;
 mod exit_codes;
 mod feature_levels;
 mod gathered_asks;
