@@ -108,15 +108,13 @@ impl Command {
 
 fn main() {
     let cli = Cli::parse();
+    logging::init(cli.log_format, &cli.command.identity());
     // A server holds its shutdown signals until it listens for them (`shutdown.rs`), and asks
     // for its parent's death as a SIGTERM only then; any other command at once (for them
-    // SIGTERM keeps its default action: the process ends).
-    let serves = cli.command.stops_on_signal();
-    if serves {
+    // SIGTERM keeps its default action: the process ends). Before any thread starts.
+    if cli.command.stops_on_signal() {
         shutdown::hold_signals();
-    }
-    logging::init(cli.log_format, &cli.command.identity());
-    if !serves {
+    } else {
         process_group::exit_with_parent();
     }
     let result = match cli.command {

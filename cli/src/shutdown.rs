@@ -1,7 +1,7 @@
 //! The shutdown signal of a long-running process: Ctrl-C (SIGINT) or SIGTERM, whichever comes
 //! first. Either starts a graceful shutdown; SIGKILL, of course, does not.
 //!
-//! A server (master, pserver, trainer) holds both signals blocked from the start of `main`
+//! A server (master, pserver, trainer) holds both signals blocked from early in `main`
 //! (`hold_signals`, before any other thread exists, so every thread inherits the block) until
 //! their listeners are registered on the main thread (`server_shutdown`), which then releases
 //! them there and only then asks to be signalled when its parent dies (`exit_with_parent`). A
@@ -24,8 +24,8 @@ fn shutdown_signals() -> SigSet {
     set
 }
 
-/// Blocks SIGTERM and SIGINT on the calling thread: call it first in `main`, before any thread
-/// starts, in a process that will `server_shutdown`.
+/// Blocks SIGTERM and SIGINT on the calling thread: call it in `main` before any thread starts
+/// (logging starts none), in a process that will `server_shutdown`.
 pub(crate) fn hold_signals() {
     if let Err(error) = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&shutdown_signals()), None) {
         tracing::warn!(%error, "cannot hold SIGTERM until its handler is ready");
