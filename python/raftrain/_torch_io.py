@@ -267,8 +267,10 @@ class Registration:
 
     _asks = itertools.count()
 
-    def __init__(self, client: TaskClient):
+    def __init__(self, client: TaskClient, suffix: str = ""):
         self.client = client
+        #: The name its client registers under, after the dataset's (`TaskDataset.client`).
+        self.suffix = suffix
         self.held: Optional[Receipt] = None
         self.asked_since: Optional[float] = None
         self._ahead: Optional[_Ahead] = None
@@ -418,6 +420,16 @@ class Registration:
         """The answer (waited for) to this registration's step asked at once with the one
         `other` took last; `None` when there is none such or it failed (`step` raises it)."""
         if not self.asked_at_once_with(other):
+            return None
+        try:
+            return self._ahead.pending.result()
+        except Exception:  # noqa: BLE001 - raised again where the step is taken
+            return None
+
+    def answer_ahead(self):
+        """The answer (waited for) to the step asked ahead, left to be taken (`step`); `None`
+        when there is none or it failed (`step` raises it)."""
+        if self._ahead is None:
             return None
         try:
             return self._ahead.pending.result()

@@ -17,7 +17,8 @@ import torch
 from torch.utils.data import DataLoader, default_convert
 
 from ._torch_carry import Carriage
-from ._torch_io import Receipt, Reports
+from ._torch_io import Receipt, Registration, Reports
+from ._torch_pass_ahead import PASS_AHEAD_HOLD_S
 from .errors import Error, InvalidArgument, JobEnded
 from .task_client import TaskClient, leave_together, raise_if_failed, register_together
 
@@ -221,6 +222,8 @@ class TaskLoader:
         if state.get("job") not in (None, job):
             # Checkpoint ids count per job: another job's id would name one of this job's.
             raise InvalidArgument(f"the state is of job {state['job']!r}, this loader's job is {job!r}")
+        # A task asked for the next pass goes back first (the restore puts the queue back).
+        self.dataset._next_pass_ask().give_back(self.dataset.client)
         restored = self._reporter_client().restore(_checkpoint_id(state["raftrain_checkpoint"]))
         self.pass_index = restored["pass_index"]
         # The pass the walk last saw is no longer the next iteration's.
@@ -238,6 +241,8 @@ class TaskLoader:
     def _batches(self) -> Iterator[object]:
         """The DataLoader's batches of this process, reporting each task as it is consumed."""
         self._progress_due.clear()
+        # The next pass's first task, asked for as the last pass ended, is this iteration's.
+        self.dataset._next_pass_ask().claim()
         # The loader iterating the dataset is the one whose reports its asks carry (another
         # loader of the same dataset may have been made since this one).
         self.dataset._loader = self
@@ -261,6 +266,19 @@ class TaskLoader:
         finally:
             self._iterating = False
         self._fruitless_walks = self._fruitless_walks + 1 if fruitless else 0
+
+    def _ask_next_pass(self, registrations: List[Registration]) -> None:
+        """(No workers.) The walk saw the pass end: one of its `registrations` (all free) asks
+        for the next pass's first task in the background, so that the next iteration's first
+        batch does not wait for a replicated write, and gives it back unless that iteration
+        begins within the hold (`PassAhead`). Not before the task timeout is known (the hold is
+        a share of it), nor for a DDP rank (the ranks decide each pass's start together)."""
+        timeout_s = self._task_timeout_s
+        if timeout_s is None or self._pass_share is not None:
+            return
+        hold_s = min(PASS_AHEAD_HOLD_S, timeout_s * HOLD_TIMEOUT_SHARE)
+        first = min(registrations, key=Registration.taken)
+        self.dataset._next_pass_ask().ask(first, hold_s, self.dataset.client)
 
     def _pass_moved_on(self, pass_index: int, fruitless: bool) -> bool:
         """A batch of pass `pass_index`, later than this iteration's: the pass had moved on when

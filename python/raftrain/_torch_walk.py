@@ -167,6 +167,7 @@ class Walk:
         if over and self.loader is not None:
             # The walk saw the pass over: the loader needs no read to know it.
             self.loader._walked_on = self.pass_index
+            self.loader._ask_next_pass(self.registrations)
         elif self.loader is not None and not self.yielded:
             # The pass this iteration walks (the others may have run the one it began with
             # while this process was away).

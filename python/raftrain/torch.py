@@ -99,6 +99,15 @@ loop is
             ...
         evaluate(loader.pass_index)
 
+Without workers (and outside `ddp`), a walk that sees its pass end asks at once, in the
+background, for the next pass's first task (`PassAhead`), once the loader knows the task
+timeout: a loop that iterates its passes back to back starts each with that task, without
+waiting for a replicated write. A loop that does not begin its next iteration within
+`PASS_AHEAD_HOLD_S` (at most a sixth of the task timeout), evaluating meanwhile, gives it
+back: its registration leaves the job (the task goes back to the queue counting no failure,
+for any process of the job) and a new one registers in its place. `load_state_dict` gives it
+back before it restores.
+
 With several training processes outside DDP, one that starts its next iteration after the
 others ran a whole pass (or whose DataLoader workers first ask after that) finds that pass over
 and walks the next one: count passes by `pass_index`, not by iterations (under
@@ -141,6 +150,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from ._torch_carry import Carriage, WorkerCarrier
 from ._torch_io import Receipt, Registration
 from ._torch_loader import TaskLoader
+from ._torch_pass_ahead import PassAhead
 # The walk's pauses, named here beside the dataset's other constants (documented above).
 from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
@@ -269,6 +279,9 @@ class TaskDataset(IterableDataset):
         self.name = name or f"torch-{socket.gethostname()}-{os.getpid()}"
         self.client_options = dict(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token_file=token_file, deadline_s=deadline_s)
         self._registered: List[Registration] = []
+        # (The training process, without workers.) The next pass's first task, asked for as a
+        # pass ended (`_next_pass_ask`).
+        self._pass_ahead: Optional[PassAhead] = None
         # How long the training loop takes per batch (smoothed; for asking ahead).
         self._batch_seconds = float("inf")
         self._registered_pid: Optional[int] = None
@@ -308,6 +321,7 @@ class TaskDataset(IterableDataset):
         state = dict(self.__dict__)
         state["_registered"], state["_registered_pid"], state["_loader"], state["_carrier"] = [], None, None, None
         state["_loaders"] = None  # the training process's loaders; a worker iterates none
+        state["_pass_ahead"] = None  # its lock and timer are the training process's
         return state
 
     def loader(self, *, allow_ended: bool = False, **dataloader_options) -> "TaskLoader":
@@ -362,12 +376,14 @@ class TaskDataset(IterableDataset):
         if self._registered_pid != os.getpid():
             worker = get_worker_info()
             if worker is None:
-                clients = [self.client(f"main-{index}") for index in range(REGISTRATIONS_OF_THE_LOOP)]
+                suffixes = [f"main-{index}" for index in range(REGISTRATIONS_OF_THE_LOOP)]
+                clients = [self.client(suffix) for suffix in suffixes]
             else:
                 # A worker acts as the trainers its training process lent it (registered once,
                 # kept alive there), else it registers its own.
                 lent = self._lent.get(worker.id) or [None] * REGISTRATIONS_PER_WORKER
-                clients = [self.client(suffix, trainer_id) for suffix, trainer_id in zip(self.worker_suffixes(worker.id), lent)]
+                suffixes = self.worker_suffixes(worker.id)
+                clients = [self.client(suffix, trainer_id) for suffix, trainer_id in zip(suffixes, lent)]
                 carriage = self._carriage
                 on = carriage is not None and carriage.on and worker.id < carriage.workers
                 self._carrier = WorkerCarrier(carriage, worker.id) if on else None
@@ -375,7 +391,7 @@ class TaskDataset(IterableDataset):
                 # (A client that is not a lent trainer registers here, as its first ask would.)
                 for client in clients:
                     client.go_to(self._pass_hint)
-            self._registered = [Registration(client) for client in clients]
+            self._registered = [Registration(client, suffix) for client, suffix in zip(clients, suffixes)]
             self._registered_pid = os.getpid()
         return self._registered
 
@@ -383,8 +399,17 @@ class TaskDataset(IterableDataset):
         """Waits for this process's asks ahead and settles the finishes they carry (before the
         loader waits for every report to be answered)."""
         if self._registered_pid == os.getpid():
-            for registration in self._registered:
-                registration.settle_ahead()
+            # Not while a task asked for the next pass is being given back (`PassAhead`).
+            with self._next_pass_ask().lock:
+                for registration in self._registered:
+                    registration.settle_ahead()
+
+    def _next_pass_ask(self) -> PassAhead:
+        """The step this process's registrations asked ahead for the next pass as the last one
+        ended (`PassAhead`), made on first use."""
+        if self._pass_ahead is None:
+            self._pass_ahead = PassAhead()
+        return self._pass_ahead
 
     def _unregister(self, registrations: "List[Registration]") -> None:
         """Closes `registrations` (their heartbeats stop); a later iteration registers anew."""

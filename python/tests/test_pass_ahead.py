@@ -1,0 +1,96 @@
+"""A loader without workers asks for the next pass's first task as it sees a pass end
+(`raftrain._torch_pass_ahead.PassAhead`): the next iteration's first batch waits for no write,
+and a loop away longer than the hold gives the task back, counting no failure. Against real
+masters."""
+
+from __future__ import annotations
+
+import time
+
+import torch  # the test environment installs it: a missing torch fails, never skips
+
+import raftrain
+import raftrain._torch_loader
+from raftrain.torch import TaskDataset
+
+
+def _arange(start: int, end: int):
+    return torch.arange(start, end)
+
+
+def _pass(loader, steps: list) -> tuple:
+    """One iteration's samples, and how many blocking steps its first `next()` made."""
+    each = iter(loader)
+    before = len(steps)
+    first = next(each)
+    at_start = len(steps) - before
+    seen = first.tolist() + [value for batch in each for value in batch.tolist()]
+    return seen, at_start
+
+
+def test_back_to_back_passes_start_with_the_task_asked_as_the_last_pass_ended(masters, monkeypatch):
+    """Four passes of 20 tasks iterated back to back: from the third on (the task timeout, which
+    bounds the hold, is learned in the first), each iteration's first batch comes from the task
+    asked for as the pass before ended, with no step of its own; each pass trains every sample
+    once, nothing is given back or handed out twice."""
+    monkeypatch.setattr(raftrain._torch_loader, "PASS_AHEAD_HOLD_S", 30.0)
+    steps: list = []
+    step = raftrain.TaskClient.step
+
+    def counted(client, finished=()):
+        steps.append(client)
+        return step(client, finished)
+
+    monkeypatch.setattr(raftrain.TaskClient, "step", counted)
+    passes, size = 4, 80
+    dataset = TaskDataset(masters.masters, index=("pass-ahead", size, 4), read=_arange, batch_size=2, passes=passes)
+    loader = dataset.loader(num_workers=0)
+    starts = []
+    for _ in range(passes):
+        seen, at_start = _pass(loader, steps)
+        assert sorted(seen) == list(range(size))
+        starts.append(at_start)
+    assert starts[2:] == [0, 0], f"blocking steps at each pass's first batch: {starts}"
+    assert loader.job_finished and (loader.finished, loader.refused) == (20 * passes, 0)
+    assert dataset._pass_ahead.given_back == 0
+    assert masters.status()["dispatched"] == 20 * passes, "no task handed out twice"
+
+
+def test_a_loop_away_between_passes_longer_than_the_task_timeout_gives_the_task_back(masters):
+    """Tasks time out after 1.2 s and the loop is away 1.5 s between passes (an evaluation):
+    the task asked for the next pass goes back to the queue a sixth of the timeout after the
+    pass ended (its registration leaves the job, another registers in its place), instead of
+    timing out, which would count a failure against it and refuse its finish; each pass
+    trains every sample once."""
+    passes, size = 3, 40
+    policy = {"task_timeout_min_ms": 1200}
+    dataset = TaskDataset(masters.masters, index=("pass-ahead-away", size, 4), read=_arange, batch_size=2, passes=passes, policy=policy)
+    loader = dataset.loader(num_workers=0)
+    for index in range(passes):
+        assert sorted(value for batch in loader for value in batch.tolist()) == list(range(size))
+        assert loader.pass_index == index
+        time.sleep(1.5)
+    assert loader.job_finished and (loader.finished, loader.refused) == (10 * passes, 0)
+    given_back = dataset._pass_ahead.given_back
+    assert given_back == passes - 1, given_back
+    status = masters.status()
+    assert status["dispatched"] == 10 * passes + given_back, "only the tasks given back were handed out twice"
+    assert status["failed"] == 0
+
+
+def test_a_restore_between_passes_gives_the_task_asked_ahead_back_first(masters, monkeypatch):
+    """`load_state_dict` right after a pass ended, with the next pass's first task asked for:
+    that task goes back before the restore, and the pass restored comes whole, every sample
+    once, nothing refused."""
+    monkeypatch.setattr(raftrain._torch_loader, "PASS_AHEAD_HOLD_S", 30.0)
+    size = 40
+    dataset = TaskDataset(masters.masters, index=("pass-ahead-restore", size, 4), read=_arange, batch_size=2, passes=3)
+    loader = dataset.loader(num_workers=0)
+    state = loader.state_dict()
+    for _ in range(2):
+        assert sorted(value for batch in loader for value in batch.tolist()) == list(range(size))
+    loader.load_state_dict(state)
+    assert dataset._pass_ahead.given_back == 1
+    assert loader.pass_index == 0
+    assert sorted(value for batch in loader for value in batch.tolist()) == list(range(size))
+    assert loader.refused == 0
