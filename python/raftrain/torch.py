@@ -150,7 +150,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from ._torch_carry import Carriage, WorkerCarrier
 from ._torch_io import Receipt, Registration
 from ._torch_loader import TaskLoader
-from ._torch_pass_ahead import PassAhead
+from ._torch_pass_ahead import PASS_AHEAD_HOLD_S, PassAhead  # noqa: F401
 # The walk's pauses, named here beside the dataset's other constants (documented above).
 from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
