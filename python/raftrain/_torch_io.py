@@ -421,10 +421,7 @@ class Registration:
         `other` took last; `None` when there is none such or it failed (`step` raises it)."""
         if not self.asked_at_once_with(other):
             return None
-        try:
-            return self._ahead.pending.result()
-        except Exception:  # noqa: BLE001 - raised again where the step is taken
-            return None
+        return self.answer_ahead()
 
     def answer_ahead(self):
         """The answer (waited for) to the step asked ahead, left to be taken (`step`); `None`

@@ -82,10 +82,13 @@ class PassAhead:
             try:
                 registration.step()
                 registration.client.leave()
-                registration.client = make_client(registration.suffix)
-                registration.client.go_to(step.task.pass_index)
+                self.given_back += 1
             except Error as error:
                 # The masters unreachable: the task goes back when the trainer's lease ends.
-                _log.warning("task %d asked for the next pass was not given back: %s", step.task.task_id, error)
-                return
-            self.given_back += 1
+                _log.warning("task %d asked for the next pass was not given back now: %s", step.task.task_id, error)
+            # The client that left is closed either way.
+            registration.client = make_client(registration.suffix)
+            try:
+                registration.client.go_to(step.task.pass_index)
+            except Error as error:
+                _log.debug("the client in place of one that gave its task back registers at its first ask: %s", error)
