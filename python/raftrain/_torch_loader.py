@@ -223,7 +223,7 @@ class TaskLoader:
             # Checkpoint ids count per job: another job's id would name one of this job's.
             raise InvalidArgument(f"the state is of job {state['job']!r}, this loader's job is {job!r}")
         # A task asked for the next pass goes back first (the restore puts the queue back).
-        self.dataset._next_pass_ask().give_back(self.dataset.client)
+        self.dataset._next_pass_ask().give_back()
         restored = self._reporter_client().restore(_checkpoint_id(state["raftrain_checkpoint"]))
         self.pass_index = restored["pass_index"]
         # The pass the walk last saw is no longer the next iteration's.

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable, Optional, Tuple
 
+from . import _native
 from ._torch_io import Registration
 from .errors import Error
 from .task_client import StepKind, TaskClient
@@ -17,23 +19,34 @@ _log = logging.getLogger(__name__)
 
 #: How long the next pass's first task, asked for as a pass ended, waits for the loop's next
 #: iteration before it goes back to the queue (at most a sixth of the task timeout, so that it
-#: never nears its deadline): a loop that iterates its passes back to back takes it at once;
-#: one that evaluates between them gives it back (its registration leaves the job, which counts
-#: no failure against the task, and a new one registers in its place), so that a long
-#: evaluation neither times the task out nor keeps it from the job's other processes.
-PASS_AHEAD_HOLD_S = 0.5
+#: never nears its deadline): a loop that iterates its passes back to back, or evaluates for
+#: less than this between them, takes it at once; one that evaluates longer gives it back (its
+#: registration leaves the job, which counts no failure against the task, and a new one
+#: registers in its place), so that a long evaluation neither times the task out nor keeps it
+#: from the job's other processes for longer than this.
+PASS_AHEAD_HOLD_S = 2.0
+#: How long the thread that gives tasks back waits for the next one before it ends (a later
+#: pass's end starts another): a dataset no longer iterated leaves no thread behind for long.
+GIVER_IDLE_S = 60.0
+
+# What is held: the registration that asked, when its task goes back, and what makes the
+# client that registers in its place.
+_Held = Tuple[Registration, float, Callable[[str], TaskClient]]
 
 
 class PassAhead:
     """The step one registration of a dataset asked ahead for the next pass at a pass's end, and
-    the timer that gives its task back. `lock` is held while the task is given back: whoever
-    touches the dataset's registrations from the training thread before the next iteration
-    claims the step (`claim`) holds it too (`TaskLoader._flush_reports`)."""
+    the thread that gives its task back once the hold ran out (one for every pass, started on
+    the first ask: a thread started at every pass's end cost the training thread 0.15 ms).
+    `lock` is held while the task is given back: whoever touches the dataset's registrations
+    from the training thread before the next iteration claims the step (`claim`) holds it too
+    (`TaskLoader._flush_reports`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        # The registration asked ahead and its timer (`None`: none is held).
-        self._held: Optional[Tuple[Registration, threading.Timer]] = None
+        self._due = threading.Condition(self.lock)
+        self._held: Optional[_Held] = None
+        self._giver: Optional[threading.Thread] = None
         #: Steps asked ahead for a next pass, and the tasks given back because the next
         #: iteration did not begin within the hold.
         self.asked = 0
@@ -46,34 +59,51 @@ class PassAhead:
         with self.lock:
             if self._held is not None or not registration.ask_ahead():
                 return
-            timer = threading.Timer(hold_s, self._give_back, args=(registration, make_client))
-            timer.daemon = True
-            self._held = (registration, timer)
+            self._held = (registration, time.monotonic() + hold_s, make_client)
             self.asked += 1
-            timer.start()
+            if self._giver is None:
+                self._giver = threading.Thread(target=self._give_back_when_due, name="raftrain-pass-ahead", daemon=True)
+                self._giver.start()
+            else:
+                self._due.notify()
 
     def claim(self) -> None:
-        """An iteration begins: the step asked ahead (if it was not given back) is its to take."""
+        """An iteration begins: the step asked ahead (if it was not given back) is its to take.
+        (The thread is not woken: it finds nothing held at the hold's end.)"""
         with self.lock:
-            held, self._held = self._held, None
-        if held is not None:
-            held[1].cancel()
+            self._held = None
 
-    def give_back(self, make_client: Callable[[str], TaskClient]) -> None:
+    def give_back(self) -> None:
         """Gives the task asked ahead back now (before a restore changes the job's queue)."""
         with self.lock:
             held = self._held
         if held is not None:
-            held[1].cancel()
-            self._give_back(held[0], make_client)
+            self._give_back(held)
 
-    def _give_back(self, registration: Registration, make_client: Callable[[str], TaskClient]) -> None:
-        """(The timer's thread.) The hold ran out before an iteration claimed the step: a task
-        it was answered goes back to the queue now, as its registration leaves the job, and a
-        new client walks the pass in its place (registering at its first ask). Any other answer
-        is left for the walk to take."""
+    def _give_back_when_due(self) -> None:
+        """(Its own thread.) Gives each task back once its hold ran out, unless claimed first;
+        ends once nothing was held for `GIVER_IDLE_S`."""
+        _native.run_as_background()
+        while True:
+            with self.lock:
+                idle_until = time.monotonic() + GIVER_IDLE_S
+                while self._held is None or time.monotonic() < self._held[1]:
+                    now = time.monotonic()
+                    if self._held is None and now >= idle_until:
+                        self._giver = None
+                        return
+                    self._due.wait((idle_until if self._held is None else self._held[1]) - now)
+                held = self._held
+            self._give_back(held)
+
+    def _give_back(self, held: _Held) -> None:
+        """The hold ran out (or a restore comes) before an iteration claimed the step: a task it
+        was answered goes back to the queue now, as its registration leaves the job, and a new
+        client walks the pass in its place (registering at its first ask). Any other answer is
+        left for the walk to take."""
+        registration, _until, make_client = held
         with self.lock:
-            if self._held is None or self._held[0] is not registration:
+            if self._held is not held:
                 return
             self._held = None
             step = registration.answer_ahead()

@@ -103,7 +103,7 @@ Without workers (and outside `ddp`), a walk that sees its pass end asks at once,
 background, for the next pass's first task (`PassAhead`), once the loader knows the task
 timeout: a loop that iterates its passes back to back starts each with that task, without
 waiting for a replicated write. A loop that does not begin its next iteration within
-`PASS_AHEAD_HOLD_S` (at most a sixth of the task timeout), evaluating meanwhile, gives it
+`PASS_AHEAD_HOLD_S` (2 s, at most a sixth of the task timeout), evaluating meanwhile, gives it
 back: its registration leaves the job (the task goes back to the queue counting no failure,
 for any process of the job) and a new one registers in its place. `load_state_dict` gives it
 back before it restores.
@@ -321,7 +321,7 @@ class TaskDataset(IterableDataset):
         state = dict(self.__dict__)
         state["_registered"], state["_registered_pid"], state["_loader"], state["_carrier"] = [], None, None, None
         state["_loaders"] = None  # the training process's loaders; a worker iterates none
-        state["_pass_ahead"] = None  # its lock and timer are the training process's
+        state["_pass_ahead"] = None  # its lock and thread are the training process's
         return state
 
     def loader(self, *, allow_ended: bool = False, **dataloader_options) -> "TaskLoader":

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch  # the test environment installs it: a missing torch fails, never skips
 
 import raftrain
 import raftrain._torch_loader
+import raftrain._torch_pass_ahead
 from raftrain.torch import TaskDataset
 
 
@@ -56,23 +58,34 @@ def test_back_to_back_passes_start_with_the_task_asked_as_the_last_pass_ended(ma
     assert masters.status()["dispatched"] == 20 * passes, "no task handed out twice"
 
 
-def test_a_loop_away_between_passes_longer_than_the_task_timeout_gives_the_task_back(masters):
+@pytest.mark.parametrize("giver_idle_s", [60.0, 0.5])
+def test_a_loop_away_between_passes_longer_than_the_task_timeout_gives_the_task_back(masters, monkeypatch, giver_idle_s):
     """Tasks time out after 1.2 s and the loop is away 1.5 s between passes (an evaluation):
     the task asked for the next pass goes back to the queue a sixth of the timeout after the
     pass ended (its registration leaves the job, another registers in its place), instead of
     timing out, which would count a failure against it and refuse its finish; each pass
-    trains every sample once."""
+    trains every sample once. One thread gives the tasks back, for every pass, or a new one
+    each time where the last ended, idle (`giver_idle_s` 0.5)."""
+    monkeypatch.setattr(raftrain._torch_pass_ahead, "GIVER_IDLE_S", giver_idle_s)
     passes, size = 3, 40
     policy = {"task_timeout_min_ms": 1200}
-    dataset = TaskDataset(masters.masters, index=("pass-ahead-away", size, 4), read=_arange, batch_size=2, passes=passes, policy=policy)
+    dataset = TaskDataset(masters.masters, index=(f"pass-ahead-away-{int(giver_idle_s * 10)}", size, 4), read=_arange, batch_size=2, passes=passes, policy=policy)
     loader = dataset.loader(num_workers=0)
+    givers: set = set()
     for index in range(passes):
         assert sorted(value for batch in loader for value in batch.tolist()) == list(range(size))
         assert loader.pass_index == index
+        givers.add(dataset._pass_ahead._giver)
         time.sleep(1.5)
     assert loader.job_finished and (loader.finished, loader.refused) == (10 * passes, 0)
     given_back = dataset._pass_ahead.given_back
     assert given_back == passes - 1, given_back
+    if giver_idle_s > 1.5:
+        (giver,) = givers
+        assert giver.is_alive() and giver.name == "raftrain-pass-ahead", givers
+    else:
+        # (None: the last pass asked nothing ahead, the job finished.)
+        assert len(givers - {None}) == passes - 1 and dataset._pass_ahead._giver is None, givers
     status = masters.status()
     assert status["dispatched"] == 10 * passes + given_back, "only the tasks given back were handed out twice"
     assert status["failed"] == 0
