@@ -25,8 +25,8 @@ _log = logging.getLogger(__name__)
 #: registers in its place), so that a long evaluation neither times the task out nor keeps it
 #: from the job's other processes for longer than this.
 PASS_AHEAD_HOLD_S = 2.0
-#: How long the thread that gives tasks back waits for the next one before it ends (a later
-#: pass's end starts another): a dataset no longer iterated leaves no thread behind for long.
+#: How long after the last hold ran out the thread that gives tasks back ends, nothing held (a
+#: later pass's end starts another): a dataset no longer iterated leaves no thread behind for long.
 GIVER_IDLE_S = 60.0
 
 # What is held: the registration that asked, when its task goes back, and what makes the
@@ -47,6 +47,8 @@ class PassAhead:
         self._due = threading.Condition(self.lock)
         self._held: Optional[_Held] = None
         self._giver: Optional[threading.Thread] = None
+        # When the last hold runs out: the giving thread ends `GIVER_IDLE_S` after, if idle.
+        self._idle_from = 0.0
         #: Steps asked ahead for a next pass, and the tasks given back because the next
         #: iteration did not begin within the hold.
         self.asked = 0
@@ -60,6 +62,7 @@ class PassAhead:
             if self._held is not None or not registration.ask_ahead():
                 return
             self._held = (registration, time.monotonic() + hold_s, make_client)
+            self._idle_from = self._held[1]
             self.asked += 1
             if self._giver is None:
                 self._giver = threading.Thread(target=self._give_back_when_due, name="raftrain-pass-ahead", daemon=True)
@@ -82,19 +85,28 @@ class PassAhead:
 
     def _give_back_when_due(self) -> None:
         """(Its own thread.) Gives each task back once its hold ran out, unless claimed first;
-        ends once nothing was held for `GIVER_IDLE_S`."""
+        ends `GIVER_IDLE_S` after the last hold ran out, nothing held."""
         _native.run_as_background()
         while True:
             with self.lock:
-                idle_until = time.monotonic() + GIVER_IDLE_S
-                while self._held is None or time.monotonic() < self._held[1]:
-                    now = time.monotonic()
-                    if self._held is None and now >= idle_until:
-                        self._giver = None
-                        return
-                    self._due.wait((idle_until if self._held is None else self._held[1]) - now)
-                held = self._held
+                held = self._next_due()
+                if held is None:
+                    self._giver = None
+                    return
             self._give_back(held)
+
+    def _next_due(self) -> Optional[_Held]:
+        """(The giving thread, the lock held.) Waits for a step held past its hold, and returns
+        it; `None` once `GIVER_IDLE_S` passed since the last hold ran out with nothing held (an
+        ask wakes the thread, a claim does not: the thread finds nothing held at the hold's
+        end)."""
+        while True:
+            now, held = time.monotonic(), self._held
+            if held is not None and now >= held[1]:
+                return held
+            if held is None and now >= self._idle_from + GIVER_IDLE_S:
+                return None
+            self._due.wait((self._idle_from + GIVER_IDLE_S if held is None else held[1]) - now)
 
     def _give_back(self, held: _Held) -> None:
         """The hold ran out (or a restore comes) before an iteration claimed the step: a task it

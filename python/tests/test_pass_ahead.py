@@ -107,3 +107,29 @@ def test_a_restore_between_passes_gives_the_task_asked_ahead_back_first(masters,
     assert loader.pass_index == 0
     assert sorted(value for batch in loader for value in batch.tolist()) == list(range(size))
     assert loader.refused == 0
+
+
+class _AskingRegistration:
+    """A registration whose asks ahead are answered nothing to give back (no masters)."""
+
+    def ask_ahead(self) -> bool:
+        return True
+
+    def answer_ahead(self):
+        return None
+
+
+def test_the_giving_thread_lasts_while_passes_ask_and_ends_once_idle(monkeypatch):
+    """Passes that end every 0.1 s, each claiming its step at once, keep one giving thread
+    for a second though it ends after 0.3 s with nothing held; once they stop, it ends."""
+    monkeypatch.setattr(raftrain._torch_pass_ahead, "GIVER_IDLE_S", 0.3)
+    ahead = raftrain._torch_pass_ahead.PassAhead()
+    givers = set()
+    for _ in range(10):
+        ahead.ask(_AskingRegistration(), 0.05, lambda suffix: None)
+        givers.add(ahead._giver)
+        ahead.claim()
+        time.sleep(0.1)
+    (giver,) = givers
+    giver.join(timeout=5)
+    assert not giver.is_alive() and ahead._giver is None and ahead.asked == 10
