@@ -406,8 +406,9 @@ class TaskDataset(IterableDataset):
 
     def _next_pass_ask(self) -> PassAhead:
         """The step this process's registrations asked ahead for the next pass as the last one
-        ended (`PassAhead`), made on first use."""
-        if self._pass_ahead is None:
+        ended (`PassAhead`), made on first use in each process: a forked copy of the parent's
+        has no giving thread, and its lock may have been held at the fork."""
+        if self._pass_ahead is None or self._pass_ahead.pid != os.getpid():
             self._pass_ahead = PassAhead()
         return self._pass_ahead
 
