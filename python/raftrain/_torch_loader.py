@@ -267,18 +267,27 @@ class TaskLoader:
             self._iterating = False
         self._fruitless_walks = self._fruitless_walks + 1 if fruitless else 0
 
-    def _ask_next_pass(self, registrations: List[Registration]) -> None:
+    def _ask_next_pass(self, registrations: List[Registration], asked: Optional[Registration] = None) -> None:
         """(No workers.) The walk saw the pass end: one of its `registrations` (all free) asks
         for the next pass's first task in the background, so that the next iteration's first
         batch does not wait for a replicated write, and gives it back unless that iteration
-        begins within the hold (`PassAhead`). Not before the task timeout is known (the hold is
+        begins within the hold (`PassAhead`); or `asked` already did, with the ask that ended
+        the pass (`Walk._ask_past_pass_end`). Not before the task timeout is known (the hold is
         a share of it), nor for a DDP rank (the ranks decide each pass's start together)."""
+        hold_s = self.pass_ahead_hold_s()
+        if hold_s is None:
+            return
+        first = asked or min(registrations, key=Registration.taken)
+        self.dataset._next_pass_ask().ask(first, hold_s, self.dataset.client)
+
+    def pass_ahead_hold_s(self) -> Optional[float]:
+        """How long a task asked for the next pass as the last one ended waits for the next
+        iteration (`PASS_AHEAD_HOLD_S`, at most a share of the task timeout); `None` where none
+        is asked for: the task timeout not known yet, or a DDP rank."""
         timeout_s = self._task_timeout_s
         if timeout_s is None or self._pass_share is not None:
-            return
-        hold_s = min(PASS_AHEAD_HOLD_S, timeout_s * HOLD_TIMEOUT_SHARE)
-        first = min(registrations, key=Registration.taken)
-        self.dataset._next_pass_ask().ask(first, hold_s, self.dataset.client)
+            return None
+        return min(PASS_AHEAD_HOLD_S, timeout_s * HOLD_TIMEOUT_SHARE)
 
     def _pass_moved_on(self, pass_index: int, fruitless: bool) -> bool:
         """A batch of pass `pass_index`, later than this iteration's: the pass had moved on when

@@ -1,7 +1,7 @@
-"""`PassAhead`: the next pass's first task, asked for in the background by a `TaskLoader` without
-workers as its walk sees a pass end, so that the next iteration's first batch does not wait for
-a replicated write; given back to the queue unless that iteration begins within a hold.
-Imports no PyTorch."""
+"""`PassAhead`: the next pass's first task, asked for by a `TaskLoader` without workers as a pass
+ends (by the ask that carries the pass's last finish, or in the background as its walk sees the
+pass end), so that the next iteration's first batch does not wait for a replicated write; given
+back to the queue unless that iteration begins within a hold. Imports no PyTorch."""
 
 from __future__ import annotations
 
@@ -57,8 +57,9 @@ class PassAhead:
         self.given_back = 0
 
     def ask(self, registration: Registration, hold_s: float, make_client: Callable[[str], TaskClient]) -> None:
-        """Asks `registration` (free: the pass is over) for its next step in the background;
-        a task it is answered goes back to the queue unless `claim` comes within `hold_s`
+        """Asks `registration` (free: the pass is over) for its next step in the background,
+        unless it asked already (the ask that ended the pass, `Walk._ask_past_pass_end`); a
+        task it is answered goes back to the queue unless `claim` comes within `hold_s`
         (`make_client(suffix)` makes the client that registers in the place of the one that left)."""
         with self.lock:
             if self._held is not None or not registration.ask_ahead():

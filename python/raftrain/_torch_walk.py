@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
 from ._torch_io import Registration
-from .task_client import StepKind, Waiting
+from .task_client import Step, StepKind, Waiting
 
 if TYPE_CHECKING:
     from ._torch_loader import TaskLoader
@@ -59,6 +59,11 @@ class Walk:
         # (The training process.) The registrations asked at once with `current` whose answers
         # come after its task in the pass's order, worked out once for them all (`_ready_step`).
         self.ready: List[Registration] = []
+        # (The training process.) The registration whose ask ended the pass and was handed the
+        # next pass's task, held for the next iteration (`_ask_past_pass_end`).
+        self.passed_on: Optional[Registration] = None
+        # Whether an answer of the pass walked said its other tasks are held elsewhere.
+        self.drained = False
 
     def batches(self) -> Iterator[object]:
         """The pass's batches of the tasks this process's registrations take (the dataset's
@@ -106,7 +111,9 @@ class Walk:
                 # The master would answer its task again (a write): ask once it is consumed.
                 continue
             asked_now = not registration.asked_ahead()
-            step = registration.step(reports)
+            step = self._ask_past_pass_end(registration, reports) if asked_now and self._may_end_pass(registration) else registration.step(reports)
+            if step.kind == StepKind.Wait and step.waiting_for == Waiting.HELD_ELSEWHERE:
+                self.drained = True
             steps.append((registration, step))
             if step.kind != StepKind.Wait and not registration.holds(step):
                 if self.loader is not None:
@@ -133,6 +140,43 @@ class Walk:
             self.ready = []
             return None
         return registration, registration.step(reports)
+
+    def _may_end_pass(self, registration: Registration) -> bool:
+        """(The training process.) Whether the ask `registration` is about to make probably ends
+        the pass: the iteration yielded batches, an answer of this pass said its other tasks
+        are held elsewhere (`drained`; none here: the loop consumed the last task this process
+        took, whose finish the ask carries, and no other registration holds one), the
+        registration did not forget a task the loop stopped inside (the masters answer it that
+        task), and the loader holds a next pass's task (`TaskLoader.pass_ahead_hold_s`)."""
+        loader = self.loader
+        if loader is None or not self.yielded or not self.drained or registration.forgot():
+            return False
+        return loader.pass_ahead_hold_s() is not None
+
+    def _ask_past_pass_end(self, registration: Registration, reports) -> object:
+        """(The training process.) `registration` asks for a task of the next pass, carrying the
+        finishes not sent yet: where they end the pass, the masters hand it the next pass's
+        first task in the same write, and the walk sees the pass over (a "pass over" step) with
+        that task held for the next iteration (`PassAhead`), rather than asking for it after
+        an answer "pass over" (a second write, which the next iteration's first batch waited
+        for). Where they do not (another process holds one of the pass's tasks), the answer is
+        that the job is still at the pass: the walk goes back to it, and takes that as an
+        answer that the pass's other tasks are held elsewhere (the loader then waits for the
+        pass's end, and walks again for any task that comes back)."""
+        ending = self.pass_index
+        registration.go_to(ending + 1)
+        registration.ask_ahead(reports)
+        # The finishes it carried are answered now (counted before the iteration ends); the
+        # step stays asked ahead, for the next iteration to take.
+        registration.settle_ahead()
+        step = registration.answer_ahead()
+        if step is not None and step.kind == StepKind.Task and step.task.pass_index == ending + 1:
+            self.passed_on = registration
+            return Step(StepKind.PassOver, None, ending + 1, ending, None, 0.0, step.finished)
+        step = registration.step(reports)
+        if step.kind == StepKind.PassRewound and step.pass_index == ending:
+            return Step(StepKind.Wait, None, ending, None, Waiting.HELD_ELSEWHERE, step.retry_in_s, step.finished)
+        return step
 
     def _ask_pair(self) -> None:
         """A worker whose registrations have no ask under way and two of them free (their
@@ -161,13 +205,14 @@ class Walk:
         """The pass moved (or was rewound): every registration moves with it. True when this
         iteration is over (the pass it yielded batches of is)."""
         over = step.kind == StepKind.PassOver and step.pass_index > self.pass_index and self.yielded
-        self.pass_index = step.pass_index
+        self.pass_index, self.drained = step.pass_index, False
         for other in self.registrations:
-            other.go_to(self.pass_index)
+            if other is not self.passed_on:
+                other.go_to(self.pass_index)
         if over and self.loader is not None:
             # The walk saw the pass over: the loader needs no read to know it.
             self.loader._walked_on = self.pass_index
-            self.loader._ask_next_pass(self.registrations)
+            self.loader._ask_next_pass(self.registrations, self.passed_on)
         elif self.loader is not None and not self.yielded:
             # The pass this iteration walks (the others may have run the one it began with
             # while this process was away).

@@ -99,10 +99,14 @@ loop is
             ...
         evaluate(loader.pass_index)
 
-Without workers (and outside `ddp`), a walk that sees its pass end asks at once, in the
-background, for the next pass's first task (`PassAhead`), once the loader knows the task
-timeout: a loop that iterates its passes back to back starts each with that task, without
-waiting for a replicated write. A loop that does not begin its next iteration within
+Without workers (and outside `ddp`), once the loader knows the task timeout, the next pass's
+first task is asked for as a pass ends: the ask that carries the pass's last finish (the one
+made once an answer said the pass's other tasks are held elsewhere) asks for the next pass, and
+where that finish ends the pass the masters hand it the next pass's first task in the same write
+(where it does not, the answer says the job is still at the pass, and the loader waits for its
+end as usual); a walk that sees its pass end otherwise asks for that task at once, in the
+background. The task is held for the next iteration (`PassAhead`): a loop that iterates its
+passes back to back starts each with it, without waiting for a replicated write. A loop that does not begin its next iteration within
 `PASS_AHEAD_HOLD_S` (2 s, at most a sixth of the task timeout), evaluating meanwhile, gives it
 back: its registration leaves the job (the task goes back to the queue counting no failure,
 for any process of the job) and a new one registers in its place. `load_state_dict` gives it

@@ -6,6 +6,7 @@ masters."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -14,6 +15,7 @@ import torch  # the test environment installs it: a missing torch fails, never s
 import raftrain
 import raftrain._torch_loader
 import raftrain._torch_pass_ahead
+import raftrain._torch_walk
 from raftrain.torch import TaskDataset
 
 
@@ -21,39 +23,54 @@ def _arange(start: int, end: int):
     return torch.arange(start, end)
 
 
-def _pass(loader, steps: list) -> tuple:
-    """One iteration's samples, and how many blocking steps its first `next()` made."""
+def _pass(loader, steps: list, asks: list) -> tuple:
+    """One iteration's samples, how many blocking steps its first `next()` made, and how many
+    asks (blocking or ahead) its last `next()` made, the one that saw the pass end."""
     each = iter(loader)
     before = len(steps)
     first = next(each)
     at_start = len(steps) - before
-    seen = first.tolist() + [value for batch in each for value in batch.tolist()]
-    return seen, at_start
+    seen = first.tolist()
+    while True:
+        before_end = len(steps) + len(asks)
+        batch = next(each, None)
+        if batch is None:
+            return seen, at_start, len(steps) + len(asks) - before_end
+        seen += batch.tolist()
 
 
 def test_back_to_back_passes_start_with_the_task_asked_as_the_last_pass_ended(masters, monkeypatch):
-    """Four passes of 20 tasks iterated back to back: from the third on (the task timeout, which
-    bounds the hold, is learned in the first), each iteration's first batch comes from the task
-    asked for as the pass before ended, with no step of its own; each pass trains every sample
-    once, nothing is given back or handed out twice."""
+    """Four passes of 20 tasks iterated back to back: from the second on (the task timeout,
+    which bounds the hold, is learned in the first), the ask that carries a pass's last finish
+    asks for the next pass (one ask, not one answered "pass over" and then another), and from
+    the third on each iteration's first batch comes from the task it was handed, with no step of
+    its own; each pass trains every sample once, nothing is given back or handed out twice."""
     monkeypatch.setattr(raftrain._torch_loader, "PASS_AHEAD_HOLD_S", 30.0)
     steps: list = []
-    step = raftrain.TaskClient.step
+    asks: list = []
+    step, step_ahead = raftrain.TaskClient.step, raftrain.TaskClient.step_ahead
 
     def counted(client, finished=()):
         steps.append(client)
         return step(client, finished)
 
+    def counted_ahead(client, finished=(), together=1):
+        asks.append(client)
+        return step_ahead(client, finished, together)
+
     monkeypatch.setattr(raftrain.TaskClient, "step", counted)
+    monkeypatch.setattr(raftrain.TaskClient, "step_ahead", counted_ahead)
     passes, size = 4, 80
     dataset = TaskDataset(masters.masters, index=("pass-ahead", size, 4), read=_arange, batch_size=2, passes=passes)
     loader = dataset.loader(num_workers=0)
-    starts = []
+    starts, ends = [], []
     for _ in range(passes):
-        seen, at_start = _pass(loader, steps)
+        seen, at_start, at_end = _pass(loader, steps, asks)
         assert sorted(seen) == list(range(size))
         starts.append(at_start)
+        ends.append(at_end)
     assert starts[2:] == [0, 0], f"blocking steps at each pass's first batch: {starts}"
+    assert ends[1:] == [1, 1, 1], f"asks in each pass's last next(): {ends}"
     assert loader.job_finished and (loader.finished, loader.refused) == (20 * passes, 0)
     assert dataset._pass_ahead.given_back == 0
     assert masters.status()["dispatched"] == 20 * passes, "no task handed out twice"
@@ -173,3 +190,45 @@ def test_a_forked_process_makes_its_own_pass_ahead():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert dataset._next_pass_ask() is parent
+
+
+def test_a_pass_whose_last_task_another_trainer_holds_ends_once_that_one_is_reported(masters, monkeypatch):
+    """Another trainer holds one of pass 0's ten tasks while the loader consumes the rest: the
+    ask that carries the loader's last finish, made for the next pass
+    (`Walk._ask_past_pass_end`), is answered that the job is still at pass 0, which the walk
+    takes as "held elsewhere"; the iteration waits for the pass's end (the other trainer's
+    finish) and yields nothing of pass 1 meanwhile; the next iteration trains pass 1 whole, its
+    first task the one asked for as pass 0 ended (`PassAhead`)."""
+    answers: list = []
+    ask = raftrain._torch_walk.Walk._ask_past_pass_end
+
+    def recorded(walk, registration, reports):
+        step = ask(walk, registration, reports)
+        answers.append((walk.pass_index, step.kind, step.waiting_for))
+        return step
+
+    monkeypatch.setattr(raftrain._torch_walk.Walk, "_ask_past_pass_end", recorded)
+    size = 40
+    dataset = TaskDataset(masters.masters, index=("pass-ahead-held", size, 4), read=_arange, batch_size=2, passes=2)
+    loader = dataset.loader(num_workers=0)
+    assert not loader.job_finished  # the job exists before the other trainer asks
+    other = raftrain.TaskClient(masters.masters, name="other", job="pass-ahead-held")
+    held = other.step().task
+    seen: list = []
+    iterating = threading.Thread(target=lambda: seen.extend(value for batch in loader for value in batch.tolist()))
+    iterating.start()
+    deadline = time.monotonic() + 30
+    while not answers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert iterating.is_alive(), "the iteration ended before the pass did"
+    assert answers == [(0, raftrain.StepKind.Wait, raftrain.Waiting.HELD_ELSEWHERE)]
+    assert other.step(finished=[held]).finished == (True,)
+    iterating.join(30)
+    assert sorted(seen) == sorted(set(range(size)) - set(range(held.start, held.end)))
+    assert loader.pass_index == 0
+    assert sorted(value for batch in loader for value in batch.tolist()) == list(range(size))
+    assert loader.pass_index == 1 and loader.job_finished
+    assert answers[1:] == [(1, raftrain.StepKind.Finished, None)], "the last pass's last ask is answered that the job finished"
+    assert (loader.finished, loader.refused) == (19, 0)
+    other.close()
