@@ -193,12 +193,13 @@ def test_a_forked_process_makes_its_own_pass_ahead():
 
 
 def test_a_pass_whose_last_task_another_trainer_holds_ends_once_that_one_is_reported(masters, monkeypatch):
-    """Another trainer holds one of pass 0's ten tasks while the loader consumes the rest: the
-    ask that carries the loader's last finish, made for the next pass
-    (`Walk._ask_past_pass_end`), is answered that the job is still at pass 0, which the walk
-    takes as "held elsewhere"; the iteration waits for the pass's end (the other trainer's
-    finish) and yields nothing of pass 1 meanwhile; the next iteration trains pass 1 whole, its
-    first task the one asked for as pass 0 ended (`PassAhead`)."""
+    """Another trainer holds one of pass 1's ten tasks while the loader consumes the rest (pass
+    0 trained first, so the loader knows the task timeout): the ask that carries the loader's
+    last finish, made for the next pass (`Walk._ask_past_pass_end`), is answered that the job
+    is still at pass 1, which the walk takes as "held elsewhere"; the iteration waits for the
+    pass's end (the other trainer's finish) and yields nothing of pass 2 meanwhile; the next
+    iteration trains pass 2 whole, and its last ask is answered that the job finished."""
+    monkeypatch.setattr(raftrain._torch_loader, "PASS_AHEAD_HOLD_S", 30.0)
     answers: list = []
     ask = raftrain._torch_walk.Walk._ask_past_pass_end
 
@@ -209,11 +210,16 @@ def test_a_pass_whose_last_task_another_trainer_holds_ends_once_that_one_is_repo
 
     monkeypatch.setattr(raftrain._torch_walk.Walk, "_ask_past_pass_end", recorded)
     size = 40
-    dataset = TaskDataset(masters.masters, index=("pass-ahead-held", size, 4), read=_arange, batch_size=2, passes=2)
+    dataset = TaskDataset(masters.masters, index=("pass-ahead-held", size, 4), read=_arange, batch_size=2, passes=3)
     loader = dataset.loader(num_workers=0)
-    assert not loader.job_finished  # the job exists before the other trainer asks
+    assert sorted(value for batch in loader for value in batch.tolist()) == list(range(size))
     other = raftrain.TaskClient(masters.masters, name="other", job="pass-ahead-held")
-    held = other.step().task
+    step = other.step()
+    while step.kind != raftrain.StepKind.Task:
+        step = other.step()
+    held = step.task
+    assert held.pass_index == 1
+    answers.clear()
     seen: list = []
     iterating = threading.Thread(target=lambda: seen.extend(value for batch in loader for value in batch.tolist()))
     iterating.start()
@@ -222,13 +228,13 @@ def test_a_pass_whose_last_task_another_trainer_holds_ends_once_that_one_is_repo
         time.sleep(0.01)
     time.sleep(0.3)
     assert iterating.is_alive(), "the iteration ended before the pass did"
-    assert answers == [(0, raftrain.StepKind.Wait, raftrain.Waiting.HELD_ELSEWHERE)]
+    assert answers == [(1, raftrain.StepKind.Wait, raftrain.Waiting.HELD_ELSEWHERE)]
     assert other.step(finished=[held]).finished == (True,)
     iterating.join(30)
     assert sorted(seen) == sorted(set(range(size)) - set(range(held.start, held.end)))
-    assert loader.pass_index == 0
+    assert loader.pass_index == 1
     assert sorted(value for batch in loader for value in batch.tolist()) == list(range(size))
-    assert loader.pass_index == 1 and loader.job_finished
-    assert answers[1:] == [(1, raftrain.StepKind.Finished, None)], "the last pass's last ask is answered that the job finished"
-    assert (loader.finished, loader.refused) == (19, 0)
+    assert loader.pass_index == 2 and loader.job_finished
+    assert answers[1:] == [(2, raftrain.StepKind.Finished, None)], "the last pass's last ask is answered that the job finished"
+    assert (loader.finished, loader.refused) == (29, 0)
     other.close()
