@@ -39,9 +39,9 @@ class PassAhead:
     """The step one registration of a dataset asked ahead for the next pass at a pass's end, and
     the thread that gives its task back once the hold ran out (one thread for all the passes,
     started at the first ask, rather than one started on the training thread at every pass's
-    end). Belongs to the process that made it (`pid`). `lock` is held while the task is given back: whoever touches the dataset's registrations
-    from the training thread before the next iteration claims the step (`claim`) holds it too
-    (`TaskLoader._flush_reports`)."""
+    end). Belongs to the process that made it (`pid`). `lock` is held while the task is given
+    back: whoever touches the dataset's registrations from the training thread before the next
+    iteration claims the step (`claim`) holds it too (`TaskLoader._flush_reports`)."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()

@@ -111,7 +111,10 @@ class Walk:
                 # The master would answer its task again (a write): ask once it is consumed.
                 continue
             asked_now = not registration.asked_ahead()
-            step = self._ask_past_pass_end(registration, reports) if asked_now and self._may_end_pass(registration) else registration.step(reports)
+            if asked_now and self._may_end_pass(registration):
+                step = self._ask_past_pass_end(registration, reports)
+            else:
+                step = registration.step(reports)
             if step.kind == StepKind.Wait and step.waiting_for == Waiting.HELD_ELSEWHERE:
                 self.drained = True
             steps.append((registration, step))
@@ -147,7 +150,7 @@ class Walk:
         are held elsewhere (`drained`; none here: the loop consumed the last task this process
         took, whose finish the ask carries, and no other registration holds one), the
         registration did not forget a task the loop stopped inside (the masters answer it that
-        task), and the loader holds a next pass's task (`TaskLoader.pass_ahead_hold_s`)."""
+        task), and the loader would hold a next pass's task (`TaskLoader.pass_ahead_hold_s`)."""
         loader = self.loader
         if loader is None or not self.yielded or not self.drained or registration.forgot():
             return False

@@ -385,8 +385,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=50_000, help="samples of the PyTorch job")
     parser.add_argument("--shard", type=int, default=1_000, help="samples per task of the PyTorch job")
     # 17: sixteen pairs after the first, eight of each order. On the development machine the
-    # same loop's pass time moves by up to a third within seconds (the host), so the median of
-    # eight pairs moved a cell by several hundredths from run to run (BENCHMARKS.md).
+    # same loop's step time moves by a third or more from one second to the next (the host), so
+    # the median of eight pairs moved a cell by several hundredths from run to run (BENCHMARKS.md).
     parser.add_argument("--passes", type=int, default=17, help="passes of each loader in the PyTorch rows")
     parser.add_argument("--hand-offs", type=int, default=500, help="tasks handed over, per row")
     parser.add_argument("--together", type=int, default=16, help="clients handing tasks over at once (the batched row)")

@@ -106,9 +106,9 @@ where that finish ends the pass the masters hand it the next pass's first task i
 (where it does not, the answer says the job is still at the pass, and the loader waits for its
 end as usual); a walk that sees its pass end otherwise asks for that task at once, in the
 background. The task is held for the next iteration (`PassAhead`): a loop that iterates its
-passes back to back starts each with it, without waiting for a replicated write. A loop that does not begin its next iteration within
-`PASS_AHEAD_HOLD_S` (2 s, at most a sixth of the task timeout), evaluating meanwhile, gives it
-back: its registration leaves the job (the task goes back to the queue counting no failure,
+passes back to back starts each with it, without waiting for a replicated write. A loop that
+does not begin its next iteration within `PASS_AHEAD_HOLD_S` (2 s, at most a sixth of the task
+timeout), evaluating meanwhile, gives it back: its registration leaves the job (the task goes back to the queue counting no failure,
 for any process of the job) and a new one registers in its place. `load_state_dict` gives it
 back before it restores.
 

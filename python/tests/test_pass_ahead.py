@@ -235,6 +235,7 @@ def test_a_pass_whose_last_task_another_trainer_holds_ends_once_that_one_is_repo
     assert loader.pass_index == 1
     assert sorted(value for batch in loader for value in batch.tolist()) == list(range(size))
     assert loader.pass_index == 2 and loader.job_finished
-    assert answers[1:] == [(2, raftrain.StepKind.Finished, None)], "the last pass's last ask is answered that the job finished"
+    finished = [(2, raftrain.StepKind.Finished, None)]
+    assert answers[1:] == finished, "the last pass's last ask is answered that the job finished"
     assert (loader.finished, loader.refused) == (29, 0)
     other.close()
