@@ -59,6 +59,7 @@ mod election_timer;
 mod empty_log_guard;
 mod error;
 mod fifo_wait;
+mod flush_seat;
 mod flusher;
 mod grpc_handoff;
 pub mod handoff;

@@ -462,6 +462,9 @@ mod restart_tests {
 #[cfg(test)]
 mod purge_tests;
 
+#[cfg(test)]
+mod flush_tests;
+
 impl RaftLog for LogStore {
     async fn check_bootstrap(&mut self, record: &BootstrapRecord) -> Result<(), StartError> {
         self.record_bootstrap(record).await

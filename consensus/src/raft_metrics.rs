@@ -27,6 +27,10 @@ pub fn describe() {
         Unit::Seconds,
         "sled flush plus fsync of the log, per batch."
     );
+    describe_counter!(
+        "raftrain_raft_flushes_in_place_total",
+        "Log flushes an append made on its own task (nothing else flushing, the last flush fast), not the flusher thread."
+    );
     describe_histogram!(
         "raftrain_raft_commit_seconds",
         Unit::Seconds,
