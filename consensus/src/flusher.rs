@@ -6,9 +6,9 @@
 //! after it) flushes on its own task instead when nothing else is flushing or waiting to, and
 //! the last flush was fast ([`Flusher::appended`]): handing the flush to the thread and its
 //! answer back to the runtime were two thread wake-ups on the path of every replicated write
-//! (0.9 ms against 0.8 at p50 for one task hand-off through three release masters on 2 cores,
-//! BENCHMARKS.md). The leader's own entries still go to the thread, which flushes them while
-//! the runtime replicates them (`durable_log`).
+//! (one Python task hand-off through three release masters on 2 cores: p50 0.76-0.91 ms
+//! against 0.92-1.05 in alternated runs, BENCHMARKS.md). The leader's own entries still go to
+//! the thread, which flushes them while the runtime replicates them (`durable_log`).
 //!
 //! The thread also removes purged entries, [`PURGE_CHUNK_KEYS`] at a time while no flush is
 //! waiting: a purge covers a snapshot interval (50,000 entries by default), and removing it in
@@ -61,6 +61,8 @@ pub(crate) struct Flusher {
     seat: Arc<FlushSeat>,
     /// Requests sent and not yet answered by the thread: while there is one, an append does
     /// not flush on its own task (it would be answered before the requests sent before it).
+    /// Only the log store sends, one call at a time (its methods take `&mut self`), so none is
+    /// sent while an append flushes in place.
     outstanding: Arc<AtomicUsize>,
 }
 
