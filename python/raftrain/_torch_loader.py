@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, default_convert
 from ._torch_carry import Carriage
 from ._torch_io import Receipt, Registration, Reports
 from ._torch_pass_ahead import PASS_AHEAD_HOLD_S
+from ._torch_takeover import DATASETS
 from .errors import Error, InvalidArgument, JobEnded
 from .task_client import TaskClient, leave_together, raise_if_failed, register_together
 
@@ -60,6 +61,8 @@ CARRY_HOLD_S = 1.0
 #: is refused, and the task trained again. A task's progress is reported every third of the
 #: timeout, so a finish sent within a sixth lands within half a timeout of the last report.
 HOLD_TIMEOUT_SHARE = 1 / 6
+#: Checkpoint ids are unsigned 64-bit numbers: this one and above name none.
+CHECKPOINT_ID_END = 2**64
 
 
 class TaskLoader:
@@ -116,8 +119,9 @@ class TaskLoader:
         self._walked_on: Optional[int] = None
         # Walks in a row that found no task free for this process (`_pause_if_fruitless`).
         self._fruitless_walks = 0
-        # Whether an iteration of this loader is under way (its generator not closed).
-        self._iterating = False
+        # The thread an iteration of this loader is under way in (its generator not closed;
+        # `None`: none is).
+        self._iterating_in: Optional[int] = None
         # The shortest task timeout a progress report was answered with (`None` before one):
         # a task's first progress report is due a third of it after the task was asked for.
         self._task_timeout_s: Optional[float] = None
@@ -249,9 +253,10 @@ class TaskLoader:
         # New registrations (a new worker's, each pass unless persistent) walk from this pass.
         self.dataset._pass_hint = self.pass_index
         self._release_stopped_loaders()
+        DATASETS.take_over(self.dataset)
         self._lend_trainers()
         fruitless = True
-        self._iterating = True
+        self._iterating_in = threading.get_ident()
         try:
             for batch, receipts, holding, dispatched_at, carry, pass_index in self._items():
                 if pass_index > self.pass_index and self._pass_moved_on(int(pass_index), fruitless):
@@ -264,7 +269,7 @@ class TaskLoader:
                     self._progress_due.pop((int(task_id), int(dispatch)), None)
                     self._report(int(task_id), int(dispatch), None if carry is None else (int(carry[0]), int(carry[1])))
         finally:
-            self._iterating = False
+            self._iterating_in = None
         self._fruitless_walks = self._fruitless_walks + 1 if fruitless else 0
 
     def _ask_next_pass(self, registrations: List[Registration], asked: Optional[Registration] = None) -> None:
@@ -310,7 +315,7 @@ class TaskLoader:
         the task's failure budget). That loader lends new ones if it iterates again. Not a loader whose
         workers persist: they keep asking as the trainers they were started with."""
         for other in list(self.dataset._loaders):
-            if other is not self and not other._iterating and other._lent_clients and not other.dataloader.persistent_workers:
+            if other is not self and other._iterating_in is None and other._lent_clients and not other.dataloader.persistent_workers:
                 clients, other._lent_clients, other._lent = other._lent_clients, [], {}
                 try:
                     leave_together(clients)
@@ -562,12 +567,12 @@ class TaskLoader:
 
 
 def _checkpoint_id(value: object) -> int:
-    """A saved state's checkpoint id: a whole number (a NumPy one too, as a state passed
-    through arrays may hold), never a string, float or bool."""
+    """A saved state's checkpoint id: a whole number of 64 bits (a NumPy one too, as a state
+    passed through arrays may hold), never a string, float or bool."""
     try:
         if not isinstance(value, bool):
             checkpoint_id = operator.index(value)  # type: ignore[arg-type]
-            if checkpoint_id >= 0:
+            if 0 <= checkpoint_id < CHECKPOINT_ID_END:
                 return checkpoint_id
     except TypeError:
         pass

@@ -81,7 +81,17 @@ task. So, with any `num_workers` and `prefetch_factor`:
   a new loader of the same dataset (a notebook cell run again, a loader made each pass): it
   first sends the finishes the other loaders still hold, and the trainers a stopped loader
   lent its workers leave the job (`TaskClient.leave`; not where its workers persist), so the
-  tasks those workers took go back to the queue at once rather than at their timeout.
+  tasks those workers took go back to the queue at once rather than at their timeout;
+- so does a new *dataset* of the same job (the same masters and job name) in the same process,
+  the cell that made it run again: as one of its loaders begins an iteration, the job's other
+  datasets in this process that hold trainers and are not iterating in another thread (one
+  suspended in this thread counts as not iterating) send the finishes their loaders hold, and
+  their trainers leave the job (`_torch_takeover`), rather than heartbeating on while the tasks
+  they hold wait out their timeout (each counting against its task's failure budget) and the
+  new iteration waits at its pass's end for them. An iteration of such a dataset still
+  suspended raises `FailedPrecondition` at its next step (two loaders of one job iterated in
+  turn in one thread would each wait at its pass's end for the other's tasks); iterated again,
+  the dataset registers new trainers and takes the job back.
 
 One iteration of a `TaskLoader` is exactly one pass of the job, and `loader.pass_index` says
 which: after the batches this process gets of the pass (it and its workers stop asking once
@@ -155,6 +165,7 @@ from ._torch_carry import Carriage, WorkerCarrier
 from ._torch_io import Receipt, Registration
 from ._torch_loader import TaskLoader
 from ._torch_pass_ahead import PASS_AHEAD_HOLD_S, PassAhead  # noqa: F401
+from ._torch_takeover import DATASETS
 # The walk's pauses, named here beside the dataset's other constants (documented above).
 from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
@@ -309,12 +320,18 @@ class TaskDataset(IterableDataset):
         # set): new registrations ask for it first, not for pass 0 (an ask for a pass that is
         # over is answered so: a write for nothing, in every new worker of every pass).
         self._pass_hint: Optional[int] = None
+        # An iteration of another dataset of this job in this process takes the job over from
+        # this one while it is not iterating (its trainers leave: `_torch_takeover`).
+        DATASETS.add(self)
+
+    def job_name(self) -> str:
+        """The job this dataset trains: `index`'s name, else `job`, else "python"."""
+        return self.index[0] if self.index is not None else (self.job or "python")
 
     def client(self, suffix: str, trainer_id: Optional[int] = None) -> TaskClient:
         """A client of this job, registered as `<name>-<suffix>` (or acting as the trainer
         `trainer_id` another client registered under that name and keeps alive)."""
-        job = self.index[0] if self.index is not None else (self.job or "python")
-        return TaskClient(self.masters, name=f"{self.name}-{suffix}", job=job, trainer_id=trainer_id, **self.client_options)
+        return TaskClient(self.masters, name=f"{self.name}-{suffix}", job=self.job_name(), trainer_id=trainer_id, **self.client_options)
 
     def worker_suffixes(self, worker: int) -> List[str]:
         """The names (after `<name>-`) of DataLoader worker `worker`'s registrations."""
@@ -362,7 +379,7 @@ class TaskDataset(IterableDataset):
         submits it with `policy`; `restart` (a loader's first report only, never a worker's)
         trains a job that ended again, as a new incarnation."""
         if self.policy is not None or restart:
-            name = self.index[0] if self.index is not None else (self.job or "python")
+            name = self.job_name()
             index = None if self.index is None else self.index[1:]
             policy = self.policy or {}
             shuffled = dict(shuffle=self.shuffle, seed=self.seed)

@@ -378,7 +378,7 @@ def test_a_loaders_state_puts_the_data_back_where_it_was(masters):
         second.load_state_dict(None)
     with pytest.raises(raftrain.InvalidArgument, match="the state is of job 'other', this loader's job is 'resume'"):
         second.load_state_dict({**state, "job": "other"})  # checkpoint ids count per job
-    for garbled in ("abc", 1.5, True, -1):
+    for garbled in ("abc", 1.5, True, -1, 2**64):
         with pytest.raises(raftrain.InvalidArgument, match="is not a checkpoint id"):
             second.load_state_dict({"raftrain_checkpoint": garbled})
 

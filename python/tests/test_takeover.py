@@ -1,0 +1,80 @@
+"""A `TaskDataset` made again for the same job in the same process (a notebook cell run again
+after its loop stopped inside a pass) takes the job over from the old one as it begins to
+iterate: the old one's trainers, which still heartbeat from this process, leave the job, so
+the tasks they hold go back at once instead of at their timeout. An iteration of the old one
+that is still suspended then raises a clear error at its next step instead of waiting for the
+other's tasks."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+
+import raftrain
+from raftrain.torch import REGISTRATIONS_OF_THE_LOOP, TaskDataset
+
+
+class _Rows:
+    """`read(start, end)` over a tensor of sample ids."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __call__(self, start, end):
+        return self.rows[start:end]
+
+
+def _trainers(masters, prefix: str) -> list:
+    return [trainer for trainer in masters.status()["trainers"] if trainer["name"].startswith(prefix)]
+
+
+def _dataset(masters, name: str) -> TaskDataset:
+    return TaskDataset(masters.masters, index=("again", 40, 10), read=_Rows(torch.arange(40)), passes=2, batch_size=5, name=name)
+
+
+def test_a_dataset_made_again_takes_its_job_over_from_the_one_that_stopped(masters):
+    """The first loop stops inside task 1 (task 0 consumed, its finish held for an ask), its
+    trainers holding tasks asked ahead. The second dataset's first batch comes after the first
+    one's trainers left: it trains the rest of the pass, task 1 whole again, task 0 not again,
+    and its iteration ends with the pass. Iterated again, the first dataset registers new
+    trainers and takes the job back for the next pass."""
+    first = _dataset(masters, "first").loader()
+    seen = collections.Counter()
+    for index, batch in enumerate(first):
+        seen.update(batch.tolist())
+        if index == 2:
+            break
+    assert len(_trainers(masters, "first-")) == REGISTRATIONS_OF_THE_LOOP
+    assert masters.status()["pending"] > 0, "the first dataset's trainers hold tasks"
+
+    second = _dataset(masters, "second").loader()
+    batches = iter(second)
+    seen.update(next(batches).tolist())
+    assert _trainers(masters, "first-") == [], "the first dataset's trainers left the job"
+    for batch in batches:
+        seen.update(batch.tolist())
+    status = masters.status()
+    assert status["pass"] == 1 and second.pass_index == 0 and status["failed"] == 0
+    assert sorted(seen) == list(range(40))
+    assert [sample for sample, count in seen.items() if count > 1] == list(range(10, 15)), "task 1's batch consumed before the stop, again"
+
+    again = sorted(torch.cat(list(first)).tolist())
+    assert again == list(range(40)) and first.pass_index == 1
+    assert _trainers(masters, "second-") == [] and len(_trainers(masters, "first-")) == REGISTRATIONS_OF_THE_LOOP
+    assert masters.status()["job_finished"]
+
+
+def test_an_iteration_suspended_while_another_dataset_took_its_job_over_raises(masters):
+    """Two loaders of one job iterated in turn in one thread would each wait at its pass's end
+    for tasks the other holds (until their timeout). The one that began second takes the job
+    over; the first, resumed, raises `FailedPrecondition` saying why at its next step."""
+    first = iter(_dataset(masters, "first").loader())
+    next(first)
+    second = _dataset(masters, "second").loader()
+    assert sorted(torch.cat(list(second)).tolist())[-1] == 39
+    with pytest.raises(raftrain.errors.FailedPrecondition, match="another TaskDataset of it .* began iterating in this process"):
+        for _batch in first:
+            pass
+    assert masters.status()["failed"] == 0
