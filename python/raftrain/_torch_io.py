@@ -12,7 +12,6 @@ import time
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _native
-from .errors import FailedPrecondition
 from .task_client import FINISHED_PER_STEP_MAX, AskGather, PendingStep, StepKind, TaskClient
 
 Receipt = Tuple[int, int]
@@ -290,8 +289,6 @@ class Registration:
         # Whether this registration forgot a task it held that may not have been consumed
         # (`forget_held`) and has not asked since: the master answers its ask with that task.
         self._forgot = False
-        # Why this registration's trainer left the job under it (`left_job`; `None`: it did not).
-        self._left: Optional[str] = None
 
     def ask_order(self) -> Tuple[bool, int]:
         """Sorts registrations asked ahead first, in the order they were asked, then the others
@@ -401,9 +398,7 @@ class Registration:
 
     def step(self, reports: Optional[Reports] = None):
         """The next step: the one asked ahead, or asked now (carrying the finishes `reports`,
-        given, has not sent yet). Raises `FailedPrecondition` once its trainer left the job
-        (`left_job`), for a step asked ahead before too: the masters took its tasks back."""
-        self._in_job()
+        given, has not sent yet)."""
         if self._ahead is None:
             self._asking()
             return self._ask(reports)
@@ -463,22 +458,7 @@ class Registration:
             self._ahead.settle_quietly()
             self._ahead = None
 
-    def left_job(self, why: str) -> None:
-        """Its trainer left the job under it (another dataset of the job took it over, see
-        `_torch_takeover`): its next ask or step raises `FailedPrecondition` saying `why`."""
-        self._left = why
-
-    def _in_job(self) -> None:
-        """Raises `FailedPrecondition` once its trainer left the job under it (`left_job`)."""
-        if self._left is not None:
-            raise FailedPrecondition(
-                f"this iteration cannot go on: {self._left}; iterate one TaskDataset of a job at a time in a process "
-                "(iterating this one again registers new trainers)",
-                "FAILED_PRECONDITION",
-            )
-
     def _asking(self) -> None:
-        self._in_job()
         self._forgot = False
         if self.asked_since is None:
             self.asked_since = time.monotonic()

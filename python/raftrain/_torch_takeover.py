@@ -50,7 +50,7 @@ class JobDatasets:
             others = [other for other in self._datasets if other is not dataset and job_key(other) == key]
         for other in others:
             if holds_trainers(other) and not iterating_elsewhere(other):
-                release(other, dataset.name)
+                release(other)
 
 
 def job_key(dataset: "TaskDataset") -> JobKey:
@@ -72,13 +72,12 @@ def iterating_elsewhere(dataset: "TaskDataset") -> bool:
     return any(loader._iterating_in not in (None, here) for loader in _loaders(dataset))
 
 
-def release(dataset: "TaskDataset", by: str) -> None:
+def release(dataset: "TaskDataset") -> None:
     """`dataset`'s trainers leave the job (the tasks they hold go back now, counting no
     failure), once the finishes its loaders hold are sent (a task the loop consumed is not
     trained again); a task asked ahead for the next pass goes back with its trainer. Iterated
     again, the dataset registers anew; an iteration of it still suspended raises
-    `FailedPrecondition` at its next ask (`Registration.left_job`). `by`: the name of the
-    dataset that took the job over."""
+    `FailedPrecondition` at its next step (`Walk.raise_if_stale`)."""
     loaders = _loaders(dataset)
     for loader in loaders:
         try:
@@ -90,8 +89,8 @@ def release(dataset: "TaskDataset", by: str) -> None:
     dataset._next_pass_ask().claim()
     registrations = dataset._registered if dataset._registered_pid == os.getpid() else []
     dataset._registered, dataset._registered_pid = [], None
-    for registration in registrations:
-        registration.left_job(f"its trainers left job {dataset.job_name()!r} when another TaskDataset of it ({by}) began iterating in this process")
+    # An iteration of it still suspended is over: it raises at its next step (`Walk`).
+    dataset._walks_begun += 1
     clients = [registration.client for registration in registrations]
     for loader in loaders:
         if not loader.dataloader.persistent_workers:

@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
 from ._torch_io import Registration
+from .errors import FailedPrecondition
 from .task_client import Step, StepKind, Waiting
 
 if TYPE_CHECKING:
@@ -64,11 +65,17 @@ class Walk:
         self.passed_on: Optional[Registration] = None
         # Whether an answer of the pass walked said its other tasks are held elsewhere.
         self.drained = False
+        # Which of the dataset's walks in the training process this is: a newer one walks the
+        # same registrations (`raise_if_stale`).
+        if loader is not None:
+            dataset._walks_begun += 1
+        self.number = dataset._walks_begun
 
     def batches(self) -> Iterator[object]:
         """The pass's batches of the tasks this process's registrations take (the dataset's
         items)."""
         while True:
+            self.raise_if_stale()
             steps = self._steps()
             if not steps:
                 # Every registration holds a task the loop has not consumed yet.
@@ -92,6 +99,20 @@ class Walk:
                 continue
             if self._idle_over(steps):
                 return
+
+    def raise_if_stale(self) -> None:
+        """Raises `FailedPrecondition` once a newer walk of the dataset began in the training
+        process while this one was suspended (an iterator of a loader not run to its end, as
+        `next(iter(val_loader))` inside the training loop over the same job): that walk asks
+        with the same registrations now, and this one would take its answers. So does a walk
+        of another dataset of the job, which took the job over (`_torch_takeover`)."""
+        if self.number != self.dataset._walks_begun:
+            raise FailedPrecondition(
+                f"this iteration of job {self.dataset.job_name()!r} cannot go on: a newer one began in this process while it "
+                "was suspended (an iterator not run to its end); iterate one loader of a job at a time in a thread, and "
+                "validate on a TaskDataset of another job",
+                "FAILED_PRECONDITION",
+            )
 
     def _steps(self) -> Steps:
         """The next steps: registrations whose next step was asked ahead answer first, in the
@@ -243,7 +264,7 @@ class Walk:
         # turn, wait on the others), but ask for two at once (`_ask_pair`).
         others = [other for other in self.registrations if other is not registration]
         if loader is not None:
-            ask_ahead = lambda left, count: self.dataset._ask_ahead(others, loader, left, count)  # noqa: E731
+            ask_ahead = lambda left, count: self.raise_if_stale() or self.dataset._ask_ahead(others, loader, left, count)  # noqa: E731
         else:
             ask_ahead = lambda left, count: False  # noqa: E731
         carry = None if carrier is None else (carrier.worker, registration.number)

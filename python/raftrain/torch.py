@@ -88,10 +88,14 @@ task. So, with any `num_workers` and `prefetch_factor`:
   suspended in this thread counts as not iterating) send the finishes their loaders hold, and
   their trainers leave the job (`_torch_takeover`), rather than heartbeating on while the tasks
   they hold wait out their timeout (each counting against its task's failure budget) and the
-  new iteration waits at its pass's end for them. An iteration of such a dataset still
-  suspended raises `FailedPrecondition` at its next step (two loaders of one job iterated in
-  turn in one thread would each wait at its pass's end for the other's tasks); iterated again,
-  the dataset registers new trainers and takes the job back.
+  new iteration waits at its pass's end for them; iterated again, the dataset registers new
+  trainers and takes the job back;
+- an iteration suspended while a newer one of the job began in the process (an iterator not
+  run to its end, as `next(iter(val_loader))` inside the training loop over the same job, or
+  two loaders of a job iterated in turn) raises `FailedPrecondition` at its next step
+  (`Walk.raise_if_stale`): the newer one walks with the same registrations, or took the job
+  over, and each would otherwise take the other's answers or wait at its pass's end for the
+  tasks the other holds.
 
 One iteration of a `TaskLoader` is exactly one pass of the job, and `loader.pass_index` says
 which: after the batches this process gets of the pass (it and its workers stop asking once
@@ -320,6 +324,9 @@ class TaskDataset(IterableDataset):
         # set): new registrations ask for it first, not for pass 0 (an ask for a pass that is
         # over is answered so: a write for nothing, in every new worker of every pass).
         self._pass_hint: Optional[int] = None
+        # Walks of this dataset begun in the training process: one suspended while a newer
+        # began (or while another dataset took the job over) raises at its next step.
+        self._walks_begun = 0
         # An iteration of another dataset of this job in this process takes the job over from
         # this one while it is not iterating (its trainers leave: `_torch_takeover`).
         DATASETS.add(self)

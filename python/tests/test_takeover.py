@@ -1,9 +1,10 @@
 """A `TaskDataset` made again for the same job in the same process (a notebook cell run again
 after its loop stopped inside a pass) takes the job over from the old one as it begins to
 iterate: the old one's trainers, which still heartbeat from this process, leave the job, so
-the tasks they hold go back at once instead of at their timeout. An iteration of the old one
-that is still suspended then raises a clear error at its next step instead of waiting for the
-other's tasks."""
+the tasks they hold go back at once instead of at their timeout. An iteration suspended while
+a newer one of its job began (of another dataset, or of the same one: the registrations are
+the dataset's) raises a clear error at its next step instead of taking the newer one's answers
+or waiting for its tasks."""
 
 from __future__ import annotations
 
@@ -74,7 +75,26 @@ def test_an_iteration_suspended_while_another_dataset_took_its_job_over_raises(m
     next(first)
     second = _dataset(masters, "second").loader()
     assert sorted(torch.cat(list(second)).tolist())[-1] == 39
-    with pytest.raises(raftrain.errors.FailedPrecondition, match="another TaskDataset of it .* began iterating in this process"):
+    with pytest.raises(raftrain.errors.FailedPrecondition, match="a newer one began in this process while it was suspended"):
         for _batch in first:
             pass
     assert masters.status()["failed"] == 0
+
+
+@pytest.mark.parametrize("newer", ["the same loader", "another loader of the dataset"])
+def test_an_iteration_suspended_while_a_newer_one_of_its_dataset_ran_raises(masters, newer):
+    """`next(iter(val_loader))` inside the training loop, over the training dataset: the
+    newer iteration walks the dataset's registrations, and trains the pass (the suspended
+    one's task whole again: its batch was not reported); the suspended one, resumed, raises at
+    its next step rather than taking the newer one's answers."""
+    dataset = _dataset(masters, "first")
+    loader = dataset.loader()
+    suspended = iter(loader)
+    next(suspended)
+    other = loader if newer == "the same loader" else dataset.loader()
+    assert sorted(torch.cat(list(other)).tolist()) == list(range(40)), "every sample of the pass once"
+    with pytest.raises(raftrain.errors.FailedPrecondition, match="a newer one began in this process while it was suspended"):
+        for _batch in suspended:
+            pass
+    status = masters.status()
+    assert status["pass"] == 1 and status["failed"] == 0
