@@ -95,6 +95,15 @@ impl Flusher {
         self.seat.clone()
     }
 
+    /// Waits until the thread has answered every request sent to it: it answers a batch's
+    /// callbacks before it counts them answered, so an append can return a moment earlier.
+    #[cfg(test)]
+    pub(crate) async fn until_idle(&self) {
+        while self.outstanding.load(Ordering::Acquire) != 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
     /// Has the flusher remove the entries at or below `index`, whose purge is recorded.
     pub(crate) async fn purge(&self, index: u64) -> io::Result<()> {
         self.send(FlushRequest::Purge(index)).await

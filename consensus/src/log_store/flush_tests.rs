@@ -54,6 +54,7 @@ async fn an_append_waits_for_the_thread_while_it_holds_the_seat() {
     let mut store = append.await.expect("the append's task runs");
     assert_eq!((seat.in_place(), durable_index(&store)), (0, Some(1)));
     // Nothing outstanding any more: the next append flushes in place again.
+    store.flusher.until_idle().await;
     seat.pretend_last_flush(Duration::ZERO);
     store.blocking_append([blank(2)]).await.expect("the append is durable");
     assert_eq!((seat.in_place(), durable_index(&store)), (1, Some(2)));
@@ -70,6 +71,7 @@ async fn after_a_slow_flush_appends_go_to_the_thread() {
     store.blocking_append([blank(1)]).await.expect("the append is durable");
     assert_eq!((seat.in_place(), durable_index(&store)), (0, Some(1)));
     // The thread's flush is timed too: the next append goes where its time says.
+    store.flusher.until_idle().await;
     let in_place = u64::from(seat.last_flush() <= IN_PLACE_FLUSH_MAX);
     store.blocking_append([blank(2)]).await.expect("the append is durable");
     assert_eq!((seat.in_place(), durable_index(&store)), (in_place, Some(2)));
