@@ -19,7 +19,9 @@ from torch.utils.data import DataLoader, default_convert
 from ._torch_carry import Carriage
 from ._torch_io import Receipt, Registration, Reports
 from ._torch_pass_ahead import PASS_AHEAD_HOLD_S
+from ._torch_supersede import supersede_suspended
 from ._torch_takeover import DATASETS
+from ._torch_walk import stale_iteration
 from .errors import Error, InvalidArgument, JobEnded
 from .task_client import TaskClient, leave_together, raise_if_failed, register_together
 
@@ -122,6 +124,11 @@ class TaskLoader:
         # The thread an iteration of this loader is under way in (its generator not closed;
         # `None`: none is).
         self._iterating_in: Optional[int] = None
+        # Iterations begun or superseded so far (`_torch_supersede`): a suspended one whose
+        # number is no longer this raises as it resumes.
+        self._iterations = 0
+        # The DataLoader's iterator of an iteration with workers (to shut them down).
+        self._workers_iter: Optional[Iterator[object]] = None
         # The shortest task timeout a progress report was answered with (`None` before one):
         # a task's first progress report is due a third of it after the task was asked for.
         self._task_timeout_s: Optional[float] = None
@@ -252,10 +259,13 @@ class TaskLoader:
         self.dataset._loader = self
         # New registrations (a new worker's, each pass unless persistent) walk from this pass.
         self.dataset._pass_hint = self.pass_index
+        supersede_suspended(self.dataset)
         self._release_stopped_loaders()
         DATASETS.take_over(self.dataset)
         self._lend_trainers()
         fruitless = True
+        self._iterations += 1
+        mine = self._iterations
         self._iterating_in = threading.get_ident()
         try:
             for batch, receipts, holding, dispatched_at, carry, pass_index in self._items():
@@ -264,12 +274,16 @@ class TaskLoader:
                 fruitless = False
                 self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
                 yield batch
+                if self._iterations != mine:
+                    # Superseded while suspended: its tasks went back, its workers are gone.
+                    raise stale_iteration(self.dataset.job_name())
                 # The loop asked for the next batch: it has consumed this one.
                 for task_id, dispatch in receipts:
                     self._progress_due.pop((int(task_id), int(dispatch)), None)
                     self._report(int(task_id), int(dispatch), None if carry is None else (int(carry[0]), int(carry[1])))
         finally:
-            self._iterating_in = None
+            if self._iterations == mine:
+                self._iterating_in, self._workers_iter = None, None
         self._fruitless_walks = self._fruitless_walks + 1 if fruitless else 0
 
     def _ask_next_pass(self, registrations: List[Registration], asked: Optional[Registration] = None) -> None:
@@ -330,7 +344,8 @@ class TaskLoader:
         machinery (a profiler range, a fetcher, a sampler) to every batch and nothing else."""
         dataloader = self.dataloader
         if dataloader.num_workers or dataloader.pin_memory:
-            return iter(dataloader)
+            self._workers_iter = iter(dataloader)
+            return self._workers_iter
         return map(dataloader.collate_fn, self.dataset)
 
     def _pause_if_fruitless(self) -> None:
@@ -393,9 +408,13 @@ class TaskLoader:
     def _wait_for_pass_end(self, pass_index: int, vote=None) -> dict:
         """Waits until pass `pass_index` is over or the job ended (`over`), or until tasks of
         the pass are back in the queue for this process to take (`over` false). `vote`, given,
-        makes every rank decide alike (DDP)."""
+        makes every rank decide alike (DDP). The trainers another loader of the dataset lent
+        its workers leave the job once that loader stopped iterating (`_release_stopped_loaders`):
+        a loader iterated for a batch inside this one's loop (`next(iter(val_loader))`) stopped
+        with its workers' tasks held, and the pass would wait for their timeouts."""
         pause = PASS_END_POLL_S / 8
         while True:
+            self._release_stopped_loaders()
             status = self._job_status()
             over = status["ended"] or status["pass"] != pass_index
             waiting = not over and status["todo"] > 0
@@ -534,12 +553,21 @@ class TaskLoader:
         dataset's other loaders. The registrations are the dataset's, so another loader (one
         made again after a loop stopped inside a task) consumed tasks they hold, and may still
         hold those finishes for an ask: an iteration forgets the tasks its registrations hold
-        (`Registration.forget_held`), and the masters would hand such a task out again."""
-        queues = [loader._reports for loader in (self, *self.dataset._loaders) if loader._reports is not None]
+        (`Registration.forget_held`), and the masters would hand such a task out again. Not
+        those of another loader with workers that is iterating (suspended in this thread:
+        `next(iter(val_loader))` inside its loop): its workers' asks carry its finishes, an
+        ask's answer is taken by its worker's next step, which waits for that loop, and its
+        workers ask as trainers of its own."""
+        loaders = [self, *(other for other in self.dataset._loaders if other is not self and not other._carrying_in_a_walk())]
+        queues = [loader._reports for loader in loaders if loader._reports is not None]
         if queues:
             self.dataset._settle_asks()
         for reports in dict.fromkeys(queues):
             reports.flush()
+
+    def _carrying_in_a_walk(self) -> bool:
+        """Whether this loader is iterating with workers whose asks carry its finishes."""
+        return self._iterating_in is not None and self._carriage is not None
 
     def _answered(self, task_id: int, dispatch: int, accepted: Optional[bool]) -> None:
         """A finish's answer (from the reporting thread or an ask's): a refusal is warned of

@@ -15,6 +15,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Tuple
 
+from ._torch_supersede import supersede_suspended
 from .errors import Error
 from .task_client import leave_together
 
@@ -77,7 +78,9 @@ def release(dataset: "TaskDataset") -> None:
     failure), once the finishes its loaders hold are sent (a task the loop consumed is not
     trained again); a task asked ahead for the next pass goes back with its trainer. Iterated
     again, the dataset registers anew; an iteration of it still suspended raises
-    `FailedPrecondition` at its next step (`Walk.raise_if_stale`)."""
+    `FailedPrecondition` at its next step (`Walk.raise_if_stale`, `_torch_supersede`)."""
+    # One suspended here with workers first: their asks carry its finishes.
+    supersede_suspended(dataset)
     loaders = _loaders(dataset)
     for loader in loaders:
         try:

@@ -35,6 +35,16 @@ CONSUMED_POLL_S = 0.02
 Steps = List[Tuple[Registration, object]]
 
 
+def stale_iteration(job: str) -> FailedPrecondition:
+    """The error of an iteration of job `job` resumed after a newer one began in this process."""
+    return FailedPrecondition(
+        f"this iteration of job {job!r} cannot go on: a newer one began in this process while it was suspended (an "
+        "iterator not run to its end); iterate one loader of a job at a time in a thread, and validate on a TaskDataset "
+        "of another job",
+        "FAILED_PRECONDITION",
+    )
+
+
 class Walk:
     """One pass as this process sees it: tasks until the pass is over after it yielded some,
     or until nothing is free (the rest are held elsewhere), or the job finished. Each
@@ -107,12 +117,7 @@ class Walk:
         with the same registrations now, and this one would take its answers. So does a walk
         of another dataset of the job, which took the job over (`_torch_takeover`)."""
         if self.number != self.dataset._walks_begun:
-            raise FailedPrecondition(
-                f"this iteration of job {self.dataset.job_name()!r} cannot go on: a newer one began in this process while it "
-                "was suspended (an iterator not run to its end); iterate one loader of a job at a time in a thread, and "
-                "validate on a TaskDataset of another job",
-                "FAILED_PRECONDITION",
-            )
+            raise stale_iteration(self.dataset.job_name())
 
     def _steps(self) -> Steps:
         """The next steps: registrations whose next step was asked ahead answer first, in the

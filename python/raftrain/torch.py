@@ -95,7 +95,11 @@ task. So, with any `num_workers` and `prefetch_factor`:
   two loaders of a job iterated in turn) raises `FailedPrecondition` at its next step
   (`Walk.raise_if_stale`): the newer one walks with the same registrations, or took the job
   over, and each would otherwise take the other's answers or wait at its pass's end for the
-  tasks the other holds.
+  tasks the other holds. With DataLoader workers (not persistent ones), the suspended
+  iteration's workers are shut down as the newer one begins, the finishes of what its loop
+  consumed are sent, and the trainers lent to them leave the job (`_torch_supersede`): their
+  tasks go back at once, and the newer one's reports are never held up by an ask of a worker
+  that waits for the suspended loop.
 
 One iteration of a `TaskLoader` is exactly one pass of the job, and `loader.pass_index` says
 which: after the batches this process gets of the pass (it and its workers stop asking once

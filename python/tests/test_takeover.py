@@ -4,7 +4,8 @@ iterate: the old one's trainers, which still heartbeat from this process, leave 
 the tasks they hold go back at once instead of at their timeout. An iteration suspended while
 a newer one of its job began (of another dataset, or of the same one: the registrations are
 the dataset's) raises a clear error at its next step instead of taking the newer one's answers
-or waiting for its tasks."""
+or waiting for its tasks; with DataLoader workers, its workers are shut down and their trainers
+leave the job as the newer one begins."""
 
 from __future__ import annotations
 
@@ -81,20 +82,44 @@ def test_an_iteration_suspended_while_another_dataset_took_its_job_over_raises(m
     assert masters.status()["failed"] == 0
 
 
+@pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("newer", ["the same loader", "another loader of the dataset"])
-def test_an_iteration_suspended_while_a_newer_one_of_its_dataset_ran_raises(masters, newer):
-    """`next(iter(val_loader))` inside the training loop, over the training dataset: the
-    newer iteration walks the dataset's registrations, and trains the pass (the suspended
-    one's task whole again: its batch was not reported); the suspended one, resumed, raises at
-    its next step rather than taking the newer one's answers."""
+def test_an_iteration_suspended_while_a_newer_one_of_its_dataset_ran_raises(masters, newer, workers):
+    """An iterator kept (`it = iter(loader); next(it)`), then a loop over the dataset: the
+    newer iteration trains the pass (the suspended one's task whole again: its batch was not
+    reported); the suspended one, resumed, raises at its next step rather than taking the newer
+    one's answers. Without workers the newer one walks the dataset's registrations; with them,
+    the suspended one's workers are shut down and their trainers leave the job as the newer one
+    begins, or its pass would wait for their tasks' timeouts."""
     dataset = _dataset(masters, "first")
-    loader = dataset.loader()
+    loader = dataset.loader(num_workers=workers)
     suspended = iter(loader)
     next(suspended)
-    other = loader if newer == "the same loader" else dataset.loader()
+    other = loader if newer == "the same loader" else dataset.loader(num_workers=workers)
     assert sorted(torch.cat(list(other)).tolist()) == list(range(40)), "every sample of the pass once"
     with pytest.raises(raftrain.errors.FailedPrecondition, match="a newer one began in this process while it was suspended"):
         for _batch in suspended:
             pass
     status = masters.status()
+    assert status["pass"] == 1 and status["failed"] == 0
+
+
+def test_a_peek_at_the_job_inside_a_loop_with_workers_stops_that_loop(masters):
+    """`next(iter(val_loader))` every few batches inside the loop over a loader with workers of
+    the same dataset: the peek's batch comes at once (the loop's finish an ask of its worker
+    carries does not hold it up), the loop, resumed, raises `FailedPrecondition`, and nothing
+    failed: a new iteration trains the rest of the pass, every sample at least once."""
+    dataset = _dataset(masters, "first")
+    train, val = dataset.loader(num_workers=2), dataset.loader(num_workers=2)
+    seen = collections.Counter()
+    with pytest.raises(raftrain.errors.FailedPrecondition, match="a newer one began in this process while it was suspended"):
+        for index, batch in enumerate(train):
+            seen.update(batch.tolist())
+            if index == 3:
+                assert len(next(iter(val))) == 5
+    assert len(seen) == 20, "the loop consumed its four batches and no more"
+    for batch in train:
+        seen.update(batch.tolist())
+    status = masters.status()
+    assert sorted(seen) == list(range(40)) and train.pass_index == 0
     assert status["pass"] == 1 and status["failed"] == 0
