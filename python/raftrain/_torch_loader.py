@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, default_convert
 from ._torch_carry import Carriage
 from ._torch_io import Receipt, Registration, Reports
 from ._torch_pass_ahead import PASS_AHEAD_HOLD_S
-from ._torch_supersede import supersede_suspended
+from ._torch_supersede import stop_workers, supersede_suspended
 from ._torch_takeover import DATASETS
 from ._torch_walk import stale_iteration
 from .errors import Error, InvalidArgument, JobEnded
@@ -321,21 +321,29 @@ class TaskLoader:
         self._walked_on = pass_index
         return True
 
-    def _release_stopped_loaders(self) -> None:
+    def _release_stopped_loaders(self, waiting: bool = False) -> None:
         """The trainers another loader of the dataset lent its workers, where that loader is
         not iterating (its loop stopped inside a pass, and this one took over: a notebook cell
         run again), leave the job: the tasks its stopped workers took go back to the queue now,
         for this loader's workers, rather than at their timeout (each timeout counts against
-        the task's failure budget). That loader lends new ones if it iterates again. Not a loader whose
-        workers persist: they keep asking as the trainers they were started with."""
+        the task's failure budget). That loader lends new ones if it iterates again. A loader
+        whose workers persist keeps them (they ask as the trainers they were started with)
+        unless this one is `waiting` for its pass's end and they hold tasks the other's loop
+        did not consume: they are stopped (`stop_workers`), and its next iteration starts new
+        ones."""
         for other in list(self.dataset._loaders):
-            if other is not self and other._iterating_in is None and other._lent_clients and not other.dataloader.persistent_workers:
-                clients, other._lent_clients, other._lent = other._lent_clients, [], {}
-                try:
-                    leave_together(clients)
-                except Error as error:
-                    # Closed already: what they hold goes back when their lease ends.
-                    _log.debug("the trainers of a stopped loader did not leave the job: %s", error)
+            if other is self or other._iterating_in is not None or not other._lent_clients:
+                continue
+            if other.dataloader.persistent_workers:
+                if waiting and other._carriage is not None and other._carriage.held():
+                    stop_workers(other)
+                continue
+            clients, other._lent_clients, other._lent = other._lent_clients, [], {}
+            try:
+                leave_together(clients)
+            except Error as error:
+                # Closed already: what they hold goes back when their lease ends.
+                _log.debug("the trainers of a stopped loader did not leave the job: %s", error)
 
     def _items(self) -> Iterator[Tuple[object, list, Receipt, float, object, int]]:
         """The dataset's items through the DataLoader: converted (its `collate_fn`), pinned
@@ -414,7 +422,7 @@ class TaskLoader:
         with its workers' tasks held, and the pass would wait for their timeouts."""
         pause = PASS_END_POLL_S / 8
         while True:
-            self._release_stopped_loaders()
+            self._release_stopped_loaders(waiting=True)
             status = self._job_status()
             over = status["ended"] or status["pass"] != pass_index
             waiting = not over and status["todo"] > 0

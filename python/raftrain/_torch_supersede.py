@@ -7,8 +7,13 @@ counting a failure against its task), or the suspended loop, resumed, would take
 newer one's pass. So its workers are shut down, the finishes of what its loop consumed are sent,
 and the trainers lent to its workers leave the job (their tasks go back now); resumed, it
 raises `FailedPrecondition`. Without workers the walks themselves go stale
-(`Walk.raise_if_stale`). Not a loader whose workers persist (`persistent_workers=True`): the
-DataLoader hands the same workers to its next iteration. Imports no PyTorch."""
+(`Walk.raise_if_stale`). Workers that persist (`persistent_workers=True`) are shut down alike,
+and the DataLoader starts new ones for the loader's next iteration.
+
+`stop_workers` is the same for a loader that stopped iterating: one whose workers persist keeps
+them, and the tasks they took ahead, while another loader of the job iterates; that loader,
+waiting for its pass's end, stops them (`TaskLoader._release_stopped_loaders`). Imports no
+PyTorch."""
 
 from __future__ import annotations
 
@@ -37,13 +42,23 @@ def supersede_suspended(dataset: "TaskDataset") -> None:
 
 def supersede(loader: "TaskLoader") -> None:
     """Ends `loader`'s suspended iteration with workers (see the module); nothing for a loader
-    without workers, or whose workers persist."""
-    dataloader = loader.dataloader
-    if not dataloader.num_workers or dataloader.persistent_workers:
+    without workers."""
+    if not loader.dataloader.num_workers:
         return
     loader._iterations += 1
     loader._iterating_in = None
+    stop_workers(loader)
+    _log.info("an iteration of job %r suspended with its workers' tasks ended: a newer one began in this thread", loader.dataset.job_name())
+
+
+def stop_workers(loader: "TaskLoader") -> None:
+    """Shuts `loader`'s DataLoader workers down (persistent ones too: the DataLoader starts new
+    ones for its next iteration), sends the finishes of what its loop consumed, and the
+    trainers lent to its workers leave the job: the tasks they took go back now."""
+    dataloader = loader.dataloader
     workers, loader._workers_iter = loader._workers_iter, None
+    if dataloader.persistent_workers:
+        workers, dataloader._iterator = dataloader._iterator, None
     shutdown = getattr(workers, "_shutdown_workers", None)
     if shutdown is not None:
         # Their asks under way are over: the finishes they carried go from here.
@@ -52,7 +67,7 @@ def supersede(loader: "TaskLoader") -> None:
         if loader._reports is not None:
             loader._reports.flush()
     except Error as error:
-        _log.warning("finishes of a superseded iteration of job %r not sent: %s", loader.dataset.job_name(), error)
+        _log.warning("finishes of a stopped iteration of job %r not sent: %s", loader.dataset.job_name(), error)
     # A new carriage for the next workers: the old one's counters are of workers stopped mid-ask.
     loader._carriage = None
     clients, loader._lent_clients, loader._lent = loader._lent_clients, [], {}
@@ -60,5 +75,4 @@ def supersede(loader: "TaskLoader") -> None:
         leave_together(clients)
     except Error as error:
         # What they hold goes back when their leases end (they heartbeat no more).
-        _log.warning("the trainers of a superseded iteration of job %r did not leave the job: %s", loader.dataset.job_name(), error)
-    _log.info("an iteration of job %r suspended with its workers' tasks ended: a newer one began in this thread", loader.dataset.job_name())
+        _log.warning("the trainers of stopped workers of job %r did not leave the job: %s", loader.dataset.job_name(), error)

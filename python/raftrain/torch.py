@@ -80,8 +80,10 @@ task. So, with any `num_workers` and `prefetch_factor`:
   as the same trainers as the stopped ones), and none of the tasks the loop consumed. So does
   a new loader of the same dataset (a notebook cell run again, a loader made each pass): it
   first sends the finishes the other loaders still hold, and the trainers a stopped loader
-  lent its workers leave the job (`TaskClient.leave`; not where its workers persist), so the
-  tasks those workers took go back to the queue at once rather than at their timeout;
+  lent its workers leave the job (`TaskClient.leave`), so the tasks those workers took go back
+  to the queue at once rather than at their timeout (workers that persist keep their trainers
+  until the new loader waits for its pass's end while they hold tasks their loop did not
+  consume: they are then shut down, and their loader starts new ones as it iterates again);
 - so does a new *dataset* of the same job (the same masters and job name) in the same process,
   the cell that made it run again: as one of its loaders begins an iteration, the job's other
   datasets in this process that hold trainers and are not iterating in another thread (one
@@ -95,7 +97,7 @@ task. So, with any `num_workers` and `prefetch_factor`:
   two loaders of a job iterated in turn) raises `FailedPrecondition` at its next step
   (`Walk.raise_if_stale`): the newer one walks with the same registrations, or took the job
   over, and each would otherwise take the other's answers or wait at its pass's end for the
-  tasks the other holds. With DataLoader workers (not persistent ones), the suspended
+  tasks the other holds. With DataLoader workers (persistent ones too), the suspended
   iteration's workers are shut down as the newer one begins, the finishes of what its loop
   consumed are sent, and the trainers lent to them leave the job (`_torch_supersede`): their
   tasks go back at once, and the newer one's reports are never held up by an ask of a worker

@@ -4,8 +4,8 @@ iterate: the old one's trainers, which still heartbeat from this process, leave 
 the tasks they hold go back at once instead of at their timeout. An iteration suspended while
 a newer one of its job began (of another dataset, or of the same one: the registrations are
 the dataset's) raises a clear error at its next step instead of taking the newer one's answers
-or waiting for its tasks; with DataLoader workers, its workers are shut down and their trainers
-leave the job as the newer one begins."""
+or waiting for its tasks; with DataLoader workers (persistent ones too), its workers are shut
+down and their trainers leave the job as the newer one begins."""
 
 from __future__ import annotations
 
@@ -104,13 +104,17 @@ def test_an_iteration_suspended_while_a_newer_one_of_its_dataset_ran_raises(mast
     assert status["pass"] == 1 and status["failed"] == 0
 
 
-def test_a_peek_at_the_job_inside_a_loop_with_workers_stops_that_loop(masters):
+@pytest.mark.parametrize("persistent", ["none", "the loop's", "both"])
+def test_a_peek_at_the_job_inside_a_loop_with_workers_stops_that_loop(masters, persistent):
     """`next(iter(val_loader))` every few batches inside the loop over a loader with workers of
     the same dataset: the peek's batch comes at once (the loop's finish an ask of its worker
-    carries does not hold it up), the loop, resumed, raises `FailedPrecondition`, and nothing
-    failed: a new iteration trains the rest of the pass, every sample at least once."""
+    carries does not hold it up, nor do the loop's workers, persistent or not, holding every
+    task), the loop, resumed, raises `FailedPrecondition`, and nothing failed or was taken
+    back: a new iteration trains the rest of the pass, every sample at least once (its pass's
+    end stopping the peek's persistent workers, which hold tasks taken ahead)."""
     dataset = _dataset(masters, "first")
-    train, val = dataset.loader(num_workers=2), dataset.loader(num_workers=2)
+    train = dataset.loader(num_workers=2, persistent_workers=persistent != "none")
+    val = dataset.loader(num_workers=2, persistent_workers=persistent == "both")
     seen = collections.Counter()
     with pytest.raises(raftrain.errors.FailedPrecondition, match="a newer one began in this process while it was suspended"):
         for index, batch in enumerate(train):
@@ -123,3 +127,6 @@ def test_a_peek_at_the_job_inside_a_loop_with_workers_stops_that_loop(masters):
     status = masters.status()
     assert sorted(seen) == list(range(40)) and train.pass_index == 0
     assert status["pass"] == 1 and status["failed"] == 0
+    assert train.refused == val.refused == 0, "no task timed out"
+    if persistent != "none":
+        assert sorted(torch.cat(list(train)).tolist()) == list(range(40)), "new persistent workers for the next pass"
