@@ -88,7 +88,8 @@ task. So, with any `num_workers` and `prefetch_factor`:
   the cell that made it run again: as one of its loaders begins an iteration, the job's other
   datasets in this process that hold trainers and are not iterating in another thread (one
   suspended in this thread counts as not iterating) send the finishes their loaders hold, and
-  their trainers leave the job (`_torch_takeover`), rather than heartbeating on while the tasks
+  their trainers leave the job (`_torch_takeover`; workers that persist are shut down if they
+  hold tasks their loop did not consume), rather than heartbeating on while the tasks
   they hold wait out their timeout (each counting against its task's failure budget) and the
   new iteration waits at its pass's end for them; iterated again, the dataset registers new
   trainers and takes the job back;

@@ -1,7 +1,8 @@
 """A `TaskDataset` made again for the same job in the same process (a notebook cell run again
 after its loop stopped inside a pass) takes the job over from the old one as it begins to
 iterate: the old one's trainers, which still heartbeat from this process, leave the job, so
-the tasks they hold go back at once instead of at their timeout. An iteration suspended while
+the tasks they hold go back at once instead of at their timeout (persistent DataLoader workers
+holding tasks are shut down). An iteration suspended while
 a newer one of its job began (of another dataset, or of the same one: the registrations are
 the dataset's) raises a clear error at its next step instead of taking the newer one's answers
 or waiting for its tasks; with DataLoader workers (persistent ones too), its workers are shut
@@ -130,3 +131,19 @@ def test_a_peek_at_the_job_inside_a_loop_with_workers_stops_that_loop(masters, p
     assert train.refused == val.refused == 0, "no task timed out"
     if persistent != "none":
         assert sorted(torch.cat(list(train)).tolist()) == list(range(40)), "new persistent workers for the next pass"
+
+
+@pytest.mark.timeout(120)
+def test_a_dataset_made_again_stops_the_old_ones_persistent_workers_holding_tasks(start_masters):
+    """The first dataset's loop, with persistent workers, stops inside the pass (its workers
+    holding tasks taken ahead); a second dataset of the job trains the pass at once, every
+    sample, rather than waiting for those tasks' timeout (set past this test's)."""
+    group = start_masters(extra_args=["--task-timeout-min-ms", "600000"])
+    first = _dataset(group, "first").loader(num_workers=2, persistent_workers=True)
+    for index, _batch in enumerate(first):
+        if index == 1:
+            break
+    second = _dataset(group, "second").loader(num_workers=2)
+    assert sorted(torch.cat(list(second)).tolist()) == list(range(40)), "every sample of the pass once"
+    status = group.status()
+    assert status["pass"] == 1 and status["failed"] == 0 and second.refused == 0
