@@ -67,6 +67,25 @@ HOLD_TIMEOUT_SHARE = 1 / 6
 CHECKPOINT_ID_END = 2**64
 
 
+#: DataLoader options a `TaskLoader` refuses, and why: the dataset batches and orders itself.
+DATASET_OPTIONS = {
+    "batch_size": "TaskDataset batches itself: give batch_size to the TaskDataset",
+    "shuffle": "the job is shuffled or not: give TaskDataset(..., shuffle=True, seed=...) (the masters deal each pass's tasks in a seeded order and each task's samples are permuted)",
+    "sampler": "the masters deal the tasks: a TaskLoader takes no sampler (TaskDataset(..., shuffle=True, seed=...) shuffles)",
+    "batch_sampler": "the masters deal the tasks and TaskDataset batches them: a TaskLoader takes no batch_sampler",
+    "drop_last": "a batch never spans two tasks, so each task's last batch holds the rest of its samples; dropping it would drop samples of every task: make shard_size a multiple of batch_size for equal batches",
+}
+
+
+def _refuse_dataset_options(dataloader_options: Dict[str, object]) -> None:
+    """Raises `InvalidArgument` naming a DataLoader option given that is the dataset's
+    (`DATASET_OPTIONS`), or None given for one (DataLoader's default, accepted)."""
+    for option, why in DATASET_OPTIONS.items():
+        value = dataloader_options.pop(option, None)
+        if value is not None and not (option in ("shuffle", "drop_last") and value is False):
+            raise InvalidArgument(f"{option}={value!r}: {why}")
+
+
 class TaskLoader:
     """Iterates a `TaskDataset` through a DataLoader, exactly one pass of the job per iteration
     (`pass_index` says which), and reports each task finished once the training loop has
@@ -75,8 +94,7 @@ class TaskLoader:
     iterate `loader.ddp(model)` instead."""
 
     def __init__(self, dataset: TaskDataset, *, allow_ended: bool = False, **dataloader_options):
-        if dataloader_options.pop("batch_size", None) is not None:
-            raise ValueError("TaskDataset batches itself: give batch_size to the TaskDataset")
+        _refuse_dataset_options(dataloader_options)
         self.dataset = dataset
         convert = _BatchConverted(dataloader_options.pop("collate_fn", None) or default_convert)
         self.dataloader = DataLoader(dataset, batch_size=None, collate_fn=convert, **dataloader_options)

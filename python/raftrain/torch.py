@@ -165,6 +165,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import warnings
 import weakref
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -228,7 +229,9 @@ class TaskDataset(IterableDataset):
 
     Either `index=(name, size, shard_size)` with `read`: an index dataset the masters never
     read (tasks are ranges of `shard_size` indices of `[0, size)`), each batch being
-    `read(start, end)` for a range of at most `batch_size` indices of a task;
+    `read(start, end)` for a range of at most `batch_size` indices of a task (a batch never
+    spans two tasks: a task's last batch holds the rest of its samples, so make `shard_size` a
+    multiple of `batch_size` for equal batches; a `batch_size` above `shard_size` warns);
     or `records`: the job's RecordIO files (paths or globs, as the masters see them) of dense
     `Example`s, each batch `(features float32 [n, d], labels [n])` as tensors, the labels of
     `label_dtype` (`torch.int64` by default: class ids, as `cross_entropy` takes them; a label
@@ -284,6 +287,11 @@ class TaskDataset(IterableDataset):
         if index is not None and shuffle and read_indices is None:
             raise InvalidArgument("a shuffled index dataset needs read_indices(indices) -> batch (its samples come in a seeded order)")
         index = None if index is None else _index_triple(index)
+        if index is not None and batch_size > index[2]:
+            warnings.warn(
+                f"batch_size={batch_size} is more than a task of job {index[0]!r} holds (shard_size={index[2]}): a batch never spans two tasks, so every batch has at most {index[2]} samples; raise shard_size or lower batch_size",
+                stacklevel=2,
+            )
         if index is not None and job is not None and job != index[0]:
             raise InvalidArgument(f"index=({index[0]!r}, ...) names the job, and job={job!r} another: give one")
         self.masters = master_list(masters)

@@ -69,6 +69,34 @@ def test_bad_addresses_and_arguments_are_invalid_arguments(tmp_path):
         raftrain.status(free_addr(), tls_ca=missing)
 
 
+def test_the_dataloader_options_that_are_the_datasets_are_refused_naming_what_to_give():
+    """`loader(shuffle=True)` and the like would otherwise raise torch's messages about an
+    IterableDataset or `batch_size=None`, which the user never gave; a batch size above the
+    shard size warns that batches stay within a task."""
+    import warnings
+
+    from raftrain.torch import TaskDataset
+
+    read = lambda start, end: None  # noqa: E731
+    dataset = TaskDataset(free_addr(), index=("options", 10, 5), read=read, batch_size=5)
+    for option, value, named in [
+        ("batch_size", 8, "give batch_size to the TaskDataset"),
+        ("shuffle", True, r"TaskDataset\(\.\.\., shuffle=True, seed=\.\.\.\)"),
+        ("sampler", [1, 2], "takes no sampler"),
+        ("batch_sampler", [[1, 2]], "takes no batch_sampler"),
+        ("drop_last", True, "multiple of batch_size"),
+    ]:
+        with pytest.raises(raftrain.InvalidArgument, match=f"{option}=.*{named}"):
+            dataset.loader(**{option: value})
+    # DataLoader's own defaults, given explicitly, are accepted.
+    dataset.loader(shuffle=False, drop_last=False, sampler=None, batch_sampler=None)
+    with pytest.warns(UserWarning, match=r"batch_size=64 is more than a task of job 'small' holds \(shard_size=2\)"):
+        TaskDataset(free_addr(), index=("small", 10, 2), read=read)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TaskDataset(free_addr(), index=("even", 10, 2), read=read, batch_size=2)
+
+
 def test_the_loaders_own_errors_survive_pickling():
     """A DataLoader worker's or a multiprocessing result's exception comes back whole."""
     import pickle
