@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, default_convert
 from ._torch_carry import Carriage
 from ._torch_io import Receipt, Registration, Reports
 from ._torch_pass_ahead import PASS_AHEAD_HOLD_S
-from ._torch_supersede import stop_workers, supersede_suspended
+from ._torch_supersede import stop_workers_holding_tasks, supersede_suspended
 from ._torch_takeover import DATASETS
 from ._torch_walk import stale_iteration
 from .errors import Error, InvalidArgument, JobEnded
@@ -79,10 +79,10 @@ DATASET_OPTIONS = {
 
 def _refuse_dataset_options(dataloader_options: Dict[str, object]) -> None:
     """Raises `InvalidArgument` naming a DataLoader option given that is the dataset's
-    (`DATASET_OPTIONS`), or None given for one (DataLoader's default, accepted)."""
+    (`DATASET_OPTIONS`); None or False (DataLoader's defaults) are accepted."""
     for option, why in DATASET_OPTIONS.items():
         value = dataloader_options.pop(option, None)
-        if value is not None and not (option in ("shuffle", "drop_last") and value is False):
+        if value is not None and value is not False:
             raise InvalidArgument(f"{option}={value!r}: {why}")
 
 
@@ -347,14 +347,14 @@ class TaskLoader:
         the task's failure budget). That loader lends new ones if it iterates again. A loader
         whose workers persist keeps them (they ask as the trainers they were started with)
         unless this one is `waiting` for its pass's end and they hold tasks the other's loop
-        did not consume: they are stopped (`stop_workers`), and its next iteration starts new
-        ones."""
+        did not consume: they are stopped (`stop_workers_holding_tasks`), and its next iteration
+        starts new ones."""
         for other in list(self.dataset._loaders):
             if other is self or other._iterating_in is not None or not other._lent_clients:
                 continue
             if other.dataloader.persistent_workers:
-                if waiting and other._carriage is not None and other._carriage.held():
-                    stop_workers(other)
+                if waiting:
+                    stop_workers_holding_tasks(other)
                 continue
             clients, other._lent_clients, other._lent = other._lent_clients, [], {}
             try:

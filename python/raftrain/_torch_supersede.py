@@ -12,7 +12,7 @@ and the DataLoader starts new ones for the loader's next iteration.
 
 `stop_workers` is the same for a loader that stopped iterating: one whose workers persist keeps
 them, and the tasks they took ahead, while another loader of the job iterates; that loader,
-waiting for its pass's end, stops them (`TaskLoader._release_stopped_loaders`). Imports no
+waiting for its pass's end, stops them where they hold tasks (`stop_workers_holding_tasks`). Imports no
 PyTorch."""
 
 from __future__ import annotations
@@ -49,6 +49,13 @@ def supersede(loader: "TaskLoader") -> None:
     loader._iterating_in = None
     stop_workers(loader)
     _log.info("an iteration of job %r suspended with its workers' tasks ended: a newer one began in this thread", loader.dataset.job_name())
+
+
+def stop_workers_holding_tasks(loader: "TaskLoader") -> None:
+    """`stop_workers` where `loader`'s workers hold tasks its loop did not consume
+    (`Carriage.held`); nothing otherwise."""
+    if loader._carriage is not None and loader._carriage.held():
+        stop_workers(loader)
 
 
 def stop_workers(loader: "TaskLoader") -> None:

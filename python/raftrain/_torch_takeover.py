@@ -15,7 +15,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Tuple
 
-from ._torch_supersede import stop_workers, supersede_suspended
+from ._torch_supersede import stop_workers_holding_tasks, supersede_suspended
 from .errors import Error
 from .task_client import leave_together
 
@@ -99,10 +99,10 @@ def release(dataset: "TaskDataset") -> None:
         if not loader.dataloader.persistent_workers:
             clients += loader._lent_clients
             loader._lent_clients, loader._lent = [], {}
-        elif loader._carriage is not None and loader._carriage.held():
+        else:
             # Workers that persist, holding tasks their loop stopped before: shut down, their
             # trainers leave the job (the loader starts new ones if it iterates again).
-            stop_workers(loader)
+            stop_workers_holding_tasks(loader)
     try:
         leave_together(clients)
     except Error as error:
