@@ -173,6 +173,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from ._torch_batch_rows import checked_batch
 from ._torch_carry import Carriage, WorkerCarrier
 from ._torch_io import Receipt, Registration
 from ._torch_loader import TaskLoader
@@ -217,7 +218,12 @@ def _index_triple(index) -> Tuple[str, int, int]:
     name, size, shard_size = index
     if not isinstance(name, str):
         raise InvalidArgument(f"index: the job's name first, as text, not {name!r}")
-    return name, _count("size", size), _count("shard_size", shard_size)
+    size, shard_size = _count("size", size), _count("shard_size", shard_size)
+    if size < 1:
+        raise InvalidArgument(f"index: size {size}: the number of samples, at least 1")
+    if shard_size < 1:
+        raise InvalidArgument(f"index: shard_size {shard_size}: the samples of a task, at least 1")
+    return name, size, shard_size
 
 
 class TaskDataset(IterableDataset):
@@ -509,7 +515,7 @@ class TaskDataset(IterableDataset):
             return self._index_batches(task, order)
         if task.start is not None:
             ranges = [(start, min(start + self.batch_size, task.end)) for start in range(task.start, task.end, self.batch_size)]
-            return ranges, (self.read(start, end) for start, end in ranges)
+            return ranges, (checked_batch(self.read(start, end), end - start, lambda: f"task {task.task_id}: read({start}, {end})") for start, end in ranges)
         features, labels = task.arrays()
         if order is not None:
             features, labels = features[order], labels[order]
@@ -572,7 +578,12 @@ class TaskDataset(IterableDataset):
             raise InvalidArgument(f"task {task.task_id} of a shuffled job: give read_indices(indices) -> batch to read it")
         indices = [task.start + offset for offset in order] if order is not None else list(range(task.start, task.end))
         ranges = [(start, min(start + self.batch_size, len(indices))) for start in range(0, len(indices), self.batch_size)]
-        return ranges, (self.read_indices(indices[start:end]) for start, end in ranges)
+        return ranges, (self._read_indices_checked(task, indices[start:end]) for start, end in ranges)
+
+    def _read_indices_checked(self, task, indices: List[int]):
+        """`read_indices(indices)`, checked to hold a sample per index (`checked_batch`)."""
+        call = lambda: f"task {task.task_id}: read_indices([{len(indices)} indices from {indices[0]}])"  # noqa: E731
+        return checked_batch(self.read_indices(indices), len(indices), call)
 
     def _batch(self, features: np.ndarray, labels: np.ndarray):
         if self.transform is not None:

@@ -47,7 +47,7 @@ def test_bad_addresses_and_arguments_are_invalid_arguments(tmp_path):
     from raftrain.torch import TaskDataset
 
     with pytest.raises(raftrain.InvalidArgument, match="give one"):
-        TaskDataset(free_addr(), index=("a", 10, 2), read=lambda start, end: None, job="b")
+        TaskDataset(free_addr(), index=("a", 10, 2), read=lambda start, end: None, batch_size=2, job="b")
     read = lambda start, end: None  # noqa: E731
     for arguments, named in [
         (dict(index=(10, 5)), r"index: \(name, size, shard_size\), not \(10, 5\)"),
@@ -56,9 +56,9 @@ def test_bad_addresses_and_arguments_are_invalid_arguments(tmp_path):
         (dict(index=("a", "10", 2)), "size: a whole number, not '10'"),
         (dict(index=("a", 10, 2), batch_size="5"), "batch_size: a whole number, not '5'"),
         (dict(index=("a", 10, 2), batch_size=0), "batch_size must be at least 1"),
-        (dict(index=("a", 10, 2), shuffle="false", read_indices=read), "shuffle: True or False, not 'false'"),
-        (dict(index=("a", 10, 2), seed=1.5), "seed: a whole number, not 1.5"),
-        (dict(index=("a", 10, 2), restart=1), "restart: True or False, not 1"),
+        (dict(index=("a", 10, 2), batch_size=2, shuffle="false", read_indices=read), "shuffle: True or False, not 'false'"),
+        (dict(index=("a", 10, 2), batch_size=2, seed=1.5), "seed: a whole number, not 1.5"),
+        (dict(index=("a", 10, 2), batch_size=2, restart=1), "restart: True or False, not 1"),
     ]:
         with pytest.raises(raftrain.InvalidArgument, match=named):
             TaskDataset(free_addr(), read=read, **arguments)
@@ -95,6 +95,22 @@ def test_the_dataloader_options_that_are_the_datasets_are_refused_naming_what_to
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         TaskDataset(free_addr(), index=("even", 10, 2), read=read, batch_size=2)
+
+
+def test_an_index_of_no_samples_or_empty_tasks_is_refused_before_anything_else():
+    """`index=(name, 0, ...)` or a shard size of 0 is refused at once naming the field, with no
+    warning about batches larger than tasks first (nor a round trip to the masters)."""
+    import warnings
+
+    from raftrain.torch import TaskDataset
+
+    read = lambda start, end: None  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(raftrain.InvalidArgument, match=r"index: shard_size 0: the samples of a task, at least 1"):
+            TaskDataset(free_addr(), index=("empty-tasks", 10, 0), read=read, batch_size=5)
+        with pytest.raises(raftrain.InvalidArgument, match=r"index: size 0: the number of samples, at least 1"):
+            TaskDataset(free_addr(), index=("no-samples", 0, 5), read=read, batch_size=5)
 
 
 def test_the_loaders_own_errors_survive_pickling():

@@ -191,3 +191,19 @@ def test_submit_mirrors_job_submit_and_restart_trains_an_ended_job_again(masters
     assert sorted(covered(again)) == [0, 1], "the new incarnation's own passes"
     listed = [job for job in again.jobs() if job["name"] == "s"]
     assert len(listed) == 2 and len({job["job_id"] for job in listed}) == 2, listed
+
+
+def test_a_report_of_another_dataset_says_what_the_jobs_state_leaves_to_do(masters):
+    """Reporting a job again with other passes (a script edited and run again) is refused
+    naming what differs and what to do: a running job is joined with the same dataset or
+    cancelled first; a finished one is restarted, which then takes the new passes."""
+    client = raftrain.TaskClient(masters.masters, name="again", job="edited")
+    client.report_index_dataset("edited", 4, 2, passes=2)
+    with pytest.raises(raftrain.InvalidArgument, match=r"passes 3 differ from the reported 2; the job is running \(pass 1 of 2\).*cancel it and then restart it"):
+        client.report_index_dataset("edited", 4, 2, passes=3)
+    covered(client)
+    with pytest.raises(raftrain.InvalidArgument, match=r"passes 3 differ from the reported 2; the job finished.*restart=True"):
+        client.report_index_dataset("edited", 4, 2, passes=3)
+    again = raftrain.TaskClient(masters.masters, name="again-2", job="edited")
+    assert again.report_index_dataset("edited", 4, 2, passes=3, restart=True)["tasks"] == 2
+    assert [len(indices) for indices in covered(again).values()] == [4, 4, 4]

@@ -10,6 +10,7 @@ import copy
 import functools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -139,6 +140,43 @@ def test_a_task_whose_data_fails_is_failed_and_ends_the_job_naming_it(masters, w
     assert status["failed"] == 1 and status["done"] == 2, status
     # Each raise reached the loop (a DataLoader worker's failures may count in one raise).
     assert raised >= 1, raised
+
+
+class _WrongRowsAt:
+    """`read(start, end)`: a dict batch of the range's rows, or a list of its samples; at
+    `bad` a batch with a row missing from one element (`"short"`), or `None`."""
+
+    def __init__(self, bad: int, wrong: str):
+        self.bad, self.wrong = bad, wrong
+
+    def __call__(self, start: int, end: int):
+        if start == self.bad:
+            return None if self.wrong == "none" else {"x": torch.arange(start, end), "y": torch.arange(start, end - 1)}
+        if start == 0:
+            return [(index, index % 3) for index in range(start, end)]
+        return {"x": torch.arange(start, end), "y": torch.arange(start, end)}
+
+
+@pytest.mark.parametrize("workers, wrong", [(0, "short"), (2, "none")])
+def test_a_batch_whose_rows_are_not_its_indices_fails_its_task_naming_the_read(masters, workers, wrong):
+    """A `read` whose batch holds fewer rows than its range (or nothing) would train some
+    samples never while the task counts done: it fails the task naming the call, the task and
+    the rows, and the job ends with it failed. Batches of the right rows (a dict of tensors, a
+    list of samples) pass as they are."""
+    job = f"wrong-rows-{workers}"
+    dataset = TaskDataset(masters.masters, index=(job, 12, 4), read=_WrongRowsAt(4, wrong), passes=1, batch_size=4, policy={"max_task_failures": 1})
+    loader = dataset.loader(num_workers=workers)
+    said = r"task 1: read\(4, 8\) returned a batch for 4 indices whose element 'y' has 3 rows" if wrong == "short" else r"task 1: read\(4, 8\) returned None"
+    good = []
+    with pytest.raises(raftrain.TasksFailed, match=said):
+        while not loader.job_finished:
+            try:
+                good.extend(loader)
+            except raftrain.DataError as error:
+                assert re.search(said, str(error)), error
+    assert sorted(type(batch).__name__ for batch in good) == ["dict", "list"]
+    status = raftrain.status(masters.masters, job=job)
+    assert status["failed"] == 1 and status["done"] == 2, status
 
 
 def test_a_killed_process_leaves_its_tasks_to_be_handed_out_again(masters, tmp_path):

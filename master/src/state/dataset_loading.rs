@@ -111,9 +111,7 @@ fn repeat_of_accepted(existing: &Job, batch: &Batch<'_>) -> Response {
     let difference = difference(&existing.dataset, batch);
     match difference.or_else(|| existing.shuffle_difference(batch.shuffle)) {
         None => existing.accepted(),
-        Some(difference) => Response::Rejected {
-            reason: format!("a different dataset was already reported: {difference}"),
-        },
+        Some(difference) => existing.refuse_other_dataset(&difference),
     }
 }
 

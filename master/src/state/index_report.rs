@@ -30,9 +30,7 @@ pub(crate) fn apply_index_report(
         let difference = difference(&existing.dataset, report);
         return match difference.or_else(|| existing.shuffle_difference(report.shuffle)) {
             None => existing.accepted(),
-            Some(difference) => Response::Rejected {
-                reason: format!("a different dataset was already reported: {difference}"),
-            },
+            Some(difference) => existing.refuse_other_dataset(&difference),
         };
     }
     let (size, shard_size) = (report.size, report.shard_size);

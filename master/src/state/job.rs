@@ -36,6 +36,28 @@ impl Job {
         })
     }
 
+    /// The refusal of a report naming another dataset than the accepted one (`difference`
+    /// says what differs), with what the job's state leaves the reporter to do: a finished
+    /// job never runs again (a restart makes a new incarnation the report defines); a running
+    /// one keeps its dataset until it ends (joined by reporting the same, or cancelled).
+    pub(crate) fn refuse_other_dataset(&self, difference: &str) -> Response {
+        let what_now = if self.queue.job_finished {
+            "the job finished and an ended job never runs again: restart it (`job submit --restart`, \
+             `restart=True`) to train this dataset as a new incarnation"
+                .to_string()
+        } else {
+            format!(
+                "the job is running (pass {} of {}) with that dataset: report the same to join it, or \
+                 cancel it and then restart it to train this one",
+                u64::from(self.queue.pass) + 1,
+                self.dataset.passes
+            )
+        };
+        Response::Rejected {
+            reason: format!("a different dataset was already reported: {difference}; {what_now}"),
+        }
+    }
+
     /// The answer to the first report, repeated for identical later reports.
     pub(crate) fn accepted(&self) -> Response {
         Response::DatasetAccepted {
@@ -131,5 +153,49 @@ impl Job {
 
     fn advance_if_drained(&mut self) {
         self.queue.advance_if_drained(self.dataset.passes, &self.dataset.policy, self.shuffle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::dataset::QueuePolicy;
+    use super::super::index_report::{apply_index_report, IndexReport};
+    use super::*;
+
+    fn report(passes: u32) -> IndexReport<'static> {
+        let policy = QueuePolicy {
+            chunks_per_task: 1,
+            task_timeout_min_ms: 1000,
+            timeout_factor: 2,
+            max_task_failures: 3,
+            retry_failed_next_pass: false,
+        };
+        IndexReport { job: "j", size: 4, shard_size: 1, passes, policy, shuffle: None }
+    }
+
+    fn refusal(job: &mut Option<Job>, passes: u32) -> String {
+        match apply_index_report(job, &mut None, &report(passes), 10) {
+            Response::Rejected { reason } => reason,
+            other => panic!("a report of other passes is refused, not answered {other:?}"),
+        }
+    }
+
+    /// A report of another dataset is refused naming what differs, and what the job's state
+    /// leaves the reporter to do: join or cancel a running job, restart a finished one.
+    #[test]
+    fn another_dataset_is_refused_saying_what_the_jobs_state_leaves_to_do() {
+        let mut job = None;
+        assert!(matches!(
+            apply_index_report(&mut job, &mut None, &report(2), 10),
+            Response::DatasetAccepted { .. }
+        ));
+        let running = refusal(&mut job, 3);
+        assert!(running.starts_with("a different dataset was already reported: passes 3 differ"));
+        assert!(running.contains("running (pass 1 of 2)"), "{running}");
+        assert!(running.contains("cancel it and then restart it"), "{running}");
+        job.as_mut().expect("accepted").queue.job_finished = true;
+        let finished = refusal(&mut job, 3);
+        assert!(finished.contains("the job finished"), "{finished}");
+        assert!(finished.contains("restart=True"), "{finished}");
     }
 }
