@@ -237,7 +237,8 @@ class TaskDataset(IterableDataset):
     read (tasks are ranges of `shard_size` indices of `[0, size)`), each batch being
     `read(start, end)` for a range of at most `batch_size` indices of a task (a batch never
     spans two tasks: a task's last batch holds the rest of its samples, so make `shard_size` a
-    multiple of `batch_size` for equal batches; a `batch_size` above `shard_size` warns);
+    multiple of `batch_size` for equal batches; a `batch_size` above `shard_size` warns; a
+    batch of other rows than its indices fails its task, `_torch_batch_rows`);
     or `records`: the job's RecordIO files (paths or globs, as the masters see them) of dense
     `Example`s, each batch `(features float32 [n, d], labels [n])` as tensors, the labels of
     `label_dtype` (`torch.int64` by default: class ids, as `cross_entropy` takes them; a label
