@@ -43,6 +43,7 @@ mod status_conversions;
 mod task_source;
 mod typed_calls;
 mod types;
+mod waiting_log;
 mod watch;
 
 pub use ask_gather::{AskGather, Together};

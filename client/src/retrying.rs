@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::error::ClientError;
 use super::options::WAITING_LOG_INTERVAL_MS;
+use super::waiting_log::PROCESS_WAITING;
 
 pub(crate) struct Retrying<'a> {
     call: &'static str,
@@ -69,19 +70,25 @@ impl<'a> Retrying<'a> {
     }
 
     /// An attempt failed for want of a reachable leader: the call now counts as waiting, and
-    /// says so in the log every `WAITING_LOG_INTERVAL_MS`.
+    /// says so in the log every `WAITING_LOG_INTERVAL_MS`, unless another call of the process
+    /// did in that interval (`WaitingLog`: one line says it for all of them).
     pub(crate) fn failed(&mut self, error: String) {
         self.last_error = error;
         if !self.counted {
             self.counted = true;
             self.waiting.fetch_add(1, Ordering::Relaxed);
+            PROCESS_WAITING.enter();
         }
-        if self.warned_at.elapsed() >= Duration::from_millis(WAITING_LOG_INTERVAL_MS) {
-            self.warned_at = Instant::now();
+        if self.warned_at.elapsed() < Duration::from_millis(WAITING_LOG_INTERVAL_MS) {
+            return;
+        }
+        self.warned_at = Instant::now();
+        if PROCESS_WAITING.claim_warning(WAITING_LOG_INTERVAL_MS) {
             tracing::warn!(
                 call = self.call,
                 attempts = self.attempts,
                 last_error = %self.last_error,
+                calls_waiting = PROCESS_WAITING.waiting(),
                 "no master leader answered for {} s; still trying",
                 self.started.elapsed().as_secs()
             );
@@ -93,6 +100,7 @@ impl Drop for Retrying<'_> {
     fn drop(&mut self) {
         if self.counted {
             self.waiting.fetch_sub(1, Ordering::Relaxed);
+            PROCESS_WAITING.leave();
         }
     }
 }
