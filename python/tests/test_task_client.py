@@ -222,7 +222,7 @@ def test_a_job_that_finished_with_failed_tasks_raises_naming_them(start_masters)
                 task.finish()
     assert [failed["task"] for failed in raised.value.failed_tasks] == [1]
     read = lambda start, end: None
-    dataset = TaskDataset(group.masters, index=("failing", 6, 2), read=read, passes=1, policy=policy)
+    dataset = TaskDataset(group.masters, index=("failing", 6, 2), read=read, batch_size=2, passes=1, policy=policy)
     with pytest.raises(raftrain.TasksFailed, match="1 failed tasks"):
         dataset.loader().job_finished
 
