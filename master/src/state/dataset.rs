@@ -30,6 +30,19 @@ pub struct QueuePolicy {
     pub retry_failed_next_pass: bool,
 }
 
+/// The policy the state's unit tests run jobs under: one chunk a task, a 1 s minimum timeout
+/// doubled, three failures allowed, failed tasks left failed.
+#[cfg(test)]
+pub(crate) fn test_policy() -> QueuePolicy {
+    QueuePolicy {
+        chunks_per_task: 1,
+        task_timeout_min_ms: 1000,
+        timeout_factor: 2,
+        max_task_failures: 3,
+        retry_failed_next_pass: false,
+    }
+}
+
 /// The accepted dataset. Tasks are derived from it by id, so what they cover is stored once.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub(crate) struct Dataset {

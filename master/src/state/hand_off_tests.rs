@@ -3,7 +3,7 @@
 //! a retry is answered from its session, and a cancelled job answers it as a whole.
 
 use super::command::Command;
-use super::dataset::QueuePolicy;
+use super::dataset::test_policy;
 use super::master_state::MasterState;
 use super::request::{ClientStamp, Request};
 use super::response::{Response, TaskAssignment};
@@ -21,13 +21,7 @@ fn stamped(state: &mut MasterState, seq: u64, command: Command) -> Response {
 
 /// A group with one index job of `TASKS` one-index tasks and one pass, trainer 1 registered.
 fn started() -> MasterState {
-    let policy = QueuePolicy {
-        chunks_per_task: 1,
-        task_timeout_min_ms: 1000,
-        timeout_factor: 2,
-        max_task_failures: 3,
-        retry_failed_next_pass: false,
-    };
+    let policy = test_policy();
     let report = Command::ReportIndexDataset {
         job: "j".into(),
         size: TASKS,

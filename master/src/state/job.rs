@@ -158,19 +158,19 @@ impl Job {
 
 #[cfg(test)]
 mod tests {
-    use super::super::dataset::QueuePolicy;
+    use super::super::dataset::test_policy;
     use super::super::index_report::{apply_index_report, IndexReport};
     use super::*;
 
     fn report(passes: u32) -> IndexReport<'static> {
-        let policy = QueuePolicy {
-            chunks_per_task: 1,
-            task_timeout_min_ms: 1000,
-            timeout_factor: 2,
-            max_task_failures: 3,
-            retry_failed_next_pass: false,
-        };
-        IndexReport { job: "j", size: 4, shard_size: 1, passes, policy, shuffle: None }
+        IndexReport {
+            job: "j",
+            size: 4,
+            shard_size: 1,
+            passes,
+            policy: test_policy(),
+            shuffle: None,
+        }
     }
 
     fn refusal(job: &mut Option<Job>, passes: u32) -> String {

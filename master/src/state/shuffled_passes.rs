@@ -5,7 +5,7 @@
 use client::shuffle::task_rank;
 
 use super::command::Command;
-use super::dataset::QueuePolicy;
+use super::dataset::test_policy;
 use super::master_state::MasterState;
 use super::request::Request;
 use super::response::Response;
@@ -13,23 +13,13 @@ use super::response::Response;
 const TASKS: u64 = 20;
 const PASSES: u32 = 3;
 
-fn policy() -> QueuePolicy {
-    QueuePolicy {
-        chunks_per_task: 1,
-        task_timeout_min_ms: 1000,
-        timeout_factor: 2,
-        max_task_failures: 3,
-        retry_failed_next_pass: false,
-    }
-}
-
 fn report(shuffle: Option<u64>) -> Command {
     let report = Command::ReportIndexDataset {
         job: "j".into(),
         size: TASKS,
         shard_size: 1,
         passes: PASSES,
-        policy: policy(),
+        policy: test_policy(),
     };
     match shuffle {
         Some(seed) => Command::ShuffledReport { seed, report: Box::new(report) },
