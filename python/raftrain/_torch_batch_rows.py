@@ -16,6 +16,14 @@ def checked_batch(batch: object, expected: int, call: Callable[[], str]) -> obje
     told (a custom type; a list or tuple of `expected` samples); else `DataError` naming
     the call (`call()`, e.g. `"task 3: read(30, 35)"`) and each element's rows. Checked: a tensor or array
     (its first dimension), and the tensors and arrays in a tuple, list or dict."""
+    if type(batch) is tuple:
+        # The usual batch, `(features, labels)`: checked without building anything.
+        for value in batch:
+            shape = getattr(value, "shape", None)
+            if shape is not None and len(shape) and shape[0] != expected:
+                break
+        else:
+            return batch
     if batch is None:
         raise DataError(f"{call()} returned None: return the batch of its {expected} samples")
     rows = _rows(batch)
