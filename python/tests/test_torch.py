@@ -166,7 +166,7 @@ def test_a_batch_whose_rows_are_not_its_indices_fails_its_task_naming_the_read(m
     job = f"wrong-rows-{workers}"
     dataset = TaskDataset(masters.masters, index=(job, 12, 4), read=_WrongRowsAt(4, wrong), passes=1, batch_size=4, policy={"max_task_failures": 1})
     loader = dataset.loader(num_workers=workers)
-    said = r"task 1: read\(4, 8\) returned a batch for 4 indices whose element 'y' has 3 rows" if wrong == "short" else r"task 1: read\(4, 8\) returned None"
+    said = r"task 1: read\(4, 8\) returned a dict of 2 elements for 4 indices, whose element 'y' has 3 rows" if wrong == "short" else r"task 1: read\(4, 8\) returned None"
     good = []
     with pytest.raises(raftrain.TasksFailed, match=said):
         while not loader.job_finished:
