@@ -18,7 +18,7 @@ def blobs(examples: int, seed: int):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("path", nargs="?", default="train.pt")
     parser.add_argument("--examples", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)

@@ -192,6 +192,11 @@ class WorkerCarrier:
             self._answered(claim)
         return receipts
 
+    def in_the_way(self, queued: int) -> bool:
+        """Never: no thread of the worker sends finishes (each ask carries what it `claim`s),
+        so none is ever under way in front of an ask (`Reports.in_the_way`)."""
+        return False
+
     def settle(self, claimed: Sequence[Receipt], accepted: Optional[Sequence[bool]], failure: Optional[BaseException] = None) -> None:
         """The answers to the finishes of the claim that returned `claimed` (`accepted`, per
         receipt), or its ask's failure (the training process then sends them itself)."""

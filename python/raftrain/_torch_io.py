@@ -9,12 +9,24 @@ import collections
 import itertools
 import threading
 import time
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Protocol, Sequence, Tuple, Union
 
 from . import _native
-from .task_client import FINISHED_PER_STEP_MAX, AskGather, PendingStep, StepKind, TaskClient
+from .task import Task
+from .task_client import FINISHED_PER_STEP_MAX, AskGather, PendingStep, Step, StepKind, TaskClient
 
 Receipt = Tuple[int, int]
+
+
+class Finishes(Protocol):
+    """Where an ask takes the finishes it carries: the training process's `Reports`, or a
+    DataLoader worker's `WorkerCarrier` (the finishes its training process consumed)."""
+
+    def claim(self, leave: Sequence[Receipt] = ()) -> List[Receipt]: ...
+
+    def settle(self, claimed: Sequence[Receipt], accepted: Optional[Sequence[bool]], failure: Optional[BaseException] = None) -> None: ...
+
+    def in_the_way(self, queued: int) -> bool: ...
 
 #: The longest `Reports.landed` waits for the reports queued before it to be answered:
 #: a report is one call of at most the client's deadline (60 s by default), so this only ends
@@ -312,29 +324,30 @@ class Registration:
         group = ordered[0]._ahead.group if ordered and ordered[0]._ahead is not None else None
         if group is None:
             return ordered
-        count = next((index for index, each in enumerate(ordered) if each._ahead is None or each._ahead.group is not group), len(ordered))
+        together = list(itertools.takewhile(lambda each: each._ahead is not None and each._ahead.group is group, ordered))
         try:
-            answered = [(each._ahead.pending.result(), each) for each in ordered[:count]]
+            answered = [(each._ahead.pending.result(), each) for each in together if each._ahead is not None]
         except Exception:  # noqa: BLE001 - raised again where the step is taken
             return ordered
-        tasks = [(step, each) for step, each in answered if step.kind == StepKind.Task]
+        tasks = [(step.task, each) for step, each in answered if step.kind == StepKind.Task and step.task is not None]
         waiting = [each for step, each in answered if step.kind == StepKind.Wait]
-        if len(tasks) + len(waiting) < count or len({step.task.pass_index for step, _each in tasks}) > 1:
+        if len(tasks) + len(waiting) < len(together) or len({task.pass_index for task, _each in tasks}) > 1:
             # The pass moved or the job ended among the answers: taken as asked.
             return ordered
-        ranked = sorted(tasks, key=lambda task: task[0].task.pass_rank)
-        return [each for _step, each in ranked] + waiting + ordered[count:]
+        ranked = sorted(tasks, key=lambda task: task[0].pass_rank)
+        return [each for _task, each in ranked] + waiting + ordered[len(together) :]
 
     def taken(self) -> int:
         """When this registration last took a task, in the order of asks (-1: never)."""
         return self._taken
 
-    def take(self, step) -> None:
-        """This registration's task `step` goes to the training loop."""
-        self.held = (step.task.task_id, step.task.dispatch)
+    def take(self, task: Task) -> Receipt:
+        """This registration's `task` goes to the training loop: its receipt, now held."""
+        self.held = (task.task_id, task.dispatch)
         self._held_asked_since, self.asked_since = self.asked_since, None
         self.reported_upto = None
         self._taken = next(Registration._asks)
+        return self.held
 
     def forget_held(self) -> None:
         """A new iteration begins, every finish queued before it answered: a task this
@@ -349,7 +362,7 @@ class Registration:
             # Its deadline runs from its dispatch, no later than this.
             self.asked_since = self._held_asked_since
 
-    def ask_ahead(self, reports: Optional[Reports] = None, upto: Optional[int] = None) -> bool:
+    def ask_ahead(self, reports: Optional[Finishes] = None, upto: Optional[int] = None) -> bool:
         """Starts this registration's next step in the background, unless one is under way,
         carrying the finishes `reports` (given) has not sent yet. Not while one of the first
         `upto` reports (its last task's finish may be among them: the master would answer that
@@ -362,7 +375,7 @@ class Registration:
         return True
 
     @staticmethod
-    def ask_ahead_together(group: "List[Registration]", reports: Reports, upto: List[int]) -> bool:
+    def ask_ahead_together(group: "List[Registration]", reports: Finishes, upto: List[int]) -> bool:
         """`ask_ahead` of the registrations of `group` at once (none has a step under way),
         in one call (an `AskGather`) which the masters write together: one replicated entry
         for all their asks. Each ask
@@ -379,7 +392,7 @@ class Registration:
             registration._start_ahead(reports, together=gather, leave=leave, group=together)
         return True
 
-    def _start_ahead(self, reports: Optional[Reports], together: Union[int, AskGather] = 1, leave: Sequence[Receipt] = (), group: Optional[list] = None) -> None:
+    def _start_ahead(self, reports: Optional[Finishes], together: Union[int, AskGather] = 1, leave: Sequence[Receipt] = (), group: Optional[list] = None) -> None:
         """Starts the step ahead, one of `together` (of `group`, given), carrying the finishes
         `reports` has not sent yet but those of `leave`."""
         self._asking()
@@ -387,7 +400,7 @@ class Registration:
         try:
             pending = self.client.step_ahead(claimed, together)
         except BaseException as error:
-            if claimed:
+            if reports is not None and claimed:
                 reports.settle(claimed, None, error)
             raise
         self._ahead = _Ahead(pending, claimed, reports, next(Registration._asks), group)
@@ -396,7 +409,7 @@ class Registration:
         """Whether a step asked ahead is still to be taken (`step`)."""
         return self._ahead is not None
 
-    def step(self, reports: Optional[Reports] = None):
+    def step(self, reports: Optional[Finishes] = None) -> Step:
         """The next step: the one asked ahead, or asked now (carrying the finishes `reports`,
         given, has not sent yet)."""
         if self._ahead is None:
@@ -416,14 +429,14 @@ class Registration:
         ahead = self._ahead
         return self is not other and ahead is not None and ahead.group is not None and ahead.group is other._answered_group
 
-    def answered_with(self, other: "Registration"):
+    def answered_with(self, other: "Registration") -> Optional[Step]:
         """The answer (waited for) to this registration's step asked at once with the one
         `other` took last; `None` when there is none such or it failed (`step` raises it)."""
         if not self.asked_at_once_with(other):
             return None
         return self.answer_ahead()
 
-    def answer_ahead(self):
+    def answer_ahead(self) -> Optional[Step]:
         """The answer (waited for) to the step asked ahead, left to be taken (`step`); `None`
         when there is none or it failed (`step` raises it)."""
         if self._ahead is None:
@@ -463,7 +476,7 @@ class Registration:
         if self.asked_since is None:
             self.asked_since = time.monotonic()
 
-    def _ask(self, reports: Optional[Reports]):
+    def _ask(self, reports: Optional[Finishes]) -> Step:
         """One step now, carrying the finishes `reports` has not sent yet."""
         claimed = reports.claim() if reports is not None else []
         try:
@@ -482,7 +495,7 @@ class _Ahead:
     answers go to `reports` once, when the step is first answered) and its place in the order
     of asks."""
 
-    def __init__(self, pending: PendingStep, claimed: List[Receipt], reports: Optional[Reports], order: int, group: Optional[list] = None):
+    def __init__(self, pending: PendingStep, claimed: List[Receipt], reports: Optional[Finishes], order: int, group: Optional[list] = None):
         self.pending = pending
         self.claimed = claimed
         self.reports = reports
@@ -491,7 +504,7 @@ class _Ahead:
         #: applied in the order they arrived); `None` for a step asked alone.
         self.group = group
 
-    def answer(self):
+    def answer(self) -> Step:
         """The step (waited for), or its error raised; the claimed finishes settled first."""
         try:
             step = self.pending.result()

@@ -11,7 +11,7 @@ import threading
 import time
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, cast
 
 import torch
 from torch.utils.data import DataLoader, default_convert
@@ -21,13 +21,15 @@ from ._torch_io import Receipt, Registration, Reports
 from ._torch_pass_ahead import PASS_AHEAD_HOLD_S
 from ._torch_supersede import stop_workers_holding_tasks, supersede_suspended
 from ._torch_takeover import DATASETS
-from ._torch_walk import stale_iteration
+from ._torch_walk import Item, stale_iteration
 from .errors import Error, InvalidArgument, JobEnded
 from .task_client import TaskClient, leave_together, raise_if_failed, register_together
 
 _log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from torch.distributed.algorithms.join import Joinable
+
     from .torch import TaskDataset
 
 #: The longest pause between looks at the master (a linearizable read) while this process waits
@@ -97,7 +99,8 @@ class TaskLoader:
         _refuse_dataset_options(dataloader_options)
         self.dataset = dataset
         convert = _BatchConverted(dataloader_options.pop("collate_fn", None) or default_convert)
-        self.dataloader = DataLoader(dataset, batch_size=None, collate_fn=convert, **dataloader_options)
+        # (With batch_size=None the DataLoader gives its collate_fn one item, not the list its type says.)
+        self.dataloader = DataLoader(dataset, batch_size=None, collate_fn=cast(Callable[[List[Any]], Any], convert), **dataloader_options)
         # Iterated in this process (no workers), the dataset asks ahead once these reports land.
         dataset._loader = self
         if dataset._loaders is None:
@@ -158,7 +161,7 @@ class TaskLoader:
         self._pass_share: Optional[int] = None
         self._taken_in_pass = 0
 
-    def __iter__(self) -> Iterator[object]:
+    def __iter__(self) -> Iterator[Any]:
         """One pass: the batches this process gets of it, then a wait until the pass is over
         (its last tasks may be held by other processes; tasks that come back to the queue
         meanwhile are taken here too). Nothing when the job has ended. Without workers, a pass
@@ -258,16 +261,17 @@ class TaskLoader:
         # The pass the walk last saw is no longer the next iteration's.
         self._walked_on = None
 
-    def ddp(self, model: torch.nn.Module) -> "_DdpPasses":
+    def ddp(self, model: "Joinable") -> "_DdpPasses":
         """This loader for DistributedDataParallel: each iteration is one pass on every rank
         together. A rank whose batches of the pass ran out shadows the others' steps
-        (`torch.distributed.algorithms.Join` over `model`) instead of blocking them, the ranks
+        (`torch.distributed.algorithms.Join` over `model`, the `DistributedDataParallel`
+        wrapper the loop steps, not the module inside it) instead of blocking them, the ranks
         then wait together for the pass to end, and they check that they walk the same pass
         (a `RuntimeError` names a rank that does not, rather than averaging gradients of two
         passes). Loop `while not passes.job_finished: for batch in passes: ...`."""
         return _DdpPasses(self, model)
 
-    def _batches(self) -> Iterator[object]:
+    def _batches(self) -> Iterator[Any]:
         """The DataLoader's batches of this process, reporting each task as it is consumed."""
         self._progress_due.clear()
         # The next pass's first task, asked for as the last pass ended, is this iteration's.
@@ -287,7 +291,7 @@ class TaskLoader:
         self._iterating_in = threading.get_ident()
         try:
             for batch, receipts, holding, dispatched_at, carry, pass_index in self._items():
-                if pass_index > self.pass_index and self._pass_moved_on(int(pass_index), fruitless):
+                if self.pass_index is not None and pass_index > self.pass_index and self._pass_moved_on(int(pass_index), fruitless):
                     break
                 fruitless = False
                 self._consuming((int(holding[0]), int(holding[1])), float(dispatched_at))
@@ -349,7 +353,7 @@ class TaskLoader:
         unless this one is `waiting` for its pass's end and they hold tasks the other's loop
         did not consume: they are stopped (`stop_workers_holding_tasks`), and its next iteration
         starts new ones."""
-        for other in list(self.dataset._loaders):
+        for other in self.dataset.loaders():
             if other is self or other._iterating_in is not None or not other._lent_clients:
                 continue
             if other.dataloader.persistent_workers:
@@ -363,7 +367,7 @@ class TaskLoader:
                 # Closed already: what they hold goes back when their lease ends.
                 _log.debug("the trainers of a stopped loader did not leave the job: %s", error)
 
-    def _items(self) -> Iterator[Tuple[object, list, Receipt, float, object, int]]:
+    def _items(self) -> Iterator[Item]:
         """The dataset's items through the DataLoader: converted (its `collate_fn`), pinned
         (its `pin_memory`), from its workers. Without workers or pinning, the same conversion
         applied here, item by item: the DataLoader's own iteration would add its per-batch
@@ -465,7 +469,7 @@ class TaskLoader:
         now = time.monotonic()
         self._progress_if_due(holding, dispatched_at, now)
         if self._carriage is not None and now >= self._workers_held_look:
-            self._progress_of_workers_tasks(now)
+            self._progress_of_workers_tasks(self._carriage, now)
 
     def _progress_if_due(self, holding: Receipt, dispatched_at: float, now: float) -> None:
         """Queues a progress report of task `holding` (asked for at `dispatched_at`) if one is
@@ -483,7 +487,7 @@ class TaskLoader:
         self._progress_due[holding] = float("inf")
         self._queue_report(("progress", holding))
 
-    def _progress_of_workers_tasks(self, now: float) -> None:
+    def _progress_of_workers_tasks(self, carriage: Carriage, now: float) -> None:
         """As the loop consumes a batch: the progress of the tasks the DataLoader workers took
         whose batches wait in the queue (`Carriage.held`), due as for the task consumed. A
         worker takes its next task once it yielded its last task's last batch, and that task's
@@ -492,8 +496,8 @@ class TaskLoader:
         known, every `WORKERS_HELD_LOOK_S`), so each is reported by half its timeout."""
         timeout_s = self._task_timeout_s
         self._workers_held_look = now + (WORKERS_HELD_LOOK_S if timeout_s is None else timeout_s / 6)
-        if self._carriage.on:
-            for holding, dispatched_at in self._carriage.held():
+        if carriage.on:
+            for holding, dispatched_at in carriage.held():
                 self._progress_if_due(holding, dispatched_at, now)
 
     def _progressed(self, holding: Receipt, asked_at: float, timeout: Optional[float]) -> None:
@@ -550,9 +554,10 @@ class TaskLoader:
         client = self._reporter_client()
         task_id, dispatch = receipt
         if kind == "finish":
-            mine = carry is None or self._carriage.take_over(*carry)
-            if not mine:
-                carried = self._carriage.verdict(*carry)
+            carriage = self._carriage
+            mine = carry is None or carriage is None or carriage.take_over(*carry)
+            if carry is not None and carriage is not None and not mine:
+                carried = carriage.verdict(*carry)
                 if carried is not None:
                     self.carried += 1
                     self._answered(task_id, dispatch, carried)
@@ -584,7 +589,7 @@ class TaskLoader:
         `next(iter(val_loader))` inside its loop): its workers' asks carry its finishes, an
         ask's answer is taken by its worker's next step, which waits for that loop, and its
         workers ask as trainers of its own."""
-        loaders = [self, *(other for other in self.dataset._loaders if other is not self and not other._carrying_in_a_walk())]
+        loaders = [self, *(other for other in self.dataset.loaders() if other is not self and not other._carrying_in_a_walk())]
         queues = [loader._reports for loader in loaders if loader._reports is not None]
         if queues:
             self.dataset._settle_asks()
@@ -636,9 +641,16 @@ def _checkpoint_id(value: object) -> int:
 class _DdpPasses:
     """`TaskLoader.ddp(model)`: one pass per iteration on every rank together."""
 
-    def __init__(self, loader: TaskLoader, model: torch.nn.Module):
+    def __init__(self, loader: TaskLoader, model: "Joinable"):
         import torch.distributed as dist
+        from torch.distributed.algorithms.join import Joinable
 
+        if not isinstance(model, Joinable):
+            # A plain module has no join hook: `Join` would fail at the first pass, deep in torch.
+            raise TypeError(
+                f"ddp(model): a {type(model).__name__} is not joinable; pass the DistributedDataParallel "
+                "wrapper the loop steps (DistributedDataParallel(module)), not the module inside it"
+            )
         self.loader = loader
         self.model = model
         self._dist = dist
@@ -653,7 +665,7 @@ class _DdpPasses:
         keeps them all going: the others shadow its steps)."""
         return not self._max(not self.loader.job_finished)[0]
 
-    def __iter__(self) -> Iterator[object]:
+    def __iter__(self) -> Iterator[Any]:
         from torch.distributed.algorithms.join import Join
 
         self.loader._walked_on = None
@@ -667,7 +679,8 @@ class _DdpPasses:
             with Join([self.model]):
                 yield from self.loader._batches()
             # The pass its batches were of (`_pass_moved_on`): the one read, unless a worker found it run.
-            if self.loader._wait_for_pass_end(self.loader.pass_index, vote=self._vote)["over"]:
+            walked = self.loader.pass_index if self.loader.pass_index is not None else status["pass"]
+            if self.loader._wait_for_pass_end(walked, vote=self._vote)["over"]:
                 return
             self.loader._pause_if_fruitless()
 

@@ -14,7 +14,7 @@ from typing import Callable, Optional, Tuple
 from . import _native
 from ._torch_io import Registration
 from .errors import Error
-from .task_client import StepKind, TaskClient
+from .task_client import TaskClient
 
 _log = logging.getLogger(__name__)
 
@@ -126,7 +126,8 @@ class PassAhead:
                 return
             self._held = None
             step = registration.answer_ahead()
-            if step is None or step.kind != StepKind.Task:
+            task = None if step is None else step.task
+            if task is None:
                 return
             try:
                 registration.step()
@@ -134,10 +135,10 @@ class PassAhead:
                 self.given_back += 1
             except Error as error:
                 # The masters unreachable: the task goes back when the trainer's lease ends.
-                _log.warning("task %d asked for the next pass was not given back now: %s", step.task.task_id, error)
+                _log.warning("task %d asked for the next pass was not given back now: %s", task.task_id, error)
             # The client that left is closed either way.
             registration.client = make_client(registration.suffix)
             try:
-                registration.client.go_to(step.task.pass_index)
+                registration.client.go_to(task.pass_index)
             except Error as error:
                 _log.debug("the client in place of one that gave its task back registers at its first ask: %s", error)

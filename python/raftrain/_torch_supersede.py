@@ -35,7 +35,7 @@ def supersede_suspended(dataset: "TaskDataset") -> None:
     """(As an iteration of `dataset` begins in this thread.) Every loader of `dataset` whose
     iteration with workers is suspended in this thread is superseded."""
     here = threading.get_ident()
-    for loader in list(dataset._loaders or ()):
+    for loader in dataset.loaders():
         if loader._iterating_in == here:
             supersede(loader)
 

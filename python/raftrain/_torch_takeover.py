@@ -64,13 +64,13 @@ def holds_trainers(dataset: "TaskDataset") -> bool:
     DataLoader workers of one of its loaders."""
     if dataset._registered and dataset._registered_pid == os.getpid():
         return True
-    return any(loader._lent_clients for loader in _loaders(dataset))
+    return any(loader._lent_clients for loader in dataset.loaders())
 
 
 def iterating_elsewhere(dataset: "TaskDataset") -> bool:
     """Whether a loader of `dataset` is iterating in a thread other than this one."""
     here = threading.get_ident()
-    return any(loader._iterating_in not in (None, here) for loader in _loaders(dataset))
+    return any(loader._iterating_in not in (None, here) for loader in dataset.loaders())
 
 
 def release(dataset: "TaskDataset") -> None:
@@ -81,7 +81,7 @@ def release(dataset: "TaskDataset") -> None:
     `FailedPrecondition` at its next step (`Walk.raise_if_stale`, `_torch_supersede`)."""
     # One suspended here with workers first: their asks carry its finishes.
     supersede_suspended(dataset)
-    loaders = _loaders(dataset)
+    loaders = dataset.loaders()
     for loader in loaders:
         try:
             loader._flush_reports()
@@ -109,10 +109,6 @@ def release(dataset: "TaskDataset") -> None:
         # What they hold goes back when their leases end (they heartbeat no more).
         _log.warning("the trainers of a TaskDataset of job %r did not leave the job: %s", dataset.job_name(), error)
     _log.info("%d trainers of an idle TaskDataset of job %r left the job: another dataset of it iterates in this process", len(clients), dataset.job_name())
-
-
-def _loaders(dataset: "TaskDataset") -> list:
-    return list(dataset._loaders) if dataset._loaders is not None else []
 
 
 #: This process's datasets.

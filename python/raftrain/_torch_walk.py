@@ -8,8 +8,10 @@ import itertools
 import time
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
-from ._torch_io import Registration
+from ._torch_carry import WorkerCarrier
+from ._torch_io import Finishes, Receipt, Registration
 from .errors import FailedPrecondition
+from .task import Task
 from .task_client import Step, StepKind, Waiting
 
 if TYPE_CHECKING:
@@ -32,7 +34,11 @@ PASS_END_IDLE_S = 1.0
 CONSUMED_POLL_S_MIN = 0.001
 CONSUMED_POLL_S = 0.02
 
-Steps = List[Tuple[Registration, object]]
+Steps = List[Tuple[Registration, Step]]
+#: What a walk yields for each batch (a `TaskDataset`'s items): the batch, the receipts of the
+#: tasks it is the last batch of, the task it is of, when that task was asked for, the worker's
+#: carry (or `None`) and the task's pass.
+Item = Tuple[object, List[Receipt], Receipt, float, Optional[Tuple[int, int]], int]
 
 
 def stale_iteration(job: str) -> FailedPrecondition:
@@ -81,7 +87,7 @@ class Walk:
             dataset._walks_begun += 1
         self.number = dataset._walks_begun
 
-    def batches(self) -> Iterator[object]:
+    def batches(self) -> Iterator[Item]:
         """The pass's batches of the tasks this process's registrations take (the dataset's
         items)."""
         while True:
@@ -102,8 +108,8 @@ class Walk:
                 if self._moved(step):
                     return
                 continue
-            if step.kind == StepKind.Task and not registration.holds(step):
-                yield from self._task(registration, step)
+            if step.task is not None and not registration.holds(step):
+                yield from self._task(registration, step.task)
                 continue
             if self._own_reports_landed(steps):
                 continue
@@ -123,7 +129,7 @@ class Walk:
         """The next steps: registrations whose next step was asked ahead answer first, in the
         order asked, and the others ask until one is handed a task it did not hold, the pass
         moved or ended, or (in a worker) nothing is free."""
-        reports = self.loader._reports if self.loader is not None else self.carrier
+        reports: Optional[Finishes] = self.loader._reports if self.loader is not None else self.carrier
         if self.carrier is not None:
             self._ask_pair()
         elif self.ready:
@@ -158,13 +164,13 @@ class Walk:
                     break
         return steps
 
-    def _ready_step(self, reports) -> Optional[Tuple[Registration, object]]:
+    def _ready_step(self, reports: Optional[Finishes]) -> Optional[Tuple[Registration, Step]]:
         """(The training process.) The next of `ready` and its task, taken, when its answer is
         a task it did not hold, as `_steps` would take it (the pass's order of the steps asked
         at once is worked out once for them all); else `None` and `ready` dropped, for
         `_steps` to ask as usual."""
         registration = self.ready.pop(0)
-        step = registration.answered_with(self.current)
+        step = None if self.current is None else registration.answered_with(self.current)
         if step is None or step.kind != StepKind.Task or registration.holds(step):
             self.ready = []
             return None
@@ -182,7 +188,7 @@ class Walk:
             return False
         return loader.pass_ahead_hold_s() is not None
 
-    def _ask_past_pass_end(self, registration: Registration, reports) -> object:
+    def _ask_past_pass_end(self, registration: Registration, reports: Optional[Finishes]) -> Step:
         """(The training process.) `registration` asks for a task of the next pass, carrying the
         finishes not sent yet: where they end the pass, the masters hand it the next pass's
         first task in the same write, and the walk sees the pass over (a "pass over" step) with
@@ -199,7 +205,7 @@ class Walk:
         # step stays asked ahead, for the next iteration to take.
         registration.settle_ahead()
         step = registration.answer_ahead()
-        if step is not None and step.kind == StepKind.Task and step.task.pass_index == ending + 1:
+        if step is not None and step.task is not None and step.task.pass_index == ending + 1:
             self.passed_on = registration
             return Step(StepKind.PassOver, None, ending + 1, ending, None, 0.0, step.finished)
         step = registration.step(reports)
@@ -213,12 +219,13 @@ class Walk:
         one entry (one disk sync on each master for two tasks, as for the training process's
         own asks ahead), and each carries its registration's last finish, the first the rest
         too (an ask applied before its own finish would be answered that task again)."""
-        if self._asked_ahead():
+        carrier = self.carrier
+        if carrier is None or self._asked_ahead():
             return
         ordered = sorted(self.registrations, key=Registration.ask_order, reverse=True)
         free = [registration for registration in ordered if not self._unconsumed(registration)]
         if len(free) >= 2:
-            Registration.ask_ahead_together(free[:2], self.carrier, [])
+            Registration.ask_ahead_together(free[:2], carrier, [])
 
     def _asked_ahead(self) -> bool:
         """Whether a registration's step asked ahead is still to be taken."""
@@ -248,18 +255,17 @@ class Walk:
             self.loader.pass_index = self.pass_index
         return over
 
-    def _task(self, registration: Registration, step) -> Iterator[object]:
-        """The batches of the task `registration` was handed."""
+    def _task(self, registration: Registration, task: Task) -> Iterator[Item]:
+        """The batches of the `task` `registration` was handed."""
         loader, carrier = self.loader, self.carrier
         dispatched_at = registration.asked_since or time.monotonic()
         if loader is not None and self.current is not None:
             # The loop consumed the last task: its finish report is queued.
             self.current.reported_upto = loader._reports_queued()
-        registration.take(step)
+        receipt = registration.take(task)
         if loader is not None:
             loader._taken_in_pass += 1
-        if carrier is not None:
-            self._issue(registration, dispatched_at)
+        carry = None if carrier is None else (carrier.worker, self._issue(carrier, registration, receipt, dispatched_at))
         self.current = registration
         # In the training process itself (no DataLoader workers), while this task's last
         # batches are consumed, another registration asks for its next task (no sooner: a
@@ -268,31 +274,34 @@ class Walk:
         # holding tasks ahead makes the DataLoader, which takes batches from its workers in
         # turn, wait on the others), but ask for two at once (`_ask_pair`).
         others = [other for other in self.registrations if other is not registration]
-        if loader is not None:
-            ask_ahead = lambda left, count: self.raise_if_stale() or self.dataset._ask_ahead(others, loader, left, count)  # noqa: E731
-        else:
-            ask_ahead = lambda left, count: False  # noqa: E731
-        carry = None if carrier is None else (carrier.worker, registration.number)
-        yield from self.dataset._batches(step.task, ask_ahead, dispatched_at, carry)
+
+        def ask_ahead(left: int, count: int) -> bool:
+            if loader is None:
+                return False
+            self.raise_if_stale()
+            return self.dataset._ask_ahead(others, loader, left, count)
+
+        yield from self.dataset._batches(task, ask_ahead, dispatched_at, carry)
         self.yielded, self.idle_since = True, None
         self.pause, self.unconsumed_pause = HELD_POLL_S_MIN, CONSUMED_POLL_S_MIN
 
-    def _issue(self, registration: Registration, dispatched_at: float) -> None:
-        """(A worker.) Records the task `registration` took in the carriage (`Carriage.held`),
-        unless it was already, and the tasks asked for at once with it as soon as they are
-        answered, before this worker reads them: their deadlines run while they wait behind
-        this task's batches, and the training process reports the progress of the tasks
-        recorded there."""
+    def _issue(self, carrier: WorkerCarrier, registration: Registration, receipt: Receipt, dispatched_at: float) -> int:
+        """(A worker.) Records the task `registration` took (`receipt`) in the carriage
+        (`Carriage.held`), unless it was already, and the tasks asked for at once with it as
+        soon as they are answered, before this worker reads them: their deadlines run while
+        they wait behind this task's batches, and the training process reports the progress of
+        the tasks recorded there. The task's number (its finish's carry)."""
         issued, registration.issued = registration.issued, None
-        if issued is not None and issued[0] == registration.held:
+        if issued is not None and issued[0] == receipt:
             registration.number = issued[1]
         else:
-            registration.number = self.carrier.issue(registration.held, dispatched_at)
+            registration.number = carrier.issue(receipt, dispatched_at)
         for other in self.registrations:
             step = other.answered_with(registration)
-            if step is not None and step.kind == StepKind.Task and not other.holds(step):
-                receipt = (step.task.task_id, step.task.dispatch)
-                other.issued = (receipt, self.carrier.issue(receipt, other.asked_since or time.monotonic()))
+            if step is not None and step.task is not None and not other.holds(step):
+                asked = (step.task.task_id, step.task.dispatch)
+                other.issued = (asked, carrier.issue(asked, other.asked_since or time.monotonic()))
+        return registration.number
 
     def _own_reports_landed(self, steps: Steps) -> bool:
         """In the training process, a registration answered the task this process is

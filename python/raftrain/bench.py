@@ -43,7 +43,7 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from . import TaskClient, status
 from ._bench_ddp import bench_ddp
@@ -149,6 +149,8 @@ def bench_tasks(binary: str, directory: Path, tasks: int, seconds: float) -> Non
         started = time.perf_counter()
         while time.perf_counter() - started < seconds:
             task = client.next_task()
+            if task is None:
+                break  # the job finished (its passes ran out)
             task.finish()
             transitions += 2
         python_rate = transitions / (time.perf_counter() - started)
@@ -269,7 +271,8 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
             dataset = TaskDataset(addrs, index=(f"bench{number}", samples, task_size), read=_Rows(rows, labels), batch_size=batch, passes=passes)
             loader = dataset.loader(num_workers=workers)
             loader.job_finished  # the job is submitted before the clock starts
-            plain, through_tasks = [], []
+            plain: List[Tuple[float, Optional[float], float]] = []
+            through_tasks: List[Tuple[float, Optional[float], float]] = []
             for pass_number in range(passes):
                 baseline = DataLoader(Sliced(rows, labels, task_size, batch), batch_size=None, num_workers=workers)
                 # Pairs in turn DataLoader first and TaskLoader first, so that neither loader's
@@ -378,7 +381,7 @@ def bench_hand_off(binary: str, directory: Path, tasks: int, together: int) -> N
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m raftrain.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m raftrain.bench", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--megabytes", type=int, default=64, help="size of the RecordIO file read")
     parser.add_argument("--tasks", type=int, default=1000, help="tasks of the task-queue job")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of task-queue load")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -163,7 +164,8 @@ def all_logged(agents: List[Agent], event: str, world: int, after: float) -> Opt
     """The latest of the nodes' first `event` in a world of `world` after `after`, once every
     node logged one."""
     times = [agent.first(event, world, after) for agent in agents]
-    return None if any(t is None for t in times) else max(times)
+    logged = [each for each in times if each is not None]
+    return max(logged) if logged and len(logged) == len(times) else None
 
 
 @dataclass
@@ -368,7 +370,7 @@ def backends_for(names: List[str], stack: contextlib.ExitStack, directory: Path,
             if not binary:
                 raise SystemExit("no raftrain binary: set RAFTRAIN_BIN or put raftrain on PATH")
             addrs = stack.enter_context(three_masters(binary, directory / "masters", timings))
-            found.append(Backend("raftrain", lambda addrs=addrs: ",".join(addrs)))
+            found.append(Backend("raftrain", functools.partial(",".join, addrs)))
         elif name == "c10d":
             found.append(Backend("c10d", free_addr, lambda index: [f"is_host={'true' if index == 0 else 'false'}"]))
         elif name == "etcd-v2":
@@ -379,7 +381,7 @@ def backends_for(names: List[str], stack: contextlib.ExitStack, directory: Path,
             etcd = str(shutil.which("etcd"))
             (directory / "etcd").mkdir()
             clients = stack.enter_context(etcd_cluster(etcd, directory / "etcd"))
-            found.append(Backend("etcd-v2", lambda client=clients[0]: client))
+            found.append(Backend("etcd-v2", functools.partial(str, clients[0])))
         else:
             raise SystemExit(f"unknown backend {name!r}: choose from {', '.join(BACKENDS)}")
     return found
@@ -424,7 +426,7 @@ def warm_up() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m raftrain.bench_rendezvous", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m raftrain.bench_rendezvous", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--agents", type=lambda text: numbers(text, 2, AGENTS_MAX), default=[2, 4, 8], help="agent counts, comma-separated (default 2,4,8)")
     parser.add_argument("--repetitions", type=int, default=3, choices=range(1, REPETITIONS_MAX + 1), metavar="R", help="runs of each backend and count; medians reported (default 3)")
     parser.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated, of {', '.join(BACKENDS)} (default all)")

@@ -12,9 +12,10 @@ import json
 import os
 import random
 import struct
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _native
 from .errors import InvalidArgument
@@ -57,7 +58,7 @@ class PServerClient:
 
     def init(
         self,
-        params: Mapping[str, np.ndarray],
+        params: Mapping[str, npt.ArrayLike],
         optimizer: str = "sgd",
         *,
         learning_rate: float = 0.01,
@@ -78,7 +79,7 @@ class PServerClient:
         self._native.init(tensors, optimizer, float(learning_rate), _count("block_elements", block_elements))
         self._shapes = {name: array.shape for name, array in arrays.items()}
 
-    def push(self, grads: Mapping[str, np.ndarray]) -> bool:
+    def push(self, grads: Mapping[str, npt.ArrayLike]) -> bool:
         """Applies gradients (every parameter or some) on the pservers, at most once.
 
         Returns False, applying nothing, when the gradients were computed on a model that a
@@ -146,14 +147,16 @@ def _write_safetensors(path, tensors: Mapping[str, np.ndarray]) -> None:
         os.close(directory_descriptor)
 
 
-def _float32(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+def _float32(tensors: Mapping[str, npt.ArrayLike]) -> Dict[str, np.ndarray]:
+    """`tensors` (NumPy arrays, torch tensors, nested lists) as C-ordered float32 arrays."""
     if not isinstance(tensors, Mapping):
         raise InvalidArgument(f"expected a dict of name -> array, got {type(tensors).__name__}")
     converted = {}
     for name, array in tensors.items():
-        if hasattr(array, "detach"):  # a torch tensor
-            array = array.detach().cpu().numpy()
-        converted[str(name)] = np.asarray(array, dtype="<f4", order="C")
+        value: Any = array
+        if hasattr(value, "detach"):  # a torch tensor
+            value = value.detach().cpu().numpy()
+        converted[str(name)] = np.asarray(value, dtype="<f4", order="C")
     return converted
 
 

@@ -5,7 +5,7 @@ with `raftrain recordio` (the same code). Every chunk read is CRC-checked; a bad
 from __future__ import annotations
 
 import os
-from typing import Iterator, List, Sequence, Union
+from typing import Iterator, List, Literal, Sequence, Union
 
 from . import _native
 
@@ -79,7 +79,7 @@ class Writer:
     def __enter__(self) -> "Writer":
         return self
 
-    def __exit__(self, exc_type, exc, traceback) -> bool:
+    def __exit__(self, exc_type, exc, traceback) -> Literal[False]:
         if exc is None:
             self.close()
         else:

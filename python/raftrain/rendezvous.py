@@ -114,7 +114,8 @@ def _seconds(timeout: Optional[timedelta], default: timedelta) -> float:
     return (timeout if timeout is not None else default).total_seconds()
 
 
-class RaftrainStore(dist.Store):
+# (c10d's Store, which torch.distributed re-exports without declaring it public.)
+class RaftrainStore(dist.Store):  # pyright: ignore[reportPrivateImportUsage]
     """A c10d ``Store`` over one rendezvous run's keys on the master group.
 
     ``get`` and ``wait`` wait for their keys up to the store's timeout (``set_timeout``) and
@@ -133,6 +134,11 @@ class RaftrainStore(dist.Store):
     def run_id(self) -> str:
         return self._client.run
 
+    def _timeout(self) -> timedelta:
+        """The store's timeout (`set_timeout`): c10d's `timeout` property, which torch's type
+        stubs leave out."""
+        return self.timeout  # type: ignore[attr-defined]
+
     def _call(self, name: str, *args: Any) -> Any:
         try:
             return self._client.call(name, *args)
@@ -143,9 +149,9 @@ class RaftrainStore(dist.Store):
         self._call("set", key, _bytes(value))
 
     def get(self, key: str) -> bytes:
-        entries, _ = self._call("read", [key], self.timeout.total_seconds())
+        entries, _ = self._call("read", [key], self._timeout().total_seconds())
         if entries[0] is None:
-            raise dist.DistStoreError(f"raftrain store: key {key!r} did not appear within {self.timeout}")
+            raise dist.DistStoreError(f"raftrain store: key {key!r} did not appear within {self._timeout()}")
         return entries[0][0]
 
     def add(self, key: str, value: int) -> int:
@@ -165,17 +171,17 @@ class RaftrainStore(dist.Store):
         return all(entry is not None for entry in entries)
 
     def wait(self, keys: Sequence[str], timeout: Optional[timedelta] = None) -> None:
-        seconds = _seconds(timeout, self.timeout)
+        seconds = _seconds(timeout, self._timeout())
         entries, _ = self._call("read", list(keys), seconds)
         missing = [key for key, entry in zip(keys, entries) if entry is None]
         if missing:
             raise dist.DistStoreError(f"raftrain store: keys {missing!r} did not appear within {seconds} s")
 
     def multi_get(self, keys: Sequence[str]) -> list:
-        entries, _ = self._call("read", list(keys), self.timeout.total_seconds())
+        entries, _ = self._call("read", list(keys), self._timeout().total_seconds())
         missing = [key for key, entry in zip(keys, entries) if entry is None]
         if missing:
-            raise dist.DistStoreError(f"raftrain store: keys {missing!r} did not appear within {self.timeout}")
+            raise dist.DistStoreError(f"raftrain store: keys {missing!r} did not appear within {self._timeout()}")
         return [entry[0] for entry in entries]
 
     def multi_set(self, keys: Sequence[str], values: Sequence[_Value]) -> None:

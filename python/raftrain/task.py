@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Iterator, List, Literal, Optional, Tuple
 
 from . import _native
 from .errors import DataError, FailedPrecondition
@@ -47,7 +47,7 @@ class Task:
     @property
     def record_count(self) -> int:
         """Records (RecordIO) or indices (index task) the task covers."""
-        if self.start is not None:
+        if self.start is not None and self.end is not None:
             return self.end - self.start
         return sum(chunk[3] for chunk in self.chunks)
 
@@ -62,7 +62,7 @@ class Task:
     @property
     def indices(self) -> range:
         """The indices of an index task."""
-        if self.start is None:
+        if self.start is None or self.end is None:
             raise FailedPrecondition(f"task {self.task_id} is RecordIO chunks, not an index range", "FAILED_PRECONDITION")
         return range(self.start, self.end)
 
@@ -113,7 +113,7 @@ class Task:
     def __enter__(self) -> "Task":
         return self
 
-    def __exit__(self, exc_type, exc, traceback) -> bool:
+    def __exit__(self, exc_type, exc, traceback) -> Literal[False]:
         if self.reported is not None:
             return False
         if exc is None and self._finish_later is not None:

@@ -339,14 +339,14 @@ class TaskClient:
         if dataset is not None and not isinstance(dataset, (list, tuple)):
             raise InvalidArgument(f"dataset: a list of RecordIO paths or globs, not {dataset!r}")
         policy = {key: fields[key] for key in POLICY_KEYS if key in fields}
-        shuffled = dict(shuffle=_flag("shuffle", fields.get("shuffle", False)), seed=_count("seed", fields.get("seed", 0)))
         return self.submit_job(
             fields["name"],
             passes=fields["passes"],
             records=fields.get("dataset"),
             index=index,
             restart=restart,
-            **shuffled,
+            shuffle=_flag("shuffle", fields.get("shuffle", False)),
+            seed=_count("seed", fields.get("seed", 0)),
             **policy,
         )
 

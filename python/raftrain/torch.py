@@ -180,8 +180,9 @@ from ._torch_loader import TaskLoader
 from ._torch_pass_ahead import PASS_AHEAD_HOLD_S, PassAhead  # noqa: F401
 from ._torch_takeover import DATASETS
 # The walk's pauses, named here beside the dataset's other constants (documented above).
-from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Walk  # noqa: F401
+from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Item, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
+from .task import Task
 from .task_client import ASKS_TOGETHER_MAX, DEADLINE_S_DEFAULT, Masters, TaskClient, _count, _flag, master_list, register_together
 
 __all__ = ["TaskDataset", "TaskLoader"]
@@ -362,6 +363,10 @@ class TaskDataset(IterableDataset):
         `trainer_id` another client registered under that name and keeps alive)."""
         return TaskClient(self.masters, name=f"{self.name}-{suffix}", job=self.job_name(), trainer_id=trainer_id, **self.client_options)
 
+    def loaders(self) -> "List[TaskLoader]":
+        """This dataset's live loaders (the training process's; none in a worker's copy)."""
+        return list(self._loaders) if self._loaders is not None else []
+
     def worker_suffixes(self, worker: int) -> List[str]:
         """The names (after `<name>-`) of DataLoader worker `worker`'s registrations."""
         return [f"w{worker}-{index}" for index in range(REGISTRATIONS_PER_WORKER)]
@@ -383,7 +388,7 @@ class TaskDataset(IterableDataset):
         empty loop instead."""
         return TaskLoader(self, allow_ended=allow_ended, **dataloader_options)
 
-    def __iter__(self) -> Iterator[Tuple[object, List[Receipt], Receipt, float, object, int]]:
+    def __iter__(self) -> Iterator[Item]:
         """One pass as this process (or worker) sees it (`Walk`): tasks until the pass is over
         after it yielded some, or until nothing is free (the rest are held elsewhere), or the
         job finished."""
@@ -411,8 +416,7 @@ class TaskDataset(IterableDataset):
             name = self.job_name()
             index = None if self.index is None else self.index[1:]
             policy = self.policy or {}
-            shuffled = dict(shuffle=self.shuffle, seed=self.seed)
-            client.submit_job(name, passes=self.passes, records=self.records, index=index, restart=restart, **shuffled, **policy)
+            client.submit_job(name, passes=self.passes, records=self.records, index=index, restart=restart, shuffle=self.shuffle, seed=self.seed, **policy)
         elif self.index is not None:
             name, size, shard_size = self.index
             client.report_index_dataset(name, size, shard_size, passes=self.passes, shuffle=self.shuffle, seed=self.seed)
@@ -431,12 +435,12 @@ class TaskDataset(IterableDataset):
             else:
                 # A worker acts as the trainers its training process lent it (registered once,
                 # kept alive there), else it registers its own.
-                lent = self._lent.get(worker.id) or [None] * REGISTRATIONS_PER_WORKER
+                lent: Sequence[Optional[int]] = self._lent.get(worker.id) or [None] * REGISTRATIONS_PER_WORKER
                 suffixes = self.worker_suffixes(worker.id)
                 clients = [self.client(suffix, trainer_id) for suffix, trainer_id in zip(suffixes, lent)]
                 carriage = self._carriage
                 on = carriage is not None and carriage.on and worker.id < carriage.workers
-                self._carrier = WorkerCarrier(carriage, worker.id) if on else None
+                self._carrier = WorkerCarrier(carriage, worker.id) if carriage is not None and on else None
             if self._pass_hint:
                 # (A client that is not a lent trainer registers here, as its first ask would.)
                 for client in clients:
@@ -469,7 +473,7 @@ class TaskDataset(IterableDataset):
         if self._registered is registrations:
             self._registered, self._registered_pid = [], None
 
-    def _batches(self, task, ask_ahead: Callable[[int, int], object], dispatched_at: float, carry=None) -> Iterator[Tuple[object, List[Receipt], Receipt, float, object, int]]:
+    def _batches(self, task: Task, ask_ahead: Callable[[int, int], bool], dispatched_at: float, carry: Optional[Tuple[int, int]] = None) -> Iterator[Item]:
         """The task's batches, each with the receipts it carries, the task it is of, when
         it was asked for (`time.monotonic()`, the same clock in every process of the machine:
         no later than its dispatch) and `carry` (the worker and its number for the task, whose
@@ -512,19 +516,22 @@ class TaskDataset(IterableDataset):
         (or `read_indices`), a RecordIO task's from its chunks."""
         # A shuffled job's samples come in the task's seeded order (offsets into the task).
         order = task.sample_order()
-        if task.start is not None and (order is not None or self.read is None):
+        read = self.read
+        if task.start is not None and (order is not None or read is None):
             return self._index_batches(task, order)
-        if task.start is not None:
+        if task.start is not None and read is not None:
             ranges = [(start, min(start + self.batch_size, task.end)) for start in range(task.start, task.end, self.batch_size)]
-            return ranges, (checked_batch(self.read(start, end), end - start, lambda: f"task {task.task_id}: read({start}, {end})") for start, end in ranges)
+            return ranges, (checked_batch(read(start, end), end - start, lambda: f"task {task.task_id}: read({start}, {end})") for start, end in ranges)
         features, labels = task.arrays()
         if order is not None:
             features, labels = features[order], labels[order]
-        if self.transform is None:
-            labels = _labels_as(labels, self.label_dtype, task.task_id)
         count = len(labels)
         ranges = [(start, min(start + self.batch_size, count)) for start in range(0, count, self.batch_size)] or [(0, 0)]
-        return ranges, (self._batch(features[start:end], labels[start:end]) for start, end in ranges)
+        transform = self.transform
+        if transform is not None:
+            return ranges, (transform(features[start:end], labels[start:end]) for start, end in ranges)
+        as_tensors = _labels_as(labels, self.label_dtype, task.task_id)
+        return ranges, ((torch.from_numpy(np.array(features[start:end])), as_tensors[start:end]) for start, end in ranges)
 
     def _ask_ahead(self, registrations: List[Registration], loader: "TaskLoader", left: int, count: int) -> bool:
         """Asks `registrations` for their next steps in the background, in the training process,
@@ -575,21 +582,18 @@ class TaskDataset(IterableDataset):
     def _index_batches(self, task, order: Optional[List[int]]):
         """An index task's batches through `read_indices`, in `order` (offsets into the task)
         or in index order."""
-        if self.read_indices is None:
+        read_indices = self.read_indices
+        if read_indices is None:
             raise InvalidArgument(f"task {task.task_id} of a shuffled job: give read_indices(indices) -> batch to read it")
-        indices = [task.start + offset for offset in order] if order is not None else list(range(task.start, task.end))
+        task_indices = task.indices
+        indices = [task_indices[offset] for offset in order] if order is not None else list(task_indices)
         ranges = [(start, min(start + self.batch_size, len(indices))) for start in range(0, len(indices), self.batch_size)]
-        return ranges, (self._read_indices_checked(task, indices[start:end]) for start, end in ranges)
+        return ranges, (_read_indices_checked(read_indices, task, indices[start:end]) for start, end in ranges)
 
-    def _read_indices_checked(self, task, indices: List[int]):
-        """`read_indices(indices)`, checked to hold a sample per index (`checked_batch`)."""
-        call = lambda: f"task {task.task_id}: read_indices([{len(indices)} indices from {indices[0]}])"  # noqa: E731
-        return checked_batch(self.read_indices(indices), len(indices), call)
-
-    def _batch(self, features: np.ndarray, labels: np.ndarray):
-        if self.transform is not None:
-            return self.transform(features, labels)
-        return torch.from_numpy(np.array(features)), labels
+def _read_indices_checked(read_indices: Callable[[List[int]], object], task: Task, indices: List[int]) -> object:
+    """`read_indices(indices)` of `task`, checked to hold a sample per index (`checked_batch`)."""
+    call = lambda: f"task {task.task_id}: read_indices([{len(indices)} indices from {indices[0]}])"  # noqa: E731
+    return checked_batch(read_indices(indices), len(indices), call)
 
 
 def _labels_as(labels: np.ndarray, dtype: torch.dtype, task_id: int) -> torch.Tensor:

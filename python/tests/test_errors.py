@@ -97,6 +97,20 @@ def test_the_dataloader_options_that_are_the_datasets_are_refused_naming_what_to
         TaskDataset(free_addr(), index=("even", 10, 2), read=read, batch_size=2)
 
 
+def test_ddp_of_the_module_inside_the_wrapper_is_refused_naming_the_wrapper():
+    """`loader.ddp(model)` takes the DistributedDataParallel the loop steps: given the plain
+    module (its `Join` would fail at the first pass with torch's "'Linear' object has no
+    attribute 'join_hook'"), it raises at once, saying what to pass."""
+    import torch
+
+    from raftrain.torch import TaskDataset
+
+    read = lambda start, end: None  # noqa: E731
+    loader = TaskDataset(free_addr(), index=("ddp-module", 10, 5), read=read, batch_size=5).loader()
+    with pytest.raises(TypeError, match=r"ddp\(model\): a Linear is not joinable; pass the DistributedDataParallel wrapper"):
+        loader.ddp(torch.nn.Linear(4, 2))
+
+
 def test_an_index_of_no_samples_or_empty_tasks_is_refused_before_anything_else():
     """`index=(name, 0, ...)` or a shard size of 0 is refused at once naming the field, with no
     warning about batches larger than tasks first (nor a round trip to the masters)."""

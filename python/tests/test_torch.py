@@ -274,12 +274,14 @@ def test_ddp_ranks_whose_tasks_end_unevenly_do_not_wait_for_each_other(masters, 
 
 _DDP_START = """
 import sys
+import torch
 import torch.distributed as dist
 from raftrain._torch_loader import _DdpPasses
 rank, port, ended, pass_index = (int(value) for value in sys.argv[1:])
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
 try:
-    print(_DdpPasses(None, None)._started_ended({"ended": bool(ended), "pass": pass_index}))
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))
+    print(_DdpPasses(None, model)._started_ended({"ended": bool(ended), "pass": pass_index}))
 except RuntimeError as error:
     print(error)
 finally:
