@@ -5,7 +5,7 @@ call. Not an API of its own: use `raftrain`, `raftrain.recordio`, `raftrain.torc
 from os import PathLike
 from typing import List, Optional, Sequence, Tuple, Union
 
-_Path = Union[str, PathLike]
+_Path = Union[str, "PathLike[str]"]
 
 SIGNAL_CHECK_MS: int
 FINISHED_PER_STEP_MAX: int

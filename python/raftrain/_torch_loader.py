@@ -95,12 +95,14 @@ class TaskLoader:
     `while not loader.job_finished: for batch in loader: ...`; with DistributedDataParallel,
     iterate `loader.ddp(model)` instead."""
 
-    def __init__(self, dataset: TaskDataset, *, allow_ended: bool = False, **dataloader_options):
+    def __init__(self, dataset: TaskDataset, *, allow_ended: bool = False, **dataloader_options: Any):
         _refuse_dataset_options(dataloader_options)
         self.dataset = dataset
         convert = _BatchConverted(dataloader_options.pop("collate_fn", None) or default_convert)
+        # Applied item by item without workers (`_items`), as the DataLoader's collate_fn with.
+        self._convert = convert
         # (With batch_size=None the DataLoader gives its collate_fn one item, not the list its type says.)
-        self.dataloader = DataLoader(dataset, batch_size=None, collate_fn=cast(Callable[[List[Any]], Any], convert), **dataloader_options)
+        self.dataloader: "DataLoader[Any]" = DataLoader(dataset, batch_size=None, collate_fn=cast(Callable[[List[Any]], Any], convert), **dataloader_options)
         # Iterated in this process (no workers), the dataset asks ahead once these reports land.
         dataset._loader = self
         if dataset._loaders is None:
@@ -108,13 +110,13 @@ class TaskLoader:
             dataset._loaders = weakref.WeakSet()
         dataset._loaders.add(self)
         #: Tasks this loader reported finished, and reports the master refused (taken back).
-        self.finished = 0
-        self.refused = 0
+        self.finished: int = 0
+        self.refused: int = 0
         #: Finishes (accepted or refused) an ask of a DataLoader worker carried: one write for
         #: the finish and the worker's next task (the rest this process sent alone).
-        self.carried = 0
+        self.carried: int = 0
         #: Progress reports that moved a task's deadline on.
-        self.progressed = 0
+        self.progressed: int = 0
         #: The pass the last iteration walked (`None` before the first).
         self.pass_index: Optional[int] = None
         #: The last epoch a trainer gave `set_epoch` (`None` before any).
@@ -233,7 +235,7 @@ class TaskLoader:
         use; use it from the training process only."""
         return self._reporter_client()
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> Dict[str, Any]:
         """What resumes this job's data where it is now (torchdata's `StatefulDataLoader`
         protocol): records a progress checkpoint through the masters (the pass and which tasks
         are done, one replicated entry; the job's pservers record theirs under its id) and
@@ -242,7 +244,7 @@ class TaskLoader:
         checkpoint_id = self._reporter_client().checkpoint()
         return {"raftrain_checkpoint": checkpoint_id, "job": self._reporter_client().job, "pass_index": self.pass_index}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Puts the job back to `state` (from `state_dict()`): the tasks done after it are
         done again, at least once, and a job with pservers gets its model back from their
         checkpoints first. With several training processes, one of them restores (rank 0);
@@ -376,7 +378,7 @@ class TaskLoader:
         if dataloader.num_workers or dataloader.pin_memory:
             self._workers_iter = iter(dataloader)
             return self._workers_iter
-        return map(dataloader.collate_fn, self.dataset)
+        return map(self._convert, self.dataset)
 
     def _pause_if_fruitless(self) -> None:
         """Before walking again for tasks back in the queue: a pause if the last walk found none
@@ -735,6 +737,6 @@ class _BatchConverted:
     def __init__(self, convert: Callable[[object], object]):
         self.convert = convert
 
-    def __call__(self, item: Tuple[object, list, Receipt, float, object, int]) -> Tuple[object, list, Receipt, float, object, int]:
+    def __call__(self, item: Item) -> Item:
         batch, receipts, holding, dispatched_at, carry, pass_index = item
         return self.convert(batch), receipts, holding, dispatched_at, carry, pass_index

@@ -43,19 +43,22 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Sequence, Tuple
 
 from . import TaskClient, status
 from ._bench_ddp import bench_ddp
 from .task_client import StepKind
 from .recordio import Reader, Writer
 
+if TYPE_CHECKING:
+    import torch
+
 RECORD_BYTES = 1000
 HEADER = struct.Struct("<IIIII")
 MAGIC = 0x01020304
 
 
-def pure_python_records(path: Path):
+def pure_python_records(path: Path) -> Iterator[bytes]:
     """Every record of an uncompressed RecordIO file, parsed in Python (the baseline)."""
     with open(path, "rb") as file:
         while True:
@@ -73,7 +76,7 @@ def pure_python_records(path: Path):
                 offset += 4 + length
 
 
-def timed(read) -> float:
+def timed(read: Callable[[], object]) -> float:
     started = time.perf_counter()
     read()
     return time.perf_counter() - started
@@ -179,7 +182,7 @@ class _SlicedTasks:
         return task_batches(self.rows, self.labels, self.shard, self.batch, index, workers)
 
 
-def task_batches(rows, labels, shard: int, batch: int, index: int, count: int):
+def task_batches(rows: "torch.Tensor", labels: "torch.Tensor", shard: int, batch: int, index: int, count: int) -> Iterator[Tuple["torch.Tensor", "torch.Tensor"]]:
     """The batches of tasks `index`, `index + count`, ... (of `shard` rows each, the last one
     short) cut into `batch` rows, never across a task: a baseline's share of the tasks."""
     for task_start in range(index * shard, len(rows), count * shard):
@@ -193,7 +196,7 @@ def task_batches(rows, labels, shard: int, batch: int, index: int, count: int):
 MLP_WIDTHS = (256, 256, 10)
 
 
-def mlp():
+def mlp() -> "torch.nn.Sequential":
     """A new `MLP_WIDTHS` model."""
     import torch
 

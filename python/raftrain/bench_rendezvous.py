@@ -39,7 +39,7 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from .bench import free_addr, three_masters
 
@@ -118,10 +118,10 @@ class Agent:
     def __init__(self, index: int, args: List[str], directory: Path, env: Dict[str, str]):
         self.index = index
         self.directory = directory
-        self.log_path = directory / f"agent-{index}.log"
+        self.log_path: Path = directory / f"agent-{index}.log"
         env = dict(os.environ, RAFTRAIN_BENCH_NODE=str(index), OMP_NUM_THREADS="1", **env)
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self.process: "subprocess.Popen[bytes]" = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
     def kill_node(self) -> None:
         """kill -9 of the agent and every process under it: a lost node."""
@@ -130,7 +130,7 @@ class Agent:
                 os.kill(pid, signal.SIGKILL)
         self.process.wait()
 
-    def lines(self) -> List[dict]:
+    def lines(self) -> List[Dict[str, Any]]:
         path = self.directory / f"node-{self.index}.jsonl"
         if not path.exists():
             return []

@@ -8,7 +8,7 @@ panics into Python: a bug in the extension is `Internal`.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, List, Optional, Tuple, Type
 
 
 class Error(Exception):
@@ -27,15 +27,15 @@ class TasksFailed(Error):
     """The job finished, but some of its tasks failed (each past its failure budget): their
     data was not trained on. `failed_tasks` lists them as `{"task", "reason"}`."""
 
-    def __init__(self, failed_tasks: list, job: Optional[str] = None):
+    def __init__(self, failed_tasks: List[Dict[str, Any]], job: Optional[str] = None):
         shown = "; ".join(f"task {task['task']}: {task['reason']}" for task in failed_tasks[:10])
         more = f" (and {len(failed_tasks) - 10} more)" if len(failed_tasks) > 10 else ""
         name = f"job {job!r}" if job else "the job"
         super().__init__(f"{name} finished with {len(failed_tasks)} failed tasks: {shown}{more}", "FAILED_PRECONDITION")
-        self.failed_tasks = failed_tasks
+        self.failed_tasks: List[Dict[str, Any]] = failed_tasks
         self.job = job
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
         # Pickled as its arguments (a DataLoader worker's, a multiprocessing result's).
         return (TasksFailed, (self.failed_tasks, self.job))
 
@@ -72,7 +72,7 @@ class JobEnded(FailedPrecondition):
         self.job = job
         self.how = how
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
         # Pickled as its arguments (a DataLoader worker's, a multiprocessing result's).
         return (JobEnded, (self.job, self.how))
 
@@ -109,10 +109,10 @@ class DataError(Error):
 
     def __init__(self, message: str, code: str = "DATA_LOSS", fault: Optional[str] = None):
         super().__init__(message, code)
-        self.fault = fault or "content"
+        self.fault: str = fault or "content"
 
 
-CODES = {
+CODES: Dict[str, Type[Error]] = {
     "INVALID_ARGUMENT": InvalidArgument,
     "OUT_OF_RANGE": InvalidArgument,
     "NOT_FOUND": NotFound,

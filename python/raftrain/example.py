@@ -4,9 +4,10 @@ element."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _native
 from .errors import InvalidArgument
@@ -17,11 +18,17 @@ class Example:
 
     __slots__ = ("dense", "sparse_index", "sparse_value", "label")
 
-    def __init__(self, dense=None, sparse_index=None, sparse_value=None, label: float = 0.0):
-        self.dense = _array(dense, "<f4")
-        self.sparse_index = _array(sparse_index, "<u4")
-        self.sparse_value = _array(sparse_value, "<f4")
-        self.label = float(label)
+    def __init__(
+        self,
+        dense: Optional[npt.ArrayLike] = None,
+        sparse_index: Optional[npt.ArrayLike] = None,
+        sparse_value: Optional[npt.ArrayLike] = None,
+        label: float = 0.0,
+    ):
+        self.dense: np.ndarray = _array(dense, "<f4")
+        self.sparse_index: np.ndarray = _array(sparse_index, "<u4")
+        self.sparse_value: np.ndarray = _array(sparse_value, "<f4")
+        self.label: float = float(label)
 
     def encode(self) -> bytes:
         """The protobuf bytes, as one RecordIO record holds them."""
@@ -40,7 +47,7 @@ class Example:
         example.label = float(label)
         return example
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Example):
             return NotImplemented
         return (
@@ -57,7 +64,7 @@ class Example:
         )
 
 
-def decode_dense(records) -> "tuple[np.ndarray, np.ndarray]":
+def decode_dense(records: Iterable[bytes]) -> Tuple[np.ndarray, np.ndarray]:
     """Dense Examples as a float32 matrix (one row each) and a float32 label vector."""
     features, labels, rows, columns = _native.decode_dense(list(records))
     matrix = np.frombuffer(features, dtype="<f4").reshape(rows, columns)

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from . import _native
 from .errors import InvalidArgument
-from .task_client import DEADLINE_S_DEFAULT, Masters, _count, _path, master_list
+from .task_client import DEADLINE_S_DEFAULT, Masters, PathArg, _count, _path, master_list
 
 #: Parameters are cut into blocks of this many elements, spread over the pserver slots.
 BLOCK_ELEMENTS_DEFAULT = 65_536
@@ -36,10 +36,10 @@ class PServerClient:
         *,
         initializer: Optional[int] = None,
         job: Optional[str] = None,
-        tls_ca=None,
-        tls_cert=None,
-        tls_key=None,
-        token_file=None,
+        tls_ca: Optional[PathArg] = None,
+        tls_cert: Optional[PathArg] = None,
+        tls_key: Optional[PathArg] = None,
+        token_file: Optional[PathArg] = None,
         deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
     ):
         self._native = _native.PServerClient(
@@ -102,7 +102,7 @@ class PServerClient:
         self._shapes = {name: array.shape for name, array in pulled.items()}
         return pulled
 
-    def save_safetensors(self, path) -> Dict[str, np.ndarray]:
+    def save_safetensors(self, path: PathArg) -> Dict[str, np.ndarray]:
         """Pulls the model and writes it to `path` as safetensors (float32, the parameters'
         names and shapes; `safetensors.numpy.load_file` reads it), whole or
         not at all. Returns what it wrote."""
@@ -111,7 +111,7 @@ class PServerClient:
         return tensors
 
 
-def _write_safetensors(path, tensors: Mapping[str, np.ndarray]) -> None:
+def _write_safetensors(path: PathArg, tensors: Mapping[str, np.ndarray]) -> None:
     """`tensors` as a safetensors file (little-endian float32), written to a temporary file in
     the same directory, synced and renamed: whole or not at all."""
     header, offset = {}, 0

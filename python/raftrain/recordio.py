@@ -5,7 +5,8 @@ with `raftrain recordio` (the same code). Every chunk read is CRC-checked; a bad
 from __future__ import annotations
 
 import os
-from typing import Iterator, List, Literal, Sequence, Union
+from types import TracebackType
+from typing import Iterator, List, Literal, Optional, Sequence, Type, Union
 
 from . import _native
 
@@ -14,7 +15,8 @@ from . import _native
 #: (`raftrain recordio write`'s default too).
 MAX_CHUNK_BYTES_DEFAULT = 1 << 20
 
-Patterns = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
+#: One path or glob, or several.
+Patterns = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 
 
 class Reader:
@@ -60,10 +62,10 @@ class Writer:
     one path each write theirs whole, and the one closed last stays). As a context manager it
     closes on a normal exit and leaves no file when the block raises."""
 
-    def __init__(self, path, compressor: str = "none", *, max_chunk_bytes: int = MAX_CHUNK_BYTES_DEFAULT):
-        self.path = os.fspath(path)
+    def __init__(self, path: Union[str, "os.PathLike[str]"], compressor: str = "none", *, max_chunk_bytes: int = MAX_CHUNK_BYTES_DEFAULT):
+        self.path: str = os.fspath(path)
         self._native = _native.ChunkWriter(self.path, compressor, max_chunk_bytes)
-        self.records_written = 0
+        self.records_written: int = 0
 
     def write(self, record: bytes) -> None:
         self._native.write(record)
@@ -79,7 +81,7 @@ class Writer:
     def __enter__(self) -> "Writer":
         return self
 
-    def __exit__(self, exc_type, exc, traceback) -> Literal[False]:
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], traceback: Optional[TracebackType]) -> Literal[False]:
         if exc is None:
             self.close()
         else:

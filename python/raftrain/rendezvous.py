@@ -32,7 +32,7 @@ import logging
 import os
 import pickle
 from datetime import timedelta
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import torch.distributed as dist
 from torch.distributed.elastic.rendezvous.api import (
@@ -177,7 +177,7 @@ class RaftrainStore(dist.Store):  # pyright: ignore[reportPrivateImportUsage]
         if missing:
             raise dist.DistStoreError(f"raftrain store: keys {missing!r} did not appear within {seconds} s")
 
-    def multi_get(self, keys: Sequence[str]) -> list:
+    def multi_get(self, keys: Sequence[str]) -> List[bytes]:
         entries, _ = self._call("read", list(keys), self._timeout().total_seconds())
         missing = [key for key, entry in zip(keys, entries) if entry is None]
         if missing:

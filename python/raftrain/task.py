@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, List, Literal, Optional, Tuple
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Literal, Optional, Tuple, Type
 
 from . import _native
 from .errors import DataError, FailedPrecondition
 from .example import Example, decode_dense
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .task_client import TaskClient
 
 
@@ -20,7 +23,7 @@ class Task:
     with the ask for the next task) and failed, with the exception's text, otherwise (a `DataError` with its fault, anything else as the data's
     fault: the master gives a task that keeps failing up after its failure budget)."""
 
-    def __init__(self, client: TaskClient, native):
+    def __init__(self, client: TaskClient, native: Any):
         self._client = client
         self.task_id: int = native.task_id
         #: Which dispatch of the task this is: every hand-out draws a new one, and a report
@@ -85,7 +88,7 @@ class Task:
             except DataError as error:
                 raise DataError(f"task {self.task_id} record {index}: {error.message}", fault="content") from None
 
-    def arrays(self):
+    def arrays(self) -> Tuple[np.ndarray, np.ndarray]:
         """The task's dense Examples as (features float32 [n, d], labels float32 [n])."""
         return decode_dense(self.records())
 
@@ -113,7 +116,7 @@ class Task:
     def __enter__(self) -> "Task":
         return self
 
-    def __exit__(self, exc_type, exc, traceback) -> Literal[False]:
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], traceback: Optional[TracebackType]) -> Literal[False]:
         if self.reported is not None:
             return False
         if exc is None and self._finish_later is not None:

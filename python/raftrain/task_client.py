@@ -16,7 +16,7 @@ import json
 import os
 import socket
 import time
-from typing import Callable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _native
 from .errors import InvalidArgument, TasksFailed
@@ -41,6 +41,10 @@ StepKind = _native.StepKind
 AskGather = _native.AskGather
 
 Masters = Union[str, Sequence[str]]
+#: A file's path: text or an `os.PathLike` (a `pathlib.Path`).
+PathArg = Union[str, "os.PathLike[str]"]
+#: An answer of the masters as JSON (a job's status, a submitted job, a restore).
+JsonObject = Dict[str, Any]
 
 
 #: The widths the masters take each count in (bits): a value outside is refused here, naming it.
@@ -71,7 +75,7 @@ def _flag(field: str, value) -> bool:
     raise InvalidArgument(f"{field}: True or False, not {value!r}")
 
 
-def _policy(policy: dict) -> dict:
+def _policy(policy: dict) -> JsonObject:
     """The queue policy's values checked (`retry_failed_next_pass` a truth value, the rest counts)."""
     return {key: _flag(key, value) if key == "retry_failed_next_pass" else _count(key, value) for key, value in policy.items()}
 
@@ -105,7 +109,7 @@ def master_list(masters: Masters) -> List[str]:
     return addresses
 
 
-def _path(value) -> Optional[str]:
+def _path(value: Optional[PathArg]) -> Optional[str]:
     return None if value is None else os.fspath(value)
 
 
@@ -113,12 +117,12 @@ def status(
     masters: Masters,
     *,
     job: Optional[str] = None,
-    tls_ca=None,
-    tls_cert=None,
-    tls_key=None,
-    token_file=None,
+    tls_ca: Optional[PathArg] = None,
+    tls_cert: Optional[PathArg] = None,
+    tls_key: Optional[PathArg] = None,
+    token_file: Optional[PathArg] = None,
     deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
-) -> dict:
+) -> JsonObject:
     """Job `job` (by default the group's only job) as the leader sees it (the keys of
     `raftrain status --json`), without registering a trainer."""
     text = _native.status_json(
@@ -159,7 +163,7 @@ def _together(clients: Sequence["TaskClient"], call: Callable[["TaskClient"], T]
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def raise_if_failed(status: dict) -> dict:
+def raise_if_failed(status: JsonObject) -> JsonObject:
     """`status` (of a job), unless the job finished with failed tasks: their data was not
     trained on, so a training loop must not end as if it had been (`TasksFailed` names them)."""
     if status["job_finished"] and status["failed_tasks"]:
@@ -167,7 +171,7 @@ def raise_if_failed(status: dict) -> dict:
     return status
 
 
-def _status(text: str) -> dict:
+def _status(text: str) -> JsonObject:
     """The leader's status JSON with `linearizable` as `raftrain status --json` adds it: always
     true here, since only a leader's answer is returned (no leader raises `Unavailable`).
     `members` lists id, addr and role; the command line adds each member's own view."""
@@ -203,7 +207,7 @@ class PendingStep:
     `result()` waits for it (the GIL released) and returns the `Step`, or raises the step's
     error."""
 
-    def __init__(self, client: "TaskClient", native):
+    def __init__(self, client: "TaskClient", native: Any):
         self._client = client
         self._native = native
         self._step: Optional[Step] = None
@@ -236,10 +240,10 @@ class TaskClient:
         *,
         name: Optional[str] = None,
         job: Optional[str] = None,
-        tls_ca=None,
-        tls_cert=None,
-        tls_key=None,
-        token_file=None,
+        tls_ca: Optional[PathArg] = None,
+        tls_cert: Optional[PathArg] = None,
+        tls_key: Optional[PathArg] = None,
+        token_file: Optional[PathArg] = None,
         deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
         trainer_id: Optional[int] = None,
     ):
@@ -271,13 +275,13 @@ class TaskClient:
         name: str,
         *,
         passes: int,
-        records=None,
+        records: Optional[Union[PathArg, Sequence[PathArg]]] = None,
         index: Optional[Tuple[int, int]] = None,
         restart: bool = False,
         shuffle: bool = False,
         seed: int = 0,
-        **policy,
-    ) -> dict:
+        **policy: Any,
+    ) -> JsonObject:
         """Submits job `name`: RecordIO files `records` (paths or globs, as the masters see
         them) or an index range `index=(size, shard_size)`, read `passes` times, with the queue
         policy values it sets instead of the masters' flags: `task_timeout_min_ms`,
@@ -308,7 +312,7 @@ class TaskClient:
         )
         return {"tasks": tasks, "chunks": chunks, "records": count}
 
-    def submit(self, spec: dict, *, restart: bool = False) -> dict:
+    def submit(self, spec: Mapping[str, Any], *, restart: bool = False) -> JsonObject:
         """Submits a job from its spec, as `raftrain job submit --spec FILE` reads it: `name`,
         `passes`, RecordIO files `dataset` or an index range `index` and `shard-size`,
         `shuffle` and `seed`, and the queue policy keys (`task-timeout-min-ms`, ...; `_` or `-`
@@ -352,14 +356,14 @@ class TaskClient:
 
     def report_dataset(
         self,
-        patterns,
+        patterns: Union[PathArg, Sequence[PathArg]],
         *,
         passes: int,
         job: Optional[str] = None,
         restart: bool = False,
         shuffle: bool = False,
         seed: int = 0,
-    ) -> dict:
+    ) -> JsonObject:
         """Reports the job's RecordIO files (paths or globs, as the masters see them) to be
         read `passes` times, as job `job` (default: this client's job, else "python"): it
         submits the job when none of that name exists; a repeat answers the accepted sizes.
@@ -371,14 +375,12 @@ class TaskClient:
         report with another one (or without shuffle) is refused naming both."""
         if job is not None:
             self._same_job(job)
-        if isinstance(patterns, (str, os.PathLike)):
-            patterns = [patterns]
-        patterns = [os.fspath(pattern) for pattern in patterns]
+        listed = [os.fspath(pattern) for pattern in ([patterns] if isinstance(patterns, (str, os.PathLike)) else patterns)]
         job = job or self.job or "python"
         if restart:
-            return self.submit_job(job, passes=passes, records=patterns, restart=True, shuffle=shuffle, seed=seed)
+            return self.submit_job(job, passes=passes, records=listed, restart=True, shuffle=shuffle, seed=seed)
         shuffle_seed = _shuffle_seed(shuffle, seed)
-        tasks, chunks, records = self._native.report_dataset(job, patterns, _count("passes", passes), shuffle_seed)
+        tasks, chunks, records = self._native.report_dataset(job, listed, _count("passes", passes), shuffle_seed)
         return {"tasks": tasks, "chunks": chunks, "records": records}
 
     def report_index_dataset(
@@ -391,7 +393,7 @@ class TaskClient:
         restart: bool = False,
         shuffle: bool = False,
         seed: int = 0,
-    ) -> dict:
+    ) -> JsonObject:
         """Reports a dataset the masters never read: the indices `[0, size)` in tasks of
         `shard_size` (Parquet row groups, a Hugging Face dataset, webdataset shards, a table:
         anything this process can index). Each task is a range `task.start`..`task.end`. The
@@ -508,7 +510,7 @@ class TaskClient:
         """Records an evaluation of the model after pass `pass_index` (accuracy in 0..1)."""
         self._native.record_eval(int(pass_index), float(loss), float(accuracy))
 
-    def jobs(self) -> List[dict]:
+    def jobs(self) -> List[JsonObject]:
         """Every job of the group (running, finished, cancelled), as `raftrain job list
         --json` shows them: `name`, `job_id` (the incarnation, never reused), `state`,
         `pass`, `passes`, `tasks`, `done`, ..."""
@@ -522,7 +524,7 @@ class TaskClient:
             raise InvalidArgument("name the job to cancel: this client was made without job=")
         self._native.cancel_job(name)
 
-    def status(self, lists: bool = True) -> dict:
+    def status(self, lists: bool = True) -> JsonObject:
         """The job as the leader sees it: the keys of `raftrain status --json`. `lists=False`
         leaves out `jobs` and `rendezvous` (every job and rendezvous run of the group): one
         linearizable read, a heartbeat round of the leader's, instead of three, for a loop that
@@ -536,7 +538,7 @@ class TaskClient:
         checkpoint_id, _pass, _done = self._native.checkpoint()
         return checkpoint_id
 
-    def restore(self, checkpoint_id: int, data_only: bool = False) -> dict:
+    def restore(self, checkpoint_id: int, data_only: bool = False) -> JsonObject:
         """Puts the job back to progress checkpoint `checkpoint_id`: the tasks done after it
         are done again (at least once). A job with pservers gets their checkpoints for it back
         first (unless `data_only`): `reloading` pservers reload, and no task is handed out
@@ -562,5 +564,5 @@ class TaskClient:
     def __enter__(self) -> "TaskClient":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

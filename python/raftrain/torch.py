@@ -167,7 +167,7 @@ import socket
 import time
 import warnings
 import weakref
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -183,7 +183,7 @@ from ._torch_takeover import DATASETS
 from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Item, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
 from .task import Task
-from .task_client import ASKS_TOGETHER_MAX, DEADLINE_S_DEFAULT, Masters, TaskClient, _count, _flag, master_list, register_together
+from .task_client import ASKS_TOGETHER_MAX, DEADLINE_S_DEFAULT, Masters, PathArg, TaskClient, _count, _flag, master_list, register_together
 
 __all__ = ["TaskDataset", "TaskLoader"]
 
@@ -227,7 +227,7 @@ def _index_triple(index) -> Tuple[str, int, int]:
     return name, size, shard_size
 
 
-class TaskDataset(IterableDataset):
+class TaskDataset(IterableDataset["Item"]):
     """A job's tasks as an IterableDataset of `(batch, receipts, holding, asked_at, carry,
     pass_index)` (`holding`: the receipt of the task the batch is of; `asked_at`: when it was
     asked for, by `time.monotonic()`; `carry`: which worker's task it is, for its finish to
@@ -266,18 +266,18 @@ class TaskDataset(IterableDataset):
         *,
         index: Optional[Tuple[str, int, int]] = None,
         read: Optional[Callable[[int, int], object]] = None,
-        records: Optional[Sequence[str]] = None,
+        records: Optional[Union[PathArg, Sequence[PathArg]]] = None,
         passes: int = 1,
         batch_size: int = 64,
         job: Optional[str] = None,
         transform: Optional[Callable[[np.ndarray, np.ndarray], object]] = None,
         name: Optional[str] = None,
-        tls_ca=None,
-        tls_cert=None,
-        tls_key=None,
-        token_file=None,
+        tls_ca: Optional[PathArg] = None,
+        tls_cert: Optional[PathArg] = None,
+        tls_key: Optional[PathArg] = None,
+        token_file: Optional[PathArg] = None,
         deadline_s: Optional[float] = DEADLINE_S_DEFAULT,
-        policy: Optional[dict] = None,
+        policy: Optional[Mapping[str, Any]] = None,
         label_dtype: torch.dtype = torch.int64,
         restart: bool = False,
         shuffle: bool = False,
@@ -302,24 +302,24 @@ class TaskDataset(IterableDataset):
             )
         if index is not None and job is not None and job != index[0]:
             raise InvalidArgument(f"index=({index[0]!r}, ...) names the job, and job={job!r} another: give one")
-        self.masters = master_list(masters)
+        self.masters: List[str] = master_list(masters)
         self.index = index
         self.read = read
         self.read_indices = read_indices
-        self.shuffle = _flag("shuffle", shuffle)
-        self.seed = _count("seed", seed)
+        self.shuffle: bool = _flag("shuffle", shuffle)
+        self.seed: int = _count("seed", seed)
         if isinstance(records, (str, os.PathLike)):
             records = [records]
-        self.records = None if records is None else [os.fspath(pattern) for pattern in records]
-        self.passes = _count("passes", passes)
-        self.batch_size = batch_size
-        self.job = job
+        self.records: Optional[List[str]] = None if records is None else [os.fspath(pattern) for pattern in records]
+        self.passes: int = _count("passes", passes)
+        self.batch_size: int = batch_size
+        self.job: Optional[str] = job
         self.transform = transform
         self.label_dtype = label_dtype
-        self.policy = dict(policy) if policy else None
-        self.restart = _flag("restart", restart)
-        self.name = name or f"torch-{socket.gethostname()}-{os.getpid()}"
-        self.client_options = dict(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token_file=token_file, deadline_s=deadline_s)
+        self.policy: Optional[Dict[str, Any]] = dict(policy) if policy else None
+        self.restart: bool = _flag("restart", restart)
+        self.name: str = name or f"torch-{socket.gethostname()}-{os.getpid()}"
+        self.client_options: Dict[str, Any] = dict(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token_file=token_file, deadline_s=deadline_s)
         self._registered: List[Registration] = []
         # (The training process, without workers.) The next pass's first task, asked for as a
         # pass ended (`_next_pass_ask`).
@@ -371,7 +371,7 @@ class TaskDataset(IterableDataset):
         """The names (after `<name>-`) of DataLoader worker `worker`'s registrations."""
         return [f"w{worker}-{index}" for index in range(REGISTRATIONS_PER_WORKER)]
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> Dict[str, Any]:
         # Registrations belong to the process that made them (a spawned worker makes its own).
         state = dict(self.__dict__)
         state["_registered"], state["_registered_pid"], state["_loader"], state["_carrier"] = [], None, None, None
@@ -379,7 +379,7 @@ class TaskDataset(IterableDataset):
         state["_pass_ahead"] = None  # its lock and thread are the training process's
         return state
 
-    def loader(self, *, allow_ended: bool = False, **dataloader_options) -> "TaskLoader":
+    def loader(self, *, allow_ended: bool = False, **dataloader_options: Any) -> "TaskLoader":
         """A `TaskLoader` over this dataset (DataLoader options: num_workers, prefetch_factor,
         pin_memory, collate_fn (given each batch this dataset made), ...; batching is this
         dataset's). A job that had already ended when the
@@ -420,7 +420,7 @@ class TaskDataset(IterableDataset):
         elif self.index is not None:
             name, size, shard_size = self.index
             client.report_index_dataset(name, size, shard_size, passes=self.passes, shuffle=self.shuffle, seed=self.seed)
-        else:
+        elif self.records is not None:  # (the constructor took one of index and records)
             client.report_dataset(self.records, passes=self.passes, job=self.job, shuffle=self.shuffle, seed=self.seed)
 
     def _registrations(self) -> "List[Registration]":
