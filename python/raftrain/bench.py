@@ -259,7 +259,7 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
 
     print(f"\nraftrain.torch: passes of an MLP {features}-{hidden}-{classes} over {samples} in-memory samples in tasks of the size shown,")
     print(f"{passes} of each loader beside the same three masters, in pairs of a pass of each; seconds the median of passes 2-{passes};")
-    print(f"vs DataLoader: the median of passes 2-{passes} of each DataLoader pass's seconds over its pair's TaskLoader pass")
+    print(f"vs DataLoader: the median of passes 2-{passes} of each DataLoader pass's seconds over its pair's TaskLoader pass (to three places: the goal is 0.95x)")
     print("(adjacent passes: the machine's drift over the run cancels; the pairs run in turn in either order, as neither")
     print("loader's pass always follows the other's); the masters' CPU seconds (all three, user and system)")
     print("during a pass of each, the median of passes 2 on; the milliseconds of a pass the loop waited in iter() and next() for")
@@ -291,14 +291,14 @@ def bench_torch(binary: str, directory: Path, samples: int, shard: int, passes: 
         ratios = [baseline / tasks for baseline, tasks in zip(*seconds)]
         cpu = " / ".join(_median_cpu(runs) for runs in (plain, through_tasks))
         waited = " / ".join(f"{_later([each[2] for each in runs]) * 1000:.1f}" for runs in (plain, through_tasks))
-        print(f"| {workers} | {batch} | {task_size} | {later[0]:.2f} | {later[1]:.2f} | {_later(ratios):.2f}x | {ratios[0]:.2f}x | {cpu} | {waited} | {_by_order(ratios)} |", flush=True)
+        print(f"| {workers} | {batch} | {task_size} | {later[0]:.2f} | {later[1]:.2f} | {_later(ratios):.3f}x | {ratios[0]:.2f}x | {cpu} | {waited} | {_by_order(ratios)} |", flush=True)
 
 
 def _by_order(ratios: Sequence[float]) -> str:
     """The median of the ratios of passes 2 on whose pair ran the `DataLoader` first (the odd
     passes), and of those that ran the `TaskLoader` first (`-` where there is none)."""
     orders = (ratios[2::2], ratios[1::2])
-    return " / ".join(f"{statistics.median(order):.2f}x" if order else "-" for order in orders)
+    return " / ".join(f"{statistics.median(order):.3f}x" if order else "-" for order in orders)
 
 
 def _later(runs: Sequence[float]) -> float:
