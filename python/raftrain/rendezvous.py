@@ -9,7 +9,7 @@ rendezvous down with it::
       --rdzv-backend=raftrain --rdzv-endpoint=m1:7000,m2:7000,m3:7000 --rdzv-id=run42 train.py
 
 torchrun finds this module through the ``torchrun.handlers`` entry point ``raftrain``
-(``handler``). ``--rdzv-conf`` keys: ``tls_ca``, ``tls_cert``, ``tls_key``, ``token_file``
+(``_torchrun_entry.handler``, which imports it only when torch makes a handler). ``--rdzv-conf`` keys: ``tls_ca``, ``tls_cert``, ``tls_key``, ``token_file``
 (else ``RAFTRAIN_TLS_CA``, ``RAFTRAIN_TLS_CERT``, ``RAFTRAIN_TLS_KEY``,
 ``RAFTRAIN_TOKEN_FILE``), ``read_timeout`` (seconds a store read waits for its key; 60),
 ``deadline`` (seconds a call retries while no master leads; 60; once a call gave up before any
@@ -355,9 +355,3 @@ def create_rendezvous_handler(params: RendezvousParameters) -> RendezvousHandler
     handler = create_handler(store, backend, params)
     handler.__class__ = RaftrainRendezvousHandler
     return handler
-
-
-def handler() -> Callable[[RendezvousParameters], RendezvousHandler]:
-    """The ``torchrun.handlers`` entry point: torch calls it once and registers what it
-    returns under the entry point's name, ``raftrain``."""
-    return create_rendezvous_handler

@@ -5,6 +5,8 @@ leader kill, the bounds, and the `torchrun.handlers` entry point."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -154,6 +156,23 @@ def test_runs_are_apart_and_deleted_whole(masters):
 def test_torch_finds_the_handler_through_its_entry_point(masters):
     handler = get_rendezvous_handler(params(masters, run_id="entry"))
     assert handler.get_backend() == "raftrain"
+
+
+def test_a_script_that_imports_the_store_first_still_registers_the_handler(masters):
+    """A script that imports `raftrain.rendezvous` before anything of torch's rendezvous (for
+    `RaftrainStore`): torch loads its out-of-tree handlers during that import, and the entry
+    point must not need the half-made module (torch would log a circular import and leave
+    `raftrain` unregistered in that process)."""
+    script = (
+        "import raftrain.rendezvous\n"
+        "from torch.distributed.elastic.rendezvous import RendezvousParameters\n"
+        "from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler\n"
+        f"params = RendezvousParameters(backend='raftrain', endpoint={','.join(masters.addrs)!r}, run_id='first', min_nodes=1, max_nodes=1)\n"
+        "print(get_rendezvous_handler(params).get_backend())\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and ran.stdout.strip() == "raftrain", ran.stdout + ran.stderr
+    assert "registering out of tree plugin" not in ran.stderr and "circular import" not in ran.stderr, ran.stderr
 
 
 def test_bad_parameters_are_refused_by_name(masters):
