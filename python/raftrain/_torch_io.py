@@ -28,6 +28,7 @@ class Finishes(Protocol):
 
     def in_the_way(self, queued: int) -> bool: ...
 
+
 #: The longest `Reports.landed` waits for the reports queued before it to be answered:
 #: a report is one call of at most the client's deadline (60 s by default), so this only ends
 #: a wait on a reporting thread that can no longer answer.
