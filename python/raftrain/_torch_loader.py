@@ -99,7 +99,7 @@ class TaskLoader:
         _refuse_dataset_options(dataloader_options)
         self.dataset = dataset
         convert = _BatchConverted(dataloader_options.pop("collate_fn", None) or default_convert)
-        # Applied item by item without workers (`_items`), as the DataLoader's collate_fn with.
+        # The DataLoader's collate_fn with workers; without them `_items` applies it item by item.
         self._convert = convert
         # (With batch_size=None the DataLoader gives its collate_fn one item, not the list its type says.)
         self.dataloader: "DataLoader[Any]" = DataLoader(dataset, batch_size=None, collate_fn=cast(Callable[[List[Any]], Any], convert), **dataloader_options)
