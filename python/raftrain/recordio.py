@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Iterator, List, Literal, Optional, Sequence, Type, Union
 
 from . import _native
+from .task_client import _patterns
 
 #: A new chunk starts once the uncompressed chunk would pass this many bytes: 1 MiB, a few
 #: thousand dense examples, so that a chunk (a task, by default) takes seconds to train on
@@ -25,9 +26,7 @@ class Reader:
     then."""
 
     def __init__(self, path_or_glob: Patterns):
-        if isinstance(path_or_glob, (str, os.PathLike)):
-            path_or_glob = [path_or_glob]
-        self._chunks = _native.ChunkReader([os.fspath(pattern) for pattern in path_or_glob])
+        self._chunks = _native.ChunkReader(_patterns(path_or_glob))
         self._pending: List[bytes] = []
         self._next = 0
 

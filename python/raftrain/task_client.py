@@ -113,6 +113,11 @@ def _path(value: Optional[PathArg]) -> Optional[str]:
     return None if value is None else os.fspath(value)
 
 
+def _patterns(value: Union[PathArg, Sequence[PathArg]]) -> List[str]:
+    """One path or glob, or several, as a list of texts."""
+    return [os.fspath(pattern) for pattern in ([value] if isinstance(value, (str, os.PathLike)) else value)]
+
+
 def status(
     masters: Masters,
     *,
@@ -296,9 +301,7 @@ class TaskClient:
         unknown = sorted(set(policy) - set(POLICY_KEYS))
         if unknown:
             raise InvalidArgument(f"unknown policy keys {unknown}; known: {list(POLICY_KEYS)}")
-        if isinstance(records, (str, os.PathLike)):
-            records = [records]
-        patterns = None if records is None else [os.fspath(pattern) for pattern in records]
+        patterns = None if records is None else _patterns(records)
         index = None if index is None else (_count("size", index[0]), _count("shard_size", index[1]))
         shuffle_seed = _shuffle_seed(shuffle, seed)
         tasks, chunks, count = self._native.submit_job(
@@ -375,7 +378,7 @@ class TaskClient:
         report with another one (or without shuffle) is refused naming both."""
         if job is not None:
             self._same_job(job)
-        listed = [os.fspath(pattern) for pattern in ([patterns] if isinstance(patterns, (str, os.PathLike)) else patterns)]
+        listed = _patterns(patterns)
         job = job or self.job or "python"
         if restart:
             return self.submit_job(job, passes=passes, records=listed, restart=True, shuffle=shuffle, seed=seed)

@@ -183,7 +183,7 @@ from ._torch_takeover import DATASETS
 from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Item, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
 from .task import Task
-from .task_client import ASKS_TOGETHER_MAX, DEADLINE_S_DEFAULT, Masters, PathArg, TaskClient, _count, _flag, master_list, register_together
+from .task_client import ASKS_TOGETHER_MAX, DEADLINE_S_DEFAULT, Masters, PathArg, TaskClient, _count, _flag, _patterns, master_list, register_together
 
 __all__ = ["TaskDataset", "TaskLoader"]
 
@@ -308,9 +308,7 @@ class TaskDataset(IterableDataset["Item"]):
         self.read_indices = read_indices
         self.shuffle: bool = _flag("shuffle", shuffle)
         self.seed: int = _count("seed", seed)
-        if isinstance(records, (str, os.PathLike)):
-            records = [records]
-        self.records: Optional[List[str]] = None if records is None else [os.fspath(pattern) for pattern in records]
+        self.records: Optional[List[str]] = None if records is None else _patterns(records)
         self.passes: int = _count("passes", passes)
         self.batch_size: int = batch_size
         self.job: Optional[str] = job
