@@ -54,11 +54,11 @@ WORKERS_HELD_LOOK_S = 0.05
 #: With DataLoader workers, how long a finish report waits for an ask of the worker that read
 #: its task to carry it (`Carriage`) before the reporting thread sends it alone: longer than
 #: the time between a worker's asks at the rates where a write per task costs. A worker asks
-#: for two tasks at once, once both of its last two were consumed, so the second of a pair's
-#: finishes waits for the next pair's first task to be read and consumed: about 0.3 s at the
-#: benchmark's batch 64 with two workers, where a hold of 0.25 s sent one finish in four alone,
-#: each a write of its own (12.5 a pass; 2, the pass's last, with 1 s). A pass's end or a state
-#: read sends what is held at once.
+#: for several tasks at once (`WORKER_ASKS_TOGETHER`), so the last of a round's finishes waits
+#: for the worker's next round: with rounds of two, about 0.3 s at the benchmark's batch 64 with
+#: two workers, where a hold of 0.25 s sent one finish in four alone, each a write of its own
+#: (12.5 a pass; 2, the pass's last, with 1 s). A pass's end or a state read sends what is held
+#: at once.
 CARRY_HOLD_S = 1.0
 #: Either hold is at most this share of the task timeout once the loader learned it (a job's
 #: minimum timeout may be as short as 0.1 s): a finish held while its task's deadline runs out

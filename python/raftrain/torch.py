@@ -5,7 +5,7 @@ DataLoader workers and training processes. Importing `raftrain` does not import 
 How it works
 ------------
 Each DataLoader worker (or the training process itself with `num_workers=0`) is a trainer of
-the job, three or four times over (see below): the training process registers its workers' trainers
+the job several times over (nine times without workers, eight times a worker; see below): the training process registers its workers' trainers
 once and keeps them alive, and each worker (a new process each pass unless
 `persistent_workers`) asks as the ones lent to it. It takes tasks, reads each task's
 samples (`read(start, end)` over an index task's range, or the RecordIO task's checked
@@ -22,13 +22,13 @@ task. So, with any `num_workers` and `prefetch_factor`:
 - prefetched batches of tasks not yet consumed are not reported; if the process dies they are
   lost with it, and their tasks go back to the queue when its trainers' leases end (the
   workers die with their DataLoader): each task is trained on at least once per pass;
-- a worker holds at most four unreported tasks (one per registration): the master hands a
+- a worker holds at most eight unreported tasks (one per registration): the master hands a
   trainer one task at a time (and answers one that holds a task with that task until its
   report is in), so the other registrations let a worker read ahead while its previous
   tasks' last batches wait in the prefetch queue or their reports are on their way; a worker
-  asks for two tasks at once where two of its registrations' tasks were consumed, each ask
-  carrying its registration's last finish and saying so (`step_ahead(together=2)`, below):
-  one replicated entry for both; without
+  that needs a task asks for as many as its registrations whose tasks were consumed, up to
+  four (`WORKER_ASKS_TOGETHER`), at once, each ask carrying its registration's last finish
+  and saying so (`step_ahead(together=...)`, below): one replicated entry for them all; without
   workers, once a task's batches left are expected to take the loop less than `ASK_AHEAD_S`
   (a share of the task timeout once known, at most `ASK_AHEAD_S_MAX`; a loop slower than
   that asks as it needs the task), the registration that took its task longest ago asks for its next task
@@ -180,18 +180,18 @@ from ._torch_loader import TaskLoader
 from ._torch_pass_ahead import PASS_AHEAD_HOLD_S, PassAhead  # noqa: F401
 from ._torch_takeover import DATASETS
 # The walk's pauses, named here beside the dataset's other constants (documented above).
-from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, Item, Walk  # noqa: F401
+from ._torch_walk import CONSUMED_POLL_S, CONSUMED_POLL_S_MIN, HELD_POLL_S, HELD_POLL_S_MIN, PASS_END_IDLE_S, WORKER_ASKS_TOGETHER, Item, Walk  # noqa: F401
 from .errors import DataError, InvalidArgument
 from .task import Task
 from .task_client import ASKS_TOGETHER_MAX, DEADLINE_S_DEFAULT, Masters, PathArg, TaskClient, _count, _flag, _patterns, master_list, register_together
 
 __all__ = ["TaskDataset", "TaskLoader"]
 
-#: Registrations per worker: a pair whose tasks were asked for at once and are being read or
-#: consumed by the training loop, and a pair whose finish reports are on their way (the
-#: master answers a trainer that holds a task with that task until the report is in, so
-#: with fewer the next pair's asks often waited for them).
-REGISTRATIONS_PER_WORKER = 4
+#: Registrations per worker: a round of `WORKER_ASKS_TOGETHER` whose tasks were asked for at
+#: once and are being read or consumed by the training loop, and a round whose finish reports
+#: are on their way (the master answers a trainer that holds a task with that task until the
+#: report is in, so with fewer the next round's asks often waited for them).
+REGISTRATIONS_PER_WORKER = 2 * WORKER_ASKS_TOGETHER
 #: Registrations of the training process without workers: one task being consumed, and the
 #: others asked ahead all at once once their finish reports are in (as many as
 #: `TaskClient.step_ahead` starts together, `ASKS_TOGETHER_MAX`): the masters write asks that

@@ -2,7 +2,7 @@
 ask (`raftrain._torch_carry`): exactly one of the worker and the training process sends each,
 a finish whose carrier failed or died is sent by the training process, and through real
 masters the workers' asks carry a pass's finishes (one write per task instead of two), asked
-two at once (one write for two tasks)."""
+several at once (one write for the round)."""
 
 from __future__ import annotations
 
@@ -146,8 +146,8 @@ def test_the_workers_asks_carry_the_training_processs_finishes(masters, monkeypa
     loader = dataset.loader(num_workers=2, multiprocessing_context=start_method)
     assert sorted(torch.cat(list(loader)).tolist()) == list(range(200))
     entries = entries_of_each(masters, passes - 1, lambda: _every_row_once(loader, 200))
-    # Each worker asks for two tasks at once, which the masters write as one entry (asked one
-    # at a time, the pass took 26).
+    # Each worker asks for several tasks at once (`WORKER_ASKS_TOGETHER`), which the masters
+    # write as one entry (asked one at a time, the pass took 26).
     assert min(entries) < 20, f"{entries} entries for the 20 tasks of each pass"
     assert loader.job_finished and loader.finished == 20 * passes and loader.refused == 0
     # A worker whose walk ended (nothing was free for it) leaves the finishes of its tasks the

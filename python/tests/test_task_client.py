@@ -263,7 +263,7 @@ def test_a_job_name_that_is_not_a_dns_label_is_refused(masters, tmp_path, name):
 
 def test_a_new_client_follows_the_leader_another_client_of_the_process_found(start_masters):
     """A client made after another of the same process found the leader goes to it at once,
-    instead of asking every master who leads (a DataLoader worker's four registrations do so
+    instead of asking every master who leads (a DataLoader worker's eight registrations do so
     every pass): the masters serve it one `ClusterInfo`, its background refresh of the members
     on its connection to the leader, not one from each master first."""
     group = start_masters(metrics=True)
