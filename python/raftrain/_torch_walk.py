@@ -36,10 +36,10 @@ CONSUMED_POLL_S = 0.02
 
 #: The most tasks a DataLoader worker asks for at once (`Walk._ask_round`): the masters write
 #: them as one entry, and with two workers the masters' CPU is the training's (the training
-#: process and two workers keep both of this machine's cores busy). Four instead of two: 18
-#: entries a pass of 50 tasks instead of 29, and the benchmark's cell of two workers at batch
-#: 512 0.966x and 0.974x of the `DataLoader` instead of 0.943x and 0.940x (alternated runs,
-#: BENCHMARKS.md). A worker has twice as many registrations (`REGISTRATIONS_PER_WORKER`).
+#: process and two workers keep both of this machine's cores busy). Up to four instead of two:
+#: 18 entries a pass of 50 tasks instead of 29 (two workers, batch 512), about a hundredth of
+#: the benchmark's ratio in alternated runs that each move by about two (BENCHMARKS.md). A
+#: worker has twice as many registrations (`REGISTRATIONS_PER_WORKER`).
 WORKER_ASKS_TOGETHER = 4
 
 Steps = List[Tuple[Registration, Step]]

@@ -307,11 +307,12 @@ def _by_order(ratios: Sequence[float]) -> str:
 
 
 def _balanced(ratios: Sequence[float]) -> float:
-    """The mean of the medians of `_orders` (of the one, where only one has pairs). A pass pays
-    for some of the work the one before it left (worker processes exiting, the masters' last
-    writes), so on some runs the pairs of one order gave ratios several hundredths from the
-    other's, each order's clustered (BENCHMARKS.md): the median of them all then fell anywhere
-    between the two clusters, while the mean of the two orders cancels that cost."""
+    """The mean of the medians of `_orders` (of the one, where only one has pairs). With
+    workers, on some runs the pairs of one order gave ratios several hundredths from the
+    other's, each order's clustered (BENCHMARKS.md; why is not known: in one probe a pass that
+    followed the other loader's was the slower, for either loader): the median of them all
+    then fell anywhere between the two clusters, while the mean of the two orders cancels what
+    a pass pays for the one before it."""
     medians = [statistics.median(order) for order in _orders(ratios) if order]
     return sum(medians) / len(medians)
 
